@@ -1,0 +1,55 @@
+#include "agvisor/base/error.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+
+namespace agvisor {
+namespace {
+
+Result<int> Half(int x) {
+  if (x % 2) return Error::InvalidArgument("odd: " + std::to_string(x));
+  return x / 2;
+}
+
+Result<int> Quarter(int x) {
+  int h = AGVISOR_TRY(Half(x));
+  return AGVISOR_TRY(Half(h));
+}
+
+Result<void> CheckEven(int x) {
+  AGVISOR_RETURN_IF_ERROR(Half(x));
+  return Ok();
+}
+
+TEST(ResultTest, ValueAndErrorPropagate) {
+  EXPECT_EQ(*Quarter(8), 2);
+  auto r = Quarter(6);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(r.error().message(), "odd: 3");
+  EXPECT_TRUE(CheckEven(4).ok());
+  EXPECT_FALSE(CheckEven(5).ok());
+}
+
+TEST(ResultTest, MoveOnlyValues) {
+  Result<std::unique_ptr<int>> r = std::make_unique<int>(7);
+  ASSERT_TRUE(r.ok());
+  std::unique_ptr<int> p = std::move(r).value();
+  EXPECT_EQ(*p, 7);
+}
+
+TEST(ErrorTest, FromErrnoMapsCodes) {
+  EXPECT_EQ(Error::FromErrno("open x", ENOENT).code(), ErrorCode::kNotFound);
+  EXPECT_EQ(Error::FromErrno("connect", ECONNREFUSED).code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(Error::FromErrno("write", ENOSPC).code(), ErrorCode::kResourceExhausted);
+  Error e = Error::FromErrno("open /x", EACCES);
+  EXPECT_EQ(e.code(), ErrorCode::kPermissionDenied);
+  EXPECT_EQ(e.sys_errno(), EACCES);
+  EXPECT_EQ(e.message(), "open /x: Permission denied");
+  EXPECT_EQ(e.WithContext("load").message(), "load: open /x: Permission denied");
+  EXPECT_EQ(Error::NotFound("x").ToString(), "kNotFound: x");
+}
+
+}  // namespace
+}  // namespace agvisor

@@ -1,0 +1,136 @@
+// HTTP/1.1 client for the Docker Engine API (and any HTTP server on a unix socket or loopback).
+//
+// Used by docker/ (the Engine API client) and by tests. Transports:
+//   unix:///var/run/docker.sock   a unix socket (the default)
+//   tcp://HOST:PORT               plain TCP
+//   ssh://[USER@]HOST[:PORT]      ONE `ssh` process per Client forwards the remote docker socket to a
+//                                 private local unix socket; every request and stream to that host
+//                                 goes through it, and it dies with the Client.
+// Connections are kept alive and reused; every method is safe to call from many threads at once.
+// Boost.Beast stays inside client.cc: this header has no third-party includes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agvisor/base/error.h"
+
+namespace agvisor::http {
+
+// Where an HTTP endpoint lives. Parsed from DOCKER_HOST-style strings.
+struct Endpoint {
+  enum class Kind { kUnix, kTcp, kSsh };
+  Kind kind = Kind::kUnix;
+  std::string path = "/var/run/docker.sock";  // kUnix: local socket; kSsh: the REMOTE socket
+  std::string host;                           // kTcp, kSsh
+  std::uint16_t port = 0;                     // kTcp: required; kSsh: 0 = ssh's default
+  std::string user;                           // kSsh: optional
+  std::string ToString() const;               // back to the URL form
+};
+
+// Parses "unix:///path", "tcp://host:port", "ssh://[user@]host[:port]". An empty spec means
+// $DOCKER_HOST, or unix:///var/run/docker.sock when that is unset.
+// Errors: kInvalidArgument, naming the spec and the accepted forms.
+Result<Endpoint> ParseEndpoint(std::string_view spec);
+
+struct Header {
+  std::string name;
+  std::string value;
+};
+
+struct Request {
+  std::string method = "GET";
+  std::string target;  // origin-form, already percent-encoded: "/v1.41/containers/json?all=1"
+  std::vector<Header> headers;
+  std::string body;          // sent with Content-Length when non-empty (or method is POST/PUT)
+  std::string content_type;  // e.g. "application/json"; empty = none
+  // Deadline for the whole exchange; 0 = ClientOptions::request_timeout. Streams are exempt
+  // once their headers arrived.
+  std::chrono::milliseconds timeout{0};
+};
+
+struct Response {
+  int status = 0;
+  std::vector<Header> headers;
+  std::string body;
+  // The first header of that name (case-insensitive), or "".
+  std::string_view header(std::string_view name) const;
+};
+
+// Supplies an upload body piece by piece (sent chunked): fills `buf`, returns the byte count;
+// 0 ends the body; an error aborts the request and is returned by the call.
+using BodySource = std::function<Result<std::size_t>(std::span<char> buf)>;
+// Receives a response body piece by piece as it arrives; an error aborts the request.
+using BodySink = std::function<Result<void>(std::string_view chunk)>;
+
+// The raw bidirectional byte stream left after an HTTP upgrade (Docker's hijacked exec/attach).
+// Read and Write may run on different threads at once.
+class RawStream {
+ public:
+  virtual ~RawStream() = default;
+  // Up to buf.size() bytes; 0 = the peer closed its side.
+  virtual Result<std::size_t> Read(std::span<char> buf) = 0;
+  // All of `data`, or an error.
+  virtual Result<void> Write(std::string_view data) = 0;
+  // Half-close: the peer reads EOF (an exec's stdin ends); reading goes on.
+  virtual Result<void> CloseWrite() = 0;
+  // Closes both directions; a Read blocked in another thread returns.
+  virtual void Close() = 0;
+};
+
+// The outcome of Client::Hijack: `stream` is set when the server switched protocols (101, or
+// 200 as Docker answers some upgrades); otherwise `response` holds the server's error answer.
+struct Hijacked {
+  Response response;
+  std::unique_ptr<RawStream> stream;
+};
+
+struct ClientOptions {
+  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::milliseconds request_timeout{120000};
+  std::size_t max_idle_connections = 16;
+  // ssh only: extra arguments for the ssh command line (e.g. {"-i", key, "-o", "..."}), put
+  // before the destination. BatchMode=yes is always set: ssh never prompts.
+  std::vector<std::string> ssh_args;
+};
+
+class Client {
+ public:
+  // Errors: kUnavailable (cannot connect; ssh failed, with ssh's own message), kInvalidArgument.
+  // For unix/tcp nothing is connected until the first request; for ssh the tunnel is up on return.
+  static Result<std::shared_ptr<Client>> Connect(const Endpoint& endpoint,
+                                                 ClientOptions options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const Endpoint& endpoint() const;
+
+  // One exchange; any status is a success at this layer (the caller reads response.status).
+  // Errors: kUnavailable (connection refused/reset, daemon gone: says which endpoint), kTimeout.
+  Result<Response> Send(const Request& request);
+  // As Send, with a body streamed from `source` using chunked transfer encoding.
+  Result<Response> SendStreamingBody(const Request& request, const BodySource& source);
+  // As Send, but the body goes to `sink` as it arrives (returned Response has an empty body).
+  // `sink` is not called for error statuses (>= 400): their body is in the Response.
+  Result<Response> SendStreamingResponse(const Request& request, const BodySink& sink);
+  // Sends `request` with "Connection: Upgrade" and "Upgrade: tcp" and hands over the socket.
+  Result<Hijacked> Hijack(const Request& request);
+
+  struct Impl;
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Percent-encodes a query parameter value (RFC 3986 unreserved characters kept).
+std::string UrlEncode(std::string_view s);
+
+}  // namespace agvisor::http
