@@ -1,0 +1,210 @@
+#include "agvisor/sandbox/spec.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+namespace agvisor {
+namespace {
+
+bool IsNameChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+}
+
+// Docker's own name rule, the one `name` and `runtime` follow: [A-Za-z0-9][A-Za-z0-9_.-]*
+bool IsDockerName(std::string_view s) {
+  if (s.empty() || !std::isalnum(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s) {
+    if (!IsNameChar(c)) return false;
+  }
+  return true;
+}
+
+std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+std::int64_t Multiplier(char suffix) {
+  switch (std::tolower(static_cast<unsigned char>(suffix))) {
+    case 'b': return 1;
+    case 'k': return 1LL << 10;
+    case 'm': return 1LL << 20;
+    case 'g': return 1LL << 30;
+    case 't': return 1LL << 40;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+Result<std::int64_t> ParseMemorySize(std::string_view what, std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return Error::InvalidArgument(std::string(what) + ": " + Quote(text) + " " +
+                                  std::string(why) +
+                                  " (use a number with an optional k/m/g/t suffix, e.g. '512m' or "
+                                  "'1.5g'; 0 is refused because Docker reads it as unlimited)");
+  };
+  std::size_t i = 0;
+  bool digits = false, dot = false;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) {
+    if (text[i] == '.') {
+      if (dot) return bad("is not a size");
+      dot = true;
+    } else {
+      digits = true;
+    }
+    ++i;
+  }
+  if (!digits) return bad("is not a size");
+  std::int64_t mult = 1;
+  if (i < text.size()) {
+    mult = Multiplier(text[i]);
+    if (mult == 0 || i + 1 != text.size()) return bad("has an unknown unit");
+  }
+  double value = std::strtod(std::string(text.substr(0, i)).c_str(), nullptr);
+  double bytes = value * static_cast<double>(mult);
+  if (!(bytes >= 1)) return bad("must be > 0");
+  if (bytes > static_cast<double>(std::numeric_limits<std::int64_t>::max() / 2)) {
+    return bad("is too large");
+  }
+  return static_cast<std::int64_t>(std::llround(bytes));
+}
+
+Result<std::int64_t> ParseDiskSize(std::string_view what, std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return Error::InvalidArgument(
+        std::string(what) + ": " + Quote(text) + " " + std::string(why) +
+        " (use a whole number with an optional k/m/g/t suffix, e.g. '5g'; no decimals, no 'gb'; "
+        "'none' for no cap)");
+  };
+  std::size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  if (i == 0 || i > 15) return bad("is not a whole-number size");
+  std::int64_t mult = 1;
+  if (i < text.size()) {
+    char c = static_cast<char>(std::tolower(static_cast<unsigned char>(text[i])));
+    mult = c == 'b' ? 0 : Multiplier(c);
+    if (mult == 0 || i + 1 != text.size()) return bad("has an unknown unit");
+  }
+  std::int64_t n = std::strtoll(std::string(text.substr(0, i)).c_str(), nullptr, 10);
+  if (n <= 0) return bad("must be > 0 (runsc reads 0 as unlimited)");
+  if (n > std::numeric_limits<std::int64_t>::max() / mult) return bad("is too large");
+  return n * mult;
+}
+
+Result<void> ValidateLimits(const Limits& l) {
+  if (!(l.cpus > 0) || !std::isfinite(l.cpus)) {
+    return Error::InvalidArgument("limits.cpus: must be a number of cores > 0 (fractions such as "
+                                  "0.5 are allowed), got " + std::to_string(l.cpus));
+  }
+  if (l.cpus > 1024) {
+    return Error::InvalidArgument("limits.cpus: " + std::to_string(l.cpus) + " is more cores "
+                                  "than any host has");
+  }
+  AGVISOR_RETURN_IF_ERROR(ParseMemorySize("limits.memory", l.memory));
+  if (l.pids <= 0) {
+    return Error::InvalidArgument("limits.pids: must be > 0 (Docker reads 0 or less as "
+                                  "unlimited), got " + std::to_string(l.pids));
+  }
+  if (l.shm) AGVISOR_RETURN_IF_ERROR(ParseMemorySize("limits.shm", *l.shm));
+  if (!l.disk.empty() && l.disk != "none") {
+    AGVISOR_RETURN_IF_ERROR(ParseDiskSize("limits.disk", l.disk));
+  }
+  return Ok();
+}
+
+Result<void> ValidateName(std::string_view name) {
+  if (name.size() > 63 || !IsDockerName(name)) {
+    return Error::InvalidArgument(
+        "name " + Quote(name) + " is invalid: use 1-63 letters, digits, '_', '.' or '-', "
+        "starting with a letter or digit (it becomes a container and volume name)");
+  }
+  return Ok();
+}
+
+Result<void> ValidateRuntime(std::string_view runtime, bool gui) {
+  if (runtime.size() > 128 || !IsDockerName(runtime)) {
+    return Error::InvalidArgument("runtime " + Quote(runtime) +
+                                  " is invalid: it must be the name of a gVisor (runsc) runtime "
+                                  "registered in Docker (letters, digits, '_', '.', '-')");
+  }
+  if (gui && (runtime == "runc" || runtime == "io.containerd.runc.v2" || runtime == "crun")) {
+    return Error::InvalidArgument("runtime " + Quote(runtime) +
+                                  " is refused for desktop sandboxes: they need gVisor (runsc), "
+                                  "not a runtime that shares the host kernel");
+  }
+  return Ok();
+}
+
+Result<void> ValidateImage(std::string_view image) {
+  if (image.empty()) return Ok();  // the default image
+  if (image.front() == '-') {
+    return Error::InvalidArgument("image " + Quote(image) +
+                                  " is invalid: an image name cannot start with '-'");
+  }
+  for (char c : image) {
+    bool ok = std::isalnum(static_cast<unsigned char>(c)) || std::string_view("._-/:@").find(c) !=
+                                                                  std::string_view::npos;
+    if (!ok) {
+      return Error::InvalidArgument("image " + Quote(image) +
+                                    " is invalid: use [registry/]repository[:tag][@digest] "
+                                    "(letters, digits and . _ - / : @)");
+    }
+  }
+  if (image.size() > 512) return Error::InvalidArgument("image name is longer than 512 bytes");
+  return Ok();
+}
+
+Result<void> ValidateNetwork(std::string_view network) {
+  if (network.size() > 128 || !IsDockerName(network)) {
+    return Error::InvalidArgument("network " + Quote(network) +
+                                  " is invalid: use \"bridge\", \"none\" or the name of a Docker "
+                                  "network (letters, digits, '_', '.', '-')");
+  }
+  if (network == "host") {
+    return Error::InvalidArgument("network \"host\" is refused: it would share the host's network "
+                                  "namespace with the sandbox; use \"bridge\" or \"none\"");
+  }
+  if (network.starts_with("container:")) {
+    return Error::InvalidArgument("network " + Quote(network) + " is refused");
+  }
+  return Ok();
+}
+
+Result<void> ValidateSpec(const SandboxSpec& s) {
+  AGVISOR_RETURN_IF_ERROR(ValidateImage(s.image));
+  AGVISOR_RETURN_IF_ERROR(ValidateLimits(s.limits));
+  AGVISOR_RETURN_IF_ERROR(ValidateRuntime(s.runtime, s.gui));
+  AGVISOR_RETURN_IF_ERROR(ValidateNetwork(s.network));
+  if (s.name) AGVISOR_RETURN_IF_ERROR(ValidateName(*s.name));
+  if (s.lifetime && *s.lifetime <= 0) {
+    return Error::InvalidArgument("lifetime must be > 0 seconds, got " +
+                                  std::to_string(*s.lifetime) + " (leave it unset to live until "
+                                  "stop)");
+  }
+  if (s.idle_ttl && *s.idle_ttl <= 0) {
+    return Error::InvalidArgument("idle_ttl must be > 0 seconds, got " +
+                                  std::to_string(*s.idle_ttl) + " (leave it unset to never "
+                                  "expire when idle)");
+  }
+  return Ok();
+}
+
+Result<void> ValidateExecTimeout(double timeout, std::optional<std::int64_t> idle_ttl) {
+  if (!(timeout > 0) || !std::isfinite(timeout)) {
+    return Error::InvalidArgument("timeout must be > 0 seconds, got " + std::to_string(timeout));
+  }
+  if (idle_ttl && timeout >= static_cast<double>(*idle_ttl)) {
+    return Error::InvalidArgument(
+        "timeout=" + std::to_string(static_cast<long long>(timeout)) +
+        "s must stay below idle_ttl=" + std::to_string(*idle_ttl) +
+        "s, or the sandbox could expire under the command; lower the timeout or create the "
+        "sandbox with a longer idle_ttl");
+  }
+  return Ok();
+}
+
+std::string ContainerNameFor(std::string_view name) {
+  return std::string(kNamePrefix) + std::string(name);
+}
+
+}  // namespace agvisor

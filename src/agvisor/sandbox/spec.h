@@ -1,0 +1,71 @@
+// What a sandbox is asked to be: resource limits and the rest of its specification, and the
+// validation that runs before anything is created on a host.
+//
+// Used by Sandbox (sandbox.h), the CLI, the daemon and the Python binding. The rules are the
+// seed's (zero, negative and malformed limits refused; strict name and runtime charsets; image
+// names starting with '-' refused), with messages that say which value was wrong, why, and what
+// is allowed. Everything that ends up in a Docker request passes through here first.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "agvisor/base/error.h"
+
+namespace agvisor {
+
+// The default root-disk cap. Enforced where the host can; elsewhere a sandbox created with the
+// default runs uncapped and says so (see Limits::disk).
+inline constexpr std::string_view kDefaultDisk = "5g";
+// The image used when SandboxSpec::image is empty: built offline by `agvisor image build base`.
+inline constexpr std::string_view kDefaultImage = "agvisor/base:latest";
+// The prefix of every sandbox's container and volume name.
+inline constexpr std::string_view kNamePrefix = "agvisor-";
+
+// Resource limits, enforced by gVisor and the host's cgroups.
+struct Limits {
+  double cpus = 2.0;              // CPU cores; fractions allowed (0.5)
+  std::string memory = "2g";      // RAM cap in Docker syntax ("512m", "1.5g"); swap disabled
+  std::int64_t pids = 512;        // max processes/threads (gVisor counts its own host threads)
+  std::optional<std::string> shm; // /dev/shm size; unset = Docker's 64m (1g for desktops)
+  // Root file system cap, a whole number plus k/m/g/t ("5g"):
+  //   ""      the default (kDefaultDisk) where the host can enforce it, else uncapped + a warning
+  //   "none"  uncapped on purpose
+  //   "10g"   an explicit cap: refused (kUnsupported) on a host that cannot enforce it
+  std::string disk;
+};
+
+struct SandboxSpec {
+  std::string image;     // "" = kDefaultImage
+  bool gui = false;      // a desktop sandbox (the desktop issue)
+  Limits limits;
+  std::string network = "bridge";  // "bridge", "none" or the name of a Docker network
+  std::optional<std::int64_t> lifetime;  // seconds until the sandbox ends itself
+  std::optional<std::int64_t> idle_ttl;  // seconds without activity until it ends itself
+  std::optional<std::string> name;       // makes it resumable; /workspace is kept in a volume
+  std::string host;                      // "" = local Docker ($DOCKER_HOST); "ssh://user@host"
+  std::string runtime = "runsc";         // a Docker runtime that is gVisor
+};
+
+// Sizes in Docker's syntax: a number (decimals allowed) with an optional b/k/m/g/t suffix (case
+// insensitive, binary multiples). Errors: kInvalidArgument naming `what` and the accepted form.
+Result<std::int64_t> ParseMemorySize(std::string_view what, std::string_view text);
+// runsc's overlay size syntax: a whole number with an optional k/m/g/t suffix, > 0.
+Result<std::int64_t> ParseDiskSize(std::string_view what, std::string_view text);
+
+// Each returns kInvalidArgument with a message naming the field, the value and the rule.
+Result<void> ValidateLimits(const Limits& limits);
+Result<void> ValidateName(std::string_view name);     // [A-Za-z0-9][A-Za-z0-9_.-]{0,62}
+Result<void> ValidateRuntime(std::string_view runtime, bool gui);
+Result<void> ValidateImage(std::string_view image);
+Result<void> ValidateNetwork(std::string_view network);
+Result<void> ValidateSpec(const SandboxSpec& spec);
+// An exec timeout must end before idle_ttl could expire the sandbox under the command.
+Result<void> ValidateExecTimeout(double timeout_seconds, std::optional<std::int64_t> idle_ttl);
+
+// The container (and volume) name of a sandbox: "agvisor-<name>".
+std::string ContainerNameFor(std::string_view name);
+
+}  // namespace agvisor

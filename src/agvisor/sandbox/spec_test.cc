@@ -1,0 +1,104 @@
+#include "agvisor/sandbox/spec.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace agvisor {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Msg(const Result<void>& r) { return r.ok() ? "" : r.error().message(); }
+
+TEST(SpecTest, DefaultsAreValid) {
+  EXPECT_TRUE(ValidateSpec(SandboxSpec{}).ok());
+  EXPECT_TRUE(ValidateLimits(Limits{}).ok());
+}
+
+TEST(SpecTest, MemorySizes) {
+  EXPECT_EQ(*ParseMemorySize("m", "512m"), 512LL << 20);
+  EXPECT_EQ(*ParseMemorySize("m", "1.5g"), 3LL << 29);
+  EXPECT_EQ(*ParseMemorySize("m", "4G"), 4LL << 30);
+  EXPECT_EQ(*ParseMemorySize("m", "1048576"), 1LL << 20);
+  for (const char* bad : {"", "0", "0m", "-1g", "abc", "1.2.3g", "5gb", "1x", ".", "m"}) {
+    auto r = ParseMemorySize("limits.memory", bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(r.error().message(), HasSubstr("limits.memory"));
+  }
+}
+
+TEST(SpecTest, DiskSizesAreWholeNumbers) {
+  EXPECT_EQ(*ParseDiskSize("d", "5g"), 5LL << 30);
+  EXPECT_EQ(*ParseDiskSize("d", "100M"), 100LL << 20);
+  EXPECT_EQ(*ParseDiskSize("d", "4096"), 4096);
+  for (const char* bad : {"0", "0g", "1.5g", "2gb", "5b", "-5g", "g", "", "5 g"}) {
+    EXPECT_FALSE(ParseDiskSize("limits.disk", bad).ok()) << bad;
+  }
+}
+
+TEST(SpecTest, LimitsRefuseZeroNegativeMalformed) {
+  Limits l;
+  l.cpus = 0;
+  EXPECT_THAT(Msg(ValidateLimits(l)), HasSubstr("limits.cpus"));
+  l.cpus = -1;
+  EXPECT_FALSE(ValidateLimits(l).ok());
+  l = {};
+  l.cpus = 0.5;
+  EXPECT_TRUE(ValidateLimits(l).ok());
+  l = {};
+  l.pids = 0;
+  EXPECT_THAT(Msg(ValidateLimits(l)), HasSubstr("limits.pids"));
+  l = {};
+  l.memory = "0";
+  EXPECT_THAT(Msg(ValidateLimits(l)), HasSubstr("limits.memory"));
+  l = {};
+  l.shm = "0m";
+  EXPECT_THAT(Msg(ValidateLimits(l)), HasSubstr("limits.shm"));
+  l = {};
+  l.disk = "1.5g";
+  EXPECT_THAT(Msg(ValidateLimits(l)), HasSubstr("limits.disk"));
+  l.disk = "none";
+  EXPECT_TRUE(ValidateLimits(l).ok());
+}
+
+TEST(SpecTest, Names) {
+  EXPECT_TRUE(ValidateName("my-project_1.2").ok());
+  EXPECT_TRUE(ValidateName(std::string(63, 'a')).ok());
+  for (std::string bad : {std::string(64, 'a'), std::string(""), std::string("-x"),
+                          std::string("a,b"), std::string("a:b"), std::string("a/b"),
+                          std::string("a b"), std::string(".x"), std::string("é")}) {
+    EXPECT_THAT(Msg(ValidateName(bad)), HasSubstr("is invalid")) << bad;
+  }
+}
+
+TEST(SpecTest, RuntimeAndImageAndNetwork) {
+  EXPECT_TRUE(ValidateRuntime("runsc", false).ok());
+  EXPECT_TRUE(ValidateRuntime("runc", false).ok());
+  EXPECT_THAT(Msg(ValidateRuntime("runc", true)), HasSubstr("refused for desktop"));
+  EXPECT_FALSE(ValidateRuntime("runsc --privileged", false).ok());
+  EXPECT_FALSE(ValidateRuntime("", false).ok());
+  EXPECT_TRUE(ValidateImage("ubuntu:24.04").ok());
+  EXPECT_TRUE(ValidateImage("reg.example:5000/a/b@sha256:abc").ok());
+  EXPECT_THAT(Msg(ValidateImage("--privileged")), HasSubstr("cannot start with '-'"));
+  EXPECT_FALSE(ValidateImage("a b").ok());
+  EXPECT_TRUE(ValidateNetwork("none").ok());
+  EXPECT_THAT(Msg(ValidateNetwork("host")), HasSubstr("refused"));
+  EXPECT_FALSE(ValidateNetwork("container:x").ok());
+}
+
+TEST(SpecTest, LifetimeIdleAndExecTimeout) {
+  SandboxSpec s;
+  s.lifetime = 0;
+  EXPECT_THAT(Msg(ValidateSpec(s)), HasSubstr("lifetime must be > 0"));
+  s = {};
+  s.idle_ttl = -5;
+  EXPECT_THAT(Msg(ValidateSpec(s)), HasSubstr("idle_ttl must be > 0"));
+  EXPECT_TRUE(ValidateExecTimeout(120, std::nullopt).ok());
+  EXPECT_TRUE(ValidateExecTimeout(30, 60).ok());
+  EXPECT_THAT(Msg(ValidateExecTimeout(60, 60)), HasSubstr("below idle_ttl"));
+  EXPECT_FALSE(ValidateExecTimeout(0, std::nullopt).ok());
+}
+
+}  // namespace
+}  // namespace agvisor
