@@ -1,0 +1,567 @@
+#include "agvisor/docker/client.h"
+
+#include <algorithm>
+#include <cctype>
+#include <thread>
+#include <utility>
+
+#include "agvisor/docker/codec.h"
+
+namespace agvisor::docker {
+namespace {
+
+// http::DeadlineAfter treats anything beyond a year as "no deadline".
+constexpr std::chrono::milliseconds kNoTimeout = std::chrono::hours(24 * 400);
+// Image import/pull move hundreds of MB and report progress: bounded, but generously.
+constexpr std::chrono::milliseconds kLongOperationTimeout = std::chrono::hours(1);
+constexpr std::size_t kReadChunk = 64 * 1024;
+
+std::string Describe(std::string_view operation, std::string_view object) {
+  std::string s = "docker " + std::string(operation);
+  if (!object.empty()) s += " " + std::string(object);
+  return s;
+}
+
+// A transport failure (no daemon, reset, timeout) with the operation and object in front.
+Error TransportError(const Error& e, std::string_view operation, std::string_view object) {
+  return e.WithContext(Describe(operation, object));
+}
+
+Result<void> ValidateTag(std::string_view tag) {
+  const bool ok =
+      !tag.empty() && tag.size() <= 128 &&
+      (std::isalnum(static_cast<unsigned char>(tag.front())) || tag.front() == '_') &&
+      std::all_of(tag.begin(), tag.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+      });
+  if (!ok) {
+    return Error::InvalidArgument("image tag \"" + std::string(tag) +
+                                  "\": expected [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}");
+  }
+  return Ok();
+}
+
+Result<void> ValidateContainerPath(std::string_view path) {
+  if (path.empty() || path.front() != '/' || path.find('\0') != std::string_view::npos) {
+    return Error::InvalidArgument("container path \"" + std::string(path) + "\": must be absolute");
+  }
+  return Ok();
+}
+
+std::string FormatProgress(const ProgressMessage& m) {
+  std::string line;
+  if (!m.id.empty()) line = m.id + ": ";
+  line += m.status;
+  if (!m.progress.empty()) line += " " + m.progress;
+  return line;
+}
+
+}  // namespace
+
+// ---- ExecStream ----
+
+ExecStream::ExecStream(std::unique_ptr<http::RawStream> raw, bool tty, std::string exec_id)
+    : raw_(std::move(raw)), tty_(tty), exec_id_(std::move(exec_id)) {}
+
+ExecStream::~ExecStream() { Close(); }
+
+Result<void> ExecStream::Write(std::string_view data) {
+  auto r = raw_->Write(data);
+  if (!r.ok()) return r.error().WithContext("docker write stdin of exec " + exec_id_);
+  return Ok();
+}
+
+Result<void> ExecStream::CloseStdin() {
+  auto r = raw_->CloseWrite();
+  if (!r.ok()) return r.error().WithContext("docker close stdin of exec " + exec_id_);
+  return Ok();
+}
+
+Result<std::optional<StreamPiece>> ExecStream::Read() {
+  std::string buf;
+  for (;;) {
+    if (pending_pos_ < pending_.size()) {
+      StreamPiece p = std::move(pending_[pending_pos_++]);
+      if (pending_pos_ == pending_.size()) {
+        pending_.clear();
+        pending_pos_ = 0;
+      }
+      return std::optional<StreamPiece>(std::move(p));
+    }
+    if (eof_) return std::optional<StreamPiece>();
+    buf.resize(kReadChunk);
+    auto n = raw_->Read(std::span<char>(buf.data(), buf.size()));
+    if (!n.ok()) return n.error().WithContext("docker read output of exec " + exec_id_);
+    if (*n == 0) {
+      eof_ = true;
+      if (!tty_) {
+        auto f = demux_.Finish();
+        if (!f.ok()) return f.error().WithContext("docker read output of exec " + exec_id_);
+      }
+      continue;
+    }
+    buf.resize(*n);
+    if (tty_) return std::optional<StreamPiece>(StreamPiece{StreamKind::kStdout, std::move(buf)});
+    auto fed = demux_.Feed(buf, [this](StreamKind kind, std::string_view bytes) {
+      // Adjacent pieces of one stream are merged: fewer, larger pieces for the caller.
+      if (!pending_.empty() && pending_.back().stream == kind) {
+        pending_.back().bytes.append(bytes);
+      } else {
+        pending_.push_back(StreamPiece{kind, std::string(bytes)});
+      }
+    });
+    if (!fed.ok()) return fed.error().WithContext("docker read output of exec " + exec_id_);
+  }
+}
+
+void ExecStream::Close() {
+  if (raw_) raw_->Close();
+}
+
+// ---- Client: connection ----
+
+Client::Client(std::shared_ptr<http::Client> http, ApiVersion version, VersionInfo info)
+    : http_(std::move(http)), api_version_(version), version_(std::move(info)) {}
+
+Result<std::shared_ptr<Client>> Client::Connect(std::string_view host,
+                                                http::ClientOptions options) {
+  auto endpoint = http::ParseEndpoint(host);
+  if (!endpoint.ok()) return endpoint.error().WithContext("docker connect");
+  auto http = http::Client::Connect(*endpoint, std::move(options));
+  if (!http.ok()) return http.error().WithContext("docker connect " + endpoint->ToString());
+  return ConnectWith(std::move(*http));
+}
+
+Result<std::shared_ptr<Client>> Client::ConnectWith(std::shared_ptr<http::Client> http) {
+  const std::string where = http->endpoint().ToString();
+  http::Request req;
+  req.target = "/version";  // unversioned: every daemon answers it
+  auto resp = http->Send(req);
+  if (!resp.ok()) {
+    Error e = resp.error().WithContext("docker connect " + where);
+    if (e.code() == ErrorCode::kUnavailable || e.code() == ErrorCode::kTimeout ||
+        e.code() == ErrorCode::kNotFound) {
+      // A missing socket file (ENOENT) means the same as a refused connection here.
+      Error u(ErrorCode::kUnavailable,
+              e.message() +
+                  " (is dockerd running there? start it (as root: `dockerd &`, or "
+                  "`systemctl start docker`), or point DOCKER_HOST / --host at a running daemon)");
+      u.set_errno(e.sys_errno());
+      return u;
+    }
+    if (e.code() == ErrorCode::kPermissionDenied) {
+      Error p(ErrorCode::kPermissionDenied,
+              e.message() + " (run as root or as a member of the socket's group, e.g. `docker`)");
+      p.set_errno(e.sys_errno());
+      return p;
+    }
+    return e;
+  }
+  if (resp->status != 200) return DecodeDaemonError(resp->status, resp->body, "connect", where);
+  auto info = DecodeVersion(resp->body);
+  if (!info.ok()) return info.error().WithContext("docker connect " + where);
+  auto version = NegotiateApiVersion(info->api_version, info->min_api_version);
+  if (!version.ok()) return version.error().WithContext("docker connect " + where);
+  return std::make_shared<Client>(std::move(http), *version, std::move(*info));
+}
+
+const http::Endpoint& Client::endpoint() const { return http_->endpoint(); }
+
+std::string Client::Path(std::string_view path) const { return VersionedPath(api_version_, path); }
+
+Result<http::Response> Client::Call(http::Request request, std::string_view operation,
+                                    std::string_view object, std::initializer_list<int> ok) {
+  request.target = Path(request.target);
+  auto resp = http_->Send(request);
+  if (!resp.ok()) return TransportError(resp.error(), operation, object);
+  const bool accepted = ok.size() == 0 ? resp->status < 400
+                                       : std::find(ok.begin(), ok.end(), resp->status) != ok.end();
+  if (!accepted) return DecodeDaemonError(resp->status, resp->body, operation, object);
+  return std::move(*resp);
+}
+
+// ---- System ----
+
+Result<void> Client::Ping() {
+  AGVISOR_TRY(Call({.method = "GET", .target = "/_ping"}, "ping", endpoint().ToString()));
+  return Ok();
+}
+
+Result<VersionInfo> Client::Version() {
+  auto resp = AGVISOR_TRY(Call({.method = "GET", .target = "/version"}, "version", ""));
+  return DecodeVersion(resp.body);
+}
+
+Result<SystemInfo> Client::Info() {
+  auto resp = AGVISOR_TRY(Call({.method = "GET", .target = "/info"}, "info", ""));
+  return DecodeInfo(resp.body);
+}
+
+// ---- Containers ----
+
+Result<std::string> Client::CreateContainer(const ContainerConfig& config, std::string_view name) {
+  const std::string object = name.empty() ? "from image " + config.image : std::string(name);
+  if (!name.empty()) AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(name));
+  auto body = EncodeContainerCreate(config, api_version_);
+  if (!body.ok()) return body.error().WithContext("docker create container " + object);
+  http::Request req{.method = "POST", .target = "/containers/create"};
+  if (!name.empty()) req.target += BuildQuery({{"name", std::string(name)}});
+  req.body = std::move(*body);
+  req.content_type = "application/json";
+  auto resp = AGVISOR_TRY(Call(std::move(req), "create container", object));
+  return DecodeIdResponse(resp.body);
+}
+
+Result<void> Client::StartContainer(std::string_view container) {
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
+  http::Request req{.method = "POST", .target = "/containers/" + std::string(container) + "/start"};
+  AGVISOR_TRY(Call(std::move(req), "start container", container, {204, 304}));
+  return Ok();
+}
+
+Result<ContainerInfo> Client::InspectContainer(std::string_view container) {
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
+  http::Request req{.method = "GET", .target = "/containers/" + std::string(container) + "/json"};
+  auto resp = AGVISOR_TRY(Call(std::move(req), "inspect container", container));
+  return DecodeContainerInspect(resp.body);
+}
+
+Result<int> Client::WaitContainer(std::string_view container, std::string_view condition,
+                                  std::chrono::milliseconds timeout) {
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
+  if (condition != "not-running" && condition != "next-exit" && condition != "removed") {
+    return Error::InvalidArgument("docker wait container " + std::string(container) +
+                                  ": condition \"" + std::string(condition) +
+                                  "\": expected not-running, next-exit or removed");
+  }
+  http::Request req{.method = "POST",
+                    .target = "/containers/" + std::string(container) + "/wait" +
+                              BuildQuery({{"condition", std::string(condition)}})};
+  req.timeout = timeout.count() > 0 ? timeout : kNoTimeout;
+  auto resp = AGVISOR_TRY(Call(std::move(req), "wait container", container));
+  return DecodeWaitResponse(resp.body, container);
+}
+
+Result<void> Client::KillContainer(std::string_view container, std::string_view signal) {
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
+  AGVISOR_RETURN_IF_ERROR(ValidateSignal(signal));
+  http::Request req{.method = "POST",
+                    .target = "/containers/" + std::string(container) + "/kill" +
+                              BuildQuery({{"signal", std::string(signal)}})};
+  AGVISOR_TRY(Call(std::move(req), "kill container", container));
+  return Ok();
+}
+
+Result<void> Client::StopContainer(std::string_view container, int timeout_s) {
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
+  if (timeout_s < 0) {
+    return Error::InvalidArgument("docker stop container " + std::string(container) +
+                                  ": timeout must be >= 0");
+  }
+  http::Request req{.method = "POST",
+                    .target = "/containers/" + std::string(container) + "/stop" +
+                              BuildQuery({{"t", std::to_string(timeout_s)}})};
+  // The daemon answers after the container stopped: allow for the grace period.
+  req.timeout = std::chrono::seconds(timeout_s) + std::chrono::seconds(60);
+  AGVISOR_TRY(Call(std::move(req), "stop container", container, {204, 304}));
+  return Ok();
+}
+
+Result<void> Client::RemoveContainer(std::string_view container, bool force, bool remove_volumes) {
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
+  http::Request req{
+      .method = "DELETE",
+      .target = "/containers/" + std::string(container) +
+                BuildQuery({{"force", force ? "1" : "0"}, {"v", remove_volumes ? "1" : "0"}})};
+  AGVISOR_TRY(Call(std::move(req), "remove container", container));
+  return Ok();
+}
+
+Result<std::vector<ContainerSummary>> Client::ListContainers(
+    bool all, const std::vector<std::string>& label_filters) {
+  std::vector<std::pair<std::string, std::string>> q{{"all", all ? "1" : "0"}};
+  if (!label_filters.empty()) q.emplace_back("filters", EncodeLabelFilters(label_filters));
+  http::Request req{.method = "GET", .target = "/containers/json" + BuildQuery(q)};
+  auto resp = AGVISOR_TRY(Call(std::move(req), "list containers", ""));
+  return DecodeContainerList(resp.body);
+}
+
+Result<void> Client::RenameContainer(std::string_view container, std::string_view new_name) {
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(new_name, "new container"));
+  http::Request req{.method = "POST",
+                    .target = "/containers/" + std::string(container) + "/rename" +
+                              BuildQuery({{"name", std::string(new_name)}})};
+  AGVISOR_TRY(Call(std::move(req), "rename container", container));
+  return Ok();
+}
+
+Result<void> Client::PutArchive(std::string_view container, std::string_view path,
+                                std::string_view tar) {
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerPath(path));
+  http::Request req{.method = "PUT",
+                    .target = "/containers/" + std::string(container) + "/archive" +
+                              BuildQuery({{"path", std::string(path)}})};
+  req.body = std::string(tar);
+  req.content_type = "application/x-tar";
+  AGVISOR_TRY(Call(std::move(req), "put archive into container",
+                   std::string(container) + ":" + std::string(path)));
+  return Ok();
+}
+
+Result<void> Client::PutArchiveStream(std::string_view container, std::string_view path,
+                                      const http::BodySource& source) {
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerPath(path));
+  const std::string object = std::string(container) + ":" + std::string(path);
+  http::Request req{.method = "PUT",
+                    .target = Path("/containers/" + std::string(container) + "/archive" +
+                                   BuildQuery({{"path", std::string(path)}}))};
+  req.content_type = "application/x-tar";
+  req.timeout = kLongOperationTimeout;
+  auto resp = http_->SendStreamingBody(req, source);
+  if (!resp.ok()) return TransportError(resp.error(), "put archive into container", object);
+  if (resp->status >= 400) {
+    return DecodeDaemonError(resp->status, resp->body, "put archive into container", object);
+  }
+  return Ok();
+}
+
+Result<std::string> Client::ContainerLogs(std::string_view container, bool include_stdout,
+                                          bool include_stderr) {
+  // The log stream is framed unless the container has a TTY; only inspect can tell on 1.41.
+  const ContainerInfo info = AGVISOR_TRY(InspectContainer(container));
+  http::Request req{.method = "GET",
+                    .target = "/containers/" + std::string(container) + "/logs" +
+                              BuildQuery({{"stdout", include_stdout ? "1" : "0"},
+                                          {"stderr", include_stderr ? "1" : "0"}})};
+  auto resp = AGVISOR_TRY(Call(std::move(req), "logs of container", container));
+  if (info.tty) return std::move(resp.body);
+  std::string out;
+  Demuxer demux;
+  auto fed = demux.Feed(resp.body, [&out](StreamKind, std::string_view b) { out.append(b); });
+  if (fed.ok()) fed = demux.Finish();
+  if (!fed.ok())
+    return fed.error().WithContext("docker logs of container " + std::string(container));
+  return out;
+}
+
+// ---- Exec ----
+
+Result<std::string> Client::CreateExec(std::string_view container, const ExecConfig& config) {
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
+  auto body = EncodeExecCreate(config);
+  if (!body.ok())
+    return body.error().WithContext("docker create exec in " + std::string(container));
+  http::Request req{.method = "POST", .target = "/containers/" + std::string(container) + "/exec"};
+  req.body = std::move(*body);
+  req.content_type = "application/json";
+  auto resp = AGVISOR_TRY(Call(std::move(req), "create exec in container", container));
+  return DecodeIdResponse(resp.body);
+}
+
+Result<std::unique_ptr<ExecStream>> Client::StartExec(std::string_view exec_id, bool tty) {
+  AGVISOR_RETURN_IF_ERROR(ValidateExecId(exec_id));
+  http::Request req{.method = "POST", .target = Path("/exec/" + std::string(exec_id) + "/start")};
+  req.body = EncodeExecStart(tty);
+  req.content_type = "application/json";
+  auto hijacked = http_->Hijack(req);
+  if (!hijacked.ok()) return TransportError(hijacked.error(), "start exec", exec_id);
+  if (!hijacked->stream) {
+    return DecodeDaemonError(hijacked->response.status, hijacked->response.body, "start exec",
+                             exec_id);
+  }
+  return std::make_unique<ExecStream>(std::move(hijacked->stream), tty, std::string(exec_id));
+}
+
+Result<ExecInfo> Client::InspectExec(std::string_view exec_id) {
+  AGVISOR_RETURN_IF_ERROR(ValidateExecId(exec_id));
+  http::Request req{.method = "GET", .target = "/exec/" + std::string(exec_id) + "/json"};
+  auto resp = AGVISOR_TRY(Call(std::move(req), "inspect exec", exec_id));
+  return DecodeExecInspect(resp.body);
+}
+
+Result<void> Client::ResizeExec(std::string_view exec_id, int rows, int cols) {
+  AGVISOR_RETURN_IF_ERROR(ValidateExecId(exec_id));
+  if (rows <= 0 || cols <= 0) {
+    return Error::InvalidArgument("docker resize exec " + std::string(exec_id) +
+                                  ": rows and cols must be > 0");
+  }
+  http::Request req{
+      .method = "POST",
+      .target = "/exec/" + std::string(exec_id) + "/resize" +
+                BuildQuery({{"h", std::to_string(rows)}, {"w", std::to_string(cols)}})};
+  AGVISOR_TRY(Call(std::move(req), "resize exec", exec_id));
+  return Ok();
+}
+
+Result<ExecOutput> Client::RunExec(std::string_view container, ExecConfig config,
+                                   std::optional<std::string> input) {
+  config.attach_stdout = true;
+  config.attach_stderr = true;
+  config.attach_stdin = input.has_value();
+  const std::string exec_id = AGVISOR_TRY(CreateExec(container, config));
+  std::unique_ptr<ExecStream> stream = AGVISOR_TRY(StartExec(exec_id, config.tty));
+
+  // stdin is written from its own thread: a process that writes before it has read all its
+  // input would otherwise deadlock against us.
+  std::thread writer;
+  if (input) {
+    writer = std::thread([&stream, &input] {
+      if (stream->Write(*input).ok()) (void)stream->CloseStdin();
+      // A failed write means the process exited (or closed stdin) early: its exit code tells.
+    });
+  }
+  ExecOutput out;
+  Result<void> read_status = Ok();
+  for (;;) {
+    auto piece = stream->Read();
+    if (!piece.ok()) {
+      read_status = std::move(piece).error();
+      break;
+    }
+    if (!piece->has_value()) break;
+    StreamPiece& p = **piece;
+    (p.stream == StreamKind::kStderr ? out.err : out.out).append(p.bytes);
+  }
+  stream->Close();  // unblocks the writer if the process never read its stdin
+  if (writer.joinable()) writer.join();
+  if (!read_status.ok()) return read_status.error();
+
+  // The daemon records the exit code before it closes the exec's streams, so one inspect
+  // normally suffices; a short bounded retry covers daemons that order it the other way.
+  auto delay = std::chrono::milliseconds(2);
+  for (int attempt = 0;; ++attempt) {
+    const ExecInfo info = AGVISOR_TRY(InspectExec(exec_id));
+    if (!info.running && info.exit_code) {
+      out.exit_code = *info.exit_code;
+      return out;
+    }
+    if (attempt == 12) {
+      return Error::Internal("docker exec " + exec_id + " in container " + std::string(container) +
+                             ": its output ended but the daemon reports no exit code");
+    }
+    std::this_thread::sleep_for(delay);
+    delay = std::min(delay * 2, std::chrono::milliseconds(500));
+  }
+}
+
+// ---- Volumes ----
+
+Result<VolumeInfo> Client::CreateVolume(std::string_view name,
+                                        const std::map<std::string, std::string>& labels) {
+  AGVISOR_RETURN_IF_ERROR(ValidateVolumeName(name));
+  http::Request req{.method = "POST", .target = "/volumes/create"};
+  req.body = EncodeVolumeCreate(name, labels);
+  req.content_type = "application/json";
+  auto resp = AGVISOR_TRY(Call(std::move(req), "create volume", name));
+  return DecodeVolume(resp.body);
+}
+
+Result<VolumeInfo> Client::InspectVolume(std::string_view name) {
+  AGVISOR_RETURN_IF_ERROR(ValidateVolumeName(name));
+  http::Request req{.method = "GET", .target = "/volumes/" + std::string(name)};
+  auto resp = AGVISOR_TRY(Call(std::move(req), "inspect volume", name));
+  return DecodeVolume(resp.body);
+}
+
+Result<void> Client::RemoveVolume(std::string_view name, bool force) {
+  AGVISOR_RETURN_IF_ERROR(ValidateVolumeName(name));
+  http::Request req{
+      .method = "DELETE",
+      .target = "/volumes/" + std::string(name) + BuildQuery({{"force", force ? "1" : "0"}})};
+  AGVISOR_TRY(Call(std::move(req), "remove volume", name));
+  return Ok();
+}
+
+Result<std::vector<VolumeInfo>> Client::ListVolumes(const std::vector<std::string>& label_filters) {
+  std::vector<std::pair<std::string, std::string>> q;
+  if (!label_filters.empty()) q.emplace_back("filters", EncodeLabelFilters(label_filters));
+  http::Request req{.method = "GET", .target = "/volumes" + BuildQuery(q)};
+  auto resp = AGVISOR_TRY(Call(std::move(req), "list volumes", ""));
+  return DecodeVolumeList(resp.body);
+}
+
+// ---- Images ----
+
+Result<ImageInfo> Client::InspectImage(std::string_view image) {
+  AGVISOR_RETURN_IF_ERROR(ValidateImageRef(image));
+  http::Request req{.method = "GET", .target = "/images/" + std::string(image) + "/json"};
+  auto resp = AGVISOR_TRY(Call(std::move(req), "inspect image", image));
+  return DecodeImageInspect(resp.body);
+}
+
+Result<std::string> Client::ImportImage(std::string_view repo, std::string_view tag,
+                                        const http::BodySource& tar,
+                                        const ProgressCallback& progress) {
+  AGVISOR_RETURN_IF_ERROR(ValidateImageRef(repo));
+  AGVISOR_RETURN_IF_ERROR(ValidateTag(tag));
+  const std::string object = std::string(repo) + ":" + std::string(tag);
+  http::Request req{.method = "POST",
+                    .target = Path("/images/create" + BuildQuery({{"fromSrc", "-"},
+                                                                  {"repo", std::string(repo)},
+                                                                  {"tag", std::string(tag)}}))};
+  req.content_type = "application/x-tar";
+  req.timeout = kLongOperationTimeout;
+  auto resp = http_->SendStreamingBody(req, tar);
+  if (!resp.ok()) return TransportError(resp.error(), "import image", object);
+  if (resp->status >= 400) {
+    return DecodeDaemonError(resp->status, resp->body, "import image", object);
+  }
+  ProgressDecoder decoder("import image", object);
+  auto on = [&progress](const ProgressMessage& m) {
+    if (progress) progress(FormatProgress(m));
+  };
+  AGVISOR_RETURN_IF_ERROR(decoder.Feed(resp->body, on));
+  AGVISOR_RETURN_IF_ERROR(decoder.Finish(on));
+  if (decoder.last_status().rfind("sha256:", 0) == 0) return decoder.last_status();
+  // Older daemons may report something else last: ask for the id.
+  const ImageInfo info = AGVISOR_TRY(InspectImage(object));
+  return info.id;
+}
+
+Result<void> Client::PullImage(std::string_view ref, const ProgressCallback& progress) {
+  AGVISOR_RETURN_IF_ERROR(ValidateImageRef(ref));
+  // Without a tag the Engine API pulls EVERY tag of the repository: always name one.
+  std::vector<std::pair<std::string, std::string>> q;
+  if (ref.find('@') != std::string_view::npos) {
+    q = {{"fromImage", std::string(ref)}};
+  } else {
+    const auto slash = ref.rfind('/');
+    const auto colon = ref.rfind(':');
+    if (colon != std::string_view::npos && (slash == std::string_view::npos || colon > slash)) {
+      AGVISOR_RETURN_IF_ERROR(ValidateTag(ref.substr(colon + 1)));
+      q = {{"fromImage", std::string(ref.substr(0, colon))},
+           {"tag", std::string(ref.substr(colon + 1))}};
+    } else {
+      q = {{"fromImage", std::string(ref)}, {"tag", "latest"}};
+    }
+  }
+  http::Request req{.method = "POST", .target = Path("/images/create" + BuildQuery(q))};
+  req.timeout = kLongOperationTimeout;
+  ProgressDecoder decoder("pull image", std::string(ref));
+  auto on = [&progress](const ProgressMessage& m) {
+    if (progress) progress(FormatProgress(m));
+  };
+  auto resp = http_->SendStreamingResponse(
+      req, [&](std::string_view chunk) -> Result<void> { return decoder.Feed(chunk, on); });
+  if (!resp.ok()) {
+    // A progress error line aborts the body; report it as itself, not as a transport failure.
+    if (auto d = decoder.Finish(nullptr); !d.ok()) return d.error();
+    return TransportError(resp.error(), "pull image", ref);
+  }
+  if (resp->status >= 400) return DecodeDaemonError(resp->status, resp->body, "pull image", ref);
+  return decoder.Finish(on);
+}
+
+Result<void> Client::RemoveImage(std::string_view image, bool force) {
+  AGVISOR_RETURN_IF_ERROR(ValidateImageRef(image));
+  http::Request req{
+      .method = "DELETE",
+      .target = "/images/" + std::string(image) + BuildQuery({{"force", force ? "1" : "0"}})};
+  AGVISOR_TRY(Call(std::move(req), "remove image", image));
+  return Ok();
+}
+
+}  // namespace agvisor::docker
