@@ -14,6 +14,8 @@ function(agvisor_add_test name)
     return()
   endif()
   add_executable(${name} ${ARG_SOURCES})
+  # Tests may include shared test helpers as "tests/...".
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(${name} PRIVATE agvisor_options ${ARG_DEPS} GTest::gtest GTest::gmock
                         GTest::gtest_main)
   if(NOT ARG_LABELS)

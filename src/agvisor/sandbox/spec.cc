@@ -170,12 +170,36 @@ Result<void> ValidateNetwork(std::string_view network) {
   return Ok();
 }
 
+Result<void> ValidateLabels(const std::map<std::string, std::string>& labels) {
+  for (const auto& [k, v] : labels) {
+    bool key_ok = !k.empty() && k.size() <= 128;
+    for (char c : k) {
+      key_ok = key_ok && (std::islower(static_cast<unsigned char>(c)) ||
+                          std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
+                          c == '_');
+    }
+    if (!key_ok || k == "agvisor" || k.starts_with("agvisor.")) {
+      return Error::InvalidArgument("label key " + Quote(k) +
+                                    " is invalid: use lower-case letters, digits, '.', '-', '_' "
+                                    "(keys starting with 'agvisor' are reserved)");
+    }
+    bool value_ok = v.size() <= 256;
+    for (char c : v) value_ok = value_ok && static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+    if (!value_ok) {
+      return Error::InvalidArgument("label " + Quote(k) +
+                                    ": the value must be printable and at most 256 bytes");
+    }
+  }
+  return Ok();
+}
+
 Result<void> ValidateSpec(const SandboxSpec& s) {
   AGVISOR_RETURN_IF_ERROR(ValidateImage(s.image));
   AGVISOR_RETURN_IF_ERROR(ValidateLimits(s.limits));
   AGVISOR_RETURN_IF_ERROR(ValidateRuntime(s.runtime, s.gui));
   AGVISOR_RETURN_IF_ERROR(ValidateNetwork(s.network));
   if (s.name) AGVISOR_RETURN_IF_ERROR(ValidateName(*s.name));
+  AGVISOR_RETURN_IF_ERROR(ValidateLabels(s.labels));
   if (s.lifetime && *s.lifetime <= 0) {
     return Error::InvalidArgument("lifetime must be > 0 seconds, got " +
                                   std::to_string(*s.lifetime) + " (leave it unset to live until "

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,6 +48,9 @@ struct SandboxSpec {
   std::optional<std::string> name;       // makes it resumable; /workspace is kept in a volume
   std::string host;                      // "" = local Docker ($DOCKER_HOST); "ssh://user@host"
   std::string runtime = "runsc";         // a Docker runtime that is gVisor
+  // Extra labels for the container and volume (e.g. a tenant id). Keys: lower-case letters,
+  // digits, '.', '-', '_' (the "agvisor" prefix is reserved); values: printable, <= 256 bytes.
+  std::map<std::string, std::string> labels;
 };
 
 // Sizes in Docker's syntax: a number (decimals allowed) with an optional b/k/m/g/t suffix (case
@@ -61,6 +65,7 @@ Result<void> ValidateName(std::string_view name);     // [A-Za-z0-9][A-Za-z0-9_.
 Result<void> ValidateRuntime(std::string_view runtime, bool gui);
 Result<void> ValidateImage(std::string_view image);
 Result<void> ValidateNetwork(std::string_view network);
+Result<void> ValidateLabels(const std::map<std::string, std::string>& labels);
 Result<void> ValidateSpec(const SandboxSpec& spec);
 // An exec timeout must end before idle_ttl could expire the sandbox under the command.
 Result<void> ValidateExecTimeout(double timeout_seconds, std::optional<std::int64_t> idle_ttl);

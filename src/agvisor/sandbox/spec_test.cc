@@ -87,6 +87,16 @@ TEST(SpecTest, RuntimeAndImageAndNetwork) {
   EXPECT_FALSE(ValidateNetwork("container:x").ok());
 }
 
+TEST(SpecTest, Labels) {
+  EXPECT_TRUE(ValidateLabels({{"tenant", "acme-42"}, {"run.id", "x y"}}).ok());
+  EXPECT_THAT(Msg(ValidateLabels({{"agvisor", "0"}})), HasSubstr("reserved"));
+  EXPECT_THAT(Msg(ValidateLabels({{"agvisor.name", "x"}})), HasSubstr("reserved"));
+  EXPECT_FALSE(ValidateLabels({{"Tenant", "x"}}).ok());
+  EXPECT_FALSE(ValidateLabels({{"a=b", "x"}}).ok());
+  EXPECT_FALSE(ValidateLabels({{"k", "line\nbreak"}}).ok());
+  EXPECT_FALSE(ValidateLabels({{"k", std::string(300, 'v')}}).ok());
+}
+
 TEST(SpecTest, LifetimeIdleAndExecTimeout) {
   SandboxSpec s;
   s.lifetime = 0;

@@ -1,0 +1,105 @@
+#include "agvisor/cli/cli.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <iostream>
+
+#include "agvisor/cli/common.h"
+
+namespace agvisor::cli {
+
+int ExitCodeFor(const Error& e) {
+  switch (e.code()) {
+    case ErrorCode::kInvalidArgument: return kExitUsage;
+    case ErrorCode::kSandboxDied: return kExitSandboxDied;
+    default: return kExitFailure;
+  }
+}
+
+int ReportError(const Error& e) {
+  std::cerr << "agvisor: " << e.message() << "\n";
+  return ExitCodeFor(e);
+}
+
+void WriteAll(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;  // EPIPE: the reader went away (e.g. `| head`)
+    }
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+std::string ResolveContainerName(std::string_view n) {
+  if (n.starts_with(kNamePrefix)) return std::string(n);
+  return ContainerNameFor(n);
+}
+
+void SpecOptions::Add(CLI::App& cmd) {
+  cmd.add_option("--name", spec.name,
+                 "make the sandbox resumable: /workspace is kept in a volume across stop and "
+                 "expiry; creating the same name again re-attaches to a running one");
+  cmd.add_option("--image", spec.image,
+                 "image to run (default " + std::string(kDefaultImage) + ")");
+  cmd.add_option("--cpus", spec.limits.cpus, "CPU cores, fractions allowed")->capture_default_str();
+  cmd.add_option("--memory", spec.limits.memory, "RAM cap, e.g. 512m, 2g (no swap)")
+      ->capture_default_str();
+  cmd.add_option("--pids", spec.limits.pids, "max processes/threads")->capture_default_str();
+  cmd.add_option("--shm", spec.limits.shm, "/dev/shm size (default Docker's 64m)");
+  cmd.add_option("--disk", disk,
+                 "root file system cap, e.g. 5g; 'none' for no cap. Default: 5g where the host "
+                 "can enforce it, else uncapped with a warning");
+  cmd.add_option("--network", spec.network, "bridge, none, or a Docker network name")
+      ->capture_default_str();
+  cmd.add_option("--lifetime", spec.lifetime,
+                 "seconds until the sandbox ends itself, even if this client dies");
+  cmd.add_option("--idle-ttl", spec.idle_ttl,
+                 "seconds without activity (exec) until the sandbox ends itself");
+  cmd.add_option("--runtime", spec.runtime, "Docker runtime (a gVisor one)")->capture_default_str();
+}
+
+SandboxSpec SpecOptions::Build(const GlobalOptions& g) const {
+  SandboxSpec s = spec;
+  s.host = g.host;
+  if (disk) s.limits.disk = *disk;
+  return s;
+}
+
+int RunCli(int argc, char** argv) {
+  // A reader that goes away (`agvisor exec x -- yes | head`) must not kill us with SIGPIPE.
+  ::signal(SIGPIPE, SIG_IGN);
+  CLI::App app{
+      "agvisor: throwaway gVisor (runsc) sandboxes for coding agents.\n"
+      "Run `agvisor doctor` to check a host, `agvisor run -- CMD` for a one-off command."};
+  app.require_subcommand(1);
+  GlobalOptions g;
+  if (const char* h = std::getenv("AGVISOR_HOST")) g.host = h;
+  app.add_option("-H,--host", g.host,
+                 "Docker host: unix:///path, tcp://host:port or ssh://user@host[:port] "
+                 "(default $AGVISOR_HOST, then $DOCKER_HOST, then the local socket)");
+  app.add_flag("--json", g.json, "machine-readable output");
+  app.set_version_flag("--version", "agvisor 0.1.0");
+  int exit_code = 0;
+  AddCreate(app, g, &exit_code);
+  AddRun(app, g, &exit_code);
+  AddExec(app, g, &exit_code);
+  AddList(app, g, &exit_code);
+  AddStop(app, g, &exit_code);
+  AddRemove(app, g, &exit_code);
+  AddImage(app, g, &exit_code);
+  AddDoctor(app, g, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : kExitUsage;
+  }
+  return exit_code;
+}
+
+}  // namespace agvisor::cli

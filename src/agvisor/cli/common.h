@@ -1,0 +1,56 @@
+// Helpers shared by the subcommands of the agvisor CLI (internal to src/agvisor/cli).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "agvisor/base/error.h"
+#include "agvisor/sandbox/spec.h"
+
+namespace agvisor::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitSandboxDied = 3;
+inline constexpr int kExitExecFailure = 125;
+
+struct GlobalOptions {
+  std::string host;   // --host / $AGVISOR_HOST
+  bool json = false;  // --json
+};
+
+// Prints "agvisor: <message>" to stderr and returns the exit code for the error's code.
+int ReportError(const Error& e);
+// The exit code for an error (kInvalidArgument -> 2, kSandboxDied -> 3, else 1).
+int ExitCodeFor(const Error& e);
+
+// Options that make a SandboxSpec: shared by create and run.
+struct SpecOptions {
+  SandboxSpec spec;
+  std::optional<std::string> disk;
+  void Add(CLI::App& cmd);
+  // The spec, with --disk applied.
+  SandboxSpec Build(const GlobalOptions& g) const;
+};
+
+// "x" -> "agvisor-x"; a name that already has the prefix (anonymous sandboxes) is kept as is.
+std::string ResolveContainerName(std::string_view name_or_container);
+
+// Writes all bytes to fd, ignoring EINTR; broken pipes end quietly.
+void WriteAll(int fd, std::string_view bytes);
+
+// The subcommands; each registers itself and sets its callback's exit code in `*exit_code`.
+void AddCreate(CLI::App& app, GlobalOptions& g, int* exit_code);
+void AddRun(CLI::App& app, GlobalOptions& g, int* exit_code);
+void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code);
+void AddList(CLI::App& app, GlobalOptions& g, int* exit_code);
+void AddStop(CLI::App& app, GlobalOptions& g, int* exit_code);
+void AddRemove(CLI::App& app, GlobalOptions& g, int* exit_code);
+void AddImage(CLI::App& app, GlobalOptions& g, int* exit_code);
+void AddDoctor(CLI::App& app, GlobalOptions& g, int* exit_code);
+
+}  // namespace agvisor::cli

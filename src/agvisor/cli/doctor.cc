@@ -1,0 +1,280 @@
+#include "agvisor/cli/doctor.h"
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "agvisor/cli/common.h"
+#include "agvisor/docker/client.h"
+#include "agvisor/sandbox/host_caps.h"
+#include "agvisor/sandbox/sandbox.h"
+
+namespace agvisor::cli {
+namespace {
+
+using Status = Check::Status;
+
+std::string Ms(std::chrono::steady_clock::duration d) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0f ms",
+                std::chrono::duration<double, std::milli>(d).count());
+  return b;
+}
+
+bool IsGvisor(const docker::RuntimeInfo& r) {
+  auto slash = r.path.rfind('/');
+  std::string base = slash == std::string::npos ? r.path : r.path.substr(slash + 1);
+  return base.find("runsc") != std::string::npos;
+}
+
+std::string Join(const std::vector<std::string>& v, std::string_view sep = " ") {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : std::string(sep)) + x;
+  return s;
+}
+
+std::string_view StatusWord(Status s) {
+  switch (s) {
+    case Status::kOk: return "ok";
+    case Status::kWarn: return "warn";
+    case Status::kFail: return "FAIL";
+    case Status::kInfo: return "info";
+  }
+  return "?";
+}
+
+// Starts a real sandbox with `network` and lists its interfaces from /proc/net/dev.
+Check NetworkCheck(std::string_view host, const std::string& image, const std::string& network) {
+  Check c{.name = "network " + network};
+  SandboxSpec spec;
+  spec.host = host;
+  spec.image = image;
+  spec.network = network;
+  spec.limits.disk = "none";
+  spec.lifetime = 120;
+  auto sb = Sandbox::Create(spec);
+  if (!sb.ok()) {
+    c.status = Status::kFail;
+    c.detail = "a sandbox with network=" + network + " does not start: " + sb.error().message();
+    c.fix = "see the runsc network mode check; scripts/setup-host probes and registers the mode "
+            "that works";
+    return c;
+  }
+  auto r = (*sb)->ExecShell("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '",
+                            {.timeout = 30});
+  (void)(*sb)->Stop();
+  if (!r.ok() || r->exit_code != 0) {
+    c.status = Status::kFail;
+    c.detail = "a command in a network=" + network + " sandbox failed: " +
+               (r.ok() ? r->err : r.error().message());
+    return c;
+  }
+  c.detail = "works; interfaces inside: " + r->out;
+  if (network == "none" && r->out.find("eth") != std::string::npos) {
+    c.status = Status::kWarn;
+    c.detail += "(expected only lo)";
+  }
+  return c;
+}
+
+}  // namespace
+
+std::vector<Check> RunDoctor(std::string_view host) {
+  std::vector<Check> checks;
+  const std::string where = host.empty() ? "this host" : std::string(host);
+
+  // 1. Docker reachable, and its API version.
+  auto t0 = std::chrono::steady_clock::now();
+  auto docker = HostClient(host);
+  if (!docker.ok()) {
+    checks.push_back({"docker", Status::kFail, docker.error().message(),
+                      host.empty() || host.starts_with("unix://")
+                          ? "start dockerd: sudo scripts/setup-host (installs and starts it)"
+                          : "check that `ssh` reaches the host without a password prompt and "
+                            "that its user may use /var/run/docker.sock"});
+    return checks;
+  }
+  auto version = (*docker)->Version();
+  auto info = (*docker)->Info();
+  if (!version.ok() || !info.ok()) {
+    checks.push_back({"docker", Status::kFail,
+                      (!version.ok() ? version.error() : info.error()).message(),
+                      "start dockerd: sudo scripts/setup-host"});
+    return checks;
+  }
+  checks.push_back({"docker", Status::kOk,
+                    "Docker " + version->version + " at " + (*docker)->endpoint().ToString() +
+                        ", Engine API " + version->api_version + " (speaking " +
+                        (*docker)->api_version().ToString() + "), answered in " +
+                        Ms(std::chrono::steady_clock::now() - t0)});
+
+  // 2. Runtimes, and which are gVisor.
+  std::vector<std::string> all, gvisor;
+  for (const auto& [name, rt] : info->runtimes) {
+    all.push_back(name);
+    if (IsGvisor(rt)) {
+      gvisor.push_back(name + " (" + rt.path + (rt.args.empty() ? "" : " " + Join(rt.args)) +
+                       ")");
+    }
+  }
+  auto runsc = info->runtimes.find("runsc");
+  if (gvisor.empty() || runsc == info->runtimes.end() || !IsGvisor(runsc->second)) {
+    checks.push_back({"runtime", Status::kFail,
+                      "registered runtimes: " + Join(all, ", ") + "; none named runsc is gVisor",
+                      "install runsc and register it: sudo scripts/setup-host"});
+    return checks;
+  }
+  checks.push_back({"runtime", Status::kOk, "gVisor runtimes: " + Join(gvisor, ", ") +
+                                                "; all registered: " + Join(all, ", ")});
+
+  // 3. runsc's network mode.
+  const auto& args = runsc->second.args;
+  if (std::find(args.begin(), args.end(), "--network=host") != args.end()) {
+    checks.push_back(
+        {"runsc network mode", Status::kWarn,
+         "runsc runs with --network=host (hostinet): gVisor's own network stack does not work "
+         "on this kernel, so sandboxes use the HOST kernel's network stack inside their own "
+         "network namespace. Docker's bridge/none semantics hold; the network stack is not "
+         "isolated by gVisor",
+         "none on this kernel; on a kernel where runsc's netstack works, re-run sudo "
+         "scripts/setup-host and it registers runsc without --network=host"});
+  } else if (std::find(args.begin(), args.end(), "--network=none") != args.end()) {
+    checks.push_back({"runsc network mode", Status::kWarn,
+                      "runsc runs with --network=none: no sandbox has a network",
+                      "re-run sudo scripts/setup-host to probe the modes again"});
+  } else {
+    checks.push_back({"runsc network mode", Status::kOk, "gVisor's own network stack (netstack)"});
+  }
+
+  // 4. The default image.
+  std::string image(kDefaultImage);
+  auto img = (*docker)->InspectImage(image);
+  if (!img.ok()) {
+    checks.push_back({"image", Status::kFail, image + " is not on " + where + ": " +
+                                                   img.error().message(),
+                      "build it: sudo agvisor image build base (scripts/setup-host does it)"});
+    return checks;
+  }
+  char size[32];
+  std::snprintf(size, sizeof size, "%.0f MB", static_cast<double>(img->size) / 1e6);
+  checks.push_back({"image", Status::kOk, image + " present (" + size + ")"});
+
+  // 5. A real sandbox under runsc: create to ready, then an exec round trip.
+  {
+    SandboxSpec spec;
+    spec.host = host;
+    spec.network = "none";
+    spec.limits.disk = "none";
+    spec.lifetime = 120;
+    auto start = std::chrono::steady_clock::now();
+    auto sb = Sandbox::Create(spec);
+    if (!sb.ok()) {
+      checks.push_back({"sandbox", Status::kFail,
+                        "a sandbox does not start under runsc: " + sb.error().message(),
+                        "run `sudo scripts/setup-host`; see the dockerd log for the runtime's "
+                        "error"});
+      return checks;
+    }
+    auto created = std::chrono::steady_clock::now();
+    auto r = (*sb)->Exec({"true"}, {.timeout = 30});
+    auto done = std::chrono::steady_clock::now();
+    auto kernel = (*sb)->Exec({"uname", "-r"}, {.timeout = 30});
+    (void)(*sb)->Stop();
+    if (!r.ok() || r->exit_code != 0) {
+      checks.push_back({"sandbox", Status::kFail,
+                        "a sandbox started but `true` failed inside: " +
+                            (r.ok() ? "exit " + std::to_string(r->exit_code) + " " + r->err
+                                    : r.error().message()),
+                        "report this with the output of `agvisor doctor --json`"});
+      return checks;
+    }
+    std::string k = kernel.ok() ? kernel->out : "";
+    if (!k.empty() && k.back() == '\n') k.pop_back();
+    checks.push_back({"sandbox", Status::kOk,
+                      "a runsc sandbox started in " + Ms(created - start) + "; exec of `true` " +
+                          Ms(done - created) + "; kernel inside: " + k});
+  }
+
+  // 6. Which network modes work.
+  checks.push_back(NetworkCheck(host, image, "bridge"));
+  checks.push_back(NetworkCheck(host, image, "none"));
+
+  // 7. Root-disk cap.
+  auto disk = ProbeDiskCap(host, **docker, "runsc", image);
+  if (!disk.ok()) {
+    checks.push_back({"disk cap", Status::kWarn, "could not probe: " + disk.error().message(),
+                      ""});
+  } else if (disk->supported) {
+    checks.push_back({"disk cap", Status::kOk, "root-disk caps are enforced: " + disk->detail});
+  } else {
+    checks.push_back(
+        {"disk cap", Status::kWarn,
+         "no root-disk cap can be enforced on " + where + ": " + disk->detail +
+             ". Sandboxes with the default limits run uncapped (with a warning); an explicit "
+             "--disk is refused",
+         "use a Docker 24+ daemon (API >= 1.43) and a runsc with overlay2 size= support, or "
+         "pass --disk none to say uncapped is fine"});
+  }
+
+  // 8. cgroups.
+  checks.push_back({"cgroups", Status::kInfo,
+                    "cgroup v" + info->cgroup_version + " (" + info->cgroup_driver +
+                        " driver), storage driver " + info->driver + ", kernel " +
+                        info->kernel_version + ", " + std::to_string(info->ncpu) + " CPUs"});
+  return checks;
+}
+
+bool HostUsable(const std::vector<Check>& checks) {
+  return std::none_of(checks.begin(), checks.end(),
+                      [](const Check& c) { return c.status == Status::kFail; });
+}
+
+std::string FormatReport(const std::vector<Check>& checks) {
+  std::string out;
+  for (const auto& c : checks) {
+    char head[64];
+    std::snprintf(head, sizeof head, "%-5s %-19s ", std::string(StatusWord(c.status)).c_str(),
+                  c.name.c_str());
+    out += head + c.detail + "\n";
+    if (!c.fix.empty() && (c.status == Status::kWarn || c.status == Status::kFail)) {
+      out += "      fix: " + c.fix + "\n";
+    }
+  }
+  out += HostUsable(checks) ? "this host can run agvisor sandboxes\n"
+                            : "this host cannot run agvisor sandboxes: see FAIL above\n";
+  return out;
+}
+
+std::string FormatJson(const std::vector<Check>& checks) {
+  boost::json::array a;
+  for (const auto& c : checks) {
+    boost::json::object o;
+    o["check"] = c.name;
+    std::string s(StatusWord(c.status));
+    std::transform(s.begin(), s.end(), s.begin(), ::tolower);
+    o["status"] = s;
+    o["detail"] = c.detail;
+    o["fix"] = c.fix;
+    a.push_back(std::move(o));
+  }
+  boost::json::object root;
+  root["usable"] = HostUsable(checks);
+  root["checks"] = std::move(a);
+  return boost::json::serialize(root);
+}
+
+void AddDoctor(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto* cmd = app.add_subcommand(
+      "doctor", "check a Docker host: docker and its API version, gVisor runtimes, a real "
+                "sandbox start (timed), network modes, root-disk caps, cgroups; exits 1 when the "
+                "host cannot run sandboxes");
+  cmd->callback([&g, exit_code] {
+    auto checks = RunDoctor(g.host);
+    std::cout << (g.json ? FormatJson(checks) + "\n" : FormatReport(checks));
+    *exit_code = HostUsable(checks) ? kExitOk : kExitFailure;
+  });
+}
+
+}  // namespace agvisor::cli

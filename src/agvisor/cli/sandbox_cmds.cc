@@ -1,0 +1,227 @@
+// create, run, exec, ls, stop, rm.
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+
+#include "agvisor/cli/common.h"
+#include "agvisor/sandbox/sandbox.h"
+
+namespace agvisor::cli {
+namespace {
+
+struct ExecFlags {
+  double timeout = 120;
+  std::vector<std::string> env;
+  std::string cwd;
+  std::string user;
+  bool stdin_input = false;
+  std::vector<std::string> command;
+
+  void Add(CLI::App& cmd) {
+    cmd.add_option("-t,--timeout", timeout,
+                   "seconds; at the deadline the whole process tree is killed and the exit code "
+                   "is 124")
+        ->capture_default_str();
+    cmd.add_option("-e,--env", env, "KEY=VALUE for the command (repeatable)");
+    cmd.add_option("-w,--cwd", cwd, "working directory inside the sandbox");
+    cmd.add_option("-u,--user", user, "user inside the sandbox");
+    cmd.add_flag("-i,--stdin", stdin_input, "pass this process's stdin to the command");
+    cmd.add_option("command", command, "the command and its arguments (after --)")->required();
+  }
+
+  Result<ExecOptions> Build() const {
+    ExecOptions o;
+    o.timeout = timeout;
+    o.env = env;
+    o.cwd = cwd;
+    o.user = user;
+    if (stdin_input) {
+      std::string in((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+      o.input = std::move(in);
+    }
+    // Live output: stdout to stdout, stderr to stderr, as it arrives.
+    o.on_stdout = [](std::string_view b) { WriteAll(1, b); };
+    o.on_stderr = [](std::string_view b) { WriteAll(2, b); };
+    return o;
+  }
+};
+
+// The command line as given: one argument runs through `sh -c` (like the seed's exec), several
+// run as argv.
+Result<ExecResult> RunIn(Sandbox& sb, const ExecFlags& f) {
+  auto o = AGVISOR_TRY(f.Build());
+  if (f.command.size() == 1) return sb.ExecShell(f.command.front(), o);
+  return sb.Exec(f.command, o);
+}
+
+void PrintWarning(const Sandbox& sb) {
+  static bool warned = false;
+  if (!sb.disk_warning().empty() && !warned) {
+    warned = true;
+    std::cerr << "agvisor: warning: " << sb.disk_warning() << "\n";
+  }
+}
+
+boost::json::object InfoJson(const SandboxInfo& i) {
+  boost::json::object o;
+  o["container"] = i.container_name;
+  o["name"] = i.name ? boost::json::value(*i.name) : boost::json::value(nullptr);
+  o["id"] = i.container_id;
+  o["image"] = i.image;
+  o["state"] = i.state;
+  o["running"] = i.running;
+  o["host"] = i.host;
+  return o;
+}
+
+}  // namespace
+
+void AddCreate(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto* cmd = app.add_subcommand("create", "create and start a sandbox (or re-attach to a running "
+                                           "one of the same --name); prints its name");
+  auto opts = std::make_shared<SpecOptions>();
+  opts->Add(*cmd);
+  cmd->callback([&g, exit_code, opts] {
+    auto sb = Sandbox::Create(opts->Build(g));
+    if (!sb.ok()) {
+      *exit_code = ReportError(sb.error());
+      return;
+    }
+    PrintWarning(**sb);
+    if (g.json) {
+      boost::json::object o;
+      o["container"] = (*sb)->container_name();
+      o["name"] = (*sb)->name() ? boost::json::value(*(*sb)->name()) : nullptr;
+      o["resumed"] = (*sb)->resumed();
+      o["data_dir"] = (*sb)->data_dir();
+      std::cout << boost::json::serialize(o) << "\n";
+    } else {
+      std::cout << (*sb)->container_name() << "\n";
+    }
+  });
+}
+
+void AddRun(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto* cmd = app.add_subcommand(
+      "run", "create a sandbox, run a command in it with live output, then remove it "
+             "(a named sandbox keeps its /workspace)");
+  auto opts = std::make_shared<SpecOptions>();
+  auto flags = std::make_shared<ExecFlags>();
+  opts->Add(*cmd);
+  flags->Add(*cmd);
+  auto keep = std::make_shared<bool>(false);
+  cmd->add_flag("--keep", *keep, "leave the sandbox running afterwards");
+  cmd->callback([&g, exit_code, opts, flags, keep] {
+    // Validate the exec options before paying for a sandbox.
+    if (auto v = ValidateExecTimeout(flags->timeout, opts->spec.idle_ttl); !v.ok()) {
+      *exit_code = ReportError(v.error());
+      return;
+    }
+    auto sb = Sandbox::Create(opts->Build(g));
+    if (!sb.ok()) {
+      *exit_code = ReportError(sb.error());
+      return;
+    }
+    PrintWarning(**sb);
+    auto r = RunIn(**sb, *flags);
+    if (!*keep) {
+      if (auto s = (*sb)->Stop(); !s.ok()) ReportError(s.error());
+    } else {
+      std::cerr << "agvisor: sandbox " << (*sb)->container_name() << " left running\n";
+    }
+    if (!r.ok()) {
+      int rc = ReportError(r.error());
+      *exit_code = rc == kExitSandboxDied ? rc : kExitExecFailure;
+      return;
+    }
+    if (r->timed_out) {
+      std::cerr << "agvisor: timed out after " << flags->timeout << " s\n";
+    }
+    *exit_code = r->exit_code;
+  });
+}
+
+void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto* cmd = app.add_subcommand("exec", "run a command in a running sandbox, with live output; "
+                                         "exits with the command's exit code");
+  auto name = std::make_shared<std::string>();
+  cmd->add_option("sandbox", *name, "sandbox name (or its agvisor-... container name)")
+      ->required();
+  auto flags = std::make_shared<ExecFlags>();
+  flags->Add(*cmd);
+  cmd->callback([&g, exit_code, name, flags] {
+    auto sb = Sandbox::Open(ResolveContainerName(*name), g.host);
+    if (!sb.ok()) {
+      *exit_code = ReportError(sb.error());
+      return;
+    }
+    auto r = RunIn(**sb, *flags);
+    if (!r.ok()) {
+      int rc = ReportError(r.error());
+      *exit_code = rc == kExitSandboxDied || rc == kExitUsage ? rc : kExitExecFailure;
+      return;
+    }
+    *exit_code = r->exit_code;
+  });
+}
+
+void AddList(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto* cmd = app.add_subcommand("ls", "list every agvisor sandbox on the host, running or not "
+                                       "(anonymous leftovers of crashed clients included)");
+  cmd->alias("list");
+  cmd->callback([&g, exit_code] {
+    auto list = Sandbox::List(g.host);
+    if (!list.ok()) {
+      *exit_code = ReportError(list.error());
+      return;
+    }
+    if (g.json) {
+      boost::json::array a;
+      for (const auto& i : *list) a.push_back(InfoJson(i));
+      std::cout << boost::json::serialize(a) << "\n";
+      return;
+    }
+    std::printf("%-32s %-20s %-10s %s\n", "CONTAINER", "NAME", "STATE", "IMAGE");
+    for (const auto& i : *list) {
+      std::printf("%-32s %-20s %-10s %s\n", i.container_name.c_str(),
+                  i.name ? i.name->c_str() : "-", i.state.c_str(), i.image.c_str());
+    }
+  });
+}
+
+namespace {
+
+void ForEachSandbox(const std::vector<std::string>& names, const GlobalOptions& g, int* exit_code,
+                    bool erase) {
+  for (const auto& n : names) {
+    const std::string cname = ResolveContainerName(n);
+    if (auto r = Sandbox::Remove(cname, g.host, erase); !r.ok()) {
+      *exit_code = ReportError(r.error());
+    } else if (!g.json) {
+      std::cout << cname << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+void AddStop(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto* cmd = app.add_subcommand("stop", "remove sandboxes' containers; named ones keep their "
+                                         "/workspace volume");
+  auto names = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("sandbox", *names, "sandbox names")->required();
+  cmd->callback([&g, exit_code, names] { ForEachSandbox(*names, g, exit_code, false); });
+}
+
+void AddRemove(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto* cmd = app.add_subcommand("rm", "stop sandboxes and erase their /workspace volumes");
+  cmd->alias("delete");
+  auto names = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("sandbox", *names, "sandbox names")->required();
+  cmd->callback([&g, exit_code, names] { ForEachSandbox(*names, g, exit_code, true); });
+}
+
+}  // namespace agvisor::cli

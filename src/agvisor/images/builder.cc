@@ -1,0 +1,178 @@
+#include "agvisor/images/builder.h"
+
+#include <poll.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+
+#include "agvisor/base/subprocess.h"
+#include "agvisor/docker/client.h"
+
+namespace agvisor::images {
+namespace {
+
+// Reads a child's output line by line, passing each to `on_line`; keeps the last few lines.
+Result<void> PumpLines(UniqueFd& fd, const std::function<void(std::string_view)>& on_line,
+                       std::deque<std::string>& last) {
+  std::string buf;
+  char chunk[8192];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), chunk, sizeof chunk);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::FromErrno("read debootstrap output", errno);
+    }
+    if (n == 0) break;
+    buf.append(chunk, static_cast<std::size_t>(n));
+    std::size_t nl;
+    while ((nl = buf.find('\n')) != std::string::npos) {
+      std::string line = buf.substr(0, nl);
+      buf.erase(0, nl + 1);
+      if (on_line) on_line(line);
+      last.push_back(std::move(line));
+      if (last.size() > 8) last.pop_front();
+    }
+  }
+  if (!buf.empty() && on_line) on_line(buf);
+  return Ok();
+}
+
+void Say(const BuildOptions& o, std::string_view line) {
+  if (o.progress) o.progress(line);
+}
+
+}  // namespace
+
+Result<ImageRecipe> RecipeFor(std::string_view kind) {
+  if (kind == "base") {
+    return ImageRecipe{.kind = "base",
+                       .suite = "bookworm",
+                       .packages = {"python3", "git", "coreutils", "procps", "ca-certificates"}};
+  }
+  return Error::InvalidArgument("unknown image kind '" + std::string(kind) +
+                                "': the kinds are: base");
+}
+
+std::string ImageNameFor(std::string_view kind) {
+  return "agvisor/" + std::string(kind) + ":latest";
+}
+
+Result<std::string> BuildImage(docker::Client& client, const ImageRecipe& recipe,
+                               const BuildOptions& o) {
+  if (::geteuid() != 0) {
+    return Error::PermissionDenied("image build needs root (debootstrap creates device nodes and "
+                                   "files owned by other users): run it with sudo");
+  }
+  const std::string name = o.name.empty() ? ImageNameFor(recipe.kind) : o.name;
+  const auto colon = name.rfind(':');
+  const bool has_tag = colon != std::string::npos && name.find('/', colon) == std::string::npos;
+  const std::string repo = has_tag ? name.substr(0, colon) : name;
+  const std::string tag = has_tag ? name.substr(colon + 1) : "latest";
+
+  std::string tmpl = o.workdir + "/agvisor-image-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) return Error::FromErrno("mkdtemp " + tmpl, errno);
+  const std::string dir = tmpl;
+  const std::string rootfs = dir + "/rootfs";
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { (void)RunCommand({"rm", "-rf", "--one-file-system", dir}); }
+  } cleanup{dir};
+
+  // 1. debootstrap
+  std::string include;
+  for (const auto& p : recipe.packages) include += (include.empty() ? "" : ",") + p;
+  std::vector<std::string> argv = {"debootstrap", "--variant=minbase"};
+  if (!include.empty()) argv.push_back("--include=" + include);
+  argv.insert(argv.end(), {recipe.suite, rootfs});
+  if (!o.mirror.empty()) argv.push_back(o.mirror);
+  Say(o, "[1/3] debootstrap " + recipe.suite + " (minbase + " + include + ")");
+  auto start = std::chrono::steady_clock::now();
+  SubprocessOptions so;
+  so.argv = argv;
+  so.pipe_stdout = true;
+  so.stderr_to_stdout = true;
+  so.env = {"LC_ALL=C"};
+  auto child = Subprocess::Spawn(so);
+  if (!child.ok()) {
+    if (child.error().code() == ErrorCode::kNotFound) {
+      return Error::NotFound("debootstrap is not installed: apt-get install debootstrap "
+                             "(scripts/setup-host installs it)");
+    }
+    return child.error();
+  }
+  std::deque<std::string> last;
+  int packages = 0;
+  AGVISOR_RETURN_IF_ERROR(PumpLines(
+      child->stdout_fd(),
+      [&](std::string_view line) {
+        // debootstrap says "I: Retrieving x", "I: Unpacking x", "I: Configuring x": show the
+        // phases, count the packages.
+        if (line.starts_with("I: Retrieving ")) ++packages;
+        if (line.starts_with("I: Retrieving ") && packages % 10 != 1) return;
+        if (line.starts_with("I: Validating ") || line.starts_with("I: Extracting ")) return;
+        Say(o, "      " + std::string(line));
+      },
+      last));
+  auto status = AGVISOR_TRY(child->Wait());
+  if (!status.success()) {
+    std::string tail;
+    for (const auto& l : last) tail += "\n  " + l;
+    return Error::Internal("debootstrap failed (" + status.ToString() + "):" + tail);
+  }
+  auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  char msg[128];
+  std::snprintf(msg, sizeof msg, "      root file system ready: %d packages in %.0f s", packages,
+                secs);
+  Say(o, msg);
+
+  // 2. trim: package caches are not needed in the image; /workspace is where work goes.
+  Say(o, "[2/3] trimming caches");
+  auto trim = AGVISOR_TRY(RunCommand(
+      {"sh", "-c",
+       "rm -rf \"$1\"/var/cache/apt/archives/*.deb \"$1\"/var/lib/apt/lists/* && "
+       "mkdir -p \"$1\"/workspace",
+       "sh", rootfs}));
+  if (!trim.status.success()) return Error::Internal("trim root file system: " + trim.err);
+
+  // 3. tar | import, streamed (bounded memory whatever the size).
+  Say(o, "[3/3] importing into Docker as " + name);
+  SubprocessOptions to;
+  to.argv = {"tar", "--numeric-owner", "--xattrs", "-C", rootfs, "-c", "."};
+  to.pipe_stdout = true;
+  to.pipe_stderr = true;
+  auto tar = AGVISOR_TRY(Subprocess::Spawn(to));
+  std::uint64_t sent = 0;
+  auto last_report = std::chrono::steady_clock::now();
+  http::BodySource source = [&](std::span<char> buf) -> Result<std::size_t> {
+    for (;;) {
+      ssize_t n = ::read(tar.stdout_fd().get(), buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return Error::FromErrno("read tar output", errno);
+      sent += static_cast<std::uint64_t>(n);
+      auto now = std::chrono::steady_clock::now();
+      if (now - last_report > std::chrono::seconds(1) || n == 0) {
+        last_report = now;
+        char line[96];
+        std::snprintf(line, sizeof line, "      %.0f MB sent", static_cast<double>(sent) / 1e6);
+        Say(o, line);
+      }
+      return static_cast<std::size_t>(n);
+    }
+  };
+  auto id = client.ImportImage(repo, tag, source, [&](std::string_view status) {
+    if (!status.empty()) Say(o, "      docker: " + std::string(status));
+  });
+  auto tar_status = tar.Wait();
+  if (!id.ok()) return id.error().WithContext("import image " + name);
+  if (tar_status.ok() && !tar_status->success()) {
+    return Error::Internal("tar of the root file system failed (" + tar_status->ToString() + ")");
+  }
+  Say(o, "done: " + name);
+  return *id;
+}
+
+}  // namespace agvisor::images

@@ -1,0 +1,32 @@
+// What a Docker host can enforce for sandboxes, found by asking it (and by real probes where the
+// answer cannot be read off), cached per host for the life of the process.
+//
+// Used by Sandbox::Create (whether a root-disk cap can be passed) and by `agvisor doctor`.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "agvisor/base/error.h"
+
+namespace agvisor {
+namespace docker {
+class Client;
+}
+
+struct DiskCapSupport {
+  bool supported = false;
+  // How a cap is passed where supported ("runsc overlay2 size annotation"), else why not, naming
+  // the host's versions and the way out.
+  std::string detail;
+};
+
+// Whether `runtime` on this host can cap a sandbox's root file system. Where the Engine API is
+// older than 1.43 there is no way to pass runsc the annotation that carries the size: that is
+// read off the negotiated version, not guessed. On newer daemons a probe sandbox is started
+// with a 16 MiB cap on `image` and must fail to write 32 MiB. Cached per (host, runtime).
+Result<DiskCapSupport> ProbeDiskCap(std::string_view host, docker::Client& client,
+                                    std::string_view runtime, std::string_view image);
+
+}  // namespace agvisor

@@ -1,0 +1,147 @@
+// Sandbox: one gVisor sandbox on a Docker host, with the seed's lifecycle (create, resume, exec,
+// stop, delete, list), run by the in-sandbox agent as PID 1.
+//
+// Used by the CLI (apps/agvisor), later the daemon and the Python binding. A Sandbox handle is
+// thread-safe: many threads may exec in one sandbox at once, and many sandboxes may be driven from
+// one process. Docker is reached through one docker::Client per host (HostClient), so an ssh host
+// costs one ssh process however many sandboxes use it.
+//
+// Lifecycle (the seed's promises, see docs/lifecycle.md):
+//   - Create() with a name re-attaches to a running sandbox of that name (its processes alive);
+//     a stopped one is replaced by a fresh container on the same /workspace volume.
+//   - lifetime and idle_ttl are enforced by the agent inside the sandbox: they hold when the
+//     client dies. Anonymous sandboxes with either are removed by Docker when they end.
+//   - Stop() removes the container (a named sandbox keeps its volume); Delete() also erases it.
+//   - A sandbox killed by its memory or pids limit is reported as kSandboxDied with the reason.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agvisor/base/error.h"
+#include "agvisor/sandbox/spec.h"
+
+namespace agvisor {
+namespace docker {
+class Client;
+}
+
+// The docker::Client for a host ("" = $DOCKER_HOST or the local socket; "ssh://user@host"),
+// shared by every caller in this process. Errors: those of docker::Client::Connect.
+Result<std::shared_ptr<docker::Client>> HostClient(std::string_view host);
+
+// Where the agent lives inside every sandbox.
+inline constexpr std::string_view kAgentDir = "/.agvisor";
+inline constexpr std::string_view kAgentPath = "/.agvisor/agvisor-agent";
+// How long a streaming exec keeps output in memory: only the last this many bytes.
+inline constexpr std::size_t kStreamTailBytes = 100 * 1000;
+
+struct ExecOptions {
+  std::optional<std::string> input;  // bytes for stdin; unset = no stdin (EOF at once)
+  double timeout = 120;               // seconds; the whole process tree dies at the deadline
+  std::vector<std::string> env;       // "K=V"
+  std::string cwd;                    // "" = /workspace for named sandboxes, else the image's
+  std::string user;                   // "" = the image's user
+  // Streaming: called with output as it arrives (from the calling thread). When set, only the
+  // last kStreamTailBytes of each stream are kept in the result. on_output gets both streams.
+  std::function<void(std::string_view)> on_output;
+  std::function<void(std::string_view)> on_stdout;
+  std::function<void(std::string_view)> on_stderr;
+};
+
+// How a command ended: a value, not an error.
+struct ExecResult {
+  int exit_code = 0;       // 124 = timed out; 128+N = killed by signal N
+  bool timed_out = false;
+  std::string out;         // stdout (its tail when streaming)
+  std::string err;         // stderr (its tail when streaming)
+  bool truncated = false;  // streaming dropped older output from `out`/`err`
+};
+
+// Why a sandbox is no longer running.
+enum class EndReason { kNone, kStopped, kLifetime, kIdle, kOutOfMemory, kKilled, kGone };
+std::string_view EndReasonName(EndReason reason);  // "lifetime", "out of memory", ...
+
+// What list and status report about one sandbox.
+struct SandboxInfo {
+  std::string container_name;  // "agvisor-<name or random>"
+  std::optional<std::string> name;  // set for named (persistent) sandboxes
+  std::string container_id;
+  std::string image;
+  std::string state;  // Docker's: "running", "exited", "created", ...
+  bool running = false;
+  EndReason end_reason = EndReason::kNone;
+  int exit_code = 0;
+  std::string host;
+};
+
+class Sandbox {
+ public:
+  // Creates and starts a sandbox, or re-attaches to a running one of the same name. Validates
+  // the spec first. Errors: kInvalidArgument (spec), kUnsupported (a limit this host cannot
+  // enforce, e.g. an explicit disk cap), kNotFound (image missing: says how to build it),
+  // kConflict (another client holds the name in a state we cannot attach to), kUnavailable.
+  static Result<std::unique_ptr<Sandbox>> Create(const SandboxSpec& spec);
+  // A handle on an existing container by its container name ("agvisor-x"), as list returns it.
+  static Result<std::unique_ptr<Sandbox>> Open(std::string_view container_name,
+                                               std::string_view host = "");
+  // Every agvisor sandbox on the host, running or not, anonymous leftovers included.
+  static Result<std::vector<SandboxInfo>> List(std::string_view host = "");
+
+  // Removes the sandbox's container whether it runs or not, and with `erase_data` its volume.
+  // Works on sandboxes whose container is already gone (expired named ones). Errors: kNotFound
+  // when neither a container nor a volume of that name exists, kUnavailable.
+  static Result<void> Remove(std::string_view container_name, std::string_view host,
+                             bool erase_data);
+
+  ~Sandbox();
+
+  // Runs argv inside (no shell). Errors: kInvalidArgument (timeout vs idle_ttl), kSandboxDied
+  // (the sandbox ended before or during the command: the message says why), kUnavailable.
+  Result<ExecResult> Exec(const std::vector<std::string>& argv, const ExecOptions& options = {});
+  // Runs `sh -c command`.
+  Result<ExecResult> ExecShell(std::string_view command, const ExecOptions& options = {});
+
+  // Removes the container; a named sandbox keeps its volume. Idempotent.
+  Result<void> Stop();
+  // Stop() and erase the named sandbox's volume.
+  Result<void> Delete();
+  // Running or not, and why it ended.
+  Result<SandboxInfo> Info();
+
+  const std::string& container_name() const { return container_name_; }
+  const std::optional<std::string>& name() const { return name_; }
+  bool persistent() const { return name_.has_value(); }
+  // "/workspace" for named sandboxes, "" otherwise.
+  std::string data_dir() const { return persistent() ? "/workspace" : ""; }
+  // True when Create() attached to a sandbox that was already running.
+  bool resumed() const { return resumed_; }
+  // Set when the default disk cap could not be enforced on this host (the reason).
+  const std::string& disk_warning() const { return disk_warning_; }
+  const std::string& host() const { return host_; }
+  std::optional<std::int64_t> idle_ttl() const { return idle_ttl_; }
+
+ private:
+  Sandbox() = default;
+  Result<SandboxInfo> InfoLocked();
+  // Turns a failed exec into kSandboxDied when the container is gone or stopped.
+  Error DiagnoseExecFailure(const Error& e);
+
+  std::shared_ptr<docker::Client> docker_;
+  std::string host_;
+  std::string container_name_;
+  std::string container_id_;
+  std::optional<std::string> name_;
+  std::optional<std::int64_t> idle_ttl_;
+  std::string memory_;  // for the out-of-memory message
+  bool resumed_ = false;
+  std::string disk_warning_;
+};
+
+}  // namespace agvisor

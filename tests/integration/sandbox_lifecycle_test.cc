@@ -1,0 +1,360 @@
+// The seed's lifecycle promises against the real dockerd + runsc (label `integration`).
+// docs/lifecycle.md maps each promise to the test here that proves it. With AGVISOR_TEST_HOST
+// set (scripts/test sets ssh://root@127.0.0.1:PORT with a test sshd), the same suite runs over ssh.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "agvisor/docker/client.h"
+#include "agvisor/sandbox/sandbox.h"
+#include "tests/integration/test_env.h"
+
+namespace agvisor {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TestSpec;
+using testing::WaitFor;
+using namespace std::chrono_literals;
+
+class LifecycleTest : public ::testing::Test {
+ protected:
+  static void TearDownTestSuite() { testing::CleanupRun(Host()); }
+  static std::string Host() {
+    const char* h = std::getenv("AGVISOR_TEST_HOST");
+    return h ? h : "";
+  }
+  static bool Exists(const std::string& container) {
+    auto docker = HostClient(Host());
+    return (*docker)->InspectContainer(container).ok();
+  }
+  static std::unique_ptr<Sandbox> MustCreate(const SandboxSpec& spec) {
+    auto sb = Sandbox::Create(spec);
+    EXPECT_TRUE(sb.ok()) << sb.error().ToString();
+    return sb.ok() ? std::move(*sb) : nullptr;
+  }
+};
+
+TEST_F(LifecycleTest, ExecSeparatesStreamsAndReturnsExitCode) {
+  auto sb = MustCreate(TestSpec());
+  ASSERT_TRUE(sb);
+  auto r = sb->ExecShell("echo out; echo err >&2; exit 7");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->out, "out\n");
+  EXPECT_EQ(r->err, "err\n");
+  EXPECT_EQ(r->exit_code, 7);
+  auto in = sb->Exec({"cat"}, {.input = std::string("héllo\0bytes", 12)});
+  ASSERT_TRUE(in.ok());
+  EXPECT_EQ(in->out, std::string("héllo\0bytes", 12));
+  auto info = sb->Info();
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->running);
+  ASSERT_TRUE(sb->Stop().ok());
+  EXPECT_FALSE(Exists(sb->container_name()));
+  EXPECT_TRUE(sb->Stop().ok());  // idempotent
+}
+
+TEST_F(LifecycleTest, TimeoutReturns124AndKillsTheTree) {
+  auto sb = MustCreate(TestSpec());
+  ASSERT_TRUE(sb);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = sb->ExecShell("sleep 100 & setsid sleep 101 & (sleep 102 &); sleep 103",
+                         {.timeout = 1});
+  auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->exit_code, 124);
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_LT(took, 5s);
+  auto ps = sb->ExecShell("ps -eo args | grep -c '^sleep 10[0-3]' || true");
+  ASSERT_TRUE(ps.ok());
+  EXPECT_EQ(ps->out, "0\n") << "processes left after the timeout";
+}
+
+TEST_F(LifecycleTest, StreamingKeepsABoundedTail) {
+  auto sb = MustCreate(TestSpec());
+  ASSERT_TRUE(sb);
+  std::size_t seen = 0;
+  ExecOptions o;
+  o.on_output = [&](std::string_view b) { seen += b.size(); };
+  auto r = sb->ExecShell("head -c 3000000 /dev/zero | tr '\\0' x; echo; echo END", o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(seen, 3000000u + 5);
+  EXPECT_LE(r->out.size(), kStreamTailBytes);
+  EXPECT_TRUE(r->truncated);
+  EXPECT_THAT(r->out, ::testing::EndsWith("x\nEND\n"));
+}
+
+TEST_F(LifecycleTest, LimitsAreVisibleInside) {
+  auto spec = TestSpec();
+  spec.limits.memory = "384m";
+  spec.limits.pids = 200;
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  auto r = sb->ExecShell("grep MemTotal /proc/meminfo");
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(r->out, HasSubstr(std::to_string(384 * 1024) + " kB"));
+  auto docker = HostClient(Host());
+  auto info = (*docker)->InspectContainer(sb->container_name());
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->host_config.pids_limit, 200);
+  EXPECT_EQ(info->host_config.memory, 384LL << 20);
+  EXPECT_EQ(info->host_config.memory_swap, 384LL << 20);  // no swap
+  EXPECT_EQ(info->host_config.nano_cpus, 1000000000);
+  EXPECT_EQ(info->host_config.runtime, "runsc");
+  EXPECT_FALSE(info->host_config.privileged);
+}
+
+TEST_F(LifecycleTest, LifetimeEndsAnAnonymousSandboxWithNobodyConnected) {
+  auto spec = TestSpec();
+  spec.lifetime = 2;
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  const std::string name = sb->container_name();
+  sb.reset();  // no client holds it
+  EXPECT_TRUE(Exists(name));
+  EXPECT_TRUE(WaitFor([&] { return !Exists(name); }, 10s)) << "still there after lifetime";
+}
+
+TEST_F(LifecycleTest, IdleTtlEndsItButActivityKeepsItAlive) {
+  auto spec = TestSpec();
+  spec.idle_ttl = 3;
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  // A command longer than... no: the timeout must stay below idle_ttl.
+  auto refused = sb->ExecShell("true", {.timeout = 3});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), ErrorCode::kInvalidArgument);
+  // Activity: a 2 s command, twice, spans more than idle_ttl in total.
+  for (int i = 0; i < 2; ++i) {
+    auto r = sb->ExecShell("sleep 2", {.timeout = 2.5});
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    EXPECT_EQ(r->exit_code, 0);
+  }
+  const std::string name = sb->container_name();
+  EXPECT_TRUE(Exists(name));
+  EXPECT_TRUE(WaitFor([&] { return !Exists(name); }, 10s)) << "idle sandbox still there";
+  auto late = sb->ExecShell("true", {.timeout = 1});
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.error().code(), ErrorCode::kSandboxDied);
+}
+
+TEST_F(LifecycleTest, NamedWorkspaceSurvivesStopAndExpiry) {
+  auto spec = TestSpec("keep");
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  EXPECT_TRUE(sb->persistent());
+  EXPECT_EQ(sb->data_dir(), "/workspace");
+  ASSERT_EQ(sb->ExecShell("echo one > f && pwd")->out, "/workspace\n");
+  ASSERT_TRUE(sb->Stop().ok());
+
+  spec.idle_ttl = 2;
+  auto again = MustCreate(spec);
+  ASSERT_TRUE(again);
+  EXPECT_FALSE(again->resumed());
+  EXPECT_EQ(again->ExecShell("cat f; echo two >> f", {.timeout = 1})->out, "one\n");
+  const std::string name = again->container_name();
+  ASSERT_TRUE(WaitFor([&] { return !Exists(name); }, 10s));
+
+  spec.idle_ttl.reset();
+  auto third = MustCreate(spec);
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third->ExecShell("cat f")->out, "one\ntwo\n");
+  ASSERT_TRUE(third->Delete().ok());
+  auto fresh = MustCreate(spec);
+  ASSERT_TRUE(fresh);
+  EXPECT_EQ(fresh->ExecShell("ls -A | wc -l")->out, "0\n") << "delete did not erase the data";
+  ASSERT_TRUE(fresh->Delete().ok());
+}
+
+TEST_F(LifecycleTest, ResumeAttachesToARunningSandboxWithItsProcesses) {
+  auto spec = TestSpec("resume");
+  auto first = MustCreate(spec);
+  ASSERT_TRUE(first);
+  auto bg = first->ExecShell("nohup sleep 1000 >/dev/null 2>&1 & echo $!");
+  ASSERT_TRUE(bg.ok());
+  const std::string pid = bg->out;
+  first.reset();  // the client goes away, the sandbox stays
+
+  spec.limits.memory = "1g";  // ignored on resume: fixed at creation
+  auto second = MustCreate(spec);
+  ASSERT_TRUE(second);
+  EXPECT_TRUE(second->resumed());
+  auto alive = second->ExecShell("kill -0 " + pid + " && echo alive");
+  ASSERT_TRUE(alive.ok());
+  EXPECT_EQ(alive->out, "alive\n");
+  ASSERT_TRUE(second->Delete().ok());
+}
+
+TEST_F(LifecycleTest, OutOfMemoryIsReportedAndNamedSandboxComesBack) {
+  auto spec = TestSpec("oom");
+  spec.limits.memory = "256m";
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  ASSERT_TRUE(sb->ExecShell("echo kept > f").ok());
+  auto r = sb->ExecShell("python3 -c 'b = bytearray(1 << 30); print(len(b))'", {.timeout = 60});
+  ASSERT_FALSE(r.ok()) << "exit " << r->exit_code << " out " << r->out << " err " << r->err;
+  EXPECT_EQ(r.error().code(), ErrorCode::kSandboxDied);
+  EXPECT_THAT(r.error().message(), HasSubstr("out of memory"));
+  auto info = sb->Info();
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->end_reason, EndReason::kOutOfMemory);
+  auto again = MustCreate(spec);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->ExecShell("cat f")->out, "kept\n");
+  ASSERT_TRUE(again->Delete().ok());
+}
+
+TEST_F(LifecycleTest, ListFindsAnonymousLeftoversRunningOrNot) {
+  auto spec = TestSpec();
+  auto a = MustCreate(spec);
+  ASSERT_TRUE(a);
+  auto docker = HostClient(Host());
+  auto b = MustCreate(spec);
+  ASSERT_TRUE(b);
+  ASSERT_TRUE((*docker)->KillContainer(b->container_name(), "KILL").ok());
+  auto list = Sandbox::List(Host());
+  ASSERT_TRUE(list.ok());
+  bool saw_a = false, saw_b = false;
+  for (const auto& i : *list) {
+    if (i.container_name == a->container_name()) saw_a = i.running;
+    if (i.container_name == b->container_name()) saw_b = !i.running;
+  }
+  EXPECT_TRUE(saw_a);
+  EXPECT_TRUE(saw_b);
+  // A handle from the list works: exec on the running one, stop on both.
+  auto opened = Sandbox::Open(a->container_name(), Host());
+  ASSERT_TRUE(opened.ok());
+  EXPECT_EQ((*opened)->ExecShell("echo hi")->out, "hi\n");
+  EXPECT_TRUE(Sandbox::Remove(a->container_name(), Host(), false).ok());
+  EXPECT_TRUE(Sandbox::Remove(b->container_name(), Host(), false).ok());
+  EXPECT_EQ(Sandbox::Remove(b->container_name(), Host(), false).error().code(),
+            ErrorCode::kNotFound);
+}
+
+TEST_F(LifecycleTest, TwoClientsRacingOnOneNameEndWithOneContainer) {
+  auto spec = TestSpec("race");
+  constexpr int kClients = 4;
+  std::vector<Result<std::unique_ptr<Sandbox>>> results;
+  results.reserve(kClients);
+  for (int i = 0; i < kClients; ++i) results.emplace_back(Error::Internal("not run"));
+  std::vector<std::thread> threads;
+  std::atomic<bool> go{false};
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      while (!go) std::this_thread::yield();
+      results[i] = Sandbox::Create(spec);
+    });
+  }
+  go = true;
+  for (auto& t : threads) t.join();
+  int ok = 0;
+  std::string id;
+  for (auto& r : results) {
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().code(), ErrorCode::kConflict) << r.error().ToString();
+      continue;
+    }
+    ++ok;
+    auto info = (*r)->Info();
+    ASSERT_TRUE(info.ok());
+    if (id.empty()) id = info->container_id;
+    EXPECT_EQ(info->container_id, id) << "two containers for one name";
+    ASSERT_TRUE((*r)->ExecShell("echo x >> shared").ok());
+  }
+  EXPECT_GE(ok, 1);
+  auto docker = HostClient(Host());
+  auto list = (*docker)->ListContainers(true, {"agvisor.name=" + *spec.name});
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->size(), 1u);
+  auto lines = Sandbox::Open(ContainerNameFor(*spec.name), Host());
+  ASSERT_TRUE(lines.ok());
+  EXPECT_EQ((*lines)->ExecShell("wc -l < shared")->out, std::to_string(ok) + "\n");
+  ASSERT_TRUE((*lines)->Delete().ok());
+}
+
+TEST_F(LifecycleTest, RefusalsCreateNothing) {
+  auto before = Sandbox::List(Host());
+  ASSERT_TRUE(before.ok());
+  auto expect_refused = [](SandboxSpec s, ErrorCode code, std::string_view words) {
+    auto r = Sandbox::Create(s);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code(), code) << r.error().ToString();
+    EXPECT_THAT(r.error().message(), HasSubstr(std::string(words)));
+  };
+  auto s = TestSpec();
+  s.limits.cpus = 0;
+  expect_refused(s, ErrorCode::kInvalidArgument, "limits.cpus");
+  s = TestSpec();
+  s.limits.memory = "0";
+  expect_refused(s, ErrorCode::kInvalidArgument, "limits.memory");
+  s = TestSpec();
+  s.limits.pids = -1;
+  expect_refused(s, ErrorCode::kInvalidArgument, "limits.pids");
+  s = TestSpec();
+  s.limits.disk = "2gb";
+  expect_refused(s, ErrorCode::kInvalidArgument, "limits.disk");
+  s = TestSpec();
+  s.name = "x,readonly";  // would inject mount options
+  expect_refused(s, ErrorCode::kInvalidArgument, "name");
+  s = TestSpec();
+  s.name = "a:/etc";
+  expect_refused(s, ErrorCode::kInvalidArgument, "name");
+  s = TestSpec();
+  s.image = "--privileged";
+  expect_refused(s, ErrorCode::kInvalidArgument, "image");
+  s = TestSpec();
+  s.runtime = "runsc --debug";
+  expect_refused(s, ErrorCode::kInvalidArgument, "runtime");
+  s = TestSpec();
+  s.gui = true;
+  s.runtime = "runc";
+  expect_refused(s, ErrorCode::kInvalidArgument, "refused for desktop");
+  s = TestSpec();
+  s.network = "host";
+  expect_refused(s, ErrorCode::kInvalidArgument, "network");
+  s = TestSpec();
+  s.labels["agvisor"] = "0";  // would hide it from list
+  expect_refused(s, ErrorCode::kInvalidArgument, "reserved");
+  s = TestSpec();
+  s.lifetime = 0;
+  expect_refused(s, ErrorCode::kInvalidArgument, "lifetime");
+  s = TestSpec();
+  s.image = "agvisor/no-such-image:latest";
+  expect_refused(s, ErrorCode::kNotFound, "not found");
+  s = TestSpec();
+  s.runtime = "no-such-runtime";
+  auto bad_runtime = Sandbox::Create(s);
+  EXPECT_FALSE(bad_runtime.ok());
+  auto after = Sandbox::List(Host());
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->size(), before->size()) << "a refused create left a container";
+}
+
+TEST_F(LifecycleTest, DiskCapIsEnforcedOrRefusedNeverDropped) {
+  auto docker = HostClient(Host());
+  auto s = TestSpec();
+  s.limits.disk = "1g";
+  auto r = Sandbox::Create(s);
+  if ((*docker)->api_version() < docker::kAnnotationsApiVersion) {
+    // This host cannot pass runsc the size: an explicit cap must be refused, naming versions.
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code(), ErrorCode::kUnsupported);
+    EXPECT_THAT(r.error().message(), HasSubstr((*docker)->api_version().ToString()));
+    EXPECT_THAT(r.error().message(), HasSubstr("disk='none'"));
+    // The default runs uncapped and says so.
+    s.limits.disk = "";
+    auto d = MustCreate(s);
+    ASSERT_TRUE(d);
+    EXPECT_THAT(d->disk_warning(), HasSubstr("not enforced"));
+  } else {
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    auto w = (*r)->ExecShell("head -c 1100m /dev/zero > /big; echo $?", {.timeout = 60});
+    ASSERT_TRUE(w.ok());
+    EXPECT_NE(w->out, "0\n");
+  }
+}
+
+}  // namespace
+}  // namespace agvisor

@@ -1,0 +1,67 @@
+// Shared helpers of the integration tests: a unique run id, the label every test sandbox
+// carries, and cleanup by that label (containers and volumes), so a failed test leaks nothing.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "agvisor/docker/client.h"
+#include "agvisor/sandbox/sandbox.h"
+
+namespace agvisor::testing {
+
+inline const std::string& RunId() {
+  static const std::string id = [] {
+    std::random_device rd;
+    char b[16];
+    std::snprintf(b, sizeof b, "t%06x", rd() & 0xffffff);
+    return std::string(b);
+  }();
+  return id;
+}
+
+inline constexpr const char* kRunLabel = "test.run";
+
+// A spec with small limits and the run label; `name` gets the run id as prefix.
+inline SandboxSpec TestSpec(std::optional<std::string> name = std::nullopt) {
+  SandboxSpec s;
+  s.limits.cpus = 1;
+  s.limits.memory = "512m";
+  s.limits.disk = "none";
+  s.labels[kRunLabel] = RunId();
+  if (name) s.name = RunId() + "-" + *name;
+  if (const char* h = std::getenv("AGVISOR_TEST_HOST")) s.host = h;
+  return s;
+}
+
+// Removes every container and volume of this run.
+inline void CleanupRun(std::string_view host = "") {
+  auto docker = HostClient(host);
+  ASSERT_TRUE(docker.ok()) << docker.error().ToString();
+  const std::string filter = std::string(kRunLabel) + "=" + RunId();
+  auto list = (*docker)->ListContainers(true, {filter});
+  if (list.ok()) {
+    for (const auto& c : *list) (void)(*docker)->RemoveContainer(c.id, true, true);
+  }
+  auto vols = (*docker)->ListVolumes({filter});
+  if (vols.ok()) {
+    for (const auto& v : *vols) (void)(*docker)->RemoveVolume(v.name, true);
+  }
+}
+
+// Polls `cond` until it is true or `timeout` passes; returns whether it became true.
+inline bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return cond();
+}
+
+}  // namespace agvisor::testing
