@@ -1,0 +1,93 @@
+#include "agvisor/agent/activity.h"
+
+#include <gtest/gtest.h>
+
+namespace agvisor::agent {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// A fake clock: time points built from an arbitrary epoch.
+const Clock::time_point kT0 = Clock::time_point(seconds(1000));
+Clock::time_point At(milliseconds d) { return kT0 + d; }
+
+TEST(ActivityTrackerTest, NoLimitsNeverStopsAndNeverWakes) {
+  ActivityTracker t({}, kT0);
+  auto d = t.Decide(At(seconds(1000000)));
+  EXPECT_EQ(d.stop, StopReason::kNone);
+  EXPECT_FALSE(d.next_check);
+}
+
+TEST(ActivityTrackerTest, LifetimeStopsWhateverTheActivity) {
+  ActivityTracker t({.lifetime = seconds(30)}, kT0);
+  t.ClientConnected(At(seconds(1)));
+  auto d = t.Decide(At(seconds(29)));
+  EXPECT_EQ(d.stop, StopReason::kNone);
+  EXPECT_EQ(d.next_check, At(seconds(30)));
+  EXPECT_EQ(t.Decide(At(seconds(30))).stop, StopReason::kLifetime);
+  EXPECT_EQ(t.Decide(At(seconds(31))).stop, StopReason::kLifetime);
+}
+
+TEST(ActivityTrackerTest, IdleCountsFromStartWhenNobodyConnects) {
+  ActivityTracker t({.idle_ttl = seconds(10)}, kT0);
+  auto d = t.Decide(At(milliseconds(9999)));
+  EXPECT_EQ(d.stop, StopReason::kNone);
+  EXPECT_EQ(d.next_check, At(seconds(10)));
+  EXPECT_EQ(t.Decide(At(seconds(10))).stop, StopReason::kIdle);
+}
+
+TEST(ActivityTrackerTest, ConnectedClientIsActivityForItsWholeDuration) {
+  ActivityTracker t({.idle_ttl = seconds(10)}, kT0);
+  t.ClientConnected(At(seconds(5)));
+  // Connected far past the ttl: still not idle, and no timer needed.
+  auto d = t.Decide(At(seconds(100)));
+  EXPECT_EQ(d.stop, StopReason::kNone);
+  EXPECT_FALSE(d.next_check);
+  EXPECT_EQ(t.IdleFor(At(seconds(100))), milliseconds(0));
+  t.ClientDisconnected(At(seconds(100)));
+  // Idle time starts at the disconnect.
+  d = t.Decide(At(seconds(109)));
+  EXPECT_EQ(d.stop, StopReason::kNone);
+  EXPECT_EQ(d.next_check, At(seconds(110)));
+  EXPECT_EQ(t.IdleFor(At(seconds(109))), seconds(9));
+  EXPECT_EQ(t.Decide(At(seconds(110))).stop, StopReason::kIdle);
+}
+
+TEST(ActivityTrackerTest, IdleStartsWhenTheLastOfSeveralClientsLeaves) {
+  ActivityTracker t({.idle_ttl = seconds(10)}, kT0);
+  t.ClientConnected(At(seconds(1)));
+  t.ClientConnected(At(seconds(2)));
+  t.ClientDisconnected(At(seconds(3)));
+  EXPECT_EQ(t.connected_clients(), 1);
+  EXPECT_EQ(t.Decide(At(seconds(50))).stop, StopReason::kNone);
+  t.ClientDisconnected(At(seconds(50)));
+  EXPECT_EQ(t.Decide(At(seconds(59))).stop, StopReason::kNone);
+  EXPECT_EQ(t.Decide(At(seconds(60))).stop, StopReason::kIdle);
+}
+
+TEST(ActivityTrackerTest, ExtraDisconnectDoesNotGoNegative) {
+  ActivityTracker t({.idle_ttl = seconds(10)}, kT0);
+  t.ClientDisconnected(At(seconds(5)));  // ignored: nobody was connected
+  EXPECT_EQ(t.connected_clients(), 0);
+  EXPECT_EQ(t.Decide(At(seconds(10))).stop, StopReason::kIdle);  // still from start
+}
+
+TEST(ActivityTrackerTest, EarliestLimitWinsAndLifetimeBreaksTies) {
+  ActivityTracker t({.lifetime = seconds(20), .idle_ttl = seconds(10)}, kT0);
+  EXPECT_EQ(t.Decide(At(seconds(1))).next_check, At(seconds(10)));
+  t.ClientConnected(At(seconds(1)));
+  EXPECT_EQ(t.Decide(At(seconds(2))).next_check, At(seconds(20)));
+  t.ClientDisconnected(At(seconds(10)));
+  // Both due at 20 s: lifetime.
+  EXPECT_EQ(t.Decide(At(seconds(20))).stop, StopReason::kLifetime);
+}
+
+TEST(ActivityTrackerTest, ReasonNames) {
+  EXPECT_EQ(StopReasonName(StopReason::kLifetime), "lifetime");
+  EXPECT_EQ(StopReasonName(StopReason::kIdle), "idle");
+  EXPECT_EQ(StopReasonName(StopReason::kSignal), "signal");
+}
+
+}  // namespace
+}  // namespace agvisor::agent

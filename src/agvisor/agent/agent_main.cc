@@ -1,0 +1,54 @@
+#include "agvisor/agent/agent_main.h"
+
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "agvisor/agent/cli.h"
+#include "agvisor/agent/exec.h"
+#include "agvisor/agent/exit_codes.h"
+#include "agvisor/agent/init.h"
+#include "agvisor/agent/log.h"
+#include "agvisor/agent/version.h"
+
+namespace agvisor::agent {
+namespace {
+
+void WriteStdout(std::string_view text) {
+  while (!text.empty()) {
+    ssize_t n = ::write(STDOUT_FILENO, text.data(), text.size());
+    if (n <= 0) return;
+    text.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+// One entry per command alternative: the dispatch table of the subcommands.
+struct Dispatch {
+  int operator()(const InitOptions& o) const { return RunInit(o); }
+  int operator()(const ExecOptions& o) const { return RunExec(o); }
+  int operator()(const VersionCommand&) const {
+    WriteStdout("agvisor-agent " + std::string(kAgentVersion) + " protocol " +
+                std::to_string(kProtocolVersion) + "\n");
+    return 0;
+  }
+  int operator()(const HelpCommand& h) const {
+    WriteStdout(h.text);
+    return 0;
+  }
+};
+
+}  // namespace
+
+int AgentMain(int argc, char** argv) {
+  std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+  auto command = ParseCommandLine(args);
+  if (!command.ok()) {
+    LogLine(command.error().message());
+    // exec's own failures use 125 so they never look like the command's exit code 2.
+    return !args.empty() && args[0] == "exec" ? kExecExitAgent : kExitUsage;
+  }
+  return std::visit(Dispatch{}, *command);
+}
+
+}  // namespace agvisor::agent

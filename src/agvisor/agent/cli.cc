@@ -1,0 +1,246 @@
+#include "agvisor/agent/cli.h"
+
+#include <cstdint>
+
+namespace agvisor::agent {
+namespace {
+
+constexpr std::int64_t kMaxSeconds = 100LL * 365 * 24 * 3600;
+
+constexpr std::string_view kMainHelp = R"(Usage: agvisor-agent SUBCOMMAND [OPTIONS]
+
+The in-sandbox agent of agvisor. The host copies it into every container before start and runs
+`agvisor-agent init` as the container's entrypoint (PID 1).
+
+Subcommands:
+  init      be PID 1: reap zombies, track activity, enforce --lifetime / --idle-ttl
+  exec      run a command; on --timeout kill its whole process tree and exit 124
+  version   print the agent and protocol versions
+
+Run `agvisor-agent SUBCOMMAND --help` for the options of each.
+)";
+
+constexpr std::string_view kInitHelp =
+    R"(Usage: agvisor-agent init [--lifetime SECONDS] [--idle-ttl SECONDS] [--socket PATH]
+
+PID 1 of a sandbox. Reaps every zombie (also when not PID 1: it makes itself a child subreaper),
+listens on a unix socket for activity and stops the sandbox on its own:
+  --lifetime SECONDS   stop this long after start, whatever is running
+  --idle-ttl SECONDS   stop once no client has been connected to the socket for this long
+                       (a connected client, e.g. a running `agvisor-agent exec`, is activity)
+  --socket PATH        activity socket (default /run/agvisor/agent.sock; its directory is
+                       created 0700 and also receives the file `exit-reason`)
+SECONDS: a number > 0, fractions allowed (0.5). Both limits are off unless given.
+
+Stopping: SIGTERM to every process, 1 s of grace, then SIGKILL; the reason (lifetime, idle or
+signal) is logged to stderr and written to <socket dir>/exit-reason. Exit codes:
+  0 SIGTERM/SIGINT   1 could not start   2 bad command line   3 lifetime   4 idle-ttl
+)";
+
+constexpr std::string_view kExecHelp =
+    R"(Usage: agvisor-agent exec [--timeout SECONDS] [--grace SECONDS] [--cwd DIR] [--env K=V]...
+                          [--socket PATH] -- PROGRAM [ARG]...
+
+Runs PROGRAM (looked up in PATH; stdio inherited) in its own process group, holding a connection
+to init's activity socket while it runs (the sandbox is not idle meanwhile; a missing socket is
+fine). The agent is a child subreaper, so descendants that double-fork or setsid stay in its tree.
+  --timeout SECONDS  after this long, SIGTERM the whole process tree, then after --grace SIGKILL
+                     every descendant still alive (found through /proc, repeatedly until none
+                     remains) and exit 124. Default: no timeout.
+  --grace SECONDS    SIGTERM -> SIGKILL delay on timeout (default 2; 0 = SIGKILL at once)
+  --cwd DIR          working directory of PROGRAM
+  --env K=V          set an environment variable (repeatable)
+  --socket PATH      init's activity socket (default /run/agvisor/agent.sock)
+When PROGRAM exits, exec exits with its status at once; background processes it left behind keep
+running (they are re-parented to PID 1, which reaps them). Exit codes: PROGRAM's code, 128+N if
+it was killed by signal N, 124 timeout, 125 failure of exec itself (bad options, --cwd, fork),
+126 PROGRAM not executable, 127 PROGRAM not found.
+)";
+
+constexpr std::string_view kVersionHelp = R"(Usage: agvisor-agent version
+
+Prints the agent version and the host<->agent protocol version, e.g.
+  agvisor-agent 0.1.0 protocol 0
+)";
+
+Error Invalid(std::string_view sub, std::string msg) {
+  return Error::InvalidArgument(std::string(sub) + ": " + std::move(msg));
+}
+
+// Walks the arguments of one subcommand: `--flag value`, `--flag=value`, `--`, positionals.
+class ArgCursor {
+ public:
+  ArgCursor(std::string_view sub, const std::vector<std::string>& args) : sub_(sub), args_(args) {}
+
+  bool done() const { return i_ >= args_.size(); }
+  const std::string& peek() const { return args_[i_]; }
+  void skip() { ++i_; }
+  std::vector<std::string> rest() const {
+    return {args_.begin() + static_cast<std::ptrdiff_t>(i_), args_.end()};
+  }
+
+  // If the current argument is `name` or `name=...`, consumes it (and its value) into *value.
+  // Returns true when it matched; a missing value is an error.
+  Result<bool> Take(std::string_view name, std::string* value) {
+    const std::string& a = args_[i_];
+    if (a == name) {
+      if (i_ + 1 >= args_.size()) return Invalid(sub_, std::string(name) + " needs a value");
+      *value = args_[i_ + 1];
+      i_ += 2;
+      return true;
+    }
+    if (a.size() > name.size() && a.compare(0, name.size(), name) == 0 && a[name.size()] == '=') {
+      *value = a.substr(name.size() + 1);
+      i_ += 1;
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  std::string_view sub_;
+  const std::vector<std::string>& args_;
+  std::size_t i_ = 0;
+};
+
+Error UnknownOption(std::string_view sub, const std::string& arg) {
+  return Invalid(
+      sub, "unknown option '" + arg + "' (see `agvisor-agent " + std::string(sub) + " --help`)");
+}
+
+Result<Command> ParseInit(const std::vector<std::string>& args) {
+  constexpr std::string_view kSub = "init";
+  InitOptions o;
+  ArgCursor c(kSub, args);
+  std::string v;
+  while (!c.done()) {
+    if (c.peek() == "--help" || c.peek() == "-h") return HelpCommand{std::string(kInitHelp)};
+    if (AGVISOR_TRY(c.Take("--lifetime", &v))) {
+      o.lifetime = AGVISOR_TRY(ParseSeconds("init: --lifetime", v, false));
+    } else if (AGVISOR_TRY(c.Take("--idle-ttl", &v))) {
+      o.idle_ttl = AGVISOR_TRY(ParseSeconds("init: --idle-ttl", v, false));
+    } else if (AGVISOR_TRY(c.Take("--socket", &v))) {
+      if (v.empty()) return Invalid(kSub, "--socket: empty path");
+      o.socket_path = v;
+    } else if (c.peek().starts_with("-")) {
+      return UnknownOption(kSub, c.peek());
+    } else {
+      return Invalid(kSub, "unexpected argument '" + c.peek() + "' (init takes no command)");
+    }
+  }
+  return o;
+}
+
+Result<Command> ParseExec(const std::vector<std::string>& args) {
+  constexpr std::string_view kSub = "exec";
+  ExecOptions o;
+  ArgCursor c(kSub, args);
+  std::string v;
+  bool saw_separator = false;
+  while (!c.done()) {
+    if (c.peek() == "--") {
+      c.skip();
+      saw_separator = true;
+      break;
+    }
+    if (c.peek() == "--help" || c.peek() == "-h") return HelpCommand{std::string(kExecHelp)};
+    if (AGVISOR_TRY(c.Take("--timeout", &v))) {
+      o.timeout = AGVISOR_TRY(ParseSeconds("exec: --timeout", v, false));
+    } else if (AGVISOR_TRY(c.Take("--grace", &v))) {
+      o.grace = AGVISOR_TRY(ParseSeconds("exec: --grace", v, true));
+    } else if (AGVISOR_TRY(c.Take("--cwd", &v))) {
+      if (v.empty()) return Invalid(kSub, "--cwd: empty path");
+      o.cwd = v;
+    } else if (AGVISOR_TRY(c.Take("--env", &v))) {
+      auto eq = v.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        return Invalid(kSub, "--env: expected K=V with a non-empty K, got '" + v + "'");
+      }
+      o.env.push_back(v);
+    } else if (AGVISOR_TRY(c.Take("--socket", &v))) {
+      if (v.empty()) return Invalid(kSub, "--socket: empty path");
+      o.socket_path = v;
+    } else if (c.peek().starts_with("-")) {
+      return UnknownOption(kSub, c.peek());
+    } else {
+      return Invalid(kSub, "missing `--` before the command '" + c.peek() +
+                               "' (usage: agvisor-agent exec [OPTIONS] -- PROGRAM [ARG]...)");
+    }
+  }
+  if (!saw_separator) {
+    return Invalid(kSub, "missing `-- PROGRAM [ARG]...` (the command to run)");
+  }
+  o.argv = c.rest();
+  if (o.argv.empty() || o.argv[0].empty()) return Invalid(kSub, "no command after `--`");
+  return o;
+}
+
+Result<Command> ParseVersion(const std::vector<std::string>& args) {
+  for (const auto& a : args) {
+    if (a == "--help" || a == "-h") return HelpCommand{std::string(kVersionHelp)};
+    return Invalid("version", "unexpected argument '" + a + "'");
+  }
+  return VersionCommand{};
+}
+
+}  // namespace
+
+Result<std::chrono::milliseconds> ParseSeconds(std::string_view flag, std::string_view text,
+                                               bool allow_zero) {
+  const std::string expected = std::string(flag) + ": expected a number of seconds " +
+                               (allow_zero ? ">= 0" : "> 0") + ", got '" + std::string(text) + "'";
+  std::size_t i = 0;
+  std::int64_t whole = 0;
+  std::size_t whole_digits = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, ++whole_digits) {
+    if (whole_digits >= 12) return Error::InvalidArgument(expected + " (too large)");
+    whole = whole * 10 + (text[i] - '0');
+  }
+  std::int64_t millis = 0;
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    std::size_t frac_digits = 0;
+    std::int64_t scale = 100;
+    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, ++frac_digits) {
+      millis += (text[i] - '0') * scale;
+      scale /= 10;
+    }
+    if (frac_digits == 0) return Error::InvalidArgument(expected);
+  }
+  if (whole_digits == 0 || i != text.size()) return Error::InvalidArgument(expected);
+  if (whole > kMaxSeconds) return Error::InvalidArgument(expected + " (more than 100 years)");
+  std::chrono::milliseconds d(whole * 1000 + millis);
+  if (d.count() == 0 && !allow_zero) return Error::InvalidArgument(expected);
+  return d;
+}
+
+std::string FormatSeconds(std::chrono::milliseconds d) {
+  std::string s = std::to_string(d.count() / 1000);
+  if (auto frac = d.count() % 1000; frac != 0) {
+    std::string f = std::to_string(1000 + frac).substr(1);  // three digits, leading zeros kept
+    while (f.back() == '0') f.pop_back();
+    s += "." + f;
+  }
+  return s + "s";
+}
+
+Result<Command> ParseCommandLine(const std::vector<std::string>& args) {
+  if (args.empty()) {
+    return Error::InvalidArgument("missing subcommand (init, exec or version; see --help)");
+  }
+  const std::string& sub = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (sub == "--help" || sub == "-h" || sub == "help") return HelpCommand{std::string(kMainHelp)};
+  if (sub == "init") return ParseInit(rest);
+  if (sub == "exec") return ParseExec(rest);
+  if (sub == "version" || sub == "--version") return ParseVersion(rest);
+  return Error::InvalidArgument("unknown subcommand '" + sub +
+                                "' (expected init, exec or version; see --help)");
+}
+
+std::string_view MainHelp() { return kMainHelp; }
+std::string_view InitHelp() { return kInitHelp; }
+std::string_view ExecHelp() { return kExecHelp; }
+std::string_view VersionHelp() { return kVersionHelp; }
+
+}  // namespace agvisor::agent

@@ -1,0 +1,69 @@
+// Command line of agvisor-agent: pure parsing of argv into a typed command, plus help texts.
+//
+// Used by agent_main.cc (the dispatch table) and unit-tested in cli_test.cc. Nothing here touches
+// the system, so every subcommand's flags, defaults and error messages are checked without
+// processes. Subcommands:
+//   init    PID 1 of a sandbox: reaps zombies, tracks activity, enforces lifetime / idle-ttl.
+//   exec    runs one command with a timeout that kills its whole process tree.
+//   version prints the agent and protocol versions.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "agvisor/base/error.h"
+
+namespace agvisor::agent {
+
+// Where `init` listens and `exec` connects. Its directory also holds `exit-reason`.
+inline constexpr std::string_view kDefaultSocketPath = "/run/agvisor/agent.sock";
+
+struct InitOptions {
+  std::optional<std::chrono::milliseconds> lifetime;  // unset: no lifetime
+  std::optional<std::chrono::milliseconds> idle_ttl;  // unset: never idle-expires
+  std::string socket_path{kDefaultSocketPath};
+};
+
+struct ExecOptions {
+  std::optional<std::chrono::milliseconds> timeout;  // unset: no timeout
+  std::chrono::milliseconds grace{2000};  // SIGTERM -> SIGKILL delay on timeout (0 allowed)
+  std::optional<std::string> cwd;
+  std::vector<std::string> env;  // "K=V", added to (or replacing) the inherited environment
+  std::string socket_path{kDefaultSocketPath};
+  std::vector<std::string> argv;  // everything after `--`; never empty
+};
+
+struct VersionCommand {};
+
+// `--help` anywhere: print `text` to stdout and exit 0.
+struct HelpCommand {
+  std::string text;
+};
+
+using Command = std::variant<InitOptions, ExecOptions, VersionCommand, HelpCommand>;
+
+// Parses the arguments after argv[0]. Errors: kInvalidArgument, with a message that names the
+// subcommand, the flag and the offending text ("exec: --timeout: expected a number of seconds
+// > 0, got '-1'"), ready to print after "agvisor-agent: ".
+Result<Command> ParseCommandLine(const std::vector<std::string>& args);
+
+// Parses a number of seconds: digits with an optional fraction ("30", "0.5"), at most 100 years,
+// rounded down to milliseconds. Zero is refused unless `allow_zero`. Errors: kInvalidArgument
+// ("<flag>: expected ...").
+Result<std::chrono::milliseconds> ParseSeconds(std::string_view flag, std::string_view text,
+                                               bool allow_zero);
+
+// "30s", "1.5s", "0.25s": for log lines.
+std::string FormatSeconds(std::chrono::milliseconds d);
+
+// Help texts (also returned in HelpCommand).
+std::string_view MainHelp();
+std::string_view InitHelp();
+std::string_view ExecHelp();
+std::string_view VersionHelp();
+
+}  // namespace agvisor::agent

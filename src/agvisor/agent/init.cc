@@ -1,0 +1,246 @@
+#include "agvisor/agent/init.h"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "agvisor/agent/activity.h"
+#include "agvisor/agent/activity_socket.h"
+#include "agvisor/agent/event_loop.h"
+#include "agvisor/agent/exit_codes.h"
+#include "agvisor/agent/log.h"
+#include "agvisor/agent/process_tree.h"
+#include "agvisor/agent/signals.h"
+#include "agvisor/agent/version.h"
+
+namespace agvisor::agent {
+namespace {
+
+constexpr std::chrono::milliseconds kStopGrace(1000);
+
+std::string Describe(const std::optional<std::chrono::milliseconds>& d) {
+  return d ? FormatSeconds(*d) : std::string("none");
+}
+
+// Writes "<reason>\n" to `path` (best effort: the exit code carries the same information).
+void WriteExitReason(const std::string& path, StopReason reason) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    LogLine("open " + path + ": " + std::strerror(errno));
+    return;
+  }
+  std::string text = std::string(StopReasonName(reason)) + "\n";
+  if (::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    LogLine("write " + path + ": " + std::strerror(errno));
+  }
+  ::close(fd);
+}
+
+int ExitCodeFor(StopReason reason) {
+  switch (reason) {
+    case StopReason::kLifetime:
+      return kInitExitLifetime;
+    case StopReason::kIdle:
+      return kInitExitIdle;
+    default:
+      return kInitExitSignal;
+  }
+}
+
+// The running init: owns the loop, the listener and the connected clients. The channel protocol
+// will turn `clients_` into connections that carry messages; the loop stays as it is.
+class InitServer {
+ public:
+  InitServer(const InitOptions& options, EventLoop loop, SignalFd signals, UniqueFd listener)
+      : options_(options),
+        loop_(std::move(loop)),
+        signals_(std::move(signals)),
+        listener_(std::move(listener)),
+        tracker_({options.lifetime, options.idle_ttl}, Clock::now()) {}
+
+  Result<void> Start() {
+    AGVISOR_RETURN_IF_ERROR(
+        loop_.Add(signals_.fd(), EPOLLIN, [this](std::uint32_t) { OnSignals(); }));
+    AGVISOR_RETURN_IF_ERROR(
+        loop_.Add(listener_.get(), EPOLLIN, [this](std::uint32_t) { OnAccept(); }));
+    return Ok();
+  }
+
+  // Runs until a stop reason; returns it.
+  StopReason Run() {
+    for (;;) {
+      if (stop_ != StopReason::kNone) return stop_;
+      ExpiryDecision d = tracker_.Decide(Clock::now());
+      if (d.stop != StopReason::kNone) return d.stop;
+      if (auto r = loop_.RunOnce(d.next_check); !r.ok()) {
+        // epoll_wait failing is a bug, not a condition to wait out: stop rather than spin.
+        LogLine("event loop: " + r.error().message() + "; stopping");
+        return StopReason::kSignal;
+      }
+    }
+  }
+
+  void LogStop(StopReason reason) const {
+    switch (reason) {
+      case StopReason::kLifetime:
+        LogLine("lifetime " + FormatSeconds(*options_.lifetime) + " reached, stopping");
+        break;
+      case StopReason::kIdle:
+        LogLine("idle for " + FormatSeconds(*options_.idle_ttl) + " (idle-ttl), stopping");
+        break;
+      default:
+        LogLine(signal_name_ + " received, stopping");
+        break;
+    }
+  }
+
+  // Closes the socket so no new client arrives while the processes are terminated.
+  void CloseSocket() {
+    loop_.Remove(listener_.get());
+    listener_.reset();
+    ::unlink(options_.socket_path.c_str());
+    for (auto& [fd, owned] : clients_) loop_.Remove(fd);
+    clients_.clear();
+  }
+
+ private:
+  void OnSignals() {
+    auto sigs = signals_.ReadPending();
+    if (!sigs.ok()) {
+      LogLine(sigs.error().message());
+      return;
+    }
+    for (int sig : *sigs) {
+      switch (sig) {
+        case SIGCHLD:
+          ReapChildren();
+          break;
+        case SIGTERM:
+        case SIGINT:
+          if (stop_ == StopReason::kNone) {
+            stop_ = StopReason::kSignal;
+            signal_name_ = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+          }
+          break;
+        default:
+          LogLine("signal " + std::to_string(sig) + " ignored");
+          break;
+      }
+    }
+    // SIGCHLD coalesces and a child may exit between reads: reaping on every wake-up is cheap.
+    ReapChildren();
+  }
+
+  void OnAccept() {
+    for (;;) {
+      int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EAGAIN) return;
+        LogLine(std::string("accept4 on ") + options_.socket_path + ": " + std::strerror(errno));
+        if (errno == EMFILE || errno == ENFILE) {
+          // Level-triggered: the pending connection would wake us forever. Stop listening until
+          // a client leaves and frees an fd.
+          loop_.Remove(listener_.get());
+          listener_paused_ = true;
+        }
+        return;
+      }
+      auto added =
+          loop_.Add(fd, EPOLLIN | EPOLLRDHUP, [this, fd](std::uint32_t) { OnClientReadable(fd); });
+      if (!added.ok()) {
+        LogLine(added.error().message());
+        ::close(fd);
+        continue;
+      }
+      clients_.emplace(fd, UniqueFd(fd));
+      tracker_.ClientConnected(Clock::now());
+    }
+  }
+
+  void OnClientReadable(int fd) {
+    // No protocol yet: discard what a client sends; EOF or an error ends its activity.
+    char buf[4096];
+    for (;;) {
+      ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n > 0) continue;
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      break;
+    }
+    loop_.Remove(fd);
+    clients_.erase(fd);
+    tracker_.ClientDisconnected(Clock::now());
+    if (listener_paused_ && listener_.valid()) {
+      listener_paused_ = false;
+      auto r = loop_.Add(listener_.get(), EPOLLIN, [this](std::uint32_t) { OnAccept(); });
+      if (!r.ok()) LogLine(r.error().message());
+    }
+  }
+
+  const InitOptions& options_;
+  EventLoop loop_;
+  SignalFd signals_;
+  UniqueFd listener_;
+  ActivityTracker tracker_;
+  std::map<int, UniqueFd> clients_;
+  bool listener_paused_ = false;
+  StopReason stop_ = StopReason::kNone;
+  std::string signal_name_ = "signal";
+};
+
+}  // namespace
+
+int RunInit(const InitOptions& options) {
+  const bool pid1 = ::getpid() == 1;
+  if (!pid1 && ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
+    // Not fatal: as a plain process init still reaps its own children.
+    LogLine(std::string("prctl(PR_SET_CHILD_SUBREAPER, 1): ") + std::strerror(errno));
+  }
+  auto signals = SignalFd::Create({SIGCHLD, SIGTERM, SIGINT, SIGHUP});
+  if (!signals.ok()) {
+    LogLine("init: " + signals.error().message());
+    return kInitExitSetup;
+  }
+  auto loop = EventLoop::Create();
+  if (!loop.ok()) {
+    LogLine("init: " + loop.error().message());
+    return kInitExitSetup;
+  }
+  auto listener = ListenActivitySocket(options.socket_path);
+  if (!listener.ok()) {
+    LogLine("init: activity socket: " + listener.error().message());
+    return kInitExitSetup;
+  }
+  const std::string reason_path = SocketDirectory(options.socket_path) + "/exit-reason";
+  ::unlink(reason_path.c_str());  // a stale reason from an earlier run of a resumed sandbox
+
+  InitServer server(options, std::move(*loop), std::move(*signals), std::move(*listener));
+  if (auto r = server.Start(); !r.ok()) {
+    LogLine("init: " + r.error().message());
+    return kInitExitSetup;
+  }
+  LogLine("init " + std::string(kAgentVersion) + " started (pid " + std::to_string(::getpid()) +
+          ", lifetime " + Describe(options.lifetime) + ", idle-ttl " + Describe(options.idle_ttl) +
+          ", socket " + options.socket_path + ")");
+
+  StopReason reason = server.Run();
+  server.LogStop(reason);
+  WriteExitReason(reason_path, reason);
+  server.CloseSocket();
+  TerminateReport report = TerminateProcesses(
+      {.scope = pid1 ? KillScope::kAllButSelf : KillScope::kDescendants, .grace = kStopGrace});
+  if (!report.all_gone) LogLine("some processes survived SIGKILL; exiting anyway");
+  if (report.sigkill_sent != 0) LogLine("processes ignored SIGTERM for 1s and were SIGKILLed");
+  return ExitCodeFor(reason);
+}
+
+}  // namespace agvisor::agent
