@@ -142,10 +142,13 @@ Result<std::shared_ptr<Client>> Client::ConnectWith(std::shared_ptr<http::Client
     if (e.code() == ErrorCode::kUnavailable || e.code() == ErrorCode::kTimeout ||
         e.code() == ErrorCode::kNotFound) {
       // A missing socket file (ENOENT) means the same as a refused connection here.
+      // The http layer may already say how to fix it; say it once.
+      const bool hinted = e.message().find("dockerd") != std::string::npos;
       Error u(ErrorCode::kUnavailable,
-              e.message() +
-                  " (is dockerd running there? start it (as root: `dockerd &`, or "
-                  "`systemctl start docker`), or point DOCKER_HOST / --host at a running daemon)");
+              hinted ? e.message()
+                     : e.message() +
+                           " (is dockerd running there? start it (as root: `dockerd &`, or "
+                           "`systemctl start docker`), or point DOCKER_HOST at a running daemon)");
       u.set_errno(e.sys_errno());
       return u;
     }
