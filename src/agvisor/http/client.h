@@ -3,10 +3,15 @@
 // Used by docker/ (the Engine API client) and by tests. Transports:
 //   unix:///var/run/docker.sock   a unix socket (the default)
 //   tcp://HOST:PORT               plain TCP
-//   ssh://[USER@]HOST[:PORT]      ONE `ssh` process per Client forwards the remote docker socket to a
-//                                 private local unix socket; every request and stream to that host
-//                                 goes through it, and it dies with the Client.
-// Connections are kept alive and reused; every method is safe to call from many threads at once.
+//   ssh://[USER@]HOST[:PORT][/SOCKET]
+//       ONE `ssh` process per Client forwards the remote docker socket (default
+//       /var/run/docker.sock) to a private local unix socket; every request and stream to that
+//       host goes through it, and it dies with the Client (even when this process is SIGKILLed:
+//       ssh's stdin is a pipe only we hold, and its remote command ends at EOF).
+// Connections are kept alive in a per-Client pool and reused; every method is safe to call from
+// many threads at once. A pooled connection the server closed meanwhile is replaced: an
+// idempotent request (GET, HEAD, PUT, DELETE, OPTIONS) or one of which no byte was sent is
+// replayed once on a fresh connection; other requests fail with kUnavailable.
 // Boost.Beast stays inside client.cc: this header has no third-party includes.
 #pragma once
 
@@ -34,8 +39,10 @@ struct Endpoint {
   std::string ToString() const;               // back to the URL form
 };
 
-// Parses "unix:///path", "tcp://host:port", "ssh://[user@]host[:port]". An empty spec means
-// $DOCKER_HOST, or unix:///var/run/docker.sock when that is unset.
+// Parses "unix:///path", "tcp://host:port", "ssh://[user@]host[:port][/remote/socket]". An empty
+// spec means $DOCKER_HOST, or unix:///var/run/docker.sock when that is unset. Hosts and users are
+// limited to letters, digits, '.', '-', '_' (IPv6 in brackets) and may not start with '-'; paths
+// must be absolute without whitespace or ':' (nothing can reach ssh's command line as an option).
 // Errors: kInvalidArgument, naming the spec and the accepted forms.
 Result<Endpoint> ParseEndpoint(std::string_view spec);
 
@@ -50,8 +57,9 @@ struct Request {
   std::vector<Header> headers;
   std::string body;          // sent with Content-Length when non-empty (or method is POST/PUT)
   std::string content_type;  // e.g. "application/json"; empty = none
-  // Deadline for the whole exchange; 0 = ClientOptions::request_timeout. Streams are exempt
-  // once their headers arrived.
+  // Deadline for the whole exchange (connect, upload, response); 0 =
+  // ClientOptions::request_timeout. SendStreamingResponse and Hijack streams are exempt once
+  // their headers arrived; a SendStreamingBody upload is not (give a big upload a big timeout).
   std::chrono::milliseconds timeout{0};
 };
 
@@ -63,8 +71,8 @@ struct Response {
   std::string_view header(std::string_view name) const;
 };
 
-// Supplies an upload body piece by piece (sent chunked): fills `buf`, returns the byte count;
-// 0 ends the body; an error aborts the request and is returned by the call.
+// Supplies an upload body piece by piece (sent chunked): fills `buf` (64 KiB, reused), returns
+// the byte count; 0 ends the body; an error aborts the request and is returned by the call.
 using BodySource = std::function<Result<std::size_t>(std::span<char> buf)>;
 // Receives a response body piece by piece as it arrives; an error aborts the request.
 using BodySink = std::function<Result<void>(std::string_view chunk)>;
@@ -80,7 +88,9 @@ class RawStream {
   virtual Result<void> Write(std::string_view data) = 0;
   // Half-close: the peer reads EOF (an exec's stdin ends); reading goes on.
   virtual Result<void> CloseWrite() = 0;
-  // Closes both directions; a Read blocked in another thread returns.
+  // Closes both directions; a Read blocked in another thread returns 0, later Reads return 0 and
+  // Writes fail. Waits for calls in flight to return before closing the fd. Idempotent; the
+  // destructor calls it.
   virtual void Close() = 0;
 };
 
@@ -102,7 +112,8 @@ struct ClientOptions {
 
 class Client {
  public:
-  // Errors: kUnavailable (cannot connect; ssh failed, with ssh's own message), kInvalidArgument.
+  // Errors: kUnavailable (ssh failed, with ssh's own message), kNotFound (no `ssh` program),
+  // kInvalidArgument (a hand-built Endpoint that ParseEndpoint would refuse).
   // For unix/tcp nothing is connected until the first request; for ssh the tunnel is up on return.
   static Result<std::shared_ptr<Client>> Connect(const Endpoint& endpoint,
                                                  ClientOptions options = {});
@@ -113,14 +124,21 @@ class Client {
   const Endpoint& endpoint() const;
 
   // One exchange; any status is a success at this layer (the caller reads response.status).
-  // Errors: kUnavailable (connection refused/reset, daemon gone: says which endpoint), kTimeout.
+  // Errors: kUnavailable (socket missing, connection refused/reset, daemon gone, connect timeout:
+  // names the endpoint and what to do), kPermissionDenied (socket not accessible: run as root or
+  // join the docker group), kTimeout (no complete response before the deadline),
+  // kInvalidArgument (a method, target or header that would break the framing), kInternal
+  // (malformed response).
   Result<Response> Send(const Request& request);
   // As Send, with a body streamed from `source` using chunked transfer encoding.
   Result<Response> SendStreamingBody(const Request& request, const BodySource& source);
   // As Send, but the body goes to `sink` as it arrives (returned Response has an empty body).
-  // `sink` is not called for error statuses (>= 400): their body is in the Response.
+  // `sink` is not called for error statuses (>= 400): their body is in the Response. Errors of
+  // `sink` abort the exchange (the connection is dropped) and are returned.
   Result<Response> SendStreamingResponse(const Request& request, const BodySink& sink);
-  // Sends `request` with "Connection: Upgrade" and "Upgrade: tcp" and hands over the socket.
+  // Sends `request` with "Connection: Upgrade" and "Upgrade: tcp" and hands over the socket;
+  // bytes the server sent right after its headers are the first ones Read returns. The stream
+  // outlives neither the process nor, for ssh, the Client's tunnel. Errors: as Send.
   Result<Hijacked> Hijack(const Request& request);
 
   struct Impl;
