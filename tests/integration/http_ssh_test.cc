@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <optional>
@@ -92,6 +93,17 @@ bool TcpAccepts(std::uint16_t port) {
   bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   ::close(fd);
   return ok;
+}
+
+std::vector<std::string> TmpEntries(const std::string& prefix) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir("/tmp");
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (std::string(e->d_name).rfind(prefix, 0) == 0) out.push_back(e->d_name);
+  }
+  ::closedir(d);
+  return out;
 }
 
 std::size_t CountTmpEntries(const std::string& prefix) {
@@ -230,6 +242,7 @@ TEST_F(SshdFixture, RequestsGoThroughOneSshProcess) {
 }
 
 TEST_F(SshdFixture, SshDiesWhenItsClientIsKilled) {
+  auto dirs_before = TmpEntries("agvisor-ssh-");
   int pfd[2];
   ASSERT_EQ(::pipe2(pfd, O_CLOEXEC), 0);
   pid_t child = ::fork();
@@ -257,6 +270,12 @@ TEST_F(SshdFixture, SshDiesWhenItsClientIsKilled) {
   EXPECT_TRUE(Eventually([&] { return !Alive(ssh); }, 15s))
       << "ssh " << ssh << " outlived its client";
   if (Alive(ssh)) ::kill(ssh, SIGKILL);
+  // A SIGKILLed client cannot remove its socket directory; the test does.
+  for (const auto& d : TmpEntries("agvisor-ssh-")) {
+    if (std::find(dirs_before.begin(), dirs_before.end(), d) == dirs_before.end()) {
+      (void)RunCommand({"rm", "-rf", "/tmp/" + d});
+    }
+  }
 }
 
 TEST_F(SshdFixture, ConnectFailureCarriesSshsMessage) {
