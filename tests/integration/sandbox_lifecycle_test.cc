@@ -174,7 +174,9 @@ TEST_F(LifecycleTest, ResumeAttachesToARunningSandboxWithItsProcesses) {
   ASSERT_TRUE(first);
   auto bg = first->ExecShell("nohup sleep 1000 >/dev/null 2>&1 & echo $!");
   ASSERT_TRUE(bg.ok());
-  const std::string pid = bg->out;
+  std::string pid = bg->out;
+  ASSERT_FALSE(pid.empty());
+  pid.pop_back();  // the newline
   first.reset();  // the client goes away, the sandbox stays
 
   spec.limits.memory = "1g";  // ignored on resume: fixed at creation

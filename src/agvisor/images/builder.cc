@@ -163,8 +163,8 @@ Result<std::string> BuildImage(docker::Client& client, const ImageRecipe& recipe
       return static_cast<std::size_t>(n);
     }
   };
-  auto id = client.ImportImage(repo, tag, source, [&](std::string_view status) {
-    if (!status.empty()) Say(o, "      docker: " + std::string(status));
+  auto id = client.ImportImage(repo, tag, source, [&](std::string_view line) {
+    if (!line.empty()) Say(o, "      docker: " + std::string(line));
   });
   auto tar_status = tar.Wait();
   if (!id.ok()) return id.error().WithContext("import image " + name);

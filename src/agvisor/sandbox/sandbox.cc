@@ -1,13 +1,14 @@
 #include "agvisor/sandbox/sandbox.h"
 
 #include <cinttypes>
+#include <condition_variable>
 #include <cstdlib>
 #include <cmath>
 #include <map>
 #include <random>
 #include <thread>
 
-#include "agvisor/agent/exit_codes.h"
+#include "agvisor/proto/exit_codes.h"
 #include "agvisor/base/tar.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/agent_blob.h"
@@ -27,7 +28,7 @@ std::string RandomSuffix() {
   static std::mt19937_64 rng{std::random_device{}()};
   std::lock_guard lock(mu);
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%08" PRIx64, rng() & 0xffffffffULL);
+  std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(rng() & 0xffffffffULL));
   return buf;
 }
 
@@ -375,6 +376,27 @@ Result<ExecResult> Sandbox::Exec(const std::vector<std::string>& argv, const Exe
   auto stream = docker_->StartExec(*exec_id, /*tty=*/false);
   if (!stream.ok()) return DiagnoseExecFailure(stream.error());
 
+  // When the sandbox dies under a command (out of memory kills all of it under gVisor), Docker
+  // may keep the exec's stream open: a watchdog checks the container while the command runs
+  // and closes the stream, so Read returns and the death is reported.
+  std::mutex watch_mu;
+  std::condition_variable watch_cv;
+  bool exec_done = false;
+  bool sandbox_died = false;
+  std::thread watchdog([&] {
+    std::unique_lock lock(watch_mu);
+    while (!watch_cv.wait_for(lock, std::chrono::milliseconds(500), [&] { return exec_done; })) {
+      lock.unlock();
+      auto info = docker_->InspectContainer(container_id_);
+      bool dead = !info.ok() ? info.error().code() == ErrorCode::kNotFound : !info->state.running;
+      lock.lock();
+      if (dead && !exec_done) {
+        sandbox_died = true;
+        (*stream)->Close();
+        return;
+      }
+    }
+  });
   // stdin goes from its own thread, so a command that writes before it reads cannot deadlock.
   std::thread writer;
   if (o.input) {
@@ -403,12 +425,21 @@ Result<ExecResult> Sandbox::Exec(const std::vector<std::string>& argv, const Exe
       (is_err ? res.err : res.out).append(bytes);
     }
   }
+  {
+    std::lock_guard lock(watch_mu);
+    exec_done = true;
+  }
+  watch_cv.notify_all();
+  watchdog.join();
   (*stream)->Close();
   if (writer.joinable()) writer.join();
   if (res.truncated) {
     for (std::string* s : {&res.out, &res.err}) {
       if (s->size() > kStreamTailBytes) s->erase(0, s->size() - kStreamTailBytes);
     }
+  }
+  if (sandbox_died) {
+    return DiagnoseExecFailure(Error::SandboxDied("sandbox ended during exec"));
   }
   if (!read_status.ok()) return DiagnoseExecFailure(read_status.error());
   auto ei = docker_->InspectExec(*exec_id);

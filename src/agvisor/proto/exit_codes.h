@@ -1,5 +1,6 @@
 // Exit codes of agvisor-agent: how the host tells, from a container's (or an exec's) exit code,
-// why it ended. Documented in docs/agent.md; the host-side sandbox code maps them to outcomes.
+// why it ended. Shared by the agent and the host (sandbox/), hence in proto/. Documented in
+// docs/agent.md.
 #pragma once
 
 namespace agvisor::agent {

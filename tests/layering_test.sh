@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Checks the layer arrows of docs/architecture.md: each folder of src/agvisor may include only
+# itself and the layers listed for it. Run by CTest (label unit).
+set -euo pipefail
+cd "$(dirname "$0")/../src/agvisor"
+declare -A allowed=(
+  [base]=""
+  [proto]="base"
+  [http]="base"
+  [docker]="http base"
+  [agent]="proto base"
+  [sandbox]="docker http proto base"
+  [images]="docker http base"
+  [cli]="sandbox images docker http proto base"
+)
+status=0
+for dir in */; do
+  layer=${dir%/}
+  if [ -z "${allowed[$layer]+x}" ]; then
+    echo "layering: src/agvisor/$layer is not in the layer table of tests/layering_test.sh" >&2
+    status=1; continue
+  fi
+  while IFS= read -r line; do
+    file=${line%%:*}
+    dep=$(sed -E 's|.*#include "agvisor/([a-z_]+)/.*|\1|' <<<"$line")
+    [ "$dep" = "$layer" ] && continue
+    if [[ " ${allowed[$layer]} " != *" $dep "* ]]; then
+      echo "layering: $file includes agvisor/$dep/ (allowed for $layer: ${allowed[$layer]:-nothing})" >&2
+      status=1
+    fi
+  done < <(grep -rn '#include "agvisor/' "$layer" || true)
+done
+[ $status = 0 ] && echo "layering: ok"
+exit $status
