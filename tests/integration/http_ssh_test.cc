@@ -21,6 +21,7 @@
 
 #include "agvisor/base/subprocess.h"
 #include "agvisor/http/client.h"
+#include "tests/integration/sshd.h"
 
 namespace agvisor::http {
 namespace {
@@ -72,29 +73,6 @@ bool Alive(pid_t pid) {
   return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
 }
 
-std::uint16_t FreeLoopbackPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-bool TcpAccepts(std::uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
-
 std::vector<std::string> TmpEntries(const std::string& prefix) {
   std::vector<std::string> out;
   DIR* d = ::opendir("/tmp");
@@ -115,70 +93,33 @@ std::size_t CountTmpEntries(const std::string& prefix) {
   return n;
 }
 
-// A real sshd on 127.0.0.1:port, for this test binary only.
+// A real sshd on 127.0.0.1 (tests/integration/sshd.h), for this test binary only.
 class SshdFixture : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    char templ[] = "/tmp/agvisor-sshd-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(templ), nullptr);
-    dir_ = new std::string(templ);
-    const std::string& d = *dir_;
-    for (const char* key : {"host_key", "client_key"}) {
-      auto r = RunCommand({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "agvisor-test",
-                           "-f", d + "/" + key});
-      ASSERT_TRUE(r.ok() && r->status.success()) << "ssh-keygen failed";
-    }
-    ASSERT_TRUE(RunCommand({"cp", d + "/client_key.pub", d + "/authorized_keys"}).ok());
-    port_ = FreeLoopbackPort();
-    std::ofstream(d + "/sshd_config") << "Port " << port_ << "\n"
-                                      << "ListenAddress 127.0.0.1\n"
-                                      << "HostKey " << d << "/host_key\n"
-                                      << "PidFile " << d << "/sshd.pid\n"
-                                      << "AuthorizedKeysFile " << d << "/authorized_keys\n"
-                                      << "StrictModes no\nUsePAM no\n"
-                                      << "PermitRootLogin prohibit-password\n"
-                                      << "PasswordAuthentication no\n"
-                                      << "KbdInteractiveAuthentication no\n"
-                                      << "AllowStreamLocalForwarding yes\n"
-                                      << "LogLevel ERROR\n";
-    ::mkdir("/run/sshd", 0755);  // sshd's privilege separation directory
-    SubprocessOptions o;
-    // sshd re-executes itself and insists on an absolute path.
-    o.argv = {"/usr/sbin/sshd", "-D", "-e", "-f", d + "/sshd_config"};
-    auto p = Subprocess::Spawn(std::move(o));
-    ASSERT_TRUE(p.ok()) << p.error().ToString() << " (apt-get install openssh-server)";
-    sshd_ = new Subprocess(std::move(p).value());
-    ASSERT_TRUE(Eventually([] {
-      auto st = sshd_->TryWait();
-      return TcpAccepts(port_) || !st.ok() || st->has_value();
-    }));
-    auto st = sshd_->TryWait();
-    ASSERT_TRUE(st.ok() && !st->has_value()) << "sshd exited; see its stderr above";
+    auto s = testing::TestSshd::Start();
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    sshd_ = std::move(s).value().release();
+    port_ = sshd_->port();
   }
 
   static void TearDownTestSuite() {
-    delete sshd_;  // SIGKILL + reap
+    delete sshd_;
     sshd_ = nullptr;
-    if (dir_) (void)RunCommand({"rm", "-rf", *dir_});
-    delete dir_;
-    dir_ = nullptr;
   }
 
   static ClientOptions SshOptions() {
     ClientOptions o;
-    o.ssh_args = {"-i", *dir_ + "/client_key",      "-o", "UserKnownHostsFile=/dev/null",
-                  "-o", "StrictHostKeyChecking=no", "-o", "LogLevel=ERROR"};
+    o.ssh_args = sshd_->ssh_args();
     return o;
   }
-  static std::string SshUrl() { return "ssh://root@127.0.0.1:" + std::to_string(port_); }
+  static std::string SshUrl() { return sshd_->url(); }
 
-  static std::string* dir_;
   static std::uint16_t port_;
-  static Subprocess* sshd_;
+  static testing::TestSshd* sshd_;
 };
-std::string* SshdFixture::dir_ = nullptr;
 std::uint16_t SshdFixture::port_ = 0;
-Subprocess* SshdFixture::sshd_ = nullptr;
+testing::TestSshd* SshdFixture::sshd_ = nullptr;
 
 Request Get(std::string target) {
   Request r;
@@ -279,7 +220,8 @@ TEST_F(SshdFixture, SshDiesWhenItsClientIsKilled) {
 }
 
 TEST_F(SshdFixture, ConnectFailureCarriesSshsMessage) {
-  auto ep = ParseEndpoint("ssh://root@127.0.0.1:" + std::to_string(FreeLoopbackPort()));
+  auto ep = ParseEndpoint("ssh://root@127.0.0.1:" +
+                          std::to_string(testing::TestSshd::FreeLoopbackPort()));
   ASSERT_TRUE(ep.ok());
   auto start = Clock::now();
   auto client = Client::Connect(*ep, SshOptions());

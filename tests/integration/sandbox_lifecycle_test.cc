@@ -9,6 +9,7 @@
 
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "tests/integration/sshd.h"
 #include "tests/integration/test_env.h"
 
 namespace agvisor {
@@ -60,8 +61,7 @@ TEST_F(LifecycleTest, TimeoutReturns124AndKillsTheTree) {
   auto sb = MustCreate(TestSpec());
   ASSERT_TRUE(sb);
   auto t0 = std::chrono::steady_clock::now();
-  auto r = sb->ExecShell("sleep 100 & setsid sleep 101 & (sleep 102 &); sleep 103",
-                         {.timeout = 1});
+  auto r = sb->ExecShell("sleep 100 & setsid sleep 101 & (sleep 102 &); sleep 103", {.timeout = 1});
   auto took = std::chrono::steady_clock::now() - t0;
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->exit_code, 124);
@@ -177,7 +177,7 @@ TEST_F(LifecycleTest, ResumeAttachesToARunningSandboxWithItsProcesses) {
   std::string pid = bg->out;
   ASSERT_FALSE(pid.empty());
   pid.pop_back();  // the newline
-  first.reset();  // the client goes away, the sandbox stays
+  first.reset();   // the client goes away, the sandbox stays
 
   spec.limits.memory = "1g";  // ignored on resume: fixed at creation
   auto second = MustCreate(spec);
@@ -355,6 +355,41 @@ TEST_F(LifecycleTest, DiskCapIsEnforcedOrRefusedNeverDropped) {
     auto w = (*r)->ExecShell("head -c 1100m /dev/zero > /big; echo $?", {.timeout = 60});
     ASSERT_TRUE(w.ok());
     EXPECT_NE(w->out, "0\n");
+  }
+}
+
+// With AGVISOR_TEST_OVER_SSH=1 (the CTest entry sandbox_lifecycle_ssh_test), the whole suite
+// runs against ssh://root@127.0.0.1:PORT through a real sshd started here.
+class OverSsh : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    auto s = testing::TestSshd::Start();
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    sshd_ = std::move(s).value();
+    std::string args;
+    for (const auto& a : sshd_->ssh_args()) args += (args.empty() ? "" : " ") + a;
+    ::setenv("AGVISOR_SSH_ARGS", args.c_str(), 1);
+    ::setenv("AGVISOR_TEST_HOST", sshd_->url().c_str(), 1);
+  }
+  void TearDown() override { sshd_.reset(); }
+
+ private:
+  std::unique_ptr<testing::TestSshd> sshd_;
+};
+
+[[maybe_unused]] auto* const over_ssh = [] {
+  const char* v = std::getenv("AGVISOR_TEST_OVER_SSH");
+  return v && std::string(v) == "1" ? ::testing::AddGlobalTestEnvironment(new OverSsh) : nullptr;
+}();
+
+TEST_F(LifecycleTest, RunsAgainstTheIntendedHost) {
+  const char* v = std::getenv("AGVISOR_TEST_OVER_SSH");
+  auto sb = MustCreate(TestSpec());
+  ASSERT_TRUE(sb);
+  if (v && std::string(v) == "1") {
+    EXPECT_THAT(sb->host(), ::testing::StartsWith("ssh://root@127.0.0.1:"));
+  } else {
+    EXPECT_EQ(sb->host(), "");
   }
 }
 

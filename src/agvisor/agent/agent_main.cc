@@ -7,10 +7,10 @@
 
 #include "agvisor/agent/cli.h"
 #include "agvisor/agent/exec.h"
-#include "agvisor/proto/exit_codes.h"
 #include "agvisor/agent/init.h"
 #include "agvisor/agent/log.h"
 #include "agvisor/agent/version.h"
+#include "agvisor/proto/exit_codes.h"
 
 namespace agvisor::agent {
 namespace {

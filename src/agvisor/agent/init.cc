@@ -15,11 +15,11 @@
 #include "agvisor/agent/activity.h"
 #include "agvisor/agent/activity_socket.h"
 #include "agvisor/agent/event_loop.h"
-#include "agvisor/proto/exit_codes.h"
 #include "agvisor/agent/log.h"
 #include "agvisor/agent/process_tree.h"
 #include "agvisor/agent/signals.h"
 #include "agvisor/agent/version.h"
+#include "agvisor/proto/exit_codes.h"
 
 namespace agvisor::agent {
 namespace {

@@ -36,7 +36,9 @@ class Error {
   Error(ErrorCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   // Builders: Error::InvalidArgument("limits.cpus: must be > 0, got -1").
-  static Error InvalidArgument(std::string m) { return {ErrorCode::kInvalidArgument, std::move(m)}; }
+  static Error InvalidArgument(std::string m) {
+    return {ErrorCode::kInvalidArgument, std::move(m)};
+  }
   static Error NotFound(std::string m) { return {ErrorCode::kNotFound, std::move(m)}; }
   static Error Conflict(std::string m) { return {ErrorCode::kConflict, std::move(m)}; }
   static Error Unavailable(std::string m) { return {ErrorCode::kUnavailable, std::move(m)}; }
@@ -86,9 +88,10 @@ class [[nodiscard]] Result {
   Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit on purpose
   Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
   template <typename U>
-    requires(std::is_constructible_v<T, U &&> && !std::is_same_v<std::decay_t<U>, Result> &&
-             !std::is_same_v<std::decay_t<U>, Error> && !std::is_same_v<std::decay_t<U>, T>)
-  Result(U&& u) : v_(std::in_place_index<0>, T(std::forward<U>(u))) {}  // NOLINT
+  requires(std::is_constructible_v<T, U&&> && !std::is_same_v<std::decay_t<U>, Result> &&
+           !std::is_same_v<std::decay_t<U>, Error> && !std::is_same_v<std::decay_t<U>, T>)
+      Result(U&& u)
+      : v_(std::in_place_index<0>, T(std::forward<U>(u))) {}  // NOLINT
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
@@ -131,20 +134,20 @@ inline Result<void> Ok() { return {}; }
 
 // AGVISOR_TRY(expr): evaluates a Result; on error returns the error from the enclosing function,
 // else yields the value. A GNU statement expression (g++ and clang both have them).
-#define AGVISOR_TRY(expr)                                      \
-  ({                                                           \
-    auto&& agvisor_try_result_ = (expr);                       \
-    if (!agvisor_try_result_.ok()) {                           \
-      return std::move(agvisor_try_result_).error();           \
-    }                                                          \
-    std::move(agvisor_try_result_).value();                    \
+#define AGVISOR_TRY(expr)                            \
+  ({                                                 \
+    auto&& agvisor_try_result_ = (expr);             \
+    if (!agvisor_try_result_.ok()) {                 \
+      return std::move(agvisor_try_result_).error(); \
+    }                                                \
+    std::move(agvisor_try_result_).value();          \
   })
 
 // AGVISOR_RETURN_IF_ERROR(expr): for Result<void> (or when the value is not needed).
-#define AGVISOR_RETURN_IF_ERROR(expr)                          \
-  do {                                                         \
-    auto&& agvisor_rie_result_ = (expr);                       \
-    if (!agvisor_rie_result_.ok()) {                           \
-      return std::move(agvisor_rie_result_).error();           \
-    }                                                          \
+#define AGVISOR_RETURN_IF_ERROR(expr)                \
+  do {                                               \
+    auto&& agvisor_rie_result_ = (expr);             \
+    if (!agvisor_rie_result_.ok()) {                 \
+      return std::move(agvisor_rie_result_).error(); \
+    }                                                \
   } while (0)

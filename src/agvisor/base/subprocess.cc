@@ -199,9 +199,18 @@ Result<CommandOutput> RunCommand(std::vector<std::string> argv, std::string_view
     pollfd fds[3];
     int n = 0;
     int in_i = -1, out_i = -1, err_i = -1;
-    if (p.stdin_fd()) { in_i = n; fds[n++] = {p.stdin_fd().get(), POLLOUT, 0}; }
-    if (p.stdout_fd()) { out_i = n; fds[n++] = {p.stdout_fd().get(), POLLIN, 0}; }
-    if (p.stderr_fd()) { err_i = n; fds[n++] = {p.stderr_fd().get(), POLLIN, 0}; }
+    if (p.stdin_fd()) {
+      in_i = n;
+      fds[n++] = {p.stdin_fd().get(), POLLOUT, 0};
+    }
+    if (p.stdout_fd()) {
+      out_i = n;
+      fds[n++] = {p.stdout_fd().get(), POLLIN, 0};
+    }
+    if (p.stderr_fd()) {
+      err_i = n;
+      fds[n++] = {p.stderr_fd().get(), POLLIN, 0};
+    }
     if (::poll(fds, n, -1) < 0) {
       if (errno == EINTR) continue;
       return Error::FromErrno("poll", errno);
@@ -218,8 +227,10 @@ Result<CommandOutput> RunCommand(std::vector<std::string> argv, std::string_view
     auto drain = [&](int idx, UniqueFd& fd, std::string& into) {
       if (idx < 0 || !fds[idx].revents) return;
       ssize_t r = ::read(fd.get(), buf, sizeof buf);
-      if (r > 0) into.append(buf, static_cast<size_t>(r));
-      else if (r == 0 || (errno != EINTR && errno != EAGAIN)) fd.reset();
+      if (r > 0)
+        into.append(buf, static_cast<size_t>(r));
+      else if (r == 0 || (errno != EINTR && errno != EAGAIN))
+        fd.reset();
     };
     drain(out_i, p.stdout_fd(), out.out);
     drain(err_i, p.stderr_fd(), out.err);

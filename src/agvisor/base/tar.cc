@@ -38,7 +38,8 @@ Result<void> TarWriter::AddEntry(std::string_view path, char type, std::string_v
   if (name.size() > 100) {
     // ustar splits a long name at a '/' into prefix (<= 155) and name (<= 100).
     std::size_t cut = path.rfind('/', path.size() - 2);
-    while (cut != std::string_view::npos && path.size() - cut - 1 > 100) cut = std::string_view::npos;
+    while (cut != std::string_view::npos && path.size() - cut - 1 > 100)
+      cut = std::string_view::npos;
     if (cut == std::string_view::npos || cut > 155) {
       return Error::InvalidArgument("tar: name too long for ustar: '" + std::string(path) + "'");
     }

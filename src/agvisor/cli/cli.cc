@@ -13,9 +13,12 @@ namespace agvisor::cli {
 
 int ExitCodeFor(const Error& e) {
   switch (e.code()) {
-    case ErrorCode::kInvalidArgument: return kExitUsage;
-    case ErrorCode::kSandboxDied: return kExitSandboxDied;
-    default: return kExitFailure;
+    case ErrorCode::kInvalidArgument:
+      return kExitUsage;
+    case ErrorCode::kSandboxDied:
+      return kExitSandboxDied;
+    default:
+      return kExitFailure;
   }
 }
 

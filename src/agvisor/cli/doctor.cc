@@ -18,8 +18,7 @@ using Status = Check::Status;
 
 std::string Ms(std::chrono::steady_clock::duration d) {
   char b[32];
-  std::snprintf(b, sizeof b, "%.0f ms",
-                std::chrono::duration<double, std::milli>(d).count());
+  std::snprintf(b, sizeof b, "%.0f ms", std::chrono::duration<double, std::milli>(d).count());
   return b;
 }
 
@@ -37,10 +36,14 @@ std::string Join(const std::vector<std::string>& v, std::string_view sep = " ") 
 
 std::string_view StatusWord(Status s) {
   switch (s) {
-    case Status::kOk: return "ok";
-    case Status::kWarn: return "warn";
-    case Status::kFail: return "FAIL";
-    case Status::kInfo: return "info";
+    case Status::kOk:
+      return "ok";
+    case Status::kWarn:
+      return "warn";
+    case Status::kFail:
+      return "FAIL";
+    case Status::kInfo:
+      return "info";
   }
   return "?";
 }
@@ -58,8 +61,9 @@ Check NetworkCheck(std::string_view host, const std::string& image, const std::s
   if (!sb.ok()) {
     c.status = Status::kFail;
     c.detail = "a sandbox with network=" + network + " does not start: " + sb.error().message();
-    c.fix = "see the runsc network mode check; scripts/setup-host probes and registers the mode "
-            "that works";
+    c.fix =
+        "see the runsc network mode check; scripts/setup-host probes and registers the mode "
+        "that works";
     return c;
   }
   auto r = (*sb)->ExecShell("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '",
@@ -67,8 +71,8 @@ Check NetworkCheck(std::string_view host, const std::string& image, const std::s
   (void)(*sb)->Stop();
   if (!r.ok() || r->exit_code != 0) {
     c.status = Status::kFail;
-    c.detail = "a command in a network=" + network + " sandbox failed: " +
-               (r.ok() ? r->err : r.error().message());
+    c.detail = "a command in a network=" + network +
+               " sandbox failed: " + (r.ok() ? r->err : r.error().message());
     return c;
   }
   c.detail = "works; interfaces inside: " + r->out;
@@ -115,8 +119,7 @@ std::vector<Check> RunDoctor(std::string_view host) {
   for (const auto& [name, rt] : info->runtimes) {
     all.push_back(name);
     if (IsGvisor(rt)) {
-      gvisor.push_back(name + " (" + rt.path + (rt.args.empty() ? "" : " " + Join(rt.args)) +
-                       ")");
+      gvisor.push_back(name + " (" + rt.path + (rt.args.empty() ? "" : " " + Join(rt.args)) + ")");
     }
   }
   auto runsc = info->runtimes.find("runsc");
@@ -126,8 +129,9 @@ std::vector<Check> RunDoctor(std::string_view host) {
                       "install runsc and register it: sudo scripts/setup-host"});
     return checks;
   }
-  checks.push_back({"runtime", Status::kOk, "gVisor runtimes: " + Join(gvisor, ", ") +
-                                                "; all registered: " + Join(all, ", ")});
+  checks.push_back(
+      {"runtime", Status::kOk,
+       "gVisor runtimes: " + Join(gvisor, ", ") + "; all registered: " + Join(all, ", ")});
 
   // 3. runsc's network mode.
   const auto& args = runsc->second.args;
@@ -152,8 +156,8 @@ std::vector<Check> RunDoctor(std::string_view host) {
   std::string image(kDefaultImage);
   auto img = (*docker)->InspectImage(image);
   if (!img.ok()) {
-    checks.push_back({"image", Status::kFail, image + " is not on " + where + ": " +
-                                                   img.error().message(),
+    checks.push_back({"image", Status::kFail,
+                      image + " is not on " + where + ": " + img.error().message(),
                       "build it: sudo agvisor image build base (scripts/setup-host does it)"});
     return checks;
   }
@@ -204,8 +208,7 @@ std::vector<Check> RunDoctor(std::string_view host) {
   // 7. Root-disk cap.
   auto disk = ProbeDiskCap(host, **docker, "runsc", image);
   if (!disk.ok()) {
-    checks.push_back({"disk cap", Status::kWarn, "could not probe: " + disk.error().message(),
-                      ""});
+    checks.push_back({"disk cap", Status::kWarn, "could not probe: " + disk.error().message(), ""});
   } else if (disk->supported) {
     checks.push_back({"disk cap", Status::kOk, "root-disk caps are enforced: " + disk->detail});
   } else {
@@ -267,9 +270,10 @@ std::string FormatJson(const std::vector<Check>& checks) {
 
 void AddDoctor(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto* cmd = app.add_subcommand(
-      "doctor", "check a Docker host: docker and its API version, gVisor runtimes, a real "
-                "sandbox start (timed), network modes, root-disk caps, cgroups; exits 1 when the "
-                "host cannot run sandboxes");
+      "doctor",
+      "check a Docker host: docker and its API version, gVisor runtimes, a real "
+      "sandbox start (timed), network modes, root-disk caps, cgroups; exits 1 when the "
+      "host cannot run sandboxes");
   cmd->callback([&g, exit_code] {
     auto checks = RunDoctor(g.host);
     std::cout << (g.json ? FormatJson(checks) + "\n" : FormatReport(checks));

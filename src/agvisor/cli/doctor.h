@@ -10,7 +10,7 @@ namespace agvisor::cli {
 
 struct Check {
   enum class Status { kOk, kWarn, kFail, kInfo };
-  std::string name;    // "docker", "runtime", "sandbox", ...
+  std::string name;  // "docker", "runtime", "sandbox", ...
   Status status = Status::kOk;
   std::string detail;  // what was found
   std::string fix;     // for kWarn/kFail: what to do

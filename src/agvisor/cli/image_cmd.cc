@@ -12,10 +12,12 @@ void AddImage(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto* image = app.add_subcommand("image", "build the images sandboxes run");
   image->require_subcommand(1);
   auto* build = image->add_subcommand(
-      "build", "build an image offline from Debian packages (debootstrap, then a streamed import "
-               "into Docker); needs root. Kinds: base (" +
-                   images::ImageNameFor("base") + ": minbase + python3, git, coreutils, procps, "
-                   "ca-certificates; the default image)");
+      "build",
+      "build an image offline from Debian packages (debootstrap, then a streamed import "
+      "into Docker); needs root. Kinds: base (" +
+          images::ImageNameFor("base") +
+          ": minbase + python3, git, coreutils, procps, "
+          "ca-certificates; the default image)");
   auto kind = std::make_shared<std::string>();
   auto opts = std::make_shared<images::BuildOptions>();
   build->add_option("kind", *kind, "what to build: base")->required();

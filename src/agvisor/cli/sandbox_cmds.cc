@@ -80,8 +80,9 @@ boost::json::object InfoJson(const SandboxInfo& i) {
 }  // namespace
 
 void AddCreate(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand("create", "create and start a sandbox (or re-attach to a running "
-                                           "one of the same --name); prints its name");
+  auto* cmd = app.add_subcommand("create",
+                                 "create and start a sandbox (or re-attach to a running "
+                                 "one of the same --name); prints its name");
   auto opts = std::make_shared<SpecOptions>();
   opts->Add(*cmd);
   cmd->callback([&g, exit_code, opts] {
@@ -105,9 +106,10 @@ void AddCreate(CLI::App& app, GlobalOptions& g, int* exit_code) {
 }
 
 void AddRun(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand(
-      "run", "create a sandbox, run a command in it with live output, then remove it "
-             "(a named sandbox keeps its /workspace)");
+  auto* cmd =
+      app.add_subcommand("run",
+                         "create a sandbox, run a command in it with live output, then remove it "
+                         "(a named sandbox keeps its /workspace)");
   auto opts = std::make_shared<SpecOptions>();
   auto flags = std::make_shared<ExecFlags>();
   opts->Add(*cmd);
@@ -145,11 +147,11 @@ void AddRun(CLI::App& app, GlobalOptions& g, int* exit_code) {
 }
 
 void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand("exec", "run a command in a running sandbox, with live output; "
-                                         "exits with the command's exit code");
+  auto* cmd = app.add_subcommand("exec",
+                                 "run a command in a running sandbox, with live output; "
+                                 "exits with the command's exit code");
   auto name = std::make_shared<std::string>();
-  cmd->add_option("sandbox", *name, "sandbox name (or its agvisor-... container name)")
-      ->required();
+  cmd->add_option("sandbox", *name, "sandbox name (or its agvisor-... container name)")->required();
   auto flags = std::make_shared<ExecFlags>();
   flags->Add(*cmd);
   cmd->callback([&g, exit_code, name, flags] {
@@ -169,8 +171,9 @@ void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code) {
 }
 
 void AddList(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand("ls", "list every agvisor sandbox on the host, running or not "
-                                       "(anonymous leftovers of crashed clients included)");
+  auto* cmd = app.add_subcommand("ls",
+                                 "list every agvisor sandbox on the host, running or not "
+                                 "(anonymous leftovers of crashed clients included)");
   cmd->alias("list");
   cmd->callback([&g, exit_code] {
     auto list = Sandbox::List(g.host);
@@ -209,8 +212,9 @@ void ForEachSandbox(const std::vector<std::string>& names, const GlobalOptions& 
 }  // namespace
 
 void AddStop(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand("stop", "remove sandboxes' containers; named ones keep their "
-                                         "/workspace volume");
+  auto* cmd = app.add_subcommand("stop",
+                                 "remove sandboxes' containers; named ones keep their "
+                                 "/workspace volume");
   auto names = std::make_shared<std::vector<std::string>>();
   cmd->add_option("sandbox", *names, "sandbox names")->required();
   cmd->callback([&g, exit_code, names] { ForEachSandbox(*names, g, exit_code, false); });

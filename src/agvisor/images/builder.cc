@@ -64,8 +64,9 @@ std::string ImageNameFor(std::string_view kind) {
 Result<std::string> BuildImage(docker::Client& client, const ImageRecipe& recipe,
                                const BuildOptions& o) {
   if (::geteuid() != 0) {
-    return Error::PermissionDenied("image build needs root (debootstrap creates device nodes and "
-                                   "files owned by other users): run it with sudo");
+    return Error::PermissionDenied(
+        "image build needs root (debootstrap creates device nodes and "
+        "files owned by other users): run it with sudo");
   }
   const std::string name = o.name.empty() ? ImageNameFor(recipe.kind) : o.name;
   const auto colon = name.rfind(':');
@@ -99,8 +100,9 @@ Result<std::string> BuildImage(docker::Client& client, const ImageRecipe& recipe
   auto child = Subprocess::Spawn(so);
   if (!child.ok()) {
     if (child.error().code() == ErrorCode::kNotFound) {
-      return Error::NotFound("debootstrap is not installed: apt-get install debootstrap "
-                             "(scripts/setup-host installs it)");
+      return Error::NotFound(
+          "debootstrap is not installed: apt-get install debootstrap "
+          "(scripts/setup-host installs it)");
     }
     return child.error();
   }
@@ -131,11 +133,11 @@ Result<std::string> BuildImage(docker::Client& client, const ImageRecipe& recipe
 
   // 2. trim: package caches are not needed in the image; /workspace is where work goes.
   Say(o, "[2/3] trimming caches");
-  auto trim = AGVISOR_TRY(RunCommand(
-      {"sh", "-c",
-       "rm -rf \"$1\"/var/cache/apt/archives/*.deb \"$1\"/var/lib/apt/lists/* && "
-       "mkdir -p \"$1\"/workspace",
-       "sh", rootfs}));
+  auto trim = AGVISOR_TRY(
+      RunCommand({"sh", "-c",
+                  "rm -rf \"$1\"/var/cache/apt/archives/*.deb \"$1\"/var/lib/apt/lists/* && "
+                  "mkdir -p \"$1\"/workspace",
+                  "sh", rootfs}));
   if (!trim.status.success()) return Error::Internal("trim root file system: " + trim.err);
 
   // 3. tar | import, streamed (bounded memory whatever the size).

@@ -31,8 +31,8 @@ Result<ImageRecipe> RecipeFor(std::string_view kind);
 std::string ImageNameFor(std::string_view kind);
 
 struct BuildOptions {
-  std::string name;    // "repo:tag"; "" = ImageNameFor(recipe.kind)
-  std::string mirror;  // Debian mirror for debootstrap; "" = debootstrap's default
+  std::string name;                  // "repo:tag"; "" = ImageNameFor(recipe.kind)
+  std::string mirror;                // Debian mirror for debootstrap; "" = debootstrap's default
   std::string workdir = "/var/tmp";  // where the root file system is assembled (~250 MB)
   std::function<void(std::string_view line)> progress;
 };

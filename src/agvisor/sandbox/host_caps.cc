@@ -24,8 +24,8 @@ Result<DiskCapSupport> RunDiskProbe(docker::Client& client, std::string_view run
   c.host_config.annotations = {{"dev.gvisor.flag.overlay2", "root:self,size=16m"}};
   auto id = client.CreateContainer(c, "");
   if (!id.ok()) {
-    return DiskCapSupport{false, "the daemon refused runsc's overlay size annotation (" +
-                                     id.error().message() + ")"};
+    return DiskCapSupport{
+        false, "the daemon refused runsc's overlay size annotation (" + id.error().message() + ")"};
   }
   struct Remover {
     docker::Client& c;
@@ -39,11 +39,13 @@ Result<DiskCapSupport> RunDiskProbe(docker::Client& client, std::string_view run
   AGVISOR_RETURN_IF_ERROR(client.WaitContainer(*id, "not-running"));
   auto logs = AGVISOR_TRY(client.ContainerLogs(*id));
   if (logs.find("ENOSPC") != std::string::npos) {
-    return DiskCapSupport{true, "runsc overlay2 size annotation (probed: a 16m cap stopped a "
-                                "32m write)"};
+    return DiskCapSupport{true,
+                          "runsc overlay2 size annotation (probed: a 16m cap stopped a "
+                          "32m write)"};
   }
-  return DiskCapSupport{false, "a probe sandbox wrote 32m past a 16m cap: this runsc ignores "
-                               "the overlay size; upgrade runsc"};
+  return DiskCapSupport{false,
+                        "a probe sandbox wrote 32m past a 16m cap: this runsc ignores "
+                        "the overlay size; upgrade runsc"};
 }
 
 }  // namespace

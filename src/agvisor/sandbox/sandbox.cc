@@ -1,16 +1,16 @@
 #include "agvisor/sandbox/sandbox.h"
 
 #include <cinttypes>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
-#include <cmath>
 #include <map>
 #include <random>
 #include <thread>
 
-#include "agvisor/proto/exit_codes.h"
 #include "agvisor/base/tar.h"
 #include "agvisor/docker/client.h"
+#include "agvisor/proto/exit_codes.h"
 #include "agvisor/sandbox/agent_blob.h"
 #include "agvisor/sandbox/host_caps.h"
 
@@ -51,10 +51,14 @@ EndReason ReasonFromState(const docker::ContainerState& s) {
   if (s.oom_killed) return EndReason::kOutOfMemory;
   if (s.status == "created") return EndReason::kNone;
   switch (s.exit_code) {
-    case agent::kInitExitLifetime: return EndReason::kLifetime;
-    case agent::kInitExitIdle: return EndReason::kIdle;
-    case agent::kInitExitSignal: return EndReason::kStopped;
-    default: return EndReason::kKilled;
+    case agent::kInitExitLifetime:
+      return EndReason::kLifetime;
+    case agent::kInitExitIdle:
+      return EndReason::kIdle;
+    case agent::kInitExitSignal:
+      return EndReason::kStopped;
+    default:
+      return EndReason::kKilled;
   }
 }
 
@@ -71,13 +75,20 @@ void AppendTail(std::string& s, std::string_view piece, bool& truncated) {
 
 std::string_view EndReasonName(EndReason r) {
   switch (r) {
-    case EndReason::kNone: return "running";
-    case EndReason::kStopped: return "stopped";
-    case EndReason::kLifetime: return "lifetime reached";
-    case EndReason::kIdle: return "idle_ttl reached";
-    case EndReason::kOutOfMemory: return "out of memory";
-    case EndReason::kKilled: return "killed";
-    case EndReason::kGone: return "removed";
+    case EndReason::kNone:
+      return "running";
+    case EndReason::kStopped:
+      return "stopped";
+    case EndReason::kLifetime:
+      return "lifetime reached";
+    case EndReason::kIdle:
+      return "idle_ttl reached";
+    case EndReason::kOutOfMemory:
+      return "out of memory";
+    case EndReason::kKilled:
+      return "killed";
+    case EndReason::kGone:
+      return "removed";
   }
   return "unknown";
 }
@@ -113,8 +124,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxSpec& spec) {
   AGVISOR_RETURN_IF_ERROR(ValidateSpec(spec));
   auto docker = AGVISOR_TRY(HostClient(spec.host));
   const std::string image = spec.image.empty() ? std::string(kDefaultImage) : spec.image;
-  const std::string cname =
-      ContainerNameFor(spec.name ? *spec.name : RandomSuffix());
+  const std::string cname = ContainerNameFor(spec.name ? *spec.name : RandomSuffix());
 
   auto handle = std::unique_ptr<Sandbox>(new Sandbox());
   handle->docker_ = docker;
@@ -133,8 +143,8 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxSpec& spec) {
       annotations["dev.gvisor.flag.overlay2"] =
           "root:self,size=" + (disk.empty() ? std::string(kDefaultDisk) : disk);
     } else if (!disk.empty()) {
-      return Error::Unsupported("limits.disk='" + disk + "' cannot be enforced on this host: " +
-                                support.detail +
+      return Error::Unsupported("limits.disk='" + disk +
+                                "' cannot be enforced on this host: " + support.detail +
                                 ". Pass disk='none' (CLI: --disk none) to run without a cap.");
     } else {
       handle->disk_warning_ = "the default " + std::string(kDefaultDisk) +
@@ -445,17 +455,22 @@ Result<ExecResult> Sandbox::Exec(const std::vector<std::string>& argv, const Exe
   auto ei = docker_->InspectExec(*exec_id);
   if (!ei.ok()) return DiagnoseExecFailure(ei.error());
   if (!ei->exit_code) {
-    return DiagnoseExecFailure(Error::Internal("exec in " + container_name_ +
-                                               " ended without an exit code"));
+    return DiagnoseExecFailure(
+        Error::Internal("exec in " + container_name_ + " ended without an exit code"));
   }
   res.exit_code = *ei->exit_code;
   // gVisor reports an exec cut short by the sandbox dying (OOM: "WaitPID failed: EOF") with
   // odd codes; tell that apart from the command's own code by asking whether it still runs.
   if (res.exit_code >= 126 && res.exit_code != agent::kExecExitTimeout) {
+    // runsc's own words when the sandbox died under the exec; Docker may not have noticed yet,
+    // so give it a moment to see the container stop.
+    if (res.err.find("containerManager.WaitPID") != std::string::npos) {
+      (void)docker_->WaitContainer(container_id_, "not-running", std::chrono::seconds(5));
+    }
     auto info = InfoLocked();
     if (info.ok() && !info->running) {
-      return DiagnoseExecFailure(Error::Internal("exec ended with " +
-                                                 std::to_string(res.exit_code)));
+      return DiagnoseExecFailure(
+          Error::Internal("exec ended with " + std::to_string(res.exit_code)));
     }
   }
   res.timed_out = res.exit_code == agent::kExecExitTimeout;

@@ -44,10 +44,10 @@ inline constexpr std::size_t kStreamTailBytes = 100 * 1000;
 
 struct ExecOptions {
   std::optional<std::string> input;  // bytes for stdin; unset = no stdin (EOF at once)
-  double timeout = 120;               // seconds; the whole process tree dies at the deadline
-  std::vector<std::string> env;       // "K=V"
-  std::string cwd;                    // "" = /workspace for named sandboxes, else the image's
-  std::string user;                   // "" = the image's user
+  double timeout = 120;              // seconds; the whole process tree dies at the deadline
+  std::vector<std::string> env;      // "K=V"
+  std::string cwd;                   // "" = /workspace for named sandboxes, else the image's
+  std::string user;                  // "" = the image's user
   // Streaming: called with output as it arrives (from the calling thread). When set, only the
   // last kStreamTailBytes of each stream are kept in the result. on_output gets both streams.
   std::function<void(std::string_view)> on_output;
@@ -57,7 +57,7 @@ struct ExecOptions {
 
 // How a command ended: a value, not an error.
 struct ExecResult {
-  int exit_code = 0;       // 124 = timed out; 128+N = killed by signal N
+  int exit_code = 0;  // 124 = timed out; 128+N = killed by signal N
   bool timed_out = false;
   std::string out;         // stdout (its tail when streaming)
   std::string err;         // stderr (its tail when streaming)
@@ -70,7 +70,7 @@ std::string_view EndReasonName(EndReason reason);  // "lifetime", "out of memory
 
 // What list and status report about one sandbox.
 struct SandboxInfo {
-  std::string container_name;  // "agvisor-<name or random>"
+  std::string container_name;       // "agvisor-<name or random>"
   std::optional<std::string> name;  // set for named (persistent) sandboxes
   std::string container_id;
   std::string image;

@@ -25,12 +25,18 @@ std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 std::int64_t Multiplier(char suffix) {
   switch (std::tolower(static_cast<unsigned char>(suffix))) {
-    case 'b': return 1;
-    case 'k': return 1LL << 10;
-    case 'm': return 1LL << 20;
-    case 'g': return 1LL << 30;
-    case 't': return 1LL << 40;
-    default: return 0;
+    case 'b':
+      return 1;
+    case 'k':
+      return 1LL << 10;
+    case 'm':
+      return 1LL << 20;
+    case 'g':
+      return 1LL << 30;
+    case 't':
+      return 1LL << 40;
+    default:
+      return 0;
   }
 }
 
@@ -38,8 +44,7 @@ std::int64_t Multiplier(char suffix) {
 
 Result<std::int64_t> ParseMemorySize(std::string_view what, std::string_view text) {
   auto bad = [&](std::string_view why) {
-    return Error::InvalidArgument(std::string(what) + ": " + Quote(text) + " " +
-                                  std::string(why) +
+    return Error::InvalidArgument(std::string(what) + ": " + Quote(text) + " " + std::string(why) +
                                   " (use a number with an optional k/m/g/t suffix, e.g. '512m' or "
                                   "'1.5g'; 0 is refused because Docker reads it as unlimited)");
   };
@@ -93,17 +98,22 @@ Result<std::int64_t> ParseDiskSize(std::string_view what, std::string_view text)
 
 Result<void> ValidateLimits(const Limits& l) {
   if (!(l.cpus > 0) || !std::isfinite(l.cpus)) {
-    return Error::InvalidArgument("limits.cpus: must be a number of cores > 0 (fractions such as "
-                                  "0.5 are allowed), got " + std::to_string(l.cpus));
+    return Error::InvalidArgument(
+        "limits.cpus: must be a number of cores > 0 (fractions such as "
+        "0.5 are allowed), got " +
+        std::to_string(l.cpus));
   }
   if (l.cpus > 1024) {
-    return Error::InvalidArgument("limits.cpus: " + std::to_string(l.cpus) + " is more cores "
+    return Error::InvalidArgument("limits.cpus: " + std::to_string(l.cpus) +
+                                  " is more cores "
                                   "than any host has");
   }
   AGVISOR_RETURN_IF_ERROR(ParseMemorySize("limits.memory", l.memory));
   if (l.pids <= 0) {
-    return Error::InvalidArgument("limits.pids: must be > 0 (Docker reads 0 or less as "
-                                  "unlimited), got " + std::to_string(l.pids));
+    return Error::InvalidArgument(
+        "limits.pids: must be > 0 (Docker reads 0 or less as "
+        "unlimited), got " +
+        std::to_string(l.pids));
   }
   if (l.shm) AGVISOR_RETURN_IF_ERROR(ParseMemorySize("limits.shm", *l.shm));
   if (!l.disk.empty() && l.disk != "none") {
@@ -115,7 +125,8 @@ Result<void> ValidateLimits(const Limits& l) {
 Result<void> ValidateName(std::string_view name) {
   if (name.size() > 63 || !IsDockerName(name)) {
     return Error::InvalidArgument(
-        "name " + Quote(name) + " is invalid: use 1-63 letters, digits, '_', '.' or '-', "
+        "name " + Quote(name) +
+        " is invalid: use 1-63 letters, digits, '_', '.' or '-', "
         "starting with a letter or digit (it becomes a container and volume name)");
   }
   return Ok();
@@ -142,8 +153,8 @@ Result<void> ValidateImage(std::string_view image) {
                                   " is invalid: an image name cannot start with '-'");
   }
   for (char c : image) {
-    bool ok = std::isalnum(static_cast<unsigned char>(c)) || std::string_view("._-/:@").find(c) !=
-                                                                  std::string_view::npos;
+    bool ok = std::isalnum(static_cast<unsigned char>(c)) ||
+              std::string_view("._-/:@").find(c) != std::string_view::npos;
     if (!ok) {
       return Error::InvalidArgument("image " + Quote(image) +
                                     " is invalid: use [registry/]repository[:tag][@digest] "
@@ -161,8 +172,9 @@ Result<void> ValidateNetwork(std::string_view network) {
                                   "network (letters, digits, '_', '.', '-')");
   }
   if (network == "host") {
-    return Error::InvalidArgument("network \"host\" is refused: it would share the host's network "
-                                  "namespace with the sandbox; use \"bridge\" or \"none\"");
+    return Error::InvalidArgument(
+        "network \"host\" is refused: it would share the host's network "
+        "namespace with the sandbox; use \"bridge\" or \"none\"");
   }
   if (network.starts_with("container:")) {
     return Error::InvalidArgument("network " + Quote(network) + " is refused");
@@ -174,9 +186,9 @@ Result<void> ValidateLabels(const std::map<std::string, std::string>& labels) {
   for (const auto& [k, v] : labels) {
     bool key_ok = !k.empty() && k.size() <= 128;
     for (char c : k) {
-      key_ok = key_ok && (std::islower(static_cast<unsigned char>(c)) ||
-                          std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
-                          c == '_');
+      key_ok = key_ok &&
+               (std::islower(static_cast<unsigned char>(c)) ||
+                std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_');
     }
     if (!key_ok || k == "agvisor" || k.starts_with("agvisor.")) {
       return Error::InvalidArgument("label key " + Quote(k) +
@@ -202,12 +214,14 @@ Result<void> ValidateSpec(const SandboxSpec& s) {
   AGVISOR_RETURN_IF_ERROR(ValidateLabels(s.labels));
   if (s.lifetime && *s.lifetime <= 0) {
     return Error::InvalidArgument("lifetime must be > 0 seconds, got " +
-                                  std::to_string(*s.lifetime) + " (leave it unset to live until "
+                                  std::to_string(*s.lifetime) +
+                                  " (leave it unset to live until "
                                   "stop)");
   }
   if (s.idle_ttl && *s.idle_ttl <= 0) {
     return Error::InvalidArgument("idle_ttl must be > 0 seconds, got " +
-                                  std::to_string(*s.idle_ttl) + " (leave it unset to never "
+                                  std::to_string(*s.idle_ttl) +
+                                  " (leave it unset to never "
                                   "expire when idle)");
   }
   return Ok();

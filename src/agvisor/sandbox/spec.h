@@ -27,10 +27,10 @@ inline constexpr std::string_view kNamePrefix = "agvisor-";
 
 // Resource limits, enforced by gVisor and the host's cgroups.
 struct Limits {
-  double cpus = 2.0;              // CPU cores; fractions allowed (0.5)
-  std::string memory = "2g";      // RAM cap in Docker syntax ("512m", "1.5g"); swap disabled
-  std::int64_t pids = 512;        // max processes/threads (gVisor counts its own host threads)
-  std::optional<std::string> shm; // /dev/shm size; unset = Docker's 64m (1g for desktops)
+  double cpus = 2.0;               // CPU cores; fractions allowed (0.5)
+  std::string memory = "2g";       // RAM cap in Docker syntax ("512m", "1.5g"); swap disabled
+  std::int64_t pids = 512;         // max processes/threads (gVisor counts its own host threads)
+  std::optional<std::string> shm;  // /dev/shm size; unset = Docker's 64m (1g for desktops)
   // Root file system cap, a whole number plus k/m/g/t ("5g"):
   //   ""      the default (kDefaultDisk) where the host can enforce it, else uncapped + a warning
   //   "none"  uncapped on purpose
@@ -39,10 +39,10 @@ struct Limits {
 };
 
 struct SandboxSpec {
-  std::string image;     // "" = kDefaultImage
-  bool gui = false;      // a desktop sandbox (the desktop issue)
+  std::string image;  // "" = kDefaultImage
+  bool gui = false;   // a desktop sandbox (the desktop issue)
   Limits limits;
-  std::string network = "bridge";  // "bridge", "none" or the name of a Docker network
+  std::string network = "bridge";        // "bridge", "none" or the name of a Docker network
   std::optional<std::int64_t> lifetime;  // seconds until the sandbox ends itself
   std::optional<std::int64_t> idle_ttl;  // seconds without activity until it ends itself
   std::optional<std::string> name;       // makes it resumable; /workspace is kept in a volume
@@ -61,7 +61,7 @@ Result<std::int64_t> ParseDiskSize(std::string_view what, std::string_view text)
 
 // Each returns kInvalidArgument with a message naming the field, the value and the rule.
 Result<void> ValidateLimits(const Limits& limits);
-Result<void> ValidateName(std::string_view name);     // [A-Za-z0-9][A-Za-z0-9_.-]{0,62}
+Result<void> ValidateName(std::string_view name);  // [A-Za-z0-9][A-Za-z0-9_.-]{0,62}
 Result<void> ValidateRuntime(std::string_view runtime, bool gui);
 Result<void> ValidateImage(std::string_view image);
 Result<void> ValidateNetwork(std::string_view network);
