@@ -1,0 +1,1 @@
+#include "agvisor/proto/wire.h"
