@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <thread>
 
+#include "agvisor/base/tar.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "tests/integration/sshd.h"
@@ -356,6 +358,39 @@ TEST_F(LifecycleTest, DiskCapIsEnforcedOrRefusedNeverDropped) {
     ASSERT_TRUE(w.ok());
     EXPECT_NE(w->out, "0\n");
   }
+}
+
+TEST_F(LifecycleTest, AnyImageWorksEvenOneWithoutAShell) {
+  auto docker = HostClient(Host());
+  ASSERT_TRUE(docker.ok());
+  TarWriter w;
+  ASSERT_TRUE(w.AddDirectory("etc").ok());
+  ASSERT_TRUE(w.AddFile("etc/hostname", "empty\n").ok());
+  const std::string tar = w.Finish();
+  std::size_t pos = 0;
+  http::BodySource source = [&](std::span<char> buf) -> Result<std::size_t> {
+    std::size_t n = std::min(buf.size(), tar.size() - pos);
+    std::memcpy(buf.data(), tar.data() + pos, n);
+    pos += n;
+    return n;
+  };
+  const std::string repo = "agvisor-test/empty";
+  auto id = (*docker)->ImportImage(repo, testing::RunId(), source, nullptr);
+  ASSERT_TRUE(id.ok()) << id.error().ToString();
+  auto spec = TestSpec();
+  spec.image = repo + ":" + testing::RunId();
+  auto sb = MustCreate(spec);
+  if (sb) {
+    auto v = sb->Exec({std::string(kAgentPath), "version"});
+    ASSERT_TRUE(v.ok()) << v.error().ToString();
+    EXPECT_EQ(v->exit_code, 0);
+    EXPECT_THAT(v->out, HasSubstr("agvisor-agent"));
+    auto no_shell = sb->ExecShell("true");
+    ASSERT_TRUE(no_shell.ok());
+    EXPECT_EQ(no_shell->exit_code, 127);
+    EXPECT_TRUE(sb->Stop().ok());
+  }
+  EXPECT_TRUE((*docker)->RemoveImage(spec.image, true).ok());
 }
 
 // With AGVISOR_TEST_OVER_SSH=1 (the CTest entry sandbox_lifecycle_ssh_test), the whole suite

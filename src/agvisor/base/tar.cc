@@ -11,8 +11,11 @@ constexpr std::size_t kBlock = 512;
 
 // Writes `value` as zero-padded octal into field[0..width-1) followed by NUL.
 void Octal(char* field, std::size_t width, std::uint64_t value) {
-  std::snprintf(field, width, "%0*llo", static_cast<int>(width - 1),
-                static_cast<unsigned long long>(value));
+  field[width - 1] = '\0';
+  for (std::size_t i = width - 1; i-- > 0;) {
+    field[i] = static_cast<char>('0' + (value & 7));
+    value >>= 3;
+  }
 }
 
 }  // namespace
@@ -61,7 +64,7 @@ Result<void> TarWriter::AddEntry(std::string_view path, char type, std::string_v
   std::memset(h.data() + 148, ' ', 8);
   unsigned sum = 0;
   for (char c : h) sum += static_cast<unsigned char>(c);
-  std::snprintf(h.data() + 148, 8, "%06o", sum);
+  Octal(h.data() + 148, 7, sum);  // six digits, NUL, and the space already there
   out_.append(h.data(), kBlock);
   out_.append(contents);
   out_.append((kBlock - contents.size() % kBlock) % kBlock, '\0');

@@ -1,1 +1,815 @@
 #include "agvisor/proto/messages.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace agvisor::proto {
+namespace {
+
+void StoreU32(char* out, std::uint32_t v) {
+  for (int i = 3; i >= 0; --i) {
+    out[i] = static_cast<char>(static_cast<std::uint8_t>(v));
+    v >>= 8;
+  }
+}
+
+std::uint32_t LoadU32(const char* in) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = (v << 8) | static_cast<std::uint8_t>(in[i]);
+  return v;
+}
+
+// A frame the peer must reject would end the session far from the cause: stop here instead.
+void CheckFits(std::size_t payload_size) {
+  if (!FitsInFrame(payload_size)) {
+    std::fprintf(stderr, "agvisor::proto: frame payload of %zu bytes exceeds %zu (caller bug)\n",
+                 payload_size, kMaxPayload);
+    std::abort();
+  }
+}
+
+std::string Hex2(unsigned v) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%02X", v & 0xFFu);
+  return buf;
+}
+
+template <typename T>
+Result<void> Check(const Result<T>& decoded) {
+  if (!decoded.ok()) return decoded.error();
+  return Ok();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Types and error codes
+
+std::string_view TypeName(Type type) {
+  switch (type) {
+    case Type::kHello:
+      return "HELLO";
+    case Type::kWelcome:
+      return "WELCOME";
+    case Type::kPing:
+      return "PING";
+    case Type::kPong:
+      return "PONG";
+    case Type::kWindow:
+      return "WINDOW";
+    case Type::kError:
+      return "ERROR";
+    case Type::kClose:
+      return "CLOSE";
+    case Type::kExec:
+      return "EXEC";
+    case Type::kStarted:
+      return "STARTED";
+    case Type::kStdin:
+      return "STDIN";
+    case Type::kStdinEof:
+      return "STDIN_EOF";
+    case Type::kOutput:
+      return "OUTPUT";
+    case Type::kExit:
+      return "EXIT";
+    case Type::kSignal:
+      return "SIGNAL";
+    case Type::kResize:
+      return "RESIZE";
+    case Type::kFileRead:
+      return "FILE_READ";
+    case Type::kFileWrite:
+      return "FILE_WRITE";
+    case Type::kStat:
+      return "STAT";
+    case Type::kList:
+      return "LIST";
+    case Type::kMkdir:
+      return "MKDIR";
+    case Type::kRemove:
+      return "REMOVE";
+    case Type::kTarRead:
+      return "TAR_READ";
+    case Type::kTarWrite:
+      return "TAR_WRITE";
+    case Type::kData:
+      return "DATA";
+    case Type::kEnd:
+      return "END";
+    case Type::kOk:
+      return "OK";
+    case Type::kStatResult:
+      return "STAT_RESULT";
+    case Type::kListResult:
+      return "LIST_RESULT";
+    case Type::kPortOpen:
+      return "PORT_OPEN";
+    case Type::kProcList:
+      return "PROC_LIST";
+    case Type::kProcListResult:
+      return "PROC_LIST_RESULT";
+    case Type::kProcAttach:
+      return "PROC_ATTACH";
+  }
+  return "UNKNOWN";
+}
+
+bool IsKnownType(std::uint8_t raw) { return TypeName(static_cast<Type>(raw)) != "UNKNOWN"; }
+
+std::string_view WireErrorName(WireError code) {
+  switch (code) {
+    case WireError::kInvalidArgument:
+      return "kInvalidArgument";
+    case WireError::kNotFound:
+      return "kNotFound";
+    case WireError::kConflict:
+      return "kConflict";
+    case WireError::kUnavailable:
+      return "kUnavailable";
+    case WireError::kTimeout:
+      return "kTimeout";
+    case WireError::kPermissionDenied:
+      return "kPermissionDenied";
+    case WireError::kResourceExhausted:
+      return "kResourceExhausted";
+    case WireError::kUnsupported:
+      return "kUnsupported";
+    case WireError::kSandboxDied:
+      return "kSandboxDied";
+    case WireError::kInternal:
+      return "kInternal";
+    case WireError::kProtocol:
+      return "kProtocol";
+    case WireError::kVersion:
+      return "kVersion";
+  }
+  return "kUnknown";
+}
+
+bool IsKnownWireError(std::uint16_t raw) {
+  return WireErrorName(static_cast<WireError>(raw)) != "kUnknown";
+}
+
+WireError ToWireError(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+      return WireError::kInvalidArgument;
+    case ErrorCode::kNotFound:
+      return WireError::kNotFound;
+    case ErrorCode::kConflict:
+      return WireError::kConflict;
+    case ErrorCode::kUnavailable:
+      return WireError::kUnavailable;
+    case ErrorCode::kTimeout:
+      return WireError::kTimeout;
+    case ErrorCode::kPermissionDenied:
+      return WireError::kPermissionDenied;
+    case ErrorCode::kResourceExhausted:
+      return WireError::kResourceExhausted;
+    case ErrorCode::kUnsupported:
+      return WireError::kUnsupported;
+    case ErrorCode::kSandboxDied:
+      return WireError::kSandboxDied;
+    case ErrorCode::kInternal:
+      return WireError::kInternal;
+  }
+  return WireError::kInternal;
+}
+
+ErrorCode FromWireError(WireError code) {
+  switch (code) {
+    case WireError::kInvalidArgument:
+      return ErrorCode::kInvalidArgument;
+    case WireError::kNotFound:
+      return ErrorCode::kNotFound;
+    case WireError::kConflict:
+      return ErrorCode::kConflict;
+    case WireError::kUnavailable:
+      return ErrorCode::kUnavailable;
+    case WireError::kTimeout:
+      return ErrorCode::kTimeout;
+    case WireError::kPermissionDenied:
+      return ErrorCode::kPermissionDenied;
+    case WireError::kResourceExhausted:
+      return ErrorCode::kResourceExhausted;
+    case WireError::kUnsupported:
+      return ErrorCode::kUnsupported;
+    case WireError::kSandboxDied:
+      return ErrorCode::kSandboxDied;
+    case WireError::kInternal:
+      return ErrorCode::kInternal;
+    case WireError::kProtocol:
+      return ErrorCode::kInternal;
+    case WireError::kVersion:
+      return ErrorCode::kUnsupported;
+  }
+  return ErrorCode::kInternal;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Frames
+
+void EncodeHeader(std::span<char, kFrameHeaderSize> out, Type type, std::uint32_t stream,
+                  std::size_t payload_size) {
+  CheckFits(payload_size);
+  StoreU32(out.data(), static_cast<std::uint32_t>(kMinFrameLength + payload_size));
+  out[4] = static_cast<char>(type);
+  StoreU32(out.data() + 5, stream);
+}
+
+void EncodeOutputHeader(std::span<char, kOutputHeaderSize> out, std::uint32_t stream,
+                        std::uint8_t fd, std::size_t data_size) {
+  EncodeHeader(out.first<kFrameHeaderSize>(), Type::kOutput, stream, data_size + 1);
+  out[kFrameHeaderSize] = static_cast<char>(fd);
+}
+
+void AppendFrame(std::string& out, Type type, std::uint32_t stream, std::string_view payload) {
+  char header[kFrameHeaderSize];
+  EncodeHeader(header, type, stream, payload.size());
+  out.reserve(out.size() + kFrameHeaderSize + payload.size());
+  out.append(header, kFrameHeaderSize);
+  out.append(payload);
+}
+
+Result<void> TryAppendFrame(std::string& out, Type type, std::uint32_t stream,
+                            std::string_view payload) {
+  if (!FitsInFrame(payload.size())) {
+    return Error::InvalidArgument(
+        std::string(TypeName(type)) + ": payload of " + std::to_string(payload.size()) +
+        " bytes exceeds the frame limit of " + std::to_string(kMaxPayload));
+  }
+  AppendFrame(out, type, stream, payload);
+  return Ok();
+}
+
+Result<void> FrameDecoder::Fail(std::string message) {
+  failed_ = true;
+  error_ = std::move(message);
+  return Error::InvalidArgument(error_);
+}
+
+Result<void> FrameDecoder::Feed(std::string_view bytes, const OnFrame& on_frame) {
+  if (failed_) return Error::InvalidArgument(error_);
+  auto emit = [&] {
+    Frame frame{type_, stream_, std::move(payload_)};
+    payload_ = std::string();
+    header_fill_ = 0;
+    payload_need_ = 0;
+    on_frame(std::move(frame));
+  };
+  while (!bytes.empty()) {
+    if (header_fill_ < kFrameHeaderSize) {
+      const std::size_t before = header_fill_;
+      const std::size_t n = std::min(kFrameHeaderSize - header_fill_, bytes.size());
+      std::memcpy(header_ + header_fill_, bytes.data(), n);
+      header_fill_ += n;
+      bytes.remove_prefix(n);
+      // Check each field as soon as it is complete, so the failure point does not depend on how
+      // the stream was split.
+      if (before < 4 && header_fill_ >= 4) {
+        const std::uint32_t length = LoadU32(header_);
+        if (length < kMinFrameLength || length > kMaxFrameLength) {
+          return Fail("frame length " + std::to_string(length) + " out of range [" +
+                      std::to_string(kMinFrameLength) + ", " + std::to_string(kMaxFrameLength) +
+                      "]");
+        }
+      }
+      if (before < 5 && header_fill_ >= 5) {
+        const auto raw = static_cast<std::uint8_t>(header_[4]);
+        if (!IsKnownType(raw)) return Fail("unknown frame type " + Hex2(raw));
+        type_ = static_cast<Type>(raw);
+      }
+      if (header_fill_ < kFrameHeaderSize) break;  // `bytes` is used up
+      stream_ = LoadU32(header_ + 5);
+      payload_need_ = LoadU32(header_) - kMinFrameLength;
+      if (bytes.size() >= payload_need_) {  // the whole payload is here: one copy
+        payload_.assign(bytes.data(), payload_need_);
+        bytes.remove_prefix(payload_need_);
+        emit();
+        continue;
+      }
+      payload_.clear();
+      payload_.reserve(payload_need_);  // <= kMaxPayload, checked above
+    }
+    const std::size_t n = std::min(payload_need_, bytes.size());
+    payload_.append(bytes.data(), n);
+    payload_need_ -= n;
+    bytes.remove_prefix(n);
+    if (payload_need_ == 0) emit();
+  }
+  return Ok();
+}
+
+Result<void> ExpectEmpty(Type type, std::string_view payload) {
+  if (!payload.empty()) {
+    return Error::InvalidArgument(std::string(TypeName(type)) +
+                                  ": expected an empty payload, got " +
+                                  std::to_string(payload.size()) + " bytes");
+  }
+  return Ok();
+}
+
+Result<void> CheckPayload(Type type, std::string_view p) {
+  switch (type) {
+    case Type::kHello:
+      return Check(Hello::Decode(p));
+    case Type::kWelcome:
+      return Check(Welcome::Decode(p));
+    case Type::kPing:
+      return Check(Ping::Decode(p));
+    case Type::kPong:
+      return Check(Pong::Decode(p));
+    case Type::kWindow:
+      return Check(Window::Decode(p));
+    case Type::kError:
+      return Check(ErrorPayload::Decode(p));
+    case Type::kExec:
+      return Check(ExecRequest::Decode(p));
+    case Type::kStarted:
+      return Check(Started::Decode(p));
+    case Type::kOutput:
+      return Check(Output::DecodeOutputView(p));
+    case Type::kExit:
+      return Check(Exit::Decode(p));
+    case Type::kSignal:
+      return Check(Signal::Decode(p));
+    case Type::kResize:
+      return Check(Resize::Decode(p));
+    case Type::kFileRead:
+    case Type::kStat:
+    case Type::kList:
+    case Type::kTarRead:
+    case Type::kTarWrite:
+      return Check(PathRequest::Decode(p));
+    case Type::kFileWrite:
+      return Check(FileWrite::Decode(p));
+    case Type::kMkdir:
+      return Check(Mkdir::Decode(p));
+    case Type::kRemove:
+      return Check(Remove::Decode(p));
+    case Type::kStatResult:
+      return Check(StatResult::Decode(p));
+    case Type::kListResult:
+      return Check(ListResult::Decode(p));
+    case Type::kPortOpen:
+      return Check(PortOpen::Decode(p));
+    case Type::kProcListResult:
+      return Check(ProcListResult::Decode(p));
+    case Type::kProcAttach:
+      return Check(ProcAttach::Decode(p));
+    case Type::kStdin:
+    case Type::kData:
+      return Ok();  // raw bytes
+    case Type::kClose:
+    case Type::kStdinEof:
+    case Type::kEnd:
+    case Type::kOk:
+    case Type::kProcList:
+      return ExpectEmpty(type, p);
+  }
+  return Error::InvalidArgument("unknown frame type " + Hex2(static_cast<unsigned>(type)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Payloads
+
+std::string Hello::Encode() const {
+  std::string out;
+  Writer w(out);
+  w.AppendU16(version);
+  w.AppendU32(initial_window);
+  return out;
+}
+
+Result<Hello> Hello::Decode(std::string_view payload) {
+  Reader r(payload, "HELLO");
+  Hello h;
+  h.version = AGVISOR_TRY(r.ReadU16("version"));
+  h.initial_window = AGVISOR_TRY(r.ReadU32("initial_window"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return h;
+}
+
+std::string Welcome::Encode() const {
+  std::string out;
+  Writer w(out);
+  w.AppendU16(version);
+  w.AppendStr(agent_version);
+  w.AppendU64(boot_unix_ms);
+  return out;
+}
+
+Result<Welcome> Welcome::Decode(std::string_view payload) {
+  Reader r(payload, "WELCOME");
+  Welcome m;
+  m.version = AGVISOR_TRY(r.ReadU16("version"));
+  m.agent_version = AGVISOR_TRY(r.ReadStr("agent_version"));
+  m.boot_unix_ms = AGVISOR_TRY(r.ReadU64("boot_unix_ms"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string Window::Encode() const {
+  std::string out;
+  Writer(out).AppendU32(bytes);
+  return out;
+}
+
+Result<Window> Window::Decode(std::string_view payload) {
+  Reader r(payload, "WINDOW");
+  Window m;
+  m.bytes = AGVISOR_TRY(r.ReadU32("bytes"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string ErrorPayload::Encode() const {
+  std::string out;
+  Writer w(out);
+  w.AppendU16(static_cast<std::uint16_t>(code));
+  w.AppendStr(message);
+  return out;
+}
+
+Result<ErrorPayload> ErrorPayload::Decode(std::string_view payload) {
+  Reader r(payload, "ERROR");
+  ErrorPayload m;
+  const std::uint16_t raw = AGVISOR_TRY(r.ReadU16("code"));
+  if (!IsKnownWireError(raw)) return r.Invalid("code", "unknown code " + std::to_string(raw));
+  m.code = static_cast<WireError>(raw);
+  m.message = AGVISOR_TRY(r.ReadStr("message"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+ErrorPayload ErrorPayload::FromError(const Error& error) {
+  ErrorPayload m;
+  m.code = ToWireError(error.code());
+  m.message = error.message().substr(0, kMaxErrorMessage);
+  return m;
+}
+
+Error ErrorPayload::ToError() const { return Error(FromWireError(code), message); }
+
+std::string Ping::Encode() const {
+  std::string out;
+  Writer(out).AppendU64(token);
+  return out;
+}
+
+Result<Ping> Ping::Decode(std::string_view payload) {
+  Reader r(payload, "PING");
+  Ping m;
+  m.token = AGVISOR_TRY(r.ReadU64("token"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string Pong::Encode() const {
+  std::string out;
+  Writer(out).AppendU64(token);
+  return out;
+}
+
+Result<Pong> Pong::Decode(std::string_view payload) {
+  Reader r(payload, "PONG");
+  Pong m;
+  m.token = AGVISOR_TRY(r.ReadU64("token"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+namespace {
+
+void AppendStrList(Writer& w, const std::vector<std::string>& list) {
+  w.AppendU32(static_cast<std::uint32_t>(list.size()));
+  for (const std::string& s : list) w.AppendStr(s);
+}
+
+Result<std::vector<std::string>> ReadStrList(Reader& r, std::string_view field) {
+  const std::uint32_t count = AGVISOR_TRY(r.ReadCount(field, 4));
+  std::vector<std::string> list;
+  list.reserve(count);
+  for (std::uint32_t i = 0; i < count; ++i) list.push_back(AGVISOR_TRY(r.ReadStr(field)));
+  return list;
+}
+
+}  // namespace
+
+std::string ExecRequest::Encode() const {
+  std::string out;
+  Writer w(out);
+  AppendStrList(w, argv);
+  AppendStrList(w, env);
+  w.AppendStr(cwd);
+  w.AppendStr(user);
+  w.AppendU64(timeout_ms);
+  w.AppendU8(flags);
+  w.AppendU16(rows);
+  w.AppendU16(cols);
+  return out;
+}
+
+Result<ExecRequest> ExecRequest::Decode(std::string_view payload) {
+  Reader r(payload, "EXEC");
+  ExecRequest m;
+  m.argv = AGVISOR_TRY(ReadStrList(r, "argv"));
+  m.env = AGVISOR_TRY(ReadStrList(r, "env"));
+  m.cwd = AGVISOR_TRY(r.ReadStr("cwd"));
+  m.user = AGVISOR_TRY(r.ReadStr("user"));
+  m.timeout_ms = AGVISOR_TRY(r.ReadU64("timeout_ms"));
+  m.flags = AGVISOR_TRY(r.ReadU8("flags"));
+  if ((m.flags & ~kExecKnownFlags) != 0) {
+    return r.Invalid("flags", "unknown bits " + Hex2(m.flags & ~kExecKnownFlags));
+  }
+  m.rows = AGVISOR_TRY(r.ReadU16("rows"));
+  m.cols = AGVISOR_TRY(r.ReadU16("cols"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string Started::Encode() const {
+  std::string out;
+  Writer(out).AppendU32(pid);
+  return out;
+}
+
+Result<Started> Started::Decode(std::string_view payload) {
+  Reader r(payload, "STARTED");
+  Started m;
+  m.pid = AGVISOR_TRY(r.ReadU32("pid"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string Output::Encode() const {
+  std::string out;
+  out.reserve(1 + bytes.size());
+  Writer w(out);
+  w.AppendU8(fd);
+  w.AppendBytes(bytes);
+  return out;
+}
+
+Result<std::pair<std::uint8_t, std::string_view>> Output::DecodeOutputView(
+    std::string_view payload) {
+  Reader r(payload, "OUTPUT");
+  const std::uint8_t fd = AGVISOR_TRY(r.ReadU8("fd"));
+  if (fd != 1 && fd != 2) return r.Invalid("fd", "must be 1 or 2, got " + std::to_string(fd));
+  return std::pair<std::uint8_t, std::string_view>(fd, r.ReadRest());
+}
+
+Result<Output> Output::Decode(std::string_view payload) {
+  auto [fd, bytes] = AGVISOR_TRY(DecodeOutputView(payload));
+  Output m;
+  m.fd = fd;
+  m.bytes.assign(bytes);
+  return m;
+}
+
+std::string Exit::Encode() const {
+  std::string out;
+  Writer w(out);
+  w.AppendI32(exit_code);
+  w.AppendU8(signal);
+  w.AppendBool(timed_out);
+  return out;
+}
+
+Result<Exit> Exit::Decode(std::string_view payload) {
+  Reader r(payload, "EXIT");
+  Exit m;
+  m.exit_code = AGVISOR_TRY(r.ReadI32("exit_code"));
+  m.signal = AGVISOR_TRY(r.ReadU8("signal"));
+  m.timed_out = AGVISOR_TRY(r.ReadBool("timed_out"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string Signal::Encode() const {
+  std::string out;
+  Writer(out).AppendU8(signal);
+  return out;
+}
+
+Result<Signal> Signal::Decode(std::string_view payload) {
+  Reader r(payload, "SIGNAL");
+  Signal m;
+  m.signal = AGVISOR_TRY(r.ReadU8("signal"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string Resize::Encode() const {
+  std::string out;
+  Writer w(out);
+  w.AppendU16(rows);
+  w.AppendU16(cols);
+  return out;
+}
+
+Result<Resize> Resize::Decode(std::string_view payload) {
+  Reader r(payload, "RESIZE");
+  Resize m;
+  m.rows = AGVISOR_TRY(r.ReadU16("rows"));
+  m.cols = AGVISOR_TRY(r.ReadU16("cols"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string PathRequest::Encode() const {
+  std::string out;
+  Writer(out).AppendStr(path);
+  return out;
+}
+
+Result<PathRequest> PathRequest::Decode(std::string_view payload) {
+  Reader r(payload, "PATH_REQUEST");
+  PathRequest m;
+  m.path = AGVISOR_TRY(r.ReadStr("path"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string FileWrite::Encode() const {
+  std::string out;
+  Writer w(out);
+  w.AppendStr(path);
+  w.AppendU32(mode);
+  w.AppendU8(flags);
+  return out;
+}
+
+Result<FileWrite> FileWrite::Decode(std::string_view payload) {
+  Reader r(payload, "FILE_WRITE");
+  FileWrite m;
+  m.path = AGVISOR_TRY(r.ReadStr("path"));
+  m.mode = AGVISOR_TRY(r.ReadU32("mode"));
+  m.flags = AGVISOR_TRY(r.ReadU8("flags"));
+  if ((m.flags & ~kFileWriteKnownFlags) != 0) {
+    return r.Invalid("flags", "unknown bits " + Hex2(m.flags & ~kFileWriteKnownFlags));
+  }
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string Mkdir::Encode() const {
+  std::string out;
+  Writer w(out);
+  w.AppendStr(path);
+  w.AppendU32(mode);
+  w.AppendBool(parents);
+  return out;
+}
+
+Result<Mkdir> Mkdir::Decode(std::string_view payload) {
+  Reader r(payload, "MKDIR");
+  Mkdir m;
+  m.path = AGVISOR_TRY(r.ReadStr("path"));
+  m.mode = AGVISOR_TRY(r.ReadU32("mode"));
+  m.parents = AGVISOR_TRY(r.ReadBool("parents"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string Remove::Encode() const {
+  std::string out;
+  Writer w(out);
+  w.AppendStr(path);
+  w.AppendBool(recursive);
+  return out;
+}
+
+Result<Remove> Remove::Decode(std::string_view payload) {
+  Reader r(payload, "REMOVE");
+  Remove m;
+  m.path = AGVISOR_TRY(r.ReadStr("path"));
+  m.recursive = AGVISOR_TRY(r.ReadBool("recursive"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+void Entry::AppendTo(Writer& w) const {
+  w.AppendStr(name);
+  w.AppendU8(static_cast<std::uint8_t>(kind));
+  w.AppendU32(mode);
+  w.AppendU64(size);
+  w.AppendI64(mtime_unix_ms);
+  w.AppendStr(link_target);
+}
+
+Result<Entry> Entry::ReadFrom(Reader& r) {
+  Entry e;
+  e.name = AGVISOR_TRY(r.ReadStr("entry.name"));
+  const std::uint8_t kind = AGVISOR_TRY(r.ReadU8("entry.kind"));
+  if (kind > static_cast<std::uint8_t>(EntryKind::kOther)) {
+    return r.Invalid("entry.kind", "must be 0..3, got " + std::to_string(kind));
+  }
+  e.kind = static_cast<EntryKind>(kind);
+  e.mode = AGVISOR_TRY(r.ReadU32("entry.mode"));
+  e.size = AGVISOR_TRY(r.ReadU64("entry.size"));
+  e.mtime_unix_ms = AGVISOR_TRY(r.ReadI64("entry.mtime_unix_ms"));
+  e.link_target = AGVISOR_TRY(r.ReadStr("entry.link_target"));
+  return e;
+}
+
+std::string StatResult::Encode() const {
+  std::string out;
+  Writer w(out);
+  entry.AppendTo(w);
+  return out;
+}
+
+Result<StatResult> StatResult::Decode(std::string_view payload) {
+  Reader r(payload, "STAT_RESULT");
+  StatResult m;
+  m.entry = AGVISOR_TRY(Entry::ReadFrom(r));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string ListResult::Encode() const {
+  std::string out;
+  Writer w(out);
+  w.AppendU32(static_cast<std::uint32_t>(entries.size()));
+  for (const Entry& e : entries) e.AppendTo(w);
+  return out;
+}
+
+Result<ListResult> ListResult::Decode(std::string_view payload) {
+  Reader r(payload, "LIST_RESULT");
+  ListResult m;
+  const std::uint32_t count = AGVISOR_TRY(r.ReadCount("entries", Entry::kMinEncodedSize));
+  m.entries.reserve(count);
+  for (std::uint32_t i = 0; i < count; ++i) m.entries.push_back(AGVISOR_TRY(Entry::ReadFrom(r)));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string PortOpen::Encode() const {
+  std::string out;
+  Writer(out).AppendU16(port);
+  return out;
+}
+
+Result<PortOpen> PortOpen::Decode(std::string_view payload) {
+  Reader r(payload, "PORT_OPEN");
+  PortOpen m;
+  m.port = AGVISOR_TRY(r.ReadU16("port"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+void ProcInfo::AppendTo(Writer& w) const {
+  w.AppendU32(pid);
+  w.AppendStr(argv0);
+  w.AppendBool(running);
+  w.AppendI32(exit_code);
+}
+
+Result<ProcInfo> ProcInfo::ReadFrom(Reader& r) {
+  ProcInfo p;
+  p.pid = AGVISOR_TRY(r.ReadU32("proc.pid"));
+  p.argv0 = AGVISOR_TRY(r.ReadStr("proc.argv0"));
+  p.running = AGVISOR_TRY(r.ReadBool("proc.running"));
+  p.exit_code = AGVISOR_TRY(r.ReadI32("proc.exit_code"));
+  return p;
+}
+
+std::string ProcListResult::Encode() const {
+  std::string out;
+  Writer w(out);
+  w.AppendU32(static_cast<std::uint32_t>(procs.size()));
+  for (const ProcInfo& p : procs) p.AppendTo(w);
+  return out;
+}
+
+Result<ProcListResult> ProcListResult::Decode(std::string_view payload) {
+  Reader r(payload, "PROC_LIST_RESULT");
+  ProcListResult m;
+  const std::uint32_t count = AGVISOR_TRY(r.ReadCount("procs", ProcInfo::kMinEncodedSize));
+  m.procs.reserve(count);
+  for (std::uint32_t i = 0; i < count; ++i) m.procs.push_back(AGVISOR_TRY(ProcInfo::ReadFrom(r)));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string ProcAttach::Encode() const {
+  std::string out;
+  Writer(out).AppendU32(pid);
+  return out;
+}
+
+Result<ProcAttach> ProcAttach::Decode(std::string_view payload) {
+  Reader r(payload, "PROC_ATTACH");
+  ProcAttach m;
+  m.pid = AGVISOR_TRY(r.ReadU32("pid"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+}  // namespace agvisor::proto

@@ -143,6 +143,12 @@ constexpr bool FitsInFrame(std::size_t size) { return size <= kMaxPayload; }
 // (writing a frame the peer must reject would kill the session far from the cause).
 void AppendFrame(std::string& out, Type type, std::uint32_t stream, std::string_view payload);
 
+// Like AppendFrame, for payloads built from caller input (argv, paths): kInvalidArgument
+// "<TYPE>: payload of N bytes exceeds the frame limit of 1048576" instead of aborting; `out` is
+// then unchanged.
+Result<void> TryAppendFrame(std::string& out, Type type, std::uint32_t stream,
+                            std::string_view payload);
+
 // Writes just the 9-byte header of a frame whose payload (written separately, e.g. by writev
 // straight from a read buffer) is `payload_size` bytes. Same precondition as AppendFrame.
 void EncodeHeader(std::span<char, kFrameHeaderSize> out, Type type, std::uint32_t stream,
@@ -239,7 +245,9 @@ struct ErrorPayload {
 
   std::string Encode() const;
   static Result<ErrorPayload> Decode(std::string_view payload);
-  // From a host/agent Error: its code and message.
+  // Longest message FromError keeps (the rest is cut), so an ERROR frame always fits.
+  static constexpr std::size_t kMaxErrorMessage = 64 * 1024;
+  // From a host/agent Error: its code and message (cut to kMaxErrorMessage bytes).
   static ErrorPayload FromError(const Error& error);
   // The Error a host call returns for this payload: FromWireError(code), the message as is.
   Error ToError() const;

@@ -1,5 +1,6 @@
 #include "agvisor/sandbox/sandbox.h"
 
+#include <cctype>
 #include <cinttypes>
 #include <cmath>
 #include <condition_variable>
@@ -378,6 +379,13 @@ Result<ExecResult> Sandbox::Exec(const std::vector<std::string>& argv, const Exe
   }
   ec.cmd.push_back("--");
   ec.cmd.insert(ec.cmd.end(), argv.begin(), argv.end());
+  for (char c : o.user) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-' &&
+        c != ':') {
+      return Error::InvalidArgument("exec: user '" + o.user +
+                                    "' is invalid: use a name or uid, optionally :group or :gid");
+    }
+  }
   ec.user = o.user;
   ec.attach_stdin = o.input.has_value();
 
@@ -494,7 +502,8 @@ Result<bool> RemoveContainerIfAny(docker::Client& docker, std::string_view ref) 
 Result<bool> RemoveVolumeIfAny(docker::Client& docker, std::string_view name) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   for (;;) {
-    auto r = docker.RemoveVolume(name, /*force=*/true);
+    // Not forced: a forced removal of a volume still in use returns success and keeps it.
+    auto r = docker.RemoveVolume(name, /*force=*/false);
     if (r.ok()) return true;
     if (r.error().code() == ErrorCode::kNotFound) return false;
     if (r.error().code() != ErrorCode::kConflict || std::chrono::steady_clock::now() > deadline) {

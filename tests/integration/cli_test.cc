@@ -1,0 +1,148 @@
+// End-to-end tests of the `agvisor` binary against the real dockerd + runsc: output, exit codes,
+// --json, refusals, and `doctor` telling the truth about this host.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include "agvisor/base/subprocess.h"
+#include "agvisor/docker/client.h"
+#include "agvisor/sandbox/sandbox.h"
+#include "tests/integration/test_env.h"
+
+namespace agvisor {
+namespace {
+
+using ::testing::HasSubstr;
+
+CommandOutput Agvisor(std::vector<std::string> args, std::string_view input = {}) {
+  args.insert(args.begin(), AGVISOR_CLI_BINARY);
+  auto r = RunCommand(std::move(args), input);
+  EXPECT_TRUE(r.ok()) << r.error().ToString();
+  return r.ok() ? *r : CommandOutput{};
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  static void TearDownTestSuite() {
+    for (const char* n : {"cli", "cli-json"}) {
+      (void)Sandbox::Remove(ContainerNameFor(testing::RunId() + "-" + n), "", true);
+    }
+  }
+};
+
+TEST_F(CliTest, RunPrintsOutputAndExitsWithTheCommandsCode) {
+  auto r = Agvisor({"run", "--disk", "none", "--memory", "256m", "--",
+                    "echo out; echo err >&2; "
+                    "exit 5"});
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err, "err\n");
+  EXPECT_EQ(r.status.exit_code, 5);
+  auto argv = Agvisor({"run", "--disk", "none", "--", "printf", "%s|", "a b", "c"});
+  EXPECT_EQ(argv.out, "a b|c|");
+  EXPECT_EQ(argv.status.exit_code, 0);
+  auto in = Agvisor({"run", "--disk", "none", "-i", "--", "wc -c"}, std::string(100000, 'x'));
+  EXPECT_EQ(in.out, "100000\n");
+}
+
+TEST_F(CliTest, TimeoutExits124) {
+  auto r = Agvisor({"run", "--disk", "none", "-t", "1", "--", "sleep 30"});
+  EXPECT_EQ(r.status.exit_code, 124);
+  EXPECT_THAT(r.err, HasSubstr("timed out"));
+}
+
+TEST_F(CliTest, BadInputExits2WithAClearMessage) {
+  auto r = Agvisor({"run", "--memory", "0", "--", "true"});
+  EXPECT_EQ(r.status.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("limits.memory"));
+  r = Agvisor({"create", "--name", "bad,name"});
+  EXPECT_EQ(r.status.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("name 'bad,name' is invalid"));
+  r = Agvisor({"run", "--disk", "3g", "--", "true"});
+  EXPECT_EQ(r.status.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot be enforced"));
+  r = Agvisor({"exec", "no-such-sandbox-xyz", "--", "true"});
+  EXPECT_NE(r.status.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("agvisor-no-such-sandbox-xyz"));
+  r = Agvisor({"frobnicate"});
+  EXPECT_EQ(r.status.exit_code, 2);
+}
+
+TEST_F(CliTest, CreateExecLsStopRmNamedSandbox) {
+  const std::string name = testing::RunId() + "-cli";
+  auto c = Agvisor({"create", "--name", name, "--disk", "none", "--memory", "256m"});
+  ASSERT_EQ(c.status.exit_code, 0) << c.err;
+  EXPECT_EQ(c.out, "agvisor-" + name + "\n");
+  EXPECT_EQ(Agvisor({"exec", name, "--", "echo data > f; pwd"}).out, "/workspace\n");
+  auto ls = Agvisor({"--json", "ls"});
+  ASSERT_EQ(ls.status.exit_code, 0);
+  auto parsed = boost::json::parse(ls.out);
+  bool found = false;
+  for (const auto& v : parsed.as_array()) {
+    if (v.at("container").as_string() == "agvisor-" + name) {
+      found = true;
+      EXPECT_EQ(v.at("name").as_string(), name);
+      EXPECT_TRUE(v.at("running").as_bool());
+    }
+  }
+  EXPECT_TRUE(found) << ls.out;
+  EXPECT_EQ(Agvisor({"stop", name}).status.exit_code, 0);
+  EXPECT_NE(Agvisor({"exec", name, "--", "true"}).status.exit_code, 0);
+  auto again = Agvisor({"--json", "create", "--name", name, "--disk", "none"});
+  ASSERT_EQ(again.status.exit_code, 0);
+  EXPECT_THAT(again.out, HasSubstr("\"resumed\":false"));
+  EXPECT_EQ(Agvisor({"exec", name, "--", "cat f"}).out, "data\n");
+  EXPECT_EQ(Agvisor({"rm", name}).status.exit_code, 0);
+  auto gone = Agvisor({"rm", name});
+  EXPECT_EQ(gone.status.exit_code, 1);
+  EXPECT_THAT(gone.err, HasSubstr("no sandbox"));
+}
+
+// doctor must tell the truth about this host: what it says is checked against what the daemon
+// reports, independently.
+TEST_F(CliTest, DoctorTellsTheTruthAboutThisHost) {
+  auto r = Agvisor({"--json", "doctor"});
+  ASSERT_EQ(r.status.exit_code, 0) << r.out << r.err;
+  auto report = boost::json::parse(r.out).as_object();
+  EXPECT_TRUE(report.at("usable").as_bool());
+  std::map<std::string, boost::json::object> checks;
+  for (const auto& c : report.at("checks").as_array()) {
+    checks[std::string(c.at("check").as_string())] = c.as_object();
+  }
+  for (const char* name : {"docker", "runtime", "runsc network mode", "image", "sandbox",
+                           "network bridge", "network none", "disk cap", "cgroups"}) {
+    EXPECT_TRUE(checks.count(name)) << "missing check " << name;
+  }
+  auto docker = HostClient("");
+  ASSERT_TRUE(docker.ok());
+  auto info = (*docker)->Info();
+  ASSERT_TRUE(info.ok());
+  const auto& args = info->runtimes.at("runsc").args;
+  bool hostinet = std::find(args.begin(), args.end(), "--network=host") != args.end();
+  const auto& net = checks["runsc network mode"];
+  EXPECT_EQ(net.at("status").as_string(), hostinet ? "warn" : "ok");
+  if (hostinet) {
+    EXPECT_THAT(std::string(net.at("detail").as_string()), HasSubstr("hostinet"));
+  }
+  const auto& disk = checks["disk cap"];
+  if ((*docker)->api_version() < docker::kAnnotationsApiVersion) {
+    EXPECT_EQ(disk.at("status").as_string(), "warn");
+    EXPECT_THAT(std::string(disk.at("detail").as_string()),
+                HasSubstr("API is " + (*docker)->api_version().ToString()));
+  }
+  EXPECT_THAT(std::string(checks["cgroups"].at("detail").as_string()),
+              HasSubstr("cgroup v" + info->cgroup_version));
+  EXPECT_EQ(checks["network none"].at("detail").as_string(), "works; interfaces inside: lo ");
+  EXPECT_EQ(checks["sandbox"].at("status").as_string(), "ok");
+}
+
+TEST_F(CliTest, DoctorFailsWithAFixWhenDockerIsUnreachable) {
+  auto r = Agvisor({"--host", "unix:///tmp/agvisor-no-daemon-here.sock", "doctor"});
+  EXPECT_EQ(r.status.exit_code, 1);
+  EXPECT_THAT(r.out, HasSubstr("FAIL  docker"));
+  EXPECT_THAT(r.out, HasSubstr("fix: "));
+  EXPECT_THAT(r.out, HasSubstr("cannot run agvisor sandboxes"));
+}
+
+}  // namespace
+}  // namespace agvisor
