@@ -9,9 +9,10 @@ declare -A allowed=(
   [http]="base"
   [docker]="http base"
   [agent]="proto base"
-  [sandbox]="docker http proto base"
+  [channel]="proto base"
+  [sandbox]="channel docker http proto base"
   [images]="docker http base"
-  [cli]="sandbox images docker http proto base"
+  [cli]="sandbox images channel docker http proto base"
 )
 status=0
 for dir in */; do

@@ -1,0 +1,244 @@
+// Channel: the host side of the agent channel protocol (docs/protocol.md). One Channel is one
+// session with an in-sandbox agent over one byte stream (Transport); every operation (exec,
+// files, ports, ping) is a numbered stream of frames on it.
+//
+// Used by sandbox/ (over Docker's attach stream or an `agvisor-agent connect` relay) and tests
+// (over pipes to a real agent binary, or an in-memory fake). Knows nothing of Docker.
+//
+// Threading: every method may be called from many threads at once. One reader thread per
+// Channel decodes frames and hands them to the stream they belong to; the thread that started an
+// operation consumes its frames (so callbacks run on the caller's thread). Writes are serialised
+// by a mutex; DATA / STDIN payloads are written straight from the caller's buffer (header and
+// payload as one gathered write), never copied into a frame buffer.
+//
+// Flow control: each direction of each stream starts with `initial_window` bytes of credit.
+// Senders here block while a stream has no credit; the consumer grants WINDOW as it takes bytes,
+// so a fast producer in the sandbox is slowed to the caller's pace and memory stays bounded.
+//
+// Failure: when the transport breaks (EOF, error, a frame that does not parse, ERROR on stream 0,
+// or no answer to a keep-alive PING while an operation waits), the Channel is broken for good:
+// every operation in flight and every later one fails with kUnavailable ("agent channel lost:
+// ..."). The owner (Sandbox) then opens a new Channel. Errors the agent reports for one
+// operation (ERROR frames) are returned with their code (kNotFound, kPermissionDenied, ...).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "agvisor/base/error.h"
+#include "agvisor/channel/transport.h"
+#include "agvisor/proto/messages.h"
+
+namespace agvisor::channel {
+
+struct ChannelOptions {
+  // Credit per direction per stream, sent in HELLO.
+  std::uint32_t initial_window = proto::kDefaultWindow;
+  // How long Open waits for WELCOME.
+  std::chrono::milliseconds handshake_timeout{15000};
+  // While an operation waits and nothing arrived for this long, a PING is sent...
+  std::chrono::milliseconds keepalive_interval{2000};
+  // ...and the channel is declared lost when nothing at all arrives for this long.
+  std::chrono::milliseconds keepalive_timeout{15000};
+};
+
+// What WELCOME said.
+struct AgentHello {
+  std::uint16_t version = 0;
+  std::string agent_version;
+  std::uint64_t boot_unix_ms = 0;
+};
+
+// Output callbacks of an exec; each may be empty. Called on the thread that waits.
+struct ExecCallbacks {
+  std::function<void(std::string_view)> on_stdout;
+  std::function<void(std::string_view)> on_stderr;
+};
+
+// Fills `buf` with the next bytes; 0 = end. An error aborts the operation and is returned.
+using ByteSource = std::function<Result<std::size_t>(std::span<char> buf)>;
+// Receives bytes as they arrive; an error aborts the operation and is returned.
+using ByteSink = std::function<Result<void>(std::string_view bytes)>;
+
+class Channel;
+struct StreamState;
+
+// A started command (Channel::Start). Write/CloseStdin/Resize/Signal may be called from any
+// thread while another thread is in Wait. Destroying a Process whose command still runs sends
+// SIGKILL to its process group and forgets the stream.
+class Process {
+ public:
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  // Sends stdin bytes (the EXEC must have had kExecStdin or kExecPty), blocking while the stream
+  // has no credit. Errors: kUnavailable (channel lost), kConflict (the command has exited).
+  Result<void> Write(std::string_view data);
+  // STDIN_EOF: the command reads end of file.
+  Result<void> CloseStdin();
+  Result<void> Resize(std::uint16_t rows, std::uint16_t cols);
+  // Sends `signal` to the command's process group.
+  Result<void> Signal(int signal);
+  // Delivers output to `callbacks` until the command exits; returns how it ended. Called once.
+  // Errors: kUnavailable (channel lost), the agent's error for the EXEC (kNotFound: no such
+  // program, kInvalidArgument, kPermissionDenied, ...).
+  Result<proto::Exit> Wait(const ExecCallbacks& callbacks);
+  // The pid STARTED reported (0 until Wait has seen it).
+  std::uint32_t pid() const { return pid_; }
+
+ private:
+  friend class Channel;
+  Process(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream);
+  std::shared_ptr<Channel> channel_;
+  std::shared_ptr<StreamState> stream_;
+  std::uint32_t pid_ = 0;
+  bool exited_ = false;
+};
+
+// A TCP connection to a port inside the sandbox (Channel::OpenPort). Read and Write may run on
+// different threads at once. Destroying it closes it.
+class PortStream {
+ public:
+  ~PortStream();
+  PortStream(const PortStream&) = delete;
+  PortStream& operator=(const PortStream&) = delete;
+
+  // Up to buf.size() bytes; 0 = the sandbox side closed. Errors: kUnavailable (channel lost).
+  Result<std::size_t> Read(std::span<char> buf);
+  // All of `data`, blocking while there is no credit. Errors: kUnavailable, kConflict (closed).
+  Result<void> Write(std::string_view data);
+  // CLOSE: the sandbox side reads end of file; reading goes on.
+  Result<void> CloseWrite();
+  // Closes both directions. Idempotent.
+  void Close();
+
+ private:
+  friend class Channel;
+  PortStream(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream);
+  std::shared_ptr<Channel> channel_;
+  std::shared_ptr<StreamState> stream_;
+  std::string current_;  // the DATA payload being read
+  std::size_t current_pos_ = 0;
+  bool eof_ = false;
+  bool write_closed_ = false;
+  bool closed_ = false;
+};
+
+class Channel : public std::enable_shared_from_this<Channel> {
+ public:
+  // Sends HELLO, waits for WELCOME and starts the reader thread. Errors: kUnsupported (the
+  // agent speaks another protocol version: host and agent binaries do not match), kUnavailable
+  // (the transport ended first; the message says what the peer sent, if anything), kTimeout (no
+  // WELCOME within handshake_timeout).
+  static Result<std::shared_ptr<Channel>> Open(std::unique_ptr<Transport> transport,
+                                               ChannelOptions options = {});
+  // Closes the transport and joins the reader; operations in flight fail with kUnavailable.
+  ~Channel();
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  const AgentHello& agent() const { return agent_; }
+  // True once the transport is lost; every operation then fails with kUnavailable.
+  bool broken() const;
+  // Why it broke (kUnavailable), or nullopt.
+  std::optional<Error> broken_reason() const;
+  // Breaks the channel (closes the transport) with `reason`.
+  void Shutdown(std::string_view reason = "closed by the host");
+
+  // ---- Exec ----
+  // Sends EXEC and returns at once; the Process delivers output and the exit. Errors:
+  // kUnavailable, kInvalidArgument (a request too big for one frame).
+  Result<std::unique_ptr<Process>> Start(const proto::ExecRequest& request);
+  // Runs a command to the end: output goes to `callbacks`, stdin (kExecStdin is set when
+  // `stdin` is given) is streamed from `stdin` with credit and then STDIN_EOF. Errors: as
+  // Process::Wait.
+  Result<proto::Exit> Exec(proto::ExecRequest request, const ExecCallbacks& callbacks,
+                           const ByteSource* stdin = nullptr);
+
+  // ---- Files (paths absolute inside the sandbox) ----
+  // Errors of each: the agent's (kNotFound, kPermissionDenied, kInvalidArgument, kConflict,
+  // kResourceExhausted), kUnavailable.
+  Result<std::string> ReadFile(std::string_view path);
+  Result<void> ReadFileTo(std::string_view path, const ByteSink& sink);
+  Result<void> WriteFile(std::string_view path, std::string_view data, std::uint32_t mode = 0644,
+                         bool make_parents = false);
+  Result<void> WriteFileFrom(std::string_view path, const ByteSource& source,
+                             std::uint32_t mode = 0644, bool make_parents = false);
+  Result<proto::Entry> Stat(std::string_view path);
+  Result<std::vector<proto::Entry>> List(std::string_view path);
+  Result<void> Mkdir(std::string_view path, std::uint32_t mode = 0755, bool parents = false);
+  Result<void> Remove(std::string_view path, bool recursive = false);
+  // A ustar stream of `path` (entries named relative to its parent) into `sink`.
+  Result<void> TarRead(std::string_view path, const ByteSink& sink);
+  // Extracts the ustar stream from `source` under the directory `dir`.
+  Result<void> TarWrite(std::string_view dir, const ByteSource& source);
+
+  // ---- Ports ----
+  // A connection to 127.0.0.1:port inside the sandbox. Errors: kUnavailable (nothing listens,
+  // or the channel is lost).
+  Result<std::unique_ptr<PortStream>> OpenPort(std::uint16_t port);
+
+  // ---- Session ----
+  // PING/PONG round trip. Errors: kUnavailable, kTimeout.
+  Result<std::chrono::microseconds> Ping(
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
+
+ private:
+  friend class Process;
+  friend class PortStream;
+  Channel(std::unique_ptr<Transport> transport, ChannelOptions options);
+
+  void ReaderLoop();
+  void Dispatch(proto::Frame&& frame);
+  void Break(Error reason);
+  // A new stream with the next odd id, registered before its first frame is sent.
+  Result<std::shared_ptr<StreamState>> NewStream();
+  void Forget(StreamState& s);
+  // The next frame of stream `s` (kUnavailable when the channel broke first).
+  Result<proto::Frame> Next(StreamState& s);
+  // Frames on the wire.
+  Result<void> Send(proto::Type type, std::uint32_t stream, std::string_view payload);
+  // DATA / STDIN bytes with credit: blocks while the stream has none.
+  Result<void> SendBytes(StreamState& s, proto::Type type, std::string_view bytes);
+  // Grants the peer credit for `n` consumed bytes (batched).
+  void Consumed(StreamState& s, std::size_t n);
+  // Sends a request and returns the single frame that answers it (an ERROR is an error).
+  Result<proto::Frame> Call(proto::Type type, std::string_view payload);
+  Result<void> SendAll(StreamState& s, const ByteSource& source);
+  Result<void> ReceiveAll(StreamState& s, const ByteSink& sink, std::string_view what);
+  Error Unexpected(const proto::Frame& f, std::string_view what);
+  void KeepAlive();
+
+  std::unique_ptr<Transport> transport_;
+  const ChannelOptions options_;
+  AgentHello agent_;
+
+  mutable std::mutex mu_;  // guards everything below and every StreamState
+  std::condition_variable hello_cv_;
+  std::optional<Result<AgentHello>> hello_;
+  std::map<std::uint32_t, std::shared_ptr<StreamState>> streams_;
+  std::uint32_t next_stream_ = 1;
+  std::optional<Error> broken_;
+  std::chrono::steady_clock::time_point last_rx_;
+  std::chrono::steady_clock::time_point last_ping_sent_{};
+  std::uint64_t next_ping_ = 1;
+  std::map<std::uint64_t, std::chrono::steady_clock::time_point> pings_;  // token -> sent
+  std::condition_variable pong_cv_;
+
+  std::mutex write_mu_;  // one frame at a time on the transport
+  std::thread reader_;
+};
+
+}  // namespace agvisor::channel

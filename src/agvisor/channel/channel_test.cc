@@ -1,0 +1,435 @@
+// Channel against a scripted fake agent over an in-memory transport: handshake, dispatch,
+// stream ids, flow control both ways, errors, transport loss. Byte-exact: the fake decodes every
+// frame the host writes with proto::FrameDecoder.
+#include "agvisor/channel/channel.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "agvisor/channel/memory_transport.h"
+
+namespace agvisor::channel {
+namespace {
+
+using proto::Frame;
+using proto::Type;
+using ::testing::HasSubstr;
+
+// The agent end: decodes the host's frames and hands each to `on_frame`, which answers with
+// Send. Answers HELLO with WELCOME itself unless told otherwise.
+class FakeAgent {
+ public:
+  using Handler = std::function<void(FakeAgent&, const Frame&)>;
+
+  FakeAgent(std::unique_ptr<MemoryTransport> end, Handler on_frame)
+      : end_(std::move(end)), on_frame_(std::move(on_frame)) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~FakeAgent() {
+    end_->Close();
+    thread_.join();
+  }
+  void Send(Type type, std::uint32_t stream, std::string_view payload = {}) {
+    std::string out;
+    proto::AppendFrame(out, type, stream, payload);
+    std::lock_guard lock(write_mu_);
+    (void)end_->Write(out);
+  }
+  void CloseTransport() { end_->Close(); }
+  std::uint32_t window() const { return hello_.initial_window; }
+
+  bool answer_hello = true;
+
+ private:
+  void Loop() {
+    proto::FrameDecoder decoder;
+    char buf[4096];
+    for (;;) {
+      auto n = end_->Read(buf);
+      if (!n.ok() || *n == 0) return;
+      auto r = decoder.Feed(std::string_view(buf, *n), [this](Frame&& f) {
+        if (f.type == Type::kHello) {
+          hello_ = *proto::Hello::Decode(f.payload);
+          if (answer_hello) {
+            Send(Type::kWelcome, 0, proto::Welcome{1, "fake 1.0", 42}.Encode());
+            return;
+          }
+        }
+        on_frame_(*this, f);
+      });
+      EXPECT_TRUE(r.ok()) << "the host wrote a malformed frame: " << r.error().ToString();
+    }
+  }
+
+  std::unique_ptr<MemoryTransport> end_;
+  Handler on_frame_;
+  proto::Hello hello_;
+  std::mutex write_mu_;
+  std::thread thread_;
+};
+
+std::string Out(std::uint8_t fd, std::string_view bytes) {
+  return proto::Output{fd, std::string(bytes)}.Encode();
+}
+
+// Answers EXEC with STARTED, its argv joined on stdout, "e" on stderr, EXIT argv.size().
+void EchoExec(FakeAgent& a, const Frame& f) {
+  if (f.type != Type::kExec) return;
+  auto req = proto::ExecRequest::Decode(f.payload);
+  ASSERT_TRUE(req.ok());
+  a.Send(Type::kStarted, f.stream, proto::Started{100 + f.stream}.Encode());
+  std::string joined;
+  for (const auto& s : req->argv) joined += s + " ";
+  a.Send(Type::kOutput, f.stream, Out(1, joined));
+  a.Send(Type::kOutput, f.stream, Out(2, "e"));
+  a.Send(Type::kExit, f.stream,
+         proto::Exit{static_cast<std::int32_t>(req->argv.size()), 0, false}.Encode());
+}
+
+struct Collected {
+  std::string out, err;
+  ExecCallbacks callbacks() {
+    return {[this](std::string_view b) { out.append(b); },
+            [this](std::string_view b) { err.append(b); }};
+  }
+};
+
+TEST(ChannelTest, HandshakeAndExecAtEverySplitPoint) {
+  auto [host, agent_end] = MemoryTransport::Pair(/*max_read=*/1);
+  FakeAgent agent(std::move(agent_end), EchoExec);
+  auto ch = Channel::Open(std::move(host));
+  ASSERT_TRUE(ch.ok()) << ch.error().ToString();
+  EXPECT_EQ((*ch)->agent().agent_version, "fake 1.0");
+  EXPECT_EQ((*ch)->agent().boot_unix_ms, 42u);
+  EXPECT_EQ(agent.window(), proto::kDefaultWindow);
+  Collected c;
+  auto exit = (*ch)->Exec({.argv = {"a", "b", "c"}}, c.callbacks());
+  ASSERT_TRUE(exit.ok()) << exit.error().ToString();
+  EXPECT_EQ(exit->exit_code, 3);
+  EXPECT_EQ(c.out, "a b c ");
+  EXPECT_EQ(c.err, "e");
+}
+
+TEST(ChannelTest, VersionMismatchIsUnsupported) {
+  {
+    auto [host, agent_end] = MemoryTransport::Pair();
+    FakeAgent agent(std::move(agent_end), [](FakeAgent& a, const Frame& f) {
+      if (f.type == Type::kHello) a.Send(Type::kWelcome, 0, proto::Welcome{2, "new", 1}.Encode());
+    });
+    agent.answer_hello = false;
+    auto ch = Channel::Open(std::move(host));
+    ASSERT_FALSE(ch.ok());
+    EXPECT_EQ(ch.error().code(), ErrorCode::kUnsupported);
+    EXPECT_THAT(ch.error().message(), HasSubstr("version 2"));
+  }
+  {
+    auto [host, agent_end] = MemoryTransport::Pair();
+    FakeAgent agent(std::move(agent_end), [](FakeAgent& a, const Frame& f) {
+      if (f.type == Type::kHello) {
+        a.Send(Type::kError, 0,
+               proto::ErrorPayload{proto::WireError::kVersion, "I speak 7"}.Encode());
+      }
+    });
+    agent.answer_hello = false;
+    auto ch = Channel::Open(std::move(host));
+    ASSERT_FALSE(ch.ok());
+    EXPECT_EQ(ch.error().code(), ErrorCode::kUnsupported);
+    EXPECT_THAT(ch.error().message(), HasSubstr("I speak 7"));
+  }
+}
+
+TEST(ChannelTest, HandshakeTimesOutAndEofIsUnavailable) {
+  {
+    auto [host, agent_end] = MemoryTransport::Pair();
+    FakeAgent agent(std::move(agent_end), [](FakeAgent&, const Frame&) {});
+    agent.answer_hello = false;
+    auto ch = Channel::Open(std::move(host), {.handshake_timeout = std::chrono::milliseconds(50)});
+    ASSERT_FALSE(ch.ok());
+    EXPECT_EQ(ch.error().code(), ErrorCode::kTimeout);
+  }
+  {
+    auto [host, agent_end] = MemoryTransport::Pair();
+    FakeAgent agent(std::move(agent_end), [](FakeAgent& a, const Frame&) { a.CloseTransport(); });
+    agent.answer_hello = false;
+    auto ch = Channel::Open(std::move(host));
+    ASSERT_FALSE(ch.ok());
+    EXPECT_EQ(ch.error().code(), ErrorCode::kUnavailable);
+  }
+}
+
+TEST(ChannelTest, ManyThreadsGetDistinctOddStreams) {
+  std::mutex mu;
+  std::set<std::uint32_t> seen;
+  auto [host, agent_end] = MemoryTransport::Pair();
+  FakeAgent agent(std::move(agent_end), [&](FakeAgent& a, const Frame& f) {
+    if (f.type == Type::kExec) {
+      std::lock_guard lock(mu);
+      EXPECT_EQ(f.stream % 2, 1u);
+      EXPECT_TRUE(seen.insert(f.stream).second) << "stream id reused: " << f.stream;
+    }
+    EchoExec(a, f);
+  });
+  auto ch = Channel::Open(std::move(host));
+  ASSERT_TRUE(ch.ok());
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        Collected c;
+        std::string arg = std::to_string(t) + "-" + std::to_string(i);
+        auto e = (*ch)->Exec({.argv = {arg}}, c.callbacks());
+        if (e.ok() && e->exit_code == 1 && c.out == arg + " ") ++ok;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok, 200);
+  EXPECT_EQ(seen.size(), 200u);
+}
+
+TEST(ChannelTest, StdinNeverExceedsCreditAndEndsWithEof) {
+  constexpr std::uint32_t kWindow = 1000;
+  std::atomic<std::int64_t> credit{kWindow};
+  std::atomic<bool> over{false};
+  std::string received;
+  auto [host, agent_end] = MemoryTransport::Pair(7);
+  FakeAgent agent(std::move(agent_end), [&](FakeAgent& a, const Frame& f) {
+    switch (f.type) {
+      case Type::kExec:
+        EXPECT_EQ(proto::ExecRequest::Decode(f.payload)->flags & proto::kExecStdin,
+                  proto::kExecStdin);
+        break;
+      case Type::kStdin:
+        credit -= static_cast<std::int64_t>(f.payload.size());
+        if (credit < 0) over = true;
+        received += f.payload;
+        // Grant back in small steps, as a slow consumer would.
+        credit += static_cast<std::int64_t>(f.payload.size());
+        a.Send(Type::kWindow, f.stream,
+               proto::Window{static_cast<std::uint32_t>(f.payload.size())}.Encode());
+        break;
+      case Type::kStdinEof:
+        a.Send(Type::kOutput, f.stream, Out(1, std::to_string(received.size())));
+        a.Send(Type::kExit, f.stream, proto::Exit{0, 0, false}.Encode());
+        break;
+      default:
+        break;
+    }
+  });
+  auto ch = Channel::Open(std::move(host), {.initial_window = kWindow});
+  ASSERT_TRUE(ch.ok());
+  std::string input(100000, 'x');
+  for (std::size_t i = 0; i < input.size(); ++i) input[i] = static_cast<char>('a' + i % 26);
+  std::size_t pos = 0;
+  ByteSource src = [&](std::span<char> buf) -> Result<std::size_t> {
+    std::size_t n = std::min<std::size_t>(buf.size(), input.size() - pos);
+    std::copy_n(input.data() + pos, n, buf.data());
+    pos += n;
+    return n;
+  };
+  Collected c;
+  auto exit = (*ch)->Exec({.argv = {"cat"}}, c.callbacks(), &src);
+  ASSERT_TRUE(exit.ok()) << exit.error().ToString();
+  EXPECT_FALSE(over) << "the host sent more STDIN than its credit";
+  EXPECT_EQ(c.out, "100000");
+  EXPECT_EQ(received, input);
+}
+
+TEST(ChannelTest, OutputIsGrantedBackAsTheConsumerTakesIt) {
+  constexpr std::uint32_t kWindow = 64 * 1024;
+  constexpr std::size_t kTotal = 2 * 1024 * 1024;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::int64_t credit = kWindow;
+  std::uint32_t stream = 0;
+  auto [host, agent_end] = MemoryTransport::Pair();
+  FakeAgent agent(std::move(agent_end), [&](FakeAgent&, const Frame& f) {
+    std::lock_guard lock(mu);
+    if (f.type == Type::kExec) stream = f.stream;
+    if (f.type == Type::kWindow) credit += proto::Window::Decode(f.payload)->bytes;
+    cv.notify_all();
+  });
+  auto ch = Channel::Open(std::move(host), {.initial_window = kWindow});
+  ASSERT_TRUE(ch.ok());
+  // The producer: sends OUTPUT only within credit, as the agent does.
+  std::thread producer([&] {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return stream != 0; });
+    std::size_t sent = 0;
+    while (sent < kTotal) {
+      cv.wait(lock, [&] { return credit >= 4097; });
+      std::string chunk(4096, static_cast<char>('0' + (sent / 4096) % 10));
+      credit -= static_cast<std::int64_t>(chunk.size() + 1);
+      sent += chunk.size();
+      agent.Send(Type::kOutput, stream, Out(1, chunk));
+    }
+    agent.Send(Type::kExit, stream, proto::Exit{0, 0, false}.Encode());
+  });
+  std::size_t got = 0;
+  auto exit =
+      (*ch)->Exec({.argv = {"yes"}}, {[&](std::string_view b) { got += b.size(); }, nullptr});
+  producer.join();
+  ASSERT_TRUE(exit.ok()) << exit.error().ToString();
+  EXPECT_EQ(got, kTotal);
+}
+
+TEST(ChannelTest, TransportLossFailsInFlightAndLaterOperations) {
+  auto [host, agent_end] = MemoryTransport::Pair();
+  FakeAgent agent(std::move(agent_end), [&](FakeAgent& a, const Frame& f) {
+    if (f.type == Type::kExec) {
+      a.Send(Type::kStarted, f.stream, proto::Started{9}.Encode());
+      a.CloseTransport();  // the sandbox died under the command
+    }
+  });
+  auto ch = Channel::Open(std::move(host));
+  ASSERT_TRUE(ch.ok());
+  Collected c;
+  auto exit = (*ch)->Exec({.argv = {"sleep"}}, c.callbacks());
+  ASSERT_FALSE(exit.ok());
+  EXPECT_EQ(exit.error().code(), ErrorCode::kUnavailable);
+  EXPECT_TRUE((*ch)->broken());
+  EXPECT_EQ((*ch)->Stat("/x").error().code(), ErrorCode::kUnavailable);
+  EXPECT_EQ((*ch)->Ping().error().code(), ErrorCode::kUnavailable);
+}
+
+TEST(ChannelTest, KeepAliveDeclaresASilentAgentLost) {
+  auto [host, agent_end] = MemoryTransport::Pair();
+  FakeAgent agent(std::move(agent_end), [](FakeAgent&, const Frame&) {});  // never answers
+  ChannelOptions o;
+  o.keepalive_interval = std::chrono::milliseconds(20);
+  o.keepalive_timeout = std::chrono::milliseconds(200);
+  auto ch = Channel::Open(std::move(host), o);
+  ASSERT_TRUE(ch.ok());
+  Collected c;
+  auto exit = (*ch)->Exec({.argv = {"hang"}}, c.callbacks());
+  ASSERT_FALSE(exit.ok());
+  EXPECT_EQ(exit.error().code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(exit.error().message(), HasSubstr("no answer"));
+}
+
+TEST(ChannelTest, AgentErrorsKeepTheirCodeAndTheChannelLives) {
+  auto [host, agent_end] = MemoryTransport::Pair();
+  FakeAgent agent(std::move(agent_end), [](FakeAgent& a, const Frame& f) {
+    if (f.type == Type::kStat) {
+      a.Send(Type::kError, f.stream,
+             proto::ErrorPayload{proto::WireError::kNotFound, "no such file"}.Encode());
+    } else if (f.type == Type::kExec) {
+      a.Send(Type::kError, f.stream,
+             proto::ErrorPayload{proto::WireError::kPermissionDenied, "denied"}.Encode());
+    } else if (f.type == Type::kPing) {
+      a.Send(Type::kPong, 0, f.payload);
+    }
+  });
+  auto ch = Channel::Open(std::move(host));
+  ASSERT_TRUE(ch.ok());
+  auto st = (*ch)->Stat("/nope");
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kNotFound);
+  EXPECT_THAT(st.error().message(), HasSubstr("/nope"));
+  Collected c;
+  auto ex = (*ch)->Exec({.argv = {"x"}}, c.callbacks());
+  EXPECT_EQ(ex.error().code(), ErrorCode::kPermissionDenied);
+  EXPECT_TRUE((*ch)->Ping().ok());
+  EXPECT_FALSE((*ch)->broken());
+}
+
+TEST(ChannelTest, FilesRoundTrip) {
+  std::map<std::string, std::string> files;
+  std::map<std::uint32_t, std::string> writing;  // stream -> path
+  auto [host, agent_end] = MemoryTransport::Pair(3);
+  FakeAgent agent(std::move(agent_end), [&](FakeAgent& a, const Frame& f) {
+    switch (f.type) {
+      case Type::kFileWrite:
+        writing[f.stream] = proto::FileWrite::Decode(f.payload)->path;
+        files[writing[f.stream]].clear();
+        break;
+      case Type::kData:
+        files[writing[f.stream]] += f.payload;
+        a.Send(Type::kWindow, f.stream,
+               proto::Window{static_cast<std::uint32_t>(f.payload.size())}.Encode());
+        break;
+      case Type::kEnd:
+        a.Send(Type::kOk, f.stream);
+        break;
+      case Type::kFileRead: {
+        const std::string& body = files[proto::PathRequest::Decode(f.payload)->path];
+        for (std::size_t i = 0; i < body.size(); i += 1000) {
+          a.Send(Type::kData, f.stream, std::string_view(body).substr(i, 1000));
+        }
+        a.Send(Type::kEnd, f.stream);
+        break;
+      }
+      case Type::kList: {
+        proto::ListResult r;
+        for (const auto& [p, b] : files) r.entries.push_back({.name = p, .size = b.size()});
+        a.Send(Type::kListResult, f.stream, r.Encode());
+        break;
+      }
+      case Type::kMkdir:
+      case Type::kRemove:
+        a.Send(Type::kOk, f.stream);
+        break;
+      default:
+        break;
+    }
+  });
+  auto ch = Channel::Open(std::move(host), {.initial_window = 4096});
+  ASSERT_TRUE(ch.ok());
+  std::string body(50000, '\0');
+  for (std::size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>(i * 7);
+  ASSERT_TRUE((*ch)->WriteFile("/w/f", body).ok());
+  auto back = (*ch)->ReadFile("/w/f");
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  EXPECT_EQ(*back, body);
+  auto list = (*ch)->List("/w");
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].size, body.size());
+  EXPECT_TRUE((*ch)->Mkdir("/w/d", 0755, true).ok());
+  EXPECT_TRUE((*ch)->Remove("/w/d", true).ok());
+}
+
+TEST(ChannelTest, PortStreamEchoesAndCloses) {
+  auto [host, agent_end] = MemoryTransport::Pair();
+  FakeAgent agent(std::move(agent_end), [](FakeAgent& a, const Frame& f) {
+    if (f.type == Type::kPortOpen) {
+      if (proto::PortOpen::Decode(f.payload)->port == 1) {
+        a.Send(Type::kError, f.stream,
+               proto::ErrorPayload{proto::WireError::kUnavailable, "refused"}.Encode());
+      } else {
+        a.Send(Type::kOk, f.stream);
+      }
+    } else if (f.type == Type::kData) {
+      a.Send(Type::kData, f.stream, "echo:" + f.payload);
+    } else if (f.type == Type::kClose) {
+      a.Send(Type::kClose, f.stream);
+    }
+  });
+  auto ch = Channel::Open(std::move(host));
+  ASSERT_TRUE(ch.ok());
+  EXPECT_EQ((*ch)->OpenPort(1).error().code(), ErrorCode::kUnavailable);
+  auto port = (*ch)->OpenPort(8080);
+  ASSERT_TRUE(port.ok());
+  ASSERT_TRUE((*port)->Write("hi").ok());
+  char buf[3];
+  std::string got;
+  while (got.size() < 7) {
+    auto n = (*port)->Read(buf);
+    ASSERT_TRUE(n.ok());
+    ASSERT_GT(*n, 0u);
+    got.append(buf, *n);
+  }
+  EXPECT_EQ(got, "echo:hi");
+  ASSERT_TRUE((*port)->CloseWrite().ok());
+  auto n = (*port)->Read(buf);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 0u);
+}
+
+}  // namespace
+}  // namespace agvisor::channel
