@@ -1,0 +1,616 @@
+#include "agvisor/agent/files.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+#include <vector>
+
+#include "agvisor/base/tar_stream.h"
+#include "agvisor/base/unique_fd.h"
+
+namespace agvisor::agent {
+namespace {
+
+using proto::Type;
+
+// "<what>: <strerror>" with the errno's code; a full disk says so in words.
+Error SysError(const std::string& what, int err) {
+  Error e = Error::FromErrno(what, err);
+  if (err == ENOSPC || err == EDQUOT) {
+    return Error(ErrorCode::kResourceExhausted, e.message() + " (the sandbox's disk is full)")
+        .set_errno(err);
+  }
+  return e;
+}
+
+Result<void> CheckPath(std::string_view op, std::string_view path) {
+  if (path.empty()) return Error::InvalidArgument(std::string(op) + ": empty path");
+  if (path.find('\0') != std::string_view::npos) {
+    return Error::InvalidArgument(std::string(op) + ": path contains a NUL byte");
+  }
+  if (path.front() != '/') {
+    return Error::InvalidArgument(std::string(op) + " " + std::string(path) +
+                                  ": path must be absolute");
+  }
+  return Ok();
+}
+
+// "/a/b/" -> {"/a", "b"}; "/" -> {"/", ""}.
+std::pair<std::string, std::string> SplitPath(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  std::size_t slash = path.rfind('/');
+  std::string dir = slash == 0 ? "/" : path.substr(0, slash);
+  return {dir, path.substr(slash + 1)};
+}
+
+proto::Entry EntryFromStat(std::string name, const struct stat& st) {
+  proto::Entry e;
+  e.name = std::move(name);
+  if (S_ISREG(st.st_mode)) {
+    e.kind = proto::EntryKind::kFile;
+  } else if (S_ISDIR(st.st_mode)) {
+    e.kind = proto::EntryKind::kDir;
+  } else if (S_ISLNK(st.st_mode)) {
+    e.kind = proto::EntryKind::kSymlink;
+  } else {
+    e.kind = proto::EntryKind::kOther;
+  }
+  e.mode = st.st_mode;
+  e.size = static_cast<std::uint64_t>(st.st_size);
+  e.mtime_unix_ms =
+      static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+  return e;
+}
+
+Result<std::string> ReadLinkAt(int dirfd, const char* name, const std::string& what) {
+  std::string buf(256, '\0');
+  while (true) {
+    ssize_t n = readlinkat(dirfd, name, buf.data(), buf.size());
+    if (n < 0) return SysError(what + ": readlink", errno);
+    if (static_cast<std::size_t>(n) < buf.size()) {
+      buf.resize(static_cast<std::size_t>(n));
+      return buf;
+    }
+    buf.resize(buf.size() * 2);
+  }
+}
+
+// mkdir -p: creates the missing directories of `path` (symlinks followed, like mkdir -p); the
+// last one gets `mode` exactly (no umask), the others 0755. Returns whether the last was created.
+Result<bool> MkdirAll(const std::string& op, const std::string& path, std::uint32_t mode) {
+  bool created = false;
+  std::size_t pos = 1;
+  while (pos <= path.size()) {
+    std::size_t end = path.find('/', pos);
+    if (end == std::string::npos) end = path.size();
+    if (end > pos) {
+      std::string prefix = path.substr(0, end);
+      bool last = path.find_first_not_of('/', end) == std::string::npos;
+      created = false;
+      if (mkdir(prefix.c_str(), last ? 0700 : 0755) == 0) {
+        created = true;
+        if (last && chmod(prefix.c_str(), mode & 07777) != 0) {
+          return SysError(op + " " + path + ": chmod " + prefix, errno);
+        }
+      } else if (errno == EEXIST) {
+        struct stat st;
+        if (stat(prefix.c_str(), &st) != 0)
+          return SysError(op + " " + path + ": stat " + prefix, errno);
+        if (!S_ISDIR(st.st_mode)) {
+          return Error::Conflict(op + " " + path + ": " + prefix + " exists and is not a directory")
+              .set_errno(ENOTDIR);
+        }
+      } else {
+        return SysError(op + " " + path + ": mkdir " + prefix, errno);
+      }
+    }
+    pos = end + 1;
+  }
+  return created;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One-shot ops.
+
+Reply Encoded(Type type, std::string payload) { return Reply{type, std::move(payload)}; }
+
+Result<Reply> DoStat(const proto::PathRequest& req) {
+  AGVISOR_RETURN_IF_ERROR(CheckPath("STAT", req.path));
+  struct stat st;
+  if (lstat(req.path.c_str(), &st) != 0) return SysError("STAT " + req.path + ": lstat", errno);
+  auto [dir, base] = SplitPath(req.path);
+  proto::StatResult r;
+  r.entry = EntryFromStat(base.empty() ? "/" : base, st);
+  if (S_ISLNK(st.st_mode)) {
+    r.entry.link_target = AGVISOR_TRY(ReadLinkAt(AT_FDCWD, req.path.c_str(), "STAT " + req.path));
+  }
+  return Encoded(Type::kStatResult, r.Encode());
+}
+
+Result<Reply> DoList(const proto::PathRequest& req) {
+  const std::string what = "LIST " + req.path;
+  AGVISOR_RETURN_IF_ERROR(CheckPath("LIST", req.path));
+  int fd = open(req.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return SysError(what + ": open directory", errno);
+  DIR* d = fdopendir(fd);
+  if (d == nullptr) {
+    int err = errno;
+    close(fd);
+    return SysError(what + ": fdopendir", err);
+  }
+  proto::ListResult result;
+  int err = 0;
+  while (true) {
+    errno = 0;
+    dirent* e = readdir(d);
+    if (e == nullptr) {
+      err = errno;
+      break;
+    }
+    std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) continue;  // removed since readdir
+      err = errno;
+      closedir(d);
+      return SysError(what + "/" + std::string(name) + ": stat", err);
+    }
+    proto::Entry entry = EntryFromStat(std::string(name), st);
+    if (S_ISLNK(st.st_mode)) {
+      auto target = ReadLinkAt(dirfd(d), e->d_name, what + "/" + std::string(name));
+      if (target.ok()) entry.link_target = std::move(target).value();
+    }
+    result.entries.push_back(std::move(entry));
+  }
+  closedir(d);
+  if (err != 0) return SysError(what + ": readdir", err);
+  std::sort(result.entries.begin(), result.entries.end(),
+            [](const proto::Entry& a, const proto::Entry& b) { return a.name < b.name; });
+  std::string payload = result.Encode();
+  if (!proto::FitsInFrame(payload.size())) {
+    return Error::ResourceExhausted(what + ": " + std::to_string(result.entries.size()) +
+                                    " entries do not fit in one frame (" +
+                                    std::to_string(payload.size()) + " bytes)");
+  }
+  return Encoded(Type::kListResult, std::move(payload));
+}
+
+Result<Reply> DoMkdir(const proto::Mkdir& req) {
+  const std::string what = "MKDIR " + req.path;
+  AGVISOR_RETURN_IF_ERROR(CheckPath("MKDIR", req.path));
+  if (req.parents) {
+    AGVISOR_RETURN_IF_ERROR(MkdirAll("MKDIR", req.path, req.mode));
+    return Encoded(Type::kOk, {});
+  }
+  if (mkdir(req.path.c_str(), 0700) != 0) return SysError(what + ": mkdir", errno);
+  if (chmod(req.path.c_str(), req.mode & 07777) != 0) return SysError(what + ": chmod", errno);
+  return Encoded(Type::kOk, {});
+}
+
+// Removes everything inside directory `fd` (`what` names it), never following a symlink.
+Result<void> RemoveContents(int fd, const std::string& what) {
+  int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (dup_fd < 0) return SysError(what + ": dup", errno);
+  DIR* d = fdopendir(dup_fd);
+  if (d == nullptr) {
+    int err = errno;
+    close(dup_fd);
+    return SysError(what + ": fdopendir", err);
+  }
+  std::vector<std::string> names;
+  while (true) {
+    errno = 0;
+    dirent* e = readdir(d);
+    if (e == nullptr) break;
+    std::string_view n = e->d_name;
+    if (n != "." && n != "..") names.emplace_back(n);
+  }
+  int err = errno;
+  closedir(d);
+  if (err != 0) return SysError(what + ": readdir", err);
+  for (const std::string& name : names) {
+    std::string child = what + "/" + name;
+    struct stat st;
+    if (fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) continue;
+      return SysError(child + ": stat", errno);
+    }
+    if (S_ISDIR(st.st_mode)) {
+      int cfd = openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (cfd < 0) return SysError(child + ": open", errno);
+      UniqueFd child_fd(cfd);
+      AGVISOR_RETURN_IF_ERROR(RemoveContents(child_fd.get(), child));
+      if (unlinkat(fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+        return SysError(child + ": rmdir", errno);
+      }
+    } else if (unlinkat(fd, name.c_str(), 0) != 0 && errno != ENOENT) {
+      return SysError(child + ": unlink", errno);
+    }
+  }
+  return Ok();
+}
+
+Result<Reply> DoRemove(const proto::Remove& req) {
+  const std::string what = "REMOVE " + req.path;
+  AGVISOR_RETURN_IF_ERROR(CheckPath("REMOVE", req.path));
+  auto [dir, base] = SplitPath(req.path);
+  if (base.empty() || base == "." || base == "..") {
+    return Error::InvalidArgument(what + ": refusing to remove '/', '.' or '..'");
+  }
+  int dfd = open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return SysError(what + ": open " + dir, errno);
+  UniqueFd parent(dfd);
+  struct stat st;
+  if (fstatat(parent.get(), base.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return SysError(what + ": lstat", errno);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    if (unlinkat(parent.get(), base.c_str(), 0) != 0) return SysError(what + ": unlink", errno);
+    return Encoded(Type::kOk, {});
+  }
+  if (req.recursive) {
+    int fd = openat(parent.get(), base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return SysError(what + ": open", errno);
+    UniqueFd self(fd);
+    AGVISOR_RETURN_IF_ERROR(RemoveContents(self.get(), "REMOVE " + req.path));
+  }
+  if (unlinkat(parent.get(), base.c_str(), AT_REMOVEDIR) != 0) {
+    int err = errno;
+    if (err == ENOTEMPTY || err == EEXIST) {
+      return Error::Conflict(what + ": rmdir: directory not empty (set recursive)").set_errno(err);
+    }
+    return SysError(what + ": rmdir", err);
+  }
+  return Encoded(Type::kOk, {});
+}
+
+class OneShotOp final : public FileOp {
+ public:
+  explicit OneShotOp(Reply reply) : reply_(std::move(reply)) {}
+  std::optional<Reply> Immediate() override { return std::move(reply_); }
+
+ private:
+  Reply reply_;
+};
+
+std::unique_ptr<FileOp> OneShot(Result<Reply> r) {
+  return std::make_unique<OneShotOp>(r.ok() ? std::move(r).value() : ErrorReply(r.error()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streaming ops. Each keeps the error of its start and reports it from Immediate().
+
+class StartableOp : public FileOp {
+ public:
+  std::optional<Reply> Immediate() override {
+    if (start_error_) return ErrorReply(*start_error_);
+    return std::nullopt;
+  }
+
+ protected:
+  std::optional<Error> start_error_;
+};
+
+class FileReadOp final : public StartableOp {
+ public:
+  explicit FileReadOp(const proto::PathRequest& req) : path_(req.path) {
+    if (auto r = Start(); !r.ok()) start_error_ = r.error();
+  }
+  bool is_streaming_out() const override { return true; }
+
+  Result<Chunk> Pull(std::size_t max_bytes) override {
+    Chunk c;
+    if (!fd_) {
+      c.end = true;
+      return c;
+    }
+    if (max_bytes == 0) return Error::InvalidArgument("FILE_READ " + path_ + ": Pull(0)");
+    c.data.resize(max_bytes);
+    std::size_t got = 0;
+    while (got < max_bytes) {
+      ssize_t n = read(fd_.get(), c.data.data() + got, max_bytes - got);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        fd_.reset();
+        return SysError("FILE_READ " + path_ + ": read", err);
+      }
+      if (n == 0) {
+        c.end = true;
+        fd_.reset();
+        break;
+      }
+      got += static_cast<std::size_t>(n);
+    }
+    c.data.resize(got);
+    return c;
+  }
+
+ private:
+  Result<void> Start() {
+    AGVISOR_RETURN_IF_ERROR(CheckPath("FILE_READ", path_));
+    // O_NONBLOCK: opening a FIFO must not hang the loop (it is refused below).
+    int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) return SysError("FILE_READ " + path_ + ": open", errno);
+    UniqueFd file(fd);
+    struct stat st;
+    if (fstat(file.get(), &st) != 0) return SysError("FILE_READ " + path_ + ": fstat", errno);
+    if (S_ISDIR(st.st_mode)) {
+      return Error::InvalidArgument("FILE_READ " + path_ + ": is a directory (use TAR_READ)")
+          .set_errno(EISDIR);
+    }
+    if (!S_ISREG(st.st_mode)) {
+      return Error::InvalidArgument("FILE_READ " + path_ + ": not a regular file");
+    }
+    fd_ = std::move(file);
+    return Ok();
+  }
+
+  std::string path_;
+  UniqueFd fd_;
+};
+
+class FileWriteOp final : public StartableOp {
+ public:
+  explicit FileWriteOp(const proto::FileWrite& req) : path_(req.path), mode_(req.mode & 07777) {
+    if (auto r = Start(req.flags); !r.ok()) start_error_ = r.error();
+  }
+  ~FileWriteOp() override { Discard(); }
+  bool is_streaming_in() const override { return true; }
+
+  Result<void> Push(std::string_view data) override {
+    if (!fd_) return Error::Internal("FILE_WRITE " + path_ + ": Push after failure or Finish");
+    while (!data.empty()) {
+      ssize_t n = write(fd_.get(), data.data(), data.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        Discard();
+        return SysError("FILE_WRITE " + path_ + ": write", err);
+      }
+      data.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return Ok();
+  }
+
+  Reply Finish() override {
+    auto r = Commit();
+    if (!r.ok()) {
+      Discard();
+      return ErrorReply(r.error());
+    }
+    return Reply{Type::kOk, {}};
+  }
+
+ private:
+  Result<void> Start(std::uint8_t flags) {
+    AGVISOR_RETURN_IF_ERROR(CheckPath("FILE_WRITE", path_));
+    const std::string what = "FILE_WRITE " + path_;
+    std::string target = path_;
+    // Follow a symlink at the last component ourselves (up to 40, like the kernel), so that the
+    // rename replaces the file it points to, as `>` would write into it.
+    for (int hops = 0;; ++hops) {
+      auto [dir, base] = SplitPath(target);
+      if (base.empty() || base == "." || base == "..") {
+        return Error::InvalidArgument(what + ": names a directory").set_errno(EISDIR);
+      }
+      if (flags & proto::kFileWriteParents) {
+        AGVISOR_RETURN_IF_ERROR(MkdirAll("FILE_WRITE", dir, 0755));
+      }
+      int dfd = open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (dfd < 0) {
+        int err = errno;
+        if (err == ENOENT) {
+          return Error::NotFound(what + ": open " + dir +
+                                 ": No such file or directory (set the parents flag to create it)")
+              .set_errno(err);
+        }
+        return SysError(what + ": open " + dir, err);
+      }
+      dir_ = UniqueFd(dfd);
+      name_ = base;
+      struct stat st;
+      if (fstatat(dir_.get(), name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno != ENOENT) return SysError(what + ": stat " + target, errno);
+        break;
+      }
+      if (S_ISLNK(st.st_mode)) {
+        if (hops == 40) return SysError(what + ": resolve " + target, ELOOP);
+        std::string link = AGVISOR_TRY(ReadLinkAt(dir_.get(), name_.c_str(), what));
+        target = link.starts_with('/') ? link : dir + "/" + link;
+        continue;
+      }
+      if (S_ISDIR(st.st_mode)) {
+        return Error::InvalidArgument(what + ": is a directory").set_errno(EISDIR);
+      }
+      existing_owner_ = std::make_pair(st.st_uid, st.st_gid);
+      break;
+    }
+    // A temporary name next to the target: the rename at Finish is atomic within a directory.
+    static unsigned counter = 0;
+    for (int attempt = 0;; ++attempt) {
+      tmp_name_ = "." + name_.substr(0, 200) + ".agvisor-" + std::to_string(getpid()) + "-" +
+                  std::to_string(++counter);
+      int fd = openat(dir_.get(), tmp_name_.c_str(),
+                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd >= 0) {
+        fd_ = UniqueFd(fd);
+        break;
+      }
+      if (errno != EEXIST || attempt == 100) {
+        int err = errno;
+        tmp_name_.clear();
+        return SysError(what + ": create a temporary file in its directory", err);
+      }
+    }
+    return Ok();
+  }
+
+  Result<void> Commit() {
+    const std::string what = "FILE_WRITE " + path_;
+    if (!fd_) return Error::Internal(what + ": Finish after failure");
+    if (existing_owner_) {
+      // Best effort: a file replaced by root keeps the owner it had (EPERM when not root).
+      (void)!fchown(fd_.get(), existing_owner_->first, existing_owner_->second);
+    }
+    if (fchmod(fd_.get(), mode_) != 0) return SysError(what + ": fchmod", errno);
+    if (fdatasync(fd_.get()) != 0) return SysError(what + ": fdatasync", errno);
+    // close can report a deferred write error (NFS, some FUSE file systems).
+    if (close(fd_.release()) != 0 && errno != EINTR) return SysError(what + ": close", errno);
+    if (renameat(dir_.get(), tmp_name_.c_str(), dir_.get(), name_.c_str()) != 0) {
+      return SysError(what + ": rename the temporary file over it", errno);
+    }
+    tmp_name_.clear();
+    return Ok();
+  }
+
+  // Removes the temporary file, if any.
+  void Discard() {
+    fd_.reset();
+    if (!tmp_name_.empty() && dir_) unlinkat(dir_.get(), tmp_name_.c_str(), 0);
+    tmp_name_.clear();
+  }
+
+  std::string path_;
+  std::uint32_t mode_;
+  UniqueFd dir_;
+  std::string name_;
+  std::string tmp_name_;
+  UniqueFd fd_;
+  std::optional<std::pair<uid_t, gid_t>> existing_owner_;
+};
+
+class TarReadOp final : public StartableOp {
+ public:
+  explicit TarReadOp(const proto::PathRequest& req) : path_(req.path) {
+    if (auto r = CheckPath("TAR_READ", path_); !r.ok()) {
+      start_error_ = r.error();
+      return;
+    }
+    auto w = TarStreamWriter::Open(path_);
+    if (!w.ok()) {
+      start_error_ = w.error().WithContext("TAR_READ " + path_);
+      return;
+    }
+    writer_ = std::move(w).value();
+  }
+  bool is_streaming_out() const override { return true; }
+
+  Result<Chunk> Pull(std::size_t max_bytes) override {
+    if (!writer_) return Chunk{{}, true};
+    auto c = writer_->Pull(max_bytes);
+    if (!c.ok()) {
+      writer_.reset();
+      return c.error().WithContext("TAR_READ " + path_);
+    }
+    if (c->end) writer_.reset();
+    return Chunk{std::move(c->bytes), c->end};
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<TarStreamWriter> writer_;
+};
+
+class TarWriteOp final : public StartableOp {
+ public:
+  explicit TarWriteOp(const proto::PathRequest& req) : path_(req.path) {
+    if (auto r = Start(); !r.ok()) start_error_ = r.error();
+  }
+  bool is_streaming_in() const override { return true; }
+
+  Result<void> Push(std::string_view data) override {
+    if (!reader_) return Error::Internal("TAR_WRITE " + path_ + ": Push after failure");
+    auto r = reader_->Push(data);
+    if (!r.ok()) {
+      reader_.reset();
+      return r.error().WithContext("TAR_WRITE " + path_);
+    }
+    return Ok();
+  }
+
+  Reply Finish() override {
+    if (!reader_)
+      return ErrorReply(Error::Internal("TAR_WRITE " + path_ + ": Finish after failure"));
+    auto r = reader_->Finish();
+    reader_.reset();
+    if (!r.ok()) return ErrorReply(r.error().WithContext("TAR_WRITE " + path_));
+    return Reply{Type::kOk, {}};
+  }
+
+ private:
+  Result<void> Start() {
+    AGVISOR_RETURN_IF_ERROR(CheckPath("TAR_WRITE", path_));
+    AGVISOR_RETURN_IF_ERROR(MkdirAll("TAR_WRITE", path_, 0755));
+    auto r = TarStreamReader::Open(path_);
+    if (!r.ok()) return r.error().WithContext("TAR_WRITE " + path_);
+    reader_ = std::move(r).value();
+    return Ok();
+  }
+
+  std::string path_;
+  std::unique_ptr<TarStreamReader> reader_;
+};
+
+template <typename Op, typename Payload>
+std::unique_ptr<FileOp> Streaming(std::string_view payload) {
+  auto req = Payload::Decode(payload);
+  if (!req.ok()) return OneShot(req.error());
+  return std::make_unique<Op>(*req);
+}
+
+}  // namespace
+
+Reply ErrorReply(const Error& error) {
+  return Reply{Type::kError, proto::ErrorPayload::FromError(error).Encode()};
+}
+
+Result<Chunk> FileOp::Pull(std::size_t /*max_bytes*/) {
+  return Error::Internal("Pull on a file operation that does not stream out");
+}
+Result<void> FileOp::Push(std::string_view /*data*/) {
+  return Error::Internal("Push on a file operation that does not stream in");
+}
+Reply FileOp::Finish() {
+  return ErrorReply(Error::Internal("Finish on a file operation that does not stream in"));
+}
+
+std::unique_ptr<FileOp> StartFileOp(proto::Type type, std::string_view payload) {
+  switch (type) {
+    case Type::kStat:
+    case Type::kList: {
+      auto req = proto::PathRequest::Decode(payload);
+      if (!req.ok()) return OneShot(req.error());
+      return OneShot(type == Type::kStat ? DoStat(*req) : DoList(*req));
+    }
+    case Type::kMkdir: {
+      auto req = proto::Mkdir::Decode(payload);
+      if (!req.ok()) return OneShot(req.error());
+      return OneShot(DoMkdir(*req));
+    }
+    case Type::kRemove: {
+      auto req = proto::Remove::Decode(payload);
+      if (!req.ok()) return OneShot(req.error());
+      return OneShot(DoRemove(*req));
+    }
+    case Type::kFileRead:
+      return Streaming<FileReadOp, proto::PathRequest>(payload);
+    case Type::kFileWrite:
+      return Streaming<FileWriteOp, proto::FileWrite>(payload);
+    case Type::kTarRead:
+      return Streaming<TarReadOp, proto::PathRequest>(payload);
+    case Type::kTarWrite:
+      return Streaming<TarWriteOp, proto::PathRequest>(payload);
+    default:
+      return OneShot(
+          Error::InvalidArgument("not a file operation: " + std::string(proto::TypeName(type))));
+  }
+}
+
+}  // namespace agvisor::agent

@@ -1,0 +1,878 @@
+#include "agvisor/base/tar_stream.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+namespace agvisor {
+namespace {
+
+constexpr std::size_t kBlock = 512;
+// Largest pax / GNU long-name body the reader buffers.
+constexpr std::uint64_t kMaxMetaBody = 1024 * 1024;
+// Bounds of ustar's octal fields: 7 digits (mode, uid, gid), 11 digits (size, mtime).
+constexpr std::uint64_t kMax7 = (std::uint64_t{1} << 21) - 1;
+constexpr std::uint64_t kMax11 = (std::uint64_t{1} << 33) - 1;
+
+std::size_t PadOf(std::uint64_t size) { return (kBlock - size % kBlock) % kBlock; }
+
+// "what: strerror" with errno kept; ENOSPC / EDQUOT say plainly that the disk is full.
+Error SysError(const std::string& what, int err) {
+  Error e = Error::FromErrno(what, err);
+  if (err == ENOSPC || err == EDQUOT) {
+    return Error(ErrorCode::kResourceExhausted, e.message() + " (the disk is full)").set_errno(err);
+  }
+  return e;
+}
+
+// Writes `value` as zero-padded octal into field[0..width-1) followed by NUL.
+void PutOctal(char* field, std::size_t width, std::uint64_t value) {
+  field[width - 1] = '\0';
+  for (std::size_t i = width - 1; i-- > 0;) {
+    field[i] = static_cast<char>('0' + (value & 7));
+    value >>= 3;
+  }
+}
+
+// A pax record "<len> key=value\n", where <len> counts the whole record including itself.
+void AppendPaxRecord(std::string& out, std::string_view key, std::string_view value) {
+  std::size_t body = 1 + key.size() + 1 + value.size() + 1;  // " key=value\n"
+  std::size_t len = body + 1;
+  while (std::to_string(len).size() + body != len) len = std::to_string(len).size() + body;
+  out += std::to_string(len);
+  out += ' ';
+  out += key;
+  out += '=';
+  out += value;
+  out += '\n';
+}
+
+void SetChecksum(std::array<char, kBlock>& h) {
+  std::memset(h.data() + 148, ' ', 8);
+  unsigned sum = 0;
+  for (char c : h) sum += static_cast<unsigned char>(c);
+  PutOctal(h.data() + 148, 7, sum);  // six digits, NUL, and the space already there
+}
+
+struct EntryMeta {
+  std::string name;  // archive name ("a/b", directories end with '/')
+  char type = '0';
+  std::uint32_t mode = 0;
+  std::uint64_t uid = 0, gid = 0;
+  std::uint64_t size = 0;
+  std::int64_t mtime = 0;
+  std::string link;
+};
+
+std::array<char, kBlock> UstarBlock(std::string_view name, char type, std::uint32_t mode,
+                                    std::uint64_t uid, std::uint64_t gid, std::uint64_t size,
+                                    std::uint64_t mtime, std::string_view link) {
+  std::array<char, kBlock> h{};
+  std::memcpy(h.data(), name.data(), std::min<std::size_t>(name.size(), 100));
+  PutOctal(h.data() + 100, 8, mode);
+  PutOctal(h.data() + 108, 8, uid);
+  PutOctal(h.data() + 116, 8, gid);
+  PutOctal(h.data() + 124, 12, size);
+  PutOctal(h.data() + 136, 12, mtime);
+  h[156] = type;
+  std::memcpy(h.data() + 157, link.data(), std::min<std::size_t>(link.size(), 100));
+  std::memcpy(h.data() + 257, "ustar", 6);  // magic "ustar\0"
+  std::memcpy(h.data() + 263, "00", 2);     // version
+  SetChecksum(h);
+  return h;
+}
+
+// The header block(s) of one entry: a pax 'x' header first when a value does not fit ustar.
+void AppendHeader(std::string& out, const EntryMeta& m) {
+  std::string pax;
+  if (m.name.size() > 100) AppendPaxRecord(pax, "path", m.name);
+  if (m.link.size() > 100) AppendPaxRecord(pax, "linkpath", m.link);
+  if (m.uid > kMax7) AppendPaxRecord(pax, "uid", std::to_string(m.uid));
+  if (m.gid > kMax7) AppendPaxRecord(pax, "gid", std::to_string(m.gid));
+  if (m.size > kMax11) AppendPaxRecord(pax, "size", std::to_string(m.size));
+  bool mtime_fits = m.mtime >= 0 && static_cast<std::uint64_t>(m.mtime) <= kMax11;
+  if (!mtime_fits) AppendPaxRecord(pax, "mtime", std::to_string(m.mtime));
+  std::uint64_t mtime = mtime_fits ? static_cast<std::uint64_t>(m.mtime) : 0;
+  if (!pax.empty()) {
+    // The pax header's own name is informative only; keep it short and relative.
+    std::string base = m.name;
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    base = base.substr(base.rfind('/') == std::string::npos ? 0 : base.rfind('/') + 1);
+    std::string pax_name = "PaxHeader/" + base.substr(0, 80);
+    auto ph = UstarBlock(pax_name, 'x', 0644, 0, 0, pax.size(), mtime, {});
+    out.append(ph.data(), kBlock);
+    out += pax;
+    out.append(PadOf(pax.size()), '\0');
+  }
+  auto h = UstarBlock(m.name, m.type, m.mode & 07777, m.uid > kMax7 ? 0 : m.uid,
+                      m.gid > kMax7 ? 0 : m.gid, m.size > kMax11 ? 0 : m.size, mtime, m.link);
+  out.append(h.data(), kBlock);
+}
+
+// All entry names of directory `fd` but "." and "..", in byte order.
+Result<std::vector<std::string>> ReadDirNames(int fd, const std::string& what) {
+  int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (dup_fd < 0) return SysError("tar: dup " + what, errno);
+  DIR* dir = fdopendir(dup_fd);
+  if (dir == nullptr) {
+    int err = errno;
+    close(dup_fd);
+    return SysError("tar: fdopendir " + what, err);
+  }
+  std::vector<std::string> names;
+  while (true) {
+    errno = 0;
+    dirent* d = readdir(dir);
+    if (d == nullptr) break;
+    std::string_view n = d->d_name;
+    if (n != "." && n != "..") names.emplace_back(n);
+  }
+  int err = errno;
+  closedir(dir);
+  if (err != 0) return SysError("tar: readdir " + what, err);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// readlinkat of any length.
+Result<std::string> ReadLinkAt(int dirfd, const std::string& name, const std::string& what) {
+  std::string buf(256, '\0');
+  while (true) {
+    ssize_t n = readlinkat(dirfd, name.c_str(), buf.data(), buf.size());
+    if (n < 0) return SysError("tar: readlink " + what, errno);
+    if (static_cast<std::size_t>(n) < buf.size()) {
+      buf.resize(static_cast<std::size_t>(n));
+      return buf;
+    }
+    buf.resize(buf.size() * 2);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// TarStreamWriter
+
+struct TarStreamWriter::DirLevel {
+  UniqueFd fd;
+  std::string archive_name;  // of the directory, no trailing '/'
+  std::vector<std::string> names;
+  std::size_t next = 0;
+};
+
+TarStreamWriter::~TarStreamWriter() = default;
+
+Result<std::unique_ptr<TarStreamWriter>> TarStreamWriter::Open(std::string_view path_in) {
+  if (path_in.empty()) return Error::InvalidArgument("tar: empty path");
+  std::string path(path_in);
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  std::unique_ptr<TarStreamWriter> w(new TarStreamWriter());
+  if (path == "/") {
+    int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return SysError("tar: open /", errno);
+    UniqueFd root(fd);
+    AGVISOR_RETURN_IF_ERROR(w->AddEntry(root.get(), ".", "."));
+    return w;
+  }
+  std::size_t slash = path.rfind('/');
+  std::string parent =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (base == "." || base == "..") {
+    return Error::InvalidArgument("tar: path must not end in '.' or '..': '" + path + "'");
+  }
+  int fd = open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return SysError("tar: open " + parent, errno);
+  UniqueFd parent_fd(fd);
+  struct stat st;
+  if (fstatat(parent_fd.get(), base.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return SysError("tar: stat " + path, errno);
+  }
+  AGVISOR_RETURN_IF_ERROR(w->AddEntry(parent_fd.get(), base, base));
+  return w;
+}
+
+// Queues the header of `name` (in directory `dirfd`) and makes it the current file or pushes it
+// as a directory level. An entry that vanished since it was listed is skipped, like tar does.
+Result<void> TarStreamWriter::AddEntry(int dirfd, const std::string& name,
+                                       const std::string& archive_name) {
+  struct stat st;
+  if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return Ok();
+    return SysError("tar: stat '" + archive_name + "'", errno);
+  }
+  EntryMeta m;
+  m.name = archive_name;
+  if (S_ISREG(st.st_mode)) {
+    // O_NONBLOCK: should a FIFO be swapped in after fstatat, open must not block on it.
+    int fd = openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+      if (errno == ENOENT) return Ok();
+      return SysError("tar: open '" + archive_name + "'", errno);
+    }
+    UniqueFd file(fd);
+    if (fstat(file.get(), &st) != 0) return SysError("tar: fstat '" + archive_name + "'", errno);
+    if (!S_ISREG(st.st_mode)) return Ok();  // replaced by something else meanwhile
+    m.type = '0';
+    m.size = static_cast<std::uint64_t>(st.st_size);
+    file_ = std::move(file);
+    file_name_ = archive_name;
+    file_left_ = m.size;
+    file_pad_ = PadOf(m.size);
+  } else if (S_ISDIR(st.st_mode)) {
+    int fd = openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) return Ok();
+      return SysError("tar: open directory '" + archive_name + "'", errno);
+    }
+    DirLevel level;
+    level.fd = UniqueFd(fd);
+    if (fstat(level.fd.get(), &st) != 0) {
+      return SysError("tar: fstat '" + archive_name + "'", errno);
+    }
+    level.names = AGVISOR_TRY(ReadDirNames(level.fd.get(), "'" + archive_name + "'"));
+    level.archive_name = archive_name;
+    m.type = '5';
+    m.name += '/';
+    stack_.push_back(std::move(level));
+  } else if (S_ISLNK(st.st_mode)) {
+    m.type = '2';
+    m.link = AGVISOR_TRY(ReadLinkAt(dirfd, name, "'" + archive_name + "'"));
+  } else {
+    return Ok();  // sockets, FIFOs, devices
+  }
+  m.mode = st.st_mode & 07777;
+  m.uid = st.st_uid;
+  m.gid = st.st_gid;
+  m.mtime = st.st_mtim.tv_sec;
+  AppendHeader(pending_, m);
+  return Ok();
+}
+
+// Queues the next entry's header, or the end-of-archive blocks.
+Result<void> TarStreamWriter::Advance() {
+  while (!stack_.empty() && pending_.empty() && !file_) {
+    DirLevel& top = stack_.back();
+    if (top.next == top.names.size()) {
+      stack_.pop_back();
+      continue;
+    }
+    std::string name = top.names[top.next++];
+    std::string archive_name = top.archive_name + "/" + name;
+    int dirfd = top.fd.get();  // stays open: AddEntry only pushes
+    AGVISOR_RETURN_IF_ERROR(AddEntry(dirfd, name, archive_name));
+  }
+  if (stack_.empty() && pending_.empty() && !file_) {
+    pending_.assign(2 * kBlock, '\0');
+    walked_ = true;
+  }
+  return Ok();
+}
+
+Result<TarChunk> TarStreamWriter::Pull(std::size_t max_bytes) {
+  TarChunk chunk;
+  if (done_) {
+    chunk.end = true;
+    return chunk;
+  }
+  if (max_bytes == 0) return Error::InvalidArgument("tar: Pull(0)");
+  std::string& out = chunk.bytes;
+  while (out.size() < max_bytes) {
+    if (pending_pos_ < pending_.size()) {
+      std::size_t n = std::min(max_bytes - out.size(), pending_.size() - pending_pos_);
+      out.append(pending_, pending_pos_, n);
+      pending_pos_ += n;
+      if (pending_pos_ == pending_.size()) {
+        pending_.clear();
+        pending_pos_ = 0;
+      }
+      continue;
+    }
+    if (file_) {
+      if (file_left_ == 0) {
+        file_.reset();
+        pending_.assign(file_pad_, '\0');
+        continue;
+      }
+      std::size_t n =
+          static_cast<std::size_t>(std::min<std::uint64_t>(max_bytes - out.size(), file_left_));
+      std::size_t old = out.size();
+      out.resize(old + n);
+      ssize_t r = read(file_.get(), out.data() + old, n);
+      if (r < 0 && errno == EINTR) {
+        out.resize(old);
+        continue;
+      }
+      if (r <= 0) {
+        done_ = true;
+        if (r == 0) {
+          return Error::Conflict("tar: '" + file_name_ + "' shrank by " +
+                                 std::to_string(file_left_) + " bytes while being archived");
+        }
+        return SysError("tar: read '" + file_name_ + "'", errno);
+      }
+      out.resize(old + static_cast<std::size_t>(r));
+      file_left_ -= static_cast<std::uint64_t>(r);
+      continue;
+    }
+    if (walked_) {
+      done_ = true;
+      chunk.end = true;
+      return chunk;
+    }
+    auto advanced = Advance();
+    if (!advanced.ok()) {
+      done_ = true;
+      return std::move(advanced).error();
+    }
+  }
+  return chunk;
+}
+
+// ---------------------------------------------------------------------------------------------
+// TarStreamReader
+
+struct TarStreamReader::Header {
+  std::string name;
+  std::string link;
+  char type = '0';
+  std::uint32_t mode = 0;
+  std::uint64_t size = 0;
+  std::int64_t mtime = 0;
+};
+
+namespace {
+
+// A numeric header field: octal (leading spaces / NULs, ended by space or NUL), or GNU base-256
+// (first byte's high bit set). nullopt when malformed.
+std::optional<std::uint64_t> ParseNumber(const char* f, std::size_t width) {
+  auto b = [&](std::size_t i) { return static_cast<unsigned char>(f[i]); };
+  if (b(0) & 0x80) {
+    if (b(0) != 0x80) return std::nullopt;  // negative or > 2^64: not for us
+    std::uint64_t v = 0;
+    for (std::size_t i = 1; i < width; ++i) {
+      if (v >> 56) return std::nullopt;
+      v = (v << 8) | b(i);
+    }
+    return v;
+  }
+  std::size_t i = 0;
+  while (i < width && (f[i] == ' ' || f[i] == '\0')) ++i;
+  std::uint64_t v = 0;
+  for (; i < width && f[i] >= '0' && f[i] <= '7'; ++i) {
+    if (v >> 61) return std::nullopt;
+    v = v * 8 + static_cast<std::uint64_t>(f[i] - '0');
+  }
+  for (; i < width; ++i) {
+    if (f[i] != ' ' && f[i] != '\0') return std::nullopt;
+  }
+  return v;
+}
+
+std::string Field(const char* f, std::size_t width) { return std::string(f, strnlen(f, width)); }
+
+// The components of an archive name: "." and empty ones dropped; absolute names and ".." refused.
+// `entry` names the entry in errors, `what` the value checked ("name", "hard link target 'x'").
+Result<std::vector<std::string>> SplitName(std::string_view name, const std::string& entry,
+                                           std::string_view what) {
+  auto refuse = [&](std::string why) {
+    return Error::InvalidArgument("tar entry '" + entry + "': " + std::string(what) + " " + why);
+  };
+  if (name.empty()) return refuse("is empty");
+  if (name.find('\0') != std::string_view::npos) return refuse("contains a NUL byte");
+  if (name.front() == '/') return refuse("is absolute (refused)");
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  while (pos <= name.size()) {
+    std::size_t end = name.find('/', pos);
+    if (end == std::string_view::npos) end = name.size();
+    std::string_view c = name.substr(pos, end - pos);
+    if (c == "..") return refuse("has a '..' component (refused)");
+    if (!c.empty() && c != ".") out.emplace_back(c);
+    pos = end + 1;
+  }
+  return out;
+}
+
+std::string Join(const std::vector<std::string>& comps, std::size_t n) {
+  std::string s;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i) s += '/';
+    s += comps[i];
+  }
+  return s.empty() ? "." : s;
+}
+
+}  // namespace
+
+TarStreamReader::~TarStreamReader() = default;
+
+Result<std::unique_ptr<TarStreamReader>> TarStreamReader::Open(std::string_view dest) {
+  if (dest.empty()) return Error::InvalidArgument("tar: empty destination");
+  std::string d(dest);
+  int fd = open(d.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return SysError("tar: open destination " + d, errno);
+  std::unique_ptr<TarStreamReader> r(new TarStreamReader());
+  r->dest_ = UniqueFd(fd);
+  r->dest_name_ = d;
+  return r;
+}
+
+Result<void> TarStreamReader::Fail(Error error) {
+  failed_ = true;
+  file_.reset();
+  error_ = error;
+  return error;
+}
+
+namespace {
+
+// Opens comps[0..n) below `root` as directories, one openat(O_NOFOLLOW) per component, so no
+// symlink is ever followed; creates missing ones when `create`. `entry` names the archive entry.
+Result<UniqueFd> OpenDirBeneath(int root, const std::vector<std::string>& comps, std::size_t n,
+                                bool create, const std::string& entry) {
+  int dup_fd = fcntl(root, F_DUPFD_CLOEXEC, 0);
+  if (dup_fd < 0) return SysError("tar entry '" + entry + "': dup", errno);
+  UniqueFd cur(dup_fd);
+  for (std::size_t i = 0; i < n; ++i) {
+    const char* c = comps[i].c_str();
+    int fd = openat(cur.get(), c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && create) {
+      if (mkdirat(cur.get(), c, 0755) != 0 && errno != EEXIST) {
+        return SysError("tar entry '" + entry + "': mkdir " + Join(comps, i + 1), errno);
+      }
+      fd = openat(cur.get(), c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    struct stat st;
+    if (fd < 0) {
+      int err = errno;
+      if ((err == ELOOP || err == ENOTDIR) &&
+          fstatat(cur.get(), c, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (S_ISLNK(st.st_mode)) {
+          return Error::InvalidArgument("tar entry '" + entry + "': '" + Join(comps, i + 1) +
+                                        "' is a symlink; entries are never extracted through "
+                                        "symlinks (refused)");
+        }
+        return Error::Conflict("tar entry '" + entry + "': '" + Join(comps, i + 1) +
+                               "' exists and is not a directory");
+      }
+      return SysError("tar entry '" + entry + "': open " + Join(comps, i + 1), err);
+    }
+    UniqueFd next(fd);
+    // O_PATH | O_NOFOLLOW may hand back the symlink itself instead of failing: check.
+    if (fstat(next.get(), &st) != 0) {
+      return SysError("tar entry '" + entry + "': fstat " + Join(comps, i + 1), errno);
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      return Error::InvalidArgument("tar entry '" + entry + "': '" + Join(comps, i + 1) +
+                                    "' is not a directory (refused)");
+    }
+    cur = std::move(next);
+  }
+  return cur;
+}
+
+// Makes room for a new non-directory `leaf` in `dirfd`: unlinks what is there (never writes
+// through it), refuses to replace a directory.
+Result<void> ClearLeaf(int dirfd, const std::string& leaf, const std::string& entry) {
+  struct stat st;
+  if (fstatat(dirfd, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return Ok();
+    return SysError("tar entry '" + entry + "': stat", errno);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    return Error::Conflict("tar entry '" + entry + "': a directory exists there");
+  }
+  if (unlinkat(dirfd, leaf.c_str(), 0) != 0) {
+    return SysError("tar entry '" + entry + "': unlink the existing file", errno);
+  }
+  return Ok();
+}
+
+// Symlink rule: read lexically from the link's directory (depth `depth` below the destination),
+// the target must stay inside the destination. Leading ".." components climb real directories
+// (the link's parents, opened without following symlinks); a ".." after a normal component is
+// refused too, since that component could itself be a symlink elsewhere.
+Result<void> CheckSymlinkTarget(std::string_view target, std::size_t depth,
+                                const std::string& entry) {
+  auto refuse = [&](const std::string& why) {
+    return Error::InvalidArgument("tar entry '" + entry + "': symlink target '" +
+                                  std::string(target) + "' " + why + " (refused)");
+  };
+  if (target.empty()) return refuse("is empty");
+  if (target.find('\0') != std::string_view::npos) return refuse("contains a NUL byte");
+  if (target.front() == '/') return refuse("is absolute");
+  bool seen_normal = false;
+  std::size_t pos = 0;
+  while (pos <= target.size()) {
+    std::size_t end = target.find('/', pos);
+    if (end == std::string_view::npos) end = target.size();
+    std::string_view c = target.substr(pos, end - pos);
+    if (c == "..") {
+      if (seen_normal) return refuse("has '..' after a normal component");
+      if (depth == 0) return refuse("points outside the destination");
+      --depth;
+    } else if (!c.empty() && c != ".") {
+      seen_normal = true;
+    }
+    pos = end + 1;
+  }
+  return Ok();
+}
+
+}  // namespace
+
+Result<void> TarStreamReader::StartEntry(const Header& h) {
+  entry_name_ = h.name;
+  auto comps_r = SplitName(h.name, h.name, "name");
+  if (!comps_r.ok()) return comps_r.error();
+  std::vector<std::string> comps = std::move(comps_r).value();
+  char type = h.type;
+  if ((type == '0' || type == '\0') && !h.name.empty() && h.name.back() == '/') type = '5';
+  bool has_data = type == '0' || type == '\0' || type == '7';
+  data_left_ = h.size;
+  pad_left_ = PadOf(h.size);
+  state_ = State::kSkipData;
+
+  switch (type) {
+    case '0':
+    case '\0':
+    case '7':
+    case '5':
+    case '2':
+    case '1':
+      break;
+    case '3':
+    case '4':
+      return Error::InvalidArgument("tar entry '" + h.name + "': device nodes are refused");
+    case '6':
+      return Error::InvalidArgument("tar entry '" + h.name + "': FIFOs are refused");
+    default:
+      return Error::InvalidArgument("tar entry '" + h.name + "': unsupported entry type '" +
+                                    std::string(1, type) + "' (refused)");
+  }
+  if (comps.empty()) {
+    if (type == '5') return Ok();  // "./": the destination itself, kept as it is
+    return Error::InvalidArgument("tar entry '" + h.name + "': names the destination itself");
+  }
+  const std::string& leaf = comps.back();
+  UniqueFd parent = AGVISOR_TRY(OpenDirBeneath(dest_.get(), comps, comps.size() - 1, true, h.name));
+
+  if (has_data) {
+    AGVISOR_RETURN_IF_ERROR(ClearLeaf(parent.get(), leaf, h.name));
+    int fd = openat(parent.get(), leaf.c_str(),
+                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+    if (fd < 0) return SysError("tar entry '" + h.name + "': create", errno);
+    file_ = UniqueFd(fd);
+    file_mode_ = h.mode & 07777;
+    file_mtime_ = h.mtime;
+    state_ = State::kFileData;
+    if (data_left_ == 0) return FinishFile();
+    return Ok();
+  }
+  if (type == '5') {
+    if (mkdirat(parent.get(), leaf.c_str(), 0700) != 0) {
+      int err = errno;
+      struct stat st;
+      if (err != EEXIST) return SysError("tar entry '" + h.name + "': mkdir", err);
+      if (fstatat(parent.get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        return SysError("tar entry '" + h.name + "': stat", errno);
+      }
+      if (!S_ISDIR(st.st_mode)) {
+        AGVISOR_RETURN_IF_ERROR(ClearLeaf(parent.get(), leaf, h.name));
+        if (mkdirat(parent.get(), leaf.c_str(), 0700) != 0) {
+          return SysError("tar entry '" + h.name + "': mkdir", errno);
+        }
+      }
+    }
+    dirs_.push_back(DirFixup{comps, h.mode & 07777, h.mtime});
+    return Ok();
+  }
+  if (type == '2') {
+    AGVISOR_RETURN_IF_ERROR(CheckSymlinkTarget(h.link, comps.size() - 1, h.name));
+    AGVISOR_RETURN_IF_ERROR(ClearLeaf(parent.get(), leaf, h.name));
+    if (symlinkat(h.link.c_str(), parent.get(), leaf.c_str()) != 0) {
+      return SysError("tar entry '" + h.name + "': symlink to '" + h.link + "'", errno);
+    }
+    return Ok();
+  }
+  // Hard link: the target is an archive name, looked up beneath the destination.
+  auto target_r = SplitName(h.link, h.name, "hard link target '" + h.link + "'");
+  if (!target_r.ok()) return target_r.error();
+  std::vector<std::string> target = std::move(target_r).value();
+  if (target.empty()) {
+    return Error::InvalidArgument("tar entry '" + h.name + "': hard link to the destination");
+  }
+  if (target == comps) return Ok();  // a link to itself: already there
+  UniqueFd target_parent =
+      AGVISOR_TRY(OpenDirBeneath(dest_.get(), target, target.size() - 1, false, h.name));
+  AGVISOR_RETURN_IF_ERROR(ClearLeaf(parent.get(), leaf, h.name));
+  // Flags 0: a symlink target is linked itself, never followed.
+  if (linkat(target_parent.get(), target.back().c_str(), parent.get(), leaf.c_str(), 0) != 0) {
+    return SysError("tar entry '" + h.name + "': hard link to '" + h.link + "'", errno);
+  }
+  return Ok();
+}
+
+Result<void> TarStreamReader::FinishFile() {
+  if (fchmod(file_.get(), file_mode_) != 0) {
+    return SysError("tar entry '" + entry_name_ + "': fchmod", errno);
+  }
+  struct timespec times[2] = {{0, UTIME_OMIT}, {file_mtime_, 0}};
+  if (futimens(file_.get(), times) != 0) {
+    return SysError("tar entry '" + entry_name_ + "': futimens", errno);
+  }
+  file_.reset();
+  return Ok();
+}
+
+Result<void> TarStreamReader::OnMetaBody() {
+  auto until_nul = [](const std::string& s) { return s.substr(0, s.find('\0')); };
+  if (meta_type_ == 'L') {
+    next_path_ = until_nul(meta_body_);
+    has_next_path_ = true;
+  } else if (meta_type_ == 'K') {
+    next_link_ = until_nul(meta_body_);
+    has_next_link_ = true;
+  } else if (meta_type_ == 'x') {
+    std::string_view b = meta_body_;
+    auto bad = [&]() {
+      return Error::InvalidArgument("tar: malformed pax header before the entry after '" +
+                                    entry_name_ + "'");
+    };
+    while (!b.empty()) {
+      if (b.front() == '\0') break;  // some writers pad the body with NULs
+      std::size_t sp = b.find(' ');
+      if (sp == std::string_view::npos || sp == 0 || sp > 20) return bad();
+      std::uint64_t len = 0;
+      for (std::size_t i = 0; i < sp; ++i) {
+        if (b[i] < '0' || b[i] > '9') return bad();
+        len = len * 10 + static_cast<std::uint64_t>(b[i] - '0');
+      }
+      if (len <= sp + 1 || len > b.size() || b[len - 1] != '\n') return bad();
+      std::string_view rec = b.substr(sp + 1, len - sp - 2);
+      b.remove_prefix(len);
+      std::size_t eq = rec.find('=');
+      if (eq == std::string_view::npos) return bad();
+      std::string_view key = rec.substr(0, eq), value = rec.substr(eq + 1);
+      auto parse_int = [&](std::string_view v, bool allow_sign) -> std::optional<std::int64_t> {
+        bool neg = false;
+        if (allow_sign && !v.empty() && v.front() == '-') {
+          neg = true;
+          v.remove_prefix(1);
+        }
+        std::size_t dot = v.find('.');
+        if (allow_sign && dot != std::string_view::npos) v = v.substr(0, dot);  // drop fraction
+        if (v.empty() || v.size() > 18) return std::nullopt;
+        std::int64_t n = 0;
+        for (char c : v) {
+          if (c < '0' || c > '9') return std::nullopt;
+          n = n * 10 + (c - '0');
+        }
+        return neg ? -n : n;
+      };
+      if (key == "path") {
+        next_path_ = std::string(value);
+        has_next_path_ = true;
+      } else if (key == "linkpath") {
+        next_link_ = std::string(value);
+        has_next_link_ = true;
+      } else if (key == "size") {
+        auto n = parse_int(value, false);
+        if (!n) return bad();
+        next_size_ = static_cast<std::uint64_t>(*n);
+        has_next_size_ = true;
+      } else if (key == "mtime") {
+        auto n = parse_int(value, true);
+        if (!n) return bad();
+        next_mtime_ = *n;
+        has_next_mtime_ = true;
+      }
+    }
+  }
+  meta_body_.clear();
+  return Ok();
+}
+
+Result<void> TarStreamReader::OnHeaderBlock() {
+  const char* h = block_.data();
+  if (std::all_of(block_.begin(), block_.end(), [](char c) { return c == '\0'; })) {
+    if (++zero_blocks_ == 2) state_ = State::kEnded;
+    return Ok();
+  }
+  std::string after =
+      entry_name_.empty() ? "at the start of the archive" : "after entry '" + entry_name_ + "'";
+  if (zero_blocks_ != 0) {
+    return Error::InvalidArgument("tar: a lone zero block " + after);
+  }
+  auto stored = ParseNumber(h + 148, 8);
+  unsigned usum = 0;
+  int ssum = 0;
+  for (std::size_t i = 0; i < kBlock; ++i) {
+    char c = (i >= 148 && i < 156) ? ' ' : h[i];
+    usum += static_cast<unsigned char>(c);
+    ssum += static_cast<signed char>(c);
+  }
+  if (!stored || (*stored != usum && static_cast<std::int64_t>(*stored) != ssum)) {
+    return Error::InvalidArgument("tar: bad header checksum " + after +
+                                  " (not a tar archive, or corrupt)");
+  }
+  Header hd;
+  hd.type = h[156];
+  auto mode = ParseNumber(h + 100, 8);
+  auto size = ParseNumber(h + 124, 12);
+  auto mtime = ParseNumber(h + 136, 12);
+  hd.name = Field(h, 100);
+  if (std::memcmp(h + 257, "ustar\0", 6) == 0 && h[345] != '\0') {
+    hd.name = Field(h + 345, 155) + "/" + hd.name;  // POSIX ustar prefix (GNU's magic has none)
+  }
+  if (!mode || !size || !mtime) {
+    return Error::InvalidArgument("tar entry '" + hd.name + "': malformed numeric field");
+  }
+  hd.mode = static_cast<std::uint32_t>(*mode & 07777);
+  hd.size = *size;
+  hd.mtime = static_cast<std::int64_t>(std::min<std::uint64_t>(*mtime, INT64_MAX));
+  hd.link = Field(h + 157, 100);
+
+  if (hd.type == 'x' || hd.type == 'g' || hd.type == 'L' || hd.type == 'K') {
+    if (hd.size > kMaxMetaBody) {
+      return Error::InvalidArgument("tar: extended header of " + std::to_string(hd.size) +
+                                    " bytes " + after + " exceeds " + std::to_string(kMaxMetaBody));
+    }
+    meta_type_ = hd.type;
+    meta_body_.clear();
+    data_left_ = hd.size;
+    pad_left_ = PadOf(hd.size);
+    state_ = State::kMetaBody;
+    if (data_left_ == 0) {
+      AGVISOR_RETURN_IF_ERROR(OnMetaBody());
+      state_ = pad_left_ ? State::kPadding : State::kHeader;
+    }
+    return Ok();
+  }
+  if (has_next_path_) hd.name = next_path_;
+  if (has_next_link_) hd.link = next_link_;
+  if (has_next_size_) hd.size = next_size_;
+  if (has_next_mtime_) hd.mtime = next_mtime_;
+  has_next_path_ = has_next_link_ = has_next_size_ = has_next_mtime_ = false;
+  AGVISOR_RETURN_IF_ERROR(StartEntry(hd));
+  if (state_ == State::kFileData && data_left_ == 0) {
+    state_ = State::kHeader;  // empty file, already finished
+  } else if (state_ == State::kSkipData && data_left_ == 0) {
+    state_ = State::kHeader;
+  }
+  return Ok();
+}
+
+Result<void> TarStreamReader::Push(std::string_view bytes) {
+  if (failed_) return error_;
+  auto fail = [&](Result<void> r) -> Result<void> {
+    if (!r.ok()) return Fail(r.error());
+    return Ok();
+  };
+  while (!bytes.empty()) {
+    switch (state_) {
+      case State::kHeader: {
+        std::size_t n = std::min(kBlock - block_.size(), bytes.size());
+        block_.append(bytes.substr(0, n));
+        bytes.remove_prefix(n);
+        if (block_.size() == kBlock) {
+          auto r = OnHeaderBlock();
+          block_.clear();
+          if (!r.ok()) return fail(std::move(r));
+        }
+        break;
+      }
+      case State::kFileData:
+      case State::kSkipData:
+      case State::kMetaBody: {
+        std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(data_left_, bytes.size()));
+        std::string_view part = bytes.substr(0, n);
+        bytes.remove_prefix(n);
+        data_left_ -= n;
+        if (state_ == State::kFileData) {
+          while (!part.empty()) {
+            ssize_t w = write(file_.get(), part.data(), part.size());
+            if (w < 0) {
+              if (errno == EINTR) continue;
+              return Fail(SysError("tar entry '" + entry_name_ + "': write", errno));
+            }
+            part.remove_prefix(static_cast<std::size_t>(w));
+          }
+        } else if (state_ == State::kMetaBody) {
+          meta_body_.append(part);
+        }
+        if (data_left_ == 0) {
+          if (state_ == State::kFileData) {
+            if (auto r = FinishFile(); !r.ok()) return fail(std::move(r));
+          } else if (state_ == State::kMetaBody) {
+            if (auto r = OnMetaBody(); !r.ok()) return fail(std::move(r));
+          }
+          state_ = pad_left_ ? State::kPadding : State::kHeader;
+        }
+        break;
+      }
+      case State::kPadding: {
+        std::size_t n = std::min(pad_left_, bytes.size());
+        bytes.remove_prefix(n);
+        pad_left_ -= n;
+        if (pad_left_ == 0) state_ = State::kHeader;
+        break;
+      }
+      case State::kEnded:
+        if (bytes.find_first_not_of('\0') != std::string_view::npos) {
+          return Fail(Error::InvalidArgument("tar: data after the end of the archive"));
+        }
+        bytes = {};
+        break;
+    }
+  }
+  return Ok();
+}
+
+Result<void> TarStreamReader::Finish() {
+  if (failed_) return error_;
+  if (state_ != State::kEnded) {
+    std::string where = entry_name_.empty() ? std::string("before any entry")
+                                            : "in or after entry '" + entry_name_ + "'";
+    if (state_ == State::kFileData || state_ == State::kSkipData || state_ == State::kPadding) {
+      return Fail(Error::InvalidArgument("tar: archive truncated in entry '" + entry_name_ + "' (" +
+                                         std::to_string(data_left_ + pad_left_) +
+                                         " bytes of data and padding missing)"));
+    }
+    if (state_ == State::kMetaBody) {
+      return Fail(Error::InvalidArgument("tar: archive truncated in an extended header " + where));
+    }
+    return Fail(Error::InvalidArgument("tar: archive ended without its end marker " + where));
+  }
+  // Directories last, deepest first, so that a read-only one could still be filled.
+  for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
+    std::string name = Join(it->components, it->components.size());
+    UniqueFd parent = AGVISOR_TRY(
+        OpenDirBeneath(dest_.get(), it->components, it->components.size() - 1, false, name));
+    int fd = openat(parent.get(), it->components.back().c_str(),
+                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return Fail(SysError("tar entry '" + name + "/': open to set its mode", errno));
+    UniqueFd dir(fd);
+    if (fchmod(dir.get(), it->mode) != 0) {
+      return Fail(SysError("tar entry '" + name + "/': fchmod", errno));
+    }
+    struct timespec times[2] = {{0, UTIME_OMIT}, {it->mtime, 0}};
+    if (futimens(dir.get(), times) != 0) {
+      return Fail(SysError("tar entry '" + name + "/': futimens", errno));
+    }
+  }
+  dirs_.clear();
+  return Ok();
+}
+
+}  // namespace agvisor

@@ -1,0 +1,412 @@
+#include "agvisor/base/tar_stream.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "agvisor/base/subprocess.h"
+#include "gtest/gtest.h"
+
+namespace agvisor {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "tar_stream_test.XXXXXX").string();
+    char* p = mkdtemp(tmpl.data());
+    EXPECT_NE(p, nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    auto r = RunCommand({"chmod", "-R", "u+rwx", path_});
+    auto r2 = RunCommand({"rm", "-rf", path_});
+    (void)r;
+    (void)r2;
+  }
+  const std::string& path() const { return path_; }
+  std::string operator/(std::string_view s) const { return path_ + "/" + std::string(s); }
+
+ private:
+  std::string path_;
+};
+
+void WriteFile(const std::string& path, const std::string& data, mode_t mode = 0644) {
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << data;
+  }
+  ASSERT_EQ(chmod(path.c_str(), mode), 0) << path;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string Pattern(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+// "relative path" -> "kind mode size [target|content hash] mtime" of every entry under root.
+std::map<std::string, std::string> Describe(const std::string& root) {
+  std::map<std::string, std::string> out;
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
+       ++it) {
+    std::string rel = fs::relative(it->path(), root).string();
+    struct stat st;
+    EXPECT_EQ(lstat(it->path().c_str(), &st), 0);
+    std::string d = std::to_string(st.st_mode & 07777) + " ";
+    if (S_ISLNK(st.st_mode)) {
+      d += "link " + fs::read_symlink(it->path()).string();
+    } else if (S_ISDIR(st.st_mode)) {
+      d += "dir";
+    } else {
+      d += "file " + std::to_string(st.st_size) + " " +
+           std::to_string(std::hash<std::string>()(ReadFile(it->path()))) + " " +
+           std::to_string(st.st_mtim.tv_sec);
+    }
+    out[rel] = d;
+  }
+  return out;
+}
+
+// A tree with every kind of entry the writer handles.
+void MakeTree(const std::string& root) {
+  ASSERT_EQ(mkdir(root.c_str(), 0755), 0);
+  WriteFile(root + "/empty", "");
+  WriteFile(root + "/small.sh", "#!/bin/sh\necho hi\n", 0750);
+  WriteFile(root + "/ten_mb", Pattern(10 * 1024 * 1024 + 7, 1), 0600);
+  ASSERT_EQ(mkdir((root + "/empty_dir").c_str(), 0700), 0);
+  ASSERT_EQ(mkdir((root + "/sub").c_str(), 0755), 0);
+  WriteFile(root + "/sub/x", "x");
+  std::string long_dir = root + "/" + std::string(120, 'd');
+  ASSERT_EQ(mkdir(long_dir.c_str(), 0755), 0);
+  std::string long_file = long_dir + "/" + std::string(150, 'f');
+  WriteFile(long_file, "long", 0640);
+  ASSERT_EQ(symlink("sub/x", (root + "/link_to_x").c_str()), 0);
+  ASSERT_EQ(symlink("sub", (root + "/link_to_dir").c_str()), 0);
+  ASSERT_EQ(symlink(("../" + std::string(120, 'd') + "/" + std::string(150, 'f')).c_str(),
+                    (root + "/sub/long_link").c_str()),
+            0);
+  // A read-only directory with contents: its mode must be applied after its children.
+  ASSERT_EQ(mkdir((root + "/ro").c_str(), 0755), 0);
+  WriteFile(root + "/ro/inside", "ro");
+  ASSERT_EQ(chmod((root + "/ro").c_str(), 0555), 0);
+  struct timespec times[2] = {{0, UTIME_OMIT}, {1000000000, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, (root + "/small.sh").c_str(), times, 0), 0);
+}
+
+Result<std::string> WriteArchive(const std::string& path, std::mt19937& rng,
+                                 std::size_t max_chunk) {
+  auto w = AGVISOR_TRY(TarStreamWriter::Open(path));
+  std::string out;
+  std::uniform_int_distribution<std::size_t> size(1, max_chunk);
+  while (true) {
+    std::size_t n = size(rng);
+    TarChunk c = AGVISOR_TRY(w->Pull(n));
+    EXPECT_LE(c.bytes.size(), n);
+    if (!c.end) {
+      EXPECT_FALSE(c.bytes.empty());
+    }
+    out += c.bytes;
+    if (c.end) break;
+  }
+  return out;
+}
+
+Result<void> Extract(const std::string& archive, const std::string& dest, std::mt19937& rng,
+                     std::size_t max_chunk) {
+  auto r = AGVISOR_TRY(TarStreamReader::Open(dest));
+  std::uniform_int_distribution<std::size_t> size(1, max_chunk);
+  std::size_t pos = 0;
+  while (pos < archive.size()) {
+    std::size_t n = std::min(size(rng), archive.size() - pos);
+    AGVISOR_RETURN_IF_ERROR(r->Push(std::string_view(archive).substr(pos, n)));
+    pos += n;
+  }
+  return r->Finish();
+}
+
+TEST(TarStreamTest, RoundTripAtRandomChunkSizes) {
+  TempDir t;
+  MakeTree(t / "root");
+  auto want = Describe(t / "root");
+  ASSERT_GE(want.size(), 10u);
+  std::mt19937 rng(42);
+  for (std::size_t max_chunk : {std::size_t{1} << 20, std::size_t{700}, std::size_t{100003}}) {
+    auto archive = WriteArchive(t / "root", rng, max_chunk);
+    ASSERT_TRUE(archive.ok()) << archive.error().ToString();
+    EXPECT_EQ(archive->size() % 512, 0u);
+    std::string dest = t / ("out" + std::to_string(max_chunk));
+    ASSERT_EQ(mkdir(dest.c_str(), 0755), 0);
+    auto r = Extract(*archive, dest, rng, max_chunk);
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    EXPECT_EQ(Describe(dest + "/root"), want);
+  }
+}
+
+TEST(TarStreamTest, SingleFileAndSymlinkRoots) {
+  TempDir t;
+  WriteFile(t / "f", "hello", 0600);
+  ASSERT_EQ(symlink("/nonexistent/elsewhere", (t / "l").c_str()), 0);
+  std::mt19937 rng(1);
+  auto a = WriteArchive(t / "f", rng, 1000);
+  ASSERT_TRUE(a.ok());
+  auto listing = RunCommand({"tar", "-tvf", "-"}, *a);
+  ASSERT_TRUE(listing.ok());
+  EXPECT_NE(listing->out.find("-rw------- "), std::string::npos) << listing->out;
+  EXPECT_NE(listing->out.find(" f\n"), std::string::npos) << listing->out;
+  auto b = WriteArchive(t / "l", rng, 1000);
+  ASSERT_TRUE(b.ok());
+  listing = RunCommand({"tar", "-tvf", "-"}, *b);
+  ASSERT_TRUE(listing.ok());
+  EXPECT_NE(listing->out.find("l -> /nonexistent/elsewhere"), std::string::npos) << listing->out;
+}
+
+TEST(TarStreamTest, MissingRootIsNotFound) {
+  TempDir t;
+  auto w = TarStreamWriter::Open(t / "missing");
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().code(), ErrorCode::kNotFound);
+  EXPECT_NE(w.error().message().find("missing"), std::string::npos);
+  EXPECT_EQ(TarStreamWriter::Open("").error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(TarStreamReader::Open(t / "missing").error().code(), ErrorCode::kNotFound);
+}
+
+TEST(TarStreamTest, SystemTarReadsWhatTheWriterMakes) {
+  TempDir t;
+  MakeTree(t / "root");
+  std::mt19937 rng(7);
+  auto archive = WriteArchive(t / "root", rng, 65536);
+  ASSERT_TRUE(archive.ok());
+  ASSERT_EQ(mkdir((t / "sys").c_str(), 0755), 0);
+  auto out = RunCommand({"tar", "-x", "-p", "-C", t / "sys", "-f", "-"}, *archive);
+  ASSERT_TRUE(out.ok());
+  ASSERT_TRUE(out->status.success()) << out->err;
+  EXPECT_EQ(out->err, "");
+  EXPECT_EQ(Describe(t / "sys/root"), Describe(t / "root"));
+}
+
+TEST(TarStreamTest, ReaderExtractsWhatSystemTarMakes) {
+  TempDir t;
+  MakeTree(t / "root");
+  auto want = Describe(t / "root");
+  std::mt19937 rng(9);
+  for (std::string format : {"gnu", "pax", "ustar"}) {
+    SCOPED_TRACE(format);
+    // ustar cannot hold the 150-byte file name under a 120-byte directory: leave it out.
+    std::vector<std::string> argv = {"tar", "-c", "--format=" + format, "-C", t.path(), "root"};
+    if (format == "ustar") {
+      argv.insert(argv.begin() + 2, "--exclude=" + std::string(120, 'd'));
+      argv.insert(argv.begin() + 2, "--exclude=long_link");
+    }
+    auto out = RunCommand(argv);
+    ASSERT_TRUE(out.ok());
+    ASSERT_TRUE(out->status.success()) << out->err;
+    std::string dest = t / ("x_" + format);
+    ASSERT_EQ(mkdir(dest.c_str(), 0755), 0);
+    auto r = Extract(out->out, dest, rng, 5000);
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    auto got = Describe(dest + "/root");
+    if (format == "ustar") {
+      auto w = want;
+      std::erase_if(w, [](const auto& kv) {
+        return kv.first.find("ddd") != std::string::npos || kv.first == "sub/long_link";
+      });
+      EXPECT_EQ(got, w);
+    } else {
+      EXPECT_EQ(got, want);
+    }
+  }
+}
+
+TEST(TarStreamTest, ExtractsHardLinksInside) {
+  TempDir t;
+  ASSERT_EQ(mkdir((t / "src").c_str(), 0755), 0);
+  WriteFile(t / "src/a", "shared");
+  ASSERT_EQ(link((t / "src/a").c_str(), (t / "src/b").c_str()), 0);
+  auto out = RunCommand({"tar", "-c", "-C", t / "src", "."});
+  ASSERT_TRUE(out.ok() && out->status.success());
+  ASSERT_EQ(mkdir((t / "dst").c_str(), 0755), 0);
+  std::mt19937 rng(3);
+  auto r = Extract(out->out, t / "dst", rng, 100);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  struct stat a, b;
+  ASSERT_EQ(stat((t / "dst/a").c_str(), &a), 0);
+  ASSERT_EQ(stat((t / "dst/b").c_str(), &b), 0);
+  EXPECT_EQ(a.st_ino, b.st_ino);
+  EXPECT_EQ(ReadFile(t / "dst/b"), "shared");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile archives, built by hand.
+
+void Octal(char* f, std::size_t w, std::uint64_t v) {
+  std::snprintf(f, w, "%0*llo", static_cast<int>(w - 1), static_cast<unsigned long long>(v));
+}
+
+std::string Entry(std::string_view name, char type, std::string_view data = {},
+                  std::string_view link = {}, bool gnu = false) {
+  std::array<char, 512> h{};
+  std::memcpy(h.data(), name.data(), std::min<std::size_t>(name.size(), 100));
+  Octal(h.data() + 100, 8, 0644);
+  Octal(h.data() + 108, 8, 0);
+  Octal(h.data() + 116, 8, 0);
+  Octal(h.data() + 124, 12, data.size());
+  Octal(h.data() + 136, 12, 0);
+  h[156] = type;
+  std::memcpy(h.data() + 157, link.data(), std::min<std::size_t>(link.size(), 100));
+  std::memcpy(h.data() + 257,
+              gnu ? "ustar  "
+                  : "ustar\0"
+                    "00",
+              8);
+  std::memset(h.data() + 148, ' ', 8);
+  unsigned sum = 0;
+  for (char c : h) sum += static_cast<unsigned char>(c);
+  Octal(h.data() + 148, 7, sum);
+  std::string out(h.data(), 512);
+  out += data;
+  out.append((512 - data.size() % 512) % 512, '\0');
+  return out;
+}
+std::string End() { return std::string(1024, '\0'); }
+
+class TarEscapeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(mkdir((t_ / "dest").c_str(), 0755), 0);
+    ASSERT_EQ(mkdir((t_ / "outside").c_str(), 0755), 0);
+    WriteFile(t_ / "outside/target", "original");
+  }
+  // Extracts `archive`; expects a refusal that names `entry`, and nothing changed outside.
+  void ExpectRefused(const std::string& archive, const std::string& entry) {
+    auto before = Describe(t_ / "outside");
+    std::mt19937 rng(5);
+    auto r = Extract(archive, t_ / "dest", rng, 300);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message().find(entry), std::string::npos) << r.error().ToString();
+    EXPECT_EQ(Describe(t_ / "outside"), before);
+    EXPECT_EQ(ReadFile(t_ / "outside/target"), "original");
+    EXPECT_FALSE(fs::exists(t_ / "x"));
+  }
+  TempDir t_;
+};
+
+TEST_F(TarEscapeTest, DotDot) {
+  ExpectRefused(Entry("../x", '0', "evil") + End(), "'../x'");
+  ExpectRefused(Entry("a/../../x", '0', "evil") + End(), "'a/../../x'");
+  ExpectRefused(Entry("../outside/target", '0', "evil") + End(), "'../outside/target'");
+  ExpectRefused(Entry("..", '5') + End(), "'..'");
+}
+
+TEST_F(TarEscapeTest, Absolute) {
+  ExpectRefused(Entry(t_ / "outside/target", '0', "evil") + End(), "absolute");
+  ExpectRefused(Entry("/etc/x", '0', "evil") + End(), "'/etc/x'");
+  EXPECT_FALSE(fs::exists("/etc/x"));
+}
+
+TEST_F(TarEscapeTest, LongNameHeadersAreCheckedToo) {
+  std::string name = "../x";
+  ExpectRefused(
+      Entry("././@LongLink", 'L', name + '\0', {}, true) + Entry("short", '0', "e") + End(),
+      "'../x'");
+  std::string rec = "13 path=../x\n";
+  ExpectRefused(Entry("PaxHeader/x", 'x', rec) + Entry("short", '0', "e") + End(), "'../x'");
+}
+
+TEST_F(TarEscapeTest, SymlinkThenFileThroughIt) {
+  // The link itself is inside, but nothing is ever extracted through a symlink.
+  ASSERT_EQ(mkdir((t_ / "dest/real").c_str(), 0755), 0);
+  ExpectRefused(Entry("d", '2', {}, "real") + Entry("d/file", '0', "evil") + End(), "'d/file'");
+  EXPECT_FALSE(fs::exists(t_ / "dest/real/file"));
+  // A symlink to outside is refused outright.
+  ExpectRefused(Entry("o", '2', {}, t_ / "outside") + Entry("o/target", '0', "evil") + End(),
+                "'o'");
+  ExpectRefused(Entry("o2", '2', {}, "../outside") + End(), "'o2'");
+  ExpectRefused(
+      Entry("a/", '5') + Entry("a/up", '2', {}, "..") + Entry("b", '2', {}, "a/up/..") + End(),
+      "'b'");
+  // One that was there before is not followed either.
+  ASSERT_EQ(symlink((t_ / "outside").c_str(), (t_ / "dest/pre").c_str()), 0);
+  ExpectRefused(Entry("pre/target", '0', "evil") + End(), "'pre/target'");
+}
+
+TEST_F(TarEscapeTest, ContainedSymlinksAreCreated) {
+  std::mt19937 rng(1);
+  auto r = Extract(Entry("a/b/", '5') + Entry("a/b/up", '2', {}, "../../c") + End(), t_ / "dest",
+                   rng, 512);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(fs::read_symlink(t_ / "dest/a/b/up"), "../../c");
+}
+
+TEST_F(TarEscapeTest, FileReplacesAPlantedSymlinkWithoutWritingThroughIt) {
+  ASSERT_EQ(symlink((t_ / "outside/target").c_str(), (t_ / "dest/f").c_str()), 0);
+  ASSERT_EQ(link((t_ / "outside/target").c_str(), (t_ / "dest/h").c_str()), 0);
+  std::mt19937 rng(1);
+  auto r = Extract(Entry("f", '0', "new") + Entry("h", '0', "new") + End(), t_ / "dest", rng, 512);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(ReadFile(t_ / "outside/target"), "original");
+  EXPECT_EQ(ReadFile(t_ / "dest/f"), "new");
+  EXPECT_FALSE(fs::is_symlink(t_ / "dest/f"));
+}
+
+TEST_F(TarEscapeTest, HardLinks) {
+  ExpectRefused(Entry("p", '1', {}, "/etc/passwd") + End(), "'p'");
+  ExpectRefused(Entry("p", '1', {}, "../outside/target") + End(), "'p'");
+  ASSERT_EQ(symlink((t_ / "outside").c_str(), (t_ / "dest/pre").c_str()), 0);
+  ExpectRefused(Entry("p", '1', {}, "pre/target") + End(), "'p'");
+}
+
+TEST_F(TarEscapeTest, SpecialFiles) {
+  ExpectRefused(Entry("dev", '3') + End(), "'dev': device");
+  ExpectRefused(Entry("blk", '4') + End(), "'blk': device");
+  ExpectRefused(Entry("fifo", '6') + End(), "'fifo'");
+  ExpectRefused(Entry("sparse", 'S') + End(), "'sparse'");
+}
+
+TEST(TarStreamReaderTest, EndsCleanlyOrSaysWhy) {
+  TempDir t;
+  auto finish = [&](const std::string& archive) -> Result<void> {
+    auto r = AGVISOR_TRY(TarStreamReader::Open(t.path()));
+    AGVISOR_RETURN_IF_ERROR(r->Push(archive));
+    return r->Finish();
+  };
+  std::string good = Entry("f", '0', "data") + End();
+  EXPECT_TRUE(finish(good).ok());
+  EXPECT_TRUE(finish(good + std::string(8192, '\0')).ok());  // record padding
+  auto r = finish(good.substr(0, 520));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("truncated in entry 'f'"), std::string::npos);
+  r = finish(Entry("f", '0', "data"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("end marker"), std::string::npos);
+  std::string corrupt = good;
+  corrupt[10] = 'x';
+  r = finish(corrupt);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("checksum"), std::string::npos);
+  r = finish(good + "junk");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("after the end"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace agvisor
