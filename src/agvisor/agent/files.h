@@ -25,6 +25,8 @@
 //     removes the link, never what it points to; a recursive REMOVE never descends through one).
 //   - TAR_READ: not the last component, nor any symlink inside the tree (stored as symlinks).
 //   - TAR_WRITE's entries: none at all (see base/tar_stream.h for the extraction rules).
+// TAR_WRITE creates its directory (mkdir -p, 0755) when missing; FILE_WRITE creates the parents
+// only with the kFileWriteParents flag. Replaced files get the requested mode and keep their owner.
 //
 // Errors (ERROR frames; the message names the operation, the path and the failing call's errno):
 // kInvalidArgument (bad path, not a directory / is a directory, a bad tar stream), kNotFound,
