@@ -18,14 +18,14 @@ std::string_view StopReasonName(StopReason reason) {
   return "unknown";
 }
 
-void ActivityTracker::ClientConnected(Clock::time_point /*now*/) { ++clients_; }
+void ActivityTracker::HoldStarted(Clock::time_point /*now*/) { ++holds_; }
 
-void ActivityTracker::ClientDisconnected(Clock::time_point now) {
-  if (clients_ > 0 && --clients_ == 0) idle_since_ = now;
+void ActivityTracker::HoldEnded(Clock::time_point now) {
+  if (holds_ > 0 && --holds_ == 0) idle_since_ = now;
 }
 
 std::chrono::milliseconds ActivityTracker::IdleFor(Clock::time_point now) const {
-  if (clients_ > 0 || now < idle_since_) return std::chrono::milliseconds(0);
+  if (holds_ > 0 || now < idle_since_) return std::chrono::milliseconds(0);
   return std::chrono::duration_cast<std::chrono::milliseconds>(now - idle_since_);
 }
 
@@ -36,7 +36,7 @@ ExpiryDecision ActivityTracker::Decide(Clock::time_point now) const {
     if (now >= end) return {StopReason::kLifetime, std::nullopt};
     d.next_check = end;
   }
-  if (policy_.idle_ttl && clients_ == 0) {
+  if (policy_.idle_ttl && holds_ == 0) {
     Clock::time_point end = idle_since_ + *policy_.idle_ttl;
     if (now >= end) return {StopReason::kIdle, std::nullopt};
     d.next_check = d.next_check ? std::min(*d.next_check, end) : end;

@@ -3,9 +3,11 @@
 // Used by init.cc (fed by the activity socket and a monotonic clock) and unit-tested with a fake
 // clock. Definitions (docs/agent.md):
 //   - lifetime: the sandbox stops once `lifetime` has passed since start, whatever is running.
-//   - activity: a client connected to the activity socket. The sandbox is active for as long as
-//     at least one client is connected; idle time runs from the last moment the number of
-//     connected clients dropped to zero (or from start, if none ever connected).
+//   - activity: "operations in flight". A hold is one of: an exec, a background-process attach,
+//     a file operation or a port stream in progress in any channel session, or a legacy client
+//     (e.g. `agvisor-agent exec`) connected to the socket without speaking the protocol. An idle
+//     connected session is not a hold. The sandbox is active while at least one hold exists; idle
+//     time runs from the last moment the number of holds dropped to zero (or from start).
 //   - idle-ttl: the sandbox stops once it has been idle for `idle_ttl`.
 // Lifetime wins when both are due at the same instant.
 #pragma once
@@ -13,6 +15,7 @@
 #include <chrono>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 namespace agvisor::agent {
 
@@ -40,21 +43,47 @@ class ActivityTracker {
   ActivityTracker(ExpiryPolicy policy, Clock::time_point start)
       : policy_(policy), start_(start), idle_since_(start) {}
 
-  void ClientConnected(Clock::time_point now);
-  void ClientDisconnected(Clock::time_point now);
-  int connected_clients() const { return clients_; }
+  // One more / one fewer operation in flight (see above). HoldEnded with none held is ignored.
+  void HoldStarted(Clock::time_point now);
+  void HoldEnded(Clock::time_point now);
+  int holders() const { return holds_; }
 
   // Pure: what to do at `now`.
   ExpiryDecision Decide(Clock::time_point now) const;
 
-  // How long the sandbox has been idle at `now` (zero while a client is connected).
+  // How long the sandbox has been idle at `now` (zero while a hold exists).
   std::chrono::milliseconds IdleFor(Clock::time_point now) const;
 
  private:
   ExpiryPolicy policy_;
   Clock::time_point start_;
   Clock::time_point idle_since_;
-  int clients_ = 0;
+  int holds_ = 0;
+};
+
+// RAII: one hold on a tracker for as long as it lives (an operation in flight). Move-only.
+class ActivityHold {
+ public:
+  ActivityHold() = default;
+  explicit ActivityHold(ActivityTracker* tracker) : tracker_(tracker) {
+    if (tracker_) tracker_->HoldStarted(Clock::now());
+  }
+  ActivityHold(ActivityHold&& o) noexcept : tracker_(std::exchange(o.tracker_, nullptr)) {}
+  ActivityHold& operator=(ActivityHold&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      tracker_ = std::exchange(o.tracker_, nullptr);
+    }
+    return *this;
+  }
+  ~ActivityHold() { Reset(); }
+  void Reset() {
+    if (tracker_) std::exchange(tracker_, nullptr)->HoldEnded(Clock::now());
+  }
+  bool held() const { return tracker_ != nullptr; }
+
+ private:
+  ActivityTracker* tracker_ = nullptr;
 };
 
 }  // namespace agvisor::agent

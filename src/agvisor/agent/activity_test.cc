@@ -21,7 +21,7 @@ TEST(ActivityTrackerTest, NoLimitsNeverStopsAndNeverWakes) {
 
 TEST(ActivityTrackerTest, LifetimeStopsWhateverTheActivity) {
   ActivityTracker t({.lifetime = seconds(30)}, kT0);
-  t.ClientConnected(At(seconds(1)));
+  t.HoldStarted(At(seconds(1)));
   auto d = t.Decide(At(seconds(29)));
   EXPECT_EQ(d.stop, StopReason::kNone);
   EXPECT_EQ(d.next_check, At(seconds(30)));
@@ -37,15 +37,15 @@ TEST(ActivityTrackerTest, IdleCountsFromStartWhenNobodyConnects) {
   EXPECT_EQ(t.Decide(At(seconds(10))).stop, StopReason::kIdle);
 }
 
-TEST(ActivityTrackerTest, ConnectedClientIsActivityForItsWholeDuration) {
+TEST(ActivityTrackerTest, HoldIsActivityForItsWholeDuration) {
   ActivityTracker t({.idle_ttl = seconds(10)}, kT0);
-  t.ClientConnected(At(seconds(5)));
+  t.HoldStarted(At(seconds(5)));
   // Connected far past the ttl: still not idle, and no timer needed.
   auto d = t.Decide(At(seconds(100)));
   EXPECT_EQ(d.stop, StopReason::kNone);
   EXPECT_FALSE(d.next_check);
   EXPECT_EQ(t.IdleFor(At(seconds(100))), milliseconds(0));
-  t.ClientDisconnected(At(seconds(100)));
+  t.HoldEnded(At(seconds(100)));
   // Idle time starts at the disconnect.
   d = t.Decide(At(seconds(109)));
   EXPECT_EQ(d.stop, StopReason::kNone);
@@ -54,31 +54,31 @@ TEST(ActivityTrackerTest, ConnectedClientIsActivityForItsWholeDuration) {
   EXPECT_EQ(t.Decide(At(seconds(110))).stop, StopReason::kIdle);
 }
 
-TEST(ActivityTrackerTest, IdleStartsWhenTheLastOfSeveralClientsLeaves) {
+TEST(ActivityTrackerTest, IdleStartsWhenTheLastOfSeveralHoldsEnds) {
   ActivityTracker t({.idle_ttl = seconds(10)}, kT0);
-  t.ClientConnected(At(seconds(1)));
-  t.ClientConnected(At(seconds(2)));
-  t.ClientDisconnected(At(seconds(3)));
-  EXPECT_EQ(t.connected_clients(), 1);
+  t.HoldStarted(At(seconds(1)));
+  t.HoldStarted(At(seconds(2)));
+  t.HoldEnded(At(seconds(3)));
+  EXPECT_EQ(t.holders(), 1);
   EXPECT_EQ(t.Decide(At(seconds(50))).stop, StopReason::kNone);
-  t.ClientDisconnected(At(seconds(50)));
+  t.HoldEnded(At(seconds(50)));
   EXPECT_EQ(t.Decide(At(seconds(59))).stop, StopReason::kNone);
   EXPECT_EQ(t.Decide(At(seconds(60))).stop, StopReason::kIdle);
 }
 
 TEST(ActivityTrackerTest, ExtraDisconnectDoesNotGoNegative) {
   ActivityTracker t({.idle_ttl = seconds(10)}, kT0);
-  t.ClientDisconnected(At(seconds(5)));  // ignored: nobody was connected
-  EXPECT_EQ(t.connected_clients(), 0);
+  t.HoldEnded(At(seconds(5)));  // ignored: nobody was connected
+  EXPECT_EQ(t.holders(), 0);
   EXPECT_EQ(t.Decide(At(seconds(10))).stop, StopReason::kIdle);  // still from start
 }
 
 TEST(ActivityTrackerTest, EarliestLimitWinsAndLifetimeBreaksTies) {
   ActivityTracker t({.lifetime = seconds(20), .idle_ttl = seconds(10)}, kT0);
   EXPECT_EQ(t.Decide(At(seconds(1))).next_check, At(seconds(10)));
-  t.ClientConnected(At(seconds(1)));
+  t.HoldStarted(At(seconds(1)));
   EXPECT_EQ(t.Decide(At(seconds(2))).next_check, At(seconds(20)));
-  t.ClientDisconnected(At(seconds(10)));
+  t.HoldEnded(At(seconds(10)));
   // Both due at 20 s: lifetime.
   EXPECT_EQ(t.Decide(At(seconds(20))).stop, StopReason::kLifetime);
 }

@@ -320,8 +320,8 @@ TEST_F(AgentTest, VersionHelpAndUsageErrors) {
   auto r = RunCommand({kAgent, "version"});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status.exit_code, 0);
-  EXPECT_EQ(r->out, "agvisor-agent 0.1.0 protocol 0\n");
-  for (const char* sub : {"init", "exec", "version"}) {
+  EXPECT_EQ(r->out, "agvisor-agent 0.1.0 protocol 1\n");
+  for (const char* sub : {"init", "exec", "connect", "version"}) {
     r = RunCommand({kAgent, sub, "--help"});
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->status.exit_code, 0);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "agvisor/agent/cli.h"
+#include "agvisor/agent/connect.h"
 #include "agvisor/agent/exec.h"
 #include "agvisor/agent/init.h"
 #include "agvisor/agent/log.h"
@@ -27,6 +28,7 @@ void WriteStdout(std::string_view text) {
 struct Dispatch {
   int operator()(const InitOptions& o) const { return RunInit(o); }
   int operator()(const ExecOptions& o) const { return RunExec(o); }
+  int operator()(const ConnectOptions& o) const { return RunConnect(o); }
   int operator()(const VersionCommand&) const {
     WriteStdout("agvisor-agent " + std::string(kAgentVersion) + " protocol " +
                 std::to_string(kProtocolVersion) + "\n");

@@ -15,6 +15,7 @@ The in-sandbox agent of agvisor. The host copies it into every container before 
 Subcommands:
   init      be PID 1: reap zombies, track activity, enforce --lifetime / --idle-ttl
   exec      run a command; on --timeout kill its whole process tree and exit 124
+  connect   relay stdin/stdout to init's channel socket (the host's second way in)
   version   print the agent and protocol versions
 
 Run `agvisor-agent SUBCOMMAND --help` for the options of each.
@@ -22,14 +23,18 @@ Run `agvisor-agent SUBCOMMAND --help` for the options of each.
 
 constexpr std::string_view kInitHelp =
     R"(Usage: agvisor-agent init [--lifetime SECONDS] [--idle-ttl SECONDS] [--socket PATH]
+                          [--channel-stdio]
 
 PID 1 of a sandbox. Reaps every zombie (also when not PID 1: it makes itself a child subreaper),
-listens on a unix socket for activity and stops the sandbox on its own:
+serves the channel protocol (docs/protocol.md) on a unix socket and stops the sandbox on its own:
   --lifetime SECONDS   stop this long after start, whatever is running
-  --idle-ttl SECONDS   stop once no client has been connected to the socket for this long
-                       (a connected client, e.g. a running `agvisor-agent exec`, is activity)
-  --socket PATH        activity socket (default /run/agvisor/agent.sock; its directory is
+  --idle-ttl SECONDS   stop once no operation has been in flight for this long (an exec, file
+                       operation, port stream or attach in any session, or a connected client
+                       that does not speak the protocol, e.g. `agvisor-agent exec`)
+  --socket PATH        channel socket (default /run/agvisor/agent.sock; its directory is
                        created 0700 and also receives the file `exit-reason`)
+  --channel-stdio      also serve one session on stdin/stdout (EOF on stdin ends that session,
+                       not the sandbox); log lines go to stderr only
 SECONDS: a number > 0, fractions allowed (0.5). Both limits are off unless given.
 
 Stopping: SIGTERM to every process, 1 s of grace, then SIGKILL; the reason (lifetime, idle or
@@ -57,10 +62,18 @@ it was killed by signal N, 124 timeout, 125 failure of exec itself (bad options,
 126 PROGRAM not executable, 127 PROGRAM not found.
 )";
 
+constexpr std::string_view kConnectHelp = R"(Usage: agvisor-agent connect [--socket PATH]
+
+Relays stdin to init's channel socket and the socket to stdout, byte for byte (no framing of its
+own), until either side ends. The host runs it through `docker exec -i` to open a session.
+  --socket PATH   init's socket (default /run/agvisor/agent.sock)
+Exit codes: 0 the relay ended, 1 the socket could not be reached, 2 bad command line.
+)";
+
 constexpr std::string_view kVersionHelp = R"(Usage: agvisor-agent version
 
 Prints the agent version and the host<->agent protocol version, e.g.
-  agvisor-agent 0.1.0 protocol 0
+  agvisor-agent 0.1.0 protocol 1
 )";
 
 Error Invalid(std::string_view sub, std::string msg) {
@@ -122,6 +135,9 @@ Result<Command> ParseInit(const std::vector<std::string>& args) {
     } else if (AGVISOR_TRY(c.Take("--socket", &v))) {
       if (v.empty()) return Invalid(kSub, "--socket: empty path");
       o.socket_path = v;
+    } else if (c.peek() == "--channel-stdio") {
+      o.channel_stdio = true;
+      c.skip();
     } else if (c.peek().starts_with("-")) {
       return UnknownOption(kSub, c.peek());
     } else {
@@ -172,6 +188,25 @@ Result<Command> ParseExec(const std::vector<std::string>& args) {
   }
   o.argv = c.rest();
   if (o.argv.empty() || o.argv[0].empty()) return Invalid(kSub, "no command after `--`");
+  return o;
+}
+
+Result<Command> ParseConnect(const std::vector<std::string>& args) {
+  constexpr std::string_view kSub = "connect";
+  ConnectOptions o;
+  ArgCursor c(kSub, args);
+  std::string v;
+  while (!c.done()) {
+    if (c.peek() == "--help" || c.peek() == "-h") return HelpCommand{std::string(kConnectHelp)};
+    if (AGVISOR_TRY(c.Take("--socket", &v))) {
+      if (v.empty()) return Invalid(kSub, "--socket: empty path");
+      o.socket_path = v;
+    } else if (c.peek().starts_with("-")) {
+      return UnknownOption(kSub, c.peek());
+    } else {
+      return Invalid(kSub, "unexpected argument '" + c.peek() + "'");
+    }
+  }
   return o;
 }
 
@@ -226,21 +261,24 @@ std::string FormatSeconds(std::chrono::milliseconds d) {
 
 Result<Command> ParseCommandLine(const std::vector<std::string>& args) {
   if (args.empty()) {
-    return Error::InvalidArgument("missing subcommand (init, exec or version; see --help)");
+    return Error::InvalidArgument(
+        "missing subcommand (init, exec, connect or version; see --help)");
   }
   const std::string& sub = args[0];
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (sub == "--help" || sub == "-h" || sub == "help") return HelpCommand{std::string(kMainHelp)};
   if (sub == "init") return ParseInit(rest);
   if (sub == "exec") return ParseExec(rest);
+  if (sub == "connect") return ParseConnect(rest);
   if (sub == "version" || sub == "--version") return ParseVersion(rest);
   return Error::InvalidArgument("unknown subcommand '" + sub +
-                                "' (expected init, exec or version; see --help)");
+                                "' (expected init, exec, connect or version; see --help)");
 }
 
 std::string_view MainHelp() { return kMainHelp; }
 std::string_view InitHelp() { return kInitHelp; }
 std::string_view ExecHelp() { return kExecHelp; }
+std::string_view ConnectHelp() { return kConnectHelp; }
 std::string_view VersionHelp() { return kVersionHelp; }
 
 }  // namespace agvisor::agent

@@ -5,6 +5,7 @@
 // processes. Subcommands:
 //   init    PID 1 of a sandbox: reaps zombies, tracks activity, enforces lifetime / idle-ttl.
 //   exec    runs one command with a timeout that kills its whole process tree.
+//   connect relays its stdin/stdout to init's channel socket.
 //   version prints the agent and protocol versions.
 #pragma once
 
@@ -26,6 +27,14 @@ struct InitOptions {
   std::optional<std::chrono::milliseconds> lifetime;  // unset: no lifetime
   std::optional<std::chrono::milliseconds> idle_ttl;  // unset: never idle-expires
   std::string socket_path{kDefaultSocketPath};
+  // Serve one channel session on fd 0/1 (the host attached to PID 1's stdio before start).
+  bool channel_stdio = false;
+};
+
+// `agvisor-agent connect`: relays stdin/stdout to init's socket (run by the host through
+// `docker exec -i`).
+struct ConnectOptions {
+  std::string socket_path{kDefaultSocketPath};
 };
 
 struct ExecOptions {
@@ -44,7 +53,7 @@ struct HelpCommand {
   std::string text;
 };
 
-using Command = std::variant<InitOptions, ExecOptions, VersionCommand, HelpCommand>;
+using Command = std::variant<InitOptions, ExecOptions, ConnectOptions, VersionCommand, HelpCommand>;
 
 // Parses the arguments after argv[0]. Errors: kInvalidArgument, with a message that names the
 // subcommand, the flag and the offending text ("exec: --timeout: expected a number of seconds
@@ -64,6 +73,7 @@ std::string FormatSeconds(std::chrono::milliseconds d);
 std::string_view MainHelp();
 std::string_view InitHelp();
 std::string_view ExecHelp();
+std::string_view ConnectHelp();
 std::string_view VersionHelp();
 
 }  // namespace agvisor::agent

@@ -54,15 +54,32 @@ TEST(ParseCommandLineTest, InitDefaults) {
   EXPECT_FALSE(o.lifetime);
   EXPECT_FALSE(o.idle_ttl);
   EXPECT_EQ(o.socket_path, "/run/agvisor/agent.sock");
+  EXPECT_FALSE(o.channel_stdio);
 }
 
 TEST(ParseCommandLineTest, InitAllFlagsBothSpellings) {
-  auto r = Parse({"init", "--lifetime", "30", "--idle-ttl=1.5", "--socket=/tmp/x.sock"});
+  auto r = Parse(
+      {"init", "--lifetime", "30", "--idle-ttl=1.5", "--socket=/tmp/x.sock", "--channel-stdio"});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   auto& o = std::get<InitOptions>(*r);
   EXPECT_EQ(o.lifetime, milliseconds(30000));
   EXPECT_EQ(o.idle_ttl, milliseconds(1500));
   EXPECT_EQ(o.socket_path, "/tmp/x.sock");
+  EXPECT_TRUE(o.channel_stdio);
+}
+
+TEST(ParseCommandLineTest, Connect) {
+  auto d = Parse({"connect"});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(std::get<ConnectOptions>(*d).socket_path, "/run/agvisor/agent.sock");
+  auto s = Parse({"connect", "--socket", "/tmp/a.sock"});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(std::get<ConnectOptions>(*s).socket_path, "/tmp/a.sock");
+  EXPECT_EQ(ErrorOf({"connect", "--bogus"}),
+            "connect: unknown option '--bogus' (see `agvisor-agent connect --help`)");
+  EXPECT_EQ(ErrorOf({"connect", "x"}), "connect: unexpected argument 'x'");
+  EXPECT_EQ(ErrorOf({"connect", "--socket="}), "connect: --socket: empty path");
+  EXPECT_TRUE(std::holds_alternative<HelpCommand>(*Parse({"connect", "--help"})));
 }
 
 TEST(ParseCommandLineTest, InitBadInput) {
@@ -145,13 +162,13 @@ TEST(ParseCommandLineTest, VersionHelpAndUnknown) {
   EXPECT_EQ(std::get<HelpCommand>(*Parse({"init", "--lifetime", "3", "--help"})).text, InitHelp());
   EXPECT_EQ(std::get<HelpCommand>(*Parse({"exec", "--help"})).text, ExecHelp());
   EXPECT_EQ(std::get<HelpCommand>(*Parse({"version", "--help"})).text, VersionHelp());
-  EXPECT_EQ(ErrorOf({}), "missing subcommand (init, exec or version; see --help)");
+  EXPECT_EQ(ErrorOf({}), "missing subcommand (init, exec, connect or version; see --help)");
   EXPECT_EQ(ErrorOf({"run"}),
-            "unknown subcommand 'run' (expected init, exec or version; see --help)");
+            "unknown subcommand 'run' (expected init, exec, connect or version; see --help)");
 }
 
 TEST(ParseCommandLineTest, HelpTextsNameEveryFlagAndExitCode) {
-  for (const char* flag : {"--lifetime", "--idle-ttl", "--socket"}) {
+  for (const char* flag : {"--lifetime", "--idle-ttl", "--socket", "--channel-stdio"}) {
     EXPECT_NE(InitHelp().find(flag), std::string_view::npos) << flag;
   }
   for (const char* flag : {"--timeout", "--grace", "--cwd", "--env", "--socket", "124", "125",

@@ -80,4 +80,41 @@ Result<void> EventLoop::RunOnce(std::optional<Clock::time_point> deadline) {
   return Ok();
 }
 
+TimerQueue::Id TimerQueue::Add(Clock::time_point when, std::function<void()> fn) {
+  Id id = next_id_++;
+  by_time_.emplace(when, id);
+  timers_.emplace(id, std::make_pair(when, std::move(fn)));
+  return id;
+}
+
+void TimerQueue::Cancel(Id id) {
+  auto it = timers_.find(id);
+  if (it == timers_.end()) return;
+  auto [b, e] = by_time_.equal_range(it->second.first);
+  for (auto t = b; t != e; ++t) {
+    if (t->second == id) {
+      by_time_.erase(t);
+      break;
+    }
+  }
+  timers_.erase(it);
+}
+
+std::optional<TimerQueue::Clock::time_point> TimerQueue::Next() const {
+  if (by_time_.empty()) return std::nullopt;
+  return by_time_.begin()->first;
+}
+
+void TimerQueue::RunDue(Clock::time_point now) {
+  while (!by_time_.empty() && by_time_.begin()->first <= now) {
+    Id id = by_time_.begin()->second;
+    by_time_.erase(by_time_.begin());
+    auto it = timers_.find(id);
+    if (it == timers_.end()) continue;
+    std::function<void()> fn = std::move(it->second.second);
+    timers_.erase(it);
+    fn();
+  }
+}
+
 }  // namespace agvisor::agent

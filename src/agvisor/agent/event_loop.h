@@ -54,4 +54,28 @@ class EventLoop {
   std::map<std::uint64_t, std::shared_ptr<Watch>> watches_;
 };
 
+// TimerQueue: one-shot callbacks at steady-clock instants, run by the owner of the loop (init
+// passes Next() as the loop's deadline, then calls RunDue). Used for exec timeouts and the
+// SIGTERM -> SIGKILL grace of a tree kill. Callbacks may add or cancel timers.
+class TimerQueue {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Id = std::uint64_t;
+
+  // Schedules `fn` at `when`; returns an id for Cancel (never 0).
+  Id Add(Clock::time_point when, std::function<void()> fn);
+  // No-op for an id that already ran or was cancelled (and for 0).
+  void Cancel(Id id);
+  // The earliest pending instant, if any.
+  std::optional<Clock::time_point> Next() const;
+  // Runs every timer due at `now`, earliest first (including ones added by callbacks that are
+  // already due).
+  void RunDue(Clock::time_point now);
+
+ private:
+  Id next_id_ = 1;
+  std::multimap<Clock::time_point, Id> by_time_;
+  std::map<Id, std::pair<Clock::time_point, std::function<void()>>> timers_;
+};
+
 }  // namespace agvisor::agent

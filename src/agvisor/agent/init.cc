@@ -9,14 +9,17 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
-#include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "agvisor/agent/activity.h"
 #include "agvisor/agent/activity_socket.h"
 #include "agvisor/agent/event_loop.h"
 #include "agvisor/agent/log.h"
+#include "agvisor/agent/process.h"
 #include "agvisor/agent/process_tree.h"
+#include "agvisor/agent/session.h"
 #include "agvisor/agent/signals.h"
 #include "agvisor/agent/version.h"
 #include "agvisor/proto/exit_codes.h"
@@ -55,8 +58,14 @@ int ExitCodeFor(StopReason reason) {
   }
 }
 
-// The running init: owns the loop, the listener and the connected clients. The channel protocol
-// will turn `clients_` into connections that carry messages; the loop stays as it is.
+std::uint64_t UnixMillisNow() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
+// The running init: owns the loop, the timers, the listener, the channel sessions (stdio and
+// one per socket connection) and the processes they started.
 class InitServer {
  public:
   InitServer(const InitOptions& options, EventLoop loop, SignalFd signals, UniqueFd listener)
@@ -64,13 +73,24 @@ class InitServer {
         loop_(std::move(loop)),
         signals_(std::move(signals)),
         listener_(std::move(listener)),
-        tracker_({options.lifetime, options.idle_ttl}, Clock::now()) {}
+        tracker_({options.lifetime, options.idle_ttl}, Clock::now()),
+        processes_(ProcessServices{&loop_, &timers_}),
+        services_{&loop_, &timers_, &tracker_, &processes_, UnixMillisNow()} {}
 
   Result<void> Start() {
     AGVISOR_RETURN_IF_ERROR(
         loop_.Add(signals_.fd(), EPOLLIN, [this](std::uint32_t) { OnSignals(); }));
     AGVISOR_RETURN_IF_ERROR(
         loop_.Add(listener_.get(), EPOLLIN, [this](std::uint32_t) { OnAccept(); }));
+    if (options_.channel_stdio) {
+      auto session = Session::ForStdio(services_);
+      if (auto r = session->Start(); !r.ok()) {
+        // Not fatal: the socket still serves (e.g. started without `-i`, stdin is /dev/null).
+        LogLine("channel on stdio: " + r.error().message() + "; serving the socket only");
+      } else {
+        sessions_.push_back(std::move(session));
+      }
+    }
     return Ok();
   }
 
@@ -78,9 +98,13 @@ class InitServer {
   StopReason Run() {
     for (;;) {
       if (stop_ != StopReason::kNone) return stop_;
+      timers_.RunDue(Clock::now());
+      Collect();
       ExpiryDecision d = tracker_.Decide(Clock::now());
       if (d.stop != StopReason::kNone) return d.stop;
-      if (auto r = loop_.RunOnce(d.next_check); !r.ok()) {
+      std::optional<Clock::time_point> deadline = d.next_check;
+      if (auto t = timers_.Next(); t && (!deadline || *t < *deadline)) deadline = t;
+      if (auto r = loop_.RunOnce(deadline); !r.ok()) {
         // epoll_wait failing is a bug, not a condition to wait out: stop rather than spin.
         LogLine("event loop: " + r.error().message() + "; stopping");
         return StopReason::kSignal;
@@ -107,8 +131,7 @@ class InitServer {
     loop_.Remove(listener_.get());
     listener_.reset();
     ::unlink(options_.socket_path.c_str());
-    for (auto& [fd, owned] : clients_) loop_.Remove(fd);
-    clients_.clear();
+    sessions_.clear();
   }
 
  private:
@@ -121,7 +144,7 @@ class InitServer {
     for (int sig : *sigs) {
       switch (sig) {
         case SIGCHLD:
-          ReapChildren();
+          Reap();
           break;
         case SIGTERM:
         case SIGINT:
@@ -136,7 +159,24 @@ class InitServer {
       }
     }
     // SIGCHLD coalesces and a child may exit between reads: reaping on every wake-up is cheap.
-    ReapChildren();
+    Reap();
+  }
+
+  void Reap() {
+    ReapChildren([this](pid_t pid, int status) { processes_.OnChildExited(pid, status); });
+  }
+
+  // Drops what ended during the last batch of events (never from inside their own callbacks).
+  void Collect() {
+    for (auto& s : sessions_) s->Collect();
+    std::size_t before = sessions_.size();
+    std::erase_if(sessions_, [](const std::unique_ptr<Session>& s) { return s->closed(); });
+    processes_.Collect();
+    if (sessions_.size() < before && listener_paused_ && listener_.valid()) {
+      listener_paused_ = false;
+      auto r = loop_.Add(listener_.get(), EPOLLIN, [this](std::uint32_t) { OnAccept(); });
+      if (!r.ok()) LogLine(r.error().message());
+    }
   }
 
   void OnAccept() {
@@ -154,35 +194,12 @@ class InitServer {
         }
         return;
       }
-      auto added =
-          loop_.Add(fd, EPOLLIN | EPOLLRDHUP, [this, fd](std::uint32_t) { OnClientReadable(fd); });
-      if (!added.ok()) {
-        LogLine(added.error().message());
-        ::close(fd);
+      auto session = Session::ForSocket(services_, UniqueFd(fd));
+      if (auto r = session->Start(); !r.ok()) {
+        LogLine(r.error().message());
         continue;
       }
-      clients_.emplace(fd, UniqueFd(fd));
-      tracker_.ClientConnected(Clock::now());
-    }
-  }
-
-  void OnClientReadable(int fd) {
-    // No protocol yet: discard what a client sends; EOF or an error ends its activity.
-    char buf[4096];
-    for (;;) {
-      ssize_t n = ::read(fd, buf, sizeof(buf));
-      if (n > 0) continue;
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EAGAIN) return;
-      break;
-    }
-    loop_.Remove(fd);
-    clients_.erase(fd);
-    tracker_.ClientDisconnected(Clock::now());
-    if (listener_paused_ && listener_.valid()) {
-      listener_paused_ = false;
-      auto r = loop_.Add(listener_.get(), EPOLLIN, [this](std::uint32_t) { OnAccept(); });
-      if (!r.ok()) LogLine(r.error().message());
+      sessions_.push_back(std::move(session));
     }
   }
 
@@ -190,8 +207,11 @@ class InitServer {
   EventLoop loop_;
   SignalFd signals_;
   UniqueFd listener_;
+  TimerQueue timers_;
   ActivityTracker tracker_;
-  std::map<int, UniqueFd> clients_;
+  ProcessRegistry processes_;
+  AgentServices services_;
+  std::vector<std::unique_ptr<Session>> sessions_;
   bool listener_paused_ = false;
   StopReason stop_ = StopReason::kNone;
   std::string signal_name_ = "signal";
@@ -204,6 +224,15 @@ int RunInit(const InitOptions& options) {
   if (!pid1 && ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
     // Not fatal: as a plain process init still reaps its own children.
     LogLine(std::string("prctl(PR_SET_CHILD_SUBREAPER, 1): ") + std::strerror(errno));
+  }
+  // SIGPIPE: a no-op handler (not SIG_IGN, which children would inherit across execve), so a
+  // write to a pipe or socket whose reader left fails with EPIPE instead of killing PID 1.
+  struct sigaction pipe_action {};
+  pipe_action.sa_handler = [](int) {};
+  sigemptyset(&pipe_action.sa_mask);
+  if (::sigaction(SIGPIPE, &pipe_action, nullptr) != 0) {
+    LogLine(std::string("sigaction(SIGPIPE): ") + std::strerror(errno));
+    return kInitExitSetup;
   }
   auto signals = SignalFd::Create({SIGCHLD, SIGTERM, SIGINT, SIGHUP});
   if (!signals.ok()) {
@@ -230,7 +259,8 @@ int RunInit(const InitOptions& options) {
   }
   LogLine("init " + std::string(kAgentVersion) + " started (pid " + std::to_string(::getpid()) +
           ", lifetime " + Describe(options.lifetime) + ", idle-ttl " + Describe(options.idle_ttl) +
-          ", socket " + options.socket_path + ")");
+          ", socket " + options.socket_path + (options.channel_stdio ? ", channel on stdio" : "") +
+          ")");
 
   StopReason reason = server.Run();
   server.LogStop(reason);

@@ -1,0 +1,550 @@
+// Component tests of the agent channel (docs/protocol.md) against the built static agent, no
+// Docker: `init --channel-stdio --socket <tmp>` runs as a child with pipes on its stdio, the test
+// speaks the protocol with proto's encoder/decoder (testing/channel_peer.h); second sessions go
+// through a real `agvisor-agent connect` relay on the socket.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "agvisor/agent/process_tree.h"
+#include "agvisor/agent/testing/channel_peer.h"
+#include "agvisor/base/subprocess.h"
+
+namespace agvisor::agent {
+namespace {
+
+using proto::Type;
+using std::chrono::milliseconds;
+using testing::ChannelPeer;
+using testing::Cmd;
+using SteadyClock = std::chrono::steady_clock;
+
+const std::string kAgent = AGVISOR_AGENT_BINARY;
+
+double SecondsSince(SteadyClock::time_point t) {
+  return std::chrono::duration<double>(SteadyClock::now() - t).count();
+}
+
+std::vector<pid_t> PidsWithArg(const std::string& arg) {
+  std::vector<pid_t> out;
+  auto table = ReadProcessTable();
+  if (!table.ok()) return out;
+  for (const auto& p : *table) {
+    if (p.state == 'Z') continue;
+    std::ifstream f("/proc/" + std::to_string(p.pid) + "/cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::stringstream ss(cmdline);
+    for (std::string a; std::getline(ss, a, '\0');) {
+      if (a == arg) {
+        out.push_back(p.pid);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+long RssKb(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+template <typename F>
+bool Eventually(F cond, milliseconds timeout = milliseconds(5000)) {
+  auto end = SteadyClock::now() + timeout;
+  while (!cond()) {
+    if (SteadyClock::now() >= end) return false;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return true;
+}
+
+class ChannelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/agvisor-channel-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    socket_ = dir_ + "/run/agent.sock";
+  }
+  void TearDown() override {
+    for (const auto& m : markers_) {
+      for (pid_t pid : PidsWithArg(m)) ::kill(pid, SIGKILL);
+    }
+    (void)RunCommand({"rm", "-rf", dir_});
+  }
+
+  std::string NewMarker() {
+    static int counter = 0;
+    markers_.push_back("97." + std::to_string(::getpid()) + std::to_string(++counter));
+    return markers_.back();
+  }
+
+  // init with its stdio as the channel; `peer_` speaks on it.
+  void StartInit(std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {kAgent, "init", "--channel-stdio", "--socket", socket_};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto p = Subprocess::Spawn({.argv = argv, .pipe_stdin = true, .pipe_stdout = true});
+    ASSERT_TRUE(p.ok()) << p.error().ToString();
+    init_.emplace(std::move(*p));
+    peer_.emplace(init_->stdin_fd().get(), init_->stdout_fd().get());
+    ASSERT_TRUE(Eventually([&] { return ::access(socket_.c_str(), F_OK) == 0; }));
+  }
+
+  void Welcome(ChannelPeer& peer, std::uint32_t window = proto::kDefaultWindow) {
+    auto w = peer.Hello(window);
+    ASSERT_TRUE(w.has_value());
+    ASSERT_EQ(w->type, Type::kWelcome) << proto::TypeName(w->type);
+    auto welcome = proto::Welcome::Decode(w->payload);
+    ASSERT_TRUE(welcome.ok());
+    EXPECT_EQ(welcome->version, 1);
+    EXPECT_FALSE(welcome->agent_version.empty());
+    EXPECT_GT(welcome->boot_unix_ms, 0u);
+  }
+
+  // A `connect` relay to the socket, and a peer on its pipes.
+  struct Relay {
+    Subprocess proc;
+    ChannelPeer peer;
+  };
+  std::unique_ptr<Relay> Connect() {
+    auto p = Subprocess::Spawn({.argv = {kAgent, "connect", "--socket", socket_},
+                                .pipe_stdin = true,
+                                .pipe_stdout = true});
+    EXPECT_TRUE(p.ok());
+    int w = p->stdin_fd().get(), r = p->stdout_fd().get();
+    return std::unique_ptr<Relay>(new Relay{std::move(*p), ChannelPeer(w, r)});
+  }
+
+  std::string dir_, socket_;
+  std::vector<std::string> markers_;
+  std::optional<Subprocess> init_;
+  std::optional<ChannelPeer> peer_;
+};
+
+TEST_F(ChannelTest, ExecSeparatesStdoutAndStderrAndReportsTheExitCode) {
+  StartInit();
+  Welcome(*peer_);
+  auto r = peer_->RunExec(1, Cmd({"sh", "-c", "echo out; echo err >&2; exit 3"}));
+  ASSERT_TRUE(r.exit) << (r.error ? r.error->message : "no EXIT");
+  EXPECT_GT(r.pid, 0u);
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err, "err\n");
+  EXPECT_EQ(r.exit->exit_code, 3);
+  EXPECT_FALSE(r.exit->timed_out);
+
+  proto::ExecRequest env = Cmd({"sh", "-c", "echo $FOO; pwd"});
+  env.env = {"FOO=bar baz"};
+  env.cwd = dir_;
+  auto e = peer_->RunExec(3, env);
+  EXPECT_EQ(e.out, "bar baz\n" + dir_ + "\n");
+}
+
+TEST_F(ChannelTest, ExitCodesForMissingUnexecutableAndSignalledPrograms) {
+  StartInit();
+  Welcome(*peer_);
+  auto missing = peer_->RunExec(1, Cmd({"/nonexistent/prog"}));
+  ASSERT_TRUE(missing.exit);
+  EXPECT_EQ(missing.exit->exit_code, 127);
+  EXPECT_NE(missing.err.find("/nonexistent/prog"), std::string::npos) << missing.err;
+  std::string plain = dir_ + "/plain";
+  std::ofstream(plain) << "not a program\n";
+  auto noexec = peer_->RunExec(3, Cmd({plain}));
+  ASSERT_TRUE(noexec.exit);
+  EXPECT_EQ(noexec.exit->exit_code, 126);
+  auto killed = peer_->RunExec(5, Cmd({"sh", "-c", "kill -9 $$"}));
+  ASSERT_TRUE(killed.exit);
+  EXPECT_EQ(killed.exit->exit_code, 137);
+  EXPECT_EQ(killed.exit->signal, 9);
+  auto nocwd = peer_->RunExec(7, [] {
+    auto c = Cmd({"true"});
+    c.cwd = "/nonexistent-dir";
+    return c;
+  }());
+  ASSERT_TRUE(nocwd.exit);
+  EXPECT_EQ(nocwd.exit->exit_code, 125);
+  auto empty = peer_->RunExec(9, Cmd({}));
+  ASSERT_TRUE(empty.error);
+  EXPECT_EQ(empty.error->code, proto::WireError::kInvalidArgument);
+  auto baduser = peer_->RunExec(11, [] {
+    auto c = Cmd({"true"});
+    c.user = "no-such-user-here";
+    return c;
+  }());
+  ASSERT_TRUE(baduser.error);
+  EXPECT_EQ(baduser.error->code, proto::WireError::kNotFound);
+}
+
+TEST_F(ChannelTest, UserSwitchesIds) {
+  StartInit();
+  Welcome(*peer_);
+  proto::ExecRequest c = Cmd({"id", "-u"});
+  c.user = "1234:4321";
+  auto r = peer_->RunExec(1, c);
+  ASSERT_TRUE(r.exit);
+  EXPECT_EQ(r.out, "1234\n");
+  c.argv = {"id", "-g"};
+  EXPECT_EQ(peer_->RunExec(3, c).out, "4321\n");
+}
+
+TEST_F(ChannelTest, TwentyMegabytesOfStdinEchoedByteExactWithSmallWindows) {
+  StartInit();
+  Welcome(*peer_, 64 * 1024);
+  std::string input(20 * 1000 * 1000, '\0');
+  std::uint32_t x = 12345;
+  for (char& c : input) {
+    x = x * 1103515245 + 12345;
+    c = static_cast<char>(x >> 24);
+  }
+  auto r = peer_->RunExec(1, Cmd({"cat"}, 0, proto::kExecStdin), input);
+  ASSERT_TRUE(r.exit);
+  EXPECT_EQ(r.exit->exit_code, 0);
+  EXPECT_EQ(r.out.size(), input.size());
+  EXPECT_TRUE(r.out == input) << "stdin came back different";
+  EXPECT_GT(r.windows_received, 100);  // the agent granted credit as cat consumed
+}
+
+TEST_F(ChannelTest, TwoHundredMegabytesOfOutputWithASlowConsumerKeepRssBounded) {
+  StartInit();
+  Welcome(*peer_);
+  long baseline = RssKb(init_->pid());
+  long peak = 0;
+  std::size_t total = 0;
+  std::size_t next_check = 0;
+  auto start = SteadyClock::now();
+  auto r = peer_->RunExec(1, Cmd({"head", "-c", "200000000", "/dev/zero"}), std::nullopt,
+                          [&](const proto::Frame& f) {
+                            if (f.type != Type::kOutput) return true;
+                            total += f.payload.size() - 1;
+                            if (total >= next_check) {
+                              // The slow consumer: stop reading for a while every 20 MB, so
+                              // the agent's credit and queue run full.
+                              std::this_thread::sleep_for(milliseconds(100));
+                              peak = std::max(peak, RssKb(init_->pid()));
+                              next_check += 20 * 1000 * 1000;
+                            }
+                            return true;
+                          });
+  ASSERT_TRUE(r.exit);
+  EXPECT_EQ(r.exit->exit_code, 0);
+  EXPECT_EQ(r.out.size() + 0, 200000000u);
+  std::printf("200 MB of output: %.2f s; agent VmRSS %ld kB at start, peak %ld kB\n",
+              SecondsSince(start), baseline, peak);
+  EXPECT_LT(peak, baseline + 16 * 1024) << "agent RSS grew with the output";
+}
+
+TEST_F(ChannelTest, BackgroundChildHoldingStdoutDoesNotHoldExit) {
+  StartInit();
+  Welcome(*peer_);
+  std::string m = NewMarker();
+  auto start = SteadyClock::now();
+  auto r = peer_->RunExec(1, Cmd({"sh", "-c", "sleep " + m + " & echo hi"}));
+  ASSERT_TRUE(r.exit);
+  EXPECT_EQ(r.exit->exit_code, 0);
+  EXPECT_EQ(r.out, "hi\n");
+  EXPECT_LT(SecondsSince(start), 5.0);
+  EXPECT_EQ(PidsWithArg(m).size(), 1u) << "the background child keeps running";
+}
+
+TEST_F(ChannelTest, TimeoutKillsTheWholeTreeIncludingSetsidAndDoubleFork) {
+  StartInit();
+  Welcome(*peer_);
+  std::string m = NewMarker();
+  std::string cmd = "setsid sleep " + m + " & (sleep " + m + " &); trap '' TERM; sleep " + m;
+  auto start = SteadyClock::now();
+  auto r = peer_->RunExec(1, Cmd({"sh", "-c", cmd}, 500));
+  double took = SecondsSince(start);
+  ASSERT_TRUE(r.exit);
+  EXPECT_EQ(r.exit->exit_code, 124);
+  EXPECT_TRUE(r.exit->timed_out);
+  EXPECT_GE(took, 0.5);
+  EXPECT_LT(took, 4.0);
+  EXPECT_TRUE(PidsWithArg(m).empty()) << "part of the tree survived the timeout";
+}
+
+TEST_F(ChannelTest, PtyGivesATerminalAndResizeIsVisible) {
+  StartInit();
+  Welcome(*peer_);
+  auto tty = peer_->RunExec(1, Cmd({"tty"}, 0, proto::kExecPty));
+  ASSERT_TRUE(tty.exit);
+  EXPECT_EQ(tty.exit->exit_code, 0);
+  EXPECT_EQ(tty.out.rfind("/dev/pts/", 0), 0u) << tty.out;
+
+  proto::ExecRequest c = Cmd({"sh", "-c", "stty size; read x; stty size"}, 0, proto::kExecPty);
+  c.rows = 24;
+  c.cols = 80;
+  bool resized = false;
+  std::string seen;
+  auto r = peer_->RunExec(3, c, std::nullopt, [&](const proto::Frame& f) {
+    if (f.type == Type::kOutput && !resized) {
+      seen += proto::Output::Decode(f.payload)->bytes;
+      if (seen.find("24 80") != std::string::npos) {
+        resized = true;
+        peer_->Send(Type::kResize, 3, proto::Resize{40, 100}.Encode());
+        peer_->Send(Type::kStdin, 3, "\n");
+      }
+    }
+    return true;
+  });
+  ASSERT_TRUE(r.exit);
+  EXPECT_NE(r.out.find("24 80"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("40 100"), std::string::npos) << r.out;
+}
+
+TEST_F(ChannelTest, SignalGoesToTheProcessGroup) {
+  StartInit();
+  Welcome(*peer_);
+  auto r = peer_->RunExec(1, Cmd({"sleep", "100"}), std::nullopt, [&](const proto::Frame& f) {
+    if (f.type == Type::kStarted) peer_->Send(Type::kSignal, 1, proto::Signal{15}.Encode());
+    return true;
+  });
+  ASSERT_TRUE(r.exit);
+  EXPECT_EQ(r.exit->exit_code, 143);
+  EXPECT_EQ(r.exit->signal, 15);
+}
+
+// A TCP echo server on 127.0.0.1:<ephemeral> in a thread: echoes until EOF, then closes.
+class EchoServer {
+ public:
+  EchoServer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    socklen_t len = sizeof(a);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    ::listen(fd_, 4);
+    thread_ = std::thread([this] {
+      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) return;
+      char buf[65536];
+      for (;;) {
+        ssize_t n = ::read(c, buf, sizeof(buf));
+        if (n <= 0) break;
+        if (::write(c, buf, static_cast<std::size_t>(n)) != n) break;
+      }
+      ::close(c);
+    });
+  }
+  ~EchoServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  std::uint16_t port() const { return port_; }
+
+ private:
+  int fd_;
+  std::uint16_t port_;
+  std::thread thread_;
+};
+
+TEST_F(ChannelTest, PortForwardEchoesAndHalfCloses) {
+  StartInit();
+  Welcome(*peer_);
+  EchoServer echo;
+  peer_->Send(Type::kPortOpen, 1, proto::PortOpen{echo.port()}.Encode());
+  auto ok = peer_->Next();
+  ASSERT_TRUE(ok);
+  ASSERT_EQ(ok->type, Type::kOk) << proto::TypeName(ok->type);
+  std::string sent(300000, 'x');
+  for (std::size_t i = 0; i < sent.size(); ++i) sent[i] = static_cast<char>('a' + i % 26);
+  peer_->Send(Type::kData, 1, sent);
+  peer_->Send(Type::kClose, 1, "");
+  std::string got;
+  bool closed = false;
+  while (!closed) {
+    auto f = peer_->Next();
+    ASSERT_TRUE(f) << "no CLOSE after " << got.size() << " bytes";
+    if (f->type == Type::kData) {
+      got += f->payload;
+      peer_->Send(Type::kWindow, 1,
+                  proto::Window{static_cast<std::uint32_t>(f->payload.size())}.Encode());
+    } else if (f->type == Type::kClose) {
+      closed = true;
+    }
+  }
+  EXPECT_TRUE(got == sent);
+
+  // Nothing listens on a port we just closed.
+  int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(probe, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(probe, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(probe);
+  peer_->Send(Type::kPortOpen, 3, proto::PortOpen{ntohs(a.sin_port)}.Encode());
+  auto err = peer_->Next();
+  ASSERT_TRUE(err);
+  ASSERT_EQ(err->type, Type::kError);
+  EXPECT_EQ(proto::ErrorPayload::Decode(err->payload)->code, proto::WireError::kUnavailable);
+}
+
+TEST_F(ChannelTest, StdioAndSocketSessionsAtOnce) {
+  StartInit();
+  Welcome(*peer_);
+  auto relay = Connect();
+  Welcome(relay->peer);
+  // Start a slow exec on each, then finish both.
+  auto a = peer_->RunExec(1, Cmd({"sh", "-c", "echo stdio"}));
+  auto b = relay->peer.RunExec(1, Cmd({"sh", "-c", "echo socket"}));
+  EXPECT_EQ(a.out, "stdio\n");
+  EXPECT_EQ(b.out, "socket\n");
+  // The relay ends when its stdin does (init then closes the session).
+  relay->proc.stdin_fd().reset();
+  auto st = relay->proc.WaitFor(milliseconds(5000));
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->exit_code, 0);
+}
+
+TEST_F(ChannelTest, EofOnStdinEndsTheSessionButNotInit) {
+  StartInit();
+  Welcome(*peer_);
+  init_->stdin_fd().reset();
+  // init puts /dev/null in place of its stdout: the host sees EOF.
+  auto f = peer_->Next();
+  EXPECT_FALSE(f);
+  EXPECT_TRUE(peer_->eof());
+  auto relay = Connect();
+  Welcome(relay->peer);
+  auto r = relay->peer.RunExec(1, Cmd({"echo", "still here"}));
+  EXPECT_EQ(r.out, "still here\n");
+  auto alive = init_->TryWait();
+  ASSERT_TRUE(alive.ok());
+  EXPECT_FALSE(alive->has_value());
+}
+
+TEST_F(ChannelTest, GarbageGetsErrorProtocolAndClosesOnlyThatSession) {
+  StartInit();
+  Welcome(*peer_);
+  auto relay = Connect();
+  Welcome(relay->peer);
+  relay->peer.SendRaw(std::string("\x00\x00\x00\x05\xEE\x00\x00\x00\x00", 9));
+  auto err = relay->peer.Next();
+  ASSERT_TRUE(err);
+  ASSERT_EQ(err->type, Type::kError);
+  EXPECT_EQ(err->stream, 0u);
+  EXPECT_EQ(proto::ErrorPayload::Decode(err->payload)->code, proto::WireError::kProtocol);
+  EXPECT_FALSE(relay->peer.Next());
+  EXPECT_TRUE(relay->peer.eof());
+  EXPECT_EQ(peer_->RunExec(1, Cmd({"echo", "ok"})).out, "ok\n");
+
+  // A wrong version gets ERROR kVersion, then the end of the session.
+  auto relay2 = Connect();
+  auto v = relay2->peer.Hello(proto::kDefaultWindow, 7);
+  ASSERT_TRUE(v);
+  ASSERT_EQ(v->type, Type::kError);
+  EXPECT_EQ(proto::ErrorPayload::Decode(v->payload)->code, proto::WireError::kVersion);
+  EXPECT_FALSE(relay2->peer.Next());
+}
+
+TEST_F(ChannelTest, IdleTtlCountsOperationsInFlightNotIdleSessions) {
+  // An idle connected session does not hold the sandbox: init stops ~1 s after start.
+  auto start = SteadyClock::now();
+  StartInit({"--idle-ttl", "1"});
+  Welcome(*peer_);
+  auto st = init_->WaitFor(milliseconds(4000));
+  ASSERT_TRUE(st.ok()) << "an idle session held the sandbox";
+  EXPECT_EQ(st->exit_code, 4);
+  EXPECT_LT(SecondsSince(start), 2.5);
+}
+
+TEST_F(ChannelTest, IdleTtlWaitsForAnExecInFlight) {
+  auto start = SteadyClock::now();
+  StartInit({"--idle-ttl", "1"});
+  Welcome(*peer_);
+  auto r = peer_->RunExec(1, Cmd({"sleep", "1.5"}));
+  ASSERT_TRUE(r.exit) << "init stopped under a running exec";
+  auto st = init_->WaitFor(milliseconds(4000));
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->exit_code, 4);
+  EXPECT_GE(SecondsSince(start), 2.4);
+}
+
+TEST_F(ChannelTest, BackgroundProcessSurvivesItsSessionAndCanBeReattached) {
+  StartInit();
+  Welcome(*peer_);
+  auto relay = Connect();
+  Welcome(relay->peer);
+  // Started on the socket session, which then ends.
+  std::uint32_t pid = 0;
+  std::string first;
+  relay->peer.Send(Type::kExec, 1,
+                   Cmd({"sh", "-c", "echo start; read x; echo end; exit 7"}, 0,
+                       proto::kExecBackground | proto::kExecStdin)
+                       .Encode());
+  while (first.find("start") == std::string::npos) {
+    auto f = relay->peer.Next();
+    ASSERT_TRUE(f);
+    if (f->type == Type::kStarted) pid = proto::Started::Decode(f->payload)->pid;
+    if (f->type == Type::kOutput) first += proto::Output::Decode(f->payload)->bytes;
+  }
+  relay->proc.stdin_fd().reset();
+  ASSERT_TRUE(relay->proc.WaitFor(milliseconds(5000)).ok());
+
+  peer_->Send(Type::kProcList, 1, "");
+  auto list = peer_->Next();
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->type, Type::kProcListResult);
+  auto procs = proto::ProcListResult::Decode(list->payload);
+  ASSERT_TRUE(procs.ok());
+  ASSERT_EQ(procs->procs.size(), 1u);
+  EXPECT_EQ(procs->procs[0].pid, pid);
+  EXPECT_EQ(procs->procs[0].argv0, "sh");
+  EXPECT_TRUE(procs->procs[0].running);
+
+  peer_->Send(Type::kProcAttach, 3, proto::ProcAttach{pid}.Encode());
+  std::string out;
+  std::optional<proto::Exit> exit;
+  while (!exit) {
+    auto f = peer_->Next();
+    ASSERT_TRUE(f);
+    if (f->type == Type::kOutput) {
+      out += proto::Output::Decode(f->payload)->bytes;
+      if (out == "start\n") peer_->Send(Type::kStdin, 3, "go\n");
+    }
+    if (f->type == Type::kExit) exit = *proto::Exit::Decode(f->payload);
+    ASSERT_NE(f->type, Type::kError) << proto::ErrorPayload::Decode(f->payload)->message;
+  }
+  EXPECT_EQ(out, "start\nend\n");
+  EXPECT_EQ(exit->exit_code, 7);
+  // Finished, still listed.
+  peer_->Send(Type::kProcList, 5, "");
+  auto after = proto::ProcListResult::Decode(peer_->Next()->payload);
+  ASSERT_EQ(after->procs.size(), 1u);
+  EXPECT_FALSE(after->procs[0].running);
+  EXPECT_EQ(after->procs[0].exit_code, 7);
+}
+
+TEST_F(ChannelTest, PingPongAndFirstFrameMustBeHello) {
+  StartInit();
+  peer_->Send(Type::kPing, 0, proto::Ping{42}.Encode());
+  auto e = peer_->Next();
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->type, Type::kError);
+  auto relay = Connect();
+  Welcome(relay->peer);
+  relay->peer.Send(Type::kPing, 0, proto::Ping{42}.Encode());
+  auto pong = relay->peer.Next();
+  ASSERT_TRUE(pong);
+  ASSERT_EQ(pong->type, Type::kPong);
+  EXPECT_EQ(proto::Pong::Decode(pong->payload)->token, 42u);
+}
+
+}  // namespace
+}  // namespace agvisor::agent

@@ -1,0 +1,198 @@
+#include "agvisor/agent/spawn.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "agvisor/agent/signals.h"
+#include "agvisor/proto/exit_codes.h"
+
+extern char** environ;
+
+namespace agvisor::agent {
+namespace {
+
+// Async-signal-safe enough for a forked child of a single-threaded parent: write(2) only.
+void ChildWrite(const char* s) {
+  std::size_t len = std::strlen(s);
+  while (len > 0) {
+    ssize_t n = ::write(STDERR_FILENO, s, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    s += n;
+    len -= static_cast<std::size_t>(n);
+  }
+}
+
+[[noreturn]] void ChildFail(const char* what, const std::string& object, int err, int code) {
+  std::string line =
+      std::string("agvisor-agent: ") + what + " '" + object + "': " + std::strerror(err) + "\n";
+  ChildWrite(line.c_str());
+  ::_exit(code);
+}
+
+// dup2(from, to), also when from == to (dup2 is then a no-op that would leave CLOEXEC set, and
+// the fd would vanish at execve).
+bool MoveTo(int from, int to) {
+  if (from == to) {
+    int flags = ::fcntl(from, F_GETFD);
+    return flags >= 0 && ::fcntl(from, F_SETFD, flags & ~FD_CLOEXEC) == 0;
+  }
+  return ::dup2(from, to) == to;
+}
+
+Result<void> SetNonBlocking(int fd) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    return Error::FromErrno("fcntl(fd " + std::to_string(fd) + ", F_SETFL, O_NONBLOCK)", errno);
+  }
+  return Ok();
+}
+
+Result<std::pair<UniqueFd, UniqueFd>> Pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return Error::FromErrno("pipe2(O_CLOEXEC)", errno);
+  return std::make_pair(UniqueFd(fds[0]), UniqueFd(fds[1]));
+}
+
+}  // namespace
+
+std::vector<std::string> BuildEnvironment(const std::vector<std::string>& added,
+                                          const std::optional<UserIds>& user, bool pty) {
+  std::vector<std::string> order;
+  std::map<std::string, std::string> values;
+  auto put = [&](const std::string& kv) {
+    auto eq = kv.find('=');
+    std::string key = kv.substr(0, eq);
+    if (!values.contains(key)) order.push_back(key);
+    values[key] = kv;
+  };
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) put(*e);
+  if (user && !user->name.empty()) {
+    if (!user->home.empty()) put("HOME=" + user->home);
+    put("USER=" + user->name);
+    put("LOGNAME=" + user->name);
+  }
+  if (pty && !values.contains("TERM")) put("TERM=xterm");
+  for (const auto& kv : added) put(kv);
+  std::vector<std::string> out;
+  out.reserve(order.size());
+  for (const auto& k : order) out.push_back(values[k]);
+  return out;
+}
+
+Result<void> ResizePty(int master, std::uint16_t rows, std::uint16_t cols) {
+  winsize ws{};
+  ws.ws_row = rows;
+  ws.ws_col = cols;
+  if (::ioctl(master, TIOCSWINSZ, &ws) != 0) {
+    return Error::FromErrno("ioctl(pty " + std::to_string(master) + ", TIOCSWINSZ, " +
+                                std::to_string(rows) + "x" + std::to_string(cols) + ")",
+                            errno);
+  }
+  return Ok();
+}
+
+Result<SpawnedProcess> SpawnCommand(const SpawnRequest& r) {
+  SpawnedProcess out;
+  UniqueFd child_in, child_out, child_err;  // the child's ends
+  if (r.pty) {
+    UniqueFd master(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+    if (!master.valid()) return Error::FromErrno("posix_openpt(O_RDWR|O_NOCTTY)", errno);
+    if (::grantpt(master.get()) != 0) return Error::FromErrno("grantpt", errno);
+    if (::unlockpt(master.get()) != 0) return Error::FromErrno("unlockpt", errno);
+    char name[128];
+    if (int err = ::ptsname_r(master.get(), name, sizeof(name)); err != 0) {
+      return Error::FromErrno("ptsname_r", err);
+    }
+    UniqueFd slave(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
+    if (!slave.valid()) return Error::FromErrno(std::string("open ") + name, errno);
+    if (r.rows != 0 && r.cols != 0)
+      AGVISOR_RETURN_IF_ERROR(ResizePty(master.get(), r.rows, r.cols));
+    out.pty_master = std::move(master);
+    child_in = std::move(slave);
+  } else {
+    if (r.pipe_stdin) {
+      auto [rd, wr] = AGVISOR_TRY(Pipe());
+      child_in = std::move(rd);
+      out.stdin_pipe = std::move(wr);
+    } else {
+      child_in = UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+      if (!child_in.valid()) return Error::FromErrno("open /dev/null", errno);
+    }
+    auto [out_r, out_w] = AGVISOR_TRY(Pipe());
+    auto [err_r, err_w] = AGVISOR_TRY(Pipe());
+    out.stdout_pipe = std::move(out_r);
+    out.stderr_pipe = std::move(err_r);
+    child_out = std::move(out_w);
+    child_err = std::move(err_w);
+  }
+
+  for (int fd :
+       {out.stdin_pipe.get(), out.stdout_pipe.get(), out.stderr_pipe.get(), out.pty_master.get()}) {
+    if (fd >= 0) AGVISOR_RETURN_IF_ERROR(SetNonBlocking(fd));
+  }
+
+  // Everything the child needs, prepared before fork.
+  std::vector<std::string> args = r.argv;
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env = r.env;
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  pid_t pid = ::fork();
+  if (pid < 0) return Error::FromErrno("fork", errno);
+  if (pid == 0) {
+    ResetSignalsInChild();
+    if (r.pty) {
+      // A new session whose controlling terminal is the pty: job control, ^C and `tty` work.
+      if (::setsid() < 0 || ::ioctl(child_in.get(), TIOCSCTTY, 0) != 0) {
+        ::_exit(kExecExitAgent);
+      }
+      int slave = child_in.get();
+      if (!MoveTo(slave, 0) || !MoveTo(slave, 1) || !MoveTo(slave, 2)) ::_exit(kExecExitAgent);
+    } else {
+      ::setpgid(0, 0);
+      if (!MoveTo(child_in.get(), 0) || !MoveTo(child_out.get(), 1) ||
+          !MoveTo(child_err.get(), 2)) {
+        ::_exit(kExecExitAgent);
+      }
+    }
+    // Failure only means a timeout may miss double-forked descendants; nowhere to report it.
+    (void)::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    if (r.user) {
+      const UserIds& u = *r.user;
+      if (::setgroups(u.groups.size(), u.groups.data()) != 0) {
+        ChildFail("setgroups for user", r.user->name, errno, kExecExitAgent);
+      }
+      if (::setgid(u.gid) != 0) ChildFail("setgid", std::to_string(u.gid), errno, kExecExitAgent);
+      if (::setuid(u.uid) != 0) ChildFail("setuid", std::to_string(u.uid), errno, kExecExitAgent);
+    }
+    if (!r.cwd.empty() && ::chdir(r.cwd.c_str()) != 0) {
+      ChildFail("cannot change directory to", r.cwd, errno, kExecExitAgent);
+    }
+    environ = envp.data();  // execvp searches the PATH of the new environment
+    ::execvp(argv[0], argv.data());
+    int err = errno;
+    ChildFail("cannot run", r.argv[0], err,
+              err == ENOENT || err == ENOTDIR ? kExecExitNotFound : kExecExitCannotRun);
+  }
+  // The group exists before anyone signals it (no race with the child's own setpgid). A pty child
+  // makes its own session instead (setpgid from here would fail once it has).
+  if (!r.pty) ::setpgid(pid, pid);
+  out.pid = pid;
+  return out;
+}
+
+}  // namespace agvisor::agent
