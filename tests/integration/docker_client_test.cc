@@ -276,6 +276,48 @@ TEST_F(DockerClientTest, ExecStreamInteractive) {
   EXPECT_EQ(info->exit_code, 5);
 }
 
+TEST_F(DockerClientTest, AttachBeforeStartSeesEveryByteOfPidOne) {
+  ContainerConfig c = ProbeConfig();
+  c.cmd = {"/bin/busybox", "sh", "-c", "echo early >&2; exec /bin/busybox cat"};
+  c.open_stdin = c.attach_stdin = c.attach_stdout = c.attach_stderr = true;
+  c.stdin_once = false;  // so a client that detaches never ends PID 1's stdin
+  c.host_config.log_driver = "none";
+  auto id = client_->CreateContainer(c, "");
+  ASSERT_TRUE(id.ok()) << id.error().ToString();
+  auto info = client_->InspectContainer(*id);
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->open_stdin);
+  auto stream = client_->AttachContainer(*id, true, true, true);
+  ASSERT_TRUE(stream.ok()) << stream.error().ToString();
+  ASSERT_TRUE(client_->StartContainer(*id).ok());
+  std::string err;
+  auto on_err = [&](std::string_view b) { err.append(b); };
+  // 300 KB through PID 1's stdin and back through the demuxed stdout, in place.
+  std::string sent(300000, 'q');
+  for (std::size_t i = 0; i < sent.size(); ++i) sent[i] = static_cast<char>('a' + i % 23);
+  std::thread writer([&] { EXPECT_TRUE((*stream)->Write(sent).ok()); });
+  std::string got;
+  char buf[7000];
+  while (got.size() < sent.size()) {
+    auto n = (*stream)->ReadStdout(buf, on_err);
+    ASSERT_TRUE(n.ok()) << n.error().ToString();
+    ASSERT_GT(*n, 0u) << "EOF after " << got.size() << " bytes";
+    got.append(buf, *n);
+  }
+  writer.join();
+  EXPECT_TRUE(got == sent);
+  EXPECT_EQ(err, "early\n");
+  // The container ending ends the attach stream.
+  ASSERT_TRUE(client_->KillContainer(*id, "KILL").ok());
+  for (;;) {
+    auto n = (*stream)->ReadStdout(buf, on_err);
+    ASSERT_TRUE(n.ok()) << n.error().ToString();
+    if (*n == 0) break;
+  }
+  EXPECT_EQ(client_->AttachContainer("no-such-container-x", true, true, true).error().code(),
+            ErrorCode::kNotFound);
+}
+
 TEST_F(DockerClientTest, TtyExecIsRaw) {
   const std::string id = StartProbe();
   ASSERT_FALSE(id.empty());

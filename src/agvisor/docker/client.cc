@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <thread>
 #include <utility>
 
@@ -60,20 +61,24 @@ std::string FormatProgress(const ProgressMessage& m) {
 
 // ---- ExecStream ----
 
-ExecStream::ExecStream(std::unique_ptr<http::RawStream> raw, bool tty, std::string exec_id)
-    : raw_(std::move(raw)), tty_(tty), exec_id_(std::move(exec_id)) {}
+ExecStream::ExecStream(std::unique_ptr<http::RawStream> raw, bool tty, std::string exec_id,
+                       std::string what)
+    : raw_(std::move(raw)),
+      tty_(tty),
+      exec_id_(std::move(exec_id)),
+      what_(what.empty() ? "exec " + exec_id_ : std::move(what)) {}
 
 ExecStream::~ExecStream() { Close(); }
 
 Result<void> ExecStream::Write(std::string_view data) {
   auto r = raw_->Write(data);
-  if (!r.ok()) return r.error().WithContext("docker write stdin of exec " + exec_id_);
+  if (!r.ok()) return r.error().WithContext("docker write stdin of " + what_);
   return Ok();
 }
 
 Result<void> ExecStream::CloseStdin() {
   auto r = raw_->CloseWrite();
-  if (!r.ok()) return r.error().WithContext("docker close stdin of exec " + exec_id_);
+  if (!r.ok()) return r.error().WithContext("docker close stdin of " + what_);
   return Ok();
 }
 
@@ -91,12 +96,12 @@ Result<std::optional<StreamPiece>> ExecStream::Read() {
     if (eof_) return std::optional<StreamPiece>();
     buf.resize(kReadChunk);
     auto n = raw_->Read(std::span<char>(buf.data(), buf.size()));
-    if (!n.ok()) return n.error().WithContext("docker read output of exec " + exec_id_);
+    if (!n.ok()) return n.error().WithContext("docker read output of " + what_);
     if (*n == 0) {
       eof_ = true;
       if (!tty_) {
         auto f = demux_.Finish();
-        if (!f.ok()) return f.error().WithContext("docker read output of exec " + exec_id_);
+        if (!f.ok()) return f.error().WithContext("docker read output of " + what_);
       }
       continue;
     }
@@ -110,7 +115,39 @@ Result<std::optional<StreamPiece>> ExecStream::Read() {
         pending_.push_back(StreamPiece{kind, std::string(bytes)});
       }
     });
-    if (!fed.ok()) return fed.error().WithContext("docker read output of exec " + exec_id_);
+    if (!fed.ok()) return fed.error().WithContext("docker read output of " + what_);
+  }
+}
+
+Result<std::size_t> ExecStream::ReadStdout(std::span<char> buf,
+                                           const std::function<void(std::string_view)>& on_stderr) {
+  for (;;) {
+    if (eof_) return std::size_t{0};
+    auto n = raw_->Read(buf);
+    if (!n.ok()) return n.error().WithContext("docker read output of " + what_);
+    if (*n == 0) {
+      eof_ = true;
+      if (!tty_) {
+        auto f = demux_.Finish();
+        if (!f.ok()) return f.error().WithContext("docker read output of " + what_);
+      }
+      return std::size_t{0};
+    }
+    if (tty_) return *n;
+    // Payload pieces are views into `buf` at or after the write position, so moving each stdout
+    // piece down to the write position compacts the stream in place.
+    std::size_t out = 0;
+    auto fed =
+        demux_.Feed(std::string_view(buf.data(), *n), [&](StreamKind kind, std::string_view bytes) {
+          if (kind == StreamKind::kStdout) {
+            std::memmove(buf.data() + out, bytes.data(), bytes.size());
+            out += bytes.size();
+          } else if (kind == StreamKind::kStderr && on_stderr) {
+            on_stderr(bytes);
+          }
+        });
+    if (!fed.ok()) return fed.error().WithContext("docker read output of " + what_);
+    if (out > 0) return out;
   }
 }
 
@@ -376,6 +413,26 @@ Result<std::unique_ptr<ExecStream>> Client::StartExec(std::string_view exec_id, 
                              exec_id);
   }
   return std::make_unique<ExecStream>(std::move(hijacked->stream), tty, std::string(exec_id));
+}
+
+Result<std::unique_ptr<ExecStream>> Client::AttachContainer(std::string_view container, bool stdin,
+                                                            bool stdout, bool stderr, bool tty) {
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
+  auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
+  http::Request req{.method = "POST",
+                    .target = Path("/containers/" + std::string(container) + "/attach" +
+                                   BuildQuery({{"stream", "1"},
+                                               {"stdin", flag(stdin)},
+                                               {"stdout", flag(stdout)},
+                                               {"stderr", flag(stderr)}}))};
+  auto hijacked = http_->Hijack(req);
+  if (!hijacked.ok()) return TransportError(hijacked.error(), "attach container", container);
+  if (!hijacked->stream) {
+    return DecodeDaemonError(hijacked->response.status, hijacked->response.body, "attach container",
+                             container);
+  }
+  return std::make_unique<ExecStream>(std::move(hijacked->stream), tty, "",
+                                      "attach of container " + std::string(container));
 }
 
 Result<ExecInfo> Client::InspectExec(std::string_view exec_id) {

@@ -50,11 +50,14 @@ struct StreamPiece {
   std::string bytes;
 };
 
-// The stdio of a started exec (Docker's hijacked connection). Destroying it closes the
-// connection; the process inside goes on until its stdin/stdout notice.
+// The stdio of a started exec, or of a container's main process (AttachContainer): Docker's
+// hijacked connection. Destroying it closes the connection; the process inside goes on until its
+// stdin/stdout notice.
 class ExecStream {
  public:
-  ExecStream(std::unique_ptr<http::RawStream> raw, bool tty, std::string exec_id);
+  // `what` names the stream in error messages; "" = "exec <exec_id>".
+  ExecStream(std::unique_ptr<http::RawStream> raw, bool tty, std::string exec_id,
+             std::string what = "");
   ~ExecStream();
   ExecStream(const ExecStream&) = delete;
   ExecStream& operator=(const ExecStream&) = delete;
@@ -71,6 +74,12 @@ class ExecStream {
   // Blocks until something arrives. Errors: kUnavailable (connection lost), kInternal
   // (malformed framing, or the stream ended inside a frame).
   Result<std::optional<StreamPiece>> Read();
+  // The stdout bytes only, demultiplexed in place into `buf` (no copy beyond the socket read):
+  // up to buf.size() bytes, 0 at the end of the stream. Stderr pieces go to `on_stderr` (may be
+  // empty: dropped). For byte-stream protocols over a process's stdout (the agent channel).
+  // Do not mix with Read() on one stream. Errors: as Read.
+  Result<std::size_t> ReadStdout(std::span<char> buf,
+                                 const std::function<void(std::string_view)>& on_stderr);
   // Closes both directions; a Read blocked in another thread returns. Idempotent.
   void Close();
 
@@ -78,6 +87,7 @@ class ExecStream {
   std::unique_ptr<http::RawStream> raw_;
   bool tty_;
   std::string exec_id_;
+  std::string what_;
   Demuxer demux_;
   std::vector<StreamPiece> pending_;  // decoded, not yet handed out (reader thread only)
   std::size_t pending_pos_ = 0;
@@ -140,6 +150,13 @@ class Client {
   // The same, with the archive streamed (chunked) from `source`.
   Result<void> PutArchiveStream(std::string_view container, std::string_view path,
                                 const http::BodySource& source);
+  // Attaches to the main process's stdio (POST /containers/{id}/attach?stream=1 with stdin,
+  // stdout, stderr as asked; hijacked). Attach before StartContainer to see every byte the
+  // process writes (the container needs OpenStdin for stdin, and AttachStd* set). `tty` must
+  // match the container's Tty (a non-TTY stream is multiplexed). Errors: kNotFound (no such
+  // container), kConflict, kUnavailable.
+  Result<std::unique_ptr<ExecStream>> AttachContainer(std::string_view container, bool stdin,
+                                                      bool stdout, bool stderr, bool tty = false);
   // The container's stdout and stderr so far, interleaved in order (stdout only if
   // `include_stderr` is false). For short logs (probes, diagnostics): the whole log is buffered.
   Result<std::string> ContainerLogs(std::string_view container, bool include_stdout = true,

@@ -401,6 +401,12 @@ Result<std::string> EncodeContainerCreate(const ContainerConfig& c, ApiVersion v
   if (!h.annotations.empty()) hc["Annotations"] = StrObject(h.annotations);
   hc["Privileged"] = h.privileged;
   if (h.init) hc["Init"] = true;
+  if (!h.log_driver.empty()) {
+    json::object lc;
+    lc["Type"] = h.log_driver;
+    lc["Config"] = json::object();
+    hc["LogConfig"] = std::move(lc);
+  }
   o["HostConfig"] = std::move(hc);
   return json::serialize(o);
 }

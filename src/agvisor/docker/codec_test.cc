@@ -57,6 +57,7 @@ ContainerConfig FullConfig() {
   h.security_opt = {"no-new-privileges"};
   h.annotations = {{"dev.gvisor.spec.rootfs.overlay", "memory"}};
   h.init = true;
+  h.log_driver = "none";
   return c;
 }
 

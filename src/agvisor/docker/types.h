@@ -48,6 +48,9 @@ struct HostConfig {
   std::map<std::string, std::string> annotations;
   bool privileged = false;  // always sent
   bool init = false;        // run docker-init as PID 1; sent only when true
+  // LogConfig.Type: "none" keeps a container's stdout out of any log file (e.g. a binary
+  // protocol on PID 1's stdio); empty = the daemon's default driver (not sent).
+  std::string log_driver;
 };
 
 // Body of POST /containers/create (Config + HostConfig).
