@@ -531,6 +531,63 @@ TEST_F(ChannelTest, BackgroundProcessSurvivesItsSessionAndCanBeReattached) {
   EXPECT_EQ(after->procs[0].exit_code, 7);
 }
 
+TEST_F(ChannelTest, FileOperationsGoThroughTheFilesModule) {
+  StartInit();
+  Welcome(*peer_, 64 * 1024);
+  peer_->Send(Type::kStat, 1, proto::PathRequest{dir_}.Encode());
+  auto st = peer_->Next();
+  ASSERT_TRUE(st);
+#if !AGVISOR_AGENT_HAVE_FILES
+  ASSERT_EQ(st->type, Type::kError);
+  EXPECT_EQ(proto::ErrorPayload::Decode(st->payload)->code, proto::WireError::kUnsupported);
+#else
+  ASSERT_EQ(st->type, Type::kStatResult) << proto::TypeName(st->type);
+  EXPECT_EQ(proto::StatResult::Decode(st->payload)->entry.kind, proto::EntryKind::kDir);
+  // 1 MB written in DATA frames within the agent's credit, read back with our own windows.
+  std::string content(1000 * 1000, '\0');
+  for (std::size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i * 7);
+  const std::string path = dir_ + "/sub/file.bin";
+  peer_->Send(Type::kFileWrite, 3, proto::FileWrite{path, 0600, proto::kFileWriteParents}.Encode());
+  std::uint64_t credit = 64 * 1024;
+  std::size_t sent = 0;
+  std::optional<proto::Frame> reply;
+  while (!reply) {
+    while (sent < content.size() && credit > 0) {
+      std::size_t n = std::min<std::size_t>({credit, content.size() - sent, 32 * 1024});
+      peer_->Send(Type::kData, 3, std::string_view(content).substr(sent, n));
+      sent += n;
+      credit -= n;
+      if (sent == content.size()) peer_->Send(Type::kEnd, 3, "");
+    }
+    auto f = peer_->Next();
+    ASSERT_TRUE(f);
+    if (f->type == Type::kWindow) {
+      credit += proto::Window::Decode(f->payload)->bytes;
+    } else {
+      reply = f;
+    }
+  }
+  ASSERT_EQ(reply->type, Type::kOk)
+      << proto::TypeName(reply->type) << " "
+      << (reply->type == Type::kError ? proto::ErrorPayload::Decode(reply->payload)->message : "");
+  peer_->Send(Type::kFileRead, 5, proto::PathRequest{path}.Encode());
+  std::string got;
+  for (;;) {
+    auto f = peer_->Next();
+    ASSERT_TRUE(f);
+    if (f->type == Type::kData) {
+      got += f->payload;
+      peer_->Send(Type::kWindow, 5,
+                  proto::Window{static_cast<std::uint32_t>(f->payload.size())}.Encode());
+      continue;
+    }
+    ASSERT_EQ(f->type, Type::kEnd) << proto::TypeName(f->type);
+    break;
+  }
+  EXPECT_TRUE(got == content) << got.size();
+#endif
+}
+
 TEST_F(ChannelTest, PingPongAndFirstFrameMustBeHello) {
   StartInit();
   peer_->Send(Type::kPing, 0, proto::Ping{42}.Encode());
