@@ -1,0 +1,246 @@
+// The adversarial suite (docs/reliability.md): what a sandbox survives, measured against the
+// real dockerd + runsc. Each test prints its figure as "FIGURE name value" so
+// scripts/reliability-report can fill the table in docs/reliability.md.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "agvisor/docker/client.h"
+#include "agvisor/sandbox/sandbox.h"
+#include "tests/integration/test_env.h"
+
+namespace agvisor {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TestSpec;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+void Figure(const std::string& name, const std::string& value) {
+  std::printf("FIGURE %s %s\n", name.c_str(), value.c_str());
+  std::fflush(stdout);
+}
+
+// This process's resident memory in KiB.
+long RssKib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+class ReliabilityTest : public ::testing::Test {
+ protected:
+  static void TearDownTestSuite() { testing::CleanupRun(); }
+  static std::unique_ptr<Sandbox> MustCreate(SandboxSpec spec) {
+    auto sb = Sandbox::Create(spec);
+    EXPECT_TRUE(sb.ok()) << sb.error().ToString();
+    return sb.ok() ? std::move(*sb) : nullptr;
+  }
+  // A fresh sandbox still answers: the host and other sandboxes were not harmed.
+  static void ExpectHostHealthy() {
+    auto other = MustCreate(TestSpec());
+    ASSERT_TRUE(other);
+    auto r = other->ExecShell("echo ok");
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    EXPECT_EQ(r->out, "ok\n");
+    EXPECT_TRUE(other->Stop().ok());
+  }
+};
+
+TEST_F(ReliabilityTest, ForkBombIsContainedByThePidsLimitAndTheTimeout) {
+  auto spec = TestSpec();
+  spec.limits.pids = 128;
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  auto t0 = Clock::now();
+  auto r = sb->ExecShell("bomb() { bomb | bomb & }; bomb; sleep 60", {.timeout = 3});
+  Figure("fork_bomb_outcome", r.ok() ? "exit " + std::to_string(r->exit_code)
+                                     : std::string(ErrorCodeName(r.error().code())));
+  Figure("fork_bomb_ms", std::to_string(static_cast<int>(Ms(Clock::now() - t0))));
+  if (r.ok()) {
+    // It survived: the timeout killed the whole tree, and the sandbox works again.
+    EXPECT_EQ(r->exit_code, 124);
+    auto left = sb->ExecShell("ls -d /proc/[0-9]* | wc -l");
+    ASSERT_TRUE(left.ok()) << left.error().ToString();
+    Figure("fork_bomb_processes_left", left->out);
+    EXPECT_LT(std::stoi(left->out), 10);
+  } else {
+    // Or the pids limit ended the whole sandbox, and that is what is reported.
+    EXPECT_EQ(r.error().code(), ErrorCode::kSandboxDied) << r.error().ToString();
+  }
+  ExpectHostHealthy();
+}
+
+TEST_F(ReliabilityTest, OutputFloodKeepsHostMemoryBounded) {
+  auto sb = MustCreate(TestSpec());
+  ASSERT_TRUE(sb);
+  long before = RssKib();
+  std::size_t seen = 0;
+  ExecOptions o;
+  o.timeout = 110;
+  o.on_output = [&](std::string_view b) { seen += b.size(); };
+  auto t0 = Clock::now();
+  auto r = sb->ExecShell("head -c 500000000 /dev/zero", o);
+  auto took = Clock::now() - t0;
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(seen, 500000000u);
+  long growth = RssKib() - before;
+  Figure("output_flood_500MB_s", std::to_string(Ms(took) / 1000));
+  Figure("output_flood_rss_growth_kib", std::to_string(growth));
+  EXPECT_LT(growth, 64 * 1024) << "host memory grew with the output";
+  EXPECT_LE(r->out.size(), kStreamTailBytes);
+}
+
+TEST_F(ReliabilityTest, InfiniteLoopTimeoutOvershoot) {
+  auto sb = MustCreate(TestSpec());
+  ASSERT_TRUE(sb);
+  std::vector<double> overshoot;
+  for (int i = 0; i < 10; ++i) {
+    auto t0 = Clock::now();
+    auto r = sb->ExecShell("while :; do :; done", {.timeout = 1});
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    EXPECT_EQ(r->exit_code, 124);
+    overshoot.push_back(Ms(Clock::now() - t0) - 1000);
+  }
+  std::sort(overshoot.begin(), overshoot.end());
+  Figure("timeout_overshoot_median_ms", std::to_string(static_cast<int>(overshoot[5])));
+  Figure("timeout_overshoot_max_ms", std::to_string(static_cast<int>(overshoot.back())));
+  EXPECT_LT(overshoot.back(), 3000);
+}
+
+TEST_F(ReliabilityTest, NoZombiesPileUp) {
+  auto sb = MustCreate(TestSpec());
+  ASSERT_TRUE(sb);
+  // 300 orphans whose parents exit at once: PID 1 must reap them all.
+  auto r = sb->ExecShell("for i in $(seq 300); do (sleep 0.1 &) ; done; sleep 1");
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        auto z = sb->ExecShell("grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l");
+        return z.ok() && z->out == "0\n";
+      },
+      10s));
+}
+
+TEST_F(ReliabilityTest, HugeStdinAndBinaryOutputAreByteExact) {
+  auto sb = MustCreate(TestSpec());
+  ASSERT_TRUE(sb);
+  std::string input(64 << 20, '\0');
+  for (std::size_t i = 0; i < input.size(); ++i) input[i] = static_cast<char>((i * 7919) >> 3);
+  auto t0 = Clock::now();
+  auto r = sb->Exec({"cat"}, {.input = input, .timeout = 110});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  Figure("stdin_echo_64MB_s", std::to_string(Ms(Clock::now() - t0) / 1000));
+  EXPECT_EQ(r->out.size(), input.size());
+  EXPECT_TRUE(r->out == input) << "binary round trip differs";
+  auto bad = sb->ExecShell("printf '\\377\\376\\000\\300\\200 not utf-8\\n'; printf '\\351' >&2");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->out, std::string("\xff\xfe\0\xc0\x80 not utf-8\n", 16));
+  EXPECT_EQ(bad->err, "\xe9");
+}
+
+TEST_F(ReliabilityTest, FillingTmpShmAndInodesLeavesTheSandboxUsable) {
+  auto spec = TestSpec();
+  spec.limits.memory = "512m";
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  // /dev/shm is capped by shm (Docker's 64m here): writing past it must fail with ENOSPC.
+  auto shm = sb->ExecShell(
+      "head -c 100000000 /dev/zero > /dev/shm/f; echo rc=$?; "
+      "du -k /dev/shm/f | cut -f1");
+  ASSERT_TRUE(shm.ok());
+  EXPECT_THAT(shm->out, HasSubstr("rc=1"));
+  Figure("shm_fill", shm->err.empty() ? shm->out : shm->err.substr(0, 80));
+  // An inode flood in /tmp: 20000 files, then the sandbox still works.
+  auto inodes = sb->ExecShell(
+      "mkdir /tmp/flood && cd /tmp/flood && seq 20000 | xargs touch; "
+      "ls | wc -l",
+      {.timeout = 100});
+  ASSERT_TRUE(inodes.ok()) << inodes.error().ToString();
+  Figure("inode_flood_files", inodes->out);
+  auto after = sb->ExecShell("rm -rf /tmp/flood /dev/shm/f; echo alive");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->out, "alive\n");
+}
+
+TEST_F(ReliabilityTest, ExecIntoADeadSandboxSaysSo) {
+  auto sb = MustCreate(TestSpec());
+  ASSERT_TRUE(sb);
+  auto docker = HostClient("");
+  ASSERT_TRUE((*docker)->KillContainer(sb->container_name(), "KILL").ok());
+  auto r = sb->ExecShell("true");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kSandboxDied);
+  EXPECT_THAT(r.error().message(), HasSubstr("not running"));
+}
+
+// Posture, checked from the host side: runsc, not privileged, nothing added, nothing mounted
+// from the host, no Docker socket.
+TEST_F(ReliabilityTest, PostureOfEverySandboxKind) {
+  auto docker = HostClient("");
+  ASSERT_TRUE(docker.ok());
+  std::vector<SandboxSpec> kinds = {TestSpec(), TestSpec("posture")};
+  kinds[0].network = "none";
+  kinds[1].lifetime = 300;
+  for (const auto& spec : kinds) {
+    auto sb = MustCreate(spec);
+    ASSERT_TRUE(sb);
+    auto info = (*docker)->InspectContainer(sb->container_name());
+    ASSERT_TRUE(info.ok());
+    EXPECT_EQ(info->host_config.runtime, "runsc");
+    EXPECT_FALSE(info->host_config.privileged);
+    for (const auto& m : info->mounts) {
+      EXPECT_EQ(m.type, "volume") << "host mount " << m.source;
+      EXPECT_EQ(m.name, sb->container_name());
+      EXPECT_EQ(m.destination, "/workspace");
+    }
+    auto sock = sb->ExecShell(
+        "ls -la /var/run/docker.sock /run/docker.sock 2>&1; "
+        "grep -c docker.sock /proc/mounts");
+    ASSERT_TRUE(sock.ok());
+    EXPECT_THAT(sock->out, HasSubstr("No such file"));
+    EXPECT_THAT(sock->out, ::testing::EndsWith("0\n"));
+    auto caps = sb->ExecShell("sed -n 's/^CapEff:\\t//p' /proc/self/status");
+    ASSERT_TRUE(caps.ok());
+    // Nothing beyond Docker's default set 0xa80425fb (gVisor with hostinet also drops NET_RAW).
+    std::uint64_t eff = std::stoull(caps->out, nullptr, 16);
+    EXPECT_EQ(eff & ~0xa80425fbULL, 0u) << caps->out;
+    // gVisor's /proc has no NoNewPrivs line: ask prctl(PR_GET_NO_NEW_PRIVS) itself.
+    auto nnp =
+        sb->ExecShell("python3 -c 'import ctypes; print(ctypes.CDLL(None).prctl(39, 0, 0, 0, 0))'");
+    ASSERT_TRUE(nnp.ok());
+    EXPECT_EQ(nnp->out, "1\n") << nnp->err;
+    EXPECT_TRUE(sb->Delete().ok());
+  }
+}
+
+TEST_F(ReliabilityTest, NetworkNoneHasOnlyLoopbackNoRouteNoDns) {
+  auto spec = TestSpec();
+  spec.network = "none";
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  auto ifs = sb->ExecShell("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+  ASSERT_TRUE(ifs.ok());
+  EXPECT_EQ(ifs->out, "lo\n");
+  // No route at all: nothing can leave (checked without sending a packet anywhere).
+  auto route = sb->ExecShell("tail -n +2 /proc/net/route | wc -l");
+  ASSERT_TRUE(route.ok());
+  EXPECT_EQ(route->out, "0\n");
+  auto dns = sb->ExecShell("getent hosts example.com; echo rc=$?", {.timeout = 30});
+  ASSERT_TRUE(dns.ok());
+  EXPECT_THAT(dns->out, HasSubstr("rc=2"));
+}
+
+}  // namespace
+}  // namespace agvisor
