@@ -64,12 +64,21 @@ void SpecOptions::Add(CLI::App& cmd) {
   cmd.add_option("--idle-ttl", spec.idle_ttl,
                  "seconds without activity (exec) until the sandbox ends itself");
   cmd.add_option("--runtime", spec.runtime, "Docker runtime (a gVisor one)")->capture_default_str();
+  cmd.add_option("--label", labels,
+                 "KEY=VALUE label on the container and volume, e.g. a tenant id (repeatable)");
 }
 
-SandboxSpec SpecOptions::Build(const GlobalOptions& g) const {
+Result<SandboxSpec> SpecOptions::Build(const GlobalOptions& g) const {
   SandboxSpec s = spec;
   s.host = g.host;
   if (disk) s.limits.disk = *disk;
+  for (const auto& kv : labels) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos) {
+      return Error::InvalidArgument("--label '" + kv + "' is not KEY=VALUE");
+    }
+    s.labels[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
   return s;
 }
 

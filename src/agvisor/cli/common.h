@@ -31,9 +31,10 @@ int ExitCodeFor(const Error& e);
 struct SpecOptions {
   SandboxSpec spec;
   std::optional<std::string> disk;
+  std::vector<std::string> labels;  // "key=value"
   void Add(CLI::App& cmd);
-  // The spec, with --disk applied.
-  SandboxSpec Build(const GlobalOptions& g) const;
+  // The spec, with --disk and --label applied. Errors: kInvalidArgument (a label without '=').
+  Result<SandboxSpec> Build(const GlobalOptions& g) const;
 };
 
 // "x" -> "agvisor-x"; a name that already has the prefix (anonymous sandboxes) is kept as is.

@@ -86,7 +86,12 @@ void AddCreate(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto opts = std::make_shared<SpecOptions>();
   opts->Add(*cmd);
   cmd->callback([&g, exit_code, opts] {
-    auto sb = Sandbox::Create(opts->Build(g));
+    auto spec = opts->Build(g);
+    if (!spec.ok()) {
+      *exit_code = ReportError(spec.error());
+      return;
+    }
+    auto sb = Sandbox::Create(*spec);
     if (!sb.ok()) {
       *exit_code = ReportError(sb.error());
       return;
@@ -122,7 +127,12 @@ void AddRun(CLI::App& app, GlobalOptions& g, int* exit_code) {
       *exit_code = ReportError(v.error());
       return;
     }
-    auto sb = Sandbox::Create(opts->Build(g));
+    auto spec = opts->Build(g);
+    if (!spec.ok()) {
+      *exit_code = ReportError(spec.error());
+      return;
+    }
+    auto sb = Sandbox::Create(*spec);
     if (!sb.ok()) {
       *exit_code = ReportError(sb.error());
       return;
