@@ -1,0 +1,344 @@
+"""Sandboxes: create, resume, run commands in, stop, delete and list them.
+
+The seed's API (`Sandbox`, `create_sandbox`, `list_sandboxes`), carried by agvisor's C++ core
+(`agvisor._core`, over the Docker Engine API with an agent as PID 1 in every sandbox) instead of
+the docker CLI. Every blocking call releases the GIL, so threads can drive many sandboxes at once;
+one handle may also be shared by threads (exec calls run side by side).
+
+Errors follow the seed: ValueError for a bad argument, RuntimeError for everything the host or the
+sandbox did (unreachable Docker, missing image, a sandbox that died under a command: the message
+says why). Each carries a `code` attribute ("invalid_argument", "sandbox_died", ...).
+"""
+import codecs
+import math
+import subprocess
+import threading
+import uuid
+import warnings
+
+from . import _core
+from .limits import Limits
+
+# Text exec(on_output=...) keeps: the last this many characters (the rest went to on_output).
+_KEEP_CHARS = _core.STREAM_TAIL_BYTES
+_WORKSPACE = "/workspace"
+_NO_DESKTOPS = ("desktops are not available yet: this agvisor has headless sandboxes only "
+                "(gui=True, rdp_port, password and desktop_token() arrive with the desktop "
+                "feature); create the sandbox with gui=False")
+
+_warned_hosts = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_once(host, message):
+    """The default disk cap could not be enforced on `host`: say so once per host and process."""
+    with _warned_lock:
+        if host in _warned_hosts:
+            return
+        _warned_hosts.add(host)
+    warnings.warn(f"agvisor: {message}", RuntimeWarning, stacklevel=4)
+
+
+def _whole_seconds(what, value):
+    """lifetime / idle_ttl as the core takes them: whole seconds, fractions rounded up."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{what} must be a number of seconds, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number of seconds, got {value!r}")
+    return math.ceil(value)
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+class _TextStream:
+    """Turns exec's output chunks into text for on_output and keeps the last _KEEP_CHARS of it.
+
+    A chunk may end in the middle of a UTF-8 sequence: the incremental decoder holds those bytes
+    back until the rest arrives. Undecodable bytes become U+FFFD, as in the non-streaming case.
+    """
+
+    def __init__(self, on_output):
+        self._on_output = on_output
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pieces = []
+        self._chars = 0
+
+    def feed(self, data: bytes):
+        self._deliver(self._decoder.decode(data))
+
+    def finish(self) -> str:
+        self._deliver(self._decoder.decode(b"", final=True))
+        return "".join(self._pieces)[-_KEEP_CHARS:]
+
+    def _deliver(self, text):
+        if not text:
+            return
+        self._pieces.append(text)
+        self._chars += len(text)
+        if self._chars > 2 * _KEEP_CHARS:  # trim rarely: a runaway `yes` costs O(output)
+            kept = "".join(self._pieces)[-_KEEP_CHARS:]
+            self._pieces, self._chars = [kept], len(kept)
+        self._on_output(text)
+
+
+class Sandbox:
+    """One gVisor sandbox. Nothing happens on the host until start() (or create_sandbox()).
+
+    image     Image to run. None -> agvisor's default image, agvisor/base:latest (Debian with
+              python3 and git, built offline by `agvisor image build base`). The seed's default,
+              ubuntu:24.04, needs a registry; pass it explicitly where one is reachable.
+    gui       Desktop sandboxes are a later feature: start() raises NotImplementedError.
+    limits    Limits(...): cpus, memory, pids, shm, disk. See agvisor.Limits.
+    network   "bridge" (default), "none", or the name of a Docker network.
+    lifetime  Seconds until the sandbox ends itself, even if this process dies.
+    idle_ttl  Seconds without activity (an exec) until the sandbox ends itself; exec(timeout=)
+              must be shorter.
+    name      Makes the sandbox resumable: /workspace lives in the volume agvisor-<name>; a
+              running sandbox of that name is re-attached with its processes.
+    host      None -> Docker on this machine ($DOCKER_HOST); "ssh://user@host" -> a remote one.
+    runtime   A Docker runtime that is gVisor, default "runsc".
+
+    Attributes: name ("agvisor-<name>"; for an anonymous sandbox the random suffix is the one the
+    core picks at start()), persistent, data_dir ("/workspace" or None), resumed (start()
+    re-attached to a running sandbox), disk_warning (why the default disk cap is not enforced),
+    and the constructor's arguments.
+    """
+
+    def __init__(self, image=None, *, gui=False, limits=Limits(), network="bridge", lifetime=None,
+                 idle_ttl=None, name=None, host=None, runtime="runsc"):
+        if not isinstance(limits, Limits):
+            raise TypeError(f"limits must be an agvisor.Limits, got {type(limits).__name__}")
+        if gui and (lifetime is not None or idle_ttl is not None):
+            raise ValueError("lifetime and idle_ttl are only supported for headless sandboxes")
+        self.gui = bool(gui)
+        self.limits = limits
+        self.network = network
+        self.lifetime = lifetime
+        self.idle_ttl = idle_ttl
+        self.host = host
+        self.runtime = runtime
+        self.image = image or _core.DEFAULT_IMAGE
+        _core.validate_spec(self._spec(name))
+        self.persistent = name is not None
+        self.name = _core.NAME_PREFIX + (name if name is not None else uuid.uuid4().hex[:8])
+        self.data_dir = _WORKSPACE if self.persistent else None  # kept across stop()
+        self.rdp_port = None  # desktop fields: set by a later feature, None for headless
+        self.password = None
+        self.resumed = False
+        self.disk_warning = None
+        self._lock = threading.Lock()
+        self._core = None  # the C++ handle, once started or opened
+        self._running = False  # started by us, or listed as running
+        self._listed = False  # made by list_sandboxes(): exec opens the existing container
+
+    def _spec(self, name):
+        s = _core.SandboxSpec()
+        s.image = "" if self.image == _core.DEFAULT_IMAGE else self.image
+        s.gui = self.gui
+        s.limits = self.limits._to_core()
+        s.network = self.network
+        s.lifetime = _whole_seconds("lifetime", self.lifetime)
+        s.idle_ttl = _whole_seconds("idle_ttl", self.idle_ttl)
+        s.name = name
+        s.host = self.host or ""
+        s.runtime = self.runtime
+        return s
+
+    def __repr__(self):
+        state = "running" if self._running else "not running"
+        return f"<agvisor.Sandbox {self.name} image={self.image!r} host={self.host!r} {state}>"
+
+    def start(self):
+        """Creates and starts the sandbox, or re-attaches to a running one of the same name
+        (limits and image are then the ones it was created with). Does nothing when already
+        started. Returns self, so `with Sandbox(...).start() as sb:` and chaining work."""
+        with self._lock:
+            if self._running:
+                return self
+            if self.gui:
+                raise NotImplementedError(_NO_DESKTOPS)
+            name = self.name[len(_core.NAME_PREFIX):] if self.persistent else None
+            core = _core.Sandbox.create(self._spec(name))
+            self._core, self._running = core, True
+            self.name = core.container_name
+            self.resumed = core.resumed
+            self.disk_warning = core.disk_warning or None
+        if self.disk_warning:
+            _warn_once(self.host or "", self.disk_warning)
+        return self
+
+    def _handle(self):
+        with self._lock:
+            if self._core is not None:
+                return self._core
+            if not (self._running or self._listed):
+                raise RuntimeError(f"sandbox {self.name} is not started: call start() first, "
+                                   "or use create_sandbox()")
+        core = _core.Sandbox.open(self.name, self.host or "")
+        with self._lock:
+            if self._core is None:
+                self._core = core
+            return self._core
+
+    def _check_timeout(self, timeout, core=None):
+        idle = core.idle_ttl if core is not None else _whole_seconds("idle_ttl", self.idle_ttl)
+        try:
+            seconds = float(timeout)
+        except (TypeError, ValueError):
+            raise ValueError(f"timeout must be a number of seconds, got {timeout!r}") from None
+        _core.validate_exec_timeout(seconds, idle)
+        return seconds
+
+    def exec(self, cmd, *, input=None, timeout=120, on_output=None):
+        """Runs `sh -c cmd` inside and returns a subprocess.CompletedProcess (args=cmd, text
+        stdout and stderr). After `timeout` seconds the command and every process it started
+        are killed and returncode is 124.
+
+        input      Text (or bytes) for the command's stdin; None = empty stdin.
+        on_output  Called with text as the command produces it, stdout and stderr merged;
+                   result.stdout then holds only the last ~100 KB and stderr is "". Cannot be
+                   combined with input. An exception it raises stops further calls and is
+                   raised from exec() once the command has ended.
+
+        Raises ValueError for bad arguments (timeout not below idle_ttl) and RuntimeError when
+        the sandbox is not running or dies under the command (the message says why).
+        """
+        if on_output is not None and input is not None:
+            raise ValueError("on_output and input cannot be used together")
+        seconds = self._check_timeout(timeout)
+        data = input.encode() if isinstance(input, str) else input
+        core = self._handle()
+        argv = ["sh", "-c", cmd]
+        if on_output is None:
+            code, _, out, err, _ = core.exec(argv, data, seconds)
+            return subprocess.CompletedProcess(cmd, code, _decode(out), _decode(err))
+        stream = _TextStream(on_output)
+        code, _, _, _, _ = core.exec(argv, None, seconds, on_output=stream.feed)
+        return subprocess.CompletedProcess(cmd, code, stream.finish(), "")
+
+    def run(self, argv, *, input=None, timeout=120, env=None, cwd=None, user=None,
+            on_stdout=None, on_stderr=None):
+        """Runs argv inside without a shell; an extension of the seed's API. Returns a
+        subprocess.CompletedProcess with stdout and stderr as bytes, kept apart, plus
+        `timed_out` and `truncated` attributes. returncode 124 = timed out.
+
+        input      bytes (or text) for stdin; None = empty stdin.
+        env        {"NAME": "value"} added to the command's environment.
+        cwd        Working directory; default /workspace for named sandboxes, else the image's.
+        user       "name", "uid", optionally ":group" / ":gid"; default the image's user.
+        on_stdout, on_stderr  Called with bytes as each stream produces them; the result then
+                   keeps only the last ~100 KB of each. Exceptions: as for exec(on_output=).
+        """
+        if isinstance(argv, (str, bytes)):
+            raise TypeError("run() takes a list of arguments; use exec() for a shell command")
+        argv = [str(a) for a in argv]
+        seconds = self._check_timeout(timeout)
+        data = input.encode() if isinstance(input, str) else input
+        env_list = [f"{k}={v}" for k, v in (env or {}).items()]
+        core = self._handle()
+        code, timed_out, out, err, truncated = core.exec(
+            argv, data, seconds, env_list, cwd or "", user or "",
+            on_stdout=on_stdout, on_stderr=on_stderr)
+        result = subprocess.CompletedProcess(argv, code, out, err)
+        result.timed_out, result.truncated = timed_out, truncated
+        return result
+
+    def info(self) -> dict:
+        """What Docker says about the sandbox now: state, running, end_reason ("out of memory",
+        "lifetime reached", ...), image, container id; an extension of the seed's API."""
+        return self._handle().info()
+
+    def desktop_token(self, key: bytes, ttl=300):
+        """Desktops are a later feature: raises NotImplementedError."""
+        raise NotImplementedError(_NO_DESKTOPS)
+
+    def _remove(self, erase_data):
+        with self._lock:
+            self._core, self._running = None, False
+        try:
+            _core.Sandbox.remove(self.name, self.host or "", erase_data)
+        except RuntimeError as e:
+            if getattr(e, "code", None) != "not_found":  # already gone: nothing to do
+                raise
+
+    def stop(self):
+        """Removes the container and frees its CPU and memory; a named sandbox keeps its
+        /workspace volume. Safe to call twice. RuntimeError only when the host fails."""
+        self._remove(erase_data=False)
+
+    def delete(self):
+        """stop(), and erase a named sandbox's /workspace volume too."""
+        self._remove(erase_data=self.persistent)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *_):
+        self.stop()
+
+    @classmethod
+    def _listed_handle(cls, info, host):
+        """A handle on a sandbox list_sandboxes() found: no validation (someone else made it)."""
+        sb = cls.__new__(cls)
+        sb.gui, sb.limits, sb.network = False, Limits(), "bridge"
+        sb.lifetime = sb.idle_ttl = None
+        sb.host, sb.runtime = host, "runsc"
+        sb.image = info["image"] or _core.DEFAULT_IMAGE
+        sb.persistent = info["name"] is not None
+        sb.name = info["container_name"]
+        sb.data_dir = _WORKSPACE if sb.persistent else None
+        sb.rdp_port = sb.password = None
+        sb.resumed, sb.disk_warning = False, None
+        sb._lock = threading.Lock()
+        sb._core = None
+        sb._running = info["running"]
+        sb._listed = True
+        return sb
+
+
+def list_sandboxes(host: str | None = None) -> list[Sandbox]:
+    """Every agvisor sandbox on the Docker host, running or stopped, including anonymous ones
+    a crashed process left behind. exec(), stop() and delete() work on the handles; start() on
+    a stopped one makes a fresh sandbox with the default image, so don't."""
+    return [Sandbox._listed_handle(info, host) for info in _core.Sandbox.list(host or "")]
+
+
+def create_sandbox(
+    image: str | None = None,
+    *,
+    gui: bool = False,
+    limits: Limits = Limits(),
+    network: str = "bridge",
+    lifetime: int | None = None,
+    idle_ttl: int | None = None,
+    name: str | None = None,
+    host: str | None = None,
+    runtime: str = "runsc",
+) -> Sandbox:
+    """Sandbox(...).start(): a running sandbox. Use it in `with` or call stop() yourself.
+
+    image     None -> agvisor/base:latest, agvisor's default image (the seed's ubuntu:24.04 needs
+              a registry this project does not assume).
+    gui       Not available yet: raises NotImplementedError.
+    limits    Limits(cpus=2.0, memory="2g", pids=512, shm=None, disk="5g") by default; zero,
+              negative or malformed values raise ValueError. The default disk cap is skipped,
+              with a warning, on hosts that cannot enforce it; an explicit one is refused there.
+    network   "bridge" (default), "none" or a Docker network's name.
+    lifetime  Seconds until the sandbox removes itself, enforced inside it: it holds when this
+              process dies.
+    idle_ttl  Seconds without an exec() until the sandbox removes itself; exec(timeout=) must
+              be shorter. Fixed at creation.
+    name      Resumable: files in sb.data_dir (/workspace) live in the volume agvisor-<name> and
+              survive stop(), `with`, lifetime and idle expiry. The same name later re-attaches
+              to a running sandbox (processes intact) or starts a fresh one on that volume;
+              delete() erases it. Names are not owned: namespace them per tenant yourself.
+    host      None -> Docker here ($DOCKER_HOST); "ssh://user@host" -> Docker on that machine,
+              through one ssh connection (extra ssh options: $AGVISOR_SSH_ARGS).
+    runtime   The gVisor Docker runtime, default "runsc".
+    """
+    return Sandbox(image, gui=gui, limits=limits, network=network, lifetime=lifetime,
+                   idle_ttl=idle_ttl, name=name, host=host, runtime=runtime).start()
