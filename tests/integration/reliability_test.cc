@@ -3,13 +3,16 @@
 // scripts/reliability-report can fill the table in docs/reliability.md.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 
+#include "agvisor/base/subprocess.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "tests/integration/test_env.h"
@@ -240,6 +243,68 @@ TEST_F(ReliabilityTest, NetworkNoneHasOnlyLoopbackNoRouteNoDns) {
   auto dns = sb->ExecShell("getent hosts example.com; echo rc=$?", {.timeout = 30});
   ASSERT_TRUE(dns.ok());
   EXPECT_THAT(dns->out, HasSubstr("rc=2"));
+}
+
+// Clients SIGKILLed at every stage of `agvisor run` (mid-create, mid-start, mid-exec): running
+// sandboxes end by their lifetime with nobody connected; whatever stays (a container created but
+// never started) is found by list.
+TEST_F(ReliabilityTest, KilledClientsLeakNothingBeyondLifetimeAndListFindsTheRest) {
+  const std::string label = "test.kill=" + testing::RunId();
+  int killed = 0;
+  for (int delay_ms : {30, 120, 250, 400, 600, 900, 1300, 2000}) {
+    SubprocessOptions o;
+    o.argv = {AGVISOR_CLI_BINARY,
+              "run",
+              "--label",
+              label,
+              "--label",
+              std::string(testing::kRunLabel) + "=" + testing::RunId(),
+              "--lifetime",
+              "6",
+              "--disk",
+              "none",
+              "--",
+              "sleep 100"};
+    o.pipe_stdout = true;
+    o.pipe_stderr = true;
+    auto p = Subprocess::Spawn(o);
+    ASSERT_TRUE(p.ok());
+    // Fault injection at a chosen moment, not synchronisation.
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    ASSERT_TRUE(p->Kill(SIGKILL).ok());
+    auto st = p->Wait();
+    ASSERT_TRUE(st.ok());
+    killed += st->signaled();
+  }
+  Figure("client_kills", std::to_string(killed));
+  auto docker = HostClient("");
+  ASSERT_TRUE(docker.ok());
+  auto before = (*docker)->ListContainers(true, {label});
+  ASSERT_TRUE(before.ok());
+  Figure("client_kill_sandboxes_left_at_once", std::to_string(before->size()));
+  // After the lifetime (6 s) and Docker's removal, only never-started containers may remain,
+  // and list must show each of them.
+  std::vector<docker::ContainerSummary> left;
+  testing::WaitFor(
+      [&] {
+        auto now = (*docker)->ListContainers(true, {label});
+        if (!now.ok()) return false;
+        left = *now;
+        return std::all_of(left.begin(), left.end(),
+                           [](const auto& c) { return c.state == "created"; });
+      },
+      30s);
+  for (const auto& c : left)
+    EXPECT_EQ(c.state, "created") << "a started sandbox outlived its lifetime";
+  Figure("client_kill_leftovers_created_never_started", std::to_string(left.size()));
+  auto list = Sandbox::List("");
+  ASSERT_TRUE(list.ok());
+  for (const auto& c : left) {
+    bool found = std::any_of(list->begin(), list->end(),
+                             [&](const SandboxInfo& i) { return i.container_id == c.id; });
+    EXPECT_TRUE(found) << "list does not show leftover " << c.id;
+    EXPECT_TRUE(Sandbox::Remove(c.names.front(), "", false).ok());
+  }
 }
 
 }  // namespace
