@@ -1,0 +1,270 @@
+"""The package's behaviour against real runsc: exec semantics, errors, callbacks, threads,
+list handles, resume, expiry and the run() extension."""
+import threading
+import time
+
+import pytest
+
+import agvisor
+from agvisor import Limits, Sandbox, create_sandbox, list_sandboxes
+from conftest import unique
+
+SMALL = Limits(cpus=1, memory="512m")
+
+
+@pytest.fixture(scope="module")
+def sb():
+    with create_sandbox(limits=SMALL) as box:
+        yield box
+
+
+# ---- arguments: ValueError before anything is created --------------------------------------
+
+@pytest.mark.parametrize("kwargs", [
+    {"name": "no spaces"}, {"name": "x" * 64}, {"image": "-privileged"}, {"lifetime": 0},
+    {"idle_ttl": -5}, {"runtime": "runc", "gui": True}, {"runtime": "run;sc"},
+    {"gui": True, "lifetime": 60}, {"network": "host"},
+])
+def test_bad_arguments_raise_value_error(kwargs):
+    with pytest.raises(ValueError) as e:
+        Sandbox(**kwargs)
+    # From the C++ checks (with a code) or the package's own (gui with lifetime, as the seed).
+    assert getattr(e.value, "code", "invalid_argument") == "invalid_argument"
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"cpus": 0}, {"cpus": -1}, {"memory": "0"}, {"memory": "lots"}, {"pids": 0},
+    {"disk": "1.5g"}, {"disk": "2gb"}, {"disk": "0"}, {"shm": "0"},
+])
+def test_bad_limits_raise_value_error(kwargs):
+    with pytest.raises(ValueError):
+        Limits(**kwargs)
+
+
+def test_timeout_must_stay_below_idle_ttl():
+    with pytest.raises(ValueError, match="idle_ttl"):
+        Sandbox(idle_ttl=60).exec("true", timeout=120)  # checked before anything runs
+
+
+def test_on_output_with_input_is_refused(sb):
+    with pytest.raises(ValueError):
+        sb.exec("cat", input="x", on_output=print)
+
+
+def test_exec_on_a_sandbox_never_started():
+    with pytest.raises(RuntimeError, match="not started"):
+        Sandbox().exec("true")
+
+
+# ---- exec -------------------------------------------------------------------------------------
+
+def test_exec_result(sb):
+    r = sb.exec("echo out; echo err >&2; exit 3")
+    assert (r.args, r.returncode, r.stdout, r.stderr) == (
+        "echo out; echo err >&2; exit 3", 3, "out\n", "err\n")
+
+
+def test_exec_input_and_binary_output(sb):
+    assert sb.exec("tr a-z A-Z", input="hello").stdout == "HELLO"
+    assert sb.exec("printf 'a\\377b'").stdout == "a\ufffdb"  # undecodable -> U+FFFD
+
+
+def test_exec_timeout_is_124_and_kills_the_tree(sb):
+    start = time.monotonic()
+    r = sb.exec("(sleep 100; echo leaked > /tmp/leak) & sleep 100", timeout=1)
+    assert r.returncode == 124
+    assert time.monotonic() - start < 10
+    time.sleep(0.2)
+    assert sb.exec("test -e /tmp/leak || ps -e -o comm= | grep -c sleep").stdout.strip() == "0"
+
+
+def test_on_output_streams_merged_text(sb):
+    chunks = []
+    r = sb.exec("echo one; sleep 0.2; echo two >&2; printf '\\303'; sleep 0.2; printf '\\251'",
+                on_output=chunks.append)
+    assert r.returncode == 0 and r.stderr == ""
+    assert "".join(chunks) == "one\ntwo\né" == r.stdout  # é arrived split in two chunks
+    assert len(chunks) >= 3
+
+
+def test_on_output_keeps_only_the_tail(sb):
+    seen = []
+    r = sb.exec("head -c 300000 /dev/zero | tr '\\0' a; echo END", on_output=seen.append)
+    assert sum(map(len, seen)) == 300004
+    assert len(r.stdout) == agvisor.sandbox._KEEP_CHARS and r.stdout.endswith("aEND\n")
+
+
+def test_callback_exception_is_raised_after_exec_returns(sb):
+    calls = []
+
+    class Boom(Exception):
+        pass
+
+    def on_output(text):
+        calls.append(text)
+        raise Boom("from the callback")
+
+    with pytest.raises(Boom, match="from the callback"):
+        sb.exec("echo a; sleep 0.3; echo b", on_output=on_output)
+    assert len(calls) == 1  # no further calls once it raised
+    assert sb.exec("echo still fine").stdout == "still fine\n"
+
+
+def test_run_extension(sb):
+    r = sb.run(["sh", "-c", 'echo "$GREETING"; pwd; id -un; echo e >&2'],
+               env={"GREETING": "hi"}, cwd="/tmp", user="nobody")
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"hi\n/tmp\nnobody\n", b"e\n")
+    assert r.args == ["sh", "-c", 'echo "$GREETING"; pwd; id -un; echo e >&2']
+    assert sb.run(["cat"], input=b"\x00\xff").stdout == b"\x00\xff"
+    out, err = [], []
+    r = sb.run(["sh", "-c", "echo o; echo e >&2"], on_stdout=out.append, on_stderr=err.append)
+    assert (b"".join(out), b"".join(err)) == (b"o\n", b"e\n")
+    t = sb.run(["sleep", "10"], timeout=0.5)
+    assert (t.returncode, t.timed_out) == (124, True)
+    with pytest.raises(TypeError):
+        sb.run("echo a shell string")
+
+
+def test_info(sb):
+    info = sb.info()
+    assert info["running"] and info["container_name"] == sb.name
+
+
+# ---- lifecycle --------------------------------------------------------------------------------
+
+def test_start_is_idempotent_and_attributes():
+    box = Sandbox(limits=SMALL)
+    assert box.start() is box and box.start() is box
+    try:
+        assert box.name.startswith("agvisor-") and not box.persistent and box.data_dir is None
+        assert box.image == "agvisor/base:latest"
+        with box as same:  # `with` on a started sandbox does not start another one
+            assert same is box
+    finally:
+        box.stop()
+    box.stop()  # twice is fine
+
+
+def test_named_sandbox_left_running_is_resumed():
+    name = unique("resume")
+    first = create_sandbox(name=name, limits=SMALL)
+    assert first.persistent and first.data_dir == "/workspace" and not first.resumed
+    first.exec("echo outside-workspace > /tmp/mark; sleep 1000 >/dev/null 2>&1 &")
+    second = create_sandbox(name=name)  # no stop(): re-attaches, processes and /tmp intact
+    assert second.resumed and second.name == first.name == f"agvisor-{name}"
+    assert second.exec("cat /tmp/mark; pgrep -c sleep").stdout.split() == ["outside-workspace", "1"]
+    second.delete()
+
+
+def test_dead_sandbox_raises_runtime_error_with_the_reason():
+    box = create_sandbox(limits=SMALL)
+    (handle,) = [h for h in list_sandboxes() if h.name == box.name]
+    handle.stop()  # from another handle, as another process would
+    with pytest.raises(RuntimeError, match="not running") as e:
+        box.exec("true")
+    assert e.value.code == "sandbox_died"
+
+
+def test_missing_image_is_a_runtime_error():
+    with pytest.raises(RuntimeError, match="not found") as e:
+        create_sandbox("agvisor/no-such-image:0", limits=SMALL)
+    assert e.value.code == "not_found"
+
+
+def test_disk_default_explicit_and_none():
+    # Default: runs, capped where the host can, else with a warning saying so.
+    with create_sandbox(limits=SMALL) as box:
+        default_warning = box.disk_warning
+    # Explicit cap: enforced, or refused on a host that cannot (never silently dropped).
+    explicit = Sandbox(limits=Limits(cpus=1, memory="512m", disk="5g"))
+    if default_warning is None:
+        explicit.start().stop()
+    else:
+        with pytest.raises(RuntimeError, match="cannot be enforced") as e:
+            explicit.start()
+        assert e.value.code == "unsupported"
+    # None: uncapped on purpose, no warning.
+    with create_sandbox(limits=Limits(cpus=1, memory="512m", disk=None)) as box:
+        assert box.disk_warning is None
+
+
+def test_list_handles_exec_stop_delete():
+    name = unique("listed")
+    named = create_sandbox(name=name, limits=SMALL)
+    anon = create_sandbox(limits=SMALL)
+    handles = {h.name: h for h in list_sandboxes()}
+    h_named, h_anon = handles[named.name], handles[anon.name]
+    assert h_named.persistent and h_named.data_dir == "/workspace"
+    assert not h_anon.persistent and h_anon.data_dir is None
+    assert h_anon.exec("echo via list").stdout == "via list\n"
+    h_anon.stop()
+    h_named.delete()
+    left = {h.name for h in list_sandboxes()}
+    assert named.name not in left and anon.name not in left
+
+
+def test_idle_ttl_expiry_keeps_named_data():
+    name = unique("idle")
+    box = create_sandbox(name=name, idle_ttl=2, limits=SMALL)
+    box.exec("echo kept > /workspace/f", timeout=1)
+    deadline = time.monotonic() + 20
+    while any(h.name == box.name and h._running for h in list_sandboxes()):
+        assert time.monotonic() < deadline, "idle_ttl=2 did not end the sandbox"
+        time.sleep(0.5)
+    with create_sandbox(name=name, limits=SMALL) as again:
+        assert not again.resumed and again.exec("cat f").stdout == "kept\n"
+    again.delete()
+
+
+def test_gui_is_not_available_yet():
+    with pytest.raises(NotImplementedError, match="desktops are not available yet"):
+        create_sandbox(gui=True)
+    with pytest.raises(NotImplementedError, match="desktops are not available yet"):
+        Sandbox().desktop_token(b"k" * 32)
+
+
+# ---- threads ----------------------------------------------------------------------------------
+
+def test_threads_drive_many_sandboxes_at_once():
+    errors, results = [], {}
+
+    def work(i):
+        try:
+            with create_sandbox(limits=SMALL) as box:
+                results[i] = [box.exec(f"echo {i}-{n}").stdout for n in range(5)]
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert results == {i: [f"{i}-{n}\n" for n in range(5)] for i in range(4)}
+
+
+def test_gil_is_released_and_one_handle_serves_threads(sb):
+    ticks, stop = [0], threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0.001)
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    outs = []
+    workers = [threading.Thread(target=lambda i=i: outs.append(sb.exec(f"sleep 1; echo {i}").stdout))
+               for i in range(4)]
+    start = time.monotonic()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    elapsed = time.monotonic() - start
+    stop.set()
+    spinner.join()
+    assert sorted(outs) == [f"{i}\n" for i in range(4)]
+    assert elapsed < 3.5, f"4 concurrent 1 s execs took {elapsed:.1f} s: they ran one by one"
+    assert ticks[0] > 100, "Python threads did not run while execs were blocked"
