@@ -154,3 +154,12 @@ def test_limits_defaults_and_disk_sentinel():
     assert is_default_disk(dataclasses.replace(Limits(), cpus=1).disk)  # the default survives
     with pytest.raises(dataclasses.FrozenInstanceError):
         Limits().cpus = 4
+
+
+def test_the_installed_package_is_tested():
+    import agvisor
+
+    # python/test-wheel sets this: the tests must exercise the wheel, not the source tree.
+    prefix = os.environ.get("AGVISOR_TEST_EXPECT_PREFIX")
+    if prefix:
+        assert os.path.realpath(agvisor.__file__).startswith(os.path.realpath(prefix) + "/")
