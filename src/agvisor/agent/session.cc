@@ -548,6 +548,9 @@ void Session::SendFrame(std::string&& frame, bool /*counted_data*/) {
 }
 
 void Session::Flush() {
+  // The queue may have filled up in SendFrame (no Flush there while frames are queued): remember
+  // it, so the streams that stopped for want of room are resumed once it drains.
+  if (QueueRoom() == 0) was_full_ = true;
   while (!queue_.empty() && !closed_) {
     iovec iov[64];
     int cnt = 0;
