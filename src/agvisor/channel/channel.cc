@@ -73,7 +73,8 @@ Result<proto::Exit> Process::Wait(const ExecCallbacks& callbacks) {
         const auto& [fd, bytes] = *out;
         const auto& cb = fd == 2 ? callbacks.on_stderr : callbacks.on_stdout;
         if (cb) cb(bytes);
-        channel_->Consumed(*stream_, f.payload.size());
+        // Credit counts the process bytes, not the fd byte (as the agent counts them).
+        channel_->Consumed(*stream_, bytes.size());
         break;
       }
       case Type::kStarted: {

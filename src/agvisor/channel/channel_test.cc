@@ -262,9 +262,9 @@ TEST(ChannelTest, OutputIsGrantedBackAsTheConsumerTakesIt) {
     cv.wait(lock, [&] { return stream != 0; });
     std::size_t sent = 0;
     while (sent < kTotal) {
-      cv.wait(lock, [&] { return credit >= 4097; });
+      cv.wait(lock, [&] { return credit >= 4096; });
       std::string chunk(4096, static_cast<char>('0' + (sent / 4096) % 10));
-      credit -= static_cast<std::int64_t>(chunk.size() + 1);
+      credit -= static_cast<std::int64_t>(chunk.size());  // process bytes, not the fd byte
       sent += chunk.size();
       agent.Send(Type::kOutput, stream, Out(1, chunk));
     }

@@ -1,14 +1,22 @@
 #include "agvisor/sandbox/sandbox.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
 #include <cinttypes>
 #include <cmath>
-#include <condition_variable>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <thread>
 
+#include "agvisor/base/subprocess.h"
 #include "agvisor/base/tar.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/proto/exit_codes.h"
@@ -30,12 +38,6 @@ std::string RandomSuffix() {
   std::lock_guard lock(mu);
   char buf[17];
   std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(rng() & 0xffffffffULL));
-  return buf;
-}
-
-std::string Seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", s);
   return buf;
 }
 
@@ -71,6 +73,64 @@ void AppendTail(std::string& s, std::string_view piece, bool& truncated) {
     truncated = true;
   }
 }
+
+}  // namespace
+
+// The agent's stderr (log lines) from the attach stream: the last few lines, for diagnostics.
+struct Sandbox::LogRing {
+  static constexpr std::size_t kLines = 20;
+  mutable std::mutex mu;
+  std::deque<std::string> lines;
+  std::string partial;
+  void Append(std::string_view bytes) {
+    std::lock_guard lock(mu);
+    for (char c : bytes) {
+      if (c != '\n') {
+        if (partial.size() < 1000) partial += c;
+        continue;
+      }
+      lines.push_back(std::move(partial));
+      partial.clear();
+      if (lines.size() > kLines) lines.pop_front();
+    }
+  }
+  std::vector<std::string> Snapshot() const {
+    std::lock_guard lock(mu);
+    std::vector<std::string> out(lines.begin(), lines.end());
+    if (!partial.empty()) out.push_back(partial);
+    return out;
+  }
+  std::string Tail() const {
+    std::string s;
+    for (const auto& l : Snapshot()) s += (s.empty() ? "" : " | ") + l;
+    return s;
+  }
+};
+
+namespace {
+
+// The agent channel over a Docker stream (PID 1's attach, or a `connect` relay exec): the
+// channel bytes are the process's stdin and its demultiplexed stdout; stderr is the agent's log.
+class DockerStreamTransport : public channel::Transport {
+ public:
+  DockerStreamTransport(std::unique_ptr<docker::ExecStream> stream,
+                        std::function<void(std::string_view)> on_stderr)
+      : stream_(std::move(stream)), on_stderr_(std::move(on_stderr)) {}
+  ~DockerStreamTransport() override { Close(); }
+  Result<std::size_t> Read(std::span<char> buf) override {
+    return stream_->ReadStdout(buf, on_stderr_);
+  }
+  Result<void> Write(std::string_view data) override {
+    auto r = stream_->Write(data);
+    if (!r.ok()) return Error::Unavailable(r.error().message());
+    return Ok();
+  }
+  void Close() override { stream_->Close(); }
+
+ private:
+  std::unique_ptr<docker::ExecStream> stream_;
+  std::function<void(std::string_view)> on_stderr_;
+};
 
 }  // namespace
 
@@ -119,7 +179,69 @@ Result<std::shared_ptr<docker::Client>> HostClient(std::string_view host) {
   return c;
 }
 
-Sandbox::~Sandbox() = default;
+Sandbox::Sandbox() : agent_log_(std::make_shared<LogRing>()) {}
+
+Sandbox::~Sandbox() {
+  // Closing the channel ends this client's session only; the sandbox keeps running.
+  std::shared_ptr<channel::Channel> ch;
+  {
+    std::lock_guard lock(channel_mu_);
+    ch = std::move(channel_);
+  }
+}
+
+std::vector<std::string> Sandbox::AgentLog() const { return agent_log_->Snapshot(); }
+
+Result<void> Sandbox::StartAndAttach(const std::string& id) {
+  // Attach BEFORE start: PID 1's stdio is the creating client's channel, so no exec is paid on
+  // the create path, and no byte the agent writes is missed.
+  auto stream = AGVISOR_TRY(docker_->AttachContainer(id, true, true, true));
+  AGVISOR_RETURN_IF_ERROR(docker_->StartContainer(id));
+  auto log = agent_log_;
+  auto ch = channel::Channel::Open(std::make_unique<DockerStreamTransport>(
+      std::move(stream), [log](std::string_view b) { log->Append(b); }));
+  if (!ch.ok()) {
+    std::string tail = agent_log_->Tail();
+    return ch.error().WithContext("agent handshake" +
+                                  (tail.empty() ? std::string() : " (agent log: " + tail + ")"));
+  }
+  std::lock_guard lock(channel_mu_);
+  channel_ = *ch;
+  return Ok();
+}
+
+Result<std::shared_ptr<channel::Channel>> Sandbox::Channel() {
+  std::lock_guard lock(channel_mu_);
+  if (channel_ && !channel_->broken()) return channel_;
+  channel_.reset();
+  // One `docker exec -i agvisor-agent connect` per handle: it relays to the agent's socket.
+  docker::ExecConfig ec;
+  ec.cmd = {std::string(kAgentPath), "connect"};
+  ec.attach_stdin = true;
+  auto exec_id = docker_->CreateExec(container_id_, ec);
+  if (!exec_id.ok()) return DiagnoseExecFailure(exec_id.error());
+  auto stream = docker_->StartExec(*exec_id, /*tty=*/false);
+  if (!stream.ok()) return DiagnoseExecFailure(stream.error());
+  auto log = agent_log_;
+  auto ch = channel::Channel::Open(std::make_unique<DockerStreamTransport>(
+      std::move(*stream), [log](std::string_view b) { log->Append(b); }));
+  if (!ch.ok()) {
+    std::string tail = agent_log_->Tail();
+    return DiagnoseExecFailure(
+        ch.error().WithContext("connect to the agent of " + container_name_ +
+                               (tail.empty() ? std::string() : " (relay log: " + tail + ")")));
+  }
+  channel_ = *ch;
+  return channel_;
+}
+
+Error Sandbox::Diagnose(const Error& e) {
+  if (e.code() != ErrorCode::kUnavailable) return e;
+  // The channel broke: when the sandbox died (OOM, pids, expiry), Docker may record it a moment
+  // after the stream ends, so give it that moment before asking.
+  (void)docker_->WaitContainer(container_id_, "not-running", std::chrono::seconds(2));
+  return DiagnoseExecFailure(e);
+}
 
 Result<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxSpec& spec) {
   AGVISOR_RETURN_IF_ERROR(ValidateSpec(spec));
@@ -157,7 +279,12 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxSpec& spec) {
   docker::ContainerConfig c;
   c.image = image;
   c.entrypoint = {std::string(kAgentPath)};
-  c.cmd = {"init"};
+  c.cmd = {"init", "--channel-stdio"};
+  // PID 1's stdio carries the creating client's channel (docs/protocol.md): stdin kept open
+  // across attaches, never closed by a detaching client, never written to a log file.
+  c.open_stdin = true;
+  c.attach_stdin = c.attach_stdout = c.attach_stderr = true;
+  c.stdin_once = false;
   if (spec.lifetime) c.cmd.insert(c.cmd.end(), {"--lifetime", std::to_string(*spec.lifetime)});
   if (spec.idle_ttl) c.cmd.insert(c.cmd.end(), {"--idle-ttl", std::to_string(*spec.idle_ttl)});
   c.labels = spec.labels;
@@ -181,6 +308,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxSpec& spec) {
   // removes it (a named sandbox's data stays in its volume).
   h.auto_remove = spec.lifetime.has_value() || spec.idle_ttl.has_value();
   h.security_opt = {"no-new-privileges"};
+  h.log_driver = "none";
   h.annotations = std::move(annotations);
   if (spec.name) {
     c.working_dir = std::string(kWorkspace);
@@ -257,7 +385,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxSpec& spec) {
     handle->container_id_ = *id;
     auto setup = [&]() -> Result<void> {
       AGVISOR_RETURN_IF_ERROR(docker->PutArchive(*id, "/", archive));
-      return docker->StartContainer(*id);
+      return handle->StartAndAttach(*id);
     };
     if (auto r = setup(); !r.ok()) {
       (void)docker->RemoveContainer(*id, /*force=*/true, /*remove_volumes=*/false);
@@ -365,124 +493,267 @@ Result<ExecResult> Sandbox::ExecShell(std::string_view command, const ExecOption
   return Exec({"sh", "-c", std::string(command)}, options);
 }
 
-Result<ExecResult> Sandbox::Exec(const std::vector<std::string>& argv, const ExecOptions& o) {
-  if (argv.empty()) return Error::InvalidArgument("exec: empty command");
-  AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(o.timeout, idle_ttl_));
-  docker::ExecConfig ec;
-  ec.cmd = {std::string(kAgentPath), "exec", "--timeout", Seconds(o.timeout)};
-  if (!o.cwd.empty()) ec.cmd.insert(ec.cmd.end(), {"--cwd", o.cwd});
-  for (const auto& kv : o.env) {
+namespace {
+
+// Checks env entries and the user string before anything is sent.
+Result<void> ValidateExecEnvUser(const std::vector<std::string>& env, const std::string& user) {
+  for (const auto& kv : env) {
     if (kv.find('=') == std::string::npos || kv.front() == '=') {
       return Error::InvalidArgument("exec: env entry '" + kv + "' is not KEY=VALUE");
     }
-    ec.cmd.insert(ec.cmd.end(), {"--env", kv});
   }
-  ec.cmd.push_back("--");
-  ec.cmd.insert(ec.cmd.end(), argv.begin(), argv.end());
-  for (char c : o.user) {
+  for (char c : user) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-' &&
         c != ':') {
-      return Error::InvalidArgument("exec: user '" + o.user +
+      return Error::InvalidArgument("exec: user '" + user +
                                     "' is invalid: use a name or uid, optionally :group or :gid");
     }
   }
-  ec.user = o.user;
-  ec.attach_stdin = o.input.has_value();
+  return Ok();
+}
 
-  auto exec_id = docker_->CreateExec(container_id_, ec);
-  if (!exec_id.ok()) return DiagnoseExecFailure(exec_id.error());
-  auto stream = docker_->StartExec(*exec_id, /*tty=*/false);
-  if (!stream.ok()) return DiagnoseExecFailure(stream.error());
+std::uint64_t TimeoutMs(double seconds) {
+  return seconds > 0 ? static_cast<std::uint64_t>(std::llround(seconds * 1000)) : 0;
+}
 
-  // When the sandbox dies under a command (out of memory kills all of it under gVisor), Docker
-  // may keep the exec's stream open: a watchdog checks the container while the command runs
-  // and closes the stream, so Read returns and the death is reported.
-  std::mutex watch_mu;
-  std::condition_variable watch_cv;
-  bool exec_done = false;
-  bool sandbox_died = false;
-  std::thread watchdog([&] {
-    std::unique_lock lock(watch_mu);
-    while (!watch_cv.wait_for(lock, std::chrono::milliseconds(500), [&] { return exec_done; })) {
-      lock.unlock();
-      auto info = docker_->InspectContainer(container_id_);
-      bool dead = !info.ok() ? info.error().code() == ErrorCode::kNotFound : !info->state.running;
-      lock.lock();
-      if (dead && !exec_done) {
-        sandbox_died = true;
-        (*stream)->Close();
-        return;
-      }
-    }
-  });
-  // stdin goes from its own thread, so a command that writes before it reads cannot deadlock.
-  std::thread writer;
-  if (o.input) {
-    writer = std::thread([&s = **stream, &in = *o.input] {
-      if (s.Write(in).ok()) (void)s.CloseStdin();
-    });
-  }
+}  // namespace
+
+Result<ExecResult> Sandbox::Exec(const std::vector<std::string>& argv, const ExecOptions& o) {
+  if (argv.empty()) return Error::InvalidArgument("exec: empty command");
+  AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(o.timeout, idle_ttl_));
+  AGVISOR_RETURN_IF_ERROR(ValidateExecEnvUser(o.env, o.user));
+  proto::ExecRequest req;
+  req.argv = argv;
+  req.env = o.env;
+  req.cwd = o.cwd;
+  req.user = o.user;
+  // The agent enforces the timeout on the whole process tree (EXIT says timed_out, 124).
+  req.timeout_ms = TimeoutMs(o.timeout);
+
   ExecResult res;
   const bool streaming = o.on_output || o.on_stdout || o.on_stderr;
-  Result<void> read_status = Ok();
-  for (;;) {
-    auto piece = (*stream)->Read();
-    if (!piece.ok()) {
-      read_status = piece.error();
-      break;
-    }
-    if (!piece->has_value()) break;  // EOF
-    const auto& [kind, bytes] = **piece;
-    const bool is_err = kind == docker::StreamKind::kStderr;
-    if (streaming) {
-      AppendTail(is_err ? res.err : res.out, bytes, res.truncated);
-      if (o.on_output) o.on_output(bytes);
-      if (is_err && o.on_stderr) o.on_stderr(bytes);
-      if (!is_err && o.on_stdout) o.on_stdout(bytes);
-    } else {
-      (is_err ? res.err : res.out).append(bytes);
-    }
+  channel::ExecCallbacks cb;
+  if (streaming) {
+    cb.on_stdout = [&](std::string_view b) {
+      AppendTail(res.out, b, res.truncated);
+      if (o.on_output) o.on_output(b);
+      if (o.on_stdout) o.on_stdout(b);
+    };
+    cb.on_stderr = [&](std::string_view b) {
+      AppendTail(res.err, b, res.truncated);
+      if (o.on_output) o.on_output(b);
+      if (o.on_stderr) o.on_stderr(b);
+    };
+  } else {
+    cb.on_stdout = [&](std::string_view b) { res.out.append(b); };
+    cb.on_stderr = [&](std::string_view b) { res.err.append(b); };
   }
-  {
-    std::lock_guard lock(watch_mu);
-    exec_done = true;
-  }
-  watch_cv.notify_all();
-  watchdog.join();
-  (*stream)->Close();
-  if (writer.joinable()) writer.join();
+  std::size_t in_pos = 0;
+  channel::ByteSource input = [&](std::span<char> buf) -> Result<std::size_t> {
+    std::size_t n = std::min(buf.size(), o.input->size() - in_pos);
+    std::memcpy(buf.data(), o.input->data() + in_pos, n);
+    in_pos += n;
+    return n;
+  };
+  auto ch = AGVISOR_TRY(Channel());
+  auto exit = ch->Exec(std::move(req), cb, o.input ? &input : nullptr);
+  if (!exit.ok()) return Diagnose(exit.error().WithContext("exec in " + container_name_));
   if (res.truncated) {
-    for (std::string* s : {&res.out, &res.err}) {
-      if (s->size() > kStreamTailBytes) s->erase(0, s->size() - kStreamTailBytes);
+    for (std::string* str : {&res.out, &res.err}) {
+      if (str->size() > kStreamTailBytes) str->erase(0, str->size() - kStreamTailBytes);
     }
   }
-  if (sandbox_died) {
-    return DiagnoseExecFailure(Error::SandboxDied("sandbox ended during exec"));
-  }
-  if (!read_status.ok()) return DiagnoseExecFailure(read_status.error());
-  auto ei = docker_->InspectExec(*exec_id);
-  if (!ei.ok()) return DiagnoseExecFailure(ei.error());
-  if (!ei->exit_code) {
-    return DiagnoseExecFailure(
-        Error::Internal("exec in " + container_name_ + " ended without an exit code"));
-  }
-  res.exit_code = *ei->exit_code;
-  // gVisor reports an exec cut short by the sandbox dying (OOM: "WaitPID failed: EOF") with
-  // odd codes; tell that apart from the command's own code by asking whether it still runs.
-  if (res.exit_code >= 126 && res.exit_code != agent::kExecExitTimeout) {
-    // runsc's own words when the sandbox died under the exec; Docker may not have noticed yet,
-    // so give it a moment to see the container stop.
-    if (res.err.find("containerManager.WaitPID") != std::string::npos) {
-      (void)docker_->WaitContainer(container_id_, "not-running", std::chrono::seconds(5));
-    }
-    auto info = InfoLocked();
-    if (info.ok() && !info->running) {
-      return DiagnoseExecFailure(
-          Error::Internal("exec ended with " + std::to_string(res.exit_code)));
-    }
-  }
-  res.timed_out = res.exit_code == agent::kExecExitTimeout;
+  res.exit_code = exit->exit_code;
+  res.timed_out = exit->timed_out;
   return res;
+}
+
+Result<std::unique_ptr<Process>> Sandbox::StartProcess(const std::vector<std::string>& argv,
+                                                       const ProcessOptions& o) {
+  if (argv.empty()) return Error::InvalidArgument("exec: empty command");
+  if (o.timeout > 0) AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(o.timeout, idle_ttl_));
+  AGVISOR_RETURN_IF_ERROR(ValidateExecEnvUser(o.env, o.user));
+  proto::ExecRequest req;
+  req.argv = argv;
+  req.env = o.env;
+  req.cwd = o.cwd;
+  req.user = o.user;
+  req.timeout_ms = TimeoutMs(o.timeout);
+  if (o.stdin) req.flags |= proto::kExecStdin;
+  if (o.pty) {
+    req.flags |= proto::kExecPty;
+    req.rows = o.rows;
+    req.cols = o.cols;
+  }
+  auto ch = AGVISOR_TRY(Channel());
+  auto p = ch->Start(req);
+  if (!p.ok()) return Diagnose(p.error());
+  return std::move(*p);
+}
+
+namespace {
+
+Result<void> CheckAbsolute(std::string_view op, std::string_view path) {
+  if (path.empty() || path.front() != '/') {
+    return Error::InvalidArgument(std::string(op) + ": sandbox path '" + std::string(path) +
+                                  "' must be absolute");
+  }
+  return Ok();
+}
+
+}  // namespace
+
+Result<std::string> Sandbox::ReadFile(std::string_view path) {
+  AGVISOR_RETURN_IF_ERROR(CheckAbsolute("read file", path));
+  auto ch = AGVISOR_TRY(Channel());
+  auto r = ch->ReadFile(path);
+  if (!r.ok()) return Diagnose(r.error());
+  return r;
+}
+
+Result<void> Sandbox::WriteFile(std::string_view path, std::string_view data, std::uint32_t mode) {
+  AGVISOR_RETURN_IF_ERROR(CheckAbsolute("write file", path));
+  auto ch = AGVISOR_TRY(Channel());
+  auto r = ch->WriteFile(path, data, mode, /*make_parents=*/true);
+  if (!r.ok()) return Diagnose(r.error());
+  return Ok();
+}
+
+Result<FileEntry> Sandbox::Stat(std::string_view path) {
+  AGVISOR_RETURN_IF_ERROR(CheckAbsolute("stat", path));
+  auto ch = AGVISOR_TRY(Channel());
+  auto r = ch->Stat(path);
+  if (!r.ok()) return Diagnose(r.error());
+  return r;
+}
+
+Result<std::vector<FileEntry>> Sandbox::ListDir(std::string_view path) {
+  AGVISOR_RETURN_IF_ERROR(CheckAbsolute("list", path));
+  auto ch = AGVISOR_TRY(Channel());
+  auto r = ch->List(path);
+  if (!r.ok()) return Diagnose(r.error());
+  return r;
+}
+
+Result<void> Sandbox::Mkdir(std::string_view path, bool parents, std::uint32_t mode) {
+  AGVISOR_RETURN_IF_ERROR(CheckAbsolute("mkdir", path));
+  auto ch = AGVISOR_TRY(Channel());
+  auto r = ch->Mkdir(path, mode, parents);
+  if (!r.ok()) return Diagnose(r.error());
+  return Ok();
+}
+
+Result<void> Sandbox::Remove(std::string_view path, bool recursive) {
+  AGVISOR_RETURN_IF_ERROR(CheckAbsolute("remove", path));
+  auto ch = AGVISOR_TRY(Channel());
+  auto r = ch->Remove(path, recursive);
+  if (!r.ok()) return Diagnose(r.error());
+  return Ok();
+}
+
+namespace {
+
+// Reads all of fd (a tar process's stdout) as a ByteSource.
+channel::ByteSource FdSource(int fd) {
+  return [fd](std::span<char> buf) -> Result<std::size_t> {
+    for (;;) {
+      ssize_t n = ::read(fd, buf.data(), buf.size());
+      if (n >= 0) return static_cast<std::size_t>(n);
+      if (errno != EINTR) return Error::FromErrno("read from tar", errno);
+    }
+  };
+}
+
+Result<void> WriteAllFd(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::FromErrno("write to tar", errno);
+    }
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return Ok();
+}
+
+Result<void> TarFinished(Subprocess& tar, std::string_view what) {
+  std::string err;
+  if (tar.stderr_fd()) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(tar.stderr_fd().get(), buf, sizeof buf)) > 0) {
+      if (err.size() < 4096) err.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  auto st = AGVISOR_TRY(tar.Wait());
+  if (!st.success()) {
+    return Error::Internal(std::string(what) + ": tar " + st.ToString() +
+                           (err.empty() ? "" : ": " + err));
+  }
+  return Ok();
+}
+
+}  // namespace
+
+Result<void> Sandbox::Upload(std::string_view local_path, std::string_view sandbox_dir) {
+  AGVISOR_RETURN_IF_ERROR(CheckAbsolute("upload", sandbox_dir));
+  std::error_code ec;
+  std::filesystem::path local(local_path);
+  if (!std::filesystem::exists(std::filesystem::symlink_status(local, ec))) {
+    return Error::NotFound("upload: no such local file or directory: " + std::string(local_path));
+  }
+  local = std::filesystem::absolute(local, ec).lexically_normal();
+  if (local.filename().empty()) local = local.parent_path();
+  const std::string parent = local.has_parent_path() ? local.parent_path().string() : "/";
+  // The system's tar packs (links, modes, long names); the agent extracts under sandbox_dir.
+  auto tar = AGVISOR_TRY(
+      Subprocess::Spawn({.argv = {"tar", "-C", parent, "-cf", "-", "--", local.filename().string()},
+                         .pipe_stdout = true,
+                         .pipe_stderr = true}));
+  auto ch = AGVISOR_TRY(Channel());
+  AGVISOR_RETURN_IF_ERROR(ch->Mkdir(sandbox_dir, 0755, true));
+  auto r = ch->TarWrite(sandbox_dir, FdSource(tar.stdout_fd().get()));
+  if (!r.ok()) {
+    (void)tar.Kill(SIGKILL);
+    return Diagnose(r.error());
+  }
+  return TarFinished(tar, "upload " + std::string(local_path));
+}
+
+Result<void> Sandbox::Download(std::string_view sandbox_path, std::string_view local_dir) {
+  AGVISOR_RETURN_IF_ERROR(CheckAbsolute("download", sandbox_path));
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(local_dir), ec);
+  if (ec) {
+    return Error::FromErrno("download: create local directory " + std::string(local_dir),
+                            ec.value());
+  }
+  auto tar = AGVISOR_TRY(Subprocess::Spawn(
+      {.argv = {"tar", "-C", std::string(local_dir), "-xf", "-", "--no-same-owner"},
+       .pipe_stdin = true,
+       .pipe_stderr = true}));
+  auto ch = AGVISOR_TRY(Channel());
+  const int in = tar.stdin_fd().get();
+  auto r = ch->TarRead(sandbox_path,
+                       [in](std::string_view b) -> Result<void> { return WriteAllFd(in, b); });
+  tar.stdin_fd().reset();
+  if (!r.ok()) {
+    (void)tar.Kill(SIGKILL);
+    return Diagnose(r.error());
+  }
+  return TarFinished(tar, "download " + std::string(sandbox_path));
+}
+
+Result<std::unique_ptr<PortStream>> Sandbox::OpenPort(std::uint16_t port) {
+  if (port == 0) return Error::InvalidArgument("open port: port must be 1..65535");
+  auto ch = AGVISOR_TRY(Channel());
+  auto p = ch->OpenPort(port);
+  if (!p.ok()) {
+    // kUnavailable from the agent (nothing listens) leaves the channel intact: not a death.
+    if (!ch->broken()) return p.error();
+    return Diagnose(p.error());
+  }
+  return std::move(*p);
 }
 
 namespace {
@@ -531,6 +802,8 @@ Result<void> Sandbox::Remove(std::string_view container_name, std::string_view h
 
 Result<void> Sandbox::Stop() {
   AGVISOR_RETURN_IF_ERROR(RemoveContainerIfAny(*docker_, container_name_));
+  std::lock_guard lock(channel_mu_);
+  if (channel_) channel_->Shutdown("the sandbox was stopped");
   return Ok();
 }
 

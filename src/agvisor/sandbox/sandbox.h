@@ -6,6 +6,12 @@
 // one process. Docker is reached through one docker::Client per host (HostClient), so an ssh host
 // costs one ssh process however many sandboxes use it.
 //
+// After the sandbox starts, every operation is a message on ONE agent channel per handle
+// (channel/, docs/protocol.md): Create attaches to PID 1's stdio before start and serves the
+// channel there (no exec on the create path); a handle from Open / resume / List opens it lazily
+// with one `docker exec -i agvisor-agent connect` relay. A channel that drops is reopened by the
+// next call; a sandbox that died is reported as kSandboxDied with its reason.
+//
 // Lifecycle (the seed's promises, see docs/lifecycle.md):
 //   - Create() with a name re-attaches to a running sandbox of that name (its processes alive);
 //     a stopped one is replaced by a fresh container on the same /workspace volume.
@@ -25,6 +31,7 @@
 #include <vector>
 
 #include "agvisor/base/error.h"
+#include "agvisor/channel/channel.h"
 #include "agvisor/sandbox/spec.h"
 
 namespace agvisor {
@@ -62,6 +69,27 @@ struct ExecResult {
   std::string out;         // stdout (its tail when streaming)
   std::string err;         // stderr (its tail when streaming)
   bool truncated = false;  // streaming dropped older output from `out`/`err`
+};
+
+// A file's metadata as the agent sees it inside the sandbox (Stat, List).
+using FileEntry = proto::Entry;
+using FileKind = proto::EntryKind;
+
+// An interactive or long-running command (StartProcess): write its stdin, resize its pty, signal
+// it, wait for its exit. See channel::Process.
+using Process = channel::Process;
+// A TCP connection to a port inside the sandbox (OpenPort). See channel::PortStream.
+using PortStream = channel::PortStream;
+
+struct ProcessOptions {
+  bool pty = false;  // run under a pseudo-terminal of rows x cols (stdout and stderr merged)
+  std::uint16_t rows = 24;
+  std::uint16_t cols = 80;
+  bool stdin = true;             // the caller will Write stdin (else /dev/null without a pty)
+  double timeout = 0;            // seconds; 0 = none
+  std::vector<std::string> env;  // "K=V"
+  std::string cwd;
+  std::string user;
 };
 
 // Why a sandbox is no longer running.
@@ -108,6 +136,35 @@ class Sandbox {
   // Runs `sh -c command`.
   Result<ExecResult> ExecShell(std::string_view command, const ExecOptions& options = {});
 
+  // Starts argv and returns at once: the caller streams stdin, resizes the pty, signals, and
+  // Waits (output goes to the callbacks given to Wait). Errors: as Exec.
+  Result<std::unique_ptr<Process>> StartProcess(const std::vector<std::string>& argv,
+                                                const ProcessOptions& options = {});
+
+  // ---- Files (paths absolute inside the sandbox; its own view, symlinks resolved inside) ----
+  // Errors of each: kNotFound, kPermissionDenied, kInvalidArgument (relative path), kConflict
+  // (e.g. a directory where a file is expected), kSandboxDied, kUnavailable.
+  Result<std::string> ReadFile(std::string_view path);
+  // Creates or replaces `path` (parent directories created as needed).
+  Result<void> WriteFile(std::string_view path, std::string_view data, std::uint32_t mode = 0644);
+  Result<FileEntry> Stat(std::string_view path);
+  Result<std::vector<FileEntry>> ListDir(std::string_view path);
+  Result<void> Mkdir(std::string_view path, bool parents = true, std::uint32_t mode = 0755);
+  Result<void> Remove(std::string_view path, bool recursive = false);
+  // Copies the local file or directory `local_path` into the sandbox directory `sandbox_dir`
+  // (created if missing), as a tar stream (the system's `tar` packs it). Errors: as above, plus
+  // kNotFound for a missing local path.
+  Result<void> Upload(std::string_view local_path, std::string_view sandbox_dir);
+  // Copies the sandbox file or directory `sandbox_path` into the local directory `local_dir`.
+  Result<void> Download(std::string_view sandbox_path, std::string_view local_dir);
+
+  // A connection to 127.0.0.1:port inside the sandbox (works with network=none). Errors:
+  // kUnavailable (nothing listens there), kSandboxDied.
+  Result<std::unique_ptr<PortStream>> OpenPort(std::uint16_t port);
+
+  // The agent's last log lines (its stderr on the attach stream): for diagnostics.
+  std::vector<std::string> AgentLog() const;
+
   // Removes the container; a named sandbox keeps its volume. Idempotent.
   Result<void> Stop();
   // Stop() and erase the named sandbox's volume.
@@ -128,10 +185,18 @@ class Sandbox {
   std::optional<std::int64_t> idle_ttl() const { return idle_ttl_; }
 
  private:
-  Sandbox() = default;
+  struct LogRing;
+  Sandbox();
   Result<SandboxInfo> InfoLocked();
   // Turns a failed exec into kSandboxDied when the container is gone or stopped.
   Error DiagnoseExecFailure(const Error& e);
+  // The open channel, or a new one through the connect relay. Errors: kSandboxDied,
+  // kUnavailable.
+  Result<std::shared_ptr<channel::Channel>> Channel();
+  // Opens the channel on PID 1's stdio: attach (before start), start, handshake.
+  Result<void> StartAndAttach(const std::string& id);
+  // `op`'s error, diagnosed (kSandboxDied) when the channel broke.
+  Error Diagnose(const Error& e);
 
   std::shared_ptr<docker::Client> docker_;
   std::string host_;
@@ -142,6 +207,10 @@ class Sandbox {
   std::string memory_;  // for the out-of-memory message
   bool resumed_ = false;
   std::string disk_warning_;
+
+  mutable std::mutex channel_mu_;  // one relay at a time; guards channel_
+  std::shared_ptr<channel::Channel> channel_;
+  std::shared_ptr<LogRing> agent_log_;
 };
 
 }  // namespace agvisor
