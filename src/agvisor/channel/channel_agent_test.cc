@@ -1,0 +1,238 @@
+// Channel over pipes to the REAL agent binary (`agvisor-agent init --channel-stdio --socket
+// <tmp>` as a child process; no Docker): exec, stdin with credit, big output, timeout, pty, files,
+// tar, ports, many threads on one channel, and the agent dying under an operation.
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "agvisor/base/subprocess.h"
+#include "agvisor/channel/channel.h"
+
+namespace agvisor::channel {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ChannelComponentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/agvisor-chan-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    auto p = Subprocess::Spawn({.argv = {AGVISOR_AGENT_BINARY, "init", "--channel-stdio",
+                                         "--socket", dir_ + "/agent.sock"},
+                                .pipe_stdin = true,
+                                .pipe_stdout = true});
+    ASSERT_TRUE(p.ok()) << p.error().ToString();
+    agent_.emplace(std::move(*p));
+    auto t = FdTransport::Create(std::move(agent_->stdout_fd()), std::move(agent_->stdin_fd()));
+    ASSERT_TRUE(t.ok());
+    auto ch = Channel::Open(std::move(*t));
+    ASSERT_TRUE(ch.ok()) << ch.error().ToString();
+    ch_ = *ch;
+  }
+  void TearDown() override {
+    ch_.reset();
+    agent_.reset();  // kills and reaps
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  struct Run {
+    proto::Exit exit;
+    std::string out, err;
+  };
+  Run MustExec(proto::ExecRequest req, const ByteSource* in = nullptr) {
+    Run r;
+    auto e = ch_->Exec(std::move(req),
+                       {[&](std::string_view b) { r.out.append(b); },
+                        [&](std::string_view b) { r.err.append(b); }},
+                       in);
+    EXPECT_TRUE(e.ok()) << e.error().ToString();
+    if (e.ok()) r.exit = *e;
+    return r;
+  }
+
+  std::string dir_;
+  std::optional<Subprocess> agent_;
+  std::shared_ptr<Channel> ch_;
+};
+
+TEST_F(ChannelComponentTest, ExecStreamsAndExitCodes) {
+  EXPECT_EQ(ch_->agent().version, proto::kProtocolVersion);
+  auto r = MustExec({.argv = {"sh", "-c", "echo out; echo err >&2; exit 7"}});
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err, "err\n");
+  EXPECT_EQ(r.exit.exit_code, 7);
+  auto missing = MustExec({.argv = {"/no/such/program"}});
+  EXPECT_EQ(missing.exit.exit_code, 127);
+  auto env = MustExec({.argv = {"sh", "-c", "echo $A; pwd"}, .env = {"A=b c"}, .cwd = "/tmp"});
+  EXPECT_EQ(env.out, "b c\n/tmp\n");
+}
+
+TEST_F(ChannelComponentTest, StdinAndBigOutputAreFlowControlled) {
+  std::string input(6 * 1024 * 1024 + 17, '\0');
+  for (std::size_t i = 0; i < input.size(); ++i) input[i] = static_cast<char>(i * 131 + 7);
+  std::size_t pos = 0;
+  ByteSource src = [&](std::span<char> buf) -> Result<std::size_t> {
+    std::size_t n = std::min(buf.size(), input.size() - pos);
+    std::memcpy(buf.data(), input.data() + pos, n);
+    pos += n;
+    return n;
+  };
+  auto r = MustExec({.argv = {"cat"}}, &src);
+  EXPECT_EQ(r.exit.exit_code, 0);
+  EXPECT_TRUE(r.out == input) << r.out.size() << " bytes back";
+  auto big = MustExec({.argv = {"head", "-c", "30000000", "/dev/zero"}});
+  EXPECT_EQ(big.out.size(), 30000000u);
+}
+
+TEST_F(ChannelComponentTest, TimeoutIs124AndSignalsReachTheGroup) {
+  auto r = MustExec({.argv = {"sh", "-c", "sleep 30"}, .timeout_ms = 300});
+  EXPECT_EQ(r.exit.exit_code, 124);
+  EXPECT_TRUE(r.exit.timed_out);
+  auto p = ch_->Start({.argv = {"sleep", "30"}});
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE((*p)->Signal(SIGTERM).ok());
+  auto e = (*p)->Wait({});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->exit_code, 128 + SIGTERM);
+}
+
+TEST_F(ChannelComponentTest, PtyProcessWritesResizesAndExits) {
+  auto p = ch_->Start(
+      {.argv = {"sh"}, .flags = proto::kExecPty | proto::kExecStdin, .rows = 10, .cols = 40});
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE((*p)->Resize(33, 77).ok());
+  ASSERT_TRUE((*p)->Write("stty size; exit 3\n").ok());
+  std::string out;
+  auto e = (*p)->Wait({[&](std::string_view b) { out.append(b); }, nullptr});
+  ASSERT_TRUE(e.ok()) << e.error().ToString();
+  EXPECT_EQ(e->exit_code, 3);
+  EXPECT_THAT(out, HasSubstr("33 77"));
+}
+
+TEST_F(ChannelComponentTest, FilesAndTarRoundTrip) {
+  const std::string d = dir_ + "/files";
+  std::string body(3 * 1024 * 1024, '\0');
+  for (std::size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>(i % 251);
+  ASSERT_TRUE(ch_->WriteFile(d + "/a/b.bin", body, 0600, true).ok());
+  auto back = ch_->ReadFile(d + "/a/b.bin");
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  EXPECT_TRUE(*back == body);
+  auto st = ch_->Stat(d + "/a/b.bin");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->size, body.size());
+  EXPECT_EQ(st->mode & 0777, 0600u);
+  EXPECT_EQ(ch_->Stat(d + "/nope").error().code(), ErrorCode::kNotFound);
+  ASSERT_TRUE(ch_->Mkdir(d + "/x/y", 0755, true).ok());
+  auto list = ch_->List(d);
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->size(), 2u);
+  // TAR_READ of a/ then TAR_WRITE of it under copy/: the same bytes arrive.
+  std::string tar;
+  ASSERT_TRUE(ch_->TarRead(d + "/a",
+                           [&](std::string_view b) -> Result<void> {
+                             tar.append(b);
+                             return Ok();
+                           })
+                  .ok());
+  std::size_t pos = 0;
+  ASSERT_TRUE(ch_->TarWrite(d + "/copy",
+                            [&](std::span<char> buf) -> Result<std::size_t> {
+                              std::size_t n = std::min(buf.size(), tar.size() - pos);
+                              std::memcpy(buf.data(), tar.data() + pos, n);
+                              pos += n;
+                              return n;
+                            })
+                  .ok());
+  auto copy = ch_->ReadFile(d + "/copy/a/b.bin");
+  ASSERT_TRUE(copy.ok()) << copy.error().ToString();
+  EXPECT_TRUE(*copy == body);
+  ASSERT_TRUE(ch_->Remove(d + "/copy", true).ok());
+  EXPECT_EQ(ch_->Stat(d + "/copy").error().code(), ErrorCode::kNotFound);
+}
+
+TEST_F(ChannelComponentTest, PortStreamToALoopbackServer) {
+  int srv = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(srv, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(srv, 1), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(srv, reinterpret_cast<sockaddr*>(&a), &len);
+  std::thread server([srv] {  // echoes upper-cased until EOF, then closes
+    int c = ::accept4(srv, nullptr, nullptr, SOCK_CLOEXEC);
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(c, buf, sizeof buf)) > 0) {
+      for (ssize_t i = 0; i < n; ++i) buf[i] = static_cast<char>(std::toupper(buf[i]));
+      (void)!::write(c, buf, static_cast<std::size_t>(n));
+    }
+    ::close(c);
+  });
+  auto port = ch_->OpenPort(ntohs(a.sin_port));
+  ASSERT_TRUE(port.ok()) << port.error().ToString();
+  ASSERT_TRUE((*port)->Write("hello").ok());
+  ASSERT_TRUE((*port)->CloseWrite().ok());
+  std::string got;
+  char buf[64];
+  for (;;) {
+    auto n = (*port)->Read(buf);
+    ASSERT_TRUE(n.ok()) << n.error().ToString();
+    if (*n == 0) break;
+    got.append(buf, *n);
+  }
+  EXPECT_EQ(got, "HELLO");
+  server.join();
+  ::close(srv);
+  // Nothing listens on the port any more: kUnavailable, and the channel lives on.
+  EXPECT_EQ(ch_->OpenPort(ntohs(a.sin_port)).error().code(), ErrorCode::kUnavailable);
+  EXPECT_TRUE(ch_->Ping().ok());
+}
+
+TEST_F(ChannelComponentTest, ManyThreadsOnOneChannel) {
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 10; ++i) {
+        std::string out;
+        std::string word = "w" + std::to_string(t) + "_" + std::to_string(i);
+        auto e = ch_->Exec({.argv = {"echo", word}},
+                           {[&](std::string_view b) { out.append(b); }, nullptr});
+        if (e.ok() && e->exit_code == 0 && out == word + "\n") ++ok;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok, 60);
+}
+
+TEST_F(ChannelComponentTest, AgentDeathFailsInFlightOperations) {
+  std::thread killer([&] {
+    // Kill once the command runs (a STARTED has been seen by then, or soon).
+    auto r = ch_->Ping();
+    EXPECT_TRUE(r.ok());
+    (void)agent_->Kill(SIGKILL);
+  });
+  auto e = ch_->Exec({.argv = {"sleep", "30"}}, {});
+  killer.join();
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().code(), ErrorCode::kUnavailable);
+  EXPECT_TRUE(ch_->broken());
+  EXPECT_EQ(ch_->ReadFile("/etc/hostname").error().code(), ErrorCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace agvisor::channel
