@@ -52,5 +52,8 @@ void AddStop(CLI::App& app, GlobalOptions& g, int* exit_code);
 void AddRemove(CLI::App& app, GlobalOptions& g, int* exit_code);
 void AddImage(CLI::App& app, GlobalOptions& g, int* exit_code);
 void AddDoctor(CLI::App& app, GlobalOptions& g, int* exit_code);
+void AddCopy(CLI::App& app, GlobalOptions& g, int* exit_code);
+void AddShell(CLI::App& app, GlobalOptions& g, int* exit_code);
+void AddPortForward(CLI::App& app, GlobalOptions& g, int* exit_code);
 
 }  // namespace agvisor::cli

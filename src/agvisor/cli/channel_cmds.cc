@@ -1,0 +1,286 @@
+// cp, shell, port-forward: the subcommands that use the agent channel beyond exec.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <thread>
+
+#include "agvisor/cli/common.h"
+#include "agvisor/sandbox/sandbox.h"
+
+namespace agvisor::cli {
+namespace {
+
+// "NAME:/path" -> {NAME, /path}; a local path (no ':' before the first '/') -> nullopt.
+struct SandboxPath {
+  std::string sandbox;
+  std::string path;
+};
+std::optional<SandboxPath> ParseSandboxPath(const std::string& s) {
+  auto colon = s.find(':');
+  auto slash = s.find('/');
+  if (colon == std::string::npos || colon == 0 || (slash != std::string::npos && slash < colon)) {
+    return std::nullopt;
+  }
+  return SandboxPath{s.substr(0, colon), s.substr(colon + 1)};
+}
+
+int Fail(const Error& e) { return ReportError(e); }
+
+// ---- shell: the terminal in raw mode for the session's length ----
+
+class RawTerminal {
+ public:
+  RawTerminal() {
+    if (::isatty(0) && ::tcgetattr(0, &saved_) == 0) {
+      termios raw = saved_;
+      ::cfmakeraw(&raw);
+      active_ = ::tcsetattr(0, TCSANOW, &raw) == 0;
+    }
+  }
+  ~RawTerminal() {
+    if (active_) ::tcsetattr(0, TCSANOW, &saved_);
+  }
+
+ private:
+  termios saved_{};
+  bool active_ = false;
+};
+
+std::pair<std::uint16_t, std::uint16_t> TerminalSize() {
+  winsize ws{};
+  if (::ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0) {
+    return {ws.ws_row, ws.ws_col};
+  }
+  return {24, 80};
+}
+
+// SIGWINCH is turned into a byte on a pipe that the stdin pump polls.
+int g_winch_pipe = -1;
+void OnWinch(int) {
+  char c = 'w';
+  (void)!::write(g_winch_pipe, &c, 1);
+}
+
+int RunShell(Sandbox& sb, const std::vector<std::string>& command) {
+  auto [rows, cols] = TerminalSize();
+  ProcessOptions po;
+  po.pty = true;
+  po.rows = rows;
+  po.cols = cols;
+  po.env = {"TERM=" + std::string(std::getenv("TERM") ? std::getenv("TERM") : "xterm")};
+  std::vector<std::string> argv = command;
+  if (argv.empty())
+    argv = {"sh", "-c", "if command -v bash >/dev/null; then exec bash; fi; exec sh"};
+  auto p = sb.StartProcess(argv, po);
+  if (!p.ok()) return Fail(p.error());
+  int winch[2];
+  if (::pipe2(winch, O_CLOEXEC | O_NONBLOCK) != 0) return Fail(Error::FromErrno("pipe", errno));
+  g_winch_pipe = winch[1];
+  struct sigaction sa {};
+  sa.sa_handler = OnWinch;
+  ::sigaction(SIGWINCH, &sa, nullptr);
+  int stop[2];
+  if (::pipe2(stop, O_CLOEXEC) != 0) return Fail(Error::FromErrno("pipe", errno));
+  Result<proto::Exit> exit = Error::Internal("not run");
+  {
+    // Raw mode: Ctrl-C, Ctrl-Z and Ctrl-D are bytes for the sandbox's terminal, not signals here.
+    RawTerminal raw;
+    Process& proc = **p;
+    std::thread pump([&] {
+      char buf[4096];
+      for (;;) {
+        pollfd fds[3] = {{0, POLLIN, 0}, {winch[0], POLLIN, 0}, {stop[0], POLLIN, 0}};
+        if (::poll(fds, 3, -1) < 0) {
+          if (errno == EINTR) continue;
+          return;
+        }
+        if (fds[2].revents) return;
+        if (fds[1].revents) {
+          while (::read(winch[0], buf, sizeof buf) > 0) {
+          }
+          auto [r, c] = TerminalSize();
+          (void)proc.Resize(r, c);
+        }
+        if (fds[0].revents) {
+          ssize_t n = ::read(0, buf, sizeof buf);
+          if (n <= 0) {
+            (void)proc.CloseStdin();
+            (void)proc.Write("\x04");  // a pty ignores STDIN_EOF: send the terminal's EOF
+            return;
+          }
+          if (!proc.Write(std::string_view(buf, static_cast<std::size_t>(n))).ok()) return;
+        }
+      }
+    });
+    exit = proc.Wait(
+        {[](std::string_view b) { WriteAll(1, b); }, [](std::string_view b) { WriteAll(2, b); }});
+    (void)!::write(stop[1], "x", 1);
+    pump.join();
+  }
+  ::signal(SIGWINCH, SIG_DFL);
+  for (int fd : {winch[0], winch[1], stop[0], stop[1]}) ::close(fd);
+  if (!exit.ok()) return Fail(exit.error());
+  return exit->exit_code;
+}
+
+// ---- port-forward ----
+
+int RunPortForward(Sandbox& sb, const std::string& spec) {
+  auto colon = spec.find(':');
+  int local = 0, remote = 0;
+  try {
+    if (colon == std::string::npos) {
+      local = remote = std::stoi(spec);
+    } else {
+      local = std::stoi(spec.substr(0, colon));
+      remote = std::stoi(spec.substr(colon + 1));
+    }
+  } catch (...) {
+    local = remote = -1;
+  }
+  if (local < 0 || local > 65535 || remote < 1 || remote > 65535) {
+    return Fail(
+        Error::InvalidArgument("port-forward: expected LOCAL:REMOTE ports (LOCAL 0 = any "
+                               "free port), got '" +
+                               spec + "'"));
+  }
+  int srv = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(srv, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(local));
+  if (::bind(srv, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(srv, 64) != 0) {
+    return Fail(
+        Error::FromErrno("port-forward: listen on 127.0.0.1:" + std::to_string(local), errno));
+  }
+  socklen_t len = sizeof a;
+  ::getsockname(srv, reinterpret_cast<sockaddr*>(&a), &len);
+  // The line scripts wait for (the port is open when it is printed).
+  std::cout << "forwarding 127.0.0.1:" << ntohs(a.sin_port) << " -> " << sb.container_name() << ":"
+            << remote << std::endl;
+  for (;;) {
+    int c = ::accept4(srv, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) {
+      if (errno == EINTR) continue;
+      return Fail(Error::FromErrno("port-forward: accept", errno));
+    }
+    auto port = sb.OpenPort(static_cast<std::uint16_t>(remote));
+    if (!port.ok()) {
+      std::cerr << "agvisor: port-forward: " << port.error().message() << "\n";
+      ::close(c);
+      if (port.error().code() == ErrorCode::kSandboxDied) return ExitCodeFor(port.error());
+      continue;
+    }
+    // Two threads per connection: client -> sandbox, sandbox -> client.
+    std::shared_ptr<PortStream> ps(std::move(*port));
+    std::thread([ps, c] {
+      std::thread up([ps, c] {
+        char buf[64 * 1024];
+        for (;;) {
+          ssize_t n = ::read(c, buf, sizeof buf);
+          if (n <= 0) break;
+          if (!ps->Write(std::string_view(buf, static_cast<std::size_t>(n))).ok()) break;
+        }
+        (void)ps->CloseWrite();
+      });
+      char buf[64 * 1024];
+      for (;;) {
+        auto n = ps->Read(buf);
+        if (!n.ok() || *n == 0) break;
+        WriteAll(c, std::string_view(buf, *n));
+      }
+      ::shutdown(c, SHUT_WR);
+      up.join();
+      ps->Close();
+      ::close(c);
+    }).detach();
+  }
+}
+
+}  // namespace
+
+void AddCopy(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto* cmd = app.add_subcommand(
+      "cp",
+      "copy files or directories between this machine and a sandbox: `agvisor cp ./src "
+      "NAME:/workspace` uploads ./src into /workspace (as /workspace/src); `agvisor cp "
+      "NAME:/workspace/out ./results` downloads into ./results. Sandbox paths are absolute, "
+      "written NAME:/path");
+  auto src = std::make_shared<std::string>();
+  auto dst = std::make_shared<std::string>();
+  cmd->add_option("SRC", *src, "local path or NAME:/path")->required();
+  cmd->add_option("DST", *dst, "a directory: local, or NAME:/dir in the sandbox")->required();
+  cmd->callback([&g, exit_code, src, dst] {
+    auto s = ParseSandboxPath(*src);
+    auto d = ParseSandboxPath(*dst);
+    if (s.has_value() == d.has_value()) {
+      *exit_code = Fail(Error::InvalidArgument(
+          "cp: exactly one of SRC and DST must be a sandbox path NAME:/path"));
+      return;
+    }
+    const SandboxPath& sp = s ? *s : *d;
+    auto sb = Sandbox::Open(ResolveContainerName(sp.sandbox), g.host);
+    if (!sb.ok()) {
+      *exit_code = Fail(sb.error());
+      return;
+    }
+    auto r = s ? (*sb)->Download(s->path, *dst) : (*sb)->Upload(*src, d->path);
+    if (!r.ok()) *exit_code = Fail(r.error());
+  });
+}
+
+void AddShell(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto* cmd = app.add_subcommand(
+      "shell",
+      "an interactive terminal in a running sandbox (bash if it has one, else sh; or the given "
+      "command): raw mode, window size follows yours, Ctrl-C goes to the sandbox; exits with "
+      "the shell's exit code");
+  auto name = std::make_shared<std::string>();
+  auto command = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("sandbox", *name, "sandbox name (or its agvisor-... container name)")->required();
+  cmd->add_option("command", *command, "command to run instead of the shell (after --)");
+  cmd->callback([&g, exit_code, name, command] {
+    auto sb = Sandbox::Open(ResolveContainerName(*name), g.host);
+    if (!sb.ok()) {
+      *exit_code = Fail(sb.error());
+      return;
+    }
+    *exit_code = RunShell(**sb, *command);
+  });
+}
+
+void AddPortForward(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto* cmd = app.add_subcommand(
+      "port-forward",
+      "forward 127.0.0.1:LOCAL on this machine to port REMOTE on the sandbox's loopback "
+      "(through the agent: works with --network none). Runs until interrupted; prints "
+      "`forwarding 127.0.0.1:PORT -> ...` once listening (LOCAL 0 picks a free port)");
+  auto name = std::make_shared<std::string>();
+  auto spec = std::make_shared<std::string>();
+  cmd->add_option("sandbox", *name, "sandbox name (or its agvisor-... container name)")->required();
+  cmd->add_option("ports", *spec, "LOCAL:REMOTE, or PORT for the same number on both sides")
+      ->required();
+  cmd->callback([&g, exit_code, name, spec] {
+    auto sb = Sandbox::Open(ResolveContainerName(*name), g.host);
+    if (!sb.ok()) {
+      *exit_code = Fail(sb.error());
+      return;
+    }
+    *exit_code = RunPortForward(**sb, *spec);
+  });
+}
+
+}  // namespace agvisor::cli

@@ -1,0 +1,103 @@
+// `agvisor cp`, `agvisor shell` and `agvisor port-forward` as a user runs them (the built binary,
+// real dockerd + runsc; label `integration`).
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "agvisor/base/subprocess.h"
+#include "tests/integration/test_env.h"
+
+namespace agvisor {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+class CliChannelTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto spec = testing::TestSpec("cli");
+    auto sb = Sandbox::Create(spec);
+    ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+    name_ = new std::string(*spec.name);
+  }
+  static void TearDownTestSuite() {
+    testing::CleanupRun();
+    delete name_;
+  }
+  static CommandOutput Cli(std::vector<std::string> args, std::string_view input = {}) {
+    args.insert(args.begin(), AGVISOR_CLI_BINARY);
+    auto r = RunCommand(args, input);
+    EXPECT_TRUE(r.ok()) << r.error().ToString();
+    return r.ok() ? *r : CommandOutput{};
+  }
+  static std::string* name_;
+};
+std::string* CliChannelTest::name_ = nullptr;
+
+TEST_F(CliChannelTest, CpUploadsAndDownloads) {
+  fs::path local = fs::temp_directory_path() / ("agvisor-cp-" + testing::RunId());
+  fs::remove_all(local);
+  fs::create_directories(local / "proj");
+  std::ofstream(local / "proj" / "main.c") << "int main(){}\n";
+  auto up = Cli({"cp", (local / "proj").string(), *name_ + ":/workspace"});
+  EXPECT_EQ(up.status.exit_code, 0) << up.err;
+  auto cat = Cli({"exec", *name_, "--", "cat", "/workspace/proj/main.c"});
+  EXPECT_EQ(cat.out, "int main(){}\n");
+  auto down = Cli({"cp", *name_ + ":/workspace/proj/main.c", (local / "back").string()});
+  EXPECT_EQ(down.status.exit_code, 0) << down.err;
+  std::ifstream in(local / "back" / "main.c");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), "int main(){}\n");
+  auto missing = Cli({"cp", *name_ + ":/workspace/nope", (local / "back").string()});
+  EXPECT_NE(missing.status.exit_code, 0);
+  EXPECT_THAT(missing.err, HasSubstr("nope"));
+  auto both_local = Cli({"cp", "a", "b"});
+  EXPECT_EQ(both_local.status.exit_code, 2);
+  fs::remove_all(local);
+}
+
+TEST_F(CliChannelTest, ShellRunsUnderAPtyAndExitsWithItsCode) {
+  // Not a terminal here: the shell still gets a pty inside and reads our piped keystrokes.
+  auto r = Cli({"shell", *name_}, "tty; echo $((6*7)); exit 5\n");
+  EXPECT_EQ(r.status.exit_code, 5) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("/dev/pts/"));
+  EXPECT_THAT(r.out, HasSubstr("42"));
+  auto help = Cli({"shell", "--help"});
+  EXPECT_THAT(help.out, HasSubstr("Ctrl-C"));
+}
+
+TEST_F(CliChannelTest, PortForwardRelaysLocalConnections) {
+  auto serve = Cli({"exec", *name_, "--", "sh", "-c",
+                    "echo served > /tmp/index.html; cd /tmp; nohup python3 -m http.server 8000 "
+                    "--bind 127.0.0.1 >/dev/null 2>&1 &"});
+  ASSERT_EQ(serve.status.exit_code, 0) << serve.err;
+  auto pf = Subprocess::Spawn(
+      {.argv = {AGVISOR_CLI_BINARY, "port-forward", *name_, "0:8000"}, .pipe_stdout = true});
+  ASSERT_TRUE(pf.ok());
+  // The first line says where it listens (printed once the socket is open).
+  std::string line;
+  char c;
+  while (::read(pf->stdout_fd().get(), &c, 1) == 1 && c != '\n') line += c;
+  ASSERT_THAT(line, HasSubstr("forwarding 127.0.0.1:"));
+  const int port = std::stoi(line.substr(line.find(':') + 1));
+  // The server inside may still be starting: curl retries connection failures for us.
+  auto curl = RunCommand({"curl", "-s", "--retry", "20", "--retry-all-errors", "--retry-delay", "1",
+                          "http://127.0.0.1:" + std::to_string(port) + "/index.html"});
+  ASSERT_TRUE(curl.ok());
+  EXPECT_EQ(curl->out, "served\n");
+  (void)pf->Kill(SIGTERM);
+  (void)pf->Wait();
+}
+
+}  // namespace
+}  // namespace agvisor

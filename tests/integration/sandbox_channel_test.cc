@@ -1,0 +1,172 @@
+// Sandbox operations over the agent channel against the real dockerd + runsc (label
+// `integration`): files, upload/download, ports with network=none, PTY processes, and a handle
+// that reconnects after its channel drops.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <sstream>
+
+#include "agvisor/sandbox/sandbox.h"
+#include "tests/integration/test_env.h"
+
+namespace agvisor {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+class SandboxChannelTest : public ::testing::Test {
+ protected:
+  static void TearDownTestSuite() { testing::CleanupRun(); }
+  static std::unique_ptr<Sandbox> MustCreate(SandboxSpec spec = testing::TestSpec()) {
+    auto sb = Sandbox::Create(spec);
+    EXPECT_TRUE(sb.ok()) << sb.error().ToString();
+    return sb.ok() ? std::move(*sb) : nullptr;
+  }
+  static std::string Slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+};
+
+TEST_F(SandboxChannelTest, FileOperations) {
+  auto sb = MustCreate();
+  ASSERT_TRUE(sb);
+  std::string body(1 << 20, '\0');
+  for (std::size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>(i * 13);
+  ASSERT_TRUE(sb->WriteFile("/tmp/d/e/f.bin", body, 0640).ok());
+  auto back = sb->ReadFile("/tmp/d/e/f.bin");
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  EXPECT_TRUE(*back == body);
+  // The file is there for commands too (gVisor's overlay: written inside, seen inside).
+  EXPECT_EQ(sb->ExecShell("stat -c %s:%a /tmp/d/e/f.bin")->out, "1048576:640\n");
+  auto st = sb->Stat("/tmp/d/e/f.bin");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->kind, FileKind::kFile);
+  EXPECT_EQ(st->size, body.size());
+  ASSERT_TRUE(sb->Mkdir("/tmp/d/g/h").ok());
+  auto list = sb->ListDir("/tmp/d");
+  ASSERT_TRUE(list.ok());
+  std::vector<std::string> names;
+  for (const auto& e : *list) names.push_back(e.name);
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre("e", "g"));
+  EXPECT_EQ(sb->ReadFile("/tmp/nope").error().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(sb->ReadFile("relative").error().code(), ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(sb->Remove("/tmp/d", true).ok());
+  EXPECT_EQ(sb->Stat("/tmp/d").error().code(), ErrorCode::kNotFound);
+}
+
+TEST_F(SandboxChannelTest, UploadAndDownloadADirectory) {
+  auto sb = MustCreate();
+  ASSERT_TRUE(sb);
+  fs::path local = fs::temp_directory_path() / ("agvisor-up-" + testing::RunId());
+  fs::remove_all(local);
+  fs::create_directories(local / "src" / "deep");
+  std::ofstream(local / "src" / "a.txt") << "alpha\n";
+  std::string big(3 * 1000 * 1000, 'z');
+  std::ofstream(local / "src" / "deep" / "big", std::ios::binary) << big;
+  fs::create_symlink("a.txt", local / "src" / "link");
+  ASSERT_TRUE(sb->Upload((local / "src").string(), "/work").ok());
+  EXPECT_EQ(sb->ExecShell("cat /work/src/a.txt; readlink /work/src/link; wc -c < "
+                          "/work/src/deep/big")
+                ->out,
+            "alpha\na.txt\n3000000\n");
+  ASSERT_TRUE(sb->ExecShell("echo made-inside > /work/src/new.txt").ok());
+  fs::path down = local / "down";
+  ASSERT_TRUE(sb->Download("/work/src", down.string()).ok());
+  EXPECT_EQ(Slurp(down / "src" / "new.txt"), "made-inside\n");
+  EXPECT_EQ(Slurp(down / "src" / "deep" / "big"), big);
+  EXPECT_EQ(sb->Download("/work/none", down.string()).error().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(sb->Upload((local / "missing").string(), "/work").error().code(), ErrorCode::kNotFound);
+  fs::remove_all(local);
+}
+
+TEST_F(SandboxChannelTest, PortToAServerInsideWithNetworkNone) {
+  auto spec = testing::TestSpec();
+  spec.network = "none";
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  EXPECT_EQ(sb->OpenPort(8000).error().code(), ErrorCode::kUnavailable);
+  // A one-connection echo server that says "ready" once it listens.
+  auto server =
+      sb->StartProcess({"python3", "-c",
+                        "import socket,sys\n"
+                        "s=socket.socket(); s.bind(('127.0.0.1',8000)); s.listen(1)\n"
+                        "print('ready', flush=True)\n"
+                        "c,_=s.accept(); d=c.recv(100); c.sendall(b'echo:'+d); c.close()\n"},
+                       {.stdin = false, .timeout = 60});
+  ASSERT_TRUE(server.ok()) << server.error().ToString();
+  std::promise<void> ready;
+  auto exit = std::async(std::launch::async, [&] {
+    bool said = false;
+    return (*server)->Wait({[&](std::string_view b) {
+                              if (!said && b.find("ready") != std::string_view::npos) {
+                                said = true;
+                                ready.set_value();
+                              }
+                            },
+                            nullptr});
+  });
+  ASSERT_EQ(ready.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  auto port = sb->OpenPort(8000);
+  ASSERT_TRUE(port.ok()) << port.error().ToString();
+  ASSERT_TRUE((*port)->Write("hi").ok());
+  std::string got;
+  char buf[100];
+  for (;;) {
+    auto n = (*port)->Read(buf);
+    ASSERT_TRUE(n.ok()) << n.error().ToString();
+    if (*n == 0) break;
+    got.append(buf, *n);
+  }
+  EXPECT_EQ(got, "echo:hi");
+  auto e = exit.get();
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->exit_code, 0);
+}
+
+TEST_F(SandboxChannelTest, PtyProcessAndReconnectAfterTheChannelDrops) {
+  auto created = MustCreate();
+  ASSERT_TRUE(created);
+  auto sb = Sandbox::Open(created->container_name());  // channel through the connect relay
+  ASSERT_TRUE(sb.ok());
+  auto p = (*sb)->StartProcess({"sh"}, {.pty = true, .rows = 20, .cols = 60});
+  ASSERT_TRUE(p.ok()) << p.error().ToString();
+  ASSERT_TRUE((*p)->Write("stty size; tty; exit 4\n").ok());
+  std::string out;
+  auto e = (*p)->Wait({[&](std::string_view b) { out.append(b); }, nullptr});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->exit_code, 4);
+  EXPECT_THAT(out, HasSubstr("20 60"));
+  EXPECT_THAT(out, HasSubstr("/dev/pts/"));
+  // Kill the relay process of this handle: its channel breaks, the next call reconnects.
+  auto killed = (*sb)->ExecShell(
+      "for p in /proc/[0-9]*; do if tr '\\0' ' ' < $p/cmdline | grep -q '^/.agvisor/agvisor-agent "
+      "connect'; then kill -9 ${p#/proc/}; fi; done");
+  EXPECT_FALSE(killed.ok() && killed->exit_code != 0);
+  auto again = (*sb)->ExecShell("echo back");
+  ASSERT_TRUE(again.ok()) << again.error().ToString();
+  EXPECT_EQ(again->out, "back\n");
+  // The creating handle's channel (PID 1's stdio) was never affected.
+  EXPECT_EQ(created->ExecShell("echo first")->out, "first\n");
+}
+
+TEST_F(SandboxChannelTest, StoppedSandboxIsReportedAsDied) {
+  auto sb = MustCreate();
+  ASSERT_TRUE(sb);
+  auto other = Sandbox::Open(sb->container_name());
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE((*other)->ExecShell("true").ok());
+  ASSERT_TRUE(sb->Stop().ok());
+  auto r = (*other)->ReadFile("/etc/hostname");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kSandboxDied) << r.error().ToString();
+}
+
+}  // namespace
+}  // namespace agvisor
