@@ -259,7 +259,8 @@ TEST(TarStreamTest, ExtractsHardLinksInside) {
 // Hostile archives, built by hand.
 
 void Octal(char* f, std::size_t w, std::uint64_t v) {
-  std::snprintf(f, w, "%0*llo", static_cast<int>(w - 1), static_cast<unsigned long long>(v));
+  f[w - 1] = '\0';
+  for (std::size_t i = w - 1; i-- > 0; v >>= 3) f[i] = static_cast<char>('0' + (v & 7));
 }
 
 std::string Entry(std::string_view name, char type, std::string_view data = {},

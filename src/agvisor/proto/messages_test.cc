@@ -18,6 +18,10 @@ std::atomic<bool> g_track{false};
 std::atomic<std::size_t> g_largest{0};
 }  // namespace
 
+// GCC's -Wmismatched-new-delete cannot see that operator delete below is the replaced one too.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 void* operator new(std::size_t n) {
   if (g_track.load(std::memory_order_relaxed) && n > g_largest.load(std::memory_order_relaxed)) {
     g_largest.store(n, std::memory_order_relaxed);
