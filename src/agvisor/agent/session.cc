@@ -318,7 +318,7 @@ class FileStream : public Stream {
     if (!op_ || !op_->is_streaming_out()) return;
     // Bounded: the room never exceeds the session's queue high-water mark.
     for (;;) {
-      std::size_t room = std::min<std::size_t>(SendRoom(), 256 * 1024);
+      std::size_t room = std::min<std::size_t>(SendRoom(), proto::kMaxPayload);
       if (room == 0) return;
       auto chunk = op_->Pull(room);
       if (!chunk.ok()) return Reply(ErrorReply(chunk.error()));
