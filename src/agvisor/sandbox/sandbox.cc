@@ -192,14 +192,39 @@ Sandbox::~Sandbox() {
 
 std::vector<std::string> Sandbox::AgentLog() const { return agent_log_->Snapshot(); }
 
+namespace {
+
+// AGVISOR_TRACE=1 prints how long each step of creating a sandbox took, to stderr.
+class StepTrace {
+ public:
+  StepTrace() : on_(std::getenv("AGVISOR_TRACE") != nullptr) {}
+  void Mark(const char* step) {
+    if (!on_) return;
+    auto now = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "agvisor: trace: %-22s %6.1f ms\n", step,
+                 std::chrono::duration<double, std::milli>(now - last_).count());
+    last_ = now;
+  }
+
+ private:
+  bool on_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
 Result<void> Sandbox::StartAndAttach(const std::string& id) {
+  StepTrace trace;
   // Attach BEFORE start: PID 1's stdio is the creating client's channel, so no exec is paid on
   // the create path, and no byte the agent writes is missed.
   auto stream = AGVISOR_TRY(docker_->AttachContainer(id, true, true, true));
+  trace.Mark("attach");
   AGVISOR_RETURN_IF_ERROR(docker_->StartContainer(id));
+  trace.Mark("start");
   auto log = agent_log_;
   auto ch = channel::Channel::Open(std::make_unique<DockerStreamTransport>(
       std::move(stream), [log](std::string_view b) { log->Append(b); }));
+  trace.Mark("agent handshake");
   if (!ch.ok()) {
     std::string tail = agent_log_->Tail();
     return ch.error().WithContext("agent handshake" +
@@ -368,7 +393,9 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxSpec& spec) {
         return existing.error();
       }
     }
+    StepTrace trace;
     auto id = docker->CreateContainer(c, cname);
+    trace.Mark("create container");
     if (!id.ok()) {
       if (id.error().code() == ErrorCode::kConflict && spec.name) continue;  // lost the race
       if (id.error().code() == ErrorCode::kNotFound) {
@@ -385,6 +412,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxSpec& spec) {
     handle->container_id_ = *id;
     auto setup = [&]() -> Result<void> {
       AGVISOR_RETURN_IF_ERROR(docker->PutArchive(*id, "/", archive));
+      trace.Mark("upload agent");
       return handle->StartAndAttach(*id);
     };
     if (auto r = setup(); !r.ok()) {
