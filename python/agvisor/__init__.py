@@ -9,6 +9,9 @@ agvisor's C++ core: Docker's Engine API spoken directly, an agent as PID 1 in ev
 """
 from .limits import Limits
 from .sandbox import Sandbox, create_sandbox, list_sandboxes
+from .streams import FileInfo, PortConnection, PortForward, Shell
 
+# The seed's names (test_api_shape); FileInfo, PortConnection, PortForward and Shell, what the
+# file, port and terminal methods return, are importable too.
 __all__ = ["Limits", "Sandbox", "create_sandbox", "list_sandboxes"]
 __version__ = "0.1.0"

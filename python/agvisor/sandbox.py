@@ -18,6 +18,7 @@ import warnings
 
 from . import _core
 from .limits import Limits
+from .streams import FileInfo, PortConnection, PortForward, Shell
 
 # Text exec(on_output=...) keeps: the last this many characters (the rest went to on_output).
 _KEEP_CHARS = _core.STREAM_TAIL_BYTES
@@ -251,6 +252,100 @@ class Sandbox:
         """What Docker says about the sandbox now: state, running, end_reason ("out of memory",
         "lifetime reached", ...), image, container id; an extension of the seed's API."""
         return self._handle().info()
+
+    # ---- files, ports and terminals: extensions of the seed's API ---------------------------
+    # Paths are absolute inside the sandbox. Errors: FileNotFoundError, PermissionError,
+    # ValueError (e.g. a relative path), RuntimeError for the rest (a directory where a file is
+    # expected, the sandbox died, ...); each has `code`, as everywhere.
+
+    def read_file(self, path) -> bytes:
+        """The contents of the sandbox file `path`, as bytes."""
+        return self._handle().read_file(str(path))
+
+    def write_file(self, path, data, mode=0o644) -> None:
+        """Creates or replaces the sandbox file `path` (parent directories created as needed)
+        with `data`: bytes, or text (UTF-8 encoded)."""
+        if isinstance(data, str):
+            data = data.encode()
+        elif not isinstance(data, bytes):
+            data = bytes(data)
+        self._handle().write_file(str(path), data, mode)
+
+    def stat(self, path) -> FileInfo:
+        """`path`'s FileInfo (name, kind, mode, size, mtime, link_target); symlinks are not
+        followed."""
+        return FileInfo(*self._handle().stat(str(path)))
+
+    def listdir(self, path) -> list[FileInfo]:
+        """A FileInfo for each entry of the directory `path` (no "." or "..")."""
+        return [FileInfo(*e) for e in self._handle().listdir(str(path))]
+
+    def mkdir(self, path, mode=0o755, parents=False) -> None:
+        """Creates the directory `path`. parents=True: missing parents too, and an existing
+        directory is fine (mkdir -p); otherwise FileExistsError when `path` exists."""
+        path = str(path)
+        core = self._handle()
+        if not parents:
+            try:
+                core.stat(path)
+            except FileNotFoundError:
+                pass
+            else:
+                raise FileExistsError(f"mkdir {path}: already exists")
+            parent = path.rstrip("/").rsplit("/", 1)[0] or "/"
+            if core.stat(parent)[1] != "dir":  # FileNotFoundError when missing
+                raise NotADirectoryError(f"mkdir {path}: {parent} is not a directory")
+        core.mkdir(path, True, mode)
+
+    def remove(self, path, recursive=False) -> None:
+        """Removes the file or empty directory `path`; recursive=True removes a whole tree."""
+        self._handle().remove_path(str(path), recursive)
+
+    def upload(self, local_path, remote_dir) -> None:
+        """Copies the local file or directory `local_path` into the sandbox directory
+        `remote_dir` (created if missing), keeping its name: upload("src", "/workspace") makes
+        /workspace/src."""
+        self._handle().upload(str(local_path), str(remote_dir))
+
+    def download(self, remote_path, local_dir) -> None:
+        """Copies the sandbox file or directory `remote_path` into the local directory
+        `local_dir`, keeping its name."""
+        self._handle().download(str(remote_path), str(local_dir))
+
+    def open_port(self, port) -> PortConnection:
+        """A connection to 127.0.0.1:port inside the sandbox, also with network="none" (it goes
+        through the agent, not the network). RuntimeError (code "unavailable") when nothing
+        listens there."""
+        port = int(port)
+        if not 1 <= port <= 65535:
+            raise ValueError(f"port must be 1..65535, got {port}")
+        return PortConnection(self._handle().open_port(port), port)
+
+    def forward_port(self, remote_port, local_port=0) -> PortForward:
+        """Listens on 127.0.0.1:local_port (0 = any free port; see `.local_port`) and pipes each
+        connection to the sandbox's port `remote_port` through open_port(), in background
+        threads. Use it in `with`, or call close()."""
+        remote_port = int(remote_port)
+        if not 1 <= remote_port <= 65535:
+            raise ValueError(f"port must be 1..65535, got {remote_port}")
+        self._handle()  # fail here, not in the first connection, when not started
+        return PortForward(self, remote_port, int(local_port))
+
+    def open_shell(self, argv=None, rows=24, cols=80, *, env=None, cwd=None, user=None) -> Shell:
+        """Starts argv (default: an interactive bash, else sh) under a rows x cols pseudo-terminal
+        and returns a Shell: write(), read(timeout), resize(), wait(), close(). TERM defaults to
+        xterm-256color."""
+        if argv is None:
+            argv = ["sh", "-c", "command -v bash >/dev/null && exec bash -i || exec sh -i"]
+        elif isinstance(argv, (str, bytes)):
+            raise TypeError("open_shell() takes a list of arguments, e.g. ['bash', '-l']")
+        argv = [str(a) for a in argv]
+        env = dict(env or {})
+        env.setdefault("TERM", "xterm-256color")
+        core = self._handle().start_pty(argv, int(rows), int(cols),
+                                        [f"{k}={v}" for k, v in env.items()], cwd or "",
+                                        user or "")
+        return Shell(core, argv)
 
     def desktop_token(self, key: bytes, ttl=300):
         """Desktops are a later feature: raises NotImplementedError."""

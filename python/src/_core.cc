@@ -11,17 +11,34 @@
 //     It never unwinds through C++ (Sandbox::Exec has threads of its own to join);
 //   - errors: kInvalidArgument becomes ValueError, every other code RuntimeError (the seed's
 //     split), with the C++ message and a `code` attribute ("sandbox_died", "not_found", ...).
+//     File operations (read_file, stat, upload, ...) raise the OSError subclasses Python code
+//     expects instead: FileNotFoundError for kNotFound, PermissionError for kPermissionDenied;
+//   - ports (PortStream) and pty shells (Shell, over Process): Read and Write may run on
+//     different threads at once; close() may be called while another thread reads (the read
+//     returns, then the stream is closed). A Shell's output is collected by a C++ thread running
+//     Process::Wait into a bounded buffer (the command is slowed, not the memory grown, when
+//     nobody reads); read(timeout) waits on it without the GIL.
 #include <Python.h>
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -57,6 +74,46 @@ std::string SnakeCode(ErrorCode code) {
   exc.attr("code") = SnakeCode(e.code());
   PyErr_SetObject(type, exc.ptr());
   throw py::error_already_set();
+}
+
+// Raises the OSError-style exception a file operation on `path` should: FileNotFoundError,
+// PermissionError, ValueError or RuntimeError. Needs the GIL.
+[[noreturn]] void RaiseFile(const Error& e, const std::string& path) {
+  PyObject* type = PyExc_RuntimeError;
+  switch (e.code()) {
+    case ErrorCode::kNotFound:
+      type = PyExc_FileNotFoundError;
+      break;
+    case ErrorCode::kPermissionDenied:
+      type = PyExc_PermissionError;
+      break;
+    case ErrorCode::kInvalidArgument:
+      type = PyExc_ValueError;
+      break;
+    default:
+      break;
+  }
+  py::object cls = py::reinterpret_borrow<py::object>(type);
+  // OSError subclasses the usual way: (errno, message, filename) -> "[Errno 2] ...: 'path'".
+  py::object exc = type == PyExc_FileNotFoundError ? cls(ENOENT, e.message(), path)
+                   : type == PyExc_PermissionError ? cls(EACCES, e.message(), path)
+                                                   : cls(e.message());
+  exc.attr("code") = SnakeCode(e.code());
+  PyErr_SetObject(type, exc.ptr());
+  throw py::error_already_set();
+}
+
+// Runs the file operation `fn` on `path` without the GIL; errors as RaiseFile.
+template <typename Fn>
+auto FileOp(const std::string& path, Fn&& fn) {
+  auto result = [&] {
+    py::gil_scoped_release release;
+    return fn();
+  }();
+  if (!result.ok()) RaiseFile(result.error(), path);
+  if constexpr (!std::is_same_v<decltype(result), Result<void>>) {
+    return std::move(result).value();
+  }
 }
 
 template <typename T>
@@ -140,6 +197,259 @@ py::tuple Exec(Sandbox& sandbox, std::vector<std::string> argv, std::optional<py
   return py::make_tuple(r.exit_code, r.timed_out, ToBytes(r.out), ToBytes(r.err), r.truncated);
 }
 
+// A FileEntry as the tuple agvisor.FileInfo is built from: (name, kind, mode, size, mtime in
+// seconds, link_target).
+py::tuple EntryTuple(const FileEntry& e) {
+  const char* kind = "other";
+  switch (e.kind) {
+    case FileKind::kFile:
+      kind = "file";
+      break;
+    case FileKind::kDir:
+      kind = "dir";
+      break;
+    case FileKind::kSymlink:
+      kind = "symlink";
+      break;
+    case FileKind::kOther:
+      break;
+  }
+  return py::make_tuple(e.name, kind, e.mode, e.size, static_cast<double>(e.mtime_unix_ms) / 1000.0,
+                        e.link_target);
+}
+
+// The bytes of a Python bytes object, readable without the GIL while `b` is referenced
+// (bytes are immutable).
+std::string_view BytesView(const py::bytes& b) {
+  char* data = nullptr;
+  Py_ssize_t size = 0;
+  if (PyBytes_AsStringAndSize(b.ptr(), &data, &size) != 0) throw py::error_already_set();
+  return {data, static_cast<std::size_t>(size)};
+}
+
+// A PortStream for Python: recv and send may run on two threads at once; close() from a third
+// thread while recv waits closes the stream once that recv returns.
+class Port {
+ public:
+  explicit Port(std::unique_ptr<PortStream> stream) : stream_(std::move(stream)) {}
+  ~Port() {
+    std::scoped_lock lock(read_mu_, write_mu_);
+    stream_.reset();
+  }
+
+  py::bytes Recv(std::size_t max) {
+    std::string buf;
+    Result<std::size_t> n = std::size_t{0};
+    {
+      py::gil_scoped_release release;
+      std::lock_guard lock(read_mu_);
+      if (stream_ && !closed_) {
+        buf.resize(std::max<std::size_t>(max, 1));
+        n = stream_->Read(buf);
+      }
+      if (closed_) CloseLocked();
+    }
+    if (!n.ok()) Raise(n.error());
+    return {buf.data(), *n};
+  }
+
+  void SendAll(const py::bytes& data) {
+    std::string_view view = BytesView(data);
+    Result<void> r = Ok();
+    {
+      py::gil_scoped_release release;
+      std::lock_guard lock(write_mu_);
+      if (closed_) {
+        r = Error::Conflict("port stream: send after close");
+      } else {
+        r = stream_->Write(view);
+      }
+    }
+    Unwrap(std::move(r));
+  }
+
+  void ShutdownWrite() {
+    Result<void> r = Ok();
+    {
+      py::gil_scoped_release release;
+      std::lock_guard lock(write_mu_);
+      if (!closed_) r = stream_->CloseWrite();
+    }
+    Unwrap(std::move(r));
+  }
+
+  void Close() {
+    py::gil_scoped_release release;
+    std::unique_lock write(write_mu_);
+    if (closed_) return;
+    closed_ = true;
+    (void)stream_->CloseWrite();  // the sandbox side sees EOF, so a waiting recv can end
+    write.unlock();
+    std::unique_lock read(read_mu_, std::try_to_lock);
+    if (read.owns_lock()) CloseLocked();  // else the recv in progress closes it when it returns
+  }
+
+  bool closed() const { return closed_; }
+
+ private:
+  // With read_mu_ held.
+  void CloseLocked() {
+    std::lock_guard lock(write_mu_);
+    if (stream_) stream_->Close();
+  }
+
+  std::mutex read_mu_;
+  std::mutex write_mu_;
+  std::unique_ptr<PortStream> stream_;
+  std::atomic<bool> closed_ = false;
+};
+
+// A command under a pty (Sandbox::StartProcess) for Python: a thread runs Process::Wait and
+// keeps the output in a buffer of at most kMaxBuffered bytes (it stops taking output, and so
+// the command is slowed by flow control, while the buffer is full).
+class Shell {
+ public:
+  static constexpr std::size_t kMaxBuffered = 1 << 20;
+
+  explicit Shell(std::unique_ptr<Process> process) : process_(std::move(process)) {
+    waiter_ = std::thread([this] {
+      channel::ExecCallbacks callbacks;
+      callbacks.on_stdout = callbacks.on_stderr = [this](std::string_view bytes) {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return buffer_.size() < kMaxBuffered || closing_; });
+        if (closing_) return;
+        buffer_.append(bytes);
+        cv_.notify_all();
+      };
+      Result<proto::Exit> exit = process_->Wait(callbacks);
+      std::lock_guard lock(mu_);
+      exit_ = std::move(exit);
+      cv_.notify_all();
+    });
+  }
+
+  ~Shell() {
+    if (PyGILState_Check() != 0) {
+      py::gil_scoped_release release;
+      Stop();
+    } else {
+      Stop();
+    }
+  }
+
+  void Write(const py::bytes& data) {
+    std::string_view view = BytesView(data);
+    Result<void> r = [&] {
+      py::gil_scoped_release release;
+      return process_->Write(view);
+    }();
+    Unwrap(std::move(r));
+  }
+
+  // Up to `max` bytes of output; b"" when nothing came within `timeout` seconds (< 0 = wait
+  // as long as it takes) or the command ended and its output has all been read.
+  py::bytes Read(std::size_t max, double timeout) {
+    std::string out;
+    {
+      py::gil_scoped_release release;
+      std::unique_lock lock(mu_);
+      auto ready = [&] { return !buffer_.empty() || exit_.has_value(); };
+      if (timeout < 0) {
+        cv_.wait(lock, ready);
+      } else {
+        cv_.wait_for(lock, std::chrono::duration<double>(timeout), ready);
+      }
+      std::size_t n = std::min(buffer_.size(), std::max<std::size_t>(max, 1));
+      out = buffer_.substr(0, n);
+      buffer_.erase(0, n);
+      cv_.notify_all();
+    }
+    return {out.data(), out.size()};
+  }
+
+  void Resize(std::uint16_t rows, std::uint16_t cols) {
+    Result<void> r = [&] {
+      py::gil_scoped_release release;
+      return process_->Resize(rows, cols);
+    }();
+    Unwrap(std::move(r));
+  }
+
+  void Signal(int signal) {
+    Result<void> r = [&] {
+      py::gil_scoped_release release;
+      return process_->Signal(signal);
+    }();
+    Unwrap(std::move(r));
+  }
+
+  void CloseStdin() {
+    Result<void> r = [&] {
+      py::gil_scoped_release release;
+      return process_->CloseStdin();
+    }();
+    Unwrap(std::move(r));
+  }
+
+  // The exit code (128+N = killed by signal N, 124 = timed out), or None when the command has
+  // not ended within `timeout` seconds (< 0 = wait as long as it takes).
+  std::optional<int> Wait(double timeout) {
+    std::optional<Result<proto::Exit>> exit;
+    {
+      py::gil_scoped_release release;
+      std::unique_lock lock(mu_);
+      auto done = [&] { return exit_.has_value(); };
+      if (timeout < 0) {
+        cv_.wait(lock, done);
+      } else if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout), done)) {
+        return std::nullopt;
+      }
+      exit = exit_;
+    }
+    return Unwrap(std::move(*exit)).exit_code;
+  }
+
+  // The exit code, or None while the command runs.
+  std::optional<int> Poll() {
+    std::lock_guard lock(mu_);
+    if (!exit_ || !exit_->ok()) return std::nullopt;
+    return (*exit_)->exit_code;
+  }
+
+  std::uint32_t pid() const { return process_->pid(); }
+
+  // Kills the command if it still runs and ends the output thread. Idempotent.
+  void Close() {
+    py::gil_scoped_release release;
+    Stop();
+  }
+
+ private:
+  void Stop() {
+    std::lock_guard stop(stop_mu_);
+    if (!waiter_.joinable()) return;
+    bool running = false;
+    {
+      std::lock_guard lock(mu_);
+      running = !exit_.has_value();
+      closing_ = true;
+      cv_.notify_all();
+    }
+    // Wait returns once the agent reports the exit, or at once when the channel is lost.
+    if (running) (void)process_->Signal(SIGKILL);
+    waiter_.join();
+  }
+
+  std::unique_ptr<Process> process_;
+  std::thread waiter_;
+  std::mutex stop_mu_;
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::string buffer_;
+  bool closing_ = false;
+  std::optional<Result<proto::Exit>> exit_;
+};
+
 py::dict InfoDict(const SandboxInfo& i) {
   py::dict d;
   d["container_name"] = i.container_name;
@@ -161,7 +471,12 @@ py::dict InfoDict(const SandboxInfo& i) {
 PYBIND11_MODULE(_core, m) {
   using namespace agvisor;  // NOLINT(google-build-using-namespace): this block only
   using agvisor::python::Blocking;
+  using agvisor::python::BytesView;
+  using agvisor::python::EntryTuple;
+  using agvisor::python::FileOp;
   using agvisor::python::InfoDict;
+  using agvisor::python::Port;
+  using agvisor::python::Shell;
   using agvisor::python::Unwrap;
   m.doc() = "agvisor's C++ core (agvisor::Sandbox); use the `agvisor` package, not this module.";
   m.attr("DEFAULT_IMAGE") = std::string(kDefaultImage);
@@ -202,6 +517,24 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("timeout"), py::arg("idle_ttl"));
 
+  py::class_<Port, std::shared_ptr<Port>>(m, "PortStream", "agvisor::PortStream.")
+      .def("recv", &Port::Recv, py::arg("bufsize") = 65536)
+      .def("sendall", &Port::SendAll, py::arg("data"))
+      .def("shutdown_write", &Port::ShutdownWrite)
+      .def("close", &Port::Close)
+      .def_property_readonly("closed", &Port::closed);
+
+  py::class_<Shell, std::shared_ptr<Shell>>(m, "Shell", "agvisor::Process under a pty.")
+      .def("write", &Shell::Write, py::arg("data"))
+      .def("read", &Shell::Read, py::arg("bufsize") = 65536, py::arg("timeout") = -1.0)
+      .def("resize", &Shell::Resize, py::arg("rows"), py::arg("cols"))
+      .def("signal", &Shell::Signal, py::arg("signal"))
+      .def("close_stdin", &Shell::CloseStdin)
+      .def("wait", &Shell::Wait, py::arg("timeout") = -1.0)
+      .def("poll", &Shell::Poll)
+      .def("close", &Shell::Close)
+      .def_property_readonly("pid", &Shell::pid);
+
   py::class_<Sandbox, std::shared_ptr<Sandbox>>(m, "Sandbox", "A handle on one sandbox.")
       .def_static(
           "create",
@@ -235,6 +568,80 @@ PYBIND11_MODULE(_core, m) {
            py::arg("timeout") = 120.0, py::arg("env") = std::vector<std::string>{},
            py::arg("cwd") = "", py::arg("user") = "", py::arg("on_output") = py::none(),
            py::arg("on_stdout") = py::none(), py::arg("on_stderr") = py::none())
+      .def(
+          "read_file",
+          [](Sandbox& s, const std::string& path) {
+            std::string data = FileOp(path, [&] { return s.ReadFile(path); });
+            return py::bytes(data.data(), data.size());
+          },
+          py::arg("path"))
+      .def(
+          "write_file",
+          [](Sandbox& s, const std::string& path, const py::bytes& data, std::uint32_t mode) {
+            std::string_view view = BytesView(data);
+            FileOp(path, [&] { return s.WriteFile(path, view, mode); });
+          },
+          py::arg("path"), py::arg("data"), py::arg("mode") = 0644)
+      .def(
+          "stat",
+          [](Sandbox& s, const std::string& path) {
+            return EntryTuple(FileOp(path, [&] { return s.Stat(path); }));
+          },
+          py::arg("path"))
+      .def(
+          "listdir",
+          [](Sandbox& s, const std::string& path) {
+            std::vector<FileEntry> entries = FileOp(path, [&] { return s.ListDir(path); });
+            py::list out;
+            for (const auto& e : entries) out.append(EntryTuple(e));
+            return out;
+          },
+          py::arg("path"))
+      .def(
+          "mkdir",
+          [](Sandbox& s, const std::string& path, bool parents, std::uint32_t mode) {
+            FileOp(path, [&] { return s.Mkdir(path, parents, mode); });
+          },
+          py::arg("path"), py::arg("parents"), py::arg("mode"))
+      .def(
+          "remove_path",
+          [](Sandbox& s, const std::string& path, bool recursive) {
+            FileOp(path, [&] { return s.Remove(path, recursive); });
+          },
+          py::arg("path"), py::arg("recursive"))
+      .def(
+          "upload",
+          [](Sandbox& s, const std::string& local_path, const std::string& sandbox_dir) {
+            FileOp(local_path, [&] { return s.Upload(local_path, sandbox_dir); });
+          },
+          py::arg("local_path"), py::arg("sandbox_dir"))
+      .def(
+          "download",
+          [](Sandbox& s, const std::string& sandbox_path, const std::string& local_dir) {
+            FileOp(sandbox_path, [&] { return s.Download(sandbox_path, local_dir); });
+          },
+          py::arg("sandbox_path"), py::arg("local_dir"))
+      .def(
+          "open_port",
+          [](Sandbox& s, std::uint16_t port) {
+            return std::make_shared<Port>(Blocking([&] { return s.OpenPort(port); }));
+          },
+          py::arg("port"))
+      .def(
+          "start_pty",
+          [](Sandbox& s, const std::vector<std::string>& argv, std::uint16_t rows,
+             std::uint16_t cols, std::vector<std::string> env, std::string cwd, std::string user) {
+            ProcessOptions o;
+            o.pty = true;
+            o.rows = rows;
+            o.cols = cols;
+            o.env = std::move(env);
+            o.cwd = std::move(cwd);
+            o.user = std::move(user);
+            return std::make_shared<Shell>(Blocking([&] { return s.StartProcess(argv, o); }));
+          },
+          py::arg("argv"), py::arg("rows"), py::arg("cols"),
+          py::arg("env") = std::vector<std::string>{}, py::arg("cwd") = "", py::arg("user") = "")
       .def("stop", [](Sandbox& s) { Blocking([&] { return s.Stop(); }); })
       .def("delete", [](Sandbox& s) { Blocking([&] { return s.Delete(); }); })
       .def("info", [](Sandbox& s) { return InfoDict(Blocking([&] { return s.Info(); })); })
