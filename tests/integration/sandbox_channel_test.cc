@@ -4,10 +4,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <sstream>
+#include <thread>
 
 #include "agvisor/sandbox/sandbox.h"
 #include "tests/integration/test_env.h"
@@ -166,6 +168,104 @@ TEST_F(SandboxChannelTest, StoppedSandboxIsReportedAsDied) {
   auto r = (*other)->ReadFile("/etc/hostname");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kSandboxDied) << r.error().ToString();
+}
+
+TEST_F(SandboxChannelTest, BackgroundProcessOutlivesTheHandleAndReplaysItsOutput) {
+  auto sb = MustCreate();
+  ASSERT_TRUE(sb);
+  const std::string cname = sb->container_name();
+  auto pid = sb->StartBackground({"sh", "-c", "for i in 1 2 3; do echo tick $i; sleep 1; done"});
+  ASSERT_TRUE(pid.ok()) << pid.error().ToString();
+  ASSERT_GT(*pid, 0u);
+  // Another handle's session: let the first tick happen, then drop this one.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  sb.reset();
+  auto again = Sandbox::Open(cname);
+  ASSERT_TRUE(again.ok()) << again.error().ToString();
+  auto list = (*again)->ListProcesses();
+  ASSERT_TRUE(list.ok()) << list.error().ToString();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].pid, *pid);
+  EXPECT_EQ((*list)[0].argv0, "sh");
+  EXPECT_TRUE((*list)[0].running);
+  // The replay has the ticks so far (at once), the live part the rest, then the exit.
+  std::string out;
+  const auto attached = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::duration first_at{};
+  channel::ExecCallbacks cb;
+  cb.on_stdout = [&](std::string_view b) {
+    if (out.empty()) first_at = std::chrono::steady_clock::now() - attached;
+    out.append(b);
+  };
+  auto exit = (*again)->AttachProcess(*pid, cb);
+  ASSERT_TRUE(exit.ok()) << exit.error().ToString();
+  EXPECT_EQ(exit->exit_code, 0);
+  EXPECT_EQ(out, "tick 1\ntick 2\ntick 3\n");
+  EXPECT_LT(first_at, std::chrono::milliseconds(900)) << "tick 1 came live, not replayed";
+  // Finished: listed with its code; attaching again replays everything and exits at once.
+  list = (*again)->ListProcesses();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_FALSE((*list)[0].running);
+  EXPECT_EQ((*list)[0].exit_code, 0);
+  out.clear();
+  exit = (*again)->AttachProcess(*pid, cb);
+  ASSERT_TRUE(exit.ok()) << exit.error().ToString();
+  EXPECT_EQ(out, "tick 1\ntick 2\ntick 3\n");
+}
+
+TEST_F(SandboxChannelTest, BackgroundProcessSignalAndMissingPid) {
+  auto sb = MustCreate();
+  ASSERT_TRUE(sb);
+  auto pid = sb->StartBackground({"sh", "-c", "echo up; exec sleep 300"});
+  ASSERT_TRUE(pid.ok()) << pid.error().ToString();
+  // Signalling leaves it attached to no one: a later attach works.
+  ASSERT_TRUE(sb->Signal(*pid, SIGTERM).ok());
+  std::string out;
+  channel::ExecCallbacks cb;
+  cb.on_stdout = [&](std::string_view b) { out.append(b); };
+  auto exit = sb->AttachProcess(*pid, cb);
+  ASSERT_TRUE(exit.ok()) << exit.error().ToString();
+  EXPECT_EQ(exit->exit_code, 128 + SIGTERM);
+  EXPECT_EQ(out, "up\n");
+  // Signalling one another client is attached to works too.
+  auto sleeper = sb->StartBackground({"sleep", "300"});
+  ASSERT_TRUE(sleeper.ok());
+  auto watching = sb->AttachProcess(*sleeper);
+  ASSERT_TRUE(watching.ok());
+  auto watcher = std::async(std::launch::async, [&] { return (*watching)->Wait({}); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its PROC_ATTACH is in
+  auto conflict = sb->Signal(*sleeper, SIGINT);
+  EXPECT_TRUE(conflict.ok()) << conflict.error().ToString();
+  auto watched = watcher.get();
+  ASSERT_TRUE(watched.ok()) << watched.error().ToString();
+  EXPECT_EQ(watched->exit_code, 128 + SIGINT);
+  // A finished process takes signals quietly; a pid that is no background process is kNotFound.
+  EXPECT_TRUE(sb->Signal(*pid, SIGKILL).ok());
+  auto missing = sb->AttachProcess(999999, cb);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code(), ErrorCode::kNotFound);
+  EXPECT_THAT(missing.error().message(), HasSubstr("999999"));
+  auto sig = sb->Signal(999999, SIGTERM);
+  ASSERT_FALSE(sig.ok());
+  EXPECT_EQ(sig.error().code(), ErrorCode::kNotFound);
+  // Interactive attach: stdin reaches a background process started with one; destroying the
+  // Process detaches, and the process keeps running.
+  auto cat = sb->StartBackground({"cat"}, {.stdin = true});
+  ASSERT_TRUE(cat.ok()) << cat.error().ToString();
+  {
+    auto p = sb->AttachProcess(*cat);
+    ASSERT_TRUE(p.ok());
+    ASSERT_TRUE((*p)->Write("hello\n").ok());
+  }
+  auto p = sb->AttachProcess(*cat);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE((*p)->CloseStdin().ok());
+  out.clear();
+  auto cat_exit = (*p)->Wait(cb);
+  ASSERT_TRUE(cat_exit.ok()) << cat_exit.error().ToString();
+  EXPECT_EQ(cat_exit->exit_code, 0);
+  EXPECT_EQ(out, "hello\n");
 }
 
 }  // namespace

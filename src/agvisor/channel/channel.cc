@@ -34,11 +34,16 @@ constexpr std::size_t kSourceChunk = 256 * 1024;
 
 // ---- Process ----
 
-Process::Process(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream)
-    : channel_(std::move(channel)), stream_(std::move(stream)) {}
+Process::Process(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream,
+                 bool background, std::uint32_t pid)
+    : channel_(std::move(channel)),
+      stream_(std::move(stream)),
+      pid_(pid),
+      background_(background) {}
 
 Process::~Process() {
-  if (!exited_ && !channel_->broken()) {
+  // A background process keeps running: CLOSE would close its stdin, SIGKILL would end it.
+  if (!exited_ && !background_ && !channel_->broken()) {
     (void)channel_->Send(Type::kSignal, stream_->id, proto::Signal{SIGKILL}.Encode());
     (void)channel_->Send(Type::kClose, stream_->id, {});
   }
@@ -101,6 +106,29 @@ Result<proto::Exit> Process::Wait(const ExecCallbacks& callbacks) {
         return channel_->Unexpected(f, "exec");
     }
   }
+}
+
+Result<std::uint32_t> Process::WaitStarted() {
+  while (pid_ == 0) {
+    Frame f = AGVISOR_TRY(channel_->Next(*stream_));
+    switch (f.type) {
+      case Type::kStarted: {
+        auto s = proto::Started::Decode(f.payload);
+        if (!s.ok()) return channel_->Unexpected(f, "exec");
+        pid_ = s->pid;
+        break;
+      }
+      case Type::kError: {
+        exited_ = true;
+        auto e = proto::ErrorPayload::Decode(f.payload);
+        if (!e.ok()) return channel_->Unexpected(f, "exec");
+        return e->ToError();
+      }
+      default:
+        return channel_->Unexpected(f, "exec");  // the agent sends STARTED first
+    }
+  }
+  return pid_;
 }
 
 // ---- PortStream ----
@@ -452,6 +480,29 @@ Error Channel::Unexpected(const Frame& f, std::string_view what) {
   return e;
 }
 
+namespace {
+
+// Owns a stream for one operation: forgets it on every return path.
+class StreamGuard {
+ public:
+  StreamGuard(Channel* c, std::shared_ptr<StreamState> s, void (Channel::*forget)(StreamState&))
+      : c_(c), s_(std::move(s)), forget_(forget) {}
+  ~StreamGuard() { (c_->*forget_)(*s_); }
+  StreamState& operator*() { return *s_; }
+  StreamState* operator->() { return s_.get(); }
+
+ private:
+  Channel* c_;
+  std::shared_ptr<StreamState> s_;
+  void (Channel::*forget_)(StreamState&);
+};
+
+Error WithPath(const Error& e, std::string_view op, std::string_view path) {
+  return e.WithContext(std::string(op) + " " + std::string(path));
+}
+
+}  // namespace
+
 // ---- Exec ----
 
 Result<std::unique_ptr<Process>> Channel::Start(const proto::ExecRequest& request) {
@@ -467,7 +518,50 @@ Result<std::unique_ptr<Process>> Channel::Start(const proto::ExecRequest& reques
     Forget(*s);
     return r.error();
   }
-  return std::unique_ptr<Process>(new Process(shared_from_this(), std::move(s)));
+  return std::unique_ptr<Process>(new Process(
+      shared_from_this(), std::move(s), (request.flags & proto::kExecBackground) != 0, /*pid=*/0));
+}
+
+// ---- Background processes ----
+
+Result<std::vector<proto::ProcInfo>> Channel::ListProcesses() {
+  auto f = Call(Type::kProcList, {});
+  if (!f.ok()) return f.error().WithContext("list processes");
+  if (f->type != Type::kProcListResult) return Unexpected(*f, "process list");
+  auto r = proto::ProcListResult::Decode(f->payload);
+  if (!r.ok()) return Unexpected(*f, "process list");
+  return std::move(r->procs);
+}
+
+Result<std::unique_ptr<Process>> Channel::AttachProcess(std::uint32_t pid) {
+  auto s = AGVISOR_TRY(NewStream());
+  auto r = Send(Type::kProcAttach, s->id, proto::ProcAttach{pid}.Encode());
+  if (!r.ok()) {
+    Forget(*s);
+    return r.error();
+  }
+  return std::unique_ptr<Process>(new Process(shared_from_this(), std::move(s), true, pid));
+}
+
+Result<void> Channel::SignalProcess(std::uint32_t pid, int signal) {
+  if (signal <= 0 || signal > 255) {
+    return Error::InvalidArgument("signal " + std::to_string(signal) + " out of range");
+  }
+  StreamGuard s(this, AGVISOR_TRY(NewStream()), &Channel::Forget);
+  AGVISOR_RETURN_IF_ERROR(Send(Type::kProcAttach, s->id, proto::ProcAttach{pid}.Encode()));
+  AGVISOR_RETURN_IF_ERROR(
+      Send(Type::kSignal, s->id, proto::Signal{static_cast<std::uint8_t>(signal)}.Encode()));
+  // The agent answers frames in order: once the PONG is back, an ERROR for the PROC_ATTACH (no
+  // such process, attached elsewhere) is in the inbox; without one the SIGNAL was delivered.
+  if (auto pong = Ping(); !pong.ok()) return pong.error();
+  std::lock_guard lock(mu_);
+  for (const Frame& f : s->inbox) {
+    if (f.type != Type::kError) continue;
+    auto e = proto::ErrorPayload::Decode(f.payload);
+    if (!e.ok()) return Error::Internal("agent channel: malformed ERROR for PROC_ATTACH");
+    return e->ToError().WithContext("signal process " + std::to_string(pid));
+  }
+  return Ok();
 }
 
 Result<proto::Exit> Channel::Exec(proto::ExecRequest request, const ExecCallbacks& callbacks,
@@ -543,29 +637,6 @@ Result<void> Channel::SendAll(StreamState& s, const ByteSource& source) {
   }
   return Send(Type::kEnd, s.id, {});
 }
-
-namespace {
-
-// Owns a stream for one operation: forgets it on every return path.
-class StreamGuard {
- public:
-  StreamGuard(Channel* c, std::shared_ptr<StreamState> s, void (Channel::*forget)(StreamState&))
-      : c_(c), s_(std::move(s)), forget_(forget) {}
-  ~StreamGuard() { (c_->*forget_)(*s_); }
-  StreamState& operator*() { return *s_; }
-  StreamState* operator->() { return s_.get(); }
-
- private:
-  Channel* c_;
-  std::shared_ptr<StreamState> s_;
-  void (Channel::*forget_)(StreamState&);
-};
-
-Error WithPath(const Error& e, std::string_view op, std::string_view path) {
-  return e.WithContext(std::string(op) + " " + std::string(path));
-}
-
-}  // namespace
 
 Result<Frame> Channel::Call(Type type, std::string_view payload) {
   if (!proto::FitsInFrame(payload.size())) {

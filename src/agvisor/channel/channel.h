@@ -74,9 +74,11 @@ using ByteSink = std::function<Result<void>(std::string_view bytes)>;
 class Channel;
 struct StreamState;
 
-// A started command (Channel::Start). Write/CloseStdin/Resize/Signal may be called from any
-// thread while another thread is in Wait. Destroying a Process whose command still runs sends
-// SIGKILL to its process group and forgets the stream.
+// A started command (Channel::Start) or an attached background process (Channel::AttachProcess).
+// Write/CloseStdin/Resize/Signal may be called from any thread while another thread is in Wait.
+// Destroying a Process whose command still runs sends SIGKILL to its process group and forgets
+// the stream, except for a background one (kExecBackground, or attached): it keeps running, and
+// stays attached to this session until the session ends (the protocol has no detach).
 class Process {
  public:
   ~Process();
@@ -95,16 +97,21 @@ class Process {
   // Errors: kUnavailable (channel lost), the agent's error for the EXEC (kNotFound: no such
   // program, kInvalidArgument, kPermissionDenied, ...).
   Result<proto::Exit> Wait(const ExecCallbacks& callbacks);
-  // The pid STARTED reported (0 until Wait has seen it).
+  // Waits for STARTED and returns the pid (at once when known: an attached process). Errors: as
+  // Wait (the EXEC failed). Call before Wait, not while another thread is in Wait.
+  Result<std::uint32_t> WaitStarted();
+  // The pid STARTED reported (0 until Wait or WaitStarted has seen it).
   std::uint32_t pid() const { return pid_; }
 
  private:
   friend class Channel;
-  Process(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream);
+  Process(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream, bool background,
+          std::uint32_t pid);
   std::shared_ptr<Channel> channel_;
   std::shared_ptr<StreamState> stream_;
   std::uint32_t pid_ = 0;
   bool exited_ = false;
+  bool background_ = false;
 };
 
 // A TCP connection to a port inside the sandbox (Channel::OpenPort). Read and Write may run on
@@ -166,6 +173,21 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // Process::Wait.
   Result<proto::Exit> Exec(proto::ExecRequest request, const ExecCallbacks& callbacks,
                            const ByteSource* stdin = nullptr);
+
+  // ---- Background processes (an EXEC with kExecBackground outlives the session) ----
+  // The agent's background processes, running and recently finished. Errors: kUnavailable.
+  Result<std::vector<proto::ProcInfo>> ListProcesses();
+  // PROC_ATTACH: the Process's Wait delivers the kept output (the last 1 MiB), then live output
+  // and the EXIT (at once for a finished process). Write/CloseStdin reach the process when it was
+  // started with kExecStdin (else the bytes are dropped); Signal and Resize work. Wait's errors:
+  // kNotFound (no background process `pid`), kConflict (attached to another stream), and as
+  // for an exec. The process stays attached to this session until Wait returns or the session
+  // ends.
+  Result<std::unique_ptr<Process>> AttachProcess(std::uint32_t pid);
+  // Sends `signal` to background process `pid` (its process group) by attaching to it: it stays
+  // attached to this session until the session ends, so use a session of its own. Errors:
+  // kNotFound, kConflict (attached to another stream), kInvalidArgument, kUnavailable.
+  Result<void> SignalProcess(std::uint32_t pid, int signal);
 
   // ---- Files (paths absolute inside the sandbox) ----
   // Errors of each: the agent's (kNotFound, kPermissionDenied, kInvalidArgument, kConflict,

@@ -239,7 +239,12 @@ Result<std::shared_ptr<channel::Channel>> Sandbox::Channel() {
   std::lock_guard lock(channel_mu_);
   if (channel_ && !channel_->broken()) return channel_;
   channel_.reset();
-  // One `docker exec -i agvisor-agent connect` per handle: it relays to the agent's socket.
+  channel_ = AGVISOR_TRY(OpenChannel());
+  return channel_;
+}
+
+Result<std::shared_ptr<channel::Channel>> Sandbox::OpenChannel() {
+  // One `docker exec -i agvisor-agent connect`: it relays to the agent's socket.
   docker::ExecConfig ec;
   ec.cmd = {std::string(kAgentPath), "connect"};
   ec.attach_stdin = true;
@@ -256,8 +261,7 @@ Result<std::shared_ptr<channel::Channel>> Sandbox::Channel() {
         ch.error().WithContext("connect to the agent of " + container_name_ +
                                (tail.empty() ? std::string() : " (relay log: " + tail + ")")));
   }
-  channel_ = *ch;
-  return channel_;
+  return *ch;
 }
 
 Error Sandbox::Diagnose(const Error& e) {
@@ -617,6 +621,79 @@ Result<std::unique_ptr<Process>> Sandbox::StartProcess(const std::vector<std::st
   auto p = ch->Start(req);
   if (!p.ok()) return Diagnose(p.error());
   return std::move(*p);
+}
+
+// ---- Background processes ----
+
+Result<std::uint32_t> Sandbox::StartBackground(const std::vector<std::string>& argv,
+                                               const BackgroundOptions& o) {
+  if (argv.empty()) return Error::InvalidArgument("exec: empty command");
+  if (o.timeout > 0) AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(o.timeout, idle_ttl_));
+  AGVISOR_RETURN_IF_ERROR(ValidateExecEnvUser(o.env, o.user));
+  proto::ExecRequest req;
+  req.argv = argv;
+  req.env = o.env;
+  req.cwd = o.cwd;
+  req.user = o.user;
+  req.timeout_ms = TimeoutMs(o.timeout);
+  req.flags = proto::kExecBackground;
+  if (o.stdin) req.flags |= proto::kExecStdin;
+  // A session of its own: the EXEC stream stays the process's sink until its session ends (the
+  // protocol has no detach), and a shared session would stop reading its output.
+  auto ch = AGVISOR_TRY(OpenChannel());
+  auto p = ch->Start(req);
+  if (!p.ok()) return Diagnose(p.error().WithContext("start in " + container_name_));
+  auto pid = (*p)->WaitStarted();
+  if (!pid.ok()) return Diagnose(pid.error().WithContext("start in " + container_name_));
+  // Destroying the Process and then the session detaches: the process keeps running.
+  return *pid;
+}
+
+Result<std::vector<ProcessInfo>> Sandbox::ListProcesses() {
+  auto ch = AGVISOR_TRY(Channel());
+  auto r = ch->ListProcesses();
+  if (!r.ok()) return Diagnose(r.error());
+  return r;
+}
+
+Result<std::unique_ptr<Process>> Sandbox::AttachProcess(std::uint32_t pid) {
+  // A session of its own, so that destroying the Process (its last owner) detaches.
+  auto ch = AGVISOR_TRY(OpenChannel());
+  auto p = ch->AttachProcess(pid);
+  if (!p.ok()) return Diagnose(p.error());
+  return std::move(*p);
+}
+
+Result<ProcessExit> Sandbox::AttachProcess(std::uint32_t pid,
+                                           const channel::ExecCallbacks& callbacks) {
+  auto p = AGVISOR_TRY(AttachProcess(pid));
+  auto exit = p->Wait(callbacks);
+  if (!exit.ok()) {
+    return Diagnose(exit.error().WithContext("attach to process " + std::to_string(pid) + " in " +
+                                             container_name_));
+  }
+  return *exit;
+}
+
+Result<void> Sandbox::Signal(std::uint32_t pid, int signal) {
+  // A session of its own: signalling attaches, and the session's end detaches again.
+  auto ch = AGVISOR_TRY(OpenChannel());
+  auto r = ch->SignalProcess(pid, signal);
+  if (r.ok()) return Ok();
+  if (r.error().code() != ErrorCode::kConflict) {
+    return Diagnose(r.error().WithContext("in " + container_name_));
+  }
+  // Another client is attached to it: kill(1) inside, as the default user, does the same (the
+  // process group first; a pty child's own group may not exist yet).
+  const std::string sig = std::to_string(signal), p = std::to_string(pid);
+  auto k = Exec({"sh", "-c", "kill -" + sig + " -" + p + " 2>/dev/null || kill -" + sig + " " + p},
+                {.timeout = 30});
+  if (!k.ok()) return k.error().WithContext("signal process " + p);
+  if (k->exit_code != 0) {
+    return Error::PermissionDenied("signal process " + p + " in " + container_name_ +
+                                   " (attached to another client, so through kill(1)): " + k->err);
+  }
+  return Ok();
 }
 
 namespace {

@@ -10,7 +10,9 @@
 // (channel/, docs/protocol.md): Create attaches to PID 1's stdio before start and serves the
 // channel there (no exec on the create path); a handle from Open / resume / List opens it lazily
 // with one `docker exec -i agvisor-agent connect` relay. A channel that drops is reopened by the
-// next call; a sandbox that died is reported as kSandboxDied with its reason.
+// next call; a sandbox that died is reported as kSandboxDied with its reason. Starting, attaching
+// to and signalling a background process each open a relay of their own (the protocol has no
+// detach: a process stays attached to its session until that ends).
 //
 // Lifecycle (the seed's promises, see docs/lifecycle.md):
 //   - Create() with a name re-attaches to a running sandbox of that name (its processes alive);
@@ -92,6 +94,19 @@ struct ProcessOptions {
   std::string user;
 };
 
+// A command that keeps running when the client disconnects (StartBackground).
+struct BackgroundOptions {
+  bool stdin = false;            // a stdin pipe the caller may Write through AttachProcess
+  double timeout = 0;            // seconds; 0 = none
+  std::vector<std::string> env;  // "K=V"
+  std::string cwd;
+  std::string user;
+};
+// One background process as the agent lists it (running, or among the newest 64 finished).
+using ProcessInfo = proto::ProcInfo;
+// How a process ended: exit_code (128+N for signal N, 124 = timed out), signal, timed_out.
+using ProcessExit = proto::Exit;
+
 // Why a sandbox is no longer running.
 enum class EndReason { kNone, kStopped, kLifetime, kIdle, kOutOfMemory, kKilled, kGone };
 std::string_view EndReasonName(EndReason reason);  // "lifetime", "out of memory", ...
@@ -140,6 +155,27 @@ class Sandbox {
   // Waits (output goes to the callbacks given to Wait). Errors: as Exec.
   Result<std::unique_ptr<Process>> StartProcess(const std::vector<std::string>& argv,
                                                 const ProcessOptions& options = {});
+
+  // ---- Background processes: they outlive this handle and the client's connection ----
+  // The agent keeps the last 1 MiB of each one's output for a later AttachProcess.
+  // Starts argv in the background and returns its pid. Errors: as Exec.
+  Result<std::uint32_t> StartBackground(const std::vector<std::string>& argv,
+                                        const BackgroundOptions& options = {});
+  // The background processes, running and recently finished. Errors: kSandboxDied, kUnavailable.
+  Result<std::vector<ProcessInfo>> ListProcesses();
+  // Attaches to background process `pid` on a session of its own: Wait delivers the kept output,
+  // then live output and the exit; Signal/Resize/Write work. Destroying the Process detaches
+  // (the process keeps running). Wait's errors: kNotFound (no background process `pid`),
+  // kConflict (another client is attached to it), kSandboxDied, kUnavailable.
+  Result<std::unique_ptr<Process>> AttachProcess(std::uint32_t pid);
+  // AttachProcess and Wait: replayed and live output to `callbacks`, until the process exits.
+  Result<ProcessExit> AttachProcess(std::uint32_t pid, const channel::ExecCallbacks& callbacks);
+  // Sends `signal` to background process `pid` (its process group); a finished one is left
+  // alone. Through the agent (attach + SIGNAL on a session of its own); when another client is
+  // attached, through kill(1) inside as the default user. Errors: kNotFound (no background
+  // process `pid`), kInvalidArgument (signal), kPermissionDenied (kill(1) failed),
+  // kSandboxDied, kUnavailable.
+  Result<void> Signal(std::uint32_t pid, int signal);
 
   // ---- Files (paths absolute inside the sandbox; its own view, symlinks resolved inside) ----
   // Errors of each: kNotFound, kPermissionDenied, kInvalidArgument (relative path), kConflict
@@ -193,6 +229,8 @@ class Sandbox {
   // The open channel, or a new one through the connect relay. Errors: kSandboxDied,
   // kUnavailable.
   Result<std::shared_ptr<channel::Channel>> Channel();
+  // A new channel through a connect relay, not shared (its own session). Errors: as Channel().
+  Result<std::shared_ptr<channel::Channel>> OpenChannel();
   // Opens the channel on PID 1's stdio: attach (before start), start, handshake.
   Result<void> StartAndAttach(const std::string& id);
   // `op`'s error, diagnosed (kSandboxDied) when the channel broke.
