@@ -99,5 +99,37 @@ TEST_F(CliChannelTest, PortForwardRelaysLocalConnections) {
   (void)pf->Wait();
 }
 
+TEST_F(CliChannelTest, DetachPsAttachKill) {
+  auto started = Cli({"exec", "-d", *name_, "--", "echo one; sleep 1; echo two; exit 7"});
+  ASSERT_EQ(started.status.exit_code, 0) << started.err;
+  const std::string pid = started.out.substr(0, started.out.find('\n'));
+  ASSERT_FALSE(pid.empty());
+  ASSERT_EQ(pid.find_first_not_of("0123456789"), std::string::npos) << started.out;
+  auto ps = Cli({"ps", *name_});
+  EXPECT_EQ(ps.status.exit_code, 0) << ps.err;
+  EXPECT_THAT(ps.out, HasSubstr("PID"));
+  EXPECT_THAT(ps.out, HasSubstr("COMMAND"));
+  EXPECT_THAT(ps.out, HasSubstr(pid));
+  auto attach = Cli({"attach", *name_, pid});
+  EXPECT_EQ(attach.status.exit_code, 7) << attach.err;
+  EXPECT_EQ(attach.out, "one\ntwo\n");
+  auto json = Cli({"--json", "ps", *name_});
+  EXPECT_THAT(json.out, HasSubstr("\"pid\":" + pid));
+  EXPECT_THAT(json.out, HasSubstr("\"exit_code\":7"));
+
+  auto sleeper = Cli({"exec", "--detach", *name_, "--", "sleep", "300"});
+  ASSERT_EQ(sleeper.status.exit_code, 0) << sleeper.err;
+  const std::string spid = sleeper.out.substr(0, sleeper.out.find('\n'));
+  auto kill = Cli({"kill", "-s", "KILL", *name_, spid});
+  EXPECT_EQ(kill.status.exit_code, 0) << kill.err;
+  auto killed = Cli({"attach", *name_, spid});
+  EXPECT_EQ(killed.status.exit_code, 128 + 9) << killed.err;
+  auto missing = Cli({"kill", *name_, "999999"});
+  EXPECT_EQ(missing.status.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("999999"));
+  auto bad_signal = Cli({"kill", "-s", "NOPE", *name_, spid});
+  EXPECT_EQ(bad_signal.status.exit_code, 2);
+}
+
 }  // namespace
 }  // namespace agvisor

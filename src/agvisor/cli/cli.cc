@@ -100,6 +100,9 @@ int RunCli(int argc, char** argv) {
   AddCreate(app, g, &exit_code);
   AddRun(app, g, &exit_code);
   AddExec(app, g, &exit_code);
+  AddPs(app, g, &exit_code);
+  AddAttach(app, g, &exit_code);
+  AddKill(app, g, &exit_code);
   AddShell(app, g, &exit_code);
   AddCopy(app, g, &exit_code);
   AddPortForward(app, g, &exit_code);

@@ -55,5 +55,8 @@ void AddDoctor(CLI::App& app, GlobalOptions& g, int* exit_code);
 void AddCopy(CLI::App& app, GlobalOptions& g, int* exit_code);
 void AddShell(CLI::App& app, GlobalOptions& g, int* exit_code);
 void AddPortForward(CLI::App& app, GlobalOptions& g, int* exit_code);
+void AddPs(CLI::App& app, GlobalOptions& g, int* exit_code);
+void AddKill(CLI::App& app, GlobalOptions& g, int* exit_code);
+void AddAttach(CLI::App& app, GlobalOptions& g, int* exit_code);
 
 }  // namespace agvisor::cli

@@ -164,10 +164,39 @@ void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code) {
   cmd->add_option("sandbox", *name, "sandbox name (or its agvisor-... container name)")->required();
   auto flags = std::make_shared<ExecFlags>();
   flags->Add(*cmd);
-  cmd->callback([&g, exit_code, name, flags] {
+  auto detach = std::make_shared<bool>(false);
+  cmd->add_flag("-d,--detach", *detach,
+                "start the command in the background and print its pid; it keeps running after "
+                "this client exits (see ps, attach, kill). No timeout unless -t is given");
+  cmd->callback([&g, exit_code, name, flags, detach, cmd] {
+    if (*detach && flags->stdin_input) {
+      *exit_code = ReportError(Error::InvalidArgument("exec: --detach and --stdin do not mix"));
+      return;
+    }
     auto sb = Sandbox::Open(ResolveContainerName(*name), g.host);
     if (!sb.ok()) {
       *exit_code = ReportError(sb.error());
+      return;
+    }
+    if (*detach) {
+      BackgroundOptions o;
+      if (cmd->count("--timeout") > 0) o.timeout = flags->timeout;
+      o.env = flags->env;
+      o.cwd = flags->cwd;
+      o.user = flags->user;
+      std::vector<std::string> argv = flags->command;
+      if (argv.size() == 1) argv = {"sh", "-c", flags->command.front()};
+      auto pid = (*sb)->StartBackground(argv, o);
+      if (!pid.ok()) {
+        int rc = ReportError(pid.error());
+        *exit_code = rc == kExitSandboxDied || rc == kExitUsage ? rc : kExitExecFailure;
+        return;
+      }
+      if (g.json) {
+        std::cout << boost::json::serialize(boost::json::object{{"pid", *pid}}) << "\n";
+      } else {
+        std::cout << *pid << "\n";
+      }
       return;
     }
     auto r = RunIn(**sb, *flags);

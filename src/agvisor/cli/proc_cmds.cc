@@ -1,0 +1,135 @@
+// ps, attach, kill: background processes (started with `exec --detach`).
+#include <boost/json.hpp>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "agvisor/cli/common.h"
+#include "agvisor/sandbox/sandbox.h"
+
+namespace agvisor::cli {
+namespace {
+
+// "TERM", "SIGTERM", "term" or a number.
+Result<int> ParseSignal(std::string s) {
+  if (s.empty()) return Error::InvalidArgument("kill: empty signal");
+  if (s.find_first_not_of("0123456789") == std::string::npos) {
+    if (s.size() > 3) return Error::InvalidArgument("kill: signal " + s + " out of range");
+    int n = std::stoi(s);
+    if (n <= 0 || n > 64) return Error::InvalidArgument("kill: signal " + s + " out of range");
+    return n;
+  }
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (s.starts_with("SIG")) s.erase(0, 3);
+  static const std::pair<const char*, int> kNames[] = {
+      {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+      {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"STOP", SIGSTOP},
+      {"CONT", SIGCONT}, {"ALRM", SIGALRM}, {"PIPE", SIGPIPE}, {"WINCH", SIGWINCH}};
+  for (const auto& [name, n] : kNames) {
+    if (s == name) return n;
+  }
+  return Error::InvalidArgument("kill: unknown signal '" + s + "' (a number or e.g. TERM, KILL)");
+}
+
+Result<std::unique_ptr<Sandbox>> OpenNamed(const std::string& name, const GlobalOptions& g) {
+  return Sandbox::Open(ResolveContainerName(name), g.host);
+}
+
+}  // namespace
+
+void AddPs(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto* cmd = app.add_subcommand("ps",
+                                 "list a sandbox's background processes (exec --detach), running "
+                                 "and recently finished");
+  auto name = std::make_shared<std::string>();
+  cmd->add_option("sandbox", *name, "sandbox name (or its agvisor-... container name)")->required();
+  cmd->callback([&g, exit_code, name] {
+    auto sb = OpenNamed(*name, g);
+    if (!sb.ok()) {
+      *exit_code = ReportError(sb.error());
+      return;
+    }
+    auto list = (*sb)->ListProcesses();
+    if (!list.ok()) {
+      *exit_code = ReportError(list.error());
+      return;
+    }
+    if (g.json) {
+      boost::json::array a;
+      for (const auto& p : *list) {
+        boost::json::object o{
+            {"pid", p.pid}, {"state", p.running ? "running" : "exited"}, {"command", p.argv0}};
+        if (p.running) {
+          o["exit_code"] = nullptr;
+        } else {
+          o["exit_code"] = p.exit_code;
+        }
+        a.push_back(std::move(o));
+      }
+      std::cout << boost::json::serialize(a) << "\n";
+      return;
+    }
+    std::printf("%-8s %-8s %-5s %s\n", "PID", "STATE", "EXIT", "COMMAND");
+    for (const auto& p : *list) {
+      std::string exit = p.running ? "-" : std::to_string(p.exit_code);
+      std::printf("%-8u %-8s %-5s %s\n", p.pid, p.running ? "running" : "exited", exit.c_str(),
+                  p.argv0.c_str());
+    }
+  });
+}
+
+void AddAttach(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto* cmd = app.add_subcommand("attach",
+                                 "show a background process's kept output (its last 1 MiB), then "
+                                 "its live output; exits with the process's exit code. Ctrl-C "
+                                 "detaches (the process keeps running)");
+  auto name = std::make_shared<std::string>();
+  auto pid = std::make_shared<std::uint32_t>(0);
+  cmd->add_option("sandbox", *name, "sandbox name (or its agvisor-... container name)")->required();
+  cmd->add_option("pid", *pid, "the pid `exec --detach` printed (see ps)")->required();
+  cmd->callback([&g, exit_code, name, pid] {
+    auto sb = OpenNamed(*name, g);
+    if (!sb.ok()) {
+      *exit_code = ReportError(sb.error());
+      return;
+    }
+    channel::ExecCallbacks cb;
+    cb.on_stdout = [](std::string_view b) { WriteAll(1, b); };
+    cb.on_stderr = [](std::string_view b) { WriteAll(2, b); };
+    auto exit = (*sb)->AttachProcess(*pid, cb);
+    if (!exit.ok()) {
+      int rc = ReportError(exit.error());
+      *exit_code = rc == kExitSandboxDied || rc == kExitUsage ? rc : kExitExecFailure;
+      return;
+    }
+    *exit_code = exit->exit_code;
+  });
+}
+
+void AddKill(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto* cmd = app.add_subcommand("kill",
+                                 "send a signal (default TERM) to a background process's process "
+                                 "group");
+  auto name = std::make_shared<std::string>();
+  auto pid = std::make_shared<std::uint32_t>(0);
+  auto signal = std::make_shared<std::string>("TERM");
+  cmd->add_option("-s,--signal", *signal, "signal name or number, e.g. TERM, KILL, INT, 9")
+      ->capture_default_str();
+  cmd->add_option("sandbox", *name, "sandbox name (or its agvisor-... container name)")->required();
+  cmd->add_option("pid", *pid, "the pid `exec --detach` printed (see ps)")->required();
+  cmd->callback([&g, exit_code, name, pid, signal] {
+    auto sig = ParseSignal(*signal);
+    if (!sig.ok()) {
+      *exit_code = ReportError(sig.error());
+      return;
+    }
+    auto sb = OpenNamed(*name, g);
+    if (!sb.ok()) {
+      *exit_code = ReportError(sb.error());
+      return;
+    }
+    if (auto r = (*sb)->Signal(*pid, *sig); !r.ok()) *exit_code = ReportError(r.error());
+  });
+}
+
+}  // namespace agvisor::cli
