@@ -15,6 +15,7 @@
 #include "agvisor/base/subprocess.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/sweep.h"
 #include "tests/integration/test_env.h"
 
 namespace agvisor {
@@ -303,8 +304,14 @@ TEST_F(ReliabilityTest, KilledClientsLeakNothingBeyondLifetimeAndListFindsTheRes
     bool found = std::any_of(list->begin(), list->end(),
                              [&](const SandboxInfo& i) { return i.container_id == c.id; });
     EXPECT_TRUE(found) << "list does not show leftover " << c.id;
-    EXPECT_TRUE(Sandbox::Remove(c.names.front(), "", false).ok());
   }
+  // The sweep Sandbox::Create runs once per host removes them (here without its age limit).
+  auto swept = SweepNeverStarted(**docker, 0s);
+  ASSERT_TRUE(swept.ok()) << swept.error().ToString();
+  EXPECT_GE(*swept, static_cast<int>(left.size()));
+  auto after = (*docker)->ListContainers(true, {label});
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(after->empty()) << after->size() << " never-started containers left";
 }
 
 }  // namespace

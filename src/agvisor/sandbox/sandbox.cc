@@ -22,6 +22,7 @@
 #include "agvisor/proto/exit_codes.h"
 #include "agvisor/sandbox/agent_blob.h"
 #include "agvisor/sandbox/host_caps.h"
+#include "agvisor/sandbox/sweep.h"
 
 namespace agvisor {
 namespace {
@@ -423,6 +424,8 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxSpec& spec) {
       (void)docker->RemoveContainer(*id, /*force=*/true, /*remove_volumes=*/false);
       return r.error().WithContext("start sandbox " + cname);
     }
+    // What killed clients left between create and start (once per host per process).
+    SweepNeverStartedOnce(spec.host, *docker);
     return handle;
   }
   return Error::Conflict("sandbox " + cname +
