@@ -551,19 +551,33 @@ std::uint64_t TimeoutMs(double seconds) {
   return seconds > 0 ? static_cast<std::uint64_t>(std::llround(seconds * 1000)) : 0;
 }
 
+// The EXEC request shared by Exec, StartProcess and StartBackground, validated first. A timeout
+// of 0 means none, where `timeout_optional`.
+Result<proto::ExecRequest> BuildExecRequest(const std::vector<std::string>& argv,
+                                            const std::vector<std::string>& env,
+                                            const std::string& cwd, const std::string& user,
+                                            double timeout, bool timeout_optional,
+                                            std::optional<std::int64_t> idle_ttl) {
+  if (argv.empty()) return Error::InvalidArgument("exec: empty command");
+  if (!timeout_optional || timeout > 0) {
+    AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(timeout, idle_ttl));
+  }
+  AGVISOR_RETURN_IF_ERROR(ValidateExecEnvUser(env, user));
+  proto::ExecRequest req;
+  req.argv = argv;
+  req.env = env;
+  req.cwd = cwd;
+  req.user = user;
+  // The agent enforces the timeout on the whole process tree (EXIT says timed_out, 124).
+  req.timeout_ms = TimeoutMs(timeout);
+  return req;
+}
+
 }  // namespace
 
 Result<ExecResult> Sandbox::Exec(const std::vector<std::string>& argv, const ExecOptions& o) {
-  if (argv.empty()) return Error::InvalidArgument("exec: empty command");
-  AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(o.timeout, idle_ttl_));
-  AGVISOR_RETURN_IF_ERROR(ValidateExecEnvUser(o.env, o.user));
-  proto::ExecRequest req;
-  req.argv = argv;
-  req.env = o.env;
-  req.cwd = o.cwd;
-  req.user = o.user;
-  // The agent enforces the timeout on the whole process tree (EXIT says timed_out, 124).
-  req.timeout_ms = TimeoutMs(o.timeout);
+  proto::ExecRequest req = AGVISOR_TRY(BuildExecRequest(argv, o.env, o.cwd, o.user, o.timeout,
+                                                        /*timeout_optional=*/false, idle_ttl_));
 
   ExecResult res;
   const bool streaming = o.on_output || o.on_stdout || o.on_stderr;
@@ -605,15 +619,8 @@ Result<ExecResult> Sandbox::Exec(const std::vector<std::string>& argv, const Exe
 
 Result<std::unique_ptr<Process>> Sandbox::StartProcess(const std::vector<std::string>& argv,
                                                        const ProcessOptions& o) {
-  if (argv.empty()) return Error::InvalidArgument("exec: empty command");
-  if (o.timeout > 0) AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(o.timeout, idle_ttl_));
-  AGVISOR_RETURN_IF_ERROR(ValidateExecEnvUser(o.env, o.user));
-  proto::ExecRequest req;
-  req.argv = argv;
-  req.env = o.env;
-  req.cwd = o.cwd;
-  req.user = o.user;
-  req.timeout_ms = TimeoutMs(o.timeout);
+  proto::ExecRequest req = AGVISOR_TRY(BuildExecRequest(argv, o.env, o.cwd, o.user, o.timeout,
+                                                        /*timeout_optional=*/true, idle_ttl_));
   if (o.stdin) req.flags |= proto::kExecStdin;
   if (o.pty) {
     req.flags |= proto::kExecPty;
@@ -630,15 +637,8 @@ Result<std::unique_ptr<Process>> Sandbox::StartProcess(const std::vector<std::st
 
 Result<std::uint32_t> Sandbox::StartBackground(const std::vector<std::string>& argv,
                                                const BackgroundOptions& o) {
-  if (argv.empty()) return Error::InvalidArgument("exec: empty command");
-  if (o.timeout > 0) AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(o.timeout, idle_ttl_));
-  AGVISOR_RETURN_IF_ERROR(ValidateExecEnvUser(o.env, o.user));
-  proto::ExecRequest req;
-  req.argv = argv;
-  req.env = o.env;
-  req.cwd = o.cwd;
-  req.user = o.user;
-  req.timeout_ms = TimeoutMs(o.timeout);
+  proto::ExecRequest req = AGVISOR_TRY(BuildExecRequest(argv, o.env, o.cwd, o.user, o.timeout,
+                                                        /*timeout_optional=*/true, idle_ttl_));
   req.flags = proto::kExecBackground;
   if (o.stdin) req.flags |= proto::kExecStdin;
   // A session of its own: the EXEC stream stays the process's sink until its session ends (the
