@@ -317,7 +317,7 @@ class FileStream : public Stream {
   void Resume() override {
     if (!op_ || !op_->is_streaming_out()) return;
     // Bounded: the room never exceeds the session's queue high-water mark.
-    for (;;) {
+    while (op_) {
       std::size_t room = std::min<std::size_t>(SendRoom(), proto::kMaxPayload);
       if (room == 0) return;
       auto chunk = op_->Pull(room);
@@ -390,12 +390,26 @@ std::unique_ptr<Stream> StartFileStream(Session* session, const Frame& f) {
 Stream::Stream(Session* session, std::uint32_t id)
     : session_(session), id_(id), credit_(session->initial_window()) {}
 
+void Stream::ResumeSafely() {
+  // A stream that ended stays alive until the session's Collect, so the flags stay valid here.
+  if (resuming_) {
+    resume_again_ = true;
+    return;
+  }
+  resuming_ = true;
+  do {
+    resume_again_ = false;
+    Resume();
+  } while (resume_again_);
+  resuming_ = false;
+}
+
 void Stream::Deliver(const Frame& f) {
   if (f.type == Type::kWindow) {
     auto w = proto::Window::Decode(f.payload);
     if (w.ok()) {
       credit_ += w->bytes;
-      Resume();
+      ResumeSafely();
     }
     return;
   }
@@ -599,7 +613,7 @@ void Session::ResumeStreams() {
   for (auto& [id, s] : streams_) all.push_back(s.get());
   for (Stream* s : all) {
     if (closed_) return;
-    if (streams_.contains(s->id()) && streams_[s->id()].get() == s) s->Resume();
+    if (streams_.contains(s->id()) && streams_[s->id()].get() == s) s->ResumeSafely();
   }
 }
 
@@ -806,7 +820,7 @@ void Session::Open(const Frame& f) {
       if (stream) {
         Stream* raw = stream.get();
         streams_[f.stream] = std::move(stream);
-        raw->Resume();
+        raw->ResumeSafely();
       }
       return;
     }

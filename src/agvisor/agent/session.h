@@ -55,8 +55,13 @@ class Stream {
   void Deliver(const proto::Frame& frame);
   // Room to send more payload: the stream's credit, limited by the session's queue.
   std::size_t SendRoom() const;
-  // There may be room again (WINDOW arrived or the session's queue drained).
+  // There may be room again (WINDOW arrived or the session's queue drained). Callers use
+  // ResumeSafely: sending from Resume can drain the session's queue, which resumes every stream,
+  // this one included, from inside its own Resume.
   virtual void Resume() {}
+  // Resume, never re-entered for the same stream: a nested call is turned into one more pass
+  // after the running one.
+  void ResumeSafely();
 
  protected:
   virtual void OnFrame(const proto::Frame& frame) = 0;
@@ -73,6 +78,10 @@ class Stream {
   std::uint32_t id_;
   std::uint64_t credit_;
   std::size_t ungranted_ = 0;
+
+ private:
+  bool resuming_ = false;
+  bool resume_again_ = false;
 };
 
 class Session {
