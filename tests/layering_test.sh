@@ -12,7 +12,8 @@ declare -A allowed=(
   [channel]="proto base"
   [sandbox]="channel docker http proto base"
   [images]="docker http base"
-  [cli]="sandbox images channel docker http proto base"
+  [gateway]="sandbox channel docker http proto base"
+  [cli]="gateway sandbox images channel docker http proto base"
 )
 status=0
 for dir in */; do
