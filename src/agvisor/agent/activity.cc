@@ -24,6 +24,12 @@ void ActivityTracker::HoldEnded(Clock::time_point now) {
   if (holds_ > 0 && --holds_ == 0) idle_since_ = now;
 }
 
+void ActivityTracker::SetPolicy(ExpiryPolicy policy, Clock::time_point now) {
+  policy_ = policy;
+  start_ = now;
+  idle_since_ = now;
+}
+
 std::chrono::milliseconds ActivityTracker::IdleFor(Clock::time_point now) const {
   if (holds_ > 0 || now < idle_since_) return std::chrono::milliseconds(0);
   return std::chrono::duration_cast<std::chrono::milliseconds>(now - idle_since_);

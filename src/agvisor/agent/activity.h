@@ -48,6 +48,11 @@ class ActivityTracker {
   void HoldEnded(Clock::time_point now);
   int holders() const { return holds_; }
 
+  // Replaces the policy at `now` (SET_DEADLINES): the new lifetime counts from `now` and the
+  // idle clock restarts there (holds in flight are kept).
+  void SetPolicy(ExpiryPolicy policy, Clock::time_point now);
+  const ExpiryPolicy& policy() const { return policy_; }
+
   // Pure: what to do at `now`.
   ExpiryDecision Decide(Clock::time_point now) const;
 

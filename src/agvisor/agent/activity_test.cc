@@ -37,6 +37,26 @@ TEST(ActivityTrackerTest, IdleCountsFromStartWhenNobodyConnects) {
   EXPECT_EQ(t.Decide(At(seconds(10))).stop, StopReason::kIdle);
 }
 
+TEST(ActivityTrackerTest, SetPolicyRestartsBothClocksAtThatMoment) {
+  // A pool member: a safety lifetime of 60 s, handed out at 50 s with lifetime 30 / idle 10.
+  ActivityTracker t({.lifetime = seconds(60)}, kT0);
+  t.SetPolicy({.lifetime = seconds(30), .idle_ttl = seconds(10)}, At(seconds(50)));
+  EXPECT_EQ(t.policy().lifetime, seconds(30));
+  auto d = t.Decide(At(seconds(59)));
+  EXPECT_EQ(d.stop, StopReason::kNone);  // idle counts from 50 s, not from start
+  EXPECT_EQ(d.next_check, At(seconds(60)));
+  EXPECT_EQ(t.Decide(At(seconds(60))).stop, StopReason::kIdle);
+  t.HoldStarted(At(seconds(55)));
+  EXPECT_EQ(t.Decide(At(seconds(79))).stop, StopReason::kNone);  // old lifetime (60 s) is gone
+  EXPECT_EQ(t.Decide(At(seconds(80))).stop, StopReason::kLifetime);
+  // Clearing both: never stops, holds in flight still counted.
+  t.SetPolicy({}, At(seconds(81)));
+  EXPECT_EQ(t.holders(), 1);
+  d = t.Decide(At(seconds(100000)));
+  EXPECT_EQ(d.stop, StopReason::kNone);
+  EXPECT_FALSE(d.next_check);
+}
+
 TEST(ActivityTrackerTest, HoldIsActivityForItsWholeDuration) {
   ActivityTracker t({.idle_ttl = seconds(10)}, kT0);
   t.HoldStarted(At(seconds(5)));

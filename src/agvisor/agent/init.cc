@@ -114,11 +114,12 @@ class InitServer {
 
   void LogStop(StopReason reason) const {
     switch (reason) {
+      // The tracker's policy: SET_DEADLINES may have replaced the command line's.
       case StopReason::kLifetime:
-        LogLine("lifetime " + FormatSeconds(*options_.lifetime) + " reached, stopping");
+        LogLine("lifetime " + FormatSeconds(*tracker_.policy().lifetime) + " reached, stopping");
         break;
       case StopReason::kIdle:
-        LogLine("idle for " + FormatSeconds(*options_.idle_ttl) + " (idle-ttl), stopping");
+        LogLine("idle for " + FormatSeconds(*tracker_.policy().idle_ttl) + " (idle-ttl), stopping");
         break;
       default:
         LogLine(signal_name_ + " received, stopping");

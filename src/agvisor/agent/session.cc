@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "agvisor/agent/cli.h"
 #include "agvisor/agent/log.h"
 #include "agvisor/agent/user.h"
 #include "agvisor/agent/version.h"
@@ -54,6 +55,7 @@ bool IsOpening(Type t) {
     case Type::kPortOpen:
     case Type::kProcList:
     case Type::kProcAttach:
+    case Type::kSetDeadlines:
       return true;
     default:
       return false;
@@ -804,6 +806,27 @@ void Session::Open(const Frame& f) {
         return error(WireError::kResourceExhausted, "PROC_LIST: too many processes");
       }
       SendFrame(FrameOf(Type::kProcListResult, f.stream, payload));
+      return;
+    }
+    case Type::kSetDeadlines: {
+      auto req = proto::SetDeadlines::Decode(f.payload);
+      if (!req.ok()) return ProtocolError(WireError::kProtocol, req.error().message());
+      // The command line's bound (100 years): larger values would overflow the clock.
+      constexpr std::uint64_t kMaxMs = 100ULL * 365 * 24 * 3600 * 1000;
+      if (req->lifetime_ms > kMaxMs || req->idle_ttl_ms > kMaxMs) {
+        return error(WireError::kInvalidArgument,
+                     "SET_DEADLINES: lifetime and idle-ttl must be at most 100 years");
+      }
+      ExpiryPolicy policy;
+      if (req->lifetime_ms > 0) policy.lifetime = std::chrono::milliseconds(req->lifetime_ms);
+      if (req->idle_ttl_ms > 0) policy.idle_ttl = std::chrono::milliseconds(req->idle_ttl_ms);
+      svc_.tracker->SetPolicy(policy, Clock::now());
+      LogLine(name_ + ": deadlines set: lifetime " +
+              (policy.lifetime ? FormatSeconds(*policy.lifetime) : std::string("none")) +
+              ", idle-ttl " +
+              (policy.idle_ttl ? FormatSeconds(*policy.idle_ttl) : std::string("none")) +
+              " from now");
+      SendFrame(FrameOf(Type::kOk, f.stream, {}));
       return;
     }
     case Type::kPortOpen: {

@@ -533,6 +533,22 @@ Result<std::vector<proto::ProcInfo>> Channel::ListProcesses() {
   return std::move(r->procs);
 }
 
+Result<void> Channel::SetDeadlines(std::optional<std::chrono::milliseconds> lifetime,
+                                   std::optional<std::chrono::milliseconds> idle_ttl) {
+  proto::SetDeadlines req;
+  // 0 means none on the wire: a duration that rounds to 0 ms is sent as the smallest one.
+  auto ms = [](std::optional<std::chrono::milliseconds> d) -> std::uint64_t {
+    if (!d) return 0;
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(1, d->count()));
+  };
+  req.lifetime_ms = ms(lifetime);
+  req.idle_ttl_ms = ms(idle_ttl);
+  auto f = Call(Type::kSetDeadlines, req.Encode());
+  if (!f.ok()) return f.error().WithContext("set deadlines");
+  if (f->type != Type::kOk) return Unexpected(*f, "set deadlines");
+  return Ok();
+}
+
 Result<std::unique_ptr<Process>> Channel::AttachProcess(std::uint32_t pid) {
   auto s = AGVISOR_TRY(NewStream());
   auto r = Send(Type::kProcAttach, s->id, proto::ProcAttach{pid}.Encode());

@@ -212,6 +212,13 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // or the channel is lost).
   Result<std::unique_ptr<PortStream>> OpenPort(std::uint16_t port);
 
+  // ---- Sandbox control ----
+  // SET_DEADLINES: the agent replaces the sandbox's lifetime and idle-ttl; the lifetime counts
+  // from now and the idle clock restarts (nullopt = none). Errors: kInvalidArgument (more than
+  // 100 years), kUnavailable.
+  Result<void> SetDeadlines(std::optional<std::chrono::milliseconds> lifetime,
+                            std::optional<std::chrono::milliseconds> idle_ttl);
+
   // ---- Session ----
   // PING/PONG round trip. Errors: kUnavailable, kTimeout.
   Result<std::chrono::microseconds> Ping(

@@ -219,6 +219,32 @@ TEST_F(ChannelComponentTest, ManyThreadsOnOneChannel) {
   EXPECT_EQ(ok, 60);
 }
 
+TEST_F(ChannelComponentTest, SetDeadlinesEndsTheAgentAtTheNewIdleTtl) {
+  auto huge = ch_->SetDeadlines(std::chrono::hours(24 * 365 * 101), std::nullopt);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(huge.error().message(), HasSubstr("100 years"));
+  // Started without limits, the agent would run forever; SET_DEADLINES gives it an idle-ttl.
+  ASSERT_TRUE(ch_->SetDeadlines(std::nullopt, std::chrono::milliseconds(300)).ok());
+  auto t0 = std::chrono::steady_clock::now();
+  auto st = agent_->Wait();
+  ASSERT_TRUE(st.ok()) << st.error().ToString();
+  EXPECT_EQ(st->exit_code, 4) << st->ToString();  // kInitExitIdle
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+TEST_F(ChannelComponentTest, SetDeadlinesLifetimeHoldsWhileBusy) {
+  auto p = ch_->Start({.argv = {"sleep", "100"}});
+  ASSERT_TRUE(p.ok()) << p.error().ToString();
+  ASSERT_TRUE((*p)->WaitStarted().ok());
+  ASSERT_TRUE(ch_->SetDeadlines(std::chrono::milliseconds(400), std::nullopt).ok());
+  auto t0 = std::chrono::steady_clock::now();
+  auto st = agent_->Wait();
+  ASSERT_TRUE(st.ok()) << st.error().ToString();
+  EXPECT_EQ(st->exit_code, 3) << st->ToString();  // kInitExitLifetime, exec in flight or not
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
 TEST_F(ChannelComponentTest, AgentDeathFailsInFlightOperations) {
   std::thread killer([&] {
     // Kill once the command runs (a STARTED has been seen by then, or soon).

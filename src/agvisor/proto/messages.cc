@@ -114,6 +114,8 @@ std::string_view TypeName(Type type) {
       return "PROC_LIST_RESULT";
     case Type::kProcAttach:
       return "PROC_ATTACH";
+    case Type::kSetDeadlines:
+      return "SET_DEADLINES";
   }
   return "UNKNOWN";
 }
@@ -361,6 +363,8 @@ Result<void> CheckPayload(Type type, std::string_view p) {
       return Check(ProcListResult::Decode(p));
     case Type::kProcAttach:
       return Check(ProcAttach::Decode(p));
+    case Type::kSetDeadlines:
+      return Check(SetDeadlines::Decode(p));
     case Type::kStdin:
     case Type::kData:
       return Ok();  // raw bytes
@@ -808,6 +812,23 @@ Result<ProcAttach> ProcAttach::Decode(std::string_view payload) {
   Reader r(payload, "PROC_ATTACH");
   ProcAttach m;
   m.pid = AGVISOR_TRY(r.ReadU32("pid"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string SetDeadlines::Encode() const {
+  std::string out;
+  Writer w(out);
+  w.AppendU64(lifetime_ms);
+  w.AppendU64(idle_ttl_ms);
+  return out;
+}
+
+Result<SetDeadlines> SetDeadlines::Decode(std::string_view payload) {
+  Reader r(payload, "SET_DEADLINES");
+  SetDeadlines m;
+  m.lifetime_ms = AGVISOR_TRY(r.ReadU64("lifetime_ms"));
+  m.idle_ttl_ms = AGVISOR_TRY(r.ReadU64("idle_ttl_ms"));
   AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
   return m;
 }

@@ -89,6 +89,8 @@ enum class Type : std::uint8_t {
   kProcList = 0x50,
   kProcListResult = 0x51,
   kProcAttach = 0x52,
+  // Sandbox control.
+  kSetDeadlines = 0x70,
 };
 
 // True iff `raw` is one of the Type values above.
@@ -469,6 +471,19 @@ struct ProcAttach {
   std::string Encode() const;
   static Result<ProcAttach> Decode(std::string_view payload);
   bool operator==(const ProcAttach&) const = default;
+};
+
+// SET_DEADLINES (host -> agent, opens a stream; answered by OK): replaces the sandbox's lifetime
+// and idle-ttl (docs/protocol.md). The lifetime counts from the moment the agent receives it and
+// the idle clock restarts then; 0 = none. A warm pool starts members with a safety lifetime and
+// gives each the caller's limits when it is handed out.
+struct SetDeadlines {
+  std::uint64_t lifetime_ms = 0;
+  std::uint64_t idle_ttl_ms = 0;
+
+  std::string Encode() const;
+  static Result<SetDeadlines> Decode(std::string_view payload);
+  bool operator==(const SetDeadlines&) const = default;
 };
 
 }  // namespace agvisor::proto

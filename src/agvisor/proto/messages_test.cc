@@ -134,6 +134,21 @@ TEST(PayloadTest, PortAndProcessRoundTrips) {
   ExpectStrictRoundTrip(ProcAttach{42});
 }
 
+TEST(PayloadTest, SetDeadlinesIsTwoU64Milliseconds) {
+  ExpectStrictRoundTrip(SetDeadlines{});
+  ExpectStrictRoundTrip(SetDeadlines{600000, 0});
+  ExpectStrictRoundTrip(SetDeadlines{0, 30000});
+  ExpectStrictRoundTrip(SetDeadlines{~0ULL, 1});
+  const SetDeadlines d{0x0102030405060708ULL, 1500};
+  EXPECT_EQ(d.Encode(), "\x01\x02\x03\x04\x05\x06\x07\x08\0\0\0\0\0\0\x05\xdc"s);
+  auto short_one = SetDeadlines::Decode(std::string(15, '\0'));
+  ASSERT_FALSE(short_one.ok());
+  EXPECT_EQ(short_one.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(short_one.error().message().find("SET_DEADLINES"), std::string::npos)
+      << short_one.error().message();
+  EXPECT_FALSE(SetDeadlines::Decode(std::string(17, '\0')).ok());
+}
+
 TEST(PayloadTest, OutputIsFdThenRawBytes) {
   Output o{2, "err\0or"s};
   const std::string bytes = o.Encode();
@@ -282,6 +297,7 @@ TEST(PayloadTest, CheckPayloadCoversEveryType) {
       {Type::kProcList, ""},
       {Type::kProcListResult, ProcListResult{}.Encode()},
       {Type::kProcAttach, ProcAttach{1}.Encode()},
+      {Type::kSetDeadlines, SetDeadlines{1, 2}.Encode()},
   };
   std::set<Type> covered;
   for (const auto& [type, payload] : good) {
@@ -300,7 +316,7 @@ TEST(PayloadTest, CheckPayloadCoversEveryType) {
       EXPECT_TRUE(covered.count(static_cast<Type>(raw))) << raw;
     }
   }
-  EXPECT_EQ(known, 32);
+  EXPECT_EQ(known, 33);
   auto empty = CheckPayload(Type::kOk, "x");
   ASSERT_FALSE(empty.ok());
   EXPECT_EQ(empty.error().message(), "OK: expected an empty payload, got 1 bytes");
@@ -324,6 +340,8 @@ TEST(TypeTest, NamesAreUniqueAndSpelledAsInTheDocument) {
   EXPECT_EQ(TypeName(Type::kProcListResult), "PROC_LIST_RESULT");
   EXPECT_EQ(static_cast<int>(Type::kOk), 0x3A);
   EXPECT_EQ(static_cast<int>(Type::kProcAttach), 0x52);
+  EXPECT_EQ(static_cast<int>(Type::kSetDeadlines), 0x70);
+  EXPECT_EQ(TypeName(Type::kSetDeadlines), "SET_DEADLINES");
   EXPECT_FALSE(IsKnownType(0x00));
   EXPECT_FALSE(IsKnownType(0x08));
   EXPECT_FALSE(IsKnownType(0x3D));

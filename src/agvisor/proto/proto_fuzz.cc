@@ -101,6 +101,8 @@ bool DecodeAs(Type type, std::string_view p) {
       return Canonical<ProcListResult>(p);
     case Type::kProcAttach:
       return Canonical<ProcAttach>(p);
+    case Type::kSetDeadlines:
+      return Canonical<SetDeadlines>(p);
     case Type::kStdin:
     case Type::kData:
       return true;
