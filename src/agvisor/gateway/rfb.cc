@@ -1,0 +1,263 @@
+#include "agvisor/gateway/rfb.h"
+
+// VNC authentication needs single DES, which OpenSSL 3 keeps only as deprecated low-level calls
+// (the EVP cipher lives in the legacy provider). This file alone opts out of the deprecation
+// warnings; nothing else uses DES.
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/des.h>
+
+#include <cstring>
+
+namespace agvisor::gateway {
+namespace {
+
+constexpr std::size_t kVersionBytes = 12;
+constexpr std::uint8_t kSecurityNone = 1;
+constexpr std::uint8_t kSecurityVncAuth = 2;
+// Longest failure reason we accept from a server (a safety bound, not a protocol limit).
+constexpr std::uint32_t kMaxReason = 4096;
+
+std::uint32_t ReadU32(std::string_view b) {
+  return static_cast<std::uint32_t>(static_cast<unsigned char>(b[0])) << 24 |
+         static_cast<std::uint32_t>(static_cast<unsigned char>(b[1])) << 16 |
+         static_cast<std::uint32_t>(static_cast<unsigned char>(b[2])) << 8 |
+         static_cast<unsigned char>(b[3]);
+}
+
+std::string U32(std::uint32_t v) {
+  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+          static_cast<char>(v)};
+}
+
+// "RFB 003.008\n" -> minor version 8; -1 when it is not an RFB 3.x greeting.
+int ParseVersion(std::string_view v) {
+  if (v.size() != kVersionBytes || v.substr(0, 4) != "RFB " || v[7] != '.' || v[11] != '\n') {
+    return -1;
+  }
+  int major = 0;
+  int minor = 0;
+  for (int i = 4; i < 7; ++i) {
+    if (v[i] < '0' || v[i] > '9') return -1;
+    major = major * 10 + (v[i] - '0');
+  }
+  for (int i = 8; i < 11; ++i) {
+    if (v[i] < '0' || v[i] > '9') return -1;
+    minor = minor * 10 + (v[i] - '0');
+  }
+  if (major != 3) return -1;
+  return minor;
+}
+
+std::string Printable(std::string_view s) {
+  std::string out;
+  for (char c : s.substr(0, 200)) {
+    out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  }
+  return out;
+}
+
+std::uint8_t ReverseBits(std::uint8_t b) {
+  std::uint8_t r = 0;
+  for (int i = 0; i < 8; ++i) {
+    r = static_cast<std::uint8_t>(r << 1 | (b & 1));
+    b = static_cast<std::uint8_t>(b >> 1);
+  }
+  return r;
+}
+
+}  // namespace
+
+std::array<std::uint8_t, 8> DesEncryptBlock(const std::array<std::uint8_t, 8>& key,
+                                            const std::array<std::uint8_t, 8>& block) {
+  DES_cblock k;
+  std::memcpy(k, key.data(), 8);
+  DES_key_schedule schedule;
+  DES_set_key_unchecked(&k, &schedule);
+  DES_cblock in;
+  DES_cblock out;
+  std::memcpy(in, block.data(), 8);
+  DES_ecb_encrypt(&in, &out, &schedule, DES_ENCRYPT);
+  std::array<std::uint8_t, 8> result;
+  std::memcpy(result.data(), out, 8);
+  return result;
+}
+
+std::array<std::uint8_t, 16> VncAuthResponse(std::string_view password,
+                                             const std::array<std::uint8_t, 16>& challenge) {
+  std::array<std::uint8_t, 8> key{};
+  for (std::size_t i = 0; i < 8 && i < password.size(); ++i) {
+    key[i] = ReverseBits(static_cast<std::uint8_t>(password[i]));
+  }
+  std::array<std::uint8_t, 16> response;
+  for (std::size_t half = 0; half < 2; ++half) {
+    std::array<std::uint8_t, 8> block;
+    std::memcpy(block.data(), challenge.data() + 8 * half, 8);
+    auto enc = DesEncryptBlock(key, block);
+    std::memcpy(response.data() + 8 * half, enc.data(), 8);
+  }
+  return response;
+}
+
+Result<RfbStep> RfbClientHandshake::Feed(std::string_view bytes) {
+  buf_.append(bytes);
+  RfbStep step;
+  for (;;) {
+    switch (state_) {
+      case State::kVersion: {
+        if (buf_.size() < kVersionBytes) return step;
+        const int minor = ParseVersion(std::string_view(buf_).substr(0, kVersionBytes));
+        if (minor < 3) {
+          return Error::Unsupported("VNC server: not an RFB 3.x server (it sent \"" +
+                                    Printable(buf_.substr(0, kVersionBytes)) + "\")");
+        }
+        buf_.erase(0, kVersionBytes);
+        // 3.4-3.6 are 3.3 in disguise (RFC 6143 appendix A); anything past 3.8 speaks 3.8.
+        minor_ = minor >= 8 ? 8 : minor == 7 ? 7 : 3;
+        step.send += minor_ == 8   ? "RFB 003.008\n"
+                     : minor_ == 7 ? "RFB 003.007\n"
+                                   : "RFB 003.003\n";
+        state_ = minor_ == 3 ? State::kType33 : State::kTypes;
+        break;
+      }
+      case State::kTypes: {
+        if (buf_.empty()) return step;
+        const std::size_t n = static_cast<unsigned char>(buf_[0]);
+        if (n == 0) {
+          state_ = State::kReason;
+          buf_.erase(0, 1);
+          break;
+        }
+        if (buf_.size() < 1 + n) return step;
+        bool has_none = false;
+        bool has_vnc = false;
+        std::string offered;
+        for (std::size_t i = 0; i < n; ++i) {
+          const auto t = static_cast<std::uint8_t>(buf_[1 + i]);
+          has_none |= t == kSecurityNone;
+          has_vnc |= t == kSecurityVncAuth;
+          offered += (offered.empty() ? "" : ", ") + std::to_string(t);
+        }
+        buf_.erase(0, 1 + n);
+        if (!has_vnc && !has_none) {
+          return Error::Unsupported(
+              "VNC server offers no security type the gateway can answer "
+              "(offered " +
+              offered + "; it needs 2 = VNC authentication)");
+        }
+        security_type_ = has_vnc ? kSecurityVncAuth : kSecurityNone;
+        step.send += static_cast<char>(security_type_);
+        if (security_type_ == kSecurityVncAuth) {
+          state_ = State::kChallenge;
+        } else if (minor_ == 8) {
+          state_ = State::kResult;
+        } else {
+          state_ = State::kDone;
+        }
+        break;
+      }
+      case State::kType33: {
+        if (buf_.size() < 4) return step;
+        const std::uint32_t t = ReadU32(buf_);
+        buf_.erase(0, 4);
+        if (t == 0) {
+          state_ = State::kReason;
+        } else if (t == kSecurityVncAuth) {
+          security_type_ = kSecurityVncAuth;
+          state_ = State::kChallenge;
+        } else if (t == kSecurityNone) {
+          security_type_ = kSecurityNone;
+          state_ = State::kDone;
+        } else {
+          return Error::Unsupported("VNC server (RFB 3.3) wants security type " +
+                                    std::to_string(t) + "; the gateway answers only 1 and 2");
+        }
+        break;
+      }
+      case State::kChallenge: {
+        if (buf_.size() < 16) return step;
+        std::array<std::uint8_t, 16> challenge;
+        std::memcpy(challenge.data(), buf_.data(), 16);
+        buf_.erase(0, 16);
+        const auto response = VncAuthResponse(password_, challenge);
+        step.send.append(reinterpret_cast<const char*>(response.data()), response.size());
+        state_ = State::kResult;
+        break;
+      }
+      case State::kResult: {
+        if (buf_.size() < 4) return step;
+        const std::uint32_t result = ReadU32(buf_);
+        buf_.erase(0, 4);
+        if (result == 0) {
+          state_ = State::kDone;
+          break;
+        }
+        if (minor_ == 8) {
+          state_ = State::kReason;
+          break;
+        }
+        return Error::PermissionDenied("VNC server refused the desktop's password");
+      }
+      case State::kReason: {
+        if (buf_.size() < 4) return step;
+        const std::uint32_t len = ReadU32(buf_);
+        if (len > kMaxReason) {
+          return Error::InvalidArgument("VNC server: a failure reason of " + std::to_string(len) +
+                                        " bytes");
+        }
+        if (buf_.size() < 4 + len) return step;
+        const std::string reason = Printable(buf_.substr(4, len));
+        return security_type_ == kSecurityVncAuth
+                   ? Error::PermissionDenied("VNC server refused the desktop's password: " + reason)
+                   : Error::Unavailable("VNC server refused the connection: " + reason);
+      }
+      case State::kDone:
+        step.done = true;
+        return step;
+    }
+  }
+}
+
+Result<RfbStep> RfbServerHandshake::Feed(std::string_view bytes) {
+  buf_.append(bytes);
+  RfbStep step;
+  for (;;) {
+    switch (state_) {
+      case State::kVersion: {
+        if (buf_.size() < kVersionBytes) return step;
+        const int minor = ParseVersion(std::string_view(buf_).substr(0, kVersionBytes));
+        if (minor < 3) {
+          return Error::InvalidArgument("viewer: not an RFB 3.x client (it sent \"" +
+                                        Printable(buf_.substr(0, kVersionBytes)) + "\")");
+        }
+        buf_.erase(0, kVersionBytes);
+        if (minor >= 7) {
+          step.send += std::string("\x01\x01", 2);  // one type: None
+          state_ = State::kChoice;
+          // 3.7 has no SecurityResult after None; 3.8 does (sent once the choice arrives).
+          minor_ = minor >= 8 ? 8 : 7;
+        } else {
+          step.send += U32(kSecurityNone);  // 3.3: the server decides
+          state_ = State::kDone;
+        }
+        break;
+      }
+      case State::kChoice: {
+        if (buf_.empty()) return step;
+        const auto choice = static_cast<std::uint8_t>(buf_[0]);
+        buf_.erase(0, 1);
+        if (choice != kSecurityNone) {
+          return Error::InvalidArgument("viewer chose security type " + std::to_string(choice) +
+                                        "; the gateway offers only 1 (None)");
+        }
+        if (minor_ == 8) step.send += U32(0);  // SecurityResult OK
+        state_ = State::kDone;
+        break;
+      }
+      case State::kDone:
+        step.done = true;
+        return step;
+    }
+  }
+}
+
+}  // namespace agvisor::gateway
