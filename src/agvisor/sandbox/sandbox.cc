@@ -22,6 +22,7 @@
 #include "agvisor/proto/exit_codes.h"
 #include "agvisor/sandbox/agent_blob.h"
 #include "agvisor/sandbox/host_caps.h"
+#include "agvisor/sandbox/start_gate.h"
 #include "agvisor/sandbox/sweep.h"
 
 namespace agvisor {
@@ -31,6 +32,7 @@ constexpr std::string_view kLabelManaged = "agvisor";
 constexpr std::string_view kLabelName = "agvisor.name";
 constexpr std::string_view kLabelIdleTtl = "agvisor.idle_ttl";
 constexpr std::string_view kLabelMemory = "agvisor.memory";
+constexpr std::string_view kLabelPool = "agvisor.pool";
 constexpr std::string_view kWorkspace = "/workspace";
 
 std::string RandomSuffix() {
@@ -274,6 +276,11 @@ Error Sandbox::Diagnose(const Error& e) {
 }
 
 Result<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxSpec& spec) {
+  return Create(spec, {});
+}
+
+Result<std::unique_ptr<Sandbox>> Sandbox::Create(
+    const SandboxSpec& spec, const std::map<std::string, std::string>& system_labels) {
   AGVISOR_RETURN_IF_ERROR(ValidateSpec(spec));
   auto docker = AGVISOR_TRY(HostClient(spec.host));
   const std::string image = spec.image.empty() ? std::string(kDefaultImage) : spec.image;
@@ -322,6 +329,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxSpec& spec) {
   if (spec.name) c.labels[std::string(kLabelName)] = *spec.name;
   if (spec.idle_ttl) c.labels[std::string(kLabelIdleTtl)] = std::to_string(*spec.idle_ttl);
   c.labels[std::string(kLabelMemory)] = spec.limits.memory;
+  for (const auto& [k, v] : system_labels) c.labels[k] = v;
   auto& h = c.host_config;
   h.runtime = spec.runtime;
   h.nano_cpus = static_cast<std::int64_t>(std::llround(spec.limits.cpus * 1e9));
@@ -398,7 +406,11 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxSpec& spec) {
         return existing.error();
       }
     }
+    // At most a few starts at once per host, the rest queued (start_gate.h): past that Docker
+    // and runsc slow every start down. Held until the handshake is done.
+    auto ticket = AGVISOR_TRY(HostStartGate(spec.host).Enter());
     StepTrace trace;
+    if (ticket.waited().count() > 0) trace.Mark("wait for a start slot");
     auto id = docker->CreateContainer(c, cname);
     trace.Mark("create container");
     if (!id.ok()) {
@@ -466,6 +478,7 @@ Result<std::vector<SandboxInfo>> Sandbox::List(std::string_view host) {
     SandboxInfo i;
     i.container_name = s.names.empty() ? s.id.substr(0, 12) : s.names.front();
     if (auto it = s.labels.find(std::string(kLabelName)); it != s.labels.end()) i.name = it->second;
+    if (auto it = s.labels.find(std::string(kLabelPool)); it != s.labels.end()) i.pool = it->second;
     i.container_id = s.id;
     i.image = s.image;
     i.state = s.state;
@@ -906,6 +919,28 @@ Result<void> Sandbox::Remove(std::string_view container_name, std::string_view h
                            " (`agvisor ls` lists them)");
   }
   return Ok();
+}
+
+Result<void> Sandbox::SetDeadlines(std::optional<std::int64_t> lifetime,
+                                   std::optional<std::int64_t> idle_ttl) {
+  if ((lifetime && *lifetime <= 0) || (idle_ttl && *idle_ttl <= 0)) {
+    return Error::InvalidArgument(
+        "set deadlines: lifetime and idle_ttl must be > 0 seconds (leave one unset for none)");
+  }
+  auto ch = AGVISOR_TRY(Channel());
+  auto ms = [](std::optional<std::int64_t> s) -> std::optional<std::chrono::milliseconds> {
+    if (!s) return std::nullopt;
+    return std::chrono::milliseconds(*s * 1000);
+  };
+  auto r = ch->SetDeadlines(ms(lifetime), ms(idle_ttl));
+  if (!r.ok()) return Diagnose(r.error().WithContext("in " + container_name_));
+  idle_ttl_ = idle_ttl;
+  return Ok();
+}
+
+bool Sandbox::ChannelOpen() const {
+  std::lock_guard lock(channel_mu_);
+  return channel_ && !channel_->broken();
 }
 
 Result<void> Sandbox::Stop() {

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -122,6 +123,7 @@ struct SandboxInfo {
   EndReason end_reason = EndReason::kNone;
   int exit_code = 0;
   std::string host;
+  std::string pool;  // the warm pool (docs/pools.md) that started it, or ""
 };
 
 class Sandbox {
@@ -198,6 +200,16 @@ class Sandbox {
   // kUnavailable (nothing listens there), kSandboxDied.
   Result<std::unique_ptr<PortStream>> OpenPort(std::uint16_t port);
 
+  // Replaces the running sandbox's lifetime and idle_ttl (seconds; nullopt = none): the agent
+  // counts the new lifetime from now and restarts the idle clock (a warm pool does this when it
+  // hands a member out). Exec timeouts are then checked against the new idle_ttl; call it before
+  // other threads use the handle. Errors: kInvalidArgument (<= 0), kSandboxDied, kUnavailable.
+  Result<void> SetDeadlines(std::optional<std::int64_t> lifetime,
+                            std::optional<std::int64_t> idle_ttl);
+  // True while this handle's agent channel is open (no reconnect is tried): a cheap liveness
+  // check (a sandbox that died closes the channel).
+  bool ChannelOpen() const;
+
   // The agent's last log lines (its stderr on the attach stream): for diagnostics.
   std::vector<std::string> AgentLog() const;
 
@@ -221,8 +233,12 @@ class Sandbox {
   std::optional<std::int64_t> idle_ttl() const { return idle_ttl_; }
 
  private:
+  friend class Pool;
   struct LogRing;
   Sandbox();
+  // Create with labels of agvisor's own (e.g. agvisor.pool), which a spec may not carry.
+  static Result<std::unique_ptr<Sandbox>> Create(
+      const SandboxSpec& spec, const std::map<std::string, std::string>& system_labels);
   Result<SandboxInfo> InfoLocked();
   // Turns a failed exec into kSandboxDied when the container is gone or stopped.
   Error DiagnoseExecFailure(const Error& e);

@@ -1,0 +1,135 @@
+// Pool: warm sandboxes of one kind (image, limits, network, runtime, host, labels), started in
+// the background with their agent channel open, handed out in milliseconds (docs/pools.md).
+//
+// Used by the daemon (one Pool per configured kind), the library's users and bench/. Acquire
+// pops a ready member, gives it the caller's lifetime / idle_ttl (SET_DEADLINES, one channel
+// round trip) and returns it as an ordinary Sandbox; the pool starts a replacement at once.
+// When no member is ready, Acquire waits up to AcquireOptions::wait for one being started and
+// then creates a sandbox the normal way (a cold create), so a caller always gets a sandbox; the
+// stats count those misses.
+//
+// Members:
+//   - carry the label agvisor.pool=<pool id> (SandboxInfo::pool; Docker labels are fixed, so a
+//     handed-out sandbox keeps it);
+//   - run with a safety lifetime of max_age + 60 s enforced by their agent and Docker's
+//     AutoRemove: members of a process that died end on their own, nothing leaks;
+//   - are replaced when older than max_age (each a little earlier, so they do not all expire at
+//     once), when their channel closes (the container died or was killed), or when the caller's
+//     deadlines cannot be set on them; such a member is never handed out;
+//   - are removed by Close() / the destructor unless handed out.
+// Size: 1..64 members, and the memory limits of every pool of this process on one host
+// together may not exceed the host's memory (docker info's MemTotal): Create refuses a pool
+// that would, saying how many members fit. Starts go through the host's StartGate like every
+// create, so a refill never floods the host.
+//
+// Thread-safe: Acquire may be called from many threads at once.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agvisor/base/error.h"
+#include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/spec.h"
+
+namespace agvisor {
+
+struct PoolOptions {
+  // The members' specification. name, lifetime and idle_ttl must be unset (a pool's members are
+  // anonymous; lifetime and idle_ttl come with each Acquire).
+  SandboxSpec spec;
+  int size = 2;                       // members kept ready, 1..64
+  std::chrono::seconds max_age{300};  // replace members older than this, 10 s .. 24 h
+  int fill_parallelism = 2;           // members this pool starts at once, 1..size
+};
+
+struct AcquireOptions {
+  std::optional<std::int64_t> lifetime;  // seconds, counted from Acquire; unset: none
+  std::optional<std::int64_t> idle_ttl;  // seconds without activity; unset: none
+  // When no member is ready: how long to wait for one being started before a cold create.
+  std::chrono::milliseconds wait{0};
+  // false: no cold create; an empty pool is kResourceExhausted after `wait`.
+  bool cold_create = true;
+};
+
+struct PoolStats {
+  int ready = 0;               // members ready to be handed out
+  int starting = 0;            // members being started
+  std::uint64_t acquired = 0;  // handed out from the pool
+  std::uint64_t cold = 0;      // Acquire calls served by a cold create (pool empty)
+  std::uint64_t started = 0;   // members started
+  std::uint64_t start_failures = 0;
+  std::uint64_t recycled = 0;   // members replaced for age
+  std::uint64_t discarded = 0;  // members found dead (channel closed, deadlines refused)
+  std::string last_error;       // the last start failure, "" if none
+};
+
+class Pool {
+ public:
+  // Validates the options, checks the host's memory and starts filling in the background
+  // (Create does not wait for members: see WaitReady). Errors: kInvalidArgument (options or
+  // spec), kResourceExhausted (the members' memory limits do not fit the host), and those of
+  // connecting to the host.
+  static Result<std::unique_ptr<Pool>> Create(PoolOptions options);
+  // Close().
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  // A ready member with the caller's deadlines, or a cold-created sandbox (see above). Errors:
+  // kInvalidArgument (deadlines <= 0), kUnavailable (the pool is closed), kResourceExhausted
+  // (empty and cold_create is false), and those of Sandbox::Create for a cold create.
+  Result<std::unique_ptr<Sandbox>> Acquire(const AcquireOptions& options = {});
+
+  // Blocks until `size` members are ready. Errors: kTimeout (with the last start error, if
+  // any), kUnavailable (closed).
+  Result<void> WaitReady(std::chrono::milliseconds timeout);
+
+  // Stops refilling, waits for starts in flight, and removes every member not handed out.
+  // Idempotent; Acquire fails with kUnavailable afterwards.
+  void Close();
+
+  PoolStats Stats() const;
+  // A random id, the value of the members' agvisor.pool label.
+  const std::string& id() const { return id_; }
+  const PoolOptions& options() const { return options_; }
+
+ private:
+  struct Member {
+    std::unique_ptr<Sandbox> sandbox;
+    std::chrono::steady_clock::time_point started;
+    std::chrono::steady_clock::duration max_age;  // options_.max_age, less a random share
+  };
+  Pool(PoolOptions options, std::string id, std::int64_t reserved_bytes);
+  void FillLoop();
+  void MaintainLoop();
+  // Members that must go, removed outside the lock.
+  void RemoveMembers(std::vector<std::unique_ptr<Sandbox>> members);
+  bool NeedsMember() const;  // with mu_ held
+
+  const PoolOptions options_;
+  const std::string id_;
+  const std::int64_t reserved_bytes_;  // this pool's share of the host's memory
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;        // fill workers and maintenance wake-ups
+  std::condition_variable ready_cv_;  // a member became ready, or the pool closed
+  std::deque<Member> ready_;
+  std::vector<std::unique_ptr<Sandbox>> doomed_;  // found dead by Acquire, to be removed
+  int starting_ = 0;
+  bool closed_ = false;
+  PoolStats stats_;
+  std::chrono::steady_clock::time_point retry_after_{};  // backoff after a failed start
+  int failures_in_row_ = 0;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace agvisor
