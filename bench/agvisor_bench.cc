@@ -2,15 +2,23 @@
 // and against the transport ceiling (a raw Engine API exec stream), side by side in one run.
 // Prints a table with ratios. Not a test: absolute times on shared machines move run to run.
 //
-//   agvisor_bench [--seed DIR] [--image IMG] [--runs N]
+//   agvisor_bench [--seed DIR] [--image IMG] [--runs N] [--suite NAME]... [suite options]
+//
+// Suites: basic (default: create, exec, output, transfers, stop), pool (warm-pool acquire vs
+// cold create), concurrency (20 concurrent creates per start-gate bound, 200 concurrent execs),
+// memory (idle sandbox host memory), all.
 //
 // DIR is the seed's import root (the directory holding its `agvisor` package); default
 // $AGVISOR_SEED_PATH; without either, the seed column is skipped. See bench/README.md.
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <barrier>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -19,11 +27,14 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agvisor/base/subprocess.h"
 #include "agvisor/docker/client.h"
+#include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/start_gate.h"
 
 namespace agvisor {
 namespace {
@@ -162,36 +173,372 @@ std::optional<Timings> RunSeed(const std::string& seed, const std::string& image
   return t;
 }
 
-}  // namespace
-}  // namespace agvisor
+// ---------------------------------------------------------------------------------------------
+// Suites beyond the basic one: pool, concurrency, memory.
 
-int main(int argc, char** argv) {
-  using namespace agvisor;
-  std::string seed = std::getenv("AGVISOR_SEED_PATH") ? std::getenv("AGVISOR_SEED_PATH") : "";
-  std::string image = "agvisor/base:latest";
-  int runs = 50;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) Die(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--seed") {
-      seed = next();
-    } else if (a == "--image") {
-      image = next();
-    } else if (a == "--runs") {
-      runs = std::max(1, std::atoi(next().c_str()));
-    } else {
-      Die("usage: agvisor_bench [--seed DIR] [--image IMG] [--runs N]  (see bench/README.md)");
+SandboxSpec BenchSpec(const std::string& image) {
+  SandboxSpec spec;
+  spec.image = image;
+  spec.limits.cpus = 1;
+  spec.limits.memory = "512m";
+  spec.limits.disk = "none";
+  spec.labels["bench.run"] = "1";
+  return spec;
+}
+
+struct Spread {
+  double p50 = 0, p95 = 0;
+  std::size_t n = 0;
+};
+
+Spread SpreadOf(std::vector<double> v) {
+  Spread s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.n = v.size();
+  s.p50 = v[v.size() / 2];
+  s.p95 = v[static_cast<std::size_t>(std::ceil(0.95 * static_cast<double>(v.size()))) - 1];
+  return s;
+}
+
+std::string Ms(double sec) {
+  char b[32];
+  std::snprintf(b, sizeof b, sec < 0.1 ? "%.1f ms" : "%.0f ms", sec * 1000);
+  return b;
+}
+
+std::string Ratio(double seed, double ours) {
+  if (seed <= 0 || ours <= 0) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1fx", seed / ours);
+  return b;
+}
+
+// Runs `work(i)` for i in [0, n) on n threads released at the same moment. Returns each call's
+// seconds and the wall time from release to the last one done.
+std::pair<std::vector<double>, double> AtOnce(int n, const std::function<void(int)>& work) {
+  std::vector<double> times(static_cast<std::size_t>(n));
+  std::barrier start(n + 1);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      auto t0 = Clock::now();
+      work(i);
+      times[static_cast<std::size_t>(i)] = Since(t0);
+    });
+  }
+  start.arrive_and_wait();
+  auto t0 = Clock::now();
+  for (auto& t : threads) t.join();
+  return {times, Since(t0)};
+}
+
+void StopAll(std::vector<std::unique_ptr<Sandbox>>& boxes) {
+  AtOnce(static_cast<int>(boxes.size()), [&](int i) {
+    if (boxes[static_cast<std::size_t>(i)]) (void)boxes[static_cast<std::size_t>(i)]->Stop();
+  });
+  boxes.clear();
+}
+
+// The seed's bench/seed_concurrency.py with `args`, its stdout as `name seconds` pairs (a
+// `container NAME` line goes to `on_container`, which runs while the seed waits on stdin).
+std::optional<Timings> RunSeedScript(
+    const std::string& seed, const std::vector<std::string>& args,
+    const std::function<void(const std::string&)>& on_container = nullptr) {
+  char tmpl[] = "/tmp/agvisor-bench-XXXXXX";
+  if (!::mkdtemp(tmpl)) Die("mkdtemp");
+  const std::string dir = MakeDockerWrapper(tmpl);
+  const char* path = std::getenv("PATH");
+  std::vector<std::string> argv = {"python3", AGVISOR_BENCH_DIR "/seed_concurrency.py"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto p = Must(Subprocess::Spawn({.argv = argv,
+                                   .env = {"PATH=" + dir + ":" + (path ? path : "/usr/bin:/bin"),
+                                           "PYTHONPATH=" + seed},
+                                   .pipe_stdin = true,
+                                   .pipe_stdout = true}),
+                "run the seed");
+  Timings t;
+  std::string pending;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(p.stdout_fd().get(), buf, sizeof buf)) > 0) {
+    pending.append(buf, static_cast<std::size_t>(n));
+    std::size_t nl;
+    while ((nl = pending.find('\n')) != std::string::npos) {
+      std::istringstream line(pending.substr(0, nl));
+      pending.erase(0, nl + 1);
+      std::string k, v;
+      line >> k >> v;
+      if (k == "container") {
+        if (on_container) on_container(v);
+        if (::write(p.stdin_fd().get(), "\n", 1) != 1) Die("write to the seed");
+      } else if (!k.empty()) {
+        t[k] = std::atof(v.c_str());
+      }
     }
   }
+  auto st = Must(p.Wait(), "wait for the seed");
+  std::filesystem::remove_all(dir);
+  if (!st.success()) {
+    std::fprintf(stderr, "agvisor_bench: the seed (%s) failed (%s)\n", args[0].c_str(),
+                 st.ToString().c_str());
+    return std::nullopt;
+  }
+  return t;
+}
+
+// The values of `t` whose keys start with `prefix` ("create_", "exec_").
+std::vector<double> Series(const Timings& t, const std::string& prefix) {
+  std::vector<double> v;
+  for (const auto& [k, x] : t) {
+    if (k.rfind(prefix, 0) == 0) v.push_back(x);
+  }
+  return v;
+}
+
+// ---- pool: acquire from a warm pool vs a cold create ----
+
+void PoolSuite(const std::string& seed, const std::string& image, int acquires, int colds) {
+  std::optional<Timings> s;
+  if (!seed.empty()) {
+    std::fprintf(stderr, "pool: the seed's cold creates ...\n");
+    s = RunSeedScript(seed, {"serial", image, std::to_string(colds)});
+  }
+  std::fprintf(stderr, "pool: agvisor's cold creates ...\n");
+  std::vector<double> cold;
+  for (int i = 0; i < colds; ++i) {
+    auto t0 = Clock::now();
+    auto sb = Must(Sandbox::Create(BenchSpec(image)), "cold create");
+    cold.push_back(Since(t0));
+    Must(sb->Stop(), "stop");
+  }
+  std::fprintf(stderr, "pool: %d acquires from a pool of 2 ...\n", acquires);
+  PoolOptions po;
+  po.spec = BenchSpec(image);
+  po.size = 2;
+  auto pool = Must(Pool::Create(po), "pool");
+  std::vector<double> acquire, first_exec;
+  for (int i = 0; i < acquires; ++i) {
+    // Measured against a ready pool: the latency a caller sees when the pool keeps up.
+    Must(pool->WaitReady(std::chrono::seconds(120)), "pool ready");
+    auto t0 = Clock::now();
+    auto sb = Must(pool->Acquire({.lifetime = 600}), "acquire");
+    acquire.push_back(Since(t0));
+    auto r = Must(sb->Exec({"true"}), "exec after acquire");
+    first_exec.push_back(Since(t0));
+    if (r.exit_code != 0) Die("exec true failed");
+    Must(sb->Stop(), "stop");
+  }
+  auto ps = pool->Stats();
+  pool.reset();
+
+  Spread c = SpreadOf(cold), a = SpreadOf(acquire), f = SpreadOf(first_exec);
+  Spread sc = s ? SpreadOf(Series(*s, "create_")) : Spread{};
+  std::printf("\n### Pool: a sandbox ready to use (image %s, 1 cpu, 512m; pool of 2)\n\n",
+              image.c_str());
+  std::printf(
+      "| operation | n | median | p95 | vs seed create (median) |\n|---|---|---|---|---|\n");
+  if (s) {
+    std::printf("| seed `create_sandbox` (cold) | %zu | %s | %s | 1.0x |\n", sc.n,
+                Ms(sc.p50).c_str(), Ms(sc.p95).c_str());
+  }
+  std::printf("| agvisor `Sandbox::Create` (cold) | %zu | %s | %s | %s |\n", c.n, Ms(c.p50).c_str(),
+              Ms(c.p95).c_str(), Ratio(sc.p50, c.p50).c_str());
+  std::printf("| agvisor `Pool::Acquire` | %zu | %s | %s | %s |\n", a.n, Ms(a.p50).c_str(),
+              Ms(a.p95).c_str(), Ratio(sc.p50, a.p50).c_str());
+  std::printf("| agvisor `Pool::Acquire` + first `exec true` | %zu | %s | %s | %s |\n", f.n,
+              Ms(f.p50).c_str(), Ms(f.p95).c_str(), Ratio(sc.p50, f.p50).c_str());
+  std::printf("\npool stats: %llu acquired, %llu cold, %llu started, %llu start failures\n",
+              static_cast<unsigned long long>(ps.acquired),
+              static_cast<unsigned long long>(ps.cold), static_cast<unsigned long long>(ps.started),
+              static_cast<unsigned long long>(ps.start_failures));
+}
+
+// ---- concurrency: N creates at once per gate bound, M execs at once over S sandboxes ----
+
+void ConcurrencySuite(const std::string& seed, const std::string& image, int creates,
+                      const std::vector<int>& gates, int sandboxes, int execs) {
+  struct Row {
+    std::string label;
+    Spread spread;
+    double wall = 0;
+    int failed = 0;
+  };
+  std::vector<Row> rows;
+  if (!seed.empty()) {
+    std::fprintf(stderr, "concurrency: the seed's %d creates at once ...\n", creates);
+    if (auto s = RunSeedScript(seed, {"creates", image, std::to_string(creates)})) {
+      rows.push_back({"seed (a thread per create)", SpreadOf(Series(*s, "create_")), (*s)["wall"]});
+    }
+  }
+  StartGate& gate = HostStartGate("");
+  const StartGateLimits saved = gate.limits();
+  for (int k : gates) {
+    std::fprintf(stderr, "concurrency: agvisor's %d creates at once, start gate %d ...\n", creates,
+                 k);
+    gate.SetLimits({.max_concurrent = k, .max_queued = 1000, .max_wait = std::chrono::minutes(10)});
+    std::vector<std::unique_ptr<Sandbox>> boxes(static_cast<std::size_t>(creates));
+    std::atomic<int> failed{0};
+    auto [times, wall] = AtOnce(creates, [&](int i) {
+      auto sb = Sandbox::Create(BenchSpec(image));
+      if (!sb.ok()) {
+        std::fprintf(stderr, "  create failed: %s\n", sb.error().ToString().c_str());
+        ++failed;
+        return;
+      }
+      boxes[static_cast<std::size_t>(i)] = std::move(*sb);
+    });
+    StopAll(boxes);
+    rows.push_back({"agvisor, start gate " +
+                        (k == 0 ? std::string("unbounded") : std::to_string(k)) +
+                        (k == saved.max_concurrent ? " (default)" : ""),
+                    SpreadOf(times), wall, failed.load()});
+    std::this_thread::sleep_for(std::chrono::seconds(2));  // let Docker finish the removals
+  }
+  gate.SetLimits(saved);
+
+  std::printf("\n### %d concurrent creates (image %s, 1 cpu, 512m; start to ready)\n\n", creates,
+              image.c_str());
+  std::printf("| who | p50 | p95 | all ready after | failed |\n|---|---|---|---|---|\n");
+  for (const auto& r : rows) {
+    std::printf("| %s | %s | %s | %s | %d |\n", r.label.c_str(), Ms(r.spread.p50).c_str(),
+                Ms(r.spread.p95).c_str(), Ms(r.wall).c_str(), r.failed);
+  }
+
+  // Execs.
+  std::vector<Row> erows;
+  if (!seed.empty()) {
+    std::fprintf(stderr, "concurrency: the seed's %d execs at once over %d sandboxes ...\n", execs,
+                 sandboxes);
+    if (auto s = RunSeedScript(
+            seed, {"execs", image, std::to_string(sandboxes), std::to_string(execs)})) {
+      erows.push_back({"seed", SpreadOf(Series(*s, "exec_")), (*s)["wall"]});
+    }
+  }
+  std::fprintf(stderr, "concurrency: agvisor's %d execs at once over %d sandboxes ...\n", execs,
+               sandboxes);
+  std::vector<std::unique_ptr<Sandbox>> boxes(static_cast<std::size_t>(sandboxes));
+  AtOnce(sandboxes, [&](int i) {
+    boxes[static_cast<std::size_t>(i)] = Must(Sandbox::Create(BenchSpec(image)), "create");
+  });
+  std::atomic<int> failed{0};
+  auto [times, wall] = AtOnce(execs, [&](int i) {
+    auto r = boxes[static_cast<std::size_t>(i % sandboxes)]->Exec({"true"});
+    if (!r.ok() || r->exit_code != 0) ++failed;
+  });
+  StopAll(boxes);
+  erows.push_back({"agvisor", SpreadOf(times), wall, failed.load()});
+  std::printf("\n### %d concurrent execs of `true` over %d sandboxes\n\n", execs, sandboxes);
+  std::printf(
+      "| who | p50 | p95 | all done after | execs/s | failed |\n|---|---|---|---|---|---|\n");
+  for (const auto& r : erows) {
+    std::printf("| %s | %s | %s | %s | %.0f | %d |\n", r.label.c_str(), Ms(r.spread.p50).c_str(),
+                Ms(r.spread.p95).c_str(), Ms(r.wall).c_str(), execs / r.wall, r.failed);
+  }
+}
+
+// ---- memory: the host processes of one idle sandbox ----
+
+struct Footprint {
+  std::int64_t rss_kb = 0, pss_kb = 0;
+  std::int64_t sentry_pss_kb = 0;  // runsc-sandbox: the gVisor kernel and the sandbox's memory
+  int processes = 0;
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::int64_t FieldKb(const std::string& text, const std::string& name) {
+  auto at = text.find("\n" + name + ":");
+  if (at == std::string::npos) at = text.rfind(name + ":", 0) == 0 ? 0 : std::string::npos;
+  if (at == std::string::npos) return 0;
+  return std::atoll(text.c_str() + text.find(':', at) + 1);
+}
+
+// The container's containerd shim and everything under it (runsc-gofer, runsc-sandbox, ...),
+// found through /proc: RSS from status, PSS from smaps_rollup.
+Footprint MeasureContainer(const std::string& container_id) {
+  std::map<int, int> parent;
+  std::map<int, std::string> argv0;
+  int shim = 0;
+  DIR* d = ::opendir("/proc");
+  if (!d) Die("opendir /proc");
+  while (dirent* e = ::readdir(d)) {
+    int pid = std::atoi(e->d_name);
+    if (pid <= 0) continue;
+    std::string stat = ReadAll("/proc/" + std::to_string(pid) + "/stat");
+    auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    int ppid = 0;
+    char state;
+    std::sscanf(stat.c_str() + close + 2, "%c %d", &state, &ppid);
+    parent[pid] = ppid;
+    std::string cmd = ReadAll("/proc/" + std::to_string(pid) + "/cmdline");
+    argv0[pid] = cmd.substr(0, cmd.find('\0'));
+    if (argv0[pid].find("containerd-shim") != std::string::npos &&
+        cmd.find(std::string("-id") + '\0' + container_id) != std::string::npos) {
+      shim = pid;
+    }
+  }
+  ::closedir(d);
+  if (shim == 0) Die("no containerd shim for container " + container_id);
+  Footprint f;
+  std::vector<int> todo = {shim};
+  while (!todo.empty()) {
+    int pid = todo.back();
+    todo.pop_back();
+    const std::string base = "/proc/" + std::to_string(pid);
+    std::int64_t pss = FieldKb(ReadAll(base + "/smaps_rollup"), "Pss");
+    f.rss_kb += FieldKb(ReadAll(base + "/status"), "VmRSS");
+    f.pss_kb += pss;
+    if (argv0[pid].find("runsc-sandbox") != std::string::npos) f.sentry_pss_kb += pss;
+    ++f.processes;
+    for (const auto& [child, pp] : parent) {
+      if (pp == pid) todo.push_back(child);
+    }
+  }
+  return f;
+}
+
+void MemorySuite(const std::string& seed, const std::string& image, int settle_s) {
+  auto docker = Must(HostClient(""), "docker");
+  std::optional<Footprint> theirs;
+  if (!seed.empty()) {
+    std::fprintf(stderr, "memory: the seed's idle sandbox ...\n");
+    RunSeedScript(seed, {"idle", image}, [&](const std::string& name) {
+      std::this_thread::sleep_for(std::chrono::seconds(settle_s));
+      auto info = Must(docker->InspectContainer(name), "inspect the seed's sandbox");
+      theirs = MeasureContainer(info.id);
+    });
+  }
+  std::fprintf(stderr, "memory: agvisor's idle sandbox ...\n");
+  auto sb = Must(Sandbox::Create(BenchSpec(image)), "create");
+  std::this_thread::sleep_for(std::chrono::seconds(settle_s));
+  Footprint ours = MeasureContainer(Must(sb->Info(), "info").container_id);
+  Must(sb->Stop(), "stop");
+
+  std::printf("\n### Idle sandbox host memory (image %s, 1 cpu, 512m; %d s after ready)\n\n",
+              image.c_str(), settle_s);
+  std::printf(
+      "| who | processes | RSS | PSS | of which runsc-sandbox (PSS) |\n|---|---|---|---|---|\n");
+  auto row = [](const char* who, const Footprint& f) {
+    std::printf("| %s | %d | %.1f MiB | %.1f MiB | %.1f MiB |\n", who, f.processes,
+                f.rss_kb / 1024.0, f.pss_kb / 1024.0, f.sentry_pss_kb / 1024.0);
+  };
+  if (theirs) row("seed", *theirs);
+  row("agvisor", ours);
+}
+
+void BasicSuite(const std::string& seed, const std::string& image, int runs) {
   std::optional<Timings> s;
   if (!seed.empty()) {
     std::fprintf(stderr, "running the seed (%s) ...\n", seed.c_str());
     s = RunSeed(seed, image, runs);
-  } else {
-    std::fprintf(stderr, "no --seed / AGVISOR_SEED_PATH: the seed column is skipped\n");
   }
   std::fprintf(stderr, "running agvisor ...\n");
   Timings o = RunOurs(image, runs);
@@ -243,5 +590,71 @@ int main(int argc, char** argv) {
     std::printf("| %s | %s | %s | %s | %s |\n", r.label, seed_cell.c_str(), fmt(o[r.key]).c_str(),
                 ratio.c_str(), vs_ceiling.c_str());
   }
+}
+
+}  // namespace
+}  // namespace agvisor
+
+int main(int argc, char** argv) {
+  using namespace agvisor;
+  std::string seed = std::getenv("AGVISOR_SEED_PATH") ? std::getenv("AGVISOR_SEED_PATH") : "";
+  std::string image = "agvisor/base:latest";
+  int runs = 50, creates = 20, sandboxes = 10, execs = 200, acquires = 50, colds = 10, settle = 5;
+  std::vector<int> gates = {2, 4, 8, 0};
+  std::vector<std::string> suites;
+  const char* usage =
+      "usage: agvisor_bench [--seed DIR] [--image IMG] [--runs N] [--suite basic|pool|"
+      "concurrency|memory|all]... [--creates N] [--gates K,K,...] [--exec-sandboxes S] [--execs N] "
+      "[--acquires N] [--colds N]  (see bench/README.md)";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) Die(a + " needs a value");
+      return argv[++i];
+    };
+    auto count = [&]() { return std::max(1, std::atoi(next().c_str())); };
+    if (a == "--seed") {
+      seed = next();
+    } else if (a == "--image") {
+      image = next();
+    } else if (a == "--runs") {
+      runs = count();
+    } else if (a == "--suite") {
+      std::string v = next();
+      if (v != "basic" && v != "pool" && v != "concurrency" && v != "memory" && v != "all") {
+        Die("--suite " + v + ": expected basic, pool, concurrency, memory or all");
+      }
+      suites.push_back(v);
+    } else if (a == "--creates") {
+      creates = count();
+    } else if (a == "--gates") {
+      gates.clear();
+      std::stringstream list(next());
+      std::string k;
+      while (std::getline(list, k, ',')) gates.push_back(std::max(0, std::atoi(k.c_str())));
+    } else if (a == "--exec-sandboxes") {
+      sandboxes = count();
+    } else if (a == "--execs") {
+      execs = count();
+    } else if (a == "--acquires") {
+      acquires = count();
+    } else if (a == "--colds") {
+      colds = count();
+    } else {
+      Die(usage);
+    }
+  }
+  if (suites.empty()) suites = {"basic"};
+  auto want = [&](const char* name) {
+    return std::find(suites.begin(), suites.end(), name) != suites.end() ||
+           std::find(suites.begin(), suites.end(), "all") != suites.end();
+  };
+  if (seed.empty()) {
+    std::fprintf(stderr, "no --seed / AGVISOR_SEED_PATH: the seed column is skipped\n");
+  }
+  if (want("basic")) BasicSuite(seed, image, runs);
+  if (want("pool")) PoolSuite(seed, image, acquires, colds);
+  if (want("concurrency")) ConcurrencySuite(seed, image, creates, gates, sandboxes, execs);
+  if (want("memory")) MemorySuite(seed, image, settle);
   return 0;
 }
