@@ -14,6 +14,7 @@ declare -A allowed=(
   [images]="docker http base"
   [gateway]="sandbox channel docker http proto base"
   [cli]="gateway sandbox images channel docker http proto base"
+  [server]="gateway sandbox channel docker http proto base"
 )
 status=0
 for dir in */; do

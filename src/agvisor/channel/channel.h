@@ -102,6 +102,10 @@ class Process {
   Result<std::uint32_t> WaitStarted();
   // The pid STARTED reported (0 until Wait or WaitStarted has seen it).
   std::uint32_t pid() const { return pid_; }
+  // The session this process's stream is on. An attach on a session of its own (as
+  // Sandbox::AttachProcess makes) is ended from another thread by Shutdown: Wait then returns
+  // kUnavailable and the background process runs on.
+  const std::shared_ptr<Channel>& channel() const { return channel_; }
 
  private:
   friend class Channel;

@@ -1,0 +1,683 @@
+#include "agvisor/server/codec.h"
+
+#include <boost/json.hpp>
+#include <cmath>
+#include <csignal>
+#include <limits>
+
+namespace agvisor::server {
+namespace {
+
+namespace json = boost::json;
+
+Error Bad(std::string_view field, std::string_view what) {
+  return Error::InvalidArgument(std::string(field) + ": " + std::string(what));
+}
+
+Result<json::object> ParseObject(std::string_view body, std::string_view what) {
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return json::object();
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec) {
+    return Error::InvalidArgument(std::string(what) + ": the body is not valid JSON (" +
+                                  ec.message() + ")");
+  }
+  if (!v.is_object()) {
+    return Error::InvalidArgument(std::string(what) + ": the body must be a JSON object");
+  }
+  return std::move(v.as_object());
+}
+
+Result<void> OnlyKnown(const json::object& o, std::string_view what,
+                       std::initializer_list<std::string_view> known) {
+  for (const auto& kv : o) {
+    bool ok = false;
+    for (auto k : known) ok = ok || kv.key() == k;
+    if (!ok) {
+      std::string list;
+      for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+      return Error::InvalidArgument(std::string(what) + ": unknown field \"" +
+                                    std::string(kv.key()) + "\" (known: " + list + ")");
+    }
+  }
+  return Ok();
+}
+
+Result<std::string> GetString(const json::value& v, std::string_view field) {
+  if (!v.is_string()) return Bad(field, "must be a string");
+  return std::string(v.as_string());
+}
+
+Result<double> GetNumber(const json::value& v, std::string_view field) {
+  if (v.is_int64()) return static_cast<double>(v.as_int64());
+  if (v.is_uint64()) return static_cast<double>(v.as_uint64());
+  if (v.is_double()) return v.as_double();
+  return Bad(field, "must be a number");
+}
+
+Result<std::int64_t> GetInt(const json::value& v, std::string_view field) {
+  if (v.is_int64()) return v.as_int64();
+  if (v.is_uint64() &&
+      v.as_uint64() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    return static_cast<std::int64_t>(v.as_uint64());
+  }
+  if (v.is_double() && std::trunc(v.as_double()) == v.as_double() &&
+      std::abs(v.as_double()) < 9e15) {
+    return static_cast<std::int64_t>(v.as_double());
+  }
+  return Bad(field, "must be a whole number");
+}
+
+Result<bool> GetBool(const json::value& v, std::string_view field) {
+  if (!v.is_bool()) return Bad(field, "must be true or false");
+  return v.as_bool();
+}
+
+Result<std::vector<std::string>> GetStringList(const json::value& v, std::string_view field) {
+  if (!v.is_array()) return Bad(field, "must be an array of strings");
+  std::vector<std::string> out;
+  for (const auto& e : v.as_array()) {
+    if (!e.is_string()) return Bad(field, "must be an array of strings");
+    out.emplace_back(e.as_string());
+  }
+  return out;
+}
+
+// "env": {"K": "V"} or ["K=V", ...].
+Result<std::vector<std::string>> GetEnv(const json::value& v) {
+  if (v.is_array()) return GetStringList(v, "env");
+  if (!v.is_object())
+    return Bad("env", "must be an object {\"KEY\": \"value\"} or [\"KEY=value\"]");
+  std::vector<std::string> out;
+  for (const auto& kv : v.as_object()) {
+    if (!kv.value().is_string()) return Bad("env", "values must be strings");
+    out.push_back(std::string(kv.key()) + "=" + std::string(kv.value().as_string()));
+  }
+  return out;
+}
+
+// "argv" or "command" (exactly one).
+Result<std::vector<std::string>> GetArgv(const json::object& o) {
+  const json::value* argv = o.if_contains("argv");
+  const json::value* command = o.if_contains("command");
+  if (argv && command) return Bad("argv", "give either \"argv\" or \"command\", not both");
+  if (argv) {
+    auto list = AGVISOR_TRY(GetStringList(*argv, "argv"));
+    if (list.empty()) return Bad("argv", "must not be empty");
+    return list;
+  }
+  if (command) {
+    auto c = AGVISOR_TRY(GetString(*command, "command"));
+    return std::vector<std::string>{"sh", "-c", c};
+  }
+  return Bad("argv", "missing: give \"argv\" (a list) or \"command\" (run with sh -c)");
+}
+
+std::string Serialize(const json::value& v) { return json::serialize(v); }
+
+json::object EntryObject(const FileEntry& e) {
+  json::object o;
+  o["name"] = SanitizeUtf8(e.name);
+  std::string_view kind = "other";
+  switch (e.kind) {
+    case FileKind::kFile:
+      kind = "file";
+      break;
+    case FileKind::kDir:
+      kind = "dir";
+      break;
+    case FileKind::kSymlink:
+      kind = "symlink";
+      break;
+    default:
+      break;
+  }
+  o["kind"] = kind;
+  o["mode"] = e.mode & 07777;
+  o["size"] = e.size;
+  o["mtime_unix_ms"] = e.mtime_unix_ms;
+  if (!e.link_target.empty()) o["link_target"] = SanitizeUtf8(e.link_target);
+  return o;
+}
+
+constexpr std::string_view kB64 =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+struct SignalName {
+  std::string_view name;
+  int number;
+};
+constexpr SignalName kSignals[] = {
+    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT},   {"KILL", SIGKILL},
+    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM},   {"STOP", SIGSTOP},
+    {"CONT", SIGCONT}, {"ALRM", SIGALRM}, {"WINCH", SIGWINCH},
+};
+
+}  // namespace
+
+// ---- Errors ----
+
+int HttpStatusFor(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+      return 400;
+    case ErrorCode::kPermissionDenied:
+      return 403;
+    case ErrorCode::kNotFound:
+      return 404;
+    case ErrorCode::kConflict:
+      return 409;
+    case ErrorCode::kSandboxDied:
+      return 410;
+    case ErrorCode::kUnsupported:
+      return 501;
+    case ErrorCode::kUnavailable:
+      return 503;
+    case ErrorCode::kTimeout:
+      return 504;
+    case ErrorCode::kResourceExhausted:
+      return 507;
+    case ErrorCode::kInternal:
+      return 500;
+  }
+  return 500;
+}
+
+std::string_view ErrorSlug(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+      return "invalid_argument";
+    case ErrorCode::kNotFound:
+      return "not_found";
+    case ErrorCode::kConflict:
+      return "conflict";
+    case ErrorCode::kUnavailable:
+      return "unavailable";
+    case ErrorCode::kTimeout:
+      return "timeout";
+    case ErrorCode::kPermissionDenied:
+      return "permission_denied";
+    case ErrorCode::kResourceExhausted:
+      return "resource_exhausted";
+    case ErrorCode::kUnsupported:
+      return "unsupported";
+    case ErrorCode::kSandboxDied:
+      return "sandbox_died";
+    case ErrorCode::kInternal:
+      return "internal";
+  }
+  return "internal";
+}
+
+ErrorCode ErrorCodeFromSlug(std::string_view slug) {
+  for (auto c : {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kConflict,
+                 ErrorCode::kUnavailable, ErrorCode::kTimeout, ErrorCode::kPermissionDenied,
+                 ErrorCode::kResourceExhausted, ErrorCode::kUnsupported, ErrorCode::kSandboxDied}) {
+    if (ErrorSlug(c) == slug) return c;
+  }
+  return ErrorCode::kInternal;
+}
+
+std::string ErrorJson(ErrorCode code, std::string_view message) {
+  return ErrorJsonSlug(ErrorSlug(code), message);
+}
+
+std::string ErrorJsonSlug(std::string_view slug, std::string_view message) {
+  json::object e;
+  e["code"] = slug;
+  e["message"] = SanitizeUtf8(message);
+  json::object o;
+  o["error"] = std::move(e);
+  return Serialize(o);
+}
+
+std::optional<Error> DecodeErrorJson(std::string_view body) {
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec || !v.is_object()) return std::nullopt;
+  const json::value* e = v.as_object().if_contains("error");
+  if (!e || !e->is_object()) return std::nullopt;
+  const json::value* code = e->as_object().if_contains("code");
+  const json::value* msg = e->as_object().if_contains("message");
+  if (!code || !code->is_string() || !msg || !msg->is_string()) return std::nullopt;
+  return Error(ErrorCodeFromSlug(code->as_string()), std::string(msg->as_string()));
+}
+
+// ---- Bytes ----
+
+std::string Base64Encode(std::string_view in) {
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  std::size_t i = 0;
+  for (; i + 3 <= in.size(); i += 3) {
+    std::uint32_t n = (static_cast<std::uint8_t>(in[i]) << 16) |
+                      (static_cast<std::uint8_t>(in[i + 1]) << 8) |
+                      static_cast<std::uint8_t>(in[i + 2]);
+    out.push_back(kB64[(n >> 18) & 63]);
+    out.push_back(kB64[(n >> 12) & 63]);
+    out.push_back(kB64[(n >> 6) & 63]);
+    out.push_back(kB64[n & 63]);
+  }
+  if (std::size_t rest = in.size() - i; rest > 0) {
+    std::uint32_t n = static_cast<std::uint8_t>(in[i]) << 16;
+    if (rest == 2) n |= static_cast<std::uint8_t>(in[i + 1]) << 8;
+    out.push_back(kB64[(n >> 18) & 63]);
+    out.push_back(kB64[(n >> 12) & 63]);
+    out.push_back(rest == 2 ? kB64[(n >> 6) & 63] : '=');
+    out.push_back('=');
+  }
+  return out;
+}
+
+Result<std::string> Base64Decode(std::string_view text, std::string_view what) {
+  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
+  if (text.size() % 4 == 1) return Bad(what, "is not valid base64 (wrong length)");
+  std::string out;
+  out.reserve(text.size() * 3 / 4);
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (char c : text) {
+    auto pos = kB64.find(c);
+    if (pos == std::string_view::npos) {
+      return Bad(what,
+                 "is not valid base64 (unexpected character; standard alphabet A-Z a-z "
+                 "0-9 + /, '=' padding)");
+    }
+    acc = (acc << 6) | static_cast<std::uint32_t>(pos);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
+std::string SanitizeUtf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    std::size_t len = 0;
+    std::uint32_t min = 0;
+    if (c < 0x80) {
+      out.push_back(s[i++]);
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      len = 2, min = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3, min = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4, min = 0x10000;
+    }
+    bool ok = len > 0 && i + len <= s.size();
+    std::uint32_t cp = len > 0 ? (c & (0xff >> (len + 1))) : 0;
+    for (std::size_t k = 1; ok && k < len; ++k) {
+      auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) ok = false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    ok = ok && cp >= min && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
+    if (ok) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out.append("\xef\xbf\xbd");
+      ++i;
+    }
+  }
+  return out;
+}
+
+// ---- Sandboxes ----
+
+std::string SandboxIdFor(std::string_view container_name) {
+  if (!container_name.empty() && container_name.front() == '/') container_name.remove_prefix(1);
+  if (container_name.starts_with(kNamePrefix)) container_name.remove_prefix(kNamePrefix.size());
+  return std::string(container_name);
+}
+
+Result<std::string> ContainerNameForId(std::string_view id) {
+  if (auto r = ValidateName(id); !r.ok()) {
+    return Error::InvalidArgument("sandbox id '" + SanitizeUtf8(id) +
+                                  "' is invalid: ids are names ([A-Za-z0-9][A-Za-z0-9_.-]*, at "
+                                  "most 63 characters) as GET /v1/sandboxes lists them");
+  }
+  return std::string(kNamePrefix) + std::string(id);
+}
+
+Result<CreateRequest> ParseCreateRequest(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseObject(body, "create sandbox"));
+  AGVISOR_RETURN_IF_ERROR(OnlyKnown(o, "create sandbox",
+                                    {"image", "gui", "limits", "network", "lifetime", "idle_ttl",
+                                     "name", "runtime", "labels", "pool"}));
+  CreateRequest req;
+  SandboxSpec& s = req.spec;
+  if (auto* v = o.if_contains("image")) s.image = AGVISOR_TRY(GetString(*v, "image"));
+  if (auto* v = o.if_contains("gui")) s.gui = AGVISOR_TRY(GetBool(*v, "gui"));
+  if (auto* v = o.if_contains("network")) s.network = AGVISOR_TRY(GetString(*v, "network"));
+  if (auto* v = o.if_contains("runtime")) s.runtime = AGVISOR_TRY(GetString(*v, "runtime"));
+  if (auto* v = o.if_contains("name"); v && !v->is_null()) {
+    s.name = AGVISOR_TRY(GetString(*v, "name"));
+  }
+  if (auto* v = o.if_contains("pool"); v && !v->is_null()) {
+    req.pool = AGVISOR_TRY(GetString(*v, "pool"));
+  }
+  if (auto* v = o.if_contains("lifetime"); v && !v->is_null()) {
+    s.lifetime = AGVISOR_TRY(GetInt(*v, "lifetime"));
+  }
+  if (auto* v = o.if_contains("idle_ttl"); v && !v->is_null()) {
+    s.idle_ttl = AGVISOR_TRY(GetInt(*v, "idle_ttl"));
+  }
+  if (auto* v = o.if_contains("labels")) {
+    if (!v->is_object()) return Bad("labels", "must be an object of strings");
+    for (const auto& kv : v->as_object()) {
+      if (!kv.value().is_string()) return Bad("labels", "values must be strings");
+      s.labels[std::string(kv.key())] = std::string(kv.value().as_string());
+    }
+  }
+  if (auto* v = o.if_contains("limits")) {
+    if (!v->is_object()) return Bad("limits", "must be an object");
+    const auto& l = v->as_object();
+    AGVISOR_RETURN_IF_ERROR(OnlyKnown(l, "limits", {"cpus", "memory", "pids", "shm", "disk"}));
+    if (auto* x = l.if_contains("cpus")) s.limits.cpus = AGVISOR_TRY(GetNumber(*x, "limits.cpus"));
+    if (auto* x = l.if_contains("memory")) {
+      s.limits.memory = AGVISOR_TRY(GetString(*x, "limits.memory"));
+    }
+    if (auto* x = l.if_contains("pids")) s.limits.pids = AGVISOR_TRY(GetInt(*x, "limits.pids"));
+    if (auto* x = l.if_contains("shm"); x && !x->is_null()) {
+      s.limits.shm = AGVISOR_TRY(GetString(*x, "limits.shm"));
+    }
+    if (auto* x = l.if_contains("disk")) s.limits.disk = AGVISOR_TRY(GetString(*x, "limits.disk"));
+  }
+  return req;
+}
+
+std::string_view EndReasonSlug(EndReason reason) {
+  switch (reason) {
+    case EndReason::kNone:
+      return "";
+    case EndReason::kStopped:
+      return "stopped";
+    case EndReason::kLifetime:
+      return "lifetime";
+    case EndReason::kIdle:
+      return "idle";
+    case EndReason::kOutOfMemory:
+      return "out_of_memory";
+    case EndReason::kKilled:
+      return "killed";
+    case EndReason::kGone:
+      return "gone";
+  }
+  return "";
+}
+
+namespace {
+json::object SandboxObject(const SandboxView& v) {
+  json::object o;
+  o["id"] = v.id;
+  o["container_name"] = v.info.container_name;
+  o["name"] = v.info.name ? json::value(*v.info.name) : json::value(nullptr);
+  o["container_id"] = v.info.container_id;
+  o["image"] = v.info.image;
+  o["state"] = v.info.state;
+  o["running"] = v.info.running;
+  auto reason = EndReasonSlug(v.info.end_reason);
+  o["end_reason"] = reason.empty() ? json::value(nullptr) : json::value(reason);
+  o["exit_code"] = v.info.exit_code;
+  if (v.resumed) o["resumed"] = *v.resumed;
+  if (!v.disk_warning.empty()) o["disk_warning"] = v.disk_warning;
+  return o;
+}
+}  // namespace
+
+std::string SandboxJson(const SandboxView& v) { return Serialize(SandboxObject(v)); }
+
+std::string SandboxListJson(const std::vector<SandboxView>& views) {
+  json::array a;
+  for (const auto& v : views) a.push_back(SandboxObject(v));
+  json::object o;
+  o["sandboxes"] = std::move(a);
+  return Serialize(o);
+}
+
+// ---- Exec ----
+
+Result<ExecRequest> ParseExecRequest(std::string_view body, bool websocket) {
+  auto o = AGVISOR_TRY(ParseObject(body, "exec"));
+  if (websocket) {
+    AGVISOR_RETURN_IF_ERROR(OnlyKnown(
+        o, "exec",
+        {"argv", "command", "timeout", "env", "cwd", "user", "pty", "rows", "cols", "stdin"}));
+  } else {
+    AGVISOR_RETURN_IF_ERROR(OnlyKnown(
+        o, "exec",
+        {"argv", "command", "timeout", "env", "cwd", "user", "stdin", "stdin_b64", "encoding"}));
+  }
+  ExecRequest r;
+  if (websocket) r.timeout = 0;
+  r.argv = AGVISOR_TRY(GetArgv(o));
+  if (auto* v = o.if_contains("timeout")) {
+    r.timeout = AGVISOR_TRY(GetNumber(*v, "timeout"));
+    if (!(r.timeout > 0 || (websocket && r.timeout == 0))) {
+      return Bad("timeout", websocket ? "must be >= 0 seconds (0 = none)" : "must be > 0 seconds");
+    }
+  }
+  if (auto* v = o.if_contains("env")) r.env = AGVISOR_TRY(GetEnv(*v));
+  if (auto* v = o.if_contains("cwd")) r.cwd = AGVISOR_TRY(GetString(*v, "cwd"));
+  if (auto* v = o.if_contains("user")) r.user = AGVISOR_TRY(GetString(*v, "user"));
+  if (websocket) {
+    if (auto* v = o.if_contains("pty")) r.pty = AGVISOR_TRY(GetBool(*v, "pty"));
+    if (auto* v = o.if_contains("stdin")) r.stdin = AGVISOR_TRY(GetBool(*v, "stdin"));
+    for (auto [key, dst] : {std::pair{"rows", &r.rows}, std::pair{"cols", &r.cols}}) {
+      if (auto* v = o.if_contains(key)) {
+        auto n = AGVISOR_TRY(GetInt(*v, key));
+        if (n < 1 || n > 65535) return Bad(key, "must be 1..65535");
+        *dst = static_cast<std::uint16_t>(n);
+      }
+    }
+    return r;
+  }
+  const json::value* text = o.if_contains("stdin");
+  const json::value* b64 = o.if_contains("stdin_b64");
+  if (text && b64) return Bad("stdin", "give either \"stdin\" or \"stdin_b64\", not both");
+  if (text) r.input = AGVISOR_TRY(GetString(*text, "stdin"));
+  if (b64) {
+    auto t = AGVISOR_TRY(GetString(*b64, "stdin_b64"));
+    r.input = AGVISOR_TRY(Base64Decode(t, "stdin_b64"));
+  }
+  if (auto* v = o.if_contains("encoding")) {
+    auto e = AGVISOR_TRY(GetString(*v, "encoding"));
+    if (e != "text" && e != "base64") return Bad("encoding", "must be \"text\" or \"base64\"");
+    r.base64 = e == "base64";
+  }
+  return r;
+}
+
+std::string ExecResultJson(const ExecResult& r, bool base64) {
+  json::object o;
+  o["exit_code"] = r.exit_code;
+  o["timed_out"] = r.timed_out;
+  o["encoding"] = base64 ? "base64" : "text";
+  o["stdout"] = base64 ? Base64Encode(r.out) : SanitizeUtf8(r.out);
+  o["stderr"] = base64 ? Base64Encode(r.err) : SanitizeUtf8(r.err);
+  o["truncated"] = r.truncated;
+  return Serialize(o);
+}
+
+// ---- Processes ----
+
+Result<StartProcessRequest> ParseStartProcessRequest(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseObject(body, "start process"));
+  AGVISOR_RETURN_IF_ERROR(
+      OnlyKnown(o, "start process", {"argv", "command", "stdin", "timeout", "env", "cwd", "user"}));
+  StartProcessRequest r;
+  r.argv = AGVISOR_TRY(GetArgv(o));
+  if (auto* v = o.if_contains("stdin")) r.options.stdin = AGVISOR_TRY(GetBool(*v, "stdin"));
+  if (auto* v = o.if_contains("timeout")) {
+    r.options.timeout = AGVISOR_TRY(GetNumber(*v, "timeout"));
+    if (r.options.timeout < 0) return Bad("timeout", "must be >= 0 seconds (0 = none)");
+  }
+  if (auto* v = o.if_contains("env")) r.options.env = AGVISOR_TRY(GetEnv(*v));
+  if (auto* v = o.if_contains("cwd")) r.options.cwd = AGVISOR_TRY(GetString(*v, "cwd"));
+  if (auto* v = o.if_contains("user")) r.options.user = AGVISOR_TRY(GetString(*v, "user"));
+  return r;
+}
+
+std::string ProcessListJson(const std::vector<ProcessInfo>& procs) {
+  json::array a;
+  for (const auto& p : procs) {
+    json::object o;
+    o["pid"] = p.pid;
+    o["argv0"] = SanitizeUtf8(p.argv0);
+    o["running"] = p.running;
+    o["exit_code"] = p.running ? json::value(nullptr) : json::value(p.exit_code);
+    a.push_back(std::move(o));
+  }
+  json::object o;
+  o["processes"] = std::move(a);
+  return Serialize(o);
+}
+
+Result<int> ParseSignal(std::string_view text) {
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos &&
+      text.size() <= 2) {
+    int n = std::stoi(std::string(text));
+    if (n >= 1 && n <= 64) return n;
+  }
+  std::string_view name = text;
+  if (name.starts_with("SIG")) name.remove_prefix(3);
+  for (const auto& s : kSignals) {
+    if (s.name == name) return s.number;
+  }
+  return Bad("signal", "'" + SanitizeUtf8(text) +
+                           "' is not a signal: use a number 1..64 or a name (TERM, KILL, INT, "
+                           "HUP, USR1, USR2, QUIT, STOP, CONT, ALRM, WINCH)");
+}
+
+Result<int> ParseSignalRequest(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseObject(body, "signal"));
+  AGVISOR_RETURN_IF_ERROR(OnlyKnown(o, "signal", {"signal"}));
+  const json::value* v = o.if_contains("signal");
+  if (!v) return SIGTERM;
+  if (v->is_string()) return ParseSignal(v->as_string());
+  auto n = AGVISOR_TRY(GetInt(*v, "signal"));
+  if (n < 1 || n > 64) return Bad("signal", "must be 1..64");
+  return static_cast<int>(n);
+}
+
+// ---- Files ----
+
+std::string FileEntryJson(const FileEntry& e) { return Serialize(EntryObject(e)); }
+
+std::string FileListJson(std::string_view path, const std::vector<FileEntry>& entries) {
+  json::array a;
+  for (const auto& e : entries) a.push_back(EntryObject(e));
+  json::object o;
+  o["path"] = SanitizeUtf8(path);
+  o["entries"] = std::move(a);
+  return Serialize(o);
+}
+
+// ---- Query ----
+
+Result<bool> QueryBool(const std::map<std::string, std::string>& query, std::string_view key,
+                       bool dflt) {
+  auto it = query.find(std::string(key));
+  if (it == query.end()) return dflt;
+  const std::string& v = it->second;
+  if (v.empty() || v == "1" || v == "true" || v == "yes") return true;
+  if (v == "0" || v == "false" || v == "no") return false;
+  return Bad(key, "'" + SanitizeUtf8(v) + "' is not a boolean (use 1/true/yes or 0/false/no)");
+}
+
+Result<std::string> QueryPath(const std::map<std::string, std::string>& query) {
+  auto it = query.find("path");
+  if (it == query.end() || it->second.empty()) {
+    return Bad("path", "missing: add ?path=/absolute/path/in/the/sandbox (percent-encoded)");
+  }
+  if (it->second.front() != '/') {
+    return Bad("path", "'" + SanitizeUtf8(it->second) + "' must be absolute (start with '/')");
+  }
+  return it->second;
+}
+
+Result<std::uint32_t> QueryMode(const std::map<std::string, std::string>& query,
+                                std::uint32_t dflt) {
+  auto it = query.find("mode");
+  if (it == query.end()) return dflt;
+  const std::string& v = it->second;
+  if (v.empty() || v.size() > 4 || v.find_first_not_of("01234567") != std::string::npos) {
+    return Bad("mode", "'" + SanitizeUtf8(v) + "' is not an octal mode (e.g. 644 or 0755)");
+  }
+  return static_cast<std::uint32_t>(std::stoul(v, nullptr, 8));
+}
+
+// ---- WebSocket control ----
+
+Result<WsControl> ParseWsControl(std::string_view text) {
+  auto o = AGVISOR_TRY(ParseObject(text, "control message"));
+  const json::value* t = o.if_contains("type");
+  if (!t || !t->is_string()) {
+    return Bad("type",
+               "missing: a control message is {\"type\": \"eof\" | \"resize\" | \"signal\"}");
+  }
+  WsControl c;
+  const auto& type = t->as_string();
+  if (type == "eof") {
+    c.type = WsControl::Type::kEof;
+  } else if (type == "resize") {
+    c.type = WsControl::Type::kResize;
+    for (auto [key, dst] : {std::pair{"rows", &c.rows}, std::pair{"cols", &c.cols}}) {
+      const json::value* v = o.if_contains(key);
+      if (!v) return Bad(key, "missing in a resize message");
+      auto n = AGVISOR_TRY(GetInt(*v, key));
+      if (n < 1 || n > 65535) return Bad(key, "must be 1..65535");
+      *dst = static_cast<std::uint16_t>(n);
+    }
+  } else if (type == "signal") {
+    c.type = WsControl::Type::kSignal;
+    const json::value* v = o.if_contains("signal");
+    if (!v) return Bad("signal", "missing in a signal message");
+    if (v->is_string()) {
+      c.signal = AGVISOR_TRY(ParseSignal(v->as_string()));
+    } else {
+      auto n = AGVISOR_TRY(GetInt(*v, "signal"));
+      if (n < 1 || n > 64) return Bad("signal", "must be 1..64");
+      c.signal = static_cast<int>(n);
+    }
+  } else {
+    return Bad("type", "'" + SanitizeUtf8(type) + "' is unknown (eof, resize, signal)");
+  }
+  return c;
+}
+
+std::string WsStartedJson(std::uint32_t pid) {
+  json::object o;
+  o["type"] = "started";
+  o["pid"] = pid;
+  return Serialize(o);
+}
+
+std::string WsExitJson(const ProcessExit& exit) {
+  json::object o;
+  o["type"] = "exit";
+  o["exit_code"] = exit.exit_code;
+  o["signal"] = exit.signal;
+  o["timed_out"] = exit.timed_out;
+  return Serialize(o);
+}
+
+std::string WsErrorJson(const Error& e) {
+  json::object err;
+  err["code"] = ErrorSlug(e.code());
+  err["message"] = SanitizeUtf8(e.message());
+  json::object o;
+  o["type"] = "error";
+  o["error"] = std::move(err);
+  return Serialize(o);
+}
+
+}  // namespace agvisor::server

@@ -1,0 +1,145 @@
+// Pure JSON codecs of the agvisord API (docs/openapi.yaml): request bodies in, typed values and
+// kInvalidArgument errors out; typed values in, JSON text out. Plus the pieces of the wire that
+// are not JSON: base64, the WebSocket stream tags, query flags, and the HTTP status of each
+// agvisor::ErrorCode.
+//
+// Used by service.cc and the CLI's server client; unit-tested in codec_test.cc. Boost.JSON stays
+// inside codec.cc. Every parse error names the field, what was wrong and what is accepted.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agvisor/base/error.h"
+#include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/spec.h"
+
+namespace agvisor::server {
+
+// ---- Errors ----
+// The HTTP status of an error code: kInvalidArgument 400, kPermissionDenied 403 (401 is only for
+// a missing or wrong bearer token), kNotFound 404, kConflict 409, kSandboxDied 410, kTimeout 504,
+// kResourceExhausted 507, kUnsupported 501, kUnavailable 503, kInternal 500.
+int HttpStatusFor(ErrorCode code);
+// "invalid_argument", "not_found", ... (the "code" of an error body).
+std::string_view ErrorSlug(ErrorCode code);
+// The code of a slug; kInternal for an unknown one (a client decoding an error body).
+ErrorCode ErrorCodeFromSlug(std::string_view slug);
+// {"error":{"code":"not_found","message":"..."}}
+std::string ErrorJson(ErrorCode code, std::string_view message);
+inline std::string ErrorJson(const Error& e) { return ErrorJson(e.code(), e.message()); }
+// The same with a code outside ErrorCode ("unauthenticated", "method_not_allowed", ...).
+std::string ErrorJsonSlug(std::string_view slug, std::string_view message);
+// Decodes an error body (any status); nullopt when it is not one.
+std::optional<Error> DecodeErrorJson(std::string_view body);
+
+// ---- Bytes in JSON ----
+std::string Base64Encode(std::string_view bytes);
+// Standard alphabet, padding optional, whitespace refused. Errors: kInvalidArgument naming `what`.
+Result<std::string> Base64Decode(std::string_view text, std::string_view what);
+// Valid UTF-8 as is; each invalid byte becomes U+FFFD (JSON strings must be UTF-8).
+std::string SanitizeUtf8(std::string_view bytes);
+
+// ---- Sandboxes ----
+// The API id of a sandbox: its container name without "agvisor-" (named ones: their name).
+std::string SandboxIdFor(std::string_view container_name);
+// The container name of an id. Errors: kInvalidArgument (not a name/id: [A-Za-z0-9][A-Za-z0-9_.-]*,
+// at most 63 characters).
+Result<std::string> ContainerNameForId(std::string_view id);
+
+struct CreateRequest {
+  SandboxSpec spec;                 // host is the daemon's; never taken from the request
+  std::optional<std::string> pool;  // take a warm sandbox from this pool
+};
+// {"image", "gui", "limits": {"cpus", "memory", "pids", "shm", "disk"}, "network", "lifetime",
+//  "idle_ttl", "name", "runtime", "labels": {k: v}, "pool"}; every field optional, unknown
+// fields refused. The spec is not validated here (Sandbox::Create does that).
+Result<CreateRequest> ParseCreateRequest(std::string_view body);
+
+// What the API says about one sandbox.
+struct SandboxView {
+  std::string id;
+  SandboxInfo info;
+  std::optional<bool> resumed;  // create only
+  std::string disk_warning;     // create only, when set
+};
+std::string SandboxJson(const SandboxView& v);
+std::string SandboxListJson(const std::vector<SandboxView>& views);
+// "stopped", "lifetime", "idle", "out_of_memory", "killed", "gone"; "" for kNone.
+std::string_view EndReasonSlug(EndReason reason);
+
+// ---- Exec ----
+struct ExecRequest {
+  std::vector<std::string> argv;     // "argv": [...], or "command": "..." = sh -c command
+  std::optional<std::string> input;  // "stdin" (text) or "stdin_b64"
+  double timeout = 120;              // "timeout" seconds (> 0)
+  std::vector<std::string> env;      // "env": {"K": "V"} or ["K=V"]
+  std::string cwd;
+  std::string user;
+  bool base64 = false;  // "encoding": "text" (default) | "base64": output fields
+  // WebSocket exec only:
+  bool pty = false;
+  std::uint16_t rows = 24, cols = 80;
+  bool stdin = true;  // "stdin": false: the command reads /dev/null (no pty)
+};
+// For POST .../exec (`websocket` = false: "pty"/"rows"/"cols" refused) and for the first text
+// message of .../exec/ws (`websocket` = true: "stdin"/"stdin_b64" data refused; "stdin" is a
+// boolean there and a timeout of 0 means none).
+Result<ExecRequest> ParseExecRequest(std::string_view body, bool websocket);
+// {"exit_code", "timed_out", "stdout", "stderr", "encoding", "truncated"}
+std::string ExecResultJson(const ExecResult& r, bool base64);
+
+// ---- Background processes ----
+struct StartProcessRequest {
+  std::vector<std::string> argv;
+  BackgroundOptions options;
+};
+// {"argv" | "command", "stdin": bool, "timeout", "env", "cwd", "user"}
+Result<StartProcessRequest> ParseStartProcessRequest(std::string_view body);
+std::string ProcessListJson(const std::vector<ProcessInfo>& procs);
+// {"signal": 15} or {"signal": "TERM"} / "SIGTERM"; default SIGTERM for an empty body.
+Result<int> ParseSignalRequest(std::string_view body);
+// "15", "TERM", "SIGTERM", "KILL", ... -> the number. Errors: kInvalidArgument.
+Result<int> ParseSignal(std::string_view text);
+
+// ---- Files ----
+std::string FileEntryJson(const FileEntry& e);
+std::string FileListJson(std::string_view path, const std::vector<FileEntry>& entries);
+
+// ---- Query parameters ----
+// "1", "true", "yes" / "0", "false", "no", "" (present without a value = true); absent = dflt.
+Result<bool> QueryBool(const std::map<std::string, std::string>& query, std::string_view key,
+                       bool dflt);
+// A required, absolute sandbox path ("path"). Errors: kInvalidArgument.
+Result<std::string> QueryPath(const std::map<std::string, std::string>& query);
+// An octal mode ("0644", "755"). Errors: kInvalidArgument.
+Result<std::uint32_t> QueryMode(const std::map<std::string, std::string>& query,
+                                std::uint32_t dflt);
+
+// ---- WebSocket streams (docs/agvisord.md) ----
+// Binary frames carry a 1-byte tag then the bytes: client -> server kTagStdin; server -> client
+// kTagStdout / kTagStderr. Text frames are JSON control messages.
+inline constexpr std::uint8_t kTagStdin = 0;
+inline constexpr std::uint8_t kTagStdout = 1;
+inline constexpr std::uint8_t kTagStderr = 2;
+
+// A client control message: {"type": "eof"} | {"type": "resize", "rows", "cols"} |
+// {"type": "signal", "signal": 15 | "TERM"}.
+struct WsControl {
+  enum class Type { kEof, kResize, kSignal } type = Type::kEof;
+  std::uint16_t rows = 0, cols = 0;
+  int signal = 0;
+};
+Result<WsControl> ParseWsControl(std::string_view text);
+// {"type":"started","pid":N}
+std::string WsStartedJson(std::uint32_t pid);
+// {"type":"exit","exit_code":N,"signal":S,"timed_out":B}
+std::string WsExitJson(const ProcessExit& exit);
+// {"type":"error","error":{"code","message"}}
+std::string WsErrorJson(const Error& e);
+
+}  // namespace agvisor::server

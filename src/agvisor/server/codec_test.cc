@@ -1,0 +1,266 @@
+#include "agvisor/server/codec.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <csignal>
+
+namespace agvisor::server {
+namespace {
+
+namespace json = boost::json;
+
+json::object Obj(const std::string& s) { return json::parse(s).as_object(); }
+
+TEST(CodecTest, ErrorStatusesAndBodies) {
+  EXPECT_EQ(HttpStatusFor(ErrorCode::kInvalidArgument), 400);
+  EXPECT_EQ(HttpStatusFor(ErrorCode::kNotFound), 404);
+  EXPECT_EQ(HttpStatusFor(ErrorCode::kConflict), 409);
+  EXPECT_EQ(HttpStatusFor(ErrorCode::kSandboxDied), 410);
+  EXPECT_EQ(HttpStatusFor(ErrorCode::kUnsupported), 501);
+  EXPECT_EQ(HttpStatusFor(ErrorCode::kUnavailable), 503);
+  EXPECT_EQ(HttpStatusFor(ErrorCode::kInternal), 500);
+  auto o = Obj(ErrorJson(Error::NotFound("no sandbox 'x'")));
+  EXPECT_EQ(o["error"].as_object()["code"].as_string(), "not_found");
+  EXPECT_EQ(o["error"].as_object()["message"].as_string(), "no sandbox 'x'");
+  auto back = DecodeErrorJson(ErrorJson(Error::SandboxDied("oom")));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->code(), ErrorCode::kSandboxDied);
+  EXPECT_EQ(back->message(), "oom");
+  EXPECT_FALSE(DecodeErrorJson("{\"x\":1}"));
+  EXPECT_FALSE(DecodeErrorJson("not json"));
+}
+
+TEST(CodecTest, Base64RoundTripsEveryLength) {
+  std::string all;
+  for (int i = 0; i < 256; ++i) all.push_back(static_cast<char>(i));
+  for (std::size_t n = 0; n <= all.size(); n += 1) {
+    auto s = all.substr(0, n);
+    auto d = Base64Decode(Base64Encode(s), "x");
+    ASSERT_TRUE(d.ok()) << n;
+    EXPECT_EQ(*d, s);
+  }
+  EXPECT_EQ(Base64Encode("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(Base64Encode("fo"), "Zm8=");
+  EXPECT_EQ(*Base64Decode("Zm8", "x"), "fo");  // padding optional
+  EXPECT_EQ(Base64Decode("Zm 8", "stdin_b64").error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(Base64Decode("Z", "x").error().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(CodecTest, SanitizeUtf8) {
+  EXPECT_EQ(SanitizeUtf8("héllo ✓ 😀"), "héllo ✓ 😀");
+  EXPECT_EQ(SanitizeUtf8(std::string("a\xff"
+                                     "b",
+                                     3)),
+            "a\xef\xbf\xbd"
+            "b");
+  EXPECT_EQ(SanitizeUtf8("\xc0\xaf"), "\xef\xbf\xbd\xef\xbf\xbd");                  // overlong
+  EXPECT_EQ(SanitizeUtf8("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // surrogate
+  EXPECT_EQ(SanitizeUtf8("\xe2\x9c"), "\xef\xbf\xbd\xef\xbf\xbd");                  // truncated
+}
+
+TEST(CodecTest, SandboxIds) {
+  EXPECT_EQ(SandboxIdFor("agvisor-work"), "work");
+  EXPECT_EQ(SandboxIdFor("/agvisor-a1b2"), "a1b2");
+  EXPECT_EQ(*ContainerNameForId("work"), "agvisor-work");
+  EXPECT_EQ(ContainerNameForId("../x").error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(ContainerNameForId("").error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(ContainerNameForId("-x").error().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(CodecTest, ParseCreateRequest) {
+  auto r = ParseCreateRequest(R"({"image":"img:1","limits":{"cpus":0.5,"memory":"512m","pids":64,
+    "disk":"none"},"network":"none","lifetime":600,"idle_ttl":60,"name":"w","labels":{"k":"v"}})");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->spec.image, "img:1");
+  EXPECT_DOUBLE_EQ(r->spec.limits.cpus, 0.5);
+  EXPECT_EQ(r->spec.limits.memory, "512m");
+  EXPECT_EQ(r->spec.limits.pids, 64);
+  EXPECT_EQ(r->spec.limits.disk, "none");
+  EXPECT_EQ(r->spec.network, "none");
+  EXPECT_EQ(r->spec.lifetime, 600);
+  EXPECT_EQ(r->spec.idle_ttl, 60);
+  EXPECT_EQ(r->spec.name, "w");
+  EXPECT_EQ(r->spec.labels.at("k"), "v");
+  EXPECT_FALSE(r->pool);
+  // Defaults for an empty body.
+  auto d = ParseCreateRequest("");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->spec.network, "bridge");
+  EXPECT_FALSE(d->spec.name);
+  EXPECT_EQ(ParseCreateRequest(R"({"pool":"p"})")->pool, "p");
+}
+
+TEST(CodecTest, ParseCreateRequestRefusals) {
+  auto msg = [](std::string_view body) {
+    auto r = ParseCreateRequest(body);
+    EXPECT_FALSE(r.ok()) << body;
+    EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+    return r.error().message();
+  };
+  EXPECT_NE(msg("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(msg("[1]").find("must be a JSON object"), std::string::npos);
+  EXPECT_NE(msg(R"({"imgae":"x"})").find("unknown field \"imgae\""), std::string::npos);
+  EXPECT_NE(msg(R"({"limits":{"cpu":1}})").find("limits: unknown field \"cpu\""),
+            std::string::npos);
+  EXPECT_NE(msg(R"({"limits":{"cpus":"1"}})").find("limits.cpus: must be a number"),
+            std::string::npos);
+  EXPECT_NE(msg(R"({"lifetime":1.5})").find("lifetime: must be a whole number"), std::string::npos);
+  EXPECT_NE(msg(R"({"labels":{"a":1}})").find("labels"), std::string::npos);
+}
+
+TEST(CodecTest, ParseExecRequest) {
+  auto r = ParseExecRequest(
+      R"({"argv":["ls","-l"],"timeout":5,"env":{"A":"1"},"cwd":"/tmp","user":"nobody",
+         "stdin_b64":"AAE=","encoding":"base64"})",
+      false);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->argv, (std::vector<std::string>{"ls", "-l"}));
+  EXPECT_DOUBLE_EQ(r->timeout, 5);
+  EXPECT_EQ(r->env, (std::vector<std::string>{"A=1"}));
+  EXPECT_EQ(r->input, std::string("\0\1", 2));
+  EXPECT_TRUE(r->base64);
+  auto c = ParseExecRequest(R"({"command":"echo hi","stdin":"x","env":["B=2"]})", false);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->argv, (std::vector<std::string>{"sh", "-c", "echo hi"}));
+  EXPECT_EQ(c->input, "x");
+  EXPECT_DOUBLE_EQ(c->timeout, 120);
+  EXPECT_FALSE(c->base64);
+
+  EXPECT_FALSE(ParseExecRequest("{}", false).ok());
+  EXPECT_FALSE(ParseExecRequest(R"({"argv":[]})", false).ok());
+  EXPECT_FALSE(ParseExecRequest(R"({"argv":["a"],"command":"b"})", false).ok());
+  EXPECT_FALSE(ParseExecRequest(R"({"argv":["a"],"timeout":0})", false).ok());
+  EXPECT_FALSE(ParseExecRequest(R"({"argv":["a"],"stdin":"x","stdin_b64":"eA=="})", false).ok());
+  EXPECT_FALSE(ParseExecRequest(R"({"argv":["a"],"encoding":"hex"})", false).ok());
+  EXPECT_FALSE(ParseExecRequest(R"({"argv":["a"],"pty":true})", false).ok());  // WebSocket only
+}
+
+TEST(CodecTest, ParseExecRequestWebSocket) {
+  auto r =
+      ParseExecRequest(R"({"argv":["sh"],"pty":true,"rows":40,"cols":120,"stdin":false})", true);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_TRUE(r->pty);
+  EXPECT_EQ(r->rows, 40);
+  EXPECT_EQ(r->cols, 120);
+  EXPECT_FALSE(r->stdin);
+  EXPECT_DOUBLE_EQ(r->timeout, 0);  // none by default on a stream
+  EXPECT_TRUE(ParseExecRequest(R"({"argv":["a"],"timeout":0})", true).ok());
+  EXPECT_FALSE(ParseExecRequest(R"({"argv":["a"],"rows":0})", true).ok());
+  EXPECT_FALSE(ParseExecRequest(R"({"argv":["a"],"stdin":"data"})", true).ok());
+  EXPECT_FALSE(ParseExecRequest(R"({"argv":["a"],"encoding":"text"})", true).ok());
+}
+
+TEST(CodecTest, ExecResultJson) {
+  ExecResult r;
+  r.exit_code = 3;
+  r.out = std::string("a\xff", 2);
+  r.err = "e";
+  auto text = Obj(ExecResultJson(r, false));
+  EXPECT_EQ(text["exit_code"].as_int64(), 3);
+  EXPECT_EQ(text["stdout"].as_string(), "a\xef\xbf\xbd");
+  EXPECT_EQ(text["encoding"].as_string(), "text");
+  auto b64 = Obj(ExecResultJson(r, true));
+  EXPECT_EQ(b64["stdout"].as_string(), Base64Encode(r.out));
+  EXPECT_EQ(b64["timed_out"].as_bool(), false);
+}
+
+TEST(CodecTest, SandboxJson) {
+  SandboxView v;
+  v.id = "w";
+  v.info.container_name = "agvisor-w";
+  v.info.name = "w";
+  v.info.state = "exited";
+  v.info.end_reason = EndReason::kOutOfMemory;
+  auto o = Obj(SandboxJson(v));
+  EXPECT_EQ(o["id"].as_string(), "w");
+  EXPECT_EQ(o["end_reason"].as_string(), "out_of_memory");
+  EXPECT_FALSE(o.contains("resumed"));
+  v.info.end_reason = EndReason::kNone;
+  v.info.name.reset();
+  v.resumed = true;
+  o = Obj(SandboxJson(v));
+  EXPECT_TRUE(o["end_reason"].is_null());
+  EXPECT_TRUE(o["name"].is_null());
+  EXPECT_TRUE(o["resumed"].as_bool());
+  auto list = Obj(SandboxListJson({v, v}));
+  EXPECT_EQ(list["sandboxes"].as_array().size(), 2u);
+}
+
+TEST(CodecTest, Processes) {
+  auto r = ParseStartProcessRequest(R"({"command":"sleep 9","stdin":true,"timeout":0})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->argv.back(), "sleep 9");
+  EXPECT_TRUE(r->options.stdin);
+  EXPECT_FALSE(ParseStartProcessRequest(R"({"argv":["x"],"timeout":-1})").ok());
+  auto l = Obj(ProcessListJson({{7, "sleep", true, 0}, {8, "true", false, 0}}));
+  auto a = l["processes"].as_array();
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_TRUE(a[0].as_object()["exit_code"].is_null());
+  EXPECT_EQ(a[1].as_object()["exit_code"].as_int64(), 0);
+}
+
+TEST(CodecTest, Signals) {
+  EXPECT_EQ(*ParseSignalRequest(""), SIGTERM);
+  EXPECT_EQ(*ParseSignalRequest(R"({"signal":9})"), 9);
+  EXPECT_EQ(*ParseSignalRequest(R"({"signal":"SIGINT"})"), SIGINT);
+  EXPECT_EQ(*ParseSignalRequest(R"({"signal":"KILL"})"), SIGKILL);
+  EXPECT_EQ(*ParseSignal("15"), 15);
+  EXPECT_FALSE(ParseSignal("SIGFOO").ok());
+  EXPECT_FALSE(ParseSignal("0").ok());
+  EXPECT_FALSE(ParseSignalRequest(R"({"signal":99})").ok());
+}
+
+TEST(CodecTest, Query) {
+  std::map<std::string, std::string> q = {{"a", "1"},     {"b", "false"}, {"c", ""},
+                                          {"d", "maybe"}, {"path", "/x"}, {"mode", "0755"}};
+  EXPECT_TRUE(*QueryBool(q, "a", false));
+  EXPECT_FALSE(*QueryBool(q, "b", true));
+  EXPECT_TRUE(*QueryBool(q, "c", false));
+  EXPECT_TRUE(*QueryBool(q, "missing", true));
+  EXPECT_FALSE(QueryBool(q, "d", true).ok());
+  EXPECT_EQ(*QueryPath(q), "/x");
+  EXPECT_EQ(*QueryMode(q, 0644), 0755u);
+  EXPECT_EQ(*QueryMode({}, 0644), 0644u);
+  EXPECT_FALSE(QueryMode({{"mode", "9"}}, 0).ok());
+  EXPECT_FALSE(QueryPath({}).ok());
+  EXPECT_FALSE(QueryPath({{"path", "rel"}}).ok());
+}
+
+TEST(CodecTest, FilesJson) {
+  FileEntry e;
+  e.name = "f";
+  e.kind = FileKind::kSymlink;
+  e.mode = 0120777;
+  e.size = 3;
+  e.link_target = "/t";
+  auto o = Obj(FileEntryJson(e));
+  EXPECT_EQ(o["kind"].as_string(), "symlink");
+  EXPECT_EQ(o["mode"].as_int64(), 0777);
+  EXPECT_EQ(o["link_target"].as_string(), "/t");
+  auto l = Obj(FileListJson("/d", {e}));
+  EXPECT_EQ(l["path"].as_string(), "/d");
+  EXPECT_EQ(l["entries"].as_array().size(), 1u);
+}
+
+TEST(CodecTest, WsControl) {
+  EXPECT_EQ(ParseWsControl(R"({"type":"eof"})")->type, WsControl::Type::kEof);
+  auto r = ParseWsControl(R"({"type":"resize","rows":30,"cols":100})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->rows, 30);
+  EXPECT_EQ(r->cols, 100);
+  EXPECT_EQ(ParseWsControl(R"({"type":"signal","signal":"INT"})")->signal, SIGINT);
+  EXPECT_FALSE(ParseWsControl(R"({"type":"resize","rows":30})").ok());
+  EXPECT_FALSE(ParseWsControl(R"({"type":"dance"})").ok());
+  EXPECT_FALSE(ParseWsControl(R"({})").ok());
+  auto exit = Obj(WsExitJson({137, 9, false}));
+  EXPECT_EQ(exit["type"].as_string(), "exit");
+  EXPECT_EQ(exit["exit_code"].as_int64(), 137);
+  EXPECT_EQ(exit["signal"].as_int64(), 9);
+  EXPECT_EQ(Obj(WsStartedJson(5))["pid"].as_int64(), 5);
+  EXPECT_EQ(Obj(WsErrorJson(Error::NotFound("x")))["error"].as_object()["code"].as_string(),
+            "not_found");
+}
+
+}  // namespace
+}  // namespace agvisor::server

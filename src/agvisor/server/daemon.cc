@@ -1,0 +1,239 @@
+#include "agvisor/server/daemon.h"
+
+#include <fcntl.h>
+#include <openssl/rand.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "agvisor/base/unique_fd.h"
+#include "agvisor/sandbox/spec.h"
+#include "agvisor/server/log.h"
+#include "agvisor/server/server.h"
+#include "agvisor/server/service.h"
+
+namespace agvisor::server {
+
+Result<std::string> LoadOrCreateToken(const std::string& path, bool* created) {
+  *created = false;
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd && errno == ENOENT) {
+    std::error_code ec;
+    auto dir = std::filesystem::path(path).parent_path();
+    if (!dir.empty()) {
+      std::filesystem::create_directories(dir, ec);
+      if (ec)
+        return Error::FromErrno("create directory " + dir.string() + " for the token", ec.value());
+    }
+    unsigned char raw[32];
+    if (RAND_bytes(raw, sizeof raw) != 1) return Error::Internal("RAND_bytes failed");
+    std::string token;
+    static constexpr char kHex[] = "0123456789abcdef";
+    for (unsigned char c : raw) {
+      token.push_back(kHex[c >> 4]);
+      token.push_back(kHex[c & 15]);
+    }
+    UniqueFd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!out) return Error::FromErrno("create token file " + path, errno);
+    std::string line = token + "\n";
+    if (::write(out.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      return Error::FromErrno("write token file " + path, errno);
+    }
+    *created = true;
+    return token;
+  }
+  if (!fd) return Error::FromErrno("open token file " + path, errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return Error::FromErrno("stat token file " + path, errno);
+  if (st.st_mode & 077) {
+    return Error::PermissionDenied("token file " + path +
+                                   " can be read by group or others: run `chmod 600 " + path +
+                                   "` (and consider the old token leaked: delete the file to get "
+                                   "a new one)");
+  }
+  std::string data;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(fd.get(), buf, sizeof buf)) > 0) data.append(buf, static_cast<std::size_t>(n));
+  auto b = data.find_first_not_of(" \t\r\n");
+  auto e = data.find_last_not_of(" \t\r\n");
+  if (b == std::string::npos) {
+    return Error::InvalidArgument("token file " + path +
+                                  " is empty (delete it to get a new token)");
+  }
+  return data.substr(b, e - b + 1);
+}
+
+Result<std::string> DefaultSocketPath() {
+  if (::geteuid() == 0) return std::string("/run/agvisord.sock");
+  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x) {
+    return std::string(x) + "/agvisord.sock";
+  }
+  return Error::NotFound(
+      "no default socket path: not root and XDG_RUNTIME_DIR is unset (give "
+      "--socket PATH)");
+}
+
+std::string DefaultTokenPath() {
+  if (::geteuid() == 0) return "/var/lib/agvisor/agvisord.token";
+  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) {
+    return std::string(x) + "/agvisor/agvisord.token";
+  }
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.config/agvisor/agvisord.token";
+}
+
+namespace {
+
+constexpr std::string_view kDescription =
+    "agvisord: the agvisor daemon. Serves the HTTP+JSON API of docs/openapi.yaml (sandboxes, "
+    "exec, files, processes, ports; WebSocket streams for exec, process attach and port "
+    "forwarding) for the sandboxes of one Docker host.\n\n"
+    "Listening: a unix socket by default (--socket; mode 0600), and optionally loopback TCP "
+    "(--listen 127.0.0.1:PORT). Plain HTTP: a non-loopback address is refused unless "
+    "--allow-remote (put a TLS proxy in front).\n"
+    "Auth: every route but GET /v1/health needs `Authorization: Bearer <token>`; the token is "
+    "read from --token-file, created there (0600, 256 random bits) when missing. Its path is "
+    "logged at start.\n"
+    "Logs: JSON lines on stderr (time, level, msg, method, path, status, ms).\n"
+    "Signals: SIGTERM/SIGINT stop accepting, let requests finish (--shutdown-grace), close "
+    "WebSockets with 1001; sandboxes keep running. After a restart agvisord finds them by label "
+    "and serves them again.\n"
+    "Example:\n"
+    "  agvisord --socket /tmp/agvisord.sock --token-file /tmp/agvisord.token &\n"
+    "  curl --unix-socket /tmp/agvisord.sock -H \"Authorization: Bearer $(cat "
+    "/tmp/agvisord.token)\" http://agvisord/v1/sandboxes";
+
+sigset_t StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
+}
+
+}  // namespace
+
+int DaemonMain(int argc, char** argv) {
+  CLI::App app{std::string(kDescription), "agvisord"};
+  app.set_help_flag("-h,--help", "print this help and exit");
+  std::string socket_path, listen, token_file, docker_host, max_body = "256m";
+  bool no_socket = false, allow_remote = false;
+  std::size_t max_connections = 64;
+  int idle_timeout = 60, shutdown_grace = 10;
+  app.add_option("--socket", socket_path,
+                 "unix socket to listen on (default: /run/agvisord.sock for root, else "
+                 "$XDG_RUNTIME_DIR/agvisord.sock)");
+  app.add_flag("--no-socket", no_socket, "no unix socket (then --listen is required)");
+  app.add_option("--listen", listen,
+                 "also listen on TCP HOST:PORT, e.g. 127.0.0.1:8080 (PORT 0 = any; the bound "
+                 "port is logged)");
+  app.add_flag("--allow-remote", allow_remote,
+               "allow a --listen address that is not loopback (plain HTTP: only behind TLS)");
+  app.add_option("--token-file", token_file,
+                 "bearer token file (default: /var/lib/agvisor/agvisord.token for root, else "
+                 "~/.config/agvisor/agvisord.token); created 0600 when missing");
+  app.add_option("-H,--docker-host", docker_host,
+                 "Docker host of the sandboxes: unix:///path, tcp://host:port, ssh://user@host "
+                 "(default: $DOCKER_HOST, else the local socket)")
+      ->envname("DOCKER_HOST");
+  app.add_option("--max-connections", max_connections,
+                 "connections served at once; more are answered 503 (default 64)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--max-body", max_body,
+                 "largest request body, e.g. a file upload (default 256m; larger: 413)");
+  app.add_option("--idle-timeout", idle_timeout,
+                 "seconds a keep-alive connection may wait for its next request (default 60)")
+      ->check(CLI::Range(1, 86400));
+  app.add_option("--shutdown-grace", shutdown_grace,
+                 "seconds requests in flight may take to finish at SIGTERM (default 10)")
+      ->check(CLI::Range(0, 3600));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  auto fail = [](const Error& e) {
+    LogEvent("error", e.message(), {{"code", std::string(ErrorCodeName(e.code()))}});
+    return e.code() == ErrorCode::kInvalidArgument ? 2 : 1;
+  };
+  // Stop signals are taken by one thread (sigwait); every thread inherits the mask.
+  sigset_t stop = StopSignals();
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  ServerOptions so;
+  if (!no_socket) {
+    if (socket_path.empty()) {
+      auto d = DefaultSocketPath();
+      if (!d.ok()) return fail(d.error());
+      socket_path = *d;
+    }
+    so.unix_path = socket_path;
+  } else if (listen.empty()) {
+    return fail(Error::InvalidArgument("--no-socket needs --listen HOST:PORT"));
+  }
+  so.tcp_listen = listen;
+  so.allow_remote = allow_remote;
+  so.max_connections = max_connections;
+  auto body = ParseMemorySize("--max-body", max_body);
+  if (!body.ok()) return fail(body.error());
+  so.max_body_bytes = static_cast<std::size_t>(*body);
+  so.idle_timeout = std::chrono::seconds(idle_timeout);
+  so.shutdown_grace = std::chrono::seconds(shutdown_grace);
+  if (token_file.empty()) token_file = DefaultTokenPath();
+  bool created = false;
+  auto token = LoadOrCreateToken(token_file, &created);
+  if (!token.ok()) return fail(token.error());
+  so.token = *token;
+
+  auto server = Server::Bind(so);
+  if (!server.ok()) return fail(server.error());
+
+  Service service({.docker_host = docker_host});
+  (*server)->SetHandlers(
+      [&](const HttpRequest& r, const RouteMatch& m) { return service.Handle(r, m); },
+      [&](const HttpRequest& r, const RouteMatch& m, WebSocket& ws) {
+        service.HandleWebSocket(r, m, ws);
+      });
+  auto recovered = service.Recover();
+  if (!recovered.ok()) {
+    LogEvent("warn", "cannot list the host's sandboxes yet (served on first use)",
+             {{"error", recovered.error().ToString()}});
+  }
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"token_file", token_file}, {"token_created", created ? "true" : "false"}};
+  if (!so.unix_path.empty()) fields.emplace_back("socket", so.unix_path);
+  if (!so.tcp_listen.empty()) {
+    fields.emplace_back("listen", so.tcp_listen);
+    fields.emplace_back("tcp_port", std::to_string((*server)->tcp_port()));
+  }
+  fields.emplace_back("sandboxes_recovered", std::to_string(recovered.ok() ? *recovered : 0));
+  LogEvent("info", "agvisord listening", fields);
+
+  Server* srv = server->get();
+  std::thread signals([srv, stop] {
+    int sig = 0;
+    sigwait(&stop, &sig);
+    LogEvent("info", "signal received", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+    srv->Shutdown();
+  });
+  std::size_t left = srv->Run();
+  LogEvent("info", "agvisord stopped", {{"connections_left", std::to_string(left)}});
+  // Connections still open past the grace period hold references into the server and the
+  // service: leave without running destructors under them.
+  std::fflush(nullptr);
+  std::_Exit(0);
+}
+
+}  // namespace agvisor::server

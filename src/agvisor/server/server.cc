@@ -1,0 +1,571 @@
+// The only translation units of agvisord that include Boost.Beast are this one and the tests.
+//
+// Each connection thread owns a private io_context and drives Beast's asynchronous operations on
+// it to completion (run + restart): Beast's synchronous API has no timeouts, its asynchronous one
+// does (basic_stream::expires_after, websocket timeouts). A WebSocket gets a second thread that
+// runs the io_context while the handler blocks in Send/Receive, which post operations to it.
+#include "agvisor/server/server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <cerrno>
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include "agvisor/server/codec.h"
+#include "agvisor/server/log.h"
+
+namespace agvisor::server {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+namespace bws = beast::websocket;
+using boost::system::error_code;
+using Proto = net::generic::stream_protocol;
+using Stream = beast::basic_stream<Proto>;
+using Clock = std::chrono::steady_clock;
+
+// What Shutdown needs to reach one connection.
+struct Server::Conn {
+  std::mutex mu;
+  std::function<void()> interrupt;  // set by the connection for its current phase
+};
+
+namespace {
+
+constexpr std::uint32_t kHeaderLimit = 64 * 1024;
+constexpr std::size_t kWsMessageLimit = 16u << 20;
+
+bool IsLoopback(const std::string& host) {
+  in_addr a4{};
+  if (inet_pton(AF_INET, host.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  in6_addr a6{};
+  if (inet_pton(AF_INET6, host.c_str(), &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
+  return false;
+}
+
+// Runs the io_context until the operations started on it are done.
+void RunAll(net::io_context& ioc) {
+  ioc.restart();
+  ioc.run();
+}
+
+// The Beast WebSocket behind the WebSocket interface: operations are posted to the io thread.
+class BeastWebSocket final : public WebSocket {
+ public:
+  BeastWebSocket(net::io_context& ioc, bws::stream<Stream>& ws) : ioc_(ioc), ws_(ws) {}
+
+  Result<void> Send(std::string_view data, bool binary) override {
+    std::lock_guard lock(send_mu_);
+    if (closed_) return Error::Unavailable("websocket: closed");
+    std::promise<error_code> done;
+    net::post(ioc_, [&] {
+      ws_.binary(binary);
+      ws_.async_write(net::buffer(data.data(), data.size()),
+                      [&](error_code ec, std::size_t) { done.set_value(ec); });
+    });
+    error_code ec = done.get_future().get();
+    if (ec) return Error::Unavailable("websocket: send: " + ec.message());
+    return Ok();
+  }
+
+  Result<std::optional<WsMessage>> Receive() override {
+    std::lock_guard lock(recv_mu_);
+    beast::flat_buffer buf;
+    std::promise<std::pair<error_code, bool>> done;
+    net::post(ioc_, [&] {
+      ws_.async_read(buf, [&](error_code ec, std::size_t) {
+        done.set_value({ec, !ws_.got_text()});
+      });
+    });
+    auto [ec, binary] = done.get_future().get();
+    if (ec == bws::error::closed || ec == net::error::eof || ec == net::error::operation_aborted ||
+        ec == net::error::connection_reset) {
+      return std::optional<WsMessage>();
+    }
+    if (ec == beast::error::timeout) return Error::Timeout("websocket: the peer went silent");
+    if (ec) return Error::Unavailable("websocket: receive: " + ec.message());
+    return std::optional<WsMessage>(WsMessage{binary, beast::buffers_to_string(buf.data())});
+  }
+
+  void Close(int code, std::string_view reason) override {
+    std::unique_lock lock(send_mu_, std::defer_lock);
+    // A sender stuck on a peer that does not read must not hold the close forever.
+    for (int i = 0; i < 50 && !lock.try_lock(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (!lock.owns_lock()) {
+      Abort();
+      return;
+    }
+    if (closed_) return;
+    closed_ = true;
+    auto done = std::make_shared<std::promise<void>>();
+    auto fut = done->get_future();
+    std::string why(reason.substr(0, 120));  // a close frame's payload is <= 125 bytes
+    net::post(ioc_, [this, done, code, why] {
+      ws_.async_close(bws::close_reason(static_cast<bws::close_code>(code), why),
+                      [done](error_code) { done->set_value(); });
+    });
+    if (fut.wait_for(std::chrono::seconds(5)) != std::future_status::ready) Abort();
+  }
+
+  // Closes the socket: every pending operation ends with an error.
+  void Abort() {
+    net::post(ioc_, [this] {
+      error_code ec;
+      beast::get_lowest_layer(ws_).socket().close(ec);
+    });
+  }
+
+ private:
+  net::io_context& ioc_;
+  bws::stream<Stream>& ws_;
+  std::mutex send_mu_, recv_mu_;
+  bool closed_ = false;  // guarded by send_mu_
+};
+
+std::string LowerCase(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+Result<std::pair<std::string, std::uint16_t>> ParseListen(std::string_view spec,
+                                                          bool allow_remote) {
+  auto colon = spec.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return Error::InvalidArgument("--listen '" + std::string(spec) +
+                                  "': use HOST:PORT, e.g. 127.0.0.1:8080 (PORT 0 = any free port)");
+  }
+  std::string host(spec.substr(0, colon));
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  std::string_view port = spec.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != port.npos ||
+      std::stoul(std::string(port)) > 65535) {
+    return Error::InvalidArgument("--listen '" + std::string(spec) + "': port must be 0..65535");
+  }
+  in_addr a4{};
+  in6_addr a6{};
+  if (inet_pton(AF_INET, host.c_str(), &a4) != 1 && inet_pton(AF_INET6, host.c_str(), &a6) != 1) {
+    return Error::InvalidArgument("--listen '" + std::string(spec) +
+                                  "': the host must be an IP address (127.0.0.1 or ::1)");
+  }
+  if (!IsLoopback(host) && !allow_remote) {
+    return Error::InvalidArgument(
+        "--listen '" + std::string(spec) +
+        "': not a loopback address. agvisord speaks plain HTTP: anyone on the network could read "
+        "its token. Listen on 127.0.0.1 (and tunnel, e.g. ssh -L), or pass --allow-remote "
+        "behind a TLS proxy");
+  }
+  return std::make_pair(host, static_cast<std::uint16_t>(std::stoul(std::string(port))));
+}
+
+bool BearerMatches(std::string_view authorization, std::string_view token) {
+  constexpr std::string_view kScheme = "Bearer ";
+  if (authorization.size() < kScheme.size() || token.empty()) return false;
+  if (LowerCase(authorization.substr(0, kScheme.size())) != "bearer ") return false;
+  std::string_view given = authorization.substr(kScheme.size());
+  // Digests of both: equal lengths, so CRYPTO_memcmp's time does not depend on the token.
+  unsigned char a[SHA256_DIGEST_LENGTH], b[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(given.data()), given.size(), a);
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), b);
+  return CRYPTO_memcmp(a, b, sizeof a) == 0;
+}
+
+Server::Server(ServerOptions options) : options_(std::move(options)) {}
+
+Server::~Server() {
+  if (!options_.unix_path.empty() && unix_fd_) ::unlink(options_.unix_path.c_str());
+}
+
+Result<std::unique_ptr<Server>> Server::Bind(ServerOptions options) {
+  if (options.unix_path.empty() && options.tcp_listen.empty()) {
+    return Error::InvalidArgument("agvisord: nothing to listen on (give --socket or --listen)");
+  }
+  if (options.token.empty()) return Error::InvalidArgument("agvisord: empty token");
+  std::unique_ptr<Server> s(new Server(options));
+  if (!options.unix_path.empty()) {
+    const std::string& path = options.unix_path;
+    sockaddr_un addr{};
+    if (path.size() >= sizeof addr.sun_path) {
+      return Error::InvalidArgument("socket path '" + path + "' is too long (max " +
+                                    std::to_string(sizeof addr.sun_path - 1) + " bytes)");
+    }
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd) return Error::FromErrno("socket(AF_UNIX)", errno);
+    // A socket file that answers belongs to a running daemon; one that does not is stale.
+    {
+      UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      if (::connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+        return Error::Conflict("another agvisord is listening on " + path +
+                               " (stop it, or give --socket another path)");
+      }
+      if (errno == ECONNREFUSED) ::unlink(path.c_str());
+    }
+    mode_t old = ::umask(0177);  // the socket is created 0600: its owner only
+    int rc = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    int err = errno;
+    ::umask(old);
+    if (rc != 0) return Error::FromErrno("bind " + path, err);
+    if (::listen(fd.get(), 128) != 0) return Error::FromErrno("listen " + path, errno);
+    s->unix_fd_ = std::move(fd);
+  }
+  if (!options.tcp_listen.empty()) {
+    auto [host, port] = AGVISOR_TRY(ParseListen(options.tcp_listen, options.allow_remote));
+    sockaddr_storage ss{};
+    socklen_t len = 0;
+    int family = AF_INET;
+    if (in_addr a4{}; inet_pton(AF_INET, host.c_str(), &a4) == 1) {
+      auto* sin = reinterpret_cast<sockaddr_in*>(&ss);
+      sin->sin_family = AF_INET;
+      sin->sin_port = htons(port);
+      sin->sin_addr = a4;
+      len = sizeof *sin;
+    } else {
+      family = AF_INET6;
+      auto* sin6 = reinterpret_cast<sockaddr_in6*>(&ss);
+      sin6->sin6_family = AF_INET6;
+      sin6->sin6_port = htons(port);
+      inet_pton(AF_INET6, host.c_str(), &sin6->sin6_addr);
+      len = sizeof *sin6;
+    }
+    UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd) return Error::FromErrno("socket(tcp)", errno);
+    int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+      return Error::FromErrno("bind " + options.tcp_listen, errno);
+    }
+    if (::listen(fd.get(), 128) != 0)
+      return Error::FromErrno("listen " + options.tcp_listen, errno);
+    sockaddr_storage bound{};
+    socklen_t blen = sizeof bound;
+    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &blen);
+    s->tcp_port_ = ntohs(family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                                           : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+    s->tcp_fd_ = std::move(fd);
+  }
+  s->wake_fd_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!s->wake_fd_) return Error::FromErrno("eventfd", errno);
+  return s;
+}
+
+void Server::SetHandlers(HttpHandler http, WsHandler ws) {
+  http_ = std::move(http);
+  ws_ = std::move(ws);
+}
+
+Result<void> Server::AddHttpRoute(const RouteDef& def, HttpHandler handler) {
+  AGVISOR_RETURN_IF_ERROR(router_.AddExtension(def));
+  ext_http_[&router_.routes().back()] = std::move(handler);
+  return Ok();
+}
+
+Result<void> Server::AddWebSocketRoute(const RouteDef& def, WsHandler handler) {
+  RouteDef d = def;
+  d.websocket = true;
+  AGVISOR_RETURN_IF_ERROR(router_.AddExtension(d));
+  ext_ws_[&router_.routes().back()] = std::move(handler);
+  return Ok();
+}
+
+void Server::Shutdown() {
+  if (stopping_.exchange(true)) return;
+  std::uint64_t one = 1;
+  (void)!::write(wake_fd_.get(), &one, sizeof one);
+}
+
+std::size_t Server::Run() {
+  std::uint64_t next_id = 1;
+  while (!stopping_) {
+    pollfd pfds[3];
+    int n = 0;
+    pfds[n++] = {wake_fd_.get(), POLLIN, 0};
+    if (unix_fd_) pfds[n++] = {unix_fd_.get(), POLLIN, 0};
+    if (tcp_fd_) pfds[n++] = {tcp_fd_.get(), POLLIN, 0};
+    if (::poll(pfds, static_cast<nfds_t>(n), -1) < 0) {
+      if (errno == EINTR) continue;
+      LogEvent("error", "poll failed", {{"errno", std::strerror(errno)}});
+      break;
+    }
+    for (int i = 1; i < n; ++i) {
+      if (!(pfds[i].revents & POLLIN)) continue;
+      int family = pfds[i].fd == unix_fd_.get() ? AF_UNIX : AF_INET;
+      if (pfds[i].fd == tcp_fd_.get()) {
+        sockaddr_storage ss{};
+        socklen_t l = sizeof ss;
+        ::getsockname(tcp_fd_.get(), reinterpret_cast<sockaddr*>(&ss), &l);
+        family = ss.ss_family;
+      }
+      int fd = ::accept4(pfds[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      std::unique_lock lock(mu_);
+      if (conns_.size() >= options_.max_connections) {
+        lock.unlock();
+        static constexpr std::string_view kBusy =
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            "Connection: close\r\nContent-Length: 96\r\n\r\n"
+            "{\"error\":{\"code\":\"unavailable\",\"message\":\"agvisord: too many connections; "
+            "try again later\"}}";
+        (void)!::send(fd, kBusy.data(), kBusy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        ::close(fd);
+        LogEvent("warn", "connection refused: too many connections",
+                 {{"max_connections", std::to_string(options_.max_connections)}});
+        continue;
+      }
+      std::uint64_t id = next_id++;
+      conns_[id] = std::make_shared<Conn>();
+      lock.unlock();
+      std::thread([this, fd, family, id] { Serve(fd, family, id); }).detach();
+    }
+  }
+  // Stop accepting: the unix socket file goes first, so new clients fail fast.
+  if (unix_fd_) ::unlink(options_.unix_path.c_str());
+  unix_fd_.reset();
+  tcp_fd_.reset();
+  std::vector<std::shared_ptr<Conn>> conns;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, c] : conns_) conns.push_back(c);
+  }
+  LogEvent("info", "shutting down", {{"connections", std::to_string(conns.size())}});
+  std::vector<std::thread> interrupts;
+  for (auto& c : conns) {
+    interrupts.emplace_back([c] {
+      std::function<void()> f;
+      {
+        std::lock_guard lock(c->mu);
+        f = c->interrupt;
+      }
+      if (f) f();
+    });
+  }
+  for (auto& t : interrupts) t.join();
+  std::unique_lock lock(mu_);
+  idle_cv_.wait_for(lock, options_.shutdown_grace, [&] { return conns_.empty(); });
+  return conns_.size();
+}
+
+void Server::Serve(int raw_fd, int family, std::uint64_t id) {
+  std::shared_ptr<Conn> conn;
+  {
+    std::lock_guard lock(mu_);
+    conn = conns_[id];
+  }
+  net::io_context ioc(1);
+  {
+    Proto::socket sock(ioc);
+    error_code ec;
+    sock.assign(Proto(family, 0), raw_fd, ec);
+    if (ec) {
+      ::close(raw_fd);
+    } else {
+      Stream stream(std::move(sock));
+      bool moved = false;  // the stream went into a WebSocket
+      beast::flat_buffer buf;
+      auto set_interrupt = [&](std::function<void()> f) {
+        std::lock_guard lock(conn->mu);
+        conn->interrupt = std::move(f);
+      };
+      // While waiting for a request: Shutdown cancels the read.
+      set_interrupt([&] { net::post(ioc, [&] { stream.cancel(); }); });
+      for (;;) {
+        if (stopping_) break;
+        bhttp::request_parser<bhttp::string_body> parser;
+        parser.header_limit(kHeaderLimit);
+        parser.body_limit(options_.max_body_bytes);
+        error_code rec;
+        stream.expires_after(options_.idle_timeout);
+        bhttp::async_read_header(stream, buf, parser, [&](error_code e, std::size_t) { rec = e; });
+        RunAll(ioc);
+        if (rec) break;  // closed, idle timeout, shutdown, or garbage: nothing to answer
+        auto start = Clock::now();
+        auto& hdr = parser.get();
+        HttpRequest req;
+        req.method = std::string(hdr.method_string());
+        req.target = std::string(hdr.target());
+        for (const auto& f : hdr) req.headers[LowerCase(f.name_string())] = std::string(f.value());
+        bool keep_alive = hdr.keep_alive();
+
+        HttpResponse resp;
+        const RouteDef* route = nullptr;
+        RouteMatch match;
+        bool is_ws = bws::is_upgrade(hdr);
+        bool read_body = true;
+        auto m = router_.Match(req.method, req.target);
+        if (!m.ok()) {
+          const auto& e = m.error();
+          if (e.code() == ErrorCode::kUnsupported) {
+            resp = {405, "application/json", ErrorJsonSlug("method_not_allowed", e.message()), {}};
+          } else {
+            resp = {HttpStatusFor(e.code()), "application/json", ErrorJson(e), {}};
+          }
+        } else {
+          match = std::move(*m);
+          route = match.route;
+          if (route->auth && !BearerMatches(req.header("authorization"), options_.token)) {
+            const bool given = !req.header("authorization").empty();
+            resp = {401,
+                    "application/json",
+                    ErrorJsonSlug("unauthenticated",
+                                  given ? "the bearer token is wrong (see the token file "
+                                          "agvisord printed at start: --token-file)"
+                                        : "missing Authorization: Bearer <token> (the token is in "
+                                          "the file agvisord printed at start: --token-file)"),
+                    {{"WWW-Authenticate", "Bearer"}}};
+            keep_alive = false;
+            // An unauthenticated body is never used; a small one is drained so that closing
+            // the connection does not reset it under the client before it reads the answer.
+            auto len = parser.content_length();
+            read_body = len && *len <= 65536;
+          } else if (route->websocket != is_ws) {
+            resp = {route->websocket ? 426 : 400,
+                    "application/json",
+                    ErrorJsonSlug(route->websocket ? "upgrade_required" : "invalid_argument",
+                                  route->websocket ? "this route is a WebSocket: send an Upgrade "
+                                                     "request (RFC 6455)"
+                                                   : "this route is not a WebSocket"),
+                    {}};
+            keep_alive = false;
+          }
+        }
+        if (route && resp.body.empty() && is_ws) {
+          // ---- WebSocket ----
+          set_interrupt(nullptr);
+          moved = true;
+          bws::stream<Stream> ws(std::move(stream));
+          beast::get_lowest_layer(ws).expires_never();
+          auto t = bws::stream_base::timeout::suggested(beast::role_type::server);
+          t.idle_timeout = std::chrono::seconds(120);  // with pings every 60 s
+          t.keep_alive_pings = true;
+          ws.set_option(t);
+          ws.read_message_max(kWsMessageLimit);
+          error_code aec;
+          ws.async_accept(hdr, [&](error_code e) { aec = e; });
+          RunAll(ioc);
+          LogEvent("info", "websocket",
+                   {{"method", req.method},
+                    {"path", std::string(route->path)},
+                    {"status", aec ? "400" : "101"}});
+          if (aec) break;
+          auto guard = net::make_work_guard(ioc);
+          ioc.restart();
+          std::thread io([&] { ioc.run(); });
+          BeastWebSocket wsock(ioc, ws);
+          set_interrupt([&] { wsock.Close(1001, "agvisord is shutting down"); });
+          auto ext = ext_ws_.find(route);
+          if (ext != ext_ws_.end()) {
+            ext->second(req, match, wsock);
+          } else {
+            ws_(req, match, wsock);
+          }
+          wsock.Close(1000, "");
+          set_interrupt(nullptr);
+          wsock.Abort();
+          guard.reset();
+          io.join();
+          LogEvent("info", "websocket closed",
+                   {{"path", std::string(route->path)},
+                    {"ms", std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              Clock::now() - start)
+                                              .count())}});
+          break;
+        }
+        if (read_body && !parser.is_done()) {
+          if (LowerCase(req.header("expect")) == "100-continue" && resp.body.empty()) {
+            static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+            error_code wec;
+            stream.expires_after(options_.body_timeout);
+            net::async_write(stream, net::buffer(kContinue.data(), kContinue.size()),
+                             [&](error_code e, std::size_t) { wec = e; });
+            RunAll(ioc);
+            if (wec) break;
+          }
+          stream.expires_after(options_.body_timeout);
+          bhttp::async_read(stream, buf, parser, [&](error_code e, std::size_t) { rec = e; });
+          RunAll(ioc);
+          if (rec == bhttp::error::body_limit) {
+            resp = {413,
+                    "application/json",
+                    ErrorJsonSlug("payload_too_large", "the request body is larger than " +
+                                                           std::to_string(options_.max_body_bytes) +
+                                                           " bytes (agvisord --max-body)"),
+                    {}};
+            keep_alive = false;
+          } else if (rec) {
+            break;
+          } else {
+            req.body = std::move(parser.get().body());
+          }
+        }
+        if (resp.body.empty() && route) {
+          auto ext = ext_http_.find(route);
+          resp = ext != ext_http_.end() ? ext->second(req, match) : http_(req, match);
+        }
+        if (stopping_) keep_alive = false;
+        bhttp::response<bhttp::string_body> out{static_cast<bhttp::status>(resp.status),
+                                                hdr.version()};
+        out.set(bhttp::field::server, "agvisord");
+        if (!resp.content_type.empty() && resp.status != 204) {
+          out.set(bhttp::field::content_type, resp.content_type);
+        }
+        for (const auto& [k, v] : resp.headers) out.set(k, v);
+        out.keep_alive(keep_alive);
+        if (resp.status != 204) out.body() = std::move(resp.body);
+        out.prepare_payload();
+        error_code wec;
+        stream.expires_after(options_.body_timeout);
+        bhttp::async_write(stream, out, [&](error_code e, std::size_t) { wec = e; });
+        RunAll(ioc);
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+        std::string path = req.target.substr(0, req.target.find('?'));
+        LogEvent(resp.status >= 500 ? "error" : "info", "request",
+                 {{"method", req.method},
+                  {"path", path},
+                  {"status", std::to_string(resp.status)},
+                  {"ms", std::to_string(ms.count())}});
+        if (wec || !keep_alive) break;
+      }
+      {
+        std::lock_guard lock(conn->mu);
+        conn->interrupt = nullptr;
+      }
+      if (!moved && stream.socket().is_open()) {
+        error_code ec2;
+        stream.socket().shutdown(net::socket_base::shutdown_send, ec2);
+        stream.socket().close(ec2);
+      }
+    }
+  }
+  std::lock_guard lock(mu_);
+  conns_.erase(id);
+  idle_cv_.notify_all();
+}
+
+}  // namespace agvisor::server

@@ -1,0 +1,142 @@
+// agvisord's HTTP/1.1 + WebSocket server: listeners (a unix socket, optionally loopback TCP),
+// connection threads, bearer-token auth, request limits and timeouts, JSON-line access logs,
+// graceful shutdown. Routes go to a Service (service.h) or to extensions registered at start.
+//
+// Used by daemon.cc (the agvisord binary) and the server's component tests. Boost.Beast stays in
+// server.cc: handlers see the Beast-free HttpRequest / HttpResponse / WebSocket below.
+//
+// Threading: Run() accepts on the calling thread; each connection gets a thread of its own (at
+// most ServerOptions::max_connections; one more is answered 503 and closed). A WebSocket adds an
+// I/O thread while it is open. Handlers run on the connection thread and may block (the library
+// is synchronous).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agvisor/base/error.h"
+#include "agvisor/base/unique_fd.h"
+#include "agvisor/server/router.h"
+
+namespace agvisor::server {
+
+struct HttpRequest {
+  std::string method;
+  std::string target;                          // origin-form, as received
+  std::map<std::string, std::string> headers;  // names lower-cased
+  std::string body;
+  std::string header(const std::string& lower_name) const {
+    auto it = headers.find(lower_name);
+    return it == headers.end() ? "" : it->second;
+  }
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// One message of a WebSocket.
+struct WsMessage {
+  bool binary = false;
+  std::string data;
+};
+
+// An accepted WebSocket, as handlers see it. Send and Receive may be called from two threads at
+// once (one sender at a time; one receiver at a time); Close from any thread.
+class WebSocket {
+ public:
+  virtual ~WebSocket() = default;
+  // Sends one message; blocks until it is written. Errors: kUnavailable (the connection is
+  // closed or broke).
+  virtual Result<void> Send(std::string_view data, bool binary) = 0;
+  // The next message; nullopt once the peer closed. Errors: kUnavailable (broken), kTimeout.
+  virtual Result<std::optional<WsMessage>> Receive() = 0;
+  // Sends a close frame (RFC 6455 code, e.g. 1000 normal, 1001 going away, 1008 policy, 1011
+  // error) and ends the connection. Idempotent.
+  virtual void Close(int code, std::string_view reason) = 0;
+};
+
+using HttpHandler = std::function<HttpResponse(const HttpRequest&, const RouteMatch&)>;
+using WsHandler = std::function<void(const HttpRequest&, const RouteMatch&, WebSocket&)>;
+
+struct ServerOptions {
+  std::string unix_path;      // "" = no unix socket
+  std::string tcp_listen;     // "127.0.0.1:PORT" (PORT 0 = any), "" = no TCP
+  bool allow_remote = false;  // allow a non-loopback tcp_listen address
+  std::string token;          // the bearer token every route with auth=true needs
+  std::size_t max_connections = 64;
+  std::size_t max_body_bytes = 256u << 20;  // larger bodies: 413
+  std::chrono::seconds idle_timeout{60};    // keep-alive connection without a request
+  std::chrono::seconds body_timeout{300};   // reading one request body
+  std::chrono::seconds shutdown_grace{10};  // requests in flight may finish for this long
+};
+
+// Parses "HOST:PORT" for --listen; refuses addresses that are not loopback unless
+// `allow_remote`. Errors: kInvalidArgument (says why and what is accepted).
+Result<std::pair<std::string, std::uint16_t>> ParseListen(std::string_view spec, bool allow_remote);
+
+// Whether `authorization` ("Bearer <token>") carries `token`: compared in constant time.
+bool BearerMatches(std::string_view authorization, std::string_view token);
+
+class Server {
+ public:
+  // Binds the listeners (a live unix socket at the path is refused: another daemon runs; a
+  // stale one is replaced; the new socket is mode 0600). Errors: kInvalidArgument,
+  // kConflict (another daemon), kPermissionDenied / kUnavailable (bind failures, with errno).
+  static Result<std::unique_ptr<Server>> Bind(ServerOptions options);
+  ~Server();
+
+  // Routes: `http` serves the non-WebSocket routes, `ws` the WebSocket ones (both required
+  // before Run). Extensions: a route + handler of its own (e.g. the desktop gateway's
+  // WebSocket). Errors: as Router::AddExtension.
+  void SetHandlers(HttpHandler http, WsHandler ws);
+  Result<void> AddHttpRoute(const RouteDef& def, HttpHandler handler);
+  Result<void> AddWebSocketRoute(const RouteDef& def, WsHandler handler);
+
+  // The bound TCP port (0 when there is no TCP listener).
+  std::uint16_t tcp_port() const { return tcp_port_; }
+  const Router& router() const { return router_; }
+
+  // Accepts and serves until Shutdown; then stops accepting, lets requests in flight finish for
+  // up to shutdown_grace, closes WebSockets with 1001 "agvisord is shutting down", and returns
+  // the number of connections still open at the deadline.
+  std::size_t Run();
+  // Thread-safe (not async-signal-safe: call it from a signal-waiting thread).
+  void Shutdown();
+
+  struct Conn;
+
+ private:
+  explicit Server(ServerOptions options);
+  void Serve(int fd, int family, std::uint64_t id);
+
+  ServerOptions options_;
+  Router router_;
+  HttpHandler http_;
+  WsHandler ws_;
+  std::map<const RouteDef*, HttpHandler> ext_http_;
+  std::map<const RouteDef*, WsHandler> ext_ws_;
+  std::vector<std::unique_ptr<RouteDef>> ext_defs_;
+  UniqueFd unix_fd_, tcp_fd_, wake_fd_;
+  std::uint16_t tcp_port_ = 0;
+
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::condition_variable idle_cv_;
+  std::map<std::uint64_t, std::shared_ptr<Conn>> conns_;
+};
+
+}  // namespace agvisor::server

@@ -1,0 +1,448 @@
+#include "agvisor/server/service.h"
+
+#include <csignal>
+#include <thread>
+
+#include "agvisor/server/codec.h"
+#include "agvisor/server/log.h"
+
+namespace agvisor::server {
+namespace {
+
+constexpr std::size_t kEndedKept = 256;
+constexpr std::size_t kPortChunk = 64 * 1024;
+
+HttpResponse Json(int status, std::string body) {
+  return HttpResponse{status, "application/json", std::move(body), {}};
+}
+
+HttpResponse NoContent() { return HttpResponse{204, "", "", {}}; }
+
+HttpResponse ErrorResponse(const Error& e) { return Json(HttpStatusFor(e.code()), ErrorJson(e)); }
+
+const std::string& Param(const RouteMatch& m, const std::string& key) {
+  static const std::string kEmpty;
+  auto it = m.params.find(key);
+  return it == m.params.end() ? kEmpty : it->second;
+}
+
+Result<std::uint32_t> ParseUint(std::string_view text, std::string_view what, std::uint64_t max) {
+  if (text.empty() || text.size() > 10 || text.find_first_not_of("0123456789") != text.npos) {
+    return Error::InvalidArgument(std::string(what) + " '" + SanitizeUtf8(text) +
+                                  "' is not a number");
+  }
+  auto n = std::stoull(std::string(text));
+  if (n == 0 || n > max) {
+    return Error::InvalidArgument(std::string(what) + " must be 1.." + std::to_string(max));
+  }
+  return static_cast<std::uint32_t>(n);
+}
+
+std::string Tagged(std::uint8_t tag, std::string_view bytes) {
+  std::string s;
+  s.reserve(bytes.size() + 1);
+  s.push_back(static_cast<char>(tag));
+  s.append(bytes);
+  return s;
+}
+
+// Sends an error message and closes with `code`.
+void FailWs(WebSocket& ws, const Error& e, int code = 1011) {
+  (void)ws.Send(WsErrorJson(e), false);
+  ws.Close(code, e.message());
+}
+
+}  // namespace
+
+Service::Service(ServiceOptions options) : options_(std::move(options)) {}
+
+Result<std::size_t> Service::Recover() {
+  auto list = AGVISOR_TRY(Sandbox::List(options_.docker_host));
+  std::size_t served = 0;
+  for (const auto& info : list) {
+    if (!info.running) continue;
+    auto h = Sandbox::Open(info.container_name, options_.docker_host);
+    if (!h.ok()) {
+      LogEvent("warn", "cannot open a sandbox found by label",
+               {{"container", info.container_name}, {"error", h.error().ToString()}});
+      continue;
+    }
+    std::lock_guard lock(mu_);
+    handles_[SandboxIdFor(info.container_name)] = std::shared_ptr<Sandbox>(std::move(*h));
+    ++served;
+  }
+  return served;
+}
+
+Result<std::shared_ptr<Sandbox>> Service::Get(const std::string& id) {
+  const std::string cname = AGVISOR_TRY(ContainerNameForId(id));
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = handles_.find(id); it != handles_.end()) return it->second;
+  }
+  auto h = Sandbox::Open(cname, options_.docker_host);
+  if (!h.ok()) {
+    if (h.error().code() == ErrorCode::kNotFound) {
+      return Error::NotFound("no sandbox '" + id + "' (GET /v1/sandboxes lists them)");
+    }
+    return h.error();
+  }
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = handles_.emplace(id, std::shared_ptr<Sandbox>(std::move(*h)));
+  return it->second;
+}
+
+void Service::Forget(const std::string& id, EndReason reason) {
+  std::lock_guard lock(mu_);
+  auto it = handles_.find(id);
+  SandboxInfo info;
+  if (it != handles_.end()) {
+    info.container_name = it->second->container_name();
+    info.name = it->second->name();
+    handles_.erase(it);
+  } else {
+    info.container_name = std::string(kNamePrefix) + id;
+  }
+  info.state = "removed";
+  info.end_reason = reason;
+  info.host = options_.docker_host;
+  if (ended_.count(id) == 0) ended_order_.push_back(id);
+  ended_[id] = std::move(info);
+  while (ended_order_.size() > kEndedKept) {
+    ended_.erase(ended_order_.front());
+    ended_order_.pop_front();
+  }
+}
+
+HttpResponse Service::Handle(const HttpRequest& req, const RouteMatch& match) {
+  auto r = Dispatch(req, match);
+  if (!r.ok()) return ErrorResponse(r.error());
+  return std::move(*r);
+}
+
+Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch& m) {
+  const std::string& id = Param(m, "id");
+  switch (m.route->id) {
+    case RouteId::kHealth: {
+      std::size_t n;
+      {
+        std::lock_guard lock(mu_);
+        n = handles_.size();
+      }
+      return Json(200, "{\"status\":\"ok\",\"version\":\"" + options_.version +
+                           "\",\"open_handles\":" + std::to_string(n) + "}");
+    }
+    case RouteId::kListSandboxes: {
+      auto list = AGVISOR_TRY(Sandbox::List(options_.docker_host));
+      std::vector<SandboxView> views;
+      for (auto& info : list) {
+        SandboxView v{SandboxIdFor(info.container_name), std::move(info), {}, {}};
+        if (!v.info.running) {
+          // The list call does not say why a sandbox ended; its inspect does.
+          if (auto h = Get(v.id); h.ok()) {
+            if (auto full = (*h)->Info(); full.ok()) v.info = std::move(*full);
+          }
+        }
+        views.push_back(std::move(v));
+      }
+      return Json(200, SandboxListJson(views));
+    }
+    case RouteId::kCreateSandbox: {
+      auto cr = AGVISOR_TRY(ParseCreateRequest(req.body));
+      if (cr.pool) {
+        return Error::Unsupported("create from pool '" + *cr.pool +
+                                  "': warm pools are not served by this agvisord yet");
+      }
+      cr.spec.host = options_.docker_host;
+      auto h = AGVISOR_TRY(Sandbox::Create(cr.spec));
+      std::shared_ptr<Sandbox> sb(std::move(h));
+      const std::string sid = SandboxIdFor(sb->container_name());
+      {
+        std::lock_guard lock(mu_);
+        handles_[sid] = sb;
+        if (ended_.erase(sid)) std::erase(ended_order_, sid);
+      }
+      SandboxView v{sid, {}, sb->resumed(), sb->disk_warning()};
+      auto info = sb->Info();
+      if (info.ok()) {
+        v.info = std::move(*info);
+      } else {
+        v.info.container_name = sb->container_name();
+        v.info.name = sb->name();
+        v.info.state = "running";
+        v.info.running = true;
+      }
+      LogEvent("info", "sandbox created", {{"id", sid}, {"resumed", sb->resumed() ? "1" : "0"}});
+      return Json(sb->resumed() ? 200 : 201, SandboxJson(v));
+    }
+    case RouteId::kGetSandbox: {
+      auto h = Get(id);
+      if (!h.ok()) {
+        if (h.error().code() == ErrorCode::kNotFound) {
+          std::lock_guard lock(mu_);
+          if (auto it = ended_.find(id); it != ended_.end()) {
+            return Json(200, SandboxJson({id, it->second, {}, {}}));
+          }
+        }
+        return h.error();
+      }
+      auto info = AGVISOR_TRY((*h)->Info());
+      return Json(200, SandboxJson({id, std::move(info), {}, {}}));
+    }
+    case RouteId::kDeleteSandbox: {
+      const std::string cname = AGVISOR_TRY(ContainerNameForId(id));
+      const bool erase = AGVISOR_TRY(QueryBool(m.query, "erase_data", true));
+      auto r = Sandbox::Remove(cname, options_.docker_host, erase);
+      if (!r.ok() && r.error().code() == ErrorCode::kNotFound) {
+        return Error::NotFound("no sandbox '" + id + "' (GET /v1/sandboxes lists them)");
+      }
+      AGVISOR_RETURN_IF_ERROR(r);
+      Forget(id, EndReason::kStopped);
+      LogEvent("info", "sandbox deleted", {{"id", id}, {"erase_data", erase ? "1" : "0"}});
+      return NoContent();
+    }
+    case RouteId::kStopSandbox: {
+      auto sb = AGVISOR_TRY(Get(id));
+      AGVISOR_RETURN_IF_ERROR(sb->Stop());
+      Forget(id, EndReason::kStopped);
+      LogEvent("info", "sandbox stopped", {{"id", id}});
+      std::lock_guard lock(mu_);
+      return Json(200, SandboxJson({id, ended_[id], {}, {}}));
+    }
+    case RouteId::kExec: {
+      auto er = AGVISOR_TRY(ParseExecRequest(req.body, /*websocket=*/false));
+      auto sb = AGVISOR_TRY(Get(id));
+      ExecOptions o;
+      o.input = std::move(er.input);
+      o.timeout = er.timeout;
+      o.env = std::move(er.env);
+      o.cwd = std::move(er.cwd);
+      o.user = std::move(er.user);
+      auto res = AGVISOR_TRY(sb->Exec(er.argv, o));
+      return Json(200, ExecResultJson(res, er.base64));
+    }
+    case RouteId::kReadFile: {
+      auto path = AGVISOR_TRY(QueryPath(m.query));
+      auto sb = AGVISOR_TRY(Get(id));
+      auto data = AGVISOR_TRY(sb->ReadFile(path));
+      return HttpResponse{200, "application/octet-stream", std::move(data), {}};
+    }
+    case RouteId::kWriteFile: {
+      auto path = AGVISOR_TRY(QueryPath(m.query));
+      auto mode = AGVISOR_TRY(QueryMode(m.query, 0644));
+      auto sb = AGVISOR_TRY(Get(id));
+      AGVISOR_RETURN_IF_ERROR(sb->WriteFile(path, req.body, mode));
+      return NoContent();
+    }
+    case RouteId::kDeleteFile: {
+      auto path = AGVISOR_TRY(QueryPath(m.query));
+      auto recursive = AGVISOR_TRY(QueryBool(m.query, "recursive", false));
+      auto sb = AGVISOR_TRY(Get(id));
+      AGVISOR_RETURN_IF_ERROR(sb->Remove(path, recursive));
+      return NoContent();
+    }
+    case RouteId::kStatFile: {
+      auto path = AGVISOR_TRY(QueryPath(m.query));
+      auto sb = AGVISOR_TRY(Get(id));
+      auto e = AGVISOR_TRY(sb->Stat(path));
+      return Json(200, FileEntryJson(e));
+    }
+    case RouteId::kListDir: {
+      auto path = AGVISOR_TRY(QueryPath(m.query));
+      auto sb = AGVISOR_TRY(Get(id));
+      auto entries = AGVISOR_TRY(sb->ListDir(path));
+      return Json(200, FileListJson(path, entries));
+    }
+    case RouteId::kMkdir: {
+      auto path = AGVISOR_TRY(QueryPath(m.query));
+      auto parents = AGVISOR_TRY(QueryBool(m.query, "parents", true));
+      auto mode = AGVISOR_TRY(QueryMode(m.query, 0755));
+      auto sb = AGVISOR_TRY(Get(id));
+      AGVISOR_RETURN_IF_ERROR(sb->Mkdir(path, parents, mode));
+      return NoContent();
+    }
+    case RouteId::kStartProcess: {
+      auto pr = AGVISOR_TRY(ParseStartProcessRequest(req.body));
+      auto sb = AGVISOR_TRY(Get(id));
+      auto pid = AGVISOR_TRY(sb->StartBackground(pr.argv, pr.options));
+      return Json(201, "{\"pid\":" + std::to_string(pid) + "}");
+    }
+    case RouteId::kListProcesses: {
+      auto sb = AGVISOR_TRY(Get(id));
+      auto procs = AGVISOR_TRY(sb->ListProcesses());
+      return Json(200, ProcessListJson(procs));
+    }
+    case RouteId::kSignalProcess: {
+      auto pid = AGVISOR_TRY(ParseUint(Param(m, "pid"), "pid", 0xffffffffu));
+      auto sig = AGVISOR_TRY(ParseSignalRequest(req.body));
+      auto sb = AGVISOR_TRY(Get(id));
+      AGVISOR_RETURN_IF_ERROR(sb->Signal(pid, sig));
+      return NoContent();
+    }
+    default:
+      return Error::Internal("route " + std::string(m.route->path) + " has no HTTP handler");
+  }
+}
+
+// ---- WebSockets ----
+
+void Service::HandleWebSocket(const HttpRequest&, const RouteMatch& m, WebSocket& ws) {
+  auto sb = Get(Param(m, "id"));
+  if (!sb.ok()) return FailWs(ws, sb.error(), 1008);
+  switch (m.route->id) {
+    case RouteId::kExecWs:
+      return ExecWs(**sb, ws);
+    case RouteId::kAttachProcessWs: {
+      auto pid = ParseUint(Param(m, "pid"), "pid", 0xffffffffu);
+      if (!pid.ok()) return FailWs(ws, pid.error(), 1008);
+      return AttachWs(**sb, *pid, ws);
+    }
+    case RouteId::kPortWs: {
+      auto port = ParseUint(Param(m, "port"), "port", 65535);
+      if (!port.ok()) return FailWs(ws, port.error(), 1008);
+      return PortWs(**sb, static_cast<std::uint16_t>(*port), ws);
+    }
+    default:
+      return FailWs(ws, Error::Internal("no WebSocket handler for this route"));
+  }
+}
+
+namespace {
+
+// Feeds a process's stdin and control messages from the client until the client closes (then
+// `on_gone` runs) or the command ended (`finished`).
+void PumpClientToProcess(WebSocket& ws, Process& p, const std::atomic<bool>& finished,
+                         const std::function<void()>& on_gone) {
+  for (;;) {
+    auto msg = ws.Receive();
+    if (!msg.ok() || !msg->has_value()) {
+      if (!finished) on_gone();
+      return;
+    }
+    const WsMessage& w = **msg;
+    if (w.binary) {
+      if (w.data.empty() || static_cast<std::uint8_t>(w.data[0]) != kTagStdin) {
+        (void)ws.Send(WsErrorJson(Error::InvalidArgument(
+                          "binary messages to the server start with the stdin tag 0x00")),
+                      false);
+        continue;
+      }
+      (void)p.Write(std::string_view(w.data).substr(1));
+      continue;
+    }
+    auto c = ParseWsControl(w.data);
+    if (!c.ok()) {
+      (void)ws.Send(WsErrorJson(c.error()), false);
+      continue;
+    }
+    switch (c->type) {
+      case WsControl::Type::kEof:
+        (void)p.CloseStdin();
+        break;
+      case WsControl::Type::kResize:
+        (void)p.Resize(c->rows, c->cols);
+        break;
+      case WsControl::Type::kSignal:
+        (void)p.Signal(c->signal);
+        break;
+    }
+  }
+}
+
+// Delivers a process's output as tagged binary messages, then its exit, and closes.
+void PumpProcessToClient(WebSocket& ws, Process& p, std::atomic<bool>& finished,
+                         std::string_view what) {
+  channel::ExecCallbacks cb;
+  cb.on_stdout = [&](std::string_view b) { (void)ws.Send(Tagged(kTagStdout, b), true); };
+  cb.on_stderr = [&](std::string_view b) { (void)ws.Send(Tagged(kTagStderr, b), true); };
+  auto exit = p.Wait(cb);
+  finished = true;
+  if (!exit.ok()) {
+    (void)ws.Send(WsErrorJson(exit.error().WithContext(what)), false);
+    ws.Close(1011, "failed");
+    return;
+  }
+  (void)ws.Send(WsExitJson(*exit), false);
+  ws.Close(1000, "exited");
+}
+
+}  // namespace
+
+void Service::ExecWs(Sandbox& sb, WebSocket& ws) {
+  auto first = ws.Receive();
+  if (!first.ok() || !first->has_value()) return;
+  if ((*first)->binary) {
+    return FailWs(
+        ws,
+        Error::InvalidArgument("the first message of an exec WebSocket is a JSON text message "
+                               "{\"argv\": [...]} (docs/agvisord.md)"),
+        1008);
+  }
+  auto er = ParseExecRequest((*first)->data, /*websocket=*/true);
+  if (!er.ok()) return FailWs(ws, er.error(), 1008);
+  ProcessOptions o;
+  o.pty = er->pty;
+  o.rows = er->rows;
+  o.cols = er->cols;
+  o.stdin = er->stdin || er->pty;
+  o.timeout = er->timeout;
+  o.env = er->env;
+  o.cwd = er->cwd;
+  o.user = er->user;
+  auto p = sb.StartProcess(er->argv, o);
+  if (!p.ok()) return FailWs(ws, p.error());
+  auto pid = (*p)->WaitStarted();
+  if (!pid.ok()) return FailWs(ws, pid.error());
+  (void)ws.Send(WsStartedJson(*pid), false);
+  std::atomic<bool> finished{false};
+  Process& proc = **p;
+  // A client that goes away takes its command with it (as a terminal would).
+  std::thread in(
+      [&] { PumpClientToProcess(ws, proc, finished, [&] { (void)proc.Signal(SIGKILL); }); });
+  PumpProcessToClient(ws, proc, finished, "exec");
+  in.join();
+}
+
+void Service::AttachWs(Sandbox& sb, std::uint32_t pid, WebSocket& ws) {
+  auto p = sb.AttachProcess(pid);
+  if (!p.ok()) return FailWs(ws, p.error());
+  Process& proc = **p;
+  auto session = proc.channel();
+  std::atomic<bool> finished{false};
+  (void)ws.Send(WsStartedJson(pid), false);
+  // A client that goes away detaches: ending the attach session ends Wait, the process runs on.
+  std::thread in([&] {
+    PumpClientToProcess(ws, proc, finished, [&] { session->Shutdown("the client detached"); });
+  });
+  PumpProcessToClient(ws, proc, finished, "attach");
+  in.join();
+}
+
+void Service::PortWs(Sandbox& sb, std::uint16_t port, WebSocket& ws) {
+  auto s = sb.OpenPort(port);
+  if (!s.ok()) return FailWs(ws, s.error());
+  PortStream& stream = **s;
+  std::thread in([&] {
+    for (;;) {
+      auto msg = ws.Receive();
+      if (!msg.ok() || !msg->has_value()) break;
+      if (!(*msg)->binary) continue;  // text messages carry nothing on a port stream
+      if (!stream.Write((*msg)->data).ok()) break;
+    }
+    (void)stream.CloseWrite();
+  });
+  std::string buf(kPortChunk, '\0');
+  for (;;) {
+    auto n = stream.Read(std::span<char>(buf.data(), buf.size()));
+    if (!n.ok()) {
+      (void)ws.Send(WsErrorJson(n.error()), false);
+      break;
+    }
+    if (*n == 0) break;
+    if (!ws.Send(std::string_view(buf.data(), *n), true).ok()) break;
+  }
+  ws.Close(1000, "port closed");
+  in.join();
+}
+
+}  // namespace agvisor::server

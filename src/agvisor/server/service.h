@@ -1,0 +1,63 @@
+// The agvisord API's handlers: each route of router.h served with the agvisor library (Sandbox)
+// on one Docker host. Requests arrive decoded (server.h); bodies are parsed by codec.h.
+//
+// Used by daemon.cc, which hands Handle / HandleWebSocket to the Server. Thread-safe: handlers
+// run on many connection threads at once; sandbox handles are shared between them.
+//
+// Sandboxes are found by label, not remembered: a handle is opened (Sandbox::Open) the first
+// time an id is used, so sandboxes created before a daemon restart, or by the CLI, are served
+// like the daemon's own. Recover() opens the running ones at start.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "agvisor/sandbox/sandbox.h"
+#include "agvisor/server/router.h"
+#include "agvisor/server/server.h"
+
+namespace agvisor::server {
+
+struct ServiceOptions {
+  std::string docker_host;  // "" = $DOCKER_HOST or the local socket
+  std::string version = "0.1.0";
+};
+
+class Service {
+ public:
+  explicit Service(ServiceOptions options);
+
+  // Lists the host's sandboxes by label and opens a handle on each running one. Returns how
+  // many it serves. Errors: kUnavailable (no Docker).
+  Result<std::size_t> Recover();
+
+  // Every built-in non-WebSocket route. Never throws; errors become {"error": ...} bodies.
+  HttpResponse Handle(const HttpRequest& req, const RouteMatch& match);
+  // Every built-in WebSocket route (exec, process attach, port forward).
+  void HandleWebSocket(const HttpRequest& req, const RouteMatch& match, WebSocket& ws);
+
+  // The handle of sandbox `id` (opened on first use). Errors: kInvalidArgument (id), kNotFound,
+  // kUnavailable.
+  Result<std::shared_ptr<Sandbox>> Get(const std::string& id);
+
+ private:
+  Result<HttpResponse> Dispatch(const HttpRequest& req, const RouteMatch& match);
+  void Forget(const std::string& id, EndReason reason);
+  void ExecWs(Sandbox& sb, WebSocket& ws);
+  void AttachWs(Sandbox& sb, std::uint32_t pid, WebSocket& ws);
+  void PortWs(Sandbox& sb, std::uint16_t port, WebSocket& ws);
+
+  ServiceOptions options_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Sandbox>> handles_;
+  // Sandboxes this daemon stopped or deleted, newest last (bounded): GET still answers with
+  // their end reason after the container is gone.
+  std::map<std::string, SandboxInfo> ended_;
+  std::deque<std::string> ended_order_;
+};
+
+}  // namespace agvisor::server
