@@ -1,0 +1,122 @@
+// The desktop gateway: serves one browser's WebSocket by relaying it to a sandbox's VNC server
+// through the sandbox's agent channel (no published port: it works with network=none).
+//
+// Used by agvisord (its WebSocket route GET /v1/desktop/ws, see docs/desktop-gateway.md) and by
+// the standalone listener (listener.h) that tests and embedders use without agvisord.
+//
+// One viewer's session, as Gateway::Serve runs it:
+//   1. Origin: a browser's Origin header must be in the allowlist ("*" allows any); a request
+//      without Origin (not a browser: a native client, a test) passes. The token still decides.
+//   2. Token: the `token` query parameter, or else the first WebSocket message (text). The
+//      element sends it as a message, which keeps it out of URLs and access logs.
+//   3. VerifyToken (token.h). Only "vnc" tokens are served; the seed's "rdp" ones are refused.
+//   4. Sandbox::Open + OpenPort(port) on a handle shared by every viewer of that sandbox.
+//   5. RFB handshakes (rfb.h): VNC authentication with the token's password towards the sandbox,
+//      security type None towards the browser (which never sees the password).
+//   6. Relay: binary messages both ways, until either side ends. Many viewers of one desktop
+//      at once each get their own port stream (the VNC server is told the session is shared).
+// Every refusal and every end is a WebSocket close with a code of the table below and a reason
+// a person can act on (the web element shows it in its `error` event).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agvisor/base/error.h"
+#include "agvisor/gateway/token.h"
+
+namespace agvisor {
+class Sandbox;
+}
+
+namespace agvisor::gateway {
+
+// WebSocket close codes the gateway sends (4000-4999: private use, RFC 6455 section 7.4.2).
+inline constexpr int kCloseNormal = 1000;              // the viewer left
+inline constexpr int kCloseTokenRejected = 4001;       // bad, tampered, expired or foreign token
+inline constexpr int kCloseUnsupportedType = 4002;     // e.g. an "rdp" token: not served here
+inline constexpr int kCloseOriginRefused = 4003;       // Origin not in the allowlist
+inline constexpr int kCloseSandboxUnavailable = 4004;  // no such sandbox, no desktop, VNC refused
+inline constexpr int kCloseSandboxEnded = 4005;    // the sandbox or its desktop ended mid-session
+inline constexpr int kCloseViewerProtocol = 4006;  // the browser did not speak RFB / no token
+inline constexpr int kCloseInternal = 1011;
+
+// One message of a WebSocket.
+struct ViewerMessage {
+  bool binary = false;
+  std::string data;
+};
+
+// What the gateway needs of a viewer's accepted WebSocket; agvisord and the listener adapt
+// theirs. Send and Receive are called from two threads at once (one each); Close from either.
+class ViewerSocket {
+ public:
+  virtual ~ViewerSocket() = default;
+  // Errors: kUnavailable (closed or broken).
+  virtual Result<void> Send(std::string_view data, bool binary) = 0;
+  // The next message; nullopt once the peer closed. Errors: kUnavailable, kTimeout.
+  virtual Result<std::optional<ViewerMessage>> Receive() = 0;
+  // Sends a close frame with `code` and `reason` (at most 123 bytes) and ends. Idempotent.
+  virtual void Close(int code, std::string_view reason) = 0;
+};
+
+struct GatewayOptions {
+  TokenKey key;
+  // Allowed browser origins, exactly as browsers send them ("https://app.example.com",
+  // "http://127.0.0.1:8080"); "*" allows every origin.
+  std::vector<std::string> allowed_origins;
+  // How long a viewer may take to send its token and finish the RFB handshake.
+  std::chrono::seconds handshake_timeout{30};
+};
+
+// The request facts the gateway checks.
+struct ViewerRequest {
+  std::string origin;  // the Origin header, "" when absent
+  std::string token;   // the `token` query parameter, "" when absent
+};
+
+// How a session ended (for logs and tests).
+struct SessionEnd {
+  int close_code = kCloseNormal;
+  std::string reason;
+  std::string container;  // the sandbox, once the token named it
+  std::uint64_t bytes_to_viewer = 0;
+  std::uint64_t bytes_from_viewer = 0;
+};
+
+class Gateway {
+ public:
+  explicit Gateway(GatewayOptions options);
+  ~Gateway();
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+
+  // Serves one viewer until its session ends and returns how it ended; `socket` is closed with
+  // that code and reason. Blocks (one extra thread relays the viewer's input). Thread-safe: call
+  // it from one thread per viewer.
+  SessionEnd Serve(const ViewerRequest& request, ViewerSocket& socket);
+
+  // Whether `origin` may open desktops (exposed for the tests and the daemon's logs).
+  bool OriginAllowed(std::string_view origin) const;
+
+  // Number of sessions being served now.
+  int active_sessions() const;
+
+ private:
+  // The shared handle on a sandbox, opened on first use and kept while a viewer uses it.
+  Result<std::shared_ptr<Sandbox>> OpenSandbox(const VncTarget& target);
+
+  GatewayOptions options_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::weak_ptr<Sandbox>> sandboxes_;  // "host\ncontainer" -> handle
+  int active_ = 0;
+};
+
+}  // namespace agvisor::gateway

@@ -1,0 +1,149 @@
+// The gateway's refusals through the standalone listener with a real WebSocket client, before any
+// sandbox is involved: bad tokens, rdp tokens, origins, a viewer that sends no token, non-upgrade
+// requests. (Sessions with a real desktop: tests/integration/gateway_desktop_test.cc.)
+#include "agvisor/gateway/gateway.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "agvisor/gateway/listener.h"
+#include "agvisor/gateway/testing/viewer_client.h"
+
+namespace agvisor::gateway {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ViewerClient;
+
+TokenKey Key() { return *ParseTokenKey(std::string(64, '7')); }
+
+class GatewayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GatewayOptions o;
+    o.key = Key();
+    o.allowed_origins = {"http://good.example:8080"};
+    o.handshake_timeout = std::chrono::seconds(2);
+    gateway_ = std::make_unique<Gateway>(o);
+    auto l = Listener::Start(*gateway_);
+    ASSERT_TRUE(l.ok()) << l.error().ToString();
+    listener_ = std::move(*l);
+  }
+  std::string VncToken(std::string container = "agvisor-gw-test-none") {
+    VncTarget t{.container = std::move(container), .password = "pw"};
+    return *MintVncToken(Key(), t, std::chrono::seconds(60));
+  }
+  std::unique_ptr<Gateway> gateway_;
+  std::unique_ptr<Listener> listener_;
+};
+
+TEST_F(GatewayTest, TamperedTokenIsClosedWithTheGenericReason) {
+  std::string token = VncToken();
+  token[token.size() / 2] = token[token.size() / 2] == 'A' ? 'B' : 'A';
+  for (bool in_query : {false, true}) {
+    ViewerClient c;
+    ASSERT_EQ(c.Connect(listener_->port(), {.query_token = in_query ? token : ""}), "");
+    if (!in_query) {
+      ASSERT_TRUE(c.SendText(token));
+    }
+    EXPECT_TRUE(c.WaitClosed());
+    EXPECT_EQ(c.close_code(), kCloseTokenRejected);
+    EXPECT_EQ(c.close_reason(), kTokenRejected);
+  }
+}
+
+TEST_F(GatewayTest, ForeignKeyAndExpiredTokensGetTheSameReason) {
+  TokenKey other = *ParseTokenKey(std::string(64, '8'));
+  VncTarget t{.container = "agvisor-x", .password = "pw"};
+  const auto past = std::chrono::system_clock::now() - std::chrono::hours(1);
+  for (const std::string& token :
+       {*MintVncToken(other, t, std::chrono::seconds(60)),
+        *MintVncToken(Key(), t, std::chrono::seconds(60), past), std::string("garbage")}) {
+    ViewerClient c;
+    ASSERT_EQ(c.Connect(listener_->port(), {}), "");
+    ASSERT_TRUE(c.SendText(token));
+    EXPECT_TRUE(c.WaitClosed());
+    EXPECT_EQ(c.close_code(), kCloseTokenRejected);
+    EXPECT_EQ(c.close_reason(), kTokenRejected);
+  }
+}
+
+TEST_F(GatewayTest, RdpTokensVerifyButAreNotServed) {
+  TokenPayload p;
+  p.type = "rdp";
+  p.settings_json = R"({"hostname":"127.0.0.1","port":"3389"})";
+  p.expiration_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          (std::chrono::system_clock::now() + std::chrono::minutes(1)).time_since_epoch())
+          .count();
+  ViewerClient c;
+  ASSERT_EQ(c.Connect(listener_->port(), {}), "");
+  ASSERT_TRUE(c.SendText(*MintToken(Key(), p)));
+  EXPECT_TRUE(c.WaitClosed());
+  EXPECT_EQ(c.close_code(), kCloseUnsupportedType);
+  EXPECT_THAT(c.close_reason(), HasSubstr("rdp"));
+}
+
+TEST_F(GatewayTest, OriginsOutsideTheAllowlistAreRefused) {
+  ViewerClient c;
+  ASSERT_EQ(c.Connect(listener_->port(), {.origin = "http://evil.example"}), "");
+  EXPECT_TRUE(c.WaitClosed());
+  EXPECT_EQ(c.close_code(), kCloseOriginRefused);
+  EXPECT_THAT(c.close_reason(), HasSubstr("http://evil.example"));
+  // The allowed origin gets as far as the token check.
+  ViewerClient ok;
+  ASSERT_EQ(ok.Connect(listener_->port(), {.origin = "http://good.example:8080"}), "");
+  ASSERT_TRUE(ok.SendText("bad"));
+  EXPECT_TRUE(ok.WaitClosed());
+  EXPECT_EQ(ok.close_code(), kCloseTokenRejected);
+  EXPECT_TRUE(gateway_->OriginAllowed(""));
+  EXPECT_FALSE(gateway_->OriginAllowed("http://good.example"));
+}
+
+TEST_F(GatewayTest, AViewerThatSendsNoTokenIsClosedAtTheDeadline) {
+  ViewerClient c;
+  ASSERT_EQ(c.Connect(listener_->port(), {}), "");
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(c.WaitClosed());
+  EXPECT_EQ(c.close_code(), kCloseViewerProtocol);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  ViewerClient binary;
+  ASSERT_EQ(binary.Connect(listener_->port(), {}), "");
+  ASSERT_TRUE(binary.SendBinary("RFB 003.008\n"));
+  EXPECT_TRUE(binary.WaitClosed());
+  EXPECT_EQ(binary.close_code(), kCloseViewerProtocol);
+  EXPECT_THAT(binary.close_reason(), HasSubstr("token first"));
+}
+
+TEST_F(GatewayTest, ManyRefusedViewersAtOnce) {
+  std::vector<std::thread> threads;
+  std::atomic<int> rejected{0};
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&] {
+      ViewerClient c;
+      if (!c.Connect(listener_->port(), {}).empty()) return;
+      c.SendText("nope");
+      c.WaitClosed();
+      if (c.close_code() == kCloseTokenRejected) ++rejected;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(rejected, 8);
+  // Sessions end just after their close frame is out.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (gateway_->active_sessions() != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(gateway_->active_sessions(), 0);
+}
+
+TEST(ListenerTest, RefusesNonLoopbackAddressesUnlessAllowed) {
+  Gateway g(GatewayOptions{.key = Key()});
+  auto l = Listener::Start(g, "0.0.0.0", 0);
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(Listener::Start(g, "localhost", 0).ok());
+}
+
+}  // namespace
+}  // namespace agvisor::gateway
