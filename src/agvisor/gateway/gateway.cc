@@ -246,17 +246,27 @@ SessionEnd Gateway::Serve(const ViewerRequest& request, ViewerSocket& socket) {
   if (viewer_gone || viewer_left) {
     finish(kCloseNormal, "the viewer left");
   } else {
-    // Why did the desktop end? Ask Docker whether the sandbox is still running.
+    // Why did the desktop end? Ask Docker whether the sandbox still runs. A stopping sandbox
+    // closes its VNC server first (SIGTERM) and ends a moment later: look for a few seconds
+    // before blaming the VNC server alone.
     std::string why = "the desktop's VNC server closed the connection";
-    auto info = (*sandbox)->Info();
-    if (!info.ok()) {
-      why = info.error().code() == ErrorCode::kNotFound ? "the sandbox was removed"
-                                                        : "the sandbox ended";
-    } else if (!info->running) {
-      why = "the sandbox ended";
-      if (info->end_reason != EndReason::kNone) {
-        why += " (" + std::string(EndReasonName(info->end_reason)) + ")";
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    for (;;) {
+      auto info = (*sandbox)->Info();
+      if (!info.ok()) {
+        why = info.error().code() == ErrorCode::kNotFound ? "the sandbox was removed"
+                                                          : "the sandbox ended";
+        break;
       }
+      if (!info->running) {
+        why = "the sandbox ended";
+        if (info->end_reason != EndReason::kNone) {
+          why += " (" + std::string(EndReasonName(info->end_reason)) + ")";
+        }
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     finish(kCloseSandboxEnded, "sandbox " + target.container + ": " + why);
   }
