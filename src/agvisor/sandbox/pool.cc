@@ -225,6 +225,11 @@ Result<std::unique_ptr<Sandbox>> Pool::Acquire(const AcquireOptions& o) {
       return std::move(m.sandbox);
     }
     ++stats_.discarded;
+    if (closed_) {  // Close() has drained doomed_ already
+      lock.unlock();
+      (void)m.sandbox->Stop();
+      return Error::Unavailable("pool " + id_ + " is closed");
+    }
     doomed_.push_back(std::move(m.sandbox));  // removed by the maintenance thread
   }
   if (!o.cold_create) {
