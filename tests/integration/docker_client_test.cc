@@ -411,6 +411,40 @@ TEST_F(DockerClientTest, Images) {
   EXPECT_EQ(missing.error().http_status(), 404);
 }
 
+TEST_F(DockerClientTest, CommitANeverStartedContainerAndListByLabel) {
+  auto cid = client_->CreateContainer(ProbeConfig(), "");
+  ASSERT_TRUE(cid.ok()) << cid.error().ToString();
+  TarWriter tar;
+  ASSERT_TRUE(tar.AddFile("committed", RunId() + "\n").ok());
+  ASSERT_TRUE(client_->PutArchive(*cid, "/", tar.Finish()).ok());
+  const std::string repo = "agvisor-test/commit";
+  auto id = client_->CommitContainer(*cid, repo, RunId(),
+                                     {"LABEL agvisor.test.commit=" + RunId() + " other=\"a b\""});
+  ASSERT_TRUE(id.ok()) << id.error().ToString();
+  ASSERT_TRUE(client_->RemoveContainer(*cid, true).ok());
+  auto list = client_->ListImages({"agvisor.test.commit=" + RunId()});
+  ASSERT_TRUE(list.ok()) << list.error().ToString();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].id, *id);
+  EXPECT_EQ((*list)[0].repo_tags, std::vector<std::string>{repo + ":" + RunId()});
+  EXPECT_EQ((*list)[0].labels.at("other"), "a b");
+  // The file is in the image: a container of it sees it.
+  ContainerConfig c = ProbeConfig();
+  c.image = repo + ":" + RunId();
+  c.cmd = {"/bin/busybox", "cat", "/committed"};
+  auto run = client_->CreateContainer(c, "");
+  ASSERT_TRUE(run.ok()) << run.error().ToString();
+  ASSERT_TRUE(client_->StartContainer(*run).ok());
+  auto code = client_->WaitContainer(*run, "not-running", std::chrono::seconds(30));
+  ASSERT_TRUE(code.ok()) << code.error().ToString();
+  EXPECT_EQ(*code, 0);
+  ASSERT_TRUE(client_->RemoveContainer(*run, true).ok());
+  ASSERT_TRUE(client_->RemoveImage(*id).ok());
+  EXPECT_FALSE(client_->CommitContainer("no-such-container-" + RunId(), repo, "x").ok());
+  EXPECT_EQ(client_->CommitContainer(*cid, "-bad", "x").error().code(),
+            ErrorCode::kInvalidArgument);
+}
+
 TEST_F(DockerClientTest, ImportImageFromAStreamedTar) {
   TarWriter tar;
   ASSERT_TRUE(tar.AddDirectory("etc").ok());

@@ -229,6 +229,25 @@ TEST_F(ReliabilityTest, PostureOfEverySandboxKind) {
   }
 }
 
+// The agent binary is in each sandbox's own copy-on-write root (agent_image.h): a sandbox that
+// destroys its copy (and dies of it: its PID 1 runs that file) harms no other sandbox, running
+// or new.
+TEST_F(ReliabilityTest, DestroyingTheAgentInOneSandboxHarmsNoOther) {
+  auto bystander = MustCreate(TestSpec());
+  auto vandal = MustCreate(TestSpec());
+  ASSERT_TRUE(bystander && vandal);
+  auto r = vandal->ExecShell(": > /.agvisor/agvisor-agent; rm -f /.agvisor/agvisor-agent");
+  Figure("agent_destroyed_outcome", r.ok() ? "exit " + std::to_string(r->exit_code)
+                                           : std::string(ErrorCodeName(r.error().code())));
+  auto newcomer = MustCreate(TestSpec());
+  ASSERT_TRUE(newcomer);
+  for (Sandbox* sb : {bystander.get(), newcomer.get()}) {
+    auto size = sb->ExecShell("wc -c < /.agvisor/agvisor-agent");
+    ASSERT_TRUE(size.ok()) << size.error().ToString();
+    EXPECT_GT(std::stol(size->out), 100000) << size->out;
+  }
+}
+
 TEST_F(ReliabilityTest, NetworkNoneHasOnlyLoopbackNoRouteNoDns) {
   auto spec = TestSpec();
   spec.network = "none";

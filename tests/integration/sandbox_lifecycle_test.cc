@@ -10,6 +10,8 @@
 
 #include "agvisor/base/tar.h"
 #include "agvisor/docker/client.h"
+#include "agvisor/sandbox/agent_blob.h"
+#include "agvisor/sandbox/agent_image.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "tests/integration/sshd.h"
 #include "tests/integration/test_env.h"
@@ -364,27 +366,44 @@ TEST_F(LifecycleTest, DiskCapIsEnforcedOrRefusedNeverDropped) {
   }
 }
 
+// Also: the agent reaches a sandbox in an image derived from the caller's once per host and
+// agent build (src/agvisor/sandbox/agent_image.h), made again when the image is rebuilt, the
+// old one pruned.
 TEST_F(LifecycleTest, AnyImageWorksEvenOneWithoutAShell) {
   auto docker = HostClient(Host());
   ASSERT_TRUE(docker.ok());
-  TarWriter w;
-  ASSERT_TRUE(w.AddDirectory("etc").ok());
-  ASSERT_TRUE(w.AddFile("etc/hostname", "empty\n").ok());
-  const std::string tar = w.Finish();
-  std::size_t pos = 0;
-  http::BodySource source = [&](std::span<char> buf) -> Result<std::size_t> {
-    std::size_t n = std::min(buf.size(), tar.size() - pos);
-    std::memcpy(buf.data(), tar.data() + pos, n);
-    pos += n;
-    return n;
-  };
   const std::string repo = "agvisor-test/empty";
-  auto id = (*docker)->ImportImage(repo, testing::RunId(), source, nullptr);
+  const std::string ref = repo + ":" + testing::RunId();
+  auto import = [&](const std::string& marker) -> Result<std::string> {
+    TarWriter w;
+    AGVISOR_RETURN_IF_ERROR(w.AddDirectory("etc"));
+    AGVISOR_RETURN_IF_ERROR(w.AddFile("etc/marker", marker));
+    const std::string tar = w.Finish();
+    std::size_t pos = 0;
+    http::BodySource source = [&](std::span<char> buf) -> Result<std::size_t> {
+      std::size_t n = std::min(buf.size(), tar.size() - pos);
+      std::memcpy(buf.data(), tar.data() + pos, n);
+      pos += n;
+      return n;
+    };
+    return (*docker)->ImportImage(repo, testing::RunId(), source, nullptr);
+  };
+  auto derived = [&]() {
+    std::vector<std::string> tags;
+    auto list = (*docker)->ListImages({"agvisor.agent.source=" + ref});
+    EXPECT_TRUE(list.ok()) << list.error().ToString();
+    if (list.ok()) {
+      for (const auto& i : *list) tags.insert(tags.end(), i.repo_tags.begin(), i.repo_tags.end());
+    }
+    return tags;
+  };
+  auto id = import("empty\n");
   ASSERT_TRUE(id.ok()) << id.error().ToString();
   auto spec = TestSpec();
-  spec.image = repo + ":" + testing::RunId();
-  auto sb = MustCreate(spec);
-  if (sb) {
+  spec.image = ref;
+  for (int round = 0; round < 2; ++round) {  // the second reuses the derived image
+    auto sb = MustCreate(spec);
+    ASSERT_TRUE(sb);
     auto v = sb->Exec({std::string(kAgentPath), "version"});
     ASSERT_TRUE(v.ok()) << v.error().ToString();
     EXPECT_EQ(v->exit_code, 0);
@@ -392,9 +411,28 @@ TEST_F(LifecycleTest, AnyImageWorksEvenOneWithoutAShell) {
     auto no_shell = sb->ExecShell("true");
     ASSERT_TRUE(no_shell.ok());
     EXPECT_EQ(no_shell->exit_code, 127);
+    auto info = sb->Info();
+    ASSERT_TRUE(info.ok());
+    EXPECT_EQ(info->image, ref);  // as the caller named it
     EXPECT_TRUE(sb->Stop().ok());
+    EXPECT_EQ(derived(), std::vector<std::string>{AgentImageRef(*id, EmbeddedAgentBinary())});
   }
-  EXPECT_TRUE((*docker)->RemoveImage(spec.image, true).ok());
+  // Rebuilt: a new derived image, and the old one (no longer used) is gone.
+  auto id2 = import("rebuilt\n");
+  ASSERT_TRUE(id2.ok()) << id2.error().ToString();
+  ASSERT_NE(*id, *id2);
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  auto marker = sb->ReadFile("/etc/marker");
+  ASSERT_TRUE(marker.ok()) << marker.error().ToString();
+  EXPECT_EQ(*marker, "rebuilt\n");
+  EXPECT_TRUE(sb->Stop().ok());
+  EXPECT_EQ(derived(), std::vector<std::string>{AgentImageRef(*id2, EmbeddedAgentBinary())});
+  auto list = (*docker)->ListImages({"agvisor.agent.source=" + ref});
+  ASSERT_TRUE(list.ok());
+  for (const auto& i : *list) EXPECT_TRUE((*docker)->RemoveImage(i.id, true).ok());
+  EXPECT_TRUE((*docker)->RemoveImage(ref, true).ok());
+  (void)(*docker)->RemoveImage(*id, true);
 }
 
 // With AGVISOR_TEST_OVER_SSH=1 (the CTest entry sandbox_lifecycle_ssh_test), the whole suite

@@ -545,6 +545,34 @@ Result<std::vector<VolumeInfo>> Client::ListVolumes(const std::vector<std::strin
 
 // ---- Images ----
 
+Result<std::vector<ImageSummary>> Client::ListImages(
+    const std::vector<std::string>& label_filters) {
+  std::vector<std::pair<std::string, std::string>> q;
+  if (!label_filters.empty()) q.emplace_back("filters", EncodeLabelFilters(label_filters));
+  http::Request req{.method = "GET", .target = "/images/json" + BuildQuery(q)};
+  auto resp = AGVISOR_TRY(Call(std::move(req), "list images", ""));
+  return DecodeImageList(resp.body);
+}
+
+Result<std::string> Client::CommitContainer(std::string_view container, std::string_view repo,
+                                            std::string_view tag,
+                                            const std::vector<std::string>& changes) {
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
+  AGVISOR_RETURN_IF_ERROR(ValidateImageRef(repo));
+  AGVISOR_RETURN_IF_ERROR(ValidateTag(tag));
+  std::vector<std::pair<std::string, std::string>> q = {{"container", std::string(container)},
+                                                        {"repo", std::string(repo)},
+                                                        {"tag", std::string(tag)},
+                                                        {"pause", "false"}};
+  for (const std::string& c : changes) q.emplace_back("changes", c);
+  http::Request req{.method = "POST", .target = "/commit" + BuildQuery(q)};
+  req.timeout = kLongOperationTimeout;
+  auto resp = AGVISOR_TRY(
+      Call(std::move(req), "commit container",
+           std::string(container) + " as " + std::string(repo) + ":" + std::string(tag)));
+  return DecodeIdResponse(resp.body);
+}
+
 Result<ImageInfo> Client::InspectImage(std::string_view image) {
   AGVISOR_RETURN_IF_ERROR(ValidateImageRef(image));
   http::Request req{.method = "GET", .target = "/images/" + std::string(image) + "/json"};

@@ -193,6 +193,14 @@ class Client {
   // progress. Errors: kUnavailable (registry unreachable), kNotFound (no such image/tag), ...
   Result<void> PullImage(std::string_view ref, const ProgressCallback& progress);
   Result<void> RemoveImage(std::string_view image, bool force = false);
+  // Images carrying every label filter ("key" or "key=value"); tagged and untagged.
+  Result<std::vector<ImageSummary>> ListImages(const std::vector<std::string>& label_filters);
+  // Makes image repo:tag from `container`'s file system (running or never started, not paused)
+  // with its configuration plus `changes` (Dockerfile instructions such as "LABEL k=v").
+  // Returns the image id.
+  Result<std::string> CommitContainer(std::string_view container, std::string_view repo,
+                                      std::string_view tag,
+                                      const std::vector<std::string>& changes = {});
 
   Client(std::shared_ptr<http::Client> http, ApiVersion version, VersionInfo info);
 

@@ -631,6 +631,28 @@ Result<ImageInfo> DecodeImageInspect(std::string_view body) {
   });
 }
 
+Result<std::vector<ImageSummary>> DecodeImageList(std::string_view body) {
+  json::value v = AGVISOR_TRY(Parse(body, "image list"));
+  DecodeState state{"image list", {}};
+  if (!v.is_array()) {
+    state.error = "expected a JSON array";
+    return DecodeFailed(state);
+  }
+  std::vector<ImageSummary> out;
+  for (std::size_t i = 0; i < v.get_array().size(); ++i) {
+    const Obj o(&state, &v.get_array()[i], "[" + std::to_string(i) + "]");
+    ImageSummary s;
+    s.id = o.Str("Id");
+    s.repo_tags = o.Strs("RepoTags");
+    s.labels = o.StrMap("Labels");
+    s.created = o.Int("Created");
+    s.size = o.Int("Size");
+    out.push_back(std::move(s));
+  }
+  if (!state.error.empty()) return DecodeFailed(state);
+  return out;
+}
+
 Result<int> DecodeWaitResponse(std::string_view body, std::string_view container) {
   struct Wait {
     std::int64_t code;

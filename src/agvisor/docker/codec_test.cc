@@ -306,6 +306,23 @@ TEST(CodecTest, DecodesImageInspect) {
   EXPECT_TRUE(i->cmd.empty());
 }
 
+TEST(CodecTest, DecodesImageList) {
+  auto l = DecodeImageList(ReadTestdata("image_list.json"));
+  ASSERT_TRUE(l.ok()) << l.error().ToString();
+  ASSERT_EQ(l->size(), 1u);
+  const ImageSummary& i = (*l)[0];
+  EXPECT_EQ(i.id, "sha256:717897219c747b8cb8eb86b48da40ae4aa64f7f65677df770c655253cbb30f53");
+  EXPECT_EQ(i.repo_tags,
+            std::vector<std::string>{"agvisor/with-agent:d9244287e3fe-e046bb2ebedc2d3e"});
+  EXPECT_EQ(i.labels.at("agvisor.agent.source"), "agvisor/base:latest");
+  EXPECT_EQ(i.created, 1796019007);
+  EXPECT_EQ(i.size, 266125927);
+  EXPECT_FALSE(DecodeImageList("{}").ok());
+  auto empty = DecodeImageList("[]");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
+}
+
 TEST(CodecTest, DecodesIdAndWait) {
   auto id = DecodeIdResponse(R"({"Id":"abc","Warnings":[]})");
   ASSERT_TRUE(id.ok());

@@ -185,6 +185,15 @@ struct ImageInfo {
   std::map<std::string, std::string> labels;
 };
 
+// One entry of GET /images/json.
+struct ImageSummary {
+  std::string id;  // "sha256:..."
+  std::vector<std::string> repo_tags;
+  std::map<std::string, std::string> labels;
+  std::int64_t created = 0;  // unix seconds
+  std::int64_t size = 0;
+};
+
 // GET /version.
 struct VersionInfo {
   std::string version;          // the engine's, e.g. "20.10.24+dfsg1"

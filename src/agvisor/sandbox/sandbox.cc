@@ -17,10 +17,9 @@
 #include <thread>
 
 #include "agvisor/base/subprocess.h"
-#include "agvisor/base/tar.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/proto/exit_codes.h"
-#include "agvisor/sandbox/agent_blob.h"
+#include "agvisor/sandbox/agent_image.h"
 #include "agvisor/sandbox/host_caps.h"
 #include "agvisor/sandbox/start_gate.h"
 #include "agvisor/sandbox/sweep.h"
@@ -33,6 +32,8 @@ constexpr std::string_view kLabelName = "agvisor.name";
 constexpr std::string_view kLabelIdleTtl = "agvisor.idle_ttl";
 constexpr std::string_view kLabelMemory = "agvisor.memory";
 constexpr std::string_view kLabelPool = "agvisor.pool";
+// The image as the caller named it (the container runs the derived image with the agent).
+constexpr std::string_view kLabelImage = "agvisor.image";
 constexpr std::string_view kWorkspace = "/workspace";
 
 std::string RandomSuffix() {
@@ -42,14 +43,6 @@ std::string RandomSuffix() {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(rng() & 0xffffffffULL));
   return buf;
-}
-
-// The tar the agent travels in: /.agvisor/agvisor-agent, mode 0755, owned by root.
-Result<std::string> AgentArchive() {
-  TarWriter w;
-  AGVISOR_RETURN_IF_ERROR(w.AddDirectory(kAgentDir.substr(1), 0755));
-  AGVISOR_RETURN_IF_ERROR(w.AddFile(kAgentPath.substr(1), EmbeddedAgentBinary(), 0755));
-  return w.Finish();
 }
 
 EndReason ReasonFromState(const docker::ContainerState& s) {
@@ -314,7 +307,6 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
   }
 
   docker::ContainerConfig c;
-  c.image = image;
   c.entrypoint = {std::string(kAgentPath)};
   c.cmd = {"init", "--channel-stdio"};
   // PID 1's stdio carries the creating client's channel (docs/protocol.md): stdin kept open
@@ -359,7 +351,20 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     vlabels[std::string(kLabelName)] = *spec.name;
     AGVISOR_RETURN_IF_ERROR(docker->CreateVolume(cname, vlabels));
   }
-  const std::string archive = AGVISOR_TRY(AgentArchive());
+  // The agent is in the image: one derived from `image` per host and agent build.
+  auto with_agent = EnsureAgentImage(spec.host, *docker, image);
+  if (!with_agent.ok()) {
+    if (with_agent.error().code() != ErrorCode::kNotFound) return with_agent.error();
+    std::string fix = image == kDefaultImage
+                          ? "build it with `agvisor image build base` (scripts/setup-host "
+                            "does this)"
+                          : "pull or build it on that host first";
+    return Error::NotFound("image " + image + " not found on " +
+                           (spec.host.empty() ? std::string("this host") : spec.host) + ": " + fix +
+                           " (" + with_agent.error().message() + ")");
+  }
+  c.image = *with_agent;
+  c.labels[std::string(kLabelImage)] = image;
 
   // A named sandbox may exist already, or another client may be creating it right now. Two
   // passes: a create that loses the race (409) looks again and attaches to the winner.
@@ -415,24 +420,10 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     trace.Mark("create container");
     if (!id.ok()) {
       if (id.error().code() == ErrorCode::kConflict && spec.name) continue;  // lost the race
-      if (id.error().code() == ErrorCode::kNotFound) {
-        std::string fix = image == kDefaultImage
-                              ? "build it with `agvisor image build base` (scripts/setup-host "
-                                "does this)"
-                              : "pull or build it on that host first";
-        return Error::NotFound("image " + image + " not found on " +
-                               (spec.host.empty() ? std::string("this host") : spec.host) + ": " +
-                               fix + " (" + id.error().message() + ")");
-      }
       return id.error();
     }
     handle->container_id_ = *id;
-    auto setup = [&]() -> Result<void> {
-      AGVISOR_RETURN_IF_ERROR(docker->PutArchive(*id, "/", archive));
-      trace.Mark("upload agent");
-      return handle->StartAndAttach(*id);
-    };
-    if (auto r = setup(); !r.ok()) {
+    if (auto r = handle->StartAndAttach(*id); !r.ok()) {
       (void)docker->RemoveContainer(*id, /*force=*/true, /*remove_volumes=*/false);
       return r.error().WithContext("start sandbox " + cname);
     }
@@ -475,12 +466,16 @@ Result<std::vector<SandboxInfo>> Sandbox::List(std::string_view host) {
   auto list = AGVISOR_TRY(docker->ListContainers(/*all=*/true, {std::string(kLabelManaged)}));
   std::vector<SandboxInfo> out;
   for (const auto& s : list) {
+    if (auto it = s.labels.find("agvisor.agent"); it != s.labels.end() && it->second == "filler") {
+      continue;  // adding the agent to an image (agent_image.h), not a sandbox
+    }
     SandboxInfo i;
     i.container_name = s.names.empty() ? s.id.substr(0, 12) : s.names.front();
     if (auto it = s.labels.find(std::string(kLabelName)); it != s.labels.end()) i.name = it->second;
     if (auto it = s.labels.find(std::string(kLabelPool)); it != s.labels.end()) i.pool = it->second;
     i.container_id = s.id;
-    i.image = s.image;
+    auto image = s.labels.find(std::string(kLabelImage));
+    i.image = image != s.labels.end() ? image->second : s.image;
     i.state = s.state;
     i.running = s.state == "running";
     i.host = std::string(host);
@@ -504,7 +499,8 @@ Result<SandboxInfo> Sandbox::InfoLocked() {
     return i;
   }
   i.container_id = info->id;
-  i.image = info->image_ref;
+  auto image = info->labels.find(std::string(kLabelImage));
+  i.image = image != info->labels.end() ? image->second : info->image_ref;
   i.state = info->state.status;
   i.running = info->state.running;
   i.exit_code = info->state.exit_code;

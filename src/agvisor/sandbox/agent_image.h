@@ -1,0 +1,38 @@
+// The agent reaches every sandbox inside its image: for each image sandboxes use, a derived
+// image holding the agent at kAgentPath is made once per host and agent build, instead of
+// uploading the agent into every container (that upload was ~100 ms of each create; figures in
+// bench/README.md).
+//
+// Why not a shared read-only volume (one upload per host, mounted everywhere): under runsc
+// 20240729, open(O_WRONLY|O_TRUNC) on a read-only mount fails with EROFS yet truncates the file
+// on the host, so one sandbox could empty the agent of all others (running ones die of SIGBUS).
+// docs/security.md has the reproduction. An image layer is copy-on-write per container.
+//
+// The derived image is "agvisor/with-agent:<base image id, 12 hex>-<agent hash, 16 hex>" (hash:
+// FNV-1a 64 of the embedded binary), made by committing a never-started container of the base
+// image into which the agent was uploaded: the commit is atomic, so a client killed midway
+// leaves no half-made image. Labels: agvisor.agent=<hash>, agvisor.agent.source=<image as
+// named>. Older derived images of the same source are removed when a new one is made (those in
+// use stay). A rebuilt base image gets a new id, hence a new derived image.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "agvisor/base/error.h"
+
+namespace agvisor {
+namespace docker {
+class Client;
+}
+
+// The image to create sandboxes of `image` from on `docker`'s host, made when missing. Errors:
+// kNotFound (`image` is not on the host), kUnavailable, those of the upload and the commit.
+Result<std::string> EnsureAgentImage(std::string_view host, docker::Client& docker,
+                                     std::string_view image);
+
+// "agvisor/with-agent:<12 hex of image_id>-<16 hex of the agent's hash>" (pure). `image_id` is
+// Docker's "sha256:..." id.
+std::string AgentImageRef(std::string_view image_id, std::string_view agent_binary);
+
+}  // namespace agvisor
