@@ -8,10 +8,13 @@ agvisor's C++ core: Docker's Engine API spoken directly, an agent as PID 1 in ev
         print(sb.exec("python3 -c 'print(1+1)'").stdout)
 """
 from .limits import Limits
+from .pool import Pool, PoolStats
+from .processes import Attachment, BackgroundProcess
 from .sandbox import Sandbox, create_sandbox, list_sandboxes
 from .streams import FileInfo, PortConnection, PortForward, Shell
 
-# The seed's names (test_api_shape); FileInfo, PortConnection, PortForward and Shell, what the
-# file, port and terminal methods return, are importable too.
+# The seed's names (test_api_shape). Extensions are importable too: Pool and PoolStats (warm
+# pools), and what the methods return: BackgroundProcess and Attachment (spawn, processes),
+# FileInfo, PortConnection, PortForward and Shell (files, ports, terminals).
 __all__ = ["Limits", "Sandbox", "create_sandbox", "list_sandboxes"]
 __version__ = "0.1.0"

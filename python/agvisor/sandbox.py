@@ -18,6 +18,7 @@ import warnings
 
 from . import _core
 from .limits import Limits
+from .processes import BackgroundProcess, _not_found
 from .streams import FileInfo, PortConnection, PortForward, Shell
 
 # Text exec(on_output=...) keeps: the last this many characters (the rest went to on_output).
@@ -347,6 +348,54 @@ class Sandbox:
                                         user or "")
         return Shell(core, argv)
 
+    # ---- background processes: an extension of the seed's API (agvisor.processes) ----------
+
+    def spawn(self, cmd, *, env=None, cwd=None, user=None, stdin=False,
+              timeout=None) -> BackgroundProcess:
+        """Starts a background process and returns its BackgroundProcess at once. It keeps
+        running when this handle is dropped or this Python process exits; the agent keeps the
+        last 1 MiB of its output for whoever attaches later (attach(), iteration, output()).
+
+        cmd       A string runs under `sh -c` (as exec()); a list is the argv (as run()).
+        env, cwd, user  As for run().
+        stdin     True: a stdin pipe, written through BackgroundProcess.attached(); else
+                  /dev/null.
+        timeout   Seconds until the process tree is killed (exit code 124); None = never.
+                  Must be below idle_ttl when the sandbox has one.
+        Errors: ValueError, RuntimeError as for run(). A program that cannot be run exits
+        with 127 and says why on stderr, as in a shell.
+        """
+        if isinstance(cmd, str):
+            argv = ["sh", "-c", cmd]
+        elif isinstance(cmd, bytes):
+            raise TypeError("spawn() takes a str (shell command) or a list of arguments")
+        else:
+            argv = [str(a) for a in cmd]
+            if not argv:
+                raise ValueError("spawn() needs a command: the argument list is empty")
+        seconds = 0.0 if timeout is None else self._check_timeout(timeout)
+        if timeout is not None and seconds <= 0:
+            raise ValueError(f"timeout must be > 0 seconds or None, got {timeout!r}")
+        env_list = [f"{k}={v}" for k, v in (env or {}).items()]
+        pid = self._handle().start_background(argv, env_list, cwd or "", user or "",
+                                              bool(stdin), seconds)
+        return BackgroundProcess(self, pid, argv)
+
+    def processes(self) -> list[BackgroundProcess]:
+        """The sandbox's background processes, running and the newest 64 finished (whoever
+        started them), oldest first; a finished one has its returncode set."""
+        return [BackgroundProcess(self, pid, [argv0], None if running else code)
+                for pid, argv0, running, code in self._handle().list_processes()]
+
+    def process(self, pid) -> BackgroundProcess:
+        """The background process `pid` (as processes() lists it). RuntimeError (code
+        "not_found") when there is none."""
+        pid = int(pid)
+        for p in self.processes():
+            if p.pid == pid:
+                return p
+        raise _not_found(self, pid)
+
     def desktop_token(self, key: bytes, ttl=300):
         """Desktops are a later feature: raises NotImplementedError."""
         raise NotImplementedError(_NO_DESKTOPS)
@@ -374,6 +423,24 @@ class Sandbox:
 
     def __exit__(self, *_):
         self.stop()
+
+    @classmethod
+    def _from_core(cls, core, *, image, limits, network, lifetime, idle_ttl, host, runtime):
+        """A started handle on a sandbox the core made (a pool member): as create_sandbox()."""
+        sb = cls.__new__(cls)
+        sb.gui, sb.limits, sb.network = False, limits, network
+        sb.lifetime, sb.idle_ttl = lifetime, idle_ttl
+        sb.host, sb.runtime, sb.image = host, runtime, image
+        sb.persistent = False
+        sb.name = core.container_name
+        sb.data_dir = None
+        sb.rdp_port = sb.password = None
+        sb.resumed, sb.disk_warning = False, core.disk_warning or None
+        sb._lock = threading.Lock()
+        sb._core = core
+        sb._running = True
+        sb._listed = False
+        return sb
 
     @classmethod
     def _listed_handle(cls, info, host):

@@ -31,6 +31,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,6 +44,7 @@
 #include <vector>
 
 #include "agvisor/base/error.h"
+#include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
 
@@ -450,6 +452,247 @@ class Shell {
   std::optional<Result<proto::Exit>> exit_;
 };
 
+// An attachment to a background process (Sandbox::AttachProcess, a session of its own) for
+// Python: a thread runs Process::Wait and keeps the kept-then-live output as (stream, bytes)
+// chunks, at most kMaxBuffered bytes of them (the process is slowed by flow control while they
+// are not read), or drops it (keep_output = false: only the exit matters). Close() detaches by
+// ending the session: the process runs on.
+class Attachment {
+ public:
+  static constexpr std::size_t kMaxBuffered = 1 << 20;
+
+  Attachment(std::shared_ptr<Sandbox> sandbox, std::unique_ptr<Process> process, std::uint32_t pid,
+             bool keep_output)
+      : sandbox_(std::move(sandbox)), process_(std::move(process)), pid_(pid) {
+    waiter_ = std::thread([this, keep_output] {
+      auto sink = [this, keep_output](int stream, std::string_view bytes) {
+        if (!keep_output) return;
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return buffered_ < kMaxBuffered || closing_; });
+        if (closing_) return;
+        chunks_.emplace_back(stream, std::string(bytes));
+        buffered_ += bytes.size();
+        cv_.notify_all();
+      };
+      channel::ExecCallbacks callbacks;
+      callbacks.on_stdout = [sink](std::string_view b) { sink(1, b); };
+      callbacks.on_stderr = [sink](std::string_view b) { sink(2, b); };
+      Result<proto::Exit> exit = process_->Wait(callbacks);
+      bool detached = false;
+      {
+        std::lock_guard lock(mu_);
+        detached = closing_;
+      }
+      if (!exit.ok() && !detached) {
+        // Wait only sees the session break; the sandbox's own channel says whether (and why)
+        // the sandbox died, as every other call reports it.
+        auto alive = sandbox_->ListProcesses();
+        exit = alive.ok() ? exit.error().WithContext("attach to process " + std::to_string(pid_) +
+                                                     " in " + sandbox_->container_name())
+                          : alive.error();
+      }
+      std::lock_guard lock(mu_);
+      exit_ = std::move(exit);
+      cv_.notify_all();
+    });
+  }
+
+  ~Attachment() {
+    if (PyGILState_Check() != 0) {
+      py::gil_scoped_release release;
+      Stop();
+    } else {
+      Stop();
+    }
+  }
+
+  // The next chunk as (stream, bytes), stream 1 = stdout, 2 = stderr; None when nothing came
+  // within `timeout` seconds (< 0 = wait as long as it takes); (0, b"") once the process exited
+  // (or this attachment was closed) and everything was read. A failed attach (no such background
+  // process, another client attached, the sandbox died) raises once the chunks before it are read.
+  py::object Read(double timeout) {
+    std::optional<std::pair<int, std::string>> chunk;
+    std::optional<Error> error;
+    bool ended = false;
+    {
+      py::gil_scoped_release release;
+      std::unique_lock lock(mu_);
+      auto ready = [&] { return !chunks_.empty() || exit_.has_value() || closing_; };
+      if (timeout < 0) {
+        cv_.wait(lock, ready);
+      } else {
+        cv_.wait_for(lock, std::chrono::duration<double>(timeout), ready);
+      }
+      if (!chunks_.empty()) {
+        chunk = std::move(chunks_.front());
+        chunks_.pop_front();
+        buffered_ -= chunk->second.size();
+        cv_.notify_all();
+      } else if (closing_) {
+        ended = true;
+      } else if (exit_) {
+        ended = true;
+        if (!exit_->ok()) error = exit_->error();
+      }
+    }
+    if (error) Raise(*error);
+    if (chunk) return py::make_tuple(chunk->first, ToBytes(chunk->second));
+    if (ended) return py::make_tuple(0, py::bytes());
+    return py::none();
+  }
+
+  // (exit_code, signal, timed_out) once the process exited, None when it still runs after
+  // `timeout` seconds (< 0 = wait as long as it takes). Chunks not read yet stay readable; with
+  // keep_output, a full buffer holds the process up until they are.
+  py::object Wait(double timeout) {
+    std::optional<Result<proto::Exit>> exit;
+    bool detached = false;
+    {
+      py::gil_scoped_release release;
+      std::unique_lock lock(mu_);
+      auto done = [&] { return exit_.has_value() || closing_; };
+      if (timeout < 0) {
+        cv_.wait(lock, done);
+      } else {
+        cv_.wait_for(lock, std::chrono::duration<double>(timeout), done);
+      }
+      exit = exit_;
+      detached = closing_ && !exit_;
+    }
+    if (detached) Raise(Error::Conflict("process " + std::to_string(pid_) + ": detached"));
+    if (!exit) return py::none();
+    proto::Exit e = Unwrap(std::move(*exit));
+    return py::make_tuple(e.exit_code, static_cast<int>(e.signal), e.timed_out);
+  }
+
+  void Write(const py::bytes& data) {
+    std::string_view view = BytesView(data);
+    Result<void> r = [&] {
+      py::gil_scoped_release release;
+      return process_->Write(view);
+    }();
+    Unwrap(std::move(r));
+  }
+
+  void CloseStdin() {
+    Result<void> r = [&] {
+      py::gil_scoped_release release;
+      return process_->CloseStdin();
+    }();
+    Unwrap(std::move(r));
+  }
+
+  void Signal(int signal) {
+    Result<void> r = [&] {
+      py::gil_scoped_release release;
+      return process_->Signal(signal);
+    }();
+    Unwrap(std::move(r));
+  }
+
+  // Detaches (the process runs on) and ends the output thread. Idempotent.
+  void Close() {
+    py::gil_scoped_release release;
+    Stop();
+  }
+
+  bool closed() {
+    std::lock_guard lock(mu_);
+    return closing_ || exit_.has_value();
+  }
+
+  std::uint32_t pid() const { return pid_; }
+
+ private:
+  void Stop() {
+    std::lock_guard stop(stop_mu_);
+    if (!waiter_.joinable()) return;
+    bool running = false;
+    {
+      std::lock_guard lock(mu_);
+      running = !exit_.has_value();
+      closing_ = true;
+      chunks_.clear();
+      buffered_ = 0;
+      cv_.notify_all();
+    }
+    // The session is this attachment's own: ending it makes Wait return, and the agent detaches
+    // the process from it (it keeps running).
+    if (running) process_->channel()->Shutdown("detached by the host");
+    waiter_.join();
+  }
+
+  std::shared_ptr<Sandbox> sandbox_;
+  std::unique_ptr<Process> process_;
+  const std::uint32_t pid_;
+  std::thread waiter_;
+  std::mutex stop_mu_;
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::deque<std::pair<int, std::string>> chunks_;
+  std::size_t buffered_ = 0;
+  bool closing_ = false;
+  std::optional<Result<proto::Exit>> exit_;
+};
+
+// A Pool for Python: the destructor (which closes the pool: removes members, waits for starts)
+// runs without the GIL.
+class PoolHandle {
+ public:
+  explicit PoolHandle(std::unique_ptr<Pool> pool) : pool_(std::move(pool)) {}
+  ~PoolHandle() {
+    if (PyGILState_Check() != 0) {
+      py::gil_scoped_release release;
+      pool_.reset();
+    } else {
+      pool_.reset();
+    }
+  }
+  PoolHandle(const PoolHandle&) = delete;
+  PoolHandle& operator=(const PoolHandle&) = delete;
+
+  std::shared_ptr<Sandbox> Acquire(std::optional<std::int64_t> lifetime,
+                                   std::optional<std::int64_t> idle_ttl, double wait,
+                                   bool cold_create) {
+    AcquireOptions o;
+    o.lifetime = lifetime;
+    o.idle_ttl = idle_ttl;
+    o.wait = std::chrono::milliseconds(static_cast<std::int64_t>(std::max(0.0, wait) * 1000));
+    o.cold_create = cold_create;
+    return Blocking([&] { return pool_->Acquire(o); });
+  }
+
+  void WaitReady(double timeout) {
+    auto ms = std::chrono::milliseconds(static_cast<std::int64_t>(std::max(0.0, timeout) * 1000));
+    Blocking([&] { return pool_->WaitReady(ms); });
+  }
+
+  py::dict Stats() const {
+    PoolStats s = pool_->Stats();
+    py::dict d;
+    d["ready"] = s.ready;
+    d["starting"] = s.starting;
+    d["acquired"] = s.acquired;
+    d["cold"] = s.cold;
+    d["started"] = s.started;
+    d["start_failures"] = s.start_failures;
+    d["recycled"] = s.recycled;
+    d["discarded"] = s.discarded;
+    d["last_error"] = s.last_error;
+    return d;
+  }
+
+  void Close() {
+    py::gil_scoped_release release;
+    pool_->Close();
+  }
+
+  const std::string& id() const { return pool_->id(); }
+
+ private:
+  std::unique_ptr<Pool> pool_;
+};
+
 py::dict InfoDict(const SandboxInfo& i) {
   py::dict d;
   d["container_name"] = i.container_name;
@@ -470,11 +713,13 @@ py::dict InfoDict(const SandboxInfo& i) {
 // At global scope: the macro defines the module's C entry point, PyInit__core.
 PYBIND11_MODULE(_core, m) {
   using namespace agvisor;  // NOLINT(google-build-using-namespace): this block only
+  using agvisor::python::Attachment;
   using agvisor::python::Blocking;
   using agvisor::python::BytesView;
   using agvisor::python::EntryTuple;
   using agvisor::python::FileOp;
   using agvisor::python::InfoDict;
+  using agvisor::python::PoolHandle;
   using agvisor::python::Port;
   using agvisor::python::Shell;
   using agvisor::python::Unwrap;
@@ -534,6 +779,17 @@ PYBIND11_MODULE(_core, m) {
       .def("poll", &Shell::Poll)
       .def("close", &Shell::Close)
       .def_property_readonly("pid", &Shell::pid);
+
+  py::class_<Attachment, std::shared_ptr<Attachment>>(
+      m, "Attachment", "Sandbox::AttachProcess: a background process's output, stdin, signals.")
+      .def("read", &Attachment::Read, py::arg("timeout") = -1.0)
+      .def("wait", &Attachment::Wait, py::arg("timeout") = -1.0)
+      .def("write", &Attachment::Write, py::arg("data"))
+      .def("close_stdin", &Attachment::CloseStdin)
+      .def("signal", &Attachment::Signal, py::arg("signal"))
+      .def("close", &Attachment::Close)
+      .def_property_readonly("closed", &Attachment::closed)
+      .def_property_readonly("pid", &Attachment::pid);
 
   py::class_<Sandbox, std::shared_ptr<Sandbox>>(m, "Sandbox", "A handle on one sandbox.")
       .def_static(
@@ -642,6 +898,43 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("argv"), py::arg("rows"), py::arg("cols"),
           py::arg("env") = std::vector<std::string>{}, py::arg("cwd") = "", py::arg("user") = "")
+      .def(
+          "start_background",
+          [](Sandbox& s, const std::vector<std::string>& argv, std::vector<std::string> env,
+             std::string cwd, std::string user, bool stdin, double timeout) {
+            BackgroundOptions o;
+            o.env = std::move(env);
+            o.cwd = std::move(cwd);
+            o.user = std::move(user);
+            o.stdin = stdin;
+            o.timeout = timeout;
+            return Blocking([&] { return s.StartBackground(argv, o); });
+          },
+          py::arg("argv"), py::arg("env") = std::vector<std::string>{}, py::arg("cwd") = "",
+          py::arg("user") = "", py::arg("stdin") = false, py::arg("timeout") = 0.0)
+      // [(pid, argv0, running, exit_code)], running and recently finished.
+      .def("list_processes",
+           [](Sandbox& s) {
+             std::vector<ProcessInfo> procs = Blocking([&] { return s.ListProcesses(); });
+             py::list out;
+             for (const auto& p : procs) {
+               out.append(py::make_tuple(p.pid, p.argv0, p.running, p.exit_code));
+             }
+             return out;
+           })
+      .def(
+          "attach_process",
+          [](const std::shared_ptr<Sandbox>& s, std::uint32_t pid, bool keep_output) {
+            std::unique_ptr<Process> p = Blocking([&] { return s->AttachProcess(pid); });
+            return std::make_shared<Attachment>(s, std::move(p), pid, keep_output);
+          },
+          py::arg("pid"), py::arg("keep_output") = true)
+      .def(
+          "signal_process",
+          [](Sandbox& s, std::uint32_t pid, int signal) {
+            Blocking([&] { return s.Signal(pid, signal); });
+          },
+          py::arg("pid"), py::arg("signal"))
       .def("stop", [](Sandbox& s) { Blocking([&] { return s.Stop(); }); })
       .def("delete", [](Sandbox& s) { Blocking([&] { return s.Delete(); }); })
       .def("info", [](Sandbox& s) { return InfoDict(Blocking([&] { return s.Info(); })); })
@@ -653,4 +946,24 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("disk_warning", &Sandbox::disk_warning)
       .def_property_readonly("host", &Sandbox::host)
       .def_property_readonly("idle_ttl", &Sandbox::idle_ttl);
+
+  py::class_<PoolHandle, std::shared_ptr<PoolHandle>>(m, "Pool", "agvisor::Pool (warm sandboxes).")
+      .def_static(
+          "create",
+          [](const SandboxSpec& spec, int size, double max_age, int fill_parallelism) {
+            PoolOptions o;
+            o.spec = spec;
+            o.size = size;
+            o.max_age = std::chrono::seconds(static_cast<std::int64_t>(max_age));
+            o.fill_parallelism = fill_parallelism;
+            return std::make_shared<PoolHandle>(
+                Blocking([&] { return Pool::Create(std::move(o)); }));
+          },
+          py::arg("spec"), py::arg("size"), py::arg("max_age"), py::arg("fill_parallelism"))
+      .def("acquire", &PoolHandle::Acquire, py::arg("lifetime") = py::none(),
+           py::arg("idle_ttl") = py::none(), py::arg("wait") = 0.0, py::arg("cold_create") = true)
+      .def("wait_ready", &PoolHandle::WaitReady, py::arg("timeout"))
+      .def("stats", &PoolHandle::Stats)
+      .def("close", &PoolHandle::Close)
+      .def_property_readonly("id", &PoolHandle::id);
 }
