@@ -66,6 +66,62 @@ TEST_F(CliChannelTest, CpUploadsAndDownloads) {
   fs::remove_all(local);
 }
 
+// Symlinks and `..` made by the sandbox cannot make `cp` read or write the host outside the
+// named local directory, and paths on the sandbox side resolve inside the sandbox.
+TEST_F(CliChannelTest, CpSymlinkAndDotDotTricksStayInside) {
+  fs::path local = fs::temp_directory_path() / ("agvisor-cp-esc-" + testing::RunId());
+  fs::remove_all(local);
+  fs::create_directories(local / "dest");
+  const fs::path outside = local / "outside";  // a host path the sandbox names in its links
+  fs::create_directories(outside);
+  const std::string marker = "inside-" + testing::RunId();
+  auto setup = Cli({"exec", *name_, "--", "sh", "-c",
+                    "set -e; echo " + marker +
+                        " > /etc/agvisor-marker; rm -rf /workspace/esc; "
+                        "mkdir -p /workspace/esc; echo data > /workspace/esc/f; "
+                        "ln -s / /workspace/esc/root; ln -s " +
+                        outside.string() +
+                        " /workspace/esc/host; ln -s ../../../../../../.. /workspace/esc/up"});
+  ASSERT_EQ(setup.status.exit_code, 0) << setup.err;
+
+  // Download: links arrive as links; nothing is written through them onto the host.
+  auto down = Cli({"cp", *name_ + ":/workspace/esc", (local / "dest").string()});
+  ASSERT_EQ(down.status.exit_code, 0) << down.err;
+  EXPECT_TRUE(fs::is_regular_file(local / "dest" / "esc" / "f"));
+  for (const char* link : {"root", "host", "up"}) {
+    EXPECT_TRUE(fs::is_symlink(local / "dest" / "esc" / link)) << link;
+  }
+  EXPECT_TRUE(fs::is_empty(outside));
+
+  // Sandbox-side paths through links and `..` resolve in the sandbox's own tree.
+  for (const std::string& path : {std::string("/workspace/esc/root/etc/agvisor-marker"),
+                                  std::string("/workspace/esc/up/etc/agvisor-marker"),
+                                  std::string("/workspace/../../etc/agvisor-marker")}) {
+    fs::remove_all(local / "got");
+    auto got = Cli({"cp", *name_ + ":" + path, (local / "got").string()});
+    ASSERT_EQ(got.status.exit_code, 0) << path << ": " << got.err;
+    std::ifstream in(local / "got" / "agvisor-marker");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_EQ(ss.str(), marker + "\n") << path;
+  }
+
+  // Upload through a sandbox link that names a host directory: refused while the link dangles
+  // inside the sandbox, and once the directory exists there, lands in the sandbox's tree.
+  std::ofstream(local / "payload") << "payload\n";
+  auto dangling = Cli({"cp", (local / "payload").string(), *name_ + ":/workspace/esc/host"});
+  EXPECT_NE(dangling.status.exit_code, 0);
+  EXPECT_TRUE(fs::is_empty(outside)) << "an upload reached the host";
+  auto mk = Cli({"exec", *name_, "--", "mkdir", "-p", outside.string()});
+  ASSERT_EQ(mk.status.exit_code, 0) << mk.err;
+  auto up = Cli({"cp", (local / "payload").string(), *name_ + ":/workspace/esc/host"});
+  ASSERT_EQ(up.status.exit_code, 0) << up.err;
+  EXPECT_TRUE(fs::is_empty(outside)) << "an upload reached the host";
+  auto inside = Cli({"exec", *name_, "--", "cat", outside.string() + "/payload"});
+  EXPECT_EQ(inside.out, "payload\n") << inside.err;
+  fs::remove_all(local);
+}
+
 TEST_F(CliChannelTest, ShellRunsUnderAPtyAndExitsWithItsCode) {
   // Not a terminal here: the shell still gets a pty inside and reads our piped keystrokes.
   auto r = Cli({"shell", *name_}, "tty; echo $((6*7)); exit 5\n");
