@@ -12,6 +12,8 @@
 #include "agvisor/gateway/rfb.h"
 #include "agvisor/gateway/testing/viewer_client.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/server/desktop_route.h"
+#include "agvisor/server/server.h"
 #include "tests/integration/test_env.h"
 
 namespace agvisor::gateway {
@@ -140,6 +142,42 @@ TEST_F(GatewayDesktopTest, ManyViewersAtOnce) {
   for (auto& v : viewers) v->Close();
   EXPECT_TRUE(agvisor::testing::WaitFor([&] { return gateway_->active_sessions() == 0; },
                                         std::chrono::seconds(10)));
+}
+
+// The same session through agvisord's own server (the route daemon.cc mounts with
+// --desktop-key-file), with an Origin from the allowlist; the bearer token is not needed.
+TEST_F(GatewayDesktopTest, ThroughAgvisordServer) {
+  server::ServerOptions so;
+  so.tcp_listen = "127.0.0.1:0";
+  so.token = "bearer-not-used-by-the-desktop-route";
+  auto srv = server::Server::Bind(so);
+  ASSERT_TRUE(srv.ok()) << srv.error().ToString();
+  (*srv)->SetHandlers(
+      [](const server::HttpRequest&, const server::RouteMatch&) {
+        return server::HttpResponse{404, "application/json", "{}", {}};
+      },
+      [](const server::HttpRequest&, const server::RouteMatch&, server::WebSocket& ws) {
+        ws.Close(1008, "no");
+      });
+  ASSERT_TRUE(server::MountDesktopGateway(
+                  **srv, GatewayOptions{.key = Key(), .allowed_origins = {"https://app.test"}})
+                  .ok());
+  std::thread run([s = srv->get()] { s->Run(); });
+  {
+    ViewerClient c;
+    ASSERT_EQ(c.Connect((*srv)->tcp_port(), {.origin = "https://app.test"}), "");
+    ASSERT_TRUE(c.SendText(Token(sandbox_->container_name())));
+    auto size = c.RfbHandshake();
+    ASSERT_TRUE(size) << c.close_code() << " " << c.close_reason();
+    EXPECT_EQ(*size, std::make_pair(1024, 768));
+    c.Close();
+    ViewerClient evil;
+    ASSERT_EQ(evil.Connect((*srv)->tcp_port(), {.origin = "https://evil.test"}), "");
+    EXPECT_TRUE(evil.WaitClosed());
+    EXPECT_EQ(evil.close_code(), kCloseOriginRefused);
+  }
+  (*srv)->Shutdown();
+  run.join();
 }
 
 TEST_F(GatewayDesktopTest, WrongPasswordInTheTokenIsReported) {

@@ -16,7 +16,9 @@
 #include <thread>
 
 #include "agvisor/base/unique_fd.h"
+#include "agvisor/gateway/token.h"
 #include "agvisor/sandbox/spec.h"
+#include "agvisor/server/desktop_route.h"
 #include "agvisor/server/log.h"
 #include "agvisor/server/server.h"
 #include "agvisor/server/service.h"
@@ -130,6 +132,8 @@ int DaemonMain(int argc, char** argv) {
   bool no_socket = false, allow_remote = false;
   std::size_t max_connections = 64;
   int idle_timeout = 60, shutdown_grace = 10;
+  std::string desktop_key_file;
+  std::vector<std::string> desktop_origins;
   app.add_option("--socket", socket_path,
                  "unix socket to listen on (default: /run/agvisord.sock for root, else "
                  "$XDG_RUNTIME_DIR/agvisord.sock)");
@@ -157,6 +161,12 @@ int DaemonMain(int argc, char** argv) {
   app.add_option("--shutdown-grace", shutdown_grace,
                  "seconds requests in flight may take to finish at SIGTERM (default 10)")
       ->check(CLI::Range(0, 3600));
+  app.add_option("--desktop-key-file", desktop_key_file,
+                 "serve the desktop gateway (WebSocket GET /v1/desktop/ws) with this key: 64 hex "
+                 "digits, e.g. from `openssl rand -hex 32`; the same key mints desktop tokens");
+  app.add_option("--desktop-origin", desktop_origins,
+                 "a browser origin allowed to open desktops, e.g. https://app.example.com "
+                 "(repeatable; '*' = any)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -199,6 +209,16 @@ int DaemonMain(int argc, char** argv) {
 
   auto server = Server::Bind(so);
   if (!server.ok()) return fail(server.error());
+  if (!desktop_key_file.empty()) {
+    auto key = gateway::ReadTokenKeyFile(desktop_key_file);
+    if (!key.ok()) return fail(key.error().WithContext("--desktop-key-file"));
+    auto mounted = MountDesktopGateway(
+        **server, gateway::GatewayOptions{.key = *key, .allowed_origins = desktop_origins});
+    if (!mounted.ok()) return fail(mounted.error());
+    LogEvent("info", "desktop gateway mounted",
+             {{"path", std::string(kDesktopRoutePath)},
+              {"origins", std::to_string(desktop_origins.size())}});
+  }
 
   Service service({.docker_host = docker_host});
   (*server)->SetHandlers(
