@@ -266,6 +266,14 @@ Result<ContainerInfo> Client::InspectContainer(std::string_view container) {
   return DecodeContainerInspect(resp.body);
 }
 
+Result<ContainerStats> Client::GetContainerStats(std::string_view container) {
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
+  http::Request req{.method = "GET",
+                    .target = "/containers/" + std::string(container) + "/stats?stream=false"};
+  auto resp = AGVISOR_TRY(Call(std::move(req), "stats of container", container));
+  return DecodeContainerStats(resp.body);
+}
+
 Result<int> Client::WaitContainer(std::string_view container, std::string_view condition,
                                   std::chrono::milliseconds timeout) {
   AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));

@@ -130,6 +130,9 @@ class Client {
   // Already running is a success (Docker's 304).
   Result<void> StartContainer(std::string_view container);
   Result<ContainerInfo> InspectContainer(std::string_view container);
+  // One stats sample (GET /containers/{id}/stats?stream=false): the daemon takes two readings
+  // about a second apart, so this call takes ~1 s. Errors: kNotFound, kConflict.
+  Result<ContainerStats> GetContainerStats(std::string_view container);
   // Blocks until `condition` ("not-running", "next-exit", "removed") holds and returns the exit
   // code. No request timeout applies unless `timeout` > 0 (then kTimeout).
   Result<int> WaitContainer(std::string_view container, std::string_view condition = "not-running",

@@ -539,6 +539,39 @@ Result<ExecInfo> DecodeExecInspect(std::string_view body) {
   });
 }
 
+Result<ContainerStats> DecodeContainerStats(std::string_view body) {
+  return DecodeObject<ContainerStats>(body, "container stats", [](const Obj& o) {
+    ContainerStats st;
+    st.read = o.Str("read");
+    auto u64 = [](std::int64_t v) { return v > 0 ? static_cast<std::uint64_t>(v) : 0; };
+    const Obj cpu = o.Child("cpu_stats");
+    const Obj pre = o.Child("precpu_stats");
+    st.cpu_total_ns = u64(cpu.Child("cpu_usage").Int("total_usage"));
+    st.online_cpus = static_cast<int>(cpu.Int("online_cpus"));
+    if (st.online_cpus == 0) {
+      if (const auto* per = cpu.Child("cpu_usage").Array("percpu_usage")) {
+        st.online_cpus = static_cast<int>(per->size());
+      }
+    }
+    const std::int64_t cpu_delta =
+        cpu.Child("cpu_usage").Int("total_usage") - pre.Child("cpu_usage").Int("total_usage");
+    const std::int64_t sys_delta = cpu.Int("system_cpu_usage") - pre.Int("system_cpu_usage");
+    if (cpu_delta > 0 && sys_delta > 0 && pre.Int("system_cpu_usage") > 0) {
+      st.cpu_percent = static_cast<double>(cpu_delta) / static_cast<double>(sys_delta) *
+                       std::max(st.online_cpus, 1) * 100.0;
+    }
+    const Obj mem = o.Child("memory_stats");
+    std::uint64_t usage = u64(mem.Int("usage"));
+    std::int64_t inactive = mem.Child("stats").Int("total_inactive_file");  // cgroup v1
+    if (inactive == 0) inactive = mem.Child("stats").Int("inactive_file");  // cgroup v2
+    st.memory_bytes = u64(inactive) < usage ? usage - u64(inactive) : usage;
+    st.memory_limit_bytes = u64(mem.Int("limit"));
+    st.pids = u64(o.Child("pids_stats").Int("current"));
+    st.pids_limit = u64(o.Child("pids_stats").Int("limit"));
+    return st;
+  });
+}
+
 Result<VersionInfo> DecodeVersion(std::string_view body) {
   auto v = AGVISOR_TRY(DecodeObject<VersionInfo>(body, "version", [](const Obj& o) {
     VersionInfo out;

@@ -83,6 +83,9 @@ Result<std::vector<VolumeInfo>> DecodeVolumeList(std::string_view body);
 Result<ImageInfo> DecodeImageInspect(std::string_view body);
 // GET /images/json: a JSON array.
 Result<std::vector<ImageSummary>> DecodeImageList(std::string_view body);
+// One sample of GET /containers/{id}/stats?stream=false, with cpu_percent and memory_bytes
+// derived as `docker stats` does.
+Result<ContainerStats> DecodeContainerStats(std::string_view body);
 // POST /containers/{id}/wait: {"StatusCode": n, "Error": {"Message": "..."}}. A non-empty
 // Error.Message is a kInternal error naming `container`.
 Result<int> DecodeWaitResponse(std::string_view body, std::string_view container);

@@ -196,6 +196,29 @@ TEST(CodecTest, SignalValidation) {
 
 // ---- Response decoding (samples captured from this machine's dockerd 20.10, API 1.41) ----
 
+TEST(CodecTest, DecodesContainerStats) {
+  // Captured from dockerd 20.10 (cgroup v1) for a runsc sandbox: 2 cpus, 512m.
+  auto st = DecodeContainerStats(ReadTestdata("container_stats.json"));
+  ASSERT_TRUE(st.ok()) << st.error().ToString();
+  EXPECT_EQ(st->online_cpus, 2);
+  EXPECT_EQ(st->pids, 38u);
+  EXPECT_EQ(st->pids_limit, 512u);
+  EXPECT_EQ(st->memory_limit_bytes, 536870912u);
+  EXPECT_GT(st->memory_bytes, 0u);
+  EXPECT_LT(st->memory_bytes, st->memory_limit_bytes);
+  // (cpu delta / system delta) * cpus * 100 of the two readings in the file.
+  EXPECT_NEAR(st->cpu_percent, 3.7029, 0.001);
+  EXPECT_FALSE(DecodeContainerStats("{\"memory_stats\": 3}").ok());
+  // No previous sample (a container that just started): 0 %, not a division by zero.
+  auto first = DecodeContainerStats(
+      R"({"cpu_stats":{"cpu_usage":{"total_usage":5},"system_cpu_usage":10,"online_cpus":1},
+          "precpu_stats":{},"memory_stats":{"usage":100,"limit":1000,"stats":{"inactive_file":30}},
+          "pids_stats":{"current":2}})");
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  EXPECT_EQ(first->cpu_percent, 0.0);
+  EXPECT_EQ(first->memory_bytes, 70u);
+}
+
 TEST(CodecTest, DecodesContainerInspect) {
   auto c = DecodeContainerInspect(ReadTestdata("container_inspect.json"));
   ASSERT_TRUE(c.ok()) << c.error().ToString();

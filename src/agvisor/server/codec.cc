@@ -1,5 +1,6 @@
 #include "agvisor/server/codec.h"
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cmath>
 #include <csignal>
@@ -347,29 +348,13 @@ Result<std::string> ContainerNameForId(std::string_view id) {
   return std::string(kNamePrefix) + std::string(id);
 }
 
-Result<CreateRequest> ParseCreateRequest(std::string_view body) {
-  auto o = AGVISOR_TRY(ParseObject(body, "create sandbox"));
-  AGVISOR_RETURN_IF_ERROR(OnlyKnown(o, "create sandbox",
-                                    {"image", "gui", "limits", "network", "lifetime", "idle_ttl",
-                                     "name", "runtime", "labels", "pool"}));
-  CreateRequest req;
-  SandboxSpec& s = req.spec;
+namespace {
+// The SandboxSpec fields shared by sandbox and pool requests.
+Result<void> ParseSpecFields(const json::object& o, SandboxSpec& s) {
   if (auto* v = o.if_contains("image")) s.image = AGVISOR_TRY(GetString(*v, "image"));
   if (auto* v = o.if_contains("gui")) s.gui = AGVISOR_TRY(GetBool(*v, "gui"));
   if (auto* v = o.if_contains("network")) s.network = AGVISOR_TRY(GetString(*v, "network"));
   if (auto* v = o.if_contains("runtime")) s.runtime = AGVISOR_TRY(GetString(*v, "runtime"));
-  if (auto* v = o.if_contains("name"); v && !v->is_null()) {
-    s.name = AGVISOR_TRY(GetString(*v, "name"));
-  }
-  if (auto* v = o.if_contains("pool"); v && !v->is_null()) {
-    req.pool = AGVISOR_TRY(GetString(*v, "pool"));
-  }
-  if (auto* v = o.if_contains("lifetime"); v && !v->is_null()) {
-    s.lifetime = AGVISOR_TRY(GetInt(*v, "lifetime"));
-  }
-  if (auto* v = o.if_contains("idle_ttl"); v && !v->is_null()) {
-    s.idle_ttl = AGVISOR_TRY(GetInt(*v, "idle_ttl"));
-  }
   if (auto* v = o.if_contains("labels")) {
     if (!v->is_object()) return Bad("labels", "must be an object of strings");
     for (const auto& kv : v->as_object()) {
@@ -391,7 +376,109 @@ Result<CreateRequest> ParseCreateRequest(std::string_view body) {
     }
     if (auto* x = l.if_contains("disk")) s.limits.disk = AGVISOR_TRY(GetString(*x, "limits.disk"));
   }
+  return Ok();
+}
+}  // namespace
+
+Result<CreateRequest> ParseCreateRequest(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseObject(body, "create sandbox"));
+  AGVISOR_RETURN_IF_ERROR(OnlyKnown(o, "create sandbox",
+                                    {"image", "gui", "limits", "network", "lifetime", "idle_ttl",
+                                     "name", "runtime", "labels", "pool"}));
+  CreateRequest req;
+  SandboxSpec& s = req.spec;
+  AGVISOR_RETURN_IF_ERROR(ParseSpecFields(o, s));
+  if (auto* v = o.if_contains("name"); v && !v->is_null()) {
+    s.name = AGVISOR_TRY(GetString(*v, "name"));
+  }
+  if (auto* v = o.if_contains("pool"); v && !v->is_null()) {
+    req.pool = AGVISOR_TRY(GetString(*v, "pool"));
+  }
+  if (auto* v = o.if_contains("lifetime"); v && !v->is_null()) {
+    s.lifetime = AGVISOR_TRY(GetInt(*v, "lifetime"));
+  }
+  if (auto* v = o.if_contains("idle_ttl"); v && !v->is_null()) {
+    s.idle_ttl = AGVISOR_TRY(GetInt(*v, "idle_ttl"));
+  }
+  if (req.pool) {
+    for (const auto& kv : o) {
+      if (kv.key() != "pool" && kv.key() != "lifetime" && kv.key() != "idle_ttl") {
+        return Bad("pool",
+                   "a sandbox from a pool has the pool's specification: only "
+                   "\"lifetime\" and \"idle_ttl\" may come with \"pool\" (got \"" +
+                       std::string(kv.key()) + "\")");
+      }
+    }
+  }
   return req;
+}
+
+Result<CreatePoolRequest> ParseCreatePoolRequest(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseObject(body, "create pool"));
+  AGVISOR_RETURN_IF_ERROR(OnlyKnown(o, "create pool",
+                                    {"name", "size", "max_age", "fill_parallelism", "image", "gui",
+                                     "limits", "network", "runtime", "labels"}));
+  CreatePoolRequest r;
+  const json::value* name = o.if_contains("name");
+  if (!name) return Bad("name", "missing: a pool needs a name (creates then say {\"pool\": name})");
+  r.name = AGVISOR_TRY(GetString(*name, "name"));
+  if (auto v = ValidateName(r.name); !v.ok()) {
+    return Bad("name", "'" + SanitizeUtf8(r.name) +
+                           "' is invalid ([A-Za-z0-9][A-Za-z0-9_.-]*, at "
+                           "most 63 characters)");
+  }
+  AGVISOR_RETURN_IF_ERROR(ParseSpecFields(o, r.options.spec));
+  if (auto* v = o.if_contains("size")) {
+    r.options.size =
+        static_cast<int>(std::clamp<std::int64_t>(AGVISOR_TRY(GetInt(*v, "size")), -1, 1 << 20));
+  }
+  if (auto* v = o.if_contains("max_age")) {
+    r.options.max_age = std::chrono::seconds(AGVISOR_TRY(GetInt(*v, "max_age")));
+  }
+  // The default parallelism never exceeds a small pool's size.
+  r.options.fill_parallelism = std::min(r.options.fill_parallelism, std::max(r.options.size, 1));
+  if (auto* v = o.if_contains("fill_parallelism")) {
+    r.options.fill_parallelism = static_cast<int>(
+        std::clamp<std::int64_t>(AGVISOR_TRY(GetInt(*v, "fill_parallelism")), -1, 1 << 20));
+  }
+  return r;
+}
+
+namespace {
+json::object PoolObject(std::string_view name, const Pool& pool) {
+  const auto st = pool.Stats();
+  json::object stats;
+  stats["ready"] = st.ready;
+  stats["starting"] = st.starting;
+  stats["acquired"] = st.acquired;
+  stats["cold"] = st.cold;
+  stats["started"] = st.started;
+  stats["start_failures"] = st.start_failures;
+  stats["recycled"] = st.recycled;
+  stats["discarded"] = st.discarded;
+  stats["last_error"] = SanitizeUtf8(st.last_error);
+  json::object o;
+  o["name"] = name;
+  o["id"] = pool.id();
+  o["size"] = pool.options().size;
+  o["max_age"] = pool.options().max_age.count();
+  o["image"] =
+      pool.options().spec.image.empty() ? std::string(kDefaultImage) : pool.options().spec.image;
+  o["stats"] = std::move(stats);
+  return o;
+}
+}  // namespace
+
+std::string PoolJson(std::string_view name, const Pool& pool) {
+  return Serialize(PoolObject(name, pool));
+}
+
+std::string PoolListJson(const std::vector<std::pair<std::string, const Pool*>>& pools) {
+  json::array a;
+  for (const auto& [name, p] : pools) a.push_back(PoolObject(name, *p));
+  json::object o;
+  o["pools"] = std::move(a);
+  return Serialize(o);
 }
 
 std::string_view EndReasonSlug(EndReason reason) {
@@ -578,6 +665,21 @@ std::string FileListJson(std::string_view path, const std::vector<FileEntry>& en
   json::object o;
   o["path"] = SanitizeUtf8(path);
   o["entries"] = std::move(a);
+  return Serialize(o);
+}
+
+// ---- Metrics ----
+
+std::string MetricsJson(std::string_view id, const docker::ContainerStats& s) {
+  json::object o;
+  o["id"] = id;
+  o["read"] = s.read;
+  o["cpu_percent"] = std::round(s.cpu_percent * 100) / 100;
+  o["online_cpus"] = s.online_cpus;
+  o["memory_bytes"] = s.memory_bytes;
+  o["memory_limit_bytes"] = s.memory_limit_bytes;
+  o["pids"] = s.pids;
+  o["pids_limit"] = s.pids_limit;
   return Serialize(o);
 }
 

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "agvisor/base/error.h"
+#include "agvisor/docker/types.h"
+#include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
 
@@ -109,6 +111,24 @@ Result<int> ParseSignal(std::string_view text);
 // ---- Files ----
 std::string FileEntryJson(const FileEntry& e);
 std::string FileListJson(std::string_view path, const std::vector<FileEntry>& entries);
+
+// ---- Pools ----
+struct CreatePoolRequest {
+  std::string name;  // the pool's name in the API ([A-Za-z0-9][A-Za-z0-9_.-]*)
+  PoolOptions options;
+};
+// {"name", "size", "max_age" (seconds), "fill_parallelism", and the sandbox fields of
+// CreateRequest except name, lifetime, idle_ttl and pool (those come with each create)}.
+Result<CreatePoolRequest> ParseCreatePoolRequest(std::string_view body);
+// {"name", "id", "size", "max_age", "image", "stats": {"ready", "starting", "acquired", "cold",
+//  "started", "start_failures", "recycled", "discarded", "last_error"}}
+std::string PoolJson(std::string_view name, const Pool& pool);
+std::string PoolListJson(const std::vector<std::pair<std::string, const Pool*>>& pools);
+
+// ---- Metrics ----
+// {"id", "read", "cpu_percent", "online_cpus", "memory_bytes", "memory_limit_bytes", "pids",
+//  "pids_limit"}
+std::string MetricsJson(std::string_view id, const docker::ContainerStats& s);
 
 // ---- Query parameters ----
 // "1", "true", "yes" / "0", "false", "no", "" (present without a value = true); absent = dflt.

@@ -243,6 +243,36 @@ TEST(CodecTest, FilesJson) {
   EXPECT_EQ(l["entries"].as_array().size(), 1u);
 }
 
+TEST(CodecTest, ParseCreatePoolRequest) {
+  auto r = ParseCreatePoolRequest(R"({"name":"p","size":1,"image":"i","limits":{"memory":"1g"}})");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->name, "p");
+  EXPECT_EQ(r->options.size, 1);
+  EXPECT_EQ(r->options.fill_parallelism, 1);  // the default, capped by the size
+  EXPECT_EQ(r->options.spec.image, "i");
+  EXPECT_EQ(r->options.spec.limits.memory, "1g");
+  EXPECT_FALSE(ParseCreatePoolRequest(R"({"size":1})").ok());                 // no name
+  EXPECT_FALSE(ParseCreatePoolRequest(R"({"name":"a/b"})").ok());             // bad name
+  EXPECT_FALSE(ParseCreatePoolRequest(R"({"name":"p","lifetime":5})").ok());  // per create
+  EXPECT_FALSE(ParseCreateRequest(R"({"pool":"p","image":"x"})").ok());
+  EXPECT_TRUE(ParseCreateRequest(R"({"pool":"p","lifetime":60,"idle_ttl":10})").ok());
+}
+
+TEST(CodecTest, MetricsJson) {
+  docker::ContainerStats s;
+  s.cpu_percent = 12.3456;
+  s.memory_bytes = 1000;
+  s.memory_limit_bytes = 4000;
+  s.pids = 7;
+  s.online_cpus = 2;
+  auto o = Obj(MetricsJson("w", s));
+  EXPECT_EQ(o["id"].as_string(), "w");
+  EXPECT_DOUBLE_EQ(o["cpu_percent"].as_double(), 12.35);
+  EXPECT_EQ(o["memory_bytes"].to_number<std::uint64_t>(), 1000u);
+  EXPECT_EQ(o["memory_limit_bytes"].to_number<std::uint64_t>(), 4000u);
+  EXPECT_EQ(o["pids"].to_number<std::uint64_t>(), 7u);
+}
+
 TEST(CodecTest, WsControl) {
   EXPECT_EQ(ParseWsControl(R"({"type":"eof"})")->type, WsControl::Type::kEof);
   auto r = ParseWsControl(R"({"type":"resize","rows":30,"cols":100})");

@@ -249,6 +249,8 @@ int DaemonMain(int argc, char** argv) {
     srv->Shutdown();
   });
   std::size_t left = srv->Run();
+  // Warm pools' members would end on their own (their safety lifetime); remove them now.
+  service.ClosePools();
   LogEvent("info", "agvisord stopped", {{"connections_left", std::to_string(left)}});
   // Connections still open past the grace period hold references into the server and the
   // service: leave without running destructors under them.

@@ -27,6 +27,9 @@ constexpr std::array kBuiltin = {
     RouteDef{"GET", "/v1/sandboxes/{id}/processes/{pid}/ws", RouteId::kAttachProcessWs, true},
     RouteDef{"GET", "/v1/sandboxes/{id}/ports/{port}/ws", RouteId::kPortWs, true},
     RouteDef{"GET", "/v1/sandboxes/{id}/metrics", RouteId::kMetrics},
+    RouteDef{"GET", "/v1/pools", RouteId::kListPools},
+    RouteDef{"POST", "/v1/pools", RouteId::kCreatePool},
+    RouteDef{"DELETE", "/v1/pools/{name}", RouteId::kDeletePool},
 };
 
 int HexValue(char c) {

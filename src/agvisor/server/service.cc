@@ -3,6 +3,7 @@
 #include <csignal>
 #include <thread>
 
+#include "agvisor/docker/client.h"
 #include "agvisor/server/codec.h"
 #include "agvisor/server/log.h"
 
@@ -72,6 +73,15 @@ Result<std::size_t> Service::Recover() {
     ++served;
   }
   return served;
+}
+
+void Service::ClosePools() {
+  std::map<std::string, std::shared_ptr<Pool>> pools;
+  {
+    std::lock_guard lock(pools_mu_);
+    pools.swap(pools_);
+  }
+  for (auto& [name, p] : pools) p->Close();
 }
 
 Result<std::shared_ptr<Sandbox>> Service::Get(const std::string& id) {
@@ -149,13 +159,23 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch&
     }
     case RouteId::kCreateSandbox: {
       auto cr = AGVISOR_TRY(ParseCreateRequest(req.body));
+      std::shared_ptr<Sandbox> sb;
       if (cr.pool) {
-        return Error::Unsupported("create from pool '" + *cr.pool +
-                                  "': warm pools are not served by this agvisord yet");
+        std::shared_ptr<Pool> pool;
+        {
+          std::lock_guard lock(pools_mu_);
+          if (auto it = pools_.find(*cr.pool); it != pools_.end()) pool = it->second;
+        }
+        if (!pool) {
+          return Error::NotFound("no pool '" + *cr.pool +
+                                 "' (GET /v1/pools lists them; POST /v1/pools makes one)");
+        }
+        sb = AGVISOR_TRY(
+            pool->Acquire({.lifetime = cr.spec.lifetime, .idle_ttl = cr.spec.idle_ttl}));
+      } else {
+        cr.spec.host = options_.docker_host;
+        sb = AGVISOR_TRY(Sandbox::Create(cr.spec));
       }
-      cr.spec.host = options_.docker_host;
-      auto h = AGVISOR_TRY(Sandbox::Create(cr.spec));
-      std::shared_ptr<Sandbox> sb(std::move(h));
       const std::string sid = SandboxIdFor(sb->container_name());
       {
         std::lock_guard lock(mu_);
@@ -277,6 +297,58 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch&
       auto sig = AGVISOR_TRY(ParseSignalRequest(req.body));
       auto sb = AGVISOR_TRY(Get(id));
       AGVISOR_RETURN_IF_ERROR(sb->Signal(pid, sig));
+      return NoContent();
+    }
+    case RouteId::kMetrics: {
+      auto sb = AGVISOR_TRY(Get(id));
+      auto info = AGVISOR_TRY(sb->Info());
+      if (!info.running) {
+        std::string why(EndReasonSlug(info.end_reason));
+        return Error::SandboxDied("sandbox " + id + " is not running" +
+                                  (why.empty() ? "" : " (end reason: " + why + ")") +
+                                  ": it has no metrics");
+      }
+      auto docker = AGVISOR_TRY(HostClient(options_.docker_host));
+      auto stats = AGVISOR_TRY(docker->GetContainerStats(sb->container_name()));
+      return Json(200, MetricsJson(id, stats));
+    }
+    case RouteId::kListPools: {
+      std::lock_guard lock(pools_mu_);
+      std::vector<std::pair<std::string, const Pool*>> list;
+      for (const auto& [name, p] : pools_) list.emplace_back(name, p.get());
+      return Json(200, PoolListJson(list));
+    }
+    case RouteId::kCreatePool: {
+      auto pr = AGVISOR_TRY(ParseCreatePoolRequest(req.body));
+      pr.options.spec.host = options_.docker_host;
+      {
+        std::lock_guard lock(pools_mu_);
+        if (pools_.count(pr.name)) {
+          return Error::Conflict("pool '" + pr.name + "' exists (DELETE /v1/pools/" + pr.name +
+                                 " first)");
+        }
+      }
+      std::shared_ptr<Pool> pool = AGVISOR_TRY(Pool::Create(pr.options));
+      std::lock_guard lock(pools_mu_);
+      if (!pools_.emplace(pr.name, pool).second) {
+        return Error::Conflict("pool '" + pr.name + "' was created concurrently");
+      }
+      LogEvent("info", "pool created",
+               {{"pool", pr.name}, {"size", std::to_string(pr.options.size)}});
+      return Json(201, PoolJson(pr.name, *pool));
+    }
+    case RouteId::kDeletePool: {
+      const std::string& name = Param(m, "name");
+      std::shared_ptr<Pool> pool;
+      {
+        std::lock_guard lock(pools_mu_);
+        auto it = pools_.find(name);
+        if (it == pools_.end()) return Error::NotFound("no pool '" + name + "'");
+        pool = std::move(it->second);
+        pools_.erase(it);
+      }
+      pool->Close();
+      LogEvent("info", "pool deleted", {{"pool", name}});
       return NoContent();
     }
     default:

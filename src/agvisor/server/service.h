@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 
+#include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/server/router.h"
 #include "agvisor/server/server.h"
@@ -40,6 +41,9 @@ class Service {
   // Every built-in WebSocket route (exec, process attach, port forward).
   void HandleWebSocket(const HttpRequest& req, const RouteMatch& match, WebSocket& ws);
 
+  // Closes every warm pool (their members not handed out are removed). For shutdown.
+  void ClosePools();
+
   // The handle of sandbox `id` (opened on first use). Errors: kInvalidArgument (id), kNotFound,
   // kUnavailable.
   Result<std::shared_ptr<Sandbox>> Get(const std::string& id);
@@ -58,6 +62,10 @@ class Service {
   // their end reason after the container is gone.
   std::map<std::string, SandboxInfo> ended_;
   std::deque<std::string> ended_order_;
+  // Warm pools by name. They live as long as the daemon (their members end on their own when
+  // it dies: see pool.h).
+  std::mutex pools_mu_;
+  std::map<std::string, std::shared_ptr<Pool>> pools_;
 };
 
 }  // namespace agvisor::server

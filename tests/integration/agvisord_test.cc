@@ -1,0 +1,584 @@
+// End-to-end tests of agvisord (label `integration`): the real binary on a temp unix socket and
+// on loopback TCP, driven by curl and by a WebSocket client (Boost.Beast's, an implementation
+// independent of the server's use of it), against a real dockerd + runsc. Checks the statuses and
+// the required fields that docs/openapi.yaml documents for the main calls, auth failures, a daemon
+// restart with a sandbox alive, and the graceful close of WebSockets at SIGTERM.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/json.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "agvisor/base/subprocess.h"
+#include "agvisor/server/codec.h"
+#include "tests/integration/test_env.h"
+
+namespace agvisor::testing {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bws = beast::websocket;
+namespace json = boost::json;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The `required: [...]` list of a schema in docs/openapi.yaml.
+std::vector<std::string> RequiredFields(const std::string& schema) {
+  std::istringstream in(ReadAll(AGVISOR_OPENAPI));
+  std::string line;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    if (line == "    " + schema + ":") {
+      inside = true;
+      continue;
+    }
+    if (inside && line.rfind("    ", 0) == 0 && line[4] != ' ') break;  // the next schema
+    auto pos = line.find("required: [");
+    if (inside && pos != std::string::npos) {
+      std::vector<std::string> out;
+      std::string list = line.substr(pos + 11, line.find(']') - pos - 11);
+      std::istringstream items(list);
+      std::string item;
+      while (std::getline(items, item, ',')) {
+        item.erase(0, item.find_first_not_of(' '));
+        out.push_back(item);
+      }
+      return out;
+    }
+  }
+  ADD_FAILURE() << "no required list for schema " << schema << " in docs/openapi.yaml";
+  return {};
+}
+
+void ExpectSchemaFields(const json::object& o, const std::string& schema) {
+  for (const auto& f : RequiredFields(schema)) {
+    EXPECT_TRUE(o.contains(f)) << schema << " lacks \"" << f << "\": " << json::serialize(o);
+  }
+}
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+  json::object Json() const {
+    boost::system::error_code ec;
+    auto v = json::parse(body, ec);
+    EXPECT_FALSE(ec) << "not JSON: " << body;
+    return ec || !v.is_object() ? json::object() : v.as_object();
+  }
+  std::string ErrorCodeSlug() const {
+    auto o = Json();
+    if (!o.contains("error")) return "";
+    return std::string(o["error"].as_object()["code"].as_string());
+  }
+};
+
+// A running agvisord on a fresh socket (and loopback TCP port), logs in a file.
+class Daemon {
+ public:
+  explicit Daemon(std::string dir) : dir_(std::move(dir)) {}
+  ~Daemon() {
+    if (proc_) (void)proc_->Kill(SIGKILL);
+  }
+  std::string socket() const { return dir_ + "/agvisord.sock"; }
+  std::string token_file() const { return dir_ + "/token"; }
+  std::string log_file() const { return dir_ + "/agvisord.log"; }
+  std::string token() const {
+    std::string t = ReadAll(token_file());
+    while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+    return t;
+  }
+  std::uint16_t tcp_port() const { return tcp_port_; }
+
+  void Start() {
+    std::filesystem::remove(log_file());
+    auto p = Subprocess::Spawn({.argv = {"sh", "-c",
+                                         "exec \"$0\" --socket \"$1\" --token-file \"$2\" "
+                                         "--listen 127.0.0.1:0 --shutdown-grace 5 2>>\"$3\"",
+                                         AGVISORD_BINARY, socket(), token_file(), log_file()}});
+    ASSERT_TRUE(p.ok()) << p.error().ToString();
+    proc_.emplace(std::move(*p));
+    ASSERT_TRUE(
+        WaitFor([&] { return ReadAll(log_file()).find("agvisord listening") != std::string::npos; },
+                std::chrono::seconds(20)))
+        << ReadAll(log_file());
+    auto log = ReadAll(log_file());
+    auto pos = log.find("\"tcp_port\":");
+    ASSERT_NE(pos, std::string::npos) << log;
+    tcp_port_ = static_cast<std::uint16_t>(std::stoi(log.substr(pos + 11)));
+  }
+
+  // SIGTERM; returns the exit status.
+  ExitStatus Stop() {
+    EXPECT_TRUE(proc_->Kill(SIGTERM).ok());
+    auto st = proc_->WaitFor(std::chrono::seconds(30));
+    EXPECT_TRUE(st.ok()) << "agvisord did not exit after SIGTERM";
+    ExitStatus out = st.ok() ? *st : ExitStatus{};
+    proc_.reset();
+    return out;
+  }
+
+  // curl over the unix socket (or TCP when `tcp`); `args` go before the URL.
+  HttpResult Curl(const std::string& method, const std::string& target,
+                  std::vector<std::string> args = {}, bool auth = true, bool tcp = false) {
+    std::vector<std::string> argv = {"curl", "-sS", "-X", method, "-w", "\n%{http_code}"};
+    if (!tcp) {
+      argv.insert(argv.end(), {"--unix-socket", socket()});
+    }
+    if (auth) argv.insert(argv.end(), {"-H", "Authorization: Bearer " + token()});
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back((tcp ? "http://127.0.0.1:" + std::to_string(tcp_port_) : "http://agvisord") +
+                   target);
+    auto r = RunCommand(argv);
+    EXPECT_TRUE(r.ok()) << r.error().ToString();
+    HttpResult out;
+    if (!r.ok()) return out;
+    EXPECT_TRUE(r->status.success()) << "curl: " << r->err;
+    auto nl = r->out.rfind('\n');
+    out.body = r->out.substr(0, nl);
+    out.status = std::atoi(r->out.substr(nl + 1).c_str());
+    return out;
+  }
+  HttpResult Post(const std::string& target, const std::string& body) {
+    return Curl("POST", target, {"-H", "Content-Type: application/json", "--data-binary", body});
+  }
+
+ private:
+  std::string dir_;
+  std::optional<Subprocess> proc_;
+  std::uint16_t tcp_port_ = 0;
+};
+
+// A WebSocket client over the daemon's unix socket.
+class WsClient {
+ public:
+  using Socket = net::local::stream_protocol::socket;
+  // Connects and upgrades; `handshake_status` gets the HTTP status of a refused upgrade.
+  bool Connect(const std::string& sock, const std::string& target, const std::string& token,
+               int* handshake_status = nullptr) {
+    Socket s(ioc_);
+    beast::error_code ec;
+    s.connect(net::local::stream_protocol::endpoint(sock), ec);
+    if (ec) return false;
+    ws_.emplace(std::move(s));
+    ws_->set_option(bws::stream_base::decorator([token](bws::request_type& r) {
+      if (!token.empty()) r.set(beast::http::field::authorization, "Bearer " + token);
+    }));
+    bws::response_type res;
+    ws_->handshake(res, "agvisord", target, ec);
+    if (handshake_status) *handshake_status = res.result_int();
+    return !ec;
+  }
+  void SendText(const std::string& s) {
+    ws_->text(true);
+    ws_->write(net::buffer(s));
+  }
+  void SendBinary(const std::string& s) {
+    ws_->binary(true);
+    ws_->write(net::buffer(s));
+  }
+  // The next message; nullopt when the connection closed (close_code() says how).
+  std::optional<std::pair<bool, std::string>> Read() {
+    beast::flat_buffer buf;
+    beast::error_code ec;
+    ws_->read(buf, ec);
+    if (ec) return std::nullopt;
+    return std::make_pair(ws_->got_binary(), beast::buffers_to_string(buf.data()));
+  }
+  int close_code() const { return ws_->reason().code; }
+  std::string close_reason() const { return std::string(ws_->reason().reason.c_str()); }
+
+ private:
+  net::io_context ioc_;
+  std::optional<bws::stream<Socket>> ws_;
+};
+
+// What an exec/attach stream delivered.
+struct StreamOutput {
+  std::string out, err;
+  std::optional<json::object> exit;
+  std::vector<json::object> control;  // every text message
+  int close_code = 0;
+};
+
+StreamOutput Drain(WsClient& ws) {
+  StreamOutput o;
+  while (auto m = ws.Read()) {
+    if (m->first) {
+      if (m->second.empty()) continue;
+      (m->second[0] == 1 ? o.out : o.err).append(m->second.substr(1));
+    } else {
+      auto v = json::parse(m->second).as_object();
+      if (v["type"] == "exit") o.exit = v;
+      o.control.push_back(v);
+    }
+  }
+  o.close_code = ws.close_code();
+  return o;
+}
+
+std::string CreateBody(const std::string& extra = "") {
+  return R"({"limits":{"cpus":1,"memory":"512m","disk":"none"},"labels":{")" +
+         std::string(kRunLabel) + "\":\"" + RunId() + "\"}" + extra + "}";
+}
+
+class AgvisordTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/agvisord-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    daemon_ = std::make_unique<Daemon>(dir_);
+    daemon_->Start();
+  }
+  void TearDown() override {
+    daemon_.reset();
+    CleanupRun();
+    std::filesystem::remove_all(dir_);
+  }
+  std::string CreateSandbox(const std::string& extra = "") {
+    auto r = daemon_->Post("/v1/sandboxes", CreateBody(extra));
+    EXPECT_EQ(r.status, 201) << r.body;
+    auto o = r.Json();
+    ExpectSchemaFields(o, "Sandbox");
+    return o.contains("id") ? std::string(o["id"].as_string()) : "";
+  }
+  std::string dir_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+TEST_F(AgvisordTest, HealthIsOpenEverythingElseNeedsTheToken) {
+  auto h = daemon_->Curl("GET", "/v1/health", {}, /*auth=*/false);
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(h.Json()["status"], "ok");
+
+  auto none = daemon_->Curl("GET", "/v1/sandboxes", {}, /*auth=*/false);
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(none.ErrorCodeSlug(), "unauthenticated");
+  EXPECT_NE(none.body.find("Authorization: Bearer"), std::string::npos) << none.body;
+
+  auto wrong = daemon_->Curl("GET", "/v1/sandboxes",
+                             {"-H", "Authorization: Bearer " + daemon_->token() + "x"}, false);
+  EXPECT_EQ(wrong.status, 401);
+  EXPECT_NE(wrong.body.find("wrong"), std::string::npos) << wrong.body;
+  // A body is never acted on without the token.
+  auto post =
+      daemon_->Curl("POST", "/v1/sandboxes",
+                    {"-H", "Authorization: Basic eDp5", "--data-binary", CreateBody()}, false);
+  EXPECT_EQ(post.status, 401);
+  // Over TCP too, and for WebSockets.
+  EXPECT_EQ(daemon_->Curl("GET", "/v1/sandboxes", {}, false, /*tcp=*/true).status, 401);
+  EXPECT_EQ(daemon_->Curl("GET", "/v1/health", {}, false, /*tcp=*/true).status, 200);
+  WsClient ws;
+  int status = 0;
+  EXPECT_FALSE(ws.Connect(daemon_->socket(), "/v1/sandboxes/x/exec/ws", "", &status));
+  EXPECT_EQ(status, 401);
+
+  // Routing errors are JSON too.
+  auto nf = daemon_->Curl("GET", "/v1/nothing");
+  EXPECT_EQ(nf.status, 404);
+  EXPECT_EQ(nf.ErrorCodeSlug(), "not_found");
+  auto bad_method = daemon_->Curl("PATCH", "/v1/sandboxes");
+  EXPECT_EQ(bad_method.status, 405);
+  auto bad_id = daemon_->Curl("GET", "/v1/sandboxes/.x");
+  EXPECT_EQ(bad_id.status, 400);
+  EXPECT_EQ(bad_id.ErrorCodeSlug(), "invalid_argument");
+  auto missing = daemon_->Curl("GET", "/v1/sandboxes/no-such-" + RunId());
+  EXPECT_EQ(missing.status, 404);
+  auto bad_json = daemon_->Post("/v1/sandboxes", "{\"limits\":");
+  EXPECT_EQ(bad_json.status, 400);
+  EXPECT_NE(bad_json.body.find("not valid JSON"), std::string::npos);
+  auto bad_limit = daemon_->Post("/v1/sandboxes", R"({"limits":{"cpus":-1}})");
+  EXPECT_EQ(bad_limit.status, 400) << bad_limit.body;
+  EXPECT_NE(bad_limit.body.find("cpus"), std::string::npos) << bad_limit.body;
+}
+
+TEST_F(AgvisordTest, SandboxExecFilesProcessesPortsMetrics) {
+  const std::string id = CreateSandbox();
+  ASSERT_FALSE(id.empty());
+  const std::string base = "/v1/sandboxes/" + id;
+
+  auto get = daemon_->Curl("GET", base);
+  EXPECT_EQ(get.status, 200);
+  EXPECT_EQ(get.Json()["running"], true);
+  auto list = daemon_->Curl("GET", "/v1/sandboxes");
+  EXPECT_EQ(list.status, 200);
+  EXPECT_NE(list.body.find("\"id\":\"" + id + "\""), std::string::npos);
+
+  // ---- exec (JSON) ----
+  auto ex = daemon_->Post(base + "/exec", R"({"command":"printf hi; printf err >&2; exit 3"})");
+  ASSERT_EQ(ex.status, 200) << ex.body;
+  auto exo = ex.Json();
+  ExpectSchemaFields(exo, "ExecResult");
+  EXPECT_EQ(exo["exit_code"], 3);
+  EXPECT_EQ(exo["stdout"], "hi");
+  EXPECT_EQ(exo["stderr"], "err");
+  std::string all_bytes;
+  for (int i = 0; i < 256; ++i) all_bytes.push_back(static_cast<char>(i));
+  auto bin = daemon_->Post(base + "/exec", R"({"argv":["cat"],"encoding":"base64","stdin_b64":")" +
+                                               server::Base64Encode(all_bytes) + "\"}");
+  ASSERT_EQ(bin.status, 200) << bin.body;
+  EXPECT_EQ(*server::Base64Decode(std::string(bin.Json()["stdout"].as_string()), "stdout"),
+            all_bytes);
+  auto timed = daemon_->Post(base + "/exec", R"({"argv":["sleep","10"],"timeout":1})");
+  EXPECT_EQ(timed.Json()["exit_code"], 124);
+  EXPECT_EQ(timed.Json()["timed_out"], true);
+  auto no_prog = daemon_->Post(base + "/exec", R"({"argv":["/no/such/program"]})");
+  EXPECT_EQ(no_prog.status, 200) << no_prog.body;
+  EXPECT_EQ(no_prog.Json()["exit_code"], 127) << no_prog.body;  // as a shell says it
+
+  // ---- files: a binary round trip, stat, list, mkdir, remove ----
+  std::string data(1 << 20, '\0');
+  std::mt19937 rng(7);
+  for (auto& c : data) c = static_cast<char>(rng());
+  const std::string local = dir_ + "/data.bin";
+  std::ofstream(local, std::ios::binary) << data;
+  auto put = daemon_->Curl("PUT", base + "/files?path=%2Ftmp%2Fd%2Fdata.bin&mode=600",
+                           {"--data-binary", "@" + local});
+  EXPECT_EQ(put.status, 204) << put.body;
+  const std::string back = dir_ + "/back.bin";
+  auto got = daemon_->Curl("GET", base + "/files?path=/tmp/d/data.bin", {"-o", back});
+  EXPECT_EQ(got.status, 200);
+  EXPECT_TRUE(ReadAll(back) == data) << "downloaded bytes differ";
+  auto st = daemon_->Curl("GET", base + "/files/stat?path=/tmp/d/data.bin");
+  ASSERT_EQ(st.status, 200) << st.body;
+  ExpectSchemaFields(st.Json(), "FileEntry");
+  EXPECT_EQ(st.Json()["size"], 1 << 20);
+  EXPECT_EQ(st.Json()["mode"], 0600);
+  EXPECT_EQ(daemon_->Curl("POST", base + "/files/mkdir?path=/tmp/d/sub/deeper").status, 204);
+  auto ls = daemon_->Curl("GET", base + "/files/list?path=/tmp/d");
+  EXPECT_EQ(ls.status, 200);
+  EXPECT_NE(ls.body.find("\"name\":\"sub\",\"kind\":\"dir\""), std::string::npos) << ls.body;
+  EXPECT_EQ(daemon_->Curl("DELETE", base + "/files?path=/tmp/d&recursive=1").status, 204);
+  auto gone = daemon_->Curl("GET", base + "/files?path=/tmp/d/data.bin");
+  EXPECT_EQ(gone.status, 404);
+  EXPECT_EQ(gone.ErrorCodeSlug(), "not_found");
+  EXPECT_EQ(daemon_->Curl("GET", base + "/files?path=relative").status, 400);
+
+  // ---- exec over a WebSocket, with stdin ----
+  {
+    WsClient ws;
+    ASSERT_TRUE(ws.Connect(daemon_->socket(), base + "/exec/ws", daemon_->token()));
+    ws.SendText(R"({"argv":["sh","-c","cat; echo done >&2; exit 5"]})");
+    ws.SendBinary(std::string(1, '\0') + "hello ");
+    ws.SendBinary(std::string(1, '\0') + std::string("\x00\xff", 2));
+    ws.SendText(R"({"type":"eof"})");
+    auto o = Drain(ws);
+    EXPECT_EQ(o.out, std::string("hello \x00\xff", 8));
+    EXPECT_EQ(o.err, "done\n");
+    ASSERT_TRUE(o.exit);
+    EXPECT_EQ((*o.exit)["exit_code"], 5);
+    EXPECT_EQ(o.control.front()["type"], "started");
+    EXPECT_EQ(o.close_code, 1000);
+  }
+  {  // A bad request is refused with an error message and close 1008.
+    WsClient ws;
+    ASSERT_TRUE(ws.Connect(daemon_->socket(), base + "/exec/ws", daemon_->token()));
+    ws.SendText(R"({"argv":[]})");
+    auto o = Drain(ws);
+    ASSERT_FALSE(o.control.empty());
+    EXPECT_EQ(o.control.front()["type"], "error");
+    EXPECT_EQ(o.close_code, 1008);
+  }
+
+  // ---- background processes: start, list, attach (replay + live), signal ----
+  auto bg = daemon_->Post(base + "/processes", R"({"command":"echo one; sleep 1; echo two"})");
+  ASSERT_EQ(bg.status, 201) << bg.body;
+  const auto pid = bg.Json()["pid"].as_int64();
+  auto procs = daemon_->Curl("GET", base + "/processes");
+  EXPECT_NE(procs.body.find("\"pid\":" + std::to_string(pid)), std::string::npos) << procs.body;
+  {
+    WsClient ws;
+    ASSERT_TRUE(ws.Connect(daemon_->socket(), base + "/processes/" + std::to_string(pid) + "/ws",
+                           daemon_->token()));
+    auto o = Drain(ws);
+    EXPECT_EQ(o.out, "one\ntwo\n");
+    ASSERT_TRUE(o.exit);
+    EXPECT_EQ((*o.exit)["exit_code"], 0);
+  }
+  auto sleeper = daemon_->Post(base + "/processes", R"({"argv":["sleep","300"]})");
+  const auto spid = sleeper.Json()["pid"].as_int64();
+  auto sig = daemon_->Post(base + "/processes/" + std::to_string(spid) + "/signal",
+                           R"({"signal":"KILL"})");
+  EXPECT_EQ(sig.status, 204) << sig.body;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto l = daemon_->Curl("GET", base + "/processes").Json();
+        for (const auto& p : l["processes"].as_array()) {
+          if (p.as_object().at("pid") == spid) return p.as_object().at("running") == false;
+        }
+        return false;
+      },
+      std::chrono::seconds(10)));
+
+  // ---- a port forward: an upper-casing echo server inside ----
+  auto srv = daemon_->Post(
+      base + "/processes",
+      R"J({"argv":["python3","-c","import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('127.0.0.1',7777))\ns.listen()\nc,_=s.accept()\nc.sendall(c.recv(100).upper())\nc.close()"]})J");
+  ASSERT_EQ(srv.status, 201) << srv.body;
+  std::optional<std::pair<bool, std::string>> echoed;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        WsClient ws;
+        if (!ws.Connect(daemon_->socket(), base + "/ports/7777/ws", daemon_->token())) {
+          return false;
+        }
+        ws.SendBinary("ping");
+        echoed = ws.Read();
+        return echoed && echoed->first;  // an error (nothing listens yet) is a text message
+      },
+      std::chrono::seconds(20)));
+  EXPECT_EQ(echoed->second, "PING");
+
+  // ---- metrics ----
+  auto m = daemon_->Curl("GET", base + "/metrics");
+  ASSERT_EQ(m.status, 200) << m.body;
+  auto mo = m.Json();
+  ExpectSchemaFields(mo, "Metrics");
+  EXPECT_EQ(mo["memory_limit_bytes"].to_number<std::int64_t>(), 512 << 20);
+  EXPECT_GT(mo["memory_bytes"].to_number<std::int64_t>(), 0);
+  EXPECT_GT(mo["pids"].to_number<std::int64_t>(), 0);
+  EXPECT_GE(mo["cpu_percent"].to_number<double>(), 0.0);
+
+  // ---- stop: the end reason stays visible; delete ----
+  auto stop = daemon_->Curl("POST", base + "/stop");
+  ASSERT_EQ(stop.status, 200) << stop.body;
+  EXPECT_EQ(stop.Json()["end_reason"], "stopped");
+  auto after = daemon_->Curl("GET", base);
+  EXPECT_EQ(after.status, 200);
+  EXPECT_EQ(after.Json()["running"], false);
+  EXPECT_EQ(after.Json()["end_reason"], "stopped");
+  EXPECT_EQ(daemon_->Post(base + "/exec", R"({"argv":["true"]})").status, 404);
+  EXPECT_EQ(daemon_->Curl("DELETE", base).status, 404);  // nothing left to delete
+}
+
+TEST_F(AgvisordTest, NamedSandboxDeleteErasesItsData) {
+  const std::string name = RunId() + "-named";
+  const std::string id = CreateSandbox(",\"name\":\"" + name + "\"");
+  EXPECT_EQ(id, name);
+  EXPECT_EQ(daemon_
+                ->Curl("PUT", "/v1/sandboxes/" + id + "/files?path=/workspace/f",
+                       {"--data-binary", "kept"})
+                .status,
+            204);
+  // Create with the same name again: the running one is re-attached (200, resumed).
+  auto again = daemon_->Post("/v1/sandboxes", CreateBody(",\"name\":\"" + name + "\""));
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.Json()["resumed"], true);
+  EXPECT_EQ(daemon_->Curl("DELETE", "/v1/sandboxes/" + id).status, 204);
+  auto vols = RunCommand({"docker", "volume", "ls", "-q", "--filter", "name=agvisor-" + name});
+  ASSERT_TRUE(vols.ok());
+  EXPECT_EQ(vols->out, "") << "the volume outlived DELETE";
+}
+
+TEST_F(AgvisordTest, PoolHandsOutWarmSandboxesAndRefills) {
+  auto created =
+      daemon_->Post("/v1/pools", R"({"name":"warm","size":1,"limits":{"cpus":1,)"
+                                 R"("memory":"512m","disk":"none"},"labels":{")" +
+                                     std::string(kRunLabel) + "\":\"" + RunId() + "\"}}");
+  ASSERT_EQ(created.status, 201) << created.body;
+  ExpectSchemaFields(created.Json(), "Pool");
+  EXPECT_EQ(daemon_->Post("/v1/pools", R"({"name":"warm"})").status, 409);
+  auto ready = [&](std::int64_t want_acquired) {
+    auto l = daemon_->Curl("GET", "/v1/pools").Json();
+    for (const auto& p : l["pools"].as_array()) {
+      auto st = p.as_object().at("stats").as_object();
+      if (p.as_object().at("name") == "warm") {
+        return st.at("ready") == 1 && st.at("acquired") == want_acquired;
+      }
+    }
+    return false;
+  };
+  ASSERT_TRUE(WaitFor([&] { return ready(0); }, std::chrono::seconds(60)));
+
+  auto t0 = std::chrono::steady_clock::now();
+  auto sb = daemon_->Post("/v1/sandboxes", R"({"pool":"warm","lifetime":600})");
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  ASSERT_EQ(sb.status, 201) << sb.body;
+  std::cout << "create from a warm pool through agvisord (curl included): " << ms.count()
+            << " ms\n";
+  const std::string id(sb.Json()["id"].as_string());
+  auto ex = daemon_->Post("/v1/sandboxes/" + id + "/exec", R"({"argv":["echo","warm"]})");
+  EXPECT_EQ(ex.Json()["stdout"], "warm\n");
+  // The pool starts a replacement at once.
+  EXPECT_TRUE(WaitFor([&] { return ready(1); }, std::chrono::seconds(60)));
+  EXPECT_EQ(daemon_->Post("/v1/sandboxes", R"({"pool":"nope"})").status, 404);
+  EXPECT_EQ(daemon_->Post("/v1/sandboxes", R"({"pool":"warm","image":"x"})").status, 400);
+
+  EXPECT_EQ(daemon_->Curl("DELETE", "/v1/pools/warm").status, 204);
+  EXPECT_EQ(daemon_->Curl("GET", "/v1/pools").Json()["pools"].as_array().size(), 0u);
+  EXPECT_EQ(daemon_->Curl("DELETE", "/v1/pools/warm").status, 404);
+  // The handed-out sandbox is the caller's: it outlives the pool.
+  EXPECT_EQ(daemon_->Curl("GET", "/v1/sandboxes/" + id).Json()["running"], true);
+}
+
+TEST_F(AgvisordTest, RestartServesTheSameSandboxesAndClosesWebSocketsGracefully) {
+  const std::string id = CreateSandbox();
+  ASSERT_FALSE(id.empty());
+  const std::string base = "/v1/sandboxes/" + id;
+  // Over loopback TCP as well.
+  auto tcp = daemon_->Curl(
+      "POST", base + "/exec",
+      {"-H", "Content-Type: application/json", "--data-binary", R"({"argv":["echo","tcp"]})"}, true,
+      /*tcp=*/true);
+  EXPECT_EQ(tcp.status, 200);
+  EXPECT_EQ(tcp.Json()["stdout"], "tcp\n");
+
+  WsClient ws;
+  ASSERT_TRUE(ws.Connect(daemon_->socket(), base + "/exec/ws", daemon_->token()));
+  ws.SendText(R"({"argv":["sleep","60"]})");
+  auto started = ws.Read();
+  ASSERT_TRUE(started && !started->first);
+  auto t0 = std::chrono::steady_clock::now();
+  ExitStatus st = daemon_->Stop();
+  EXPECT_TRUE(st.success()) << st.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15));
+  Drain(ws);
+  EXPECT_EQ(ws.close_code(), 1001) << ws.close_reason();
+  EXPECT_NE(ws.close_reason().find("shutting down"), std::string::npos);
+  auto log = ReadAll(daemon_->log_file());
+  EXPECT_NE(log.find("\"msg\":\"agvisord stopped\""), std::string::npos) << log;
+  EXPECT_FALSE(std::filesystem::exists(daemon_->socket()));
+
+  // The sandbox outlived the daemon; a new daemon finds it by label and serves it.
+  daemon_->Start();
+  auto log2 = ReadAll(daemon_->log_file());
+  EXPECT_EQ(log2.find("\"sandboxes_recovered\":0"), std::string::npos) << log2;
+  auto ex = daemon_->Post(base + "/exec", R"({"argv":["echo","again"]})");
+  ASSERT_EQ(ex.status, 200) << ex.body;
+  EXPECT_EQ(ex.Json()["stdout"], "again\n");
+  // Structured access logs: one JSON object per line with method, path, status, ms.
+  auto log3 = ReadAll(daemon_->log_file());
+  std::istringstream lines(log3);
+  std::string line;
+  bool seen = false;
+  while (std::getline(lines, line)) {
+    auto v = json::parse(line).as_object();
+    EXPECT_TRUE(v.contains("time") && v.contains("level") && v.contains("msg")) << line;
+    if (v["msg"] == "request" && v["path"] == json::value(base + "/exec")) {
+      seen = true;
+      EXPECT_EQ(v["method"], "POST");
+      EXPECT_EQ(v["status"], 200);
+      EXPECT_TRUE(v.contains("ms"));
+    }
+  }
+  EXPECT_TRUE(seen) << log3;
+}
+
+}  // namespace
+}  // namespace agvisor::testing
