@@ -32,6 +32,7 @@
 
 #include "agvisor/base/subprocess.h"
 #include "agvisor/docker/client.h"
+#include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/start_gate.h"
@@ -593,6 +594,38 @@ void BasicSuite(const std::string& seed, const std::string& image, int runs) {
 }
 
 }  // namespace
+// Desktop boot: gui create to ready (VNC answering, panel and desktop drawn), network none,
+// 2 cpus, 2g; then one screenshot. The first create (the derived agent image) is not counted.
+void DesktopSuite(int runs) {
+  auto spec = BenchSpec("");
+  spec.gui = true;
+  spec.network = "none";
+  spec.limits.cpus = 2;
+  spec.limits.memory = "2g";
+  std::vector<double> ready, shot;
+  for (int i = 0; i <= runs; ++i) {
+    std::fprintf(stderr, "desktop: create %d/%d ...\n", i, runs);
+    auto t0 = std::chrono::steady_clock::now();
+    auto sb = Must(Sandbox::Create(spec), "create a desktop");
+    auto t1 = std::chrono::steady_clock::now();
+    (void)Must(desktop::Screenshot(*sb), "screenshot");
+    auto t2 = std::chrono::steady_clock::now();
+    if (i > 0) {
+      ready.push_back(std::chrono::duration<double>(t1 - t0).count());
+      shot.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+    }
+    Must(sb->Stop(), "stop");
+  }
+  std::sort(ready.begin(), ready.end());
+  std::sort(shot.begin(), shot.end());
+  std::printf("\n### Desktop boot (agvisor/desktop, network none, 2 cpus, 2g; %d runs)\n\n", runs);
+  std::printf("| operation | median | min | max |\n|---|---|---|---|\n");
+  std::printf("| create --gui to ready | %.2f s | %.2f s | %.2f s |\n", ready[ready.size() / 2],
+              ready.front(), ready.back());
+  std::printf("| screenshot (1280x800 PNG) | %.0f ms | %.0f ms | %.0f ms |\n",
+              shot[shot.size() / 2], shot.front(), shot.back());
+}
+
 }  // namespace agvisor
 
 int main(int argc, char** argv) {
@@ -604,7 +637,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> suites;
   const char* usage =
       "usage: agvisor_bench [--seed DIR] [--image IMG] [--runs N] [--suite basic|pool|"
-      "concurrency|memory|all]... [--creates N] [--gates K,K,...] [--exec-sandboxes S] [--execs N] "
+      "concurrency|memory|desktop|all]... [--creates N] [--gates K,K,...] [--exec-sandboxes S] "
+      "[--execs N] "
       "[--acquires N] [--colds N]  (see bench/README.md)";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -621,8 +655,9 @@ int main(int argc, char** argv) {
       runs = count();
     } else if (a == "--suite") {
       std::string v = next();
-      if (v != "basic" && v != "pool" && v != "concurrency" && v != "memory" && v != "all") {
-        Die("--suite " + v + ": expected basic, pool, concurrency, memory or all");
+      if (v != "basic" && v != "pool" && v != "concurrency" && v != "memory" && v != "desktop" &&
+          v != "all") {
+        Die("--suite " + v + ": expected basic, pool, concurrency, memory, desktop or all");
       }
       suites.push_back(v);
     } else if (a == "--creates") {
@@ -656,5 +691,6 @@ int main(int argc, char** argv) {
   if (want("pool")) PoolSuite(seed, image, acquires, colds);
   if (want("concurrency")) ConcurrencySuite(seed, image, creates, gates, sandboxes, execs);
   if (want("memory")) MemorySuite(seed, image, settle);
+  if (want("desktop")) DesktopSuite(5);
   return 0;
 }

@@ -23,7 +23,7 @@ Run `agvisor-agent SUBCOMMAND --help` for the options of each.
 
 constexpr std::string_view kInitHelp =
     R"(Usage: agvisor-agent init [--lifetime SECONDS] [--idle-ttl SECONDS] [--socket PATH]
-                          [--channel-stdio]
+                          [--channel-stdio] [--desktop] [--desktop-size WxH]
 
 PID 1 of a sandbox. Reaps every zombie (also when not PID 1: it makes itself a child subreaper),
 serves the channel protocol (docs/protocol.md) on a unix socket and stops the sandbox on its own:
@@ -35,6 +35,10 @@ serves the channel protocol (docs/protocol.md) on a unix socket and stops the sa
                        created 0700 and also receives the file `exit-reason`)
   --channel-stdio      also serve one session on stdin/stdout (EOF on stdin ends that session,
                        not the sandbox); log lines go to stderr only
+  --desktop            start the desktop: Xvnc on :0 (VNC on 127.0.0.1:5900 inside, password
+                       file /run/agvisor/desktop/vnc.passwd) and an xfce session of the user
+                       `user`; its state is in /run/agvisor/desktop/state (docs/desktop.md)
+  --desktop-size WxH   the desktop's screen size (default 1280x800; implies --desktop)
 SECONDS: a number > 0, fractions allowed (0.5). Both limits are off unless given.
 
 Stopping: SIGTERM to every process, 1 s of grace, then SIGKILL; the reason (lifetime, idle or
@@ -138,6 +142,26 @@ Result<Command> ParseInit(const std::vector<std::string>& args) {
     } else if (c.peek() == "--channel-stdio") {
       o.channel_stdio = true;
       c.skip();
+    } else if (c.peek() == "--desktop") {
+      o.desktop = true;
+      c.skip();
+    } else if (AGVISOR_TRY(c.Take("--desktop-size", &v))) {
+      auto x = v.find('x');
+      auto digits = [](std::string_view t) {
+        return !t.empty() && t.size() <= 5 &&
+               t.find_first_not_of("0123456789") == std::string_view::npos;
+      };
+      if (x == std::string::npos || !digits(std::string_view(v).substr(0, x)) ||
+          !digits(std::string_view(v).substr(x + 1)) || std::stoi(v.substr(0, x)) < 320 ||
+          std::stoi(v.substr(x + 1)) < 200 || std::stoi(v.substr(0, x)) > 8192 ||
+          std::stoi(v.substr(x + 1)) > 8192) {
+        return Invalid(kSub,
+                       "--desktop-size: expected WIDTHxHEIGHT between 320x200 and "
+                       "8192x8192, got '" +
+                           v + "'");
+      }
+      o.desktop = true;
+      o.desktop_geometry = v;
     } else if (c.peek().starts_with("-")) {
       return UnknownOption(kSub, c.peek());
     } else {

@@ -29,6 +29,9 @@ struct InitOptions {
   std::string socket_path{kDefaultSocketPath};
   // Serve one channel session on fd 0/1 (the host attached to PID 1's stdio before start).
   bool channel_stdio = false;
+  // Start the desktop (agent/desktop.h): Xvnc on :0 and an xfce session of the desktop user.
+  bool desktop = false;
+  std::string desktop_geometry = "1280x800";  // --desktop-size WxH
 };
 
 // `agvisor-agent connect`: relays stdin/stdout to init's socket (run by the host through

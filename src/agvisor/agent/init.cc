@@ -15,6 +15,7 @@
 
 #include "agvisor/agent/activity.h"
 #include "agvisor/agent/activity_socket.h"
+#include "agvisor/agent/desktop.h"
 #include "agvisor/agent/event_loop.h"
 #include "agvisor/agent/log.h"
 #include "agvisor/agent/process.h"
@@ -82,6 +83,15 @@ class InitServer {
         loop_.Add(signals_.fd(), EPOLLIN, [this](std::uint32_t) { OnSignals(); }));
     AGVISOR_RETURN_IF_ERROR(
         loop_.Add(listener_.get(), EPOLLIN, [this](std::uint32_t) { OnAccept(); }));
+    if (options_.desktop) {
+      // Not fatal: the sandbox still serves exec and files; the state file says what failed.
+      auto d = Desktop::Start({.geometry = options_.desktop_geometry}, &loop_);
+      if (d.ok()) {
+        desktop_ = std::move(*d);
+      } else {
+        LogLine("desktop: " + d.error().message());
+      }
+    }
     if (options_.channel_stdio) {
       auto session = Session::ForStdio(services_);
       if (auto r = session->Start(); !r.ok()) {
@@ -164,7 +174,10 @@ class InitServer {
   }
 
   void Reap() {
-    ReapChildren([this](pid_t pid, int status) { processes_.OnChildExited(pid, status); });
+    ReapChildren([this](pid_t pid, int status) {
+      if (desktop_ && desktop_->OnChildExited(pid, status)) return;
+      processes_.OnChildExited(pid, status);
+    });
   }
 
   // Drops what ended during the last batch of events (never from inside their own callbacks).
@@ -213,6 +226,7 @@ class InitServer {
   ProcessRegistry processes_;
   AgentServices services_;
   std::vector<std::unique_ptr<Session>> sessions_;
+  std::unique_ptr<Desktop> desktop_;  // --desktop
   bool listener_paused_ = false;
   StopReason stop_ = StopReason::kNone;
   std::string signal_name_ = "signal";

@@ -48,7 +48,10 @@ void SpecOptions::Add(CLI::App& cmd) {
                  "make the sandbox resumable: /workspace is kept in a volume across stop and "
                  "expiry; creating the same name again re-attaches to a running one");
   cmd.add_option("--image", spec.image,
-                 "image to run (default " + std::string(kDefaultImage) + ")");
+                 "image to run (default " + std::string(kDefaultImage) + ", " +
+                     std::string(kDefaultDesktopImage) + " with --gui)");
+  cmd.add_flag("--gui", spec.gui,
+               "a desktop: Xvnc + xfce inside, ready when drawn; see `agvisor desktop --help`");
   cmd.add_option("--cpus", spec.limits.cpus, "CPU cores, fractions allowed")->capture_default_str();
   cmd.add_option("--memory", spec.limits.memory, "RAM cap, e.g. 512m, 2g (no swap)")
       ->capture_default_str();
@@ -106,6 +109,7 @@ int RunCli(int argc, char** argv) {
   AddShell(app, g, &exit_code);
   AddCopy(app, g, &exit_code);
   AddPortForward(app, g, &exit_code);
+  AddDesktop(app, g, &exit_code);
   AddList(app, g, &exit_code);
   AddStop(app, g, &exit_code);
   AddRemove(app, g, &exit_code);

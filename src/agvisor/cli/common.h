@@ -55,6 +55,7 @@ void AddDoctor(CLI::App& app, GlobalOptions& g, int* exit_code);
 void AddCopy(CLI::App& app, GlobalOptions& g, int* exit_code);
 void AddShell(CLI::App& app, GlobalOptions& g, int* exit_code);
 void AddPortForward(CLI::App& app, GlobalOptions& g, int* exit_code);
+void AddDesktop(CLI::App& app, GlobalOptions& g, int* exit_code);  // desktop_cmds.cc
 void AddPs(CLI::App& app, GlobalOptions& g, int* exit_code);
 void AddKill(CLI::App& app, GlobalOptions& g, int* exit_code);
 void AddAttach(CLI::App& app, GlobalOptions& g, int* exit_code);

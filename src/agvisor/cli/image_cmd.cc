@@ -17,10 +17,13 @@ void AddImage(CLI::App& app, GlobalOptions& g, int* exit_code) {
       "into Docker); needs root. Kinds: base (" +
           images::ImageNameFor("base") +
           ": minbase + python3, git, coreutils, procps, "
-          "ca-certificates; the default image)");
+          "ca-certificates; the default image), desktop (" +
+          images::ImageNameFor("desktop") +
+          ": base + Xvnc, xfwm4, xfce4-panel, xfdesktop, xfce4-terminal, Firefox, xdotool; "
+          "the image of --gui sandboxes)");
   auto kind = std::make_shared<std::string>();
   auto opts = std::make_shared<images::BuildOptions>();
-  build->add_option("kind", *kind, "what to build: base")->required();
+  build->add_option("kind", *kind, "what to build: base or desktop")->required();
   build->add_option("--tag", opts->name, "image name (default agvisor/KIND:latest)");
   build->add_option("--mirror", opts->mirror, "Debian mirror URL (default: debootstrap's)");
   build->add_option("--workdir", opts->workdir, "where to assemble the root file system")

@@ -45,6 +45,119 @@ void Say(const BuildOptions& o, std::string_view line) {
   if (o.progress) o.progress(line);
 }
 
+// The desktop image's configuration, run in the new root. The desktop user ("user", uid 1000)
+// has /workspace as home: for named desktops that is the volume kept across stop and start.
+// The agent (agent/desktop.cc) starts Xvnc, xfwm4, xfce4-panel, xfdesktop and a terminal.
+//  - The terminal is xterm (see below why not xfce4-terminal).
+//  - xfce4-panel asks on first start (a dialog) unless its xfconf channel exists: ship one
+//    (menu, terminal and browser launchers, window list, clock), only plugins that are installed.
+//  - Firefox: no first-run pages, update checks or default-browser question in a throwaway box.
+//  - Documentation and non-English messages are dropped (the image is for machines to drive).
+constexpr std::string_view kDesktopSetup = R"SH(set -e
+groupadd --gid 1000 user
+useradd --uid 1000 --gid 1000 --home-dir /workspace --shell /bin/bash user
+mkdir -p /workspace
+chown 1000:1000 /workspace
+x=/etc/xdg/xfce4/xfconf/xfce-perchannel-xml
+mkdir -p $x
+cat > $x/xfce4-panel.xml <<'EOF'
+<?xml version="1.0" encoding="UTF-8"?>
+<channel name="xfce4-panel" version="1.0">
+  <property name="configver" type="int" value="2"/>
+  <property name="panels" type="array">
+    <value type="int" value="1"/>
+    <property name="panel-1" type="empty">
+      <property name="position" type="string" value="p=6;x=0;y=0"/>
+      <property name="length" type="uint" value="100"/>
+      <property name="position-locked" type="bool" value="true"/>
+      <property name="size" type="uint" value="30"/>
+      <property name="plugin-ids" type="array">
+        <value type="int" value="1"/>
+        <value type="int" value="2"/>
+        <value type="int" value="3"/>
+        <value type="int" value="4"/>
+        <value type="int" value="5"/>
+        <value type="int" value="6"/>
+      </property>
+    </property>
+  </property>
+  <property name="plugins" type="empty">
+    <property name="plugin-1" type="string" value="applicationsmenu"/>
+    <property name="plugin-2" type="string" value="launcher">
+      <property name="items" type="array">
+        <value type="string" value="debian-xterm.desktop"/>
+      </property>
+    </property>
+    <property name="plugin-3" type="string" value="launcher">
+      <property name="items" type="array">
+        <value type="string" value="firefox-esr.desktop"/>
+      </property>
+    </property>
+    <property name="plugin-4" type="string" value="tasklist"/>
+    <property name="plugin-5" type="string" value="separator">
+      <property name="expand" type="bool" value="true"/>
+      <property name="style" type="uint" value="0"/>
+    </property>
+    <property name="plugin-6" type="string" value="clock"/>
+  </property>
+</channel>
+EOF
+# xfwm4 writes every one of its defaults into xfconf on a user's first start, one D-Bus call
+# each: ~6 s of a desktop's start under gVisor. Its defaults as a system channel make that a
+# no-op. Compositing off: under VNC it only costs CPU.
+{
+  echo '<?xml version="1.0" encoding="UTF-8"?>'
+  echo '<channel name="xfwm4" version="1.0">'
+  echo '  <property name="general" type="empty">'
+  sed -e 's/^use_compositing=.*/use_compositing=false/' /usr/share/xfwm4/defaults |
+  while IFS='=' read -r k v; do
+    [ -n "$k" ] || continue
+    case "$k=$v" in
+      title_shadow_*) t=string ;;
+      *=true|*=false) t=bool ;;
+      *=|*=*[!0-9-]*) t=string ;;
+      *) t=int ;;
+    esac
+    printf '    <property name="%s" type="%s" value="%s"/>\n' "$k" "$t" "$v"
+  done
+  echo '  </property>'
+  echo '</channel>'
+} > $x/xfwm4.xml
+# A plain backdrop: cheaper to draw, to send over VNC and to read in screenshots.
+cat > $x/xfce4-desktop.xml <<'EOF'
+<?xml version="1.0" encoding="UTF-8"?>
+<channel name="xfce4-desktop" version="1.0">
+  <property name="backdrop" type="empty">
+    <property name="screen0" type="empty">
+      <property name="monitorVNC-0" type="empty">
+        <property name="workspace0" type="empty">
+          <property name="color-style" type="int" value="0"/>
+          <property name="image-style" type="int" value="0"/>
+          <property name="rgba1" type="array">
+            <value type="double" value="0.16"/>
+            <value type="double" value="0.27"/>
+            <value type="double" value="0.40"/>
+            <value type="double" value="1"/>
+          </property>
+        </property>
+      </property>
+    </property>
+  </property>
+</channel>
+EOF
+# xterm, not xfce4-terminal: VTE cannot open its pty's peer under gVisor (TIOCGPTPEER fails
+# with ENOTTY), so xfce4-terminal shows "Failed to open PTY". Anti-aliased DejaVu for xterm.
+printf '*faceName: DejaVu Sans Mono\n*faceSize: 11\n*saveLines: 5000\n' >> /etc/X11/app-defaults/XTerm
+mkdir -p /usr/lib/firefox-esr/distribution
+cat > /usr/lib/firefox-esr/distribution/policies.json <<'EOF'
+{"policies": {"DisableAppUpdate": true, "DisableTelemetry": true,
+  "DontCheckDefaultBrowser": true, "OverrideFirstRunPage": "", "OverridePostUpdatePage": ""}}
+EOF
+rm -rf /usr/share/doc/* /usr/share/man/* /usr/share/info/*
+find /usr/share/locale -mindepth 1 -maxdepth 1 ! -name 'en*' ! -name locale.alias \
+  -exec rm -rf {} +
+)SH";
+
 }  // namespace
 
 Result<ImageRecipe> RecipeFor(std::string_view kind) {
@@ -53,8 +166,23 @@ Result<ImageRecipe> RecipeFor(std::string_view kind) {
                        .suite = "bookworm",
                        .packages = {"python3", "git", "coreutils", "procps", "ca-certificates"}};
   }
+  if (kind == "desktop") {
+    return ImageRecipe{.kind = "desktop",
+                       .suite = "bookworm",
+                       .packages =
+                           {// what base has: exec works the same in a desktop
+                            "python3", "git", "coreutils", "procps", "ca-certificates",
+                            // X server with VNC (Xvnc), window manager, panel, desktop,
+                            // terminal, browser, input automation
+                            "tigervnc-standalone-server", "xfwm4", "xfce4-panel", "xfdesktop4",
+                            "xterm", "firefox-esr", "xdotool",
+                            // the session bus and settings daemon xfce talks to; fonts
+                            // and SVG icons (Recommends debootstrap leaves out)
+                            "dbus-x11", "xfconf", "fonts-dejavu-core", "librsvg2-common"},
+                       .setup = std::string(kDesktopSetup)};
+  }
   return Error::InvalidArgument("unknown image kind '" + std::string(kind) +
-                                "': the kinds are: base");
+                                "': the kinds are: base, desktop");
 }
 
 std::string ImageNameFor(std::string_view kind) {
@@ -131,7 +259,16 @@ Result<std::string> BuildImage(docker::Client& client, const ImageRecipe& recipe
                 secs);
   Say(o, msg);
 
-  // 2. trim: package caches are not needed in the image; /workspace is where work goes.
+  // 2. the recipe's own setup in the new root, then trim: package caches are not needed in the
+  // image; /workspace is where work goes.
+  if (!recipe.setup.empty()) {
+    Say(o, "[2/3] configuring (the " + recipe.kind + " recipe's setup script)");
+    auto setup = AGVISOR_TRY(RunCommand({"chroot", rootfs, "sh", "-c", recipe.setup}));
+    if (!setup.status.success()) {
+      return Error::Internal("the " + recipe.kind + " image's setup script failed (" +
+                             setup.status.ToString() + "): " + setup.err);
+    }
+  }
   Say(o, "[2/3] trimming caches");
   auto trim = AGVISOR_TRY(
       RunCommand({"sh", "-c",

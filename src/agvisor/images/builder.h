@@ -20,9 +20,12 @@ class Client;
 namespace images {
 
 struct ImageRecipe {
-  std::string kind;                   // "base"
+  std::string kind;                   // "base" or "desktop"
   std::string suite = "bookworm";     // Debian release
-  std::vector<std::string> packages;  // added to debootstrap's minbase
+  std::vector<std::string> packages;  // added to debootstrap's minbase (no Recommends)
+  // A shell script run in the new root (chroot, as root) after debootstrap: users, default
+  // configuration. "" = none.
+  std::string setup;
 };
 
 // The recipes `agvisor image build KIND` knows. Errors: kInvalidArgument naming the known kinds.

@@ -20,6 +20,7 @@
 #include "agvisor/docker/client.h"
 #include "agvisor/proto/exit_codes.h"
 #include "agvisor/sandbox/agent_image.h"
+#include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/host_caps.h"
 #include "agvisor/sandbox/start_gate.h"
 #include "agvisor/sandbox/sweep.h"
@@ -276,7 +277,9 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     const SandboxSpec& spec, const std::map<std::string, std::string>& system_labels) {
   AGVISOR_RETURN_IF_ERROR(ValidateSpec(spec));
   auto docker = AGVISOR_TRY(HostClient(spec.host));
-  const std::string image = spec.image.empty() ? std::string(kDefaultImage) : spec.image;
+  const std::string image = !spec.image.empty()
+                                ? spec.image
+                                : std::string(spec.gui ? kDefaultDesktopImage : kDefaultImage);
   const std::string cname = ContainerNameFor(spec.name ? *spec.name : RandomSuffix());
 
   auto handle = std::unique_ptr<Sandbox>(new Sandbox());
@@ -316,6 +319,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
   c.stdin_once = false;
   if (spec.lifetime) c.cmd.insert(c.cmd.end(), {"--lifetime", std::to_string(*spec.lifetime)});
   if (spec.idle_ttl) c.cmd.insert(c.cmd.end(), {"--idle-ttl", std::to_string(*spec.idle_ttl)});
+  if (spec.gui) c.cmd.push_back("--desktop");
   c.labels = spec.labels;
   c.labels[std::string(kLabelManaged)] = "1";
   if (spec.name) c.labels[std::string(kLabelName)] = *spec.name;
@@ -358,6 +362,9 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     std::string fix = image == kDefaultImage
                           ? "build it with `agvisor image build base` (scripts/setup-host "
                             "does this)"
+                      : image == kDefaultDesktopImage
+                          ? "build it with `agvisor image build desktop` (scripts/setup-host "
+                            "does this)"
                           : "pull or build it on that host first";
     return Error::NotFound("image " + image + " not found on " +
                            (spec.host.empty() ? std::string("this host") : spec.host) + ": " + fix +
@@ -384,6 +391,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
               it != existing->labels.end()) {
             handle->idle_ttl_ = std::stoll(it->second);
           }
+          if (spec.gui) AGVISOR_RETURN_IF_ERROR(desktop::WaitReady(*handle));
           return handle;
         }
         if (st.status == "created" || st.status == "removing") {
@@ -423,7 +431,20 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
       return id.error();
     }
     handle->container_id_ = *id;
-    if (auto r = handle->StartAndAttach(*id); !r.ok()) {
+    auto start = [&]() -> Result<void> {
+      if (spec.gui) {
+        // A desktop's VNC password: new for every container (docs/desktop.md).
+        auto files = AGVISOR_TRY(desktop::PasswordArchive(desktop::NewPassword()));
+        AGVISOR_RETURN_IF_ERROR(docker->PutArchive(*id, "/", files));
+      }
+      AGVISOR_RETURN_IF_ERROR(handle->StartAndAttach(*id));
+      if (!spec.gui) return Ok();
+      ticket.Release();  // the desktop's seconds are not a start's
+      auto ready = desktop::WaitReady(*handle);
+      trace.Mark("desktop ready");
+      return ready;
+    };
+    if (auto r = start(); !r.ok()) {
       (void)docker->RemoveContainer(*id, /*force=*/true, /*remove_volumes=*/false);
       return r.error().WithContext("start sandbox " + cname);
     }

@@ -209,6 +209,12 @@ Result<void> ValidateSpec(const SandboxSpec& s) {
   AGVISOR_RETURN_IF_ERROR(ValidateImage(s.image));
   AGVISOR_RETURN_IF_ERROR(ValidateLimits(s.limits));
   AGVISOR_RETURN_IF_ERROR(ValidateRuntime(s.runtime, s.gui));
+  if (s.gui && AGVISOR_TRY(ParseMemorySize("limits.memory", s.limits.memory)) <
+                   AGVISOR_TRY(ParseMemorySize("", kMinDesktopMemory))) {
+    return Error::InvalidArgument("limits.memory='" + s.limits.memory +
+                                  "' is too little for a desktop: give it at least " +
+                                  std::string(kMinDesktopMemory) + " (the default is 2g)");
+  }
   AGVISOR_RETURN_IF_ERROR(ValidateNetwork(s.network));
   if (s.name) AGVISOR_RETURN_IF_ERROR(ValidateName(*s.name));
   AGVISOR_RETURN_IF_ERROR(ValidateLabels(s.labels));

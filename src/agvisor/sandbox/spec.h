@@ -22,6 +22,10 @@ namespace agvisor {
 inline constexpr std::string_view kDefaultDisk = "5g";
 // The image used when SandboxSpec::image is empty: built offline by `agvisor image build base`.
 inline constexpr std::string_view kDefaultImage = "agvisor/base:latest";
+// The image of `gui` sandboxes when SandboxSpec::image is empty: `agvisor image build desktop`.
+inline constexpr std::string_view kDefaultDesktopImage = "agvisor/desktop:latest";
+// The least memory a desktop is allowed (Xvnc, the xfce components and a browser tab).
+inline constexpr std::string_view kMinDesktopMemory = "1g";
 // The prefix of every sandbox's container and volume name.
 inline constexpr std::string_view kNamePrefix = "agvisor-";
 
@@ -40,7 +44,9 @@ struct Limits {
 
 struct SandboxSpec {
   std::string image;  // "" = kDefaultImage
-  bool gui = false;   // a desktop sandbox (the desktop issue)
+  // A desktop sandbox (docs/desktop.md): image kDefaultDesktopImage unless set, memory at least
+  // kMinDesktopMemory, shm 1g unless set; Create returns once the desktop is drawn.
+  bool gui = false;
   Limits limits;
   std::string network = "bridge";        // "bridge", "none" or the name of a Docker network
   std::optional<std::int64_t> lifetime;  // seconds until the sandbox ends itself

@@ -1,0 +1,241 @@
+#include "agvisor/agent/desktop.h"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "agvisor/agent/event_loop.h"
+#include "agvisor/agent/log.h"
+#include "agvisor/agent/spawn.h"
+#include "agvisor/agent/user.h"
+
+namespace agvisor::agent {
+namespace {
+
+// The log stops growing here (a desktop that spams warnings must not fill the sandbox's memory:
+// /run is part of its root file system).
+constexpr std::size_t kLogCap = 1 << 20;
+
+// The session, run as the desktop user with DISPLAY=:0. Prints "agvisor-desktop: ready" once
+// the panel and the desktop are mapped, "agvisor-desktop: failed: <why>" when a step misses its
+// deadline. `wait` keeps it alive (its exit is reported) while the components run.
+constexpr std::string_view kSessionScript = R"SH(
+fail() { echo "agvisor-desktop: failed: $*"; exit 1; }
+# until DEADLINE_TICKS COMMAND...: retry every 50 ms
+until_ok() {
+  n=$1; shift
+  while ! "$@" >/dev/null 2>&1; do
+    n=$((n - 1)); [ "$n" -gt 0 ] || return 1
+    sleep 0.05
+  done
+}
+for c in xdotool dbus-daemon xfwm4 xfce4-panel xfdesktop; do
+  command -v "$c" >/dev/null || fail "$c is not installed in this image (build the desktop image: agvisor image build desktop)"
+done
+cd "$HOME" 2>/dev/null || cd /
+export DBUS_SESSION_BUS_ADDRESS="unix:path=/tmp/.agvisor-session-bus-$(id -u)"
+rm -f "/tmp/.agvisor-session-bus-$(id -u)"
+dbus-daemon --session --fork --address="$DBUS_SESSION_BUS_ADDRESS" || fail "dbus-daemon did not start"
+# xfconfd answers every component's settings queries: start it now rather than on first use.
+for f in /usr/lib/*/xfce4/xfconf/xfconfd; do [ -x "$f" ] && "$f" & break; done
+until_ok 600 test -S /tmp/.X11-unix/X0 || fail "no X server on :0 after 30 s (see Xvnc's lines above)"
+xfwm4 &
+until_ok 400 xdotool search --classname xfwm4 || fail "xfwm4 did not start within 20 s"
+xfce4-panel &
+xfdesktop &
+until_ok 600 xdotool search --onlyvisible --classname xfce4-panel || fail "xfce4-panel did not appear within 30 s"
+until_ok 600 xdotool search --onlyvisible --classname xfdesktop || fail "xfdesktop did not appear within 30 s"
+echo "agvisor-desktop: ready"
+command -v xterm >/dev/null && xterm &
+wait
+)SH";
+
+std::string DescribeExit(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "was killed by signal " + std::to_string(WTERMSIG(status));
+  return "ended";
+}
+
+// Writes `text` to `path` (replacing it), mode 0600. Best effort: logged when it fails.
+void WriteSmallFile(const std::string& path, std::string_view text) {
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    LogLine("desktop: open " + tmp + ": " + std::strerror(errno));
+    return;
+  }
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    LogLine("desktop: write " + path + ": " + std::strerror(errno));
+  }
+}
+
+}  // namespace
+
+struct Desktop::Output {
+  UniqueFd fd;
+  std::string prefix;
+  std::string partial;
+};
+
+Desktop::Desktop(const DesktopOptions& options, EventLoop* loop) : options_(options), loop_(loop) {}
+
+Desktop::~Desktop() {
+  for (auto& o : outputs_) {
+    if (o->fd.valid()) loop_->Remove(o->fd.get());
+  }
+}
+
+Result<std::unique_ptr<Desktop>> Desktop::Start(const DesktopOptions& options, EventLoop* loop) {
+  auto d = std::unique_ptr<Desktop>(new Desktop(options, loop));
+  const UserIds user = AGVISOR_TRY(LookupUser(options.user));
+  if (::mkdir(options.dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Error::FromErrno("mkdir " + options.dir, errno);
+  }
+  const std::string log_path = options.dir + "/desktop.log";
+  d->log_ = UniqueFd(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!d->log_.valid()) return Error::FromErrno("open " + log_path, errno);
+  d->SetState("starting");
+
+  // The home of a named desktop is a Docker volume: new volumes may come up owned by root.
+  struct stat st {};
+  if (!user.home.empty() && ::stat(user.home.c_str(), &st) == 0 && st.st_uid == 0 &&
+      user.uid != 0 && ::chown(user.home.c_str(), user.uid, user.gid) != 0) {
+    d->Log("desktop: chown " + user.home + ": " + std::strerror(errno));
+  }
+  // X's socket directory must exist sticky and world-writable before Xvnc (run as root) makes
+  // its socket there for the user's clients.
+  ::mkdir("/tmp/.X11-unix", 01777);
+  ::chmod("/tmp/.X11-unix", 01777);
+
+  SpawnRequest x;
+  x.argv = {"Xvnc",
+            ":0",
+            "-geometry",
+            options.geometry,
+            "-depth",
+            "24",
+            "-rfbport",
+            "5900",
+            "-interface",
+            "127.0.0.1",
+            "-SecurityTypes",
+            "VncAuth",
+            "-PasswordFile",
+            options.dir + "/vnc.passwd",
+            "-AlwaysShared",
+            "-nolisten",
+            "tcp",
+            "-desktop",
+            "agvisor",
+            "-extension",
+            "GLX"};
+  x.env = BuildEnvironment({}, std::nullopt, false);
+  x.cwd = "/";
+  auto xvnc = SpawnCommand(x);
+  if (!xvnc.ok()) return xvnc.error().WithContext("desktop: start Xvnc");
+  d->xvnc_pid_ = xvnc->pid;
+  AGVISOR_RETURN_IF_ERROR(d->Watch(std::move(xvnc->stdout_pipe), "Xvnc: "));
+  AGVISOR_RETURN_IF_ERROR(d->Watch(std::move(xvnc->stderr_pipe), "Xvnc: "));
+
+  SpawnRequest s;
+  s.argv = {"sh", "-c", std::string(kSessionScript)};
+  s.env = BuildEnvironment({"DISPLAY=:0", "NO_AT_BRIDGE=1", "LANG=C.UTF-8", "SHELL=/bin/bash"},
+                           user, false);
+  s.cwd = user.home.empty() ? "/" : user.home;
+  s.user = user;
+  auto session = SpawnCommand(s);
+  if (!session.ok()) return session.error().WithContext("desktop: start the session");
+  d->session_pid_ = session->pid;
+  AGVISOR_RETURN_IF_ERROR(d->Watch(std::move(session->stdout_pipe), "session: "));
+  AGVISOR_RETURN_IF_ERROR(d->Watch(std::move(session->stderr_pipe), "session: "));
+  LogLine("desktop: Xvnc (pid " + std::to_string(d->xvnc_pid_) + ") and the session of " +
+          options.user + " (pid " + std::to_string(d->session_pid_) + ") started on :0, " +
+          options.geometry);
+  return d;
+}
+
+Result<void> Desktop::Watch(UniqueFd fd, std::string prefix) {
+  auto out = std::make_unique<Output>();
+  out->fd = std::move(fd);
+  out->prefix = std::move(prefix);
+  Output* raw = out.get();
+  AGVISOR_RETURN_IF_ERROR(
+      loop_->Add(raw->fd.get(), EPOLLIN, [this, raw](std::uint32_t) { OnReadable(*raw); }));
+  outputs_.push_back(std::move(out));
+  return Ok();
+}
+
+void Desktop::OnReadable(Output& out) {
+  char buf[4096];
+  ssize_t n = ::read(out.fd.get(), buf, sizeof buf);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n <= 0) {
+    // End of output (the process and every child holding the pipe are gone).
+    if (!out.partial.empty()) Log(out.prefix + out.partial);
+    out.partial.clear();
+    loop_->Remove(out.fd.get());
+    out.fd.reset();
+    return;
+  }
+  out.partial.append(buf, static_cast<std::size_t>(n));
+  std::size_t nl;
+  while ((nl = out.partial.find('\n')) != std::string::npos) {
+    std::string line = out.partial.substr(0, nl);
+    out.partial.erase(0, nl + 1);
+    if (line == "agvisor-desktop: ready" && !failed_) {
+      ready_ = true;
+      SetState("ready");
+      LogLine("desktop: ready");
+    } else if (line.starts_with("agvisor-desktop: failed: ") && !failed_) {
+      failed_ = true;
+      SetState(line.substr(std::strlen("agvisor-desktop: ")) + "\n" + last_lines_);
+      LogLine("desktop: " + line.substr(std::strlen("agvisor-desktop: ")));
+    }
+    Log(out.prefix + line);
+  }
+}
+
+bool Desktop::OnChildExited(pid_t pid, int wait_status) {
+  if (pid != xvnc_pid_ && pid != session_pid_) return false;
+  const bool xvnc = pid == xvnc_pid_;
+  const std::string why =
+      std::string(xvnc ? "Xvnc" : "the desktop session") + " " + DescribeExit(wait_status);
+  Log("desktop: " + why);
+  LogLine("desktop: " + why);
+  if (xvnc)
+    xvnc_pid_ = -1;
+  else
+    session_pid_ = -1;
+  if (!failed_) {
+    failed_ = true;
+    SetState("failed: " + why + "\n" + last_lines_);
+  }
+  return true;
+}
+
+void Desktop::Log(std::string_view line) {
+  last_lines_.append(line);
+  last_lines_.push_back('\n');
+  if (last_lines_.size() > 2048) last_lines_.erase(0, last_lines_.size() - 2048);
+  if (!log_.valid() || logged_ > kLogCap) return;
+  std::string text(line);
+  text.push_back('\n');
+  if (logged_ + text.size() > kLogCap) text = "(log capped at 1 MiB)\n";
+  if (::write(log_.get(), text.data(), text.size()) > 0) logged_ += text.size();
+}
+
+void Desktop::SetState(std::string_view state) {
+  std::string text(state);
+  if (text.empty() || text.back() != '\n') text.push_back('\n');
+  WriteSmallFile(options_.dir + "/state", text);
+}
+
+}  // namespace agvisor::agent

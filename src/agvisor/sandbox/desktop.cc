@@ -1,0 +1,273 @@
+#include "agvisor/sandbox/desktop.h"
+
+#include <sys/random.h>
+
+#include <cerrno>
+#include <thread>
+
+#include "agvisor/base/tar.h"
+#include "agvisor/sandbox/sandbox.h"
+
+namespace agvisor::desktop {
+namespace {
+
+std::string DirPath(std::string_view file) {
+  return std::string(kDesktopDir) + "/" + std::string(file);
+}
+
+// The last `n` lines of `text`.
+std::string Tail(std::string_view text, int n) {
+  std::size_t at = text.size();
+  while (n-- > 0 && at > 0) {
+    at = text.rfind('\n', at - 1);
+    if (at == std::string_view::npos) return std::string(text);
+  }
+  return std::string(text.substr(at == 0 ? 0 : at + 1));
+}
+
+std::string Indent(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    out.push_back(c);
+    if (c == '\n') out += "  ";
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == '\n')) out.pop_back();
+  return out;
+}
+
+vnc::ByteStream StreamOf(PortStream& ps) {
+  return vnc::ByteStream{.read = [&ps](std::span<char> buf) { return ps.Read(buf); },
+                         .write = [&ps](std::string_view d) { return ps.Write(d); }};
+}
+
+// Runs xdotool as the desktop user on :0.
+Result<void> Xdotool(Sandbox& sb, std::vector<std::string> args) {
+  args.insert(args.begin(), "xdotool");
+  ExecOptions o;
+  o.user = std::string(kDesktopUser);
+  o.env = {"DISPLAY=:0"};
+  o.timeout = 60;
+  auto r = AGVISOR_TRY(sb.Exec(args, o));
+  if (r.exit_code == 127) {
+    return Error::NotFound("xdotool is not installed in sandbox " + sb.container_name() +
+                           ": desktops need the desktop image (agvisor image build desktop)");
+  }
+  if (r.exit_code != 0) {
+    std::string msg = r.err.empty() ? r.out : r.err;
+    while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+    return Error::Internal("xdotool " + args[1] + " failed (exit " + std::to_string(r.exit_code) +
+                           "): " + msg);
+  }
+  return Ok();
+}
+
+Result<void> CheckPoint(std::string_view what, int x, int y) {
+  if (x < 0 || y < 0 || x > 65535 || y > 65535) {
+    return Error::InvalidArgument(std::string(what) +
+                                  ": coordinates must be 0..65535 pixels from "
+                                  "the top left, got (" +
+                                  std::to_string(x) + ", " + std::to_string(y) + ")");
+  }
+  return Ok();
+}
+
+std::string ButtonArg(MouseButton b) { return std::to_string(static_cast<int>(b)); }
+
+}  // namespace
+
+std::string NewPassword() {
+  static constexpr std::string_view kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::string out;
+  unsigned char buf[64];
+  while (out.size() < vnc::kMaxPasswordLength) {
+    ssize_t n = ::getrandom(buf, sizeof buf, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      // getrandom cannot fail on Linux >= 3.17 once the pool is initialised; nothing sane to do.
+      std::abort();
+    }
+    for (ssize_t i = 0; i < n && out.size() < vnc::kMaxPasswordLength; ++i) {
+      // Rejection sampling: 62 * 4 = 248, so bytes >= 248 are dropped to keep it uniform.
+      if (buf[i] < 248) out.push_back(kAlphabet[buf[i] % kAlphabet.size()]);
+    }
+  }
+  return out;
+}
+
+Result<std::string> PasswordArchive(std::string_view password) {
+  if (password.empty() || password.size() > vnc::kMaxPasswordLength) {
+    return Error::InvalidArgument("desktop password: 1 to 8 characters");
+  }
+  TarWriter w;
+  AGVISOR_RETURN_IF_ERROR(w.AddDirectory("run", 0755));
+  AGVISOR_RETURN_IF_ERROR(w.AddDirectory("run/agvisor", 0700));
+  AGVISOR_RETURN_IF_ERROR(w.AddDirectory(std::string(kDesktopDir).substr(1), 0700));
+  AGVISOR_RETURN_IF_ERROR(w.AddFile(DirPath("password").substr(1), password, 0600));
+  AGVISOR_RETURN_IF_ERROR(
+      w.AddFile(DirPath("vnc.passwd").substr(1), vnc::VncPasswordFile(password), 0600));
+  return w.Finish();
+}
+
+Result<void> WaitReady(Sandbox& sb, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string state;
+  for (;;) {
+    auto s = sb.ReadFile(DirPath("state"));
+    if (s.ok()) {
+      state = *s;
+      if (state.starts_with("ready")) break;
+      if (state.starts_with("failed")) {
+        auto log = sb.ReadFile(DirPath("desktop.log"));
+        return Error::Internal("the desktop of " + sb.container_name() +
+                               " did not start: " + Indent(state) +
+                               (log.ok() ? "\n  log:\n  " + Indent(Tail(*log, 15)) : ""));
+      }
+    } else if (s.error().code() != ErrorCode::kNotFound) {
+      return s.error().WithContext("read the desktop's state");
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      auto log = sb.ReadFile(DirPath("desktop.log"));
+      return Error::Timeout(
+          "the desktop of " + sb.container_name() + " was not ready after " +
+          std::to_string(timeout.count() / 1000) + " s (state: " +
+          (state.empty() ? std::string("none: was the sandbox created with gui?") : Indent(state)) +
+          ")" + (log.ok() ? "\n  log:\n  " + Indent(Tail(*log, 15)) : ""));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // The session saw its windows; VNC must also answer (Xvnc listens before X clients can
+  // connect, so this is one round trip).
+  auto port = AGVISOR_TRY(sb.OpenPort(kVncPort));
+  char greeting[12];
+  std::size_t got = 0;
+  while (got < sizeof greeting) {
+    auto n = AGVISOR_TRY(port->Read(std::span<char>(greeting + got, sizeof greeting - got)));
+    if (n == 0) break;
+    got += n;
+  }
+  port->Close();
+  if (std::string_view(greeting, got) != "RFB 003.008\n") {
+    return Error::Internal("the desktop of " + sb.container_name() +
+                           ": port 5900 did not greet as a VNC server (got '" +
+                           std::string(greeting, got) + "')");
+  }
+  return Ok();
+}
+
+Result<std::string> Password(Sandbox& sb) {
+  auto pw = sb.ReadFile(DirPath("password"));
+  if (!pw.ok() && pw.error().code() == ErrorCode::kNotFound) {
+    return Error::NotFound("sandbox " + sb.container_name() +
+                           " has no desktop (create it with gui / --gui)");
+  }
+  return pw;
+}
+
+Result<vnc::RgbImage> CaptureScreen(Sandbox& sb) {
+  const std::string password = AGVISOR_TRY(Password(sb));
+  auto port = AGVISOR_TRY(sb.OpenPort(kVncPort));
+  auto stream = StreamOf(*port);
+  auto init = vnc::Handshake(stream, password);
+  if (!init.ok()) return init.error().WithContext("screenshot of " + sb.container_name());
+  auto img = vnc::CaptureFramebuffer(stream, *init);
+  port->Close();
+  if (!img.ok()) return img.error().WithContext("screenshot of " + sb.container_name());
+  return img;
+}
+
+Result<std::string> Screenshot(Sandbox& sb) {
+  auto img = AGVISOR_TRY(CaptureScreen(sb));
+  return vnc::EncodePng(img);
+}
+
+Result<ScreenSize> GetScreenSize(Sandbox& sb) {
+  const std::string password = AGVISOR_TRY(Password(sb));
+  auto port = AGVISOR_TRY(sb.OpenPort(kVncPort));
+  auto init = AGVISOR_TRY(vnc::Handshake(StreamOf(*port), password));
+  port->Close();
+  return ScreenSize{init.width, init.height};
+}
+
+Result<MouseButton> ParseMouseButton(std::string_view t) {
+  if (t == "left" || t == "1") return MouseButton::kLeft;
+  if (t == "middle" || t == "2") return MouseButton::kMiddle;
+  if (t == "right" || t == "3") return MouseButton::kRight;
+  return Error::InvalidArgument("mouse button '" + std::string(t) + "': use left, middle or right");
+}
+
+Result<void> MouseMove(Sandbox& sb, int x, int y) {
+  AGVISOR_RETURN_IF_ERROR(CheckPoint("mouse move", x, y));
+  return Xdotool(sb, {"mousemove", std::to_string(x), std::to_string(y)});
+}
+
+Result<void> Click(Sandbox& sb, int x, int y, MouseButton button, int count) {
+  AGVISOR_RETURN_IF_ERROR(CheckPoint("click", x, y));
+  if (count < 1 || count > 10) {
+    return Error::InvalidArgument("click: count must be 1..10, got " + std::to_string(count));
+  }
+  return Xdotool(sb, {"mousemove", std::to_string(x), std::to_string(y), "click", "--repeat",
+                      std::to_string(count), "--delay", "80", ButtonArg(button)});
+}
+
+Result<void> Drag(Sandbox& sb, int x1, int y1, int x2, int y2, MouseButton button) {
+  AGVISOR_RETURN_IF_ERROR(CheckPoint("drag start", x1, y1));
+  AGVISOR_RETURN_IF_ERROR(CheckPoint("drag end", x2, y2));
+  // A move halfway between press and release: toolkits start a drag on motion with the button
+  // down, and some ignore a single jump.
+  const std::string b = ButtonArg(button);
+  return Xdotool(sb, {"mousemove", std::to_string(x1), std::to_string(y1), "mousedown", b, "sleep",
+                      "0.05", "mousemove", std::to_string((x1 + x2) / 2),
+                      std::to_string((y1 + y2) / 2), "sleep", "0.05", "mousemove",
+                      std::to_string(x2), std::to_string(y2), "sleep", "0.05", "mouseup", b});
+}
+
+Result<void> Scroll(Sandbox& sb, int x, int y, int dy, int dx) {
+  AGVISOR_RETURN_IF_ERROR(CheckPoint("scroll", x, y));
+  if (dy == 0 && dx == 0) return Error::InvalidArgument("scroll: dy and dx are both 0");
+  if (dy < -100 || dy > 100 || dx < -100 || dx > 100) {
+    return Error::InvalidArgument("scroll: at most 100 wheel steps per call");
+  }
+  // X wheel buttons: 4 up, 5 down, 6 left, 7 right.
+  std::vector<std::string> args = {"mousemove", std::to_string(x), std::to_string(y)};
+  if (dy != 0) {
+    args.insert(args.end(),
+                {"click", "--repeat", std::to_string(dy > 0 ? dy : -dy), dy > 0 ? "5" : "4"});
+  }
+  if (dx != 0) {
+    args.insert(args.end(),
+                {"click", "--repeat", std::to_string(dx > 0 ? dx : -dx), dx > 0 ? "7" : "6"});
+  }
+  return Xdotool(sb, std::move(args));
+}
+
+Result<void> TypeText(Sandbox& sb, std::string_view text) {
+  if (text.empty()) return Ok();
+  if (text.find('\0') != std::string_view::npos) {
+    return Error::InvalidArgument("type: text contains a NUL byte");
+  }
+  return Xdotool(sb, {"type", "--delay", "10", "--", std::string(text)});
+}
+
+Result<void> Key(Sandbox& sb, std::string_view combo) {
+  std::vector<std::string> args = {"key", "--clearmodifiers"};
+  std::string cur;
+  for (char c : combo) {
+    if (c == ' ') {
+      if (!cur.empty()) args.push_back(std::move(cur));
+      cur.clear();
+      continue;
+    }
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '+') {
+      return Error::InvalidArgument("key: '" + std::string(combo) +
+                                    "' is not a key combination: use X key names joined by "
+                                    "'+' (e.g. ctrl+alt+t, Return, shift+Tab)");
+    }
+    cur.push_back(c);
+  }
+  if (!cur.empty()) args.push_back(std::move(cur));
+  if (args.size() == 2) return Error::InvalidArgument("key: no key given");
+  return Xdotool(sb, std::move(args));
+}
+
+}  // namespace agvisor::desktop

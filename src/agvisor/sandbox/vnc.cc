@@ -1,0 +1,481 @@
+#include "agvisor/sandbox/vnc.h"
+
+#include <zlib.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace agvisor::vnc {
+namespace {
+
+// ---- DES (FIPS 46-3). Bit positions in the tables count from 1 at the most significant bit. ----
+
+constexpr std::uint8_t kIp[64] = {58, 50, 42, 34, 26, 18, 10, 2, 60, 52, 44, 36, 28, 20, 12, 4,
+                                  62, 54, 46, 38, 30, 22, 14, 6, 64, 56, 48, 40, 32, 24, 16, 8,
+                                  57, 49, 41, 33, 25, 17, 9,  1, 59, 51, 43, 35, 27, 19, 11, 3,
+                                  61, 53, 45, 37, 29, 21, 13, 5, 63, 55, 47, 39, 31, 23, 15, 7};
+constexpr std::uint8_t kFp[64] = {40, 8, 48, 16, 56, 24, 64, 32, 39, 7, 47, 15, 55, 23, 63, 31,
+                                  38, 6, 46, 14, 54, 22, 62, 30, 37, 5, 45, 13, 53, 21, 61, 29,
+                                  36, 4, 44, 12, 52, 20, 60, 28, 35, 3, 43, 11, 51, 19, 59, 27,
+                                  34, 2, 42, 10, 50, 18, 58, 26, 33, 1, 41, 9,  49, 17, 57, 25};
+constexpr std::uint8_t kE[48] = {32, 1,  2,  3,  4,  5,  4,  5,  6,  7,  8,  9,  8,  9,  10, 11,
+                                 12, 13, 12, 13, 14, 15, 16, 17, 16, 17, 18, 19, 20, 21, 20, 21,
+                                 22, 23, 24, 25, 24, 25, 26, 27, 28, 29, 28, 29, 30, 31, 32, 1};
+constexpr std::uint8_t kP[32] = {16, 7, 20, 21, 29, 12, 28, 17, 1,  15, 23, 26, 5,  18, 31, 10,
+                                 2,  8, 24, 14, 32, 27, 3,  9,  19, 13, 30, 6,  22, 11, 4,  25};
+constexpr std::uint8_t kPc1[56] = {57, 49, 41, 33, 25, 17, 9,  1,  58, 50, 42, 34, 26, 18,
+                                   10, 2,  59, 51, 43, 35, 27, 19, 11, 3,  60, 52, 44, 36,
+                                   63, 55, 47, 39, 31, 23, 15, 7,  62, 54, 46, 38, 30, 22,
+                                   14, 6,  61, 53, 45, 37, 29, 21, 13, 5,  28, 20, 12, 4};
+constexpr std::uint8_t kPc2[48] = {14, 17, 11, 24, 1,  5,  3,  28, 15, 6,  21, 10, 23, 19, 12, 4,
+                                   26, 8,  16, 7,  27, 20, 13, 2,  41, 52, 31, 37, 47, 55, 30, 40,
+                                   51, 45, 33, 48, 44, 49, 39, 56, 34, 53, 46, 42, 50, 36, 29, 32};
+constexpr std::uint8_t kShifts[16] = {1, 1, 2, 2, 2, 2, 2, 2, 1, 2, 2, 2, 2, 2, 2, 1};
+constexpr std::uint8_t kSbox[8][64] = {
+    {14, 4,  13, 1, 2,  15, 11, 8, 3, 10, 6, 12, 5,  9,  0,  7,  0,  15, 7,  4,  14, 2,
+     13, 1,  10, 6, 12, 11, 9,  5, 3, 8,  4, 1,  14, 8,  13, 6,  2,  11, 15, 12, 9,  7,
+     3,  10, 5,  0, 15, 12, 8,  2, 4, 9,  1, 7,  5,  11, 3,  14, 10, 0,  6,  13},
+    {15, 1,  8,  14, 6,  11, 3,  4, 9,  7,  2, 13, 12, 0,  5,  10, 3,  13, 4,  7, 15, 2,
+     8,  14, 12, 0,  1,  10, 6,  9, 11, 5,  0, 14, 7,  11, 10, 4,  13, 1,  5,  8, 12, 6,
+     9,  3,  2,  15, 13, 8,  10, 1, 3,  15, 4, 2,  11, 6,  7,  12, 0,  5,  14, 9},
+    {10, 0,  9,  14, 6, 3,  15, 5,  1,  13, 12, 7, 11, 4,  2,  8,  13, 7, 0,  9, 3, 4,
+     6,  10, 2,  8,  5, 14, 12, 11, 15, 1,  13, 6, 4,  9,  8,  15, 3,  0, 11, 1, 2, 12,
+     5,  10, 14, 7,  1, 10, 13, 0,  6,  9,  8,  7, 4,  15, 14, 3,  11, 5, 2,  12},
+    {7, 13, 14, 3, 0, 6,  9, 10, 1,  2, 8,  5, 11, 12, 4,  15, 13, 8,  11, 5, 6, 15,
+     0, 3,  4,  7, 2, 12, 1, 10, 14, 9, 10, 6, 9,  0,  12, 11, 7,  13, 15, 1, 3, 14,
+     5, 2,  8,  4, 3, 15, 0, 6,  10, 1, 13, 8, 9,  4,  5,  11, 12, 7,  2,  14},
+    {2,  12, 4, 1,  7,  10, 11, 6, 8, 5,  3, 15, 13, 0,  14, 9,  14, 11, 2,  12, 4,  7,
+     13, 1,  5, 0,  15, 10, 3,  9, 8, 6,  4, 2,  1,  11, 10, 13, 7,  8,  15, 9,  12, 5,
+     6,  3,  0, 14, 11, 8,  12, 7, 1, 14, 2, 13, 6,  15, 0,  9,  10, 4,  5,  3},
+    {12, 1,  10, 15, 9,  2,  6, 8,  0, 13, 3,  4,  14, 7,  5, 11, 10, 15, 4, 2, 7, 12,
+     9,  5,  6,  1,  13, 14, 0, 11, 3, 8,  9,  14, 15, 5,  2, 8,  12, 3,  7, 0, 4, 10,
+     1,  13, 11, 6,  4,  3,  2, 12, 9, 5,  15, 10, 11, 14, 1, 7,  6,  0,  8, 13},
+    {4, 11, 2,  14, 15, 0,  8,  13, 3, 12, 9,  7, 5,  10, 6,  1,  13, 0,  11, 7,  4, 9,
+     1, 10, 14, 3,  5,  12, 2,  15, 8, 6,  1,  4, 11, 13, 12, 3,  7,  14, 10, 15, 6, 8,
+     0, 5,  9,  2,  6,  11, 13, 8,  1, 4,  10, 7, 9,  5,  0,  15, 14, 2,  3,  12},
+    {13, 2, 8,  4, 6, 15, 11, 1,  10, 9,  3, 14, 5,  0,  12, 7,  1,  15, 13, 8, 10, 3,
+     7,  4, 12, 5, 6, 11, 0,  14, 9,  2,  7, 11, 4,  1,  9,  12, 14, 2,  0,  6, 10, 13,
+     15, 3, 5,  8, 2, 1,  14, 7,  4,  10, 8, 13, 15, 12, 9,  0,  3,  5,  6,  11}};
+
+// Output bit i (from the top of an `out_bits` value) = input bit table[i] of an `in_bits` value.
+std::uint64_t Permute(std::uint64_t in, const std::uint8_t* table, int out_bits, int in_bits) {
+  std::uint64_t out = 0;
+  for (int i = 0; i < out_bits; ++i) {
+    out = (out << 1) | ((in >> (in_bits - table[i])) & 1);
+  }
+  return out;
+}
+
+std::uint64_t Load64(const std::uint8_t* p) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+std::uint32_t RotateLeft28(std::uint32_t v, int n) {
+  return ((v << n) | (v >> (28 - n))) & 0x0fffffffu;
+}
+
+// The Feistel function: expand, mix with the subkey, eight S-boxes, permute.
+std::uint32_t Feistel(std::uint32_t r, std::uint64_t subkey) {
+  std::uint64_t x = Permute(r, kE, 48, 32) ^ subkey;
+  std::uint32_t s = 0;
+  for (int box = 0; box < 8; ++box) {
+    auto six = static_cast<unsigned>((x >> (42 - 6 * box)) & 0x3f);
+    unsigned row = ((six & 0x20) >> 4) | (six & 1);
+    unsigned col = (six >> 1) & 0xf;
+    s = (s << 4) | kSbox[box][row * 16 + col];
+  }
+  return static_cast<std::uint32_t>(Permute(s, kP, 32, 32));
+}
+
+std::uint8_t ReverseBits(std::uint8_t b) {
+  std::uint8_t r = 0;
+  for (int i = 0; i < 8; ++i) r = static_cast<std::uint8_t>((r << 1) | ((b >> i) & 1));
+  return r;
+}
+
+// VNC's key: the password's first 8 bytes, zero padded, each byte's bits reversed.
+std::array<std::uint8_t, 8> VncKey(std::string_view password) {
+  std::array<std::uint8_t, 8> key{};
+  for (std::size_t i = 0; i < key.size() && i < password.size(); ++i) {
+    key[i] = ReverseBits(static_cast<std::uint8_t>(password[i]));
+  }
+  return key;
+}
+
+// ---- RFB ----
+
+Result<void> ReadExact(const ByteStream& s, char* p, std::size_t n, std::string_view what) {
+  while (n > 0) {
+    auto got = s.read(std::span<char>(p, n));
+    if (!got.ok()) return got.error().WithContext("VNC: read " + std::string(what));
+    if (*got == 0) {
+      return Error::Unavailable("VNC: the server closed the connection while sending " +
+                                std::string(what));
+    }
+    p += *got;
+    n -= *got;
+  }
+  return Ok();
+}
+
+Result<std::string> ReadBytes(const ByteStream& s, std::size_t n, std::string_view what) {
+  std::string out(n, '\0');
+  AGVISOR_RETURN_IF_ERROR(ReadExact(s, out.data(), n, what));
+  return out;
+}
+
+std::uint32_t Be32(std::string_view b, std::size_t at) {
+  return (static_cast<std::uint32_t>(static_cast<std::uint8_t>(b[at])) << 24) |
+         (static_cast<std::uint32_t>(static_cast<std::uint8_t>(b[at + 1])) << 16) |
+         (static_cast<std::uint32_t>(static_cast<std::uint8_t>(b[at + 2])) << 8) |
+         static_cast<std::uint8_t>(b[at + 3]);
+}
+std::uint16_t Be16(std::string_view b, std::size_t at) {
+  return static_cast<std::uint16_t>((static_cast<std::uint8_t>(b[at]) << 8) |
+                                    static_cast<std::uint8_t>(b[at + 1]));
+}
+void PutBe16(std::string& out, std::uint16_t v) {
+  out.push_back(static_cast<char>(v >> 8));
+  out.push_back(static_cast<char>(v & 0xff));
+}
+void PutBe32(std::string& out, std::uint32_t v) {
+  PutBe16(out, static_cast<std::uint16_t>(v >> 16));
+  PutBe16(out, static_cast<std::uint16_t>(v & 0xffff));
+}
+
+// A reason string (u32 length + text) that follows a refusal; capped so a hostile length
+// cannot make us allocate gigabytes.
+Result<std::string> ReadReason(const ByteStream& s) {
+  auto len = Be32(AGVISOR_TRY(ReadBytes(s, 4, "a reason length")), 0);
+  if (len > 4096) return std::string("(reason too long)");
+  return ReadBytes(s, len, "a reason");
+}
+
+// ---- PNG ----
+
+void PutChunk(std::string& out, const char type[4], std::string_view data) {
+  PutBe32(out, static_cast<std::uint32_t>(data.size()));
+  std::string body(type, 4);
+  body.append(data);
+  out.append(body);
+  uLong crc =
+      crc32(0L, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size()));
+  PutBe32(out, static_cast<std::uint32_t>(crc));
+}
+
+constexpr std::string_view kPngSignature("\x89PNG\r\n\x1a\n", 8);
+
+}  // namespace
+
+std::array<std::uint8_t, 8> DesEncryptBlock(std::span<const std::uint8_t, 8> key,
+                                            std::span<const std::uint8_t, 8> block) {
+  // Key schedule: PC-1 to 56 bits, two 28-bit halves rotated per round, PC-2 to 48 bits.
+  std::uint64_t cd = Permute(Load64(key.data()), kPc1, 56, 64);
+  auto c = static_cast<std::uint32_t>(cd >> 28);
+  auto d = static_cast<std::uint32_t>(cd & 0x0fffffffu);
+  std::uint64_t subkeys[16];
+  for (int round = 0; round < 16; ++round) {
+    c = RotateLeft28(c, kShifts[round]);
+    d = RotateLeft28(d, kShifts[round]);
+    subkeys[round] = Permute((static_cast<std::uint64_t>(c) << 28) | d, kPc2, 48, 56);
+  }
+  std::uint64_t x = Permute(Load64(block.data()), kIp, 64, 64);
+  auto l = static_cast<std::uint32_t>(x >> 32);
+  auto r = static_cast<std::uint32_t>(x);
+  for (int round = 0; round < 16; ++round) {
+    std::uint32_t next = l ^ Feistel(r, subkeys[round]);
+    l = r;
+    r = next;
+  }
+  // The halves are swapped after the last round.
+  std::uint64_t out = Permute((static_cast<std::uint64_t>(r) << 32) | l, kFp, 64, 64);
+  std::array<std::uint8_t, 8> bytes{};
+  for (int i = 7; i >= 0; --i) {
+    bytes[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(out & 0xff);
+    out >>= 8;
+  }
+  return bytes;
+}
+
+std::array<std::uint8_t, 16> VncAuthResponse(std::string_view password,
+                                             std::span<const std::uint8_t, 16> challenge) {
+  const auto key = VncKey(password);
+  std::array<std::uint8_t, 16> out{};
+  for (std::size_t half = 0; half < 2; ++half) {
+    auto block = DesEncryptBlock(key, challenge.subspan(half * 8).first<8>());
+    std::memcpy(out.data() + half * 8, block.data(), 8);
+  }
+  return out;
+}
+
+std::string VncPasswordFile(std::string_view password) {
+  // VNC's fixed obfuscation key, the same in every VNC implementation (not a secret: the file
+  // is protected by its permissions, the encryption only hides it from a glance).
+  static constexpr std::uint8_t kFixedKey[8] = {23, 82, 107, 6, 35, 78, 88, 7};
+  std::array<std::uint8_t, 8> key{};
+  for (std::size_t i = 0; i < 8; ++i) key[i] = ReverseBits(kFixedKey[i]);
+  std::array<std::uint8_t, 8> plain{};
+  for (std::size_t i = 0; i < plain.size() && i < password.size(); ++i) {
+    plain[i] = static_cast<std::uint8_t>(password[i]);
+  }
+  auto enc = DesEncryptBlock(key, plain);
+  return std::string(reinterpret_cast<const char*>(enc.data()), enc.size());
+}
+
+Result<ServerInit> Handshake(const ByteStream& s, std::string_view password) {
+  ServerInit init;
+  std::string version = AGVISOR_TRY(ReadBytes(s, 12, "its protocol version"));
+  if (!version.starts_with("RFB 003.") || version.back() != '\n') {
+    return Error::Unsupported("VNC: the server did not greet with an RFB version (got '" + version +
+                              "'): is this port a VNC server?");
+  }
+  init.version = version.substr(0, 11);
+  // Version 3.8 for every 3.x server that offers it; 3.3 servers pick the type themselves
+  // (not supported: TigerVNC and every current server speak 3.8).
+  if (version < "RFB 003.008\n") {
+    return Error::Unsupported("VNC: server speaks " + init.version + "; this client needs 3.8");
+  }
+  AGVISOR_RETURN_IF_ERROR(s.write("RFB 003.008\n"));
+  auto count = static_cast<std::uint8_t>(AGVISOR_TRY(ReadBytes(s, 1, "its security types"))[0]);
+  if (count == 0) {
+    return Error::Unavailable("VNC: the server refused the connection: " +
+                              AGVISOR_TRY(ReadReason(s)));
+  }
+  std::string types = AGVISOR_TRY(ReadBytes(s, count, "its security types"));
+  bool vnc_auth = false;
+  std::string listed;
+  for (char t : types) {
+    init.types.push_back(static_cast<std::uint8_t>(t));
+    vnc_auth = vnc_auth || t == 2;
+    listed += (listed.empty() ? "" : ", ") + std::to_string(static_cast<std::uint8_t>(t));
+  }
+  if (!vnc_auth) {
+    return Error::Unsupported(
+        "VNC: the server does not offer VNC authentication (type 2); it "
+        "offers: " +
+        listed);
+  }
+  AGVISOR_RETURN_IF_ERROR(s.write(std::string(1, '\x02')));
+  std::string challenge = AGVISOR_TRY(ReadBytes(s, 16, "its challenge"));
+  std::array<std::uint8_t, 16> ch{};
+  std::memcpy(ch.data(), challenge.data(), 16);
+  auto response = VncAuthResponse(password, ch);
+  AGVISOR_RETURN_IF_ERROR(
+      s.write(std::string_view(reinterpret_cast<const char*>(response.data()), response.size())));
+  auto result = Be32(AGVISOR_TRY(ReadBytes(s, 4, "its security result")), 0);
+  if (result != 0) {
+    return Error::PermissionDenied("VNC: the server refused the password: " +
+                                   AGVISOR_TRY(ReadReason(s)));
+  }
+  AGVISOR_RETURN_IF_ERROR(s.write(std::string(1, '\x01')));  // ClientInit: shared
+  std::string si = AGVISOR_TRY(ReadBytes(s, 24, "its ServerInit"));
+  init.width = Be16(si, 0);
+  init.height = Be16(si, 2);
+  auto name_len = Be32(si, 20);
+  if (name_len > 4096) return Error::Internal("VNC: desktop name of " + std::to_string(name_len));
+  init.name = AGVISOR_TRY(ReadBytes(s, name_len, "the desktop name"));
+  return init;
+}
+
+Result<RgbImage> CaptureFramebuffer(const ByteStream& s, const ServerInit& init) {
+  if (init.width == 0 || init.height == 0) {
+    return Error::Internal("VNC: the server's screen is empty (0x0)");
+  }
+  std::string req;
+  // SetPixelFormat: 32 bits per pixel, depth 24, little endian, true colour, 8 bits per
+  // channel at shifts 16 (red), 8 (green), 0 (blue): pixels arrive as B, G, R, x bytes.
+  req += std::string("\x00\x00\x00\x00", 4);
+  req += std::string("\x20\x18\x00\x01", 4);
+  PutBe16(req, 255);
+  PutBe16(req, 255);
+  PutBe16(req, 255);
+  req += std::string("\x10\x08\x00\x00\x00\x00", 6);
+  // SetEncodings: Raw only.
+  req += std::string("\x02\x00", 2);
+  PutBe16(req, 1);
+  PutBe32(req, 0);
+  // FramebufferUpdateRequest: not incremental, the whole screen.
+  req += std::string("\x03\x00", 2);
+  PutBe16(req, 0);
+  PutBe16(req, 0);
+  PutBe16(req, init.width);
+  PutBe16(req, init.height);
+  AGVISOR_RETURN_IF_ERROR(s.write(req));
+
+  RgbImage img;
+  img.width = init.width;
+  img.height = init.height;
+  img.rgb.assign(static_cast<std::size_t>(img.width) * img.height * 3, '\0');
+  std::uint64_t covered = 0;
+  const std::uint64_t total = static_cast<std::uint64_t>(img.width) * img.height;
+  std::string row;
+  while (covered < total) {
+    auto type = static_cast<std::uint8_t>(AGVISOR_TRY(ReadBytes(s, 1, "a message type"))[0]);
+    switch (type) {
+      case 0: {  // FramebufferUpdate
+        std::string h = AGVISOR_TRY(ReadBytes(s, 3, "an update header"));
+        std::uint16_t rects = Be16(h, 1);
+        for (std::uint16_t i = 0; i < rects; ++i) {
+          std::string r = AGVISOR_TRY(ReadBytes(s, 12, "a rectangle header"));
+          std::uint16_t x = Be16(r, 0), y = Be16(r, 2), w = Be16(r, 4), hh = Be16(r, 6);
+          auto encoding = static_cast<std::int32_t>(Be32(r, 8));
+          if (encoding != 0) {
+            return Error::Internal("VNC: the server sent encoding " + std::to_string(encoding) +
+                                   " though only Raw (0) was asked for");
+          }
+          if (x + w > img.width || y + hh > img.height) {
+            return Error::Internal("VNC: a rectangle outside the screen");
+          }
+          for (std::uint16_t line = 0; line < hh; ++line) {
+            row = AGVISOR_TRY(ReadBytes(s, static_cast<std::size_t>(w) * 4, "pixels"));
+            char* dst = img.rgb.data() + ((static_cast<std::size_t>(y) + line) * img.width + x) * 3;
+            for (std::uint16_t px = 0; px < w; ++px) {
+              dst[px * 3] = row[px * 4 + 2];
+              dst[px * 3 + 1] = row[px * 4 + 1];
+              dst[px * 3 + 2] = row[px * 4];
+            }
+          }
+          covered += static_cast<std::uint64_t>(w) * hh;
+        }
+        break;
+      }
+      case 1: {  // SetColourMapEntries (not used in true colour; skipped)
+        std::string h = AGVISOR_TRY(ReadBytes(s, 5, "a colour map header"));
+        (void)AGVISOR_TRY(ReadBytes(s, static_cast<std::size_t>(Be16(h, 3)) * 6, "colours"));
+        break;
+      }
+      case 2:  // Bell
+        break;
+      case 3: {  // ServerCutText
+        std::string h = AGVISOR_TRY(ReadBytes(s, 7, "a clipboard header"));
+        std::uint32_t len = Be32(h, 3);
+        if (len > (64u << 20))
+          return Error::Internal("VNC: clipboard text of " + std::to_string(len));
+        (void)AGVISOR_TRY(ReadBytes(s, len, "clipboard text"));
+        break;
+      }
+      default:
+        return Error::Internal("VNC: unexpected server message type " + std::to_string(type));
+    }
+  }
+  return img;
+}
+
+Result<std::string> EncodePng(const RgbImage& image) {
+  if (image.width == 0 || image.height == 0 ||
+      image.rgb.size() != static_cast<std::size_t>(image.width) * image.height * 3) {
+    return Error::InvalidArgument("PNG: image of " + std::to_string(image.width) + "x" +
+                                  std::to_string(image.height) + " with " +
+                                  std::to_string(image.rgb.size()) + " bytes of RGB");
+  }
+  // Each row starts with its filter type: 0 (none).
+  const std::size_t stride = static_cast<std::size_t>(image.width) * 3;
+  std::string raw;
+  raw.reserve((stride + 1) * image.height);
+  for (std::uint32_t y = 0; y < image.height; ++y) {
+    raw.push_back('\0');
+    raw.append(image.rgb, y * stride, stride);
+  }
+  uLongf zlen = compressBound(static_cast<uLong>(raw.size()));
+  std::string z(zlen, '\0');
+  int rc = compress2(reinterpret_cast<Bytef*>(z.data()), &zlen,
+                     reinterpret_cast<const Bytef*>(raw.data()), static_cast<uLong>(raw.size()), 6);
+  if (rc != Z_OK) return Error::Internal("PNG: zlib compress2 failed (" + std::to_string(rc) + ")");
+  z.resize(zlen);
+
+  std::string out(kPngSignature);
+  std::string ihdr;
+  PutBe32(ihdr, image.width);
+  PutBe32(ihdr, image.height);
+  ihdr += std::string("\x08\x02\x00\x00\x00", 5);  // 8 bits, RGB, deflate, filter 0, no interlace
+  PutChunk(out, "IHDR", ihdr);
+  PutChunk(out, "IDAT", z);
+  PutChunk(out, "IEND", "");
+  return out;
+}
+
+Result<RgbImage> DecodePng(std::string_view png) {
+  if (!png.starts_with(kPngSignature)) return Error::InvalidArgument("PNG: no PNG signature");
+  RgbImage img;
+  std::string z;
+  bool end = false;
+  for (std::size_t at = 8; !end;) {
+    if (at + 12 > png.size()) return Error::InvalidArgument("PNG: truncated chunk");
+    std::uint32_t len = Be32(png, at);
+    if (len > png.size() - at - 12) return Error::InvalidArgument("PNG: chunk past the end");
+    std::string_view type = png.substr(at + 4, 4);
+    std::string_view data = png.substr(at + 8, len);
+    uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(png.data() + at + 4), len + 4);
+    if (crc != Be32(png, at + 8 + len)) {
+      return Error::InvalidArgument("PNG: bad CRC in chunk " + std::string(type));
+    }
+    if (type == "IHDR") {
+      if (len != 13) return Error::InvalidArgument("PNG: IHDR of " + std::to_string(len));
+      img.width = Be32(data, 0);
+      img.height = Be32(data, 4);
+      if (data[8] != 8 || data[9] != 2 || data[12] != 0) {
+        return Error::InvalidArgument("PNG: only 8-bit RGB non-interlaced images are decoded");
+      }
+      if (img.width == 0 || img.height == 0 || img.width > 16384 || img.height > 16384) {
+        return Error::InvalidArgument("PNG: size " + std::to_string(img.width) + "x" +
+                                      std::to_string(img.height));
+      }
+    } else if (type == "IDAT") {
+      z.append(data);
+    } else if (type == "IEND") {
+      end = true;
+    }
+    at += 12 + len;
+  }
+  if (img.width == 0) return Error::InvalidArgument("PNG: no IHDR");
+  const std::size_t stride = static_cast<std::size_t>(img.width) * 3;
+  std::string raw((stride + 1) * img.height, '\0');
+  uLongf rawlen = static_cast<uLongf>(raw.size());
+  if (uncompress(reinterpret_cast<Bytef*>(raw.data()), &rawlen,
+                 reinterpret_cast<const Bytef*>(z.data()), static_cast<uLong>(z.size())) != Z_OK ||
+      rawlen != raw.size()) {
+    return Error::InvalidArgument("PNG: image data does not inflate to the IHDR's size");
+  }
+  img.rgb.assign(stride * img.height, '\0');
+  auto out = reinterpret_cast<std::uint8_t*>(img.rgb.data());
+  auto in = reinterpret_cast<const std::uint8_t*>(raw.data());
+  for (std::size_t y = 0; y < img.height; ++y) {
+    const std::uint8_t filter = in[y * (stride + 1)];
+    const std::uint8_t* src = in + y * (stride + 1) + 1;
+    std::uint8_t* cur = out + y * stride;
+    const std::uint8_t* prev = y > 0 ? out + (y - 1) * stride : nullptr;
+    for (std::size_t i = 0; i < stride; ++i) {
+      int a = i >= 3 ? cur[i - 3] : 0;
+      int b = prev ? prev[i] : 0;
+      int c = prev && i >= 3 ? prev[i - 3] : 0;
+      int pred = 0;
+      switch (filter) {
+        case 0:
+          break;
+        case 1:
+          pred = a;
+          break;
+        case 2:
+          pred = b;
+          break;
+        case 3:
+          pred = (a + b) / 2;
+          break;
+        case 4: {
+          int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
+          pred = (pa <= pb && pa <= pc) ? a : (pb <= pc ? b : c);
+          break;
+        }
+        default:
+          return Error::InvalidArgument("PNG: unknown filter type " + std::to_string(filter));
+      }
+      cur[i] = static_cast<std::uint8_t>(src[i] + pred);
+    }
+  }
+  return img;
+}
+
+}  // namespace agvisor::vnc

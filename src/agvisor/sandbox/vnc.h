@@ -1,0 +1,86 @@
+// The VNC (RFB 3.8) pieces agvisor needs on the host side, pure and unit-tested (vnc_test.cc):
+//   - VNC authentication: DES of the server's challenge keyed by the password (RFC 6143 7.2.2),
+//     and the obfuscated password file TigerVNC's Xvnc reads (-PasswordFile);
+//   - a minimal RFB client over any byte stream: handshake with VNC auth, then one full
+//     framebuffer capture (Raw encoding, 32-bit true colour);
+//   - PNG encoding of an RGB image (zlib).
+//
+// Used by desktop.cc (the password file put into a desktop sandbox, Screenshot through
+// Sandbox::OpenPort(5900)), the integration tests, and the browser gateway, which relays the
+// bytes of a viewer but may answer the VNC challenge itself with VncAuthResponse.
+//
+// DES is implemented here (about 100 lines of tables and loops) rather than taken from OpenSSL:
+// OpenSSL 3 deprecates its DES API and only offers single DES through the legacy provider. VNC
+// uses DES with each key byte's bits reversed (the reference implementation's bit order); that
+// quirk is applied by the VNC functions, DesEncryptBlock is textbook DES (FIPS 46-3).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agvisor/base/error.h"
+
+namespace agvisor::vnc {
+
+// VNC passwords are at most 8 bytes (longer ones are cut by every VNC server).
+inline constexpr std::size_t kMaxPasswordLength = 8;
+
+// Textbook single DES, one 8-byte block, encryption.
+std::array<std::uint8_t, 8> DesEncryptBlock(std::span<const std::uint8_t, 8> key,
+                                            std::span<const std::uint8_t, 8> block);
+
+// The 16-byte answer to a VNC authentication challenge: the challenge DES-encrypted (two
+// blocks, ECB) with the first 8 bytes of `password` (zero padded) as the bit-reversed key.
+std::array<std::uint8_t, 16> VncAuthResponse(std::string_view password,
+                                             std::span<const std::uint8_t, 16> challenge);
+
+// The contents of a VNC password file (what `vncpasswd -f` writes): the password (zero padded to
+// 8 bytes) encrypted with VNC's fixed obfuscation key. 8 bytes.
+std::string VncPasswordFile(std::string_view password);
+
+// A byte stream the RFB client reads and writes (a Sandbox::OpenPort stream, a socket, a test
+// double). `read` returns 0 at end of stream.
+struct ByteStream {
+  std::function<Result<std::size_t>(std::span<char>)> read;
+  std::function<Result<void>(std::string_view)> write;
+};
+
+// What the server said in its handshake.
+struct ServerInit {
+  std::string version;              // "RFB 003.008"
+  std::vector<std::uint8_t> types;  // security types offered (2 = VNC authentication)
+  std::uint16_t width = 0, height = 0;
+  std::string name;  // the desktop's name
+};
+
+// Runs the client side of the RFB 3.8 handshake: version, security type 2 (VNC authentication)
+// with `password`, ClientInit (shared), ServerInit. Errors: kUnsupported (not RFB 3.x, or no
+// VNC authentication offered: the message lists what was), kPermissionDenied (the server
+// refused the password: its reason), kUnavailable (the stream ended or failed).
+Result<ServerInit> Handshake(const ByteStream& stream, std::string_view password);
+
+// An image as 8-bit RGB, row by row (width * height * 3 bytes).
+struct RgbImage {
+  std::uint32_t width = 0, height = 0;
+  std::string rgb;
+};
+
+// After Handshake: asks for the whole screen in Raw encoding at 32 bits per pixel and returns
+// it. Skips bells, clipboard text and colour maps. Errors: kUnavailable (stream), kInternal (the
+// server sent something this client did not ask for).
+Result<RgbImage> CaptureFramebuffer(const ByteStream& stream, const ServerInit& init);
+
+// A PNG file (8-bit RGB, zlib level 6) of `image`. Errors: kInvalidArgument (size mismatch or an
+// empty image).
+Result<std::string> EncodePng(const RgbImage& image);
+
+// Decodes what EncodePng writes (8-bit RGB, non-interlaced; filter types 0-4), for tests and
+// the CLI's checks. Errors: kInvalidArgument naming what is not as expected.
+Result<RgbImage> DecodePng(std::string_view png);
+
+}  // namespace agvisor::vnc

@@ -1,0 +1,234 @@
+// Desktops against real runsc (agvisor/desktop, network none): ready within 10 s, VNC over the
+// agent channel (RFB 3.8, VNC authentication with the sandbox's password), a PNG screenshot of
+// the screen, typing into the terminal changes the sandbox, and a named desktop keeps its home.
+#include "agvisor/sandbox/desktop.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <set>
+
+#include "agvisor/docker/client.h"
+#include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/vnc.h"
+#include "tests/integration/test_env.h"
+
+namespace agvisor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+SandboxSpec DesktopSpec(std::optional<std::string> name = std::nullopt) {
+  SandboxSpec s = testing::TestSpec(std::move(name));
+  s.gui = true;
+  s.network = "none";
+  s.limits.cpus = 2;
+  s.limits.memory = "2g";
+  return s;
+}
+
+vnc::ByteStream StreamOf(PortStream& ps) {
+  return vnc::ByteStream{.read = [&ps](std::span<char> b) { return ps.Read(b); },
+                         .write = [&ps](std::string_view d) { return ps.Write(d); }};
+}
+
+// Runs a shell command as the desktop user on :0; returns its stdout.
+std::string AsUser(Sandbox& sb, const std::string& command) {
+  ExecOptions o;
+  o.user = "user";
+  o.env = {"DISPLAY=:0"};
+  o.timeout = 60;
+  auto r = sb.ExecShell(command, o);
+  EXPECT_TRUE(r.ok()) << r.error().ToString();
+  return r.ok() ? r->out : "";
+}
+
+class DesktopTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto docker = HostClient("");
+    ASSERT_TRUE(docker.ok()) << docker.error().ToString();
+    auto image = (*docker)->InspectImage(std::string(kDefaultDesktopImage));
+    ASSERT_TRUE(image.ok()) << "the desktop image " << kDefaultDesktopImage
+                            << " is missing: build it with `agvisor image build desktop` (or "
+                               "run scripts/setup-host), then run this test again ("
+                            << image.error().ToString() << ")";
+    auto start = Clock::now();
+    auto sb = Sandbox::Create(DesktopSpec());
+    ready_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
+    ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+    sandbox_ = std::move(*sb).release();
+  }
+  static void TearDownTestSuite() {
+    if (sandbox_) (void)sandbox_->Stop();
+    delete sandbox_;
+    sandbox_ = nullptr;
+    testing::CleanupRun();
+  }
+  void SetUp() override {
+    if (sandbox_ == nullptr) GTEST_SKIP() << "the desktop sandbox was not created (see above)";
+  }
+
+  static Sandbox* sandbox_;
+  static double ready_seconds_;
+};
+Sandbox* DesktopTest::sandbox_ = nullptr;
+double DesktopTest::ready_seconds_ = 0;
+
+TEST_F(DesktopTest, ReadyWithinTenSecondsWithNetworkNone) {
+  std::printf("desktop create to ready: %.2f s\n", ready_seconds_);
+  EXPECT_LT(ready_seconds_, 10.0);
+  // Drawn: the panel and the desktop are mapped windows on :0.
+  EXPECT_NE(AsUser(*sandbox_, "xdotool search --onlyvisible --classname xfce4-panel"), "");
+  EXPECT_NE(AsUser(*sandbox_, "xdotool search --onlyvisible --classname xfdesktop"), "");
+  auto state = sandbox_->ReadFile("/run/agvisor/desktop/state");
+  ASSERT_TRUE(state.ok()) << state.error().ToString();
+  EXPECT_EQ(*state, "ready\n");
+  // No network inside: only loopback.
+  auto r = sandbox_->ExecShell("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->out, "lo\n");
+}
+
+TEST_F(DesktopTest, PasswordIsRandomAndRootOnly) {
+  auto pw = desktop::Password(*sandbox_);
+  ASSERT_TRUE(pw.ok()) << pw.error().ToString();
+  EXPECT_EQ(pw->size(), 8u);
+  EXPECT_NE(*pw, desktop::NewPassword());
+  // The desktop user cannot read it.
+  ExecOptions o;
+  o.user = "user";
+  auto r = sandbox_->Exec({"cat", "/run/agvisor/desktop/password"}, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_NE(r->exit_code, 0);
+}
+
+TEST_F(DesktopTest, VncOverTheChannelSpeaksRfb38AndChecksThePassword) {
+  auto pw = desktop::Password(*sandbox_);
+  ASSERT_TRUE(pw.ok()) << pw.error().ToString();
+  {
+    auto port = sandbox_->OpenPort(desktop::kVncPort);
+    ASSERT_TRUE(port.ok()) << port.error().ToString();
+    auto init = vnc::Handshake(StreamOf(**port), *pw);
+    ASSERT_TRUE(init.ok()) << init.error().ToString();
+    EXPECT_EQ(init->version, "RFB 003.008");
+    EXPECT_EQ(init->types, std::vector<std::uint8_t>{2});  // VNC authentication only
+    EXPECT_EQ(init->width, 1280);
+    EXPECT_EQ(init->height, 800);
+  }
+  {
+    auto port = sandbox_->OpenPort(desktop::kVncPort);
+    ASSERT_TRUE(port.ok()) << port.error().ToString();
+    std::string wrong = *pw;
+    wrong[0] = wrong[0] == 'a' ? 'b' : 'a';
+    auto init = vnc::Handshake(StreamOf(**port), wrong);
+    ASSERT_FALSE(init.ok());
+    EXPECT_EQ(init.error().code(), ErrorCode::kPermissionDenied) << init.error().ToString();
+  }
+}
+
+TEST_F(DesktopTest, ScreenshotIsAPngOfTheScreenAndNotBlank) {
+  auto start = Clock::now();
+  auto png = desktop::Screenshot(*sandbox_);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  ASSERT_TRUE(png.ok()) << png.error().ToString();
+  std::printf("screenshot: %zu bytes of PNG in %lld ms\n", png->size(), static_cast<long long>(ms));
+  auto img = vnc::DecodePng(*png);
+  ASSERT_TRUE(img.ok()) << img.error().ToString();
+  EXPECT_EQ(img->width, 1280u);
+  EXPECT_EQ(img->height, 800u);
+  // A drawn desktop has many colours (panel, text, backdrop), a blank screen one.
+  std::set<std::uint32_t> colours;
+  for (std::size_t i = 0; i + 2 < img->rgb.size() && colours.size() < 64; i += 3 * 97) {
+    colours.insert((static_cast<std::uint8_t>(img->rgb[i]) << 16) |
+                   (static_cast<std::uint8_t>(img->rgb[i + 1]) << 8) |
+                   static_cast<std::uint8_t>(img->rgb[i + 2]));
+  }
+  EXPECT_GE(colours.size(), 8u);
+}
+
+TEST_F(DesktopTest, TypingIntoTheTerminalRunsACommand) {
+  // The terminal starts right after the desktop is ready: wait for its window, focus it.
+  std::string win;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        win = AsUser(*sandbox_, "xdotool search --onlyvisible --classname xterm | head -1");
+        return !win.empty();
+      },
+      std::chrono::seconds(30)))
+      << "no terminal window";
+  win.erase(win.find_last_not_of('\n') + 1);
+  AsUser(*sandbox_, "xdotool windowactivate --sync " + win);
+  ASSERT_TRUE(desktop::TypeText(*sandbox_, "echo typed-$((6*7)) > /tmp/typed").ok());
+  ASSERT_TRUE(desktop::Key(*sandbox_, "Return").ok());
+  std::string got;
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        auto f = sandbox_->ReadFile("/tmp/typed");
+        got = f.ok() ? *f : "";
+        return got == "typed-42\n";
+      },
+      std::chrono::seconds(15)))
+      << "the typed command did not run; /tmp/typed: '" << got << "'";
+}
+
+TEST_F(DesktopTest, MouseMovesClicksDragsAndScrolls) {
+  ASSERT_TRUE(desktop::MouseMove(*sandbox_, 321, 234).ok());
+  EXPECT_EQ(AsUser(*sandbox_, "xdotool getmouselocation --shell | head -2 | tr '\\n' ' '"),
+            "X=321 Y=234 ");
+  auto click = desktop::Click(*sandbox_, 640, 400, desktop::MouseButton::kLeft, 2);
+  EXPECT_TRUE(click.ok()) << click.error().ToString();
+  auto drag = desktop::Drag(*sandbox_, 600, 500, 700, 550);
+  EXPECT_TRUE(drag.ok()) << drag.error().ToString();
+  EXPECT_EQ(AsUser(*sandbox_, "xdotool getmouselocation --shell | head -2 | tr '\\n' ' '"),
+            "X=700 Y=550 ");
+  auto scroll = desktop::Scroll(*sandbox_, 640, 400, 3);
+  EXPECT_TRUE(scroll.ok()) << scroll.error().ToString();
+  // Bad input is refused before anything runs.
+  EXPECT_EQ(desktop::MouseMove(*sandbox_, -1, 5).error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(desktop::Key(*sandbox_, "--help").error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(desktop::Scroll(*sandbox_, 1, 1, 0, 0).error().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(DesktopSpecTest, TooLittleMemoryIsRefused) {
+  SandboxSpec s = DesktopSpec();
+  s.limits.memory = "256m";
+  auto sb = Sandbox::Create(s);
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(sb.error().message().find("at least 1g"), std::string::npos) << sb.error().message();
+}
+
+TEST(NamedDesktopTest, HomeIsKeptAcrossStopAndStart) {
+  auto first = Sandbox::Create(DesktopSpec("home"));
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  ExecOptions as_user;
+  as_user.user = "user";
+  auto w = (*first)->ExecShell("cd && echo kept > notes.txt && id -un && pwd", as_user);
+  ASSERT_TRUE(w.ok()) << w.error().ToString();
+  EXPECT_EQ(w->exit_code, 0) << w->err;
+  EXPECT_EQ(w->out, "user\n/workspace\n");
+  auto pw1 = desktop::Password(**first);
+  ASSERT_TRUE(pw1.ok());
+  // Re-attaching to the running desktop reads the same password back.
+  auto again = Sandbox::Create(DesktopSpec("home"));
+  ASSERT_TRUE(again.ok()) << again.error().ToString();
+  EXPECT_TRUE((*again)->resumed());
+  EXPECT_EQ(*desktop::Password(**again), *pw1);
+  ASSERT_TRUE((*first)->Stop().ok());
+
+  auto second = Sandbox::Create(DesktopSpec("home"));
+  ASSERT_TRUE(second.ok()) << second.error().ToString();
+  auto r = (*second)->ExecShell("cat ~/notes.txt && stat -c %U ~/notes.txt ~", as_user);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->out, "kept\nuser\nuser\n") << r->err;
+  // A new container, a new password.
+  auto pw2 = desktop::Password(**second);
+  ASSERT_TRUE(pw2.ok());
+  EXPECT_NE(*pw2, *pw1);
+  EXPECT_TRUE((*second)->Delete().ok());
+  testing::CleanupRun();
+}
+
+}  // namespace
+}  // namespace agvisor
