@@ -43,9 +43,11 @@ TEST(StartGateTest, AdmitsUpToTheBoundThenQueuesInArrivalOrder) {
     });
     WaitQueued(gate, i + 1);  // arrival order is i
   }
-  a->Release();  // one slot: waiter 0, which keeps it until its thread ends
-  b->Release();
+  // One slot, passed on in arrival order: each waiter holds it until its thread ends (after it
+  // recorded itself). Releasing both at once would admit two waiters whose recording could race.
+  a->Release();
   for (auto& t : waiters) t.join();
+  b->Release();
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
   auto s = gate.stats();
   EXPECT_EQ(s.running, 0);
