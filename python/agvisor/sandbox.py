@@ -18,15 +18,14 @@ import warnings
 
 from . import _core
 from .limits import Limits
+from .desktop import Desktop
 from .processes import BackgroundProcess, _not_found
 from .streams import FileInfo, PortConnection, PortForward, Shell
 
 # Text exec(on_output=...) keeps: the last this many characters (the rest went to on_output).
 _KEEP_CHARS = _core.STREAM_TAIL_BYTES
 _WORKSPACE = "/workspace"
-_NO_DESKTOPS = ("desktops are not available yet: this agvisor has headless sandboxes only "
-                "(gui=True, rdp_port, password and desktop_token() arrive with the desktop "
-                "feature); create the sandbox with gui=False")
+
 
 _warned_hosts = set()
 _warned_lock = threading.Lock()
@@ -93,7 +92,10 @@ class Sandbox:
     image     Image to run. None -> agvisor's default image, agvisor/base:latest (Debian with
               python3 and git, built offline by `agvisor image build base`). The seed's default,
               ubuntu:24.04, needs a registry; pass it explicitly where one is reachable.
-    gui       Desktop sandboxes are a later feature: start() raises NotImplementedError.
+    gui       A desktop sandbox (default image agvisor/desktop:latest, memory at least 1g):
+              sb.desktop (screenshots, mouse, keyboard), sb.password (its VNC password),
+              sb.desktop_token(key) for the browser gateway. rdp_port stays None: the desktop
+              is VNC through the agent channel, not a published RDP port.
     limits    Limits(...): cpus, memory, pids, shm, disk. See agvisor.Limits.
     network   "bridge" (default), "none", or the name of a Docker network.
     lifetime  Seconds until the sandbox ends itself, even if this process dies.
@@ -123,13 +125,13 @@ class Sandbox:
         self.idle_ttl = idle_ttl
         self.host = host
         self.runtime = runtime
-        self.image = image or _core.DEFAULT_IMAGE
+        self.image = image or self._default_image()
         _core.validate_spec(self._spec(name))
         self.persistent = name is not None
         self.name = _core.NAME_PREFIX + (name if name is not None else uuid.uuid4().hex[:8])
         self.data_dir = _WORKSPACE if self.persistent else None  # kept across stop()
-        self.rdp_port = None  # desktop fields: set by a later feature, None for headless
-        self.password = None
+        self.rdp_port = None  # the seed's RDP port: agvisor's desktops have none (VNC, in-channel)
+        self.password = None  # a desktop's VNC password, once started
         self.resumed = False
         self.disk_warning = None
         self._lock = threading.Lock()
@@ -139,7 +141,7 @@ class Sandbox:
 
     def _spec(self, name):
         s = _core.SandboxSpec()
-        s.image = "" if self.image == _core.DEFAULT_IMAGE else self.image
+        s.image = "" if self.image == self._default_image() else self.image
         s.gui = self.gui
         s.limits = self.limits._to_core()
         s.network = self.network
@@ -149,6 +151,9 @@ class Sandbox:
         s.host = self.host or ""
         s.runtime = self.runtime
         return s
+
+    def _default_image(self):
+        return _core.DEFAULT_DESKTOP_IMAGE if self.gui else _core.DEFAULT_IMAGE
 
     def __repr__(self):
         state = "running" if self._running else "not running"
@@ -161,10 +166,14 @@ class Sandbox:
         with self._lock:
             if self._running:
                 return self
-            if self.gui:
-                raise NotImplementedError(_NO_DESKTOPS)
             name = self.name[len(_core.NAME_PREFIX):] if self.persistent else None
-            core = _core.Sandbox.create(self._spec(name))
+            core = _core.Sandbox.create(self._spec(name))  # a desktop: returns once it is drawn
+            if self.gui:
+                try:
+                    self.password = core.desktop_password()
+                except BaseException:
+                    _core.Sandbox.remove(core.container_name, self.host or "", False)
+                    raise
             self._core, self._running = core, True
             self.name = core.container_name
             self.resumed = core.resumed
@@ -396,9 +405,42 @@ class Sandbox:
                 return p
         raise _not_found(self, pid)
 
+    # ---- desktops (gui=True): an extension of the seed's API (agvisor.desktop) -------------
+
+    @property
+    def desktop(self) -> Desktop:
+        """Screen, mouse and keyboard of a desktop sandbox: screenshot(), size(), move(),
+        click(), double_click(), drag(), scroll(), type(), key(); see agvisor.Desktop."""
+        return Desktop(self)
+
     def desktop_token(self, key: bytes, ttl=300):
-        """Desktops are a later feature: raises NotImplementedError."""
-        raise NotImplementedError(_NO_DESKTOPS)
+        """A token for the desktop gateway (agvisor's, or the <agvisor-desktop> web element):
+        it names this sandbox and carries its VNC password, encrypted and MACed with `key`,
+        the gateway's 32-byte secret (raw bytes, or 64 hex digits as in its key file). Valid
+        for `ttl` seconds to open a session, replayable until then: mint it server side.
+        ValueError: not a desktop sandbox, a bad key or ttl."""
+        if isinstance(key, str):
+            try:
+                key = bytes.fromhex(key.strip())
+            except ValueError:
+                raise ValueError("key must be 32 bytes, or 64 hex digits") from None
+        if not isinstance(key, (bytes, bytearray)) or len(key) != 32:
+            raise ValueError("key must be exactly 32 bytes (the gateway's secret, hex-decoded)")
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl <= 86400:
+            raise ValueError(f"ttl must be 1..86400 seconds, got {ttl!r}")
+        password = self.password
+        if password is None:
+            if not (self._running or self._listed):
+                raise ValueError("start() a gui=True sandbox first")
+            try:
+                password = self._handle().desktop_password()
+            except RuntimeError as e:
+                if getattr(e, "code", None) != "not_found":
+                    raise
+                raise ValueError(f"{self.name} is not a desktop sandbox: create it with "
+                                 "gui=True") from None
+        return _core.mint_desktop_token(bytes(key), self.name, self.host or "", password,
+                                        math.ceil(ttl))
 
     def _remove(self, erase_data):
         with self._lock:
@@ -485,7 +527,10 @@ def create_sandbox(
 
     image     None -> agvisor/base:latest, agvisor's default image (the seed's ubuntu:24.04 needs
               a registry this project does not assume).
-    gui       Not available yet: raises NotImplementedError.
+    gui       True -> a desktop (agvisor/desktop:latest by default; Xvnc + xfce, reached through
+              the agent channel): returns once it is drawn (~10 s). sb.desktop controls it,
+              sb.password is its VNC password, sb.desktop_token(key) lets a browser in through
+              the gateway. Headless only: lifetime, idle_ttl.
     limits    Limits(cpus=2.0, memory="2g", pids=512, shm=None, disk="5g") by default; zero,
               negative or malformed values raise ValueError. The default disk cap is skipped,
               with a warning, on hosts that cannot enforce it; an explicit one is refused there.

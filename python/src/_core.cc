@@ -44,6 +44,8 @@
 #include <vector>
 
 #include "agvisor/base/error.h"
+#include "agvisor/gateway/token.h"
+#include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
@@ -725,6 +727,7 @@ PYBIND11_MODULE(_core, m) {
   using agvisor::python::Unwrap;
   m.doc() = "agvisor's C++ core (agvisor::Sandbox); use the `agvisor` package, not this module.";
   m.attr("DEFAULT_IMAGE") = std::string(kDefaultImage);
+  m.attr("DEFAULT_DESKTOP_IMAGE") = std::string(kDefaultDesktopImage);
   m.attr("DEFAULT_DISK") = std::string(kDefaultDisk);
   m.attr("NAME_PREFIX") = std::string(kNamePrefix);
   m.attr("STREAM_TAIL_BYTES") = kStreamTailBytes;
@@ -761,6 +764,51 @@ PYBIND11_MODULE(_core, m) {
         Unwrap(ValidateExecTimeout(timeout, idle_ttl));
       },
       py::arg("timeout"), py::arg("idle_ttl"));
+
+  // Desktop tokens (gateway/token.h): `key` is the gateway's 32-byte secret, raw.
+  m.def(
+      "mint_desktop_token",
+      [](const py::bytes& key, const std::string& container, const std::string& docker_host,
+         const std::string& password, std::int64_t ttl) {
+        gateway::TokenKey k{std::string(key)};
+        gateway::VncTarget target{container, docker_host, desktop::kVncPort, password};
+        return Unwrap(gateway::MintVncToken(k, target, std::chrono::seconds(ttl)));
+      },
+      py::arg("key"), py::arg("container"), py::arg("docker_host"), py::arg("password"),
+      py::arg("ttl"));
+  // Any type (the seed's make_token mints "rdp"), settings as a JSON object's text.
+  m.def(
+      "mint_token",
+      [](const py::bytes& key, const std::string& type, const std::string& settings_json,
+         std::int64_t ttl) {
+        gateway::TokenPayload p;
+        p.type = type;
+        p.settings_json = settings_json;
+        p.expiration_ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(
+                (std::chrono::system_clock::now() + std::chrono::seconds(ttl)).time_since_epoch())
+                .count();
+        return Unwrap(gateway::MintToken(gateway::TokenKey{std::string(key)}, p));
+      },
+      py::arg("key"), py::arg("type"), py::arg("settings_json"), py::arg("ttl"));
+  // For the tests: a token's payload as the gateway reads it (PermissionError-like
+  // RuntimeError "permission_denied" for every bad token).
+  m.def(
+      "verify_desktop_token",
+      [](const py::bytes& key, const std::string& token) {
+        gateway::TokenPayload p =
+            Unwrap(gateway::VerifyToken(gateway::TokenKey{std::string(key)}, token));
+        py::dict d;
+        d["expiration_ms"] = p.expiration_ms;
+        d["type"] = p.type;
+        d["container"] = p.vnc.container;
+        d["docker_host"] = p.vnc.docker_host;
+        d["port"] = p.vnc.port;
+        d["password"] = p.vnc.password;
+        d["settings_json"] = p.settings_json;
+        return d;
+      },
+      py::arg("key"), py::arg("token"));
 
   py::class_<Port, std::shared_ptr<Port>>(m, "PortStream", "agvisor::PortStream.")
       .def("recv", &Port::Recv, py::arg("bufsize") = 65536)
@@ -935,6 +983,55 @@ PYBIND11_MODULE(_core, m) {
             Blocking([&] { return s.Signal(pid, signal); });
           },
           py::arg("pid"), py::arg("signal"))
+      // ---- desktops (desktop.h): a gui sandbox's password, screen and input ----
+      .def("desktop_password",
+           [](Sandbox& s) { return Blocking([&] { return desktop::Password(s); }); })
+      .def("screenshot",
+           [](Sandbox& s) {
+             std::string png = Blocking([&] { return desktop::Screenshot(s); });
+             return py::bytes(png.data(), png.size());
+           })
+      .def("screen_size",
+           [](Sandbox& s) {
+             desktop::ScreenSize size = Blocking([&] { return desktop::GetScreenSize(s); });
+             return py::make_tuple(size.width, size.height);
+           })
+      .def(
+          "mouse_move",
+          [](Sandbox& s, int x, int y) { Blocking([&] { return desktop::MouseMove(s, x, y); }); },
+          py::arg("x"), py::arg("y"))
+      .def(
+          "click",
+          [](Sandbox& s, int x, int y, const std::string& button, int count) {
+            desktop::MouseButton b = Unwrap(desktop::ParseMouseButton(button));
+            Blocking([&] { return desktop::Click(s, x, y, b, count); });
+          },
+          py::arg("x"), py::arg("y"), py::arg("button"), py::arg("count"))
+      .def(
+          "drag",
+          [](Sandbox& s, int x1, int y1, int x2, int y2, const std::string& button) {
+            desktop::MouseButton b = Unwrap(desktop::ParseMouseButton(button));
+            Blocking([&] { return desktop::Drag(s, x1, y1, x2, y2, b); });
+          },
+          py::arg("x1"), py::arg("y1"), py::arg("x2"), py::arg("y2"), py::arg("button"))
+      .def(
+          "scroll",
+          [](Sandbox& s, int x, int y, int dy, int dx) {
+            Blocking([&] { return desktop::Scroll(s, x, y, dy, dx); });
+          },
+          py::arg("x"), py::arg("y"), py::arg("dy"), py::arg("dx"))
+      .def(
+          "type_text",
+          [](Sandbox& s, const std::string& text) {
+            Blocking([&] { return desktop::TypeText(s, text); });
+          },
+          py::arg("text"))
+      .def(
+          "key",
+          [](Sandbox& s, const std::string& combo) {
+            Blocking([&] { return desktop::Key(s, combo); });
+          },
+          py::arg("combo"))
       .def("stop", [](Sandbox& s) { Blocking([&] { return s.Stop(); }); })
       .def("delete", [](Sandbox& s) { Blocking([&] { return s.Delete(); }); })
       .def("info", [](Sandbox& s) { return InfoDict(Blocking([&] { return s.Info(); })); })

@@ -18,8 +18,6 @@ SNAPSHOT = os.path.join(os.path.dirname(__file__), "seed_api.json")
 
 # Where we differ from the seed on purpose. Keys are dotted paths into the snapshot.
 DIFFERENCES = {
-    "agvisor.desktop": "desktops are a later feature: the desktop module (make_token) is not "
-                       "part of this package yet",
     "agvisor.sandbox.Sandbox.run_args": "the seed's `docker run` argv: agvisor speaks the Engine "
                                         "API and builds no docker command line",
 }

@@ -216,11 +216,15 @@ def test_idle_ttl_expiry_keeps_named_data():
     again.delete()
 
 
-def test_gui_is_not_available_yet():
-    with pytest.raises(NotImplementedError, match="desktops are not available yet"):
-        create_sandbox(gui=True)
-    with pytest.raises(NotImplementedError, match="desktops are not available yet"):
-        Sandbox().desktop_token(b"k" * 32)
+def test_desktop_arguments_are_checked_before_anything_starts():
+    with pytest.raises(ValueError, match="too little for a desktop"):
+        create_sandbox(gui=True, limits=Limits(memory="512m"))
+    with pytest.raises(ValueError, match="headless"):
+        create_sandbox(gui=True, lifetime=60)
+    with pytest.raises(ValueError, match="start"):
+        Sandbox(gui=True).desktop_token(b"k" * 32)
+    with pytest.raises(ValueError, match="32 bytes"):
+        Sandbox(gui=True).desktop_token(b"short")
 
 
 # ---- threads ----------------------------------------------------------------------------------

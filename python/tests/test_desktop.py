@@ -1,0 +1,111 @@
+"""Desktop sandboxes (gui=True) against real runsc: the VNC password, screenshots as PNG, mouse
+input seen by the X server, keyboard input accepted, bad input refused, and desktop tokens that
+the gateway's verifier reads back (and the seed's make_token)."""
+import os
+import re
+import struct
+import time
+
+import pytest
+
+import agvisor
+from agvisor import Limits, create_sandbox
+from agvisor.desktop import Desktop, make_token
+
+X = {"DISPLAY": ":0"}
+
+
+@pytest.fixture(scope="module")
+def sb():
+    with create_sandbox(gui=True, limits=Limits(cpus=1, memory="1g"), network="none") as box:
+        yield box
+
+
+def pointer(sb):
+    """Where the X server has the pointer: (x, y)."""
+    r = sb.run(["xdotool", "getmouselocation", "--shell"], env=X, user="user", timeout=30)
+    assert r.returncode == 0, r.stderr
+    fields = dict(line.split("=", 1) for line in r.stdout.decode().split())
+    return int(fields["X"]), int(fields["Y"])
+
+
+def test_desktop_sandbox_attributes(sb):
+    assert sb.gui and sb.image == "agvisor/desktop:latest" and sb.rdp_port is None
+    assert re.fullmatch(r"[A-Za-z0-9]{8}", sb.password)
+    assert isinstance(sb.desktop, Desktop) and sb.desktop.password == sb.password
+    assert sb.exec("echo still a sandbox").stdout == "still a sandbox\n"
+
+
+def test_screenshot_is_a_png_of_the_screen(sb, tmp_path):
+    width, height = sb.desktop.size()
+    assert width >= 640 and height >= 480
+    png = sb.desktop.screenshot(tmp_path / "screen.png")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
+    assert struct.unpack(">II", png[16:24]) == (width, height)
+    assert (tmp_path / "screen.png").read_bytes() == png
+    assert len(png) > 10_000  # a drawn desktop, not a blank frame
+
+
+def test_mouse_input_reaches_the_x_server(sb):
+    d = sb.desktop
+    d.move(101, 202)
+    assert pointer(sb) == (101, 202)
+    d.drag(600, 500, 620, 530)
+    assert pointer(sb) == (620, 530)
+    d.double_click(640, 500)
+    assert pointer(sb) == (640, 500)
+    d.click(300, 400, button="right")
+    assert pointer(sb) == (300, 400)
+    d.key("Escape")  # closes what the right click opened
+    d.scroll(640, 400, dy=3)
+    d.scroll(640, 400, dy=-1, dx=1)
+    assert pointer(sb) == (640, 400)
+    d.type("agvisor 123")
+    d.key("ctrl+a BackSpace")
+
+
+def test_bad_input_is_refused(sb):
+    d = sb.desktop
+    with pytest.raises(ValueError):
+        d.click(-1, 5)
+    with pytest.raises(ValueError):
+        d.click(5, 5, button="fourth")
+    with pytest.raises(ValueError):
+        d.key("Return; touch /tmp/x")
+    assert sb.exec("test -e /tmp/x || echo absent").stdout == "absent\n"
+
+
+def test_desktop_token_names_the_sandbox_and_its_password(sb):
+    key = os.urandom(32)
+    token = sb.desktop_token(key, ttl=120)
+    payload = agvisor._core.verify_desktop_token(key, token)
+    assert (payload["type"], payload["container"], payload["port"], payload["password"]) == (
+        "vnc", sb.name, 5900, sb.password)
+    assert 100_000 < payload["expiration_ms"] - time.time() * 1000 <= 120_000
+    assert sb.desktop_token(key.hex()) != token  # hex keys work; every token has its own IV
+    with pytest.raises(RuntimeError) as e:
+        agvisor._core.verify_desktop_token(os.urandom(32), token)
+    assert e.value.code == "permission_denied"
+    with pytest.raises(ValueError):
+        sb.desktop_token(key, ttl=0)
+    # A handle from list_sandboxes() does not know it is a desktop: it asks the sandbox.
+    [listed] = [s for s in agvisor.list_sandboxes() if s.name == sb.name]
+    assert agvisor._core.verify_desktop_token(key, listed.desktop_token(key))["password"] == \
+        sb.password
+
+
+def test_headless_sandboxes_have_no_desktop():
+    with create_sandbox(limits=Limits(cpus=1, memory="256m"), network="none") as box:
+        with pytest.raises(ValueError, match="not a desktop"):
+            box.desktop_token(os.urandom(32))
+        with pytest.raises(RuntimeError):
+            box.desktop.screenshot()
+
+
+def test_seed_make_token():
+    key = os.urandom(32)
+    payload = agvisor._core.verify_desktop_token(key, make_token(key, 3390, "pw", ttl=60))
+    assert payload["type"] == "rdp"
+    assert '"port":"3390"' in payload["settings_json"]
+    with pytest.raises(ValueError):
+        make_token(b"short", 3390, "pw")
