@@ -7,6 +7,7 @@ agvisor's C++ core: Docker's Engine API spoken directly, an agent as PID 1 in ev
     with create_sandbox(limits=Limits(cpus=1, memory="512m")) as sb:
         print(sb.exec("python3 -c 'print(1+1)'").stdout)
 """
+from .desktop import Desktop
 from .limits import Limits
 from .pool import Pool, PoolStats
 from .processes import Attachment, BackgroundProcess
@@ -15,6 +16,6 @@ from .streams import FileInfo, PortConnection, PortForward, Shell
 
 # The seed's names (test_api_shape). Extensions are importable too: Pool and PoolStats (warm
 # pools), and what the methods return: BackgroundProcess and Attachment (spawn, processes),
-# FileInfo, PortConnection, PortForward and Shell (files, ports, terminals).
+# Desktop (sb.desktop), FileInfo, PortConnection, PortForward and Shell (files, ports, shells).
 __all__ = ["Limits", "Sandbox", "create_sandbox", "list_sandboxes"]
 __version__ = "0.1.0"
