@@ -411,6 +411,25 @@ TEST_F(DockerClientTest, Images) {
   EXPECT_EQ(missing.error().http_status(), 404);
 }
 
+TEST_F(DockerClientTest, EventsOfAContainer) {
+  const double since =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
+      1;
+  const std::string id = StartProbe();
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(client_->KillContainer(id, "KILL").ok());
+  ASSERT_TRUE(client_->WaitContainer(id, "not-running", std::chrono::seconds(30)).ok());
+  const double until =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  auto actions = client_->ContainerEventActions(id, since, until);
+  ASSERT_TRUE(actions.ok()) << actions.error().ToString();
+  auto at = [&](std::string_view a) { return std::find(actions->begin(), actions->end(), a); };
+  ASSERT_NE(at("start"), actions->end());
+  ASSERT_NE(at("die"), actions->end());
+  EXPECT_LT(at("start"), at("die"));
+  EXPECT_EQ(at("oom"), actions->end());
+}
+
 TEST_F(DockerClientTest, CommitANeverStartedContainerAndListByLabel) {
   auto cid = client_->CreateContainer(ProbeConfig(), "");
   ASSERT_TRUE(cid.ok()) << cid.error().ToString();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -549,6 +550,23 @@ Result<std::vector<VolumeInfo>> Client::ListVolumes(const std::vector<std::strin
   http::Request req{.method = "GET", .target = "/volumes" + BuildQuery(q)};
   auto resp = AGVISOR_TRY(Call(std::move(req), "list volumes", ""));
   return DecodeVolumeList(resp.body);
+}
+
+Result<std::vector<std::string>> Client::ContainerEventActions(std::string_view container,
+                                                               double since, double until) {
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
+  auto stamp = [](double t) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9f", t);
+    return std::string(buf);
+  };
+  const std::string filters = "{\"container\":[\"" + std::string(container) + "\"]}";
+  http::Request req{.method = "GET",
+                    .target = "/events" + BuildQuery({{"since", stamp(since)},
+                                                      {"until", stamp(until)},
+                                                      {"filters", filters}})};
+  auto resp = AGVISOR_TRY(Call(std::move(req), "list events of", container));
+  return DecodeEventActions(resp.body);
 }
 
 // ---- Images ----

@@ -130,6 +130,11 @@ class Client {
   // Already running is a success (Docker's 304).
   Result<void> StartContainer(std::string_view container);
   Result<ContainerInfo> InspectContainer(std::string_view container);
+  // The actions ("create", "start", "oom", "die", ...) Docker logged for `container` between the
+  // two times (unix seconds with fractions), oldest first. Docker keeps only its last 256 events:
+  // ask soon after the fact.
+  Result<std::vector<std::string>> ContainerEventActions(std::string_view container, double since,
+                                                         double until);
   // One stats sample (GET /containers/{id}/stats?stream=false): the daemon takes two readings
   // about a second apart, so this call takes ~1 s. Errors: kNotFound, kConflict.
   Result<ContainerStats> GetContainerStats(std::string_view container);

@@ -664,6 +664,19 @@ Result<ImageInfo> DecodeImageInspect(std::string_view body) {
   });
 }
 
+Result<std::vector<std::string>> DecodeEventActions(std::string_view body) {
+  std::vector<std::string> out;
+  while (!body.empty()) {
+    const auto nl = body.find('\n');
+    const std::string_view line = body.substr(0, nl);
+    body = nl == std::string_view::npos ? std::string_view() : body.substr(nl + 1);
+    if (line.find_first_not_of(" \r\t") == std::string_view::npos) continue;
+    out.push_back(AGVISOR_TRY(
+        DecodeObject<std::string>(line, "event", [](const Obj& o) { return o.Str("Action"); })));
+  }
+  return out;
+}
+
 Result<std::vector<ImageSummary>> DecodeImageList(std::string_view body) {
   json::value v = AGVISOR_TRY(Parse(body, "image list"));
   DecodeState state{"image list", {}};

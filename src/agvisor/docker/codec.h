@@ -81,6 +81,8 @@ Result<VolumeInfo> DecodeVolume(std::string_view body);
 // {"Volumes": [...], "Warnings": ...}
 Result<std::vector<VolumeInfo>> DecodeVolumeList(std::string_view body);
 Result<ImageInfo> DecodeImageInspect(std::string_view body);
+// GET /events with an `until`: one JSON object per line; their "Action"s in order.
+Result<std::vector<std::string>> DecodeEventActions(std::string_view body);
 // GET /images/json: a JSON array.
 Result<std::vector<ImageSummary>> DecodeImageList(std::string_view body);
 // One sample of GET /containers/{id}/stats?stream=false, with cpu_percent and memory_bytes

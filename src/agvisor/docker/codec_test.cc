@@ -329,6 +329,20 @@ TEST(CodecTest, DecodesImageInspect) {
   EXPECT_TRUE(i->cmd.empty());
 }
 
+TEST(CodecTest, DecodesEventActions) {
+  // As dockerd 20.10 sent them for a container killed by its memory limit (trimmed).
+  auto a = DecodeEventActions(
+      "{\"status\":\"start\",\"id\":\"c1\",\"Type\":\"container\",\"Action\":\"start\"}\n"
+      "{\"Type\":\"container\",\"Action\":\"oom\",\"Actor\":{\"ID\":\"c1\"}}\n"
+      "{\"status\":\"die\",\"Type\":\"container\",\"Action\":\"die\"}\n");
+  ASSERT_TRUE(a.ok()) << a.error().ToString();
+  EXPECT_EQ(*a, (std::vector<std::string>{"start", "oom", "die"}));
+  auto none = DecodeEventActions("");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  EXPECT_FALSE(DecodeEventActions("{\"Action\":\"start\"}\nnot json\n").ok());
+}
+
 TEST(CodecTest, DecodesImageList) {
   auto l = DecodeImageList(ReadTestdata("image_list.json"));
   ASSERT_TRUE(l.ok()) << l.error().ToString();
