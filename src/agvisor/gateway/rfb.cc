@@ -1,12 +1,8 @@
 #include "agvisor/gateway/rfb.h"
 
-// VNC authentication needs single DES, which OpenSSL 3 keeps only as deprecated low-level calls
-// (the EVP cipher lives in the legacy provider). This file alone opts out of the deprecation
-// warnings; nothing else uses DES.
-#define OPENSSL_SUPPRESS_DEPRECATED
-#include <openssl/des.h>
-
 #include <cstring>
+
+#include "agvisor/sandbox/vnc.h"
 
 namespace agvisor::gateway {
 namespace {
@@ -55,48 +51,7 @@ std::string Printable(std::string_view s) {
   }
   return out;
 }
-
-std::uint8_t ReverseBits(std::uint8_t b) {
-  std::uint8_t r = 0;
-  for (int i = 0; i < 8; ++i) {
-    r = static_cast<std::uint8_t>(r << 1 | (b & 1));
-    b = static_cast<std::uint8_t>(b >> 1);
-  }
-  return r;
-}
-
 }  // namespace
-
-std::array<std::uint8_t, 8> DesEncryptBlock(const std::array<std::uint8_t, 8>& key,
-                                            const std::array<std::uint8_t, 8>& block) {
-  DES_cblock k;
-  std::memcpy(k, key.data(), 8);
-  DES_key_schedule schedule;
-  DES_set_key_unchecked(&k, &schedule);
-  DES_cblock in;
-  DES_cblock out;
-  std::memcpy(in, block.data(), 8);
-  DES_ecb_encrypt(&in, &out, &schedule, DES_ENCRYPT);
-  std::array<std::uint8_t, 8> result;
-  std::memcpy(result.data(), out, 8);
-  return result;
-}
-
-std::array<std::uint8_t, 16> VncAuthResponse(std::string_view password,
-                                             const std::array<std::uint8_t, 16>& challenge) {
-  std::array<std::uint8_t, 8> key{};
-  for (std::size_t i = 0; i < 8 && i < password.size(); ++i) {
-    key[i] = ReverseBits(static_cast<std::uint8_t>(password[i]));
-  }
-  std::array<std::uint8_t, 16> response;
-  for (std::size_t half = 0; half < 2; ++half) {
-    std::array<std::uint8_t, 8> block;
-    std::memcpy(block.data(), challenge.data() + 8 * half, 8);
-    auto enc = DesEncryptBlock(key, block);
-    std::memcpy(response.data() + 8 * half, enc.data(), 8);
-  }
-  return response;
-}
 
 Result<RfbStep> RfbClientHandshake::Feed(std::string_view bytes) {
   buf_.append(bytes);
@@ -178,7 +133,7 @@ Result<RfbStep> RfbClientHandshake::Feed(std::string_view bytes) {
         std::array<std::uint8_t, 16> challenge;
         std::memcpy(challenge.data(), buf_.data(), 16);
         buf_.erase(0, 16);
-        const auto response = VncAuthResponse(password_, challenge);
+        const auto response = vnc::VncAuthResponse(password_, challenge);
         step.send.append(reinterpret_cast<const char*>(response.data()), response.size());
         state_ = State::kResult;
         break;

@@ -4,9 +4,10 @@
 // feed them byte by byte at every split point (RFC 6143).
 //
 // Towards the sandbox the gateway is the VNC client: it answers VNC authentication with the
-// password from the token. Towards the browser it is the VNC server and offers security type None:
-// the browser is already authenticated by its token and never sees the password. After both
-// handshakes the gateway relays bytes unchanged, starting with the browser's ClientInit.
+// password from the token (vnc::VncAuthResponse, sandbox/vnc.h). Towards the browser it is the VNC
+// server and offers security type None: the browser is already authenticated by its token and never
+// sees the password. After both handshakes the gateway relays bytes unchanged, starting with the
+// browser's ClientInit.
 #pragma once
 
 #include <array>
@@ -17,16 +18,6 @@
 #include "agvisor/base/error.h"
 
 namespace agvisor::gateway {
-
-// One DES block (FIPS 46-3) encrypted under an 8-byte key: only for VNC authentication.
-std::array<std::uint8_t, 8> DesEncryptBlock(const std::array<std::uint8_t, 8>& key,
-                                            const std::array<std::uint8_t, 8>& block);
-
-// VNC authentication's answer to a 16-byte challenge: DES-ECB of the challenge under the
-// password's first 8 bytes (zero-padded), each key byte with its bit order reversed (RFB's
-// historical quirk: RFC 6143 section 7.2.2 does not say so, every server does it).
-std::array<std::uint8_t, 16> VncAuthResponse(std::string_view password,
-                                             const std::array<std::uint8_t, 16>& challenge);
 
 // What a state machine asks for after a Feed.
 struct RfbStep {
