@@ -19,6 +19,7 @@
 #include "agvisor/gateway/listener.h"
 #include "agvisor/gateway/rfb.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/vnc.h"
 
 namespace {
 
@@ -35,17 +36,6 @@ std::string RandomHex(std::size_t bytes) {
     hex += d[c & 15];
   }
   return hex;
-}
-
-// TigerVNC's -PasswordFile: the password under VNC's fixed obfuscation key (VNC's DES bit order).
-std::string VncPasswordFileFor(const std::string& password) {
-  const std::string fixed_key("\x17\x52\x6b\x06\x23\x4e\x58\x07", 8);
-  std::array<std::uint8_t, 16> block{};
-  for (std::size_t i = 0; i < 8 && i < password.size(); ++i) {
-    block[i] = static_cast<std::uint8_t>(password[i]);
-  }
-  auto enc = VncAuthResponse(fixed_key, block);
-  return std::string(reinterpret_cast<const char*>(enc.data()), 8);
 }
 
 // A window at +40+40 (600x400) that appends what it receives to files inside the sandbox: typed
@@ -114,7 +104,7 @@ int main(int argc, char** argv) {
       std::exit(Fail(r.error()));
     }
   };
-  must(sandbox.WriteFile("/tmp/vncpass", VncPasswordFileFor(password), 0600));
+  must(sandbox.WriteFile("/tmp/vncpass", vnc::VncPasswordFile(password), 0600));
   must(sandbox.WriteFile("/tmp/recorder.py", kRecorder, 0644));
   const std::vector<std::vector<std::string>> programs = {
       {"Xvnc", ":1", "-geometry", "1024x768", "-depth", "24", "-rfbport", "5900", "-localhost",

@@ -12,6 +12,7 @@
 #include "agvisor/gateway/rfb.h"
 #include "agvisor/gateway/testing/viewer_client.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/vnc.h"
 #include "agvisor/server/desktop_route.h"
 #include "agvisor/server/server.h"
 #include "tests/integration/test_env.h"
@@ -23,18 +24,6 @@ using ::testing::HasSubstr;
 using testing::ViewerClient;
 
 constexpr const char* kDesktopImage = "agvisor/desktop:latest";
-
-// TigerVNC's -PasswordFile format: the password (zero padded to 8) DES-encrypted under VNC's
-// fixed obfuscation key, with the same bit order as VNC authentication.
-std::string VncPasswordFileFor(const std::string& password) {
-  const std::string fixed_key("\x17\x52\x6b\x06\x23\x4e\x58\x07", 8);
-  std::array<std::uint8_t, 16> block{};
-  for (std::size_t i = 0; i < 8 && i < password.size(); ++i) {
-    block[i] = static_cast<std::uint8_t>(password[i]);
-  }
-  auto enc = VncAuthResponse(fixed_key, block);
-  return std::string(reinterpret_cast<const char*>(enc.data()), 8);
-}
 
 TokenKey Key() {
   return *ParseTokenKey("00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
@@ -50,7 +39,7 @@ class GatewayDesktopTest : public ::testing::Test {
     auto sb = Sandbox::Create(spec);
     ASSERT_TRUE(sb.ok()) << sb.error().ToString();
     sandbox_ = std::move(*sb).release();
-    ASSERT_TRUE(sandbox_->WriteFile("/tmp/vncpass", VncPasswordFileFor(kPassword), 0600).ok());
+    ASSERT_TRUE(sandbox_->WriteFile("/tmp/vncpass", vnc::VncPasswordFile(kPassword), 0600).ok());
     auto pid = sandbox_->StartBackground(
         {"Xvnc", ":1", "-geometry", "1024x768", "-depth", "24", "-rfbport", "5900", "-localhost",
          "-SecurityTypes", "VncAuth", "-PasswordFile", "/tmp/vncpass", "-AlwaysShared"});
