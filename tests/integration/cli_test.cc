@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <chrono>
+#include <thread>
 
 #include "agvisor/base/subprocess.h"
 #include "agvisor/docker/client.h"
@@ -25,7 +27,7 @@ CommandOutput Agvisor(std::vector<std::string> args, std::string_view input = {}
 class CliTest : public ::testing::Test {
  protected:
   static void TearDownTestSuite() {
-    for (const char* n : {"cli", "cli-json"}) {
+    for (const char* n : {"cli", "cli-json", "cli-top"}) {
       (void)Sandbox::Remove(ContainerNameFor(testing::RunId() + "-" + n), "", true);
     }
   }
@@ -96,6 +98,38 @@ TEST_F(CliTest, CreateExecLsStopRmNamedSandbox) {
   auto gone = Agvisor({"rm", name});
   EXPECT_EQ(gone.status.exit_code, 1);
   EXPECT_THAT(gone.err, HasSubstr("no sandbox"));
+}
+
+// `agvisor top` reports each running sandbox's use against its limits; a busy one shows it.
+TEST_F(CliTest, TopShowsUseAgainstLimits) {
+  const std::string name = testing::RunId() + "-cli-top";
+  auto c = Agvisor({"create", "--name", name, "--disk", "none", "--memory", "384m", "--pids", "200",
+                    "--label", std::string(testing::kRunLabel) + "=" + testing::RunId()});
+  ASSERT_EQ(c.status.exit_code, 0) << c.err;
+  // ~64 MiB held and one core busy for the duration of the sample.
+  auto busy = Agvisor(
+      {"exec", "-d", name, "--", "python3", "-c", "b = bytearray(64 << 20)\nwhile True: pass"});
+  ASSERT_EQ(busy.status.exit_code, 0) << busy.err;
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  auto top = Agvisor({"--json", "top"});
+  ASSERT_EQ(top.status.exit_code, 0) << top.err;
+  bool found = false;
+  const boost::json::value parsed = boost::json::parse(top.out);
+  for (const auto& v : parsed.as_array()) {
+    if (v.at("container").as_string() != "agvisor-" + name) continue;
+    found = true;
+    EXPECT_EQ(v.at("memory_limit_bytes").to_number<std::int64_t>(), 384LL << 20);
+    EXPECT_EQ(v.at("pids_limit").to_number<std::int64_t>(), 200);
+    EXPECT_GT(v.at("memory_bytes").to_number<std::int64_t>(), 60LL << 20);
+    EXPECT_GT(v.at("cpu_percent").to_number<double>(), 30.0);
+    EXPECT_GT(v.at("pids").to_number<std::int64_t>(), 0);
+  }
+  EXPECT_TRUE(found) << top.out;
+  auto table = Agvisor({"top"});
+  EXPECT_EQ(table.status.exit_code, 0);
+  EXPECT_THAT(table.out, HasSubstr("agvisor-" + name));
+  EXPECT_THAT(table.out, HasSubstr("/ 384.0 MiB"));
+  EXPECT_EQ(Agvisor({"rm", name}).status.exit_code, 0);
 }
 
 // doctor must tell the truth about this host: what it says is checked against what the daemon

@@ -111,6 +111,7 @@ int RunCli(int argc, char** argv) {
   AddPortForward(app, g, &exit_code);
   AddDesktop(app, g, &exit_code);
   AddList(app, g, &exit_code);
+  AddTop(app, g, &exit_code);
   AddStop(app, g, &exit_code);
   AddRemove(app, g, &exit_code);
   AddImage(app, g, &exit_code);
