@@ -12,6 +12,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/json.hpp>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -19,6 +20,8 @@
 #include <sstream>
 
 #include "agvisor/base/subprocess.h"
+#include "agvisor/gateway/token.h"
+#include "agvisor/sandbox/desktop.h"
 #include "agvisor/server/codec.h"
 #include "tests/integration/test_env.h"
 
@@ -97,6 +100,17 @@ class Daemon {
   std::string socket() const { return dir_ + "/agvisord.sock"; }
   std::string token_file() const { return dir_ + "/token"; }
   std::string log_file() const { return dir_ + "/agvisord.log"; }
+  static constexpr const char* kDesktopKeyHex =
+      "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+  std::string desktop_key_file() const {
+    const std::string path = dir_ + "/desktop.key";
+    if (!std::filesystem::exists(path)) {
+      std::ofstream(path) << kDesktopKeyHex << "\n";
+      std::filesystem::permissions(
+          path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    }
+    return path;
+  }
   std::string token() const {
     std::string t = ReadAll(token_file());
     while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
@@ -106,10 +120,12 @@ class Daemon {
 
   void Start() {
     std::filesystem::remove(log_file());
-    auto p = Subprocess::Spawn({.argv = {"sh", "-c",
-                                         "exec \"$0\" --socket \"$1\" --token-file \"$2\" "
-                                         "--listen 127.0.0.1:0 --shutdown-grace 5 2>>\"$3\"",
-                                         AGVISORD_BINARY, socket(), token_file(), log_file()}});
+    auto p = Subprocess::Spawn(
+        {.argv = {"sh", "-c",
+                  "exec \"$0\" --socket \"$1\" --token-file \"$2\" "
+                  "--listen 127.0.0.1:0 --shutdown-grace 5 "
+                  "--desktop-key-file \"$4\" 2>>\"$3\"",
+                  AGVISORD_BINARY, socket(), token_file(), log_file(), desktop_key_file()}});
     ASSERT_TRUE(p.ok()) << p.error().ToString();
     proc_.emplace(std::move(*p));
     ASSERT_TRUE(
@@ -483,6 +499,46 @@ TEST_F(AgvisordTest, NamedSandboxDeleteErasesItsData) {
   auto vols = RunCommand({"docker", "volume", "ls", "-q", "--filter", "name=agvisor-" + name});
   ASSERT_TRUE(vols.ok());
   EXPECT_EQ(vols->out, "") << "the volume outlived DELETE";
+}
+
+// Desktop tokens: minted for a desktop sandbox with its VNC password (verified here with the
+// gateway's key), refused for a headless one and for a bad ttl.
+TEST_F(AgvisordTest, DesktopTokensForDesktopSandboxesOnly) {
+  const std::string headless = CreateSandbox();
+  ASSERT_FALSE(headless.empty());
+  auto none = daemon_->Post("/v1/sandboxes/" + headless + "/desktop/token", "{}");
+  EXPECT_EQ(none.status, 404) << none.body;
+  EXPECT_NE(none.body.find("has no desktop"), std::string::npos) << none.body;
+  auto r = daemon_->Post(
+      "/v1/sandboxes",
+      R"({"gui":true,"network":"none","limits":{"cpus":1,"memory":"1g","disk":"none"},)"
+      R"("labels":{")" +
+          std::string(kRunLabel) + "\":\"" + RunId() + "\"}}");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string id(r.Json()["id"].as_string());
+  const std::string path = "/v1/sandboxes/" + id + "/desktop/token";
+  EXPECT_EQ(daemon_->Post(path, R"({"ttl":0})").status, 400);
+  EXPECT_EQ(daemon_->Post(path, R"({"tll":60})").status, 400);
+  auto t = daemon_->Post(path, R"({"ttl":60})");
+  ASSERT_EQ(t.status, 200) << t.body;
+  auto o = t.Json();
+  EXPECT_EQ(o["expires_in"], 60);
+  EXPECT_EQ(o["gateway_path"], "/v1/desktop/ws");
+  auto key = gateway::ParseTokenKey(Daemon::kDesktopKeyHex);
+  ASSERT_TRUE(key.ok());
+  auto payload = gateway::VerifyToken(*key, std::string(o["token"].as_string()));
+  ASSERT_TRUE(payload.ok()) << payload.error().ToString();
+  EXPECT_EQ(payload->type, "vnc");
+  EXPECT_EQ(payload->vnc.container, "agvisor-" + id);
+  auto sb = Sandbox::Open("agvisor-" + id);
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  auto password = desktop::Password(**sb);
+  ASSERT_TRUE(password.ok()) << password.error().ToString();
+  EXPECT_EQ(payload->vnc.password, *password);
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  EXPECT_NEAR(static_cast<double>(payload->expiration_ms - now_ms), 60000.0, 5000.0);
 }
 
 TEST_F(AgvisordTest, PoolHandsOutWarmSandboxesAndRefills) {

@@ -655,6 +655,17 @@ Result<int> ParseSignalRequest(std::string_view body) {
   return static_cast<int>(n);
 }
 
+Result<std::int64_t> ParseDesktopTokenRequest(std::string_view body) {
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return 300;
+  auto o = AGVISOR_TRY(ParseObject(body, "desktop token"));
+  AGVISOR_RETURN_IF_ERROR(OnlyKnown(o, "desktop token", {"ttl"}));
+  const json::value* v = o.if_contains("ttl");
+  if (!v) return 300;
+  auto ttl = AGVISOR_TRY(GetInt(*v, "ttl"));
+  if (ttl < 1 || ttl > 86400) return Bad("ttl", "must be 1..86400 seconds");
+  return ttl;
+}
+
 // ---- Files ----
 
 std::string FileEntryJson(const FileEntry& e) { return Serialize(EntryObject(e)); }

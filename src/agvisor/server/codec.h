@@ -105,6 +105,9 @@ Result<StartProcessRequest> ParseStartProcessRequest(std::string_view body);
 std::string ProcessListJson(const std::vector<ProcessInfo>& procs);
 // {"signal": 15} or {"signal": "TERM"} / "SIGTERM"; default SIGTERM for an empty body.
 Result<int> ParseSignalRequest(std::string_view body);
+// POST /v1/sandboxes/{id}/desktop/token: {"ttl": seconds} (optional, default 300, 1..86400);
+// an empty body is the default.
+Result<std::int64_t> ParseDesktopTokenRequest(std::string_view body);
 // "15", "TERM", "SIGTERM", "KILL", ... -> the number. Errors: kInvalidArgument.
 Result<int> ParseSignal(std::string_view text);
 

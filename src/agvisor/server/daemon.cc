@@ -161,9 +161,11 @@ int DaemonMain(int argc, char** argv) {
   app.add_option("--shutdown-grace", shutdown_grace,
                  "seconds requests in flight may take to finish at SIGTERM (default 10)")
       ->check(CLI::Range(0, 3600));
-  app.add_option("--desktop-key-file", desktop_key_file,
-                 "serve the desktop gateway (WebSocket GET /v1/desktop/ws) with this key: 64 hex "
-                 "digits, e.g. from `openssl rand -hex 32`; the same key mints desktop tokens");
+  app.add_option(
+      "--desktop-key-file", desktop_key_file,
+      "serve the desktop gateway (WebSocket GET /v1/desktop/ws) with this key: 64 hex "
+      "digits, e.g. from `openssl rand -hex 32`; the same key mints desktop tokens (POST "
+      "/v1/sandboxes/{id}/desktop/token)");
   app.add_option("--desktop-origin", desktop_origins,
                  "a browser origin allowed to open desktops, e.g. https://app.example.com "
                  "(repeatable; '*' = any)");
@@ -209,9 +211,11 @@ int DaemonMain(int argc, char** argv) {
 
   auto server = Server::Bind(so);
   if (!server.ok()) return fail(server.error());
+  std::optional<gateway::TokenKey> desktop_key;
   if (!desktop_key_file.empty()) {
     auto key = gateway::ReadTokenKeyFile(desktop_key_file);
     if (!key.ok()) return fail(key.error().WithContext("--desktop-key-file"));
+    desktop_key = *key;
     auto mounted = MountDesktopGateway(
         **server, gateway::GatewayOptions{.key = *key, .allowed_origins = desktop_origins});
     if (!mounted.ok()) return fail(mounted.error());
@@ -220,7 +224,7 @@ int DaemonMain(int argc, char** argv) {
               {"origins", std::to_string(desktop_origins.size())}});
   }
 
-  Service service({.docker_host = docker_host});
+  Service service({.docker_host = docker_host, .desktop_key = desktop_key});
   (*server)->SetHandlers(
       [&](const HttpRequest& r, const RouteMatch& m) { return service.Handle(r, m); },
       [&](const HttpRequest& r, const RouteMatch& m, WebSocket& ws) {

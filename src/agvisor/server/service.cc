@@ -1,9 +1,12 @@
 #include "agvisor/server/service.h"
 
+#include <boost/json.hpp>
+#include <chrono>
 #include <csignal>
 #include <thread>
 
 #include "agvisor/docker/client.h"
+#include "agvisor/sandbox/desktop.h"
 #include "agvisor/server/codec.h"
 #include "agvisor/server/log.h"
 
@@ -311,6 +314,28 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch&
       auto docker = AGVISOR_TRY(HostClient(options_.docker_host));
       auto stats = AGVISOR_TRY(docker->GetContainerStats(sb->container_name()));
       return Json(200, MetricsJson(id, stats));
+    }
+    case RouteId::kDesktopToken: {
+      if (!options_.desktop_key) {
+        return Error::Unsupported(
+            "agvisord runs without a desktop key: start it with --desktop-key-file FILE (the "
+            "gateway's 32-byte key as 64 hex digits) to mint desktop tokens");
+      }
+      const std::int64_t ttl = AGVISOR_TRY(ParseDesktopTokenRequest(req.body));
+      auto sb = AGVISOR_TRY(Get(id));
+      const std::string password = AGVISOR_TRY(desktop::Password(*sb));
+      const std::string token =
+          AGVISOR_TRY(gateway::MintVncToken(*options_.desktop_key,
+                                            {.container = sb->container_name(),
+                                             .docker_host = options_.docker_host,
+                                             .port = desktop::kVncPort,
+                                             .password = password},
+                                            std::chrono::seconds(ttl)));
+      boost::json::object o;
+      o["token"] = token;
+      o["expires_in"] = ttl;
+      o["gateway_path"] = "/v1/desktop/ws";
+      return Json(200, boost::json::serialize(o));
     }
     case RouteId::kListPools: {
       std::lock_guard lock(pools_mu_);

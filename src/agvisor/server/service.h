@@ -14,8 +14,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
+#include "agvisor/gateway/token.h"
 #include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/server/router.h"
@@ -25,6 +27,9 @@ namespace agvisor::server {
 
 struct ServiceOptions {
   std::string docker_host;  // "" = $DOCKER_HOST or the local socket
+  // The desktop gateway's key (--desktop-key-file): POST .../desktop/token mints with it. Unset:
+  // that route answers 501.
+  std::optional<gateway::TokenKey> desktop_key;
   std::string version = "0.1.0";
 };
 
