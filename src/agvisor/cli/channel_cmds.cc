@@ -184,29 +184,7 @@ int RunPortForward(Sandbox& sb, const std::string& spec) {
       if (port.error().code() == ErrorCode::kSandboxDied) return ExitCodeFor(port.error());
       continue;
     }
-    // Two threads per connection: client -> sandbox, sandbox -> client.
-    std::shared_ptr<PortStream> ps(std::move(*port));
-    std::thread([ps, c] {
-      std::thread up([ps, c] {
-        char buf[64 * 1024];
-        for (;;) {
-          ssize_t n = ::read(c, buf, sizeof buf);
-          if (n <= 0) break;
-          if (!ps->Write(std::string_view(buf, static_cast<std::size_t>(n))).ok()) break;
-        }
-        (void)ps->CloseWrite();
-      });
-      char buf[64 * 1024];
-      for (;;) {
-        auto n = ps->Read(buf);
-        if (!n.ok() || *n == 0) break;
-        WriteAll(c, std::string_view(buf, *n));
-      }
-      ::shutdown(c, SHUT_WR);
-      up.join();
-      ps->Close();
-      ::close(c);
-    }).detach();
+    std::thread(RelayConnection, std::shared_ptr<PortStream>(std::move(*port)), c).detach();
   }
 }
 

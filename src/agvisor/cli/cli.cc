@@ -1,11 +1,13 @@
 #include "agvisor/cli/cli.h"
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include "agvisor/cli/common.h"
 
@@ -25,6 +27,29 @@ int ExitCodeFor(const Error& e) {
 int ReportError(const Error& e) {
   std::cerr << "agvisor: " << e.message() << "\n";
   return ExitCodeFor(e);
+}
+
+void RelayConnection(std::shared_ptr<PortStream> port, int fd) {
+  // Two directions: this thread sandbox -> fd, another fd -> sandbox.
+  std::thread up([port, fd] {
+    char buf[64 * 1024];
+    for (;;) {
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n <= 0) break;
+      if (!port->Write(std::string_view(buf, static_cast<std::size_t>(n))).ok()) break;
+    }
+    (void)port->CloseWrite();
+  });
+  char buf[64 * 1024];
+  for (;;) {
+    auto n = port->Read(buf);
+    if (!n.ok() || *n == 0) break;
+    WriteAll(fd, std::string_view(buf, *n));
+  }
+  ::shutdown(fd, SHUT_WR);
+  up.join();
+  port->Close();
+  ::close(fd);
 }
 
 void WriteAll(int fd, std::string_view bytes) {

@@ -2,11 +2,13 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "agvisor/base/error.h"
+#include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
 
 namespace agvisor::cli {
@@ -42,6 +44,10 @@ std::string ResolveContainerName(std::string_view name_or_container);
 
 // Writes all bytes to fd, ignoring EINTR; broken pipes end quietly.
 void WriteAll(int fd, std::string_view bytes);
+
+// Relays the local connection `fd` and a port stream into the sandbox both ways until either
+// side ends, then closes both (port-forward, desktop viewers). Blocks: run it on a thread.
+void RelayConnection(std::shared_ptr<PortStream> port, int fd);
 
 // The subcommands; each registers itself and sets its callback's exit code in `*exit_code`.
 void AddCreate(CLI::App& app, GlobalOptions& g, int* exit_code);

@@ -21,29 +21,6 @@ namespace {
 
 int Fail(const Error& e) { return ReportError(e); }
 
-// Relays one viewer connection to the sandbox's VNC port until either side ends.
-void Relay(std::shared_ptr<PortStream> ps, int c) {
-  std::thread up([ps, c] {
-    char buf[64 * 1024];
-    for (;;) {
-      ssize_t n = ::read(c, buf, sizeof buf);
-      if (n <= 0) break;
-      if (!ps->Write(std::string_view(buf, static_cast<std::size_t>(n))).ok()) break;
-    }
-    (void)ps->CloseWrite();
-  });
-  char buf[64 * 1024];
-  for (;;) {
-    auto n = ps->Read(buf);
-    if (!n.ok() || *n == 0) break;
-    WriteAll(c, std::string_view(buf, *n));
-  }
-  ::shutdown(c, SHUT_WR);
-  up.join();
-  ps->Close();
-  ::close(c);
-}
-
 // Listens on 127.0.0.1:port (0 = a free one), prints where and the password, and forwards each
 // connection to the desktop's VNC port through the agent channel until interrupted.
 int Serve(Sandbox& sb, int port, bool json) {
@@ -91,7 +68,7 @@ int Serve(Sandbox& sb, int port, bool json) {
       if (ps.error().code() == ErrorCode::kSandboxDied) return ExitCodeFor(ps.error());
       continue;
     }
-    std::thread(Relay, std::shared_ptr<PortStream>(std::move(*ps)), c).detach();
+    std::thread(RelayConnection, std::shared_ptr<PortStream>(std::move(*ps)), c).detach();
   }
 }
 
