@@ -417,6 +417,14 @@ TEST_F(LifecycleTest, AnyImageWorksEvenOneWithoutAShell) {
     EXPECT_TRUE(sb->Stop().ok());
     EXPECT_EQ(derived(), std::vector<std::string>{AgentImageRef(*id, EmbeddedAgentBinary())});
   }
+  // Removed behind this process's back (which still believes it exists): made again.
+  ASSERT_TRUE((*docker)->RemoveImage(AgentImageRef(*id, EmbeddedAgentBinary())).ok());
+  {
+    auto sb = MustCreate(spec);
+    ASSERT_TRUE(sb);
+    EXPECT_TRUE(sb->Stop().ok());
+    EXPECT_EQ(derived(), std::vector<std::string>{AgentImageRef(*id, EmbeddedAgentBinary())});
+  }
   // Rebuilt: a new derived image, and the old one (no longer used) is gone.
   auto id2 = import("rebuilt\n");
   ASSERT_TRUE(id2.ok()) << id2.error().ToString();

@@ -92,6 +92,13 @@ void PruneOthers(docker::Client& docker, std::string_view source, const std::str
 
 }  // namespace
 
+void ForgetAgentImage(std::string_view host, std::string_view ref) {
+  std::lock_guard lock(g_mu);
+  if (auto it = g_known.find(std::string(host) + "\n" + std::string(ref)); it != g_known.end()) {
+    g_known.erase(it);
+  }
+}
+
 std::string AgentImageRef(std::string_view image_id, std::string_view agent_binary) {
   std::string_view hex = image_id;
   if (hex.starts_with("sha256:")) hex.remove_prefix(7);

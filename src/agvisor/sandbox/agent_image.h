@@ -31,6 +31,10 @@ class Client;
 Result<std::string> EnsureAgentImage(std::string_view host, docker::Client& docker,
                                      std::string_view image);
 
+// Forgets that `ref` exists on `host` (this process's cache), so the next EnsureAgentImage looks
+// again and makes it when it is gone.
+void ForgetAgentImage(std::string_view host, std::string_view ref);
+
 // "agvisor/with-agent:<12 hex of image_id>-<16 hex of the agent's hash>" (pure). `image_id` is
 // Docker's "sha256:..." id.
 std::string AgentImageRef(std::string_view image_id, std::string_view agent_binary);

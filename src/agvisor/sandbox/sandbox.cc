@@ -392,6 +392,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
 
   // A named sandbox may exist already, or another client may be creating it right now. Two
   // passes: a create that loses the race (409) looks again and attaches to the winner.
+  bool remade = false;
   for (int pass = 0; pass < 3; ++pass) {
     if (spec.name) {
       auto existing = docker->InspectContainer(cname);
@@ -445,6 +446,15 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     trace.Mark("create container");
     if (!id.ok()) {
       if (id.error().code() == ErrorCode::kConflict && spec.name) continue;  // lost the race
+      if (id.error().code() == ErrorCode::kNotFound && !remade) {
+        // The derived image this process knew was removed meanwhile (pruned by a client with
+        // another agent build, or by hand): make it again, once.
+        remade = true;
+        ForgetAgentImage(spec.host, c.image);
+        c.image = AGVISOR_TRY(EnsureAgentImage(spec.host, *docker, image));
+        --pass;
+        continue;
+      }
       return id.error();
     }
     handle->container_id_ = *id;
