@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <mutex>
 #include <random>
 #include <set>
@@ -79,18 +80,29 @@ Result<void> Make(docker::Client& docker, std::string_view source, const std::st
   return Ok();
 }
 
-// Removes the other derived images of `source` that no container uses.
+// Removes the other derived images of `source` made more than a day ago that no container uses
+// (younger ones may belong to another agvisor build in use on this host right now).
 void PruneOthers(docker::Client& docker, std::string_view source, const std::string& keep) {
   auto list = docker.ListImages({std::string(kSourceLabel) + "=" + std::string(source)});
   if (!list.ok()) return;
-  for (const auto& image : *list) {
-    bool kept = false;
-    for (const auto& t : image.repo_tags) kept = kept || t == keep;
-    if (!kept) (void)docker.RemoveImage(image.id);
+  for (const std::string& id :
+       AgentImagesToPrune(*list, keep, static_cast<std::int64_t>(std::time(nullptr)))) {
+    (void)docker.RemoveImage(id);
   }
 }
 
 }  // namespace
+
+std::vector<std::string> AgentImagesToPrune(const std::vector<docker::ImageSummary>& images,
+                                            std::string_view keep, std::int64_t now) {
+  std::vector<std::string> out;
+  for (const auto& image : images) {
+    bool kept = false;
+    for (const auto& t : image.repo_tags) kept = kept || t == keep;
+    if (!kept && image.created < now - 24 * 3600) out.push_back(image.id);
+  }
+  return out;
+}
 
 void ForgetAgentImage(std::string_view host, std::string_view ref) {
   std::lock_guard lock(g_mu);

@@ -12,24 +12,33 @@
 // FNV-1a 64 of the embedded binary), made by committing a never-started container of the base
 // image into which the agent was uploaded: the commit is atomic, so a client killed midway
 // leaves no half-made image. Labels: agvisor.agent=<hash>, agvisor.agent.source=<image as
-// named>. Older derived images of the same source are removed when a new one is made (those in
-// use stay). A rebuilt base image gets a new id, hence a new derived image.
+// named>. When a new one is made, derived images of the same source older than a day are removed
+// (those in use stay; younger ones may serve another agvisor build on the host). A rebuilt base
+// image gets a new id, hence a new derived image.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "agvisor/base/error.h"
 
 namespace agvisor {
 namespace docker {
 class Client;
-}
+struct ImageSummary;
+}  // namespace docker
 
 // The image to create sandboxes of `image` from on `docker`'s host, made when missing. Errors:
 // kNotFound (`image` is not on the host), kUnavailable, those of the upload and the commit.
 Result<std::string> EnsureAgentImage(std::string_view host, docker::Client& docker,
                                      std::string_view image);
+
+// Of the derived images of one source, those to remove when `keep` was just made: not `keep`,
+// made more than a day before `now` (unix seconds). Pure.
+std::vector<std::string> AgentImagesToPrune(const std::vector<docker::ImageSummary>& images,
+                                            std::string_view keep, std::int64_t now);
 
 // Forgets that `ref` exists on `host` (this process's cache), so the next EnsureAgentImage looks
 // again and makes it when it is gone.
