@@ -106,20 +106,14 @@ int main(int argc, char** argv) {
   };
   must(sandbox.WriteFile("/tmp/vncpass", vnc::VncPasswordFile(password), 0600));
   must(sandbox.WriteFile("/tmp/recorder.py", kRecorder, 0644));
-  const std::vector<std::vector<std::string>> programs = {
-      {"Xvnc", ":1", "-geometry", "1024x768", "-depth", "24", "-rfbport", "5900", "-localhost",
-       "-SecurityTypes", "VncAuth", "-PasswordFile", "/tmp/vncpass", "-AlwaysShared"},
-      {"sh", "-c", "sleep 1; exec xfwm4"},
-      {"sh", "-c", "sleep 2; exec python3 /tmp/recorder.py"}};
-  for (const auto& argv_ : programs) {
+  auto start = [&](const std::vector<std::string>& argv_) {
     BackgroundOptions o;
     o.env = {"DISPLAY=:1", "HOME=/tmp", "NO_AT_BRIDGE=1"};
     auto pid = sandbox.StartBackground(argv_, o);
-    if (!pid.ok()) {
-      cleanup();
-      return Fail(pid.error());
-    }
-  }
+    if (!pid.ok()) must(pid.error());
+  };
+  start({"Xvnc", ":1", "-geometry", "1024x768", "-depth", "24", "-rfbport", "5900", "-localhost",
+         "-SecurityTypes", "VncAuth", "-PasswordFile", "/tmp/vncpass", "-AlwaysShared"});
   bool listening = false;
   for (int i = 0; i < 150 && !listening; ++i) {
     listening = sandbox.OpenPort(5900).ok();
@@ -129,12 +123,21 @@ int main(int argc, char** argv) {
     cleanup();
     return Fail(Error::Unavailable("Xvnc did not listen on 5900 in 30 s"));
   }
+  // X clients only once the server accepts them (a fixed delay lost that race on a slow start:
+  // no window, a black screen).
+  start({"xfwm4"});
+  start({"python3", "/tmp/recorder.py"});
   // The recorder is up once its window exists.
-  for (int i = 0; i < 100; ++i) {
+  bool recorder = false;
+  for (int i = 0; i < 150 && !recorder; ++i) {
     auto r = sandbox.ExecShell(
         "DISPLAY=:1 xdotool search --onlyvisible --name 'agvisor input recorder'");
-    if (r.ok() && r->exit_code == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    recorder = r.ok() && r->exit_code == 0;
+    if (!recorder) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (!recorder) {
+    cleanup();
+    return Fail(Error::Unavailable("the input recorder window did not appear in 30 s"));
   }
 
   GatewayOptions go;
