@@ -155,21 +155,11 @@ int RunPortForward(Sandbox& sb, const std::string& spec) {
                                "free port), got '" +
                                spec + "'"));
   }
-  int srv = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  ::setsockopt(srv, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(local));
-  if (::bind(srv, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(srv, 64) != 0) {
-    return Fail(
-        Error::FromErrno("port-forward: listen on 127.0.0.1:" + std::to_string(local), errno));
-  }
-  socklen_t len = sizeof a;
-  ::getsockname(srv, reinterpret_cast<sockaddr*>(&a), &len);
+  auto listening = ListenLoopback("port-forward", local, 64);
+  if (!listening.ok()) return Fail(listening.error());
+  const int srv = listening->fd;
   // The line scripts wait for (the port is open when it is printed).
-  std::cout << "forwarding 127.0.0.1:" << ntohs(a.sin_port) << " -> " << sb.container_name() << ":"
+  std::cout << "forwarding 127.0.0.1:" << listening->port << " -> " << sb.container_name() << ":"
             << remote << std::endl;
   for (;;) {
     int c = ::accept4(srv, nullptr, nullptr, SOCK_CLOEXEC);

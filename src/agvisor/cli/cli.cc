@@ -1,5 +1,7 @@
 #include "agvisor/cli/cli.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -27,6 +29,26 @@ int ExitCodeFor(const Error& e) {
 int ReportError(const Error& e) {
   std::cerr << "agvisor: " << e.message() << "\n";
   return ExitCodeFor(e);
+}
+
+Result<Listening> ListenLoopback(std::string_view what, int port, int backlog) {
+  int srv = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (srv < 0) return Error::FromErrno(std::string(what) + ": socket", errno);
+  int one = 1;
+  ::setsockopt(srv, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  if (::bind(srv, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(srv, backlog) != 0) {
+    const int err = errno;
+    ::close(srv);
+    return Error::FromErrno(std::string(what) + ": listen on 127.0.0.1:" + std::to_string(port),
+                            err);
+  }
+  socklen_t len = sizeof a;
+  ::getsockname(srv, reinterpret_cast<sockaddr*>(&a), &len);
+  return Listening{srv, ntohs(a.sin_port)};
 }
 
 void RelayConnection(std::shared_ptr<PortStream> port, int fd) {

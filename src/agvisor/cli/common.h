@@ -45,6 +45,14 @@ std::string ResolveContainerName(std::string_view name_or_container);
 // Writes all bytes to fd, ignoring EINTR; broken pipes end quietly.
 void WriteAll(int fd, std::string_view bytes);
 
+// A listening TCP socket on 127.0.0.1:port (0 = a free port) and the port it got. `what` names
+// the command in the error. Errors: kInvalidArgument/kUnavailable etc. from errno.
+struct Listening {
+  int fd = -1;
+  int port = 0;
+};
+Result<Listening> ListenLoopback(std::string_view what, int port, int backlog);
+
 // Relays the local connection `fd` and a port stream into the sandbox both ways until either
 // side ends, then closes both (port-forward, desktop viewers). Blocks: run it on a thread.
 void RelayConnection(std::shared_ptr<PortStream> port, int fd);

@@ -29,19 +29,10 @@ int Serve(Sandbox& sb, int port, bool json) {
   if (port < 0 || port > 65535) {
     return Fail(Error::InvalidArgument("desktop: --port must be 0..65535 (0 = any free port)"));
   }
-  int srv = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  ::setsockopt(srv, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  if (::bind(srv, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(srv, 16) != 0) {
-    return Fail(Error::FromErrno("desktop: listen on 127.0.0.1:" + std::to_string(port), errno));
-  }
-  socklen_t len = sizeof a;
-  ::getsockname(srv, reinterpret_cast<sockaddr*>(&a), &len);
-  const int bound = ntohs(a.sin_port);
+  auto listening = ListenLoopback("desktop", port, 16);
+  if (!listening.ok()) return Fail(listening.error());
+  const int srv = listening->fd;
+  const int bound = listening->port;
   if (json) {
     boost::json::object o{{"sandbox", sb.container_name()},
                           {"host", "127.0.0.1"},
