@@ -482,6 +482,78 @@ TEST_F(AgvisordTest, SandboxExecFilesProcessesPortsMetrics) {
   EXPECT_EQ(daemon_->Curl("DELETE", base).status, 404);  // nothing left to delete
 }
 
+// The archive routes: a directory with nested files, a symlink and binary content goes in as a
+// tar and comes back byte for byte; bad paths and refused entries are clear 4xx errors.
+TEST_F(AgvisordTest, ArchiveRoundTripOfADirectory) {
+  const std::string id = CreateSandbox();
+  ASSERT_FALSE(id.empty());
+  const std::string base = "/v1/sandboxes/" + id + "/archive";
+  const std::string src = dir_ + "/src";
+  std::filesystem::create_directories(src + "/tree/a/b");
+  std::ofstream(src + "/tree/a/b/deep.txt") << "deep\n";
+  std::ofstream(src + "/tree/top.txt") << "top\n";
+  {
+    // 3 MB of every byte value: curl sends Expect: 100-continue, and the body spans many reads.
+    std::string bin(3 << 20, '\0');
+    std::mt19937 rng(7);
+    for (char& c : bin) c = static_cast<char>(rng());
+    std::ofstream(src + "/tree/blob.bin", std::ios::binary) << bin;
+  }
+  std::filesystem::create_symlink("a/b/deep.txt", src + "/tree/link");
+  ASSERT_TRUE(RunCommand({"tar", "-C", src, "-cf", dir_ + "/up.tar", "tree"}).ok());
+
+  auto put = daemon_->Curl("PUT", base + "?path=/tmp/in%20here",
+                           {"-H", "Content-Type: application/x-tar", "-T", dir_ + "/up.tar"});
+  ASSERT_EQ(put.status, 204) << put.body;
+  // The sandbox sees the tree, the symlink as a symlink.
+  auto ls = daemon_->Post(
+      "/v1/sandboxes/" + id + "/exec",
+      R"({"command":"readlink '/tmp/in here/tree/link'; cat '/tmp/in here/tree/link'"})");
+  EXPECT_EQ(std::string(ls.Json()["stdout"].as_string()), "a/b/deep.txt\ndeep\n") << ls.body;
+
+  const std::string out_tar = dir_ + "/down.tar";
+  auto get = daemon_->Curl("GET", base + "?path=/tmp/in%20here/tree",
+                           {"-o", out_tar, "-D", dir_ + "/headers"});
+  ASSERT_EQ(get.status, 200) << ReadAll(out_tar);
+  EXPECT_NE(ReadAll(dir_ + "/headers").find("application/x-tar"), std::string::npos);
+  std::filesystem::create_directories(dir_ + "/out");
+  auto x = RunCommand({"tar", "-C", dir_ + "/out", "-xf", out_tar});
+  ASSERT_TRUE(x.ok() && x->status.success()) << (x.ok() ? x->err : x.error().ToString());
+  auto diff = RunCommand({"diff", "-r", "--no-dereference", src + "/tree", dir_ + "/out/tree"});
+  ASSERT_TRUE(diff.ok());
+  EXPECT_TRUE(diff->status.success()) << diff->out << diff->err;
+  EXPECT_TRUE(std::filesystem::is_symlink(dir_ + "/out/tree/link"));
+
+  // Bad paths: 4xx with a message naming the problem.
+  auto missing = daemon_->Curl("GET", base + "?path=/no/such/dir");
+  EXPECT_EQ(missing.status, 404) << missing.body;
+  EXPECT_NE(missing.body.find("/no/such/dir"), std::string::npos) << missing.body;
+  auto relative = daemon_->Curl("GET", base + "?path=tmp");
+  EXPECT_EQ(relative.status, 400);
+  EXPECT_NE(relative.body.find("absolute"), std::string::npos) << relative.body;
+  auto no_path = daemon_->Curl("PUT", base, {"--data-binary", "x"});
+  EXPECT_EQ(no_path.status, 400);
+  EXPECT_NE(no_path.body.find("?path="), std::string::npos) << no_path.body;
+  // An entry climbing out of the directory is refused, named, and nothing lands outside.
+  ASSERT_TRUE(RunCommand({"sh", "-c",
+                          "cd \"$0\" && mkdir -p evil && echo x > evil/f && "
+                          "tar -cf evil.tar --transform 's,^evil/f,../escaped,' evil/f",
+                          dir_})
+                  .ok());
+  auto evil = daemon_->Curl("PUT", base + "?path=/tmp/target", {"-T", dir_ + "/evil.tar"});
+  EXPECT_EQ(evil.status, 400) << evil.body;
+  EXPECT_NE(evil.body.find("../escaped"), std::string::npos) << evil.body;
+  auto check = daemon_->Post("/v1/sandboxes/" + id + "/exec",
+                             R"({"command":"test -e /tmp/escaped && echo LEAKED || echo ok"})");
+  EXPECT_EQ(std::string(check.Json()["stdout"].as_string()), "ok\n");
+  // A body that is not a tar.
+  auto junk = daemon_->Curl("PUT", base + "?path=/tmp/junk", {"--data-binary", "not a tar"});
+  EXPECT_EQ(junk.status, 400) << junk.body;
+  // Unknown sandbox.
+  EXPECT_EQ(daemon_->Curl("GET", "/v1/sandboxes/no-such-" + RunId() + "/archive?path=/").status,
+            404);
+}
+
 TEST_F(AgvisordTest, NamedSandboxDeleteErasesItsData) {
   const std::string name = RunId() + "-named";
   const std::string id = CreateSandbox(",\"name\":\"" + name + "\"");

@@ -879,14 +879,30 @@ Result<void> Sandbox::Upload(std::string_view local_path, std::string_view sandb
       Subprocess::Spawn({.argv = {"tar", "-C", parent, "-cf", "-", "--", local.filename().string()},
                          .pipe_stdout = true,
                          .pipe_stderr = true}));
-  auto ch = AGVISOR_TRY(Channel());
-  AGVISOR_RETURN_IF_ERROR(ch->Mkdir(sandbox_dir, 0755, true));
-  auto r = ch->TarWrite(sandbox_dir, FdSource(tar.stdout_fd().get()));
+  auto r = UploadTar(sandbox_dir, FdSource(tar.stdout_fd().get()));
   if (!r.ok()) {
     (void)tar.Kill(SIGKILL);
-    return Diagnose(r.error());
+    return r.error();
   }
   return TarFinished(tar, "upload " + std::string(local_path));
+}
+
+Result<void> Sandbox::UploadTar(std::string_view sandbox_dir, const channel::ByteSource& source) {
+  AGVISOR_RETURN_IF_ERROR(CheckAbsolute("upload", sandbox_dir));
+  auto ch = AGVISOR_TRY(Channel());
+  if (auto m = ch->Mkdir(sandbox_dir, 0755, true); !m.ok()) return Diagnose(m.error());
+  auto r = ch->TarWrite(sandbox_dir, source);
+  // An error of `source` leaves the channel intact: not a death to diagnose.
+  if (!r.ok()) return ch->broken() ? Diagnose(r.error()) : r.error();
+  return Ok();
+}
+
+Result<void> Sandbox::DownloadTar(std::string_view sandbox_path, const channel::ByteSink& sink) {
+  AGVISOR_RETURN_IF_ERROR(CheckAbsolute("download", sandbox_path));
+  auto ch = AGVISOR_TRY(Channel());
+  auto r = ch->TarRead(sandbox_path, sink);
+  if (!r.ok()) return ch->broken() ? Diagnose(r.error()) : r.error();
+  return Ok();
 }
 
 Result<void> Sandbox::Download(std::string_view sandbox_path, std::string_view local_dir) {
@@ -901,14 +917,13 @@ Result<void> Sandbox::Download(std::string_view sandbox_path, std::string_view l
       {.argv = {"tar", "-C", std::string(local_dir), "-xf", "-", "--no-same-owner"},
        .pipe_stdin = true,
        .pipe_stderr = true}));
-  auto ch = AGVISOR_TRY(Channel());
   const int in = tar.stdin_fd().get();
-  auto r = ch->TarRead(sandbox_path,
+  auto r = DownloadTar(sandbox_path,
                        [in](std::string_view b) -> Result<void> { return WriteAllFd(in, b); });
   tar.stdin_fd().reset();
   if (!r.ok()) {
     (void)tar.Kill(SIGKILL);
-    return Diagnose(r.error());
+    return r.error();
   }
   return TarFinished(tar, "download " + std::string(sandbox_path));
 }

@@ -195,6 +195,15 @@ class Sandbox {
   Result<void> Upload(std::string_view local_path, std::string_view sandbox_dir);
   // Copies the sandbox file or directory `sandbox_path` into the local directory `local_dir`.
   Result<void> Download(std::string_view sandbox_path, std::string_view local_dir);
+  // The tar streams under Upload and Download, for callers that carry archives themselves
+  // (agvisord's archive routes). UploadTar creates `sandbox_dir` (with parents) and extracts the
+  // archive that `source` supplies under it by the agent's rules (base/tar_stream.h: nothing
+  // lands outside the directory); DownloadTar hands `sink` a tar of `sandbox_path` (entries named
+  // from its last component). Memory stays bounded (the channel's flow control). Errors: as
+  // Upload / Download, kInvalidArgument for a refused or malformed entry, and those of
+  // `source` / `sink` as they are.
+  Result<void> UploadTar(std::string_view sandbox_dir, const channel::ByteSource& source);
+  Result<void> DownloadTar(std::string_view sandbox_path, const channel::ByteSink& sink);
 
   // A connection to 127.0.0.1:port inside the sandbox (works with network=none). Errors:
   // kUnavailable (nothing listens there), kSandboxDied.

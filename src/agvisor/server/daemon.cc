@@ -230,6 +230,9 @@ int DaemonMain(int argc, char** argv) {
       [&](const HttpRequest& r, const RouteMatch& m, WebSocket& ws) {
         service.HandleWebSocket(r, m, ws);
       });
+  (*server)->SetStreamHandler([&](const HttpRequest& r, const RouteMatch& m, HttpStream& io) {
+    return service.HandleStream(r, m, io);
+  });
   auto recovered = service.Recover();
   if (!recovered.ok()) {
     LogEvent("warn", "cannot list the host's sandboxes yet (served on first use)",

@@ -21,6 +21,8 @@ constexpr std::array kBuiltin = {
     RouteDef{"GET", "/v1/sandboxes/{id}/files/stat", RouteId::kStatFile},
     RouteDef{"GET", "/v1/sandboxes/{id}/files/list", RouteId::kListDir},
     RouteDef{"POST", "/v1/sandboxes/{id}/files/mkdir", RouteId::kMkdir},
+    RouteDef{"GET", "/v1/sandboxes/{id}/archive", RouteId::kGetArchive, false, true, true},
+    RouteDef{"PUT", "/v1/sandboxes/{id}/archive", RouteId::kPutArchive, false, true, true},
     RouteDef{"POST", "/v1/sandboxes/{id}/processes", RouteId::kStartProcess},
     RouteDef{"GET", "/v1/sandboxes/{id}/processes", RouteId::kListProcesses},
     RouteDef{"POST", "/v1/sandboxes/{id}/processes/{pid}/signal", RouteId::kSignalProcess},

@@ -31,6 +31,8 @@ enum class RouteId {
   kStatFile,
   kListDir,
   kMkdir,
+  kGetArchive,
+  kPutArchive,
   kStartProcess,
   kListProcesses,
   kSignalProcess,
@@ -50,6 +52,9 @@ struct RouteDef {
   RouteId id;
   bool websocket = false;  // served after an HTTP Upgrade to WebSocket
   bool auth = true;        // false only for /v1/health
+  // The body is read and the answer written by the handler as they flow (server.h HttpStream):
+  // archives of any size in bounded memory.
+  bool streaming = false;
 };
 
 // Every built-in route. docs/openapi.yaml documents exactly these (checked by router_test).

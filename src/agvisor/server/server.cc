@@ -144,6 +144,104 @@ class BeastWebSocket final : public WebSocket {
   bool closed_ = false;  // guarded by send_mu_
 };
 
+// A streaming route's body and answer over the connection's Beast stream (server.h HttpStream).
+class BeastHttpStream final : public HttpStream {
+ public:
+  using BodyParser = bhttp::request_parser<bhttp::buffer_body>;
+  BeastHttpStream(net::io_context& ioc, Stream& stream, beast::flat_buffer& buf, BodyParser& parser,
+                  unsigned version, std::chrono::seconds timeout, bool expect_continue)
+      : ioc_(ioc),
+        stream_(stream),
+        buf_(buf),
+        parser_(parser),
+        version_(version),
+        timeout_(timeout),
+        expect_continue_(expect_continue) {}
+
+  Result<std::size_t> ReadBody(std::span<char> out) override {
+    if (out.empty()) return Error::InvalidArgument("read request body: empty buffer");
+    if (expect_continue_) {
+      expect_continue_ = false;
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      AGVISOR_RETURN_IF_ERROR(Write(net::buffer(kContinue.data(), kContinue.size())));
+    }
+    while (!parser_.is_done()) {
+      auto& body = parser_.get().body();
+      body.data = out.data();
+      body.size = out.size();
+      error_code ec;
+      stream_.expires_after(timeout_);
+      bhttp::async_read_some(stream_, buf_, parser_, [&](error_code e, std::size_t) { ec = e; });
+      RunAll(ioc_);
+      if (ec == bhttp::error::need_buffer) ec = {};  // `out` is full: not an error
+      if (ec == bhttp::error::body_limit) {
+        too_large_ = true;
+        return Error::ResourceExhausted("read request body: larger than --max-body");
+      }
+      if (ec == beast::error::timeout) {
+        return Error::Timeout("read request body: nothing arrived for " +
+                              std::to_string(timeout_.count()) + " s");
+      }
+      if (ec) return Error::Unavailable("read request body: " + ec.message());
+      if (std::size_t n = out.size() - body.size; n > 0) return n;
+    }
+    return std::size_t{0};
+  }
+
+  Result<void> BeginBody(int status, std::string_view content_type) override {
+    if (began_) return Error::Internal("BeginBody called twice");
+    began_ = true;
+    bhttp::response<bhttp::empty_body> res{static_cast<bhttp::status>(status), version_};
+    res.set(bhttp::field::server, "agvisord");
+    if (!content_type.empty()) res.set(bhttp::field::content_type, content_type);
+    res.chunked(true);
+    bhttp::response_serializer<bhttp::empty_body> sr{res};
+    error_code ec;
+    stream_.expires_after(timeout_);
+    bhttp::async_write_header(stream_, sr, [&](error_code e, std::size_t) { ec = e; });
+    RunAll(ioc_);
+    if (ec) return Error::Unavailable("write response: " + ec.message());
+    return Ok();
+  }
+
+  Result<void> WriteBody(std::string_view bytes) override {
+    if (!began_) return Error::Internal("WriteBody before BeginBody");
+    if (bytes.empty()) return Ok();  // an empty chunk would end the body
+    return Write(bhttp::make_chunk(net::buffer(bytes.data(), bytes.size())));
+  }
+
+  // The last chunk (a body that ended properly).
+  Result<void> Finish() { return Write(bhttp::make_chunk_last()); }
+
+  bool began() const { return began_; }
+  bool too_large() const { return too_large_; }
+
+ private:
+  template <class Buffers>
+  Result<void> Write(const Buffers& buffers) {
+    error_code ec;
+    stream_.expires_after(timeout_);
+    net::async_write(stream_, buffers, [&](error_code e, std::size_t) { ec = e; });
+    RunAll(ioc_);
+    if (ec == beast::error::timeout) {
+      return Error::Timeout("write response: the client read nothing for " +
+                            std::to_string(timeout_.count()) + " s");
+    }
+    if (ec) return Error::Unavailable("write response: " + ec.message());
+    return Ok();
+  }
+
+  net::io_context& ioc_;
+  Stream& stream_;
+  beast::flat_buffer& buf_;
+  BodyParser& parser_;
+  unsigned version_;
+  std::chrono::seconds timeout_;
+  bool expect_continue_;
+  bool began_ = false;
+  bool too_large_ = false;
+};
+
 std::string LowerCase(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -281,6 +379,8 @@ void Server::SetHandlers(HttpHandler http, WsHandler ws) {
   ws_ = std::move(ws);
 }
 
+void Server::SetStreamHandler(StreamHandler stream) { stream_ = std::move(stream); }
+
 Result<void> Server::AddHttpRoute(const RouteDef& def, HttpHandler handler) {
   AGVISOR_RETURN_IF_ERROR(router_.AddExtension(def));
   ext_http_[&router_.routes().back()] = std::move(handler);
@@ -389,6 +489,32 @@ void Server::Serve(int raw_fd, int family, std::uint64_t id) {
       Stream stream(std::move(sock));
       bool moved = false;  // the stream went into a WebSocket
       beast::flat_buffer buf;
+      // Writes a whole (non-streaming) answer.
+      auto write_response = [&](HttpResponse& resp, unsigned version, bool keep_alive) {
+        bhttp::response<bhttp::string_body> out{static_cast<bhttp::status>(resp.status), version};
+        out.set(bhttp::field::server, "agvisord");
+        if (!resp.content_type.empty() && resp.status != 204) {
+          out.set(bhttp::field::content_type, resp.content_type);
+        }
+        for (const auto& [k, v] : resp.headers) out.set(k, v);
+        out.keep_alive(keep_alive);
+        if (resp.status != 204) out.body() = std::move(resp.body);
+        out.prepare_payload();
+        error_code wec;
+        stream.expires_after(options_.body_timeout);
+        bhttp::async_write(stream, out, [&](error_code e, std::size_t) { wec = e; });
+        RunAll(ioc);
+        return wec;
+      };
+      auto log_request = [](const HttpRequest& req, int status, Clock::time_point start) {
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+        std::string path = req.target.substr(0, req.target.find('?'));
+        LogEvent(status >= 500 ? "error" : "info", "request",
+                 {{"method", req.method},
+                  {"path", path},
+                  {"status", std::to_string(status)},
+                  {"ms", std::to_string(ms.count())}});
+      };
       auto set_interrupt = [&](std::function<void()> f) {
         std::lock_guard lock(conn->mu);
         conn->interrupt = std::move(f);
@@ -497,6 +623,41 @@ void Server::Serve(int raw_fd, int family, std::uint64_t id) {
                                               .count())}});
           break;
         }
+        if (route && resp.body.empty() && route->streaming) {
+          // ---- A streaming route: the handler reads the body and writes the answer ----
+          const unsigned version = hdr.version();
+          const bool expect_continue = LowerCase(req.header("expect")) == "100-continue";
+          // Beast's body conversion: the header is parsed, the body not yet (`hdr` dangles now).
+          BeastHttpStream::BodyParser body_parser(std::move(parser));
+          BeastHttpStream hs(ioc, stream, buf, body_parser, version, options_.body_timeout,
+                             expect_continue);
+          HttpResponse r =
+              stream_ ? stream_(req, match, hs)
+                      : HttpResponse{501,
+                                     "application/json",
+                                     ErrorJsonSlug("unsupported", "this route is not served"),
+                                     {}};
+          if (hs.too_large() && !hs.began()) {
+            r = {413,
+                 "application/json",
+                 ErrorJsonSlug("payload_too_large", "the request body is larger than " +
+                                                        std::to_string(options_.max_body_bytes) +
+                                                        " bytes (agvisord --max-body)"),
+                 {}};
+          }
+          // A body the handler did not read to its end leaves the connection unusable.
+          keep_alive = keep_alive && body_parser.is_done() && !stopping_;
+          bool wrote = true;
+          if (hs.began()) {
+            wrote = r.status < 400 && hs.Finish().ok();
+            if (!wrote) keep_alive = false;  // broken off: the client sees a truncated body
+          } else {
+            wrote = !write_response(r, version, keep_alive);
+          }
+          log_request(req, r.status, start);
+          if (!wrote || !keep_alive) break;
+          continue;
+        }
         if (read_body && !parser.is_done()) {
           if (LowerCase(req.header("expect")) == "100-continue" && resp.body.empty()) {
             static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -529,27 +690,8 @@ void Server::Serve(int raw_fd, int family, std::uint64_t id) {
           resp = ext != ext_http_.end() ? ext->second(req, match) : http_(req, match);
         }
         if (stopping_) keep_alive = false;
-        bhttp::response<bhttp::string_body> out{static_cast<bhttp::status>(resp.status),
-                                                hdr.version()};
-        out.set(bhttp::field::server, "agvisord");
-        if (!resp.content_type.empty() && resp.status != 204) {
-          out.set(bhttp::field::content_type, resp.content_type);
-        }
-        for (const auto& [k, v] : resp.headers) out.set(k, v);
-        out.keep_alive(keep_alive);
-        if (resp.status != 204) out.body() = std::move(resp.body);
-        out.prepare_payload();
-        error_code wec;
-        stream.expires_after(options_.body_timeout);
-        bhttp::async_write(stream, out, [&](error_code e, std::size_t) { wec = e; });
-        RunAll(ioc);
-        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-        std::string path = req.target.substr(0, req.target.find('?'));
-        LogEvent(resp.status >= 500 ? "error" : "info", "request",
-                 {{"method", req.method},
-                  {"path", path},
-                  {"status", std::to_string(resp.status)},
-                  {"ms", std::to_string(ms.count())}});
+        error_code wec = write_response(resp, hdr.version(), keep_alive);
+        log_request(req, resp.status, start);
         if (wec || !keep_alive) break;
       }
       {

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,7 +70,29 @@ class WebSocket {
   virtual void Close(int code, std::string_view reason) = 0;
 };
 
+// The body of a streaming route's request, read as it arrives, and its answer, written as it is
+// made (RouteDef::streaming). Used on the connection thread only.
+class HttpStream {
+ public:
+  virtual ~HttpStream() = default;
+  // The next at most buf.size() bytes of the request body; 0 once it ended. An `Expect:
+  // 100-continue` is answered by the first call. Errors: kResourceExhausted (longer than
+  // ServerOptions::max_body_bytes: the server answers 413), kTimeout (no byte for body_timeout),
+  // kUnavailable (the client went away).
+  virtual Result<std::size_t> ReadBody(std::span<char> buf) = 0;
+  // Sends the status line and headers of a chunked answer; the body follows with WriteBody. Once
+  // this was called, the HttpResponse the handler returns only says how the body ended: a status
+  // below 400 ends it properly, any other status breaks the connection off without the final
+  // chunk, so the client sees a truncated body rather than a complete-looking one. Errors:
+  // kUnavailable.
+  virtual Result<void> BeginBody(int status, std::string_view content_type) = 0;
+  // One piece of the body. Errors: kUnavailable, kTimeout (the client stopped reading).
+  virtual Result<void> WriteBody(std::string_view bytes) = 0;
+};
+
 using HttpHandler = std::function<HttpResponse(const HttpRequest&, const RouteMatch&)>;
+using StreamHandler =
+    std::function<HttpResponse(const HttpRequest&, const RouteMatch&, HttpStream&)>;
 using WsHandler = std::function<void(const HttpRequest&, const RouteMatch&, WebSocket&)>;
 
 struct ServerOptions {
@@ -103,6 +126,8 @@ class Server {
   // before Run). Extensions: a route + handler of its own (e.g. the desktop gateway's
   // WebSocket). Errors: as Router::AddExtension.
   void SetHandlers(HttpHandler http, WsHandler ws);
+  // The built-in routes with RouteDef::streaming (the archive routes); without it they answer 501.
+  void SetStreamHandler(StreamHandler stream);
   Result<void> AddHttpRoute(const RouteDef& def, HttpHandler handler);
   Result<void> AddWebSocketRoute(const RouteDef& def, WsHandler handler);
 
@@ -127,6 +152,7 @@ class Server {
   Router router_;
   HttpHandler http_;
   WsHandler ws_;
+  StreamHandler stream_;
   std::map<const RouteDef*, HttpHandler> ext_http_;
   std::map<const RouteDef*, WsHandler> ext_ws_;
   std::vector<std::unique_ptr<RouteDef>> ext_defs_;

@@ -381,6 +381,54 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch&
   }
 }
 
+// ---- Streaming routes ----
+
+HttpResponse Service::HandleStream(const HttpRequest&, const RouteMatch& match, HttpStream& io) {
+  auto r = DispatchStream(match, io);
+  if (!r.ok()) return ErrorResponse(r.error());
+  return std::move(*r);
+}
+
+Result<HttpResponse> Service::DispatchStream(const RouteMatch& m, HttpStream& io) {
+  const std::string& id = Param(m, "id");
+  switch (m.route->id) {
+    case RouteId::kGetArchive: {
+      auto path = AGVISOR_TRY(QueryPath(m.query));
+      auto sb = AGVISOR_TRY(Get(id));
+      // The answer begins with the archive's first bytes, so an error before them (no such
+      // path) is still a JSON error with its status; one after them breaks the body off.
+      bool began = false;
+      auto begin = [&]() -> Result<void> {
+        if (began) return Ok();
+        began = true;
+        return io.BeginBody(200, "application/x-tar");
+      };
+      auto r = sb->DownloadTar(path, [&](std::string_view bytes) -> Result<void> {
+        AGVISOR_RETURN_IF_ERROR(begin());
+        return io.WriteBody(bytes);
+      });
+      if (!r.ok()) {
+        if (began) {
+          LogEvent("warn", "archive download broken off",
+                   {{"id", id}, {"error", r.error().ToString()}});
+        }
+        return r.error();
+      }
+      AGVISOR_RETURN_IF_ERROR(begin());
+      return HttpResponse{200, "application/x-tar", "", {}};
+    }
+    case RouteId::kPutArchive: {
+      auto path = AGVISOR_TRY(QueryPath(m.query));
+      auto sb = AGVISOR_TRY(Get(id));
+      AGVISOR_RETURN_IF_ERROR(sb->UploadTar(
+          path, [&](std::span<char> buf) -> Result<std::size_t> { return io.ReadBody(buf); }));
+      return NoContent();
+    }
+    default:
+      return Error::Internal("route " + std::string(m.route->path) + " has no streaming handler");
+  }
+}
+
 // ---- WebSockets ----
 
 void Service::HandleWebSocket(const HttpRequest&, const RouteMatch& m, WebSocket& ws) {

@@ -45,6 +45,8 @@ class Service {
   HttpResponse Handle(const HttpRequest& req, const RouteMatch& match);
   // Every built-in WebSocket route (exec, process attach, port forward).
   void HandleWebSocket(const HttpRequest& req, const RouteMatch& match, WebSocket& ws);
+  // Every built-in streaming route (the archive routes: a directory as a tar stream each way).
+  HttpResponse HandleStream(const HttpRequest& req, const RouteMatch& match, HttpStream& io);
 
   // Closes every warm pool (their members not handed out are removed). For shutdown.
   void ClosePools();
@@ -55,6 +57,7 @@ class Service {
 
  private:
   Result<HttpResponse> Dispatch(const HttpRequest& req, const RouteMatch& match);
+  Result<HttpResponse> DispatchStream(const RouteMatch& match, HttpStream& io);
   void Forget(const std::string& id, EndReason reason);
   void ExecWs(Sandbox& sb, WebSocket& ws);
   void AttachWs(Sandbox& sb, std::uint32_t pid, WebSocket& ws);
