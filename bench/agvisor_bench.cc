@@ -4,9 +4,10 @@
 //
 //   agvisor_bench [--seed DIR] [--image IMG] [--runs N] [--suite NAME]... [suite options]
 //
-// Suites: basic (default: create, exec, output, transfers, stop), pool (warm-pool acquire vs
-// cold create), concurrency (20 concurrent creates per start-gate bound, 200 concurrent execs),
-// memory (idle sandbox host memory), all.
+// Suites: basic (default: create, exec, output, transfers, stop), create (cold creates, bridge
+// and none, interleaved rounds), pool (warm-pool acquire vs cold create), concurrency (20
+// concurrent creates per start-gate bound, 200 concurrent execs), memory (idle sandbox host
+// memory), desktop (gui create to ready), all.
 //
 // DIR is the seed's import root (the directory holding its `agvisor` package); default
 // $AGVISOR_SEED_PATH; without either, the seed column is skipped. See bench/README.md.
@@ -296,6 +297,46 @@ std::vector<double> Series(const Timings& t, const std::string& prefix) {
     if (k.rfind(prefix, 0) == 0) v.push_back(x);
   }
   return v;
+}
+
+// ---- create: cold creates, bridge and none, in alternating rounds ----
+
+// `rounds` rounds of 5 creates per (side, network), interleaved so that a change of the machine's
+// load reaches both sides alike. Create to ready: the seed's `create_sandbox` returns after
+// `docker run -d`; agvisor's after the agent's handshake.
+void CreateSuite(const std::string& seed, const std::string& image, int rounds) {
+  const std::vector<std::string> networks = {"bridge", "none"};
+  std::map<std::string, std::vector<double>> seed_t, ours_t;
+  for (int r = 0; r < rounds; ++r) {
+    for (const auto& net : networks) {
+      std::fprintf(stderr, "create: round %d/%d, network %s ...\n", r + 1, rounds, net.c_str());
+      if (!seed.empty()) {
+        if (auto s = RunSeedScript(seed, {"serial", image, "5", net})) {
+          auto v = Series(*s, "create_");
+          seed_t[net].insert(seed_t[net].end(), v.begin(), v.end());
+        }
+      }
+      for (int i = 0; i < 5; ++i) {
+        SandboxSpec spec = BenchSpec(image);
+        spec.network = net;
+        auto t0 = Clock::now();
+        auto sb = Must(Sandbox::Create(spec), "cold create");
+        ours_t[net].push_back(Since(t0));
+        Must(sb->Stop(), "stop");
+      }
+    }
+  }
+  std::printf("\n### Create to ready, cold (image %s, 1 cpu, 512m; %d rounds of 5 per side)\n\n",
+              image.c_str(), rounds);
+  std::printf(
+      "| network | seed median | seed p95 | agvisor median | agvisor p95 | ratio (median) |\n"
+      "|---|---|---|---|---|---|\n");
+  for (const auto& net : networks) {
+    Spread s = SpreadOf(seed_t[net]), o = SpreadOf(ours_t[net]);
+    std::printf("| %s | %s | %s | %s | %s | %s |\n", net.c_str(), Ms(s.p50).c_str(),
+                Ms(s.p95).c_str(), Ms(o.p50).c_str(), Ms(o.p95).c_str(),
+                Ratio(s.p50, o.p50).c_str());
+  }
 }
 
 // ---- pool: acquire from a warm pool vs a cold create ----
@@ -636,7 +677,7 @@ int main(int argc, char** argv) {
   std::vector<int> gates = {2, 4, 8, 0};
   std::vector<std::string> suites;
   const char* usage =
-      "usage: agvisor_bench [--seed DIR] [--image IMG] [--runs N] [--suite basic|pool|"
+      "usage: agvisor_bench [--seed DIR] [--image IMG] [--runs N] [--suite basic|create|pool|"
       "concurrency|memory|desktop|all]... [--creates N] [--gates K,K,...] [--exec-sandboxes S] "
       "[--execs N] "
       "[--acquires N] [--colds N]  (see bench/README.md)";
@@ -655,9 +696,9 @@ int main(int argc, char** argv) {
       runs = count();
     } else if (a == "--suite") {
       std::string v = next();
-      if (v != "basic" && v != "pool" && v != "concurrency" && v != "memory" && v != "desktop" &&
-          v != "all") {
-        Die("--suite " + v + ": expected basic, pool, concurrency, memory, desktop or all");
+      if (v != "basic" && v != "create" && v != "pool" && v != "concurrency" && v != "memory" &&
+          v != "desktop" && v != "all") {
+        Die("--suite " + v + ": expected basic, create, pool, concurrency, memory, desktop or all");
       }
       suites.push_back(v);
     } else if (a == "--creates") {
@@ -688,6 +729,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "no --seed / AGVISOR_SEED_PATH: the seed column is skipped\n");
   }
   if (want("basic")) BasicSuite(seed, image, runs);
+  if (want("create")) CreateSuite(seed, image, std::max(1, colds / 5));
   if (want("pool")) PoolSuite(seed, image, acquires, colds);
   if (want("concurrency")) ConcurrencySuite(seed, image, creates, gates, sandboxes, execs);
   if (want("memory")) MemorySuite(seed, image, settle);

@@ -3,7 +3,8 @@
 Run by agvisor_bench with PYTHONPATH set to the seed and a `docker` wrapper first on PATH.
 Prints one `name seconds` line per measurement.
 
-  seed_concurrency.py serial IMAGE N        N creates one after another (cold create times)
+  seed_concurrency.py serial IMAGE N [NET]  N creates one after another (cold create times;
+                                            network NET, default the seed's bridge)
   seed_concurrency.py creates IMAGE N       N creates at once, one thread each
   seed_concurrency.py execs IMAGE S N       S sandboxes, then N execs of `true` at once over them
   seed_concurrency.py idle IMAGE            one sandbox; prints `container NAME`, stops on a stdin line
@@ -52,9 +53,10 @@ def at_once(n, work):
 
 
 if mode == "serial":
+    network = sys.argv[4] if len(sys.argv) > 4 else "bridge"
     for i in range(int(sys.argv[3])):
         t = time.perf_counter()
-        sb = create_sandbox(image, limits=limits)
+        sb = create_sandbox(image, limits=limits, network=network)
         out(f"create_{i}", time.perf_counter() - t)
         sb.stop()
 elif mode == "creates":

@@ -110,6 +110,22 @@ TEST_F(LifecycleTest, LimitsAreVisibleInside) {
   EXPECT_FALSE(info->host_config.privileged);
 }
 
+// network none is made with NetworkDisabled (no libnetwork hook: a faster start); Docker then
+// writes no /etc/hosts, and the agent fills the empty one so `localhost` still resolves.
+TEST_F(LifecycleTest, NetworkNoneStillResolvesLocalhost) {
+  auto spec = TestSpec();
+  spec.network = "none";
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  auto r = sb->ExecShell("getent hosts localhost; tail -n +3 /proc/net/dev | cut -d: -f1");
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(r->out, ::testing::MatchesRegex("(127\\.0\\.0\\.1|::1) +localhost.*\n *lo\n"));
+  auto docker = HostClient(Host());
+  auto info = (*docker)->InspectContainer(sb->container_name());
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->host_config.network_mode, "none");
+}
+
 TEST_F(LifecycleTest, LifetimeEndsAnAnonymousSandboxWithNobodyConnected) {
   auto spec = TestSpec();
   spec.lifetime = 2;
