@@ -158,6 +158,24 @@ TEST_F(SandboxChannelTest, PtyProcessAndReconnectAfterTheChannelDrops) {
   EXPECT_EQ(created->ExecShell("echo first")->out, "first\n");
 }
 
+// gVisor's own pty: closing stdin types the EOF character, so `cat` ends (after a partial line).
+TEST_F(SandboxChannelTest, ClosingStdinOfAPtyEndsAReader) {
+  auto sb = MustCreate();
+  ASSERT_TRUE(sb);
+  auto p =
+      sb->StartProcess({"sh", "-c", "stty -echo; cat; echo ended"}, {.pty = true, .timeout = 30});
+  ASSERT_TRUE(p.ok()) << p.error().ToString();
+  ASSERT_TRUE((*p)->Write("no newline").ok());
+  ASSERT_TRUE((*p)->CloseStdin().ok());
+  std::string out;
+  auto e = (*p)->Wait({[&](std::string_view b) { out.append(b); }, nullptr});
+  ASSERT_TRUE(e.ok()) << e.error().ToString();
+  EXPECT_FALSE(e->timed_out) << out;
+  EXPECT_EQ(e->exit_code, 0);
+  EXPECT_THAT(out, HasSubstr("no newline"));
+  EXPECT_THAT(out, HasSubstr("ended"));
+}
+
 TEST_F(SandboxChannelTest, StoppedSandboxIsReportedAsDied) {
   auto sb = MustCreate();
   ASSERT_TRUE(sb);

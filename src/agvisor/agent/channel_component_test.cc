@@ -309,6 +309,29 @@ TEST_F(ChannelTest, PtyGivesATerminalAndResizeIsVisible) {
   EXPECT_NE(r.out.find("40 100"), std::string::npos) << r.out;
 }
 
+// STDIN_EOF on a pty types the terminal's EOF character: once after a whole line, twice after
+// a partial one, so a reader in canonical mode (`cat`) sees end of file either way.
+TEST_F(ChannelTest, StdinEofOnAPtyEndsAReader) {
+  StartInit();
+  Welcome(*peer_);
+  const std::uint8_t flags = proto::kExecPty | proto::kExecStdin;
+  std::uint32_t stream = 1;
+  for (const std::string input : {"whole line\n", "partial", "one\ntwo", ""}) {
+    auto r = peer_->RunExec(
+        stream, Cmd({"sh", "-c", "stty -echo; cat; echo cat-ended"}, 0, flags), input,
+        [](const proto::Frame&) { return true; }, std::chrono::milliseconds(20000));
+    stream += 2;
+    ASSERT_TRUE(r.exit) << "cat still running after STDIN_EOF, input " << input;
+    EXPECT_EQ(r.exit->exit_code, 0);
+    std::string want = input;
+    for (auto p = want.find('\n'); p != std::string::npos; p = want.find('\n', p + 2)) {
+      want.replace(p, 1, "\r\n");  // the terminal's output processing
+    }
+    EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("cat-ended"), std::string::npos) << r.out;
+  }
+}
+
 TEST_F(ChannelTest, SignalGoesToTheProcessGroup) {
   StartInit();
   Welcome(*peer_);

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -252,10 +253,11 @@ void ChannelProcess::Resume() {
 
 void ChannelProcess::WriteStdin(std::string_view data) {
   const bool open = stdin_.valid() || pty_.fd.valid();
-  if (!open || (stdin_eof_ && !pty_.fd.valid())) {
+  if (!open || stdin_eof_) {
     if (sink_) sink_->StdinConsumed(data.size());
     return;
   }
+  if (!data.empty()) last_stdin_ = data.back();
   stdin_buf_.append(data);
   FlushStdin();
 }
@@ -266,15 +268,20 @@ void ChannelProcess::FlushStdin() {
   while (fd >= 0 && !stdin_buf_.empty()) {
     ssize_t n = ::write(fd, stdin_buf_.data(), stdin_buf_.size());
     if (n > 0) {
-      stdin_buf_.erase(0, static_cast<std::size_t>(n));
-      consumed += static_cast<std::size_t>(n);
+      // Only the host's bytes are credited back, not an EOF character the agent added.
+      const std::size_t host = stdin_buf_.size() - own_tail_;
+      const auto written = static_cast<std::size_t>(n);
+      consumed += std::min(written, host);
+      if (written > host) own_tail_ -= written - host;
+      stdin_buf_.erase(0, written);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) break;
     // EPIPE (the command closed its stdin; SIGPIPE has a no-op handler in init), EIO (pty):
     // what is left goes nowhere, but the host still gets its credit back.
-    consumed += stdin_buf_.size();
+    consumed += stdin_buf_.size() - own_tail_;
+    own_tail_ = 0;
     stdin_buf_.clear();
     if (stdin_.valid()) {
       if (stdin_watched_) svc_.loop->Remove(stdin_.get());
@@ -293,9 +300,22 @@ void ChannelProcess::FlushStdin() {
 }
 
 void ChannelProcess::CloseStdin() {
-  // A pty has no end-of-file to give: the host sends ^D itself if it wants one.
+  if (stdin_eof_) return;
   stdin_eof_ = true;
-  if (stdin_buf_.empty()) FlushStdin();
+  if (pty_.fd.valid() && !stdin_.valid()) {
+    // A pty has no end of file to close: in canonical mode the terminal's EOF character is the
+    // reader's end of file, typed once after a complete line and twice after a partial one
+    // (the first only ends the line). In raw mode nothing is sent: the program reads bytes.
+    termios t{};
+    if (::tcgetattr(pty_.fd.get(), &t) == 0 && (t.c_lflag & ICANON) != 0 &&
+        t.c_cc[VEOF] != _POSIX_VDISABLE) {
+      const bool partial = last_stdin_ != '\n' && last_stdin_ != '\r';
+      const std::string eof(partial ? 2 : 1, static_cast<char>(t.c_cc[VEOF]));
+      stdin_buf_.append(eof);
+      own_tail_ += eof.size();
+    }
+  }
+  FlushStdin();
 }
 
 Result<void> ChannelProcess::Signal(int sig) {

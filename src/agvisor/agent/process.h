@@ -132,6 +132,8 @@ class ChannelProcess {
   UniqueFd stdin_;
   bool stdin_watched_ = false;
   std::string stdin_buf_;
+  std::size_t own_tail_ = 0;  // trailing bytes of stdin_buf_ the agent added (a pty's EOF)
+  char last_stdin_ = '\n';    // the last byte the host sent (a pty's EOF after a partial line)
   bool stdin_eof_ = false;
 
   std::deque<Chunk> backlog_;  // to send before live output: replay, or the drain at exit
