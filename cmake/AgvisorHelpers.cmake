@@ -27,3 +27,22 @@ function(agvisor_add_test name)
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
 endfunction()
+
+# agvisor_add_fuzzer(NAME SOURCES ...): a libFuzzer binary (AGVISOR_FUZZ=ON, clang) with ASan and
+# UBSan, linked to agvisor::base only (list the sources under test in SOURCES, so they carry the
+# coverage instrumentation), and a smoke test labelled `fuzz`: 20 s of fuzzing from seed 1, a
+# run of more than 20 s on one input counted as a hang. Long runs are manual:
+# build/fuzz/src/agvisor/<dir>/NAME -max_total_time=600 -timeout=20 <corpus dir>.
+function(agvisor_add_fuzzer name)
+  cmake_parse_arguments(ARG "" "" "SOURCES" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE -O1 -fsanitize=fuzzer,address,undefined
+                                         -fno-sanitize-recover=undefined)
+  target_link_options(${name} PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(${name} PRIVATE agvisor_options agvisor::base Threads::Threads)
+  if(AGVISOR_BUILD_TESTS)
+    add_test(NAME ${name}_smoke COMMAND ${name} -max_total_time=20 -timeout=20 -seed=1
+                                        -rss_limit_mb=2048)
+    set_tests_properties(${name}_smoke PROPERTIES LABELS fuzz TIMEOUT 120)
+  endif()
+endfunction()
