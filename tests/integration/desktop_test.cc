@@ -1,12 +1,14 @@
 // Desktops against real runsc (agvisor/desktop, network none): ready within 10 s, VNC over the
 // agent channel (RFB 3.8, VNC authentication with the sandbox's password), a PNG screenshot of
-// the screen, typing into the terminal changes the sandbox, and a named desktop keeps its home.
+// the screen, typing into the terminal (ASCII and beyond) runs commands in the sandbox, and a
+// named desktop keeps its home.
 #include "agvisor/sandbox/desktop.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <set>
+#include <thread>
 
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/sandbox.h"
@@ -149,33 +151,65 @@ TEST_F(DesktopTest, ScreenshotIsAPngOfTheScreenAndNotBlank) {
   EXPECT_GE(colours.size(), 8u);
 }
 
-// DISABLED: no terminal works in the desktop under runsc 20240729 yet. xfce4-terminal (VTE)
-// fails with "Failed to open PTY" (TIOCGPTPEER is ENOTTY under gVisor); xterm loops on
-// "open ttydev: Input/output error" opening its pty's replica as the desktop user. Typing itself
-// works (MouseMoves... and the gateway's tests see input); enable this once a terminal runs.
-TEST_F(DesktopTest, DISABLED_TypingIntoTheTerminalRunsACommand) {
-  // The terminal starts right after the desktop is ready: wait for its window, focus it.
+// The terminal the session starts once the desktop is ready (xterm), focused.
+void FocusTerminal(Sandbox& sb) {
   std::string win;
-  ASSERT_TRUE(testing::WaitFor(
-      [&] {
-        win = AsUser(*sandbox_, "xdotool search --onlyvisible --classname xterm | head -1");
-        return !win.empty();
-      },
-      std::chrono::seconds(30)))
-      << "no terminal window";
+  if (!testing::WaitFor(
+          [&] {
+            win = AsUser(sb, "xdotool search --onlyvisible --classname xterm | head -1");
+            return !win.empty();
+          },
+          std::chrono::seconds(30))) {
+    auto log = sb.ExecShell("tail -n 20 /run/agvisor/desktop/desktop.log");
+    FAIL() << "no terminal window; the desktop log ends with:\n"
+           << (log.ok() ? log->out : log.error().ToString());
+  }
   win.erase(win.find_last_not_of('\n') + 1);
-  AsUser(*sandbox_, "xdotool windowactivate --sync " + win);
+  AsUser(sb, "xdotool windowactivate --sync " + win);
+}
+
+// Waits until `path` inside holds `want`; returns what it held last.
+std::string WaitForFile(Sandbox& sb, const std::string& path, const std::string& want) {
+  std::string got;
+  testing::WaitFor(
+      [&] {
+        auto f = sb.ReadFile(path);
+        got = f.ok() ? *f : "";
+        return got == want;
+      },
+      std::chrono::seconds(15));
+  return got;
+}
+
+TEST_F(DesktopTest, TypingIntoTheTerminalRunsACommand) {
+  FocusTerminal(*sandbox_);
+  if (HasFatalFailure()) return;
   ASSERT_TRUE(desktop::TypeText(*sandbox_, "echo typed-$((6*7)) > /tmp/typed").ok());
   ASSERT_TRUE(desktop::Key(*sandbox_, "Return").ok());
-  std::string got;
-  EXPECT_TRUE(testing::WaitFor(
-      [&] {
-        auto f = sandbox_->ReadFile("/tmp/typed");
-        got = f.ok() ? *f : "";
-        return got == "typed-42\n";
-      },
-      std::chrono::seconds(15)))
-      << "the typed command did not run; /tmp/typed: '" << got << "'";
+  EXPECT_EQ(WaitForFile(*sandbox_, "/tmp/typed", "typed-42\n"), "typed-42\n")
+      << "the typed command did not run";
+  // The shell has the terminal as its controlling tty: Ctrl-C interrupts a command.
+  ASSERT_TRUE(desktop::TypeText(*sandbox_, "sleep 60; echo not-interrupted > /tmp/int\n").ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(desktop::Key(*sandbox_, "ctrl+c").ok());
+  ASSERT_TRUE(desktop::TypeText(*sandbox_, "echo status-$? > /tmp/int\n").ok());
+  EXPECT_EQ(WaitForFile(*sandbox_, "/tmp/int", "status-130\n"), "status-130\n");
+}
+
+TEST_F(DesktopTest, TypingTextBeyondAsciiReachesTheWindow) {
+  FocusTerminal(*sandbox_);
+  if (HasFatalFailure()) return;
+  // More distinct characters missing from the keyboard than Xvnc has free keycodes for at once
+  // (typed in parts), Latin-1 and beyond.
+  const std::string text = "héllo ✓ Ünï € αβγδεζηθικλμνξοπρστυφχψω ß";
+  auto start = Clock::now();
+  auto typed = desktop::TypeText(*sandbox_, "printf '%s\\n' '" + text + "' > /tmp/utf8\n");
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  ASSERT_TRUE(typed.ok()) << typed.error().ToString();
+  std::printf("typed %zu bytes of UTF-8 in %.2f s\n", text.size(), seconds);
+  EXPECT_EQ(WaitForFile(*sandbox_, "/tmp/utf8", text + "\n"), text + "\n");
+  // Invalid UTF-8 is refused before anything is typed.
+  EXPECT_EQ(desktop::TypeText(*sandbox_, "ab\xc3").error().code(), ErrorCode::kInvalidArgument);
 }
 
 TEST_F(DesktopTest, MouseMovesClicksDragsAndScrolls) {

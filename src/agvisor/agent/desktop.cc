@@ -52,7 +52,11 @@ xfdesktop &
 until_ok 600 xdotool search --onlyvisible --classname xfce4-panel || fail "xfce4-panel did not appear within 30 s"
 until_ok 600 xdotool search --onlyvisible --classname xfdesktop || fail "xfdesktop did not appear within 30 s"
 echo "agvisor-desktop: ready"
-command -v xterm >/dev/null && xterm &
+# A terminal. ptyHandshake off: with it, xterm's child checks its new controlling terminal by
+# opening /dev/tty, which gVisor (runsc 20240729) fails with EIO, and xterm retries forever. The
+# desktop image sets the same in xterm's app-defaults (for the panel's launcher); this covers
+# other images.
+command -v xterm >/dev/null && xterm -xrm '*ptyHandshake: false' &
 wait
 )SH";
 

@@ -48,7 +48,7 @@ void Say(const BuildOptions& o, std::string_view line) {
 // The desktop image's configuration, run in the new root. The desktop user ("user", uid 1000)
 // has /workspace as home: for named desktops that is the volume kept across stop and start.
 // The agent (agent/desktop.cc) starts Xvnc, xfwm4, xfce4-panel, xfdesktop and a terminal.
-//  - The terminal is xterm (see below why not xfce4-terminal).
+//  - The terminal is xterm with ptyHandshake off (see below why, and why not xfce4-terminal).
 //  - xfce4-panel asks on first start (a dialog) unless its xfconf channel exists: ship one
 //    (menu, terminal and browser launchers, window list, clock), only plugins that are installed.
 //  - Firefox: no first-run pages, update checks or default-browser question in a throwaway box.
@@ -145,9 +145,13 @@ cat > $x/xfce4-desktop.xml <<'EOF'
   </property>
 </channel>
 EOF
-# xterm, not xfce4-terminal: VTE cannot open its pty's peer under gVisor (TIOCGPTPEER fails
-# with ENOTTY), so xfce4-terminal shows "Failed to open PTY". Anti-aliased DejaVu for xterm.
-printf '*faceName: DejaVu Sans Mono\n*faceSize: 11\n*saveLines: 5000\n' >> /etc/X11/app-defaults/XTerm
+# xterm, not xfce4-terminal: VTE puts its pty in packet mode (ioctl TIOCPKT), which gVisor
+# (runsc 20240729) does not implement (ENOTTY), so every VTE terminal shows "Failed to open PTY".
+# xterm's pty handshake makes its child open /dev/tty to check the new controlling terminal;
+# gVisor fails that open with EIO and xterm loops trying new ptys: ptyHandshake off skips it.
+# Anti-aliased DejaVu for xterm.
+printf '*faceName: DejaVu Sans Mono\n*faceSize: 11\n*saveLines: 5000\n*ptyHandshake: false\n' \
+  >> /etc/X11/app-defaults/XTerm
 mkdir -p /usr/lib/firefox-esr/distribution
 cat > /usr/lib/firefox-esr/distribution/policies.json <<'EOF'
 {"policies": {"DisableAppUpdate": true, "DisableTelemetry": true,

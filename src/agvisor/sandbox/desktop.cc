@@ -3,6 +3,7 @@
 #include <sys/random.h>
 
 #include <cerrno>
+#include <set>
 #include <thread>
 
 #include "agvisor/base/tar.h"
@@ -40,26 +41,36 @@ vnc::ByteStream StreamOf(PortStream& ps) {
                          .write = [&ps](std::string_view d) { return ps.Write(d); }};
 }
 
-// Runs xdotool as the desktop user on :0.
-Result<void> Xdotool(Sandbox& sb, std::vector<std::string> args) {
-  args.insert(args.begin(), "xdotool");
+// Runs an X client (xdotool, setxkbmap) as the desktop user on :0.
+Result<void> RunX(Sandbox& sb, std::vector<std::string> args) {
   ExecOptions o;
   o.user = std::string(kDesktopUser);
-  o.env = {"DISPLAY=:0"};
+  o.env = {"DISPLAY=:0", "LC_ALL=C.UTF-8"};
   o.timeout = 60;
   auto r = AGVISOR_TRY(sb.Exec(args, o));
   if (r.exit_code == 127) {
-    return Error::NotFound("xdotool is not installed in sandbox " + sb.container_name() +
+    return Error::NotFound(args[0] + " is not installed in sandbox " + sb.container_name() +
                            ": desktops need the desktop image (agvisor image build desktop)");
   }
   if (r.exit_code != 0) {
     std::string msg = r.err.empty() ? r.out : r.err;
     while (!msg.empty() && msg.back() == '\n') msg.pop_back();
-    return Error::Internal("xdotool " + args[1] + " failed (exit " + std::to_string(r.exit_code) +
-                           "): " + msg);
+    return Error::Internal(args[0] + (args.size() > 1 ? " " + args[1] : "") + " failed (exit " +
+                           std::to_string(r.exit_code) + "): " + msg);
   }
   return Ok();
 }
+
+Result<void> Xdotool(Sandbox& sb, std::vector<std::string> args) {
+  args.insert(args.begin(), "xdotool");
+  return RunX(sb, std::move(args));
+}
+
+// Xvnc puts a typed character missing from the keyboard on one of its ~19 free keycodes and
+// keeps it there; once they are used up, new characters are dropped ("Failure adding new keysym"
+// in the desktop log). Reloading the keyboard's layout frees them; a text is typed in parts of at
+// most this many distinct characters beyond ASCII, each after such a reload.
+constexpr std::size_t kNewKeysymsPerPart = 16;
 
 Result<void> CheckPoint(std::string_view what, int x, int y) {
   if (x < 0 || y < 0 || x > 65535 || y > 65535) {
@@ -246,7 +257,43 @@ Result<void> TypeText(Sandbox& sb, std::string_view text) {
   if (text.find('\0') != std::string_view::npos) {
     return Error::InvalidArgument("type: text contains a NUL byte");
   }
-  return Xdotool(sb, {"type", "--delay", "10", "--", std::string(text)});
+  // Through VNC rather than xdotool: xdotool types a character missing from the keyboard map by
+  // binding it to a spare keycode and unbinding it right after, and a client that looks the
+  // keycode up late (xterm, under load) sees it unbound and drops the character. Xvnc maps a
+  // character missing from the keyboard onto a free keycode and keeps it there.
+  const auto keysyms = AGVISOR_TRY(vnc::KeysymsForText(text));
+  std::vector<std::span<const std::uint32_t>> parts;
+  std::set<std::uint32_t> fresh;
+  std::size_t from = 0;
+  for (std::size_t i = 0; i < keysyms.size(); ++i) {
+    const bool on_every_keyboard =
+        keysyms[i] < 0x80 || (keysyms[i] >= 0xff00 && keysyms[i] <= 0xffff);
+    if (on_every_keyboard) continue;  // ASCII, Return, Tab
+    if (fresh.insert(keysyms[i]).second && fresh.size() > kNewKeysymsPerPart) {
+      parts.emplace_back(keysyms.data() + from, i - from);
+      from = i;
+      fresh = {keysyms[i]};
+    }
+  }
+  parts.emplace_back(keysyms.data() + from, keysyms.size() - from);
+  const bool beyond_ascii = !fresh.empty();
+  const std::string password = AGVISOR_TRY(Password(sb));
+  auto port = AGVISOR_TRY(sb.OpenPort(kVncPort));
+  auto stream = StreamOf(*port);
+  auto init = vnc::Handshake(stream, password);
+  if (!init.ok()) return init.error().WithContext("type into " + sb.container_name());
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    if (beyond_ascii) {
+      // Free the keycodes earlier characters took. A client handles a key some time after the
+      // server took it: give the previous part's keys that long before their keycodes go.
+      if (p > 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      AGVISOR_RETURN_IF_ERROR(RunX(sb, {"setxkbmap"}));
+    }
+    auto typed = vnc::TypeKeysyms(stream, *init, parts[p]);
+    if (!typed.ok()) return typed.error().WithContext("type into " + sb.container_name());
+  }
+  port->Close();
+  return Ok();
 }
 
 Result<void> Key(Sandbox& sb, std::string_view combo) {

@@ -62,9 +62,9 @@ enum class MouseButton { kLeft = 1, kMiddle = 2, kRight = 3 };
 // Parses "left", "middle", "right" (or 1-3). Errors: kInvalidArgument.
 Result<MouseButton> ParseMouseButton(std::string_view text);
 
-// Input, as the desktop user through xdotool. Coordinates are screen pixels from the top left;
-// negative ones are refused (kInvalidArgument). Errors also: kInternal (xdotool failed: its
-// message), kSandboxDied, kUnavailable.
+// Input, as the desktop user through xdotool (TypeText: VNC). Coordinates are screen pixels from
+// the top left; negative ones are refused (kInvalidArgument). Errors also: kInternal (xdotool
+// failed: its message), kSandboxDied, kUnavailable.
 Result<void> MouseMove(Sandbox& sandbox, int x, int y);
 // Moves to (x, y) and clicks `count` times (2 = double click).
 Result<void> Click(Sandbox& sandbox, int x, int y, MouseButton button = MouseButton::kLeft,
@@ -75,7 +75,9 @@ Result<void> Drag(Sandbox& sandbox, int x1, int y1, int x2, int y2,
 // Moves to (x, y) and turns the wheel: dy > 0 scrolls down, dy < 0 up; dx > 0 right, < 0 left
 // (in wheel steps).
 Result<void> Scroll(Sandbox& sandbox, int x, int y, int dy, int dx = 0);
-// Types UTF-8 text into the focused window.
+// Types UTF-8 text into the focused window, any characters ("héllo ✓"), through VNC key events
+// ("\n" is Return, "\t" Tab). Errors: kInvalidArgument (invalid UTF-8, other control
+// characters), kPermissionDenied/kUnavailable from VNC.
 Result<void> TypeText(Sandbox& sandbox, std::string_view text);
 // Presses a key combination in xdotool's syntax: "Return", "ctrl+alt+t", "ctrl+shift+Tab".
 // Several combos separated by spaces are pressed in turn. Errors: kInvalidArgument for

@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -280,10 +281,12 @@ Result<ServerInit> Handshake(const ByteStream& s, std::string_view password) {
   return init;
 }
 
-Result<RgbImage> CaptureFramebuffer(const ByteStream& s, const ServerInit& init) {
-  if (init.width == 0 || init.height == 0) {
-    return Error::Internal("VNC: the server's screen is empty (0x0)");
-  }
+namespace {
+
+// Asks for the rectangle (x, y, w, h) in Raw encoding at 32 bits per pixel and reads the updates
+// until it is covered; the pixels land in `img` (the whole screen's size).
+Result<void> CaptureRect(const ByteStream& s, std::uint16_t x0, std::uint16_t y0, std::uint16_t w0,
+                         std::uint16_t h0, RgbImage& img) {
   std::string req;
   // SetPixelFormat: 32 bits per pixel, depth 24, little endian, true colour, 8 bits per
   // channel at shifts 16 (red), 8 (green), 0 (blue): pixels arrive as B, G, R, x bytes.
@@ -297,20 +300,16 @@ Result<RgbImage> CaptureFramebuffer(const ByteStream& s, const ServerInit& init)
   req += std::string("\x02\x00", 2);
   PutBe16(req, 1);
   PutBe32(req, 0);
-  // FramebufferUpdateRequest: not incremental, the whole screen.
+  // FramebufferUpdateRequest: not incremental.
   req += std::string("\x03\x00", 2);
-  PutBe16(req, 0);
-  PutBe16(req, 0);
-  PutBe16(req, init.width);
-  PutBe16(req, init.height);
+  PutBe16(req, x0);
+  PutBe16(req, y0);
+  PutBe16(req, w0);
+  PutBe16(req, h0);
   AGVISOR_RETURN_IF_ERROR(s.write(req));
 
-  RgbImage img;
-  img.width = init.width;
-  img.height = init.height;
-  img.rgb.assign(static_cast<std::size_t>(img.width) * img.height * 3, '\0');
   std::uint64_t covered = 0;
-  const std::uint64_t total = static_cast<std::uint64_t>(img.width) * img.height;
+  const std::uint64_t total = static_cast<std::uint64_t>(w0) * h0;
   std::string row;
   while (covered < total) {
     auto type = static_cast<std::uint8_t>(AGVISOR_TRY(ReadBytes(s, 1, "a message type"))[0]);
@@ -361,7 +360,98 @@ Result<RgbImage> CaptureFramebuffer(const ByteStream& s, const ServerInit& init)
         return Error::Internal("VNC: unexpected server message type " + std::to_string(type));
     }
   }
+  return Ok();
+}
+
+}  // namespace
+
+Result<RgbImage> CaptureFramebuffer(const ByteStream& s, const ServerInit& init) {
+  if (init.width == 0 || init.height == 0) {
+    return Error::Internal("VNC: the server's screen is empty (0x0)");
+  }
+  RgbImage img;
+  img.width = init.width;
+  img.height = init.height;
+  img.rgb.assign(static_cast<std::size_t>(img.width) * img.height * 3, '\0');
+  AGVISOR_RETURN_IF_ERROR(CaptureRect(s, 0, 0, init.width, init.height, img));
   return img;
+}
+
+Result<std::vector<std::uint32_t>> KeysymsForText(std::string_view text) {
+  std::vector<std::uint32_t> out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const auto b0 = static_cast<unsigned char>(text[i]);
+    std::size_t len = b0 < 0x80         ? 1
+                      : (b0 >> 5) == 6  ? 2
+                      : (b0 >> 4) == 14 ? 3
+                      : (b0 >> 3) == 30 ? 4
+                                        : 0;
+    auto bad = [&] {
+      return Error::InvalidArgument("type: the text is not valid UTF-8 (at byte " +
+                                    std::to_string(i) + ")");
+    };
+    if (len == 0 || i + len > text.size()) return bad();
+    std::uint32_t cp = len == 1 ? b0 : b0 & (0x7f >> len);
+    for (std::size_t k = 1; k < len; ++k) {
+      const auto b = static_cast<unsigned char>(text[i + k]);
+      if ((b & 0xc0) != 0x80) return bad();
+      cp = (cp << 6) | (b & 0x3f);
+    }
+    // Overlong forms, surrogates and values past Unicode are not characters.
+    static constexpr std::uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return bad();
+    if (cp == '\n' || cp == '\r') {
+      out.push_back(0xff0d);  // Return
+    } else if (cp == '\t') {
+      out.push_back(0xff09);  // Tab
+    } else if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0)) {
+      return Error::InvalidArgument(
+          "type: control character U+" +
+          [cp] {
+            char hex[8];
+            std::snprintf(hex, sizeof hex, "%04X", static_cast<unsigned>(cp));
+            return std::string(hex);
+          }() +
+          " at byte " + std::to_string(i) + " cannot be typed (use a key combination for it)");
+    } else if (cp < 0x100) {
+      out.push_back(cp);  // ASCII and Latin-1 keysyms are their code points
+    } else {
+      out.push_back(0x01000000 | cp);  // X's Unicode keysyms
+    }
+    i += len;
+  }
+  return out;
+}
+
+std::string KeyEventMessage(std::uint32_t keysym, bool down) {
+  std::string m;
+  m.push_back('\x04');
+  m.push_back(down ? '\x01' : '\x00');
+  m.append(2, '\0');
+  PutBe32(m, keysym);
+  return m;
+}
+
+Result<void> TypeKeysyms(const ByteStream& s, const ServerInit& init,
+                         std::span<const std::uint32_t> keysyms) {
+  if (init.width == 0 || init.height == 0) {
+    return Error::Internal("VNC: the server's screen is empty (0x0)");
+  }
+  std::string msgs;
+  msgs.reserve(keysyms.size() * 16);
+  for (std::uint32_t k : keysyms) {
+    msgs += KeyEventMessage(k, true);
+    msgs += KeyEventMessage(k, false);
+  }
+  AGVISOR_RETURN_IF_ERROR(s.write(msgs));
+  // The server handles a client's messages in order: once a one-pixel update asked for after
+  // the keys arrives, the keys have been put into the X server.
+  RgbImage pixel;
+  pixel.width = init.width;
+  pixel.height = init.height;
+  pixel.rgb.assign(static_cast<std::size_t>(pixel.width) * pixel.height * 3, '\0');
+  return CaptureRect(s, 0, 0, 1, 1, pixel);
 }
 
 Result<std::string> EncodePng(const RgbImage& image) {

@@ -75,6 +75,21 @@ struct RgbImage {
 // server sent something this client did not ask for).
 Result<RgbImage> CaptureFramebuffer(const ByteStream& stream, const ServerInit& init);
 
+// The X keysyms that type `text` (UTF-8), one per character: ASCII and Latin-1 characters are
+// their code points, others X's Unicode keysyms (0x01000000 + code point); "\n" and "\r" are
+// Return, "\t" Tab. Errors: kInvalidArgument for invalid UTF-8 and other control characters.
+Result<std::vector<std::uint32_t>> KeysymsForText(std::string_view text);
+
+// One RFB KeyEvent message (8 bytes): `keysym` pressed (down) or released.
+std::string KeyEventMessage(std::uint32_t keysym, bool down);
+
+// After Handshake: presses and releases each keysym in turn, then waits until the server has
+// taken them (a one-pixel update asked for after the keys is answered). TigerVNC's Xvnc maps a
+// keysym missing from its keyboard onto a free keycode and keeps it there, so any character
+// types without the remap-and-restore race of xdotool's typing. Errors as CaptureFramebuffer.
+Result<void> TypeKeysyms(const ByteStream& stream, const ServerInit& init,
+                         std::span<const std::uint32_t> keysyms);
+
 // A PNG file (8-bit RGB, zlib level 6) of `image`. Errors: kInvalidArgument (size mismatch or an
 // empty image).
 Result<std::string> EncodePng(const RgbImage& image);

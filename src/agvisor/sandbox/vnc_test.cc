@@ -181,6 +181,54 @@ TEST(Rfb, CaptureRefusesEncodingsNotAskedFor) {
   EXPECT_EQ(img.error().code(), ErrorCode::kInternal);
 }
 
+TEST(Keys, TextBecomesKeysyms) {
+  auto k = KeysymsForText("aZ 9~\n\t\xc3\xa9\xe2\x9c\x93\xf0\x9f\x98\x80");  // é ✓ 😀
+  ASSERT_TRUE(k.ok()) << k.error().message();
+  EXPECT_EQ(*k, (std::vector<std::uint32_t>{'a', 'Z', ' ', '9', '~', 0xff0d, 0xff09, 0xe9,
+                                            0x1002713, 0x101f600}));
+  EXPECT_TRUE(KeysymsForText("")->empty());
+  EXPECT_EQ(*KeysymsForText("\r"), std::vector<std::uint32_t>{0xff0d});
+}
+
+TEST(Keys, BadTextIsRefusedWithWhere) {
+  for (std::string_view bad : {std::string_view("ab\xc3"), std::string_view("\xff"),
+                               std::string_view("\xc0\xaf"),          // overlong '/'
+                               std::string_view("\xed\xa0\x80"),      // a surrogate
+                               std::string_view("\xf4\x90\x80\x80"),  // past U+10FFFF
+                               std::string_view("\xe2\x28\xa1")}) {
+    auto k = KeysymsForText(bad);
+    ASSERT_FALSE(k.ok()) << Hex(bad);
+    EXPECT_EQ(k.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(k.error().message().find("not valid UTF-8"), std::string::npos);
+  }
+  auto esc = KeysymsForText("a\x1b");
+  ASSERT_FALSE(esc.ok());
+  EXPECT_NE(esc.error().message().find("U+001B at byte 1"), std::string::npos)
+      << esc.error().message();
+}
+
+TEST(Keys, TypingSendsPressAndReleaseThenWaitsForAnUpdate) {
+  EXPECT_EQ(Hex(KeyEventMessage(0x1002713, true)), "0401000001002713");
+  EXPECT_EQ(Hex(KeyEventMessage('a', false)), "0400000000000061");
+  FakeServer srv;
+  srv.to_client = {std::string("\x00\x00", 2) + Be16(1) + RectHeader(0, 0, 1, 1) + Pixel(1, 2, 3)};
+  ServerInit init;
+  init.width = init.height = 4;
+  const std::uint32_t keys[] = {'h', 0xe9};
+  ASSERT_TRUE(TypeKeysyms(srv.Stream(), init, keys).ok());
+  // Four key events, then SetPixelFormat, SetEncodings and a request for one pixel.
+  ASSERT_EQ(srv.from_client.size(), 4 * 8 + 38u);
+  EXPECT_EQ(Hex(srv.from_client.substr(0, 32)),
+            "0401000000000068"
+            "0400000000000068"
+            "04010000000000e9"
+            "04000000000000e9");
+  EXPECT_EQ(Hex(srv.from_client.substr(32 + 28)), "03000000000000010001");
+  // No answer: the stream's end is an error, not a silent success.
+  FakeServer gone;
+  EXPECT_EQ(TypeKeysyms(gone.Stream(), init, keys).error().code(), ErrorCode::kUnavailable);
+}
+
 TEST(Png, RoundTrip) {
   RgbImage img;
   img.width = 3;
