@@ -1,10 +1,14 @@
-// The server side of the web element's browser tests (web/test/browser.test.mjs): a real desktop
-// sandbox (agvisor/desktop under runsc, network none: Xvnc with a random VNC password, xfwm4 and
-// an input recorder window) and the desktop gateway on loopback. Prints one JSON line
+// The server side of the web element's browser tests (web/test/browser.test.mjs): a real gui
+// sandbox (SandboxSpec::gui under runsc, network none: the desktop the agent starts, with its
+// random VNC password) with an input recorder window on it, and the desktop gateway on loopback.
+// Prints one JSON line
 //   {"gateway": "ws://127.0.0.1:PORT/v1/desktop/ws", "token": "...", "foreign_token": "...",
-//    "rdp_token": "...", "container": "agvisor-..."}
-// then serves commands, one per stdin line, each answered with one JSON line:
-//   exec <shell command>   -> {"exit_code": N, "out": "...", "err": "..."}  (run in the sandbox)
+//    "rdp_token": "...", "container": "agvisor-...", "width": W, "height": H,
+//    "recorder": {"x": X, "y": Y, "width": W, "height": H}}
+// (the screen's size and where the recorder window is, in screen pixels), then serves commands,
+// one per stdin line, each answered with one JSON line:
+//   exec <shell command>   -> {"exit_code": N, "out": "...", "err": "..."}  (run in the sandbox
+//                             as the desktop user, DISPLAY=:0)
 //   token                  -> {"token": "..."}                             (a fresh one)
 // On EOF or "quit" it removes the sandbox and exits. Every container carries agvisor=1 and
 // test.run=<id>, so a killed fixture's leftovers are found by label.
@@ -13,13 +17,15 @@
 #include <boost/json.hpp>
 #include <iostream>
 #include <random>
+#include <sstream>
 #include <string>
+#include <thread>
 
 #include "agvisor/gateway/gateway.h"
 #include "agvisor/gateway/listener.h"
 #include "agvisor/gateway/rfb.h"
+#include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/sandbox.h"
-#include "agvisor/sandbox/vnc.h"
 
 namespace {
 
@@ -38,9 +44,10 @@ std::string RandomHex(std::size_t bytes) {
   return hex;
 }
 
-// A window at +40+40 (600x400) that appends what it receives to files inside the sandbox: typed
-// text to /tmp/typed, clicks as "x y" lines (window coordinates) to /tmp/clicks. Python's ctypes
-// over libX11 (the image has both; it has no xev). XKeyEvent/XButtonEvent keep x, y at byte 64.
+// A 600x400 window that appends what it receives to files inside the sandbox: typed text to
+// /tmp/typed, clicks as "x y" lines in screen coordinates to /tmp/clicks. Python's ctypes over
+// libX11 (the image has both; it has no xev). XKeyEvent/XButtonEvent keep x_root, y_root at
+// byte 72.
 constexpr std::string_view kRecorder = R"(import ctypes, ctypes.util
 x = ctypes.cdll.LoadLibrary(ctypes.util.find_library("X11") or "libX11.so.6")
 x.XOpenDisplay.restype = ctypes.c_void_p
@@ -54,7 +61,7 @@ x.XStoreName.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_char_p]
 x.XNextEvent.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
 x.XLookupString.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
 d = x.XOpenDisplay(None)
-w = x.XCreateSimpleWindow(d, x.XDefaultRootWindow(d), 40, 40, 600, 400, 1, 0, 0xE0E8F0)
+w = x.XCreateSimpleWindow(d, x.XDefaultRootWindow(d), 100, 100, 600, 400, 1, 0, 0xE0E8F0)
 x.XStoreName(d, w, b"agvisor input recorder")
 x.XSelectInput(d, w, (1 << 0) | (1 << 2))  # KeyPress, ButtonPress
 x.XMapWindow(d, w)
@@ -63,7 +70,7 @@ buf = ctypes.create_string_buffer(32)
 while True:
     x.XNextEvent(d, ev)
     kind = int.from_bytes(ev.raw[0:4], "little")
-    px, py = int.from_bytes(ev.raw[64:68], "little", signed=True), int.from_bytes(ev.raw[68:72], "little", signed=True)
+    px, py = int.from_bytes(ev.raw[72:76], "little", signed=True), int.from_bytes(ev.raw[76:80], "little", signed=True)
     if kind == 2:
         n = x.XLookupString(ev, buf, 32, None, None)
         with open("/tmp/typed", "ab") as f:
@@ -86,17 +93,16 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--origin") origins.push_back(argv[i + 1]);
   }
   SandboxSpec spec;
-  spec.image = "agvisor/desktop:latest";
+  spec.gui = true;  // agvisor/desktop: the agent starts Xvnc and the session on :0
   spec.network = "none";
   spec.limits.cpus = 1;
   spec.limits.memory = "1g";
   spec.limits.disk = "none";
   spec.lifetime = 900;  // a killed fixture's sandbox still goes away
   spec.labels["test.run"] = "web-" + RandomHex(3);
-  auto sb = Sandbox::Create(spec);
+  auto sb = Sandbox::Create(spec);  // returns once the desktop is drawn and VNC answers
   if (!sb.ok()) return Fail(sb.error());
   Sandbox& sandbox = **sb;
-  const std::string password = RandomHex(4);
   auto cleanup = [&] { (void)sandbox.Stop(); };
   auto must = [&](Result<void> r) {
     if (!r.ok()) {
@@ -104,40 +110,53 @@ int main(int argc, char** argv) {
       std::exit(Fail(r.error()));
     }
   };
-  must(sandbox.WriteFile("/tmp/vncpass", vnc::VncPasswordFile(password), 0600));
+  auto password = desktop::Password(sandbox);
+  if (!password.ok()) must(password.error());
+  auto screen = desktop::GetScreenSize(sandbox);
+  if (!screen.ok()) must(screen.error());
+  ExecOptions as_user;
+  as_user.user = std::string(desktop::kDesktopUser);
+  as_user.env = {"DISPLAY=:0"};
+  as_user.timeout = 60;
   must(sandbox.WriteFile("/tmp/recorder.py", kRecorder, 0644));
-  auto start = [&](const std::vector<std::string>& argv_) {
-    BackgroundOptions o;
-    o.env = {"DISPLAY=:1", "HOME=/tmp", "NO_AT_BRIDGE=1"};
-    auto pid = sandbox.StartBackground(argv_, o);
-    if (!pid.ok()) must(pid.error());
-  };
-  start({"Xvnc", ":1", "-geometry", "1024x768", "-depth", "24", "-rfbport", "5900", "-localhost",
-         "-SecurityTypes", "VncAuth", "-PasswordFile", "/tmp/vncpass", "-AlwaysShared"});
-  bool listening = false;
-  for (int i = 0; i < 150 && !listening; ++i) {
-    listening = sandbox.OpenPort(5900).ok();
-    if (!listening) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  if (!listening) {
-    cleanup();
-    return Fail(Error::Unavailable("Xvnc did not listen on 5900 in 30 s"));
-  }
-  // X clients only once the server accepts them (a fixed delay lost that race on a slow start:
-  // no window, a black screen).
-  start({"xfwm4"});
-  start({"python3", "/tmp/recorder.py"});
-  // The recorder is up once its window exists.
-  bool recorder = false;
-  for (int i = 0; i < 150 && !recorder; ++i) {
+  BackgroundOptions bg;
+  bg.user = as_user.user;
+  bg.env = as_user.env;
+  auto pid = sandbox.StartBackground({"python3", "/tmp/recorder.py"}, bg);
+  if (!pid.ok()) must(pid.error());
+  // Once mapped, the window manager has placed it: put it where the tests look for it (inside
+  // the screen, clear of the panel) and give it the focus; then read where it is.
+  std::string geometry;
+  for (int i = 0; i < 150 && geometry.empty(); ++i) {
     auto r = sandbox.ExecShell(
-        "DISPLAY=:1 xdotool search --onlyvisible --name 'agvisor input recorder'");
-    recorder = r.ok() && r->exit_code == 0;
-    if (!recorder) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        "w=$(xdotool search --onlyvisible --name 'agvisor input recorder' | head -1) && "
+        "[ -n \"$w\" ] && xdotool windowmove $w 100 100 windowactivate $w && sleep 0.3 && "
+        "xdotool getwindowgeometry --shell $w",
+        as_user);
+    if (r.ok() && r->exit_code == 0) geometry = r->out;
+    if (geometry.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  if (!recorder) {
+  if (geometry.empty()) {
     cleanup();
     return Fail(Error::Unavailable("the input recorder window did not appear in 30 s"));
+  }
+  // getwindowgeometry --shell: WINDOW=, X=, Y=, WIDTH=, HEIGHT=, SCREEN= lines.
+  boost::json::object recorder;
+  std::istringstream lines(geometry);
+  for (std::string kv; std::getline(lines, kv);) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string k = kv.substr(0, eq);
+    const std::string key = k == "X"        ? "x"
+                            : k == "Y"      ? "y"
+                            : k == "WIDTH"  ? "width"
+                            : k == "HEIGHT" ? "height"
+                                            : "";
+    if (!key.empty()) recorder[key] = std::stoi(kv.substr(eq + 1));
+  }
+  if (recorder.size() != 4) {
+    cleanup();
+    return Fail(Error::Internal("xdotool getwindowgeometry said: " + geometry));
   }
 
   GatewayOptions go;
@@ -149,7 +168,7 @@ int main(int argc, char** argv) {
     cleanup();
     return Fail(listener.error());
   }
-  const VncTarget target{.container = sandbox.container_name(), .password = password};
+  const VncTarget target{.container = sandbox.container_name(), .password = *password};
   auto token = [&] { return *MintVncToken(go.key, target, std::chrono::seconds(120)); };
   TokenPayload rdp;
   rdp.type = "rdp";
@@ -164,14 +183,17 @@ int main(int argc, char** argv) {
       {"foreign_token",
        *MintVncToken(*ParseTokenKey(RandomHex(32)), target, std::chrono::seconds(120))},
       {"rdp_token", *MintToken(go.key, rdp)},
-      {"container", sandbox.container_name()}};
+      {"container", sandbox.container_name()},
+      {"width", screen->width},
+      {"height", screen->height},
+      {"recorder", recorder}};
   std::cout << boost::json::serialize(hello) << std::endl;
 
   std::string line;
   while (std::getline(std::cin, line) && line != "quit") {
     boost::json::object answer;
     if (line.starts_with("exec ")) {
-      auto r = sandbox.ExecShell(line.substr(5));
+      auto r = sandbox.ExecShell(line.substr(5), as_user);
       if (r.ok()) {
         answer = {{"exit_code", r->exit_code}, {"out", r->out}, {"err", r->err}};
       } else {

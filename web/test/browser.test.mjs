@@ -1,6 +1,7 @@
 // <agvisor-desktop> in real Chromium (Debian's package, driven by playwright-core; no browser is
 // downloaded) against the real desktop gateway and a real desktop sandbox, started by the C++
-// fixture tests/e2e/desktop_fixture (path in $AGVISOR_DESKTOP_FIXTURE; web/test sets it).
+// fixture tests/e2e/desktop_fixture (path in $AGVISOR_DESKTOP_FIXTURE; web/run-tests sets it): a
+// gui sandbox's own desktop (agent-started Xvnc, xfce, the terminal) plus an input recorder window.
 // Screenshots go to web/test-artifacts/.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -150,28 +151,33 @@ test("renders the sandbox's desktop scaled to its box", async () => {
     await page.locator("#desk").screenshot({ path: path.join(artifacts, "desktop.png") });
   }
   const box = await canvasBox();
-  // 1024x768 scaled into 800x600.
-  assert.ok(Math.abs(box.width - 800) <= 2 && Math.abs(box.height - 600) <= 2, JSON.stringify(box));
+  // The screen (1280x800) scaled into the 800x600 box: as wide as the box, aspect kept.
+  const height = (800 * info.height) / info.width;
+  assert.ok(Math.abs(box.width - 800) <= 2 && Math.abs(box.height - height) <= 2,
+            `${JSON.stringify(box)} for a ${info.width}x${info.height} screen`);
   assert.equal(await vncConnections(), 1);
 });
 
 test("clicks and keys reach the sandbox", async () => {
   const box = await canvasBox();
-  const scale = box.width / 1024;
-  // Into the recorder window (at +40+40 on the remote screen) at remote (200, 150).
-  await page.mouse.click(box.x + 200 * scale, box.y + 150 * scale);
-  await poll("pointer at 200,150 inside", async () => {
-    const r = await sandboxExec("DISPLAY=:1 xdotool getmouselocation");
+  const scale = box.width / info.width;
+  // Into the recorder window (the fixture says where it is on the remote screen), a third of the
+  // way in from its top left corner.
+  const rx = Math.round(info.recorder.x + info.recorder.width / 3);
+  const ry = Math.round(info.recorder.y + info.recorder.height / 3);
+  await page.mouse.click(box.x + rx * scale, box.y + ry * scale);
+  await poll(`pointer at ${rx},${ry} inside`, async () => {
+    const r = await sandboxExec("xdotool getmouselocation");
     const m = /x:(\d+) y:(\d+)/.exec(r.out);
-    return m && Math.abs(+m[1] - 200) <= 2 && Math.abs(+m[2] - 150) <= 2;
+    return m && Math.abs(+m[1] - rx) <= 2 && Math.abs(+m[2] - ry) <= 2;
   });
-  // The window saw the click at its own coordinates (remote minus its origin and border).
+  // The window saw the click there (it records screen coordinates).
   const click = await poll("the click in the window", async () => {
     const r = await sandboxExec("cat /tmp/clicks");
     return r.exit_code === 0 && r.out ? r.out : null;
   });
   const [cx, cy] = click.trim().split("\n")[0].split(" ").map(Number);
-  assert.ok(Math.abs(cx - 159) <= 3 && Math.abs(cy - 109) <= 3, `click at ${cx},${cy}`);
+  assert.ok(Math.abs(cx - rx) <= 3 && Math.abs(cy - ry) <= 3, `click at ${cx},${cy}, not ${rx},${ry}`);
   await page.keyboard.type("Typed in Chromium: <agvisor> 42!");
   await page.keyboard.press("Enter");
   const typed = await poll("the typed text", async () => {
@@ -190,7 +196,7 @@ test("follows its box when resized", async () => {
   });
   await poll("canvas scaled to 512 wide", async () => {
     const b = await canvasBox();
-    return Math.abs(b.width - 512) <= 2 && Math.abs(b.height - 384) <= 2;
+    return Math.abs(b.width - 512) <= 2 && Math.abs(b.height - (512 * info.height) / info.width) <= 2;
   });
   await page.locator("#desk").screenshot({ path: path.join(artifacts, "resized.png") });
   await page.evaluate(() => {
