@@ -17,6 +17,7 @@
 // volumes, runsc/containerd-shim processes of its containers, runtime processes Docker no longer
 // knows), host MemAvailable, dockerd's and this process's resident memory before and after. Exits
 // 1 on any leak or failed cycle, 2 on bad arguments. Everything of the run is removed at the end.
+// SIGINT or SIGTERM stops it early: no new cycle starts, and what ran is counted as above.
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
@@ -58,6 +59,10 @@ struct Options {
   double max_mem_drop_mib = 2048;
   double max_self_growth_mib = 64;
 };
+
+// Set by SIGINT/SIGTERM: no new cycles start; the ones running finish, then the count runs.
+std::atomic<bool> g_stop{false};
+extern "C" void OnStopSignal(int) { g_stop = true; }
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -423,6 +428,7 @@ class Soak {
     std::atomic<int> next{0};
     std::atomic<bool> done{false};
     std::vector<Outcome> outcomes(static_cast<size_t>(opt_.cycles));
+    std::vector<bool> ran(static_cast<size_t>(opt_.cycles), false);
     long self_rss_warm = -1;
     std::mutex progress_mu;
     int finished = 0;
@@ -434,9 +440,11 @@ class Soak {
       }
     });
     auto worker = [&] {
-      for (int i; (i = next++) < opt_.cycles;) {
-        outcomes[static_cast<size_t>(i)] = RunCycle(i);
+      for (int i; !g_stop && (i = next++) < opt_.cycles;) {
+        Outcome o = RunCycle(i);
         std::lock_guard<std::mutex> l(progress_mu);
+        outcomes[static_cast<size_t>(i)] = std::move(o);
+        ran[static_cast<size_t>(i)] = true;
         ++finished;
         // This process's memory once its pools and caches are warm, to compare with the end.
         if (finished == std::max(1, opt_.cycles / 10))
@@ -452,6 +460,10 @@ class Soak {
     for (int w = 0; w < opt_.parallel; ++w) workers.emplace_back(worker);
     for (auto& w : workers) w.join();
     const double cycles_s = Seconds(Clock::now() - t0);
+    const int ran_cycles = finished;
+    if (g_stop)
+      std::printf("interrupted: %d of %d cycles ran; counting what they left\n", ran_cycles,
+                  opt_.cycles);
     const long self_rss_end = ProcField("/proc/self/status", "VmRSS");
 
     // Whatever killed clients left running ends by its lifetime (and Docker removes it).
@@ -478,7 +490,9 @@ class Soak {
     int failures = 0, killed = 0, ok = 0, planned = 0;
     std::vector<double> times;
     std::vector<std::string> first_failures;
-    for (const auto& o : outcomes) {
+    for (size_t i = 0; i < outcomes.size(); ++i) {
+      if (!ran[i]) continue;
+      const Outcome& o = outcomes[i];
       planned += o.kill_planned;
       if (o.killed) {
         ++killed;
@@ -562,12 +576,12 @@ class Soak {
     // ---- summary ----
     std::printf("\nsoak %s summary\n", run_id_.c_str());
     std::printf("  cycles            %d: %d completed and checked, %d clients killed, %d failed\n",
-                opt_.cycles, ok, killed, failures);
+                ran_cycles, ok, killed, failures);
     std::printf(
         "  kills             %d of %d planned landed (the others' clients finished first)\n",
         killed, planned);
     std::printf("  time              %.0f s of cycles (%.2f cycles/s), %.0f s for lifetimes\n",
-                cycles_s, opt_.cycles / cycles_s, drained_s);
+                cycles_s, ran_cycles / cycles_s, drained_s);
     std::printf("  cycle time        median %.2f s, p95 %.2f s, max %.2f s (completed cycles)\n",
                 pct(0.5), pct(0.95), times.empty() ? 0.0 : times.back());
     std::printf("  containers seen   %zu\n", ids_.size());
@@ -675,6 +689,10 @@ int Main(int argc, char** argv) {
   }
   char id[16];
   std::snprintf(id, sizeof id, "s%06x", std::random_device{}() & 0xffffff);
+  struct sigaction sa = {};
+  sa.sa_handler = OnStopSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
   Soak soak(opt, id, *docker);
   return soak.Run();
 }
