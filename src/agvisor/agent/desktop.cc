@@ -1,13 +1,21 @@
 #include "agvisor/agent/desktop.h"
 
 #include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "agvisor/agent/event_loop.h"
@@ -59,6 +67,43 @@ echo "agvisor-desktop: ready"
 command -v xterm >/dev/null && xterm -xrm '*ptyHandshake: false' &
 wait
 )SH";
+
+// gVisor (runsc 20240729) fails close_range(2) with EINVAL when its last fd is 2^31 or more;
+// callers pass ~0U for "every fd above". glib falls back to walking /proc/self/fd only on ENOSYS,
+// so every g_spawn (the panel's launchers and menu, xfdesktop's icons, xfce4-session) failed with
+// "Failed to close file descriptor for child process (Invalid argument)". This seccomp filter
+// turns exactly those calls into ENOSYS; every other system call, and close_range with a
+// smaller last fd, is untouched. Installed in the agent (PID 1) before the desktop starts, so
+// every process of a gui sandbox inherits it.
+Result<void> InstallCloseRangeFilter() {
+#if defined(__x86_64__)
+  constexpr std::uint32_t kArch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+  constexpr std::uint32_t kArch = AUDIT_ARCH_AARCH64;
+#else
+#error "the close_range filter needs this architecture's AUDIT_ARCH value"
+#endif
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 0, 4),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_close_range, 0, 2),
+      // args[1] is an unsigned int: its low 32 bits (little endian: the first word).
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[1])),
+      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x80000000u, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+  };
+  sock_fprog prog{.len = static_cast<unsigned short>(std::size(filter)), .filter = filter};
+  // Sandboxes run with no-new-privileges already; a filter needs it (or CAP_SYS_ADMIN).
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    return Error::FromErrno("prctl(PR_SET_NO_NEW_PRIVS)", errno);
+  }
+  if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0) {
+    return Error::FromErrno("seccomp(close_range filter)", errno);
+  }
+  return Ok();
+}
 
 std::string DescribeExit(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
@@ -113,6 +158,9 @@ Result<std::unique_ptr<Desktop>> Desktop::Start(const DesktopOptions& options, E
   if (!user.home.empty() && ::stat(user.home.c_str(), &st) == 0 && st.st_uid == 0 &&
       user.uid != 0 && ::chown(user.home.c_str(), user.uid, user.gid) != 0) {
     d->Log("desktop: chown " + user.home + ": " + std::strerror(errno));
+  }
+  if (auto f = InstallCloseRangeFilter(); !f.ok()) {
+    d->Log("desktop: " + f.error().message() + " (the panel's launchers will not start programs)");
   }
   // X's socket directory must exist sticky and world-writable before Xvnc (run as root) makes
   // its socket there for the user's clients.

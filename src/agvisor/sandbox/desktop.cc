@@ -284,9 +284,10 @@ Result<void> TypeText(Sandbox& sb, std::string_view text) {
   if (!init.ok()) return init.error().WithContext("type into " + sb.container_name());
   for (std::size_t p = 0; p < parts.size(); ++p) {
     if (beyond_ascii) {
-      // Free the keycodes earlier characters took. A client handles a key some time after the
-      // server took it: give the previous part's keys that long before their keycodes go.
-      if (p > 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      // Free the keycodes earlier characters took. A client reads a key's keycode some time
+      // after the server took it, and reads the new mapping if it is late: give the previous
+      // part's keys a second (200 ms lost characters in xterm on a busy machine).
+      if (p > 0) std::this_thread::sleep_for(std::chrono::seconds(1));
       AGVISOR_RETURN_IF_ERROR(RunX(sb, {"setxkbmap"}));
     }
     auto typed = vnc::TypeKeysyms(stream, *init, parts[p]);
