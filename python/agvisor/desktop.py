@@ -3,7 +3,8 @@
 A desktop sandbox (image agvisor/desktop:latest unless told otherwise) runs Xvnc on display :0
 and an xfce session of the desktop user; its VNC server is reached through the agent channel only
 (it works with network="none"). Screenshots are one VNC framebuffer capture each, made into PNG
-by the C++ core; input is xdotool as the desktop user (one command each). Every call releases the
+by the C++ core; mouse and keys are xdotool as the desktop user (one command each), typed text is
+VNC key events (any characters; see docs/desktop.md). Every call releases the
 GIL. Coordinates are screen pixels from the top left. Errors: ValueError for a bad argument
 (negative coordinates, an unknown button, a key combo with characters outside [A-Za-z0-9_+ ]),
 RuntimeError for the rest (code "not_found" when the sandbox is not a desktop).
