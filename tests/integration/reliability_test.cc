@@ -91,6 +91,91 @@ TEST_F(ReliabilityTest, ForkBombIsContainedByThePidsLimitAndTheTimeout) {
   ExpectHostHealthy();
 }
 
+// The host's MemAvailable, in KiB.
+long HostMemAvailableKib() {
+  std::ifstream f("/proc/meminfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("MemAvailable:", 0) == 0) return std::stol(line.substr(13));
+  }
+  return -1;
+}
+
+// A memory bomb, and /tmp filled past the memory limit (gVisor's /tmp is a tmpfs in the
+// sandbox's own memory), each end their sandbox as out of memory, reported as such; a bystander
+// sandbox keeps its running process and answers; the host's memory comes back.
+TEST_F(ReliabilityTest, MemoryBombAndFullTmpEndOnlyTheirSandbox) {
+  auto bystander = MustCreate(TestSpec());
+  ASSERT_TRUE(bystander);
+  auto pid = bystander->StartBackground({"sleep", "600"});
+  ASSERT_TRUE(pid.ok()) << pid.error().ToString();
+  const long host_before = HostMemAvailableKib();
+  struct Bomb {
+    const char* name;
+    const char* command;
+  };
+  for (Bomb bomb : {Bomb{"memory_bomb", "python3 -c 'b = bytearray(1 << 30); print(len(b))'"},
+                    Bomb{"tmp_fill", "head -c 600000000 /dev/zero > /tmp/fill; echo rc=$?"}}) {
+    auto spec = TestSpec();
+    spec.limits.memory = "256m";
+    auto sb = MustCreate(spec);
+    ASSERT_TRUE(sb);
+    auto t0 = Clock::now();
+    auto r = sb->ExecShell(bomb.command, {.timeout = 60});
+    Figure(std::string(bomb.name) + "_reported_ms",
+           std::to_string(static_cast<int>(Ms(Clock::now() - t0))));
+    ASSERT_FALSE(r.ok()) << bomb.name << " survived: " << r->out << r->err;
+    EXPECT_EQ(r.error().code(), ErrorCode::kSandboxDied) << r.error().ToString();
+    EXPECT_THAT(r.error().message(), HasSubstr("out of memory")) << r.error().ToString();
+    // The bystander: its background process still runs and it answers at once.
+    auto procs = bystander->ListProcesses();
+    ASSERT_TRUE(procs.ok()) << procs.error().ToString();
+    bool alive = std::any_of(procs->begin(), procs->end(),
+                             [&](const ProcessInfo& p) { return p.pid == *pid && p.running; });
+    EXPECT_TRUE(alive) << "the bystander's process died with " << bomb.name;
+    auto echo = bystander->ExecShell("echo ok");
+    ASSERT_TRUE(echo.ok()) << echo.error().ToString();
+    EXPECT_EQ(echo->out, "ok\n");
+  }
+  // A figure, not an assertion: other work on a shared host moves MemAvailable by more than a
+  // 256m sandbox could (builds: a gigabyte in seconds). The host's health is the new sandbox.
+  long drop_mib = (host_before - HostMemAvailableKib()) / 1024;
+  Figure("memory_bomb_host_memavailable_drop_mib", std::to_string(drop_mib));
+  ExpectHostHealthy();
+}
+
+// /workspace is a Docker volume: agvisor puts no cap on it (docs/security.md). On a volume that
+// has a size of its own (here one the test makes first, a 64m tmpfs, as a disk of its own would
+// be), filling it gives ENOSPC at that size; the sandbox stays usable and room comes back.
+TEST_F(ReliabilityTest, FillingASizedWorkspaceGivesEnospcAndTheSandboxGoesOn) {
+  auto spec = TestSpec("wsfill");
+  const std::string volume = ContainerNameFor(*spec.name);
+  const std::string body = R"({"Name":")" + volume +
+                           R"(","Driver":"local","DriverOpts":{"type":"tmpfs","device":"tmpfs",)"
+                           R"("o":"size=64m"},"Labels":{")" +
+                           testing::kRunLabel + R"(":")" + testing::RunId() + R"("}})";
+  auto made =
+      RunCommand({"curl", "-sf", "--unix-socket", "/var/run/docker.sock", "-X", "POST", "-H",
+                  "Content-Type: application/json", "-d", body, "http://localhost/volumes/create"});
+  ASSERT_TRUE(made.ok() && made->status.success()) << (made.ok() ? made->err : "curl");
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  auto fill = sb->ExecShell(
+      "echo keep > /workspace/keep; head -c 100000000 /dev/zero > /workspace/big; echo rc=$?; "
+      "stat -c %s /workspace/big",
+      {.timeout = 60});
+  ASSERT_TRUE(fill.ok()) << fill.error().ToString();
+  EXPECT_THAT(fill->out, HasSubstr("rc=1"));
+  EXPECT_THAT(fill->err, HasSubstr("No space left on device"));
+  Figure("workspace_fill_stopped_at_bytes", fill->out.substr(fill->out.find('\n') + 1));
+  auto after = sb->ExecShell(
+      "rm /workspace/big && echo more >> /workspace/keep && "
+      "cat /workspace/keep");
+  ASSERT_TRUE(after.ok()) << after.error().ToString();
+  EXPECT_EQ(after->out, "keep\nmore\n") << after->err;
+  EXPECT_TRUE(sb->Delete().ok());
+}
+
 TEST_F(ReliabilityTest, OutputFloodKeepsHostMemoryBounded) {
   auto sb = MustCreate(TestSpec());
   ASSERT_TRUE(sb);
@@ -114,16 +199,18 @@ TEST_F(ReliabilityTest, OutputFloodKeepsHostMemoryBounded) {
 TEST_F(ReliabilityTest, InfiniteLoopTimeoutOvershoot) {
   auto sb = MustCreate(TestSpec());
   ASSERT_TRUE(sb);
+  // 100 runs of a 0.5 s timeout: enough for a p99.
   std::vector<double> overshoot;
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 0; i < 100; ++i) {
     auto t0 = Clock::now();
-    auto r = sb->ExecShell("while :; do :; done", {.timeout = 1});
+    auto r = sb->ExecShell("while :; do :; done", {.timeout = 0.5});
     ASSERT_TRUE(r.ok()) << r.error().ToString();
     EXPECT_EQ(r->exit_code, 124);
-    overshoot.push_back(Ms(Clock::now() - t0) - 1000);
+    overshoot.push_back(Ms(Clock::now() - t0) - 500);
   }
   std::sort(overshoot.begin(), overshoot.end());
-  Figure("timeout_overshoot_median_ms", std::to_string(static_cast<int>(overshoot[5])));
+  Figure("timeout_overshoot_median_ms", std::to_string(static_cast<int>(overshoot[50])));
+  Figure("timeout_overshoot_p99_ms", std::to_string(static_cast<int>(overshoot[98])));
   Figure("timeout_overshoot_max_ms", std::to_string(static_cast<int>(overshoot.back())));
   EXPECT_LT(overshoot.back(), 3000);
 }
@@ -134,12 +221,16 @@ TEST_F(ReliabilityTest, NoZombiesPileUp) {
   // 300 orphans whose parents exit at once: PID 1 must reap them all.
   auto r = sb->ExecShell("for i in $(seq 300); do (sleep 0.1 &) ; done; sleep 1");
   ASSERT_TRUE(r.ok());
+  std::string zombies;
   ASSERT_TRUE(testing::WaitFor(
       [&] {
         auto z = sb->ExecShell("grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l");
-        return z.ok() && z->out == "0\n";
+        zombies = z.ok() ? z->out : z.error().ToString();
+        return zombies == "0\n";
       },
-      10s));
+      10s))
+      << zombies << " zombies";
+  Figure("zombies_left_of_300_orphans", zombies);
 }
 
 TEST_F(ReliabilityTest, HugeStdinAndBinaryOutputAreByteExact) {
@@ -159,7 +250,8 @@ TEST_F(ReliabilityTest, HugeStdinAndBinaryOutputAreByteExact) {
   EXPECT_EQ(bad->err, "\xe9");
 }
 
-TEST_F(ReliabilityTest, FillingTmpShmAndInodesLeavesTheSandboxUsable) {
+// (/tmp filled past the memory limit: MemoryBombAndFullTmpEndOnlyTheirSandbox.)
+TEST_F(ReliabilityTest, FillingShmAndAnInodeFloodLeaveTheSandboxUsable) {
   auto spec = TestSpec();
   spec.limits.memory = "512m";
   auto sb = MustCreate(spec);
@@ -188,7 +280,9 @@ TEST_F(ReliabilityTest, ExecIntoADeadSandboxSaysSo) {
   ASSERT_TRUE(sb);
   auto docker = HostClient("");
   ASSERT_TRUE((*docker)->KillContainer(sb->container_name(), "KILL").ok());
+  auto t0 = Clock::now();
   auto r = sb->ExecShell("true");
+  Figure("exec_into_dead_ms", std::to_string(static_cast<int>(Ms(Clock::now() - t0))));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kSandboxDied);
   EXPECT_THAT(r.error().message(), HasSubstr("not running"));
@@ -199,10 +293,15 @@ TEST_F(ReliabilityTest, ExecIntoADeadSandboxSaysSo) {
 TEST_F(ReliabilityTest, PostureOfEverySandboxKind) {
   auto docker = HostClient("");
   ASSERT_TRUE(docker.ok());
-  std::vector<SandboxSpec> kinds = {TestSpec(), TestSpec("posture")};
+  // Headless with network none, named on bridge, and a desktop (agvisor/desktop: Xvnc inside).
+  std::vector<SandboxSpec> kinds = {TestSpec(), TestSpec("posture"), TestSpec()};
   kinds[0].network = "none";
   kinds[1].lifetime = 300;
+  kinds[2].gui = true;
+  kinds[2].limits.memory = std::string(kMinDesktopMemory);
   for (const auto& spec : kinds) {
+    const std::string kind = spec.gui ? "desktop" : spec.name ? "named" : "network_none";
+    SCOPED_TRACE(kind);
     auto sb = MustCreate(spec);
     ASSERT_TRUE(sb);
     auto info = (*docker)->InspectContainer(sb->container_name());
@@ -223,6 +322,7 @@ TEST_F(ReliabilityTest, PostureOfEverySandboxKind) {
     auto caps = sb->ExecShell("sed -n 's/^CapEff:\\t//p' /proc/self/status");
     ASSERT_TRUE(caps.ok());
     // Nothing beyond Docker's default set 0xa80425fb (gVisor with hostinet also drops NET_RAW).
+    Figure("posture_capeff_" + kind, caps->out);
     std::uint64_t eff = std::stoull(caps->out, nullptr, 16);
     EXPECT_EQ(eff & ~0xa80425fbULL, 0u) << caps->out;
     // gVisor's /proc has no NoNewPrivs line: ask prctl(PR_GET_NO_NEW_PRIVS) itself.
