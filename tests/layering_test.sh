@@ -13,7 +13,7 @@ declare -A allowed=(
   [sandbox]="channel docker http proto base"
   [images]="docker http base"
   [gateway]="sandbox channel docker http proto base"
-  [cli]="gateway sandbox images channel docker http proto base"
+  [cli]="server gateway sandbox images channel docker http proto base"
   [server]="gateway sandbox channel docker http proto base"
 )
 status=0

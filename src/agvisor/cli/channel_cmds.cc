@@ -72,7 +72,7 @@ void OnWinch(int) {
   (void)!::write(g_winch_pipe, &c, 1);
 }
 
-int RunShell(Sandbox& sb, const std::vector<std::string>& command) {
+int RunShell(SandboxHandle& sb, const std::vector<std::string>& command) {
   auto [rows, cols] = TerminalSize();
   ProcessOptions po;
   po.pty = true;
@@ -82,7 +82,7 @@ int RunShell(Sandbox& sb, const std::vector<std::string>& command) {
   std::vector<std::string> argv = command;
   if (argv.empty())
     argv = {"sh", "-c", "if command -v bash >/dev/null; then exec bash; fi; exec sh"};
-  auto p = sb.StartProcess(argv, po);
+  auto p = sb.Start(argv, po);
   if (!p.ok()) return Fail(p.error());
   int winch[2];
   if (::pipe2(winch, O_CLOEXEC | O_NONBLOCK) != 0) return Fail(Error::FromErrno("pipe", errno));
@@ -96,7 +96,7 @@ int RunShell(Sandbox& sb, const std::vector<std::string>& command) {
   {
     // Raw mode: Ctrl-C, Ctrl-Z and Ctrl-D are bytes for the sandbox's terminal, not signals here.
     RawTerminal raw;
-    Process& proc = **p;
+    RunningCommand& proc = **p;
     std::thread pump([&] {
       char buf[4096];
       for (;;) {
@@ -136,7 +136,7 @@ int RunShell(Sandbox& sb, const std::vector<std::string>& command) {
 
 // ---- port-forward ----
 
-int RunPortForward(Sandbox& sb, const std::string& spec) {
+int RunPortForward(SandboxHandle& sb, const std::string& spec) {
   auto colon = spec.find(':');
   int local = 0, remote = 0;
   try {
@@ -174,7 +174,9 @@ int RunPortForward(Sandbox& sb, const std::string& spec) {
       if (port.error().code() == ErrorCode::kSandboxDied) return ExitCodeFor(port.error());
       continue;
     }
-    std::thread(RelayConnection, std::shared_ptr<PortStream>(std::move(*port)), c).detach();
+    std::thread([conn = std::shared_ptr<PortConnection>(std::move(*port)), c] {
+      RelayPortConnection(conn, c);
+    }).detach();
   }
 }
 
@@ -200,7 +202,7 @@ void AddCopy(CLI::App& app, GlobalOptions& g, int* exit_code) {
       return;
     }
     const SandboxPath& sp = s ? *s : *d;
-    auto sb = Sandbox::Open(ResolveContainerName(sp.sandbox), g.host);
+    auto sb = g.OpenSandbox(sp.sandbox);
     if (!sb.ok()) {
       *exit_code = Fail(sb.error());
       return;
@@ -221,7 +223,7 @@ void AddShell(CLI::App& app, GlobalOptions& g, int* exit_code) {
   cmd->add_option("sandbox", *name, "sandbox name (or its agvisor-... container name)")->required();
   cmd->add_option("command", *command, "command to run instead of the shell (after --)");
   cmd->callback([&g, exit_code, name, command] {
-    auto sb = Sandbox::Open(ResolveContainerName(*name), g.host);
+    auto sb = g.OpenSandbox(*name);
     if (!sb.ok()) {
       *exit_code = Fail(sb.error());
       return;
@@ -242,7 +244,7 @@ void AddPortForward(CLI::App& app, GlobalOptions& g, int* exit_code) {
   cmd->add_option("ports", *spec, "LOCAL:REMOTE, or PORT for the same number on both sides")
       ->required();
   cmd->callback([&g, exit_code, name, spec] {
-    auto sb = Sandbox::Open(ResolveContainerName(*name), g.host);
+    auto sb = g.OpenSandbox(*name);
     if (!sb.ok()) {
       *exit_code = Fail(sb.error());
       return;

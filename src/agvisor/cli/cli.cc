@@ -52,6 +52,10 @@ Result<Listening> ListenLoopback(std::string_view what, int port, int backlog) {
 }
 
 void RelayConnection(std::shared_ptr<PortStream> port, int fd) {
+  RelayPortConnection(std::shared_ptr<PortConnection>(WrapPortStream(std::move(port))), fd);
+}
+
+void RelayPortConnection(std::shared_ptr<PortConnection> port, int fd) {
   // Two directions: this thread sandbox -> fd, another fd -> sandbox.
   std::thread up([port, fd] {
     char buf[64 * 1024];
@@ -83,6 +87,26 @@ void WriteAll(int fd, std::string_view bytes) {
     }
     bytes.remove_prefix(static_cast<std::size_t>(n));
   }
+}
+
+Result<Backend*> GlobalOptions::GetBackend() {
+  if (backend_) return backend_.get();
+  if (server.empty()) {
+    backend_ = MakeLocalBackend(host);
+  } else {
+    if (host_flag) {
+      return Error::InvalidArgument(
+          "--host and --server do not mix: agvisord drives its own Docker host (drop --host, "
+          "or drop --server to use that host directly)");
+    }
+    backend_ = AGVISOR_TRY(MakeRemoteBackend(server, token_file));
+  }
+  return backend_.get();
+}
+
+Result<std::unique_ptr<SandboxHandle>> GlobalOptions::OpenSandbox(std::string_view name) {
+  Backend* b = AGVISOR_TRY(GetBackend());
+  return b->Open(ResolveContainerName(name));
 }
 
 std::string ResolveContainerName(std::string_view n) {
@@ -144,6 +168,14 @@ int RunCli(int argc, char** argv) {
   app.add_option("-H,--host", g.host,
                  "Docker host: unix:///path, tcp://host:port or ssh://user@host[:port] "
                  "(default $AGVISOR_HOST, then $DOCKER_HOST, then the local socket)");
+  if (const char* s = std::getenv("AGVISOR_SERVER")) g.server = s;
+  app.add_option("--server", g.server,
+                 "drive sandboxes through agvisord at unix:/path/to.sock or "
+                 "http://127.0.0.1:PORT (default $AGVISOR_SERVER; unset = the Docker host "
+                 "directly). See docs/cli.md");
+  app.add_option("--token-file", g.token_file,
+                 "agvisord's token file, with --server (default $AGVISOR_TOKEN_FILE, then "
+                 "$AGVISOR_TOKEN, then agvisord's default token file)");
   app.add_flag("--json", g.json, "machine-readable output");
   app.set_version_flag("--version", "agvisor 0.1.0");
   int exit_code = 0;
@@ -163,6 +195,19 @@ int RunCli(int argc, char** argv) {
   AddRemove(app, g, &exit_code);
   AddImage(app, g, &exit_code);
   AddDoctor(app, g, &exit_code);
+  // Host-side commands have no agvisord equivalent: refused before they run.
+  app.parse_complete_callback([&] {
+    g.host_flag = app.count("--host") > 0;
+    if (g.server.empty()) return;
+    for (const char* local_only : {"desktop", "image", "doctor"}) {
+      if (app.got_subcommand(local_only)) {
+        throw CLI::ValidationError(
+            "--server", std::string("`agvisor ") + local_only +
+                            "` works on a Docker host, not through agvisord: run it on the "
+                            "daemon's host without --server (and unset AGVISOR_SERVER)");
+      }
+    }
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

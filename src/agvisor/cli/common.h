@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "agvisor/base/error.h"
+#include "agvisor/cli/backend.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
 
@@ -20,8 +21,20 @@ inline constexpr int kExitSandboxDied = 3;
 inline constexpr int kExitExecFailure = 125;
 
 struct GlobalOptions {
-  std::string host;   // --host / $AGVISOR_HOST
-  bool json = false;  // --json
+  std::string host;        // --host / $AGVISOR_HOST
+  bool host_flag = false;  // --host was given on the command line
+  std::string server;      // --server / $AGVISOR_SERVER: drive sandboxes through agvisord
+  std::string token_file;  // --token-file (agvisord's token, with --server)
+  bool json = false;       // --json
+
+  // This run's backend, made on first use: agvisord when `server` is set, else the Docker host.
+  // Errors: those of MakeRemoteBackend; kInvalidArgument for --host with --server.
+  Result<Backend*> GetBackend();
+  // Opens sandbox `name` (or its agvisor-... container name) on the backend.
+  Result<std::unique_ptr<SandboxHandle>> OpenSandbox(std::string_view name);
+
+ private:
+  std::unique_ptr<Backend> backend_;
 };
 
 // Prints "agvisor: <message>" to stderr and returns the exit code for the error's code.
@@ -55,6 +68,8 @@ Result<Listening> ListenLoopback(std::string_view what, int port, int backlog);
 
 // Relays the local connection `fd` and a port stream into the sandbox both ways until either
 // side ends, then closes both (port-forward, desktop viewers). Blocks: run it on a thread.
+void RelayPortConnection(std::shared_ptr<PortConnection> port, int fd);
+// The same for the library's PortStream.
 void RelayConnection(std::shared_ptr<PortStream> port, int fd);
 
 // The subcommands; each registers itself and sets its callback's exit code in `*exit_code`.

@@ -31,8 +31,8 @@ Result<int> ParseSignal(std::string s) {
   return Error::InvalidArgument("kill: unknown signal '" + s + "' (a number or e.g. TERM, KILL)");
 }
 
-Result<std::unique_ptr<Sandbox>> OpenNamed(const std::string& name, const GlobalOptions& g) {
-  return Sandbox::Open(ResolveContainerName(name), g.host);
+Result<std::unique_ptr<SandboxHandle>> OpenNamed(const std::string& name, GlobalOptions& g) {
+  return g.OpenSandbox(name);
 }
 
 }  // namespace

@@ -51,18 +51,29 @@ struct ExecFlags {
 
 // The command line as given: one argument runs through `sh -c` (like the seed's exec), several
 // run as argv.
-Result<ExecResult> RunIn(Sandbox& sb, const ExecFlags& f) {
-  auto o = AGVISOR_TRY(f.Build());
-  if (f.command.size() == 1) return sb.ExecShell(f.command.front(), o);
-  return sb.Exec(f.command, o);
+std::vector<std::string> CommandArgv(const std::vector<std::string>& command) {
+  if (command.size() == 1) return {"sh", "-c", command.front()};
+  return command;
 }
 
-void PrintWarning(const Sandbox& sb) {
+Result<ExecResult> RunIn(SandboxHandle& sb, const ExecFlags& f) {
+  auto o = AGVISOR_TRY(f.Build());
+  return sb.Exec(CommandArgv(f.command), o);
+}
+
+void PrintWarning(const CreatedSandbox& c) {
   static bool warned = false;
-  if (!sb.disk_warning().empty() && !warned) {
+  if (!c.disk_warning.empty() && !warned) {
     warned = true;
-    std::cerr << "agvisor: warning: " << sb.disk_warning() << "\n";
+    std::cerr << "agvisor: warning: " << c.disk_warning << "\n";
   }
+}
+
+// Creates the sandbox of `opts` on the run's backend.
+Result<CreatedSandbox> CreateFrom(GlobalOptions& g, const SpecOptions& opts) {
+  auto spec = AGVISOR_TRY(opts.Build(g));
+  Backend* b = AGVISOR_TRY(g.GetBackend());
+  return b->Create(spec);
 }
 
 boost::json::object InfoJson(const SandboxInfo& i) {
@@ -86,26 +97,21 @@ void AddCreate(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto opts = std::make_shared<SpecOptions>();
   opts->Add(*cmd);
   cmd->callback([&g, exit_code, opts] {
-    auto spec = opts->Build(g);
-    if (!spec.ok()) {
-      *exit_code = ReportError(spec.error());
-      return;
-    }
-    auto sb = Sandbox::Create(*spec);
+    auto sb = CreateFrom(g, *opts);
     if (!sb.ok()) {
       *exit_code = ReportError(sb.error());
       return;
     }
-    PrintWarning(**sb);
+    PrintWarning(*sb);
     if (g.json) {
       boost::json::object o;
-      o["container"] = (*sb)->container_name();
-      o["name"] = (*sb)->name() ? boost::json::value(*(*sb)->name()) : nullptr;
-      o["resumed"] = (*sb)->resumed();
-      o["data_dir"] = (*sb)->data_dir();
+      o["container"] = sb->handle->container_name();
+      o["name"] = sb->name ? boost::json::value(*sb->name) : nullptr;
+      o["resumed"] = sb->resumed;
+      o["data_dir"] = sb->name ? "/workspace" : "";
       std::cout << boost::json::serialize(o) << "\n";
     } else {
-      std::cout << (*sb)->container_name() << "\n";
+      std::cout << sb->handle->container_name() << "\n";
     }
   });
 }
@@ -127,22 +133,21 @@ void AddRun(CLI::App& app, GlobalOptions& g, int* exit_code) {
       *exit_code = ReportError(v.error());
       return;
     }
-    auto spec = opts->Build(g);
-    if (!spec.ok()) {
-      *exit_code = ReportError(spec.error());
-      return;
-    }
-    auto sb = Sandbox::Create(*spec);
+    auto sb = CreateFrom(g, *opts);
     if (!sb.ok()) {
       *exit_code = ReportError(sb.error());
       return;
     }
-    PrintWarning(**sb);
-    auto r = RunIn(**sb, *flags);
+    PrintWarning(*sb);
+    auto r = RunIn(*sb->handle, *flags);
+    const std::string cname = sb->handle->container_name();
     if (!*keep) {
-      if (auto s = (*sb)->Stop(); !s.ok()) ReportError(s.error());
+      // As Sandbox::Stop: the container goes, a named sandbox keeps its volume.
+      auto s = (*g.GetBackend())->Remove(cname, /*erase_data=*/false);
+      // Gone already: an anonymous sandbox that ended (lifetime, OOM) removes itself.
+      if (!s.ok() && s.error().code() != ErrorCode::kNotFound) ReportError(s.error());
     } else {
-      std::cerr << "agvisor: sandbox " << (*sb)->container_name() << " left running\n";
+      std::cerr << "agvisor: sandbox " << cname << " left running\n";
     }
     if (!r.ok()) {
       int rc = ReportError(r.error());
@@ -173,7 +178,7 @@ void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code) {
       *exit_code = ReportError(Error::InvalidArgument("exec: --detach and --stdin do not mix"));
       return;
     }
-    auto sb = Sandbox::Open(ResolveContainerName(*name), g.host);
+    auto sb = g.OpenSandbox(*name);
     if (!sb.ok()) {
       *exit_code = ReportError(sb.error());
       return;
@@ -184,9 +189,7 @@ void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code) {
       o.env = flags->env;
       o.cwd = flags->cwd;
       o.user = flags->user;
-      std::vector<std::string> argv = flags->command;
-      if (argv.size() == 1) argv = {"sh", "-c", flags->command.front()};
-      auto pid = (*sb)->StartBackground(argv, o);
+      auto pid = (*sb)->StartBackground(CommandArgv(flags->command), o);
       if (!pid.ok()) {
         int rc = ReportError(pid.error());
         *exit_code = rc == kExitSandboxDied || rc == kExitUsage ? rc : kExitExecFailure;
@@ -215,7 +218,12 @@ void AddList(CLI::App& app, GlobalOptions& g, int* exit_code) {
                                  "(anonymous leftovers of crashed clients included)");
   cmd->alias("list");
   cmd->callback([&g, exit_code] {
-    auto list = Sandbox::List(g.host);
+    auto backend = g.GetBackend();
+    if (!backend.ok()) {
+      *exit_code = ReportError(backend.error());
+      return;
+    }
+    auto list = (*backend)->List();
     if (!list.ok()) {
       *exit_code = ReportError(list.error());
       return;
@@ -236,11 +244,16 @@ void AddList(CLI::App& app, GlobalOptions& g, int* exit_code) {
 
 namespace {
 
-void ForEachSandbox(const std::vector<std::string>& names, const GlobalOptions& g, int* exit_code,
+void ForEachSandbox(const std::vector<std::string>& names, GlobalOptions& g, int* exit_code,
                     bool erase) {
+  auto backend = g.GetBackend();
+  if (!backend.ok()) {
+    *exit_code = ReportError(backend.error());
+    return;
+  }
   for (const auto& n : names) {
     const std::string cname = ResolveContainerName(n);
-    if (auto r = Sandbox::Remove(cname, g.host, erase); !r.ok()) {
+    if (auto r = (*backend)->Remove(cname, erase); !r.ok()) {
       *exit_code = ReportError(r.error());
     } else if (!g.json) {
       std::cout << cname << "\n";

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "agvisor/cli/common.h"
-#include "agvisor/docker/client.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::cli {
@@ -27,13 +26,13 @@ std::string Mib(std::uint64_t bytes) {
 }
 
 // One sample of every running sandbox; returns false after reporting an error.
-bool Sample(const GlobalOptions& g, std::vector<Row>& rows, int* exit_code) {
-  auto docker = HostClient(g.host);
-  if (!docker.ok()) {
-    *exit_code = ReportError(docker.error());
+bool Sample(GlobalOptions& g, std::vector<Row>& rows, int* exit_code) {
+  auto backend = g.GetBackend();
+  if (!backend.ok()) {
+    *exit_code = ReportError(backend.error());
     return false;
   }
-  auto list = Sandbox::List(g.host);
+  auto list = (*backend)->List();
   if (!list.ok()) {
     *exit_code = ReportError(list.error());
     return false;
@@ -44,8 +43,7 @@ bool Sample(const GlobalOptions& g, std::vector<Row>& rows, int* exit_code) {
   }
   std::vector<std::thread> threads;
   for (Row& r : rows) {
-    threads.emplace_back(
-        [&r, d = *docker] { r.stats = d->GetContainerStats(r.info.container_id); });
+    threads.emplace_back([&r, b = *backend] { r.stats = b->Stats(r.info); });
   }
   for (auto& t : threads) t.join();
   return true;

@@ -868,8 +868,8 @@ Result<void> TarFinished(Subprocess& tar, std::string_view what) {
 
 }  // namespace
 
-Result<void> Sandbox::Upload(std::string_view local_path, std::string_view sandbox_dir) {
-  AGVISOR_RETURN_IF_ERROR(CheckAbsolute("upload", sandbox_dir));
+Result<void> PackLocalPath(std::string_view local_path,
+                           const std::function<Result<void>(const channel::ByteSource&)>& send) {
   std::error_code ec;
   std::filesystem::path local(local_path);
   if (!std::filesystem::exists(std::filesystem::symlink_status(local, ec))) {
@@ -883,12 +883,19 @@ Result<void> Sandbox::Upload(std::string_view local_path, std::string_view sandb
       Subprocess::Spawn({.argv = {"tar", "-C", parent, "-cf", "-", "--", local.filename().string()},
                          .pipe_stdout = true,
                          .pipe_stderr = true}));
-  auto r = UploadTar(sandbox_dir, FdSource(tar.stdout_fd().get()));
+  auto r = send(FdSource(tar.stdout_fd().get()));
   if (!r.ok()) {
     (void)tar.Kill(SIGKILL);
     return r.error();
   }
   return TarFinished(tar, "upload " + std::string(local_path));
+}
+
+Result<void> Sandbox::Upload(std::string_view local_path, std::string_view sandbox_dir) {
+  AGVISOR_RETURN_IF_ERROR(CheckAbsolute("upload", sandbox_dir));
+  return PackLocalPath(local_path, [&](const channel::ByteSource& source) {
+    return UploadTar(sandbox_dir, source);
+  });
 }
 
 Result<void> Sandbox::UploadTar(std::string_view sandbox_dir, const channel::ByteSource& source) {
@@ -909,8 +916,9 @@ Result<void> Sandbox::DownloadTar(std::string_view sandbox_path, const channel::
   return Ok();
 }
 
-Result<void> Sandbox::Download(std::string_view sandbox_path, std::string_view local_dir) {
-  AGVISOR_RETURN_IF_ERROR(CheckAbsolute("download", sandbox_path));
+Result<void> UnpackIntoLocalDir(
+    std::string_view local_dir,
+    const std::function<Result<void>(const channel::ByteSink&)>& receive) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(local_dir), ec);
   if (ec) {
@@ -922,14 +930,19 @@ Result<void> Sandbox::Download(std::string_view sandbox_path, std::string_view l
        .pipe_stdin = true,
        .pipe_stderr = true}));
   const int in = tar.stdin_fd().get();
-  auto r = DownloadTar(sandbox_path,
-                       [in](std::string_view b) -> Result<void> { return WriteAllFd(in, b); });
+  auto r = receive([in](std::string_view b) -> Result<void> { return WriteAllFd(in, b); });
   tar.stdin_fd().reset();
   if (!r.ok()) {
     (void)tar.Kill(SIGKILL);
     return r.error();
   }
-  return TarFinished(tar, "download " + std::string(sandbox_path));
+  return TarFinished(tar, "download into " + std::string(local_dir));
+}
+
+Result<void> Sandbox::Download(std::string_view sandbox_path, std::string_view local_dir) {
+  AGVISOR_RETURN_IF_ERROR(CheckAbsolute("download", sandbox_path));
+  return UnpackIntoLocalDir(
+      local_dir, [&](const channel::ByteSink& sink) { return DownloadTar(sandbox_path, sink); });
 }
 
 Result<std::unique_ptr<PortStream>> Sandbox::OpenPort(std::uint16_t port) {

@@ -126,6 +126,17 @@ struct SandboxInfo {
   std::string pool;  // the warm pool (docs/pools.md) that started it, or ""
 };
 
+// The local halves of Sandbox::Upload / Download, for anything that carries the archive to a
+// sandbox another way (the CLI through agvisord): PackLocalPath runs the system's `tar` on the
+// local file or directory `local_path` and hands its archive to `send`; UnpackIntoLocalDir
+// creates `local_dir` and unpacks there what `receive` delivers to its sink. Errors: kNotFound
+// (no such local path), those of `send` / `receive`, kInternal (tar failed: its message).
+Result<void> PackLocalPath(std::string_view local_path,
+                           const std::function<Result<void>(const channel::ByteSource&)>& send);
+Result<void> UnpackIntoLocalDir(
+    std::string_view local_dir,
+    const std::function<Result<void>(const channel::ByteSink&)>& receive);
+
 class Sandbox {
  public:
   // Creates and starts a sandbox, or re-attaches to a running one of the same name. Validates

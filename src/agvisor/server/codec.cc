@@ -793,4 +793,230 @@ std::string WsErrorJson(const Error& e) {
   return Serialize(o);
 }
 
+// ---- The client's side ----
+
+namespace {
+
+Error Malformed(std::string_view what, std::string_view body) {
+  return Error::Internal("agvisord sent a malformed " + std::string(what) + ": " +
+                         SanitizeUtf8(body.substr(0, 200)));
+}
+
+Result<json::object> ParseReply(std::string_view body, std::string_view what) {
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec || !v.is_object()) return Malformed(what, body);
+  return std::move(v.as_object());
+}
+
+std::string StringOr(const json::object& o, std::string_view key, std::string dflt = "") {
+  const json::value* v = o.if_contains(key);
+  return v && v->is_string() ? std::string(v->as_string()) : dflt;
+}
+
+std::int64_t IntOr(const json::object& o, std::string_view key, std::int64_t dflt = 0) {
+  const json::value* v = o.if_contains(key);
+  if (!v) return dflt;
+  auto n = GetInt(*v, key);
+  return n.ok() ? *n : dflt;
+}
+
+EndReason EndReasonFromSlug(std::string_view slug) {
+  for (auto r : {EndReason::kStopped, EndReason::kLifetime, EndReason::kIdle,
+                 EndReason::kOutOfMemory, EndReason::kKilled, EndReason::kGone}) {
+    if (EndReasonSlug(r) == slug) return r;
+  }
+  return EndReason::kNone;
+}
+
+Result<SandboxView> SandboxFromObject(const json::object& o, std::string_view body) {
+  if (!o.contains("id") || !o.contains("container_name")) return Malformed("sandbox", body);
+  SandboxView v;
+  v.id = StringOr(o, "id");
+  v.info.container_name = StringOr(o, "container_name");
+  if (const json::value* n = o.if_contains("name"); n && n->is_string()) {
+    v.info.name = std::string(n->as_string());
+  }
+  v.info.container_id = StringOr(o, "container_id");
+  v.info.image = StringOr(o, "image");
+  v.info.state = StringOr(o, "state");
+  if (const json::value* r = o.if_contains("running"); r && r->is_bool()) {
+    v.info.running = r->as_bool();
+  }
+  v.info.end_reason = EndReasonFromSlug(StringOr(o, "end_reason"));
+  v.info.exit_code = static_cast<int>(IntOr(o, "exit_code"));
+  if (const json::value* r = o.if_contains("resumed"); r && r->is_bool()) v.resumed = r->as_bool();
+  v.disk_warning = StringOr(o, "disk_warning");
+  return v;
+}
+
+}  // namespace
+
+std::string CreateRequestJson(const SandboxSpec& spec) {
+  json::object limits;
+  limits["cpus"] = spec.limits.cpus;
+  limits["memory"] = spec.limits.memory;
+  limits["pids"] = spec.limits.pids;
+  if (spec.limits.shm) limits["shm"] = *spec.limits.shm;
+  if (!spec.limits.disk.empty()) limits["disk"] = spec.limits.disk;
+  json::object o;
+  if (!spec.image.empty()) o["image"] = spec.image;
+  if (spec.gui) o["gui"] = true;
+  o["limits"] = std::move(limits);
+  o["network"] = spec.network;
+  if (spec.lifetime) o["lifetime"] = *spec.lifetime;
+  if (spec.idle_ttl) o["idle_ttl"] = *spec.idle_ttl;
+  if (spec.name) o["name"] = *spec.name;
+  o["runtime"] = spec.runtime;
+  if (!spec.labels.empty()) {
+    json::object labels;
+    for (const auto& [k, v] : spec.labels) labels[k] = v;
+    o["labels"] = std::move(labels);
+  }
+  return Serialize(o);
+}
+
+Result<SandboxView> ParseSandboxJson(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseReply(body, "sandbox"));
+  return SandboxFromObject(o, body);
+}
+
+Result<std::vector<SandboxView>> ParseSandboxListJson(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseReply(body, "sandbox list"));
+  const json::value* a = o.if_contains("sandboxes");
+  if (!a || !a->is_array()) return Malformed("sandbox list", body);
+  std::vector<SandboxView> out;
+  for (const auto& e : a->as_array()) {
+    if (!e.is_object()) return Malformed("sandbox list", body);
+    out.push_back(AGVISOR_TRY(SandboxFromObject(e.as_object(), body)));
+  }
+  return out;
+}
+
+Result<std::vector<ProcessInfo>> ParseProcessListJson(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseReply(body, "process list"));
+  const json::value* a = o.if_contains("processes");
+  if (!a || !a->is_array()) return Malformed("process list", body);
+  std::vector<ProcessInfo> out;
+  for (const auto& e : a->as_array()) {
+    if (!e.is_object() || !e.as_object().contains("pid")) return Malformed("process list", body);
+    const auto& p = e.as_object();
+    ProcessInfo info;
+    info.pid = static_cast<std::uint32_t>(IntOr(p, "pid"));
+    info.argv0 = StringOr(p, "argv0");
+    const json::value* r = p.if_contains("running");
+    info.running = r && r->is_bool() && r->as_bool();
+    info.exit_code = static_cast<std::int32_t>(IntOr(p, "exit_code"));
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+std::string StartProcessRequestJson(const std::vector<std::string>& argv,
+                                    const BackgroundOptions& options) {
+  json::object o;
+  json::array a;
+  for (const auto& s : argv) a.emplace_back(s);
+  o["argv"] = std::move(a);
+  if (options.stdin) o["stdin"] = true;
+  if (options.timeout > 0) o["timeout"] = options.timeout;
+  if (!options.env.empty()) {
+    json::array env;
+    for (const auto& e : options.env) env.emplace_back(e);
+    o["env"] = std::move(env);
+  }
+  if (!options.cwd.empty()) o["cwd"] = options.cwd;
+  if (!options.user.empty()) o["user"] = options.user;
+  return Serialize(o);
+}
+
+Result<std::uint32_t> ParsePidJson(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseReply(body, "process"));
+  auto pid = IntOr(o, "pid", -1);
+  if (pid <= 0 || pid > 0xffffffffLL) return Malformed("process", body);
+  return static_cast<std::uint32_t>(pid);
+}
+
+Result<docker::ContainerStats> ParseMetricsJson(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseReply(body, "metrics"));
+  if (!o.contains("memory_bytes")) return Malformed("metrics", body);
+  docker::ContainerStats s;
+  s.read = StringOr(o, "read");
+  if (const json::value* c = o.if_contains("cpu_percent")) {
+    auto n = GetNumber(*c, "cpu_percent");
+    if (n.ok()) s.cpu_percent = *n;
+  }
+  s.online_cpus = static_cast<int>(IntOr(o, "online_cpus"));
+  s.memory_bytes = static_cast<std::uint64_t>(IntOr(o, "memory_bytes"));
+  s.memory_limit_bytes = static_cast<std::uint64_t>(IntOr(o, "memory_limit_bytes"));
+  s.pids = static_cast<std::uint64_t>(IntOr(o, "pids"));
+  s.pids_limit = static_cast<std::uint64_t>(IntOr(o, "pids_limit"));
+  return s;
+}
+
+std::string WsExecRequestJson(const std::vector<std::string>& argv, const ProcessOptions& options) {
+  json::object o;
+  json::array a;
+  for (const auto& s : argv) a.emplace_back(s);
+  o["argv"] = std::move(a);
+  o["timeout"] = options.timeout;
+  if (!options.env.empty()) {
+    json::array env;
+    for (const auto& e : options.env) env.emplace_back(e);
+    o["env"] = std::move(env);
+  }
+  if (!options.cwd.empty()) o["cwd"] = options.cwd;
+  if (!options.user.empty()) o["user"] = options.user;
+  o["stdin"] = options.stdin;
+  o["pty"] = options.pty;
+  if (options.pty) {
+    o["rows"] = options.rows;
+    o["cols"] = options.cols;
+  }
+  return Serialize(o);
+}
+
+std::string WsControlJson(const WsControl& c) {
+  json::object o;
+  switch (c.type) {
+    case WsControl::Type::kEof:
+      o["type"] = "eof";
+      break;
+    case WsControl::Type::kResize:
+      o["type"] = "resize";
+      o["rows"] = c.rows;
+      o["cols"] = c.cols;
+      break;
+    case WsControl::Type::kSignal:
+      o["type"] = "signal";
+      o["signal"] = c.signal;
+      break;
+  }
+  return Serialize(o);
+}
+
+Result<WsServerMessage> ParseWsServerMessage(std::string_view text) {
+  auto o = AGVISOR_TRY(ParseReply(text, "stream message"));
+  const std::string type = StringOr(o, "type");
+  WsServerMessage m;
+  if (type == "started") {
+    m.type = WsServerMessage::Type::kStarted;
+    m.pid = static_cast<std::uint32_t>(IntOr(o, "pid"));
+  } else if (type == "exit") {
+    m.type = WsServerMessage::Type::kExit;
+    m.exit.exit_code = static_cast<std::int32_t>(IntOr(o, "exit_code"));
+    m.exit.signal = static_cast<std::uint8_t>(IntOr(o, "signal"));
+    const json::value* t = o.if_contains("timed_out");
+    m.exit.timed_out = t && t->is_bool() && t->as_bool();
+  } else if (type == "error") {
+    auto e = DecodeErrorJson(text);
+    if (!e) return Malformed("stream message", text);
+    m.type = WsServerMessage::Type::kError;
+    m.error = std::move(*e);
+  } else {
+    return Malformed("stream message", text);
+  }
+  return m;
+}
+
 }  // namespace agvisor::server

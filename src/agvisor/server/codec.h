@@ -165,4 +165,33 @@ std::string WsExitJson(const ProcessExit& exit);
 // {"type":"error","error":{"code","message"}}
 std::string WsErrorJson(const Error& e);
 
+// ---- The client's side (the CLI's --server, remote_client.h) ----
+// The body of POST /v1/sandboxes for `spec` (its host is not sent: the daemon has its own).
+std::string CreateRequestJson(const SandboxSpec& spec);
+// A Sandbox object / the {"sandboxes": [...]} list. Errors: kInternal (not the documented shape).
+Result<SandboxView> ParseSandboxJson(std::string_view body);
+Result<std::vector<SandboxView>> ParseSandboxListJson(std::string_view body);
+// {"processes": [...]} -> the list. Errors: kInternal.
+Result<std::vector<ProcessInfo>> ParseProcessListJson(std::string_view body);
+// The body of POST .../processes.
+std::string StartProcessRequestJson(const std::vector<std::string>& argv,
+                                    const BackgroundOptions& options);
+// {"pid": N}. Errors: kInternal.
+Result<std::uint32_t> ParsePidJson(std::string_view body);
+// A Metrics object. Errors: kInternal.
+Result<docker::ContainerStats> ParseMetricsJson(std::string_view body);
+// The first message of an exec WebSocket (timeout 0 = none).
+std::string WsExecRequestJson(const std::vector<std::string>& argv, const ProcessOptions& options);
+// A control message to the server: {"type":"eof"} | resize | signal.
+std::string WsControlJson(const WsControl& control);
+// A text message from the server: started, exit or error.
+struct WsServerMessage {
+  enum class Type { kStarted, kExit, kError } type = Type::kStarted;
+  std::uint32_t pid = 0;                  // kStarted
+  ProcessExit exit;                       // kExit
+  Error error{ErrorCode::kInternal, ""};  // kError
+};
+// Errors: kInternal (not one of the documented messages).
+Result<WsServerMessage> ParseWsServerMessage(std::string_view text);
+
 }  // namespace agvisor::server

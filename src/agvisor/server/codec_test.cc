@@ -292,5 +292,142 @@ TEST(CodecTest, WsControl) {
             "not_found");
 }
 
+// The client's encoders are read back by the server's parsers, and the server's encoders by the
+// client's parsers: the two sides of the wire agree.
+TEST(CodecTest, ClientCreateRequestRoundTrips) {
+  SandboxSpec spec;
+  spec.image = "img:1";
+  spec.gui = true;
+  spec.limits.cpus = 0.5;
+  spec.limits.memory = "1g";
+  spec.limits.pids = 64;
+  spec.limits.shm = "128m";
+  spec.limits.disk = "none";
+  spec.network = "none";
+  spec.lifetime = 600;
+  spec.idle_ttl = 60;
+  spec.name = "box";
+  spec.host = "ssh://never-sent";
+  spec.labels = {{"tenant", "a b"}};
+  auto body = CreateRequestJson(spec);
+  EXPECT_EQ(body.find("never-sent"), std::string::npos) << body;
+  auto r = ParseCreateRequest(body);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->spec.image, "img:1");
+  EXPECT_TRUE(r->spec.gui);
+  EXPECT_DOUBLE_EQ(r->spec.limits.cpus, 0.5);
+  EXPECT_EQ(r->spec.limits.memory, "1g");
+  EXPECT_EQ(r->spec.limits.pids, 64);
+  EXPECT_EQ(r->spec.limits.shm, "128m");
+  EXPECT_EQ(r->spec.limits.disk, "none");
+  EXPECT_EQ(r->spec.network, "none");
+  EXPECT_EQ(r->spec.lifetime, 600);
+  EXPECT_EQ(r->spec.idle_ttl, 60);
+  EXPECT_EQ(r->spec.name, "box");
+  EXPECT_EQ(r->spec.labels.at("tenant"), "a b");
+  // The defaults stay defaults (no disk key: the host decides).
+  auto d = ParseCreateRequest(CreateRequestJson(SandboxSpec{}));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->spec.limits.disk, "");
+  EXPECT_FALSE(d->spec.name.has_value());
+}
+
+TEST(CodecTest, ClientParsesServerAnswers) {
+  SandboxView v{"box", {}, true, "uncapped"};
+  v.info.container_name = "agvisor-box";
+  v.info.name = "box";
+  v.info.state = "exited";
+  v.info.end_reason = EndReason::kOutOfMemory;
+  v.info.exit_code = 137;
+  auto back = ParseSandboxJson(SandboxJson(v));
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  EXPECT_EQ(back->id, "box");
+  EXPECT_EQ(back->info.container_name, "agvisor-box");
+  EXPECT_EQ(back->info.name, "box");
+  EXPECT_EQ(back->info.end_reason, EndReason::kOutOfMemory);
+  EXPECT_EQ(back->info.exit_code, 137);
+  EXPECT_EQ(back->resumed, true);
+  EXPECT_EQ(back->disk_warning, "uncapped");
+  auto list = ParseSandboxListJson(SandboxListJson({v, v}));
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->size(), 2u);
+  EXPECT_FALSE(ParseSandboxJson("{\"x\":1}").ok());
+  EXPECT_EQ(ParseSandboxListJson("<html>").error().code(), ErrorCode::kInternal);
+
+  std::vector<ProcessInfo> procs = {{7, "sleep", true, 0}, {9, "sh", false, 3}};
+  auto p = ParseProcessListJson(ProcessListJson(procs));
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(*p, procs);
+  EXPECT_EQ(*ParsePidJson("{\"pid\":42}"), 42u);
+  EXPECT_FALSE(ParsePidJson("{}").ok());
+
+  auto sp = ParseStartProcessRequest(
+      StartProcessRequestJson({"sh", "-c", "x"}, {.timeout = 5, .env = {"A=1"}, .cwd = "/w"}));
+  ASSERT_TRUE(sp.ok()) << sp.error().ToString();
+  EXPECT_EQ(sp->argv, (std::vector<std::string>{"sh", "-c", "x"}));
+  EXPECT_EQ(sp->options.timeout, 5);
+  EXPECT_EQ(sp->options.env, std::vector<std::string>{"A=1"});
+  EXPECT_EQ(sp->options.cwd, "/w");
+
+  docker::ContainerStats st;
+  st.cpu_percent = 50.5;
+  st.memory_bytes = 1 << 20;
+  st.memory_limit_bytes = 512 << 20;
+  st.pids = 3;
+  st.pids_limit = 512;
+  auto m = ParseMetricsJson(MetricsJson("box", st));
+  ASSERT_TRUE(m.ok());
+  EXPECT_DOUBLE_EQ(m->cpu_percent, 50.5);
+  EXPECT_EQ(m->memory_bytes, 1u << 20);
+  EXPECT_EQ(m->memory_limit_bytes, 512u << 20);
+  EXPECT_EQ(m->pids_limit, 512u);
+}
+
+TEST(CodecTest, ClientWebSocketMessages) {
+  ProcessOptions o;
+  o.pty = true;
+  o.rows = 40;
+  o.cols = 120;
+  o.timeout = 3;
+  o.env = {"TERM=xterm"};
+  auto er = ParseExecRequest(WsExecRequestJson({"bash"}, o), /*websocket=*/true);
+  ASSERT_TRUE(er.ok()) << er.error().ToString();
+  EXPECT_TRUE(er->pty);
+  EXPECT_EQ(er->rows, 40);
+  EXPECT_EQ(er->cols, 120);
+  EXPECT_EQ(er->timeout, 3);
+  EXPECT_EQ(er->env, std::vector<std::string>{"TERM=xterm"});
+  o = {};
+  o.stdin = false;
+  er = ParseExecRequest(WsExecRequestJson({"true"}, o), true);
+  ASSERT_TRUE(er.ok());
+  EXPECT_FALSE(er->stdin);
+  EXPECT_EQ(er->timeout, 0);
+
+  for (WsControl c : {WsControl{WsControl::Type::kEof}, WsControl{WsControl::Type::kResize, 5, 6},
+                      WsControl{WsControl::Type::kSignal, 0, 0, SIGINT}}) {
+    auto back = ParseWsControl(WsControlJson(c));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(back->type, c.type);
+    EXPECT_EQ(back->rows, c.rows);
+    EXPECT_EQ(back->signal, c.signal);
+  }
+
+  auto started = ParseWsServerMessage(WsStartedJson(12));
+  ASSERT_TRUE(started.ok());
+  EXPECT_EQ(started->type, WsServerMessage::Type::kStarted);
+  EXPECT_EQ(started->pid, 12u);
+  auto exit = ParseWsServerMessage(WsExitJson({124, 9, true}));
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->type, WsServerMessage::Type::kExit);
+  EXPECT_EQ(exit->exit, (ProcessExit{124, 9, true}));
+  auto err = ParseWsServerMessage(WsErrorJson(Error::SandboxDied("oom")));
+  ASSERT_TRUE(err.ok());
+  EXPECT_EQ(err->type, WsServerMessage::Type::kError);
+  EXPECT_EQ(err->error.code(), ErrorCode::kSandboxDied);
+  EXPECT_EQ(err->error.message(), "oom");
+  EXPECT_FALSE(ParseWsServerMessage(R"({"type":"dance"})").ok());
+}
+
 }  // namespace
 }  // namespace agvisor::server

@@ -75,25 +75,6 @@ Result<std::string> LoadOrCreateToken(const std::string& path, bool* created) {
   return data.substr(b, e - b + 1);
 }
 
-Result<std::string> DefaultSocketPath() {
-  if (::geteuid() == 0) return std::string("/run/agvisord.sock");
-  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x) {
-    return std::string(x) + "/agvisord.sock";
-  }
-  return Error::NotFound(
-      "no default socket path: not root and XDG_RUNTIME_DIR is unset (give "
-      "--socket PATH)");
-}
-
-std::string DefaultTokenPath() {
-  if (::geteuid() == 0) return "/var/lib/agvisor/agvisord.token";
-  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) {
-    return std::string(x) + "/agvisor/agvisord.token";
-  }
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : ".") + "/.config/agvisor/agvisord.token";
-}
-
 namespace {
 
 constexpr std::string_view kDescription =

@@ -568,13 +568,23 @@ void Service::PortWs(Sandbox& sb, std::uint16_t port, WebSocket& ws) {
   if (!s.ok()) return FailWs(ws, s.error());
   PortStream& stream = **s;
   std::thread in([&] {
+    bool write_closed = false;
     for (;;) {
       auto msg = ws.Receive();
       if (!msg.ok() || !msg->has_value()) break;
-      if (!(*msg)->binary) continue;  // text messages carry nothing on a port stream
-      if (!stream.Write((*msg)->data).ok()) break;
+      if (!(*msg)->binary) {
+        // {"type":"eof"}: the client half-closed; the sandbox side reads end of file and may
+        // still answer. Other text messages carry nothing here.
+        auto c = ParseWsControl((*msg)->data);
+        if (c.ok() && c->type == WsControl::Type::kEof && !write_closed) {
+          write_closed = true;
+          (void)stream.CloseWrite();
+        }
+        continue;
+      }
+      if (write_closed || !stream.Write((*msg)->data).ok()) break;
     }
-    (void)stream.CloseWrite();
+    if (!write_closed) (void)stream.CloseWrite();
   });
   std::string buf(kPortChunk, '\0');
   for (;;) {

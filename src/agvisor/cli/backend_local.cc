@@ -1,0 +1,112 @@
+// The CLI's backend on a Docker host: each call is the library's (Sandbox).
+#include "agvisor/cli/backend.h"
+#include "agvisor/docker/client.h"
+
+namespace agvisor::cli {
+namespace {
+
+class LocalPort final : public PortConnection {
+ public:
+  explicit LocalPort(std::shared_ptr<PortStream> s) : s_(std::move(s)) {}
+  Result<std::size_t> Read(std::span<char> buf) override { return s_->Read(buf); }
+  Result<void> Write(std::string_view data) override { return s_->Write(data); }
+  Result<void> CloseWrite() override { return s_->CloseWrite(); }
+  void Close() override { s_->Close(); }
+
+ private:
+  std::shared_ptr<PortStream> s_;
+};
+
+class LocalCommand final : public RunningCommand {
+ public:
+  explicit LocalCommand(std::unique_ptr<Process> p) : p_(std::move(p)) {}
+  Result<void> Write(std::string_view data) override { return p_->Write(data); }
+  Result<void> CloseStdin() override { return p_->CloseStdin(); }
+  Result<void> Resize(std::uint16_t rows, std::uint16_t cols) override {
+    return p_->Resize(rows, cols);
+  }
+  Result<ProcessExit> Wait(const channel::ExecCallbacks& cb) override { return p_->Wait(cb); }
+
+ private:
+  std::unique_ptr<Process> p_;
+};
+
+class LocalHandle final : public SandboxHandle {
+ public:
+  explicit LocalHandle(std::unique_ptr<Sandbox> sb) : sb_(std::move(sb)) {}
+  const std::string& container_name() const override { return sb_->container_name(); }
+  Result<ExecResult> Exec(const std::vector<std::string>& argv, const ExecOptions& o) override {
+    return sb_->Exec(argv, o);
+  }
+  Result<std::unique_ptr<RunningCommand>> Start(const std::vector<std::string>& argv,
+                                                const ProcessOptions& o) override {
+    auto p = AGVISOR_TRY(sb_->StartProcess(argv, o));
+    return std::unique_ptr<RunningCommand>(std::make_unique<LocalCommand>(std::move(p)));
+  }
+  Result<std::uint32_t> StartBackground(const std::vector<std::string>& argv,
+                                        const BackgroundOptions& o) override {
+    return sb_->StartBackground(argv, o);
+  }
+  Result<std::vector<ProcessInfo>> ListProcesses() override { return sb_->ListProcesses(); }
+  Result<ProcessExit> AttachProcess(std::uint32_t pid, const channel::ExecCallbacks& cb) override {
+    return sb_->AttachProcess(pid, cb);
+  }
+  Result<void> Signal(std::uint32_t pid, int signal) override { return sb_->Signal(pid, signal); }
+  Result<void> Upload(std::string_view local_path, std::string_view sandbox_dir) override {
+    return sb_->Upload(local_path, sandbox_dir);
+  }
+  Result<void> Download(std::string_view sandbox_path, std::string_view local_dir) override {
+    return sb_->Download(sandbox_path, local_dir);
+  }
+  Result<std::unique_ptr<PortConnection>> OpenPort(std::uint16_t port) override {
+    auto s = AGVISOR_TRY(sb_->OpenPort(port));
+    return WrapPortStream(std::shared_ptr<PortStream>(std::move(s)));
+  }
+
+ private:
+  std::unique_ptr<Sandbox> sb_;
+};
+
+class LocalBackend final : public Backend {
+ public:
+  explicit LocalBackend(std::string host) : host_(std::move(host)) {}
+
+  Result<CreatedSandbox> Create(const SandboxSpec& spec) override {
+    SandboxSpec s = spec;
+    s.host = host_;
+    auto sb = AGVISOR_TRY(Sandbox::Create(s));
+    CreatedSandbox c;
+    c.name = sb->name();
+    c.resumed = sb->resumed();
+    c.disk_warning = sb->disk_warning();
+    c.handle = std::make_unique<LocalHandle>(std::move(sb));
+    return c;
+  }
+  Result<std::unique_ptr<SandboxHandle>> Open(std::string_view container_name) override {
+    auto sb = AGVISOR_TRY(Sandbox::Open(container_name, host_));
+    return std::unique_ptr<SandboxHandle>(std::make_unique<LocalHandle>(std::move(sb)));
+  }
+  Result<std::vector<SandboxInfo>> List() override { return Sandbox::List(host_); }
+  Result<void> Remove(std::string_view container_name, bool erase_data) override {
+    return Sandbox::Remove(container_name, host_, erase_data);
+  }
+  Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) override {
+    auto docker = AGVISOR_TRY(HostClient(host_));
+    return docker->GetContainerStats(sandbox.container_id);
+  }
+
+ private:
+  std::string host_;
+};
+
+}  // namespace
+
+std::unique_ptr<PortConnection> WrapPortStream(std::shared_ptr<PortStream> stream) {
+  return std::make_unique<LocalPort>(std::move(stream));
+}
+
+std::unique_ptr<Backend> MakeLocalBackend(std::string host) {
+  return std::make_unique<LocalBackend>(std::move(host));
+}
+
+}  // namespace agvisor::cli

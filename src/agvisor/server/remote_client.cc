@@ -1,0 +1,505 @@
+// The WebSockets follow server.cc's pattern: Beast's asynchronous operations run on an
+// io_context owned by a thread of their own, and the blocking calls post to it and wait, so a
+// reader and a writer may use one stream from two threads (Beast's synchronous calls may not).
+#include "agvisor/server/remote_client.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "agvisor/base/unique_fd.h"
+#include "agvisor/server/server.h"
+
+namespace agvisor::server {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bws = beast::websocket;
+using boost::system::error_code;
+
+namespace {
+
+constexpr std::size_t kStdinChunk = 256 * 1024;
+constexpr auto kArchiveTimeout = std::chrono::hours(24);
+
+std::string Escape(std::string_view id) { return http::UrlEncode(id); }
+
+std::string SandboxPath(std::string_view id) { return "/v1/sandboxes/" + Escape(id); }
+
+std::string StartHint(const http::Endpoint& ep) {
+  if (ep.kind == http::Endpoint::Kind::kUnix) {
+    return "is agvisord running? start it with `agvisord --socket " + ep.path + "`";
+  }
+  return "is agvisord running? start it with `agvisord --listen " + ep.host + ":" +
+         std::to_string(ep.port) + "`";
+}
+
+// A WebSocket over a unix or TCP socket, with blocking calls usable from two threads.
+class WsConnection final : public RemoteStream {
+ public:
+  using Socket = net::generic::stream_protocol::socket;
+
+  WsConnection() : ws_(Socket(ioc_)) {}
+  ~WsConnection() override {
+    Close();
+    Stop();
+  }
+
+  bws::stream<Socket>& ws() { return ws_; }
+  net::io_context& ioc() { return ioc_; }
+
+  // After the (synchronous) handshake: from now on operations run on the io thread.
+  void StartIoThread() {
+    guard_.emplace(net::make_work_guard(ioc_));
+    ioc_.restart();
+    io_ = std::thread([this] { ioc_.run(); });
+  }
+
+  Result<void> Send(std::string_view data, bool binary) {
+    std::lock_guard lock(send_mu_);
+    if (closed_) return Error::Unavailable("agvisord stream: closed");
+    std::promise<error_code> done;
+    net::post(ioc_, [&] {
+      ws_.binary(binary);
+      ws_.async_write(net::buffer(data.data(), data.size()),
+                      [&](error_code ec, std::size_t) { done.set_value(ec); });
+    });
+    error_code ec = done.get_future().get();
+    if (ec) return Error::Unavailable("agvisord stream: send: " + ec.message());
+    return Ok();
+  }
+
+  // The next message; nullopt once the server closed (close_reason() says why).
+  Result<std::optional<WsMessage>> Receive() {
+    std::lock_guard lock(recv_mu_);
+    if (ended_) return std::optional<WsMessage>();
+    beast::flat_buffer buf;
+    std::promise<std::pair<error_code, bool>> done;
+    net::post(ioc_, [&] {
+      ws_.async_read(buf, [&](error_code ec, std::size_t) {
+        done.set_value({ec, ws_.got_binary()});
+      });
+    });
+    auto [ec, binary] = done.get_future().get();
+    if (ec == bws::error::closed) {
+      ended_ = true;
+      return std::optional<WsMessage>();
+    }
+    if (ec) {
+      ended_ = true;
+      return Error::Unavailable("agvisord stream broke: " + ec.message());
+    }
+    return std::optional<WsMessage>(WsMessage{binary, beast::buffers_to_string(buf.data())});
+  }
+
+  std::string close_reason() const { return std::string(ws_.reason().reason.c_str()); }
+
+  // ---- RemoteStream ----
+  Result<void> WriteStdin(std::string_view bytes) override {
+    while (!bytes.empty()) {
+      auto n = std::min(bytes.size(), kStdinChunk);
+      std::string msg(1, static_cast<char>(kTagStdin));
+      msg.append(bytes.substr(0, n));
+      AGVISOR_RETURN_IF_ERROR(Send(msg, true));
+      bytes.remove_prefix(n);
+    }
+    return Ok();
+  }
+  Result<void> CloseStdin() override { return Send(WsControlJson({WsControl::Type::kEof}), false); }
+  Result<void> Resize(std::uint16_t rows, std::uint16_t cols) override {
+    return Send(WsControlJson({WsControl::Type::kResize, rows, cols}), false);
+  }
+  Result<void> Signal(int signal) override {
+    return Send(WsControlJson({WsControl::Type::kSignal, 0, 0, signal}), false);
+  }
+
+  Result<ProcessExit> Wait(const channel::ExecCallbacks& cb) override {
+    for (;;) {
+      auto m = AGVISOR_TRY(Receive());
+      if (!m) {
+        return Error::Unavailable("agvisord closed the stream before the command's exit" +
+                                  (close_reason().empty() ? "" : ": " + close_reason()));
+      }
+      if (m->binary) {
+        if (m->data.empty()) continue;
+        std::string_view bytes = std::string_view(m->data).substr(1);
+        const auto tag = static_cast<std::uint8_t>(m->data[0]);
+        const auto& fn = tag == kTagStderr ? cb.on_stderr : cb.on_stdout;
+        if (fn) fn(bytes);
+        continue;
+      }
+      auto msg = AGVISOR_TRY(ParseWsServerMessage(m->data));
+      if (msg.type == WsServerMessage::Type::kExit) return msg.exit;
+      if (msg.type == WsServerMessage::Type::kError) return msg.error;
+    }
+  }
+
+  Result<std::size_t> Read(std::span<char> buf) override {
+    while (pending_.size() == pending_pos_) {
+      auto m = AGVISOR_TRY(Receive());
+      if (!m) return std::size_t{0};
+      if (!m->binary) {
+        // A text message on a port stream is an error (nothing listens, the sandbox died).
+        auto msg = ParseWsServerMessage(m->data);
+        if (msg.ok() && msg->type == WsServerMessage::Type::kError) return msg->error;
+        continue;
+      }
+      pending_ = std::move(m->data);
+      pending_pos_ = 0;
+    }
+    std::size_t n = std::min(buf.size(), pending_.size() - pending_pos_);
+    std::memcpy(buf.data(), pending_.data() + pending_pos_, n);
+    pending_pos_ += n;
+    return n;
+  }
+  Result<void> Write(std::string_view bytes) override { return Send(bytes, true); }
+  Result<void> CloseWrite() override { return Send(WsControlJson({WsControl::Type::kEof}), false); }
+
+  void Close() override {
+    std::unique_lock lock(send_mu_, std::defer_lock);
+    // A sender stuck on a server that does not read must not hold the close forever.
+    for (int i = 0; i < 50 && !lock.try_lock(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!io_.joinable()) return;
+    if (lock.owns_lock()) {
+      if (closed_) return;
+      closed_ = true;
+      auto done = std::make_shared<std::promise<void>>();
+      auto fut = done->get_future();
+      net::post(ioc_, [this, done] {
+        ws_.async_close(bws::close_code::normal, [done](error_code) { done->set_value(); });
+      });
+      if (fut.wait_for(std::chrono::seconds(2)) == std::future_status::ready) return;
+    }
+    Abort();
+  }
+
+ private:
+  void Abort() {
+    net::post(ioc_, [this] {
+      error_code ec;
+      beast::get_lowest_layer(ws_).close(ec);
+    });
+  }
+  void Stop() {
+    if (!io_.joinable()) return;
+    Abort();
+    guard_.reset();
+    ioc_.stop();
+    io_.join();
+  }
+
+  net::io_context ioc_{1};
+  bws::stream<Socket> ws_;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> guard_;
+  std::thread io_;
+  std::mutex send_mu_, recv_mu_;
+  bool closed_ = false;  // guarded by send_mu_
+  bool ended_ = false;   // guarded by recv_mu_
+  std::string pending_;  // Read's leftover of a message (guarded by the single reader)
+  std::size_t pending_pos_ = 0;
+};
+
+}  // namespace
+
+Result<http::Endpoint> ParseServerAddress(std::string_view spec) {
+  auto bad = [&] {
+    return Error::InvalidArgument("--server '" + std::string(spec) +
+                                  "': use unix:/path/to/agvisord.sock or http://127.0.0.1:PORT");
+  };
+  http::Endpoint ep;
+  if (spec.starts_with("unix:")) {
+    std::string_view path = spec.substr(5);
+    if (path.starts_with("//")) path.remove_prefix(2);
+    if (path.empty() || path.front() != '/') return bad();
+    ep.kind = http::Endpoint::Kind::kUnix;
+    ep.path = std::string(path);
+    return ep;
+  }
+  std::string_view rest;
+  if (spec.starts_with("http://")) {
+    rest = spec.substr(7);
+  } else if (spec.starts_with("tcp://")) {
+    rest = spec.substr(6);
+  } else {
+    return bad();
+  }
+  if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  auto colon = rest.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return bad();
+  std::string_view port = rest.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != port.npos) {
+    return bad();
+  }
+  const unsigned long n = std::stoul(std::string(port));
+  if (n == 0 || n > 65535) return bad();
+  auto parsed = http::ParseEndpoint("tcp://" + std::string(rest));
+  if (!parsed.ok()) return bad();
+  return *parsed;
+}
+
+std::string ServerAddressString(const http::Endpoint& ep) {
+  if (ep.kind == http::Endpoint::Kind::kUnix) return "unix:" + ep.path;
+  return "http://" + ep.host + ":" + std::to_string(ep.port);
+}
+
+Result<RemoteToken> ReadTokenFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    if (err == ENOENT) {
+      return Error::NotFound("no agvisord token file at " + path +
+                             " (agvisord writes its token to its --token-file at start: pass "
+                             "that file with --token-file or AGVISOR_TOKEN_FILE)");
+    }
+    return Error::FromErrno("read the agvisord token file " + path, err);
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string t = ss.str();
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  std::size_t start = 0;
+  while (start < t.size() && std::isspace(static_cast<unsigned char>(t[start]))) ++start;
+  t.erase(0, start);
+  if (t.empty()) return Error::InvalidArgument("the agvisord token file " + path + " is empty");
+  return RemoteToken{std::move(t), "the token file " + path};
+}
+
+RemoteClient::RemoteClient(http::Endpoint endpoint, RemoteToken token,
+                           std::shared_ptr<http::Client> http)
+    : endpoint_(std::move(endpoint)), token_(std::move(token)), http_(std::move(http)) {}
+
+RemoteClient::~RemoteClient() = default;
+
+Result<std::unique_ptr<RemoteClient>> RemoteClient::Connect(const http::Endpoint& endpoint,
+                                                            RemoteToken token) {
+  // A connect of our own first: the HTTP client's errors speak of Docker.
+  const std::string addr = ServerAddressString(endpoint);
+  int err = 0;
+  if (endpoint.kind == http::Endpoint::Kind::kUnix) {
+    sockaddr_un a{};
+    if (endpoint.path.size() >= sizeof a.sun_path) {
+      return Error::InvalidArgument("--server " + addr + ": the socket path is too long");
+    }
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, endpoint.path.c_str(), endpoint.path.size() + 1);
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd) return Error::FromErrno("socket(AF_UNIX)", errno);
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) err = errno;
+  } else {
+    net::io_context ioc;
+    net::ip::tcp::socket s(ioc);
+    error_code ec;
+    net::ip::tcp::resolver resolver(ioc);
+    auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port), ec);
+    if (!ec) net::connect(s, results, ec);
+    if (ec) err = ec.category() == boost::system::system_category() ? ec.value() : ECONNREFUSED;
+  }
+  if (err == EACCES || err == EPERM) {
+    return Error::PermissionDenied("cannot connect to agvisord at " + addr +
+                                   ": permission denied (its socket is mode 0600: run as the "
+                                   "user who started agvisord)");
+  }
+  if (err != 0) {
+    std::string why = std::strerror(err);
+    for (auto& c : why) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return Error::Unavailable("cannot reach agvisord at " + addr + ": " + why + " (" +
+                              StartHint(endpoint) + ")");
+  }
+  auto http = AGVISOR_TRY(http::Client::Connect(endpoint));
+  return std::unique_ptr<RemoteClient>(new RemoteClient(endpoint, std::move(token), http));
+}
+
+Error RemoteClient::Unreachable(const Error& e) const {
+  if (e.code() != ErrorCode::kUnavailable) return e;
+  return Error::Unavailable("agvisord at " + ServerAddressString(endpoint_) +
+                            " dropped the connection (" + StartHint(endpoint_) +
+                            "): " + e.message());
+}
+
+Error RemoteClient::ErrorOf(const http::Response& r) const {
+  if (r.status == 401) {
+    return Error::PermissionDenied("agvisord at " + ServerAddressString(endpoint_) + " refused " +
+                                   token_.source +
+                                   ": not its token (use the file agvisord's --token-file names: "
+                                   "--token-file FILE or AGVISOR_TOKEN_FILE)");
+  }
+  if (auto e = DecodeErrorJson(r.body)) {
+    // 413 and 405 have codes of their own; the CLI treats them as failures.
+    return *e;
+  }
+  return Error::Internal("agvisord at " + ServerAddressString(endpoint_) + " answered HTTP " +
+                         std::to_string(r.status) + ": " + SanitizeUtf8(r.body.substr(0, 200)));
+}
+
+Result<http::Response> RemoteClient::Call(http::Request request) {
+  request.headers.push_back({"Authorization", "Bearer " + token_.token});
+  auto r = http_->Send(request);
+  if (!r.ok()) return Unreachable(r.error());
+  if (r->status >= 400) return ErrorOf(*r);
+  return r;
+}
+
+Result<SandboxView> RemoteClient::CreateSandbox(const SandboxSpec& spec) {
+  http::Request req{.method = "POST", .target = "/v1/sandboxes"};
+  req.body = CreateRequestJson(spec);
+  req.content_type = "application/json";
+  req.timeout = std::chrono::minutes(10);  // a desktop, or a start queued behind others
+  auto r = AGVISOR_TRY(Call(std::move(req)));
+  return ParseSandboxJson(r.body);
+}
+
+Result<std::vector<SandboxView>> RemoteClient::ListSandboxes() {
+  auto r = AGVISOR_TRY(Call({.method = "GET", .target = "/v1/sandboxes"}));
+  return ParseSandboxListJson(r.body);
+}
+
+Result<void> RemoteClient::RemoveSandbox(std::string_view id, bool erase_data) {
+  AGVISOR_RETURN_IF_ERROR(Call(
+      {.method = "DELETE", .target = SandboxPath(id) + "?erase_data=" + (erase_data ? "1" : "0")}));
+  return Ok();
+}
+
+Result<std::uint32_t> RemoteClient::StartProcess(std::string_view id,
+                                                 const std::vector<std::string>& argv,
+                                                 const BackgroundOptions& options) {
+  http::Request req{.method = "POST", .target = SandboxPath(id) + "/processes"};
+  req.body = StartProcessRequestJson(argv, options);
+  req.content_type = "application/json";
+  auto r = AGVISOR_TRY(Call(std::move(req)));
+  return ParsePidJson(r.body);
+}
+
+Result<std::vector<ProcessInfo>> RemoteClient::ListProcesses(std::string_view id) {
+  auto r = AGVISOR_TRY(Call({.method = "GET", .target = SandboxPath(id) + "/processes"}));
+  return ParseProcessListJson(r.body);
+}
+
+Result<void> RemoteClient::SignalProcess(std::string_view id, std::uint32_t pid, int signal) {
+  http::Request req{.method = "POST",
+                    .target = SandboxPath(id) + "/processes/" + std::to_string(pid) + "/signal"};
+  req.body = "{\"signal\":" + std::to_string(signal) + "}";
+  req.content_type = "application/json";
+  AGVISOR_RETURN_IF_ERROR(Call(std::move(req)));
+  return Ok();
+}
+
+Result<docker::ContainerStats> RemoteClient::Metrics(std::string_view id) {
+  auto r = AGVISOR_TRY(Call({.method = "GET", .target = SandboxPath(id) + "/metrics"}));
+  return ParseMetricsJson(r.body);
+}
+
+Result<void> RemoteClient::PutArchive(std::string_view id, std::string_view dir,
+                                      const channel::ByteSource& source) {
+  http::Request req{.method = "PUT",
+                    .target = SandboxPath(id) + "/archive?path=" + http::UrlEncode(dir)};
+  req.headers.push_back({"Authorization", "Bearer " + token_.token});
+  req.content_type = "application/x-tar";
+  req.timeout = kArchiveTimeout;
+  auto r = http_->SendStreamingBody(req, source);
+  if (!r.ok()) return Unreachable(r.error());
+  if (r->status >= 400) return ErrorOf(*r);
+  return Ok();
+}
+
+Result<void> RemoteClient::GetArchive(std::string_view id, std::string_view path,
+                                      const channel::ByteSink& sink) {
+  http::Request req{.method = "GET",
+                    .target = SandboxPath(id) + "/archive?path=" + http::UrlEncode(path)};
+  req.headers.push_back({"Authorization", "Bearer " + token_.token});
+  req.timeout = kArchiveTimeout;
+  auto r = http_->SendStreamingResponse(req, sink);
+  if (!r.ok()) return Unreachable(r.error());
+  if (r->status >= 400) return ErrorOf(*r);
+  return Ok();
+}
+
+Result<std::unique_ptr<RemoteStream>> RemoteClient::OpenWebSocket(
+    const std::string& target, std::optional<std::string> first_message, bool wait_started) {
+  auto conn = std::make_unique<WsConnection>();
+  auto& sock = beast::get_lowest_layer(conn->ws());
+  error_code ec;
+  if (endpoint_.kind == http::Endpoint::Kind::kUnix) {
+    net::local::stream_protocol::endpoint ep(endpoint_.path);
+    sock.open(net::generic::stream_protocol(AF_UNIX, 0), ec);
+    if (!ec) sock.connect(net::generic::stream_protocol::endpoint(ep), ec);
+  } else {
+    net::ip::tcp::resolver resolver(conn->ioc());
+    auto results = resolver.resolve(endpoint_.host, std::to_string(endpoint_.port), ec);
+    if (!ec && !results.empty()) {
+      net::ip::tcp::endpoint ep = *results.begin();
+      sock.open(net::generic::stream_protocol(ep.protocol().family(), IPPROTO_TCP), ec);
+      if (!ec) sock.connect(net::generic::stream_protocol::endpoint(ep), ec);
+    }
+  }
+  if (ec) {
+    return Error::Unavailable("cannot reach agvisord at " + ServerAddressString(endpoint_) + ": " +
+                              ec.message() + " (" + StartHint(endpoint_) + ")");
+  }
+  const std::string bearer = "Bearer " + token_.token;
+  conn->ws().set_option(bws::stream_base::decorator(
+      [bearer](bws::request_type& r) { r.set(beast::http::field::authorization, bearer); }));
+  conn->ws().read_message_max(64u << 20);
+  bws::response_type res;
+  conn->ws().handshake(res, "agvisord", target, ec);
+  if (ec) {
+    if (res.result_int() >= 400) {
+      http::Response r;
+      r.status = res.result_int();
+      r.body = res.body();
+      return ErrorOf(r);
+    }
+    return Error::Unavailable("agvisord at " + ServerAddressString(endpoint_) +
+                              ": WebSocket upgrade failed: " + ec.message());
+  }
+  conn->StartIoThread();
+  if (first_message) AGVISOR_RETURN_IF_ERROR(conn->Send(*first_message, false));
+  if (wait_started) {
+    // The first answer is "started" or an error (no such sandbox, a bad request, ...).
+    auto m = AGVISOR_TRY(conn->Receive());
+    if (!m || m->binary) {
+      return Error::Unavailable("agvisord closed the stream before the command started" +
+                                (conn->close_reason().empty() ? "" : ": " + conn->close_reason()));
+    }
+    auto msg = AGVISOR_TRY(ParseWsServerMessage(m->data));
+    if (msg.type == WsServerMessage::Type::kError) return msg.error;
+  }
+  return std::unique_ptr<RemoteStream>(std::move(conn));
+}
+
+Result<std::unique_ptr<RemoteStream>> RemoteClient::Exec(std::string_view id,
+                                                         const std::vector<std::string>& argv,
+                                                         const ProcessOptions& options) {
+  return OpenWebSocket(SandboxPath(id) + "/exec/ws", WsExecRequestJson(argv, options), true);
+}
+
+Result<std::unique_ptr<RemoteStream>> RemoteClient::Attach(std::string_view id, std::uint32_t pid) {
+  return OpenWebSocket(SandboxPath(id) + "/processes/" + std::to_string(pid) + "/ws", std::nullopt,
+                       true);
+}
+
+Result<std::unique_ptr<RemoteStream>> RemoteClient::OpenPort(std::string_view id,
+                                                             std::uint16_t port) {
+  return OpenWebSocket(SandboxPath(id) + "/ports/" + std::to_string(port) + "/ws", std::nullopt,
+                       false);
+}
+
+}  // namespace agvisor::server

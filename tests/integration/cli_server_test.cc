@@ -1,0 +1,317 @@
+// End-to-end tests of `agvisor --server` (label `integration`): the real agvisor binary talking
+// to a real agvisord on a temp unix socket with a temp token file, against the real dockerd +
+// runsc. create, exec (exit codes, stdin, a timeout, 5 MB of output byte for byte), cp of a
+// directory both ways, ps/kill, port-forward, ls, top, stop, rm; and the errors of a daemon
+// that is not running, a wrong token and a command that has no daemon equivalent.
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "agvisor/base/subprocess.h"
+#include "tests/integration/test_env.h"
+
+namespace agvisor::testing {
+namespace {
+
+using ::testing::HasSubstr;
+namespace json = boost::json;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class CliServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/cli-server-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    const std::string log = dir_ + "/agvisord.log";
+    auto p = Subprocess::Spawn(
+        {.argv = {"sh", "-c", "exec \"$0\" --socket \"$1\" --token-file \"$2\" 2>>\"$3\"",
+                  AGVISORD_BINARY, socket(), token_file(), log}});
+    ASSERT_TRUE(p.ok()) << p.error().ToString();
+    daemon_.emplace(std::move(*p));
+    ASSERT_TRUE(
+        WaitFor([&] { return ReadAll(log).find("agvisord listening") != std::string::npos; },
+                std::chrono::seconds(20)))
+        << ReadAll(log);
+  }
+  void TearDown() override {
+    if (daemon_) (void)daemon_->Kill(SIGKILL);
+    CleanupRun();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string socket() const { return dir_ + "/agvisord.sock"; }
+  std::string token_file() const { return dir_ + "/token"; }
+  std::string server() const { return "unix:" + socket(); }
+
+  // `agvisor --server ... ARGS`, with the token file given by flag.
+  CommandOutput Agvisor(std::vector<std::string> args, std::string_view input = {}) {
+    args.insert(args.begin(),
+                {AGVISOR_CLI_BINARY, "--server", server(), "--token-file", token_file()});
+    auto r = RunCommand(std::move(args), input);
+    EXPECT_TRUE(r.ok()) << r.error().ToString();
+    return r.ok() ? *r : CommandOutput{};
+  }
+
+  std::string dir_;
+  std::optional<Subprocess> daemon_;
+};
+
+std::string RandomBytes(std::size_t n, unsigned seed) {
+  std::string s(n, '\0');
+  std::mt19937 rng(seed);
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+TEST_F(CliServerTest, CreateExecCpPsPortForwardStopRm) {
+  const std::string name = RunId() + "-srv";
+  const std::string label = std::string(kRunLabel) + "=" + RunId();
+  auto c = Agvisor({"create", "--name", name, "--label", label, "--disk", "none", "--memory",
+                    "512m", "--lifetime", "900"});
+  ASSERT_EQ(c.status.exit_code, 0) << c.err;
+  EXPECT_EQ(c.out, "agvisor-" + name + "\n");
+  // The daemon made it: its log says so.
+  EXPECT_THAT(ReadAll(dir_ + "/agvisord.log"), HasSubstr("sandbox created"));
+
+  // ---- exec: output, exit codes, stdin, timeout ----
+  auto e = Agvisor({"exec", name, "--", "echo out; echo err >&2; exit 7"});
+  EXPECT_EQ(e.out, "out\n");
+  EXPECT_EQ(e.err, "err\n");
+  EXPECT_EQ(e.status.exit_code, 7);
+  auto argv = Agvisor({"exec", name, "--", "printf", "%s|", "a b", "c"});
+  EXPECT_EQ(argv.out, "a b|c|");
+  auto in = Agvisor({"exec", "-i", name, "--", "wc -c"}, std::string(300000, 'x'));
+  EXPECT_EQ(in.out, "300000\n") << in.err;
+  auto to = Agvisor({"exec", "-t", "1", name, "--", "sleep 30"});
+  EXPECT_EQ(to.status.exit_code, 124) << to.err;
+  auto pwd = Agvisor({"exec", name, "--", "pwd"});
+  EXPECT_EQ(pwd.out, "/workspace\n");
+
+  // ---- cp of a directory both ways (nested files, a symlink, 5 MB of binary) ----
+  const std::string src = dir_ + "/src";
+  std::filesystem::create_directories(src + "/tree/a/b");
+  std::ofstream(src + "/tree/a/b/deep.txt") << "deep\n";
+  const std::string blob = RandomBytes(5'000'000, 11);
+  std::ofstream(src + "/tree/blob.bin", std::ios::binary) << blob;
+  std::filesystem::create_symlink("a/b/deep.txt", src + "/tree/link");
+  auto up = Agvisor({"cp", src + "/tree", name + ":/workspace/in"});
+  ASSERT_EQ(up.status.exit_code, 0) << up.err;
+  EXPECT_EQ(Agvisor({"exec", name, "--", "readlink in/tree/link"}).out, "a/b/deep.txt\n");
+  // 5 MB of output through the exec WebSocket, byte for byte.
+  auto cat = Agvisor({"exec", name, "--", "cat", "/workspace/in/tree/blob.bin"});
+  EXPECT_EQ(cat.status.exit_code, 0) << cat.err;
+  EXPECT_EQ(cat.out.size(), blob.size());
+  EXPECT_TRUE(cat.out == blob) << "5 MB of output differ";
+  auto down = Agvisor({"cp", name + ":/workspace/in/tree", dir_ + "/out"});
+  ASSERT_EQ(down.status.exit_code, 0) << down.err;
+  auto diff = RunCommand({"diff", "-r", "--no-dereference", src + "/tree", dir_ + "/out/tree"});
+  ASSERT_TRUE(diff.ok());
+  EXPECT_TRUE(diff->status.success()) << diff->out << diff->err;
+  EXPECT_TRUE(std::filesystem::is_symlink(dir_ + "/out/tree/link"));
+  // Bad paths: the daemon's error, with the CLI's exit code.
+  auto rel = Agvisor({"cp", name + ":relative", dir_ + "/x"});
+  EXPECT_EQ(rel.status.exit_code, 2) << rel.err;
+  EXPECT_THAT(rel.err, HasSubstr("absolute"));
+  auto missing = Agvisor({"cp", name + ":/no/such/dir", dir_ + "/x"});
+  EXPECT_EQ(missing.status.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("/no/such/dir"));
+
+  // ---- background processes: exec -d, ps, kill ----
+  auto d = Agvisor({"exec", "-d", name, "--", "sleep 300"});
+  ASSERT_EQ(d.status.exit_code, 0) << d.err;
+  const std::string pid = d.out.substr(0, d.out.find('\n'));
+  auto ps = Agvisor({"--json", "ps", name});
+  ASSERT_EQ(ps.status.exit_code, 0) << ps.err;
+  bool running = false;
+  const json::value procs = json::parse(ps.out);
+  for (const auto& p : procs.as_array()) {
+    if (std::to_string(p.at("pid").to_number<std::int64_t>()) == pid) {
+      running = p.at("state") == "running";
+    }
+  }
+  EXPECT_TRUE(running) << ps.out;
+  EXPECT_EQ(Agvisor({"kill", "-s", "KILL", name, pid}).status.exit_code, 0);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto l = Agvisor({"ps", name});
+        return l.out.find(pid) != std::string::npos && l.out.find("exited") != std::string::npos;
+      },
+      std::chrono::seconds(10)));
+
+  // ---- port-forward through the ports WebSocket ----
+  auto srv = Agvisor(
+      {"exec", "-d", name, "--", "python3", "-c",
+       "import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+       "s.bind(('127.0.0.1',7777))\ns.listen()\nwhile True:\n c,_=s.accept()\n"
+       " c.sendall(c.recv(100).upper())\n c.close()"});
+  ASSERT_EQ(srv.status.exit_code, 0) << srv.err;
+  auto pf = Subprocess::Spawn({.argv = {AGVISOR_CLI_BINARY, "--server", server(), "--token-file",
+                                        token_file(), "port-forward", name, "0:7777"},
+                               .pipe_stdout = true});
+  ASSERT_TRUE(pf.ok());
+  std::string line;
+  char ch;
+  while (::read(pf->stdout_fd().get(), &ch, 1) == 1 && ch != '\n') line.push_back(ch);
+  ASSERT_THAT(line, HasSubstr("forwarding 127.0.0.1:"));
+  const int port = std::stoi(line.substr(line.find(':') + 1));
+  std::string answer;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(static_cast<std::uint16_t>(port));
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        answer.clear();
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+            ::write(fd, "ping", 4) == 4) {
+          char buf[16];
+          ssize_t n;
+          while ((n = ::read(fd, buf, sizeof buf)) > 0) answer.append(buf, n);
+        }
+        ::close(fd);
+        return answer == "PING";
+      },
+      std::chrono::seconds(20)))
+      << answer;
+  (void)pf->Kill(SIGTERM);
+
+  // ---- ls and top see it ----
+  auto ls = Agvisor({"--json", "ls"});
+  ASSERT_EQ(ls.status.exit_code, 0) << ls.err;
+  EXPECT_THAT(ls.out, HasSubstr("\"container\":\"agvisor-" + name + "\""));
+  auto top = Agvisor({"--json", "top"});
+  ASSERT_EQ(top.status.exit_code, 0) << top.err;
+  bool sampled = false;
+  const json::value rows = json::parse(top.out);
+  for (const auto& r : rows.as_array()) {
+    if (r.at("container").as_string() == "agvisor-" + name) {
+      sampled = r.as_object().contains("memory_limit_bytes") &&
+                r.at("memory_limit_bytes").to_number<std::int64_t>() == (512 << 20);
+    }
+  }
+  EXPECT_TRUE(sampled) << top.out;
+
+  // ---- stop keeps /workspace; a new create of the name finds the data; rm erases it ----
+  EXPECT_EQ(Agvisor({"exec", name, "--", "echo kept > mark"}).status.exit_code, 0);
+  auto stop = Agvisor({"stop", name});
+  EXPECT_EQ(stop.status.exit_code, 0) << stop.err;
+  auto gone = Agvisor({"exec", name, "--", "true"});
+  EXPECT_NE(gone.status.exit_code, 0);
+  EXPECT_THAT(gone.err, HasSubstr(name));
+  ASSERT_EQ(
+      Agvisor({"create", "--name", name, "--label", label, "--disk", "none"}).status.exit_code, 0);
+  EXPECT_EQ(Agvisor({"exec", name, "--", "cat mark"}).out, "kept\n");
+  EXPECT_EQ(Agvisor({"rm", name}).status.exit_code, 0);
+  auto after = Agvisor({"rm", name});
+  EXPECT_EQ(after.status.exit_code, 1);  // not_found
+}
+
+TEST_F(CliServerTest, RunAndTheDaemonsErrorsMapToExitCodes) {
+  const std::string label = std::string(kRunLabel) + "=" + RunId();
+  auto r = Agvisor({"run", "--label", label, "--disk", "none", "--", "echo hi; exit 4"});
+  EXPECT_EQ(r.out, "hi\n");
+  EXPECT_EQ(r.status.exit_code, 4) << r.err;
+  // invalid_argument from the daemon -> 2, naming the field.
+  auto bad = Agvisor({"create", "--label", label, "--memory", "0"});
+  EXPECT_EQ(bad.status.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("memory"));
+  // not_found: exec's "failed before the command's outcome was known" (125), as on a host.
+  auto missing = Agvisor({"exec", "no-such-" + RunId(), "--", "true"});
+  EXPECT_EQ(missing.status.exit_code, 125);
+  EXPECT_THAT(missing.err, HasSubstr("no-such-" + RunId()));
+  // A command that only works on a Docker host.
+  auto desk = Agvisor({"doctor"});
+  EXPECT_EQ(desk.status.exit_code, 2);
+  EXPECT_THAT(desk.err, HasSubstr("not through agvisord"));
+}
+
+TEST_F(CliServerTest, DeadServerAndWrongTokenSayWhatToDo) {
+  // Nothing listens: the address and how to start agvisord.
+  const std::string dead = dir_ + "/nobody.sock";
+  auto r = RunCommand(
+      {AGVISOR_CLI_BINARY, "--server", "unix:" + dead, "--token-file", token_file(), "ls"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status.exit_code, 1);
+  EXPECT_THAT(r->err, HasSubstr("cannot reach agvisord at unix:" + dead));
+  EXPECT_THAT(r->err, HasSubstr("agvisord --socket " + dead));
+  // The environment variable works the same way.
+  r = RunCommand({"env", "AGVISOR_SERVER=unix:" + dead, "AGVISOR_TOKEN=x", AGVISOR_CLI_BINARY,
+                  "exec", "box", "--", "true"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(r->err, HasSubstr("cannot reach agvisord at unix:" + dead));
+  // A wrong token: the file is named.
+  const std::string wrong = dir_ + "/wrong.token";
+  std::ofstream(wrong) << "not-the-token\n";
+  r = RunCommand({AGVISOR_CLI_BINARY, "--server", server(), "--token-file", wrong, "ls"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status.exit_code, 1);
+  EXPECT_THAT(r->err, HasSubstr(wrong));
+  EXPECT_THAT(r->err, HasSubstr("refused"));
+  // ... also on a WebSocket route (exec).
+  r = RunCommand({AGVISOR_CLI_BINARY, "--server", server(), "--token-file", wrong, "exec", "box",
+                  "--", "true"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(r->err, HasSubstr(wrong));
+  // A missing token file, and a malformed address.
+  r = RunCommand({AGVISOR_CLI_BINARY, "--server", server(), "--token-file", dir_ + "/none", "ls"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(r->err, HasSubstr("no agvisord token file at " + dir_ + "/none"));
+  r = RunCommand({AGVISOR_CLI_BINARY, "--server", "ftp://x", "ls"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status.exit_code, 2);
+  EXPECT_THAT(r->err, HasSubstr("unix:/path/to/agvisord.sock or http://127.0.0.1:PORT"));
+}
+
+// Not a check: the exec round trip through the daemon next to the direct one (printed).
+TEST_F(CliServerTest, ExecRoundTripFigures) {
+  const std::string name = RunId() + "-srv-rt";
+  const std::string label = std::string(kRunLabel) + "=" + RunId();
+  ASSERT_EQ(
+      Agvisor({"create", "--name", name, "--label", label, "--disk", "none"}).status.exit_code, 0);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  auto time = [&](const std::vector<std::string>& argv) {
+    std::vector<double> ms;
+    for (int i = 0; i < 9; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto r = RunCommand(argv);
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      EXPECT_TRUE(r.ok() && r->status.success());
+    }
+    return median(ms);
+  };
+  const double via_server = time({AGVISOR_CLI_BINARY, "--server", server(), "--token-file",
+                                  token_file(), "exec", name, "--", "true"});
+  const double direct = time({AGVISOR_CLI_BINARY, "exec", name, "--", "true"});
+  std::printf(
+      "agvisor exec true (process start to exit), median of 9: --server %.1f ms, "
+      "direct %.1f ms\n",
+      via_server, direct);
+  EXPECT_EQ(Agvisor({"rm", name}).status.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace agvisor::testing
