@@ -406,14 +406,11 @@ Result<std::vector<std::uint32_t>> KeysymsForText(std::string_view text) {
     } else if (cp == '\t') {
       out.push_back(0xff09);  // Tab
     } else if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0)) {
-      return Error::InvalidArgument(
-          "type: control character U+" +
-          [cp] {
-            char hex[8];
-            std::snprintf(hex, sizeof hex, "%04X", static_cast<unsigned>(cp));
-            return std::string(hex);
-          }() +
-          " at byte " + std::to_string(i) + " cannot be typed (use a key combination for it)");
+      char name[8];
+      std::snprintf(name, sizeof name, "U+%04X", static_cast<unsigned>(cp));
+      return Error::InvalidArgument("type: control character " + std::string(name) + " at byte " +
+                                    std::to_string(i) +
+                                    " cannot be typed (use a key combination for it)");
     } else if (cp < 0x100) {
       out.push_back(cp);  // ASCII and Latin-1 keysyms are their code points
     } else {
