@@ -618,9 +618,8 @@ class Attachment {
       buffered_ = 0;
       cv_.notify_all();
     }
-    // The session is this attachment's own: ending it makes Wait return, and the agent detaches
-    // the process from it (it keeps running).
-    if (running) process_->channel()->Shutdown("detached by the host");
+    // Wait returns and the process keeps running.
+    if (running) (void)process_->Detach();
     waiter_.join();
   }
 

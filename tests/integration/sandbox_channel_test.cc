@@ -237,9 +237,22 @@ TEST_F(SandboxChannelTest, BackgroundProcessSignalAndMissingPid) {
   ASSERT_TRUE(sb);
   auto pid = sb->StartBackground({"sh", "-c", "echo up; exec sleep 300"});
   ASSERT_TRUE(pid.ok()) << pid.error().ToString();
-  // Signalling leaves it attached to no one: a later attach works.
-  ASSERT_TRUE(sb->Signal(*pid, SIGTERM).ok());
   std::string out;
+  {
+    // Attach until it said "up", then detach from the callback: it runs on.
+    auto p = sb->AttachProcess(*pid);
+    ASSERT_TRUE(p.ok()) << p.error().ToString();
+    auto w = (*p)->Wait({[&](std::string_view b) {
+                           out.append(b);
+                           if (out == "up\n") (void)(*p)->Detach();
+                         },
+                         nullptr});
+    ASSERT_FALSE(w.ok()) << "exited: " << w->exit_code;
+    EXPECT_EQ(w.error().code(), ErrorCode::kUnavailable) << w.error().ToString();
+  }
+  // Signalling leaves it attached to no one: a later attach works, and replays its output.
+  ASSERT_TRUE(sb->Signal(*pid, SIGTERM).ok());
+  out.clear();
   channel::ExecCallbacks cb;
   cb.on_stdout = [&](std::string_view b) { out.append(b); };
   auto exit = sb->AttachProcess(*pid, cb);
@@ -284,6 +297,24 @@ TEST_F(SandboxChannelTest, BackgroundProcessSignalAndMissingPid) {
   ASSERT_TRUE(cat_exit.ok()) << cat_exit.error().ToString();
   EXPECT_EQ(cat_exit->exit_code, 0);
   EXPECT_EQ(out, "hello\n");
+  // Detach from another thread while Wait runs: Wait returns, the process runs on, and the same
+  // handle attaches again at once (DETACH on the handle's own channel, no new session).
+  auto ticker = sb->StartBackground({"sh", "-c", "while :; do echo t; sleep 0.1; done"});
+  ASSERT_TRUE(ticker.ok());
+  for (int round = 0; round < 3; ++round) {
+    auto t = sb->AttachProcess(*ticker);
+    ASSERT_TRUE(t.ok()) << t.error().ToString();
+    Process& tp = **t;
+    auto w = tp.Wait({[&](std::string_view) { (void)tp.Detach(); }, nullptr});
+    ASSERT_FALSE(w.ok());
+    EXPECT_THAT(w.error().message(), HasSubstr("detached"));
+  }
+  auto procs = sb->ListProcesses();
+  ASSERT_TRUE(procs.ok());
+  bool running = false;
+  for (const auto& pi : *procs) running |= pi.pid == *ticker && pi.running;
+  EXPECT_TRUE(running);
+  ASSERT_TRUE(sb->Signal(*ticker, SIGKILL).ok());
 }
 
 }  // namespace

@@ -110,16 +110,21 @@ TEST_F(LifecycleTest, LimitsAreVisibleInside) {
   EXPECT_FALSE(info->host_config.privileged);
 }
 
-// network none is made with NetworkDisabled (no libnetwork hook: a faster start); Docker then
-// writes no /etc/hosts, and the agent fills the empty one so `localhost` still resolves.
-TEST_F(LifecycleTest, NetworkNoneStillResolvesLocalhost) {
+// network none still has a working loopback: `localhost` resolves and a TCP connection to it
+// is made. (Docker's NetworkDisabled would start ~150 ms faster, but its namespace's `lo` stays
+// down: "Network is unreachable" on 127.0.0.1 under runsc. Not used.)
+TEST_F(LifecycleTest, NetworkNoneHasAWorkingLoopback) {
   auto spec = TestSpec();
   spec.network = "none";
   auto sb = MustCreate(spec);
   ASSERT_TRUE(sb);
-  auto r = sb->ExecShell("getent hosts localhost; tail -n +3 /proc/net/dev | cut -d: -f1");
+  auto r = sb->ExecShell(
+      "getent hosts localhost; python3 -c \"import socket\n"
+      "s=socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n"
+      "c=socket.create_connection(('localhost', s.getsockname()[1])); print('connected')\"");
   ASSERT_TRUE(r.ok());
-  EXPECT_THAT(r->out, ::testing::MatchesRegex("(127\\.0\\.0\\.1|::1) +localhost.*\n *lo\n"));
+  EXPECT_THAT(r->out, ::testing::MatchesRegex("(127\\.0\\.0\\.1|::1) +localhost.*\nconnected\n"))
+      << r->err;
   auto docker = HostClient(Host());
   auto info = (*docker)->InspectContainer(sb->container_name());
   ASSERT_TRUE(info.ok());

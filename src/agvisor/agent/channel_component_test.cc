@@ -108,7 +108,7 @@ class ChannelTest : public ::testing::Test {
     ASSERT_EQ(w->type, Type::kWelcome) << proto::TypeName(w->type);
     auto welcome = proto::Welcome::Decode(w->payload);
     ASSERT_TRUE(welcome.ok());
-    EXPECT_EQ(welcome->version, 1);
+    EXPECT_EQ(welcome->version, proto::kProtocolVersion);
     EXPECT_FALSE(welcome->agent_version.empty());
     EXPECT_GT(welcome->boot_unix_ms, 0u);
   }
@@ -473,14 +473,6 @@ TEST_F(ChannelTest, GarbageGetsErrorProtocolAndClosesOnlyThatSession) {
   EXPECT_FALSE(relay->peer.Next());
   EXPECT_TRUE(relay->peer.eof());
   EXPECT_EQ(peer_->RunExec(1, Cmd({"echo", "ok"})).out, "ok\n");
-
-  // A wrong version gets ERROR kVersion, then the end of the session.
-  auto relay2 = Connect();
-  auto v = relay2->peer.Hello(proto::kDefaultWindow, 7);
-  ASSERT_TRUE(v);
-  ASSERT_EQ(v->type, Type::kError);
-  EXPECT_EQ(proto::ErrorPayload::Decode(v->payload)->code, proto::WireError::kVersion);
-  EXPECT_FALSE(relay2->peer.Next());
 }
 
 TEST_F(ChannelTest, IdleTtlCountsOperationsInFlightNotIdleSessions) {
@@ -559,6 +551,80 @@ TEST_F(ChannelTest, BackgroundProcessSurvivesItsSessionAndCanBeReattached) {
   ASSERT_EQ(after->procs.size(), 1u);
   EXPECT_FALSE(after->procs[0].running);
   EXPECT_EQ(after->procs[0].exit_code, 7);
+}
+
+// Version 2: PROC_SIGNAL reaches a background process whoever is attached, and DETACH leaves an
+// attach stream with the process running, so the same session can attach again.
+TEST_F(ChannelTest, ProcSignalAndDetachOnABackgroundProcess) {
+  StartInit();
+  Welcome(*peer_);
+  std::uint32_t pid = 0;
+  peer_->Send(Type::kExec, 1,
+              Cmd({"sh", "-c", "trap 'echo usr1' USR1; echo ready; while :; do sleep 0.05; done"},
+                  0, proto::kExecBackground)
+                  .Encode());
+  std::string out;
+  while (out.find("ready") == std::string::npos) {
+    auto f = peer_->Next();
+    ASSERT_TRUE(f);
+    if (f->type == Type::kStarted) pid = proto::Started::Decode(f->payload)->pid;
+    if (f->type == Type::kOutput) out += proto::Output::Decode(f->payload)->bytes;
+  }
+  // Stream 1 stays attached; another session signals it anyway.
+  auto relay = Connect();
+  Welcome(relay->peer);
+  relay->peer.Send(Type::kProcSignal, 1, proto::ProcSignal{pid, SIGUSR1}.Encode());
+  auto ok = relay->peer.Next();
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->type, Type::kOk) << proto::TypeName(ok->type);
+  relay->peer.Send(Type::kProcSignal, 3, proto::ProcSignal{pid + 1000, SIGUSR1}.Encode());
+  auto missing = relay->peer.Next();
+  ASSERT_TRUE(missing);
+  ASSERT_EQ(missing->type, Type::kError);
+  EXPECT_EQ(proto::ErrorPayload::Decode(missing->payload)->code, proto::WireError::kNotFound);
+  while (out.find("usr1") == std::string::npos) {
+    auto f = peer_->Next();
+    ASSERT_TRUE(f) << out;
+    if (f->type == Type::kOutput) out += proto::Output::Decode(f->payload)->bytes;
+  }
+  // DETACH: OK ends stream 1, the process runs on, and this session attaches again.
+  peer_->Send(Type::kDetach, 1, "");
+  for (;;) {
+    auto f = peer_->Next();
+    ASSERT_TRUE(f);
+    ASSERT_NE(f->type, Type::kExit);
+    if (f->type == Type::kOk && f->stream == 1) break;
+  }
+  peer_->Send(Type::kProcAttach, 3, proto::ProcAttach{pid}.Encode());
+  peer_->Send(Type::kSignal, 3, proto::Signal{SIGKILL}.Encode());
+  std::optional<proto::Exit> exit;
+  while (!exit) {
+    auto f = peer_->Next();
+    ASSERT_TRUE(f);
+    ASSERT_NE(f->type, Type::kError) << proto::ErrorPayload::Decode(f->payload)->message;
+    if (f->type == Type::kExit && f->stream == 3) exit = *proto::Exit::Decode(f->payload);
+  }
+  EXPECT_EQ(exit->signal, SIGKILL);
+}
+
+// A host of version 1 gets version 1; a newer host gets this agent's; 0 is refused.
+TEST_F(ChannelTest, VersionIsTheLowerOfTheTwo) {
+  StartInit();
+  for (auto [asked, want] :
+       {std::pair<int, int>{1, 1}, {proto::kProtocolVersion + 1, proto::kProtocolVersion}}) {
+    auto relay = Connect();
+    auto w = relay->peer.Hello(proto::kDefaultWindow, static_cast<std::uint16_t>(asked));
+    ASSERT_TRUE(w);
+    ASSERT_EQ(w->type, Type::kWelcome);
+    EXPECT_EQ(proto::Welcome::Decode(w->payload)->version, want);
+  }
+  // Below the oldest version: ERROR kVersion, then the end of the session.
+  auto relay = Connect();
+  auto e = relay->peer.Hello(proto::kDefaultWindow, 0);
+  ASSERT_TRUE(e);
+  ASSERT_EQ(e->type, Type::kError);
+  EXPECT_EQ(proto::ErrorPayload::Decode(e->payload)->code, proto::WireError::kVersion);
+  EXPECT_FALSE(relay->peer.Next());
 }
 
 TEST_F(ChannelTest, FileOperationsGoThroughTheFilesModule) {

@@ -55,6 +55,7 @@ bool IsOpening(Type t) {
     case Type::kPortOpen:
     case Type::kProcList:
     case Type::kProcAttach:
+    case Type::kProcSignal:
     case Type::kSetDeadlines:
       return true;
     default:
@@ -138,6 +139,15 @@ class ExecStream : public Stream, public ProcessSink {
         if (rs.ok()) {
           if (auto r = proc_->Resize(rs->rows, rs->cols); !r.ok()) LogLine(r.error().message());
         }
+        break;
+      }
+      case Type::kDetach: {
+        // The host leaves the stream: a background process runs on (its output goes to its
+        // ring again), any other is ended as when its session ends.
+        std::shared_ptr<ChannelProcess> proc = std::move(proc_);
+        proc->Detach(this);
+        Send(Type::kOk, "");
+        End();
         break;
       }
       default:
@@ -676,15 +686,19 @@ void Session::OnFrame(Frame&& f) {
     }
     auto hello = proto::Hello::Decode(f.payload);
     if (!hello.ok()) return ProtocolError(WireError::kProtocol, hello.error().message());
-    if (hello->version != proto::kProtocolVersion) {
-      return ProtocolError(WireError::kVersion, "this agent speaks protocol version " +
+    if (hello->version < proto::kMinProtocolVersion) {
+      return ProtocolError(WireError::kVersion, "this agent speaks protocol versions " +
+                                                    std::to_string(proto::kMinProtocolVersion) +
+                                                    " to " +
                                                     std::to_string(proto::kProtocolVersion) +
                                                     ", the host " + std::to_string(hello->version));
     }
+    // The lower of the two: a newer host learns from WELCOME what this agent understands.
+    const std::uint16_t version = std::min(hello->version, proto::kProtocolVersion);
     initial_window_ = hello->initial_window;
     welcomed_ = true;
     legacy_hold_.Reset();  // a protocol session: only its operations are activity
-    proto::Welcome w{proto::kProtocolVersion, std::string(kAgentVersion), svc_.boot_unix_ms};
+    proto::Welcome w{version, std::string(kAgentVersion), svc_.boot_unix_ms};
     SendFrame(FrameOf(Type::kWelcome, proto::kSessionStream, w.Encode()));
     return;
   }
@@ -797,6 +811,20 @@ void Session::Open(const Frame& f) {
       ExecStream* raw = stream.get();
       streams_[f.stream] = std::move(stream);
       raw->AttachNow(/*replay=*/true);
+      return;
+    }
+    case Type::kProcSignal: {
+      auto req = proto::ProcSignal::Decode(f.payload);
+      if (!req.ok()) return ProtocolError(WireError::kProtocol, req.error().message());
+      auto proc = svc_.processes->FindBackground(static_cast<pid_t>(req->pid));
+      if (!proc) {
+        return error(WireError::kNotFound,
+                     "PROC_SIGNAL: no background process " + std::to_string(req->pid));
+      }
+      if (auto r = proc->Signal(req->signal); !r.ok()) {
+        return error(proto::ToWireError(r.error().code()), "PROC_SIGNAL: " + r.error().message());
+      }
+      SendFrame(FrameOf(Type::kOk, f.stream, {}));
       return;
     }
     case Type::kProcList: {

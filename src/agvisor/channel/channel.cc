@@ -43,9 +43,13 @@ Process::Process(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> 
 
 Process::~Process() {
   // A background process keeps running: CLOSE would close its stdin, SIGKILL would end it.
-  if (!exited_ && !background_ && !channel_->broken()) {
-    (void)channel_->Send(Type::kSignal, stream_->id, proto::Signal{SIGKILL}.Encode());
-    (void)channel_->Send(Type::kClose, stream_->id, {});
+  if (!exited_ && !channel_->broken()) {
+    if (!background_) {
+      (void)channel_->Send(Type::kSignal, stream_->id, proto::Signal{SIGKILL}.Encode());
+      (void)channel_->Send(Type::kClose, stream_->id, {});
+    } else if (channel_->agent().version >= 2 && !detach_sent_) {
+      (void)channel_->Send(Type::kDetach, stream_->id, {});  // its OK is dropped: stream forgotten
+    }
   }
   channel_->Forget(*stream_);
 }
@@ -66,6 +70,15 @@ Result<void> Process::Signal(int signal) {
   }
   return channel_->Send(Type::kSignal, stream_->id,
                         proto::Signal{static_cast<std::uint8_t>(signal)}.Encode());
+}
+
+Result<void> Process::Detach() {
+  if (channel_->agent().version < 2) {
+    channel_->Shutdown("detached by the host");
+    return Ok();
+  }
+  if (detach_sent_.exchange(true)) return Ok();
+  return channel_->Send(Type::kDetach, stream_->id, {});
 }
 
 Result<proto::Exit> Process::Wait(const ExecCallbacks& callbacks) {
@@ -102,6 +115,10 @@ Result<proto::Exit> Process::Wait(const ExecCallbacks& callbacks) {
       }
       case Type::kClose:
         break;  // the agent will send nothing more but EXIT
+      case Type::kOk:
+        if (!detach_sent_) return channel_->Unexpected(f, "exec");
+        exited_ = true;  // the agent let go of the stream; the process may run on
+        return Error::Unavailable("detached by the host");
       default:
         return channel_->Unexpected(f, "exec");
     }
@@ -200,7 +217,14 @@ Result<std::shared_ptr<Channel>> Channel::Open(std::unique_ptr<Transport> transp
                                                ChannelOptions options) {
   std::shared_ptr<Channel> ch(new Channel(std::move(transport), options));
   ch->reader_ = std::thread([c = ch.get()] { c->ReaderLoop(); });
+  if (options.version < proto::kMinProtocolVersion || options.version > proto::kProtocolVersion) {
+    return Error::InvalidArgument("protocol version " + std::to_string(options.version) +
+                                  ": this build speaks " +
+                                  std::to_string(proto::kMinProtocolVersion) + " to " +
+                                  std::to_string(proto::kProtocolVersion));
+  }
   proto::Hello hello;
+  hello.version = options.version;
   hello.initial_window = options.initial_window;
   AGVISOR_RETURN_IF_ERROR(ch->Send(Type::kHello, proto::kSessionStream, hello.Encode()));
   std::unique_lock lock(ch->mu_);
@@ -277,11 +301,13 @@ void Channel::Dispatch(Frame&& f) {
         if (hello_) return;  // a second WELCOME: ignored
         if (!w.ok()) {
           hello_ = Result<AgentHello>(Error::Unavailable("bad WELCOME: " + w.error().message()));
-        } else if (w->version != proto::kProtocolVersion) {
-          hello_ = Result<AgentHello>(
-              Error::Unsupported("the agent speaks protocol version " + std::to_string(w->version) +
-                                 ", this host speaks " + std::to_string(proto::kProtocolVersion) +
-                                 ": the agent binary and the library do not match"));
+        } else if (w->version < proto::kMinProtocolVersion || w->version > options_.version) {
+          hello_ = Result<AgentHello>(Error::Unsupported(
+              "the agent answered protocol version " + std::to_string(w->version) + " to HELLO " +
+              std::to_string(options_.version) + "; this host speaks " +
+              std::to_string(proto::kMinProtocolVersion) + " to " +
+              std::to_string(proto::kProtocolVersion) +
+              ": the agent binary and the library do not match"));
         } else {
           hello_ = Result<AgentHello>(AgentHello{w->version, w->agent_version, w->boot_unix_ms});
         }
@@ -309,8 +335,8 @@ void Channel::Dispatch(Frame&& f) {
             std::lock_guard lock(mu_);
             if (!hello_) {
               hello_ = Result<AgentHello>(Error::Unsupported(
-                  "the agent refused protocol version " + std::to_string(proto::kProtocolVersion) +
-                  ": " + why + " (the agent binary and the library do not match)"));
+                  "the agent refused protocol version " + std::to_string(options_.version) + ": " +
+                  why + " (the agent binary and the library do not match)"));
             }
           }
           hello_cv_.notify_all();
@@ -563,10 +589,16 @@ Result<void> Channel::SignalProcess(std::uint32_t pid, int signal) {
   if (signal <= 0 || signal > 255) {
     return Error::InvalidArgument("signal " + std::to_string(signal) + " out of range");
   }
+  const auto sig = static_cast<std::uint8_t>(signal);
+  if (agent_.version >= 2) {
+    auto f = Call(Type::kProcSignal, proto::ProcSignal{pid, sig}.Encode());
+    if (!f.ok()) return f.error().WithContext("signal process " + std::to_string(pid));
+    if (f->type != Type::kOk) return Unexpected(*f, "signal process");
+    return Ok();
+  }
   StreamGuard s(this, AGVISOR_TRY(NewStream()), &Channel::Forget);
   AGVISOR_RETURN_IF_ERROR(Send(Type::kProcAttach, s->id, proto::ProcAttach{pid}.Encode()));
-  AGVISOR_RETURN_IF_ERROR(
-      Send(Type::kSignal, s->id, proto::Signal{static_cast<std::uint8_t>(signal)}.Encode()));
+  AGVISOR_RETURN_IF_ERROR(Send(Type::kSignal, s->id, proto::Signal{sig}.Encode()));
   // The agent answers frames in order: once the PONG is back, an ERROR for the PROC_ATTACH (no
   // such process, attached elsewhere) is in the inbox; without one the SIGNAL was delivered.
   if (auto pong = Ping(); !pong.ok()) return pong.error();

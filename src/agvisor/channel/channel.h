@@ -22,6 +22,7 @@
 // operation (ERROR frames) are returned with their code (kNotFound, kPermissionDenied, ...).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -43,6 +44,10 @@
 namespace agvisor::channel {
 
 struct ChannelOptions {
+  // The protocol version offered in HELLO (proto::kMinProtocolVersion..kProtocolVersion). The
+  // agent answers with the lower of its own and this; an agent older than version 2 refuses
+  // anything but 1 (Open fails with kUnsupported): open again with 1 (Sandbox does).
+  std::uint16_t version = proto::kProtocolVersion;
   // Credit per direction per stream, sent in HELLO.
   std::uint32_t initial_window = proto::kDefaultWindow;
   // How long Open waits for WELCOME.
@@ -77,8 +82,9 @@ struct StreamState;
 // A started command (Channel::Start) or an attached background process (Channel::AttachProcess).
 // Write/CloseStdin/Resize/Signal may be called from any thread while another thread is in Wait.
 // Destroying a Process whose command still runs sends SIGKILL to its process group and forgets
-// the stream, except for a background one (kExecBackground, or attached): it keeps running, and
-// stays attached to this session until the session ends (the protocol has no detach).
+// the stream, except for a background one (kExecBackground, or attached): it keeps running and
+// is detached (DETACH; with an agent of protocol version 1, which has no detach, it stays
+// attached to this session until the session ends).
 class Process {
  public:
   ~Process();
@@ -102,9 +108,13 @@ class Process {
   Result<std::uint32_t> WaitStarted();
   // The pid STARTED reported (0 until Wait or WaitStarted has seen it).
   std::uint32_t pid() const { return pid_; }
-  // The session this process's stream is on. An attach on a session of its own (as
-  // Sandbox::AttachProcess makes) is ended from another thread by Shutdown: Wait then returns
-  // kUnavailable and the background process runs on.
+  // Ends this attachment from any thread while another waits: Wait returns kUnavailable
+  // ("detached by the host") and a background process runs on (any other is ended, as when its
+  // session ends). With an agent of protocol version 1, which has no DETACH, it ends the whole
+  // session: use it there only on an attach with a session of its own (Sandbox::AttachProcess
+  // makes one then).
+  Result<void> Detach();
+  // The session this process's stream is on.
   const std::shared_ptr<Channel>& channel() const { return channel_; }
 
  private:
@@ -114,8 +124,9 @@ class Process {
   std::shared_ptr<Channel> channel_;
   std::shared_ptr<StreamState> stream_;
   std::uint32_t pid_ = 0;
-  bool exited_ = false;
+  bool exited_ = false;  // the stream is over (EXIT, ERROR, or OK after DETACH)
   bool background_ = false;
+  std::atomic<bool> detach_sent_{false};
 };
 
 // A TCP connection to a port inside the sandbox (Channel::OpenPort). Read and Write may run on
@@ -188,9 +199,11 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // for an exec. The process stays attached to this session until Wait returns or the session
   // ends.
   Result<std::unique_ptr<Process>> AttachProcess(std::uint32_t pid);
-  // Sends `signal` to background process `pid` (its process group) by attaching to it: it stays
-  // attached to this session until the session ends, so use a session of its own. Errors:
-  // kNotFound, kConflict (attached to another stream), kInvalidArgument, kUnavailable.
+  // Sends `signal` to background process `pid` (its process group), whoever is attached to it
+  // (PROC_SIGNAL). With an agent of protocol version 1 it attaches instead: the process then
+  // stays attached to this session until the session ends (use a session of its own), and
+  // kConflict means another client is attached. Errors: kNotFound, kInvalidArgument,
+  // kUnavailable, kConflict (version 1 only).
   Result<void> SignalProcess(std::uint32_t pid, int signal);
 
   // ---- Files (paths absolute inside the sandbox) ----

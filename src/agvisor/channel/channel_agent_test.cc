@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <thread>
 
@@ -62,9 +63,27 @@ class ChannelComponentTest : public ::testing::Test {
     return r;
   }
 
+  // Another session with the same agent: a `connect` relay to its socket, offering `version`.
+  std::shared_ptr<Channel> Connect(std::uint16_t version = proto::kProtocolVersion) {
+    auto p = Subprocess::Spawn(
+        {.argv = {AGVISOR_AGENT_BINARY, "connect", "--socket", dir_ + "/agent.sock"},
+         .pipe_stdin = true,
+         .pipe_stdout = true});
+    EXPECT_TRUE(p.ok());
+    if (!p.ok()) return nullptr;
+    relays_.push_back(std::move(*p));
+    auto t = FdTransport::Create(std::move(relays_.back().stdout_fd()),
+                                 std::move(relays_.back().stdin_fd()));
+    EXPECT_TRUE(t.ok());
+    auto ch = Channel::Open(std::move(*t), {.version = version});
+    EXPECT_TRUE(ch.ok()) << ch.error().ToString();
+    return ch.ok() ? *ch : nullptr;
+  }
+
   std::string dir_;
   std::optional<Subprocess> agent_;
   std::shared_ptr<Channel> ch_;
+  std::deque<Subprocess> relays_;
 };
 
 TEST_F(ChannelComponentTest, ExecStreamsAndExitCodes) {
@@ -106,6 +125,67 @@ TEST_F(ChannelComponentTest, TimeoutIs124AndSignalsReachTheGroup) {
   auto e = (*p)->Wait({});
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->exit_code, 128 + SIGTERM);
+}
+
+// Version 2: a background process is signalled whoever is attached (PROC_SIGNAL); Detach ends an
+// attachment from another thread with the process running, so one channel attaches again and
+// again; an agent spoken to in version 1 keeps the old rules (signal by attaching: kConflict).
+TEST_F(ChannelComponentTest, BackgroundProcessSignalledWhileAttachedDetachedAndReattached) {
+  auto started = ch_->Start({.argv = {"sh", "-c",
+                                      "trap 'echo got-usr1' USR1; echo up; "
+                                      "while :; do sleep 0.05; done"},
+                             .flags = proto::kExecBackground});
+  ASSERT_TRUE(started.ok());
+  auto pid = (*started)->WaitStarted();
+  ASSERT_TRUE(pid.ok());
+  started->reset();  // a background exec: detached, still running
+  auto other = Connect();
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->agent().version, proto::kProtocolVersion);
+  for (int round = 0; round < 3; ++round) {
+    auto attached = ch_->AttachProcess(*pid);  // kConflict unless the last one detached
+    ASSERT_TRUE(attached.ok()) << attached.error().ToString();
+    Process& p = **attached;
+    std::string out;
+    std::atomic<int> usr1{0};
+    auto r = p.Wait({[&](std::string_view b) {
+                       out.append(b);
+                       // The replay first; then one signal per round, each seen once.
+                       if (out.find("up") != std::string::npos && usr1 == 0) {
+                         usr1 = 1;
+                         EXPECT_TRUE(other->SignalProcess(*pid, SIGUSR1).ok());
+                       }
+                       std::size_t n = 0;
+                       for (auto i = out.find("got-usr1"); i != std::string::npos;
+                            i = out.find("got-usr1", i + 1)) {
+                         ++n;
+                       }
+                       if (n == static_cast<std::size_t>(round) + 1 && usr1 == 1) {
+                         usr1 = 2;
+                         EXPECT_TRUE(p.Detach().ok());
+                       }
+                     },
+                     nullptr});
+    ASSERT_FALSE(r.ok()) << "the process exited: " << out;
+    EXPECT_EQ(r.error().code(), ErrorCode::kUnavailable);
+    EXPECT_THAT(r.error().message(), HasSubstr("detached"));
+  }
+  EXPECT_FALSE(other->SignalProcess(*pid + 1000, SIGUSR1).ok());
+
+  // Version 1: no PROC_SIGNAL, so a signal attaches, and conflicts with an attachment.
+  auto old = Connect(1);
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->agent().version, 1);
+  auto held = ch_->AttachProcess(*pid);
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE((*held)->WaitStarted().ok());
+  auto conflict = old->SignalProcess(*pid, SIGUSR1);
+  ASSERT_FALSE(conflict.ok());
+  EXPECT_EQ(conflict.error().code(), ErrorCode::kConflict);
+  ASSERT_TRUE(other->SignalProcess(*pid, SIGKILL).ok());
+  auto exit = (*held)->Wait({});
+  ASSERT_TRUE(exit.ok()) << exit.error().ToString();
+  EXPECT_EQ(exit->signal, SIGKILL);
 }
 
 TEST_F(ChannelComponentTest, PtyProcessWritesResizesAndExits) {

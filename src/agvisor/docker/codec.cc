@@ -363,7 +363,6 @@ Result<std::string> EncodeContainerCreate(const ContainerConfig& c, ApiVersion v
   o["AttachStdout"] = c.attach_stdout;
   o["AttachStderr"] = c.attach_stderr;
   o["StdinOnce"] = c.stdin_once;
-  if (c.network_disabled) o["NetworkDisabled"] = true;
 
   json::object hc;
   if (!h.runtime.empty()) hc["Runtime"] = h.runtime;

@@ -41,7 +41,6 @@ ContainerConfig FullConfig() {
   c.user = "1000:1000";
   c.labels = {{"agvisor", "1"}, {"agvisor.name", "demo"}};
   c.open_stdin = c.attach_stdin = c.attach_stdout = c.attach_stderr = c.stdin_once = true;
-  c.network_disabled = true;
   HostConfig& h = c.host_config;
   h.runtime = "runsc";
   h.nano_cpus = 1'500'000'000;

@@ -114,6 +114,10 @@ std::string_view TypeName(Type type) {
       return "PROC_LIST_RESULT";
     case Type::kProcAttach:
       return "PROC_ATTACH";
+    case Type::kProcSignal:
+      return "PROC_SIGNAL";
+    case Type::kDetach:
+      return "DETACH";
     case Type::kSetDeadlines:
       return "SET_DEADLINES";
   }
@@ -363,6 +367,8 @@ Result<void> CheckPayload(Type type, std::string_view p) {
       return Check(ProcListResult::Decode(p));
     case Type::kProcAttach:
       return Check(ProcAttach::Decode(p));
+    case Type::kProcSignal:
+      return Check(ProcSignal::Decode(p));
     case Type::kSetDeadlines:
       return Check(SetDeadlines::Decode(p));
     case Type::kStdin:
@@ -373,6 +379,7 @@ Result<void> CheckPayload(Type type, std::string_view p) {
     case Type::kEnd:
     case Type::kOk:
     case Type::kProcList:
+    case Type::kDetach:
       return ExpectEmpty(type, p);
   }
   return Error::InvalidArgument("unknown frame type " + Hex2(static_cast<unsigned>(type)));
@@ -812,6 +819,23 @@ Result<ProcAttach> ProcAttach::Decode(std::string_view payload) {
   Reader r(payload, "PROC_ATTACH");
   ProcAttach m;
   m.pid = AGVISOR_TRY(r.ReadU32("pid"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string ProcSignal::Encode() const {
+  std::string out;
+  Writer w(out);
+  w.AppendU32(pid);
+  w.AppendU8(signal);
+  return out;
+}
+
+Result<ProcSignal> ProcSignal::Decode(std::string_view payload) {
+  Reader r(payload, "PROC_SIGNAL");
+  ProcSignal m;
+  m.pid = AGVISOR_TRY(r.ReadU32("pid"));
+  m.signal = AGVISOR_TRY(r.ReadU8("signal"));
   AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
   return m;
 }

@@ -33,7 +33,11 @@ namespace agvisor::proto {
 // ---------------------------------------------------------------------------------------------
 // Constants
 
-inline constexpr std::uint16_t kProtocolVersion = 1;
+// The newest protocol version this build speaks, and the oldest it still accepts. Version 2 added
+// PROC_SIGNAL and DETACH; a session speaks the lower of the two sides' versions (WELCOME says
+// which), so a host of this build still drives an agent of version 1 and the other way round.
+inline constexpr std::uint16_t kProtocolVersion = 2;
+inline constexpr std::uint16_t kMinProtocolVersion = 1;
 // Largest payload of one frame (the bytes after type and stream).
 inline constexpr std::size_t kMaxPayload = 1024 * 1024;
 // u32 length + u8 type + u32 stream.
@@ -89,6 +93,8 @@ enum class Type : std::uint8_t {
   kProcList = 0x50,
   kProcListResult = 0x51,
   kProcAttach = 0x52,
+  kProcSignal = 0x53,  // version 2
+  kDetach = 0x54,      // version 2
   // Sandbox control.
   kSetDeadlines = 0x70,
 };
@@ -471,6 +477,17 @@ struct ProcAttach {
   std::string Encode() const;
   static Result<ProcAttach> Decode(std::string_view payload);
   bool operator==(const ProcAttach&) const = default;
+};
+
+// PROC_SIGNAL (host -> agent, opens a stream; answered by OK, or ERROR kNotFound): a signal to a
+// background process's group without attaching to it, whoever is attached. Version 2.
+struct ProcSignal {
+  std::uint32_t pid = 0;
+  std::uint8_t signal = 0;
+
+  std::string Encode() const;
+  static Result<ProcSignal> Decode(std::string_view payload);
+  bool operator==(const ProcSignal&) const = default;
 };
 
 // SET_DEADLINES (host -> agent, opens a stream; answered by OK): replaces the sandbox's lifetime

@@ -134,6 +134,14 @@ TEST(PayloadTest, PortAndProcessRoundTrips) {
   ExpectStrictRoundTrip(ProcAttach{42});
 }
 
+TEST(PayloadTest, ProcSignalIsPidAndSignal) {
+  ExpectStrictRoundTrip(ProcSignal{});
+  ExpectStrictRoundTrip(ProcSignal{0xfffffffe, 255});
+  EXPECT_EQ(ProcSignal({0x01020304, 9}).Encode(), std::string("\x01\x02\x03\x04\x09"));
+  EXPECT_FALSE(ProcSignal::Decode(std::string(4, '\0')).ok());
+  EXPECT_FALSE(ProcSignal::Decode(std::string(6, '\0')).ok());
+}
+
 TEST(PayloadTest, SetDeadlinesIsTwoU64Milliseconds) {
   ExpectStrictRoundTrip(SetDeadlines{});
   ExpectStrictRoundTrip(SetDeadlines{600000, 0});
@@ -172,7 +180,8 @@ TEST(PayloadTest, OutputIsFdThenRawBytes) {
 }
 
 TEST(PayloadTest, GoldenBytesFollowTheDocument) {
-  EXPECT_EQ(Hello{}.Encode(), "\x00\x01\x00\x40\x00\x00"s);
+  EXPECT_EQ(Hello{}.Encode(), "\x00\x02\x00\x40\x00\x00"s);
+  EXPECT_EQ((Hello{1, 65536}.Encode()), "\x00\x01\x00\x01\x00\x00"s);
   EXPECT_EQ((Exit{-2, 3, true}.Encode()), "\xFF\xFF\xFF\xFE\x03\x01"s);
   ExecRequest e;
   e.argv = {"ls"};
@@ -297,6 +306,8 @@ TEST(PayloadTest, CheckPayloadCoversEveryType) {
       {Type::kProcList, ""},
       {Type::kProcListResult, ProcListResult{}.Encode()},
       {Type::kProcAttach, ProcAttach{1}.Encode()},
+      {Type::kProcSignal, ProcSignal{1, 15}.Encode()},
+      {Type::kDetach, ""},
       {Type::kSetDeadlines, SetDeadlines{1, 2}.Encode()},
   };
   std::set<Type> covered;
@@ -316,7 +327,7 @@ TEST(PayloadTest, CheckPayloadCoversEveryType) {
       EXPECT_TRUE(covered.count(static_cast<Type>(raw))) << raw;
     }
   }
-  EXPECT_EQ(known, 33);
+  EXPECT_EQ(known, 35);
   auto empty = CheckPayload(Type::kOk, "x");
   ASSERT_FALSE(empty.ok());
   EXPECT_EQ(empty.error().message(), "OK: expected an empty payload, got 1 bytes");
@@ -340,6 +351,9 @@ TEST(TypeTest, NamesAreUniqueAndSpelledAsInTheDocument) {
   EXPECT_EQ(TypeName(Type::kProcListResult), "PROC_LIST_RESULT");
   EXPECT_EQ(static_cast<int>(Type::kOk), 0x3A);
   EXPECT_EQ(static_cast<int>(Type::kProcAttach), 0x52);
+  EXPECT_EQ(static_cast<int>(Type::kProcSignal), 0x53);
+  EXPECT_EQ(static_cast<int>(Type::kDetach), 0x54);
+  EXPECT_EQ(TypeName(Type::kProcSignal), "PROC_SIGNAL");
   EXPECT_EQ(static_cast<int>(Type::kSetDeadlines), 0x70);
   EXPECT_EQ(TypeName(Type::kSetDeadlines), "SET_DEADLINES");
   EXPECT_FALSE(IsKnownType(0x00));

@@ -101,6 +101,8 @@ bool DecodeAs(Type type, std::string_view p) {
       return Canonical<ProcListResult>(p);
     case Type::kProcAttach:
       return Canonical<ProcAttach>(p);
+    case Type::kProcSignal:
+      return Canonical<ProcSignal>(p);
     case Type::kSetDeadlines:
       return Canonical<SetDeadlines>(p);
     case Type::kStdin:
@@ -111,6 +113,7 @@ bool DecodeAs(Type type, std::string_view p) {
     case Type::kEnd:
     case Type::kOk:
     case Type::kProcList:
+    case Type::kDetach:
       return p.empty();
   }
   return false;

@@ -259,23 +259,31 @@ Result<std::shared_ptr<channel::Channel>> Sandbox::Channel() {
 
 Result<std::shared_ptr<channel::Channel>> Sandbox::OpenChannel() {
   // One `docker exec -i agvisor-agent connect`: it relays to the agent's socket.
-  docker::ExecConfig ec;
-  ec.cmd = {std::string(kAgentPath), "connect"};
-  ec.attach_stdin = true;
-  auto exec_id = docker_->CreateExec(container_id_, ec);
-  if (!exec_id.ok()) return DiagnoseExecFailure(exec_id.error());
-  auto stream = docker_->StartExec(*exec_id, /*tty=*/false);
-  if (!stream.ok()) return DiagnoseExecFailure(stream.error());
-  auto log = agent_log_;
-  auto ch = channel::Channel::Open(std::make_unique<DockerStreamTransport>(
-      std::move(*stream), [log](std::string_view b) { log->Append(b); }));
-  if (!ch.ok()) {
-    std::string tail = agent_log_->Tail();
-    return DiagnoseExecFailure(
-        ch.error().WithContext("connect to the agent of " + container_name_ +
-                               (tail.empty() ? std::string() : " (relay log: " + tail + ")")));
-  }
-  return *ch;
+  auto connect = [&](std::uint16_t version) -> Result<std::shared_ptr<channel::Channel>> {
+    docker::ExecConfig ec;
+    ec.cmd = {std::string(kAgentPath), "connect"};
+    ec.attach_stdin = true;
+    auto exec_id = docker_->CreateExec(container_id_, ec);
+    if (!exec_id.ok()) return DiagnoseExecFailure(exec_id.error());
+    auto stream = docker_->StartExec(*exec_id, /*tty=*/false);
+    if (!stream.ok()) return DiagnoseExecFailure(stream.error());
+    auto log = agent_log_;
+    auto ch = channel::Channel::Open(
+        std::make_unique<DockerStreamTransport>(std::move(*stream),
+                                                [log](std::string_view b) { log->Append(b); }),
+        {.version = version});
+    if (!ch.ok()) {
+      std::string tail = agent_log_->Tail();
+      return DiagnoseExecFailure(
+          ch.error().WithContext("connect to the agent of " + container_name_ +
+                                 (tail.empty() ? std::string() : " (relay log: " + tail + ")")));
+    }
+    return *ch;
+  };
+  auto ch = connect(proto::kProtocolVersion);
+  // A sandbox started by an older build runs an agent that speaks protocol version 1 only.
+  if (!ch.ok() && ch.error().code() == ErrorCode::kUnsupported) return connect(1);
+  return ch;
 }
 
 Error Sandbox::Diagnose(const Error& e) {
@@ -350,10 +358,6 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
   h.memory_swap = h.memory;  // no swap
   h.pids_limit = spec.limits.pids;
   h.network_mode = spec.network;
-  // network none: a namespace with only `lo`, made without Docker's libnetwork hook (one run of
-  // the dockerd binary per start, ~150 ms of the ~550 ms start here). The agent puts the
-  // localhost lines Docker would have written into the then empty /etc/hosts (agent/init.cc).
-  c.network_disabled = spec.network == "none";
   if (spec.limits.shm) {
     h.shm_size = AGVISOR_TRY(ParseMemorySize("limits.shm", *spec.limits.shm));
   } else if (spec.gui) {
@@ -706,14 +710,15 @@ Result<std::uint32_t> Sandbox::StartBackground(const std::vector<std::string>& a
                                                         /*timeout_optional=*/true, idle_ttl_));
   req.flags = proto::kExecBackground;
   if (o.stdin) req.flags |= proto::kExecStdin;
-  // A session of its own: the EXEC stream stays the process's sink until its session ends (the
-  // protocol has no detach), and a shared session would stop reading its output.
-  auto ch = AGVISOR_TRY(OpenChannel());
+  // Destroying the Process detaches it (DETACH), and it keeps running. An agent of protocol
+  // version 1 has no DETACH: the EXEC stream stays the process's sink until its session ends,
+  // so it gets a session of its own that ends here.
+  auto ch = AGVISOR_TRY(Channel());
+  if (ch->agent().version < 2) ch = AGVISOR_TRY(OpenChannel());
   auto p = ch->Start(req);
   if (!p.ok()) return Diagnose(p.error().WithContext("start in " + container_name_));
   auto pid = (*p)->WaitStarted();
   if (!pid.ok()) return Diagnose(pid.error().WithContext("start in " + container_name_));
-  // Destroying the Process and then the session detaches: the process keeps running.
   return *pid;
 }
 
@@ -725,8 +730,10 @@ Result<std::vector<ProcessInfo>> Sandbox::ListProcesses() {
 }
 
 Result<std::unique_ptr<Process>> Sandbox::AttachProcess(std::uint32_t pid) {
-  // A session of its own, so that destroying the Process (its last owner) detaches.
-  auto ch = AGVISOR_TRY(OpenChannel());
+  // Destroying the Process (its last owner) detaches: by DETACH on this handle's channel, or,
+  // with an agent of protocol version 1, by ending a session of its own.
+  auto ch = AGVISOR_TRY(Channel());
+  if (ch->agent().version < 2) ch = AGVISOR_TRY(OpenChannel());
   auto p = ch->AttachProcess(pid);
   if (!p.ok()) return Diagnose(p.error());
   return std::move(*p);
@@ -744,8 +751,14 @@ Result<ProcessExit> Sandbox::AttachProcess(std::uint32_t pid,
 }
 
 Result<void> Sandbox::Signal(std::uint32_t pid, int signal) {
-  // A session of its own: signalling attaches, and the session's end detaches again.
-  auto ch = AGVISOR_TRY(OpenChannel());
+  auto ch = AGVISOR_TRY(Channel());
+  if (ch->agent().version >= 2) {
+    auto r = ch->SignalProcess(pid, signal);  // PROC_SIGNAL: whoever is attached
+    if (r.ok()) return Ok();
+    return Diagnose(r.error().WithContext("in " + container_name_));
+  }
+  // Protocol version 1 signals by attaching: a session of its own, whose end detaches again.
+  ch = AGVISOR_TRY(OpenChannel());
   auto r = ch->SignalProcess(pid, signal);
   if (r.ok()) return Ok();
   if (r.error().code() != ErrorCode::kConflict) {

@@ -552,13 +552,10 @@ void Service::AttachWs(Sandbox& sb, std::uint32_t pid, WebSocket& ws) {
   auto p = sb.AttachProcess(pid);
   if (!p.ok()) return FailWs(ws, p.error());
   Process& proc = **p;
-  auto session = proc.channel();
   std::atomic<bool> finished{false};
   (void)ws.Send(WsStartedJson(pid), false);
-  // A client that goes away detaches: ending the attach session ends Wait, the process runs on.
-  std::thread in([&] {
-    PumpClientToProcess(ws, proc, finished, [&] { session->Shutdown("the client detached"); });
-  });
+  // A client that goes away detaches: Wait ends, the process runs on.
+  std::thread in([&] { PumpClientToProcess(ws, proc, finished, [&] { (void)proc.Detach(); }); });
   PumpProcessToClient(ws, proc, finished, "attach");
   in.join();
 }
