@@ -45,6 +45,11 @@ TEST_F(CliTest, RunPrintsOutputAndExitsWithTheCommandsCode) {
   EXPECT_EQ(argv.status.exit_code, 0);
   auto in = Agvisor({"run", "--disk", "none", "-i", "--", "wc -c"}, std::string(100000, 'x'));
   EXPECT_EQ(in.out, "100000\n");
+  // A repeatable option right before `--` takes one value: the command after `--` is intact.
+  auto labelled = Agvisor(
+      {"run", "--disk", "none", "--label", "test.a=1", "-e", "X=2", "--", "sh", "-c", "echo $X"});
+  EXPECT_EQ(labelled.out, "2\n") << labelled.err;
+  EXPECT_EQ(labelled.status.exit_code, 0);
 }
 
 TEST_F(CliTest, TimeoutExits124) {

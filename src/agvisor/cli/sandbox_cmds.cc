@@ -25,7 +25,8 @@ struct ExecFlags {
                    "seconds; at the deadline the whole process tree is killed and the exit code "
                    "is 124")
         ->capture_default_str();
-    cmd.add_option("-e,--env", env, "KEY=VALUE for the command (repeatable)");
+    cmd.add_option("-e,--env", env, "KEY=VALUE for the command (repeatable)")
+        ->allow_extra_args(false);  // one value each: `-e K=V -- cmd` ends at `--`
     cmd.add_option("-w,--cwd", cwd, "working directory inside the sandbox");
     cmd.add_option("-u,--user", user, "user inside the sandbox");
     cmd.add_flag("-i,--stdin", stdin_input, "pass this process's stdin to the command");
