@@ -617,6 +617,14 @@ TEST_F(ChannelTest, VersionIsTheLowerOfTheTwo) {
     ASSERT_TRUE(w);
     ASSERT_EQ(w->type, Type::kWelcome);
     EXPECT_EQ(proto::Welcome::Decode(w->payload)->version, want);
+    if (want == 1) {
+      // A version 1 session does not take version 2's frames.
+      relay->peer.Send(Type::kProcSignal, 1, proto::ProcSignal{1, SIGTERM}.Encode());
+      auto e = relay->peer.Next();
+      ASSERT_TRUE(e);
+      ASSERT_EQ(e->type, Type::kError);
+      EXPECT_EQ(proto::ErrorPayload::Decode(e->payload)->code, proto::WireError::kProtocol);
+    }
   }
   // Below the oldest version: ERROR kVersion, then the end of the session.
   auto relay = Connect();

@@ -695,6 +695,7 @@ void Session::OnFrame(Frame&& f) {
     }
     // The lower of the two: a newer host learns from WELCOME what this agent understands.
     const std::uint16_t version = std::min(hello->version, proto::kProtocolVersion);
+    version_ = version;
     initial_window_ = hello->initial_window;
     welcomed_ = true;
     legacy_hold_.Reset();  // a protocol session: only its operations are activity
@@ -708,6 +709,12 @@ void Session::OnFrame(Frame&& f) {
   }
   if (auto r = proto::CheckPayload(f.type, f.payload); !r.ok()) {
     return ProtocolError(WireError::kProtocol, r.error().message());
+  }
+  if (version_ < 2 && (f.type == Type::kProcSignal || f.type == Type::kDetach)) {
+    return ProtocolError(WireError::kProtocol, std::string(proto::TypeName(f.type)) +
+                                                   " needs protocol version 2; this session "
+                                                   "speaks " +
+                                                   std::to_string(version_));
   }
   if (f.stream == proto::kSessionStream) return OnSessionFrame(f);
   if (IsOpening(f.type)) {

@@ -131,7 +131,8 @@ class Session {
   std::string name_;
   ActivityHold legacy_hold_;
   bool welcomed_ = false;
-  bool closing_ = false;  // an ERROR that ends the session is queued: flush, then close
+  std::uint16_t version_ = 0;  // the session's protocol version, from HELLO
+  bool closing_ = false;       // an ERROR that ends the session is queued: flush, then close
   bool closed_ = false;
   bool in_watched_ = false, out_watched_ = false;
   std::uint32_t in_events_ = 0, out_events_ = 0;

@@ -1,4 +1,6 @@
 // The CLI's backend on a Docker host: each call is the library's (Sandbox).
+#include <mutex>
+
 #include "agvisor/cli/backend.h"
 #include "agvisor/docker/client.h"
 
@@ -91,12 +93,21 @@ class LocalBackend final : public Backend {
     return Sandbox::Remove(container_name, host_, erase_data);
   }
   Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) override {
-    auto docker = AGVISOR_TRY(HostClient(host_));
+    std::shared_ptr<docker::Client> docker;
+    {
+      // One client for every sample (top calls this from many threads): on an ssh:// host a new
+      // one would be a new ssh connection.
+      std::lock_guard lock(mu_);
+      if (!docker_) docker_ = AGVISOR_TRY(HostClient(host_));
+      docker = docker_;
+    }
     return docker->GetContainerStats(sandbox.container_id);
   }
 
  private:
   std::string host_;
+  std::mutex mu_;
+  std::shared_ptr<docker::Client> docker_;
 };
 
 }  // namespace

@@ -41,15 +41,6 @@ class RemoteCommand final : public RunningCommand {
   std::unique_ptr<RemoteStream> s_;
 };
 
-// Appends to `kept` (the result's tail when streaming, everything otherwise).
-void Keep(std::string& kept, std::string_view bytes, bool streaming, bool& truncated) {
-  kept.append(bytes);
-  if (streaming && kept.size() > kStreamTailBytes) {
-    kept.erase(0, kept.size() - kStreamTailBytes);
-    truncated = true;
-  }
-}
-
 class RemoteHandle final : public SandboxHandle {
  public:
   RemoteHandle(std::shared_ptr<RemoteClient> client, std::string container_name)
@@ -60,6 +51,9 @@ class RemoteHandle final : public SandboxHandle {
   const std::string& container_name() const override { return container_name_; }
 
   Result<ExecResult> Exec(const std::vector<std::string>& argv, const ExecOptions& o) override {
+    // The library's rule (a run needs a timeout: 0 or less is refused), here before the server's
+    // exec WebSocket, where 0 means none.
+    AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(o.timeout, std::nullopt));
     ProcessOptions po;
     po.stdin = o.input.has_value();
     po.timeout = o.timeout;
@@ -82,17 +76,26 @@ class RemoteHandle final : public SandboxHandle {
     cb.on_stdout = [&](std::string_view b) {
       if (o.on_stdout) o.on_stdout(b);
       if (o.on_output) o.on_output(b);
-      Keep(res.out, b, streaming, res.truncated);
+      if (streaming) {
+        AppendOutputTail(res.out, b, res.truncated);
+      } else {
+        res.out.append(b);
+      }
     };
     cb.on_stderr = [&](std::string_view b) {
       if (o.on_stderr) o.on_stderr(b);
       if (o.on_output) o.on_output(b);
-      Keep(res.err, b, streaming, res.truncated);
+      if (streaming) {
+        AppendOutputTail(res.err, b, res.truncated);
+      } else {
+        res.err.append(b);
+      }
     };
     auto exit = stream->Wait(cb);
     if (!exit.ok()) stream->Close();  // unblocks the feeder
     if (feeder.joinable()) feeder.join();
     if (!exit.ok()) return exit.error();
+    if (streaming) FinishOutputTail(res);
     res.exit_code = exit->exit_code;
     res.timed_out = exit->timed_out;
     return res;

@@ -79,8 +79,9 @@ EndReason ReasonFromState(const docker::ContainerState& s) {
   }
 }
 
-// Keeps the last `limit` bytes of a stream, amortised (trims when twice the limit).
-void AppendTail(std::string& s, std::string_view piece, bool& truncated) {
+}  // namespace
+
+void AppendOutputTail(std::string& s, std::string_view piece, bool& truncated) {
   s.append(piece);
   if (s.size() > 2 * kStreamTailBytes) {
     s.erase(0, s.size() - kStreamTailBytes);
@@ -88,7 +89,14 @@ void AppendTail(std::string& s, std::string_view piece, bool& truncated) {
   }
 }
 
-}  // namespace
+void FinishOutputTail(ExecResult& r) {
+  for (std::string* s : {&r.out, &r.err}) {
+    if (s->size() > kStreamTailBytes) {
+      s->erase(0, s->size() - kStreamTailBytes);
+      r.truncated = true;
+    }
+  }
+}
 
 // The agent's stderr (log lines) from the attach stream: the last few lines, for diagnostics.
 struct Sandbox::LogRing {
@@ -280,9 +288,12 @@ Result<std::shared_ptr<channel::Channel>> Sandbox::OpenChannel() {
     }
     return *ch;
   };
-  auto ch = connect(proto::kProtocolVersion);
+  auto ch = connect(agent_protocol_);
   // A sandbox started by an older build runs an agent that speaks protocol version 1 only.
-  if (!ch.ok() && ch.error().code() == ErrorCode::kUnsupported) return connect(1);
+  if (!ch.ok() && ch.error().code() == ErrorCode::kUnsupported && agent_protocol_ > 1) {
+    agent_protocol_ = 1;
+    return connect(1);
+  }
   return ch;
 }
 
@@ -653,12 +664,12 @@ Result<ExecResult> Sandbox::Exec(const std::vector<std::string>& argv, const Exe
   channel::ExecCallbacks cb;
   if (streaming) {
     cb.on_stdout = [&](std::string_view b) {
-      AppendTail(res.out, b, res.truncated);
+      AppendOutputTail(res.out, b, res.truncated);
       if (o.on_output) o.on_output(b);
       if (o.on_stdout) o.on_stdout(b);
     };
     cb.on_stderr = [&](std::string_view b) {
-      AppendTail(res.err, b, res.truncated);
+      AppendOutputTail(res.err, b, res.truncated);
       if (o.on_output) o.on_output(b);
       if (o.on_stderr) o.on_stderr(b);
     };
@@ -676,11 +687,7 @@ Result<ExecResult> Sandbox::Exec(const std::vector<std::string>& argv, const Exe
   auto ch = AGVISOR_TRY(Channel());
   auto exit = ch->Exec(std::move(req), cb, o.input ? &input : nullptr);
   if (!exit.ok()) return Diagnose(exit.error().WithContext("exec in " + container_name_));
-  if (res.truncated) {
-    for (std::string* str : {&res.out, &res.err}) {
-      if (str->size() > kStreamTailBytes) str->erase(0, str->size() - kStreamTailBytes);
-    }
-  }
+  if (streaming) FinishOutputTail(res);
   res.exit_code = exit->exit_code;
   res.timed_out = exit->timed_out;
   return res;

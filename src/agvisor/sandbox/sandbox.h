@@ -23,6 +23,7 @@
 //   - A sandbox killed by its memory or pids limit is reported as kSandboxDied with the reason.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -73,6 +74,12 @@ struct ExecResult {
   std::string err;         // stderr (its tail when streaming)
   bool truncated = false;  // streaming dropped older output from `out`/`err`
 };
+
+// How a streamed exec's result keeps the tail of its output (the seed's bounded ~100 KB): each
+// piece goes through AppendOutputTail (amortised: trims at twice the bound), and
+// FinishOutputTail cuts `out` and `err` to kStreamTailBytes once the command ended.
+void AppendOutputTail(std::string& kept, std::string_view piece, bool& truncated);
+void FinishOutputTail(ExecResult& result);
 
 // A file's metadata as the agent sees it inside the sandbox (Stat, List).
 using FileEntry = proto::Entry;
@@ -284,6 +291,9 @@ class Sandbox {
 
   mutable std::mutex channel_mu_;  // one relay at a time; guards channel_
   std::shared_ptr<channel::Channel> channel_;
+  // The protocol version to offer the agent: lowered to 1 once an older agent refused 2, so
+  // later sessions do not pay a refused handshake each.
+  std::atomic<std::uint16_t> agent_protocol_{proto::kProtocolVersion};
   std::shared_ptr<LogRing> agent_log_;
 };
 

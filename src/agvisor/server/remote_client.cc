@@ -253,6 +253,16 @@ Result<http::Endpoint> ParseServerAddress(std::string_view spec) {
   if (n == 0 || n > 65535) return bad();
   auto parsed = http::ParseEndpoint("tcp://" + std::string(rest));
   if (!parsed.ok()) return bad();
+  // Plain HTTP carries the bearer token in the clear: loopback only (agvisord refuses to listen
+  // elsewhere without --allow-remote, for a TLS proxy this client cannot speak to).
+  const std::string& h = parsed->host;
+  if (h != "localhost" && h != "::1" && h != "[::1]" && !h.starts_with("127.")) {
+    return Error::InvalidArgument(
+        "--server '" + std::string(spec) +
+        "': plain HTTP to a host other than loopback would send the token in the clear; reach a "
+        "remote agvisord through a tunnel (ssh -L PORT:127.0.0.1:PORT host) and use "
+        "http://127.0.0.1:PORT");
+  }
   return *parsed;
 }
 
@@ -444,10 +454,14 @@ Result<std::unique_ptr<RemoteStream>> RemoteClient::OpenWebSocket(
   } else {
     net::ip::tcp::resolver resolver(conn->ioc());
     auto results = resolver.resolve(endpoint_.host, std::to_string(endpoint_.port), ec);
-    if (!ec && !results.empty()) {
-      net::ip::tcp::endpoint ep = *results.begin();
+    if (!ec && results.empty()) ec = net::error::host_not_found;
+    // Every address in turn (`localhost` is often ::1 first while agvisord listens on 127.0.0.1).
+    for (const auto& entry : results) {
+      if (sock.is_open()) sock.close(ec);
+      net::ip::tcp::endpoint ep = entry.endpoint();
       sock.open(net::generic::stream_protocol(ep.protocol().family(), IPPROTO_TCP), ec);
       if (!ec) sock.connect(net::generic::stream_protocol::endpoint(ep), ec);
+      if (!ec) break;
     }
   }
   if (ec) {
