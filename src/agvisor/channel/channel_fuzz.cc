@@ -2,10 +2,12 @@
 // The agent runs inside the sandbox, so every byte the Channel reads is untrusted; whatever they
 // are, the host must not crash, must not hang, and must end every operation in flight.
 //
-// One run: a Channel is opened over an in-memory transport (the handshake is genuine), then nine
-// operations are started, each on its own thread and each waiting until its request was written,
-// so they hold streams 1, 3, ..., 17 in a fixed order (exec with stdin, file read, list, tar read,
-// port, process list, attach, file write, set deadlines) plus a PING on stream 0. Then the
+// One run: a Channel is opened over an in-memory transport (the handshake is genuine, in protocol
+// version 1 or 2 as the input says), then eleven operations are started, each on its own thread
+// and each waiting until its request was written, so they hold streams 1, 3, ..., 21 in a fixed
+// order (exec with stdin, file read, list, tar read, port, process list, attach, file write, set
+// deadlines, signal a process, an attach detached from another thread) plus a PING on stream 0.
+// Then the
 // agent's side is played from the input, followed by end of stream, and every operation must
 // return. The input is either raw bytes (first byte even) or, to reach deep states quickly, a
 // program of frames: each step picks a type, a stream among the live ones and a payload that is
@@ -187,8 +189,8 @@ std::string Program(Input& in) {
   while (!in.empty()) {
     Type type = kTypes[in.U8() % std::size(kTypes)];
     std::uint8_t s = in.U8();
-    // Mostly the live streams 0..17; sometimes any id.
-    std::uint32_t stream = s < 200 ? (s % 10 == 0 ? 0 : 2 * (s % 10) - 1) : in.U32();
+    // Mostly the live streams 0..21; sometimes any id.
+    std::uint32_t stream = s < 200 ? (s % 12 == 0 ? 0 : 2 * (s % 12) - 1) : in.U32();
     std::string payload = Payload(type, in);
     if (payload.size() > proto::kMaxPayload) continue;
     proto::AppendFrame(out, type, stream, payload);
@@ -200,11 +202,15 @@ void RunOnce(const std::uint8_t* data, std::size_t size) {
   Input in(data, size);
   const std::uint8_t mode = in.U8();
   const std::size_t chunk = 1 + in.U8() * 37u;
+  // The version the agent answers: both the host's code paths (PROC_SIGNAL and DETACH, or the
+  // version 1 ways) meet the same hostile bytes.
+  const auto version =
+      static_cast<std::uint16_t>(proto::kMinProtocolVersion + in.U8() % proto::kProtocolVersion);
   std::string script = (mode % 2 == 0) ? in.Rest() : Program(in);
 
   std::string welcome;
   proto::AppendFrame(welcome, Type::kWelcome, proto::kSessionStream,
-                     proto::Welcome{proto::kProtocolVersion, "fuzz", 0}.Encode());
+                     proto::Welcome{version, "fuzz", 0}.Encode());
   auto owned = std::make_unique<ScriptTransport>(std::move(welcome), std::move(script), chunk);
   ScriptTransport* t = owned.get();
   ChannelOptions options;
@@ -249,6 +255,14 @@ void RunOnce(const std::uint8_t* data, std::size_t size) {
       },
       [&] { (void)c->WriteFile("/x", std::string(300, 'w')); },
       [&] { (void)c->SetDeadlines(std::chrono::milliseconds(1000), std::nullopt); },
+      [&] { (void)c->SignalProcess(9, 15); },
+      [&] {
+        auto p = c->AttachProcess(11);
+        if (!p.ok()) return;
+        std::thread detach([&] { (void)(*p)->Detach(); });
+        (void)(*p)->Wait({});
+        detach.join();
+      },
       [&] { (void)c->Ping(std::chrono::milliseconds(60000)); },
   };
   std::vector<std::thread> threads;
