@@ -17,6 +17,7 @@
 #include "agvisor/agent/activity_socket.h"
 #include "agvisor/agent/process_tree.h"
 #include "agvisor/base/subprocess.h"
+#include "agvisor/proto/messages.h"
 
 namespace agvisor::agent {
 namespace {
@@ -320,7 +321,8 @@ TEST_F(AgentTest, VersionHelpAndUsageErrors) {
   auto r = RunCommand({kAgent, "version"});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status.exit_code, 0);
-  EXPECT_EQ(r->out, "agvisor-agent 0.1.0 protocol 1\n");
+  EXPECT_EQ(r->out,
+            "agvisor-agent 0.1.0 protocol " + std::to_string(proto::kProtocolVersion) + "\n");
   for (const char* sub : {"init", "exec", "connect", "version"}) {
     r = RunCommand({kAgent, sub, "--help"});
     ASSERT_TRUE(r.ok());

@@ -76,8 +76,8 @@ Exit codes: 0 the relay ended, 1 the socket could not be reached, 2 bad command 
 
 constexpr std::string_view kVersionHelp = R"(Usage: agvisor-agent version
 
-Prints the agent version and the host<->agent protocol version, e.g.
-  agvisor-agent 0.1.0 protocol 1
+Prints the agent version and the newest host<->agent protocol version it speaks, e.g.
+  agvisor-agent 0.1.0 protocol 2
 )";
 
 Error Invalid(std::string_view sub, std::string msg) {
