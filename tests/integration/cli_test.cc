@@ -148,8 +148,9 @@ TEST_F(CliTest, DoctorTellsTheTruthAboutThisHost) {
   for (const auto& c : report.at("checks").as_array()) {
     checks[std::string(c.at("check").as_string())] = c.as_object();
   }
-  for (const char* name : {"docker", "runtime", "runsc network mode", "image", "sandbox",
-                           "network bridge", "network none", "disk cap", "cgroups"}) {
+  for (const char* name :
+       {"docker", "runtime", "runsc network mode", "network none runtime", "image", "sandbox",
+        "network bridge", "network none", "disk cap", "cgroups"}) {
     EXPECT_TRUE(checks.count(name)) << "missing check " << name;
   }
   auto docker = HostClient("");
@@ -163,6 +164,8 @@ TEST_F(CliTest, DoctorTellsTheTruthAboutThisHost) {
   if (hostinet) {
     EXPECT_THAT(std::string(net.at("detail").as_string()), HasSubstr("hostinet"));
   }
+  // scripts/setup-host registers runsc-none (runsc --network=none) after probing it.
+  EXPECT_EQ(checks["network none runtime"].at("status").as_string(), "ok");
   const auto& disk = checks["disk cap"];
   if ((*docker)->api_version() < docker::kAnnotationsApiVersion) {
     EXPECT_EQ(disk.at("status").as_string(), "warn");

@@ -288,8 +288,8 @@ TEST_F(ReliabilityTest, ExecIntoADeadSandboxSaysSo) {
   EXPECT_THAT(r.error().message(), HasSubstr("not running"));
 }
 
-// Posture, checked from the host side: runsc, not privileged, nothing added, nothing mounted
-// from the host, no Docker socket.
+// Posture, checked from the host side: runsc (runsc-none for network none), not privileged,
+// nothing added, nothing mounted from the host, no Docker socket.
 TEST_F(ReliabilityTest, PostureOfEverySandboxKind) {
   auto docker = HostClient("");
   ASSERT_TRUE(docker.ok());
@@ -306,7 +306,8 @@ TEST_F(ReliabilityTest, PostureOfEverySandboxKind) {
     ASSERT_TRUE(sb);
     auto info = (*docker)->InspectContainer(sb->container_name());
     ASSERT_TRUE(info.ok());
-    EXPECT_EQ(info->host_config.runtime, "runsc");
+    // Network none runs on runsc-none (runsc --network=none), which scripts/setup-host registers.
+    EXPECT_EQ(info->host_config.runtime, spec.network == "none" ? "runsc-none" : "runsc");
     EXPECT_FALSE(info->host_config.privileged);
     for (const auto& m : info->mounts) {
       EXPECT_EQ(m.type, "volume") << "host mount " << m.source;

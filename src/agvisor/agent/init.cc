@@ -17,6 +17,7 @@
 #include "agvisor/agent/activity_socket.h"
 #include "agvisor/agent/desktop.h"
 #include "agvisor/agent/event_loop.h"
+#include "agvisor/agent/hosts.h"
 #include "agvisor/agent/log.h"
 #include "agvisor/agent/process.h"
 #include "agvisor/agent/process_tree.h"
@@ -263,6 +264,10 @@ int RunInit(const InitOptions& options) {
   if (!listener.ok()) {
     LogLine("init: activity socket: " + listener.error().message());
     return kInitExitSetup;
+  }
+  if (pid1) {
+    // Before anything runs that may resolve `localhost` (the desktop, the first exec).
+    if (auto r = FillEmptyHostsFile("/etc/hosts"); !r.ok()) LogLine("init: " + r.error().message());
   }
   const std::string reason_path = SocketDirectory(options.socket_path) + "/exit-reason";
   ::unlink(reason_path.c_str());  // a stale reason from an earlier run of a resumed sandbox

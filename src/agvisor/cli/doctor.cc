@@ -139,8 +139,8 @@ std::vector<Check> RunDoctor(std::string_view host) {
     checks.push_back(
         {"runsc network mode", Status::kWarn,
          "runsc runs with --network=host (hostinet): gVisor's own network stack does not work "
-         "on this kernel, so sandboxes use the HOST kernel's network stack inside their own "
-         "network namespace. Docker's bridge/none semantics hold; the network stack is not "
+         "on this kernel, so sandboxes with a network use the HOST kernel's network stack inside "
+         "their own network namespace. Docker's bridge semantics hold; the network stack is not "
          "isolated by gVisor",
          "none on this kernel; on a kernel where runsc's netstack works, re-run sudo "
          "scripts/setup-host and it registers runsc without --network=host"});
@@ -150,6 +150,28 @@ std::vector<Check> RunDoctor(std::string_view host) {
                       "re-run sudo scripts/setup-host to probe the modes again"});
   } else {
     checks.push_back({"runsc network mode", Status::kOk, "gVisor's own network stack (netstack)"});
+  }
+
+  // 3b. network none's twin (sandbox/sandbox.cc: network none runs on it where registered).
+  auto twin = info->runtimes.find("runsc-none");
+  if (twin == info->runtimes.end()) {
+    checks.push_back(
+        {"network none runtime", Status::kWarn,
+         "no runsc-none runtime: sandboxes with network none use Docker's network none on runsc "
+         "(its network mode above) and start ~250 ms slower",
+         "sudo scripts/setup-host registers runsc-none (runsc --network=none)"});
+  } else if (!IsGvisor(twin->second) ||
+             std::find(twin->second.args.begin(), twin->second.args.end(), "--network=none") ==
+                 twin->second.args.end()) {
+    checks.push_back({"network none runtime", Status::kWarn,
+                      "runsc-none is registered but is not gVisor with --network=none (" +
+                          twin->second.path + " " + Join(twin->second.args) +
+                          "): sandboxes with network none run on it anyway",
+                      "sudo scripts/setup-host registers it as runsc --network=none"});
+  } else {
+    checks.push_back({"network none runtime", Status::kOk,
+                      "sandboxes with network none run on runsc-none: gVisor's own loopback-only "
+                      "network stack, started without Docker's network hook"});
   }
 
   // 4. The default image.

@@ -363,6 +363,7 @@ Result<std::string> EncodeContainerCreate(const ContainerConfig& c, ApiVersion v
   o["AttachStdout"] = c.attach_stdout;
   o["AttachStderr"] = c.attach_stderr;
   o["StdinOnce"] = c.stdin_once;
+  if (c.network_disabled) o["NetworkDisabled"] = true;
 
   json::object hc;
   if (!h.runtime.empty()) hc["Runtime"] = h.runtime;
@@ -468,6 +469,7 @@ Result<ContainerInfo> DecodeContainerInspect(std::string_view body) {
     c.env = config.Strs("Env");
     c.tty = config.Bool("Tty");
     c.open_stdin = config.Bool("OpenStdin");
+    c.network_disabled = config.Bool("NetworkDisabled");
     const Obj s = o.Child("State");
     c.state.status = s.Str("Status");
     c.state.running = s.Bool("Running");

@@ -41,6 +41,7 @@ ContainerConfig FullConfig() {
   c.user = "1000:1000";
   c.labels = {{"agvisor", "1"}, {"agvisor.name", "demo"}};
   c.open_stdin = c.attach_stdin = c.attach_stdout = c.attach_stderr = c.stdin_once = true;
+  c.network_disabled = true;
   HostConfig& h = c.host_config;
   h.runtime = "runsc";
   h.nano_cpus = 1'500'000'000;
@@ -239,6 +240,14 @@ TEST(CodecTest, DecodesContainerInspect) {
   EXPECT_EQ(c->host_config.network_mode, "none");
   EXPECT_EQ(c->host_config.shm_size, 67108864);
   EXPECT_FALSE(c->tty);
+  EXPECT_FALSE(c->network_disabled);  // Docker writes NetworkDisabled only when true
+  std::string with = ReadTestdata("container_inspect.json");
+  const std::string key = "\"OpenStdin\": false,";
+  ASSERT_NE(with.find(key), std::string::npos);
+  with.replace(with.find(key), key.size(), key + " \"NetworkDisabled\": true,");
+  auto d = DecodeContainerInspect(with);
+  ASSERT_TRUE(d.ok()) << d.error().ToString();
+  EXPECT_TRUE(d->network_disabled);
 }
 
 TEST(CodecTest, DecodesContainerList) {

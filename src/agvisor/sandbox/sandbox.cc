@@ -15,7 +15,9 @@
 #include <deque>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "agvisor/base/subprocess.h"
@@ -61,6 +63,36 @@ bool KilledByMemoryLimit(docker::Client& docker, const std::string& id) {
     if (std::find(actions->begin(), actions->end(), "oom") != actions->end()) return true;
   }
   return false;
+}
+
+// Network none runs on the runtime's "-none" twin where the host registers one
+// (scripts/setup-host registers runsc-none: runsc with --network=none). gVisor then gives the
+// sandbox its own loopback-only network stack, so no network system call reaches the host
+// kernel, and Docker makes the namespace without libnetwork (NetworkDisabled: no prestart hook,
+// which runs the dockerd binary once per start; ~250 ms of a ~650 ms start here). On a host
+// without the twin, Docker's network none on the runtime as given. The answer is remembered per
+// (host, runtime) for the life of the process.
+std::string NoneTwin(std::string_view runtime) { return std::string(runtime) + "-none"; }
+
+std::mutex g_twin_mu;
+std::set<std::pair<std::string, std::string>> g_no_twin;  // (host, runtime) without a twin
+
+bool MayHaveNoneTwin(const std::string& host, const std::string& runtime) {
+  std::lock_guard lock(g_twin_mu);
+  return !g_no_twin.contains({host, runtime});
+}
+
+// Whether a create failed only because Docker does not know `runtime` ("Unknown runtime
+// specified X" up to Docker 22; "unknown or invalid runtime name: X" later); then it is noted.
+bool NotedMissingTwin(const Error& e, const std::string& host, const std::string& runtime) {
+  if (e.code() != ErrorCode::kInvalidArgument) return false;
+  const std::string& m = e.message();
+  const bool unknown = m.find("nknown runtime") != std::string::npos ||
+                       m.find("invalid runtime name") != std::string::npos;
+  if (!unknown || m.find(NoneTwin(runtime)) == std::string::npos) return false;
+  std::lock_guard lock(g_twin_mu);
+  g_no_twin.insert({host, runtime});
+  return true;
 }
 
 EndReason ReasonFromState(const docker::ContainerState& s) {
@@ -363,7 +395,11 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
   c.labels[std::string(kLabelMemory)] = spec.limits.memory;
   for (const auto& [k, v] : system_labels) c.labels[k] = v;
   auto& h = c.host_config;
-  h.runtime = spec.runtime;
+  const bool twin = spec.network == "none" && MayHaveNoneTwin(spec.host, spec.runtime);
+  h.runtime = twin ? NoneTwin(spec.runtime) : spec.runtime;
+  // With the twin, the agent puts the localhost lines Docker would have written into the then
+  // empty /etc/hosts (agent/hosts.h).
+  c.network_disabled = twin;
   h.nano_cpus = static_cast<std::int64_t>(std::llround(spec.limits.cpus * 1e9));
   h.memory = AGVISOR_TRY(ParseMemorySize("limits.memory", spec.limits.memory));
   h.memory_swap = h.memory;  // no swap
@@ -465,6 +501,12 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     trace.Mark("create container");
     if (!id.ok()) {
       if (id.error().code() == ErrorCode::kConflict && spec.name) continue;  // lost the race
+      if (c.network_disabled && NotedMissingTwin(id.error(), spec.host, spec.runtime)) {
+        h.runtime = spec.runtime;  // no twin on this host: Docker's network none
+        c.network_disabled = false;
+        --pass;
+        continue;
+      }
       if (id.error().code() == ErrorCode::kNotFound && !remade) {
         // The derived image this process knew was removed meanwhile (pruned by a client with
         // another agent build, or by hand): make it again, once.
