@@ -759,11 +759,9 @@ Result<std::uint32_t> Sandbox::StartBackground(const std::vector<std::string>& a
                                                         /*timeout_optional=*/true, idle_ttl_));
   req.flags = proto::kExecBackground;
   if (o.stdin) req.flags |= proto::kExecStdin;
-  // Destroying the Process detaches it (DETACH), and it keeps running. An agent of protocol
-  // version 1 has no DETACH: the EXEC stream stays the process's sink until its session ends,
-  // so it gets a session of its own that ends here.
-  auto ch = AGVISOR_TRY(Channel());
-  if (ch->agent().version < 2) ch = AGVISOR_TRY(OpenChannel());
+  // Destroying the Process detaches it (DETACH, or the end of a protocol 1 agent's own
+  // session), and it keeps running.
+  auto ch = AGVISOR_TRY(ProcessChannel());
   auto p = ch->Start(req);
   if (!p.ok()) return Diagnose(p.error().WithContext("start in " + container_name_));
   auto pid = (*p)->WaitStarted();
@@ -778,11 +776,15 @@ Result<std::vector<ProcessInfo>> Sandbox::ListProcesses() {
   return r;
 }
 
-Result<std::unique_ptr<Process>> Sandbox::AttachProcess(std::uint32_t pid) {
-  // Destroying the Process (its last owner) detaches: by DETACH on this handle's channel, or,
-  // with an agent of protocol version 1, by ending a session of its own.
+Result<std::shared_ptr<channel::Channel>> Sandbox::ProcessChannel() {
   auto ch = AGVISOR_TRY(Channel());
-  if (ch->agent().version < 2) ch = AGVISOR_TRY(OpenChannel());
+  if (ch->agent().version < 2) return OpenChannel();
+  return ch;
+}
+
+Result<std::unique_ptr<Process>> Sandbox::AttachProcess(std::uint32_t pid) {
+  // Destroying the Process (its last owner) detaches.
+  auto ch = AGVISOR_TRY(ProcessChannel());
   auto p = ch->AttachProcess(pid);
   if (!p.ok()) return Diagnose(p.error());
   return std::move(*p);
@@ -800,21 +802,16 @@ Result<ProcessExit> Sandbox::AttachProcess(std::uint32_t pid,
 }
 
 Result<void> Sandbox::Signal(std::uint32_t pid, int signal) {
-  auto ch = AGVISOR_TRY(Channel());
-  if (ch->agent().version >= 2) {
-    auto r = ch->SignalProcess(pid, signal);  // PROC_SIGNAL: whoever is attached
-    if (r.ok()) return Ok();
-    return Diagnose(r.error().WithContext("in " + container_name_));
-  }
-  // Protocol version 1 signals by attaching: a session of its own, whose end detaches again.
-  ch = AGVISOR_TRY(OpenChannel());
+  // Protocol 2: PROC_SIGNAL, whoever is attached. Protocol 1 signals by attaching, which fails
+  // (kConflict) while another client is attached.
+  auto ch = AGVISOR_TRY(ProcessChannel());
   auto r = ch->SignalProcess(pid, signal);
   if (r.ok()) return Ok();
-  if (r.error().code() != ErrorCode::kConflict) {
+  if (ch->agent().version >= 2 || r.error().code() != ErrorCode::kConflict) {
     return Diagnose(r.error().WithContext("in " + container_name_));
   }
-  // Another client is attached to it: kill(1) inside, as the default user, does the same (the
-  // process group first; a pty child's own group may not exist yet).
+  // A protocol 1 agent, and another client is attached to it: kill(1) inside, as the default user,
+  // does the same (the process group first; a pty child's own group may not exist yet).
   const std::string sig = std::to_string(signal), p = std::to_string(pid);
   auto k = Exec({"sh", "-c", "kill -" + sig + " -" + p + " 2>/dev/null || kill -" + sig + " " + p},
                 {.timeout = 30});

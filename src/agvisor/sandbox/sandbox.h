@@ -274,6 +274,9 @@ class Sandbox {
   Result<std::shared_ptr<channel::Channel>> Channel();
   // A new channel through a connect relay, not shared (its own session). Errors: as Channel().
   Result<std::shared_ptr<channel::Channel>> OpenChannel();
+  // The channel for an operation on one background process: Channel(), or, with an agent of
+  // protocol version 1 (no DETACH, no PROC_SIGNAL), a session of its own, whose end detaches.
+  Result<std::shared_ptr<channel::Channel>> ProcessChannel();
   // Opens the channel on PID 1's stdio: attach (before start), start, handshake.
   Result<void> StartAndAttach(const std::string& id);
   // `op`'s error, diagnosed (kSandboxDied) when the channel broke.

@@ -912,21 +912,32 @@ Result<std::vector<ProcessInfo>> ParseProcessListJson(std::string_view body) {
   return out;
 }
 
-std::string StartProcessRequestJson(const std::vector<std::string>& argv,
-                                    const BackgroundOptions& options) {
+namespace {
+
+// The command fields every process request has: argv, and env, cwd, user where set.
+json::object CommandJson(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                         const std::string& cwd, const std::string& user) {
   json::object o;
   json::array a;
   for (const auto& s : argv) a.emplace_back(s);
   o["argv"] = std::move(a);
+  if (!env.empty()) {
+    json::array e;
+    for (const auto& kv : env) e.emplace_back(kv);
+    o["env"] = std::move(e);
+  }
+  if (!cwd.empty()) o["cwd"] = cwd;
+  if (!user.empty()) o["user"] = user;
+  return o;
+}
+
+}  // namespace
+
+std::string StartProcessRequestJson(const std::vector<std::string>& argv,
+                                    const BackgroundOptions& options) {
+  json::object o = CommandJson(argv, options.env, options.cwd, options.user);
   if (options.stdin) o["stdin"] = true;
   if (options.timeout > 0) o["timeout"] = options.timeout;
-  if (!options.env.empty()) {
-    json::array env;
-    for (const auto& e : options.env) env.emplace_back(e);
-    o["env"] = std::move(env);
-  }
-  if (!options.cwd.empty()) o["cwd"] = options.cwd;
-  if (!options.user.empty()) o["user"] = options.user;
   return Serialize(o);
 }
 
@@ -955,18 +966,8 @@ Result<docker::ContainerStats> ParseMetricsJson(std::string_view body) {
 }
 
 std::string WsExecRequestJson(const std::vector<std::string>& argv, const ProcessOptions& options) {
-  json::object o;
-  json::array a;
-  for (const auto& s : argv) a.emplace_back(s);
-  o["argv"] = std::move(a);
+  json::object o = CommandJson(argv, options.env, options.cwd, options.user);
   o["timeout"] = options.timeout;
-  if (!options.env.empty()) {
-    json::array env;
-    for (const auto& e : options.env) env.emplace_back(e);
-    o["env"] = std::move(env);
-  }
-  if (!options.cwd.empty()) o["cwd"] = options.cwd;
-  if (!options.user.empty()) o["user"] = options.user;
   o["stdin"] = options.stdin;
   o["pty"] = options.pty;
   if (options.pty) {
