@@ -2,7 +2,8 @@
 // to a real agvisord on a temp unix socket with a temp token file, against the real dockerd +
 // runsc. create, exec (exit codes, stdin, a timeout, 5 MB of output byte for byte), cp of a
 // directory both ways, ps/kill, port-forward, ls, top, stop, rm; and the errors of a daemon
-// that is not running, a wrong token and a command that has no daemon equivalent.
+// that is not running, a wrong token, a command that has no daemon equivalent, and a sandbox
+// killed in the middle of a download.
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -243,6 +244,44 @@ TEST_F(CliServerTest, RunAndTheDaemonsErrorsMapToExitCodes) {
   auto desk = Agvisor({"doctor"});
   EXPECT_EQ(desk.status.exit_code, 2);
   EXPECT_THAT(desk.err, HasSubstr("not through agvisord"));
+}
+
+// A sandbox killed in the middle of `cp` out of it: the daemon can only drop the stream it has
+// begun, and the CLI then asks about the sandbox and reports it died (exit 3), not a dropped
+// connection.
+TEST_F(CliServerTest, SandboxKilledDuringADownloadIsReportedAsDied) {
+  const std::string label = std::string(kRunLabel) + "=" + RunId();
+  auto c = Agvisor({"create", "--label", label, "--disk", "none", "--memory", "1g"});
+  ASSERT_EQ(c.status.exit_code, 0) << c.err;
+  const std::string name = c.out.substr(0, c.out.find('\n'));
+  auto mk = Agvisor({"exec", name, "--",
+                     "mkdir -p /tmp/big && head -c 300000000 /dev/urandom "
+                     "> /tmp/big/f"});
+  ASSERT_EQ(mk.status.exit_code, 0) << mk.err;
+  auto cp = Subprocess::Spawn({.argv = {AGVISOR_CLI_BINARY, "--server", server(), "--token-file",
+                                        token_file(), "cp", name + ":/tmp/big", dir_ + "/down"},
+                               .pipe_stderr = true});
+  ASSERT_TRUE(cp.ok()) << cp.error().ToString();
+  // Once bytes arrive, the download is under way: kill the sandbox.
+  const std::string part = dir_ + "/down/big/f";
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::error_code ec;
+        return std::filesystem::file_size(part, ec) > (1u << 20) && !ec;
+      },
+      std::chrono::seconds(60)))
+      << "the download did not start";
+  auto kill = RunCommand({"docker", "kill", name});
+  ASSERT_TRUE(kill.ok() && kill->status.success()) << (kill.ok() ? kill->err : "");
+  auto st = cp->WaitFor(std::chrono::seconds(60));
+  ASSERT_TRUE(st.ok()) << st.error().ToString();
+  std::string err;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(cp->stderr_fd().get(), buf, sizeof buf)) > 0) err.append(buf, n);
+  EXPECT_LT(std::filesystem::file_size(part), 300000000u) << "the download finished first";
+  EXPECT_EQ(st->exit_code, 3) << err;  // sandbox_died
+  EXPECT_THAT(err, HasSubstr("ended during the transfer")) << err;
 }
 
 TEST_F(CliServerTest, DeadServerAndWrongTokenSayWhatToDo) {

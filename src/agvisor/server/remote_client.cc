@@ -345,6 +345,21 @@ Error RemoteClient::Unreachable(const Error& e) const {
                             "): " + e.message());
 }
 
+Error RemoteClient::TransferCut(std::string_view id, const Error& e) {
+  if (e.code() != ErrorCode::kUnavailable) return e;
+  auto r = Call({.method = "GET", .target = SandboxPath(id)});
+  if (!r.ok()) {
+    if (r.error().code() != ErrorCode::kNotFound) return Unreachable(e);
+    return Error::SandboxDied("sandbox " + std::string(id) +
+                              " ended during the transfer, and is gone (removed)");
+  }
+  auto v = ParseSandboxJson(r->body);
+  if (!v.ok() || v->info.running) return Unreachable(e);
+  return Error::SandboxDied("sandbox " + std::string(id) + " ended during the transfer (" +
+                            std::string(EndReasonSlug(v->info.end_reason)) + ", exit code " +
+                            std::to_string(v->info.exit_code) + ")");
+}
+
 Error RemoteClient::ErrorOf(const http::Response& r) const {
   if (r.status == 401) {
     return Error::PermissionDenied("agvisord at " + ServerAddressString(endpoint_) + " refused " +
@@ -425,7 +440,7 @@ Result<void> RemoteClient::PutArchive(std::string_view id, std::string_view dir,
   req.content_type = "application/x-tar";
   req.timeout = kArchiveTimeout;
   auto r = http_->SendStreamingBody(req, source);
-  if (!r.ok()) return Unreachable(r.error());
+  if (!r.ok()) return TransferCut(id, r.error());
   if (r->status >= 400) return ErrorOf(*r);
   return Ok();
 }
@@ -437,7 +452,7 @@ Result<void> RemoteClient::GetArchive(std::string_view id, std::string_view path
   req.headers.push_back({"Authorization", "Bearer " + token_.token});
   req.timeout = kArchiveTimeout;
   auto r = http_->SendStreamingResponse(req, sink);
-  if (!r.ok()) return Unreachable(r.error());
+  if (!r.ok()) return TransferCut(id, r.error());
   if (r->status >= 400) return ErrorOf(*r);
   return Ok();
 }

@@ -114,6 +114,9 @@ class RemoteClient {
   Error ErrorOf(const http::Response& response) const;
   // The transport failed: the message names the daemon, not Docker.
   Error Unreachable(const Error& e) const;
+  // An archive transfer whose connection broke: kSandboxDied (with why) when sandbox `id` ended
+  // meanwhile (the daemon can only drop a stream it has begun), else Unreachable(e).
+  Error TransferCut(std::string_view id, const Error& e);
   Result<std::unique_ptr<RemoteStream>> OpenWebSocket(const std::string& target,
                                                       std::optional<std::string> first_message,
                                                       bool wait_started);
