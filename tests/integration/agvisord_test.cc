@@ -33,13 +33,6 @@ namespace beast = boost::beast;
 namespace bws = beast::websocket;
 namespace json = boost::json;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // The `required: [...]` list of a schema in docs/openapi.yaml.
 std::vector<std::string> RequiredFields(const std::string& schema) {
   std::istringstream in(ReadAll(AGVISOR_OPENAPI));

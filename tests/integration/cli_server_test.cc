@@ -29,13 +29,6 @@ namespace {
 using ::testing::HasSubstr;
 namespace json = boost::json;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 class CliServerTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -26,6 +28,14 @@ inline const std::string& RunId() {
 }
 
 inline constexpr const char* kRunLabel = "test.run";
+
+// A file's whole content ("" when it cannot be read), e.g. a daemon's log.
+inline std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 // A spec with small limits and the run label; `name` gets the run id as prefix.
 inline SandboxSpec TestSpec(std::optional<std::string> name = std::nullopt) {

@@ -26,6 +26,7 @@
 
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/server/server.h"
+#include "agvisor/server/ws_sync.h"
 
 namespace agvisor::server {
 
@@ -75,13 +76,7 @@ class WsConnection final : public RemoteStream {
   Result<void> Send(std::string_view data, bool binary) {
     std::lock_guard lock(send_mu_);
     if (closed_) return Error::Unavailable("agvisord stream: closed");
-    std::promise<error_code> done;
-    net::post(ioc_, [&] {
-      ws_.binary(binary);
-      ws_.async_write(net::buffer(data.data(), data.size()),
-                      [&](error_code ec, std::size_t) { done.set_value(ec); });
-    });
-    error_code ec = done.get_future().get();
+    error_code ec = WriteMessage(ioc_, ws_, data, binary);
     if (ec) return Error::Unavailable("agvisord stream: send: " + ec.message());
     return Ok();
   }
@@ -91,13 +86,8 @@ class WsConnection final : public RemoteStream {
     std::lock_guard lock(recv_mu_);
     if (ended_) return std::optional<WsMessage>();
     beast::flat_buffer buf;
-    std::promise<std::pair<error_code, bool>> done;
-    net::post(ioc_, [&] {
-      ws_.async_read(buf, [&](error_code ec, std::size_t) {
-        done.set_value({ec, ws_.got_binary()});
-      });
-    });
-    auto [ec, binary] = done.get_future().get();
+    bool binary = false;
+    error_code ec = ReadMessage(ioc_, ws_, buf, binary);
     if (ec == bws::error::closed) {
       ended_ = true;
       return std::optional<WsMessage>();

@@ -32,6 +32,7 @@
 
 #include "agvisor/server/codec.h"
 #include "agvisor/server/log.h"
+#include "agvisor/server/ws_sync.h"
 
 namespace agvisor::server {
 
@@ -77,13 +78,7 @@ class BeastWebSocket final : public WebSocket {
   Result<void> Send(std::string_view data, bool binary) override {
     std::lock_guard lock(send_mu_);
     if (closed_) return Error::Unavailable("websocket: closed");
-    std::promise<error_code> done;
-    net::post(ioc_, [&] {
-      ws_.binary(binary);
-      ws_.async_write(net::buffer(data.data(), data.size()),
-                      [&](error_code ec, std::size_t) { done.set_value(ec); });
-    });
-    error_code ec = done.get_future().get();
+    error_code ec = WriteMessage(ioc_, ws_, data, binary);
     if (ec) return Error::Unavailable("websocket: send: " + ec.message());
     return Ok();
   }
@@ -91,13 +86,8 @@ class BeastWebSocket final : public WebSocket {
   Result<std::optional<WsMessage>> Receive() override {
     std::lock_guard lock(recv_mu_);
     beast::flat_buffer buf;
-    std::promise<std::pair<error_code, bool>> done;
-    net::post(ioc_, [&] {
-      ws_.async_read(buf, [&](error_code ec, std::size_t) {
-        done.set_value({ec, !ws_.got_text()});
-      });
-    });
-    auto [ec, binary] = done.get_future().get();
+    bool binary = false;
+    error_code ec = ReadMessage(ioc_, ws_, buf, binary);
     if (ec == bws::error::closed || ec == net::error::eof || ec == net::error::operation_aborted ||
         ec == net::error::connection_reset) {
       return std::optional<WsMessage>();

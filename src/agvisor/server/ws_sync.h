@@ -1,0 +1,43 @@
+// Blocking WebSocket calls for threads other than the one running the stream's io_context: each
+// posts the operation to that io_context and waits for it to complete. Shared by the daemon's
+// stream routes (server.cc) and the CLI's client (remote_client.cc), which map the errors each
+// in their own terms. One write and one read may be in flight at a time (callers lock).
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/websocket.hpp>
+#include <future>
+#include <string_view>
+
+namespace agvisor::server {
+
+// Sends one message (binary or text); the error of the write, if any.
+template <class WebSocket>
+boost::system::error_code WriteMessage(boost::asio::io_context& ioc, WebSocket& ws,
+                                       std::string_view data, bool binary) {
+  std::promise<boost::system::error_code> done;
+  boost::asio::post(ioc, [&] {
+    ws.binary(binary);
+    ws.async_write(boost::asio::buffer(data.data(), data.size()),
+                   [&](boost::system::error_code ec, std::size_t) { done.set_value(ec); });
+  });
+  return done.get_future().get();
+}
+
+// Reads one whole message into `buf`; `binary` says whether it was a binary one.
+template <class WebSocket>
+boost::system::error_code ReadMessage(boost::asio::io_context& ioc, WebSocket& ws,
+                                      boost::beast::flat_buffer& buf, bool& binary) {
+  std::promise<boost::system::error_code> done;
+  boost::asio::post(ioc, [&] {
+    ws.async_read(buf, [&](boost::system::error_code ec, std::size_t) {
+      binary = ws.got_binary();
+      done.set_value(ec);
+    });
+  });
+  return done.get_future().get();
+}
+
+}  // namespace agvisor::server
