@@ -48,7 +48,7 @@ using Clock = std::chrono::steady_clock;
 // What Shutdown needs to reach one connection.
 struct Server::Conn {
   std::mutex mu;
-  std::function<void()> interrupt;  // set by the connection for its current phase
+  std::function<void()> interrupt;  // set by the connection for its current phase; run under mu
 };
 
 namespace {
@@ -447,13 +447,13 @@ std::size_t Server::Run() {
   LogEvent("info", "shutting down", {{"connections", std::to_string(conns.size())}});
   std::vector<std::thread> interrupts;
   for (auto& c : conns) {
+    // The interrupt runs under the connection's lock: its captures (the WebSocket, the stream)
+    // live on the Serve thread's stack, and Serve clears the interrupt under the same lock
+    // before it destroys them. Called on a copy outside the lock, it raced a connection that
+    // was ending on its own and closed a WebSocket already gone.
     interrupts.emplace_back([c] {
-      std::function<void()> f;
-      {
-        std::lock_guard lock(c->mu);
-        f = c->interrupt;
-      }
-      if (f) f();
+      std::lock_guard lock(c->mu);
+      if (c->interrupt) c->interrupt();
     });
   }
   for (auto& t : interrupts) t.join();
@@ -510,7 +510,13 @@ void Server::Serve(int raw_fd, int family, std::uint64_t id) {
         conn->interrupt = std::move(f);
       };
       // While waiting for a request: Shutdown cancels the read.
-      set_interrupt([&] { net::post(ioc, [&] { stream.cancel(); }); });
+      // (The cancel runs on this thread's io_context, later: by then the stream may have moved
+      // into a WebSocket, which has its own interrupt.)
+      set_interrupt([&] {
+        net::post(ioc, [&] {
+          if (!moved) stream.cancel();
+        });
+      });
       for (;;) {
         if (stopping_) break;
         bhttp::request_parser<bhttp::string_body> parser;
