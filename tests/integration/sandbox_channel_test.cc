@@ -63,6 +63,50 @@ TEST_F(SandboxChannelTest, FileOperations) {
   EXPECT_EQ(sb->Stat("/tmp/d").error().code(), ErrorCode::kNotFound);
 }
 
+// Files of 32 MiB and more come back through an exec of the agent's `read-file` (Docker's exec
+// stream) rather than the channel; through a symlink they take the channel. Both byte-exact.
+TEST_F(SandboxChannelTest, LargeFilesComeBackWholeByEitherPath) {
+  auto sb = MustCreate();
+  ASSERT_TRUE(sb);
+  std::string body(40u << 20, '\0');
+  for (std::size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>(i * 131 + i / 4099);
+  ASSERT_TRUE(sb->WriteFile("/tmp/big.bin", body).ok());
+  ASSERT_TRUE(sb->ExecShell("ln -s /tmp/big.bin /tmp/link.bin")->exit_code == 0);
+  for (const char* path : {"/tmp/big.bin", "/tmp/link.bin"}) {
+    SCOPED_TRACE(path);
+    auto back = sb->ReadFile(path);
+    ASSERT_TRUE(back.ok()) << back.error().ToString();
+    EXPECT_EQ(back->size(), body.size());
+    EXPECT_TRUE(*back == body);
+  }
+  // The agent's read-file itself, as the host runs it: the bytes on stdout, and an exit code of
+  // 64 + the wire error code with the reason on stderr when it cannot read.
+  auto sum = sb->ExecShell(
+      "/.agvisor/agvisor-agent read-file /tmp/big.bin | cmp - /tmp/big.bin && echo same; "
+      "/.agvisor/agvisor-agent read-file /tmp/nope; echo $?; "
+      "/.agvisor/agvisor-agent read-file /tmp; echo $?");
+  ASSERT_TRUE(sum.ok()) << sum.error().ToString();
+  EXPECT_EQ(sum->out, "same\n66\n65\n");
+  EXPECT_THAT(sum->err, HasSubstr("read-file: FILE_READ /tmp/nope: open: No such file"));
+  EXPECT_THAT(sum->err, HasSubstr("read-file: FILE_READ /tmp: is a directory"));
+}
+
+// A sandbox killed while a large file is being read: the read fails as kSandboxDied, with why.
+TEST_F(SandboxChannelTest, SandboxKilledDuringALargeReadIsReportedAsDied) {
+  auto sb = MustCreate();
+  ASSERT_TRUE(sb);
+  ASSERT_TRUE(sb->ExecShell("head -c 200000000 /dev/zero > /tmp/huge")->exit_code == 0);
+  auto read = std::async(std::launch::async, [&] { return sb->ReadFile("/tmp/huge"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  auto docker = HostClient("");
+  ASSERT_TRUE(docker.ok());
+  ASSERT_TRUE((*docker)->KillContainer(sb->container_name()).ok());
+  auto r = read.get();
+  ASSERT_FALSE(r.ok()) << "the read finished before the kill (" << r->size() << " bytes)";
+  EXPECT_EQ(r.error().code(), ErrorCode::kSandboxDied) << r.error().ToString();
+  EXPECT_THAT(r.error().message(), HasSubstr("killed"));
+}
+
 TEST_F(SandboxChannelTest, UploadAndDownloadADirectory) {
   auto sb = MustCreate();
   ASSERT_TRUE(sb);

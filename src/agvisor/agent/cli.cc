@@ -16,6 +16,7 @@ Subcommands:
   init      be PID 1: reap zombies, track activity, enforce --lifetime / --idle-ttl
   exec      run a command; on --timeout kill its whole process tree and exit 124
   connect   relay stdin/stdout to init's channel socket (the host's second way in)
+  read-file write one file to stdout (the host's path for large downloads)
   version   print the agent and protocol versions
 
 Run `agvisor-agent SUBCOMMAND --help` for the options of each.
@@ -72,6 +73,18 @@ Relays stdin to init's channel socket and the socket to stdout, byte for byte (n
 own), until either side ends. The host runs it through `docker exec -i` to open a session.
   --socket PATH   init's socket (default /run/agvisor/agent.sock)
 Exit codes: 0 the relay ended, 1 the socket could not be reached, 2 bad command line.
+)";
+
+constexpr std::string_view kReadFileHelp = R"(Usage: agvisor-agent read-file [--socket PATH] PATH
+
+Writes the regular file at the absolute PATH to stdout, byte for byte. PATH resolves as the
+channel's FILE_READ resolves it (symlinks followed, inside the sandbox). The host runs it through
+a `docker exec` to download large files over Docker's own exec stream.
+  --socket PATH   init's activity socket, held while the file is read (default
+                  /run/agvisor/agent.sock; missing: read anyway)
+Exit codes: 0 the whole file was written; 64+N the file could not be read, N being the channel's
+wire error code (docs/protocol.md: 65 invalid argument, 66 not found, 70 permission denied, ...),
+with the reason on stderr; 2 bad command line.
 )";
 
 constexpr std::string_view kVersionHelp = R"(Usage: agvisor-agent version
@@ -234,6 +247,31 @@ Result<Command> ParseConnect(const std::vector<std::string>& args) {
   return o;
 }
 
+Result<Command> ParseReadFile(const std::vector<std::string>& args) {
+  constexpr std::string_view kSub = "read-file";
+  ReadFileOptions o;
+  ArgCursor c(kSub, args);
+  std::string v;
+  bool have_path = false;
+  while (!c.done()) {
+    if (c.peek() == "--help" || c.peek() == "-h") return HelpCommand{std::string(kReadFileHelp)};
+    if (AGVISOR_TRY(c.Take("--socket", &v))) {
+      if (v.empty()) return Invalid(kSub, "--socket: empty path");
+      o.socket_path = v;
+    } else if (c.peek().starts_with("-")) {
+      return UnknownOption(kSub, c.peek());
+    } else if (have_path) {
+      return Invalid(kSub, "unexpected argument '" + c.peek() + "' (one PATH only)");
+    } else {
+      o.path = c.peek();
+      have_path = true;
+      c.skip();
+    }
+  }
+  if (!have_path || o.path.empty()) return Invalid(kSub, "missing PATH (the file to write)");
+  return o;
+}
+
 Result<Command> ParseVersion(const std::vector<std::string>& args) {
   for (const auto& a : args) {
     if (a == "--help" || a == "-h") return HelpCommand{std::string(kVersionHelp)};
@@ -286,7 +324,7 @@ std::string FormatSeconds(std::chrono::milliseconds d) {
 Result<Command> ParseCommandLine(const std::vector<std::string>& args) {
   if (args.empty()) {
     return Error::InvalidArgument(
-        "missing subcommand (init, exec, connect or version; see --help)");
+        "missing subcommand (init, exec, connect, read-file or version; see --help)");
   }
   const std::string& sub = args[0];
   std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -294,15 +332,18 @@ Result<Command> ParseCommandLine(const std::vector<std::string>& args) {
   if (sub == "init") return ParseInit(rest);
   if (sub == "exec") return ParseExec(rest);
   if (sub == "connect") return ParseConnect(rest);
+  if (sub == "read-file") return ParseReadFile(rest);
   if (sub == "version" || sub == "--version") return ParseVersion(rest);
-  return Error::InvalidArgument("unknown subcommand '" + sub +
-                                "' (expected init, exec, connect or version; see --help)");
+  return Error::InvalidArgument(
+      "unknown subcommand '" + sub +
+      "' (expected init, exec, connect, read-file or version; see --help)");
 }
 
 std::string_view MainHelp() { return kMainHelp; }
 std::string_view InitHelp() { return kInitHelp; }
 std::string_view ExecHelp() { return kExecHelp; }
 std::string_view ConnectHelp() { return kConnectHelp; }
+std::string_view ReadFileHelp() { return kReadFileHelp; }
 std::string_view VersionHelp() { return kVersionHelp; }
 
 }  // namespace agvisor::agent

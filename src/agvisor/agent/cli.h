@@ -6,6 +6,7 @@
 //   init    PID 1 of a sandbox: reaps zombies, tracks activity, enforces lifetime / idle-ttl.
 //   exec    runs one command with a timeout that kills its whole process tree.
 //   connect relays its stdin/stdout to init's channel socket.
+//   read-file writes one file of the sandbox to stdout (the host's bulk download path).
 //   version prints the agent and protocol versions.
 #pragma once
 
@@ -49,6 +50,13 @@ struct ExecOptions {
   std::vector<std::string> argv;  // everything after `--`; never empty
 };
 
+// `agvisor-agent read-file PATH`: the file's bytes to stdout, resolved as FILE_READ resolves
+// it (files.h). The host runs it through a `docker exec` for large files (sandbox.cc, ReadFile).
+struct ReadFileOptions {
+  std::string path;
+  std::string socket_path{kDefaultSocketPath};  // init's activity socket, held while it runs
+};
+
 struct VersionCommand {};
 
 // `--help` anywhere: print `text` to stdout and exit 0.
@@ -56,7 +64,8 @@ struct HelpCommand {
   std::string text;
 };
 
-using Command = std::variant<InitOptions, ExecOptions, ConnectOptions, VersionCommand, HelpCommand>;
+using Command = std::variant<InitOptions, ExecOptions, ConnectOptions, ReadFileOptions,
+                             VersionCommand, HelpCommand>;
 
 // Parses the arguments after argv[0]. Errors: kInvalidArgument, with a message that names the
 // subcommand, the flag and the offending text ("exec: --timeout: expected a number of seconds
@@ -77,6 +86,7 @@ std::string_view MainHelp();
 std::string_view InitHelp();
 std::string_view ExecHelp();
 std::string_view ConnectHelp();
+std::string_view ReadFileHelp();
 std::string_view VersionHelp();
 
 }  // namespace agvisor::agent

@@ -68,6 +68,23 @@ TEST(ParseCommandLineTest, InitAllFlagsBothSpellings) {
   EXPECT_TRUE(o.channel_stdio);
 }
 
+TEST(ParseCommandLineTest, ReadFile) {
+  auto d = Parse({"read-file", "/tmp/a b"});
+  ASSERT_TRUE(d.ok()) << d.error().ToString();
+  EXPECT_EQ(std::get<ReadFileOptions>(*d).path, "/tmp/a b");
+  EXPECT_EQ(std::get<ReadFileOptions>(*d).socket_path, "/run/agvisor/agent.sock");
+  auto s = Parse({"read-file", "--socket=/tmp/s", "/x"});
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  EXPECT_EQ(std::get<ReadFileOptions>(*s).socket_path, "/tmp/s");
+  EXPECT_EQ(std::get<ReadFileOptions>(*s).path, "/x");
+  EXPECT_EQ(ErrorOf({"read-file"}), "read-file: missing PATH (the file to write)");
+  EXPECT_EQ(ErrorOf({"read-file", "/a", "/b"}),
+            "read-file: unexpected argument '/b' (one PATH only)");
+  EXPECT_EQ(ErrorOf({"read-file", "--bogus", "/a"}),
+            "read-file: unknown option '--bogus' (see `agvisor-agent read-file --help`)");
+  EXPECT_TRUE(std::holds_alternative<HelpCommand>(*Parse({"read-file", "--help"})));
+}
+
 TEST(ParseCommandLineTest, Connect) {
   auto d = Parse({"connect"});
   ASSERT_TRUE(d.ok());
@@ -162,9 +179,11 @@ TEST(ParseCommandLineTest, VersionHelpAndUnknown) {
   EXPECT_EQ(std::get<HelpCommand>(*Parse({"init", "--lifetime", "3", "--help"})).text, InitHelp());
   EXPECT_EQ(std::get<HelpCommand>(*Parse({"exec", "--help"})).text, ExecHelp());
   EXPECT_EQ(std::get<HelpCommand>(*Parse({"version", "--help"})).text, VersionHelp());
-  EXPECT_EQ(ErrorOf({}), "missing subcommand (init, exec, connect or version; see --help)");
-  EXPECT_EQ(ErrorOf({"run"}),
-            "unknown subcommand 'run' (expected init, exec, connect or version; see --help)");
+  EXPECT_EQ(ErrorOf({}),
+            "missing subcommand (init, exec, connect, read-file or version; see --help)");
+  EXPECT_EQ(
+      ErrorOf({"run"}),
+      "unknown subcommand 'run' (expected init, exec, connect, read-file or version; see --help)");
 }
 
 TEST(ParseCommandLineTest, HelpTextsNameEveryFlagAndExitCode) {

@@ -10,8 +10,11 @@
 #include <utility>
 #include <vector>
 
+#include "agvisor/agent/activity_socket.h"
+#include "agvisor/agent/log.h"
 #include "agvisor/base/tar_stream.h"
 #include "agvisor/base/unique_fd.h"
+#include "agvisor/proto/exit_codes.h"
 
 namespace agvisor::agent {
 namespace {
@@ -610,6 +613,33 @@ std::unique_ptr<FileOp> StartFileOp(proto::Type type, std::string_view payload) 
     default:
       return OneShot(
           Error::InvalidArgument("not a file operation: " + std::string(proto::TypeName(type))));
+  }
+}
+
+int RunReadFile(const std::string& path, const std::string& socket_path) {
+  auto fail = [](const Error& e) {
+    LogLine("read-file: " + e.message());
+    return kReadFileExitErrorBase + static_cast<int>(proto::ToWireError(e.code()));
+  };
+  // Activity: held until this process exits (the kernel closes the fd). Missing socket: read
+  // anyway (an agent run outside a sandbox).
+  auto activity = ConnectActivitySocket(socket_path);
+  std::unique_ptr<FileOp> op = StartFileOp(Type::kFileRead, proto::PathRequest{path}.Encode());
+  if (auto reply = op->Immediate()) {
+    auto e = proto::ErrorPayload::Decode(reply->payload);
+    return fail(e.ok() ? e->ToError() : Error::Internal("read-file " + path + ": bad reply"));
+  }
+  for (;;) {
+    auto chunk = op->Pull(proto::kMaxPayload);
+    if (!chunk.ok()) return fail(chunk.error());
+    std::string_view left = chunk->data;
+    while (!left.empty()) {
+      ssize_t n = write(STDOUT_FILENO, left.data(), left.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return fail(SysError("read-file " + path + ": write to stdout", errno));
+      left.remove_prefix(static_cast<std::size_t>(n));
+    }
+    if (chunk->end) return 0;
   }
 }
 

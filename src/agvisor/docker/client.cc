@@ -467,6 +467,17 @@ Result<void> Client::ResizeExec(std::string_view exec_id, int rows, int cols) {
 
 Result<ExecOutput> Client::RunExec(std::string_view container, ExecConfig config,
                                    std::optional<std::string> input) {
+  ExecOutput out;
+  out.exit_code = AGVISOR_TRY(StreamExec(
+      container, std::move(config), std::move(input), [&](StreamPiece& p) -> Result<void> {
+        (p.stream == StreamKind::kStderr ? out.err : out.out).append(p.bytes);
+        return Ok();
+      }));
+  return out;
+}
+
+Result<int> Client::StreamExec(std::string_view container, ExecConfig config,
+                               std::optional<std::string> input, const PieceSink& on_output) {
   config.attach_stdout = true;
   config.attach_stderr = true;
   config.attach_stdin = input.has_value();
@@ -482,7 +493,6 @@ Result<ExecOutput> Client::RunExec(std::string_view container, ExecConfig config
       // A failed write means the process exited (or closed stdin) early: its exit code tells.
     });
   }
-  ExecOutput out;
   Result<void> read_status = Ok();
   for (;;) {
     auto piece = stream->Read();
@@ -491,8 +501,8 @@ Result<ExecOutput> Client::RunExec(std::string_view container, ExecConfig config
       break;
     }
     if (!piece->has_value()) break;
-    StreamPiece& p = **piece;
-    (p.stream == StreamKind::kStderr ? out.err : out.out).append(p.bytes);
+    read_status = on_output(**piece);
+    if (!read_status.ok()) break;
   }
   stream->Close();  // unblocks the writer if the process never read its stdin
   if (writer.joinable()) writer.join();
@@ -503,10 +513,7 @@ Result<ExecOutput> Client::RunExec(std::string_view container, ExecConfig config
   auto delay = std::chrono::milliseconds(2);
   for (int attempt = 0;; ++attempt) {
     const ExecInfo info = AGVISOR_TRY(InspectExec(exec_id));
-    if (!info.running && info.exit_code) {
-      out.exit_code = *info.exit_code;
-      return out;
-    }
+    if (!info.running && info.exit_code) return *info.exit_code;
     if (attempt == 12) {
       return Error::Internal("docker exec " + exec_id + " in container " + std::string(container) +
                              ": its output ended but the daemon reports no exit code");

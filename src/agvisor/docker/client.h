@@ -181,6 +181,12 @@ class Client {
   // reading, so large input and output cannot deadlock; returns once the process exited.
   Result<ExecOutput> RunExec(std::string_view container, ExecConfig config,
                              std::optional<std::string> input = std::nullopt);
+  // RunExec with the output handed to `on_output` piece by piece as it arrives, in bounded
+  // memory; returns the exit code. An error from `on_output` closes the exec's streams and is
+  // returned.
+  using PieceSink = std::function<Result<void>(StreamPiece&)>;
+  Result<int> StreamExec(std::string_view container, ExecConfig config,
+                         std::optional<std::string> input, const PieceSink& on_output);
 
   // ---- Volumes ----
   Result<VolumeInfo> CreateVolume(std::string_view name,

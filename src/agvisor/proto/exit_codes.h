@@ -19,4 +19,8 @@ inline constexpr int kExecExitCannotRun = 126;   // the program exists but canno
 inline constexpr int kExecExitNotFound = 127;    // no such program
 inline constexpr int kExecExitSignalBase = 128;  // + N: the command was killed by signal N
 
+// `read-file`: 0 the whole file went to stdout; kReadFileExitErrorBase + N (N a proto::WireError
+// value, 1..10) the file could not be read, the reason on stderr.
+inline constexpr int kReadFileExitErrorBase = 64;
+
 }  // namespace agvisor::agent

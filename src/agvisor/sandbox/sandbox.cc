@@ -833,14 +833,68 @@ Result<void> CheckAbsolute(std::string_view op, std::string_view path) {
   return Ok();
 }
 
+// Regular files at least this large are read by a `docker exec` of `agvisor-agent read-file`:
+// Docker's exec stream, the transport ceiling, instead of the channel over PID 1's attached
+// stdio, which moved bulk data at 0.55-0.85 of it (bench/). The exec costs ~100 ms to start and
+// the STAT before it one channel round trip; at this size the faster stream has paid for both.
+constexpr std::uint64_t kBulkReadBytes = 32u << 20;
+
 }  // namespace
 
 Result<std::string> Sandbox::ReadFile(std::string_view path) {
   AGVISOR_RETURN_IF_ERROR(CheckAbsolute("read file", path));
   auto ch = AGVISOR_TRY(Channel());
+  // A STAT that fails (no such file, ...) leaves the answer to FILE_READ, with its own wording.
+  auto st = ch->Stat(path);
+  if (st.ok() && st->kind == proto::EntryKind::kFile && st->size >= kBulkReadBytes) {
+    auto bulk = ReadFileByExec(path, st->size);
+    if (!bulk.ok()) return bulk.error();
+    if (*bulk) return std::move(**bulk);
+    // An agent without read-file (a sandbox made by an older agvisor): the channel does it.
+  }
   auto r = ch->ReadFile(path);
   if (!r.ok()) return Diagnose(r.error());
   return r;
+}
+
+Result<std::optional<std::string>> Sandbox::ReadFileByExec(std::string_view path,
+                                                           std::uint64_t size_hint) {
+  docker::ExecConfig ec;
+  ec.cmd = {std::string(kAgentPath), "read-file", std::string(path)};
+  std::string data, err;
+  data.reserve(size_hint);
+  auto code = docker_->StreamExec(container_id_, ec, std::nullopt,
+                                  [&](docker::StreamPiece& p) -> Result<void> {
+                                    if (p.stream != docker::StreamKind::kStderr) {
+                                      data.append(p.bytes);
+                                    } else if (err.size() < 64 * 1024) {
+                                      err.append(p.bytes);
+                                    }
+                                    return Ok();
+                                  });
+  if (!code.ok()) {
+    Error died = DiagnoseExecFailure(code.error());
+    if (died.code() == ErrorCode::kSandboxDied) return died;
+    return Diagnose(code.error());  // a broken stream: gives Docker a moment to record a death
+  }
+  if (*code == 0) return std::optional<std::string>(std::move(data));
+  if (*code == agent::kExitUsage) return std::optional<std::string>();
+  // The agent's message, without its "agvisor-agent: read-file: " prefix and final newline.
+  constexpr std::string_view kPrefix = "agvisor-agent: read-file: ";
+  std::string_view msg = err;
+  if (msg.starts_with(kPrefix)) msg.remove_prefix(kPrefix.size());
+  while (!msg.empty() && msg.back() == '\n') msg.remove_suffix(1);
+  const int wire = *code - agent::kReadFileExitErrorBase;
+  if (wire >= 1 && proto::IsKnownWireError(static_cast<std::uint16_t>(wire))) {
+    return proto::ErrorPayload{static_cast<proto::WireError>(wire), std::string(msg)}
+        .ToError()
+        .WithContext("read file " + std::string(path));
+  }
+  // Killed (the sandbox ended under it?) or another failure of the exec.
+  Error e = Error::Unavailable("read file " + std::string(path) + ": agvisor-agent read-file " +
+                               "exited with code " + std::to_string(*code) +
+                               (msg.empty() ? "" : ": " + std::string(msg)));
+  return Diagnose(e);
 }
 
 Result<void> Sandbox::WriteFile(std::string_view path, std::string_view data, std::uint32_t mode) {

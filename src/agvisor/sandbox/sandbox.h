@@ -200,6 +200,8 @@ class Sandbox {
   // ---- Files (paths absolute inside the sandbox; its own view, symlinks resolved inside) ----
   // Errors of each: kNotFound, kPermissionDenied, kInvalidArgument (relative path), kConflict
   // (e.g. a directory where a file is expected), kSandboxDied, kUnavailable.
+  // A regular file of 32 MiB or more comes through an exec of the agent's `read-file` (Docker's
+  // exec stream, faster for bulk bytes; docs/agent.md), anything else over the channel.
   Result<std::string> ReadFile(std::string_view path);
   // Creates or replaces `path` (parent directories created as needed).
   Result<void> WriteFile(std::string_view path, std::string_view data, std::uint32_t mode = 0644);
@@ -269,6 +271,9 @@ class Sandbox {
   Result<SandboxInfo> InfoLocked();
   // Turns a failed exec into kSandboxDied when the container is gone or stopped.
   Error DiagnoseExecFailure(const Error& e);
+  // ReadFile's bulk path (sandbox.cc, kBulkReadBytes): the file through an exec of the agent's
+  // read-file. nullopt: this sandbox's agent has no read-file (use the channel).
+  Result<std::optional<std::string>> ReadFileByExec(std::string_view path, std::uint64_t size_hint);
   // The open channel, or a new one through the connect relay. Errors: kSandboxDied,
   // kUnavailable.
   Result<std::shared_ptr<channel::Channel>> Channel();
