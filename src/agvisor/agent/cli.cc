@@ -127,6 +127,15 @@ class ArgCursor {
     return false;
   }
 
+  // Take for a path option: an empty value is refused ("<name>: empty path").
+  Result<bool> TakePath(std::string_view name, std::string* value) {
+    std::string v;
+    if (!AGVISOR_TRY(Take(name, &v))) return false;
+    if (v.empty()) return Invalid(sub_, std::string(name) + ": empty path");
+    *value = std::move(v);
+    return true;
+  }
+
  private:
   std::string_view sub_;
   const std::vector<std::string>& args_;
@@ -149,9 +158,8 @@ Result<Command> ParseInit(const std::vector<std::string>& args) {
       o.lifetime = AGVISOR_TRY(ParseSeconds("init: --lifetime", v, false));
     } else if (AGVISOR_TRY(c.Take("--idle-ttl", &v))) {
       o.idle_ttl = AGVISOR_TRY(ParseSeconds("init: --idle-ttl", v, false));
-    } else if (AGVISOR_TRY(c.Take("--socket", &v))) {
-      if (v.empty()) return Invalid(kSub, "--socket: empty path");
-      o.socket_path = v;
+    } else if (AGVISOR_TRY(c.TakePath("--socket", &o.socket_path))) {
+      // stored
     } else if (c.peek() == "--channel-stdio") {
       o.channel_stdio = true;
       c.skip();
@@ -210,9 +218,8 @@ Result<Command> ParseExec(const std::vector<std::string>& args) {
         return Invalid(kSub, "--env: expected K=V with a non-empty K, got '" + v + "'");
       }
       o.env.push_back(v);
-    } else if (AGVISOR_TRY(c.Take("--socket", &v))) {
-      if (v.empty()) return Invalid(kSub, "--socket: empty path");
-      o.socket_path = v;
+    } else if (AGVISOR_TRY(c.TakePath("--socket", &o.socket_path))) {
+      // stored
     } else if (c.peek().starts_with("-")) {
       return UnknownOption(kSub, c.peek());
     } else {
@@ -232,13 +239,10 @@ Result<Command> ParseConnect(const std::vector<std::string>& args) {
   constexpr std::string_view kSub = "connect";
   ConnectOptions o;
   ArgCursor c(kSub, args);
-  std::string v;
   while (!c.done()) {
     if (c.peek() == "--help" || c.peek() == "-h") return HelpCommand{std::string(kConnectHelp)};
-    if (AGVISOR_TRY(c.Take("--socket", &v))) {
-      if (v.empty()) return Invalid(kSub, "--socket: empty path");
-      o.socket_path = v;
-    } else if (c.peek().starts_with("-")) {
+    if (AGVISOR_TRY(c.TakePath("--socket", &o.socket_path))) continue;
+    if (c.peek().starts_with("-")) {
       return UnknownOption(kSub, c.peek());
     } else {
       return Invalid(kSub, "unexpected argument '" + c.peek() + "'");
@@ -251,14 +255,11 @@ Result<Command> ParseReadFile(const std::vector<std::string>& args) {
   constexpr std::string_view kSub = "read-file";
   ReadFileOptions o;
   ArgCursor c(kSub, args);
-  std::string v;
   bool have_path = false;
   while (!c.done()) {
     if (c.peek() == "--help" || c.peek() == "-h") return HelpCommand{std::string(kReadFileHelp)};
-    if (AGVISOR_TRY(c.Take("--socket", &v))) {
-      if (v.empty()) return Invalid(kSub, "--socket: empty path");
-      o.socket_path = v;
-    } else if (c.peek().starts_with("-")) {
+    if (AGVISOR_TRY(c.TakePath("--socket", &o.socket_path))) continue;
+    if (c.peek().starts_with("-")) {
       return UnknownOption(kSub, c.peek());
     } else if (have_path) {
       return Invalid(kSub, "unexpected argument '" + c.peek() + "' (one PATH only)");
