@@ -15,7 +15,6 @@ and their exceptions propagate as they are (after detaching; the process runs on
 import codecs
 import signal as _signal
 import subprocess
-import threading
 import time
 
 # How long one blocking read waits before Python gets a chance to handle Ctrl-C.
@@ -44,10 +43,9 @@ class Attachment:
     first, then live output; its stdin (if it was spawned with stdin=True); signals. A context
     manager: leaving it (or detach()) detaches, and the process runs on."""
 
-    def __init__(self, core, process, on_detach=None):
+    def __init__(self, core, process):
         self._core = core
         self.process = process
-        self._on_detach = on_detach
 
     def read(self, timeout=None):
         """The next output chunk as (stream, bytes), stream "stdout" or "stderr"; None when
@@ -72,7 +70,8 @@ class Attachment:
         self._core.close_stdin()
 
     def signal(self, sig) -> None:
-        self._core.signal(int(sig))
+        """BackgroundProcess.signal: through the agent, like every signal."""
+        self.process.signal(sig)
 
     def wait(self, timeout=None) -> int:
         """The exit code once the process exited (output not read stays readable; a full
@@ -91,8 +90,6 @@ class Attachment:
     def detach(self) -> None:
         """Ends the attachment; the process keeps running. Idempotent."""
         self._core.close()
-        if self._on_detach is not None:
-            self._on_detach(self._core)
 
     close = detach
 
@@ -136,24 +133,14 @@ class BackgroundProcess:
         self.pid = int(pid)
         self.argv = list(argv)
         self.returncode = returncode
-        self._lock = threading.Lock()
-        self._attachments = []  # open Attachment cores of this handle (signals go through them)
 
     def _attach(self, keep_output=True):
-        core = self.sandbox._handle().attach_process(self.pid, keep_output)
-        with self._lock:
-            self._attachments.append(core)
-        return core
-
-    def _forget(self, core):
-        with self._lock:
-            if core in self._attachments:
-                self._attachments.remove(core)
+        return self.sandbox._handle().attach_process(self.pid, keep_output)
 
     def attached(self) -> Attachment:
         """Attaches and returns the live Attachment (read, iterate, write, signal, wait); use it
         in `with`, which detaches at the end."""
-        return Attachment(self._attach(), self, self._forget)
+        return Attachment(self._attach(), self)
 
     def attach(self, on_output=None, *, on_stdout=None, on_stderr=None, timeout=None) -> int:
         """Delivers the kept output, then the live output, until the process exits, and returns
@@ -228,7 +215,7 @@ class BackgroundProcess:
             if getattr(e, "code", None) != "conflict":
                 raise
             return self._wait_by_listing(deadline, timeout)
-        with Attachment(core, self, self._forget) as att:
+        with Attachment(core, self) as att:
             try:
                 return att.wait(timeout=None if deadline is None else max(0.0, _left(deadline)))
             except TimeoutError:
@@ -264,13 +251,10 @@ class BackgroundProcess:
     def signal(self, sig) -> None:
         """Sends `sig` (a number or signal.Signals) to the process's process group; a finished
         process is left alone."""
-        sig = int(sig)
-        with self._lock:
-            attachments = [a for a in self._attachments if not a.closed]
-        if attachments:  # this handle holds the attach: signal through it
-            attachments[0].signal(sig)
-        else:
-            self.sandbox._handle().signal_process(self.pid, sig)
+        # Through the agent, whoever holds the attach; never through an attachment of this
+        # handle: one still being set up may yet be refused (another client attached), and a
+        # signal sent through it would be lost.
+        self.sandbox._handle().signal_process(self.pid, int(sig))
 
     def terminate(self) -> None:
         """signal(SIGTERM)."""

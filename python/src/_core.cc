@@ -584,14 +584,6 @@ class Attachment {
     Unwrap(std::move(r));
   }
 
-  void Signal(int signal) {
-    Result<void> r = [&] {
-      py::gil_scoped_release release;
-      return process_->Signal(signal);
-    }();
-    Unwrap(std::move(r));
-  }
-
   // Detaches (the process runs on) and ends the output thread. Idempotent.
   void Close() {
     py::gil_scoped_release release;
@@ -828,12 +820,11 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("pid", &Shell::pid);
 
   py::class_<Attachment, std::shared_ptr<Attachment>>(
-      m, "Attachment", "Sandbox::AttachProcess: a background process's output, stdin, signals.")
+      m, "Attachment", "Sandbox::AttachProcess: a background process's output and stdin.")
       .def("read", &Attachment::Read, py::arg("timeout") = -1.0)
       .def("wait", &Attachment::Wait, py::arg("timeout") = -1.0)
       .def("write", &Attachment::Write, py::arg("data"))
       .def("close_stdin", &Attachment::CloseStdin)
-      .def("signal", &Attachment::Signal, py::arg("signal"))
       .def("close", &Attachment::Close)
       .def_property_readonly("closed", &Attachment::closed)
       .def_property_readonly("pid", &Attachment::pid);

@@ -1,8 +1,8 @@
 """Background processes and warm pools against real runsc.
 
 Background processes: they outlive the handle that started them (a fresh handle lists them,
-attaches and gets the kept output replayed, then the live output), signals and kill (through this
-handle's attachment, through the agent, and through kill(1) when another client is attached),
+attaches and gets the kept output replayed, then the live output), signals and kill (through the
+agent, with this handle, another client or nobody attached, and while an attach is being refused),
 stdin, timeouts, callback exceptions (propagated, detached, the process runs on), conflicts.
 Pools: acquire hands out ready members as ordinary Sandbox objects, many threads acquire and exec
 at once, stats count it, close removes the members not handed out.
@@ -129,10 +129,10 @@ def test_attach_timeout_detaches_and_wait_timeout(sb):
     assert p.wait(timeout=30) == 128 + signal.SIGKILL
 
 
-def test_terminate_through_the_attachment(sb):
+def test_terminate_while_this_handle_is_attached(sb):
     p = sb.spawn("trap 'echo got TERM; exit 5' TERM; echo ready; while :; do sleep 0.05; done")
     lines = []
-    for line in p:  # this handle holds the attach: the signal goes through it
+    for line in p:  # this handle holds the attach
         lines.append(line)
         if line == "ready\n":
             p.terminate()
@@ -153,10 +153,25 @@ def test_kill_and_wait_while_another_client_is_attached(sb):
         waiter = threading.Thread(target=lambda: results.append(q.wait(timeout=60)))
         waiter.start()  # waits by listing: the attach is taken
         open_gate(sb, "g4")
-        q.kill()  # through kill(1) inside, since `att` holds the attach
+        q.kill()  # through the agent, though `att` holds the attach
         assert att.wait(timeout=30) == 128 + signal.SIGKILL
     waiter.join(timeout=60)
     assert results == [128 + signal.SIGKILL]
+
+
+def test_kill_while_this_handle_is_still_attaching(sb):
+    # q's own attach is refused (att holds it), but the refusal comes a round trip later: a
+    # signal sent on that attachment must still reach the process.
+    p = sb.spawn("echo ready; exec sleep 1000")
+    with p.attached() as att:
+        assert att.read(timeout=30) == ("stdout", b"ready\n")
+        q = fresh_handle(sb).process(p.pid)
+        with q.attached() as late:
+            late.signal(signal.SIGKILL)
+            assert att.wait(timeout=30) == 128 + signal.SIGKILL
+            with pytest.raises(RuntimeError) as e:
+                late.read(timeout=30)
+            assert e.value.code == "conflict"
 
 
 def test_stdin(sb):
