@@ -347,7 +347,7 @@ std::vector<double> Series(const Timings& t, const std::string& prefix) {
 // `docker run -d`; agvisor's after the agent's handshake.
 void CreateSuite(const std::string& seed, const std::string& image, int rounds) {
   const std::vector<std::string> networks = {"bridge", "none"};
-  std::map<std::string, std::vector<double>> seed_t, ours_t;
+  std::map<std::string, std::vector<double>> seed_t, ours_t, seed_stop, ours_stop;
   for (int r = 0; r < rounds; ++r) {
     for (const auto& net : networks) {
       std::fprintf(stderr, "create: round %d/%d, network %s ...\n", r + 1, rounds, net.c_str());
@@ -355,6 +355,8 @@ void CreateSuite(const std::string& seed, const std::string& image, int rounds) 
         if (auto s = RunSeedScript(seed, {"serial", image, "5", net})) {
           auto v = Series(*s, "create_");
           seed_t[net].insert(seed_t[net].end(), v.begin(), v.end());
+          v = Series(*s, "stop_");
+          seed_stop[net].insert(seed_stop[net].end(), v.begin(), v.end());
         }
       }
       for (int i = 0; i < 5; ++i) {
@@ -363,21 +365,30 @@ void CreateSuite(const std::string& seed, const std::string& image, int rounds) 
         auto t0 = Clock::now();
         auto sb = Must(Sandbox::Create(spec), "cold create");
         ours_t[net].push_back(Since(t0));
+        t0 = Clock::now();
         Must(sb->Stop(), "stop");
+        ours_stop[net].push_back(Since(t0));
       }
     }
   }
-  std::printf("\n### Create to ready, cold (image %s, 1 cpu, 512m; %d rounds of 5 per side)\n\n",
-              image.c_str(), rounds);
-  std::printf(
-      "| network | seed median | seed p95 | agvisor median | agvisor p95 | ratio (median) |\n"
-      "|---|---|---|---|---|---|\n");
-  for (const auto& net : networks) {
-    Spread s = SpreadOf(seed_t[net]), o = SpreadOf(ours_t[net]);
-    std::printf("| %s | %s | %s | %s | %s | %s |\n", net.c_str(), Ms(s.p50).c_str(),
-                Ms(s.p95).c_str(), Ms(o.p50).c_str(), Ms(o.p95).c_str(),
-                Ratio(s.p50, o.p50).c_str());
-  }
+  auto table = [&](const std::string& title, std::map<std::string, std::vector<double>>& seed_v,
+                   std::map<std::string, std::vector<double>>& ours_v) {
+    std::printf("\n### %s\n\n", title.c_str());
+    std::printf(
+        "| network | seed median | seed p95 | agvisor median | agvisor p95 | ratio (median) |\n"
+        "|---|---|---|---|---|---|\n");
+    for (const auto& net : networks) {
+      Spread s = SpreadOf(seed_v[net]), o = SpreadOf(ours_v[net]);
+      std::printf("| %s | %s | %s | %s | %s | %s |\n", net.c_str(), Ms(s.p50).c_str(),
+                  Ms(s.p95).c_str(), Ms(o.p50).c_str(), Ms(o.p95).c_str(),
+                  Ratio(s.p50, o.p50).c_str());
+    }
+  };
+  table("Create to ready, cold (image " + image + ", 1 cpu, 512m; " + std::to_string(rounds) +
+            " rounds of 5 per side)",
+        seed_t, ours_t);
+  // Each sandbox is stopped right after its create (the basic suite's stop is one sample).
+  table("Stop right after create (the same sandboxes)", seed_stop, ours_stop);
 }
 
 // ---- pool: acquire from a warm pool vs a cold create ----

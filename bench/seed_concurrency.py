@@ -3,8 +3,9 @@
 Run by agvisor_bench with PYTHONPATH set to the seed and a `docker` wrapper first on PATH.
 Prints one `name seconds` line per measurement.
 
-  seed_concurrency.py serial IMAGE N [NET]  N creates one after another (cold create times;
-                                            network NET, default the seed's bridge)
+  seed_concurrency.py serial IMAGE N [NET]  N creates one after another, each stopped at once
+                                            (create and stop times; network NET, default the
+                                            seed's bridge)
   seed_concurrency.py creates IMAGE N       N creates at once, one thread each
   seed_concurrency.py execs IMAGE S N       S sandboxes, then N execs of `true` at once over them
   seed_concurrency.py idle IMAGE            one sandbox; prints `container NAME`, stops on a stdin line
@@ -58,7 +59,9 @@ if mode == "serial":
         t = time.perf_counter()
         sb = create_sandbox(image, limits=limits, network=network)
         out(f"create_{i}", time.perf_counter() - t)
+        t = time.perf_counter()
         sb.stop()
+        out(f"stop_{i}", time.perf_counter() - t)
 elif mode == "creates":
     n = int(sys.argv[3])
     boxes = [None] * n
