@@ -4,13 +4,21 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pty.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "agvisor/base/subprocess.h"
 #include "tests/integration/test_env.h"
@@ -130,6 +138,147 @@ TEST_F(CliChannelTest, ShellRunsUnderAPtyAndExitsWithItsCode) {
   EXPECT_THAT(r.out, HasSubstr("42"));
   auto help = Cli({"shell", "--help"});
   EXPECT_THAT(help.out, HasSubstr("Ctrl-C"));
+}
+
+// `agvisor shell NAME` on a real terminal: the CLI runs on a pty of its own (its controlling
+// terminal, as in a terminal emulator) and the test types into the master side.
+class Terminal {
+ public:
+  Terminal(std::vector<std::string> args, std::uint16_t rows, std::uint16_t cols) {
+    winsize ws{};
+    ws.ws_row = rows;
+    ws.ws_col = cols;
+    if (::openpty(&master_, &slave_, nullptr, nullptr, &ws) != 0) return;
+    ::tcgetattr(slave_, &before_);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      // A new session whose controlling terminal is the pty: SIGWINCH and raw mode as for a user.
+      ::setsid();
+      ::ioctl(slave_, TIOCSCTTY, 0);
+      for (int fd = 0; fd < 3; ++fd) ::dup2(slave_, fd);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    reader_ = std::thread([this] {
+      char buf[4096];
+      for (;;) {
+        ssize_t n = ::read(master_, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        std::lock_guard lock(mu_);
+        if (n <= 0) {
+          closed_ = true;
+          cv_.notify_all();
+          return;
+        }
+        screen_.append(buf, static_cast<std::size_t>(n));
+        cv_.notify_all();
+      }
+    });
+  }
+  ~Terminal() {
+    if (pid_ > 0 && !waited_) {
+      ::kill(pid_, SIGKILL);
+      (void)Wait();
+    }
+    if (slave_ >= 0) ::close(slave_);  // the reader sees EIO once no slave is open
+    if (reader_.joinable()) reader_.join();
+    if (master_ >= 0) ::close(master_);
+  }
+  bool started() const { return pid_ > 0; }
+  void Type(std::string_view keys) {
+    ASSERT_EQ(::write(master_, keys.data(), keys.size()), static_cast<ssize_t>(keys.size()));
+  }
+  // Whether `text` appeared on the screen after everything seen by the previous WaitFor.
+  bool WaitFor(const std::string& text, std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    std::unique_lock lock(mu_);
+    bool found = cv_.wait_for(lock, timeout, [&] {
+      return screen_.find(text, consumed_) != std::string::npos || closed_;
+    });
+    auto at = screen_.find(text, consumed_);
+    if (!found || at == std::string::npos) return false;
+    consumed_ = at + text.size();
+    return true;
+  }
+  std::string screen() {
+    std::lock_guard lock(mu_);
+    return screen_;
+  }
+  // The CLI's exit code; killed (and 128 + SIGKILL) when it has not exited within `timeout`.
+  int Wait(std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    int status = 0;
+    while (::waitpid(pid_, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    waited_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  int master() const { return master_; }
+  int slave() const { return slave_; }
+  const termios& before() const { return before_; }
+
+ private:
+  int master_ = -1, slave_ = -1;
+  pid_t pid_ = -1;
+  bool waited_ = false;
+  termios before_{};
+  std::thread reader_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string screen_;
+  std::size_t consumed_ = 0;
+  bool closed_ = false;
+};
+
+TEST_F(CliChannelTest, ShellOnARealTerminalIsRawSizedAndResizable) {
+  Terminal t({AGVISOR_CLI_BINARY, "shell", *name_}, 33, 101);
+  ASSERT_TRUE(t.started());
+  // The quotes keep the typed line (echoed back by the sandbox's terminal) from matching.
+  t.Type("echo rea''dy\n");
+  ASSERT_TRUE(t.WaitFor("ready")) << t.screen();
+  // Our terminal is raw now: echo and line editing happen inside, not here.
+  termios now{};
+  ASSERT_EQ(::tcgetattr(t.slave(), &now), 0);
+  EXPECT_EQ(now.c_lflag & (ICANON | ECHO | ISIG), 0u);
+  // The sandbox's terminal starts with our size.
+  t.Type("stty size; echo si''ze-done\n");
+  ASSERT_TRUE(t.WaitFor("33 101")) << t.screen();
+  ASSERT_TRUE(t.WaitFor("size-done")) << t.screen();
+  // Ctrl-C interrupts the command inside; the CLI (no longer ISIG here) lives on. The word is
+  // printed by the command itself, so the command holds the sandbox's terminal by then (from
+  // bash's builtin echo, a Ctrl-C could reach bash between its fork and the child's tcsetpgrp).
+  t.Type("sh -c 'echo sle\"\"eping; exec sleep 1000'\n");
+  ASSERT_TRUE(t.WaitFor("sleeping")) << t.screen();
+  t.Type("\x03");
+  t.Type("echo code-$?\n");
+  ASSERT_TRUE(t.WaitFor("code-130")) << t.screen();
+  // A new window size reaches the sandbox (SIGWINCH here, a resize inside). The signal and the
+  // next keystrokes race, so ask until the new size shows.
+  winsize ws{};
+  ws.ws_row = 40;
+  ws.ws_col = 120;
+  ASSERT_EQ(::ioctl(t.master(), TIOCSWINSZ, &ws), 0);
+  bool resized = false;
+  for (int i = 0; i < 20 && !resized; ++i) {
+    t.Type("stty size\n");
+    resized = t.WaitFor("40 120", std::chrono::seconds(1));
+  }
+  EXPECT_TRUE(resized) << t.screen();
+  t.Type("exit 3\n");
+  EXPECT_EQ(t.Wait(), 3) << t.screen();
+  // The terminal is given back as it was.
+  ASSERT_EQ(::tcgetattr(t.slave(), &now), 0);
+  EXPECT_EQ(now.c_lflag, t.before().c_lflag);
+  EXPECT_EQ(now.c_iflag, t.before().c_iflag);
+  EXPECT_EQ(now.c_oflag, t.before().c_oflag);
 }
 
 TEST_F(CliChannelTest, PortForwardRelaysLocalConnections) {

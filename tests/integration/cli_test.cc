@@ -24,6 +24,17 @@ CommandOutput Agvisor(std::vector<std::string> args, std::string_view input = {}
   return r.ok() ? *r : CommandOutput{};
 }
 
+// How many containers, running or not, carry `label` (KEY=VALUE); SIZE_MAX when Docker cannot
+// say.
+std::size_t ContainersLabelled(const std::string& label) {
+  auto docker = HostClient("");
+  EXPECT_TRUE(docker.ok()) << docker.error().ToString();
+  if (!docker.ok()) return SIZE_MAX;
+  auto list = (*docker)->ListContainers(true, {label});
+  EXPECT_TRUE(list.ok()) << list.error().ToString();
+  return list.ok() ? list->size() : SIZE_MAX;
+}
+
 class CliTest : public ::testing::Test {
  protected:
   static void TearDownTestSuite() {
@@ -34,12 +45,14 @@ class CliTest : public ::testing::Test {
 };
 
 TEST_F(CliTest, RunPrintsOutputAndExitsWithTheCommandsCode) {
-  auto r = Agvisor({"run", "--disk", "none", "--memory", "256m", "--",
+  const std::string mark = "test.run=" + testing::RunId() + "-exit5";
+  auto r = Agvisor({"run", "--disk", "none", "--memory", "256m", "--label", mark, "--",
                     "echo out; echo err >&2; "
                     "exit 5"});
   EXPECT_EQ(r.out, "out\n");
   EXPECT_EQ(r.err, "err\n");
   EXPECT_EQ(r.status.exit_code, 5);
+  EXPECT_EQ(ContainersLabelled(mark), 0u) << "run removes its sandbox, whatever the exit code";
   auto argv = Agvisor({"run", "--disk", "none", "--", "printf", "%s|", "a b", "c"});
   EXPECT_EQ(argv.out, "a b|c|");
   EXPECT_EQ(argv.status.exit_code, 0);
@@ -53,9 +66,11 @@ TEST_F(CliTest, RunPrintsOutputAndExitsWithTheCommandsCode) {
 }
 
 TEST_F(CliTest, TimeoutExits124) {
-  auto r = Agvisor({"run", "--disk", "none", "-t", "1", "--", "sleep 30"});
+  const std::string mark = "test.run=" + testing::RunId() + "-timeout";
+  auto r = Agvisor({"run", "--disk", "none", "-t", "1", "--label", mark, "--", "sleep 30"});
   EXPECT_EQ(r.status.exit_code, 124);
   EXPECT_THAT(r.err, HasSubstr("timed out"));
+  EXPECT_EQ(ContainersLabelled(mark), 0u) << "run removes its sandbox after a timeout too";
 }
 
 TEST_F(CliTest, BadInputExits2WithAClearMessage) {

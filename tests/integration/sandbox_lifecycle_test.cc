@@ -76,6 +76,32 @@ TEST_F(LifecycleTest, TimeoutReturns124AndKillsTheTree) {
   EXPECT_EQ(ps->out, "0\n") << "processes left after the timeout";
 }
 
+TEST_F(LifecycleTest, ExecReturnsWhileABackgroundChildHoldsItsOutputOpen) {
+  // A server started with `&` keeps the exec's stdout and stderr open and runs on: the exec
+  // still ends when its main process does, collected or streamed.
+  auto sb = MustCreate(TestSpec());
+  ASSERT_TRUE(sb);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = sb->ExecShell("sleep 301 & echo started; echo warn >&2", {.timeout = 60});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_FALSE(r->timed_out);
+  EXPECT_EQ(r->out, "started\n");
+  EXPECT_EQ(r->err, "warn\n");
+  std::string streamed;
+  ExecOptions o;
+  o.timeout = 60;
+  o.on_output = [&](std::string_view b) { streamed.append(b); };
+  r = sb->ExecShell("sleep 302 & echo streamed", o);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(streamed, "streamed\n");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s);
+  auto ps = sb->ExecShell("ps -eo args | grep -c '^sleep 30[12]' || true");
+  ASSERT_TRUE(ps.ok());
+  EXPECT_EQ(ps->out, "2\n") << "the background children should run on";
+}
+
 TEST_F(LifecycleTest, StreamingKeepsABoundedTail) {
   auto sb = MustCreate(TestSpec());
   ASSERT_TRUE(sb);
