@@ -4,6 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +21,15 @@ namespace agvisor {
 namespace {
 
 using ::testing::HasSubstr;
+
+// The shell loop that finds the relay processes (`agvisor-agent connect`) inside and runs ACTION
+// with $p set to each one's pid.
+std::string ForEachRelay(const std::string& action) {
+  return "for p in /proc/[0-9]*; do if tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q "
+         "'^/.agvisor/agvisor-agent connect'; then " +
+         action + "; fi; done";
+}
+
 namespace fs = std::filesystem;
 
 class SandboxChannelTest : public ::testing::Test {
@@ -191,15 +203,62 @@ TEST_F(SandboxChannelTest, PtyProcessAndReconnectAfterTheChannelDrops) {
   EXPECT_THAT(out, HasSubstr("20 60"));
   EXPECT_THAT(out, HasSubstr("/dev/pts/"));
   // Kill the relay process of this handle: its channel breaks, the next call reconnects.
-  auto killed = (*sb)->ExecShell(
-      "for p in /proc/[0-9]*; do if tr '\\0' ' ' < $p/cmdline | grep -q '^/.agvisor/agvisor-agent "
-      "connect'; then kill -9 ${p#/proc/}; fi; done");
+  auto killed = (*sb)->ExecShell(ForEachRelay("kill -9 ${p#/proc/}"));
   EXPECT_FALSE(killed.ok() && killed->exit_code != 0);
   auto again = (*sb)->ExecShell("echo back");
   ASSERT_TRUE(again.ok()) << again.error().ToString();
   EXPECT_EQ(again->out, "back\n");
   // The creating handle's channel (PID 1's stdio) was never affected.
   EXPECT_EQ(created->ExecShell("echo first")->out, "first\n");
+}
+
+TEST_F(SandboxChannelTest, ThreadsOnOneHandleGetThroughARelayDrop) {
+  auto created = MustCreate();
+  ASSERT_TRUE(created);
+  auto sb = Sandbox::Open(created->container_name());  // channel through the connect relay
+  ASSERT_TRUE(sb.ok());
+  constexpr int kThreads = 4;
+  std::atomic<bool> killed{false}, stop{false};
+  std::array<std::atomic<int>, kThreads> before{}, after{}, failed{};
+  std::array<std::string, kThreads> bad;  // an unexpected error or output, per thread
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; !stop; ++i) {
+        const bool was_killed = killed;
+        const std::string word = std::to_string(t) + "-" + std::to_string(i);
+        auto r = (*sb)->ExecShell("echo " + word);
+        if (r.ok() && r->out == word + "\n") {
+          ++(was_killed ? after : before)[t];
+        } else if (!r.ok() && r.error().code() != ErrorCode::kSandboxDied) {
+          ++failed[t];  // a call in flight when the relay died
+        } else {
+          bad[t] = r.ok() ? "output '" + r->out + "'" : r.error().ToString();
+          return;
+        }
+      }
+    });
+  }
+  auto all = [&](auto& counts, int n) {
+    return std::all_of(counts.begin(), counts.end(), [n](auto& c) { return c >= n; });
+  };
+  EXPECT_TRUE(testing::WaitFor([&] { return all(before, 3); }, std::chrono::seconds(60)));
+  // Kill this handle's relay from outside it (the creating handle talks to PID 1 directly).
+  auto kill = created->ExecShell(ForEachRelay("kill -9 ${p#/proc/}"));
+  ASSERT_TRUE(kill.ok()) << kill.error().ToString();
+  killed = true;
+  EXPECT_TRUE(testing::WaitFor([&] { return all(after, 5); }, std::chrono::seconds(60)));
+  stop = true;
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(bad[t], "") << "thread " << t;
+    EXPECT_GE(after[t], 5) << "thread " << t;
+    EXPECT_LE(failed[t], 2) << "thread " << t << ": only calls in flight at the drop may fail";
+  }
+  // One reconnect for all of them: a single relay is left.
+  auto relays = created->ExecShell("n=0; " + ForEachRelay("n=$((n+1))") + "; echo $n");
+  ASSERT_TRUE(relays.ok());
+  EXPECT_EQ(relays->out, "1\n");
 }
 
 // gVisor's own pty: closing stdin types the EOF character, so `cat` ends (after a partial line).
