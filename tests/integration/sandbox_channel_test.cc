@@ -96,11 +96,31 @@ TEST_F(SandboxChannelTest, LargeFilesComeBackWholeByEitherPath) {
   auto sum = sb->ExecShell(
       "/.agvisor/agvisor-agent read-file /tmp/big.bin | cmp - /tmp/big.bin && echo same; "
       "/.agvisor/agvisor-agent read-file /tmp/nope; echo $?; "
-      "/.agvisor/agvisor-agent read-file /tmp; echo $?");
+      "/.agvisor/agvisor-agent read-file /tmp; echo $?; "
+      "/.agvisor/agvisor-agent read-file --tar /tmp/big.bin | tar -xOf - big.bin | "
+      "cmp - /tmp/big.bin && echo tar-same; "
+      "/.agvisor/agvisor-agent read-file --tar /tmp/nope; echo $?");
   ASSERT_TRUE(sum.ok()) << sum.error().ToString();
-  EXPECT_EQ(sum->out, "same\n66\n65\n");
+  EXPECT_EQ(sum->out, "same\n66\n65\ntar-same\n66\n");
   EXPECT_THAT(sum->err, HasSubstr("read-file: FILE_READ /tmp/nope: open: No such file"));
   EXPECT_THAT(sum->err, HasSubstr("read-file: FILE_READ /tmp: is a directory"));
+  EXPECT_THAT(sum->err, HasSubstr("read-file: TAR_READ /tmp/nope"));
+  // Download (`agvisor cp` out, agvisord's archive route) takes the same exec for a large file.
+  fs::path local = fs::temp_directory_path() / ("agvisor-bigdown-" + testing::RunId());
+  fs::remove_all(local);
+  auto down = sb->Download("/tmp/big.bin", local.string());
+  ASSERT_TRUE(down.ok()) << down.error().ToString();
+  EXPECT_TRUE(Slurp(local / "big.bin") == body);
+  fs::remove_all(local);
+  // An error of the caller's sink ends the download with that error, as it is.
+  int pieces = 0;
+  auto stopped = sb->DownloadTar("/tmp/big.bin", [&](std::string_view) -> Result<void> {
+    if (++pieces == 2) return Error::Internal("the local disk is full");
+    return Ok();
+  });
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.error().message(), "the local disk is full");
+  EXPECT_EQ(sb->ExecShell("echo still here")->out, "still here\n");
 }
 
 // A sandbox killed while a large file is being read: the read fails as kSandboxDied, with why.

@@ -34,7 +34,7 @@ struct Dispatch {
   int operator()(const ConnectOptions& o) const { return RunConnect(o); }
   int operator()(const ReadFileOptions& o) const {
 #if AGVISOR_AGENT_HAVE_FILES
-    return RunReadFile(o.path, o.socket_path);
+    return RunReadFile(o.path, o.tar, o.socket_path);
 #else
     LogLine("read-file: file operations are not built into this agent");
     return kReadFileExitErrorBase + 8;  // kUnsupported

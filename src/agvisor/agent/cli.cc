@@ -16,7 +16,7 @@ Subcommands:
   init      be PID 1: reap zombies, track activity, enforce --lifetime / --idle-ttl
   exec      run a command; on --timeout kill its whole process tree and exit 124
   connect   relay stdin/stdout to init's channel socket (the host's second way in)
-  read-file write one file to stdout (the host's path for large downloads)
+  read-file write one file, or a tar of it, to stdout (the host's path for large downloads)
   version   print the agent and protocol versions
 
 Run `agvisor-agent SUBCOMMAND --help` for the options of each.
@@ -75,14 +75,17 @@ own), until either side ends. The host runs it through `docker exec -i` to open 
 Exit codes: 0 the relay ended, 1 the socket could not be reached, 2 bad command line.
 )";
 
-constexpr std::string_view kReadFileHelp = R"(Usage: agvisor-agent read-file [--socket PATH] PATH
+constexpr std::string_view kReadFileHelp =
+    R"(Usage: agvisor-agent read-file [--tar] [--socket PATH] PATH
 
 Writes the regular file at the absolute PATH to stdout, byte for byte. PATH resolves as the
 channel's FILE_READ resolves it (symlinks followed, inside the sandbox). The host runs it through
 a `docker exec` to download large files over Docker's own exec stream.
+  --tar           write a tar of PATH (a file or a directory) instead, as the channel's
+                  TAR_READ makes it (entries named after PATH's last component)
   --socket PATH   init's activity socket, held while the file is read (default
                   /run/agvisor/agent.sock; missing: read anyway)
-Exit codes: 0 the whole file was written; 64+N the file could not be read, N being the channel's
+Exit codes: 0 the whole file (or tar) was written; 64+N it could not be read, N being the channel's
 wire error code (docs/protocol.md: 65 invalid argument, 66 not found, 70 permission denied, ...),
 with the reason on stderr; 2 bad command line.
 )";
@@ -259,7 +262,10 @@ Result<Command> ParseReadFile(const std::vector<std::string>& args) {
   while (!c.done()) {
     if (c.peek() == "--help" || c.peek() == "-h") return HelpCommand{std::string(kReadFileHelp)};
     if (AGVISOR_TRY(c.TakePath("--socket", &o.socket_path))) continue;
-    if (c.peek().starts_with("-")) {
+    if (c.peek() == "--tar") {
+      o.tar = true;
+      c.skip();
+    } else if (c.peek().starts_with("-")) {
       return UnknownOption(kSub, c.peek());
     } else if (have_path) {
       return Invalid(kSub, "unexpected argument '" + c.peek() + "' (one PATH only)");

@@ -50,10 +50,12 @@ struct ExecOptions {
   std::vector<std::string> argv;  // everything after `--`; never empty
 };
 
-// `agvisor-agent read-file PATH`: the file's bytes to stdout, resolved as FILE_READ resolves
-// it (files.h). The host runs it through a `docker exec` for large files (sandbox.cc, ReadFile).
+// `agvisor-agent read-file [--tar] PATH`: the file's bytes (or, with --tar, a tar of the file or
+// directory) to stdout, resolved as FILE_READ (TAR_READ) resolves it (files.h). The host runs it
+// through a `docker exec` for large files (sandbox.cc, ReadFile and DownloadTar).
 struct ReadFileOptions {
   std::string path;
+  bool tar = false;                             // TAR_READ's stream instead of FILE_READ's bytes
   std::string socket_path{kDefaultSocketPath};  // init's activity socket, held while it runs
 };
 

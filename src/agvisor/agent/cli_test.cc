@@ -77,6 +77,11 @@ TEST(ParseCommandLineTest, ReadFile) {
   ASSERT_TRUE(s.ok()) << s.error().ToString();
   EXPECT_EQ(std::get<ReadFileOptions>(*s).socket_path, "/tmp/s");
   EXPECT_EQ(std::get<ReadFileOptions>(*s).path, "/x");
+  EXPECT_FALSE(std::get<ReadFileOptions>(*s).tar);
+  auto t = Parse({"read-file", "--tar", "/dir"});
+  ASSERT_TRUE(t.ok()) << t.error().ToString();
+  EXPECT_TRUE(std::get<ReadFileOptions>(*t).tar);
+  EXPECT_EQ(std::get<ReadFileOptions>(*t).path, "/dir");
   EXPECT_EQ(ErrorOf({"read-file"}), "read-file: missing PATH (the file to write)");
   EXPECT_EQ(ErrorOf({"read-file", "/a", "/b"}),
             "read-file: unexpected argument '/b' (one PATH only)");

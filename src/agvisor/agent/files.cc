@@ -616,7 +616,7 @@ std::unique_ptr<FileOp> StartFileOp(proto::Type type, std::string_view payload) 
   }
 }
 
-int RunReadFile(const std::string& path, const std::string& socket_path) {
+int RunReadFile(const std::string& path, bool tar, const std::string& socket_path) {
   auto fail = [](const Error& e) {
     LogLine("read-file: " + e.message());
     return kReadFileExitErrorBase + static_cast<int>(proto::ToWireError(e.code()));
@@ -624,7 +624,8 @@ int RunReadFile(const std::string& path, const std::string& socket_path) {
   // Activity: held until this process exits (the kernel closes the fd). Missing socket: read
   // anyway (an agent run outside a sandbox).
   auto activity = ConnectActivitySocket(socket_path);
-  std::unique_ptr<FileOp> op = StartFileOp(Type::kFileRead, proto::PathRequest{path}.Encode());
+  std::unique_ptr<FileOp> op =
+      StartFileOp(tar ? Type::kTarRead : Type::kFileRead, proto::PathRequest{path}.Encode());
   if (auto reply = op->Immediate()) {
     auto e = proto::ErrorPayload::Decode(reply->payload);
     return fail(e.ok() ? e->ToError() : Error::Internal("read-file " + path + ": bad reply"));

@@ -97,9 +97,10 @@ class FileOp {
 // is an ERROR kInvalidArgument.
 std::unique_ptr<FileOp> StartFileOp(proto::Type type, std::string_view payload);
 
-// `agvisor-agent read-file`: FILE_READ of `path`, written to stdout (blocking writes), holding
-// init's activity socket at `socket_path` while it runs. Returns the exit code
-// (proto/exit_codes.h): 0, or kReadFileExitErrorBase + the wire code with the error on stderr.
-int RunReadFile(const std::string& path, const std::string& socket_path);
+// `agvisor-agent read-file`: FILE_READ of `path` (TAR_READ with `tar`), written to stdout
+// (blocking writes), holding init's activity socket at `socket_path` while it runs. Returns the
+// exit code (proto/exit_codes.h): 0, or kReadFileExitErrorBase + the wire code with the error on
+// stderr.
+int RunReadFile(const std::string& path, bool tar, const std::string& socket_path);
 
 }  // namespace agvisor::agent

@@ -833,11 +833,17 @@ Result<void> CheckAbsolute(std::string_view op, std::string_view path) {
   return Ok();
 }
 
-// Regular files at least this large are read by a `docker exec` of `agvisor-agent read-file`:
-// Docker's exec stream, the transport ceiling, instead of the channel over PID 1's attached
-// stdio, which moved bulk data at 0.55-0.85 of it (bench/). The exec costs ~100 ms to start and
-// the STAT before it one channel round trip; at this size the faster stream has paid for both.
+// Regular files at least this large are read (ReadFile) or downloaded (DownloadTar) by a
+// `docker exec` of `agvisor-agent read-file`: Docker's exec stream, the transport ceiling,
+// instead of the channel over PID 1's attached stdio, which moved bulk data at 0.55-0.85 of it
+// (bench/). The exec costs ~100 ms to start and the STAT before it one channel round trip; at
+// this size the faster stream has paid for both. (A directory's size is not known up front: its
+// tar takes the channel.)
 constexpr std::uint64_t kBulkReadBytes = 32u << 20;
+
+bool IsBulk(const Result<FileEntry>& st) {
+  return st.ok() && st->kind == proto::EntryKind::kFile && st->size >= kBulkReadBytes;
+}
 
 }  // namespace
 
@@ -846,10 +852,15 @@ Result<std::string> Sandbox::ReadFile(std::string_view path) {
   auto ch = AGVISOR_TRY(Channel());
   // A STAT that fails (no such file, ...) leaves the answer to FILE_READ, with its own wording.
   auto st = ch->Stat(path);
-  if (st.ok() && st->kind == proto::EntryKind::kFile && st->size >= kBulkReadBytes) {
-    auto bulk = ReadFileByExec(path, st->size);
+  if (IsBulk(st)) {
+    std::string data;
+    data.reserve(st->size);
+    auto bulk = ReadByExec(path, /*tar=*/false, [&](std::string_view b) -> Result<void> {
+      data.append(b);
+      return Ok();
+    });
     if (!bulk.ok()) return bulk.error();
-    if (*bulk) return std::move(**bulk);
+    if (*bulk) return data;
     // An agent without read-file (a sandbox made by an older agvisor): the channel does it.
   }
   auto r = ch->ReadFile(path);
@@ -857,28 +868,33 @@ Result<std::string> Sandbox::ReadFile(std::string_view path) {
   return r;
 }
 
-Result<std::optional<std::string>> Sandbox::ReadFileByExec(std::string_view path,
-                                                           std::uint64_t size_hint) {
+Result<bool> Sandbox::ReadByExec(std::string_view path, bool tar, const channel::ByteSink& sink) {
   docker::ExecConfig ec;
-  ec.cmd = {std::string(kAgentPath), "read-file", std::string(path)};
-  std::string data, err;
-  data.reserve(size_hint);
+  ec.cmd = {std::string(kAgentPath), "read-file"};
+  if (tar) ec.cmd.emplace_back("--tar");
+  ec.cmd.emplace_back(path);
+  const std::string what = (tar ? "download " : "read file ") + std::string(path);
+  std::string err;
+  std::optional<Error> sink_error;
   auto code = docker_->StreamExec(container_id_, ec, std::nullopt,
                                   [&](docker::StreamPiece& p) -> Result<void> {
                                     if (p.stream != docker::StreamKind::kStderr) {
-                                      data.append(p.bytes);
-                                    } else if (err.size() < 64 * 1024) {
-                                      err.append(p.bytes);
+                                      auto r = sink(p.bytes);
+                                      if (!r.ok()) sink_error = r.error();
+                                      return r;
                                     }
+                                    if (err.size() < 64 * 1024) err.append(p.bytes);
                                     return Ok();
                                   });
+  if (sink_error) return *sink_error;
   if (!code.ok()) {
     Error died = DiagnoseExecFailure(code.error());
     if (died.code() == ErrorCode::kSandboxDied) return died;
     return Diagnose(code.error());  // a broken stream: gives Docker a moment to record a death
   }
-  if (*code == 0) return std::optional<std::string>(std::move(data));
-  if (*code == agent::kExitUsage) return std::optional<std::string>();
+  if (*code == 0) return true;
+  // An older agent: no read-file, or no --tar (then nothing was written either).
+  if (*code == agent::kExitUsage) return false;
   // The agent's message, without its "agvisor-agent: read-file: " prefix and final newline.
   constexpr std::string_view kPrefix = "agvisor-agent: read-file: ";
   std::string_view msg = err;
@@ -888,12 +904,12 @@ Result<std::optional<std::string>> Sandbox::ReadFileByExec(std::string_view path
   if (wire >= 1 && proto::IsKnownWireError(static_cast<std::uint16_t>(wire))) {
     return proto::ErrorPayload{static_cast<proto::WireError>(wire), std::string(msg)}
         .ToError()
-        .WithContext("read file " + std::string(path));
+        .WithContext(what);
   }
   // Killed (the sandbox ended under it?) or another failure of the exec.
-  Error e = Error::Unavailable("read file " + std::string(path) + ": agvisor-agent read-file " +
-                               "exited with code " + std::to_string(*code) +
-                               (msg.empty() ? "" : ": " + std::string(msg)));
+  Error e =
+      Error::Unavailable(what + ": agvisor-agent read-file exited with code " +
+                         std::to_string(*code) + (msg.empty() ? "" : ": " + std::string(msg)));
   return Diagnose(e);
 }
 
@@ -1024,6 +1040,13 @@ Result<void> Sandbox::UploadTar(std::string_view sandbox_dir, const channel::Byt
 Result<void> Sandbox::DownloadTar(std::string_view sandbox_path, const channel::ByteSink& sink) {
   AGVISOR_RETURN_IF_ERROR(CheckAbsolute("download", sandbox_path));
   auto ch = AGVISOR_TRY(Channel());
+  // A STAT that fails leaves the answer to TAR_READ, with its own wording.
+  if (IsBulk(ch->Stat(sandbox_path))) {
+    auto bulk = ReadByExec(sandbox_path, /*tar=*/true, sink);
+    if (!bulk.ok()) return bulk.error();
+    if (*bulk) return Ok();
+    // An agent without read-file --tar: the channel does it.
+  }
   auto r = ch->TarRead(sandbox_path, sink);
   if (!r.ok()) return ch->broken() ? Diagnose(r.error()) : r.error();
   return Ok();

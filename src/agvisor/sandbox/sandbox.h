@@ -271,9 +271,11 @@ class Sandbox {
   Result<SandboxInfo> InfoLocked();
   // Turns a failed exec into kSandboxDied when the container is gone or stopped.
   Error DiagnoseExecFailure(const Error& e);
-  // ReadFile's bulk path (sandbox.cc, kBulkReadBytes): the file through an exec of the agent's
-  // read-file. nullopt: this sandbox's agent has no read-file (use the channel).
-  Result<std::optional<std::string>> ReadFileByExec(std::string_view path, std::uint64_t size_hint);
+  // The bulk path of ReadFile and DownloadTar for large regular files (sandbox.cc,
+  // kBulkReadBytes): an exec of the agent's read-file (`tar`: read-file --tar, TAR_READ's stream)
+  // whose stdout goes to `sink`. false: this sandbox's agent has no such subcommand (nothing
+  // reached `sink`; use the channel). Errors: as FILE_READ / TAR_READ, and `sink`'s as they are.
+  Result<bool> ReadByExec(std::string_view path, bool tar, const channel::ByteSink& sink);
   // The open channel, or a new one through the connect relay. Errors: kSandboxDied,
   // kUnavailable.
   Result<std::shared_ptr<channel::Channel>> Channel();
