@@ -281,6 +281,50 @@ TEST_F(CliChannelTest, ShellOnARealTerminalIsRawSizedAndResizable) {
   EXPECT_EQ(now.c_oflag, t.before().c_oflag);
 }
 
+// Reads `fd` until `text` has arrived (or 30 s pass, or the fd ends); returns what was read.
+std::string ReadUntil(int fd, const std::string& text) {
+  std::string got;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (got.find(text) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    char buf[4096];
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+  return got;
+}
+
+TEST_F(CliChannelTest, ExecStdinIsStreamedAsItComes) {
+  // The command answers the first line while our end of its stdin is still open.
+  auto p = Subprocess::Spawn({.argv = {AGVISOR_CLI_BINARY, "exec", "-i", *name_, "--",
+                                       "while read l; do echo \"got $l\"; done; echo end"},
+                              .pipe_stdin = true,
+                              .pipe_stdout = true});
+  ASSERT_TRUE(p.ok()) << p.error().ToString();
+  ASSERT_EQ(::write(p->stdin_fd().get(), "one\n", 4), 4);
+  EXPECT_EQ(ReadUntil(p->stdout_fd().get(), "got one\n"), "got one\n");
+  ASSERT_EQ(::write(p->stdin_fd().get(), "two\n", 4), 4);
+  EXPECT_EQ(ReadUntil(p->stdout_fd().get(), "got two\n"), "got two\n");
+  p->stdin_fd().reset();  // end of stdin ends the loop
+  EXPECT_EQ(ReadUntil(p->stdout_fd().get(), "end\n"), "end\n");
+  auto st = p->WaitFor(std::chrono::seconds(30));
+  ASSERT_TRUE(st.ok()) << st.error().ToString();
+  EXPECT_EQ(st->exit_code, 0);
+  // A command that exits before its stdin ends (ours stays open) ends the CLI all the same.
+  auto head = Subprocess::Spawn(
+      {.argv = {AGVISOR_CLI_BINARY, "exec", "-i", *name_, "--", "head", "-c", "3"},
+       .pipe_stdin = true,
+       .pipe_stdout = true});
+  ASSERT_TRUE(head.ok()) << head.error().ToString();
+  ASSERT_EQ(::write(head->stdin_fd().get(), "abcdef", 6), 6);
+  EXPECT_EQ(ReadUntil(head->stdout_fd().get(), "abc"), "abc");
+  auto hs = head->WaitFor(std::chrono::seconds(30));
+  ASSERT_TRUE(hs.ok()) << hs.error().ToString();
+  EXPECT_EQ(hs->exit_code, 0);
+}
+
 TEST_F(CliChannelTest, PortForwardRelaysLocalConnections) {
   auto serve = Cli({"exec", *name_, "--", "sh", "-c",
                     "echo served > /tmp/index.html; cd /tmp; nohup python3 -m http.server 8000 "

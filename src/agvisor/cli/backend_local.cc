@@ -21,16 +21,23 @@ class LocalPort final : public PortConnection {
 
 class LocalCommand final : public RunningCommand {
  public:
-  explicit LocalCommand(std::unique_ptr<Process> p) : p_(std::move(p)) {}
+  LocalCommand(std::unique_ptr<Process> p, Sandbox& sb) : p_(std::move(p)), sb_(sb) {}
   Result<void> Write(std::string_view data) override { return p_->Write(data); }
   Result<void> CloseStdin() override { return p_->CloseStdin(); }
   Result<void> Resize(std::uint16_t rows, std::uint16_t cols) override {
     return p_->Resize(rows, cols);
   }
-  Result<ProcessExit> Wait(const channel::ExecCallbacks& cb) override { return p_->Wait(cb); }
+  Result<ProcessExit> Wait(const channel::ExecCallbacks& cb) override {
+    auto exit = p_->Wait(cb);
+    if (exit.ok()) return exit;
+    // Wait only sees its session break; the sandbox's channel says whether (and why) it died.
+    auto alive = sb_.ListProcesses();
+    return alive.ok() ? exit.error() : alive.error();
+  }
 
  private:
   std::unique_ptr<Process> p_;
+  Sandbox& sb_;
 };
 
 class LocalHandle final : public SandboxHandle {
@@ -43,7 +50,7 @@ class LocalHandle final : public SandboxHandle {
   Result<std::unique_ptr<RunningCommand>> Start(const std::vector<std::string>& argv,
                                                 const ProcessOptions& o) override {
     auto p = AGVISOR_TRY(sb_->StartProcess(argv, o));
-    return std::unique_ptr<RunningCommand>(std::make_unique<LocalCommand>(std::move(p)));
+    return std::unique_ptr<RunningCommand>(std::make_unique<LocalCommand>(std::move(p), *sb_));
   }
   Result<std::uint32_t> StartBackground(const std::vector<std::string>& argv,
                                         const BackgroundOptions& o) override {

@@ -2,14 +2,11 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <termios.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -57,14 +54,6 @@ class RawTerminal {
   bool active_ = false;
 };
 
-std::pair<std::uint16_t, std::uint16_t> TerminalSize() {
-  winsize ws{};
-  if (::ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0) {
-    return {ws.ws_row, ws.ws_col};
-  }
-  return {24, 80};
-}
-
 // SIGWINCH is turned into a byte on a pipe that the stdin pump polls.
 int g_winch_pipe = -1;
 void OnWinch(int) {
@@ -90,46 +79,17 @@ int RunShell(SandboxHandle& sb, const std::vector<std::string>& command) {
   struct sigaction sa {};
   sa.sa_handler = OnWinch;
   ::sigaction(SIGWINCH, &sa, nullptr);
-  int stop[2];
-  if (::pipe2(stop, O_CLOEXEC) != 0) return Fail(Error::FromErrno("pipe", errno));
   Result<proto::Exit> exit = Error::Internal("not run");
   {
     // Raw mode: Ctrl-C, Ctrl-Z and Ctrl-D are bytes for the sandbox's terminal, not signals here.
     RawTerminal raw;
-    RunningCommand& proc = **p;
-    std::thread pump([&] {
-      char buf[4096];
-      for (;;) {
-        pollfd fds[3] = {{0, POLLIN, 0}, {winch[0], POLLIN, 0}, {stop[0], POLLIN, 0}};
-        if (::poll(fds, 3, -1) < 0) {
-          if (errno == EINTR) continue;
-          return;
-        }
-        if (fds[2].revents) return;
-        if (fds[1].revents) {
-          while (::read(winch[0], buf, sizeof buf) > 0) {
-          }
-          auto [r, c] = TerminalSize();
-          (void)proc.Resize(r, c);
-        }
-        if (fds[0].revents) {
-          ssize_t n = ::read(0, buf, sizeof buf);
-          if (n <= 0) {
-            (void)proc.CloseStdin();
-            (void)proc.Write("\x04");  // a pty ignores STDIN_EOF: send the terminal's EOF
-            return;
-          }
-          if (!proc.Write(std::string_view(buf, static_cast<std::size_t>(n))).ok()) return;
-        }
-      }
-    });
-    exit = proc.Wait(
-        {[](std::string_view b) { WriteAll(1, b); }, [](std::string_view b) { WriteAll(2, b); }});
-    (void)!::write(stop[1], "x", 1);
-    pump.join();
+    exit = RunFeedingStdin(
+        **p,
+        {[](std::string_view b) { WriteAll(1, b); }, [](std::string_view b) { WriteAll(2, b); }},
+        /*pty=*/true, winch[0]);
   }
   ::signal(SIGWINCH, SIG_DFL);
-  for (int fd : {winch[0], winch[1], stop[0], stop[1]}) ::close(fd);
+  for (int fd : {winch[0], winch[1]}) ::close(fd);
   if (!exit.ok()) return Fail(exit.error());
   return exit->exit_code;
 }

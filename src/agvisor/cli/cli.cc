@@ -1,8 +1,11 @@
 #include "agvisor/cli/cli.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -87,6 +90,55 @@ void WriteAll(int fd, std::string_view bytes) {
     }
     bytes.remove_prefix(static_cast<std::size_t>(n));
   }
+}
+
+std::pair<std::uint16_t, std::uint16_t> TerminalSize() {
+  winsize ws{};
+  if (::ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0) {
+    return {ws.ws_row, ws.ws_col};
+  }
+  return {24, 80};
+}
+
+Result<ProcessExit> RunFeedingStdin(RunningCommand& proc, const channel::ExecCallbacks& callbacks,
+                                    bool pty, int winch_fd) {
+  int stop[2];
+  if (::pipe2(stop, O_CLOEXEC) != 0) return Error::FromErrno("pipe", errno);
+  // Ends at stdin's end, when the command takes no more input (a write fails once it exited),
+  // or when told to stop: the command may exit while stdin stays open (a terminal, `yes |`).
+  std::thread pump([&] {
+    char buf[64 * 1024];
+    for (;;) {
+      pollfd fds[3] = {{0, POLLIN, 0}, {stop[0], POLLIN, 0}, {winch_fd, POLLIN, 0}};
+      if (::poll(fds, winch_fd >= 0 ? 3 : 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      if (fds[1].revents) return;
+      if (winch_fd >= 0 && fds[2].revents) {
+        while (::read(winch_fd, buf, sizeof buf) > 0) {
+        }
+        auto [rows, cols] = TerminalSize();
+        (void)proc.Resize(rows, cols);
+      }
+      if (fds[0].revents) {
+        ssize_t n = ::read(0, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          (void)proc.CloseStdin();
+          if (pty) (void)proc.Write("\x04");  // an older agent's pty ignores STDIN_EOF
+          return;
+        }
+        if (!proc.Write(std::string_view(buf, static_cast<std::size_t>(n))).ok()) return;
+      }
+    }
+  });
+  auto exit = proc.Wait(callbacks);
+  (void)!::write(stop[1], "x", 1);
+  pump.join();
+  ::close(stop[0]);
+  ::close(stop[1]);
+  return exit;
 }
 
 Result<Backend*> GlobalOptions::GetBackend() {

@@ -58,6 +58,17 @@ std::string ResolveContainerName(std::string_view name_or_container);
 // Writes all bytes to fd, ignoring EINTR; broken pipes end quietly.
 void WriteAll(int fd, std::string_view bytes);
 
+// The size of the terminal on stdout as (rows, cols); 24 x 80 when stdout is not a terminal.
+std::pair<std::uint16_t, std::uint16_t> TerminalSize();
+
+// Runs a started command to its end (exec -i, shell): this process's stdin (fd 0) is streamed to
+// it from a thread of its own as it comes, and at its end the command's stdin is closed (for a
+// `pty`, the terminal's EOF is typed too); its output goes to `callbacks` as it comes. A byte on
+// `winch_fd` (-1: none) means our terminal was resized: the command's is resized to match.
+// Returns when the command exits, whether or not stdin has ended.
+Result<ProcessExit> RunFeedingStdin(RunningCommand& proc, const channel::ExecCallbacks& callbacks,
+                                    bool pty, int winch_fd = -1);
+
 // A listening TCP socket on 127.0.0.1:port (0 = a free port) and the port it got. `what` names
 // the command in the error. Errors: kInvalidArgument/kUnavailable etc. from errno.
 struct Listening {

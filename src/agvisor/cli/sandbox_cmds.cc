@@ -29,7 +29,9 @@ struct ExecFlags {
         ->allow_extra_args(false);  // one value each: `-e K=V -- cmd` ends at `--`
     cmd.add_option("-w,--cwd", cwd, "working directory inside the sandbox");
     cmd.add_option("-u,--user", user, "user inside the sandbox");
-    cmd.add_flag("-i,--stdin", stdin_input, "pass this process's stdin to the command");
+    cmd.add_flag("-i,--stdin", stdin_input,
+                 "stream this process's stdin to the command as it comes (any size; the command "
+                 "may answer before it ends)");
     cmd.add_option("command", command, "the command and its arguments (after --)")->required();
   }
 
@@ -39,10 +41,6 @@ struct ExecFlags {
     o.env = env;
     o.cwd = cwd;
     o.user = user;
-    if (stdin_input) {
-      std::string in((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-      o.input = std::move(in);
-    }
     // Live output: stdout to stdout, stderr to stderr, as it arrives.
     o.on_stdout = [](std::string_view b) { WriteAll(1, b); };
     o.on_stderr = [](std::string_view b) { WriteAll(2, b); };
@@ -59,7 +57,22 @@ std::vector<std::string> CommandArgv(const std::vector<std::string>& command) {
 
 Result<ExecResult> RunIn(SandboxHandle& sb, const ExecFlags& f) {
   auto o = AGVISOR_TRY(f.Build());
-  return sb.Exec(CommandArgv(f.command), o);
+  if (!f.stdin_input) return sb.Exec(CommandArgv(f.command), o);
+  AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(o.timeout, std::nullopt));  // as Exec: > 0
+  // --stdin: streamed as it comes (any size, in bounded memory; a command that reads a line
+  // at a time answers before stdin ends), through a process with the same exit semantics.
+  ProcessOptions po;
+  po.stdin = true;
+  po.timeout = o.timeout;
+  po.env = o.env;
+  po.cwd = o.cwd;
+  po.user = o.user;
+  auto p = AGVISOR_TRY(sb.Start(CommandArgv(f.command), po));
+  auto exit = AGVISOR_TRY(RunFeedingStdin(*p, {o.on_stdout, o.on_stderr}, /*pty=*/false));
+  ExecResult r;
+  r.exit_code = exit.exit_code;
+  r.timed_out = exit.timed_out;
+  return r;
 }
 
 void PrintWarning(const CreatedSandbox& c) {
