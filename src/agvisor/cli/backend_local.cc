@@ -32,7 +32,8 @@ class LocalCommand final : public RunningCommand {
     if (exit.ok()) return exit;
     // Wait only sees its session break; the sandbox's channel says whether (and why) it died.
     auto alive = sb_.ListProcesses();
-    return alive.ok() ? exit.error() : alive.error();
+    if (!alive.ok() && alive.error().code() == ErrorCode::kSandboxDied) return alive.error();
+    return exit.error();
   }
 
  private:
