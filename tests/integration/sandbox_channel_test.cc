@@ -112,12 +112,19 @@ TEST_F(SandboxChannelTest, LargeFilesComeBackWholeByEitherPath) {
   ASSERT_TRUE(down.ok()) << down.error().ToString();
   EXPECT_TRUE(Slurp(local / "big.bin") == body);
   fs::remove_all(local);
-  // An error of the caller's sink ends the download with that error, as it is.
+  // While the sink holds the first piece, the agent's `read-file --tar` is the one writing (not
+  // the channel); an error of the sink ends the download with that error, as it is.
   int pieces = 0;
+  std::string writers;
   auto stopped = sb->DownloadTar("/tmp/big.bin", [&](std::string_view) -> Result<void> {
-    if (++pieces == 2) return Error::Internal("the local disk is full");
+    if (++pieces == 1) {
+      auto ps = sb->ExecShell("ps -eo args | grep -c '^/.agvisor/agvisor-agent read-file --tar'");
+      writers = ps.ok() ? ps->out : ps.error().ToString();
+    }
+    if (pieces == 2) return Error::Internal("the local disk is full");
     return Ok();
   });
+  EXPECT_EQ(writers, "1\n");
   ASSERT_FALSE(stopped.ok());
   EXPECT_EQ(stopped.error().message(), "the local disk is full");
   EXPECT_EQ(sb->ExecShell("echo still here")->out, "still here\n");

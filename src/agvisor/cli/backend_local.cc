@@ -30,10 +30,7 @@ class LocalCommand final : public RunningCommand {
   Result<ProcessExit> Wait(const channel::ExecCallbacks& cb) override {
     auto exit = p_->Wait(cb);
     if (exit.ok()) return exit;
-    // Wait only sees its session break; the sandbox's channel says whether (and why) it died.
-    auto alive = sb_.ListProcesses();
-    if (!alive.ok() && alive.error().code() == ErrorCode::kSandboxDied) return alive.error();
-    return exit.error();
+    return sb_.Diagnose(exit.error());  // a broken session: did the sandbox die, and why?
   }
 
  private:

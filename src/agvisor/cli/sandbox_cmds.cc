@@ -19,19 +19,25 @@ struct ExecFlags {
   std::string user;
   bool stdin_input = false;
   std::vector<std::string> command;
+  CLI::Option* timeout_option = nullptr;
+
+  // Whether the command gets a timeout: always, except with --stdin and no -t (a command fed
+  // from a pipe or a person lives as long as its input, as with `docker exec -i`; ending this
+  // client ends it).
+  bool HasTimeout() const { return !stdin_input || timeout_option->count() > 0; }
 
   void Add(CLI::App& cmd) {
-    cmd.add_option("-t,--timeout", timeout,
-                   "seconds; at the deadline the whole process tree is killed and the exit code "
-                   "is 124")
-        ->capture_default_str();
+    timeout_option = cmd.add_option("-t,--timeout", timeout,
+                                    "seconds; at the deadline the whole process tree is killed "
+                                    "and the exit code is 124 (with -i: none unless given)")
+                         ->capture_default_str();
     cmd.add_option("-e,--env", env, "KEY=VALUE for the command (repeatable)")
         ->allow_extra_args(false);  // one value each: `-e K=V -- cmd` ends at `--`
     cmd.add_option("-w,--cwd", cwd, "working directory inside the sandbox");
     cmd.add_option("-u,--user", user, "user inside the sandbox");
     cmd.add_flag("-i,--stdin", stdin_input,
                  "stream this process's stdin to the command as it comes (any size; the command "
-                 "may answer before it ends)");
+                 "may answer before it ends). No timeout unless -t is given");
     cmd.add_option("command", command, "the command and its arguments (after --)")->required();
   }
 
@@ -58,12 +64,12 @@ std::vector<std::string> CommandArgv(const std::vector<std::string>& command) {
 Result<ExecResult> RunIn(SandboxHandle& sb, const ExecFlags& f) {
   auto o = AGVISOR_TRY(f.Build());
   if (!f.stdin_input) return sb.Exec(CommandArgv(f.command), o);
-  AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(o.timeout, std::nullopt));  // as Exec: > 0
+  if (f.HasTimeout()) AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(o.timeout, std::nullopt));
   // --stdin: streamed as it comes (any size, in bounded memory; a command that reads a line
   // at a time answers before stdin ends), through a process with the same exit semantics.
   ProcessOptions po;
   po.stdin = true;
-  po.timeout = o.timeout;
+  po.timeout = f.HasTimeout() ? o.timeout : 0;  // 0: none
   po.env = o.env;
   po.cwd = o.cwd;
   po.user = o.user;
@@ -143,9 +149,11 @@ void AddRun(CLI::App& app, GlobalOptions& g, int* exit_code) {
   cmd->add_flag("--keep", *keep, "leave the sandbox running afterwards");
   cmd->callback([&g, exit_code, opts, flags, keep] {
     // Validate the exec options before paying for a sandbox.
-    if (auto v = ValidateExecTimeout(flags->timeout, opts->spec.idle_ttl); !v.ok()) {
-      *exit_code = ReportError(v.error());
-      return;
+    if (flags->HasTimeout()) {
+      if (auto v = ValidateExecTimeout(flags->timeout, opts->spec.idle_ttl); !v.ok()) {
+        *exit_code = ReportError(v.error());
+        return;
+      }
     }
     auto sb = CreateFrom(g, *opts);
     if (!sb.ok()) {

@@ -241,6 +241,10 @@ class Sandbox {
 
   // The agent's last log lines (its stderr on the attach stream): for diagnostics.
   std::vector<std::string> AgentLog() const;
+  // An operation's error, diagnosed: when its channel broke (kUnavailable), gives Docker a moment
+  // to record a death and returns kSandboxDied with the reason if the sandbox died; else `e`.
+  // Every call here does this itself; it is for errors of a Process's own calls (Wait, Write).
+  Error Diagnose(const Error& e);
 
   // Removes the container; a named sandbox keeps its volume. Idempotent.
   Result<void> Stop();
@@ -286,8 +290,6 @@ class Sandbox {
   Result<std::shared_ptr<channel::Channel>> ProcessChannel();
   // Opens the channel on PID 1's stdio: attach (before start), start, handshake.
   Result<void> StartAndAttach(const std::string& id);
-  // `op`'s error, diagnosed (kSandboxDied) when the channel broke.
-  Error Diagnose(const Error& e);
 
   std::shared_ptr<docker::Client> docker_;
   std::string host_;
