@@ -8,9 +8,7 @@
 #include "agvisor/agent/cli.h"
 #include "agvisor/agent/connect.h"
 #include "agvisor/agent/exec.h"
-#if AGVISOR_AGENT_HAVE_FILES
 #include "agvisor/agent/files.h"
-#endif
 #include "agvisor/agent/init.h"
 #include "agvisor/agent/log.h"
 #include "agvisor/agent/version.h"
@@ -33,12 +31,7 @@ struct Dispatch {
   int operator()(const ExecOptions& o) const { return RunExec(o); }
   int operator()(const ConnectOptions& o) const { return RunConnect(o); }
   int operator()(const ReadFileOptions& o) const {
-#if AGVISOR_AGENT_HAVE_FILES
     return RunReadFile(o.path, o.tar, o.socket_path);
-#else
-    LogLine("read-file: file operations are not built into this agent");
-    return kReadFileExitErrorBase + 8;  // kUnsupported
-#endif
   }
   int operator()(const VersionCommand&) const {
     WriteStdout("agvisor-agent " + std::string(kAgentVersion) + " protocol " +

@@ -641,10 +641,6 @@ TEST_F(ChannelTest, FileOperationsGoThroughTheFilesModule) {
   peer_->Send(Type::kStat, 1, proto::PathRequest{dir_}.Encode());
   auto st = peer_->Next();
   ASSERT_TRUE(st);
-#if !AGVISOR_AGENT_HAVE_FILES
-  ASSERT_EQ(st->type, Type::kError);
-  EXPECT_EQ(proto::ErrorPayload::Decode(st->payload)->code, proto::WireError::kUnsupported);
-#else
   ASSERT_EQ(st->type, Type::kStatResult) << proto::TypeName(st->type);
   EXPECT_EQ(proto::StatResult::Decode(st->payload)->entry.kind, proto::EntryKind::kDir);
   // 1 MB written in DATA frames within the agent's credit, read back with our own windows.
@@ -689,7 +685,6 @@ TEST_F(ChannelTest, FileOperationsGoThroughTheFilesModule) {
     break;
   }
   EXPECT_TRUE(got == content) << got.size();
-#endif
 }
 
 TEST_F(ChannelTest, PingPongAndFirstFrameMustBeHello) {

@@ -6,7 +6,8 @@
 //   init    PID 1 of a sandbox: reaps zombies, tracks activity, enforces lifetime / idle-ttl.
 //   exec    runs one command with a timeout that kills its whole process tree.
 //   connect relays its stdin/stdout to init's channel socket.
-//   read-file writes one file of the sandbox to stdout (the host's bulk download path).
+//   read-file writes one file of the sandbox, or a tar of it, to stdout (the host's bulk
+//             download path).
 //   version prints the agent and protocol versions.
 #pragma once
 

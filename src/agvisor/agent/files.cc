@@ -31,6 +31,19 @@ Error SysError(const std::string& what, int err) {
   return e;
 }
 
+// Writes all of `data` to `fd` (blocking); 0, or the errno of the write that failed.
+int WriteAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return 0;
+}
+
 Result<void> CheckPath(std::string_view op, std::string_view path) {
   if (path.empty()) return Error::InvalidArgument(std::string(op) + ": empty path");
   if (path.find('\0') != std::string_view::npos) {
@@ -369,15 +382,9 @@ class FileWriteOp final : public StartableOp {
 
   Result<void> Push(std::string_view data) override {
     if (!fd_) return Error::Internal("FILE_WRITE " + path_ + ": Push after failure or Finish");
-    while (!data.empty()) {
-      ssize_t n = write(fd_.get(), data.data(), data.size());
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        int err = errno;
-        Discard();
-        return SysError("FILE_WRITE " + path_ + ": write", err);
-      }
-      data.remove_prefix(static_cast<std::size_t>(n));
+    if (int err = WriteAll(fd_.get(), data)) {
+      Discard();
+      return SysError("FILE_WRITE " + path_ + ": write", err);
     }
     return Ok();
   }
@@ -633,12 +640,8 @@ int RunReadFile(const std::string& path, bool tar, const std::string& socket_pat
   for (;;) {
     auto chunk = op->Pull(proto::kMaxPayload);
     if (!chunk.ok()) return fail(chunk.error());
-    std::string_view left = chunk->data;
-    while (!left.empty()) {
-      ssize_t n = write(STDOUT_FILENO, left.data(), left.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return fail(SysError("read-file " + path + ": write to stdout", errno));
-      left.remove_prefix(static_cast<std::size_t>(n));
+    if (int err = WriteAll(STDOUT_FILENO, chunk->data)) {
+      return fail(SysError("read-file " + path + ": write to stdout", err));
     }
     if (chunk->end) return 0;
   }

@@ -13,12 +13,10 @@
 #include <cstring>
 
 #include "agvisor/agent/cli.h"
+#include "agvisor/agent/files.h"
 #include "agvisor/agent/log.h"
 #include "agvisor/agent/user.h"
 #include "agvisor/agent/version.h"
-#if AGVISOR_AGENT_HAVE_FILES
-#include "agvisor/agent/files.h"
-#endif
 
 namespace agvisor::agent {
 namespace {
@@ -318,9 +316,8 @@ class PortStream : public Stream {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Files (files.h, by the files module). Everything about them goes through StartFileStream.
+// Files (files.h). Everything about them goes through StartFileStream.
 
-#if AGVISOR_AGENT_HAVE_FILES
 class FileStream : public Stream {
  public:
   FileStream(Session* s, std::uint32_t id, std::unique_ptr<FileOp> op)
@@ -368,30 +365,20 @@ class FileStream : public Stream {
   std::unique_ptr<FileOp> op_;
   ActivityHold hold_;
 };
-#endif
 
 }  // namespace
 
 namespace {
 
 // Starts a file operation stream, or answers it at once. The one place the session knows about
-// files: without the files module every file operation gets ERROR kUnsupported.
+// files.
 std::unique_ptr<Stream> StartFileStream(Session* session, const Frame& f) {
-#if AGVISOR_AGENT_HAVE_FILES
   std::unique_ptr<FileOp> op = StartFileOp(f.type, f.payload);
   if (auto reply = op->Immediate()) {
     session->SendFrame(FrameOf(reply->type, f.stream, reply->payload));
     return nullptr;
   }
-  auto stream = std::make_unique<FileStream>(session, f.stream, std::move(op));
-  return stream;
-#else
-  proto::ErrorPayload e{WireError::kUnsupported, std::string(proto::TypeName(f.type)) +
-                                                     ": file operations are not built into "
-                                                     "this agent"};
-  session->SendFrame(FrameOf(Type::kError, f.stream, e.Encode()));
-  return nullptr;
-#endif
+  return std::make_unique<FileStream>(session, f.stream, std::move(op));
 }
 
 }  // namespace

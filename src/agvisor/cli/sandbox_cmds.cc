@@ -64,6 +64,7 @@ std::vector<std::string> CommandArgv(const std::vector<std::string>& command) {
 Result<ExecResult> RunIn(SandboxHandle& sb, const ExecFlags& f) {
   auto o = AGVISOR_TRY(f.Build());
   if (!f.stdin_input) return sb.Exec(CommandArgv(f.command), o);
+  // A given -t must be > 0, as for Exec (StartProcess would take 0 as "none").
   if (f.HasTimeout()) AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(o.timeout, std::nullopt));
   // --stdin: streamed as it comes (any size, in bounded memory; a command that reads a line
   // at a time answers before stdin ends), through a process with the same exit semantics.
