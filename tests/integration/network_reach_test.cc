@@ -78,7 +78,8 @@ class FirewallGuard {
     lock_ = UniqueFd(
         ::open("/tmp/agvisor-sandbox-firewall-test.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600));
     if (lock_.get() >= 0) (void)::flock(lock_.get(), LOCK_EX);
-    was_in_place_ = Sh({kScript, "status"}).empty();
+    // Installed, even if out of date: put back with `block` (which refreshes it).
+    was_in_place_ = Sh({"iptables", "-w", "-n", "-L", "AGVISOR-FORWARD"}).empty();
   }
   ~FirewallGuard() {
     std::string e = Sh({kScript, was_in_place_ ? "block" : "unblock"});
