@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -71,7 +72,7 @@ bool FirewallOff() {
 }
 
 // The host-wide firewall, put back as it was by the destructor. Holds a host-wide lock: two
-// runs must not toggle the same rules under each other.
+// runs must not toggle the same rules under each other. Not copyable or movable (the lock).
 class FirewallGuard {
  public:
   FirewallGuard() {
@@ -289,14 +290,20 @@ std::vector<std::string> HostAddresses() {
 
 class NetworkReachTest : public ::testing::Test {
  protected:
-  static void TearDownTestSuite() { testing::CleanupRun(); }
-  void SetUp() override { ASSERT_EQ(firewall_.Install(), ""); }
+  // One lock and one restore for the suite; each test installs the rules afresh (tests change
+  // them: the resolver list, a removal).
+  static void SetUpTestSuite() { firewall_.emplace(); }
+  static void TearDownTestSuite() {
+    testing::CleanupRun();
+    firewall_.reset();
+  }
+  void SetUp() override { ASSERT_EQ(firewall_->Install(), ""); }
   static std::unique_ptr<Sandbox> MustCreate(SandboxSpec spec = TestSpec()) {
     auto sb = Sandbox::Create(spec);
     EXPECT_TRUE(sb.ok()) << sb.error().ToString();
     return sb.ok() ? std::move(*sb) : nullptr;
   }
-  FirewallGuard firewall_;
+  static inline std::optional<FirewallGuard> firewall_;
 };
 
 // Every address of the host (the bridge gateway included) refuses a bridge sandbox at once, on
@@ -388,7 +395,7 @@ TEST_F(NetworkReachTest, HostResolverOnAPrivateAddressStillAnswers) {
     auto r = sb->ExecShell(lookup, {.timeout = 60});
     ASSERT_TRUE(r.ok()) << r.error().ToString();
     EXPECT_THAT(r->out, HasSubstr("error")) << "a resolver the host does not use was reachable";
-    ASSERT_EQ(firewall_.InstallWithResolver(ns.ns_ip()), "");
+    ASSERT_EQ(firewall_->InstallWithResolver(ns.ns_ip()), "");
   }
   auto r = sb->ExecShell(lookup, {.timeout = 60});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
@@ -474,7 +481,7 @@ TEST_F(NetworkReachTest, DoctorReportsTheFirewall) {
   ASSERT_TRUE(with.ok()) << with.error().ToString();
   EXPECT_THAT(with->out, HasSubstr("ok    sandbox firewall")) << with->out;
   if (FirewallOff()) return;
-  ASSERT_EQ(Sh({kScript, "unblock"}), "");  // FirewallGuard puts the rules back
+  ASSERT_EQ(Sh({kScript, "unblock"}), "");  // put back by the next SetUp or the suite's end
   auto without = RunCommand({AGVISOR_CLI_BINARY, "doctor"});
   ASSERT_TRUE(without.ok()) << without.error().ToString();
   EXPECT_THAT(without->out, HasSubstr("warn  sandbox firewall")) << without->out;
