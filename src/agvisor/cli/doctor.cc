@@ -93,7 +93,8 @@ Check FirewallCheck(Sandbox& sb) {
       (host_closed || metadata_closed ? "" : " and ") +
       (metadata_closed ? ""
                        : "the cloud metadata address (169.254.169.254: " + metadata_result + ")") +
-      ": sandboxes can talk to services of this host, each other and the private network";
+      ": the sandbox firewall is not in place, so sandboxes may also reach each other and "
+      "private addresses";
   c.fix = "sudo scripts/sandbox-firewall block (scripts/setup-host installs it; docs/security.md)";
   return c;
 }
@@ -346,12 +347,11 @@ std::string FormatJson(const std::vector<Check>& checks) {
 }
 
 void AddDoctor(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd =
-      app.add_subcommand("doctor",
-                         "check a Docker host: docker and its API version, gVisor runtimes, a real "
-                         "sandbox start (timed), network modes, the sandbox firewall, root-disk "
-                         "caps, cgroups; exits 1 when the "
-                         "host cannot run sandboxes");
+  auto* cmd = app.add_subcommand(
+      "doctor",
+      "check a Docker host: docker and its API version, gVisor runtimes, a real sandbox start "
+      "(timed), network modes, the sandbox firewall, root-disk caps, cgroups; exits 1 when the "
+      "host cannot run sandboxes");
   cmd->callback([&g, exit_code] {
     auto checks = RunDoctor(g.host);
     std::cout << (g.json ? FormatJson(checks) + "\n" : FormatReport(checks));
