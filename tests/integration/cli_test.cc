@@ -165,7 +165,7 @@ TEST_F(CliTest, DoctorTellsTheTruthAboutThisHost) {
   }
   for (const char* name :
        {"docker", "runtime", "runsc network mode", "network none runtime", "image", "sandbox",
-        "network bridge", "network none", "disk cap", "cgroups"}) {
+        "network bridge", "sandbox firewall", "network none", "disk cap", "cgroups"}) {
     EXPECT_TRUE(checks.count(name)) << "missing check " << name;
   }
   auto docker = HostClient("");

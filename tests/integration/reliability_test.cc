@@ -1,23 +1,19 @@
 // The adversarial suite (docs/reliability.md): what a sandbox survives, measured against the
 // real dockerd + runsc. Each test prints its figure as "FIGURE name value" so
 // scripts/reliability-report can fill the table in docs/reliability.md.
-#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 
 #include "agvisor/base/subprocess.h"
-#include "agvisor/base/unique_fd.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/sweep.h"
@@ -369,179 +365,6 @@ TEST_F(ReliabilityTest, NetworkNoneHasOnlyLoopbackNoRouteNoDns) {
   auto dns = sb->ExecShell("getent hosts example.com; echo rc=$?", {.timeout = 30});
   ASSERT_TRUE(dns.ok());
   EXPECT_THAT(dns->out, HasSubstr("rc=2"));
-}
-
-// Runs argv; "" on success, else what failed (for an assertion message).
-std::string Sh(const std::vector<std::string>& argv) {
-  auto r = RunCommand(argv);
-  std::string cmd;
-  for (const auto& a : argv) cmd += a + " ";
-  if (!r.ok()) return cmd + ": " + r.error().ToString();
-  if (!r->status.success()) return cmd + ": " + r->status.ToString() + ": " + r->err;
-  return "";
-}
-
-// A stand-in for a cloud metadata service that never leaves this host: a network namespace
-// holding 169.254.169.254 behind a veth pair, an HTTP server in it serving `token`, and a policy
-// route that sends only `sandbox_ip`'s packets for 169.254.169.254 there. Those packets enter
-// from docker0 and are forwarded, as they would be to a real, off-host metadata service (so the
-// FORWARD chain, where DOCKER-USER is, sees them). The host's own traffic is not diverted.
-// Everything is undone by the destructor, also after a failed assertion.
-class FakeMetadataService {
- public:
-  FakeMetadataService(const std::string& sandbox_ip, const std::string& token) {
-    // Names and numbers from the run id, so parallel runs of this test do not collide.
-    const std::string hex = testing::RunId().substr(1);
-    const unsigned n = std::stoul(hex, nullptr, 16);
-    const std::string ns = "agvmd-" + hex, host_if = "agvmdh" + hex, ns_if = "agvmdn" + hex;
-    const std::string table = std::to_string(20000 + n % 10000);
-    const std::string net = "169.254." + std::to_string(100 + n % 100) + ".";
-    const unsigned base = 4 * ((n / 100) % 60);  // a /30 of its own
-    const std::string host_ip = net + std::to_string(base + 1);
-    const std::string ns_ip = net + std::to_string(base + 2);
-    auto step = [&](std::vector<std::string> argv, std::vector<std::string> undo) {
-      if (!error_.empty()) return;
-      error_ = Sh(argv);
-      if (error_.empty() && !undo.empty()) undo_.push_back(std::move(undo));
-    };
-    step({"ip", "netns", "add", ns}, {"ip", "netns", "del", ns});
-    step({"ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if},
-         {"ip", "link", "del", host_if});
-    step({"ip", "link", "set", ns_if, "netns", ns}, {});
-    step({"ip", "addr", "add", host_ip + "/30", "dev", host_if}, {});
-    step({"ip", "link", "set", host_if, "up"}, {});
-    step({"ip", "-n", ns, "addr", "add", ns_ip + "/30", "dev", ns_if}, {});
-    step({"ip", "-n", ns, "addr", "add", "169.254.169.254/32", "dev", ns_if}, {});
-    step({"ip", "-n", ns, "link", "set", ns_if, "up"}, {});
-    step({"ip", "route", "add", "169.254.169.254/32", "via", ns_ip, "dev", host_if, "table", table},
-         {"ip", "route", "flush", "table", table});
-    step({"ip", "rule", "add", "from", sandbox_ip, "iif", "docker0", "to", "169.254.169.254/32",
-          "lookup", table, "priority", table},
-         {"ip", "rule", "del", "priority", table});
-    if (!error_.empty()) return;
-    char dir[] = "/tmp/agvmd-XXXXXX";
-    if (!mkdtemp(dir)) {
-      error_ = "mkdtemp failed";
-      return;
-    }
-    dir_ = dir;
-    std::ofstream(dir_ + "/token") << token;
-    SubprocessOptions o;
-    o.argv = {"ip",     "netns",           "exec",        ns,  "python3", "-m", "http.server", "80",
-              "--bind", "169.254.169.254", "--directory", dir_};
-    o.pipe_stdout = true;
-    o.pipe_stderr = true;
-    auto p = Subprocess::Spawn(o);
-    if (!p.ok()) {
-      error_ = p.error().ToString();
-      return;
-    }
-    server_.emplace(std::move(*p));
-  }
-  ~FakeMetadataService() {
-    server_.reset();  // kills and reaps the server before its namespace goes
-    for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) {
-      std::string e = Sh(*it);
-      if (!e.empty()) ADD_FAILURE() << "cleanup: " << e;
-    }
-    if (!dir_.empty()) (void)Sh({"rm", "-rf", dir_});
-  }
-  // "" when it is serving (the server may still be starting: callers retry).
-  const std::string& error() const { return error_; }
-
- private:
-  std::string error_;
-  std::vector<std::vector<std::string>> undo_;
-  std::string dir_;
-  std::optional<Subprocess> server_;
-};
-
-// The host's metadata firewall state, put back as it was by the destructor. Holds a host-wide
-// lock: two runs of this test must not toggle the same rules under each other.
-class MetadataFirewall {
- public:
-  MetadataFirewall() {
-    lock_ = UniqueFd(
-        ::open("/tmp/agvisor-metadata-firewall-test.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-    if (lock_.get() >= 0) (void)::flock(lock_.get(), LOCK_EX);
-    was_blocked_ = Sh({kScript, "status"}).empty();
-  }
-  ~MetadataFirewall() {
-    std::string e = Sh({kScript, was_blocked_ ? "block" : "unblock"});
-    if (!e.empty()) ADD_FAILURE() << "restoring the firewall: " << e;
-  }
-  std::string Set(bool blocked) { return Sh({kScript, blocked ? "block" : "unblock"}); }
-  bool was_blocked() const { return was_blocked_; }
-  // Packets the DOCKER-USER rule for docker0 has rejected so far.
-  long RejectedInForward() {
-    auto r = RunCommand({"iptables", "-w", "-L", "DOCKER-USER", "-v", "-n", "-x"});
-    if (!r.ok()) return -1;
-    std::istringstream in(r->out);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.find("agvisor-metadata-block") != std::string::npos &&
-          line.find("docker0") != std::string::npos)
-        return std::stol(line);
-    }
-    return -1;
-  }
-
- private:
-  static constexpr const char* kScript = AGVISOR_SOURCE_DIR "/scripts/metadata-firewall";
-  UniqueFd lock_;
-  bool was_blocked_ = false;
-};
-
-// A bridge sandbox reaches a (stand-in) metadata service at 169.254.169.254 until
-// `scripts/metadata-firewall block` (what `scripts/setup-host --block-metadata` runs); then it is
-// refused at once. The stand-in lives in a network namespace of this host (no packet leaves it).
-TEST_F(ReliabilityTest, BridgeMetadataAddressIsBlockedWhenAsked) {
-  auto sb = MustCreate(TestSpec());
-  ASSERT_TRUE(sb);
-  // The sandbox's address, without sending a packet (a UDP connect only picks the route).
-  auto ip = sb->ExecShell(
-      "python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
-      "s.connect((\"169.254.169.254\", 80)); print(s.getsockname()[0])'");
-  ASSERT_TRUE(ip.ok() && ip->exit_code == 0) << (ip.ok() ? ip->err : ip.error().ToString());
-  const std::string sandbox_ip = ip->out.substr(0, ip->out.find('\n'));
-  const std::string token = "metadata-" + testing::RunId();
-  MetadataFirewall firewall;
-  FakeMetadataService service(sandbox_ip, token);
-  ASSERT_EQ(service.error(), "");
-  const std::string fetch =
-      "python3 -c 'import urllib.request\n"
-      "try: print(urllib.request.urlopen(\"http://169.254.169.254/token\", timeout=3).read()"
-      ".decode())\n"
-      "except Exception as e: print(\"error:\", e)'";
-
-  // The unblocked half only where the host was not blocked already: lifting a host's protection
-  // would leave it lifted if the test were killed before it puts the rules back.
-  if (!firewall.was_blocked()) {
-    ASSERT_EQ(firewall.Set(false), "");
-    std::string got;
-    bool reached = testing::WaitFor(
-        [&] {
-          auto r = sb->ExecShell(fetch, {.timeout = 10});
-          got = r.ok() ? r->out : r.error().ToString();
-          return got == token + "\n";
-        },
-        20s);
-    ASSERT_TRUE(reached) << "without the rules the stand-in was not reachable: " << got;
-  } else {
-    Figure("metadata_unblocked_half", "skipped: this host blocks the address already");
-  }
-
-  ASSERT_EQ(firewall.Set(true), "");
-  long rejected_before = firewall.RejectedInForward();
-  auto t0 = Clock::now();
-  auto r = sb->ExecShell(fetch, {.timeout = 10});
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
-  Figure("metadata_blocked_ms", std::to_string(static_cast<int>(Ms(Clock::now() - t0))));
-  Figure("metadata_blocked_error", r->out);
-  EXPECT_THAT(r->out, HasSubstr("Connection refused"));
-  EXPECT_THAT(r->out, ::testing::Not(HasSubstr(token)));
-  // The packet was rejected by the DOCKER-USER rule (FORWARD), not somewhere else.
-  EXPECT_GT(firewall.RejectedInForward(), rejected_before);
 }
 
 // Clients SIGKILLed at every stage of `agvisor run` (mid-create, mid-start, mid-exec): running

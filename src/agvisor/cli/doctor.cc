@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 
 #include "agvisor/cli/common.h"
 #include "agvisor/docker/client.h"
@@ -48,8 +49,60 @@ std::string_view StatusWord(Status s) {
   return "?";
 }
 
-// Starts a real sandbox with `network` and lists its interfaces from /proc/net/dev.
-Check NetworkCheck(std::string_view host, const std::string& image, const std::string& network) {
+// From inside a bridge sandbox: a TCP connect to its gateway (this host) and to the cloud
+// metadata address. scripts/sandbox-firewall rejects both with ICMP "administratively
+// prohibited", which a connect reports as EHOSTUNREACH at once; without it the gateway answers
+// (connected or ECONNREFUSED) and the metadata address connects or times out. Only a SYN is
+// sent; the probe reads nothing.
+constexpr std::string_view kFirewallProbe =
+    "import errno, socket, struct\n"
+    "gw = None\n"
+    "for line in open('/proc/net/route').read().splitlines()[1:]:\n"
+    "    f = line.split()\n"
+    "    if f[1] == '00000000': gw = socket.inet_ntoa(struct.pack('<I', int(f[2], 16)))\n"
+    "for h, p in ((gw, 9), ('169.254.169.254', 80)):\n"
+    "    try: socket.create_connection((h, p), timeout=2).close(); r = 'connected'\n"
+    "    except socket.timeout: r = 'timeout'\n"
+    "    except OSError as e: r = errno.errorcode.get(e.errno, str(e))\n"
+    "    print(h, r)\n";
+
+Check FirewallCheck(Sandbox& sb) {
+  Check c{.name = "sandbox firewall"};
+  auto r = sb.Exec({"python3", "-c", std::string(kFirewallProbe)}, {.timeout = 30});
+  if (!r.ok() || r->exit_code != 0) {
+    c.status = Status::kInfo;
+    c.detail =
+        "not probed (needs python3 in the image): " + (r.ok() ? r->err : r.error().message());
+    return c;
+  }
+  std::string gateway, gateway_result, metadata_result, ignored;
+  std::istringstream in(r->out);
+  in >> gateway >> gateway_result >> ignored >> metadata_result;
+  const bool host_closed = gateway_result == "EHOSTUNREACH";
+  const bool metadata_closed = metadata_result == "EHOSTUNREACH";
+  if (host_closed && metadata_closed) {
+    c.detail = "a bridge sandbox is refused by this host (" + gateway +
+               ") and by 169.254.169.254 (scripts/sandbox-firewall's rules)";
+    return c;
+  }
+  c.status = Status::kWarn;
+  c.detail =
+      "a bridge sandbox reaches " +
+      std::string(host_closed ? ""
+                              : "this host's ports (" + gateway + ": " + gateway_result + ")") +
+      (host_closed || metadata_closed ? "" : " and ") +
+      (metadata_closed ? ""
+                       : "the cloud metadata address (169.254.169.254: " + metadata_result + ")") +
+      ": the sandbox firewall is not in place, so sandboxes may also reach each other and "
+      "private addresses";
+  c.fix = "sudo scripts/sandbox-firewall block (scripts/setup-host installs it; docs/security.md)";
+  return c;
+}
+
+// Starts a real sandbox with `network` and lists its interfaces from /proc/net/dev; for
+// bridge, also probes the sandbox firewall into `firewall`.
+Check NetworkCheck(std::string_view host, const std::string& image, const std::string& network,
+                   Check* firewall = nullptr) {
   Check c{.name = "network " + network};
   SandboxSpec spec;
   spec.host = host;
@@ -68,6 +121,7 @@ Check NetworkCheck(std::string_view host, const std::string& image, const std::s
   }
   auto r = (*sb)->ExecShell("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '",
                             {.timeout = 30});
+  if (firewall) *firewall = FirewallCheck(**sb);
   (void)(*sb)->Stop();
   if (!r.ok() || r->exit_code != 0) {
     c.status = Status::kFail;
@@ -224,7 +278,9 @@ std::vector<Check> RunDoctor(std::string_view host) {
   }
 
   // 6. Which network modes work.
-  checks.push_back(NetworkCheck(host, image, "bridge"));
+  Check firewall{.name = "sandbox firewall", .status = Status::kInfo, .detail = "not probed"};
+  checks.push_back(NetworkCheck(host, image, "bridge", &firewall));
+  checks.push_back(std::move(firewall));
   checks.push_back(NetworkCheck(host, image, "none"));
 
   // 7. Root-disk cap.
@@ -293,8 +349,8 @@ std::string FormatJson(const std::vector<Check>& checks) {
 void AddDoctor(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto* cmd = app.add_subcommand(
       "doctor",
-      "check a Docker host: docker and its API version, gVisor runtimes, a real "
-      "sandbox start (timed), network modes, root-disk caps, cgroups; exits 1 when the "
+      "check a Docker host: docker and its API version, gVisor runtimes, a real sandbox start "
+      "(timed), network modes, the sandbox firewall, root-disk caps, cgroups; exits 1 when the "
       "host cannot run sandboxes");
   cmd->callback([&g, exit_code] {
     auto checks = RunDoctor(g.host);
