@@ -1,7 +1,9 @@
 // Streaming tar: archive a file or directory tree from the file system in bounded chunks, and
 // extract an archive arriving in arbitrary chunks under a directory without ever writing outside
-// it. Used by the agent's TAR_READ / TAR_WRITE (agent/files.h) and their tests. Standard library
-// only (the agent is a static binary). The in-memory base/tar.h stays for small uploads.
+// it. Used by the agent's TAR_READ / TAR_WRITE (agent/files.h), and on the host by every
+// download from a sandbox (sandbox.h, UnpackIntoLocalDir, under TarReaderOptions::host_rules).
+// Standard library only (the agent is a static binary). The in-memory base/tar.h stays for small
+// uploads.
 //
 // Format. Written: POSIX ustar; a name or link target longer than ustar's fields, a size of 8 GiB
 // or more, or an out-of-range uid/gid/mtime is carried by a pax extended header ('x') before the
