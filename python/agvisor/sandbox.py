@@ -317,10 +317,17 @@ class Sandbox:
         /workspace/src."""
         self._handle().upload(str(local_path), str(remote_dir))
 
-    def download(self, remote_path, local_dir) -> None:
+    def download(self, remote_path, local_dir, max_bytes=None) -> None:
         """Copies the sandbox file or directory `remote_path` into the local directory
-        `local_dir`, keeping its name."""
-        self._handle().download(str(remote_path), str(local_dir))
+        `local_dir`, keeping its name. The sandbox's archive is extracted by agvisor's own
+        reader (docs/security.md, "Downloads"): regular files, directories and links that stay
+        inside `local_dir` only, setuid/setgid/sticky bits dropped, all or nothing (a refused
+        entry raises ValueError naming it, and what was extracted is removed). `max_bytes`
+        (an int > 0) refuses a download whose files add up to more, before writing them."""
+        if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int)
+                                      or max_bytes <= 0):
+            raise ValueError(f"max_bytes must be a whole number of bytes > 0, got {max_bytes!r}")
+        self._handle().download(str(remote_path), str(local_dir), max_bytes or 0)
 
     def open_port(self, port) -> PortConnection:
         """A connection to 127.0.0.1:port inside the sandbox, also with network="none" (it goes

@@ -911,10 +911,13 @@ PYBIND11_MODULE(_core, m) {
           py::arg("local_path"), py::arg("sandbox_dir"))
       .def(
           "download",
-          [](Sandbox& s, const std::string& sandbox_path, const std::string& local_dir) {
-            FileOp(sandbox_path, [&] { return s.Download(sandbox_path, local_dir); });
+          [](Sandbox& s, const std::string& sandbox_path, const std::string& local_dir,
+             std::uint64_t max_bytes) {
+            FileOp(sandbox_path, [&] {
+              return s.Download(sandbox_path, local_dir, DownloadOptions{.max_bytes = max_bytes});
+            });
           },
-          py::arg("sandbox_path"), py::arg("local_dir"))
+          py::arg("sandbox_path"), py::arg("local_dir"), py::arg("max_bytes") = 0)
       .def(
           "open_port",
           [](Sandbox& s, std::uint16_t port) {

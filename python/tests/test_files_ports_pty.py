@@ -123,6 +123,32 @@ def test_upload_download_tree(sb, tmp_path):
         sb.download("/tmp/up/missing", out)
 
 
+def test_download_is_safe_for_this_machine(sb, tmp_path):
+    """What a sandbox makes with its own files cannot harm the host through download()
+    (docs/security.md, "Downloads"): a setuid copy of a binary arrives without the bit, an
+    absolute symlink is refused naming it and the download is undone, a budget is kept."""
+    made = sb.run(["sh", "-c", "set -e; rm -rf /tmp/hx; mkdir -p /tmp/hx/g; "
+                               "cp /bin/sh /tmp/hx/suid; chmod 4755 /tmp/hx/suid; "
+                               "chmod 2775 /tmp/hx/g; ln -s /etc /tmp/hx/etc"])
+    assert made.returncode == 0, made.stderr
+    out = tmp_path / "out"
+    with pytest.raises(ValueError) as e:
+        sb.download("/tmp/hx", out)
+    assert "'hx/etc'" in str(e.value) and "absolute" in str(e.value)
+    assert not out.exists()  # made by the download, removed with everything in it
+    assert sb.run(["rm", "/tmp/hx/etc"]).returncode == 0
+    sb.download("/tmp/hx", out)
+    assert stat.S_IMODE(os.lstat(out / "hx" / "suid").st_mode) == 0o755
+    assert stat.S_IMODE(os.lstat(out / "hx" / "g").st_mode) == 0o775
+    with pytest.raises(RuntimeError) as e:
+        sb.download("/tmp/hx", tmp_path / "small", max_bytes=1000)
+    assert e.value.code == "resource_exhausted" and "budget of 1000 bytes" in str(e.value)
+    assert not (tmp_path / "small").exists()
+    for bad in (0, -1, 1.5, True, "1k"):
+        with pytest.raises(ValueError):
+            sb.download("/tmp/hx", tmp_path / "small", max_bytes=bad)
+
+
 # ---- ports --------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

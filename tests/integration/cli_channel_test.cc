@@ -8,6 +8,7 @@
 #include <pty.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -92,14 +93,21 @@ TEST_F(CliChannelTest, CpSymlinkAndDotDotTricksStayInside) {
                         " /workspace/esc/host; ln -s ../../../../../../.. /workspace/esc/up"});
   ASSERT_EQ(setup.status.exit_code, 0) << setup.err;
 
-  // Download: links arrive as links; nothing is written through them onto the host.
+  // Download: links that leave the destination are refused (the first one met is named) and
+  // the download is undone; nothing is written through them onto the host.
   auto down = Cli({"cp", *name_ + ":/workspace/esc", (local / "dest").string()});
-  ASSERT_EQ(down.status.exit_code, 0) << down.err;
-  EXPECT_TRUE(fs::is_regular_file(local / "dest" / "esc" / "f"));
-  for (const char* link : {"root", "host", "up"}) {
-    EXPECT_TRUE(fs::is_symlink(local / "dest" / "esc" / link)) << link;
-  }
+  EXPECT_EQ(down.status.exit_code, 2) << down.err;
+  EXPECT_THAT(down.err, HasSubstr("tar entry 'esc/host': symlink target"));
+  EXPECT_FALSE(fs::exists(local / "dest" / "esc")) << "a refused download left files behind";
   EXPECT_TRUE(fs::is_empty(outside));
+  // Links that stay inside arrive as links.
+  auto inner = Cli({"exec", *name_, "--", "sh", "-c",
+                    "mkdir -p /workspace/esc2 && echo d > /workspace/esc2/f && "
+                    "ln -sf f /workspace/esc2/in"});
+  ASSERT_EQ(inner.status.exit_code, 0) << inner.err;
+  down = Cli({"cp", *name_ + ":/workspace/esc2", (local / "dest").string()});
+  ASSERT_EQ(down.status.exit_code, 0) << down.err;
+  EXPECT_EQ(fs::read_symlink(local / "dest" / "esc2" / "in"), "f");
 
   // Sandbox-side paths through links and `..` resolve in the sandbox's own tree.
   for (const std::string& path : {std::string("/workspace/esc/root/etc/agvisor-marker"),
@@ -127,6 +135,38 @@ TEST_F(CliChannelTest, CpSymlinkAndDotDotTricksStayInside) {
   EXPECT_TRUE(fs::is_empty(outside)) << "an upload reached the host";
   auto inside = Cli({"exec", *name_, "--", "cat", outside.string() + "/payload"});
   EXPECT_EQ(inside.out, "payload\n") << inside.err;
+  fs::remove_all(local);
+}
+
+// A sandbox's `chmod 4755` copy of a binary arrives without its setuid bit; --max-bytes
+// refuses a download that would write more, and undoes it.
+TEST_F(CliChannelTest, CpDropsSetuidBitsAndKeepsToItsByteBudget) {
+  fs::path local = fs::temp_directory_path() / ("agvisor-cp-suid-" + testing::RunId());
+  fs::remove_all(local);
+  auto setup = Cli({"exec", *name_, "--", "sh", "-c",
+                    "set -e; rm -rf /workspace/suid; mkdir -p /workspace/suid/g; "
+                    "cp /bin/sh /workspace/suid/sh; chmod 4755 /workspace/suid/sh; "
+                    "chmod 3777 /workspace/suid/g; head -c 3000 /dev/zero > /workspace/suid/z"});
+  ASSERT_EQ(setup.status.exit_code, 0) << setup.err;
+  auto down = Cli({"cp", *name_ + ":/workspace/suid", local.string()});
+  ASSERT_EQ(down.status.exit_code, 0) << down.err;
+  struct stat st;
+  ASSERT_EQ(lstat((local / "suid" / "sh").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+  ASSERT_EQ(lstat((local / "suid" / "g").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0777u);
+  // /bin/sh is far more than 1000 bytes: refused naming it, and nothing is left.
+  auto small =
+      Cli({"cp", "--max-bytes", "1000", *name_ + ":/workspace/suid", (local / "small").string()});
+  EXPECT_EQ(small.status.exit_code, 1) << small.err;
+  EXPECT_THAT(small.err, HasSubstr("budget of 1000 bytes"));
+  EXPECT_FALSE(fs::exists(local / "small"));
+  auto bad = Cli({"cp", "--max-bytes", "lots", *name_ + ":/workspace/suid", local.string()});
+  EXPECT_EQ(bad.status.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("cp --max-bytes"));
+  auto up = Cli({"cp", "--max-bytes", "1k", local.string(), *name_ + ":/tmp"});
+  EXPECT_EQ(up.status.exit_code, 2);
+  EXPECT_THAT(up.err, HasSubstr("applies to downloads"));
   fs::remove_all(local);
 }
 

@@ -10,11 +10,13 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <boost/json.hpp>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -272,9 +274,77 @@ TEST_F(CliServerTest, SandboxKilledDuringADownloadIsReportedAsDied) {
   char buf[4096];
   ssize_t n;
   while ((n = ::read(cp->stderr_fd().get(), buf, sizeof buf)) > 0) err.append(buf, n);
-  EXPECT_LT(std::filesystem::file_size(part), 300000000u) << "the download finished first";
   EXPECT_EQ(st->exit_code, 3) << err;  // sandbox_died
   EXPECT_THAT(err, HasSubstr("ended during the transfer")) << err;
+  // A failed download is undone: the part written so far and the directories it made are gone.
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/down")) << "a failed download left files";
+}
+
+// `agvisor --server ... cp` out of a hostile sandbox: the archive comes through agvisord, and
+// this machine extracts it by the same host rules as a local download. The sandbox makes a
+// setuid copy of a binary and an absolute link with its own files; then it replaces its agent
+// (a root process inside can) so that its next archive names an entry under a link the first
+// download planted.
+TEST_F(CliServerTest, DownloadsThroughTheDaemonAreSafeOnThisMachine) {
+  const std::string label = std::string(kRunLabel) + "=" + RunId();
+  auto c = Agvisor({"create", "--label", label, "--disk", "none", "--memory", "512m"});
+  ASSERT_EQ(c.status.exit_code, 0) << c.err;
+  const std::string name = c.out.substr(0, c.out.find('\n'));
+  auto sh = [&](const std::string& script) {
+    auto r = Agvisor({"exec", name, "--", "set -e; " + script});
+    ASSERT_EQ(r.status.exit_code, 0) << script << ": " << r.err;
+  };
+  sh("mkdir -p /tmp/t/d; cp /bin/sh /tmp/t/suid; chmod 4755 /tmp/t/suid; chmod 2775 /tmp/t/d; "
+     "ln -s .. /tmp/t/up");
+  const std::string res = dir_ + "/res";
+  auto down = Agvisor({"cp", name + ":/tmp/t", res});
+  ASSERT_EQ(down.status.exit_code, 0) << down.err;
+  struct stat st;
+  ASSERT_EQ(::lstat((res + "/t/suid").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u) << "a setuid bit reached the host";
+  ASSERT_EQ(::lstat((res + "/t/d").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0775u);
+  ASSERT_EQ(std::filesystem::read_symlink(res + "/t/up"), "..");  // planted: res/t/up -> res
+
+  // An absolute link: refused naming it, and the download undone.
+  sh("mkdir -p /tmp/abs; echo a > /tmp/abs/a; ln -s /etc /tmp/abs/etc");
+  auto abs = Agvisor({"cp", name + ":/tmp/abs", res});
+  EXPECT_EQ(abs.status.exit_code, 2) << abs.err;
+  EXPECT_THAT(abs.err, HasSubstr("tar entry 'abs/etc'"));
+  EXPECT_FALSE(std::filesystem::exists(res + "/abs"));
+
+  // The hostile agent: `read-file` (taken for a regular file of 32 MiB or more) now answers
+  // with a forged archive whose one entry goes under the planted link.
+  std::string forged(512, '\0');
+  const std::string entry = "up/escaped";
+  std::memcpy(forged.data(), entry.data(), entry.size());
+  std::memcpy(forged.data() + 100, "0000644", 8);
+  std::memcpy(forged.data() + 108, "0000000", 8);
+  std::memcpy(forged.data() + 116, "0000000", 8);
+  std::memcpy(forged.data() + 124, "00000000004", 12);
+  std::memcpy(forged.data() + 136, "00000000000", 12);
+  forged[156] = '0';
+  std::memcpy(forged.data() + 257,
+              "ustar\0"
+              "00",
+              8);
+  std::memset(forged.data() + 148, ' ', 8);
+  unsigned sum = 0;
+  for (char ch : forged) sum += static_cast<unsigned char>(ch);
+  std::snprintf(forged.data() + 148, 8, "%06o", sum);
+  forged += std::string("evil") + std::string(508, '\0') + std::string(1024, '\0');
+  std::ofstream(dir_ + "/forged.tar", std::ios::binary) << forged;
+  auto put = Agvisor({"cp", dir_ + "/forged.tar", name + ":/tmp"});
+  ASSERT_EQ(put.status.exit_code, 0) << put.err;
+  sh(R"(cp /.agvisor/agvisor-agent /.agvisor/real-agent
+printf '#!/bin/sh\nif [ "$1" = read-file ]; then exec cat /tmp/forged.tar; fi\n' > /tmp/hostile
+printf 'exec /.agvisor/real-agent "$@"\n' >> /tmp/hostile
+chmod 755 /tmp/hostile; mv /tmp/hostile /.agvisor/agvisor-agent; truncate -s 40M /tmp/big)");
+  auto second = Agvisor({"cp", name + ":/tmp/big", res + "/t"});
+  EXPECT_EQ(second.status.exit_code, 2) << second.err;
+  EXPECT_THAT(second.err, HasSubstr("'up/escaped'"));
+  EXPECT_THAT(second.err, HasSubstr("symlink"));
+  EXPECT_FALSE(std::filesystem::exists(res + "/escaped")) << "written through a planted link";
 }
 
 TEST_F(CliServerTest, DeadServerAndWrongTokenSayWhatToDo) {

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <utility>
 
@@ -414,14 +415,19 @@ std::string Join(const std::vector<std::string>& comps, std::size_t n) {
 
 }  // namespace
 
-TarStreamReader::~TarStreamReader() = default;
+TarStreamReader::~TarStreamReader() {
+  // A caller whose transport broke never calls Finish: what the archive made so far goes.
+  if (options_.host_rules && !finished_) RollBack();
+}
 
-Result<std::unique_ptr<TarStreamReader>> TarStreamReader::Open(std::string_view dest) {
+Result<std::unique_ptr<TarStreamReader>> TarStreamReader::Open(std::string_view dest,
+                                                               const TarReaderOptions& options) {
   if (dest.empty()) return Error::InvalidArgument("tar: empty destination");
   std::string d(dest);
   int fd = open(d.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return SysError("tar: open destination " + d, errno);
   std::unique_ptr<TarStreamReader> r(new TarStreamReader());
+  r->options_ = options;
   r->dest_ = UniqueFd(fd);
   r->dest_name_ = d;
   return r;
@@ -430,24 +436,39 @@ Result<std::unique_ptr<TarStreamReader>> TarStreamReader::Open(std::string_view 
 Result<void> TarStreamReader::Fail(Error error) {
   failed_ = true;
   file_.reset();
+  if (options_.host_rules) {
+    std::size_t removed = RollBack();
+    if (removed != 0) {
+      error = Error(error.code(), error.message() + " (the " + std::to_string(removed) +
+                                      " entries already extracted were removed)")
+                  .set_errno(error.sys_errno());
+    }
+  }
   error_ = error;
   return error;
 }
 
 namespace {
 
+// Called with the depth (comps[0..depth]) and stat of each directory OpenDirBeneath created.
+using OnMadeDir = std::function<Result<void>(std::size_t depth, const struct stat& st)>;
+
 // Opens comps[0..n) below `root` as directories, one openat(O_NOFOLLOW) per component, so no
 // symlink is ever followed; creates missing ones when `create`. `entry` names the archive entry.
 Result<UniqueFd> OpenDirBeneath(int root, const std::vector<std::string>& comps, std::size_t n,
-                                bool create, const std::string& entry) {
+                                bool create, const std::string& entry,
+                                const OnMadeDir& on_made = nullptr) {
   int dup_fd = fcntl(root, F_DUPFD_CLOEXEC, 0);
   if (dup_fd < 0) return SysError("tar entry '" + entry + "': dup", errno);
   UniqueFd cur(dup_fd);
   for (std::size_t i = 0; i < n; ++i) {
     const char* c = comps[i].c_str();
     int fd = openat(cur.get(), c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    bool made = false;
     if (fd < 0 && errno == ENOENT && create) {
-      if (mkdirat(cur.get(), c, 0755) != 0 && errno != EEXIST) {
+      if (mkdirat(cur.get(), c, 0755) == 0) {
+        made = true;
+      } else if (errno != EEXIST) {
         return SysError("tar entry '" + entry + "': mkdir " + Join(comps, i + 1), errno);
       }
       fd = openat(cur.get(), c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -476,6 +497,7 @@ Result<UniqueFd> OpenDirBeneath(int root, const std::vector<std::string>& comps,
       return Error::InvalidArgument("tar entry '" + entry + "': '" + Join(comps, i + 1) +
                                     "' is not a directory (refused)");
     }
+    if (made && on_made) AGVISOR_RETURN_IF_ERROR(on_made(i, st));
     cur = std::move(next);
   }
   return cur;
@@ -565,7 +587,32 @@ Result<void> TarStreamReader::StartEntry(const Header& h) {
     return Error::InvalidArgument("tar entry '" + h.name + "': names the destination itself");
   }
   const std::string& leaf = comps.back();
-  UniqueFd parent = AGVISOR_TRY(OpenDirBeneath(dest_.get(), comps, comps.size() - 1, true, h.name));
+  const bool host = options_.host_rules;
+  const std::uint32_t mode_mask = host ? 0777 : 07777;
+  if (has_data && options_.max_bytes != 0 && h.size > options_.max_bytes - written_) {
+    return Error::ResourceExhausted(
+        "tar entry '" + h.name + "': its " + std::to_string(h.size) + " bytes would pass the " +
+        "extraction's budget of " + std::to_string(options_.max_bytes) + " bytes (" +
+        std::to_string(options_.max_bytes - written_) + " left; refused before writing it)");
+  }
+  // Host rules: every directory made on the way is recorded, to be removed on failure.
+  OnMadeDir on_made = nullptr;
+  if (host) {
+    on_made = [&](std::size_t depth, const struct stat& st) {
+      return Record(Join(comps, depth + 1), st);
+    };
+  }
+  UniqueFd parent =
+      AGVISOR_TRY(OpenDirBeneath(dest_.get(), comps, comps.size() - 1, true, h.name, on_made));
+  const std::string rel = Join(comps, comps.size());
+  auto record_leaf = [&]() -> Result<void> {
+    if (!host) return Ok();
+    struct stat st;
+    if (fstatat(parent.get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return SysError("tar entry '" + h.name + "': stat what was created", errno);
+    }
+    return Record(rel, st);
+  };
 
   if (has_data) {
     AGVISOR_RETURN_IF_ERROR(ClearLeaf(parent.get(), leaf, h.name));
@@ -573,13 +620,16 @@ Result<void> TarStreamReader::StartEntry(const Header& h) {
                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
     if (fd < 0) return SysError("tar entry '" + h.name + "': create", errno);
     file_ = UniqueFd(fd);
-    file_mode_ = h.mode & 07777;
+    written_ += h.size;
+    AGVISOR_RETURN_IF_ERROR(record_leaf());
+    file_mode_ = h.mode & mode_mask;
     file_mtime_ = h.mtime;
     state_ = State::kFileData;
     if (data_left_ == 0) return FinishFile();
     return Ok();
   }
   if (type == '5') {
+    bool made = true;
     if (mkdirat(parent.get(), leaf.c_str(), 0700) != 0) {
       int err = errno;
       struct stat st;
@@ -587,14 +637,26 @@ Result<void> TarStreamReader::StartEntry(const Header& h) {
       if (fstatat(parent.get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         return SysError("tar entry '" + h.name + "': stat", errno);
       }
+      made = false;
+      // Host rules: a directory this extraction made earlier (e.g. as a parent) is its own.
+      bool ours = own_inodes_.contains(Inode{st.st_dev, st.st_ino});
       if (!S_ISDIR(st.st_mode)) {
         AGVISOR_RETURN_IF_ERROR(ClearLeaf(parent.get(), leaf, h.name));
         if (mkdirat(parent.get(), leaf.c_str(), 0700) != 0) {
           return SysError("tar entry '" + h.name + "': mkdir", errno);
         }
+        made = true;
+      } else if (host && !ours) {
+        return Ok();  // a directory that was there before keeps its mode and times
       }
     }
-    dirs_.push_back(DirFixup{comps, h.mode & 07777, h.mtime});
+    if (made) AGVISOR_RETURN_IF_ERROR(record_leaf());
+    if (host) {
+      std::size_t charge = sizeof(DirFixup);
+      for (const auto& c : comps) charge += sizeof(std::string) + c.size();
+      AGVISOR_RETURN_IF_ERROR(Charge(charge, h.name));
+    }
+    dirs_.push_back(DirFixup{comps, h.mode & mode_mask, h.mtime});
     return Ok();
   }
   if (type == '2') {
@@ -603,7 +665,7 @@ Result<void> TarStreamReader::StartEntry(const Header& h) {
     if (symlinkat(h.link.c_str(), parent.get(), leaf.c_str()) != 0) {
       return SysError("tar entry '" + h.name + "': symlink to '" + h.link + "'", errno);
     }
-    return Ok();
+    return record_leaf();
   }
   // Hard link: the target is an archive name, looked up beneath the destination.
   auto target_r = SplitName(h.link, h.name, "hard link target '" + h.link + "'");
@@ -615,12 +677,79 @@ Result<void> TarStreamReader::StartEntry(const Header& h) {
   if (target == comps) return Ok();  // a link to itself: already there
   UniqueFd target_parent =
       AGVISOR_TRY(OpenDirBeneath(dest_.get(), target, target.size() - 1, false, h.name));
+  if (host) {
+    // Only a file or symlink this extraction made, never one that was there before: a hard
+    // link to it would hand the archive a second name for the user's own file.
+    struct stat st;
+    if (fstatat(target_parent.get(), target.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return SysError("tar entry '" + h.name + "': hard link target '" + h.link + "'", errno);
+    }
+    if (!own_inodes_.contains(Inode{st.st_dev, st.st_ino})) {
+      return Error::InvalidArgument("tar entry '" + h.name + "': hard link target '" + h.link +
+                                    "' was not extracted from this archive (refused: hard "
+                                    "links may only name entries of the same archive)");
+    }
+  }
   AGVISOR_RETURN_IF_ERROR(ClearLeaf(parent.get(), leaf, h.name));
   // Flags 0: a symlink target is linked itself, never followed.
   if (linkat(target_parent.get(), target.back().c_str(), parent.get(), leaf.c_str(), 0) != 0) {
     return SysError("tar entry '" + h.name + "': hard link to '" + h.link + "'", errno);
   }
+  return record_leaf();
+}
+
+Result<void> TarStreamReader::Charge(std::size_t bytes, const std::string& entry) {
+  bookkeeping_ += bytes;
+  if (bookkeeping_ > options_.max_bookkeeping_bytes) {
+    return Error::ResourceExhausted(
+        "tar entry '" + entry +
+        "': the archive has more entries than this extraction keeps "
+        "track of (" +
+        std::to_string(created_.size()) + " created so far; the bound is " +
+        std::to_string(options_.max_bookkeeping_bytes) + " bytes of records to undo it); " +
+        "extract a smaller tree at a time, e.g. one subdirectory");
+  }
   return Ok();
+}
+
+Result<void> TarStreamReader::Record(const std::string& name, const struct stat& st) {
+  // Kept first, so that a refusal below still undoes this entry too. Charged: the name's bytes,
+  // the record, and a hash-set node. Directories' inodes are kept too (linkat refuses them as
+  // hard-link targets anyway).
+  const std::size_t charge = name.size() + sizeof(Created) + 48;
+  const bool dir = S_ISDIR(st.st_mode);
+  created_.push_back(Created{name, st.st_dev, st.st_ino, dir});
+  own_inodes_.insert(Inode{st.st_dev, st.st_ino});
+  return Charge(charge, name);
+}
+
+std::size_t TarStreamReader::RollBack() {
+  file_.reset();
+  std::size_t removed = 0;
+  for (auto it = created_.rbegin(); it != created_.rend(); ++it) {
+    std::vector<std::string> comps;
+    std::size_t pos = 0;
+    while (pos <= it->name.size()) {
+      std::size_t end = it->name.find('/', pos);
+      if (end == std::string::npos) end = it->name.size();
+      comps.emplace_back(it->name.substr(pos, end - pos));
+      pos = end + 1;
+    }
+    // Through no symlink, and only while the name still holds the inode this extraction made.
+    auto parent = OpenDirBeneath(dest_.get(), comps, comps.size() - 1, false, it->name);
+    if (!parent.ok()) continue;
+    struct stat st;
+    if (fstatat(parent->get(), comps.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (st.st_dev != it->dev || st.st_ino != it->ino) continue;
+    if (unlinkat(parent->get(), comps.back().c_str(), it->dir ? AT_REMOVEDIR : 0) == 0) {
+      ++removed;
+    }
+  }
+  created_.clear();
+  own_inodes_.clear();
+  dirs_.clear();
+  bookkeeping_ = 0;
+  return removed;
 }
 
 Result<void> TarStreamReader::FinishFile() {
@@ -636,12 +765,21 @@ Result<void> TarStreamReader::FinishFile() {
 }
 
 Result<void> TarStreamReader::OnMetaBody() {
-  auto until_nul = [](const std::string& s) { return s.substr(0, s.find('\0')); };
+  // A GNU long name ends at its NUL; bytes other than NUL after it would be a name with a NUL
+  // inside, which no file system name can hold: refused.
+  auto until_nul = [&](const std::string& s) -> Result<std::string> {
+    std::size_t nul = s.find('\0');
+    if (nul != std::string::npos && s.find_first_not_of('\0', nul) != std::string::npos) {
+      return Error::InvalidArgument("tar: GNU long name or link after entry '" + entry_name_ +
+                                    "' contains a NUL byte (refused)");
+    }
+    return s.substr(0, nul);
+  };
   if (meta_type_ == 'L') {
-    next_path_ = until_nul(meta_body_);
+    next_path_ = AGVISOR_TRY(until_nul(meta_body_));
     has_next_path_ = true;
   } else if (meta_type_ == 'K') {
-    next_link_ = until_nul(meta_body_);
+    next_link_ = AGVISOR_TRY(until_nul(meta_body_));
     has_next_link_ = true;
   } else if (meta_type_ == 'x') {
     std::string_view b = meta_body_;
@@ -857,8 +995,10 @@ Result<void> TarStreamReader::Finish() {
   // Directories last, deepest first, so that a read-only one could still be filled.
   for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
     std::string name = Join(it->components, it->components.size());
-    UniqueFd parent = AGVISOR_TRY(
-        OpenDirBeneath(dest_.get(), it->components, it->components.size() - 1, false, name));
+    auto parent_r =
+        OpenDirBeneath(dest_.get(), it->components, it->components.size() - 1, false, name);
+    if (!parent_r.ok()) return Fail(parent_r.error());
+    UniqueFd parent = std::move(parent_r).value();
     int fd = openat(parent.get(), it->components.back().c_str(),
                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return Fail(SysError("tar entry '" + name + "/': open to set its mode", errno));
@@ -872,6 +1012,7 @@ Result<void> TarStreamReader::Finish() {
     }
   }
   dirs_.clear();
+  finished_ = true;
   return Ok();
 }
 

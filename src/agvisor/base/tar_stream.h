@@ -1,7 +1,9 @@
 // Streaming tar: archive a file or directory tree from the file system in bounded chunks, and
 // extract an archive arriving in arbitrary chunks under a directory without ever writing outside
-// it. Used by the agent's TAR_READ / TAR_WRITE (agent/files.h) and their tests. Standard library
-// only (the agent is a static binary). The in-memory base/tar.h stays for small uploads.
+// it. Used by the agent's TAR_READ / TAR_WRITE (agent/files.h), and on the host by every
+// download from a sandbox (sandbox.h, UnpackIntoLocalDir, under TarReaderOptions::host_rules).
+// Standard library only (the agent is a static binary). The in-memory base/tar.h stays for small
+// uploads.
 //
 // Format. Written: POSIX ustar; a name or link target longer than ustar's fields, a size of 8 GiB
 // or more, or an out-of-range uid/gid/mtime is carried by a pax extended header ('x') before the
@@ -10,13 +12,16 @@
 // headers (path, linkpath, size, mtime; other keys ignored); 'g' global headers are skipped.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "agvisor/base/error.h"
@@ -68,10 +73,36 @@ class TarStreamWriter {
   bool done_ = false;
 };
 
+// How TarStreamReader treats what it extracts. The defaults are the agent's rules for uploads
+// into a sandbox; `host_rules` adds the rules for archives a sandbox produced, extracted on the
+// host (Sandbox::Download and everything else that turns sandbox bytes into host files: see
+// docs/security.md, "Downloads").
+struct TarReaderOptions {
+  // Host rules, on top of the common ones below:
+  //   - modes: permission bits & 0777 (setuid, setgid and sticky bits dropped), on files and on
+  //     the directories this extraction made; a directory that was there before keeps its mode;
+  //   - hard links: only to a file or symlink this same extraction created (checked by inode),
+  //     never to one that was in the destination before;
+  //   - all or nothing: an extraction that fails, or is destroyed before Finish succeeded (the
+  //     caller's transport broke), removes every file, link and directory it created, deepest
+  //     first, each only while it is still the inode it made (nothing that was there before is
+  //     removed; an entry the archive replaced is gone, as with tar -x);
+  //   - bookkeeping is bounded by `max_bookkeeping_bytes`; an archive with more entries than
+  //     that records is refused (kResourceExhausted) and rolled back.
+  bool host_rules = false;
+  // The most bytes of regular-file data the archive may write in all; an entry whose declared
+  // size would pass it is refused at its header (kResourceExhausted), before any of its data is
+  // written. 0: no budget.
+  std::uint64_t max_bytes = 0;
+  // Host rules: the memory kept to undo the extraction (per entry its relative name plus about
+  // 100 bytes: 64 MiB holds ~400,000 entries of 60-byte names).
+  std::size_t max_bookkeeping_bytes = std::size_t{64} << 20;
+};
+
 // Extracts an archive under a directory. Rules (each refusal is kInvalidArgument naming the
-// entry, and ends the extraction: entries before it stay, nothing is rolled back):
-//   - names: absolute names and names with a ".." component are refused; "." and empty
-//     components are dropped ("./a//b" is "a/b"; "./" is the destination itself).
+// entry, and ends the extraction; without host_rules entries before it stay):
+//   - names: absolute names, names with a ".." component and names with a NUL byte are refused;
+//     "." and empty components are dropped ("./a//b" is "a/b"; "./" is the destination itself).
 //   - every component of an entry's parent is opened with openat(O_NOFOLLOW) from the
 //     destination's fd, so an entry can never go through a symlink, whether the archive made it
 //     or it was there before; missing parents are created (0755).
@@ -85,26 +116,36 @@ class TarStreamWriter {
 //   - an existing non-directory where an entry goes is replaced (unlinked first: a file is never
 //     written through an existing hard link or symlink); an existing directory is kept (a file,
 //     link or symlink entry for it is kConflict).
-//   - modes: the entry's permission bits (07777), exactly (no umask); ownership is not restored
-//     (files belong to this process's user). Directory modes and times are applied in Finish, so
-//     a read-only directory can still receive its contents. Regular files get their mtime.
-// Memory: one header block, and a pax / GNU long-name body of at most 1 MiB.
+//   - modes: the entry's permission bits (07777; 0777 under host_rules), exactly (no umask);
+//     ownership is not restored (files belong to this process's user). Directory modes and
+//     times are applied in Finish, so a read-only directory can still receive its contents.
+//     Regular files get their mtime.
+// Memory: one header block, a pax / GNU long-name body of at most 1 MiB, one record per
+// directory entry (its mode is applied at the end), and under host_rules the bounded undo
+// records above.
 class TarStreamReader {
  public:
   // Extracts under `dest`, an existing directory (symlinks in `dest` itself are followed).
   // Errors: those of open, naming dest (kNotFound, kInvalidArgument if not a directory, ...).
-  static Result<std::unique_ptr<TarStreamReader>> Open(std::string_view dest);
+  static Result<std::unique_ptr<TarStreamReader>> Open(std::string_view dest,
+                                                       const TarReaderOptions& options = {});
+  // Under host_rules, before a successful Finish: removes what the extraction created.
   ~TarStreamReader();
 
   // Consumes the next bytes of the archive (any split). Errors: refused or malformed entries
-  // (kInvalidArgument, "tar entry 'a/../b': ..."), those of the file system calls naming the
-  // entry (ENOSPC: kResourceExhausted). After an error the reader stays failed.
+  // (kInvalidArgument, "tar entry 'a/../b': ..."), the byte budget or the bookkeeping bound
+  // (kResourceExhausted), those of the file system calls naming the entry (ENOSPC:
+  // kResourceExhausted). After an error the reader stays failed; under host_rules it has
+  // already removed what it created (the message says how many entries).
   Result<void> Push(std::string_view bytes);
 
   // The archive is over: kInvalidArgument unless it ended cleanly (at an entry boundary, with the
   // two zero blocks of the end marker; zero padding after them is fine). Applies the directory
   // modes and times.
   Result<void> Finish();
+
+  // Under host_rules: how many entries this extraction created (files, links, directories).
+  std::size_t created_count() const { return created_.size(); }
 
  private:
   struct Header;
@@ -114,9 +155,14 @@ class TarStreamReader {
   Result<void> StartEntry(const Header& h);
   Result<void> FinishFile();
   Result<void> OnMetaBody();
+  // Host rules: records an entry this extraction created at `name` (`st` of what it made).
+  Result<void> Record(const std::string& name, const struct stat& st);
+  Result<void> Charge(std::size_t bytes, const std::string& entry);
+  std::size_t RollBack();
 
   enum class State { kHeader, kFileData, kSkipData, kMetaBody, kPadding, kEnded };
 
+  TarReaderOptions options_;
   UniqueFd dest_;
   std::string dest_name_;
   State state_ = State::kHeader;
@@ -143,6 +189,30 @@ class TarStreamReader {
     std::int64_t mtime;
   };
   std::vector<DirFixup> dirs_;
+  // Host rules: what this extraction created, in order (undone in reverse), and its inodes
+  // (those of files and symlinks are the only allowed hard-link targets).
+  struct Created {
+    std::string name;  // relative to dest, components joined by '/'
+    dev_t dev;
+    ino_t ino;
+    bool dir;
+  };
+  std::vector<Created> created_;
+  struct Inode {
+    dev_t dev;
+    ino_t ino;
+    bool operator==(const Inode&) const = default;
+  };
+  struct InodeHash {
+    std::size_t operator()(const Inode& i) const {
+      return std::hash<std::uint64_t>()(static_cast<std::uint64_t>(i.ino) * 31 +
+                                        static_cast<std::uint64_t>(i.dev));
+    }
+  };
+  std::unordered_set<Inode, InodeHash> own_inodes_;
+  std::size_t bookkeeping_ = 0;
+  std::uint64_t written_ = 0;  // bytes of file data declared so far (the budget)
+  bool finished_ = false;
   bool failed_ = false;
   Error error_{ErrorCode::kInternal, ""};
 };

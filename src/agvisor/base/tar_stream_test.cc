@@ -264,10 +264,10 @@ void Octal(char* f, std::size_t w, std::uint64_t v) {
 }
 
 std::string Entry(std::string_view name, char type, std::string_view data = {},
-                  std::string_view link = {}, bool gnu = false) {
+                  std::string_view link = {}, bool gnu = false, std::uint32_t mode = 0644) {
   std::array<char, 512> h{};
   std::memcpy(h.data(), name.data(), std::min<std::size_t>(name.size(), 100));
-  Octal(h.data() + 100, 8, 0644);
+  Octal(h.data() + 100, 8, mode);
   Octal(h.data() + 108, 8, 0);
   Octal(h.data() + 116, 8, 0);
   Octal(h.data() + 124, 12, data.size());
@@ -407,6 +407,193 @@ TEST(TarStreamReaderTest, EndsCleanlyOrSaysWhy) {
   r = finish(good + "junk");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message().find("after the end"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host rules (TarReaderOptions::host_rules): archives a sandbox made, extracted on the host.
+
+std::string WithMode(std::string_view name, char type, std::uint32_t mode,
+                     std::string_view data = {}) {
+  return Entry(name, type, data, {}, false, mode);
+}
+
+// A pax header whose records are `records` ("<len> key=value\n" each), for the next entry.
+std::string Pax(std::string_view records) { return Entry("PaxHeader/x", 'x', records); }
+
+class TarHostRulesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(mkdir((t_ / "dest").c_str(), 0755), 0);
+    ASSERT_EQ(mkdir((t_ / "outside").c_str(), 0755), 0);
+    WriteFile(t_ / "outside/target", "original");
+    // What the user had in the destination before: never removed, never linked to.
+    ASSERT_EQ(mkdir((t_ / "dest/keep").c_str(), 0700), 0);
+    WriteFile(t_ / "dest/keep/old", "mine");
+    WriteFile(t_ / "dest/secret", "password", 0600);
+  }
+  Result<void> Run(const std::string& archive, TarReaderOptions o = {},
+                   std::size_t max_chunk = 300) {
+    o.host_rules = true;
+    auto r = AGVISOR_TRY(TarStreamReader::Open(t_ / "dest", o));
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<std::size_t> size(1, max_chunk);
+    for (std::size_t pos = 0; pos < archive.size();) {
+      std::size_t n = std::min(size(rng), archive.size() - pos);
+      AGVISOR_RETURN_IF_ERROR(r->Push(std::string_view(archive).substr(pos, n)));
+      pos += n;
+    }
+    return r->Finish();
+  }
+  // Refused with `code`, the message naming `entry`; the destination is as it was before (what
+  // the archive created is gone, the user's files are intact) and nothing outside changed.
+  void ExpectRefusedAndUndone(const std::string& archive, std::string_view entry,
+                              ErrorCode code = ErrorCode::kInvalidArgument,
+                              TarReaderOptions o = {}) {
+    auto dest_before = Describe(t_ / "dest");
+    auto outside_before = Describe(t_ / "outside");
+    auto r = Run(archive, o);
+    ASSERT_FALSE(r.ok()) << "not refused";
+    EXPECT_EQ(r.error().code(), code) << r.error().ToString();
+    EXPECT_NE(r.error().message().find(entry), std::string::npos) << r.error().ToString();
+    EXPECT_EQ(Describe(t_ / "dest"), dest_before) << r.error().ToString();
+    EXPECT_EQ(Describe(t_ / "outside"), outside_before);
+    EXPECT_EQ(ReadFile(t_ / "outside/target"), "original");
+  }
+  mode_t ModeOf(const std::string& rel) {
+    struct stat st;
+    EXPECT_EQ(lstat((t_ / rel).c_str(), &st), 0) << rel;
+    return st.st_mode & 07777;
+  }
+  TempDir t_;
+};
+
+TEST_F(TarHostRulesTest, SetuidSetgidAndStickyBitsAreDropped) {
+  std::string archive = WithMode("d/", '5', 02775) + WithMode("d/suid", '0', 04755, "#!/bin/sh\n") +
+                        WithMode("d/sgid", '0', 02711, "x") + WithMode("tmp/", '5', 01777) + End();
+  auto r = Run(archive);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(ModeOf("dest/d"), 0775u);
+  EXPECT_EQ(ModeOf("dest/d/suid"), 0755u);
+  EXPECT_EQ(ModeOf("dest/d/sgid"), 0711u);
+  EXPECT_EQ(ModeOf("dest/tmp"), 0777u);
+  // The agent's rules (uploads into a sandbox) keep them, as before.
+  ASSERT_EQ(mkdir((t_ / "agent").c_str(), 0755), 0);
+  std::mt19937 rng(2);
+  ASSERT_TRUE(Extract(archive, t_ / "agent", rng, 512).ok());
+  EXPECT_EQ(ModeOf("agent/d/suid"), 04755u);
+  EXPECT_EQ(ModeOf("agent/tmp"), 01777u);
+}
+
+TEST_F(TarHostRulesTest, ADirectoryThatWasThereKeepsItsMode) {
+  auto r = Run(WithMode("keep/", '5', 0777) + WithMode("keep/new", '0', 0644, "n") + End());
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(ModeOf("dest/keep"), 0700u);
+  EXPECT_EQ(ReadFile(t_ / "dest/keep/new"), "n");
+  // One the archive made (as a parent, before its own entry) gets the entry's mode.
+  r = Run(Entry("made/f", '0', "f") + WithMode("made/", '5', 0750) + End());
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(ModeOf("dest/made"), 0750u);
+}
+
+TEST_F(TarHostRulesTest, BadNamesAreRefusedNamingTheEntryAndUndone) {
+  std::string first = Entry("new/", '5') + Entry("new/a", '0', "a");
+  ExpectRefusedAndUndone(first + Entry("../outside/target", '0', "evil") + End(),
+                         "'../outside/target'");
+  ExpectRefusedAndUndone(first + Entry("new/../../x", '0', "evil") + End(), "'new/../../x'");
+  ExpectRefusedAndUndone(first + Entry(t_ / "outside/target", '0', "evil") + End(), "absolute");
+  // A NUL inside a name can only come through a pax or GNU long-name header.
+  std::string nul_name = std::string("a") + '\0' + "/../../x";
+  ExpectRefusedAndUndone(
+      first + Pax("19 path=" + nul_name + "\n") + Entry("short", '0', "e") + End(), "NUL");
+  ExpectRefusedAndUndone(
+      first + Entry("././@LongLink", 'L', nul_name + '\0', {}, true) + Entry("s", '0', "e") + End(),
+      "NUL");
+  EXPECT_FALSE(fs::exists(t_ / "x"));
+}
+
+TEST_F(TarHostRulesTest, NothingIsWrittenThroughASymlink) {
+  // One the archive made a moment ago...
+  ExpectRefusedAndUndone(Entry("keep/l", '2', {}, "old") + Entry("d", '2', {}, "keep") +
+                             Entry("d/file", '0', "evil") + End(),
+                         "'d/file'");
+  EXPECT_FALSE(fs::exists(t_ / "dest/keep/file"));
+  // ...and one that was there before (a first download planted it).
+  ASSERT_EQ(symlink((t_ / "outside").c_str(), (t_ / "dest/planted").c_str()), 0);
+  ExpectRefusedAndUndone(Entry("new", '0', "n") + Entry("planted/target", '0', "evil") + End(),
+                         "'planted/target'");
+  EXPECT_TRUE(fs::is_symlink(t_ / "dest/planted"));
+  // Links that leave the destination are refused, not created.
+  ExpectRefusedAndUndone(Entry("new", '0', "n") + Entry("etc", '2', {}, "/etc") + End(), "'etc'");
+  ExpectRefusedAndUndone(Entry("up", '2', {}, "../outside") + End(), "'up'");
+}
+
+TEST_F(TarHostRulesTest, HardLinksOnlyToEntriesOfTheSameArchive) {
+  // A file that was in the destination before: refused (the sandbox would get a second name
+  // for it, and a later write through that name would change the user's file).
+  ExpectRefusedAndUndone(Entry("new", '0', "n") + Entry("h", '1', {}, "secret") + End(), "'h'");
+  ExpectRefusedAndUndone(Entry("h", '1', {}, "keep/old") + End(), "'h'");
+  // One the archive made itself: allowed.
+  auto r = Run(Entry("a", '0', "shared") + Entry("sub/b", '1', {}, "a") + End());
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  struct stat a, b;
+  ASSERT_EQ(stat((t_ / "dest/a").c_str(), &a), 0);
+  ASSERT_EQ(stat((t_ / "dest/sub/b").c_str(), &b), 0);
+  EXPECT_EQ(a.st_ino, b.st_ino);
+  // An earlier extraction's file is "there before" for the next one.
+  ExpectRefusedAndUndone(Entry("c", '1', {}, "a") + End(), "'c'");
+}
+
+TEST_F(TarHostRulesTest, AFailureMidwayRemovesExactlyWhatItCreated) {
+  // Files, links, hard links and directories (explicit and implied), then a refused entry.
+  std::string made = Entry("n1/", '5') + Entry("n1/n2/f", '0', Pattern(5000, 3)) +
+                     Entry("n1/l", '2', {}, "n2/f") + Entry("n1/h", '1', {}, "n1/n2/f") +
+                     Entry("keep/added", '0', "x") + WithMode("ro/", '5', 0555) +
+                     Entry("ro/inside", '0', "y");
+  ExpectRefusedAndUndone(made + Entry("dev", '3') + End(), "'dev'");
+  // The archive ends early, in the middle of a file.
+  std::string cut = made + Entry("big", '0', Pattern(4000, 4));
+  ExpectRefusedAndUndone(cut.substr(0, cut.size() - 2000), "truncated");
+  // The caller gives up (its transport broke) and destroys the reader before Finish.
+  {
+    TarReaderOptions o;
+    o.host_rules = true;
+    auto r = TarStreamReader::Open(t_ / "dest", o);
+    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE((*r)->Push(made).ok());
+    EXPECT_TRUE(fs::exists(t_ / "dest/n1/n2/f"));
+    // n1, n1/n2 (implied), n1/n2/f, n1/l, n1/h, keep/added (keep was there), ro, ro/inside.
+    EXPECT_EQ((*r)->created_count(), 8u);
+  }
+  EXPECT_FALSE(fs::exists(t_ / "dest/n1"));
+  EXPECT_FALSE(fs::exists(t_ / "dest/keep/added"));
+  EXPECT_EQ(ReadFile(t_ / "dest/keep/old"), "mine");
+}
+
+TEST_F(TarHostRulesTest, ByteBudgetRefusesAForgedHugeEntryAtItsHeader) {
+  TarReaderOptions o;
+  o.max_bytes = 1000;
+  // A 10 GB entry (size in a pax header) with no data behind it: refused at once.
+  ExpectRefusedAndUndone(Entry("small", '0', std::string(600, 's')) + Pax("20 size=10737418240\n") +
+                             Entry("huge", '0') + End(),
+                         "'huge'", ErrorCode::kResourceExhausted, o);
+  // Two entries within the budget each, but not together.
+  ExpectRefusedAndUndone(
+      Entry("a", '0', std::string(600, 'a')) + Entry("b", '0', std::string(600, 'b')) + End(),
+      "'b'", ErrorCode::kResourceExhausted, o);
+  auto r = Run(Entry("a", '0', std::string(1000, 'a')) + End(), o);
+  EXPECT_TRUE(r.ok()) << r.error().ToString();
+}
+
+TEST_F(TarHostRulesTest, BookkeepingIsBounded) {
+  TarReaderOptions o;
+  o.max_bookkeeping_bytes = 4096;
+  std::string archive;
+  for (int i = 0; i < 200; ++i) archive += Entry("f" + std::to_string(i), '0', "x");
+  archive += End();
+  ExpectRefusedAndUndone(archive, "keeps track", ErrorCode::kResourceExhausted, o);
+  // The default bound takes these easily.
+  auto r = Run(archive);
+  EXPECT_TRUE(r.ok()) << r.error().ToString();
 }
 
 }  // namespace

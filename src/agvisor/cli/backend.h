@@ -65,9 +65,11 @@ class SandboxHandle {
   virtual Result<ProcessExit> AttachProcess(std::uint32_t pid,
                                             const channel::ExecCallbacks& callbacks) = 0;
   virtual Result<void> Signal(std::uint32_t pid, int signal) = 0;
-  // As Sandbox::Upload / Download (a tar stream each way).
+  // As Sandbox::Upload / Download (a tar stream each way; downloads extracted by
+  // UnpackIntoLocalDir's host rules, on this machine, with either backend).
   virtual Result<void> Upload(std::string_view local_path, std::string_view sandbox_dir) = 0;
-  virtual Result<void> Download(std::string_view sandbox_path, std::string_view local_dir) = 0;
+  virtual Result<void> Download(std::string_view sandbox_path, std::string_view local_dir,
+                                const DownloadOptions& options) = 0;
   virtual Result<std::unique_ptr<PortConnection>> OpenPort(std::uint16_t port) = 0;
 };
 

@@ -62,8 +62,9 @@ class LocalHandle final : public SandboxHandle {
   Result<void> Upload(std::string_view local_path, std::string_view sandbox_dir) override {
     return sb_->Upload(local_path, sandbox_dir);
   }
-  Result<void> Download(std::string_view sandbox_path, std::string_view local_dir) override {
-    return sb_->Download(sandbox_path, local_dir);
+  Result<void> Download(std::string_view sandbox_path, std::string_view local_dir,
+                        const DownloadOptions& options) override {
+    return sb_->Download(sandbox_path, local_dir, options);
   }
   Result<std::unique_ptr<PortConnection>> OpenPort(std::uint16_t port) override {
     auto s = AGVISOR_TRY(sb_->OpenPort(port));

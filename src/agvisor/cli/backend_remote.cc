@@ -123,10 +123,12 @@ class RemoteHandle final : public SandboxHandle {
       return client_->PutArchive(id_, sandbox_dir, source);
     });
   }
-  Result<void> Download(std::string_view sandbox_path, std::string_view local_dir) override {
-    return UnpackIntoLocalDir(local_dir, [&](const channel::ByteSink& sink) {
-      return client_->GetArchive(id_, sandbox_path, sink);
-    });
+  Result<void> Download(std::string_view sandbox_path, std::string_view local_dir,
+                        const DownloadOptions& options) override {
+    return UnpackIntoLocalDir(
+        local_dir,
+        [&](const channel::ByteSink& sink) { return client_->GetArchive(id_, sandbox_path, sink); },
+        options);
   }
   Result<std::unique_ptr<PortConnection>> OpenPort(std::uint16_t port) override {
     auto s = AGVISOR_TRY(client_->OpenPort(id_, port));

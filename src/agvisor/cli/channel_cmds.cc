@@ -14,6 +14,7 @@
 
 #include "agvisor/cli/common.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/spec.h"
 
 namespace agvisor::cli {
 namespace {
@@ -148,12 +149,18 @@ void AddCopy(CLI::App& app, GlobalOptions& g, int* exit_code) {
       "copy files or directories between this machine and a sandbox: `agvisor cp ./src "
       "NAME:/workspace` uploads ./src into /workspace (as /workspace/src); `agvisor cp "
       "NAME:/workspace/out ./results` downloads into ./results. Sandbox paths are absolute, "
-      "written NAME:/path");
+      "written NAME:/path. Downloads keep regular files, directories and links that stay "
+      "inside DST, drop setuid/setgid/sticky bits, and are all or nothing (docs/security.md)");
   auto src = std::make_shared<std::string>();
   auto dst = std::make_shared<std::string>();
+  auto max_bytes = std::make_shared<std::string>();
   cmd->add_option("SRC", *src, "local path or NAME:/path")->required();
   cmd->add_option("DST", *dst, "a directory: local, or NAME:/dir in the sandbox")->required();
-  cmd->callback([&g, exit_code, src, dst] {
+  cmd->add_option("--max-bytes", *max_bytes,
+                  "downloads only: refuse (and undo) a download whose files add up to more "
+                  "than SIZE (e.g. 500m, 2g), checked at each file's header before its data is "
+                  "written; default: no budget");
+  cmd->callback([&g, exit_code, src, dst, max_bytes] {
     auto s = ParseSandboxPath(*src);
     auto d = ParseSandboxPath(*dst);
     if (s.has_value() == d.has_value()) {
@@ -161,13 +168,27 @@ void AddCopy(CLI::App& app, GlobalOptions& g, int* exit_code) {
           "cp: exactly one of SRC and DST must be a sandbox path NAME:/path"));
       return;
     }
+    DownloadOptions options;
+    if (!max_bytes->empty()) {
+      if (!s) {
+        *exit_code = Fail(Error::InvalidArgument(
+            "cp: --max-bytes applies to downloads (SRC is NAME:/path); drop it for an upload"));
+        return;
+      }
+      auto n = ParseMemorySize("cp --max-bytes", *max_bytes);
+      if (!n.ok()) {
+        *exit_code = Fail(n.error());
+        return;
+      }
+      options.max_bytes = static_cast<std::uint64_t>(*n);
+    }
     const SandboxPath& sp = s ? *s : *d;
     auto sb = g.OpenSandbox(sp.sandbox);
     if (!sb.ok()) {
       *exit_code = Fail(sb.error());
       return;
     }
-    auto r = s ? (*sb)->Download(s->path, *dst) : (*sb)->Upload(*src, d->path);
+    auto r = s ? (*sb)->Download(s->path, *dst, options) : (*sb)->Upload(*src, d->path);
     if (!r.ok()) *exit_code = Fail(r.error());
   });
 }

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "agvisor/base/subprocess.h"
+#include "agvisor/base/tar_stream.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/proto/exit_codes.h"
 #include "agvisor/sandbox/agent_image.h"
@@ -966,18 +967,6 @@ channel::ByteSource FdSource(int fd) {
   };
 }
 
-Result<void> WriteAllFd(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Error::FromErrno("write to tar", errno);
-    }
-    bytes.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return Ok();
-}
-
 Result<void> TarFinished(Subprocess& tar, std::string_view what) {
   std::string err;
   if (tar.stderr_fd()) {
@@ -1054,31 +1043,64 @@ Result<void> Sandbox::DownloadTar(std::string_view sandbox_path, const channel::
 
 Result<void> UnpackIntoLocalDir(
     std::string_view local_dir,
-    const std::function<Result<void>(const channel::ByteSink&)>& receive) {
+    const std::function<Result<void>(const channel::ByteSink&)>& receive,
+    const DownloadOptions& options) {
+  namespace fs = std::filesystem;
+  const std::string what = "download into " + std::string(local_dir);
+  if (local_dir.empty()) return Error::InvalidArgument("download: empty local directory");
+  // The directories this download makes for local_dir itself, deepest first: a failed download
+  // removes them again (rmdir: only while empty).
+  std::vector<fs::path> made;
   std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(local_dir), ec);
+  for (fs::path p = fs::absolute(fs::path(local_dir), ec).lexically_normal();
+       !ec && !p.empty() && !fs::exists(fs::symlink_status(p, ec)); p = p.parent_path()) {
+    made.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  ec.clear();
+  fs::create_directories(fs::path(local_dir), ec);
   if (ec) {
     return Error::FromErrno("download: create local directory " + std::string(local_dir),
                             ec.value());
   }
-  auto tar = AGVISOR_TRY(Subprocess::Spawn(
-      {.argv = {"tar", "-C", std::string(local_dir), "-xf", "-", "--no-same-owner"},
-       .pipe_stdin = true,
-       .pipe_stderr = true}));
-  const int in = tar.stdin_fd().get();
-  auto r = receive([in](std::string_view b) -> Result<void> { return WriteAllFd(in, b); });
-  tar.stdin_fd().reset();
-  if (!r.ok()) {
-    (void)tar.Kill(SIGKILL);
-    return r.error();
+  auto remove_made = [&made] {
+    for (const auto& p : made) {
+      if (::rmdir(p.c_str()) != 0) break;
+    }
+  };
+  TarReaderOptions ro;
+  ro.host_rules = true;
+  ro.max_bytes = options.max_bytes;
+  auto reader_r = TarStreamReader::Open(local_dir, ro);
+  if (!reader_r.ok()) {
+    remove_made();
+    return reader_r.error().WithContext(what);
   }
-  return TarFinished(tar, "download into " + std::string(local_dir));
+  std::unique_ptr<TarStreamReader> reader = std::move(reader_r).value();
+  bool refused = false;  // the error is the reader's (an entry), not the transport's
+  auto r = receive([&](std::string_view b) -> Result<void> {
+    auto p = reader->Push(b);
+    if (!p.ok()) refused = true;
+    return p;
+  });
+  if (r.ok()) {
+    r = reader->Finish();
+    if (!r.ok()) refused = true;
+  }
+  if (!r.ok()) {
+    reader.reset();  // removes what the archive created (the reader's host rules)
+    remove_made();
+    return refused ? r.error().WithContext(what) : r.error();
+  }
+  return Ok();
 }
 
-Result<void> Sandbox::Download(std::string_view sandbox_path, std::string_view local_dir) {
+Result<void> Sandbox::Download(std::string_view sandbox_path, std::string_view local_dir,
+                               const DownloadOptions& options) {
   AGVISOR_RETURN_IF_ERROR(CheckAbsolute("download", sandbox_path));
   return UnpackIntoLocalDir(
-      local_dir, [&](const channel::ByteSink& sink) { return DownloadTar(sandbox_path, sink); });
+      local_dir, [&](const channel::ByteSink& sink) { return DownloadTar(sandbox_path, sink); },
+      options);
 }
 
 Result<std::unique_ptr<PortStream>> Sandbox::OpenPort(std::uint16_t port) {

@@ -133,16 +133,30 @@ struct SandboxInfo {
   std::string pool;  // the warm pool (docs/pools.md) that started it, or ""
 };
 
+// How a download writes to this machine.
+struct DownloadOptions {
+  // The most bytes of file data the download may write in all (0: no budget). An entry whose
+  // declared size passes it is refused at its header, before any of its data is written
+  // (kResourceExhausted), and the download is undone.
+  std::uint64_t max_bytes = 0;
+};
+
 // The local halves of Sandbox::Upload / Download, for anything that carries the archive to a
 // sandbox another way (the CLI through agvisord): PackLocalPath runs the system's `tar` on the
-// local file or directory `local_path` and hands its archive to `send`; UnpackIntoLocalDir
-// creates `local_dir` and unpacks there what `receive` delivers to its sink. Errors: kNotFound
-// (no such local path), those of `send` / `receive`, kInternal (tar failed: its message).
+// local file or directory `local_path` (the user's own files) and hands its archive to `send`;
+// UnpackIntoLocalDir creates `local_dir` and extracts there what `receive` delivers to its sink
+// with the project's reader under its host rules (base/tar_stream.h, TarReaderOptions;
+// docs/security.md, "Downloads"): never the system's `tar`, since the archive comes from the
+// sandbox. A download that fails for any reason removes what it had created (and `local_dir`
+// itself if it made it). Errors: kNotFound (no such local path), those of `send` / `receive`,
+// kInternal (tar failed: its message); for downloads kInvalidArgument (a refused or malformed
+// entry, named) and kResourceExhausted (the byte budget, the bookkeeping bound, a full disk).
 Result<void> PackLocalPath(std::string_view local_path,
                            const std::function<Result<void>(const channel::ByteSource&)>& send);
 Result<void> UnpackIntoLocalDir(
     std::string_view local_dir,
-    const std::function<Result<void>(const channel::ByteSink&)>& receive);
+    const std::function<Result<void>(const channel::ByteSink&)>& receive,
+    const DownloadOptions& options = {});
 
 class Sandbox {
  public:
@@ -213,8 +227,11 @@ class Sandbox {
   // (created if missing), as a tar stream (the system's `tar` packs it). Errors: as above, plus
   // kNotFound for a missing local path.
   Result<void> Upload(std::string_view local_path, std::string_view sandbox_dir);
-  // Copies the sandbox file or directory `sandbox_path` into the local directory `local_dir`.
-  Result<void> Download(std::string_view sandbox_path, std::string_view local_dir);
+  // Copies the sandbox file or directory `sandbox_path` into the local directory `local_dir`
+  // (created if missing), by UnpackIntoLocalDir's rules: regular files, directories and links
+  // that stay inside `local_dir` only, modes & 0777, all or nothing.
+  Result<void> Download(std::string_view sandbox_path, std::string_view local_dir,
+                        const DownloadOptions& options = {});
   // The tar streams under Upload and Download, for callers that carry archives themselves
   // (agvisord's archive routes). UploadTar creates `sandbox_dir` (with parents) and extracts the
   // archive that `source` supplies under it by the agent's rules (base/tar_stream.h: nothing
