@@ -11,7 +11,7 @@ std::string FormatDecision(const Decision& d) {
   auto ms = duration_cast<milliseconds>(d.time.time_since_epoch()).count() % 1000;
   std::tm tm{};
   gmtime_r(&secs, &tm);
-  char stamp[40];
+  char stamp[64];  // room for any int the format could print (-Wformat-truncation)
   std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
   std::string out = std::string(stamp) + " sandbox=" + d.sandbox + " " + d.via + " " + d.name +
