@@ -86,7 +86,9 @@ double TimeDownload(std::uint16_t port, const std::string& preamble, bool tunnel
 }  // namespace
 
 int main(int argc, char** argv) {
+  // egress_bench [RUNS [BUFFER_KIB]]
   int runs = argc > 1 ? std::max(1, std::atoi(argv[1])) : 200;
+  std::size_t buffer_kib = argc > 2 ? static_cast<std::size_t>(std::atoi(argv[2])) : 0;
   TcpServer small(SmallHttp);
   TcpServer bulk(Download);
   FakeDns dns({{"bench.test", {IpAddress::V4(127, 0, 0, 1)}}});
@@ -94,6 +96,7 @@ int main(int argc, char** argv) {
   o.sandbox = "bench";
   o.resolver_address = IpAddress::V4(127, 0, 0, 1);
   o.resolver_port = dns.port();
+  if (buffer_kib > 0) o.buffer_bytes = buffer_kib * 1024;
   std::vector<std::uint16_t> ports = {small.port(), bulk.port()};
   auto policy = EgressPolicy::Create(std::vector<std::string>{"bench.test"},
                                      std::vector<std::string>{"127.0.0.1/32"}, ports);

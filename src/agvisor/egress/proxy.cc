@@ -103,7 +103,8 @@ class EgressProxy::Impl {
       : options_(std::move(options)),
         policy_(std::make_shared<const EgressPolicy>(std::move(policy))),
         log_(std::move(log)),
-        acceptor_(io_) {}
+        acceptor_(io_),
+        dns_socket_(io_) {}
 
   ~Impl() {
     // Handlers (and so coroutine frames, with their sockets) are destroyed by ~io_context after
@@ -111,6 +112,7 @@ class EgressProxy::Impl {
     net::post(io_, [this] {
       error_code ignored;
       acceptor_.close(ignored);
+      dns_socket_.close(ignored);
       io_.stop();
     });
     if (thread_.joinable()) thread_.join();
@@ -130,12 +132,26 @@ class EgressProxy::Impl {
                               ec.value());
     }
     port_ = acceptor_.local_endpoint().port();
+    if (options_.serve_dns) {
+      udp::endpoint dns_endpoint(ToAsio(options_.listen_address), options_.dns_port);
+      dns_socket_.open(dns_endpoint.protocol(), ec);
+      if (!ec) dns_socket_.bind(dns_endpoint, ec);
+      if (ec) {
+        return Error::FromErrno("egress proxy: DNS on udp " +
+                                    FormatIpAddress(options_.listen_address) + ":" +
+                                    std::to_string(options_.dns_port),
+                                ec.value());
+      }
+      dns_port_ = dns_socket_.local_endpoint().port();
+      net::co_spawn(io_, ServeDns(), net::detached);
+    }
     net::co_spawn(io_, Accept(), net::detached);
     thread_ = std::thread([this] { io_.run(); });
     return Ok();
   }
 
   std::uint16_t port() const { return port_; }
+  std::uint16_t dns_port() const { return dns_port_; }
   std::size_t open_connections() const { return open_.load(); }
 
   void SetPolicy(EgressPolicy policy) {
@@ -386,6 +402,31 @@ class EgressProxy::Impl {
     }
   }
 
+  // The in-sandbox resolver: one datagram in, at most one out, no state kept between them.
+  net::awaitable<void> ServeDns() {
+    std::optional<IpAddress> v4 = options_.dns_answer_v4;
+    std::optional<IpAddress> v6 = options_.dns_answer_v6;
+    if (!v4 && !v6) (options_.listen_address.is_v4() ? v4 : v6) = options_.listen_address;
+    std::vector<std::uint8_t> buf(4096);
+    while (true) {
+      udp::endpoint from;
+      error_code ec;
+      std::size_t n = co_await dns_socket_.async_receive_from(
+          net::buffer(buf), from, net::redirect_error(net::use_awaitable, ec));
+      if (ec == net::error::operation_aborted || !dns_socket_.is_open()) co_return;
+      if (ec) continue;  // e.g. a datagram larger than the buffer: dropped
+      DnsAnswer answer = AnswerDnsQuery(std::span(buf.data(), n), *policy(), v4, v6);
+      Record({.via = "dns",
+              .name = answer.name,
+              .port = dns_port_,
+              .allowed = answer.allowed,
+              .reason = answer.reason});
+      if (answer.response.empty()) continue;
+      co_await dns_socket_.async_send_to(net::buffer(answer.response), from,
+                                         net::redirect_error(net::use_awaitable, ec));
+    }
+  }
+
   // A/then AAAA for `name` through the configured resolver.
   net::awaitable<Lookup> Resolve(std::string name) {
     Lookup out;
@@ -452,6 +493,8 @@ class EgressProxy::Impl {
   // io_ is declared before everything that holds its handlers, and destroyed after them.
   net::io_context io_{1};
   tcp::acceptor acceptor_;
+  udp::socket dns_socket_;
+  std::uint16_t dns_port_ = 0;
   std::thread thread_;
 };
 
@@ -474,6 +517,7 @@ Result<std::unique_ptr<EgressProxy>> EgressProxy::Start(ProxyOptions options, Eg
 }
 
 std::uint16_t EgressProxy::port() const { return impl_->port(); }
+std::uint16_t EgressProxy::dns_port() const { return impl_->dns_port(); }
 void EgressProxy::SetPolicy(EgressPolicy policy) { impl_->SetPolicy(std::move(policy)); }
 EgressPolicy EgressProxy::policy() const { return *impl_->policy(); }
 std::size_t EgressProxy::open_connections() const { return impl_->open_connections(); }

@@ -6,7 +6,8 @@
 // resolves the name itself through the DNS server it was given (never the system resolver, never
 // an address the client named), refuses restricted addresses after resolution (DNS rebinding),
 // dials the address it resolved, and splices bytes both ways through bounded buffers. No TLS is
-// terminated. Every decision goes to the DecisionLog. A new policy applies to the next connection.
+// terminated. Optionally it also answers the sandbox's DNS questions from the policy (serve_dns).
+// Every decision goes to the DecisionLog. A new policy applies to the next connection.
 //
 // Runs on its own thread (one io_context; connections are coroutines on it). Boost.Asio stays
 // inside proxy.cc. Used by agvisord once wired (docs/egress.md, "Wiring"); tests and bench/ run it
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,14 @@ struct ProxyOptions {
   std::size_t buffer_bytes = 64 * 1024;
   // Connections over this are closed at once (and logged as denied).
   std::size_t max_connections = 1024;
+  // The in-sandbox resolver (dns.h, AnswerDnsQuery) on UDP listen_address:dns_port, when set
+  // (0: a free port, see EgressProxy::dns_port()). Allowed names are answered with the address
+  // that clients should connect to (default: listen_address), everything else with NXDOMAIN;
+  // nothing is forwarded. Each question is a decision in the log (via "dns").
+  bool serve_dns = false;
+  std::uint16_t dns_port = 0;
+  std::optional<IpAddress> dns_answer_v4;
+  std::optional<IpAddress> dns_answer_v6;
   // Called on the proxy's thread for every decision, after it is recorded (e.g. a log line).
   std::function<void(const Decision&)> on_decision;
 };
@@ -65,6 +75,8 @@ class EgressProxy {
   EgressProxy& operator=(const EgressProxy&) = delete;
 
   std::uint16_t port() const;
+  // The in-sandbox resolver's UDP port (0 unless options.serve_dns).
+  std::uint16_t dns_port() const;
   // Replaces the policy; connections accepted from now on are decided by it (open ones go on).
   void SetPolicy(EgressPolicy policy);
   EgressPolicy policy() const;

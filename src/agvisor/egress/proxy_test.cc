@@ -78,6 +78,7 @@ class EgressProxyTest : public ::testing::Test {
     // Generous: a refusal measured against these proves it waited for none of them.
     o.resolve_timeout = milliseconds(3000);
     o.sniff_timeout = milliseconds(300);
+    o.serve_dns = true;
     o.on_decision = [](const Decision& d) {
       std::fprintf(stderr, "%s\n", FormatDecision(d).c_str());
     };
@@ -329,6 +330,54 @@ TEST_F(EgressProxyTest, OpenConnectionsAreCountedAndReleased) {
     std::this_thread::sleep_for(milliseconds(5));
   }
   EXPECT_EQ(proxy_->open_connections(), 0u);
+}
+
+// One DNS question to the proxy's in-sandbox resolver; returns the raw answer ("" on timeout).
+std::vector<std::uint8_t> AskDns(std::uint16_t port, std::uint16_t id, const std::string& name,
+                                 DnsType type) {
+  UniqueFd fd(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  timeval tv{5, 0};
+  setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  to.sin_port = htons(port);
+  std::vector<std::uint8_t> q = BuildDnsQuery(id, name, type);
+  sendto(fd.get(), q.data(), q.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
+  std::vector<std::uint8_t> buf(4096);
+  ssize_t n = recv(fd.get(), buf.data(), buf.size(), 0);
+  buf.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  return buf;
+}
+
+TEST_F(EgressProxyTest, InSandboxResolverAnswersAllowedNamesOnlyAndForwardsNothing) {
+  ASSERT_NE(proxy_->dns_port(), 0);
+  auto allowed = ParseDnsResponse(AskDns(proxy_->dns_port(), 1, "WWW.allowed.test", DnsType::kA), 1,
+                                  "WWW.allowed.test", DnsType::kA);
+  ASSERT_TRUE(allowed.ok()) << allowed.error().ToString();
+  EXPECT_EQ(*allowed, std::vector<IpAddress>{Ip("127.0.0.1")});  // the proxy's own address
+  auto v6 = ParseDnsResponse(AskDns(proxy_->dns_port(), 2, "allowed.test", DnsType::kAaaa), 2,
+                             "allowed.test", DnsType::kAaaa);
+  ASSERT_TRUE(v6.ok());
+  EXPECT_TRUE(v6->empty());
+  for (std::string name : {"evil.test", "c2VjcmV0.evil.test", "test", "late.test"}) {
+    auto refused =
+        ParseDnsResponse(AskDns(proxy_->dns_port(), 3, name, DnsType::kA), 3, name, DnsType::kA);
+    ASSERT_FALSE(refused.ok()) << name;
+    EXPECT_EQ(refused.error().code(), ErrorCode::kNotFound) << name;
+  }
+  proxy_->SetPolicy(MakePolicy({"late.test"}));
+  EXPECT_TRUE(ParseDnsResponse(AskDns(proxy_->dns_port(), 4, "late.test", DnsType::kA), 4,
+                               "late.test", DnsType::kA)
+                  .ok());
+  // Nothing asked of the sandbox's resolver reached the upstream one, allowed or not.
+  EXPECT_TRUE(dns_->questions().empty());
+  WaitForDecisions(7);
+  Decision d = LastDecision();
+  EXPECT_EQ(d.via, "dns");
+  EXPECT_EQ(d.name, "late.test");
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(log_->Counters("sb-test").denied, 4u);
 }
 
 TEST(EgressProxyStartTest, RefusesBadOptions) {
