@@ -506,6 +506,10 @@ EgressProxy::~EgressProxy() = default;
 
 Result<std::unique_ptr<EgressProxy>> EgressProxy::Start(ProxyOptions options, EgressPolicy policy,
                                                         std::shared_ptr<DecisionLog> log) {
+  if (RestrictedAddressReason(options.resolver_address) == "unspecified") {
+    return Error::InvalidArgument(
+        "egress proxy: resolver_address is not set (the DNS server that resolves allowed names)");
+  }
   if (options.resolver_port == 0) {
     return Error::InvalidArgument("egress proxy: resolver_port must be 1..65535");
   }

@@ -65,7 +65,8 @@ struct ProxyOptions {
 
 class EgressProxy {
  public:
-  // Binds the listener and starts the thread. kInvalidArgument for options out of range;
+  // Binds the listener and starts the thread. kInvalidArgument for options out of range (no
+  // resolver_address, port 0, buffer_bytes outside 1 KiB..16 MiB);
   // kUnavailable / errno codes when the address cannot be bound.
   static Result<std::unique_ptr<EgressProxy>> Start(ProxyOptions options, EgressPolicy policy,
                                                     std::shared_ptr<DecisionLog> log);

@@ -382,11 +382,16 @@ TEST_F(EgressProxyTest, InSandboxResolverAnswersAllowedNamesOnlyAndForwardsNothi
 
 TEST(EgressProxyStartTest, RefusesBadOptions) {
   ProxyOptions o;
+  auto unset = EgressProxy::Start(o, *EgressPolicy::Create({}, {}, {}), nullptr);
+  ASSERT_FALSE(unset.ok());
+  EXPECT_NE(unset.error().message().find("resolver_address is not set"), std::string::npos);
+  o.resolver_address = Ip("127.0.0.1");
   o.resolver_port = 0;
   auto p = EgressProxy::Start(o, *EgressPolicy::Create({}, {}, {}), nullptr);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error().code(), ErrorCode::kInvalidArgument);
   ProxyOptions busy;
+  busy.resolver_address = Ip("127.0.0.1");
   busy.listen_port = 1;  // privileged or taken either way in a test: expect a clean error
   busy.listen_address = Ip("192.0.2.1");  // not an address of this machine
   auto q = EgressProxy::Start(busy, *EgressPolicy::Create({}, {}, {}), nullptr);
