@@ -315,6 +315,21 @@ TEST_F(EgressProxyTest, ResolverDownIsADenialNotAHang) {
   EXPECT_NE(response.find("DNS: no answer for allowed.test"), std::string::npos) << response;
 }
 
+TEST_F(EgressProxyTest, FiftyParallelConnections) {
+  std::vector<std::string> responses(50);
+  std::vector<std::thread> clients;
+  for (std::size_t i = 0; i < responses.size(); ++i) {
+    clients.emplace_back([&, i] {
+      responses[i] = Get(HostPort(i % 2 ? "allowed.test" : "www.allowed.test", http_->port()));
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (const std::string& r : responses) EXPECT_NE(r.find("200 OK"), std::string::npos) << r;
+  EXPECT_EQ(http_->accepted(), 50);
+  WaitForDecisions(50);
+  EXPECT_EQ(log_->Counters("sb-test").allowed, 50u);
+}
+
 TEST_F(EgressProxyTest, OpenConnectionsAreCountedAndReleased) {
   std::vector<UniqueFd> open;
   for (int i = 0; i < 20; ++i) {
