@@ -56,6 +56,9 @@ std::optional<std::string> V4Reason(const IpAddress& a) {
   if (b[0] == 169 && b[1] == 254) return "link-local (cloud metadata)";
   if (b[0] == 192 && b[1] == 0 && b[2] == 0) return "IETF protocol assignments (192.0.0.0/24)";
   if (b[0] == 198 && (b[1] & 0xfe) == 18) return "benchmarking (198.18.0.0/15)";
+  // Azure's platform endpoint (wireserver): a public address that answers only inside Azure,
+  // with host configuration; scripts/sandbox-firewall blocks it too.
+  if (b[0] == 168 && b[1] == 63 && b[2] == 129 && b[3] == 16) return "Azure platform endpoint";
   if ((b[0] & 0xf0) == 224) return "multicast";
   if (b[0] == 255 && b[1] == 255 && b[2] == 255 && b[3] == 255) return "broadcast";
   if ((b[0] & 0xf0) == 240) return "reserved (240.0.0.0/4)";

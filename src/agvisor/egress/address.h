@@ -53,10 +53,11 @@ std::string FormatCidr(const Cidr& cidr);
 // a public unicast address. Covers: unspecified, "this network" 0.0.0.0/8, loopback, RFC 1918,
 // carrier-grade NAT (100.64.0.0/10), link-local (169.254.0.0/16 holds cloud metadata services;
 // fe80::/10), IETF protocol assignments 192.0.0.0/24, benchmarking 198.18.0.0/15, reserved
-// 240.0.0.0/4 and broadcast, multicast (v4 and v6), ULA fc00::/7, site-local fec0::/10, and the
-// IPv4 address embedded in IPv4-mapped (::ffff:0:0/96), IPv4-compatible (::/96), NAT64
-// (64:ff9b::/96) and 6to4 (2002::/16) forms, checked as IPv4. The text is for logs and errors,
-// e.g. "loopback", "private (RFC 1918)", "IPv4-mapped: link-local (cloud metadata)".
+// 240.0.0.0/4 and broadcast, Azure's platform endpoint 168.63.129.16, multicast (v4 and v6), ULA
+// fc00::/7, site-local fec0::/10, and the IPv4 address embedded in IPv4-mapped (::ffff:0:0/96),
+// IPv4-compatible (::/96), NAT64 (64:ff9b::/96) and 6to4 (2002::/16) forms, checked as IPv4. The
+// text is for logs and errors, e.g. "loopback", "private (RFC 1918)", "IPv4-mapped: link-local
+// (cloud metadata)".
 std::optional<std::string> RestrictedAddressReason(const IpAddress& address);
 
 }  // namespace agvisor::egress

@@ -80,6 +80,9 @@ TEST(AddressTest, RestrictedAddressesAreNamed) {
       {"224.0.0.251", "multicast"},
       {"240.0.0.1", "reserved (240.0.0.0/4)"},
       {"255.255.255.255", "broadcast"},
+      {"168.63.129.16", "Azure platform endpoint"},
+      {"168.63.129.17", nullptr},
+      {"fd00:ec2::254", "unique local (fc00::/7)"},  // AWS's IPv6 metadata address
       {"8.8.8.8", nullptr},
       {"203.0.113.5", nullptr},
       {"::", "unspecified"},
