@@ -7,6 +7,7 @@ declare -A allowed=(
   [base]=""
   [proto]="base"
   [http]="base"
+  [egress]="base"
   [docker]="http base"
   [agent]="proto base"
   [channel]="proto base"

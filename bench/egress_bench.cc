@@ -1,0 +1,150 @@
+// egress_bench: what the egress proxy costs on loopback (bench/README.md, "Egress proxy").
+// Connection setup (an HTTP request answered by a small response) directly and through the
+// proxy, bulk download throughput directly and through a CONNECT tunnel, and the process's RSS
+// growth with 50 tunnels open. Printed, not asserted. Everything runs in this process on
+// 127.0.0.1 (the proxy on its own thread, servers on theirs), so the figures include no sandbox.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "agvisor/egress/proxy.h"
+#include "agvisor/egress/testing/loopback.h"
+
+namespace {
+
+using namespace agvisor::egress;
+using namespace agvisor::egress::testing;
+using agvisor::UniqueFd;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kDownloadBytes = 100u << 20;
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))];
+}
+
+long RssKb() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  long value = 0;
+  while (in >> key) {
+    if (key == "VmRSS:") {
+      in >> value;
+      return value;
+    }
+    in.ignore(1 << 12, '\n');
+  }
+  return 0;
+}
+
+void SmallHttp(int fd) {
+  ReadHead(fd);
+  SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+}
+
+// Sends kDownloadBytes after the request head (and, for a tunnel, nothing is read before).
+void Download(int fd) {
+  ReadHead(fd);
+  std::string chunk(1 << 20, 'x');
+  for (std::size_t sent = 0; sent < kDownloadBytes; sent += chunk.size()) {
+    if (!SendAll(fd, chunk)) return;
+  }
+}
+
+// Request to first byte of the answer, then the rest, on a new connection each time.
+double TimeRequest(std::uint16_t port, const std::string& request) {
+  auto start = Clock::now();
+  UniqueFd c = ConnectLoopback(port);
+  SendAll(c.get(), request);
+  std::string r = ReadAll(c.get());
+  auto took = Clock::now() - start;
+  if (r.find("200 OK") == std::string::npos) std::fprintf(stderr, "bad answer: %s\n", r.c_str());
+  return Ms(took);
+}
+
+double TimeDownload(std::uint16_t port, const std::string& preamble, bool tunnel) {
+  UniqueFd c = ConnectLoopback(port);
+  auto start = Clock::now();
+  SendAll(c.get(), preamble);
+  if (tunnel) ReadHead(c.get());
+  SendAll(c.get(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::size_t got = 0;
+  char buf[1 << 16];
+  ssize_t n;
+  while ((n = recv(c.get(), buf, sizeof buf, 0)) > 0) got += static_cast<std::size_t>(n);
+  double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  if (got != kDownloadBytes) std::fprintf(stderr, "short download: %zu bytes\n", got);
+  return static_cast<double>(got) / (1 << 20) / secs;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // egress_bench [RUNS [BUFFER_KIB]]
+  int runs = argc > 1 ? std::max(1, std::atoi(argv[1])) : 200;
+  std::size_t buffer_kib = argc > 2 ? static_cast<std::size_t>(std::atoi(argv[2])) : 0;
+  TcpServer small(SmallHttp);
+  TcpServer bulk(Download);
+  FakeDns dns({{"bench.test", {IpAddress::V4(127, 0, 0, 1)}}});
+  ProxyOptions o;
+  o.sandbox = "bench";
+  o.resolver_address = IpAddress::V4(127, 0, 0, 1);
+  o.resolver_port = dns.port();
+  if (buffer_kib > 0) o.buffer_bytes = buffer_kib * 1024;
+  std::vector<std::uint16_t> ports = {small.port(), bulk.port()};
+  auto policy = EgressPolicy::Create(std::vector<std::string>{"bench.test"},
+                                     std::vector<std::string>{"127.0.0.1/32"}, ports);
+  auto proxy = EgressProxy::Start(o, *policy, nullptr);
+  if (!proxy.ok()) {
+    std::fprintf(stderr, "%s\n", proxy.error().ToString().c_str());
+    return 1;
+  }
+  std::string host = "bench.test:" + std::to_string(small.port());
+  std::string request = "GET / HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n";
+
+  std::vector<double> direct, via;
+  for (int i = 0; i < runs; ++i) {  // interleaved, so drift hits both sides alike
+    direct.push_back(TimeRequest(small.port(), request));
+    via.push_back(TimeRequest((*proxy)->port(), request));
+  }
+  std::printf("egress proxy on loopback, %d requests per side (new connection each)\n", runs);
+  std::printf("%-34s %10s %10s %10s\n", "", "direct", "proxy", "added");
+  for (double p : {0.5, 0.95}) {
+    double d = Percentile(direct, p), v = Percentile(via, p);
+    std::printf("request p%-25.0f %8.3f ms %7.3f ms %7.3f ms\n", p * 100, d, v, v - d);
+  }
+
+  std::string connect = "CONNECT bench.test:" + std::to_string(bulk.port()) + " HTTP/1.1\r\n\r\n";
+  std::vector<double> direct_mbs, via_mbs;
+  for (int i = 0; i < 3; ++i) {
+    direct_mbs.push_back(TimeDownload(bulk.port(), "", false));
+    via_mbs.push_back(TimeDownload((*proxy)->port(), connect, true));
+  }
+  double d = Percentile(direct_mbs, 0.5), v = Percentile(via_mbs, 0.5);
+  std::printf("100 MiB download, median of 3       %7.0f MB/s %6.0f MB/s  ratio %.2f\n", d, v,
+              v / d);
+
+  long before = RssKb();
+  std::vector<UniqueFd> open;
+  std::string hold = "CONNECT bench.test:" + std::to_string(small.port()) + " HTTP/1.1\r\n\r\n";
+  for (int i = 0; i < 50; ++i) {
+    open.push_back(ConnectLoopback((*proxy)->port()));
+    SendAll(open.back().get(), hold);
+    ReadHead(open.back().get());
+  }
+  long after = RssKb();
+  std::printf(
+      "RSS growth with 50 open tunnels      %ld KiB (process %ld KiB; includes the test "
+      "servers' 50 threads)\n",
+      after - before, after);
+  std::printf("open connections in the proxy: %zu\n", (*proxy)->open_connections());
+  for (UniqueFd& f : open) shutdown(f.get(), SHUT_WR);
+  open.clear();
+  return 0;
+}

@@ -1,0 +1,67 @@
+// The egress decision log: what each sandbox tried to reach and what the enforcer decided.
+//
+// Used by the proxy and the DNS answerer (writers) and, once wired, by `agvisor egress NAME` and
+// agvisord's metrics route (readers). Bounded: a ring of the last `capacity` decisions per
+// sandbox, and at most `max_sandboxes` rings (the oldest-written ring is dropped first). Counters
+// are kept for the whole life of the log. Thread-safe (one mutex; a record is a few strings).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace agvisor::egress {
+
+struct Decision {
+  std::chrono::system_clock::time_point time;
+  std::string sandbox;
+  std::string via;   // "tls", "http", "connect", "dns"
+  std::string name;  // as decided on (normalised), or the literal
+  std::uint16_t port = 0;
+  bool allowed = false;
+  std::string reason;   // the policy's reason, or why the connection failed
+  std::string address;  // the address dialled (allowed) or refused after resolution, if any
+};
+
+// "2026-12-01T15:04:05.123Z sandbox=a tls pypi.org:443 allowed (allowed by pypi.org) ->
+// 151.101.0.223": one line per decision, for logs and the CLI.
+std::string FormatDecision(const Decision& d);
+
+struct DecisionCounters {
+  std::uint64_t allowed = 0;
+  std::uint64_t denied = 0;
+  bool operator==(const DecisionCounters&) const = default;
+};
+
+class DecisionLog {
+ public:
+  explicit DecisionLog(std::size_t capacity = 256, std::size_t max_sandboxes = 1024);
+
+  void Record(Decision decision);
+  // The sandbox's recent decisions, oldest first (empty for an unknown sandbox).
+  std::vector<Decision> Recent(const std::string& sandbox) const;
+  DecisionCounters Counters(const std::string& sandbox) const;
+  DecisionCounters Totals() const;
+  // Drops a sandbox's ring and counters (when the sandbox is removed).
+  void Forget(const std::string& sandbox);
+
+ private:
+  struct Ring {
+    std::deque<Decision> entries;
+    DecisionCounters counters;
+    std::uint64_t last_write = 0;
+  };
+  const std::size_t capacity_;
+  const std::size_t max_sandboxes_;
+  mutable std::mutex mu_;
+  std::map<std::string, Ring> rings_;
+  DecisionCounters totals_;
+  std::uint64_t writes_ = 0;
+};
+
+}  // namespace agvisor::egress

@@ -1,0 +1,91 @@
+// libFuzzer target for the egress enforcer's parsers (docs/egress.md): the bytes a hostile
+// sandbox can send as a connection's first bytes or as a DNS message. Built with
+// -DAGVISOR_FUZZ=ON and clang; `egress_fuzz -max_total_time=N`.
+//
+// Besides "no crash, no sanitizer report", it checks what the sniffers and the answerer promise:
+//   - a sniffer's verdict does not change once given: every longer input gives the same one;
+//   - a name that comes out of a sniffer is normalised (normalising it again changes nothing);
+//   - the DNS answerer never allows a name the policy refuses, and every answer it gives to a
+//     readable question parses as the answer to that question.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <span>
+#include <string_view>
+
+#include "agvisor/egress/dns.h"
+#include "agvisor/egress/sniff.h"
+
+namespace agvisor::egress {
+namespace {
+
+[[noreturn]] void Violated(const char* what) {
+  std::fprintf(stderr, "egress_fuzz: property violated: %s\n", what);
+  std::abort();
+}
+
+void CheckName(const Target& t) {
+  if (t.literal) return;
+  auto again = NormalizeHostName(t.host);
+  if (!again.ok() || *again != t.host) Violated("a sniffed name is not normalised");
+}
+
+void FuzzTls(std::span<const std::uint8_t> in) {
+  ClientHelloSniff whole = SniffClientHello(in);
+  // The first prefix with a verdict, and every prefix after it, must agree with the whole.
+  for (std::size_t n = 0; n <= in.size(); n += 1 + n / 8) {
+    ClientHelloSniff part = SniffClientHello(in.first(n));
+    if (part.status == SniffStatus::kNeedMore) continue;
+    if (part.status != whole.status || part.server_name != whole.server_name) {
+      Violated("a ClientHello verdict changed when more bytes came");
+    }
+  }
+  if (whole.status == SniffStatus::kDone && whole.has_server_name) {
+    if (auto t = TargetFromHost(whole.server_name, 443); t.ok()) CheckName(*t);
+  }
+}
+
+void FuzzHttp(std::string_view in) {
+  HttpRequestSniff whole = SniffHttpRequest(in);
+  for (std::size_t n = 0; n <= in.size(); n += 1 + n / 8) {
+    HttpRequestSniff part = SniffHttpRequest(in.substr(0, n));
+    if (part.status == SniffStatus::kNeedMore) continue;
+    if (part.status != whole.status || !(part.target == whole.target) ||
+        part.head_bytes != whole.head_bytes) {
+      Violated("an HTTP verdict changed when more bytes came");
+    }
+  }
+  if (whole.status == SniffStatus::kDone) {
+    CheckName(whole.target);
+    if (whole.head_bytes == 0 || whole.head_bytes > in.size()) Violated("bad head_bytes");
+  }
+}
+
+void FuzzDns(std::span<const std::uint8_t> in) {
+  static const EgressPolicy policy =
+      *EgressPolicy::Create(std::vector<std::string>{"pypi.org", "*.pythonhosted.org"}, {}, {});
+  DnsAnswer a = AnswerDnsQuery(in, policy, IpAddress::V4(10, 0, 0, 1), std::nullopt);
+  auto q = ParseDnsQuery(in);
+  if (a.allowed) {
+    if (!q.ok() || !policy.DecideName(a.name).allowed) Violated("answered a refused name");
+    auto qtype = static_cast<DnsType>(q->qtype);
+    if (qtype == DnsType::kA || qtype == DnsType::kAaaa) {
+      auto r = ParseDnsResponse(a.response, q->id, q->name, qtype);
+      if (!r.ok()) Violated("an allowed answer does not parse");
+    }
+  }
+  (void)ParseDnsResponse(in, 0, "pypi.org", DnsType::kA);
+}
+
+}  // namespace
+}  // namespace agvisor::egress
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size > 8192) return 0;  // the prefix checks are quadratic-ish; the caps are 16 KiB anyway
+  std::span<const std::uint8_t> in(data, size);
+  agvisor::egress::FuzzTls(in);
+  agvisor::egress::FuzzHttp(std::string_view(reinterpret_cast<const char*>(data), size));
+  agvisor::egress::FuzzDns(in);
+  return 0;
+}

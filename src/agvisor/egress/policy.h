@@ -1,0 +1,83 @@
+// The egress policy of one sandbox: which names, address blocks and ports it may reach.
+//
+// Used by the proxy (every new connection is decided here, then its resolved addresses) and the
+// DNS answerer (which names get an answer). Pure and immutable once built: the proxy swaps a whole
+// policy for a new one, so a change applies to the next connection (docs/egress.md).
+// Deny by default: a policy allows only what its rules name.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agvisor/base/error.h"
+#include "agvisor/egress/address.h"
+#include "agvisor/egress/host.h"
+
+namespace agvisor::egress {
+
+// A domain rule: "pypi.org" (that name only) or "*.pythonhosted.org" (any name below it, never
+// pythonhosted.org itself: write both to allow both).
+struct DomainPattern {
+  std::string suffix;  // normalised; for a wildcard, without the "*."
+  bool wildcard = false;
+  bool Matches(std::string_view normalised_name) const;
+  std::string ToString() const { return wildcard ? "*." + suffix : suffix; }
+  bool operator<(const DomainPattern& o) const { return ToString() < o.ToString(); }
+  bool operator==(const DomainPattern& o) const = default;
+};
+// Parses a rule as written by a user. Refused (kInvalidArgument, saying what to write): a bare
+// "*", a '*' anywhere but a leading "*." label ("a*.b", "*b.c", "a.*.c"), a wildcard over a
+// single label ("*.com": that is a whole top-level domain), an IP address (use a CIDR rule), and
+// anything NormalizeHostName refuses.
+Result<DomainPattern> ParseDomainPattern(std::string_view text);
+
+struct Verdict {
+  bool allowed = false;
+  std::string reason;  // "allowed by *.pythonhosted.org", "no rule allows evil.example", ...
+};
+
+class EgressPolicy {
+ public:
+  // The ports a policy allows when none is given: HTTP and HTTPS.
+  static constexpr std::uint16_t kDefaultPorts[] = {80, 443};
+
+  // Builds a policy from user input; the first bad rule is the error (kInvalidArgument, naming
+  // it). `ports` empty means kDefaultPorts. A name in `deny_domains` is refused even when an
+  // allow rule matches it (deny rules take the same pattern syntax).
+  static Result<EgressPolicy> Create(std::span<const std::string> allow_domains,
+                                     std::span<const std::string> allow_cidrs,
+                                     std::span<const std::uint16_t> ports,
+                                     std::span<const std::string> deny_domains = {});
+
+  // May a connection to `target` start? Checks the port, then an IP literal against the CIDR
+  // rules, or a name against the deny and allow rules. This does not look at what a name
+  // resolves to: that is CheckResolved.
+  Verdict Decide(const Target& target) const;
+  // May the name (normalised) be answered by the in-sandbox DNS? The domain rules only.
+  Verdict DecideName(std::string_view normalised_name) const;
+  // After resolution: may the enforcer dial `address`? A CIDR rule that contains it allows it
+  // (that is how a private service is opened on purpose); otherwise restricted addresses
+  // (RestrictedAddressReason) and the host's own addresses are refused.
+  Verdict CheckResolved(const IpAddress& address, std::span<const IpAddress> host_addresses) const;
+
+  const std::set<DomainPattern>& allow_domains() const { return allow_; }
+  const std::set<DomainPattern>& deny_domains() const { return deny_; }
+  const std::vector<Cidr>& cidrs() const { return cidrs_; }
+  const std::set<std::uint16_t>& ports() const { return ports_; }
+  // One line for logs and `agvisor egress`: "allow pypi.org *.pythonhosted.org; cidr
+  // 203.0.113.0/24; ports 80 443".
+  std::string Describe() const;
+
+ private:
+  std::set<DomainPattern> allow_;
+  std::set<DomainPattern> deny_;
+  std::vector<Cidr> cidrs_;
+  std::set<std::uint16_t> ports_;
+};
+
+}  // namespace agvisor::egress

@@ -1,0 +1,110 @@
+#include "agvisor/egress/policy.h"
+
+#include <gtest/gtest.h>
+
+namespace agvisor::egress {
+namespace {
+
+EgressPolicy Make(std::vector<std::string> domains, std::vector<std::string> cidrs = {},
+                  std::vector<std::uint16_t> ports = {}, std::vector<std::string> deny = {}) {
+  auto p = EgressPolicy::Create(domains, cidrs, ports, deny);
+  EXPECT_TRUE(p.ok()) << p.error().ToString();
+  return std::move(p).value();
+}
+
+Target Name(std::string host, std::uint16_t port = 443) { return {std::move(host), {}, port}; }
+
+Target Literal(std::string_view text, std::uint16_t port = 443) {
+  return *ParseAuthority(std::string(text) + ":" + std::to_string(port), 0);
+}
+
+TEST(PolicyTest, WildcardsMatchSubdomainsOnlyNeverTheApex) {
+  auto p = Make({"pypi.org", "*.pythonhosted.org"});
+  EXPECT_TRUE(p.Decide(Name("pypi.org")).allowed);
+  EXPECT_FALSE(p.Decide(Name("www.pypi.org")).allowed);
+  EXPECT_TRUE(p.Decide(Name("files.pythonhosted.org")).allowed);
+  EXPECT_TRUE(p.Decide(Name("a.b.pythonhosted.org")).allowed);
+  EXPECT_FALSE(p.Decide(Name("pythonhosted.org")).allowed);
+  EXPECT_FALSE(p.Decide(Name("evilpythonhosted.org")).allowed);
+  EXPECT_FALSE(p.Decide(Name("pythonhosted.org.evil.example")).allowed);
+  EXPECT_FALSE(p.Decide(Name("pypi.org.evil.example")).allowed);
+  EXPECT_EQ(p.Decide(Name("files.pythonhosted.org")).reason, "allowed by *.pythonhosted.org");
+  EXPECT_EQ(p.Decide(Name("evil.example")).reason, "no rule allows evil.example");
+}
+
+TEST(PolicyTest, RulesAreNormalisedAndBadRulesRefused) {
+  auto p = Make({"PyPI.ORG.", "*.Example.com"});
+  EXPECT_TRUE(p.Decide(Name("pypi.org")).allowed);
+  EXPECT_TRUE(p.Decide(Name("a.example.com")).allowed);
+  for (std::string bad : {"*", "*.com", "a*.example.com", "*b.example.com", "a.*.example.com",
+                          "**.example.com", "1.2.3.4", "exa mple.com", "", "*.", "bücher.de"}) {
+    auto r = EgressPolicy::Create(std::vector<std::string>{bad}, {}, {});
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(r.error().message().find("domain rule"), std::string::npos);
+    }
+  }
+  EXPECT_FALSE(EgressPolicy::Create({}, std::vector<std::string>{"10.0.0.1/8"}, {}).ok());
+  EXPECT_FALSE(EgressPolicy::Create({}, {}, std::vector<std::uint16_t>{0}).ok());
+}
+
+TEST(PolicyTest, DenyWinsOverAllow) {
+  auto p = Make({"*.example.com"}, {}, {}, {"secret.example.com"});
+  EXPECT_TRUE(p.Decide(Name("www.example.com")).allowed);
+  Verdict v = p.Decide(Name("secret.example.com"));
+  EXPECT_FALSE(v.allowed);
+  EXPECT_EQ(v.reason, "denied by secret.example.com");
+}
+
+TEST(PolicyTest, PortsDefaultToHttpAndHttps) {
+  auto p = Make({"pypi.org"});
+  EXPECT_TRUE(p.Decide(Name("pypi.org", 80)).allowed);
+  EXPECT_TRUE(p.Decide(Name("pypi.org", 443)).allowed);
+  Verdict v = p.Decide(Name("pypi.org", 22));
+  EXPECT_FALSE(v.allowed);
+  EXPECT_EQ(v.reason, "port 22 is not allowed");
+  auto only = Make({"pypi.org"}, {}, {8443});
+  EXPECT_FALSE(only.Decide(Name("pypi.org", 443)).allowed);
+  EXPECT_TRUE(only.Decide(Name("pypi.org", 8443)).allowed);
+}
+
+TEST(PolicyTest, IpLiteralsPassOnlyThroughCidrRules) {
+  auto p = Make({"pypi.org"}, {"203.0.113.0/24", "2001:db8::/32"});
+  EXPECT_TRUE(p.Decide(Literal("203.0.113.9")).allowed);
+  EXPECT_TRUE(p.Decide(Literal("[2001:db8::5]")).allowed);
+  Verdict v = p.Decide(Literal("198.51.100.1"));
+  EXPECT_FALSE(v.allowed);
+  EXPECT_EQ(v.reason, "IP address 198.51.100.1 is in no CIDR rule");
+  EXPECT_FALSE(Make({"pypi.org"}).Decide(Literal("151.101.0.223")).allowed);
+}
+
+TEST(PolicyTest, ResolvedAddressesAreCheckedUnlessACidrNamesThem) {
+  auto p = Make({"pypi.org"});
+  std::vector<IpAddress> host = {*ParseIpAddress("198.51.100.7")};
+  auto check = [&](const EgressPolicy& policy, std::string_view a) {
+    return policy.CheckResolved(*ParseIpAddress(a), host);
+  };
+  EXPECT_TRUE(check(p, "151.101.0.223").allowed);
+  EXPECT_EQ(check(p, "127.0.0.1").reason, "127.0.0.1 is loopback");
+  EXPECT_EQ(check(p, "169.254.169.254").reason, "169.254.169.254 is link-local (cloud metadata)");
+  EXPECT_FALSE(check(p, "10.0.0.5").allowed);
+  EXPECT_FALSE(check(p, "::ffff:10.0.0.5").allowed);
+  EXPECT_EQ(check(p, "198.51.100.7").reason, "198.51.100.7 is the host's own address");
+  EXPECT_EQ(check(p, "::ffff:198.51.100.7").reason,
+            "::ffff:198.51.100.7 is the host's own address");
+  auto opened = Make({"pypi.org"}, {"10.0.0.0/8", "198.51.100.7/32"});
+  EXPECT_TRUE(check(opened, "10.0.0.5").allowed);
+  EXPECT_EQ(check(opened, "10.0.0.5").reason, "allowed by 10.0.0.0/8");
+  EXPECT_TRUE(check(opened, "198.51.100.7").allowed);
+  EXPECT_FALSE(check(opened, "127.0.0.1").allowed);
+}
+
+TEST(PolicyTest, DescribeListsEveryRule) {
+  auto p = Make({"pypi.org", "*.pythonhosted.org"}, {"203.0.113.0/24"}, {443}, {"x.pypi.org"});
+  EXPECT_EQ(p.Describe(),
+            "allow *.pythonhosted.org pypi.org; deny x.pypi.org; cidr 203.0.113.0/24; ports 443");
+}
+
+}  // namespace
+}  // namespace agvisor::egress

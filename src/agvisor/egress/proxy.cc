@@ -1,0 +1,532 @@
+// Connections are C++20 coroutines on one io_context: each step of a connection's life (sniff,
+// decide, resolve, dial, splice) reads top to bottom, where callbacks would scatter it over a
+// state machine. A deadline is a timer that closes (or cancels) the socket it guards.
+#include "agvisor/egress/proxy.h"
+
+#include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/udp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "agvisor/egress/dns.h"
+#include "agvisor/egress/sniff.h"
+
+namespace agvisor::egress {
+namespace {
+
+namespace net = boost::asio;
+using boost::system::error_code;
+using net::ip::tcp;
+using net::ip::udp;
+
+// A client may split its ClientHello into 1-byte records (5 bytes of header each): the sniffers
+// cap the message itself; this caps what is read before a verdict whatever the framing.
+constexpr std::size_t kMaxSniffBytes = 6 * kMaxClientHelloBytes;
+
+net::ip::address ToAsio(const IpAddress& a) {
+  if (a.is_v4()) {
+    return net::ip::address_v4(
+        net::ip::address_v4::bytes_type{a.bytes[0], a.bytes[1], a.bytes[2], a.bytes[3]});
+  }
+  net::ip::address_v6::bytes_type b;
+  std::copy(a.bytes.begin(), a.bytes.end(), b.begin());
+  return net::ip::address_v6(b);
+}
+
+// The outcome of a lookup; a struct rather than Result<> (an awaitable's value must be
+// default-constructible).
+struct Lookup {
+  std::vector<IpAddress> addresses;
+  std::optional<Error> error;
+};
+
+std::string HttpRefusal(int status, std::string_view status_text, const std::string& reason) {
+  std::string body = "agvisor egress: " + reason + "\n";
+  return "HTTP/1.1 " + std::to_string(status) + " " + std::string(status_text) +
+         "\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// Runs `on_expiry` (which closes or cancels the socket an operation waits on) when the time is up,
+// unless the Deadline was destroyed first. The handler may already be queued when the guarded
+// operation completes and the coroutine moves on or ends; `armed` (shared with the handler, and
+// cleared by the destructor) keeps it from touching a socket that is gone. One thread runs the
+// io_context, so the flag needs no atomics.
+class Deadline {
+ public:
+  template <typename Fn>
+  Deadline(net::io_context& io, std::chrono::milliseconds after, Fn on_expiry)
+      : timer_(io, after), state_(std::make_shared<State>()) {
+    timer_.async_wait([state = state_, fn = std::move(on_expiry)](error_code e) {
+      if (e || !state->armed) return;
+      state->expired = true;
+      fn();
+    });
+  }
+  ~Deadline() {
+    state_->armed = false;
+    timer_.cancel();
+  }
+  Deadline(const Deadline&) = delete;
+  Deadline& operator=(const Deadline&) = delete;
+  bool expired() const { return state_->expired; }
+
+ private:
+  struct State {
+    bool armed = true;
+    bool expired = false;
+  };
+  net::steady_timer timer_;
+  std::shared_ptr<State> state_;
+};
+
+// A socket pair being spliced; shared by the two directions, freed when both have ended.
+struct Splice {
+  tcp::socket client;
+  tcp::socket upstream;
+};
+
+}  // namespace
+
+class EgressProxy::Impl {
+ public:
+  Impl(ProxyOptions options, EgressPolicy policy, std::shared_ptr<DecisionLog> log)
+      : options_(std::move(options)),
+        policy_(std::make_shared<const EgressPolicy>(std::move(policy))),
+        log_(std::move(log)),
+        acceptor_(io_),
+        dns_socket_(io_) {}
+
+  ~Impl() {
+    // Handlers (and so coroutine frames, with their sockets) are destroyed by ~io_context after
+    // the thread has stopped running them.
+    net::post(io_, [this] {
+      error_code ignored;
+      acceptor_.close(ignored);
+      dns_socket_.close(ignored);
+      io_.stop();
+    });
+    if (thread_.joinable()) thread_.join();
+  }
+
+  Result<void> Listen() {
+    error_code ec;
+    tcp::endpoint endpoint(ToAsio(options_.listen_address), options_.listen_port);
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return Error::FromErrno("egress proxy: listen on " +
+                                  FormatIpAddress(options_.listen_address) + ":" +
+                                  std::to_string(options_.listen_port),
+                              ec.value());
+    }
+    port_ = acceptor_.local_endpoint().port();
+    if (options_.serve_dns) {
+      udp::endpoint dns_endpoint(ToAsio(options_.listen_address), options_.dns_port);
+      dns_socket_.open(dns_endpoint.protocol(), ec);
+      if (!ec) dns_socket_.bind(dns_endpoint, ec);
+      if (ec) {
+        return Error::FromErrno("egress proxy: DNS on udp " +
+                                    FormatIpAddress(options_.listen_address) + ":" +
+                                    std::to_string(options_.dns_port),
+                                ec.value());
+      }
+      dns_port_ = dns_socket_.local_endpoint().port();
+      net::co_spawn(io_, ServeDns(), net::detached);
+    }
+    net::co_spawn(io_, Accept(), net::detached);
+    thread_ = std::thread([this] { io_.run(); });
+    return Ok();
+  }
+
+  std::uint16_t port() const { return port_; }
+  std::uint16_t dns_port() const { return dns_port_; }
+  std::size_t open_connections() const { return open_.load(); }
+
+  void SetPolicy(EgressPolicy policy) {
+    auto next = std::make_shared<const EgressPolicy>(std::move(policy));
+    std::lock_guard lock(mu_);
+    policy_ = std::move(next);
+  }
+  std::shared_ptr<const EgressPolicy> policy() const {
+    std::lock_guard lock(mu_);
+    return policy_;
+  }
+
+ private:
+  // Counts a connection while it is open.
+  class OpenGuard {
+   public:
+    explicit OpenGuard(std::atomic<std::size_t>* n) : n_(n) { ++*n_; }
+    ~OpenGuard() { --*n_; }
+    OpenGuard(const OpenGuard&) = delete;
+    OpenGuard& operator=(const OpenGuard&) = delete;
+
+   private:
+    std::atomic<std::size_t>* n_;
+  };
+
+  net::awaitable<void> Accept() {
+    while (true) {
+      error_code ec;
+      tcp::socket client =
+          co_await acceptor_.async_accept(net::redirect_error(net::use_awaitable, ec));
+      if (ec == net::error::operation_aborted || !acceptor_.is_open()) co_return;
+      if (ec) {
+        // E.g. EMFILE: the listener goes on after a pause rather than spinning on the error.
+        net::steady_timer pause(io_, std::chrono::milliseconds(50));
+        co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
+        continue;
+      }
+      net::co_spawn(io_, Connection(std::move(client)), net::detached);
+    }
+  }
+
+  void Record(Decision d) {
+    d.time = std::chrono::system_clock::now();
+    d.sandbox = options_.sandbox;
+    log_->Record(d);
+    if (options_.on_decision) options_.on_decision(d);
+  }
+
+  net::awaitable<void> Connection(tcp::socket client) {
+    auto guard = std::make_shared<OpenGuard>(&open_);
+    Decision d;
+    error_code ec;
+    client.set_option(tcp::no_delay(true), ec);
+    if (open_.load() > options_.max_connections) {
+      Record({.via = "tcp",
+              .reason =
+                  "too many open connections (" + std::to_string(options_.max_connections) + ")"});
+      co_return;
+    }
+    // 1. Sniff: read until a sniffer decides, within the deadline and the byte cap.
+    std::vector<std::uint8_t> head;
+    bool is_tls = false;
+    ClientHelloSniff tls;
+    HttpRequestSniff http;
+    {
+      Deadline deadline(io_, options_.sniff_timeout, [&client] {
+        error_code ignored;
+        client.close(ignored);
+      });
+      std::uint8_t chunk[4096];
+      while (true) {
+        std::size_t n = co_await client.async_read_some(
+            net::buffer(chunk), net::redirect_error(net::use_awaitable, ec));
+        if (ec) {
+          if (deadline.expired()) {
+            Record({.via = "tcp",
+                    .reason = "no destination within " +
+                              std::to_string(options_.sniff_timeout.count()) + " ms"});
+          }
+          co_return;  // the client left before saying where to: nothing to decide
+        }
+        head.insert(head.end(), chunk, chunk + n);
+        is_tls = head[0] == 0x16;
+        SniffStatus status;
+        std::string reason;
+        if (is_tls) {
+          tls = SniffClientHello(head);
+          status = tls.status;
+          reason = tls.reason;
+        } else {
+          http = SniffHttpRequest(
+              std::string_view(reinterpret_cast<const char*>(head.data()), head.size()));
+          status = http.status;
+          reason = http.reason;
+        }
+        if (status == SniffStatus::kNeedMore && head.size() >= kMaxSniffBytes) {
+          status = SniffStatus::kRefused;
+          reason = "no verdict within " + std::to_string(kMaxSniffBytes) + " bytes";
+        }
+        if (status == SniffStatus::kDone) break;
+        if (status == SniffStatus::kRefused) {
+          Record({.via = is_tls ? "tls" : "http", .reason = reason});
+          if (!is_tls) co_await Reply(client, HttpRefusal(400, "Bad Request", reason));
+          co_return;
+        }
+      }
+    }
+    // 2. Decide on the name.
+    d.via = is_tls ? "tls" : http.form == HttpRequestSniff::Form::kConnect ? "connect" : "http";
+    Target target;
+    if (is_tls) {
+      if (!tls.has_server_name) {
+        d.reason = "TLS ClientHello without a server name (SNI)";
+        Record(d);
+        co_return;
+      }
+      auto t = TargetFromHost(tls.server_name, options_.tls_port);
+      if (!t.ok()) {
+        d.name = tls.server_name.substr(0, 80);
+        d.reason = t.error().message();
+        Record(d);
+        co_return;
+      }
+      target = *t;
+    } else {
+      target = http.target;
+    }
+    d.name = target.host;
+    d.port = target.port;
+    std::shared_ptr<const EgressPolicy> policy = this->policy();
+    Verdict verdict = policy->Decide(target);
+    if (!verdict.allowed) {
+      d.reason = verdict.reason;
+      Record(d);
+      if (!is_tls) co_await Reply(client, HttpRefusal(403, "Forbidden", d.reason));
+      co_return;
+    }
+    // 3. Resolve (a literal resolves to itself), then check every address.
+    Lookup lookup;
+    if (target.literal) {
+      lookup.addresses.push_back(*target.literal);
+    } else {
+      lookup = co_await Resolve(target.host);
+    }
+    if (lookup.error) {
+      d.reason = lookup.error->message();
+      Record(d);
+      if (!is_tls) co_await Reply(client, HttpRefusal(502, "Bad Gateway", d.reason));
+      co_return;
+    }
+    std::vector<IpAddress> dialable;
+    Verdict refused;
+    for (const IpAddress& a : lookup.addresses) {
+      Verdict v = policy->CheckResolved(a, options_.host_addresses);
+      if (v.allowed) {
+        dialable.push_back(a);
+      } else if (refused.reason.empty()) {
+        refused = v;
+      }
+    }
+    if (dialable.empty()) {
+      d.reason = lookup.addresses.empty() ? "resolves to no address"
+                                          : "resolves to a refused address: " + refused.reason;
+      Record(d);
+      if (!is_tls) co_await Reply(client, HttpRefusal(403, "Forbidden", d.reason));
+      co_return;
+    }
+    // 4. Dial the first address that answers.
+    tcp::socket upstream(io_);
+    std::string dial_error;
+    for (const IpAddress& a : dialable) {
+      tcp::socket s(io_);
+      {
+        Deadline deadline(io_, options_.connect_timeout, [&s] {
+          error_code ignored;
+          s.close(ignored);
+        });
+        co_await s.async_connect(tcp::endpoint(ToAsio(a), target.port),
+                                 net::redirect_error(net::use_awaitable, ec));
+      }
+      if (!ec && s.is_open()) {
+        upstream = std::move(s);
+        d.address = FormatIpAddress(a);
+        break;
+      }
+      dial_error = FormatIpAddress(a) + ": " + (ec ? ec.message() : "connect timed out");
+    }
+    if (!upstream.is_open()) {
+      d.reason = "could not connect: " + dial_error;
+      Record(d);
+      if (!is_tls) co_await Reply(client, HttpRefusal(502, "Bad Gateway", d.reason));
+      co_return;
+    }
+    upstream.set_option(tcp::no_delay(true), ec);
+    d.allowed = true;
+    d.reason = verdict.reason;
+    Record(d);
+    // 5. Replay what was read, then splice.
+    std::size_t replay_from = 0;
+    if (!is_tls && http.form == HttpRequestSniff::Form::kConnect) {
+      replay_from = http.head_bytes;
+      co_await Reply(client, "HTTP/1.1 200 Connection established\r\n\r\n");
+    }
+    if (replay_from < head.size()) {
+      co_await net::async_write(upstream,
+                                net::buffer(head.data() + replay_from, head.size() - replay_from),
+                                net::redirect_error(net::use_awaitable, ec));
+      if (ec) co_return;
+    }
+    head = {};
+    auto splice = std::make_shared<Splice>(Splice{std::move(client), std::move(upstream)});
+    net::co_spawn(io_, Pump(splice, guard, true), net::detached);
+    co_await Pump(splice, guard, false);
+  }
+
+  net::awaitable<void> Reply(tcp::socket& client, std::string text) {
+    error_code ec;
+    co_await net::async_write(client, net::buffer(text),
+                              net::redirect_error(net::use_awaitable, ec));
+  }
+
+  // One direction of a splice. At the source's end of stream, the end is passed on (shutdown of
+  // the sending side) and the other direction goes on; on an error both sockets close.
+  // `guard` keeps the connection counted until both directions have ended.
+  net::awaitable<void> Pump(std::shared_ptr<Splice> splice,
+                            [[maybe_unused]] std::shared_ptr<OpenGuard> guard,
+                            bool client_to_upstream) {
+    tcp::socket& from = client_to_upstream ? splice->client : splice->upstream;
+    tcp::socket& to = client_to_upstream ? splice->upstream : splice->client;
+    // Not zero-filled: an idle tunnel's buffer pages are never touched, so they cost no RSS.
+    std::unique_ptr<std::uint8_t[]> buffer =
+        std::make_unique_for_overwrite<std::uint8_t[]>(options_.buffer_bytes);
+    error_code ec;
+    while (true) {
+      std::size_t n =
+          co_await from.async_read_some(net::buffer(buffer.get(), options_.buffer_bytes),
+                                        net::redirect_error(net::use_awaitable, ec));
+      if (ec == net::error::eof) {
+        to.shutdown(tcp::socket::shutdown_send, ec);
+        co_return;
+      }
+      if (!ec) {
+        co_await net::async_write(to, net::buffer(buffer.get(), n),
+                                  net::redirect_error(net::use_awaitable, ec));
+      }
+      if (ec) {
+        from.close(ec);
+        to.close(ec);
+        co_return;
+      }
+    }
+  }
+
+  // The in-sandbox resolver: one datagram in, at most one out, no state kept between them.
+  net::awaitable<void> ServeDns() {
+    std::optional<IpAddress> v4 = options_.dns_answer_v4;
+    std::optional<IpAddress> v6 = options_.dns_answer_v6;
+    if (!v4 && !v6) (options_.listen_address.is_v4() ? v4 : v6) = options_.listen_address;
+    std::vector<std::uint8_t> buf(4096);
+    while (true) {
+      udp::endpoint from;
+      error_code ec;
+      std::size_t n = co_await dns_socket_.async_receive_from(
+          net::buffer(buf), from, net::redirect_error(net::use_awaitable, ec));
+      if (ec == net::error::operation_aborted || !dns_socket_.is_open()) co_return;
+      if (ec) continue;  // e.g. a datagram larger than the buffer: dropped
+      DnsAnswer answer = AnswerDnsQuery(std::span(buf.data(), n), *policy(), v4, v6);
+      Record({.via = "dns",
+              .name = answer.name,
+              .port = dns_port_,
+              .allowed = answer.allowed,
+              .reason = answer.reason});
+      if (answer.response.empty()) continue;
+      co_await dns_socket_.async_send_to(net::buffer(answer.response), from,
+                                         net::redirect_error(net::use_awaitable, ec));
+    }
+  }
+
+  // A/then AAAA for `name` through the configured resolver.
+  net::awaitable<Lookup> Resolve(std::string name) {
+    Lookup out;
+    std::optional<Error> last;
+    for (DnsType type : {DnsType::kA, DnsType::kAaaa}) {
+      Result<std::vector<IpAddress>> r = co_await Query(name, type);
+      if (r.ok()) {
+        out.addresses.insert(out.addresses.end(), r->begin(), r->end());
+        if (!out.addresses.empty()) co_return out;
+      } else {
+        if (r.error().code() == ErrorCode::kNotFound) {
+          out.error = r.error();
+          co_return out;
+        }
+        last = r.error();
+      }
+    }
+    if (out.addresses.empty() && last) out.error = last;
+    co_return out;
+  }
+
+  // One question, two attempts of resolve_timeout each. Datagrams that are not the answer (from
+  // another address, another id or question) are ignored: a spoofer must guess a random id and
+  // port, and a wrong answer never ends the wait early.
+  net::awaitable<Result<std::vector<IpAddress>>> Query(std::string name, DnsType type) {
+    udp::endpoint server(ToAsio(options_.resolver_address), options_.resolver_port);
+    udp::socket socket(io_);
+    error_code ec;
+    socket.open(server.protocol(), ec);
+    if (ec) co_return Error::FromErrno("egress resolver: open a UDP socket", ec.value());
+    std::uint16_t id = static_cast<std::uint16_t>(std::random_device{}());
+    std::vector<std::uint8_t> query = BuildDnsQuery(id, name, type);
+    std::vector<std::uint8_t> buf(4096);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      co_await socket.async_send_to(net::buffer(query), server,
+                                    net::redirect_error(net::use_awaitable, ec));
+      if (ec) continue;
+      Deadline deadline(io_, options_.resolve_timeout, [&socket] {
+        error_code ignored;
+        socket.cancel(ignored);
+      });
+      while (true) {
+        udp::endpoint from;
+        std::size_t n = co_await socket.async_receive_from(
+            net::buffer(buf), from, net::redirect_error(net::use_awaitable, ec));
+        if (ec) break;  // the deadline cancelled it: next attempt
+        if (from != server) continue;
+        auto r = ParseDnsResponse(std::span(buf.data(), n), id, name, type);
+        if (!r.ok() && r.error().code() == ErrorCode::kInvalidArgument) continue;
+        co_return r;
+      }
+    }
+    co_return Error::Timeout("DNS: no answer for " + name + " from " +
+                             FormatIpAddress(options_.resolver_address) + ":" +
+                             std::to_string(options_.resolver_port));
+  }
+
+  ProxyOptions options_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const EgressPolicy> policy_;
+  std::shared_ptr<DecisionLog> log_;
+  std::atomic<std::size_t> open_{0};
+  std::uint16_t port_ = 0;
+  // io_ is declared before everything that holds its handlers, and destroyed after them.
+  net::io_context io_{1};
+  tcp::acceptor acceptor_;
+  udp::socket dns_socket_;
+  std::uint16_t dns_port_ = 0;
+  std::thread thread_;
+};
+
+EgressProxy::EgressProxy(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+EgressProxy::~EgressProxy() = default;
+
+Result<std::unique_ptr<EgressProxy>> EgressProxy::Start(ProxyOptions options, EgressPolicy policy,
+                                                        std::shared_ptr<DecisionLog> log) {
+  if (RestrictedAddressReason(options.resolver_address) == "unspecified") {
+    return Error::InvalidArgument(
+        "egress proxy: resolver_address is not set (the DNS server that resolves allowed names)");
+  }
+  if (options.resolver_port == 0) {
+    return Error::InvalidArgument("egress proxy: resolver_port must be 1..65535");
+  }
+  if (options.tls_port == 0) return Error::InvalidArgument("egress proxy: tls_port must be set");
+  if (options.buffer_bytes < 1024 || options.buffer_bytes > (16u << 20)) {
+    return Error::InvalidArgument("egress proxy: buffer_bytes must be 1 KiB..16 MiB");
+  }
+  if (!log) log = std::make_shared<DecisionLog>();
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(policy), std::move(log));
+  AGVISOR_RETURN_IF_ERROR(impl->Listen());
+  return std::unique_ptr<EgressProxy>(new EgressProxy(std::move(impl)));
+}
+
+std::uint16_t EgressProxy::port() const { return impl_->port(); }
+std::uint16_t EgressProxy::dns_port() const { return impl_->dns_port(); }
+void EgressProxy::SetPolicy(EgressPolicy policy) { impl_->SetPolicy(std::move(policy)); }
+EgressPolicy EgressProxy::policy() const { return *impl_->policy(); }
+std::size_t EgressProxy::open_connections() const { return impl_->open_connections(); }
+
+}  // namespace agvisor::egress

@@ -1,0 +1,93 @@
+// The egress proxy: the enforcer's data path (docs/egress.md).
+//
+// A TCP listener for one sandbox. For each connection it reads the first bytes (kept, replayed
+// upstream later), decides where the connection wants to go from the TLS ClientHello's SNI, the
+// HTTP Host header, an absolute-form proxy request or an HTTP CONNECT (sniff.h), asks the policy,
+// resolves the name itself through the DNS server it was given (never the system resolver, never
+// an address the client named), refuses restricted addresses after resolution (DNS rebinding),
+// dials the address it resolved, and splices bytes both ways through bounded buffers. No TLS is
+// terminated. Optionally it also answers the sandbox's DNS questions from the policy (serve_dns).
+// Every decision goes to the DecisionLog. A new policy applies to the next connection.
+//
+// Runs on its own thread (one io_context; connections are coroutines on it). Boost.Asio stays
+// inside proxy.cc. Used by agvisord once wired (docs/egress.md, "Wiring"); tests and bench/ run it
+// on loopback.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agvisor/base/error.h"
+#include "agvisor/egress/address.h"
+#include "agvisor/egress/decision_log.h"
+#include "agvisor/egress/policy.h"
+
+namespace agvisor::egress {
+
+struct ProxyOptions {
+  std::string sandbox;  // the name decisions are logged under
+  IpAddress listen_address = IpAddress::V4(127, 0, 0, 1);
+  std::uint16_t listen_port = 0;  // 0: a free port, see EgressProxy::port()
+  // The DNS server the enforcer resolves allowed names with (UDP). Required.
+  IpAddress resolver_address;
+  std::uint16_t resolver_port = 53;
+  // The port a TLS connection is dialled on (the ClientHello carries no port; once wired, the
+  // sandbox's original destination port).
+  std::uint16_t tls_port = 443;
+  // Addresses of the host itself: refused after resolution like loopback (a name that resolves
+  // to the host must not reach its services).
+  std::vector<IpAddress> host_addresses;
+  // A connection that has not said where it goes within this time is closed (and logged).
+  std::chrono::milliseconds sniff_timeout{5000};
+  // Per DNS attempt (two attempts per address type).
+  std::chrono::milliseconds resolve_timeout{1000};
+  std::chrono::milliseconds connect_timeout{5000};
+  // Bytes buffered per direction of a spliced connection.
+  std::size_t buffer_bytes = 64 * 1024;
+  // Connections over this are closed at once (and logged as denied).
+  std::size_t max_connections = 1024;
+  // The in-sandbox resolver (dns.h, AnswerDnsQuery) on UDP listen_address:dns_port, when set
+  // (0: a free port, see EgressProxy::dns_port()). Allowed names are answered with the address
+  // that clients should connect to (default: listen_address), everything else with NXDOMAIN;
+  // nothing is forwarded. Each question is a decision in the log (via "dns").
+  bool serve_dns = false;
+  std::uint16_t dns_port = 0;
+  std::optional<IpAddress> dns_answer_v4;
+  std::optional<IpAddress> dns_answer_v6;
+  // Called on the proxy's thread for every decision, after it is recorded (e.g. a log line).
+  std::function<void(const Decision&)> on_decision;
+};
+
+class EgressProxy {
+ public:
+  // Binds the listener and starts the thread. kInvalidArgument for options out of range (no
+  // resolver_address, port 0, buffer_bytes outside 1 KiB..16 MiB);
+  // kUnavailable / errno codes when the address cannot be bound.
+  static Result<std::unique_ptr<EgressProxy>> Start(ProxyOptions options, EgressPolicy policy,
+                                                    std::shared_ptr<DecisionLog> log);
+  // Stops: closes the listener and every connection, joins the thread.
+  ~EgressProxy();
+  EgressProxy(const EgressProxy&) = delete;
+  EgressProxy& operator=(const EgressProxy&) = delete;
+
+  std::uint16_t port() const;
+  // The in-sandbox resolver's UDP port (0 unless options.serve_dns).
+  std::uint16_t dns_port() const;
+  // Replaces the policy; connections accepted from now on are decided by it (open ones go on).
+  void SetPolicy(EgressPolicy policy);
+  EgressPolicy policy() const;
+  // Connections accepted and not yet closed.
+  std::size_t open_connections() const;
+
+ private:
+  class Impl;
+  explicit EgressProxy(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace agvisor::egress
