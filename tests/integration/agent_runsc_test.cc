@@ -245,8 +245,8 @@ TEST_F(AgentRunscTest, RunningExecHoldsOffIdleTtl) {
   EXPECT_EQ(Trim(w.out), "4");
   double after = SecondsSince(ended);
   EXPECT_GE(after, 3.0);  // idle time counts from the disconnect, not from the start
-  // Idle ended it about the ttl after the exec: MEASURED s at most loaded, bound BOUNDx that.
-  EXPECT_LE(after, 20.0);
+  // Idle ended it about the ttl after the exec: 6.85 s at most on a loaded host, bound 3.1x.
+  EXPECT_LE(after, 21.0);
 }
 
 }  // namespace
