@@ -5,9 +5,9 @@
 //   agvisor_bench [--seed DIR] [--image IMG] [--runs N] [--suite NAME]... [suite options]
 //
 // Suites: basic (default: create, exec, output, transfers, stop), create (cold creates, bridge
-// and none, interleaved rounds), pool (warm-pool acquire vs cold create), concurrency (20
-// concurrent creates per start-gate bound, 200 concurrent execs), memory (idle sandbox host
-// memory), desktop (gui create to ready), all.
+// and none, interleaved rounds; then `docker stop`), pool (warm-pool acquire vs cold create),
+// concurrency (20 concurrent creates per start-gate bound, 200 concurrent execs), memory (idle
+// sandbox host memory), desktop (gui create to ready), all.
 //
 // DIR is the seed's import root (the directory holding its `agvisor` package); default
 // $AGVISOR_SEED_PATH; without either, the seed column is skipped. See bench/README.md.
@@ -389,6 +389,26 @@ void CreateSuite(const std::string& seed, const std::string& image, int rounds) 
         seed_t, ours_t);
   // Each sandbox is stopped right after its create (the basic suite's stop is one sample).
   table("Stop right after create (the same sandboxes)", seed_stop, ours_stop);
+
+  // `docker stop` of a sandbox (Sandbox::Stop removes by force instead): SIGTERM to the agent as
+  // PID 1, which ends its processes and exits 0 itself, well before Docker's SIGKILL after 10 s.
+  // agent_runsc_test checks that it exits 0; this is how long it takes.
+  std::fprintf(stderr, "create: docker stop (SIGTERM to the agent) of %d sandboxes ...\n",
+               5 * rounds);
+  auto docker = Must(HostClient(""), "docker");
+  std::vector<double> sigterm;
+  for (int i = 0; i < 5 * rounds; ++i) {
+    auto sb = Must(Sandbox::Create(BenchSpec(image)), "cold create");
+    auto t0 = Clock::now();
+    Must(docker->StopContainer(sb->container_name(), 10), "docker stop");
+    sigterm.push_back(Since(t0));
+    Must(sb->Stop(), "remove");
+  }
+  Spread st = SpreadOf(sigterm);
+  std::printf(
+      "\n### `docker stop` right after create (SIGTERM to the agent as PID 1; bridge)\n\n"
+      "| side | n | median | p95 |\n|---|---|---|---|\n| agvisor | %zu | %s | %s |\n",
+      st.n, Ms(st.p50).c_str(), Ms(st.p95).c_str());
 }
 
 // ---- pool: acquire from a warm pool vs a cold create ----

@@ -73,6 +73,8 @@ def test_exec_timeout_is_124_and_kills_the_tree(sb):
     start = time.monotonic()
     r = sb.exec("(sleep 100; echo leaked > /tmp/leak) & sleep 100", timeout=1)
     assert r.returncode == 124
+    # The 1 s timeout fired (the tree sleeps 100 s); the same exec from C++ took 1.38 s at most
+    # on a loaded 2-core host (sandbox_lifecycle_test), so 10 s is 7x that.
     assert time.monotonic() - start < 10
     time.sleep(0.2)
     assert sb.exec("test -e /tmp/leak || ps -e -o comm= | grep -c sleep").stdout.strip() == "0"

@@ -134,7 +134,7 @@ class Daemon {
   // SIGTERM; returns the exit status.
   ExitStatus Stop() {
     EXPECT_TRUE(proc_->Kill(SIGTERM).ok());
-    auto st = proc_->WaitFor(std::chrono::seconds(30));
+    auto st = proc_->WaitFor(std::chrono::seconds(50));
     EXPECT_TRUE(st.ok()) << "agvisord did not exit after SIGTERM";
     ExitStatus out = st.ok() ? *st : ExitStatus{};
     proc_.reset();
@@ -668,7 +668,9 @@ TEST_F(AgvisordTest, RestartServesTheSameSandboxesAndClosesWebSocketsGracefully)
   auto t0 = std::chrono::steady_clock::now();
   ExitStatus st = daemon_->Stop();
   EXPECT_TRUE(st.success()) << st.ToString();
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15));
+  // The 10 s shutdown grace ended the WebSocket's `sleep 60`, not its end: 10.02 s measured on
+  // a loaded 2-core host (load average 12-18), bound 3x that (still under the command's 60 s).
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(31));
   Drain(ws);
   EXPECT_EQ(ws.close_code(), 1001) << ws.close_reason();
   EXPECT_NE(ws.close_reason().find("shutting down"), std::string::npos);

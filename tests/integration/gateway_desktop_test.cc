@@ -215,7 +215,9 @@ TEST_F(GatewayDesktopTest, ZSandboxEndingClosesTheViewerWithAReason) {
   EXPECT_EQ(c.close_code(), kCloseSandboxEnded) << c.close_reason();
   EXPECT_THAT(c.close_reason(), HasSubstr(sandbox_->container_name()));
   EXPECT_THAT(c.close_reason(), ::testing::AnyOf(HasSubstr("ended"), HasSubstr("removed")));
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  // The viewer is closed once the sandbox is gone (not left hanging): the stop and the close
+  // took 16.1 s on a loaded 2-core host (load average 12-18), bound 3.1x that.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(50));
 }
 
 }  // namespace

@@ -69,15 +69,14 @@ TEST_F(PoolTest, AcquireHandsOutWorkingSandboxesWithTheCallersDeadlinesAndRefill
   ASSERT_TRUE(pool->WaitReady(90s).ok()) << pool->WaitReady(0ms).error().ToString();
   EXPECT_EQ(Members(pool->id()).size(), 2u);
 
-  auto t0 = std::chrono::steady_clock::now();
+  // Served by ready members, not by cold creates (how fast: `bench/run --suite pool`).
   auto idle = pool->Acquire({.idle_ttl = 2});
-  auto took = std::chrono::steady_clock::now() - t0;
   ASSERT_TRUE(idle.ok()) << idle.error().ToString();
-  EXPECT_LT(took, 1s) << "an acquire from a ready pool is one channel round trip";
   auto busy = pool->Acquire({.lifetime = 3});
   ASSERT_TRUE(busy.ok()) << busy.error().ToString();
   auto s = pool->Stats();
   EXPECT_EQ(s.acquired, 2u);
+  EXPECT_EQ(s.cold, 1u) << "an acquire from a ready pool fell back to a cold create";
   EXPECT_NE((*idle)->container_name(), (*busy)->container_name());
 
   // Each works, and its agent enforces the caller's limits from now on.
@@ -93,11 +92,13 @@ TEST_F(PoolTest, AcquireHandsOutWorkingSandboxesWithTheCallersDeadlinesAndRefill
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code(), ErrorCode::kInvalidArgument);
   // The lifetime ends the sandbox even under a running command.
-  t0 = std::chrono::steady_clock::now();
+  auto t0 = std::chrono::steady_clock::now();
   auto killed = (*busy)->Exec({"sleep", "60"}, {.timeout = 90});
   ASSERT_FALSE(killed.ok());
   EXPECT_EQ(killed.error().code(), ErrorCode::kSandboxDied) << killed.error().ToString();
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s);
+  // The 3 s lifetime cut `sleep 60`: 5.38 s at most on a loaded 2-core host (load average 17-19),
+  // bound 3.7x.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
   // Idle for 2 s: gone (Docker's AutoRemove after the agent exits).
   const std::string idle_name = (*idle)->container_name();
   EXPECT_TRUE(WaitFor([&] { return !Exists(idle_name); }, 20s)) << idle_name << " still exists";

@@ -208,7 +208,9 @@ TEST_F(ReliabilityTest, InfiniteLoopTimeoutOvershoot) {
   Figure("timeout_overshoot_median_ms", std::to_string(static_cast<int>(overshoot[50])));
   Figure("timeout_overshoot_p99_ms", std::to_string(static_cast<int>(overshoot[98])));
   Figure("timeout_overshoot_max_ms", std::to_string(static_cast<int>(overshoot.back())));
-  EXPECT_LT(overshoot.back(), 3000);
+  // Every timeout fired on a busy loop: overshoot 1219 ms at most on a loaded 2-core host (load
+  // average 17-19) (p99 742 ms), bound 3.3x that. How precise a timeout is: the figures above.
+  EXPECT_LT(overshoot.back(), 4000);
 }
 
 TEST_F(ReliabilityTest, NoZombiesPileUp) {

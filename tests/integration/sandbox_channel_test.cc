@@ -322,11 +322,18 @@ TEST_F(SandboxChannelTest, BackgroundProcessOutlivesTheHandleAndReplaysItsOutput
   auto sb = MustCreate();
   ASSERT_TRUE(sb);
   const std::string cname = sb->container_name();
-  auto pid = sb->StartBackground({"sh", "-c", "for i in 1 2 3; do echo tick $i; sleep 1; done"});
+  // Tick 1, then wait for /tmp/go, which the test makes only once the attachment below has
+  // shown tick 1: so tick 1 came from the replay, delivered at once (not held back until the
+  // exit), and ticks 2 and 3 came live. No clock decides it.
+  auto pid = sb->StartBackground(
+      {"sh", "-c",
+       "echo tick 1; : > /tmp/ticked; while [ ! -e /tmp/go ]; do sleep 0.1; done; echo tick 2; "
+       "echo tick 3"});
   ASSERT_TRUE(pid.ok()) << pid.error().ToString();
   ASSERT_GT(*pid, 0u);
-  // Another handle's session: let the first tick happen, then drop this one.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  // Another handle's session: once tick 1 is out, drop this one.
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return sb->Stat("/tmp/ticked").ok(); }, std::chrono::seconds(30)));
   sb.reset();
   auto again = Sandbox::Open(cname);
   ASSERT_TRUE(again.ok()) << again.error().ToString();
@@ -336,20 +343,30 @@ TEST_F(SandboxChannelTest, BackgroundProcessOutlivesTheHandleAndReplaysItsOutput
   EXPECT_EQ((*list)[0].pid, *pid);
   EXPECT_EQ((*list)[0].argv0, "sh");
   EXPECT_TRUE((*list)[0].running);
-  // The replay has the ticks so far (at once), the live part the rest, then the exit.
+  // The replay has tick 1; /tmp/go is made from another thread once it arrived (after 60 s
+  // without it too, so that a broken replay fails the assertions below instead of hanging).
   std::string out;
-  const auto attached = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::duration first_at{};
+  std::promise<void> saw_tick1;
+  bool released = false;
   channel::ExecCallbacks cb;
   cb.on_stdout = [&](std::string_view b) {
-    if (out.empty()) first_at = std::chrono::steady_clock::now() - attached;
     out.append(b);
+    if (!released && out.find("tick 1\n") != std::string::npos) {
+      released = true;
+      saw_tick1.set_value();
+    }
   };
+  std::atomic<bool> go_by_deadline = false;
+  std::thread go([&, seen = saw_tick1.get_future()] {
+    go_by_deadline = seen.wait_for(std::chrono::seconds(60)) != std::future_status::ready;
+    EXPECT_TRUE((*again)->WriteFile("/tmp/go", "").ok());
+  });
   auto exit = (*again)->AttachProcess(*pid, cb);
+  go.join();
   ASSERT_TRUE(exit.ok()) << exit.error().ToString();
   EXPECT_EQ(exit->exit_code, 0);
   EXPECT_EQ(out, "tick 1\ntick 2\ntick 3\n");
-  EXPECT_LT(first_at, std::chrono::milliseconds(900)) << "tick 1 came live, not replayed";
+  EXPECT_FALSE(go_by_deadline) << "the replay did not bring tick 1 while the process ran";
   // Finished: listed with its code; attaching again replays everything and exits at once.
   list = (*again)->ListProcesses();
   ASSERT_TRUE(list.ok());

