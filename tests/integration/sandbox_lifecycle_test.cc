@@ -385,7 +385,10 @@ TEST_F(LifecycleTest, RefusalsCreateNothing) {
   s = TestSpec();
   s.gui = true;
   s.runtime = "runc";
-  expect_refused(s, ErrorCode::kInvalidArgument, "refused for desktop");
+  expect_refused(s, ErrorCode::kInvalidArgument, "sandboxes run only on gVisor");
+  s = TestSpec();
+  s.runtime = "runc";  // headless too; over ssh the binary is asked on the remote host
+  expect_refused(s, ErrorCode::kInvalidArgument, "gVisor runtimes on ");
   s = TestSpec();
   s.network = "host";
   expect_refused(s, ErrorCode::kInvalidArgument, "network");
