@@ -80,6 +80,8 @@ std::vector<std::string> SshCommandLine(const Endpoint& endpoint, const ClientOp
 
 }  // namespace agvisor::http::internal
 
+namespace agvisor::http {
+
 std::vector<std::string> SshRemoteCommandLine(const Endpoint& endpoint,
                                               const ClientOptions& options,
                                               std::string remote_command) {
@@ -90,7 +92,9 @@ std::vector<std::string> SshRemoteCommandLine(const Endpoint& endpoint,
   return argv;
 }
 
-namespace internal {
+}  // namespace agvisor::http
+
+namespace agvisor::http::internal {
 
 Result<std::unique_ptr<SshTunnel>> SshTunnel::Start(const Endpoint& endpoint,
                                                     const ClientOptions& options) {
