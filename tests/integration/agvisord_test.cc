@@ -324,8 +324,8 @@ TEST_F(AgvisordTest, RuntimeThatIsNotGvisorIsRefusedWith400) {
   auto before = (*docker)->ListContainers(true, {filter});
   ASSERT_TRUE(before.ok());
   const std::string name = RunId() + "-runc";
-  auto r = daemon_->Post("/v1/sandboxes", CreateBody(R"(,"runtime":"runc","name":")" + name +
-                                                     """));
+  auto r =
+      daemon_->Post("/v1/sandboxes", CreateBody(R"(,"runtime":"runc","name":")" + name + R"(")"));
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_EQ(r.ErrorCodeSlug(), "invalid_argument");
   EXPECT_NE(r.body.find("runtime 'runc' is refused"), std::string::npos) << r.body;

@@ -384,6 +384,7 @@ TEST_F(LifecycleTest, RefusalsCreateNothing) {
   expect_refused(s, ErrorCode::kInvalidArgument, "runtime");
   s = TestSpec();
   s.gui = true;
+  s.limits.memory = "1g";  // a desktop's least
   s.runtime = "runc";
   expect_refused(s, ErrorCode::kInvalidArgument, "sandboxes run only on gVisor");
   s = TestSpec();

@@ -207,4 +207,4 @@ void SshTunnel::Drain() {
   }
 }
 
-}  // namespace internal
+}  // namespace agvisor::http::internal
