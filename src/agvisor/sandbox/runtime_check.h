@@ -18,7 +18,7 @@
 // Cost: /info is asked once per host and process (and again when a runtime is not in the copy
 // held: one registered since, e.g. by SIGHUP to dockerd); each (host, name, path, args) is
 // identified once per process. So only a process's first create on a host pays (one /info and
-// one `--version`, ~70-100 ms here); every later one pays nothing (bench/README, "Runtime
+// one `--version`: 60-300 ms here, by load); every later one pays nothing (bench/README, "Runtime
 // check"). A runtime re-registered under the same name with another path is seen by processes
 // started after that, e.g. after an agvisord restart.
 #pragma once
