@@ -7,7 +7,7 @@ import pytest
 
 import agvisor
 from agvisor import Limits, Sandbox, create_sandbox, list_sandboxes
-from conftest import unique
+from conftest import engine, unique
 
 SMALL = Limits(cpus=1, memory="512m")
 
@@ -22,7 +22,7 @@ def sb():
 
 @pytest.mark.parametrize("kwargs", [
     {"name": "no spaces"}, {"name": "x" * 64}, {"image": "-privileged"}, {"lifetime": 0},
-    {"idle_ttl": -5}, {"runtime": "runc", "gui": True}, {"runtime": "run;sc"},
+    {"idle_ttl": -5}, {"runtime": "run;sc"},
     {"gui": True, "lifetime": 60}, {"network": "host"},
 ])
 def test_bad_arguments_raise_value_error(kwargs):
@@ -227,6 +227,18 @@ def test_desktop_arguments_are_checked_before_anything_starts():
         Sandbox(gui=True).desktop_token(b"k" * 32)
     with pytest.raises(ValueError, match="32 bytes"):
         Sandbox(gui=True).desktop_token(b"short")
+
+
+@pytest.mark.parametrize("gui", [False, True])
+def test_a_runtime_that_is_not_gvisor_is_refused_before_anything_is_created(gui):
+    # Decided on the host from what runc's binary answers, not from its name (docs/security.md).
+    name = unique("runc-gui" if gui else "runc")
+    with pytest.raises(ValueError, match="gVisor runtimes on this host: .*runsc") as e:
+        create_sandbox(name=name, runtime="runc", gui=gui)
+    assert e.value.code == "invalid_argument"
+    assert "runc version" in str(e.value)
+    assert engine("GET", f"/containers/agvisor-{name}/json")[0] == 404
+    assert engine("GET", f"/volumes/agvisor-{name}")[0] == 404
 
 
 # ---- threads ----------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 // restart with a sandbox alive, and the graceful close of WebSockets at SIGTERM.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/asio/local/stream_protocol.hpp>
@@ -314,6 +315,60 @@ TEST_F(AgvisordTest, HealthIsOpenEverythingElseNeedsTheToken) {
   auto bad_limit = daemon_->Post("/v1/sandboxes", R"({"limits":{"cpus":-1}})");
   EXPECT_EQ(bad_limit.status, 400) << bad_limit.body;
   EXPECT_NE(bad_limit.body.find("cpus"), std::string::npos) << bad_limit.body;
+}
+
+TEST_F(AgvisordTest, RuntimeThatIsNotGvisorIsRefusedWith400) {
+  auto docker = HostClient("");
+  ASSERT_TRUE(docker.ok());
+  const std::string filter = std::string(kRunLabel) + "=" + RunId();
+  auto before = (*docker)->ListContainers(true, {filter});
+  ASSERT_TRUE(before.ok());
+  const std::string name = RunId() + "-runc";
+  auto r =
+      daemon_->Post("/v1/sandboxes", CreateBody(R"(,"runtime":"runc","name":")" + name + R"(")"));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.ErrorCodeSlug(), "invalid_argument");
+  EXPECT_NE(r.body.find("runtime 'runc' is refused"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("gVisor runtimes on this host: "), std::string::npos) << r.body;
+  auto after = (*docker)->ListContainers(true, {filter});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->size(), before->size());
+  EXPECT_EQ((*docker)->InspectVolume("agvisor-" + name).error().code(), ErrorCode::kNotFound);
+}
+
+TEST_F(AgvisordTest, KeyAndTokenFilesOthersCouldReadOrOwnAreRefused) {
+  // Each case: agvisord exits at start with the command that fixes the file.
+  auto start = [&](const std::string& token, const std::string& key) {
+    auto r = RunCommand({AGVISORD_BINARY, "--socket", dir_ + "/k.sock", "--token-file", token,
+                         "--desktop-key-file", key});
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : CommandOutput{};
+  };
+  const std::string good_key = daemon_->desktop_key_file();
+  const std::string token = daemon_->token_file();
+  const std::string open_key = dir_ + "/open.key";
+  std::filesystem::copy_file(good_key, open_key);
+  ASSERT_EQ(::chmod(open_key.c_str(), 0640), 0);
+  auto r = start(token, open_key);
+  EXPECT_NE(r.status.exit_code, 0);
+  EXPECT_NE(r.err.find("run `chmod 600 " + open_key + "`"), std::string::npos) << r.err;
+
+  const std::string open_token = dir_ + "/open.token";
+  std::filesystem::copy_file(token, open_token);
+  ASSERT_EQ(::chmod(open_token.c_str(), 0604), 0);
+  r = start(open_token, good_key);
+  EXPECT_NE(r.status.exit_code, 0);
+  EXPECT_NE(r.err.find("run `chmod 600 " + open_token + "`"), std::string::npos) << r.err;
+
+  if (::geteuid() == 0) {  // giving a file away needs root
+    const std::string theirs = dir_ + "/theirs.key";
+    std::filesystem::copy_file(good_key, theirs);
+    ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+    r = start(token, theirs);
+    EXPECT_NE(r.status.exit_code, 0);
+    EXPECT_NE(r.err.find("owned by uid 65534"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("run `chown 0 " + theirs + "`"), std::string::npos) << r.err;
+  }
 }
 
 TEST_F(AgvisordTest, SandboxExecFilesProcessesPortsMetrics) {

@@ -90,6 +90,19 @@ TEST_F(CliTest, BadInputExits2WithAClearMessage) {
   EXPECT_EQ(r.status.exit_code, 2);
 }
 
+TEST_F(CliTest, RuntimeThatIsNotGvisorIsRefusedBeforeAnythingRuns) {
+  // The report: `agvisor run --runtime runc -- cat /proc/version` printed the host's
+  // kernel. Now the runtime's binary is asked what it is first (docs/security.md, "Runtime").
+  const std::string mark = "test.run=" + testing::RunId() + "-runc";
+  auto r = Agvisor({"run", "--runtime", "runc", "--disk", "none", "--label", mark, "--", "cat",
+                    "/proc/version"});
+  EXPECT_EQ(r.status.exit_code, 2) << r.err;
+  EXPECT_EQ(r.out, "") << "something ran under runc";
+  EXPECT_THAT(r.err, HasSubstr("runtime 'runc' is refused"));
+  EXPECT_THAT(r.err, HasSubstr("gVisor runtimes on this host: "));
+  EXPECT_EQ(ContainersLabelled(mark), 0u);
+}
+
 TEST_F(CliTest, CreateExecLsStopRmNamedSandbox) {
   const std::string name = testing::RunId() + "-cli";
   auto c = Agvisor({"create", "--name", name, "--disk", "none", "--memory", "256m"});

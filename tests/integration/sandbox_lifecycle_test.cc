@@ -388,8 +388,12 @@ TEST_F(LifecycleTest, RefusalsCreateNothing) {
   expect_refused(s, ErrorCode::kInvalidArgument, "runtime");
   s = TestSpec();
   s.gui = true;
+  s.limits.memory = "1g";  // a desktop's least
   s.runtime = "runc";
-  expect_refused(s, ErrorCode::kInvalidArgument, "refused for desktop");
+  expect_refused(s, ErrorCode::kInvalidArgument, "sandboxes run only on gVisor");
+  s = TestSpec();
+  s.runtime = "runc";  // headless too; over ssh the binary is asked on the remote host
+  expect_refused(s, ErrorCode::kInvalidArgument, "gVisor runtimes on ");
   s = TestSpec();
   s.network = "host";
   expect_refused(s, ErrorCode::kInvalidArgument, "network");

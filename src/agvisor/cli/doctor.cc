@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <iostream>
 #include <sstream>
+#include <map>
 
 #include "agvisor/cli/common.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/host_caps.h"
+#include "agvisor/sandbox/runtime_check.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::cli {
@@ -21,12 +23,6 @@ std::string Ms(std::chrono::steady_clock::duration d) {
   char b[32];
   std::snprintf(b, sizeof b, "%.0f ms", std::chrono::duration<double, std::milli>(d).count());
   return b;
-}
-
-bool IsGvisor(const docker::RuntimeInfo& r) {
-  auto slash = r.path.rfind('/');
-  std::string base = slash == std::string::npos ? r.path : r.path.substr(slash + 1);
-  return base.find("runsc") != std::string::npos;
 }
 
 std::string Join(const std::vector<std::string>& v, std::string_view sep = " ") {
@@ -168,24 +164,36 @@ std::vector<Check> RunDoctor(std::string_view host) {
                         (*docker)->api_version().ToString() + "), answered in " +
                         Ms(std::chrono::steady_clock::now() - t0)});
 
-  // 2. Runtimes, and which are gVisor.
-  std::vector<std::string> all, gvisor;
-  for (const auto& [name, rt] : info->runtimes) {
-    all.push_back(name);
-    if (IsGvisor(rt)) {
-      gvisor.push_back(name + " (" + rt.path + (rt.args.empty() ? "" : " " + Join(rt.args)) + ")");
-    }
-  }
-  auto runsc = info->runtimes.find("runsc");
-  if (gvisor.empty() || runsc == info->runtimes.end() || !IsGvisor(runsc->second)) {
-    checks.push_back({"runtime", Status::kFail,
-                      "registered runtimes: " + Join(all, ", ") + "; none named runsc is gVisor",
-                      "install runsc and register it: sudo scripts/setup-host"});
+  // 2. Runtimes, and which are gVisor: each binary is asked what it is (runtime_check.h), the
+  // check every sandbox create makes.
+  auto identities = IdentifyHostRuntimes(host, **docker);
+  if (!identities.ok()) {
+    checks.push_back({"runtime", Status::kFail, identities.error().message(),
+                      "start dockerd: sudo scripts/setup-host"});
     return checks;
   }
-  checks.push_back(
-      {"runtime", Status::kOk,
-       "gVisor runtimes: " + Join(gvisor, ", ") + "; all registered: " + Join(all, ", ")});
+  std::vector<std::string> gvisor, other;
+  std::map<std::string, bool> is_gvisor;
+  for (const auto& id : *identities) {
+    is_gvisor[id.name] = id.gvisor;
+    (id.gvisor ? gvisor : other)
+        .push_back(id.name + " (" + id.path + (id.args.empty() ? "" : " " + Join(id.args)) +
+                   (id.gvisor ? ")" : ": " + id.evidence + ")"));
+  }
+  auto runsc = info->runtimes.find("runsc");
+  const std::string refused = other.empty() ? "none" : Join(other, ", ");
+  if (runsc == info->runtimes.end() || !is_gvisor["runsc"]) {
+    checks.push_back(
+        {"runtime", Status::kFail,
+         "gVisor runtimes: " + (gvisor.empty() ? std::string("none") : Join(gvisor, ", ")) +
+             "; not gVisor (sandboxes refuse them): " + refused +
+             "; the default runtime runsc is missing or not gVisor",
+         "install runsc and register it: sudo scripts/setup-host"});
+    return checks;
+  }
+  checks.push_back({"runtime", Status::kOk,
+                    "gVisor runtimes (asked with --version): " + Join(gvisor, ", ") +
+                        "; not gVisor (sandboxes refuse them): " + refused});
 
   // 3. runsc's network mode.
   const auto& args = runsc->second.args;
@@ -214,12 +222,16 @@ std::vector<Check> RunDoctor(std::string_view host) {
          "no runsc-none runtime: sandboxes with network none use Docker's network none on runsc "
          "(its network mode above) and start ~250 ms slower",
          "sudo scripts/setup-host registers runsc-none (runsc --network=none)"});
-  } else if (!IsGvisor(twin->second) ||
-             std::find(twin->second.args.begin(), twin->second.args.end(), "--network=none") ==
-                 twin->second.args.end()) {
+  } else if (!is_gvisor["runsc-none"]) {
+    checks.push_back({"network none runtime", Status::kFail,
+                      "runsc-none is registered but its binary " + twin->second.path +
+                          " is not gVisor: sandboxes with network none are refused",
+                      "sudo scripts/setup-host registers it as runsc --network=none"});
+  } else if (std::find(twin->second.args.begin(), twin->second.args.end(), "--network=none") ==
+             twin->second.args.end()) {
     checks.push_back({"network none runtime", Status::kWarn,
-                      "runsc-none is registered but is not gVisor with --network=none (" +
-                          twin->second.path + " " + Join(twin->second.args) +
+                      "runsc-none is registered but without --network=none (" + twin->second.path +
+                          " " + Join(twin->second.args) +
                           "): sandboxes with network none run on it anyway",
                       "sudo scripts/setup-host registers it as runsc --network=none"});
   } else {

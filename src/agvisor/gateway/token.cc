@@ -14,6 +14,8 @@
 #include <optional>
 #include <sstream>
 
+#include "agvisor/base/private_file.h"
+
 namespace agvisor::gateway {
 namespace {
 
@@ -215,11 +217,9 @@ Result<TokenKey> ParseTokenKey(std::string_view hex) {
 }
 
 Result<TokenKey> ReadTokenKeyFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error::FromErrno("read desktop token key file " + path, errno);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto key = ParseTokenKey(ss.str());
+  // Only a file no other user can read or replace (base/private_file.h).
+  auto text = AGVISOR_TRY(ReadPrivateFile(path, "desktop token key file"));
+  auto key = ParseTokenKey(text);
   if (!key.ok()) return key.error().WithContext(path);
   return key;
 }

@@ -52,8 +52,10 @@ struct TokenKey {
 // A key from 64 hex digits (surrounding whitespace ignored). Errors: kInvalidArgument (the
 // message says what was wrong: length or a non-hex character; it never echoes the key).
 Result<TokenKey> ParseTokenKey(std::string_view hex);
-// Reads a key file holding 64 hex digits. Errors: kInvalidArgument (content), kNotFound,
-// kPermissionDenied (the file). The message names the file.
+// Reads a key file holding 64 hex digits. The file must be owned by this process's user and
+// closed to group and others (base/private_file.h). Errors: kInvalidArgument (content),
+// kNotFound, kPermissionDenied (the file, its mode or owner: the message gives the chmod/chown
+// that fixes it). The message names the file.
 Result<TokenKey> ReadTokenKeyFile(const std::string& path);
 
 // What a "vnc" token names: one sandbox's VNC server, reached through its agent channel.

@@ -150,5 +150,26 @@ TEST(SshCommandLineTest, ForcedOptionsFirstDestinationLast) {
   EXPECT_EQ(argv, want);
 }
 
+TEST(SshCommandLineTest, RemoteCommandSharesTheTunnelsOptionsWithoutTheForward) {
+  auto ep = *ParseEndpoint("ssh://root@127.0.0.1:2200/run/docker.sock");
+  ClientOptions o;
+  o.ssh_args = {"-i", "/k/id"};
+  auto argv = SshRemoteCommandLine(ep, o, "'/usr/bin/runsc' --version");
+  std::vector<std::string> want = {"ssh",
+                                   "-o",
+                                   "BatchMode=yes",
+                                   "-T",
+                                   "-p",
+                                   "2200",
+                                   "-i",
+                                   "/k/id",
+                                   "-o",
+                                   "ConnectTimeout=5",
+                                   "--",
+                                   "root@127.0.0.1",
+                                   "'/usr/bin/runsc' --version"};
+  EXPECT_EQ(argv, want);
+}
+
 }  // namespace
 }  // namespace agvisor::http

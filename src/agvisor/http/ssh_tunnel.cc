@@ -38,18 +38,16 @@ Result<std::string> MakePrivateDir() {
 
 }  // namespace
 
-std::vector<std::string> SshCommandLine(const Endpoint& endpoint, const ClientOptions& options,
-                                        const std::string& local_socket) {
-  // ssh keeps the FIRST value it sees for an option: the ones we depend on come first, the
-  // ConnectTimeout default after the caller's arguments so that the caller can override it.
-  std::vector<std::string> argv = {"ssh",
-                                   "-o",
-                                   "BatchMode=yes",
-                                   "-o",
-                                   "ExitOnForwardFailure=yes",
-                                   "-o",
-                                   "StreamLocalBindUnlink=yes",
-                                   "-T"};
+namespace {
+
+// The options every ssh we start shares, up to (not including) the destination. ssh keeps the
+// FIRST value it sees for an option: the ones we depend on come first, the ConnectTimeout
+// default after the caller's arguments so that the caller can override it.
+std::vector<std::string> SshPrefix(const Endpoint& endpoint, const ClientOptions& options,
+                                   std::vector<std::string> ours) {
+  std::vector<std::string> argv = {"ssh", "-o", "BatchMode=yes"};
+  argv.insert(argv.end(), ours.begin(), ours.end());
+  argv.push_back("-T");
   if (endpoint.port != 0) {
     argv.push_back("-p");
     argv.push_back(std::to_string(endpoint.port));
@@ -59,13 +57,44 @@ std::vector<std::string> SshCommandLine(const Endpoint& endpoint, const ClientOp
       1, std::chrono::ceil<std::chrono::seconds>(options.connect_timeout).count());
   argv.push_back("-o");
   argv.push_back("ConnectTimeout=" + std::to_string(secs));
+  return argv;
+}
+
+std::string Destination(const Endpoint& endpoint) {
+  return endpoint.user.empty() ? endpoint.host : endpoint.user + "@" + endpoint.host;
+}
+
+}  // namespace
+
+std::vector<std::string> SshCommandLine(const Endpoint& endpoint, const ClientOptions& options,
+                                        const std::string& local_socket) {
+  auto argv = SshPrefix(endpoint, options,
+                        {"-o", "ExitOnForwardFailure=yes", "-o", "StreamLocalBindUnlink=yes"});
   argv.push_back("-L");
   argv.push_back(local_socket + ":" + endpoint.path);
   argv.push_back("--");  // ParseEndpoint already refuses a host or user starting with '-'
-  argv.push_back(endpoint.user.empty() ? endpoint.host : endpoint.user + "@" + endpoint.host);
+  argv.push_back(Destination(endpoint));
   argv.push_back("cat >/dev/null");
   return argv;
 }
+
+}  // namespace agvisor::http::internal
+
+namespace agvisor::http {
+
+std::vector<std::string> SshRemoteCommandLine(const Endpoint& endpoint,
+                                              const ClientOptions& options,
+                                              std::string remote_command) {
+  auto argv = internal::SshPrefix(endpoint, options, {});
+  argv.push_back("--");
+  argv.push_back(internal::Destination(endpoint));
+  argv.push_back(std::move(remote_command));
+  return argv;
+}
+
+}  // namespace agvisor::http
+
+namespace agvisor::http::internal {
 
 Result<std::unique_ptr<SshTunnel>> SshTunnel::Start(const Endpoint& endpoint,
                                                     const ClientOptions& options) {

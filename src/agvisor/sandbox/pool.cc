@@ -7,6 +7,7 @@
 #include <random>
 
 #include "agvisor/docker/client.h"
+#include "agvisor/sandbox/runtime_check.h"
 
 namespace agvisor {
 namespace {
@@ -70,6 +71,9 @@ Result<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
   const std::int64_t per_member =
       AGVISOR_TRY(ParseMemorySize("limits.memory", options.spec.limits.memory));
   auto docker = AGVISOR_TRY(HostClient(options.spec.host));
+  // Refused now, not by every member's create (runtime_check.h).
+  AGVISOR_RETURN_IF_ERROR(RequireGvisorRuntime(options.spec.host, *docker, options.spec.runtime,
+                                               options.spec.network == "none"));
   auto info = AGVISOR_TRY(docker->Info());
   const std::int64_t want = per_member * options.size;
   {

@@ -27,6 +27,7 @@
 #include "agvisor/sandbox/agent_image.h"
 #include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/host_caps.h"
+#include "agvisor/sandbox/runtime_check.h"
 #include "agvisor/sandbox/start_gate.h"
 #include "agvisor/sandbox/sweep.h"
 
@@ -66,34 +67,22 @@ bool KilledByMemoryLimit(docker::Client& docker, const std::string& id) {
   return false;
 }
 
-// Network none runs on the runtime's "-none" twin where the host registers one
-// (scripts/setup-host registers runsc-none: runsc with --network=none). gVisor then gives the
-// sandbox its own loopback-only network stack, so no network system call reaches the host
-// kernel, and Docker makes the namespace without libnetwork (NetworkDisabled: no prestart hook,
-// which runs the dockerd binary once per start; ~250 ms of a ~650 ms start here). On a host
-// without the twin, Docker's network none on the runtime as given. The answer is remembered per
-// (host, runtime) for the life of the process.
-std::string NoneTwin(std::string_view runtime) { return std::string(runtime) + "-none"; }
-
-std::mutex g_twin_mu;
-std::set<std::pair<std::string, std::string>> g_no_twin;  // (host, runtime) without a twin
-
-bool MayHaveNoneTwin(const std::string& host, const std::string& runtime) {
-  std::lock_guard lock(g_twin_mu);
-  return !g_no_twin.contains({host, runtime});
-}
-
-// Whether a create failed only because Docker does not know `runtime` ("Unknown runtime
-// specified X" up to Docker 22; "unknown or invalid runtime name: X" later); then it is noted.
-bool NotedMissingTwin(const Error& e, const std::string& host, const std::string& runtime) {
+// Network none runs on the runtime's "-none" twin where the host registers one and it is gVisor
+// (runtime_check.h; scripts/setup-host registers runsc-none: runsc with --network=none). gVisor
+// then gives the sandbox its own loopback-only network stack, so no network system call reaches
+// the host kernel, and Docker makes the namespace without libnetwork (NetworkDisabled: no
+// prestart hook, which runs the dockerd binary once per start; ~250 ms of a ~650 ms start here).
+// On a host without the twin, Docker's network none on the runtime as given.
+//
+// Whether a create failed only because Docker does not know the twin after all (unregistered
+// since the runtime list was read): "Unknown runtime specified X" up to Docker 22; "unknown or
+// invalid runtime name: X" later.
+bool MissingTwin(const Error& e, const std::string& twin) {
   if (e.code() != ErrorCode::kInvalidArgument) return false;
   const std::string& m = e.message();
   const bool unknown = m.find("nknown runtime") != std::string::npos ||
                        m.find("invalid runtime name") != std::string::npos;
-  if (!unknown || m.find(NoneTwin(runtime)) == std::string::npos) return false;
-  std::lock_guard lock(g_twin_mu);
-  g_no_twin.insert({host, runtime});
-  return true;
+  return unknown && m.find(twin) != std::string::npos;
 }
 
 EndReason ReasonFromState(const docker::ContainerState& s) {
@@ -216,19 +205,8 @@ Result<std::shared_ptr<docker::Client>> HostClient(std::string_view host) {
   if (auto it = clients.find(host); it != clients.end()) {
     if (auto c = it->second.lock()) return c;
   }
-  // $AGVISOR_SSH_ARGS: extra ssh arguments for ssh:// hosts (e.g. "-i KEY -o Port=2222"),
-  // split on spaces.
   http::ClientOptions options;
-  if (const char* extra = std::getenv("AGVISOR_SSH_ARGS")) {
-    std::string a = extra;
-    std::size_t i = 0;
-    while (i < a.size()) {
-      std::size_t j = a.find(' ', i);
-      if (j == std::string::npos) j = a.size();
-      if (j > i) options.ssh_args.push_back(a.substr(i, j - i));
-      i = j + 1;
-    }
-  }
+  options.ssh_args = HostSshArgs();  // $AGVISOR_SSH_ARGS
   auto c = AGVISOR_TRY(docker::Client::Connect(host, options));
   clients[std::string(host)] = c;
   return c;
@@ -346,6 +324,9 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     const SandboxSpec& spec, const std::map<std::string, std::string>& system_labels) {
   AGVISOR_RETURN_IF_ERROR(ValidateSpec(spec));
   auto docker = AGVISOR_TRY(HostClient(spec.host));
+  // gVisor only, decided from the runtime's binary, before anything is made on the host.
+  const std::string runtime =
+      AGVISOR_TRY(RequireGvisorRuntime(spec.host, *docker, spec.runtime, spec.network == "none"));
   const std::string image = !spec.image.empty()
                                 ? spec.image
                                 : std::string(spec.gui ? kDefaultDesktopImage : kDefaultImage);
@@ -396,8 +377,8 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
   c.labels[std::string(kLabelMemory)] = spec.limits.memory;
   for (const auto& [k, v] : system_labels) c.labels[k] = v;
   auto& h = c.host_config;
-  const bool twin = spec.network == "none" && MayHaveNoneTwin(spec.host, spec.runtime);
-  h.runtime = twin ? NoneTwin(spec.runtime) : spec.runtime;
+  const bool twin = runtime != spec.runtime;
+  h.runtime = runtime;
   // With the twin, the agent puts the localhost lines Docker would have written into the then
   // empty /etc/hosts (agent/hosts.h).
   c.network_disabled = twin;
@@ -415,6 +396,9 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
   // removes it (a named sandbox's data stays in its volume).
   h.auto_remove = spec.lifetime.has_value() || spec.idle_ttl.has_value();
   h.security_opt = {"no-new-privileges"};
+  // Every create path (CLI, Python, agvisord, pools, desktops) comes through here.
+  h.cap_drop = {"ALL"};
+  h.cap_add.assign(kSandboxCapabilities.begin(), kSandboxCapabilities.end());
   h.log_driver = "none";
   h.annotations = std::move(annotations);
   if (spec.name) {
@@ -502,7 +486,8 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     trace.Mark("create container");
     if (!id.ok()) {
       if (id.error().code() == ErrorCode::kConflict && spec.name) continue;  // lost the race
-      if (c.network_disabled && NotedMissingTwin(id.error(), spec.host, spec.runtime)) {
+      if (c.network_disabled && MissingTwin(id.error(), runtime)) {
+        ForgetHostRuntimes(spec.host);
         h.runtime = spec.runtime;  // no twin on this host: Docker's network none
         c.network_disabled = false;
         --pass;

@@ -132,17 +132,13 @@ Result<void> ValidateName(std::string_view name) {
   return Ok();
 }
 
-Result<void> ValidateRuntime(std::string_view runtime, bool gui) {
+Result<void> ValidateRuntime(std::string_view runtime) {
   if (runtime.size() > 128 || !IsDockerName(runtime)) {
     return Error::InvalidArgument("runtime " + Quote(runtime) +
                                   " is invalid: it must be the name of a gVisor (runsc) runtime "
                                   "registered in Docker (letters, digits, '_', '.', '-')");
   }
-  if (gui && (runtime == "runc" || runtime == "io.containerd.runc.v2" || runtime == "crun")) {
-    return Error::InvalidArgument("runtime " + Quote(runtime) +
-                                  " is refused for desktop sandboxes: they need gVisor (runsc), "
-                                  "not a runtime that shares the host kernel");
-  }
+  // Whether it IS gVisor is decided on the host, from its binary (runtime_check.h).
   return Ok();
 }
 
@@ -208,7 +204,7 @@ Result<void> ValidateLabels(const std::map<std::string, std::string>& labels) {
 Result<void> ValidateSpec(const SandboxSpec& s) {
   AGVISOR_RETURN_IF_ERROR(ValidateImage(s.image));
   AGVISOR_RETURN_IF_ERROR(ValidateLimits(s.limits));
-  AGVISOR_RETURN_IF_ERROR(ValidateRuntime(s.runtime, s.gui));
+  AGVISOR_RETURN_IF_ERROR(ValidateRuntime(s.runtime));
   if (s.gui && AGVISOR_TRY(ParseMemorySize("limits.memory", s.limits.memory)) <
                    AGVISOR_TRY(ParseMemorySize("", kMinDesktopMemory))) {
     return Error::InvalidArgument("limits.memory='" + s.limits.memory +

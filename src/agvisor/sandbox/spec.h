@@ -68,7 +68,9 @@ Result<std::int64_t> ParseDiskSize(std::string_view what, std::string_view text)
 // Each returns kInvalidArgument with a message naming the field, the value and the rule.
 Result<void> ValidateLimits(const Limits& limits);
 Result<void> ValidateName(std::string_view name);  // [A-Za-z0-9][A-Za-z0-9_.-]{0,62}
-Result<void> ValidateRuntime(std::string_view runtime, bool gui);
+// The runtime's name only (Docker's charset); that it is gVisor is checked on the host by
+// RequireGvisorRuntime (runtime_check.h), from what its binary is.
+Result<void> ValidateRuntime(std::string_view runtime);
 Result<void> ValidateImage(std::string_view image);
 Result<void> ValidateNetwork(std::string_view network);
 Result<void> ValidateLabels(const std::map<std::string, std::string>& labels);

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <thread>
 
+#include "agvisor/base/private_file.h"
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/gateway/token.h"
 #include "agvisor/sandbox/spec.h"
@@ -27,8 +28,9 @@ namespace agvisor::server {
 
 Result<std::string> LoadOrCreateToken(const std::string& path, bool* created) {
   *created = false;
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd && errno == ENOENT) {
+  // Only a file no other user can read or replace is trusted (base/private_file.h).
+  auto data = ReadPrivateFile(path, "token file");
+  if (!data.ok() && data.error().code() == ErrorCode::kNotFound) {
     std::error_code ec;
     auto dir = std::filesystem::path(path).parent_path();
     if (!dir.empty()) {
@@ -53,26 +55,20 @@ Result<std::string> LoadOrCreateToken(const std::string& path, bool* created) {
     *created = true;
     return token;
   }
-  if (!fd) return Error::FromErrno("open token file " + path, errno);
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return Error::FromErrno("stat token file " + path, errno);
-  if (st.st_mode & 077) {
-    return Error::PermissionDenied("token file " + path +
-                                   " can be read by group or others: run `chmod 600 " + path +
-                                   "` (and consider the old token leaked: delete the file to get "
-                                   "a new one)");
+  if (!data.ok()) {
+    if (data.error().code() != ErrorCode::kPermissionDenied) return data.error();
+    // Others could read (or replace) it: a new token is the safe way on.
+    return Error::PermissionDenied(data.error().message() +
+                                   " (and consider its token leaked: delete the file and "
+                                   "agvisord makes a new one)");
   }
-  std::string data;
-  char buf[512];
-  ssize_t n;
-  while ((n = ::read(fd.get(), buf, sizeof buf)) > 0) data.append(buf, static_cast<std::size_t>(n));
-  auto b = data.find_first_not_of(" \t\r\n");
-  auto e = data.find_last_not_of(" \t\r\n");
+  auto b = data->find_first_not_of(" \t\r\n");
+  auto e = data->find_last_not_of(" \t\r\n");
   if (b == std::string::npos) {
     return Error::InvalidArgument("token file " + path +
                                   " is empty (delete it to get a new token)");
   }
-  return data.substr(b, e - b + 1);
+  return data->substr(b, e - b + 1);
 }
 
 namespace {

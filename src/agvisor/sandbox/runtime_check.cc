@@ -1,0 +1,253 @@
+#include "agvisor/sandbox/runtime_check.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+
+#include "agvisor/base/subprocess.h"
+#include "agvisor/docker/client.h"
+#include "agvisor/http/client.h"
+
+namespace agvisor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+// A word for sh: single-quoted, with each ' written as '\''.
+std::string ShellWord(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+std::string FirstLine(std::string_view s) {
+  auto end = s.find('\n');
+  std::string line(s.substr(0, end));
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  if (line.size() > 200) line = line.substr(0, 200) + "...";
+  return line;
+}
+
+std::string Join(const std::vector<std::string>& v, std::string_view sep) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : std::string(sep)) + x;
+  return s;
+}
+
+// Runs argv with a deadline, keeping the first 4 KiB of its stdout and stderr together.
+struct Ran {
+  bool finished = false;
+  ExitStatus status;
+  std::string output;
+};
+Result<Ran> RunBounded(std::vector<std::string> argv, std::chrono::milliseconds timeout) {
+  auto p = AGVISOR_TRY(
+      Subprocess::Spawn({.argv = std::move(argv), .pipe_stdout = true, .stderr_to_stdout = true}));
+  Ran r;
+  const auto deadline = Clock::now() + timeout;
+  char buf[4096];
+  while (true) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return r;  // p's destructor kills and reaps it
+    pollfd pfd{p.stdout_fd().get(), POLLIN, 0};
+    int n = ::poll(&pfd, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) continue;
+    ssize_t got = ::read(p.stdout_fd().get(), buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;  // EOF: the program (and anything it started) closed its output
+    if (r.output.size() < sizeof buf) r.output.append(buf, static_cast<std::size_t>(got));
+  }
+  auto st = p.WaitFor(std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::max(deadline - Clock::now(), Clock::duration(std::chrono::milliseconds(100)))));
+  if (!st.ok()) return r;
+  r.finished = true;
+  r.status = *st;
+  return r;
+}
+
+// Asks the binary at `path` on the Docker host what it is. The path is what /info reports:
+// absolute, or a name dockerd looks up in its PATH (which may hold sbin directories that a
+// login shell's lacks, hence the extra ones).
+RuntimeIdentity Identify(const http::Endpoint& endpoint, const std::string& name,
+                         const docker::RuntimeInfo& rt) {
+  RuntimeIdentity id{.name = name, .path = rt.path, .args = rt.args};
+  if (rt.path.empty()) {
+    id.evidence = "Docker reports no binary path for it";
+    return id;
+  }
+  if (endpoint.kind == http::Endpoint::Kind::kTcp) {
+    id.evidence =
+        "the binaries of a tcp:// Docker host cannot be asked from here (reach that "
+        "host over ssh://USER@HOST so agvisor can check its runtimes)";
+    return id;
+  }
+  const std::string script =
+      "PATH=\"$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"; export PATH; "
+      "exec " +
+      ShellWord(rt.path) + " --version";
+  std::vector<std::string> argv;
+  std::chrono::milliseconds timeout{10000};
+  if (endpoint.kind == http::Endpoint::Kind::kSsh) {
+    http::ClientOptions options;
+    options.ssh_args = HostSshArgs();
+    argv = http::SshRemoteCommandLine(endpoint, options, "sh -c " + ShellWord(script));
+    timeout += options.connect_timeout;
+  } else {
+    argv = {"sh", "-c", script};
+  }
+  auto ran = RunBounded(std::move(argv), timeout);
+  if (!ran.ok()) {
+    id.evidence = "could not be asked: " + ran.error().message();
+  } else if (!ran->finished) {
+    id.evidence = "`" + rt.path + " --version` did not answer within " +
+                  std::to_string(timeout.count() / 1000) + " s";
+  } else {
+    id.evidence = FirstLine(ran->output);
+    if (id.evidence.empty()) id.evidence = "(no output, " + ran->status.ToString() + ")";
+    id.gvisor = ran->status.success() && IsRunscVersionOutput(ran->output);
+  }
+  return id;
+}
+
+std::mutex g_mu;
+std::map<std::string, docker::SystemInfo, std::less<>> g_info;  // by host
+std::map<std::string, RuntimeIdentity, std::less<>> g_ids;      // by host, name, path, args
+
+// The host's runtime list: the copy held, unless it lacks `need` (a runtime registered since:
+// SIGHUP makes dockerd read daemon.json again).
+Result<docker::SystemInfo> HostInfo(std::string_view host, docker::Client& client,
+                                    std::string_view need) {
+  {
+    std::lock_guard lock(g_mu);
+    if (auto it = g_info.find(host);
+        it != g_info.end() && (need.empty() || it->second.runtimes.contains(std::string(need)))) {
+      return it->second;
+    }
+  }
+  auto info = AGVISOR_TRY(client.Info());
+  std::lock_guard lock(g_mu);
+  g_info[std::string(host)] = info;
+  return info;
+}
+
+IdentifyRuntimeFn CachedIdentify(std::string_view host, const http::Endpoint& endpoint) {
+  return
+      [host = std::string(host), endpoint](const std::string& name, const docker::RuntimeInfo& rt) {
+        std::string key = host + '\0' + name + '\0' + rt.path;
+        for (const auto& a : rt.args) key += '\0' + a;
+        {
+          std::lock_guard lock(g_mu);
+          if (auto it = g_ids.find(key); it != g_ids.end()) return it->second;
+        }
+        RuntimeIdentity id = Identify(endpoint, name, rt);
+        std::lock_guard lock(g_mu);
+        g_ids[key] = id;
+        return id;
+      };
+}
+
+std::string Where(std::string_view host) {
+  return host.empty() ? std::string("this host") : std::string(host);
+}
+
+}  // namespace
+
+std::string NoneTwinOf(std::string_view runtime) { return std::string(runtime) + "-none"; }
+
+bool IsRunscVersionOutput(std::string_view out) {
+  return FirstLine(out).starts_with("runsc version ");
+}
+
+Result<void> DecideGvisorRuntime(std::string_view where, std::string_view runtime,
+                                 const docker::SystemInfo& info,
+                                 const IdentifyRuntimeFn& identify) {
+  std::string why;
+  auto it = info.runtimes.find(std::string(runtime));
+  if (it != info.runtimes.end()) {
+    RuntimeIdentity id = identify(it->first, it->second);
+    if (id.gvisor) return Ok();
+    why = "its binary " + Quote(id.path) +
+          " is not gVisor's runsc (asked with --version: " + Quote(id.evidence) + ")";
+  } else {
+    std::vector<std::string> names;
+    for (const auto& [name, rt] : info.runtimes) names.push_back(name);
+    why = "Docker on " + std::string(where) + " has no runtime registered under that name (" +
+          (names.empty() ? std::string("none is registered") : "registered: " + Join(names, ", ")) +
+          ")";
+  }
+  std::vector<std::string> gvisor;
+  for (const auto& [name, rt] : info.runtimes) {
+    if (name != runtime && identify(name, rt).gvisor) gvisor.push_back(name);
+  }
+  std::string fix =
+      gvisor.empty()
+          ? "No runtime on " + std::string(where) +
+                " is gVisor: install runsc and register it with Docker (sudo scripts/setup-host "
+                "does both)"
+          : "gVisor runtimes on " + std::string(where) + ": " + Join(gvisor, ", ") +
+                " (pass one as the runtime: CLI --runtime, Python runtime=, API \"runtime\")";
+  return Error::InvalidArgument("runtime " + Quote(runtime) +
+                                " is refused: sandboxes run only on gVisor, and " + why + ". " +
+                                fix);
+}
+
+Result<std::string> RequireGvisorRuntime(std::string_view host, docker::Client& client,
+                                         std::string_view runtime, bool network_none) {
+  auto info = AGVISOR_TRY(HostInfo(host, client, runtime));
+  auto identify = CachedIdentify(host, client.endpoint());
+  AGVISOR_RETURN_IF_ERROR(DecideGvisorRuntime(Where(host), runtime, info, identify));
+  const std::string twin = NoneTwinOf(runtime);
+  if (!network_none || !info.runtimes.contains(twin)) return std::string(runtime);
+  if (auto r = DecideGvisorRuntime(Where(host), twin, info, identify); !r.ok()) {
+    return r.error().WithContext("network none runs on " + Quote(twin) + ", the none twin of " +
+                                 Quote(runtime) +
+                                 " (unregister it, or register it as runsc --network=none)");
+  }
+  return twin;
+}
+
+void ForgetHostRuntimes(std::string_view host) {
+  std::lock_guard lock(g_mu);
+  if (auto it = g_info.find(host); it != g_info.end()) g_info.erase(it);
+}
+
+Result<std::vector<RuntimeIdentity>> IdentifyHostRuntimes(std::string_view host,
+                                                          docker::Client& client) {
+  auto info = AGVISOR_TRY(HostInfo(host, client, ""));
+  auto identify = CachedIdentify(host, client.endpoint());
+  std::vector<RuntimeIdentity> out;
+  for (const auto& [name, rt] : info.runtimes) out.push_back(identify(name, rt));
+  return out;
+}
+
+std::vector<std::string> HostSshArgs() {
+  std::vector<std::string> args;
+  const char* extra = std::getenv("AGVISOR_SSH_ARGS");
+  if (extra == nullptr) return args;
+  std::string_view a = extra;
+  std::size_t i = 0;
+  while (i < a.size()) {
+    std::size_t j = a.find(' ', i);
+    if (j == std::string_view::npos) j = a.size();
+    if (j > i) args.emplace_back(a.substr(i, j - i));
+    i = j + 1;
+  }
+  return args;
+}
+
+}  // namespace agvisor

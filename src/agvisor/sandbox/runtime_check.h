@@ -1,0 +1,89 @@
+// Runtime check: every sandbox runs on gVisor, decided from what the runtime's binary IS, not
+// from its name (docs/security.md, "Runtime").
+//
+// Used by Sandbox::Create (before anything is created on the host: no volume, container, probe
+// or derived image) and by `agvisor doctor` (which lists the host's gVisor runtimes). So the
+// library, the CLI, Python, pools and agvisord all get the same refusal.
+//
+// How a runtime is identified: Docker's GET /info maps each registered runtime name to the path
+// of its binary (and its runtimeArgs). That path is run with `--version` ON THE DOCKER HOST: here
+// for a unix socket, through the same ssh destination (and ssh arguments) for ssh:// hosts. Its
+// first line must read "runsc version ..." (gVisor's own answer; runc answers "runc version",
+// crun "crun version"). Running the path follows symlinks to the binary that would really run,
+// so a runtime named "runsc" whose path is runc, a symlink to runc or a copy of runc is refused.
+// A runtime that /info does not list (e.g. a name Docker maps to runc internally, such as
+// "io.containerd.runc.v2" on newer daemons) is refused too, as is every runtime of a tcp://
+// host, where the binary cannot be asked (use ssh:// for such a host).
+//
+// Cost: /info is asked once per host and process (and again when a runtime is not in the copy
+// held: one registered since, e.g. by SIGHUP to dockerd); each (host, name, path, args) is
+// identified once per process. So only a process's first create on a host pays (one /info and
+// one `--version`: 60-300 ms here, by load); every later one pays nothing (bench/README, "Runtime
+// check"). A runtime re-registered under the same name with another path is seen by processes
+// started after that, e.g. after an agvisord restart.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agvisor/base/error.h"
+
+namespace agvisor {
+namespace docker {
+class Client;
+struct RuntimeInfo;
+struct SystemInfo;
+}  // namespace docker
+
+// The runtime that network-none sandboxes run on where the host registers it (scripts/setup-host
+// registers runsc-none: runsc --network=none). It must be gVisor too.
+std::string NoneTwinOf(std::string_view runtime);
+
+// What one registered runtime's binary turned out to be.
+struct RuntimeIdentity {
+  std::string name;               // Docker's name for it ("runsc")
+  std::string path;               // as /info reports it ("/usr/bin/runsc", "runc")
+  std::vector<std::string> args;  // its runtimeArgs
+  bool gvisor = false;
+  // The binary's own first line of `--version` ("runsc version release-20240729.0"), or why it
+  // could not be asked ("no such file", "cannot be asked over tcp://").
+  std::string evidence;
+};
+
+// Whether `version_output` (what a binary printed for --version) is gVisor's runsc.
+bool IsRunscVersionOutput(std::string_view version_output);
+
+// Identifies one runtime (the real one runs its binary; tests pass a fake).
+using IdentifyRuntimeFn =
+    std::function<RuntimeIdentity(const std::string& name, const docker::RuntimeInfo& runtime)>;
+
+// The decision, pure apart from `identify`: OK when `runtime` is registered in `info` and its
+// binary is gVisor. Otherwise kInvalidArgument naming the runtime, what its binary is, and which
+// runtimes of `where` ("this host", "ssh://...") ARE gVisor (or that none is, and how to
+// install one). `identify` is called for `runtime`, and for the others only on refusal.
+Result<void> DecideGvisorRuntime(std::string_view where, std::string_view runtime,
+                                 const docker::SystemInfo& info, const IdentifyRuntimeFn& identify);
+
+// The runtime a sandbox of `runtime` and `network_none` runs on: `runtime` itself, or its
+// NoneTwinOf for network none where the host registers that twin. Both are checked with
+// DecideGvisorRuntime (a registered twin that is not gVisor is refused, never skipped).
+// Cached as described above. Errors: kInvalidArgument (not gVisor, not registered), those of
+// docker::Client::Info.
+Result<std::string> RequireGvisorRuntime(std::string_view host, docker::Client& client,
+                                         std::string_view runtime, bool network_none);
+
+// Forgets the runtime list held for `host` (a create said a runtime is unknown after all).
+void ForgetHostRuntimes(std::string_view host);
+
+// Every registered runtime of the host, identified (cached like the above): for `agvisor doctor`.
+Result<std::vector<RuntimeIdentity>> IdentifyHostRuntimes(std::string_view host,
+                                                          docker::Client& client);
+
+// The extra ssh arguments for ssh:// hosts: $AGVISOR_SSH_ARGS split on spaces (e.g.
+// "-i KEY -o Port=2222"). Shared by HostClient's tunnel and the identification above.
+std::vector<std::string> HostSshArgs();
+
+}  // namespace agvisor
