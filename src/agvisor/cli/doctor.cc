@@ -5,8 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <sstream>
 #include <map>
+#include <sstream>
 
 #include "agvisor/cli/common.h"
 #include "agvisor/docker/client.h"
