@@ -8,7 +8,8 @@
 // Threading: Run() accepts on the calling thread; each connection gets a thread of its own (at
 // most ServerOptions::max_connections; one more is answered 503 and closed). A WebSocket adds an
 // I/O thread while it is open. Handlers run on the connection thread and may block (the library
-// is synchronous).
+// is synchronous). An exception out of a handler ends that connection only (a 500 when nothing
+// of the answer was sent yet), logged; the daemon serves on.
 #pragma once
 
 #include <atomic>
@@ -101,6 +102,13 @@ struct ServerOptions {
   bool allow_remote = false;  // allow a non-loopback tcp_listen address
   std::string token;          // the bearer token every route with auth=true needs
   std::size_t max_connections = 64;
+  // Connections that have not yet sent a request with the right token (new ones included). At
+  // the bound, a new connection closes the oldest of them: a local client that opens connections
+  // and sends nothing cannot keep the others out.
+  std::size_t max_unauthenticated = 16;
+  // An unauthenticated connection's request header must be complete this long after the
+  // connection began waiting for it (authenticated keep-alive connections: idle_timeout).
+  std::chrono::seconds header_timeout{10};
   std::size_t max_body_bytes = 256u << 20;  // larger bodies: 413
   std::chrono::seconds idle_timeout{60};    // keep-alive connection without a request
   std::chrono::seconds body_timeout{300};   // reading one request body
@@ -147,6 +155,8 @@ class Server {
  private:
   explicit Server(ServerOptions options);
   void Serve(int fd, int family, std::uint64_t id);
+  // The body of Serve: reads requests and answers them until the connection ends.
+  void ServeConnection(int fd, int family, Conn& conn);
 
   ServerOptions options_;
   Router router_;

@@ -31,6 +31,10 @@ struct ServiceOptions {
   // that route answers 501.
   std::optional<gateway::TokenKey> desktop_key;
   std::string version = "0.1.0";
+  // POST exec (collected output): bytes kept per stream; the rest is read from the command and
+  // dropped, counted in the answer's stdout_dropped / stderr_dropped (--max-exec-output).
+  std::size_t max_exec_output = kDefaultMaxExecOutput;
+  static constexpr std::size_t kDefaultMaxExecOutput = 4u << 20;
 };
 
 class Service {
