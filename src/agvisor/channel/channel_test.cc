@@ -490,6 +490,26 @@ TEST(ChannelTest, AgentErrorsKeepTheirCodeAndTheChannelLives) {
 TEST(ChannelTest, FilesRoundTrip) {
   std::map<std::string, std::string> files;
   std::map<std::uint32_t, std::string> writing;  // stream -> path
+  struct Reading {
+    std::uint32_t stream = 0;
+    std::string body;
+    std::size_t pos = 0;
+    std::uint64_t credit = 0;
+  } reading;
+  auto pump = [&](FakeAgent& a) {
+    while (reading.stream != 0 && reading.credit > 0) {
+      const std::size_t n = std::min<std::size_t>(
+          {1000, static_cast<std::size_t>(reading.credit), reading.body.size() - reading.pos});
+      if (n > 0)
+        a.Send(Type::kData, reading.stream, std::string_view(reading.body).substr(reading.pos, n));
+      reading.pos += n;
+      reading.credit -= n;
+      if (reading.pos == reading.body.size()) {
+        a.Send(Type::kEnd, reading.stream);
+        reading.stream = 0;
+      }
+    }
+  };
   auto [host, agent_end] = MemoryTransport::Pair(3);
   FakeAgent agent(std::move(agent_end), [&](FakeAgent& a, const Frame& f) {
     switch (f.type) {
@@ -505,14 +525,18 @@ TEST(ChannelTest, FilesRoundTrip) {
       case Type::kEnd:
         a.Send(Type::kOk, f.stream);
         break;
-      case Type::kFileRead: {
-        const std::string& body = files[proto::PathRequest::Decode(f.payload)->path];
-        for (std::size_t i = 0; i < body.size(); i += 1000) {
-          a.Send(Type::kData, f.stream, std::string_view(body).substr(i, 1000));
-        }
-        a.Send(Type::kEnd, f.stream);
+      case Type::kFileRead:
+        // Sent within the credit the host grants, as the agent does (the host ends a channel
+        // whose agent sends more).
+        reading = {f.stream, files[proto::PathRequest::Decode(f.payload)->path], 0, a.window()};
+        pump(a);
         break;
-      }
+      case Type::kWindow:
+        if (f.stream == reading.stream) {
+          reading.credit += proto::Window::Decode(f.payload)->bytes;
+          pump(a);
+        }
+        break;
       case Type::kList: {
         proto::ListResult r;
         for (const auto& [p, b] : files) r.entries.push_back({.name = p, .size = b.size()});
