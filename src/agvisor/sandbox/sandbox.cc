@@ -920,7 +920,10 @@ Result<void> Sandbox::ReadFileTo(std::string_view path, const channel::ByteSink&
 
 Result<bool> Sandbox::ReadByExec(std::string_view path, bool tar, const channel::ByteSink& sink) {
   docker::ExecConfig ec;
-  ec.cmd = {std::string(kAgentPath), "read-file"};
+  // Docker keeps an exec running (and drains its output) after its client went away: the agent
+  // watches its stdin, held open here and closed with the stream when the sink stops the read.
+  ec.cmd = {std::string(kAgentPath), "read-file", "--watch-stdin"};
+  ec.attach_stdin = true;
   if (tar) ec.cmd.emplace_back("--tar");
   ec.cmd.emplace_back(path);
   const std::string what = (tar ? "download " : "read file ") + std::string(path);

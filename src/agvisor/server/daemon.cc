@@ -113,7 +113,7 @@ int DaemonMain(int argc, char** argv) {
   bool no_socket = false, allow_remote = false;
   std::size_t max_connections = 64, max_unauthenticated = 16;
   int idle_timeout = 60, shutdown_grace = 10, header_timeout = 10;
-  std::string max_exec_output = "4m";
+  std::string max_exec_output = "1m";
   std::string desktop_key_file;
   std::vector<std::string> desktop_origins;
   app.add_option("--socket", socket_path,
@@ -145,7 +145,7 @@ int DaemonMain(int argc, char** argv) {
       ->check(CLI::Range(1, 3600));
   app.add_option("--max-exec-output", max_exec_output,
                  "POST exec keeps this much of each of stdout and stderr; the rest is read and "
-                 "dropped, counted in stdout_dropped / stderr_dropped (default 4m)");
+                 "dropped, counted in stdout_dropped / stderr_dropped (default 1m)");
   app.add_option("--max-body", max_body,
                  "largest request body, e.g. a file upload (default 256m; larger: 413)");
   app.add_option("--idle-timeout", idle_timeout,

@@ -34,7 +34,7 @@ struct ServiceOptions {
   // POST exec (collected output): bytes kept per stream; the rest is read from the command and
   // dropped, counted in the answer's stdout_dropped / stderr_dropped (--max-exec-output).
   std::size_t max_exec_output = kDefaultMaxExecOutput;
-  static constexpr std::size_t kDefaultMaxExecOutput = 4u << 20;
+  static constexpr std::size_t kDefaultMaxExecOutput = 1u << 20;
 };
 
 class Service {
