@@ -134,7 +134,8 @@ class Server {
   // before Run). Extensions: a route + handler of its own (e.g. the desktop gateway's
   // WebSocket). Errors: as Router::AddExtension.
   void SetHandlers(HttpHandler http, WsHandler ws);
-  // The built-in routes with RouteDef::streaming (the archive routes); without it they answer 501.
+  // The built-in routes with RouteDef::streaming (the archive routes, GET files); without it they
+  // answer 501.
   void SetStreamHandler(StreamHandler stream);
   Result<void> AddHttpRoute(const RouteDef& def, HttpHandler handler);
   Result<void> AddWebSocketRoute(const RouteDef& def, WsHandler handler);

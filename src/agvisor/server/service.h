@@ -49,7 +49,8 @@ class Service {
   HttpResponse Handle(const HttpRequest& req, const RouteMatch& match);
   // Every built-in WebSocket route (exec, process attach, port forward).
   void HandleWebSocket(const HttpRequest& req, const RouteMatch& match, WebSocket& ws);
-  // Every built-in streaming route (the archive routes: a directory as a tar stream each way).
+  // Every built-in streaming route (the archive routes: a directory as a tar stream each way;
+  // GET files: a file's bytes as they come).
   HttpResponse HandleStream(const HttpRequest& req, const RouteMatch& match, HttpStream& io);
 
   // Closes every warm pool (their members not handed out are removed). For shutdown.
