@@ -118,7 +118,7 @@ TEST_F(SandboxChannelTest, LargeFilesComeBackWholeByEitherPath) {
   std::string writers;
   auto stopped = sb->DownloadTar("/tmp/big.bin", [&](std::string_view) -> Result<void> {
     if (++pieces == 1) {
-      auto ps = sb->ExecShell("ps -eo args | grep -c '^/.agvisor/agvisor-agent read-file --tar'");
+      auto ps = sb->ExecShell("ps -eo args | grep -c '^/.agvisor/agvisor-agent read-file.* --tar'");
       writers = ps.ok() ? ps->out : ps.error().ToString();
     }
     if (pieces == 2) return Error::Internal("the local disk is full");

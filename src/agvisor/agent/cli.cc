@@ -76,13 +76,16 @@ Exit codes: 0 the relay ended, 1 the socket could not be reached, 2 bad command 
 )";
 
 constexpr std::string_view kReadFileHelp =
-    R"(Usage: agvisor-agent read-file [--tar] [--socket PATH] PATH
+    R"(Usage: agvisor-agent read-file [--tar] [--watch-stdin] [--socket PATH] PATH
 
 Writes the regular file at the absolute PATH to stdout, byte for byte. PATH resolves as the
 channel's FILE_READ resolves it (symlinks followed, inside the sandbox). The host runs it through
 a `docker exec` to download large files over Docker's own exec stream.
   --tar           write a tar of PATH (a file or a directory) instead, as the channel's
                   TAR_READ makes it (entries named after PATH's last component)
+  --watch-stdin   stop when stdin reaches its end: the host keeps it open while it reads
+                  (Docker does not end an exec whose client went away, and goes on taking
+                  its output: without this, a file of terabytes would be read to its end)
   --socket PATH   init's activity socket, held while the file is read (default
                   /run/agvisor/agent.sock; missing: read anyway)
 Exit codes: 0 the whole file (or tar) was written; 64+N it could not be read, N being the channel's
@@ -264,6 +267,9 @@ Result<Command> ParseReadFile(const std::vector<std::string>& args) {
     if (AGVISOR_TRY(c.TakePath("--socket", &o.socket_path))) continue;
     if (c.peek() == "--tar") {
       o.tar = true;
+      c.skip();
+    } else if (c.peek() == "--watch-stdin") {
+      o.watch_stdin = true;
       c.skip();
     } else if (c.peek().starts_with("-")) {
       return UnknownOption(kSub, c.peek());

@@ -57,6 +57,7 @@ struct ExecOptions {
 struct ReadFileOptions {
   std::string path;
   bool tar = false;                             // TAR_READ's stream instead of FILE_READ's bytes
+  bool watch_stdin = false;                     // end when stdin closes (the reader went away)
   std::string socket_path{kDefaultSocketPath};  // init's activity socket, held while it runs
 };
 

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -623,7 +624,21 @@ std::unique_ptr<FileOp> StartFileOp(proto::Type type, std::string_view payload) 
   }
 }
 
-int RunReadFile(const std::string& path, bool tar, const std::string& socket_path) {
+namespace {
+
+// Whether stdin reached its end (or broke): checked without blocking. Bytes on it are ignored.
+bool StdinClosed() {
+  pollfd p{STDIN_FILENO, POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  char buf[256];
+  ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+  return n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN);
+}
+
+}  // namespace
+
+int RunReadFile(const std::string& path, bool tar, const std::string& socket_path,
+                bool watch_stdin) {
   auto fail = [](const Error& e) {
     LogLine("read-file: " + e.message());
     return kReadFileExitErrorBase + static_cast<int>(proto::ToWireError(e.code()));
@@ -638,6 +653,10 @@ int RunReadFile(const std::string& path, bool tar, const std::string& socket_pat
     return fail(e.ok() ? e->ToError() : Error::Internal("read-file " + path + ": bad reply"));
   }
   for (;;) {
+    if (watch_stdin && StdinClosed()) {
+      LogLine("read-file " + path + ": the reader went away (stdin closed); stopped");
+      return 0;
+    }
     auto chunk = op->Pull(proto::kMaxPayload);
     if (!chunk.ok()) return fail(chunk.error());
     if (int err = WriteAll(STDOUT_FILENO, chunk->data)) {

@@ -101,6 +101,8 @@ std::unique_ptr<FileOp> StartFileOp(proto::Type type, std::string_view payload);
 // (blocking writes), holding init's activity socket at `socket_path` while it runs. Returns the
 // exit code (proto/exit_codes.h): 0, or kReadFileExitErrorBase + the wire code with the error on
 // stderr.
-int RunReadFile(const std::string& path, bool tar, const std::string& socket_path);
+// With `watch_stdin`, it ends (exit 0) once stdin reaches its end: the reader went away.
+int RunReadFile(const std::string& path, bool tar, const std::string& socket_path,
+                bool watch_stdin = false);
 
 }  // namespace agvisor::agent

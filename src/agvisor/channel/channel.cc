@@ -13,13 +13,19 @@ using Clock = std::chrono::steady_clock;
 
 // Everything one operation's stream holds; guarded by Channel::mu_.
 struct StreamState {
-  StreamState(std::uint32_t stream_id, std::uint64_t credit) : id(stream_id), send_credit(credit) {}
+  StreamState(std::uint32_t stream_id, std::uint64_t credit)
+      : id(stream_id), send_credit(credit), recv_credit(credit) {}
   const std::uint32_t id;
   std::condition_variable cv;  // frames arrived, credit arrived, or the channel broke
   std::deque<Frame> inbox;
   std::uint64_t send_credit;
+  // Payload bytes the agent may still send on this stream: the windows the host granted minus
+  // what arrived. More than that is a protocol error (a hostile or broken agent).
+  std::uint64_t recv_credit;
   bool peer_done = false;   // EXIT, ERROR or CLOSE arrived: the agent takes no more input
   std::size_t unacked = 0;  // consumed bytes not yet granted back with WINDOW
+  // When set, Next gives up at this time (an exec whose agent-enforced timeout has long passed).
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 namespace {
@@ -29,6 +35,11 @@ constexpr std::size_t kReadBuffer = 256 * 1024;
 // go out as header + payload without a copy.
 constexpr std::size_t kCopyLimit = 64 * 1024;
 constexpr std::size_t kSourceChunk = 256 * 1024;
+// Frames waiting in one stream's inbox. Payload bytes are bounded by the window; this bounds the
+// frames that carry none (empty DATA, repeated STARTED, ...), which a hostile agent could send
+// without end. A well-behaved agent sends a few control frames per operation, and its output
+// frames are many only when small, so the bound is far from any real use (~3 MiB of frames).
+constexpr std::size_t kMaxInboxFrames = 64 * 1024;
 
 }  // namespace
 
@@ -279,12 +290,15 @@ void Channel::ReaderLoop() {
                                                    : "the agent closed the stream"));
       return;
     }
-    {
-      std::lock_guard lock(mu_);
-      last_rx_ = Clock::now();
-    }
-    auto fed = decoder.Feed(std::string_view(buf.data(), *n),
-                            [this](Frame&& f) { Dispatch(std::move(f)); });
+    // Only a whole frame counts as a sign of life: an agent that trickles the bytes of a frame
+    // it never finishes is as silent as one that sends nothing (keepalive_timeout).
+    auto fed = decoder.Feed(std::string_view(buf.data(), *n), [this](Frame&& f) {
+      {
+        std::lock_guard lock(mu_);
+        last_rx_ = Clock::now();
+      }
+      Dispatch(std::move(f));
+    });
     if (!fed.ok()) {
       Break(Error::Unavailable("protocol error: " + fed.error().message()));
       return;
@@ -348,20 +362,40 @@ void Channel::Dispatch(Frame&& f) {
         return;  // WINDOW / CLOSE on the session: nothing to do
     }
   }
-  std::lock_guard lock(mu_);
-  auto it = streams_.find(f.stream);
-  if (it == streams_.end()) return;  // an operation we gave up on: its late frames are dropped
-  StreamState& s = *it->second;
-  if (f.type == Type::kWindow) {
-    auto w = proto::Window::Decode(f.payload);
-    if (w.ok()) s.send_credit += w->bytes;
-  } else {
-    if (f.type == Type::kExit || f.type == Type::kError || f.type == Type::kClose) {
-      s.peer_done = true;
+  std::optional<Error> violation;
+  {
+    std::lock_guard lock(mu_);
+    auto it = streams_.find(f.stream);
+    if (it == streams_.end()) return;  // an operation we gave up on: its late frames are dropped
+    StreamState& s = *it->second;
+    if (f.type == Type::kWindow) {
+      auto w = proto::Window::Decode(f.payload);
+      if (w.ok()) s.send_credit += w->bytes;
+    } else {
+      // The flow-controlled bytes (docs/protocol.md): DATA's payload, OUTPUT's after its fd byte.
+      std::uint64_t counted = 0;
+      if (f.type == Type::kData) counted = f.payload.size();
+      if (f.type == Type::kOutput && !f.payload.empty()) counted = f.payload.size() - 1;
+      if (counted > s.recv_credit) {
+        violation = Error::Unavailable(
+            "protocol error: the agent sent " + std::to_string(counted) + " bytes on stream " +
+            std::to_string(s.id) + " with only " + std::to_string(s.recv_credit) +
+            " left of the window the host granted (a broken or hostile agent)");
+      } else if (s.inbox.size() >= kMaxInboxFrames) {
+        violation = Error::Unavailable(
+            "protocol error: the agent queued more than " + std::to_string(kMaxInboxFrames) +
+            " unread frames on stream " + std::to_string(s.id) + " (a broken or hostile agent)");
+      } else {
+        s.recv_credit -= counted;
+        if (f.type == Type::kExit || f.type == Type::kError || f.type == Type::kClose) {
+          s.peer_done = true;
+        }
+        s.inbox.push_back(std::move(f));
+      }
     }
-    s.inbox.push_back(std::move(f));
+    s.cv.notify_all();
   }
-  s.cv.notify_all();
+  if (violation) Break(*violation);
 }
 
 Result<void> Channel::Send(Type type, std::uint32_t stream, std::string_view payload) {
@@ -440,6 +474,17 @@ void Channel::KeepAlive() {
 Result<Frame> Channel::Next(StreamState& s) {
   std::unique_lock lock(mu_);
   for (;;) {
+    if (s.deadline && Clock::now() >= *s.deadline && !broken_) {
+      // The agent enforces an exec's timeout and sends EXIT; one that has not, long after, is
+      // broken or hostile (e.g. endless output): its channel ends, whatever else it sends.
+      lock.unlock();
+      Error e = Error::Timeout("the agent did not end the command on stream " +
+                               std::to_string(s.id) + " by its timeout plus " +
+                               std::to_string(options_.exec_deadline_grace.count()) +
+                               " ms (a broken or hostile agent); its channel is closed");
+      Break(e);
+      return e;
+    }
     if (!s.inbox.empty()) {
       Frame f = std::move(s.inbox.front());
       s.inbox.pop_front();
@@ -493,6 +538,7 @@ void Channel::Consumed(StreamState& s, std::size_t n) {
     if (s.unacked >= options_.initial_window / 4 && !s.peer_done) {
       grant = static_cast<std::uint32_t>(s.unacked);
       s.unacked = 0;
+      s.recv_credit += grant;  // counted before the agent can see the WINDOW
     }
   }
   if (grant > 0) (void)Send(Type::kWindow, s.id, proto::Window{grant}.Encode());
@@ -616,6 +662,11 @@ Result<proto::Exit> Channel::Exec(proto::ExecRequest request, const ExecCallback
                                   const ByteSource* stdin) {
   if (stdin) request.flags |= proto::kExecStdin;
   auto process = AGVISOR_TRY(Start(request));
+  if (request.timeout_ms > 0) {
+    std::lock_guard lock(mu_);
+    process->stream_->deadline =
+        Clock::now() + std::chrono::milliseconds(request.timeout_ms) + options_.exec_deadline_grace;
+  }
   std::thread writer;
   Result<void> write_status = Ok();
   if (stdin) {

@@ -56,6 +56,10 @@ struct ChannelOptions {
   std::chrono::milliseconds keepalive_interval{2000};
   // ...and the channel is declared lost when nothing at all arrives for this long.
   std::chrono::milliseconds keepalive_timeout{15000};
+  // Exec (Channel::Exec) with a timeout: the agent ends the command at the timeout and sends
+  // EXIT; when none came this long after it, the host gives up (kTimeout) and closes the channel
+  // (an agent that floods output or stalls without end cannot hold a caller longer).
+  std::chrono::milliseconds exec_deadline_grace{10000};
 };
 
 // What WELCOME said.
@@ -185,7 +189,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
   Result<std::unique_ptr<Process>> Start(const proto::ExecRequest& request);
   // Runs a command to the end: output goes to `callbacks`, stdin (kExecStdin is set when
   // `stdin` is given) is streamed from `stdin` with credit and then STDIN_EOF. Errors: as
-  // Process::Wait.
+  // Process::Wait, and kTimeout when the agent sent no EXIT by the request's timeout plus
+  // ChannelOptions::exec_deadline_grace (the channel is then closed).
   Result<proto::Exit> Exec(proto::ExecRequest request, const ExecCallbacks& callbacks,
                            const ByteSource* stdin = nullptr);
 

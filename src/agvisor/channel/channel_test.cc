@@ -37,8 +37,14 @@ class FakeAgent {
     std::string out;
     proto::AppendFrame(out, type, stream, payload);
     std::lock_guard lock(write_mu_);
-    (void)end_->Write(out);
+    if (!end_->Write(out).ok()) closed_ = true;
   }
+  // Bytes as they are, e.g. part of a frame.
+  void SendRaw(std::string_view bytes) {
+    std::lock_guard lock(write_mu_);
+    if (!end_->Write(bytes).ok()) closed_ = true;
+  }
+  bool closed() const { return closed_; }
   void CloseTransport() { end_->Close(); }
   std::uint32_t window() const { return hello_.initial_window; }
 
@@ -69,6 +75,7 @@ class FakeAgent {
   Handler on_frame_;
   proto::Hello hello_;
   std::mutex write_mu_;
+  std::atomic<bool> closed_{false};
   std::thread thread_;
 };
 
@@ -295,6 +302,131 @@ TEST(ChannelTest, OutputIsGrantedBackAsTheConsumerTakesIt) {
   EXPECT_EQ(got, kTotal);
 }
 
+// A consumer that takes nothing until the channel broke: the host grants no WINDOW meanwhile.
+ByteSink BlockUntilBroken(const std::shared_ptr<Channel>& ch) {
+  return [ch](std::string_view) -> Result<void> {
+    for (int i = 0; i < 500 && !ch->broken(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return Ok();
+  };
+}
+
+TEST(ChannelTest, DataBeyondTheGrantedWindowEndsTheChannel) {
+  constexpr std::uint32_t kWindow = 64 * 1024;
+  auto [host, agent_end] = MemoryTransport::Pair();
+  // A hostile agent: answers FILE_READ with twice the window at once, ignoring flow control.
+  FakeAgent agent(std::move(agent_end), [&](FakeAgent& a, const Frame& f) {
+    if (f.type != Type::kFileRead) return;
+    for (int i = 0; i < 4; ++i) a.Send(Type::kData, f.stream, std::string(kWindow / 2, 'x'));
+  });
+  auto ch = Channel::Open(std::move(host), {.initial_window = kWindow});
+  ASSERT_TRUE(ch.ok());
+  auto r = (*ch)->ReadFileTo("/f", BlockUntilBroken(*ch));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(r.error().message(), HasSubstr("window the host granted"));
+  EXPECT_TRUE((*ch)->broken());
+}
+
+TEST(ChannelTest, OutputBeyondTheWindowEndsTheChannelToo) {
+  constexpr std::uint32_t kWindow = 64 * 1024;
+  auto [host, agent_end] = MemoryTransport::Pair();
+  FakeAgent agent(std::move(agent_end), [&](FakeAgent& a, const Frame& f) {
+    if (f.type != Type::kExec) return;
+    a.Send(Type::kStarted, f.stream, proto::Started{7}.Encode());
+    // Exactly the window is allowed; one byte more is not.
+    a.Send(Type::kOutput, f.stream, Out(1, std::string(kWindow, 'o')));
+    a.Send(Type::kOutput, f.stream, Out(2, "!"));
+  });
+  auto ch = Channel::Open(std::move(host), {.initial_window = kWindow});
+  ASSERT_TRUE(ch.ok());
+  std::shared_ptr<Channel> c = *ch;
+  auto exit = c->Exec({.argv = {"flood"}},
+                      {[&](std::string_view) { (void)BlockUntilBroken(c)(""); }, nullptr});
+  ASSERT_FALSE(exit.ok());
+  EXPECT_THAT(exit.error().message(), HasSubstr("1 bytes on stream"));
+}
+
+TEST(ChannelTest, EndlessEmptyFramesEndTheChannel) {
+  auto [host, agent_end] = MemoryTransport::Pair();
+  // Empty DATA frames carry no window bytes; their number is bounded instead.
+  FakeAgent agent(std::move(agent_end), [&](FakeAgent& a, const Frame& f) {
+    if (f.type != Type::kFileRead) return;
+    for (int i = 0; i < 100000 && !a.closed(); ++i) a.Send(Type::kData, f.stream);
+  });
+  auto ch = Channel::Open(std::move(host));
+  ASSERT_TRUE(ch.ok());
+  auto r = (*ch)->ReadFileTo("/f", BlockUntilBroken(*ch));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), HasSubstr("unread frames"));
+}
+
+TEST(ChannelTest, AFrameTrickledWithoutEndIsSilence) {
+  auto [host, agent_end] = MemoryTransport::Pair();
+  std::atomic<bool> stop{false};
+  std::thread trickle;
+  FakeAgent agent(std::move(agent_end), [&](FakeAgent& a, const Frame& f) {
+    if (f.type != Type::kStat || trickle.joinable()) return;
+    // A header announcing 1000 bytes, then one byte per 10 ms: never a whole frame.
+    trickle = std::thread([&a, &stop, id = f.stream] {
+      std::string frame;
+      proto::AppendFrame(frame, Type::kData, id, std::string(1000, 'x'));
+      for (std::size_t i = 0; i < frame.size() && !stop; ++i) {
+        a.SendRaw(frame.substr(i, 1));
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    });
+  });
+  ChannelOptions o;
+  o.keepalive_interval = std::chrono::milliseconds(20);
+  o.keepalive_timeout = std::chrono::milliseconds(300);
+  auto ch = Channel::Open(std::move(host), o);
+  ASSERT_TRUE(ch.ok());
+  auto st = (*ch)->Stat("/f");
+  stop = true;
+  if (trickle.joinable()) trickle.join();
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.error().message(), HasSubstr("no answer"));
+}
+
+TEST(ChannelTest, AnExecWithoutExitEndsAtItsTimeoutPlusGrace) {
+  auto [host, agent_end] = MemoryTransport::Pair();
+  // Alive (answers PING) but never ends the command: output without end, no EXIT.
+  std::atomic<bool> stop{false};
+  std::thread flood;
+  FakeAgent agent(std::move(agent_end), [&](FakeAgent& a, const Frame& f) {
+    if (f.type == Type::kPing) a.Send(Type::kPong, 0, f.payload);
+    if (f.type != Type::kExec) return;
+    a.Send(Type::kStarted, f.stream, proto::Started{5}.Encode());
+    flood = std::thread([&a, &stop, id = f.stream] {
+      while (!stop && !a.closed()) {
+        a.Send(Type::kOutput, id, Out(1, "y\n"));
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    });
+  });
+  ChannelOptions o;
+  o.keepalive_interval = std::chrono::milliseconds(20);
+  o.exec_deadline_grace = std::chrono::milliseconds(300);
+  auto ch = Channel::Open(std::move(host), o);
+  ASSERT_TRUE(ch.ok());
+  const auto start = std::chrono::steady_clock::now();
+  Collected c;
+  auto exit = (*ch)->Exec({.argv = {"yes"}, .timeout_ms = 200}, c.callbacks());
+  const auto took = std::chrono::steady_clock::now() - start;
+  stop = true;
+  if (flood.joinable()) flood.join();
+  ASSERT_FALSE(exit.ok());
+  EXPECT_EQ(exit.error().code(), ErrorCode::kTimeout);
+  EXPECT_THAT(exit.error().message(), HasSubstr("did not end the command"));
+  EXPECT_TRUE((*ch)->broken());
+  // At 200 + 300 ms; the bound (3 s) only proves the wait ended near the deadline, not at the
+  // keepalive timeout (15 s) or never.
+  EXPECT_LT(took, std::chrono::seconds(3));
+  EXPECT_FALSE(c.out.empty());
+}
+
 TEST(ChannelTest, TransportLossFailsInFlightAndLaterOperations) {
   auto [host, agent_end] = MemoryTransport::Pair();
   FakeAgent agent(std::move(agent_end), [&](FakeAgent& a, const Frame& f) {
@@ -358,6 +490,26 @@ TEST(ChannelTest, AgentErrorsKeepTheirCodeAndTheChannelLives) {
 TEST(ChannelTest, FilesRoundTrip) {
   std::map<std::string, std::string> files;
   std::map<std::uint32_t, std::string> writing;  // stream -> path
+  struct Reading {
+    std::uint32_t stream = 0;
+    std::string body;
+    std::size_t pos = 0;
+    std::uint64_t credit = 0;
+  } reading;
+  auto pump = [&](FakeAgent& a) {
+    while (reading.stream != 0 && reading.credit > 0) {
+      const std::size_t n = std::min<std::size_t>(
+          {1000, static_cast<std::size_t>(reading.credit), reading.body.size() - reading.pos});
+      if (n > 0)
+        a.Send(Type::kData, reading.stream, std::string_view(reading.body).substr(reading.pos, n));
+      reading.pos += n;
+      reading.credit -= n;
+      if (reading.pos == reading.body.size()) {
+        a.Send(Type::kEnd, reading.stream);
+        reading.stream = 0;
+      }
+    }
+  };
   auto [host, agent_end] = MemoryTransport::Pair(3);
   FakeAgent agent(std::move(agent_end), [&](FakeAgent& a, const Frame& f) {
     switch (f.type) {
@@ -373,14 +525,18 @@ TEST(ChannelTest, FilesRoundTrip) {
       case Type::kEnd:
         a.Send(Type::kOk, f.stream);
         break;
-      case Type::kFileRead: {
-        const std::string& body = files[proto::PathRequest::Decode(f.payload)->path];
-        for (std::size_t i = 0; i < body.size(); i += 1000) {
-          a.Send(Type::kData, f.stream, std::string_view(body).substr(i, 1000));
-        }
-        a.Send(Type::kEnd, f.stream);
+      case Type::kFileRead:
+        // Sent within the credit the host grants, as the agent does (the host ends a channel
+        // whose agent sends more).
+        reading = {f.stream, files[proto::PathRequest::Decode(f.payload)->path], 0, a.window()};
+        pump(a);
         break;
-      }
+      case Type::kWindow:
+        if (f.stream == reading.stream) {
+          reading.credit += proto::Window::Decode(f.payload)->bytes;
+          pump(a);
+        }
+        break;
       case Type::kList: {
         proto::ListResult r;
         for (const auto& [p, b] : files) r.entries.push_back({.name = p, .size = b.size()});

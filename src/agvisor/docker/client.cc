@@ -480,7 +480,9 @@ Result<int> Client::StreamExec(std::string_view container, ExecConfig config,
                                std::optional<std::string> input, const PieceSink& on_output) {
   config.attach_stdout = true;
   config.attach_stderr = true;
-  config.attach_stdin = input.has_value();
+  // A caller may attach stdin without input: it stays open (nothing written) until the stream
+  // closes, so the process can tell that its reader went away.
+  config.attach_stdin = config.attach_stdin || input.has_value();
   const std::string exec_id = AGVISOR_TRY(CreateExec(container, config));
   std::unique_ptr<ExecStream> stream = AGVISOR_TRY(StartExec(exec_id, config.tty));
 

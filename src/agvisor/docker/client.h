@@ -183,7 +183,8 @@ class Client {
                              std::optional<std::string> input = std::nullopt);
   // RunExec with the output handed to `on_output` piece by piece as it arrives, in bounded
   // memory; returns the exit code. An error from `on_output` closes the exec's streams and is
-  // returned.
+  // returned. With `config.attach_stdin` and no `input`, stdin is held open (nothing written)
+  // until the streams close: how the process can tell that its reader went away.
   using PieceSink = std::function<Result<void>(StreamPiece&)>;
   Result<int> StreamExec(std::string_view container, ExecConfig config,
                          std::optional<std::string> input, const PieceSink& on_output);

@@ -702,8 +702,21 @@ Result<ExecResult> Sandbox::Exec(const std::vector<std::string>& argv, const Exe
       if (o.on_stderr) o.on_stderr(b);
     };
   } else {
-    cb.on_stdout = [&](std::string_view b) { res.out.append(b); };
-    cb.on_stderr = [&](std::string_view b) { res.err.append(b); };
+    // Past the cap the bytes are still taken (the agent's window is granted back, so the command
+    // runs on at full speed) and only counted.
+    auto keep = [&](std::string& kept, std::uint64_t& dropped, std::string_view b) {
+      std::size_t room = o.max_output_bytes == 0            ? b.size()
+                         : kept.size() < o.max_output_bytes ? o.max_output_bytes - kept.size()
+                                                            : 0;
+      std::size_t n = std::min(room, b.size());
+      kept.append(b.substr(0, n));
+      if (n < b.size()) {
+        dropped += b.size() - n;
+        res.truncated = true;
+      }
+    };
+    cb.on_stdout = [&](std::string_view b) { keep(res.out, res.stdout_dropped, b); };
+    cb.on_stderr = [&](std::string_view b) { keep(res.err, res.stderr_dropped, b); };
   }
   std::size_t in_pos = 0;
   channel::ByteSource input = [&](std::span<char> buf) -> Result<std::size_t> {
@@ -834,29 +847,69 @@ bool IsBulk(const Result<FileEntry>& st) {
 }  // namespace
 
 Result<std::string> Sandbox::ReadFile(std::string_view path) {
+  // Grown as bytes arrive, never sized from the STAT: that size is the sandbox's word.
+  std::string data;
+  AGVISOR_RETURN_IF_ERROR(ReadFileTo(path, [&](std::string_view b) -> Result<void> {
+    data.append(b);
+    return Ok();
+  }));
+  return data;
+}
+
+Result<void> Sandbox::ReadFileTo(std::string_view path, const channel::ByteSink& sink,
+                                 std::uint64_t offset, std::optional<std::uint64_t> length) {
   AGVISOR_RETURN_IF_ERROR(CheckAbsolute("read file", path));
+  if (length && *length == 0) {
+    // Nothing to send, but the file must exist: a STAT answers that.
+    auto st = Stat(path);
+    if (!st.ok()) return st.error();
+    return Ok();
+  }
+  // The range: skip `offset` bytes, pass `length`, then stop the read (a sink error of our own,
+  // told apart by `done`).
+  std::uint64_t skip = offset;
+  std::optional<std::uint64_t> left = length;
+  bool done = false;
+  channel::ByteSink ranged = [&](std::string_view b) -> Result<void> {
+    if (skip > 0) {
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(skip, b.size()));
+      skip -= n;
+      b.remove_prefix(n);
+    }
+    if (left) b = b.substr(0, static_cast<std::size_t>(std::min<std::uint64_t>(*left, b.size())));
+    if (!b.empty()) AGVISOR_RETURN_IF_ERROR(sink(b));
+    if (left) {
+      *left -= b.size();
+      if (*left == 0) {
+        done = true;
+        return Error::Internal("read file: range complete");
+      }
+    }
+    return Ok();
+  };
   auto ch = AGVISOR_TRY(Channel());
   // A STAT that fails (no such file, ...) leaves the answer to FILE_READ, with its own wording.
+  // Its size only picks the transport; nothing is allocated from it.
   auto st = ch->Stat(path);
   if (IsBulk(st)) {
-    std::string data;
-    data.reserve(st->size);
-    auto bulk = ReadByExec(path, /*tar=*/false, [&](std::string_view b) -> Result<void> {
-      data.append(b);
-      return Ok();
-    });
+    auto bulk = ReadByExec(path, /*tar=*/false, ranged);
+    if (done) return Ok();
     if (!bulk.ok()) return bulk.error();
-    if (*bulk) return data;
+    if (*bulk) return Ok();
     // An agent without read-file (a sandbox made by an older agvisor): the channel does it.
   }
-  auto r = ch->ReadFile(path);
-  if (!r.ok()) return Diagnose(r.error());
-  return r;
+  auto r = ch->ReadFileTo(path, ranged);
+  if (done) return Ok();
+  if (!r.ok()) return ch->broken() ? Diagnose(r.error()) : r.error();
+  return Ok();
 }
 
 Result<bool> Sandbox::ReadByExec(std::string_view path, bool tar, const channel::ByteSink& sink) {
   docker::ExecConfig ec;
-  ec.cmd = {std::string(kAgentPath), "read-file"};
+  // Docker keeps an exec running (and drains its output) after its client went away: the agent
+  // watches its stdin, held open here and closed with the stream when the sink stops the read.
+  ec.cmd = {std::string(kAgentPath), "read-file", "--watch-stdin"};
+  ec.attach_stdin = true;
   if (tar) ec.cmd.emplace_back("--tar");
   ec.cmd.emplace_back(path);
   const std::string what = (tar ? "download " : "read file ") + std::string(path);

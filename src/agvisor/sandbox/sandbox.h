@@ -61,6 +61,9 @@ inline constexpr std::array<std::string_view, 7> kSandboxCapabilities = {
     "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"};
 // How long a streaming exec keeps output in memory: only the last this many bytes.
 inline constexpr std::size_t kStreamTailBytes = 100 * 1000;
+// How much collected (non-streaming) output Exec keeps per stream by default: far above what a
+// command's answer needs, far below what an endless or hostile producer could send.
+inline constexpr std::size_t kDefaultMaxOutputBytes = 256u << 20;
 
 struct ExecOptions {
   std::optional<std::string> input;  // bytes for stdin; unset = no stdin (EOF at once)
@@ -73,6 +76,11 @@ struct ExecOptions {
   std::function<void(std::string_view)> on_output;
   std::function<void(std::string_view)> on_stdout;
   std::function<void(std::string_view)> on_stderr;
+  // Without streaming: the first this many bytes of each of stdout and stderr are kept; the rest
+  // is read from the command (it is not slowed down or killed) and dropped, counted in
+  // ExecResult::stdout_dropped / stderr_dropped. Output is sandbox-controlled: an endless stream
+  // must not fill the caller's memory. 0 = keep everything (the caller trusts the command).
+  std::size_t max_output_bytes = kDefaultMaxOutputBytes;
 };
 
 // How a command ended: a value, not an error.
@@ -81,7 +89,10 @@ struct ExecResult {
   bool timed_out = false;
   std::string out;         // stdout (its tail when streaming)
   std::string err;         // stderr (its tail when streaming)
-  bool truncated = false;  // streaming dropped older output from `out`/`err`
+  bool truncated = false;  // older output was dropped (streaming) or newer (max_output_bytes)
+  // Collected output past ExecOptions::max_output_bytes: read and dropped, per stream.
+  std::uint64_t stdout_dropped = 0;
+  std::uint64_t stderr_dropped = 0;
 };
 
 // How a streamed exec's result keeps the tail of its output (the seed's bounded ~100 KB): each
@@ -225,7 +236,15 @@ class Sandbox {
   // (e.g. a directory where a file is expected), kSandboxDied, kUnavailable.
   // A regular file of 32 MiB or more comes through an exec of the agent's `read-file` (Docker's
   // exec stream, faster for bulk bytes; docs/agent.md), anything else over the channel.
+  // The whole file in memory: for a file of any size the sandbox may claim, ReadFileTo is the
+  // bounded way.
   Result<std::string> ReadFile(std::string_view path);
+  // Streams the file's bytes to `sink` as they arrive (bounded memory, whatever size the sandbox
+  // reports): `offset` bytes are skipped first (read and dropped: the agent reads from the
+  // start), then at most `length` bytes go to `sink` (nullopt = to the end), and the read stops
+  // there. A `sink` error stops the read and is returned as it is. Errors: as ReadFile.
+  Result<void> ReadFileTo(std::string_view path, const channel::ByteSink& sink,
+                          std::uint64_t offset = 0, std::optional<std::uint64_t> length = {});
   // Creates or replaces `path` (parent directories created as needed).
   Result<void> WriteFile(std::string_view path, std::string_view data, std::uint32_t mode = 0644);
   Result<FileEntry> Stat(std::string_view path);

@@ -365,9 +365,18 @@ Result<void> CaptureRect(const ByteStream& s, std::uint16_t x0, std::uint16_t y0
 
 }  // namespace
 
+constexpr std::uint32_t kMaxScreenSide = 8192;
+
 Result<RgbImage> CaptureFramebuffer(const ByteStream& s, const ServerInit& init) {
   if (init.width == 0 || init.height == 0) {
     return Error::Internal("VNC: the server's screen is empty (0x0)");
+  }
+  // The size is the sandbox's word (its VNC server): bounded before it sizes the buffer
+  // (8192x8192 RGB is 192 MiB; u16 sides would allow 12 GB).
+  if (init.width > kMaxScreenSide || init.height > kMaxScreenSide) {
+    return Error::InvalidArgument("VNC: the server's screen of " + std::to_string(init.width) +
+                                  "x" + std::to_string(init.height) + " is larger than " +
+                                  std::to_string(kMaxScreenSide) + " on a side");
   }
   RgbImage img;
   img.width = init.width;
@@ -434,6 +443,13 @@ Result<void> TypeKeysyms(const ByteStream& s, const ServerInit& init,
                          std::span<const std::uint32_t> keysyms) {
   if (init.width == 0 || init.height == 0) {
     return Error::Internal("VNC: the server's screen is empty (0x0)");
+  }
+  // The size is the sandbox's word (its VNC server): bounded before it sizes the buffer
+  // (8192x8192 RGB is 192 MiB; u16 sides would allow 12 GB).
+  if (init.width > kMaxScreenSide || init.height > kMaxScreenSide) {
+    return Error::InvalidArgument("VNC: the server's screen of " + std::to_string(init.width) +
+                                  "x" + std::to_string(init.height) + " is larger than " +
+                                  std::to_string(kMaxScreenSide) + " on a side");
   }
   std::string msgs;
   msgs.reserve(keysyms.size() * 16);

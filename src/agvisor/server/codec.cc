@@ -591,6 +591,8 @@ std::string ExecResultJson(const ExecResult& r, bool base64) {
   o["stdout"] = base64 ? Base64Encode(r.out) : SanitizeUtf8(r.out);
   o["stderr"] = base64 ? Base64Encode(r.err) : SanitizeUtf8(r.err);
   o["truncated"] = r.truncated;
+  o["stdout_dropped"] = r.stdout_dropped;
+  o["stderr_dropped"] = r.stderr_dropped;
   return Serialize(o);
 }
 
@@ -715,6 +717,20 @@ Result<std::string> QueryPath(const std::map<std::string, std::string>& query) {
     return Bad("path", "'" + SanitizeUtf8(it->second) + "' must be absolute (start with '/')");
   }
   return it->second;
+}
+
+Result<std::optional<std::uint64_t>> QueryBytes(const std::map<std::string, std::string>& query,
+                                                std::string_view key) {
+  auto it = query.find(std::string(key));
+  if (it == query.end()) return std::optional<std::uint64_t>();
+  const std::string& v = it->second;
+  constexpr std::uint64_t kMax = std::uint64_t{1} << 62;
+  if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoull(v) > kMax) {
+    return Bad(key, "'" + SanitizeUtf8(v) + "' is not a byte count (decimal digits, 0.." +
+                        std::to_string(kMax) + ")");
+  }
+  return std::optional<std::uint64_t>(std::stoull(v));
 }
 
 Result<std::uint32_t> QueryMode(const std::map<std::string, std::string>& query,

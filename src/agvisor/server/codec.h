@@ -92,7 +92,8 @@ struct ExecRequest {
 // message of .../exec/ws (`websocket` = true: "stdin"/"stdin_b64" data refused; "stdin" is a
 // boolean there and a timeout of 0 means none).
 Result<ExecRequest> ParseExecRequest(std::string_view body, bool websocket);
-// {"exit_code", "timed_out", "stdout", "stderr", "encoding", "truncated"}
+// {"exit_code", "timed_out", "stdout", "stderr", "encoding", "truncated", "stdout_dropped",
+//  "stderr_dropped"}
 std::string ExecResultJson(const ExecResult& r, bool base64);
 
 // ---- Background processes ----
@@ -139,6 +140,10 @@ Result<bool> QueryBool(const std::map<std::string, std::string>& query, std::str
                        bool dflt);
 // A required, absolute sandbox path ("path"). Errors: kInvalidArgument.
 Result<std::string> QueryPath(const std::map<std::string, std::string>& query);
+// An optional byte count or position ("offset", "length"): decimal digits, at most 2^62.
+// Absent = nullopt. Errors: kInvalidArgument (names the parameter).
+Result<std::optional<std::uint64_t>> QueryBytes(const std::map<std::string, std::string>& query,
+                                                std::string_view key);
 // An octal mode ("0644", "755"). Errors: kInvalidArgument.
 Result<std::uint32_t> QueryMode(const std::map<std::string, std::string>& query,
                                 std::uint32_t dflt);

@@ -107,8 +107,9 @@ int DaemonMain(int argc, char** argv) {
   app.set_help_flag("-h,--help", "print this help and exit");
   std::string socket_path, listen, token_file, docker_host, max_body = "256m";
   bool no_socket = false, allow_remote = false;
-  std::size_t max_connections = 64;
-  int idle_timeout = 60, shutdown_grace = 10;
+  std::size_t max_connections = 64, max_unauthenticated = 16;
+  int idle_timeout = 60, shutdown_grace = 10, header_timeout = 10;
+  std::string max_exec_output = "1m";
   std::string desktop_key_file;
   std::vector<std::string> desktop_origins;
   app.add_option("--socket", socket_path,
@@ -130,6 +131,17 @@ int DaemonMain(int argc, char** argv) {
   app.add_option("--max-connections", max_connections,
                  "connections served at once; more are answered 503 (default 64)")
       ->check(CLI::Range(1, 4096));
+  app.add_option("--max-unauthenticated", max_unauthenticated,
+                 "connections that have not yet shown the token; at the bound a new one closes "
+                 "the oldest of them (default 16)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--header-timeout", header_timeout,
+                 "seconds an unauthenticated connection has to send its whole request header "
+                 "(default 10)")
+      ->check(CLI::Range(1, 3600));
+  app.add_option("--max-exec-output", max_exec_output,
+                 "POST exec keeps this much of each of stdout and stderr; the rest is read and "
+                 "dropped, counted in stdout_dropped / stderr_dropped (default 1m)");
   app.add_option("--max-body", max_body,
                  "largest request body, e.g. a file upload (default 256m; larger: 413)");
   app.add_option("--idle-timeout", idle_timeout,
@@ -175,6 +187,10 @@ int DaemonMain(int argc, char** argv) {
   so.tcp_listen = listen;
   so.allow_remote = allow_remote;
   so.max_connections = max_connections;
+  so.max_unauthenticated = max_unauthenticated;
+  so.header_timeout = std::chrono::seconds(header_timeout);
+  auto exec_cap = ParseMemorySize("--max-exec-output", max_exec_output);
+  if (!exec_cap.ok()) return fail(exec_cap.error());
   auto body = ParseMemorySize("--max-body", max_body);
   if (!body.ok()) return fail(body.error());
   so.max_body_bytes = static_cast<std::size_t>(*body);
@@ -201,7 +217,9 @@ int DaemonMain(int argc, char** argv) {
               {"origins", std::to_string(desktop_origins.size())}});
   }
 
-  Service service({.docker_host = docker_host, .desktop_key = desktop_key});
+  Service service({.docker_host = docker_host,
+                   .desktop_key = desktop_key,
+                   .max_exec_output = static_cast<std::size_t>(*exec_cap)});
   (*server)->SetHandlers(
       [&](const HttpRequest& r, const RouteMatch& m) { return service.Handle(r, m); },
       [&](const HttpRequest& r, const RouteMatch& m, WebSocket& ws) {

@@ -15,7 +15,7 @@ constexpr std::array kBuiltin = {
     RouteDef{"POST", "/v1/sandboxes/{id}/stop", RouteId::kStopSandbox},
     RouteDef{"POST", "/v1/sandboxes/{id}/exec", RouteId::kExec},
     RouteDef{"GET", "/v1/sandboxes/{id}/exec/ws", RouteId::kExecWs, true},
-    RouteDef{"GET", "/v1/sandboxes/{id}/files", RouteId::kReadFile},
+    RouteDef{"GET", "/v1/sandboxes/{id}/files", RouteId::kReadFile, false, true, true},
     RouteDef{"PUT", "/v1/sandboxes/{id}/files", RouteId::kWriteFile},
     RouteDef{"DELETE", "/v1/sandboxes/{id}/files", RouteId::kDeleteFile},
     RouteDef{"GET", "/v1/sandboxes/{id}/files/stat", RouteId::kStatFile},

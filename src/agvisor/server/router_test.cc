@@ -33,14 +33,15 @@ TEST(RouterTest, SameTemplateDifferentMethods) {
   EXPECT_EQ(r.Match("GET", "/v1/sandboxes/x/files/stat?path=/a")->route->id, RouteId::kStatFile);
   EXPECT_EQ(r.Match("POST", "/v1/sandboxes")->route->id, RouteId::kCreateSandbox);
   EXPECT_EQ(r.Match("GET", "/v1/sandboxes")->route->id, RouteId::kListSandboxes);
-  // The archive routes stream their bodies; no other built-in route does.
+  // The archive routes and GET files stream their bodies; no other built-in route does.
   auto get = r.Match("GET", "/v1/sandboxes/x/archive?path=/a");
   auto put = r.Match("PUT", "/v1/sandboxes/x/archive?path=/a");
   ASSERT_TRUE(get.ok() && put.ok());
   EXPECT_EQ(get->route->id, RouteId::kGetArchive);
   EXPECT_EQ(put->route->id, RouteId::kPutArchive);
   for (const auto& def : BuiltinRoutes()) {
-    EXPECT_EQ(def.streaming, def.id == RouteId::kGetArchive || def.id == RouteId::kPutArchive)
+    EXPECT_EQ(def.streaming, def.id == RouteId::kGetArchive || def.id == RouteId::kPutArchive ||
+                                 def.id == RouteId::kReadFile)
         << def.path;
   }
 }

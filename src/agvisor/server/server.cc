@@ -7,6 +7,7 @@
 #include "agvisor/server/server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
@@ -49,6 +50,11 @@ using Clock = std::chrono::steady_clock;
 struct Server::Conn {
   std::mutex mu;
   std::function<void()> interrupt;  // set by the connection for its current phase; run under mu
+  // A duplicate of the socket, for eviction: its own number, so it cannot name another
+  // connection's socket after this one closed. Closed when the connection ends (under mu).
+  UniqueFd evict_fd;
+  bool authenticated = false;  // a request with the right token was seen (under mu)
+  bool evicted = false;        // closed by Run() to make room (under mu)
 };
 
 namespace {
@@ -231,6 +237,29 @@ class BeastHttpStream final : public HttpStream {
   bool began_ = false;
   bool too_large_ = false;
 };
+
+// Runs a handler; an exception out of it (a library bug, std::bad_alloc, ...) becomes a 500 for
+// this request alone and a log line, never the end of the daemon.
+template <class F>
+HttpResponse Guarded(const HttpRequest& req, F&& handler) {
+  std::string what;
+  try {
+    return handler();
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "unknown exception";
+  }
+  LogEvent("error", "handler threw",
+           {{"method", req.method},
+            {"path", req.target.substr(0, req.target.find('?'))},
+            {"exception", what}});
+  return {500,
+          "application/json",
+          ErrorJson(Error::Internal("agvisord: the request failed inside the daemon (" + what +
+                                    "); the daemon serves on")),
+          {}};
+}
 
 std::string LowerCase(std::string_view s) {
   std::string out(s);
@@ -429,8 +458,29 @@ std::size_t Server::Run() {
                  {{"max_connections", std::to_string(options_.max_connections)}});
         continue;
       }
+      // Unauthenticated connections beyond the bound: the oldest of them goes (ids grow with
+      // time). shutdown(2) makes its pending read end at once; its thread cleans up.
+      std::size_t unauthenticated = 0;
+      std::shared_ptr<Conn> oldest;
+      for (auto& [cid, c] : conns_) {
+        std::lock_guard clock(c->mu);
+        if (c->authenticated || c->evicted) continue;
+        ++unauthenticated;
+        if (!oldest) oldest = c;
+      }
+      if (unauthenticated >= options_.max_unauthenticated && oldest) {
+        std::lock_guard clock(oldest->mu);
+        if (!oldest->authenticated && oldest->evict_fd) {
+          oldest->evicted = true;
+          ::shutdown(oldest->evict_fd.get(), SHUT_RDWR);
+          LogEvent("warn", "unauthenticated connection closed to make room",
+                   {{"max_unauthenticated", std::to_string(options_.max_unauthenticated)}});
+        }
+      }
       std::uint64_t id = next_id++;
-      conns_[id] = std::make_shared<Conn>();
+      auto conn = std::make_shared<Conn>();
+      conn->evict_fd = UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+      conns_[id] = conn;
       lock.unlock();
       std::thread([this, fd, family, id] { Serve(fd, family, id); }).detach();
     }
@@ -468,6 +518,27 @@ void Server::Serve(int raw_fd, int family, std::uint64_t id) {
     std::lock_guard lock(mu_);
     conn = conns_[id];
   }
+  try {
+    ServeConnection(raw_fd, family, *conn);
+  } catch (const std::exception& e) {
+    // Beast or the parser threw outside any handler: this connection ends (its socket closed as
+    // the stack unwound), the others go on.
+    LogEvent("error", "connection ended by an exception", {{"exception", e.what()}});
+  } catch (...) {
+    LogEvent("error", "connection ended by an exception", {{"exception", "unknown"}});
+  }
+  {
+    std::lock_guard lock(conn->mu);
+    conn->interrupt = nullptr;
+    conn->evict_fd.reset();
+  }
+  std::lock_guard lock(mu_);
+  conns_.erase(id);
+  idle_cv_.notify_all();
+}
+
+void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
+  Conn* conn = &conn_ref;
   net::io_context ioc(1);
   {
     Proto::socket sock(ioc);
@@ -523,7 +594,13 @@ void Server::Serve(int raw_fd, int family, std::uint64_t id) {
         parser.header_limit(kHeaderLimit);
         parser.body_limit(options_.max_body_bytes);
         error_code rec;
-        stream.expires_after(options_.idle_timeout);
+        bool authenticated = false;
+        {
+          std::lock_guard lock(conn->mu);
+          authenticated = conn->authenticated;
+        }
+        // Before the token was seen, the whole header must come within header_timeout.
+        stream.expires_after(authenticated ? options_.idle_timeout : options_.header_timeout);
         bhttp::async_read_header(stream, buf, parser, [&](error_code e, std::size_t) { rec = e; });
         RunAll(ioc);
         if (rec) break;  // closed, idle timeout, shutdown, or garbage: nothing to answer
@@ -566,20 +643,32 @@ void Server::Serve(int raw_fd, int family, std::uint64_t id) {
             // the connection does not reset it under the client before it reads the answer.
             auto len = parser.content_length();
             read_body = len && *len <= 65536;
-          } else if (route->websocket != is_ws) {
-            resp = {route->websocket ? 426 : 400,
-                    "application/json",
-                    ErrorJsonSlug(route->websocket ? "upgrade_required" : "invalid_argument",
-                                  route->websocket ? "this route is a WebSocket: send an Upgrade "
-                                                     "request (RFC 6455)"
-                                                   : "this route is not a WebSocket"),
-                    {}};
-            keep_alive = false;
+          } else {
+            if (route->auth && !authenticated) {
+              std::lock_guard lock(conn->mu);
+              conn->authenticated = true;
+              authenticated = true;
+            }
+            if (route->websocket != is_ws) {
+              resp = {route->websocket ? 426 : 400,
+                      "application/json",
+                      ErrorJsonSlug(route->websocket ? "upgrade_required" : "invalid_argument",
+                                    route->websocket ? "this route is a WebSocket: send an Upgrade "
+                                                       "request (RFC 6455)"
+                                                     : "this route is not a WebSocket"),
+                      {}};
+              keep_alive = false;
+            }
           }
         }
         if (route && resp.body.empty() && is_ws) {
           // ---- WebSocket ----
           set_interrupt(nullptr);
+          {
+            // Past the header phase: never evicted (the socket moves into the WebSocket).
+            std::lock_guard lock(conn->mu);
+            conn->authenticated = true;
+          }
           moved = true;
           bws::stream<Stream> ws(std::move(stream));
           beast::get_lowest_layer(ws).expires_never();
@@ -602,11 +691,14 @@ void Server::Serve(int raw_fd, int family, std::uint64_t id) {
           BeastWebSocket wsock(ioc, ws);
           set_interrupt([&] { wsock.Close(1001, "agvisord is shutting down"); });
           auto ext = ext_ws_.find(route);
-          if (ext != ext_ws_.end()) {
-            ext->second(req, match, wsock);
-          } else {
-            ws_(req, match, wsock);
-          }
+          (void)Guarded(req, [&] {
+            if (ext != ext_ws_.end()) {
+              ext->second(req, match, wsock);
+            } else {
+              ws_(req, match, wsock);
+            }
+            return HttpResponse{};
+          });
           wsock.Close(1000, "");
           set_interrupt(nullptr);
           wsock.Abort();
@@ -628,7 +720,7 @@ void Server::Serve(int raw_fd, int family, std::uint64_t id) {
           BeastHttpStream hs(ioc, stream, buf, body_parser, version, options_.body_timeout,
                              expect_continue);
           HttpResponse r =
-              stream_ ? stream_(req, match, hs)
+              stream_ ? Guarded(req, [&] { return stream_(req, match, hs); })
                       : HttpResponse{501,
                                      "application/json",
                                      ErrorJsonSlug("unsupported", "this route is not served"),
@@ -683,7 +775,9 @@ void Server::Serve(int raw_fd, int family, std::uint64_t id) {
         }
         if (resp.body.empty() && route) {
           auto ext = ext_http_.find(route);
-          resp = ext != ext_http_.end() ? ext->second(req, match) : http_(req, match);
+          resp = Guarded(req, [&] {
+            return ext != ext_http_.end() ? ext->second(req, match) : http_(req, match);
+          });
         }
         if (stopping_) keep_alive = false;
         error_code wec = write_response(resp, hdr.version(), keep_alive);
@@ -701,9 +795,6 @@ void Server::Serve(int raw_fd, int family, std::uint64_t id) {
       }
     }
   }
-  std::lock_guard lock(mu_);
-  conns_.erase(id);
-  idle_cv_.notify_all();
 }
 
 }  // namespace agvisor::server

@@ -8,7 +8,8 @@
 // Threading: Run() accepts on the calling thread; each connection gets a thread of its own (at
 // most ServerOptions::max_connections; one more is answered 503 and closed). A WebSocket adds an
 // I/O thread while it is open. Handlers run on the connection thread and may block (the library
-// is synchronous).
+// is synchronous). An exception out of a handler ends that connection only (a 500 when nothing
+// of the answer was sent yet), logged; the daemon serves on.
 #pragma once
 
 #include <atomic>
@@ -101,6 +102,13 @@ struct ServerOptions {
   bool allow_remote = false;  // allow a non-loopback tcp_listen address
   std::string token;          // the bearer token every route with auth=true needs
   std::size_t max_connections = 64;
+  // Connections that have not yet sent a request with the right token (new ones included). At
+  // the bound, a new connection closes the oldest of them: a local client that opens connections
+  // and sends nothing cannot keep the others out.
+  std::size_t max_unauthenticated = 16;
+  // An unauthenticated connection's request header must be complete this long after the
+  // connection began waiting for it (authenticated keep-alive connections: idle_timeout).
+  std::chrono::seconds header_timeout{10};
   std::size_t max_body_bytes = 256u << 20;  // larger bodies: 413
   std::chrono::seconds idle_timeout{60};    // keep-alive connection without a request
   std::chrono::seconds body_timeout{300};   // reading one request body
@@ -126,7 +134,8 @@ class Server {
   // before Run). Extensions: a route + handler of its own (e.g. the desktop gateway's
   // WebSocket). Errors: as Router::AddExtension.
   void SetHandlers(HttpHandler http, WsHandler ws);
-  // The built-in routes with RouteDef::streaming (the archive routes); without it they answer 501.
+  // The built-in routes with RouteDef::streaming (the archive routes, GET files); without it they
+  // answer 501.
   void SetStreamHandler(StreamHandler stream);
   Result<void> AddHttpRoute(const RouteDef& def, HttpHandler handler);
   Result<void> AddWebSocketRoute(const RouteDef& def, WsHandler handler);
@@ -147,6 +156,8 @@ class Server {
  private:
   explicit Server(ServerOptions options);
   void Serve(int fd, int family, std::uint64_t id);
+  // The body of Serve: reads requests and answers them until the connection ends.
+  void ServeConnection(int fd, int family, Conn& conn);
 
   ServerOptions options_;
   Router router_;

@@ -241,14 +241,10 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch&
       o.env = std::move(er.env);
       o.cwd = std::move(er.cwd);
       o.user = std::move(er.user);
+      // Output is sandbox-controlled: at most this much of each stream is held (and its JSON).
+      o.max_output_bytes = options_.max_exec_output;
       auto res = AGVISOR_TRY(sb->Exec(er.argv, o));
       return Json(200, ExecResultJson(res, er.base64));
-    }
-    case RouteId::kReadFile: {
-      auto path = AGVISOR_TRY(QueryPath(m.query));
-      auto sb = AGVISOR_TRY(Get(id));
-      auto data = AGVISOR_TRY(sb->ReadFile(path));
-      return HttpResponse{200, "application/octet-stream", std::move(data), {}};
     }
     case RouteId::kWriteFile: {
       auto path = AGVISOR_TRY(QueryPath(m.query));
@@ -392,6 +388,35 @@ HttpResponse Service::HandleStream(const HttpRequest&, const RouteMatch& match, 
 Result<HttpResponse> Service::DispatchStream(const RouteMatch& m, HttpStream& io) {
   const std::string& id = Param(m, "id");
   switch (m.route->id) {
+    case RouteId::kReadFile: {
+      auto path = AGVISOR_TRY(QueryPath(m.query));
+      auto offset = AGVISOR_TRY(QueryBytes(m.query, "offset"));
+      auto length = AGVISOR_TRY(QueryBytes(m.query, "length"));
+      auto sb = AGVISOR_TRY(Get(id));
+      // Streamed as it arrives (chunked): the file's size is the sandbox's word, so nothing is
+      // sized or held from it. A client that stops reading stops the read (WriteBody fails).
+      bool began = false;
+      auto begin = [&]() -> Result<void> {
+        if (began) return Ok();
+        began = true;
+        return io.BeginBody(200, "application/octet-stream");
+      };
+      auto r = sb->ReadFileTo(
+          path,
+          [&](std::string_view bytes) -> Result<void> {
+            AGVISOR_RETURN_IF_ERROR(begin());
+            return io.WriteBody(bytes);
+          },
+          offset.value_or(0), length);
+      if (!r.ok()) {
+        if (began) {
+          LogEvent("warn", "file read broken off", {{"id", id}, {"error", r.error().ToString()}});
+        }
+        return r.error();
+      }
+      AGVISOR_RETURN_IF_ERROR(begin());
+      return HttpResponse{200, "application/octet-stream", "", {}};
+    }
     case RouteId::kGetArchive: {
       auto path = AGVISOR_TRY(QueryPath(m.query));
       auto sb = AGVISOR_TRY(Get(id));

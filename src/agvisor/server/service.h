@@ -31,6 +31,10 @@ struct ServiceOptions {
   // that route answers 501.
   std::optional<gateway::TokenKey> desktop_key;
   std::string version = "0.1.0";
+  // POST exec (collected output): bytes kept per stream; the rest is read from the command and
+  // dropped, counted in the answer's stdout_dropped / stderr_dropped (--max-exec-output).
+  std::size_t max_exec_output = kDefaultMaxExecOutput;
+  static constexpr std::size_t kDefaultMaxExecOutput = 1u << 20;
 };
 
 class Service {
@@ -45,7 +49,8 @@ class Service {
   HttpResponse Handle(const HttpRequest& req, const RouteMatch& match);
   // Every built-in WebSocket route (exec, process attach, port forward).
   void HandleWebSocket(const HttpRequest& req, const RouteMatch& match, WebSocket& ws);
-  // Every built-in streaming route (the archive routes: a directory as a tar stream each way).
+  // Every built-in streaming route (the archive routes: a directory as a tar stream each way;
+  // GET files: a file's bytes as they come).
   HttpResponse HandleStream(const HttpRequest& req, const RouteMatch& match, HttpStream& io);
 
   // Closes every warm pool (their members not handed out are removed). For shutdown.

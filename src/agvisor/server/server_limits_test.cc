@@ -1,0 +1,133 @@
+// The server's limits against real loopback clients (no Docker): unauthenticated connections are
+// bounded (the oldest closes to make room), their request header has a deadline, and a handler
+// that throws costs its own request only.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agvisor/base/unique_fd.h"
+#include "agvisor/server/server.h"
+
+namespace agvisor::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A server on 127.0.0.1:0 running on a thread of its own; routes answer 200 unless `throw_on`
+// is in the target.
+class RunningServer {
+ public:
+  explicit RunningServer(ServerOptions so) {
+    so.tcp_listen = "127.0.0.1:0";
+    so.token = "t";
+    so.shutdown_grace = std::chrono::seconds(2);
+    auto s = Server::Bind(so);
+    EXPECT_TRUE(s.ok()) << s.error().ToString();
+    server_ = std::move(*s);
+    server_->SetHandlers(
+        [](const HttpRequest& req, const RouteMatch&) {
+          if (req.target.find("boom") != std::string::npos) throw std::runtime_error("boom");
+          return HttpResponse{200, "application/json", "{\"ok\":true}", {}};
+        },
+        [](const HttpRequest&, const RouteMatch&, WebSocket&) {});
+    thread_ = std::thread([this] { server_->Run(); });
+  }
+  ~RunningServer() {
+    server_->Shutdown();
+    thread_.join();
+  }
+  std::uint16_t port() const { return server_->tcp_port(); }
+
+ private:
+  std::unique_ptr<Server> server_;
+  std::thread thread_;
+};
+
+UniqueFd Connect(std::uint16_t port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  return fd;
+}
+
+// Whether the server closed `fd` (EOF or reset) within `wait`.
+bool ClosedWithin(int fd, std::chrono::milliseconds wait) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) return false;
+  char c;
+  return ::recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+// One request on a new connection; the status of its answer (0: none within 5 s).
+int Request(std::uint16_t port, const std::string& target, bool auth = true) {
+  UniqueFd fd = Connect(port);
+  std::string req = "GET " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n";
+  if (auth) req += "Authorization: Bearer t\r\n";
+  req += "\r\n";
+  EXPECT_EQ(::send(fd.get(), req.data(), req.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(req.size()));
+  std::string got;
+  char buf[4096];
+  for (;;) {
+    pollfd p{fd.get(), POLLIN, 0};
+    if (::poll(&p, 1, 5000) <= 0) break;
+    ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+  if (got.rfind("HTTP/1.1 ", 0) != 0) return 0;
+  return std::atoi(got.c_str() + 9);
+}
+
+TEST(ServerLimitsTest, SilentConnectionsCannotKeepOthersOut) {
+  ServerOptions so;
+  so.max_connections = 8;
+  so.max_unauthenticated = 4;
+  RunningServer srv(so);
+  // Ten connections that send nothing: without the bound they would hold every slot (then 503).
+  std::vector<UniqueFd> idle;
+  for (int i = 0; i < 10; ++i) {
+    idle.push_back(Connect(srv.port()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(Request(srv.port(), "/v1/sandboxes"), 200);
+  // The oldest went to make room; the newest are still open.
+  EXPECT_TRUE(ClosedWithin(idle.front().get(), std::chrono::milliseconds(2000)));
+  EXPECT_FALSE(ClosedWithin(idle.back().get(), std::chrono::milliseconds(100)));
+}
+
+TEST(ServerLimitsTest, AnUnfinishedHeaderIsCutOffAtTheHeaderTimeout) {
+  ServerOptions so;
+  so.header_timeout = std::chrono::seconds(1);
+  so.idle_timeout = std::chrono::seconds(60);
+  RunningServer srv(so);
+  UniqueFd fd = Connect(srv.port());
+  const std::string part = "GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\n";
+  ASSERT_EQ(::send(fd.get(), part.data(), part.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(part.size()));
+  const auto start = Clock::now();
+  // Closed at 1 s; 3 s (3x) proves the header timeout, not the 60 s idle timeout, applied.
+  EXPECT_TRUE(ClosedWithin(fd.get(), std::chrono::milliseconds(3000)));
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(900));
+}
+
+TEST(ServerLimitsTest, AThrowingHandlerCostsItsRequestOnly) {
+  RunningServer srv(ServerOptions{});
+  EXPECT_EQ(Request(srv.port(), "/v1/sandboxes/boom"), 500);
+  EXPECT_EQ(Request(srv.port(), "/v1/sandboxes"), 200);
+}
+
+}  // namespace
+}  // namespace agvisor::server
