@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -677,13 +678,26 @@ Result<void> TarStreamReader::StartEntry(const Header& h) {
   if (target == comps) return Ok();  // a link to itself: already there
   UniqueFd target_parent =
       AGVISOR_TRY(OpenDirBeneath(dest_.get(), target, target.size() - 1, false, h.name));
+  struct stat st;
+  if (fstatat(target_parent.get(), target.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return SysError("tar entry '" + h.name + "': hard link target '" + h.link + "'", errno);
+  }
+  if (S_ISLNK(st.st_mode)) {
+    // A hard link to a symlink is a second symlink with the same (relative) target, read from
+    // another directory: "d/e/l -> ../../x" stays inside, but a link to it at the top would
+    // climb two levels above the destination. Check the target again from the new place.
+    std::string link_target(PATH_MAX, '\0');
+    ssize_t n = readlinkat(target_parent.get(), target.back().c_str(), link_target.data(),
+                           link_target.size());
+    if (n < 0) {
+      return SysError("tar entry '" + h.name + "': hard link target '" + h.link + "'", errno);
+    }
+    link_target.resize(static_cast<std::size_t>(n));
+    AGVISOR_RETURN_IF_ERROR(CheckSymlinkTarget(link_target, comps.size() - 1, h.name));
+  }
   if (host) {
     // Only a file or symlink this extraction made, never one that was there before: a hard
     // link to it would hand the archive a second name for the user's own file.
-    struct stat st;
-    if (fstatat(target_parent.get(), target.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      return SysError("tar entry '" + h.name + "': hard link target '" + h.link + "'", errno);
-    }
     if (!own_inodes_.contains(Inode{st.st_dev, st.st_ino})) {
       return Error::InvalidArgument("tar entry '" + h.name + "': hard link target '" + h.link +
                                     "' was not extracted from this archive (refused: hard "

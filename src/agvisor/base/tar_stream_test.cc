@@ -376,6 +376,22 @@ TEST_F(TarEscapeTest, HardLinks) {
   ExpectRefused(Entry("p", '1', {}, "pre/target") + End(), "'p'");
 }
 
+TEST_F(TarEscapeTest, AHardLinkToASymlinkIsCheckedFromWhereItGoes) {
+  // "d/e/l -> ../../x" stays inside from d/e, but a second name for it at the top would read
+  // "../../x" from the destination itself: two levels above it.
+  ExpectRefused(Entry("d/e/", '5') + Entry("d/e/l", '2', {}, "../../x") +
+                    Entry("top", '1', {}, "d/e/l") + End(),
+                "'top'");
+  EXPECT_FALSE(fs::exists(fs::symlink_status(t_ / "dest/top")));
+  // At the same depth the target means the same: allowed.
+  std::mt19937 rng(1);
+  auto r = Extract(Entry("f/", '5') + Entry("f/g/", '5') + Entry("f/g/l", '2', {}, "../x") +
+                       Entry("f/h/", '5') + Entry("f/h/m", '1', {}, "f/g/l") + End(),
+                   t_ / "dest", rng, 512);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(fs::read_symlink(t_ / "dest/f/h/m"), "../x");
+}
+
 TEST_F(TarEscapeTest, SpecialFiles) {
   ExpectRefused(Entry("dev", '3') + End(), "'dev': device");
   ExpectRefused(Entry("blk", '4') + End(), "'blk': device");
@@ -541,6 +557,14 @@ TEST_F(TarHostRulesTest, HardLinksOnlyToEntriesOfTheSameArchive) {
   EXPECT_EQ(a.st_ino, b.st_ino);
   // An earlier extraction's file is "there before" for the next one.
   ExpectRefusedAndUndone(Entry("c", '1', {}, "a") + End(), "'c'");
+}
+
+TEST_F(TarHostRulesTest, AHardLinkToASymlinkCannotClimbOutOfTheDestination) {
+  // The symlink is the archive's own, so the same-archive rule lets the hard link through; its
+  // target must still stay inside when read from the hard link's directory.
+  ExpectRefusedAndUndone(Entry("d/e/", '5') + Entry("d/e/l", '2', {}, "../../.ssh/keys") +
+                             Entry("top", '1', {}, "d/e/l") + End(),
+                         "'top'");
 }
 
 TEST_F(TarHostRulesTest, AFailureMidwayRemovesExactlyWhatItCreated) {
