@@ -88,12 +88,14 @@ RuntimeIdentity Identify(const http::Endpoint& endpoint, const std::string& name
   RuntimeIdentity id{.name = name, .path = rt.path, .args = rt.args};
   if (rt.path.empty()) {
     id.evidence = "Docker reports no binary path for it";
+    id.conclusive = true;
     return id;
   }
   if (endpoint.kind == http::Endpoint::Kind::kTcp) {
     id.evidence =
         "the binaries of a tcp:// Docker host cannot be asked from here (reach that "
         "host over ssh://USER@HOST so agvisor can check its runtimes)";
+    id.conclusive = true;
     return id;
   }
   const std::string script =
@@ -117,6 +119,7 @@ RuntimeIdentity Identify(const http::Endpoint& endpoint, const std::string& name
     id.evidence = "`" + rt.path + " --version` did not answer within " +
                   std::to_string(timeout.count() / 1000) + " s";
   } else {
+    id.conclusive = true;
     id.evidence = FirstLine(ran->output);
     if (id.evidence.empty()) id.evidence = "(no output, " + ran->status.ToString() + ")";
     id.gvisor = ran->status.success() && IsRunscVersionOutput(ran->output);
@@ -155,8 +158,10 @@ IdentifyRuntimeFn CachedIdentify(std::string_view host, const http::Endpoint& en
           if (auto it = g_ids.find(key); it != g_ids.end()) return it->second;
         }
         RuntimeIdentity id = Identify(endpoint, name, rt);
-        std::lock_guard lock(g_mu);
-        g_ids[key] = id;
+        if (id.conclusive) {
+          std::lock_guard lock(g_mu);
+          g_ids[key] = id;
+        }
         return id;
       };
 }

@@ -51,6 +51,9 @@ struct RuntimeIdentity {
   // The binary's own first line of `--version` ("runsc version release-20240729.0"), or why it
   // could not be asked ("no such file", "cannot be asked over tcp://").
   std::string evidence;
+  // The answer is the binary's own (it ran and ended). A spawn error, an ssh failure or a run
+  // that timed out on a loaded host is not: it is not cached, so the next create asks again.
+  bool conclusive = false;
 };
 
 // Whether `version_output` (what a binary printed for --version) is gVisor's runsc.
