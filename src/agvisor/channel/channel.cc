@@ -22,6 +22,9 @@ struct StreamState {
   // Payload bytes the agent may still send on this stream: the windows the host granted minus
   // what arrived. More than that is a protocol error (a hostile or broken agent).
   std::uint64_t recv_credit;
+  // Payload bytes queued in `inbox` that no window counts (everything but DATA and OUTPUT's
+  // data): bounded by kMaxInboxUnwindowedBytes.
+  std::size_t unwindowed = 0;
   bool peer_done = false;   // EXIT, ERROR or CLOSE arrived: the agent takes no more input
   std::size_t unacked = 0;  // consumed bytes not yet granted back with WINDOW
   // When set, Next gives up at this time (an exec whose agent-enforced timeout has long passed).
@@ -40,6 +43,19 @@ constexpr std::size_t kSourceChunk = 256 * 1024;
 // without end. A well-behaved agent sends a few control frames per operation, and its output
 // frames are many only when small, so the bound is far from any real use (~3 MiB of frames).
 constexpr std::size_t kMaxInboxFrames = 64 * 1024;
+// Payload bytes of queued frames that no window counts (STARTED, EXIT, ERROR, CLOSE, listings,
+// ...). Without this bound, 64Ki frames of up to 1 MiB each could be queued on one stream whose
+// reader is slow (a daemon client that stopped reading): 64 GiB. Replies a well-behaved agent
+// sends are one frame per request, at most one frame limit each (1 MiB).
+constexpr std::size_t kMaxInboxUnwindowedBytes = 4 * 1024 * 1024;
+
+// The flow-controlled bytes of a frame (docs/protocol.md): DATA's payload, OUTPUT's after its
+// fd byte; the rest of a payload is not counted by any window.
+std::uint64_t WindowedBytes(const Frame& f) {
+  if (f.type == Type::kData) return f.payload.size();
+  if (f.type == Type::kOutput && !f.payload.empty()) return f.payload.size() - 1;
+  return 0;
+}
 
 }  // namespace
 
@@ -372,10 +388,8 @@ void Channel::Dispatch(Frame&& f) {
       auto w = proto::Window::Decode(f.payload);
       if (w.ok()) s.send_credit += w->bytes;
     } else {
-      // The flow-controlled bytes (docs/protocol.md): DATA's payload, OUTPUT's after its fd byte.
-      std::uint64_t counted = 0;
-      if (f.type == Type::kData) counted = f.payload.size();
-      if (f.type == Type::kOutput && !f.payload.empty()) counted = f.payload.size() - 1;
+      const std::uint64_t counted = WindowedBytes(f);
+      const std::size_t unwindowed = f.payload.size() - static_cast<std::size_t>(counted);
       if (counted > s.recv_credit) {
         violation = Error::Unavailable(
             "protocol error: the agent sent " + std::to_string(counted) + " bytes on stream " +
@@ -385,8 +399,14 @@ void Channel::Dispatch(Frame&& f) {
         violation = Error::Unavailable(
             "protocol error: the agent queued more than " + std::to_string(kMaxInboxFrames) +
             " unread frames on stream " + std::to_string(s.id) + " (a broken or hostile agent)");
+      } else if (s.unwindowed + unwindowed > kMaxInboxUnwindowedBytes) {
+        violation = Error::Unavailable("protocol error: the agent queued more than " +
+                                       std::to_string(kMaxInboxUnwindowedBytes) +
+                                       " unread bytes outside the window on stream " +
+                                       std::to_string(s.id) + " (a broken or hostile agent)");
       } else {
         s.recv_credit -= counted;
+        s.unwindowed += unwindowed;
         if (f.type == Type::kExit || f.type == Type::kError || f.type == Type::kClose) {
           s.peer_done = true;
         }
@@ -488,6 +508,7 @@ Result<Frame> Channel::Next(StreamState& s) {
     if (!s.inbox.empty()) {
       Frame f = std::move(s.inbox.front());
       s.inbox.pop_front();
+      s.unwindowed -= f.payload.size() - static_cast<std::size_t>(WindowedBytes(f));
       return f;
     }
     if (broken_) return *broken_;

@@ -362,6 +362,28 @@ TEST(ChannelTest, EndlessEmptyFramesEndTheChannel) {
   EXPECT_THAT(r.error().message(), HasSubstr("unread frames"));
 }
 
+TEST(ChannelTest, BigFramesOutsideTheWindowAreBoundedToo) {
+  auto [host, agent_end] = MemoryTransport::Pair();
+  // One DATA byte the host's sink sits on, then frames no window counts, 512 KiB each: without
+  // a byte bound 64Ki of them (32 GiB) would be queued before the frame-count bound.
+  FakeAgent agent(std::move(agent_end), [&](FakeAgent& a, const Frame& f) {
+    if (f.type != Type::kFileRead) return;
+    a.Send(Type::kData, f.stream, "x");
+    const std::string big(512 * 1024, 'e');
+    for (int i = 0; i < 64 && !a.closed(); ++i) a.Send(Type::kClose, f.stream, big);
+  });
+  auto ch = Channel::Open(std::move(host));
+  ASSERT_TRUE(ch.ok());
+  auto r = (*ch)->ReadFileTo("/f", BlockUntilBroken(*ch));
+  ASSERT_FALSE(r.ok());
+  // The frames queued before the bound are still read (here: an unexpected CLOSE), but the
+  // channel is over, and says why to the next operation.
+  ASSERT_TRUE((*ch)->broken());
+  auto next = (*ch)->Stat("/g");
+  ASSERT_FALSE(next.ok());
+  EXPECT_THAT(next.error().message(), HasSubstr("outside the window"));
+}
+
 TEST(ChannelTest, AFrameTrickledWithoutEndIsSilence) {
   auto [host, agent_end] = MemoryTransport::Pair();
   std::atomic<bool> stop{false};
