@@ -405,6 +405,19 @@ Result<std::vector<std::string>> SplitName(std::string_view name, const std::str
   return out;
 }
 
+// "a/b/c" -> {"a", "b", "c"}: the inverse of Join for the names this reader records.
+std::vector<std::string> SplitOnSlash(const std::string& name) {
+  std::vector<std::string> comps;
+  std::size_t pos = 0;
+  while (pos <= name.size()) {
+    std::size_t end = name.find('/', pos);
+    if (end == std::string::npos) end = name.size();
+    comps.emplace_back(name.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return comps;
+}
+
 std::string Join(const std::vector<std::string>& comps, std::size_t n) {
   std::string s;
   for (std::size_t i = 0; i < n; ++i) {
@@ -616,7 +629,8 @@ Result<void> TarStreamReader::StartEntry(const Header& h) {
   };
 
   if (has_data) {
-    AGVISOR_RETURN_IF_ERROR(ClearLeaf(parent.get(), leaf, h.name));
+    AGVISOR_RETURN_IF_ERROR(host ? SetAside(parent.get(), comps, h.name)
+                                 : ClearLeaf(parent.get(), leaf, h.name));
     int fd = openat(parent.get(), leaf.c_str(),
                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
     if (fd < 0) return SysError("tar entry '" + h.name + "': create", errno);
@@ -642,7 +656,8 @@ Result<void> TarStreamReader::StartEntry(const Header& h) {
       // Host rules: a directory this extraction made earlier (e.g. as a parent) is its own.
       bool ours = own_inodes_.contains(Inode{st.st_dev, st.st_ino});
       if (!S_ISDIR(st.st_mode)) {
-        AGVISOR_RETURN_IF_ERROR(ClearLeaf(parent.get(), leaf, h.name));
+        AGVISOR_RETURN_IF_ERROR(host ? SetAside(parent.get(), comps, h.name)
+                                     : ClearLeaf(parent.get(), leaf, h.name));
         if (mkdirat(parent.get(), leaf.c_str(), 0700) != 0) {
           return SysError("tar entry '" + h.name + "': mkdir", errno);
         }
@@ -662,7 +677,8 @@ Result<void> TarStreamReader::StartEntry(const Header& h) {
   }
   if (type == '2') {
     AGVISOR_RETURN_IF_ERROR(CheckSymlinkTarget(h.link, comps.size() - 1, h.name));
-    AGVISOR_RETURN_IF_ERROR(ClearLeaf(parent.get(), leaf, h.name));
+    AGVISOR_RETURN_IF_ERROR(host ? SetAside(parent.get(), comps, h.name)
+                                 : ClearLeaf(parent.get(), leaf, h.name));
     if (symlinkat(h.link.c_str(), parent.get(), leaf.c_str()) != 0) {
       return SysError("tar entry '" + h.name + "': symlink to '" + h.link + "'", errno);
     }
@@ -704,7 +720,8 @@ Result<void> TarStreamReader::StartEntry(const Header& h) {
                                     "links may only name entries of the same archive)");
     }
   }
-  AGVISOR_RETURN_IF_ERROR(ClearLeaf(parent.get(), leaf, h.name));
+  AGVISOR_RETURN_IF_ERROR(host ? SetAside(parent.get(), comps, h.name)
+                               : ClearLeaf(parent.get(), leaf, h.name));
   // Flags 0: a symlink target is linked itself, never followed.
   if (linkat(target_parent.get(), target.back().c_str(), parent.get(), leaf.c_str(), 0) != 0) {
     return SysError("tar entry '" + h.name + "': hard link to '" + h.link + "'", errno);
@@ -737,18 +754,62 @@ Result<void> TarStreamReader::Record(const std::string& name, const struct stat&
   return Charge(charge, name);
 }
 
+Result<void> TarStreamReader::SetAside(int dirfd, const std::vector<std::string>& comps,
+                                       const std::string& entry) {
+  const std::string& leaf = comps.back();
+  struct stat st;
+  if (fstatat(dirfd, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return Ok();
+    return SysError("tar entry '" + entry + "': stat", errno);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    return Error::Conflict("tar entry '" + entry + "': a directory exists there");
+  }
+  // A name of our own in the same directory (a rename never crosses file systems there);
+  // RENAME_NOREPLACE: never over anything that exists.
+  for (int attempt = 0;; ++attempt) {
+    std::string aside = ".agvisor-replaced-" + std::to_string(getpid()) + "-" +
+                        std::to_string(++aside_count_) + "-" + leaf.substr(0, 64);
+    if (renameat2(dirfd, leaf.c_str(), dirfd, aside.c_str(), RENAME_NOREPLACE) == 0) {
+      created_.push_back(Created{Join(comps, comps.size()), st.st_dev, st.st_ino, false, aside});
+      return Charge(comps.size() * 16 + aside.size() + sizeof(Created), entry);
+    }
+    if (errno != EEXIST || attempt >= 16) {
+      return SysError("tar entry '" + entry + "': set the existing file aside", errno);
+    }
+  }
+}
+
+void TarStreamReader::DropSetAside() {
+  for (const Created& c : created_) {
+    if (c.aside.empty()) continue;
+    std::vector<std::string> comps = SplitOnSlash(c.name);
+    auto parent = OpenDirBeneath(dest_.get(), comps, comps.size() - 1, false, c.name);
+    if (!parent.ok()) continue;
+    struct stat st;
+    if (fstatat(parent->get(), c.aside.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (st.st_dev != c.dev || st.st_ino != c.ino) continue;
+    (void)unlinkat(parent->get(), c.aside.c_str(), 0);
+  }
+}
+
 std::size_t TarStreamReader::RollBack() {
   file_.reset();
   std::size_t removed = 0;
   for (auto it = created_.rbegin(); it != created_.rend(); ++it) {
-    std::vector<std::string> comps;
-    std::size_t pos = 0;
-    while (pos <= it->name.size()) {
-      std::size_t end = it->name.find('/', pos);
-      if (end == std::string::npos) end = it->name.size();
-      comps.emplace_back(it->name.substr(pos, end - pos));
-      pos = end + 1;
+    if (!it->aside.empty()) {
+      // Put back what was there: the entry made at its name was undone before (later record).
+      std::vector<std::string> comps = SplitOnSlash(it->name);
+      auto parent = OpenDirBeneath(dest_.get(), comps, comps.size() - 1, false, it->name);
+      if (!parent.ok()) continue;
+      struct stat st;
+      if (fstatat(parent->get(), it->aside.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (st.st_dev != it->dev || st.st_ino != it->ino) continue;
+      (void)renameat2(parent->get(), it->aside.c_str(), parent->get(), comps.back().c_str(),
+                      RENAME_NOREPLACE);
+      continue;
     }
+    std::vector<std::string> comps = SplitOnSlash(it->name);
     // Through no symlink, and only while the name still holds the inode this extraction made.
     auto parent = OpenDirBeneath(dest_.get(), comps, comps.size() - 1, false, it->name);
     if (!parent.ok()) continue;
@@ -1026,6 +1087,7 @@ Result<void> TarStreamReader::Finish() {
     }
   }
   dirs_.clear();
+  if (options_.host_rules) DropSetAside();
   finished_ = true;
   return Ok();
 }

@@ -86,7 +86,9 @@ struct TarReaderOptions {
   //   - all or nothing: an extraction that fails, or is destroyed before Finish succeeded (the
   //     caller's transport broke), removes every file, link and directory it created, deepest
   //     first, each only while it is still the inode it made (nothing that was there before is
-  //     removed; an entry the archive replaced is gone, as with tar -x);
+  //     removed), and puts back what it replaced: an existing non-directory is renamed aside
+  //     (".agvisor-replaced-PID-N-NAME" in its directory) rather than unlinked, renamed back on
+  //     failure, and deleted when Finish succeeds;
   //   - bookkeeping is bounded by `max_bookkeeping_bytes`; an archive with more entries than
   //     that records is refused (kResourceExhausted) and rolled back.
   bool host_rules = false;
@@ -113,7 +115,8 @@ struct TarReaderOptions {
 //   - hard links ('1'): the target is an archive name, held to the same rules as names and
 //     looked up the same way (inside the destination, through no symlink).
 //   - device nodes, FIFOs, GNU sparse files, volume headers and unknown types are refused.
-//   - an existing non-directory where an entry goes is replaced (unlinked first: a file is never
+//   - an existing non-directory where an entry goes is replaced (unlinked, or under host_rules
+//     renamed aside, first: a file is never
 //     written through an existing hard link or symlink); an existing directory is kept (a file,
 //     link or symlink entry for it is kConflict).
 //   - modes: the entry's permission bits (07777; 0777 under host_rules), exactly (no umask);
@@ -159,6 +162,11 @@ class TarStreamReader {
   Result<void> Record(const std::string& name, const struct stat& st);
   Result<void> Charge(std::size_t bytes, const std::string& entry);
   std::size_t RollBack();
+  // Host rules: makes room for a non-directory entry at comps in `dirfd` (comps' parent) by
+  // renaming what is there aside, so that a failed extraction can put it back.
+  Result<void> SetAside(int dirfd, const std::vector<std::string>& comps, const std::string& entry);
+  // Deletes what SetAside kept, once the extraction has succeeded.
+  void DropSetAside();
 
   enum class State { kHeader, kFileData, kSkipData, kMetaBody, kPadding, kEnded };
 
@@ -196,6 +204,9 @@ class TarStreamReader {
     dev_t dev;
     ino_t ino;
     bool dir;
+    // Not made but set aside: what was at `name` before (dev/ino are its own) was renamed to
+    // this name in the same directory. Undone by renaming it back; Finish deletes it.
+    std::string aside;
   };
   std::vector<Created> created_;
   struct Inode {
@@ -211,7 +222,8 @@ class TarStreamReader {
   };
   std::unordered_set<Inode, InodeHash> own_inodes_;
   std::size_t bookkeeping_ = 0;
-  std::uint64_t written_ = 0;  // bytes of file data declared so far (the budget)
+  std::uint64_t aside_count_ = 0;  // names SetAside used
+  std::uint64_t written_ = 0;      // bytes of file data declared so far (the budget)
   bool finished_ = false;
   bool failed_ = false;
   Error error_{ErrorCode::kInternal, ""};

@@ -559,6 +559,27 @@ TEST_F(TarHostRulesTest, HardLinksOnlyToEntriesOfTheSameArchive) {
   ExpectRefusedAndUndone(Entry("c", '1', {}, "a") + End(), "'c'");
 }
 
+TEST_F(TarHostRulesTest, AFailedDownloadPutsBackTheFilesItReplaced) {
+  // The archive replaces two of the user's files (one twice), then is refused: both come back
+  // as they were, and no set-aside name is left.
+  ExpectRefusedAndUndone(Entry("keep/old", '0', "evil") + Entry("secret", '0', "x") +
+                             Entry("secret", '0', "y") + Entry("../x", '0', "z") + End(),
+                         "'../x'");
+  EXPECT_EQ(ReadFile(t_ / "dest/keep/old"), "mine");
+  EXPECT_EQ(ReadFile(t_ / "dest/secret"), "password");
+  EXPECT_EQ(ModeOf("dest/secret"), 0600u);
+  // A download that succeeds replaces them and leaves nothing else behind.
+  auto r = Run(Entry("keep/old", '0', "new") + Entry("secret", '0', "a") +
+               Entry("secret", '0', "b") + End());
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(ReadFile(t_ / "dest/keep/old"), "new");
+  EXPECT_EQ(ReadFile(t_ / "dest/secret"), "b");
+  for (const auto& e : fs::recursive_directory_iterator(t_ / "dest")) {
+    EXPECT_EQ(e.path().filename().string().find(".agvisor-replaced"), std::string::npos)
+        << e.path();
+  }
+}
+
 TEST_F(TarHostRulesTest, AHardLinkToASymlinkCannotClimbOutOfTheDestination) {
   // The symlink is the archive's own, so the same-archive rule lets the hard link through; its
   // target must still stay inside when read from the hard link's directory.
