@@ -37,6 +37,21 @@ std::string Marker() {
   return "97." + std::to_string(::getpid()) + std::to_string(++counter);
 }
 
+// /proc/PID/NAME, or "" once the process is gone. Not through std::ifstream: reading the file
+// of a process that exits meanwhile fails with ESRCH, which libstdc++'s filebuf throws as an
+// exception (seen in a loaded CI run).
+std::string ReadProcFile(pid_t pid, const char* name) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/" + name;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
+    out.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  return out;
+}
+
 // Pids of live processes having `arg` as one of their arguments.
 std::vector<pid_t> PidsWithArg(const std::string& arg) {
   std::vector<pid_t> out;
@@ -44,9 +59,7 @@ std::vector<pid_t> PidsWithArg(const std::string& arg) {
   if (!table.ok()) return out;
   for (const auto& p : *table) {
     if (p.state == 'Z') continue;
-    std::ifstream f("/proc/" + std::to_string(p.pid) + "/cmdline");
-    std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    std::stringstream ss(cmdline);
+    std::stringstream ss(ReadProcFile(p.pid, "cmdline"));
     for (std::string a; std::getline(ss, a, '\0');) {
       if (a == arg) {
         out.push_back(p.pid);
@@ -205,7 +218,9 @@ TEST_F(AgentTest, SigtermStopsFastAndKillsChildren) {
 
 TEST_F(AgentTest, InitReapsOrphansOfItsDescendants) {
   std::string m = NewMarker();
-  std::string short_sleep = "1." + m.substr(3);  // ~1 s, still unique
+  // ~4 s, still unique: long enough to be seen as re-parented on a loaded host (a ~1 s one
+  // had exited before the first look in a loaded CI run).
+  std::string short_sleep = "4." + m.substr(3);
   markers_.push_back(short_sleep);
   // The inner shell exits at once, orphaning its `sleep`: it must be re-parented to init (the
   // subreaper) and reaped by it when it exits, leaving no zombie.
@@ -213,19 +228,22 @@ TEST_F(AgentTest, InitReapsOrphansOfItsDescendants) {
       {}, "(sleep 0.2; sh -c 'sleep " + short_sleep + " >/dev/null 2>&1 &'; sleep " + m + ") & ");
   pid_t init_pid = init.pid();
   pid_t orphan = 0;
-  ASSERT_TRUE(Eventually([&] {
-    for (pid_t pid : PidsWithArg(short_sleep)) {
-      std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-      std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      auto info = ParseProcStat(stat);
-      if (info && info->ppid == init_pid) orphan = pid;
-    }
-    return orphan != 0;
-  })) << "the orphan was not re-parented to init";
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (pid_t pid : PidsWithArg(short_sleep)) {
+          auto info = ParseProcStat(ReadProcFile(pid, "stat"));
+          if (info && info->ppid == init_pid) orphan = pid;
+        }
+        return orphan != 0;
+      },
+      milliseconds(10000)))
+      << "the orphan was not re-parented to init";
   // Gone from /proc altogether: a zombie would stay listed until its parent reaps it.
-  EXPECT_TRUE(Eventually([&] {
-    return ::access(("/proc/" + std::to_string(orphan)).c_str(), F_OK) != 0;
-  })) << "the orphan stayed (a zombie not reaped by init?)";
+  // It sleeps ~4 s; 15 s leaves room for a loaded host.
+  EXPECT_TRUE(
+      Eventually([&] { return ::access(("/proc/" + std::to_string(orphan)).c_str(), F_OK) != 0; },
+                 milliseconds(15000)))
+      << "the orphan stayed (a zombie not reaped by init?)";
   ASSERT_TRUE(init.Kill(SIGTERM).ok());
   ASSERT_TRUE(init.WaitFor(milliseconds(10000)).ok());
 }
