@@ -17,6 +17,9 @@ constexpr std::chrono::milliseconds kNoTimeout = std::chrono::hours(24 * 400);
 // Image import/pull move hundreds of MB and report progress: bounded, but generously.
 constexpr std::chrono::milliseconds kLongOperationTimeout = std::chrono::hours(1);
 constexpr std::size_t kReadChunk = 64 * 1024;
+// How long an exec's output may stay quiet before StreamExec asks whether its container and the
+// exec itself still run: one inspect per quiet interval.
+constexpr std::chrono::seconds kExecQuietCheck{2};
 
 std::string Describe(std::string_view operation, std::string_view object) {
   std::string s = "docker " + std::string(operation);
@@ -83,7 +86,8 @@ Result<void> ExecStream::CloseStdin() {
   return Ok();
 }
 
-Result<std::optional<StreamPiece>> ExecStream::Read() {
+Result<std::optional<StreamPiece>> ExecStream::ReadUntil(
+    std::chrono::steady_clock::time_point deadline) {
   std::string buf;
   for (;;) {
     if (pending_pos_ < pending_.size()) {
@@ -96,7 +100,7 @@ Result<std::optional<StreamPiece>> ExecStream::Read() {
     }
     if (eof_) return std::optional<StreamPiece>();
     buf.resize(kReadChunk);
-    auto n = raw_->Read(std::span<char>(buf.data(), buf.size()));
+    auto n = raw_->ReadUntil(std::span<char>(buf.data(), buf.size()), deadline);
     if (!n.ok()) return n.error().WithContext("docker read output of " + what_);
     if (*n == 0) {
       eof_ = true;
@@ -496,13 +500,32 @@ Result<int> Client::StreamExec(std::string_view container, ExecConfig config,
     });
   }
   Result<void> read_status = Ok();
+  // dockerd does not always close an exec's streams when its container dies under it (seen with
+  // runsc and stdin attached: a kill left the read blocked for good). So a quiet stream is
+  // checked on: a container no longer running ends the read with kUnavailable; an exec the
+  // daemon reports ended, and still quiet one interval later, ends it as finished.
+  int quiet_after_exit = 0;
   for (;;) {
-    auto piece = stream->Read();
+    auto piece = stream->ReadUntil(std::chrono::steady_clock::now() + kExecQuietCheck);
+    if (!piece.ok() && piece.error().code() == ErrorCode::kTimeout) {
+      auto c = InspectContainer(container);
+      const bool gone = !c.ok() && c.error().code() == ErrorCode::kNotFound;
+      if (gone || (c.ok() && !c->state.running)) {
+        read_status = Error::Unavailable(
+            "docker exec " + exec_id + " in container " + std::string(container) +
+            ": the container stopped while the exec's output was open");
+        break;
+      }
+      auto e = InspectExec(exec_id);
+      if (e.ok() && !e->running && ++quiet_after_exit == 2) break;
+      continue;
+    }
     if (!piece.ok()) {
       read_status = std::move(piece).error();
       break;
     }
     if (!piece->has_value()) break;
+    quiet_after_exit = 0;
     read_status = on_output(**piece);
     if (!read_status.ok()) break;
   }

@@ -73,7 +73,12 @@ class ExecStream {
   // The next piece of output, or nullopt at the end (the process closed its output / exited).
   // Blocks until something arrives. Errors: kUnavailable (connection lost), kInternal
   // (malformed framing, or the stream ended inside a frame).
-  Result<std::optional<StreamPiece>> Read();
+  Result<std::optional<StreamPiece>> Read() {
+    return ReadUntil(std::chrono::steady_clock::time_point::max());
+  }
+  // As Read, but gives up at `deadline` with kTimeout when nothing arrived; the stream stays
+  // usable (call again).
+  Result<std::optional<StreamPiece>> ReadUntil(std::chrono::steady_clock::time_point deadline);
   // The stdout bytes only, demultiplexed in place into `buf` (no copy beyond the socket read):
   // up to buf.size() bytes, 0 at the end of the stream. Stderr pieces go to `on_stderr` (may be
   // empty: dropped). For byte-stream protocols over a process's stdout (the agent channel).

@@ -83,7 +83,12 @@ class RawStream {
  public:
   virtual ~RawStream() = default;
   // Up to buf.size() bytes; 0 = the peer closed its side.
-  virtual Result<std::size_t> Read(std::span<char> buf) = 0;
+  Result<std::size_t> Read(std::span<char> buf) {
+    return ReadUntil(buf, std::chrono::steady_clock::time_point::max());
+  }
+  // As Read, but gives up at `deadline` with kTimeout (nothing consumed; call again).
+  virtual Result<std::size_t> ReadUntil(std::span<char> buf,
+                                        std::chrono::steady_clock::time_point deadline) = 0;
   // All of `data`, or an error.
   virtual Result<void> Write(std::string_view data) = 0;
   // Half-close: the peer reads EOF (an exec's stdin ends); reading goes on.

@@ -433,6 +433,27 @@ TEST(ClientTest, CloseUnblocksARead) {
   EXPECT_FALSE(s.Write("x").ok());
 }
 
+// A read with a deadline on a quiet stream gives up with kTimeout and leaves the stream as it
+// was: what comes later is read whole.
+TEST(ClientTest, ReadUntilTimesOutOnAQuietStreamAndReadsOnAfterwards) {
+  TestServer server([](TestServer::Conn& c, const SeenRequest&) {
+    WriteAllTo(c.fd, "HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n");
+    c.reader->ReadSome();  // quiet until the client writes
+    WriteAllTo(c.fd, "LATE");
+    return false;
+  });
+  auto client = ConnectTo(server);
+  auto h = client->Hijack(Get("/attach"));
+  ASSERT_TRUE(h.ok()) << h.error().ToString();
+  RawStream& s = *h->stream;
+  char b[16];
+  auto quiet = s.ReadUntil(std::span<char>(b, sizeof b), std::chrono::steady_clock::now() + 100ms);
+  ASSERT_FALSE(quiet.ok());
+  EXPECT_EQ(quiet.error().code(), ErrorCode::kTimeout) << quiet.error().ToString();
+  ASSERT_TRUE(s.Write("go").ok());
+  EXPECT_EQ(ReadN(s, 4), "LATE");
+}
+
 TEST(ClientTest, HijackRefusedReturnsTheResponse) {
   TestServer server([](TestServer::Conn& c, const SeenRequest&) {
     return WriteAllTo(c.fd,

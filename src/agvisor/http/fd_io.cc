@@ -46,7 +46,7 @@ class SocketRawStream final : public RawStream {
       : fd_(std::move(fd)), pending_(std::move(initial)) {}
   ~SocketRawStream() override { Close(); }
 
-  Result<std::size_t> Read(std::span<char> buf) override {
+  Result<std::size_t> ReadUntil(std::span<char> buf, Deadline deadline) override {
     if (buf.empty()) return std::size_t{0};
     {
       std::lock_guard lock(mu_);
@@ -65,10 +65,13 @@ class SocketRawStream final : public RawStream {
       ++active_;
     }
     iovec iov{buf.data(), buf.size()};
-    ssize_t n = RecvSome(fd_.get(), &iov, 1, Deadline::max());
+    ssize_t n = RecvSome(fd_.get(), &iov, 1, deadline);
     Leave();
     if (n >= 0) return static_cast<std::size_t>(n);
     if (-n == ECONNRESET) return std::size_t{0};  // the peer went away: same as EOF to a reader
+    if (-n == ETIMEDOUT && deadline != Deadline::max() && Clock::now() >= deadline) {
+      return Error::Timeout("read from hijacked stream: nothing arrived in time");
+    }
     return ErrnoError("read from hijacked stream", static_cast<int>(-n));
   }
 
