@@ -548,6 +548,35 @@ Result<int> Client::StreamExec(std::string_view container, ExecConfig config,
   }
 }
 
+// ---- Networks ----
+
+Result<std::string> Client::CreateNetwork(const NetworkConfig& config) {
+  AGVISOR_RETURN_IF_ERROR(ValidateVolumeName(config.name));
+  if (config.bridge_name.size() > 15) {
+    return Error::InvalidArgument("network " + config.name + ": bridge name '" +
+                                  config.bridge_name + "' is longer than 15 characters");
+  }
+  http::Request req{.method = "POST", .target = "/networks/create"};
+  req.body = EncodeNetworkCreate(config);
+  req.content_type = "application/json";
+  auto resp = AGVISOR_TRY(Call(std::move(req), "create network", config.name));
+  return DecodeIdResponse(resp.body);
+}
+
+Result<NetworkInfo> Client::InspectNetwork(std::string_view network) {
+  AGVISOR_RETURN_IF_ERROR(ValidateVolumeName(network));
+  http::Request req{.method = "GET", .target = "/networks/" + std::string(network)};
+  auto resp = AGVISOR_TRY(Call(std::move(req), "inspect network", network));
+  return DecodeNetwork(resp.body);
+}
+
+Result<void> Client::RemoveNetwork(std::string_view network) {
+  AGVISOR_RETURN_IF_ERROR(ValidateVolumeName(network));
+  http::Request req{.method = "DELETE", .target = "/networks/" + std::string(network)};
+  AGVISOR_TRY(Call(std::move(req), "remove network", network));
+  return Ok();
+}
+
 // ---- Volumes ----
 
 Result<VolumeInfo> Client::CreateVolume(std::string_view name,

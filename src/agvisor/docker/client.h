@@ -194,6 +194,13 @@ class Client {
   Result<int> StreamExec(std::string_view container, ExecConfig config,
                          std::optional<std::string> input, const PieceSink& on_output);
 
+  // ---- Networks (bridge) ----
+  // Returns the new network's id. Errors: kConflict (the name exists), kInvalidArgument.
+  Result<std::string> CreateNetwork(const NetworkConfig& config);
+  Result<NetworkInfo> InspectNetwork(std::string_view network);
+  // kNotFound when there is no such network; kConflict while a container is still attached.
+  Result<void> RemoveNetwork(std::string_view network);
+
   // ---- Volumes ----
   Result<VolumeInfo> CreateVolume(std::string_view name,
                                   const std::map<std::string, std::string>& labels = {});

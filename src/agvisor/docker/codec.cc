@@ -372,6 +372,7 @@ Result<std::string> EncodeContainerCreate(const ContainerConfig& c, ApiVersion v
   if (h.memory_swap) hc["MemorySwap"] = *h.memory_swap;
   if (h.pids_limit) hc["PidsLimit"] = *h.pids_limit;
   if (!h.network_mode.empty()) hc["NetworkMode"] = h.network_mode;
+  if (!h.dns.empty()) hc["Dns"] = StrArray(h.dns);
   if (h.shm_size != 0) hc["ShmSize"] = h.shm_size;
   hc["AutoRemove"] = h.auto_remove;
   if (!h.binds.empty()) hc["Binds"] = StrArray(h.binds);
@@ -440,6 +441,21 @@ std::string EncodeVolumeCreate(std::string_view name,
   o["Name"] = json::string(json::string_view(name.data(), name.size()));
   o["Driver"] = "local";
   o["Labels"] = StrObject(labels);
+  return json::serialize(o);
+}
+
+std::string EncodeNetworkCreate(const NetworkConfig& c) {
+  json::object o;
+  o["Name"] = json::string(json::string_view(c.name.data(), c.name.size()));
+  o["Driver"] = "bridge";
+  o["CheckDuplicate"] = true;
+  o["Internal"] = c.internal;
+  if (!c.bridge_name.empty()) {
+    json::object opts;
+    opts[std::string(kBridgeNameOption)] = json::string(c.bridge_name);
+    o["Options"] = std::move(opts);
+  }
+  o["Labels"] = StrObject(c.labels);
   return json::serialize(o);
 }
 
@@ -629,6 +645,24 @@ VolumeInfo ReadVolume(const Obj& o) {
   return v;
 }
 }  // namespace
+
+Result<NetworkInfo> DecodeNetwork(std::string_view body) {
+  return DecodeObject<NetworkInfo>(body, "network", [](const Obj& o) {
+    NetworkInfo n;
+    n.id = o.Str("Id");
+    n.name = o.Str("Name");
+    n.internal = o.Bool("Internal");
+    n.bridge_name = o.StrMap("Options")[std::string(kBridgeNameOption)];
+    n.labels = o.StrMap("Labels");
+    const Obj ipam = o.Child("IPAM");
+    if (const json::array* a = ipam.Array("Config"); a && !a->empty()) {
+      const Obj first(ipam.state(), &(*a)[0], "IPAM.Config[0]");
+      n.subnet = first.Str("Subnet");
+      n.gateway = first.Str("Gateway");
+    }
+    return n;
+  });
+}
 
 Result<VolumeInfo> DecodeVolume(std::string_view body) {
   return DecodeObject<VolumeInfo>(body, "volume", ReadVolume);

@@ -34,6 +34,12 @@ namespace agvisor::docker {
 // A container name ([a-zA-Z0-9][a-zA-Z0-9_.-]*, at most 255 chars) or id (hex). `what` names the
 // argument in the message ("container").
 Result<void> ValidateContainerRef(std::string_view ref, std::string_view what = "container");
+// The bridge driver's option that names the host's bridge interface.
+inline constexpr std::string_view kBridgeNameOption = "com.docker.network.bridge.name";
+// POST /networks/create body (a bridge network).
+std::string EncodeNetworkCreate(const NetworkConfig& c);
+// GET /networks/{id}
+Result<NetworkInfo> DecodeNetwork(std::string_view body);
 // Volume names share the container name charset.
 Result<void> ValidateVolumeName(std::string_view name);
 // Exec ids are 64 hex digits.

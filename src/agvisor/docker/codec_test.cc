@@ -49,6 +49,7 @@ ContainerConfig FullConfig() {
   h.memory_swap = 512LL << 20;
   h.pids_limit = 256;
   h.network_mode = "none";
+  h.dns = {"172.18.0.1"};
   h.shm_size = 64LL << 20;
   h.auto_remove = true;
   h.binds = {"/host/data:/data:ro"};
@@ -133,6 +134,32 @@ TEST(CodecTest, ExecStart) {
 TEST(CodecTest, VolumeCreate) {
   EXPECT_EQ(json::parse(EncodeVolumeCreate("v1", {{"agvisor", "1"}})),
             json::parse(R"({"Name":"v1","Driver":"local","Labels":{"agvisor":"1"}})"));
+}
+
+TEST(CodecTest, NetworkCreate) {
+  NetworkConfig c{.name = "n1", .internal = true, .bridge_name = "agve-1", .labels = {{"a", "1"}}};
+  EXPECT_EQ(json::parse(EncodeNetworkCreate(c)),
+            json::parse(R"({"Name":"n1","Driver":"bridge","CheckDuplicate":true,"Internal":true,)"
+                        R"("Options":{"com.docker.network.bridge.name":"agve-1"},)"
+                        R"("Labels":{"a":"1"}})"));
+  EXPECT_EQ(json::parse(EncodeNetworkCreate({.name = "n2"})),
+            json::parse(R"({"Name":"n2","Driver":"bridge","CheckDuplicate":true,)"
+                        R"("Internal":false,"Labels":{}})"));
+}
+
+TEST(CodecTest, DecodesNetworks) {
+  auto n = DecodeNetwork(ReadTestdata("network_inspect.json"));
+  ASSERT_TRUE(n.ok()) << n.error().ToString();
+  EXPECT_EQ(n->name, "agv-capture-net");
+  EXPECT_TRUE(n->internal);
+  EXPECT_EQ(n->bridge_name, "agve-capture");
+  EXPECT_EQ(n->subnet, "172.19.0.0/16");
+  EXPECT_EQ(n->gateway, "172.19.0.1");
+  EXPECT_EQ(n->labels.at("agvisor.capture"), "1");
+  auto bare = DecodeNetwork(R"({"Id":"x","Name":"y","IPAM":{"Config":[]}})");
+  ASSERT_TRUE(bare.ok()) << bare.error().ToString();
+  EXPECT_EQ(bare->gateway, "");
+  EXPECT_EQ(bare->bridge_name, "");
 }
 
 TEST(CodecTest, LabelFilterQueryIsEncoded) {

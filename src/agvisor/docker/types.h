@@ -35,6 +35,7 @@ struct HostConfig {
       memory_swap;  // memory+swap bytes; == memory means no swap; -1 = no cap
   std::optional<std::int64_t> pids_limit;  // > 0 caps; -1 = unlimited
   std::string network_mode;                // "bridge", "none", "host", a network name
+  std::vector<std::string> dns;            // HostConfig.Dns: resolver addresses
   std::int64_t shm_size = 0;               // bytes of /dev/shm
   bool auto_remove = false;                // the daemon removes the container when it exits
   std::vector<std::string> binds;          // "host:container[:ro]" / "volume:container[:ro]"
@@ -170,6 +171,25 @@ struct VolumeInfo {
   std::string mountpoint;
   std::string created_at;
   std::string scope;
+  std::map<std::string, std::string> labels;
+};
+
+// POST /networks/create: a bridge network. Only the fields agvisor needs.
+struct NetworkConfig {
+  std::string name;
+  bool internal = false;    // no route out of the bridge (Docker drops forwarded traffic)
+  std::string bridge_name;  // com.docker.network.bridge.name (<= 15 chars); "" = br-<id>
+  std::map<std::string, std::string> labels;
+};
+
+// GET /networks/{id}: the parts agvisor reads.
+struct NetworkInfo {
+  std::string id;
+  std::string name;
+  bool internal = false;
+  std::string bridge_name;  // Options["com.docker.network.bridge.name"], "" when not set
+  std::string subnet;       // the first IPAM config's, e.g. "172.18.0.0/16"
+  std::string gateway;      // the first IPAM config's, e.g. "172.18.0.1"
   std::map<std::string, std::string> labels;
 };
 

@@ -37,6 +37,11 @@ Result<EgressPolicy> EgressPolicy::Create(std::span<const std::string> allow_dom
                                           std::span<const std::string> allow_cidrs,
                                           std::span<const std::uint16_t> ports,
                                           std::span<const std::string> deny_domains) {
+  if (allow_domains.size() + allow_cidrs.size() + ports.size() + deny_domains.size() >
+      kMaxEgressRules) {
+    return Error::InvalidArgument("egress policy: more than " + std::to_string(kMaxEgressRules) +
+                                  " rules; allow a parent domain with *.name instead");
+  }
   EgressPolicy policy;
   for (const std::string& d : allow_domains)
     policy.allow_.insert(AGVISOR_TRY(ParseDomainPattern(d)));
@@ -54,6 +59,80 @@ Result<EgressPolicy> EgressPolicy::Create(std::span<const std::string> allow_dom
   if (policy.ports_.empty())
     policy.ports_.insert(std::begin(kDefaultPorts), std::end(kDefaultPorts));
   return policy;
+}
+
+EgressRules EgressPolicy::Rules() const {
+  EgressRules r;
+  for (const DomainPattern& d : allow_) r.allow_domains.push_back(d.ToString());
+  for (const Cidr& c : cidrs_) r.allow_cidrs.push_back(FormatCidr(c));
+  r.ports.assign(ports_.begin(), ports_.end());
+  for (const DomainPattern& d : deny_) r.deny_domains.push_back(d.ToString());
+  return r;
+}
+
+namespace {
+
+std::string JoinRules(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+std::vector<std::string> SplitRules(std::string_view s) {
+  std::vector<std::string> out;
+  while (!s.empty()) {
+    const std::size_t comma = s.find(',');
+    out.emplace_back(s.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    s.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string EncodeEgressRules(const EgressRules& rules) {
+  std::vector<std::string> ports;
+  for (std::uint16_t p : rules.ports) ports.push_back(std::to_string(p));
+  return "allow=" + JoinRules(rules.allow_domains) + ";cidr=" + JoinRules(rules.allow_cidrs) +
+         ";ports=" + JoinRules(ports) + ";deny=" + JoinRules(rules.deny_domains);
+}
+
+Result<EgressRules> DecodeEgressRules(std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return Error::InvalidArgument("egress rules '" + std::string(text.substr(0, 200)) +
+                                  "': " + std::string(why));
+  };
+  EgressRules r;
+  std::string_view rest = text;
+  for (std::string_view key : {"allow", "cidr", "ports", "deny"}) {
+    const std::string prefix = std::string(key) + "=";
+    if (!rest.starts_with(prefix)) return bad("expected '" + prefix + "'");
+    rest.remove_prefix(prefix.size());
+    const std::size_t semi = rest.find(';');
+    const std::string_view value = rest.substr(0, semi);
+    rest = semi == std::string_view::npos ? std::string_view() : rest.substr(semi + 1);
+    if (key != "deny" && semi == std::string_view::npos) return bad("missing fields");
+    std::vector<std::string> items = SplitRules(value);
+    if (key == "allow") r.allow_domains = std::move(items);
+    if (key == "cidr") r.allow_cidrs = std::move(items);
+    if (key == "deny") r.deny_domains = std::move(items);
+    if (key == "ports") {
+      for (const std::string& p : items) {
+        if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos ||
+            std::stoul(p) == 0 || std::stoul(p) > 65535) {
+          return bad("port '" + p + "' is not 1..65535");
+        }
+        r.ports.push_back(static_cast<std::uint16_t>(std::stoul(p)));
+      }
+    }
+  }
+  if (!rest.empty()) return bad("unexpected text after deny=");
+  if (r.allow_domains.size() + r.allow_cidrs.size() + r.ports.size() + r.deny_domains.size() >
+      kMaxEgressRules) {
+    return bad("more than " + std::to_string(kMaxEgressRules) + " rules");
+  }
+  return r;
 }
 
 Verdict EgressPolicy::DecideName(std::string_view name) const {

@@ -41,6 +41,25 @@ struct Verdict {
   std::string reason;  // "allowed by *.pythonhosted.org", "no rule allows evil.example", ...
 };
 
+// A policy as the user wrote it: what create requests, labels and `agvisor egress` carry.
+struct EgressRules {
+  std::vector<std::string> allow_domains;
+  std::vector<std::string> allow_cidrs;
+  std::vector<std::uint16_t> ports;  // empty: EgressPolicy::kDefaultPorts
+  std::vector<std::string> deny_domains;
+  bool operator==(const EgressRules&) const = default;
+};
+
+// At most this many rules in all: a policy travels in a Docker label.
+inline constexpr std::size_t kMaxEgressRules = 512;
+
+// One line that round-trips through DecodeEgressRules, for a label:
+// "allow=pypi.org,*.pythonhosted.org;cidr=203.0.113.0/24;ports=443;deny=".
+// (No rule can contain ',', ';' or '=': EgressPolicy::Create refuses such rules.)
+std::string EncodeEgressRules(const EgressRules& rules);
+// kInvalidArgument for anything EncodeEgressRules does not write.
+Result<EgressRules> DecodeEgressRules(std::string_view text);
+
 class EgressPolicy {
  public:
   // The ports a policy allows when none is given: HTTP and HTTPS.
@@ -49,6 +68,9 @@ class EgressPolicy {
   // Builds a policy from user input; the first bad rule is the error (kInvalidArgument, naming
   // it). `ports` empty means kDefaultPorts. A name in `deny_domains` is refused even when an
   // allow rule matches it (deny rules take the same pattern syntax).
+  static Result<EgressPolicy> Create(const EgressRules& rules) {
+    return Create(rules.allow_domains, rules.allow_cidrs, rules.ports, rules.deny_domains);
+  }
   static Result<EgressPolicy> Create(std::span<const std::string> allow_domains,
                                      std::span<const std::string> allow_cidrs,
                                      std::span<const std::uint16_t> ports,
@@ -72,6 +94,8 @@ class EgressPolicy {
   // One line for logs and `agvisor egress`: "allow pypi.org *.pythonhosted.org; cidr
   // 203.0.113.0/24; ports 80 443".
   std::string Describe() const;
+  // The rules in canonical form (sorted, normalised, no duplicates, ports written out).
+  EgressRules Rules() const;
 
  private:
   std::set<DomainPattern> allow_;

@@ -106,5 +106,48 @@ TEST(PolicyTest, DescribeListsEveryRule) {
             "allow *.pythonhosted.org pypi.org; deny x.pypi.org; cidr 203.0.113.0/24; ports 443");
 }
 
+TEST(PolicyTest, RulesRoundTripThroughTheLabelEncoding) {
+  EgressRules in{.allow_domains = {"PyPI.org", "*.pythonhosted.org", "pypi.org"},
+                 .allow_cidrs = {"203.0.113.0/24"},
+                 .ports = {443, 8443},
+                 .deny_domains = {"evil.pythonhosted.org"}};
+  auto p = EgressPolicy::Create(in);
+  ASSERT_TRUE(p.ok()) << p.error().ToString();
+  const EgressRules canonical = p->Rules();
+  EXPECT_EQ(canonical.allow_domains, (std::vector<std::string>{"*.pythonhosted.org", "pypi.org"}));
+  EXPECT_EQ(canonical.ports, (std::vector<std::uint16_t>{443, 8443}));
+  const std::string label = EncodeEgressRules(canonical);
+  EXPECT_EQ(label,
+            "allow=*.pythonhosted.org,pypi.org;cidr=203.0.113.0/24;ports=443,8443;"
+            "deny=evil.pythonhosted.org");
+  auto back = DecodeEgressRules(label);
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  EXPECT_EQ(*back, canonical);
+  // Empty lists, and the default ports written out by Rules().
+  auto none = EgressPolicy::Create(EgressRules{.allow_domains = {"a.example"}});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(EncodeEgressRules(none->Rules()), "allow=a.example;cidr=;ports=80,443;deny=");
+  EXPECT_EQ(*DecodeEgressRules("allow=;cidr=;ports=;deny="), EgressRules{});
+}
+
+TEST(PolicyTest, MalformedRuleLabelsAreRefused) {
+  for (const char* bad : {"", "allow=a", "allow=a;cidr=;ports=0;deny=", "cidr=;allow=;ports=;deny=",
+                          "allow=;cidr=;ports=70000;deny=", "allow=;cidr=;ports=x;deny=",
+                          "allow=;cidr=;ports=;deny=;more", "allow=;cidr=;ports=123456;deny="}) {
+    auto r = DecodeEgressRules(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+    }
+  }
+  // What decodes is still checked as a policy: a rule with a comma cannot be written at all.
+  auto odd = DecodeEgressRules("allow=a.example,,b.example;cidr=;ports=;deny=");
+  ASSERT_TRUE(odd.ok());
+  EXPECT_FALSE(EgressPolicy::Create(*odd).ok());
+  std::vector<std::string> many(kMaxEgressRules + 1, "a.example");
+  EXPECT_EQ(EgressPolicy::Create(EgressRules{.allow_domains = many}).error().code(),
+            ErrorCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace agvisor::egress

@@ -103,7 +103,6 @@ class EgressProxy::Impl {
       : options_(std::move(options)),
         policy_(std::make_shared<const EgressPolicy>(std::move(policy))),
         log_(std::move(log)),
-        acceptor_(io_),
         dns_socket_(io_) {}
 
   ~Impl() {
@@ -111,7 +110,7 @@ class EgressProxy::Impl {
     // the thread has stopped running them.
     net::post(io_, [this] {
       error_code ignored;
-      acceptor_.close(ignored);
+      for (auto& a : acceptors_) a->close(ignored);
       dns_socket_.close(ignored);
       io_.stop();
     });
@@ -120,18 +119,25 @@ class EgressProxy::Impl {
 
   Result<void> Listen() {
     error_code ec;
-    tcp::endpoint endpoint(ToAsio(options_.listen_address), options_.listen_port);
-    acceptor_.open(endpoint.protocol(), ec);
-    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(endpoint, ec);
-    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
-    if (ec) {
-      return Error::FromErrno("egress proxy: listen on " +
-                                  FormatIpAddress(options_.listen_address) + ":" +
-                                  std::to_string(options_.listen_port),
-                              ec.value());
+    std::vector<std::uint16_t> ports = {options_.listen_port};
+    ports.insert(ports.end(), options_.extra_listen_ports.begin(),
+                 options_.extra_listen_ports.end());
+    for (std::uint16_t p : ports) {
+      tcp::endpoint endpoint(ToAsio(options_.listen_address), p);
+      auto a = std::make_unique<tcp::acceptor>(io_);
+      a->open(endpoint.protocol(), ec);
+      if (!ec) a->set_option(net::socket_base::reuse_address(true), ec);
+      if (!ec) a->bind(endpoint, ec);
+      if (!ec) a->listen(net::socket_base::max_listen_connections, ec);
+      if (ec) {
+        return Error::FromErrno("egress proxy: listen on " +
+                                    FormatIpAddress(options_.listen_address) + ":" +
+                                    std::to_string(p),
+                                ec.value());
+      }
+      acceptors_.push_back(std::move(a));
     }
-    port_ = acceptor_.local_endpoint().port();
+    port_ = acceptors_.front()->local_endpoint().port();
     if (options_.serve_dns) {
       udp::endpoint dns_endpoint(ToAsio(options_.listen_address), options_.dns_port);
       dns_socket_.open(dns_endpoint.protocol(), ec);
@@ -145,7 +151,7 @@ class EgressProxy::Impl {
       dns_port_ = dns_socket_.local_endpoint().port();
       net::co_spawn(io_, ServeDns(), net::detached);
     }
-    net::co_spawn(io_, Accept(), net::detached);
+    for (auto& a : acceptors_) net::co_spawn(io_, Accept(*a), net::detached);
     thread_ = std::thread([this] { io_.run(); });
     return Ok();
   }
@@ -177,12 +183,12 @@ class EgressProxy::Impl {
     std::atomic<std::size_t>* n_;
   };
 
-  net::awaitable<void> Accept() {
+  net::awaitable<void> Accept(tcp::acceptor& acceptor) {
     while (true) {
       error_code ec;
       tcp::socket client =
-          co_await acceptor_.async_accept(net::redirect_error(net::use_awaitable, ec));
-      if (ec == net::error::operation_aborted || !acceptor_.is_open()) co_return;
+          co_await acceptor.async_accept(net::redirect_error(net::use_awaitable, ec));
+      if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
       if (ec) {
         // E.g. EMFILE: the listener goes on after a pause rather than spinning on the error.
         net::steady_timer pause(io_, std::chrono::milliseconds(50));
@@ -495,7 +501,7 @@ class EgressProxy::Impl {
   std::uint16_t port_ = 0;
   // io_ is declared before everything that holds its handlers, and destroyed after them.
   net::io_context io_{1};
-  tcp::acceptor acceptor_;
+  std::vector<std::unique_ptr<tcp::acceptor>> acceptors_;  // listen_port first
   udp::socket dns_socket_;
   std::uint16_t dns_port_ = 0;
   std::thread thread_;

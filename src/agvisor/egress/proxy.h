@@ -33,6 +33,9 @@ struct ProxyOptions {
   std::string sandbox;  // the name decisions are logged under
   IpAddress listen_address = IpAddress::V4(127, 0, 0, 1);
   std::uint16_t listen_port = 0;  // 0: a free port, see EgressProxy::port()
+  // More ports on listen_address served the same way (e.g. 80 and 443 for clients that ignore
+  // proxy variables and connect to the address the in-sandbox resolver gave them).
+  std::vector<std::uint16_t> extra_listen_ports;
   // The DNS server the enforcer resolves allowed names with (UDP). Required.
   IpAddress resolver_address;
   std::uint16_t resolver_port = 53;

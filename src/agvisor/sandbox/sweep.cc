@@ -4,13 +4,17 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "agvisor/docker/client.h"
 
 namespace agvisor {
 
-Result<int> SweepNeverStarted(docker::Client& docker, std::chrono::seconds min_age) {
-  auto list = AGVISOR_TRY(docker.ListContainers(/*all=*/true, {"agvisor=1"}));
+Result<int> SweepNeverStarted(docker::Client& docker, std::chrono::seconds min_age,
+                              std::string_view also_label) {
+  std::vector<std::string> filters = {"agvisor=1"};
+  if (!also_label.empty()) filters.emplace_back(also_label);
+  auto list = AGVISOR_TRY(docker.ListContainers(/*all=*/true, filters));
   const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr));
   int removed = 0;
   for (const auto& c : list) {

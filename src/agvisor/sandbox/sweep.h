@@ -15,9 +15,11 @@ class Client;
 
 // Removes containers labelled agvisor=1 in state "created" whose creation is older than
 // `min_age` (younger ones may belong to a client that is starting them right now). Returns how
-// many were removed. Errors: those of listing; a failed removal is skipped.
+// many were removed. `also_label` ("key=value", optional) narrows it to containers carrying that
+// label too. Errors: those of listing; a failed removal is skipped.
 Result<int> SweepNeverStarted(docker::Client& docker,
-                              std::chrono::seconds min_age = std::chrono::seconds(120));
+                              std::chrono::seconds min_age = std::chrono::seconds(120),
+                              std::string_view also_label = "");
 
 // As SweepNeverStarted, at most once per host in this process; errors are ignored (best effort).
 void SweepNeverStartedOnce(std::string_view host, docker::Client& docker);
