@@ -11,11 +11,11 @@ declare -A allowed=(
   [docker]="http base"
   [agent]="proto base"
   [channel]="proto base"
-  [sandbox]="channel docker http proto base"
+  [sandbox]="egress channel docker http proto base"
   [images]="docker http base"
-  [gateway]="sandbox channel docker http proto base"
-  [cli]="server gateway sandbox images channel docker http proto base"
-  [server]="gateway sandbox channel docker http proto base"
+  [gateway]="sandbox egress channel docker http proto base"
+  [cli]="server gateway sandbox egress images channel docker http proto base"
+  [server]="gateway sandbox egress channel docker http proto base"
 )
 status=0
 for dir in */; do

@@ -49,7 +49,7 @@ inline SandboxSpec TestSpec(std::optional<std::string> name = std::nullopt) {
   return s;
 }
 
-// Removes every container and volume of this run.
+// Removes every container, volume and (egress) network of this run.
 inline void CleanupRun(std::string_view host = "") {
   auto docker = HostClient(host);
   ASSERT_TRUE(docker.ok()) << docker.error().ToString();
@@ -61,6 +61,10 @@ inline void CleanupRun(std::string_view host = "") {
   auto vols = (*docker)->ListVolumes({filter});
   if (vols.ok()) {
     for (const auto& v : *vols) (void)(*docker)->RemoveVolume(v.name, true);
+  }
+  auto nets = (*docker)->ListNetworks({filter});
+  if (nets.ok()) {
+    for (const auto& n : *nets) (void)(*docker)->RemoveNetwork(n.id);
   }
 }
 

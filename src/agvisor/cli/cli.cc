@@ -194,6 +194,24 @@ void SpecOptions::Add(CLI::App& cmd) {
   cmd.add_option("--label", labels,
                  "KEY=VALUE label on the container and volume, e.g. a tenant id (repeatable)")
       ->allow_extra_args(false);
+  // Egress policy (docs/egress.md): one value per flag, like --label.
+  cmd.add_option("--allow-domain", egress.allow_domains,
+                 "egress policy: the sandbox may reach this name (pypi.org) or the names below "
+                 "a wildcard ('*.pythonhosted.org', not the apex) and nothing else; enforced by "
+                 "agvisord on the Docker host (repeatable)")
+      ->allow_extra_args(false);
+  cmd.add_option("--allow-cidr", egress.allow_cidrs,
+                 "egress policy: IP addresses in this block may be reached (203.0.113.0/24; "
+                 "the only way to allow an address literal or a private range) (repeatable)")
+      ->allow_extra_args(false);
+  cmd.add_option("--allow-port", egress.ports,
+                 "egress policy: destination ports allowed (default 80 and 443) (repeatable)")
+      ->allow_extra_args(false)
+      ->check(CLI::Range(1, 65535));
+  cmd.add_option("--deny-domain", egress.deny_domains,
+                 "egress policy: never this name, even when an --allow-domain matches it "
+                 "(repeatable)")
+      ->allow_extra_args(false);
 }
 
 Result<SandboxSpec> SpecOptions::Build(const GlobalOptions& g) const {
@@ -206,6 +224,10 @@ Result<SandboxSpec> SpecOptions::Build(const GlobalOptions& g) const {
       return Error::InvalidArgument("--label '" + kv + "' is not KEY=VALUE");
     }
     s.labels[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  if (!egress.allow_domains.empty() || !egress.allow_cidrs.empty() || !egress.ports.empty() ||
+      !egress.deny_domains.empty()) {
+    s.egress = egress;
   }
   return s;
 }

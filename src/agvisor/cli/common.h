@@ -47,6 +47,8 @@ struct SpecOptions {
   SandboxSpec spec;
   std::optional<std::string> disk;
   std::vector<std::string> labels;  // "key=value"
+  // --allow-domain, --allow-cidr, --allow-port, --deny-domain: any of them makes an egress policy.
+  egress::EgressRules egress;
   void Add(CLI::App& cmd);
   // The spec, with --disk and --label applied. Errors: kInvalidArgument (a label without '=').
   Result<SandboxSpec> Build(const GlobalOptions& g) const;

@@ -570,6 +570,15 @@ Result<NetworkInfo> Client::InspectNetwork(std::string_view network) {
   return DecodeNetwork(resp.body);
 }
 
+Result<std::vector<NetworkInfo>> Client::ListNetworks(
+    const std::vector<std::string>& label_filters) {
+  std::vector<std::pair<std::string, std::string>> q;
+  if (!label_filters.empty()) q.emplace_back("filters", EncodeLabelFilters(label_filters));
+  http::Request req{.method = "GET", .target = "/networks" + BuildQuery(q)};
+  auto resp = AGVISOR_TRY(Call(std::move(req), "list networks", ""));
+  return DecodeNetworkList(resp.body);
+}
+
 Result<void> Client::RemoveNetwork(std::string_view network) {
   AGVISOR_RETURN_IF_ERROR(ValidateVolumeName(network));
   http::Request req{.method = "DELETE", .target = "/networks/" + std::string(network)};

@@ -198,6 +198,8 @@ class Client {
   // Returns the new network's id. Errors: kConflict (the name exists), kInvalidArgument.
   Result<std::string> CreateNetwork(const NetworkConfig& config);
   Result<NetworkInfo> InspectNetwork(std::string_view network);
+  // Networks carrying every label filter ("key" or "key=value").
+  Result<std::vector<NetworkInfo>> ListNetworks(const std::vector<std::string>& label_filters);
   // kNotFound when there is no such network; kConflict while a container is still attached.
   Result<void> RemoveNetwork(std::string_view network);
 

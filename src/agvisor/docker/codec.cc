@@ -646,22 +646,41 @@ VolumeInfo ReadVolume(const Obj& o) {
 }
 }  // namespace
 
+namespace {
+NetworkInfo ReadNetwork(const Obj& o) {
+  NetworkInfo n;
+  n.id = o.Str("Id");
+  n.name = o.Str("Name");
+  n.internal = o.Bool("Internal");
+  n.bridge_name = o.StrMap("Options")[std::string(kBridgeNameOption)];
+  n.labels = o.StrMap("Labels");
+  const Obj ipam = o.Child("IPAM");
+  if (const json::array* a = ipam.Array("Config"); a && !a->empty()) {
+    const Obj first(ipam.state(), &(*a)[0], "IPAM.Config[0]");
+    n.subnet = first.Str("Subnet");
+    n.gateway = first.Str("Gateway");
+  }
+  return n;
+}
+}  // namespace
+
 Result<NetworkInfo> DecodeNetwork(std::string_view body) {
-  return DecodeObject<NetworkInfo>(body, "network", [](const Obj& o) {
-    NetworkInfo n;
-    n.id = o.Str("Id");
-    n.name = o.Str("Name");
-    n.internal = o.Bool("Internal");
-    n.bridge_name = o.StrMap("Options")[std::string(kBridgeNameOption)];
-    n.labels = o.StrMap("Labels");
-    const Obj ipam = o.Child("IPAM");
-    if (const json::array* a = ipam.Array("Config"); a && !a->empty()) {
-      const Obj first(ipam.state(), &(*a)[0], "IPAM.Config[0]");
-      n.subnet = first.Str("Subnet");
-      n.gateway = first.Str("Gateway");
-    }
-    return n;
-  });
+  return DecodeObject<NetworkInfo>(body, "network", ReadNetwork);
+}
+
+Result<std::vector<NetworkInfo>> DecodeNetworkList(std::string_view body) {
+  json::value v = AGVISOR_TRY(Parse(body, "network list"));
+  DecodeState state{"network list", {}};
+  if (!v.is_array()) {
+    state.error = "expected a JSON array";
+    return DecodeFailed(state);
+  }
+  std::vector<NetworkInfo> out;
+  for (std::size_t i = 0; i < v.get_array().size(); ++i) {
+    out.push_back(ReadNetwork(Obj(&state, &v.get_array()[i], "[" + std::to_string(i) + "]")));
+  }
+  if (!state.error.empty()) return DecodeFailed(state);
+  return out;
 }
 
 Result<VolumeInfo> DecodeVolume(std::string_view body) {

@@ -40,6 +40,8 @@ inline constexpr std::string_view kBridgeNameOption = "com.docker.network.bridge
 std::string EncodeNetworkCreate(const NetworkConfig& c);
 // GET /networks/{id}
 Result<NetworkInfo> DecodeNetwork(std::string_view body);
+// GET /networks: an array of what GET /networks/{id} answers.
+Result<std::vector<NetworkInfo>> DecodeNetworkList(std::string_view body);
 // Volume names share the container name charset.
 Result<void> ValidateVolumeName(std::string_view name);
 // Exec ids are 64 hex digits.

@@ -156,6 +156,11 @@ TEST(CodecTest, DecodesNetworks) {
   EXPECT_EQ(n->subnet, "172.19.0.0/16");
   EXPECT_EQ(n->gateway, "172.19.0.1");
   EXPECT_EQ(n->labels.at("agvisor.capture"), "1");
+  auto list = DecodeNetworkList("[" + ReadTestdata("network_inspect.json") + "]");
+  ASSERT_TRUE(list.ok()) << list.error().ToString();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].gateway, "172.19.0.1");
+  EXPECT_FALSE(DecodeNetworkList("{}").ok());
   auto bare = DecodeNetwork(R"({"Id":"x","Name":"y","IPAM":{"Config":[]}})");
   ASSERT_TRUE(bare.ok()) << bare.error().ToString();
   EXPECT_EQ(bare->gateway, "");

@@ -26,6 +26,7 @@
 #include "agvisor/proto/exit_codes.h"
 #include "agvisor/sandbox/agent_image.h"
 #include "agvisor/sandbox/desktop.h"
+#include "agvisor/sandbox/egress_network.h"
 #include "agvisor/sandbox/host_caps.h"
 #include "agvisor/sandbox/runtime_check.h"
 #include "agvisor/sandbox/start_gate.h"
@@ -477,6 +478,22 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
         return existing.error();
       }
     }
+    if (spec.egress) {
+      // Its own internal network, whose gateway is the enforcer: up before the sandbox runs.
+      const egress::EgressRules rules =
+          AGVISOR_TRY(egress::EgressPolicy::Create(*spec.egress)).Rules();
+      AGVISOR_RETURN_IF_ERROR(CheckEgressHost(spec.host));
+      const EgressNetwork net =
+          AGVISOR_TRY(EnsureEgressNetwork(*docker, cname, rules, spec.labels));
+      if (auto up = WaitForEnforcer(net.gateway, std::chrono::seconds(10)); !up.ok()) {
+        (void)RemoveEgressNetwork(*docker, cname);
+        return up.error();
+      }
+      h.network_mode = net.name;
+      h.dns = {net.gateway};
+      c.env = EgressProxyEnv(net.gateway);
+      c.labels[std::string(kLabelEgress)] = egress::EncodeEgressRules(rules);
+    }
     // At most a few starts at once per host, the rest queued (start_gate.h): past that Docker
     // and runsc slow every start down. Held until the handshake is done.
     auto ticket = AGVISOR_TRY(HostStartGate(spec.host).Enter());
@@ -502,6 +519,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
         --pass;
         continue;
       }
+      if (spec.egress) (void)RemoveEgressNetwork(*docker, cname);
       return id.error();
     }
     handle->container_id_ = *id;
@@ -520,6 +538,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     };
     if (auto r = start(); !r.ok()) {
       (void)docker->RemoveContainer(*id, /*force=*/true, /*remove_volumes=*/false);
+      if (spec.egress) (void)RemoveEgressNetwork(*docker, cname);
       return r.error().WithContext("start sandbox " + cname);
     }
     // What killed clients left between create and start (once per host per process).
@@ -1187,6 +1206,7 @@ Result<void> Sandbox::Remove(std::string_view container_name, std::string_view h
                              bool erase_data) {
   auto docker = AGVISOR_TRY(HostClient(host));
   bool had_container = AGVISOR_TRY(RemoveContainerIfAny(*docker, container_name));
+  AGVISOR_RETURN_IF_ERROR(RemoveEgressNetwork(*docker, container_name));
   bool had_volume = false;
   if (erase_data) had_volume = AGVISOR_TRY(RemoveVolumeIfAny(*docker, container_name));
   if (!had_container && !had_volume) {

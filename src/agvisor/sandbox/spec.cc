@@ -212,6 +212,21 @@ Result<void> ValidateSpec(const SandboxSpec& s) {
                                   std::string(kMinDesktopMemory) + " (the default is 2g)");
   }
   AGVISOR_RETURN_IF_ERROR(ValidateNetwork(s.network));
+  if (s.egress) {
+    if (s.network == "none") {
+      return Error::InvalidArgument(
+          "an egress policy needs a network: with network 'none' there is nothing to allow "
+          "(drop the policy, or use network 'bridge')");
+    }
+    if (s.network != "bridge") {
+      return Error::InvalidArgument(
+          "an egress policy puts the sandbox on a network of its own; "
+          "it cannot be combined with network '" +
+          s.network + "' (use network 'bridge')");
+    }
+    auto policy = egress::EgressPolicy::Create(*s.egress);
+    if (!policy.ok()) return policy.error().WithContext("egress policy");
+  }
   if (s.name) AGVISOR_RETURN_IF_ERROR(ValidateName(*s.name));
   AGVISOR_RETURN_IF_ERROR(ValidateLabels(s.labels));
   if (s.lifetime && *s.lifetime <= 0) {

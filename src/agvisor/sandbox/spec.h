@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "agvisor/base/error.h"
+#include "agvisor/egress/policy.h"
 
 namespace agvisor {
 
@@ -57,6 +58,10 @@ struct SandboxSpec {
   // Extra labels for the container and volume (e.g. a tenant id). Keys: lower-case letters,
   // digits, '.', '-', '_' (the "agvisor" prefix is reserved); values: printable, <= 256 bytes.
   std::map<std::string, std::string> labels;
+  // An egress policy (docs/egress.md): the sandbox reaches only what it allows, through the
+  // enforcer agvisord runs on the Docker host; nothing else (deny by default, fail closed).
+  // Needs network "bridge" (the sandbox gets an internal network of its own).
+  std::optional<egress::EgressRules> egress;
 };
 
 // Sizes in Docker's syntax: a number (decimals allowed) with an optional b/k/m/g/t suffix (case

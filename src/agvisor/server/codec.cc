@@ -349,8 +349,42 @@ Result<std::string> ContainerNameForId(std::string_view id) {
 }
 
 namespace {
+Result<std::vector<std::string>> GetStrings(const json::object& o, std::string_view key,
+                                            std::string_view field) {
+  std::vector<std::string> out;
+  const json::value* v = o.if_contains(key);
+  if (!v) return out;
+  if (!v->is_array()) return Bad(field, "must be an array of strings");
+  for (const auto& e : v->as_array()) out.push_back(AGVISOR_TRY(GetString(e, field)));
+  return out;
+}
+
+// {"allow_domains": [...], "allow_cidrs": [...], "ports": [...], "deny_domains": [...]}
+Result<egress::EgressRules> ParseEgressRules(const json::value& v) {
+  if (!v.is_object())
+    return Bad("egress", "must be an object (allow_domains, allow_cidrs, ports, deny_domains)");
+  const auto& o = v.as_object();
+  AGVISOR_RETURN_IF_ERROR(
+      OnlyKnown(o, "egress", {"allow_domains", "allow_cidrs", "ports", "deny_domains"}));
+  egress::EgressRules r;
+  r.allow_domains = AGVISOR_TRY(GetStrings(o, "allow_domains", "egress.allow_domains"));
+  r.allow_cidrs = AGVISOR_TRY(GetStrings(o, "allow_cidrs", "egress.allow_cidrs"));
+  r.deny_domains = AGVISOR_TRY(GetStrings(o, "deny_domains", "egress.deny_domains"));
+  if (const json::value* p = o.if_contains("ports")) {
+    if (!p->is_array()) return Bad("egress.ports", "must be an array of port numbers");
+    for (const auto& e : p->as_array()) {
+      const std::int64_t n = AGVISOR_TRY(GetInt(e, "egress.ports"));
+      if (n < 1 || n > 65535) return Bad("egress.ports", std::to_string(n) + " is not 1..65535");
+      r.ports.push_back(static_cast<std::uint16_t>(n));
+    }
+  }
+  return r;
+}
+
 // The SandboxSpec fields shared by sandbox and pool requests.
 Result<void> ParseSpecFields(const json::object& o, SandboxSpec& s) {
+  if (auto* v = o.if_contains("egress"); v && !v->is_null())
+    s.egress = AGVISOR_TRY(ParseEgressRules(*v));
   if (auto* v = o.if_contains("image")) s.image = AGVISOR_TRY(GetString(*v, "image"));
   if (auto* v = o.if_contains("gui")) s.gui = AGVISOR_TRY(GetBool(*v, "gui"));
   if (auto* v = o.if_contains("network")) s.network = AGVISOR_TRY(GetString(*v, "network"));
@@ -384,7 +418,7 @@ Result<CreateRequest> ParseCreateRequest(std::string_view body) {
   auto o = AGVISOR_TRY(ParseObject(body, "create sandbox"));
   AGVISOR_RETURN_IF_ERROR(OnlyKnown(o, "create sandbox",
                                     {"image", "gui", "limits", "network", "lifetime", "idle_ttl",
-                                     "name", "runtime", "labels", "pool"}));
+                                     "name", "runtime", "labels", "pool", "egress"}));
   CreateRequest req;
   SandboxSpec& s = req.spec;
   AGVISOR_RETURN_IF_ERROR(ParseSpecFields(o, s));
@@ -868,6 +902,24 @@ Result<SandboxView> SandboxFromObject(const json::object& o, std::string_view bo
 
 }  // namespace
 
+namespace {
+json::object EgressRulesJson(const egress::EgressRules& r) {
+  json::object e;
+  auto strings = [](const std::vector<std::string>& v) {
+    json::array a;
+    for (const auto& s : v) a.emplace_back(s);
+    return a;
+  };
+  e["allow_domains"] = strings(r.allow_domains);
+  e["allow_cidrs"] = strings(r.allow_cidrs);
+  json::array ports;
+  for (std::uint16_t p : r.ports) ports.emplace_back(p);
+  e["ports"] = std::move(ports);
+  e["deny_domains"] = strings(r.deny_domains);
+  return e;
+}
+}  // namespace
+
 std::string CreateRequestJson(const SandboxSpec& spec) {
   json::object limits;
   limits["cpus"] = spec.limits.cpus;
@@ -889,6 +941,7 @@ std::string CreateRequestJson(const SandboxSpec& spec) {
     for (const auto& [k, v] : spec.labels) labels[k] = v;
     o["labels"] = std::move(labels);
   }
+  if (spec.egress) o["egress"] = EgressRulesJson(*spec.egress);
   return Serialize(o);
 }
 

@@ -17,9 +17,12 @@
 
 #include "agvisor/base/private_file.h"
 #include "agvisor/base/unique_fd.h"
+#include "agvisor/egress/host.h"
 #include "agvisor/gateway/token.h"
+#include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
 #include "agvisor/server/desktop_route.h"
+#include "agvisor/server/egress_host.h"
 #include "agvisor/server/log.h"
 #include "agvisor/server/server.h"
 #include "agvisor/server/service.h"
@@ -112,6 +115,8 @@ int DaemonMain(int argc, char** argv) {
   std::string max_exec_output = "1m";
   std::string desktop_key_file;
   std::vector<std::string> desktop_origins;
+  std::string egress_resolver, egress_state_dir;
+  bool no_egress = false;
   app.add_option("--socket", socket_path,
                  "unix socket to listen on (default: /run/agvisord.sock for root, else "
                  "$XDG_RUNTIME_DIR/agvisord.sock)");
@@ -158,6 +163,15 @@ int DaemonMain(int argc, char** argv) {
   app.add_option("--desktop-origin", desktop_origins,
                  "a browser origin allowed to open desktops, e.g. https://app.example.com "
                  "(repeatable; '*' = any)");
+  app.add_flag("--no-egress", no_egress,
+               "do not enforce egress policies (sandboxes with one then reach nothing: they "
+               "stay cut off, never open)");
+  app.add_option("--egress-resolver", egress_resolver,
+                 "DNS server the egress enforcers resolve allowed names with, ADDRESS[:PORT] "
+                 "(default: the first nameserver of /etc/resolv.conf)");
+  app.add_option("--egress-state-dir", egress_state_dir,
+                 "where live egress policy changes are kept across restarts (default: "
+                 "/var/lib/agvisor/egress for root, else not kept)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -228,6 +242,37 @@ int DaemonMain(int argc, char** argv) {
   (*server)->SetStreamHandler([&](const HttpRequest& r, const RouteMatch& m, HttpStream& io) {
     return service.HandleStream(r, m, io);
   });
+  // Egress enforcers: where the sandboxes run, so only for a local Docker host.
+  std::unique_ptr<EgressHost> egress_host;
+  const bool local_docker = docker_host.empty() || docker_host.rfind("unix://", 0) == 0;
+  if (!no_egress && !local_docker) {
+    LogEvent("warn",
+             "egress policies are not enforced: the Docker host is not this machine "
+             "(run agvisord on that host for them)",
+             {{"docker_host", docker_host}});
+  } else if (!no_egress) {
+    EgressHostOptions eo;
+    if (!egress_resolver.empty()) {
+      auto a = egress::ParseAuthority(egress_resolver, 53);
+      if (!a.ok() || !a->literal) {
+        return fail(Error::InvalidArgument("--egress-resolver '" + egress_resolver +
+                                           "': expected ADDRESS[:PORT], e.g. 192.0.2.53 or "
+                                           "[2001:db8::53]:5353"));
+      }
+      eo.resolver = *a->literal;
+      eo.resolver_port = a->port;
+    }
+    eo.state_dir = !egress_state_dir.empty() ? egress_state_dir
+                   : ::geteuid() == 0        ? "/var/lib/agvisor/egress"
+                                             : "";
+    auto docker = HostClient(docker_host);
+    if (!docker.ok()) return fail(docker.error());
+    auto started = EgressHost::Start(*docker, eo);
+    if (!started.ok()) return fail(started.error().WithContext("egress"));
+    egress_host = std::move(*started);
+    LogEvent("info", "egress enforcers started",
+             {{"serving", std::to_string(egress_host->served())}});
+  }
   auto recovered = service.Recover();
   if (!recovered.ok()) {
     LogEvent("warn", "cannot list the host's sandboxes yet (served on first use)",
@@ -253,6 +298,9 @@ int DaemonMain(int argc, char** argv) {
   std::size_t left = srv->Run();
   // Warm pools' members would end on their own (their safety lifetime); remove them now.
   service.ClosePools();
+  // Enforcers stop and their firewall openings close: egress sandboxes are cut off until the
+  // next start (fail closed).
+  egress_host.reset();
   LogEvent("info", "agvisord stopped", {{"connections_left", std::to_string(left)}});
   // Connections still open past the grace period hold references into the server and the
   // service: leave without running destructors under them.

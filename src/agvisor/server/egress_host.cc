@@ -1,0 +1,349 @@
+#include "agvisor/server/egress_host.h"
+
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "agvisor/base/subprocess.h"
+#include "agvisor/docker/client.h"
+#include "agvisor/sandbox/egress_network.h"
+#include "agvisor/server/log.h"
+
+namespace agvisor::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+// How often networks whose sandbox is gone are looked for (an inspect per network).
+constexpr std::chrono::seconds kOrphanCheck{5};
+// A network without its sandbox this long is removed (a create may be between the network and
+// the container).
+constexpr std::chrono::seconds kOrphanGrace{60};
+
+Error NotServed(const std::string& container) {
+  return Error::NotFound("sandbox " + container +
+                         " has no egress policy served by this agvisord (created without one, "
+                         "gone, or its network is not an agvisor egress network)");
+}
+
+std::string ReadSmallFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+std::vector<egress::IpAddress> HostInterfaceAddresses() {
+  std::vector<egress::IpAddress> out;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return out;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr) continue;
+    if (i->ifa_addr->sa_family == AF_INET) {
+      sockaddr_in a;
+      std::memcpy(&a, i->ifa_addr, sizeof a);
+      const auto* b = reinterpret_cast<const std::uint8_t*>(&a.sin_addr.s_addr);
+      out.push_back(egress::IpAddress::V4(b[0], b[1], b[2], b[3]));
+    } else if (i->ifa_addr->sa_family == AF_INET6) {
+      sockaddr_in6 a;
+      std::memcpy(&a, i->ifa_addr, sizeof a);
+      egress::IpAddress v6;
+      v6.family = egress::IpAddress::Family::kV6;
+      std::memcpy(v6.bytes.data(), a.sin6_addr.s6_addr, 16);
+      out.push_back(v6);
+    }
+  }
+  ::freeifaddrs(list);
+  return out;
+}
+
+Result<egress::IpAddress> FirstNameserver(std::string_view text) {
+  std::istringstream in{std::string(text)};
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string key, value;
+    if (words >> key >> value && key == "nameserver") {
+      auto a = egress::ParseIpAddress(value);
+      if (a.ok()) return *a;
+    }
+  }
+  return Error::NotFound("no nameserver line with an IP address");
+}
+
+EgressHost::EgressHost(std::shared_ptr<docker::Client> docker, EgressHostOptions options)
+    : docker_(std::move(docker)),
+      options_(std::move(options)),
+      host_addresses_(HostInterfaceAddresses()),
+      log_(std::make_shared<egress::DecisionLog>()) {}
+
+Result<std::unique_ptr<EgressHost>> EgressHost::Start(std::shared_ptr<docker::Client> docker,
+                                                      EgressHostOptions options) {
+  if (!options.resolver) {
+    auto ns = FirstNameserver(ReadSmallFile("/etc/resolv.conf"));
+    if (!ns.ok()) {
+      return Error::InvalidArgument(
+          "egress: no DNS server to resolve allowed names with (/etc/resolv.conf has no "
+          "nameserver): pass --egress-resolver ADDRESS[:PORT]");
+    }
+    options.resolver = *ns;
+  }
+  if (!options.state_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(options.state_dir, ec);
+    if (ec) {
+      return Error::Unavailable("egress state directory " + options.state_dir + ": " +
+                                ec.message());
+    }
+  }
+  auto host = std::unique_ptr<EgressHost>(new EgressHost(std::move(docker), std::move(options)));
+  if (auto first = host->Reconcile(); !first.ok()) {
+    LogEvent("warn", "egress: cannot list egress networks yet (tried again every period)",
+             {{"error", first.error().ToString()}});
+  }
+  host->thread_ = std::thread([h = host.get()] { h->Loop(); });
+  return host;
+}
+
+EgressHost::~EgressHost() {
+  {
+    std::lock_guard lock(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard lock(mu_);
+  for (auto& [name, s] : served_) Drop(s);
+  served_.clear();
+}
+
+void EgressHost::Loop() {
+  auto last_orphan_check = std::chrono::steady_clock::now();
+  for (;;) {
+    {
+      std::unique_lock lock(stop_mu_);
+      if (stop_cv_.wait_for(lock, options_.period, [&] { return stopping_; })) return;
+    }
+    if (auto r = Reconcile(); !r.ok()) {
+      LogEvent("warn", "egress: cannot list egress networks", {{"error", r.error().ToString()}});
+    }
+    if (std::chrono::steady_clock::now() - last_orphan_check < kOrphanCheck) continue;
+    last_orphan_check = std::chrono::steady_clock::now();
+    // Networks whose sandbox is gone (it expired and Docker removed it): removed after a grace.
+    auto nets = docker_->ListNetworks({std::string(kLabelEgress)});
+    if (!nets.ok()) continue;
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& n : *nets) {
+      auto it = n.labels.find(std::string(kLabelEgressSandbox));
+      if (it == n.labels.end()) continue;
+      auto c = docker_->InspectContainer(it->second);
+      if (c.ok() || c.error().code() != ErrorCode::kNotFound) {
+        orphan_since_.erase(n.id);
+        continue;
+      }
+      auto [since, fresh] = orphan_since_.emplace(n.id, now);
+      if (fresh || now - since->second < kOrphanGrace) continue;
+      if (docker_->RemoveNetwork(n.id).ok()) {
+        LogEvent("info", "egress: removed the network of a sandbox that is gone",
+                 {{"network", n.name}, {"sandbox", it->second}});
+      }
+      orphan_since_.erase(n.id);
+    }
+  }
+}
+
+std::string EgressHost::StatePath(const std::string& network_id) const {
+  return options_.state_dir.empty() ? std::string() : options_.state_dir + "/" + network_id;
+}
+
+Result<void> EgressHost::Reconcile() {
+  auto nets = AGVISOR_TRY(docker_->ListNetworks({std::string(kLabelEgress)}));
+  std::lock_guard lock(mu_);
+  std::map<std::string, bool> seen;
+  for (const auto& n : nets) {
+    auto c = n.labels.find(std::string(kLabelEgressSandbox));
+    auto r = n.labels.find(std::string(kLabelEgress));
+    if (c == n.labels.end() || r == n.labels.end()) continue;
+    if (!n.internal || n.bridge_name.rfind(kEgressBridgePrefix, 0) != 0 || n.gateway.empty()) {
+      continue;  // not one of ours: never served (its sandbox, if any, stays cut off)
+    }
+    seen[c->second] = true;
+    auto have = served_.find(c->second);
+    if (have != served_.end() && have->second.network_id == n.id) continue;
+    if (have != served_.end()) {
+      Drop(have->second);
+      served_.erase(have);
+    }
+    // A live change kept from before a restart wins over the label.
+    std::string text = r->second;
+    if (std::string path = StatePath(n.id); !path.empty() && fs::exists(path)) {
+      text = ReadSmallFile(path);
+    }
+    auto rules = egress::DecodeEgressRules(text);
+    if (!rules.ok()) {
+      LogEvent("error", "egress: unreadable policy; the sandbox stays cut off",
+               {{"sandbox", c->second}, {"error", rules.error().ToString()}});
+      continue;
+    }
+    Served s{.network_id = n.id,
+             .network = n.name,
+             .bridge = n.bridge_name,
+             .gateway = n.gateway,
+             .container = c->second,
+             .rules = *rules,
+             .proxy = nullptr};
+    if (auto served = Serve(c->second, std::move(s)); !served.ok()) {
+      LogEvent("error", "egress: cannot serve a sandbox; it stays cut off",
+               {{"sandbox", c->second}, {"error", served.error().ToString()}});
+    }
+  }
+  for (auto it = served_.begin(); it != served_.end();) {
+    if (seen.count(it->first)) {
+      ++it;
+      continue;
+    }
+    Drop(it->second);
+    log_->Forget(it->first);
+    it = served_.erase(it);
+  }
+  return Ok();
+}
+
+Result<void> EgressHost::Serve(const std::string& container, Served s) {
+  auto policy = AGVISOR_TRY(egress::EgressPolicy::Create(s.rules));
+  const auto gateway = AGVISOR_TRY(egress::ParseIpAddress(s.gateway));
+  egress::ProxyOptions o;
+  o.sandbox = container;
+  o.listen_address = gateway;
+  o.listen_port = kEgressProxyPort;
+  o.extra_listen_ports = {kEgressHttpPort, kEgressTlsPort};
+  o.resolver_address = *options_.resolver;
+  o.resolver_port = options_.resolver_port;
+  o.host_addresses = host_addresses_;
+  o.serve_dns = true;
+  o.dns_port = kEgressDnsPort;
+  o.dns_answer_v4 = gateway;
+  o.on_decision = [](const egress::Decision& d) {
+    LogEvent(d.allowed ? "info" : "warn", "egress " + egress::FormatDecision(d));
+  };
+  s.proxy = AGVISOR_TRY(egress::EgressProxy::Start(std::move(o), std::move(policy), log_));
+  if (options_.manage_firewall) {
+    if (auto fw = Firewall(s, /*add=*/true); !fw.ok()) {
+      LogEvent("error", "egress: cannot open the host firewall for an enforcer",
+               {{"sandbox", container}, {"error", fw.error().ToString()}});
+    }
+  }
+  LogEvent("info", "egress: serving",
+           {{"sandbox", container},
+            {"gateway", s.gateway},
+            {"bridge", s.bridge},
+            {"policy", s.proxy->policy().Describe()}});
+  served_[container] = std::move(s);
+  return Ok();
+}
+
+void EgressHost::Drop(Served& s) {
+  s.proxy.reset();
+  if (options_.manage_firewall) (void)Firewall(s, /*add=*/false);
+  if (std::string path = StatePath(s.network_id); !path.empty()) {
+    std::error_code ec;
+    // Kept while the network exists (a restart serves it again); gone with it.
+    if (!docker_->InspectNetwork(s.network_id).ok()) fs::remove(path, ec);
+  }
+  LogEvent("info", "egress: stopped serving", {{"sandbox", s.container}});
+}
+
+Result<void> EgressHost::Firewall(const Served& s, bool add) {
+  const std::string comment = "agvisor egress " + s.container;
+  auto rule = [&](std::vector<std::string> match) {
+    std::vector<std::string> r = {"-i", s.bridge, "-d", s.gateway + "/32"};
+    r.insert(r.end(), match.begin(), match.end());
+    r.insert(r.end(), {"-m", "comment", "--comment", comment, "-j", "ACCEPT"});
+    return r;
+  };
+  const std::vector<std::vector<std::string>> rules = {
+      rule({"-p", "tcp", "-m", "multiport", "--dports",
+            std::to_string(kEgressHttpPort) + "," + std::to_string(kEgressTlsPort) + "," +
+                std::to_string(kEgressProxyPort)}),
+      rule({"-p", "udp", "--dport", std::to_string(kEgressDnsPort)})};
+  for (const auto& r : rules) {
+    auto run = [&](const char* op) -> Result<CommandOutput> {
+      std::vector<std::string> argv = {"iptables", "-w", op, "AGVISOR-ALLOW"};
+      argv.insert(argv.end(), r.begin(), r.end());
+      return RunCommand(argv);
+    };
+    if (add) {
+      auto have = AGVISOR_TRY(run("-C"));
+      if (have.status.success()) continue;
+      auto out = AGVISOR_TRY(run("-A"));
+      if (!out.status.success()) {
+        return Error::Unavailable(
+            "iptables -A AGVISOR-ALLOW: " + out.err +
+            " (is the sandbox firewall installed? scripts/sandbox-firewall block)");
+      }
+    } else {
+      for (int i = 0; i < 8; ++i) {
+        auto out = AGVISOR_TRY(run("-D"));
+        if (!out.status.success()) break;
+      }
+    }
+  }
+  return Ok();
+}
+
+Result<EgressView> EgressHost::View(const std::string& container) const {
+  std::lock_guard lock(mu_);
+  auto it = served_.find(container);
+  if (it == served_.end()) return NotServed(container);
+  const Served& s = it->second;
+  EgressView v;
+  v.container = container;
+  v.network = s.network;
+  v.gateway = s.gateway;
+  const egress::EgressPolicy policy = s.proxy->policy();
+  v.rules = policy.Rules();
+  v.describe = policy.Describe();
+  v.recent = log_->Recent(container);
+  v.counters = log_->Counters(container);
+  return v;
+}
+
+Result<EgressView> EgressHost::SetRules(const std::string& container,
+                                        const egress::EgressRules& rules) {
+  auto policy = AGVISOR_TRY(egress::EgressPolicy::Create(rules));
+  {
+    std::lock_guard lock(mu_);
+    auto it = served_.find(container);
+    if (it == served_.end()) return NotServed(container);
+    Served& s = it->second;
+    if (std::string path = StatePath(s.network_id); !path.empty()) {
+      const std::string tmp = path + ".tmp";
+      {
+        std::ofstream out(tmp, std::ios::trunc);
+        out << egress::EncodeEgressRules(policy.Rules());
+        if (!out.flush()) return Error::Unavailable("egress: cannot write " + tmp);
+      }
+      std::error_code ec;
+      fs::rename(tmp, path, ec);
+      if (ec) return Error::Unavailable("egress: cannot write " + path + ": " + ec.message());
+    }
+    s.rules = policy.Rules();
+    LogEvent("info", "egress: policy changed",
+             {{"sandbox", container}, {"policy", policy.Describe()}});
+    s.proxy->SetPolicy(std::move(policy));
+  }
+  return View(container);
+}
+
+std::size_t EgressHost::served() const {
+  std::lock_guard lock(mu_);
+  return served_.size();
+}
+
+}  // namespace agvisor::server

@@ -1,0 +1,118 @@
+// agvisord's egress enforcers (docs/egress.md): one EgressProxy per egress network on its Docker
+// host (sandbox/egress_network.h), listening on the network's gateway: the explicit proxy port,
+// 80 and 443 for clients that ignore proxy variables, and the in-sandbox resolver on udp 53.
+//
+// Networks are found by label every `period`, so sandboxes made by the CLI, by Python, before a
+// restart of agvisord or while it was down are served like its own. For each it also opens the
+// host's firewall for exactly those ports on that gateway from that bridge (an ACCEPT in the
+// chain AGVISOR-ALLOW that scripts/sandbox-firewall leaves to the enforcer; everything else from
+// agve+ bridges is rejected there). A network whose sandbox is gone is removed.
+//
+// The policy comes from the network's label; a live change (SetRules) is kept in memory and in
+// `state_dir`, so it outlives a restart of agvisord.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agvisor/base/error.h"
+#include "agvisor/egress/decision_log.h"
+#include "agvisor/egress/policy.h"
+#include "agvisor/egress/proxy.h"
+
+namespace agvisor {
+namespace docker {
+class Client;
+}
+
+namespace server {
+
+struct EgressHostOptions {
+  // The DNS server enforcers resolve allowed names with (udp). Default: the first nameserver
+  // of /etc/resolv.conf.
+  std::optional<egress::IpAddress> resolver;
+  std::uint16_t resolver_port = 53;
+  std::chrono::milliseconds period{250};
+  // Add and remove the AGVISOR-ALLOW rules (off only in tests that run no firewall).
+  bool manage_firewall = true;
+  // Where live policy changes are kept ("" = not kept across restarts).
+  std::string state_dir;
+};
+
+// What `agvisor egress NAME` shows.
+struct EgressView {
+  std::string container;
+  std::string network;
+  std::string gateway;
+  egress::EgressRules rules;
+  std::string describe;  // EgressPolicy::Describe()
+  std::vector<egress::Decision> recent;
+  egress::DecisionCounters counters;
+};
+
+class EgressHost {
+ public:
+  // Serves what is there now (one reconcile), then keeps reconciling on a thread. Errors:
+  // kInvalidArgument (no resolver), kUnavailable (the state directory cannot be made).
+  static Result<std::unique_ptr<EgressHost>> Start(std::shared_ptr<docker::Client> docker,
+                                                   EgressHostOptions options);
+  // Stops the thread and every enforcer, and takes its firewall rules out again.
+  ~EgressHost();
+  EgressHost(const EgressHost&) = delete;
+  EgressHost& operator=(const EgressHost&) = delete;
+
+  // One pass: serve new networks, drop gone ones. Errors: listing networks failed.
+  Result<void> Reconcile();
+
+  // kNotFound when the container has no served egress network.
+  Result<EgressView> View(const std::string& container) const;
+  // Replaces the sandbox's policy: new connections (and lookups) are decided by it at once.
+  Result<EgressView> SetRules(const std::string& container, const egress::EgressRules& rules);
+  // Totals over every sandbox, for the metrics route.
+  egress::DecisionCounters Totals() const { return log_->Totals(); }
+  std::size_t served() const;
+
+ private:
+  struct Served {
+    std::string network_id;
+    std::string network;
+    std::string bridge;
+    std::string gateway;
+    std::string container;
+    egress::EgressRules rules;
+    std::unique_ptr<egress::EgressProxy> proxy;
+  };
+  EgressHost(std::shared_ptr<docker::Client> docker, EgressHostOptions options);
+  Result<void> Serve(const std::string& container, Served s);
+  void Drop(Served& s);
+  Result<void> Firewall(const Served& s, bool add);
+  std::string StatePath(const std::string& network_id) const;
+  void Loop();
+
+  std::shared_ptr<docker::Client> docker_;
+  EgressHostOptions options_;
+  std::vector<egress::IpAddress> host_addresses_;
+  std::shared_ptr<egress::DecisionLog> log_;
+  mutable std::mutex mu_;
+  std::map<std::string, Served> served_;                                       // by container name
+  std::map<std::string, std::chrono::steady_clock::time_point> orphan_since_;  // network ids
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// The host's own interface addresses (v4 and v6): refused as destinations by every enforcer.
+std::vector<egress::IpAddress> HostInterfaceAddresses();
+// The first `nameserver` of a resolv.conf text; kNotFound when there is none.
+Result<egress::IpAddress> FirstNameserver(std::string_view resolv_conf);
+
+}  // namespace server
+}  // namespace agvisor
