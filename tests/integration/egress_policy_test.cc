@@ -210,6 +210,51 @@ TEST_F(EgressTest, AStoppedEnforcerFailsClosedAndComesBack) {
       << got;
 }
 
+// `agvisor egress NAME` shows the policy and the decisions, and changes the policy of a running
+// sandbox: new connections follow it at once.
+TEST_F(EgressTest, PolicyChangedLiveThroughTheCli) {
+  auto sb = Sandbox::Create(Spec({"allowed.test"}));
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  const std::string name = (*sb)->container_name();
+  auto cli = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {AGVISOR_CLI_BINARY, "--server",
+                                     "unix:" + dir_ + "/agvisord.sock", "--token-file",
+                                     dir_ + "/token"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = RunCommand(argv);
+    EXPECT_TRUE(r.ok()) << r.error().ToString();
+    return r.ok() ? *r : CommandOutput{};
+  };
+  const std::string get_other =
+      Py("    print(urllib.request.urlopen(\"http://other.test/\", timeout=10).read().decode(), "
+         "end=\"\")");
+  EXPECT_EQ(Run(**sb, get_other), "http 403\n");
+  EXPECT_EQ(Run(**sb, kGetAllowed), "hello from allowed.test\n");
+
+  auto shown = cli({"egress", name});
+  ASSERT_EQ(shown.status.exit_code, 0) << shown.err;
+  EXPECT_THAT(shown.out, HasSubstr("allow allowed.test"));
+  EXPECT_THAT(shown.out, HasSubstr("other.test:80 denied (no rule allows other.test)"));
+  EXPECT_THAT(shown.out, HasSubstr("1 denied"));
+
+  auto changed = cli({"--json", "egress", name, "--allow-domain", "other.test", "--remove-domain",
+                      "allowed.test"});
+  ASSERT_EQ(changed.status.exit_code, 0) << changed.err;
+  EXPECT_THAT(changed.out, HasSubstr("\"allow_domains\":[\"other.test\"]"));
+  EXPECT_EQ(Run(**sb, get_other), "hello from other.test\n");
+  EXPECT_EQ(Run(**sb, kGetAllowed), "http 403\n");
+
+  // A bad rule changes nothing and says what was wrong.
+  auto bad = cli({"egress", name, "--allow-domain", "*.com"});
+  EXPECT_NE(bad.status.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("*.com"));
+  EXPECT_EQ(Run(**sb, get_other), "hello from other.test\n");
+  // A sandbox without a policy has none to show.
+  auto none = cli({"egress", "no-such-sandbox"});
+  EXPECT_NE(none.status.exit_code, 0);
+  EXPECT_THAT(none.err, HasSubstr("no egress policy"));
+}
+
 // No agvisord: a sandbox with a policy is refused (how to start it is in the message) and
 // nothing is left behind.
 TEST_F(EgressTest, WithoutAnEnforcerCreateIsRefusedAndLeavesNothing) {

@@ -21,6 +21,10 @@
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
 
+namespace agvisor::server {
+class RemoteClient;
+}
+
 namespace agvisor::cli {
 
 // A connection to a TCP port inside a sandbox (port-forward, desktop viewers).
@@ -105,5 +109,8 @@ std::unique_ptr<Backend> MakeLocalBackend(std::string host);
 // listens at the address: says how to start agvisord), kPermissionDenied.
 Result<std::unique_ptr<Backend>> MakeRemoteBackend(const std::string& address,
                                                    const std::string& token_file);
+// The client MakeRemoteBackend wraps, for calls only agvisord answers (egress).
+Result<std::shared_ptr<server::RemoteClient>> ConnectRemote(const std::string& address,
+                                                            const std::string& token_file);
 
 }  // namespace agvisor::cli

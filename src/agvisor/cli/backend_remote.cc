@@ -180,8 +180,8 @@ class RemoteBackend final : public Backend {
 
 }  // namespace
 
-Result<std::unique_ptr<Backend>> MakeRemoteBackend(const std::string& address,
-                                                   const std::string& token_file) {
+Result<std::shared_ptr<server::RemoteClient>> ConnectRemote(const std::string& address,
+                                                            const std::string& token_file) {
   auto endpoint = AGVISOR_TRY(server::ParseServerAddress(address));
   server::RemoteToken token;
   const char* env_file = std::getenv("AGVISOR_TOKEN_FILE");
@@ -197,6 +197,12 @@ Result<std::unique_ptr<Backend>> MakeRemoteBackend(const std::string& address,
   }
   std::shared_ptr<RemoteClient> client =
       AGVISOR_TRY(RemoteClient::Connect(endpoint, std::move(token)));
+  return client;
+}
+
+Result<std::unique_ptr<Backend>> MakeRemoteBackend(const std::string& address,
+                                                   const std::string& token_file) {
+  auto client = AGVISOR_TRY(ConnectRemote(address, token_file));
   return std::unique_ptr<Backend>(std::make_unique<RemoteBackend>(std::move(client)));
 }
 

@@ -267,6 +267,7 @@ int RunCli(int argc, char** argv) {
   AddDesktop(app, g, &exit_code);
   AddList(app, g, &exit_code);
   AddTop(app, g, &exit_code);
+  AddEgress(app, g, &exit_code);
   AddStop(app, g, &exit_code);
   AddRemove(app, g, &exit_code);
   AddImage(app, g, &exit_code);

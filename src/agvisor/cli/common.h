@@ -91,6 +91,7 @@ void AddRun(CLI::App& app, GlobalOptions& g, int* exit_code);
 void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code);
 void AddList(CLI::App& app, GlobalOptions& g, int* exit_code);
 void AddTop(CLI::App& app, GlobalOptions& g, int* exit_code);
+void AddEgress(CLI::App& app, GlobalOptions& g, int* exit_code);
 void AddStop(CLI::App& app, GlobalOptions& g, int* exit_code);
 void AddRemove(CLI::App& app, GlobalOptions& g, int* exit_code);
 void AddImage(CLI::App& app, GlobalOptions& g, int* exit_code);

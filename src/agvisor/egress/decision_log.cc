@@ -4,17 +4,21 @@
 
 namespace agvisor::egress {
 
-std::string FormatDecision(const Decision& d) {
+std::string FormatDecisionTime(std::chrono::system_clock::time_point t) {
   using std::chrono::duration_cast;
   using std::chrono::milliseconds;
-  std::time_t secs = std::chrono::system_clock::to_time_t(d.time);
-  auto ms = duration_cast<milliseconds>(d.time.time_since_epoch()).count() % 1000;
+  std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  auto ms = duration_cast<milliseconds>(t.time_since_epoch()).count() % 1000;
   std::tm tm{};
   gmtime_r(&secs, &tm);
   char stamp[64];  // room for any int the format could print (-Wformat-truncation)
   std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
-  std::string out = std::string(stamp) + " sandbox=" + d.sandbox + " " + d.via + " " + d.name +
+  return stamp;
+}
+
+std::string FormatDecision(const Decision& d) {
+  std::string out = FormatDecisionTime(d.time) + " sandbox=" + d.sandbox + " " + d.via + " " + d.name +
                     ":" + std::to_string(d.port) + (d.allowed ? " allowed (" : " denied (") +
                     d.reason + ")";
   if (!d.address.empty()) out += (d.allowed ? " -> " : " address ") + d.address;

@@ -31,6 +31,8 @@ struct Decision {
 // "2026-12-01T15:04:05.123Z sandbox=a tls pypi.org:443 allowed (allowed by pypi.org) ->
 // 151.101.0.223": one line per decision, for logs and the CLI.
 std::string FormatDecision(const Decision& d);
+// "2026-12-01T15:04:05.123Z" (UTC, milliseconds).
+std::string FormatDecisionTime(std::chrono::system_clock::time_point t);
 
 struct DecisionCounters {
   std::uint64_t allowed = 0;

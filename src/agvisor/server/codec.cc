@@ -903,7 +903,7 @@ Result<SandboxView> SandboxFromObject(const json::object& o, std::string_view bo
 }  // namespace
 
 namespace {
-json::object EgressRulesJson(const egress::EgressRules& r) {
+json::object EgressRulesObject(const egress::EgressRules& r) {
   json::object e;
   auto strings = [](const std::vector<std::string>& v) {
     json::array a;
@@ -941,7 +941,7 @@ std::string CreateRequestJson(const SandboxSpec& spec) {
     for (const auto& [k, v] : spec.labels) labels[k] = v;
     o["labels"] = std::move(labels);
   }
-  if (spec.egress) o["egress"] = EgressRulesJson(*spec.egress);
+  if (spec.egress) o["egress"] = EgressRulesObject(*spec.egress);
   return Serialize(o);
 }
 
@@ -1087,6 +1087,71 @@ Result<WsServerMessage> ParseWsServerMessage(std::string_view text) {
     return Malformed("stream message", text);
   }
   return m;
+}
+
+// ---- Egress ----
+
+std::string EgressRulesJson(const egress::EgressRules& rules) {
+  return Serialize(EgressRulesObject(rules));
+}
+
+Result<egress::EgressRules> ParseEgressRulesJson(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseObject(body, "egress policy"));
+  return ParseEgressRules(json::value(o));
+}
+
+std::string EgressViewJson(std::string_view id, const EgressView& v) {
+  json::object o;
+  o["id"] = std::string(id);
+  o["network"] = v.network;
+  o["gateway"] = v.gateway;
+  o["policy"] = EgressRulesObject(v.rules);
+  o["describe"] = v.describe;
+  o["allowed"] = v.counters.allowed;
+  o["denied"] = v.counters.denied;
+  json::array recent;
+  for (const egress::Decision& d : v.recent) {
+    json::object e;
+    e["time"] = egress::FormatDecisionTime(d.time);
+    e["via"] = d.via;
+    e["name"] = SanitizeUtf8(d.name);
+    e["port"] = d.port;
+    e["allowed"] = d.allowed;
+    e["reason"] = SanitizeUtf8(d.reason);
+    e["address"] = d.address;
+    recent.push_back(std::move(e));
+  }
+  o["recent"] = std::move(recent);
+  return Serialize(o);
+}
+
+Result<EgressView> ParseEgressViewJson(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseReply(body, "egress"));
+  EgressView v;
+  v.json = std::string(body);
+  v.container = std::string(kNamePrefix) + StringOr(o, "id");
+  v.network = StringOr(o, "network");
+  v.gateway = StringOr(o, "gateway");
+  if (const json::value* p = o.if_contains("policy")) v.rules = AGVISOR_TRY(ParseEgressRules(*p));
+  v.describe = StringOr(o, "describe");
+  v.counters.allowed = static_cast<std::uint64_t>(IntOr(o, "allowed"));
+  v.counters.denied = static_cast<std::uint64_t>(IntOr(o, "denied"));
+  if (const json::value* r = o.if_contains("recent"); r && r->is_array()) {
+    for (const auto& e : r->as_array()) {
+      if (!e.is_object()) continue;
+      const auto& eo = e.as_object();
+      const json::value* a = eo.if_contains("allowed");
+      const bool allowed = a && a->is_bool() && a->as_bool();
+      std::string line = StringOr(eo, "time") + " " + StringOr(eo, "via") + " " +
+                         StringOr(eo, "name") + ":" + std::to_string(IntOr(eo, "port")) +
+                         (allowed ? " allowed (" : " denied (") + StringOr(eo, "reason") + ")";
+      if (std::string addr = StringOr(eo, "address"); !addr.empty()) {
+        line += (allowed ? " -> " : " address ") + addr;
+      }
+      v.recent_lines.push_back(std::move(line));
+    }
+  }
+  return v;
 }
 
 }  // namespace agvisor::server

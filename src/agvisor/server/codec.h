@@ -16,6 +16,8 @@
 
 #include "agvisor/base/error.h"
 #include "agvisor/docker/types.h"
+#include "agvisor/egress/decision_log.h"
+#include "agvisor/egress/policy.h"
 #include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
@@ -173,6 +175,26 @@ std::string WsErrorJson(const Error& e);
 // ---- The client's side (the CLI's --server, remote_client.h) ----
 // The body of POST /v1/sandboxes for `spec` (its host is not sent: the daemon has its own).
 std::string CreateRequestJson(const SandboxSpec& spec);
+
+// ---- Egress (GET/PUT /v1/sandboxes/{id}/egress) ----
+// A sandbox's egress policy as its enforcer serves it, and its recent decisions.
+struct EgressView {
+  std::string container;
+  std::string network;
+  std::string gateway;
+  egress::EgressRules rules;
+  std::string describe;                   // EgressPolicy::Describe()
+  std::vector<egress::Decision> recent;   // the enforcer's side
+  std::vector<std::string> recent_lines;  // a client's side: one line per decision, oldest first
+  std::string json;                       // a client's side: the answer as it came
+  egress::DecisionCounters counters;
+};
+std::string EgressViewJson(std::string_view id, const EgressView& view);
+Result<EgressView> ParseEgressViewJson(std::string_view body);
+// PUT body: {"allow_domains": [...], "allow_cidrs": [...], "ports": [...], "deny_domains": [...]}
+// (each optional; what is left out is empty). Errors: kInvalidArgument naming the field.
+Result<egress::EgressRules> ParseEgressRulesJson(std::string_view body);
+std::string EgressRulesJson(const egress::EgressRules& rules);
 // A Sandbox object / the {"sandboxes": [...]} list. Errors: kInternal (not the documented shape).
 Result<SandboxView> ParseSandboxJson(std::string_view body);
 Result<std::vector<SandboxView>> ParseSandboxListJson(std::string_view body);

@@ -231,17 +231,6 @@ int DaemonMain(int argc, char** argv) {
               {"origins", std::to_string(desktop_origins.size())}});
   }
 
-  Service service({.docker_host = docker_host,
-                   .desktop_key = desktop_key,
-                   .max_exec_output = static_cast<std::size_t>(*exec_cap)});
-  (*server)->SetHandlers(
-      [&](const HttpRequest& r, const RouteMatch& m) { return service.Handle(r, m); },
-      [&](const HttpRequest& r, const RouteMatch& m, WebSocket& ws) {
-        service.HandleWebSocket(r, m, ws);
-      });
-  (*server)->SetStreamHandler([&](const HttpRequest& r, const RouteMatch& m, HttpStream& io) {
-    return service.HandleStream(r, m, io);
-  });
   // Egress enforcers: where the sandboxes run, so only for a local Docker host.
   std::unique_ptr<EgressHost> egress_host;
   const bool local_docker = docker_host.empty() || docker_host.rfind("unix://", 0) == 0;
@@ -273,6 +262,18 @@ int DaemonMain(int argc, char** argv) {
     LogEvent("info", "egress enforcers started",
              {{"serving", std::to_string(egress_host->served())}});
   }
+  Service service({.docker_host = docker_host,
+                   .desktop_key = desktop_key,
+                   .max_exec_output = static_cast<std::size_t>(*exec_cap),
+                   .egress = egress_host.get()});
+  (*server)->SetHandlers(
+      [&](const HttpRequest& r, const RouteMatch& m) { return service.Handle(r, m); },
+      [&](const HttpRequest& r, const RouteMatch& m, WebSocket& ws) {
+        service.HandleWebSocket(r, m, ws);
+      });
+  (*server)->SetStreamHandler([&](const HttpRequest& r, const RouteMatch& m, HttpStream& io) {
+    return service.HandleStream(r, m, io);
+  });
   auto recovered = service.Recover();
   if (!recovered.ok()) {
     LogEvent("warn", "cannot list the host's sandboxes yet (served on first use)",

@@ -26,6 +26,7 @@
 #include "agvisor/egress/decision_log.h"
 #include "agvisor/egress/policy.h"
 #include "agvisor/egress/proxy.h"
+#include "agvisor/server/codec.h"
 
 namespace agvisor {
 namespace docker {
@@ -44,17 +45,6 @@ struct EgressHostOptions {
   bool manage_firewall = true;
   // Where live policy changes are kept ("" = not kept across restarts).
   std::string state_dir;
-};
-
-// What `agvisor egress NAME` shows.
-struct EgressView {
-  std::string container;
-  std::string network;
-  std::string gateway;
-  egress::EgressRules rules;
-  std::string describe;  // EgressPolicy::Describe()
-  std::vector<egress::Decision> recent;
-  egress::DecisionCounters counters;
 };
 
 class EgressHost {

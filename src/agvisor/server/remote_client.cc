@@ -422,6 +422,19 @@ Result<docker::ContainerStats> RemoteClient::Metrics(std::string_view id) {
   return ParseMetricsJson(r.body);
 }
 
+Result<EgressView> RemoteClient::GetEgress(std::string_view id) {
+  auto r = AGVISOR_TRY(Call({.method = "GET", .target = SandboxPath(id) + "/egress"}));
+  return ParseEgressViewJson(r.body);
+}
+
+Result<EgressView> RemoteClient::SetEgress(std::string_view id, const egress::EgressRules& rules) {
+  http::Request req{.method = "PUT", .target = SandboxPath(id) + "/egress"};
+  req.body = EgressRulesJson(rules);
+  req.content_type = "application/json";
+  auto r = AGVISOR_TRY(Call(std::move(req)));
+  return ParseEgressViewJson(r.body);
+}
+
 Result<void> RemoteClient::PutArchive(std::string_view id, std::string_view dir,
                                       const channel::ByteSource& source) {
   http::Request req{.method = "PUT",

@@ -90,6 +90,9 @@ class RemoteClient {
   Result<void> SignalProcess(std::string_view id, std::uint32_t pid, int signal);
   // GET .../metrics.
   Result<docker::ContainerStats> Metrics(std::string_view id);
+  // GET .../egress: the policy and recent decisions; PUT replaces the policy.
+  Result<EgressView> GetEgress(std::string_view id);
+  Result<EgressView> SetEgress(std::string_view id, const egress::EgressRules& rules);
   // PUT .../archive?path=DIR with the tar that `source` supplies (chunked, streamed).
   Result<void> PutArchive(std::string_view id, std::string_view dir,
                           const channel::ByteSource& source);

@@ -30,6 +30,8 @@ constexpr std::array kBuiltin = {
     RouteDef{"GET", "/v1/sandboxes/{id}/ports/{port}/ws", RouteId::kPortWs, true},
     RouteDef{"GET", "/v1/sandboxes/{id}/metrics", RouteId::kMetrics},
     RouteDef{"POST", "/v1/sandboxes/{id}/desktop/token", RouteId::kDesktopToken},
+    RouteDef{"GET", "/v1/sandboxes/{id}/egress", RouteId::kGetEgress},
+    RouteDef{"PUT", "/v1/sandboxes/{id}/egress", RouteId::kSetEgress},
     RouteDef{"GET", "/v1/pools", RouteId::kListPools},
     RouteDef{"POST", "/v1/pools", RouteId::kCreatePool},
     RouteDef{"DELETE", "/v1/pools/{name}", RouteId::kDeletePool},

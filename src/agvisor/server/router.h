@@ -40,6 +40,8 @@ enum class RouteId {
   kPortWs,
   kMetrics,
   kDesktopToken,
+  kGetEgress,
+  kSetEgress,
   kListPools,
   kCreatePool,
   kDeletePool,

@@ -8,6 +8,7 @@
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/desktop.h"
 #include "agvisor/server/codec.h"
+#include "agvisor/server/egress_host.h"
 #include "agvisor/server/log.h"
 
 namespace agvisor::server {
@@ -310,6 +311,21 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch&
       auto docker = AGVISOR_TRY(HostClient(options_.docker_host));
       auto stats = AGVISOR_TRY(docker->GetContainerStats(sb->container_name()));
       return Json(200, MetricsJson(id, stats));
+    }
+    case RouteId::kGetEgress:
+    case RouteId::kSetEgress: {
+      if (options_.egress == nullptr) {
+        return Error::Unsupported(
+            "this agvisord enforces no egress policies (started with --no-egress, or its Docker "
+            "host is another machine: run agvisord there)");
+      }
+      const std::string container = AGVISOR_TRY(ContainerNameForId(id));
+      if (m.route->id == RouteId::kGetEgress) {
+        return Json(200, EgressViewJson(id, AGVISOR_TRY(options_.egress->View(container))));
+      }
+      const egress::EgressRules rules = AGVISOR_TRY(ParseEgressRulesJson(req.body));
+      return Json(200,
+                  EgressViewJson(id, AGVISOR_TRY(options_.egress->SetRules(container, rules))));
     }
     case RouteId::kDesktopToken: {
       if (!options_.desktop_key) {

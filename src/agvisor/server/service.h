@@ -25,6 +25,8 @@
 
 namespace agvisor::server {
 
+class EgressHost;
+
 struct ServiceOptions {
   std::string docker_host;  // "" = $DOCKER_HOST or the local socket
   // The desktop gateway's key (--desktop-key-file): POST .../desktop/token mints with it. Unset:
@@ -35,6 +37,9 @@ struct ServiceOptions {
   // dropped, counted in the answer's stdout_dropped / stderr_dropped (--max-exec-output).
   std::size_t max_exec_output = kDefaultMaxExecOutput;
   static constexpr std::size_t kDefaultMaxExecOutput = 1u << 20;
+  // The egress enforcers (GET/PUT .../egress); null when agvisord enforces none (--no-egress,
+  // or a Docker host that is not this machine): those routes then answer 501.
+  EgressHost* egress = nullptr;
 };
 
 class Service {

@@ -1,0 +1,110 @@
+// `agvisor egress NAME`: a sandbox's egress policy and its enforcer's recent decisions, and live
+// changes to the policy. Always through agvisord (it runs the enforcers): --server, else the
+// local agvisord's default socket.
+#include <algorithm>
+#include <cstdio>
+
+#include "agvisor/cli/backend.h"
+#include "agvisor/cli/cli.h"
+#include "agvisor/cli/common.h"
+#include "agvisor/server/daemon.h"
+#include "agvisor/server/remote_client.h"
+
+namespace agvisor::cli {
+namespace {
+
+struct EgressChange {
+  egress::EgressRules add;
+  std::vector<std::string> remove_domains;
+  bool any() const {
+    return !add.allow_domains.empty() || !add.allow_cidrs.empty() || !add.ports.empty() ||
+           !add.deny_domains.empty() || !remove_domains.empty();
+  }
+};
+
+void AddUnique(std::vector<std::string>& to, const std::vector<std::string>& more) {
+  for (const auto& m : more) {
+    if (std::find(to.begin(), to.end(), m) == to.end()) to.push_back(m);
+  }
+}
+
+egress::EgressRules Apply(egress::EgressRules r, const EgressChange& c) {
+  auto drop = [&](std::vector<std::string>& v) {
+    std::erase_if(v, [&](const std::string& d) {
+      return std::find(c.remove_domains.begin(), c.remove_domains.end(), d) !=
+             c.remove_domains.end();
+    });
+  };
+  drop(r.allow_domains);
+  drop(r.deny_domains);
+  AddUnique(r.allow_domains, c.add.allow_domains);
+  AddUnique(r.deny_domains, c.add.deny_domains);
+  AddUnique(r.allow_cidrs, c.add.allow_cidrs);
+  for (std::uint16_t p : c.add.ports) {
+    if (std::find(r.ports.begin(), r.ports.end(), p) == r.ports.end()) r.ports.push_back(p);
+  }
+  return r;
+}
+
+void Print(const std::string& name, const server::EgressView& v) {
+  std::printf("sandbox %s: network %s, enforcer %s\n", name.c_str(), v.network.c_str(),
+              v.gateway.c_str());
+  std::printf("policy: %s\n", v.describe.c_str());
+  std::printf("decisions: %llu allowed, %llu denied\n",
+              static_cast<unsigned long long>(v.counters.allowed),
+              static_cast<unsigned long long>(v.counters.denied));
+  if (!v.recent_lines.empty()) std::printf("recent (oldest first):\n");
+  for (const auto& line : v.recent_lines) std::printf("  %s\n", line.c_str());
+}
+
+}  // namespace
+
+void AddEgress(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto* cmd = app.add_subcommand(
+      "egress",
+      "a sandbox's egress policy and the recent decisions of its enforcer (agvisord); with "
+      "--allow-domain, --deny-domain, --allow-cidr, --allow-port or --remove-domain, changes "
+      "the policy of the running sandbox (new connections follow it at once)");
+  auto name = std::make_shared<std::string>();
+  auto change = std::make_shared<EgressChange>();
+  cmd->add_option("NAME", *name, "the sandbox (name or container name)")->required();
+  cmd->add_option("--allow-domain", change->add.allow_domains,
+                  "also allow this name or *.wildcard (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--deny-domain", change->add.deny_domains,
+                  "refuse this name even when an allow rule matches it (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--allow-cidr", change->add.allow_cidrs, "also allow this block (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--allow-port", change->add.ports, "also allow this port (repeatable)")
+      ->allow_extra_args(false)
+      ->check(CLI::Range(1, 65535));
+  cmd->add_option("--remove-domain", change->remove_domains,
+                  "take this name out of the allow and deny rules (repeatable)")
+      ->allow_extra_args(false);
+  cmd->callback([&g, exit_code, name, change] {
+    auto run = [&]() -> Result<void> {
+      std::string address = g.server;
+      if (address.empty()) address = "unix:" + AGVISOR_TRY(server::DefaultSocketPath());
+      auto client = ConnectRemote(address, g.token_file);
+      if (!client.ok()) {
+        return client.error().WithContext(
+            "egress policies live in agvisord (it runs the enforcers); reach it with --server "
+            "or start it on this host");
+      }
+      const std::string container = ResolveContainerName(*name);
+      const std::string id = server::SandboxIdFor(container);
+      server::EgressView v = AGVISOR_TRY((*client)->GetEgress(id));
+      if (change->any()) v = AGVISOR_TRY((*client)->SetEgress(id, Apply(v.rules, *change)));
+      if (g.json) {
+        std::printf("%s\n", v.json.c_str());
+      } else {
+        Print(*name, v);
+      }
+      return Ok();
+    };
+    if (auto r = run(); !r.ok()) *exit_code = ReportError(r.error());
+  });
+}
+
+}  // namespace agvisor::cli
