@@ -63,6 +63,19 @@ def wait_for(what, predicate, seconds):
         time.sleep(0.05)
 
 
+def other_enforcers():
+    """Pids of agvisord processes on this host: any of them serves every egress network."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/comm") as f:
+                if f.read().strip() == "agvisord":
+                    pids.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
 def free_subnet():
     """A /30 of 203.0.113.0/24 that no interface of this host has an address in (the pid picks
     the first one tried, so runs side by side pick different ones)."""
@@ -237,6 +250,9 @@ def test_without_agvisord_create_is_refused_naming_it(world):
         with world.enforcer_stopped():
             with pytest.raises(RuntimeError, match="agvisord") as e:
                 create_sandbox(name=name, limits=SMALL, egress=["allowed.test"])
+                # Reached only when create worked: say so when another agvisord served it.
+                others = other_enforcers()
+                assert not others, f"another agvisord runs on this host (pids {others})"
         assert e.value.code == "unavailable"
         # Nothing is left behind: neither the sandbox nor its network.
         assert engine("GET", f"/containers/{container}/json")[0] == 404
