@@ -8,14 +8,16 @@ agvisor's C++ core: Docker's Engine API spoken directly, an agent as PID 1 in ev
         print(sb.exec("python3 -c 'print(1+1)'").stdout)
 """
 from .desktop import Desktop
+from .egress import Egress
 from .limits import Limits
 from .pool import Pool, PoolStats
 from .processes import Attachment, BackgroundProcess
 from .sandbox import Sandbox, create_sandbox, list_sandboxes
 from .streams import FileInfo, PortConnection, PortForward, Shell
 
-# The seed's names (test_api_shape). Extensions are importable too: Pool and PoolStats (warm
-# pools), and what the methods return: BackgroundProcess and Attachment (spawn, processes),
-# Desktop (sb.desktop), FileInfo, PortConnection, PortForward and Shell (files, ports, shells).
+# The seed's names (test_api_shape). Extensions are importable too: Egress (egress policies),
+# Pool and PoolStats (warm pools), and what the methods return: BackgroundProcess and Attachment
+# (spawn, processes), Desktop (sb.desktop), FileInfo, PortConnection, PortForward and Shell
+# (files, ports, shells).
 __all__ = ["Limits", "Sandbox", "create_sandbox", "list_sandboxes"]
 __version__ = "0.1.0"

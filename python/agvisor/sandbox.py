@@ -19,6 +19,7 @@ import warnings
 from . import _core
 from .limits import Limits
 from .desktop import Desktop
+from .egress import Egress, as_egress
 from .processes import BackgroundProcess, _not_found
 from .streams import FileInfo, PortConnection, PortForward, Shell
 
@@ -105,15 +106,17 @@ class Sandbox:
               running sandbox of that name is re-attached with its processes.
     host      None -> Docker on this machine ($DOCKER_HOST); "ssh://user@host" -> a remote one.
     runtime   A Docker runtime that is gVisor, default "runsc".
+    egress    An egress policy (an extension of the seed's API): a list of domain patterns
+              (["pypi.org", "*.pythonhosted.org"]) or an agvisor.Egress. See create_sandbox().
 
     Attributes: name ("agvisor-<name>"; for an anonymous sandbox the random suffix is the one the
     core picks at start()), persistent, data_dir ("/workspace" or None), resumed (start()
     re-attached to a running sandbox), disk_warning (why the default disk cap is not enforced),
-    and the constructor's arguments.
+    egress (the policy as an Egress, or None; read-only), and the constructor's other arguments.
     """
 
     def __init__(self, image=None, *, gui=False, limits=Limits(), network="bridge", lifetime=None,
-                 idle_ttl=None, name=None, host=None, runtime="runsc"):
+                 idle_ttl=None, name=None, host=None, runtime="runsc", egress=None):
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be an agvisor.Limits, got {type(limits).__name__}")
         if gui and (lifetime is not None or idle_ttl is not None):
@@ -125,6 +128,7 @@ class Sandbox:
         self.idle_ttl = idle_ttl
         self.host = host
         self.runtime = runtime
+        self._egress = as_egress(egress)
         self.image = image or self._default_image()
         _core.validate_spec(self._spec(name))
         self.persistent = name is not None
@@ -150,7 +154,17 @@ class Sandbox:
         s.name = name
         s.host = self.host or ""
         s.runtime = self.runtime
+        s.egress = None if self._egress is None else self._egress._to_core()
         return s
+
+    @property
+    def egress(self) -> Egress | None:
+        """The egress policy the sandbox was created with (an Egress), None without one. The
+        sandbox reaches only what it allows, through agvisord's enforcer on the Docker host.
+        A resumed sandbox (start() re-attached to a running one) keeps the policy it was
+        started with, whatever this says; handles from list_sandboxes() say None (they do not
+        read the policy back)."""
+        return self._egress
 
     def _default_image(self):
         return _core.DEFAULT_DESKTOP_IMAGE if self.gui else _core.DEFAULT_IMAGE
@@ -480,6 +494,7 @@ class Sandbox:
         sb.gui, sb.limits, sb.network = False, limits, network
         sb.lifetime, sb.idle_ttl = lifetime, idle_ttl
         sb.host, sb.runtime, sb.image = host, runtime, image
+        sb._egress = None  # pools make sandboxes without a policy
         sb.persistent = False
         sb.name = core.container_name
         sb.data_dir = None
@@ -498,6 +513,7 @@ class Sandbox:
         sb.gui, sb.limits, sb.network = False, Limits(), "bridge"
         sb.lifetime = sb.idle_ttl = None
         sb.host, sb.runtime = host, "runsc"
+        sb._egress = None  # not read back (see the egress property)
         sb.image = info["image"] or _core.DEFAULT_IMAGE
         sb.persistent = info["name"] is not None
         sb.name = info["container_name"]
@@ -529,6 +545,7 @@ def create_sandbox(
     name: str | None = None,
     host: str | None = None,
     runtime: str = "runsc",
+    egress: list[str] | Egress | None = None,
 ) -> Sandbox:
     """Sandbox(...).start(): a running sandbox. Use it in `with` or call stop() yourself.
 
@@ -553,6 +570,17 @@ def create_sandbox(
     host      None -> Docker here ($DOCKER_HOST); "ssh://user@host" -> Docker on that machine,
               through one ssh connection (extra ssh options: $AGVISOR_SSH_ARGS).
     runtime   The gVisor Docker runtime, default "runsc".
+    egress    An extension of the seed's API: None (default) = no policy, the network as
+              `network` says. A list of domain patterns (["pypi.org", "*.pythonhosted.org"]) or
+              an agvisor.Egress (domains, CIDRs, ports, denied domains) = deny by default: the
+              sandbox reaches only what the policy allows, through agvisord's enforcer on the
+              Docker host (HTTP_PROXY/HTTPS_PROXY are set inside, DNS answers allowed names
+              only), and nothing at all while agvisord is down. Needs network "bridge": with
+              "none" it is a ValueError, as is a malformed rule (the message names it).
+              RuntimeError (code "unavailable", naming agvisord) when no agvisord serves the
+              Docker host; a Docker host other than this machine is not supported yet. Read it
+              back with sb.egress.
     """
     return Sandbox(image, gui=gui, limits=limits, network=network, lifetime=lifetime,
-                   idle_ttl=idle_ttl, name=name, host=host, runtime=runtime).start()
+                   idle_ttl=idle_ttl, name=name, host=host, runtime=runtime,
+                   egress=egress).start()

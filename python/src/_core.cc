@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "agvisor/base/error.h"
+#include "agvisor/egress/policy.h"
 #include "agvisor/gateway/token.h"
 #include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/pool.h"
@@ -714,6 +715,7 @@ PYBIND11_MODULE(_core, m) {
   using agvisor::python::InfoDict;
   using agvisor::python::PoolHandle;
   using agvisor::python::Port;
+  using agvisor::python::Raise;
   using agvisor::python::Shell;
   using agvisor::python::Unwrap;
   m.doc() = "agvisor's C++ core (agvisor::Sandbox); use the `agvisor` package, not this module.";
@@ -731,6 +733,14 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("shm", &Limits::shm)
       .def_readwrite("disk", &Limits::disk);
 
+  py::class_<egress::EgressRules>(m, "EgressRules",
+                                  "agvisor::egress::EgressRules; ports empty = 80 and 443.")
+      .def(py::init<>())
+      .def_readwrite("allow_domains", &egress::EgressRules::allow_domains)
+      .def_readwrite("allow_cidrs", &egress::EgressRules::allow_cidrs)
+      .def_readwrite("ports", &egress::EgressRules::ports)
+      .def_readwrite("deny_domains", &egress::EgressRules::deny_domains);
+
   py::class_<SandboxSpec>(m, "SandboxSpec", "agvisor::SandboxSpec.")
       .def(py::init<>())
       .def_readwrite("image", &SandboxSpec::image)
@@ -742,11 +752,20 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("name", &SandboxSpec::name)
       .def_readwrite("host", &SandboxSpec::host)
       .def_readwrite("runtime", &SandboxSpec::runtime)
-      .def_readwrite("labels", &SandboxSpec::labels);
+      .def_readwrite("labels", &SandboxSpec::labels)
+      .def_readwrite("egress", &SandboxSpec::egress);
 
   // Pure checks, no host involved: ValueError with the C++ message.
   m.def(
       "validate_limits", [](const Limits& l) { Unwrap(ValidateLimits(l)); }, py::arg("limits"));
+  // The message as ValidateSpec words it ("egress policy: domain rule '*.com': ...").
+  m.def(
+      "validate_egress",
+      [](const egress::EgressRules& r) {
+        auto policy = egress::EgressPolicy::Create(r);
+        if (!policy.ok()) Raise(policy.error().WithContext("egress policy"));
+      },
+      py::arg("rules"));
   m.def(
       "validate_spec", [](const SandboxSpec& s) { Unwrap(ValidateSpec(s)); }, py::arg("spec"));
   m.def(

@@ -5,6 +5,8 @@
   machine's dockerd is shared with other test runs.
 - `image_alias` tags the local agvisor/base:latest under a name an example uses (python:3.12)
   through the Engine API, and removes the tag afterwards (only if this run made it).
+- `build_binary("agvisord")` is the path of a binary of the build the wheel came from
+  ($AGVISOR_TEST_BUILD_DIR, set by python/test-wheel).
 - `sshd` starts a real sshd on 127.0.0.1 with keys generated here and points the C++ ssh
   transport at them through $AGVISOR_SSH_ARGS: ssh:// examples reach this machine's dockerd.
 A missing daemon or sshd is a failure, not a skip.
@@ -63,6 +65,17 @@ def engine(method, path):
 def unique(name):
     """A sandbox name for this run: the host is shared."""
     return f"{name}-{RUN_ID}"
+
+
+def build_binary(name):
+    """The path of apps/NAME/NAME in the build the tested wheel came from (python/test-wheel
+    says where): a missing one fails the test, it is not skipped."""
+    build = os.environ.get("AGVISOR_TEST_BUILD_DIR")
+    assert build, "AGVISOR_TEST_BUILD_DIR is unset: run the tests with python/test-wheel BUILD_DIR"
+    path = os.path.join(build, "apps", name, name)
+    assert os.access(path, os.X_OK), (f"{path} missing: cmake --build --preset ci --target {name}"
+                                      " (python/test-wheel does not build it)")
+    return path
 
 
 class Recorder:

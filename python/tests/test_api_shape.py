@@ -3,7 +3,9 @@
 seed_api.json is a snapshot of the seed package made by python/tools/seed_signatures.py (see its
 docstring). Every module, function, class, method, dataclass field and default there must exist
 here with the same str(inspect.signature(...)). Differences are listed in DIFFERENCES, each with
-its reason; anything else that differs fails the test. Extras of ours are allowed and reported.
+its reason; anything else that differs fails the test. Extras of ours are allowed and reported:
+methods and classes, and keyword-only parameters with a default after the seed's parameters
+(create_sandbox(..., egress=None)), which every call written for the seed leaves at the default.
 """
 import dataclasses
 import importlib
@@ -33,14 +35,30 @@ def load_snapshot():
         return json.load(f)
 
 
-def check_callable(path, seed_sig, ours, problems):
-    mine = str(inspect.signature(ours))
-    if mine != seed_sig:
-        problems.append(f"{path}: signature {mine} != seed's {seed_sig}")
+def seed_compatible(sig):
+    """`sig` without its trailing keyword-only parameters that have defaults, one at a time, down
+    to none: the signatures a seed caller cannot tell apart from `sig`, longest first."""
+    yield sig
+    params = list(sig.parameters.values())
+    while params and params[-1].kind is inspect.Parameter.KEYWORD_ONLY \
+            and params[-1].default is not inspect.Parameter.empty:
+        params.pop()
+        yield sig.replace(parameters=params)
 
 
-def check_class(path, seed, cls, problems):
-    check_callable(path, seed["signature"], cls, problems)
+def check_callable(path, seed_sig, ours, problems, extras=None):
+    sig = inspect.signature(ours)
+    for candidate in seed_compatible(sig):
+        if str(candidate) == seed_sig:
+            added = [p for p in sig.parameters if p not in candidate.parameters]
+            if added and extras is not None:
+                extras += [f"{path}({p}=...)" for p in added]
+            return
+    problems.append(f"{path}: signature {sig} != seed's {seed_sig}")
+
+
+def check_class(path, seed, cls, problems, extras):
+    check_callable(path, seed["signature"], cls, problems, extras)
     canonical = f"{seed['module']}.{cls.__name__}"  # the same class is re-exported by agvisor
     for method, sig in seed["methods"].items():
         mpath = f"{path}.{method}"
@@ -103,12 +121,12 @@ def compare():
                 if not inspect.isclass(ours):
                     problems.append(f"{path}: not a class")
                 else:
-                    check_class(path, seed, ours, problems)
+                    check_class(path, seed, ours, problems, extras)
                     extras += [f"{path}.{m}" for m, v in vars(ours).items()
                                if not m.startswith("_") and callable(v)
                                and m not in seed["methods"]]
             else:
-                check_callable(path, seed["signature"], ours, problems)
+                check_callable(path, seed["signature"], ours, problems, extras)
     return problems, extras
 
 
@@ -139,6 +157,35 @@ def test_a_changed_signature_is_caught(monkeypatch):
     monkeypatch.setattr(agvisor.sandbox.Sandbox, "exec", exec)
     problems, _ = compare()
     assert any(re.search(r"Sandbox\.exec: signature .*timeout=60", p) for p in problems), problems
+
+
+def test_only_optional_keywords_may_be_added(monkeypatch):
+    # An extra keyword-only parameter with a default is an extension (seed calls still work);
+    # one without a default, or a positional one, would break seed code and must be caught.
+    import agvisor.sandbox
+
+    original = agvisor.sandbox.create_sandbox
+    seed_params = list(inspect.signature(original).parameters.values())
+    seed_params = [p for p in seed_params if p.name != "egress"]
+    extra = inspect.Parameter("extra", inspect.Parameter.KEYWORD_ONLY, default=None)
+
+    def with_params(params):
+        def fn(*args, **kwargs):
+            raise AssertionError("never called")
+        fn.__module__, fn.__qualname__ = original.__module__, original.__qualname__
+        fn.__signature__ = inspect.signature(original).replace(parameters=params)
+        return fn
+
+    monkeypatch.setattr(agvisor.sandbox, "create_sandbox", with_params(seed_params + [extra]))
+    problems, extras = compare()
+    assert not problems, problems
+    assert "agvisor.sandbox.create_sandbox(extra=...)" in extras, extras
+
+    required = extra.replace(default=inspect.Parameter.empty)
+    monkeypatch.setattr(agvisor.sandbox, "create_sandbox", with_params(seed_params + [required]))
+    problems, _ = compare()
+    assert any(re.search(r"sandbox\.create_sandbox: signature .*extra\)", p) for p in problems), \
+        problems
 
 
 def test_limits_defaults_and_disk_sentinel():

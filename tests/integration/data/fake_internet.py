@@ -15,6 +15,8 @@ import threading
 ADDR, LOG = sys.argv[1], sys.argv[2]
 TABLE = {
     "allowed.test": ADDR,
+    "api.allowed.test": ADDR,
+    "private.allowed.test": ADDR,
     "other.test": ADDR,
     "denied.test": ADDR,
     "rebind.test": "127.0.0.1",
