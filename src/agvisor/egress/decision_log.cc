@@ -18,9 +18,9 @@ std::string FormatDecisionTime(std::chrono::system_clock::time_point t) {
 }
 
 std::string FormatDecision(const Decision& d) {
-  std::string out = FormatDecisionTime(d.time) + " sandbox=" + d.sandbox + " " + d.via + " " + d.name +
-                    ":" + std::to_string(d.port) + (d.allowed ? " allowed (" : " denied (") +
-                    d.reason + ")";
+  std::string out = FormatDecisionTime(d.time) + " sandbox=" + d.sandbox + " " + d.via + " " +
+                    d.name + ":" + std::to_string(d.port) +
+                    (d.allowed ? " allowed (" : " denied (") + d.reason + ")";
   if (!d.address.empty()) out += (d.allowed ? " -> " : " address ") + d.address;
   return out;
 }
