@@ -3,6 +3,7 @@
 // state machine. A deadline is a timer that closes (or cancels) the socket it guards.
 #include "agvisor/egress/proxy.h"
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -40,6 +41,18 @@ net::ip::address ToAsio(const IpAddress& a) {
   net::ip::address_v6::bytes_type b;
   std::copy(a.bytes.begin(), a.bytes.end(), b.begin());
   return net::ip::address_v6(b);
+}
+
+IpAddress FromAsio(const net::ip::address& a) {
+  IpAddress out;
+  if (a.is_v4()) {
+    const auto b = a.to_v4().to_bytes();
+    return IpAddress::V4(b[0], b[1], b[2], b[3]);
+  }
+  const auto b = a.to_v6().to_bytes();
+  out.family = IpAddress::Family::kV6;
+  std::copy(b.begin(), b.end(), out.bytes.begin());
+  return out;
 }
 
 // The outcome of a lookup; a struct rather than Result<> (an awaitable's value must be
@@ -206,10 +219,15 @@ class EgressProxy::Impl {
     if (options_.on_decision) options_.on_decision(d);
   }
 
+  bool FromClient(const net::ip::address& peer) const {
+    return !options_.clients || options_.clients->Contains(FromAsio(peer));
+  }
+
   net::awaitable<void> Connection(tcp::socket client) {
     auto guard = std::make_shared<OpenGuard>(&open_);
     Decision d;
     error_code ec;
+    if (auto peer = client.remote_endpoint(ec); ec || !FromClient(peer.address())) co_return;
     client.set_option(tcp::no_delay(true), ec);
     if (open_.load() > options_.max_connections) {
       Record({.via = "tcp",
@@ -424,6 +442,7 @@ class EgressProxy::Impl {
           net::buffer(buf), from, net::redirect_error(net::use_awaitable, ec));
       if (ec == net::error::operation_aborted || !dns_socket_.is_open()) co_return;
       if (ec) continue;  // e.g. a datagram larger than the buffer: dropped
+      if (!FromClient(from.address())) continue;
       DnsAnswer answer = AnswerDnsQuery(std::span(buf.data(), n), *policy(), v4, v6);
       Record({.via = "dns",
               .name = answer.name,

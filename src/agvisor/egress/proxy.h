@@ -54,6 +54,9 @@ struct ProxyOptions {
   std::size_t buffer_bytes = 64 * 1024;
   // Connections over this are closed at once (and logged as denied).
   std::size_t max_connections = 1024;
+  // When set, connections and DNS questions from addresses outside this block are dropped
+  // without an answer (a sandbox's own network: nothing else is served, whatever routes exist).
+  std::optional<Cidr> clients;
   // The in-sandbox resolver (dns.h, AnswerDnsQuery) on UDP listen_address:dns_port, when set
   // (0: a free port, see EgressProxy::dns_port()). Allowed names are answered with the address
   // that clients should connect to (default: listen_address), everything else with NXDOMAIN;

@@ -349,9 +349,9 @@ TEST_F(EgressProxyTest, OpenConnectionsAreCountedAndReleased) {
 
 // One DNS question to the proxy's in-sandbox resolver; returns the raw answer ("" on timeout).
 std::vector<std::uint8_t> AskDns(std::uint16_t port, std::uint16_t id, const std::string& name,
-                                 DnsType type) {
+                                 DnsType type, int wait_seconds = 5) {
   UniqueFd fd(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  timeval tv{5, 0};
+  timeval tv{wait_seconds, 0};
   setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   sockaddr_in to{};
   to.sin_family = AF_INET;
@@ -393,6 +393,38 @@ TEST_F(EgressProxyTest, InSandboxResolverAnswersAllowedNamesOnlyAndForwardsNothi
   EXPECT_EQ(d.name, "late.test");
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(log_->Counters("sb-test").denied, 4u);
+}
+
+// A proxy told which network its clients are on serves nobody else: connections from elsewhere
+// are closed unanswered and DNS questions get no answer (none can be reflected elsewhere).
+TEST_F(EgressProxyTest, OnlyTheClientNetworkIsServed) {
+  auto start = [&](const char* clients) {
+    ProxyOptions o;
+    o.sandbox = "sb-clients";
+    o.resolver_address = Ip("127.0.0.1");
+    o.resolver_port = dns_->port();
+    o.serve_dns = true;
+    o.clients = *ParseCidr(clients);
+    auto p = EgressProxy::Start(o, MakePolicy({"allowed.test"}), log_);
+    EXPECT_TRUE(p.ok()) << p.error().ToString();
+    return std::move(p).value();
+  };
+  auto elsewhere = start("10.0.0.0/8");
+  UniqueFd c = ConnectLoopback(elsewhere->port());
+  ASSERT_TRUE(c.valid());
+  const std::string request =
+      "GET /x HTTP/1.1\r\nHost: " + HostPort("allowed.test", http_->port()) +
+      "\r\nConnection: close\r\n\r\n";
+  SendAll(c.get(), request);
+  EXPECT_EQ(ReadAll(c.get()), "");
+  EXPECT_TRUE(AskDns(elsewhere->dns_port(), 9, "allowed.test", DnsType::kA, 1).empty());
+  EXPECT_TRUE(log_->Recent("sb-clients").empty());  // not even a decision
+  // The same proxy for loopback clients answers both.
+  auto here = start("127.0.0.0/8");
+  UniqueFd d = ConnectLoopback(here->port());
+  SendAll(d.get(), request);
+  EXPECT_NE(ReadAll(d.get()).find("200 OK"), std::string::npos);
+  EXPECT_FALSE(AskDns(here->dns_port(), 10, "allowed.test", DnsType::kA, 5).empty());
 }
 
 TEST(EgressProxyStartTest, RefusesBadOptions) {

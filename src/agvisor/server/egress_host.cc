@@ -23,6 +23,41 @@ constexpr std::chrono::seconds kOrphanCheck{5};
 // A network without its sandbox this long is removed (a create may be between the network and
 // the container).
 constexpr std::chrono::seconds kOrphanGrace{60};
+// A network that could not be served (its policy unreadable, its gateway taken by another
+// process) is tried again after this, not every period (and logged once per try).
+constexpr std::chrono::seconds kRetryPause{5};
+// Connections one sandbox may hold open through its enforcer (64 KiB buffered per direction).
+constexpr std::size_t kMaxConnectionsPerSandbox = 256;
+// Decision log lines per sandbox per second; the rest are counted and summarised (the ring and
+// the counters keep every decision): a sandbox cannot flood agvisord's log.
+constexpr int kLogLinesPerSecond = 20;
+
+// Rate-limits one sandbox's decision log lines. Called on the proxy's thread only.
+class LogLimiter {
+ public:
+  void Log(const egress::Decision& d) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - window_ >= std::chrono::seconds(1)) {
+      if (dropped_ > 0) {
+        LogEvent("warn", "egress: decisions not logged (rate limit; the ring has them)",
+                 {{"sandbox", d.sandbox}, {"count", std::to_string(dropped_)}});
+      }
+      window_ = now;
+      lines_ = 0;
+      dropped_ = 0;
+    }
+    if (++lines_ > kLogLinesPerSecond) {
+      ++dropped_;
+      return;
+    }
+    LogEvent(d.allowed ? "info" : "warn", "egress " + egress::FormatDecision(d));
+  }
+
+ private:
+  std::chrono::steady_clock::time_point window_{};
+  int lines_ = 0;
+  long dropped_ = 0;
+};
 
 Error NotServed(const std::string& container) {
   return Error::NotFound("sandbox " + container +
@@ -176,6 +211,10 @@ Result<void> EgressHost::Reconcile() {
     seen[c->second] = true;
     auto have = served_.find(c->second);
     if (have != served_.end() && have->second.network_id == n.id) continue;
+    if (auto retry = retry_after_.find(n.id);
+        retry != retry_after_.end() && std::chrono::steady_clock::now() < retry->second) {
+      continue;
+    }
     if (have != served_.end()) {
       Drop(have->second);
       served_.erase(have);
@@ -189,18 +228,23 @@ Result<void> EgressHost::Reconcile() {
     if (!rules.ok()) {
       LogEvent("error", "egress: unreadable policy; the sandbox stays cut off",
                {{"sandbox", c->second}, {"error", rules.error().ToString()}});
+      retry_after_[n.id] = std::chrono::steady_clock::now() + kRetryPause;
       continue;
     }
     Served s{.network_id = n.id,
              .network = n.name,
              .bridge = n.bridge_name,
              .gateway = n.gateway,
+             .subnet = n.subnet,
              .container = c->second,
              .rules = *rules,
              .proxy = nullptr};
     if (auto served = Serve(c->second, std::move(s)); !served.ok()) {
       LogEvent("error", "egress: cannot serve a sandbox; it stays cut off",
                {{"sandbox", c->second}, {"error", served.error().ToString()}});
+      retry_after_[n.id] = std::chrono::steady_clock::now() + kRetryPause;
+    } else {
+      retry_after_.erase(n.id);
     }
   }
   for (auto it = served_.begin(); it != served_.end();) {
@@ -229,8 +273,11 @@ Result<void> EgressHost::Serve(const std::string& container, Served s) {
   o.serve_dns = true;
   o.dns_port = kEgressDnsPort;
   o.dns_answer_v4 = gateway;
-  o.on_decision = [](const egress::Decision& d) {
-    LogEvent(d.allowed ? "info" : "warn", "egress " + egress::FormatDecision(d));
+  // Only the sandbox's own network is served (the firewall lets nothing else in either).
+  o.clients = AGVISOR_TRY(egress::ParseCidr(s.subnet));
+  o.max_connections = kMaxConnectionsPerSandbox;
+  o.on_decision = [limiter = std::make_shared<LogLimiter>()](const egress::Decision& d) {
+    limiter->Log(d);
   };
   s.proxy = AGVISOR_TRY(egress::EgressProxy::Start(std::move(o), std::move(policy), log_));
   if (options_.manage_firewall) {

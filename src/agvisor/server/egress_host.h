@@ -75,6 +75,7 @@ class EgressHost {
     std::string network;
     std::string bridge;
     std::string gateway;
+    std::string subnet;
     std::string container;
     egress::EgressRules rules;
     std::unique_ptr<egress::EgressProxy> proxy;
@@ -93,6 +94,8 @@ class EgressHost {
   mutable std::mutex mu_;
   std::map<std::string, Served> served_;                                       // by container name
   std::map<std::string, std::chrono::steady_clock::time_point> orphan_since_;  // network ids
+  // Networks that could not be served, by id: tried again after a pause, not every period.
+  std::map<std::string, std::chrono::steady_clock::time_point> retry_after_;
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;
