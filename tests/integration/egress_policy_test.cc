@@ -255,6 +255,27 @@ TEST_F(EgressTest, PolicyChangedLiveThroughTheCli) {
   EXPECT_THAT(none.err, HasSubstr("no egress policy"));
 }
 
+// Creating a running named sandbox again re-attaches only with the policy it was made with:
+// never hands out one that is more open (or more closed) than asked.
+TEST_F(EgressTest, ReattachingNeedsTheSamePolicy) {
+  SandboxSpec spec = Spec({"allowed.test"});
+  spec.name = testing::RunId() + "-same";
+  auto first = Sandbox::Create(spec);
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  auto again = Sandbox::Create(spec);
+  ASSERT_TRUE(again.ok()) << again.error().ToString();
+  EXPECT_TRUE((*again)->resumed());
+  SandboxSpec open = spec;
+  open.egress.reset();
+  auto opened = Sandbox::Create(open);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.error().code(), ErrorCode::kConflict);
+  EXPECT_THAT(opened.error().message(), HasSubstr("allow=allowed.test"));
+  SandboxSpec other = spec;
+  other.egress = egress::EgressRules{.allow_domains = {"other.test"}};
+  EXPECT_EQ(Sandbox::Create(other).error().code(), ErrorCode::kConflict);
+}
+
 // No agvisord: a sandbox with a policy is refused (how to start it is in the message) and
 // nothing is left behind.
 TEST_F(EgressTest, WithoutAnEnforcerCreateIsRefusedAndLeavesNothing) {

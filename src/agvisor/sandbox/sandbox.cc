@@ -444,6 +444,21 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
         }
         const auto& st = existing->state;
         if (st.running) {
+          // Re-attaching must not hand out a sandbox with another egress policy (or none) than
+          // the one asked for: that would open what the caller meant to close.
+          const auto label = existing->labels.find(std::string(kLabelEgress));
+          const std::string have = label == existing->labels.end() ? "" : label->second;
+          const std::string want =
+              spec.egress ? egress::EncodeEgressRules(
+                                AGVISOR_TRY(egress::EgressPolicy::Create(*spec.egress)).Rules())
+                          : "";
+          if (have != want) {
+            return Error::Conflict(
+                "sandbox " + cname + " is running with " +
+                (have.empty() ? std::string("no egress policy") : "the egress policy " + have) +
+                ", not the one asked for (" + (want.empty() ? std::string("none") : want) +
+                "): stop it first, or use another name");
+          }
           handle->container_id_ = existing->id;
           handle->resumed_ = true;
           if (auto it = existing->labels.find(std::string(kLabelIdleTtl));
