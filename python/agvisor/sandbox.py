@@ -161,9 +161,9 @@ class Sandbox:
     def egress(self) -> Egress | None:
         """The egress policy the sandbox was created with (an Egress), None without one. The
         sandbox reaches only what it allows, through agvisord's enforcer on the Docker host.
-        A resumed sandbox (start() re-attached to a running one) keeps the policy it was
-        started with, whatever this says; handles from list_sandboxes() say None (they do not
-        read the policy back)."""
+        start() re-attaches to a running sandbox of the same name only when it was made with
+        this same policy (otherwise RuntimeError, code "conflict"); handles from
+        list_sandboxes() say None (they do not read the policy back)."""
         return self._egress
 
     def _default_image(self):
