@@ -324,6 +324,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxSpec& spec) {
 Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     const SandboxSpec& spec, const std::map<std::string, std::string>& system_labels) {
   AGVISOR_RETURN_IF_ERROR(ValidateSpec(spec));
+  if (spec.egress) AGVISOR_RETURN_IF_ERROR(CheckEgressHost(spec.host));
   auto docker = AGVISOR_TRY(HostClient(spec.host));
   // gVisor only, decided from the runtime's binary, before anything is made on the host.
   const std::string runtime =
@@ -431,6 +432,15 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
   c.image = *with_agent;
   c.labels[std::string(kLabelImage)] = image;
 
+  // The egress network made below, removed again when the create then fails on any path
+  // (Docker refuses to remove it while a container uses it, so a winner of a race keeps it).
+  struct EgressNetworkGuard {
+    docker::Client* docker = nullptr;
+    std::string cname;
+    ~EgressNetworkGuard() {
+      if (docker) (void)RemoveEgressNetwork(*docker, cname);
+    }
+  } egress_guard;
   // A named sandbox may exist already, or another client may be creating it right now. Two
   // passes: a create that loses the race (409) looks again and attaches to the winner.
   bool remade = false;
@@ -461,6 +471,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
           }
           handle->container_id_ = existing->id;
           handle->resumed_ = true;
+          egress_guard.docker = nullptr;  // the running one's network
           if (auto it = existing->labels.find(std::string(kLabelIdleTtl));
               it != existing->labels.end()) {
             handle->idle_ttl_ = std::stoll(it->second);
@@ -497,13 +508,11 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
       // Its own internal network, whose gateway is the enforcer: up before the sandbox runs.
       const egress::EgressRules rules =
           AGVISOR_TRY(egress::EgressPolicy::Create(*spec.egress)).Rules();
-      AGVISOR_RETURN_IF_ERROR(CheckEgressHost(spec.host));
       const EgressNetwork net =
           AGVISOR_TRY(EnsureEgressNetwork(*docker, cname, rules, spec.labels));
-      if (auto up = WaitForEnforcer(net.gateway, std::chrono::seconds(10)); !up.ok()) {
-        (void)RemoveEgressNetwork(*docker, cname);
-        return up.error();
-      }
+      egress_guard.cname = cname;
+      egress_guard.docker = docker.get();
+      AGVISOR_RETURN_IF_ERROR(WaitForEnforcer(net.gateway, std::chrono::seconds(10)));
       h.network_mode = net.name;
       h.dns = {net.gateway};
       c.env = EgressProxyEnv(net.gateway);
@@ -534,7 +543,6 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
         --pass;
         continue;
       }
-      if (spec.egress) (void)RemoveEgressNetwork(*docker, cname);
       return id.error();
     }
     handle->container_id_ = *id;
@@ -553,9 +561,9 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     };
     if (auto r = start(); !r.ok()) {
       (void)docker->RemoveContainer(*id, /*force=*/true, /*remove_volumes=*/false);
-      if (spec.egress) (void)RemoveEgressNetwork(*docker, cname);
       return r.error().WithContext("start sandbox " + cname);
     }
+    egress_guard.docker = nullptr;  // it runs: the network is its own now
     // What killed clients left between create and start (once per host per process).
     SweepNeverStartedOnce(spec.host, *docker);
     return handle;
