@@ -66,6 +66,7 @@ class EgressTest : public ::testing::Test {
 
   static std::string QuestionsLog() { return dir_ + "/questions.log"; }
   static std::string DaemonLog() { return dir_ + "/agvisord.log"; }
+  static std::string CertFile() { return dir_ + "/cert.pem"; }
 
   static void SetUpTestSuite() {
     const std::string tag = std::to_string(::getpid() % 100000);
@@ -83,10 +84,17 @@ class EgressTest : public ::testing::Test {
           ns_if});
     Must({"ip", "netns", "exec", ns_, "ip", "link", "set", ns_if, "up"});
     Must({"ip", "netns", "exec", ns_, "ip", "link", "set", "lo", "up"});
+    // A certificate for the HTTPS server, valid for the fake names (the sandbox trusts it
+    // through a file the tests write into it).
+    Must({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+          "/CN=allowed.test", "-addext", "subjectAltName=DNS:allowed.test,DNS:other.test",
+          "-keyout", dir_ + "/key.pem", "-out", CertFile()});
     auto p = Subprocess::Spawn(
-        {.argv = {"sh", "-c", "exec ip netns exec \"$0\" python3 \"$1\" \"$2\" \"$3\" >\"$4\" 2>&1",
-                  ns_, std::string(AGVISOR_SOURCE_DIR) + "/tests/integration/data/fake_internet.py",
-                  kInternet, QuestionsLog(), dir_ + "/internet.out"}});
+        {.argv = {
+             "sh", "-c",
+             "exec ip netns exec \"$0\" python3 \"$1\" \"$2\" \"$3\" \"$5\" \"$6\" >\"$4\" 2>&1",
+             ns_, std::string(AGVISOR_SOURCE_DIR) + "/tests/integration/data/fake_internet.py",
+             kInternet, QuestionsLog(), dir_ + "/internet.out", CertFile(), dir_ + "/key.pem"}});
     ASSERT_TRUE(p.ok()) << p.error().ToString();
     internet_.emplace(std::move(*p));
     ASSERT_TRUE(WaitFor([] { return ReadAll(dir_ + "/internet.out").starts_with("ready"); },
@@ -170,6 +178,38 @@ TEST_F(EgressTest, AllowedNamesPassAndEverythingElseIsRefused) {
       std::chrono::seconds(5)))
       << ReadAll(DaemonLog());
   EXPECT_THAT(ReadAll(DaemonLog()), HasSubstr("rebind.test"));
+}
+
+// HTTPS: through the proxy variables (CONNECT) and without them (the enforcer reads the SNI),
+// verified end to end against the fake server's certificate (no TLS termination in between); a
+// refused name gets no tunnel.
+TEST_F(EgressTest, HttpsPassesByConnectAndBySniAndIsVerifiedEndToEnd) {
+  auto sb = Sandbox::Create(Spec({"allowed.test"}));
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  ASSERT_TRUE((*sb)->WriteFile("/tmp/ca.pem", ReadAll(CertFile())).ok());
+  const std::string ctx =
+      "    import ssl\n    ctx = ssl.create_default_context(cafile=\"/tmp/ca.pem\")\n";
+  EXPECT_EQ(Run(**sb, Py(ctx + "    print(urllib.request.urlopen(\"https://allowed.test/\", "
+                               "timeout=10, context=ctx).read().decode(), end=\"\")")),
+            "hello from allowed.test\n");
+  // Without proxy variables: a TLS connection to the name, resolved inside.
+  EXPECT_EQ(
+      Run(**sb,
+          Py(ctx + "    s = ctx.wrap_socket(socket.create_connection((\"allowed.test\", "
+                   "443), 10), server_hostname=\"allowed.test\")\n"
+                   "    s.sendall(b\"GET / HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n\")\n"
+                   "    print(s.recv(4096).decode().split(\"\\r\\n\\r\\n\", 1)[1], end=\"\")")),
+      "hello from allowed.test\n");
+  // A refused name: the proxy answers CONNECT with 403, so urllib reports a tunnel error.
+  EXPECT_THAT(Run(**sb, Py(ctx + "    print(urllib.request.urlopen(\"https://other.test/\", "
+                                 "timeout=10, context=ctx).read().decode())")),
+              HasSubstr("error:"));
+  EXPECT_TRUE(WaitFor(
+      [] {
+        return ReadAll(DaemonLog()).find("connect other.test:443 denied") != std::string::npos;
+      },
+      std::chrono::seconds(5)))
+      << ReadAll(DaemonLog());
 }
 
 // Two sandboxes with policies: each on its own internal network, neither reaches the other.

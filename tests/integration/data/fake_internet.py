@@ -3,11 +3,13 @@
 
 DNS on udp ADDR:53 answers A questions from a fixed table (everything else: NXDOMAIN) and writes
 every question it receives, one name a line, to QUESTIONS_LOG. HTTP on tcp ADDR:80 answers any
-request with "hello from HOST" (the Host header). Prints "ready" once both listen.
+request with "hello from HOST" (the Host header); with CERT and KEY, HTTPS on tcp ADDR:443 does
+the same behind TLS. Prints "ready" once all listen.
 
-usage: fake_internet.py ADDR QUESTIONS_LOG
+usage: fake_internet.py ADDR QUESTIONS_LOG [CERT KEY]
 """
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -83,5 +85,25 @@ tcp.bind((ADDR, 80))
 tcp.listen(64)
 threading.Thread(target=dns, args=(udp,), daemon=True).start()
 threading.Thread(target=http, args=(tcp,), daemon=True).start()
+if len(sys.argv) > 4:
+    tls_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls_ctx.load_cert_chain(sys.argv[3], sys.argv[4])
+    tls = socket.socket()
+    tls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    tls.bind((ADDR, 443))
+    tls.listen(64)
+
+    def https():
+        while True:
+            c, _ = tls.accept()
+            threading.Thread(target=serve_tls, args=(c,), daemon=True).start()
+
+    def serve_tls(c):
+        try:
+            serve(tls_ctx.wrap_socket(c, server_side=True))
+        except (ssl.SSLError, OSError):
+            c.close()
+
+    threading.Thread(target=https, daemon=True).start()
 print("ready", flush=True)
 threading.Event().wait()
