@@ -46,7 +46,11 @@ Result<EgressNetwork> EnsureEgressNetwork(docker::Client& docker, std::string_vi
     auto have = docker.InspectNetwork(name);
     if (have.ok()) {
       auto it = have->labels.find(std::string(kLabelEgress));
-      if (it != have->labels.end() && it->second == encoded) return Describe(*have);
+      if (it == have->labels.end()) {
+        return Error::Conflict("a network named " + name +
+                               " exists that agvisor did not make; rename or remove it");
+      }
+      if (it->second == encoded) return Describe(*have);
       // Other rules (a named sandbox made again with a new policy): replaced while unused.
       auto rm = docker.RemoveNetwork(name);
       if (!rm.ok() && rm.error().code() != ErrorCode::kNotFound) {

@@ -408,11 +408,26 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     h.mounts.push_back({.type = "volume", .source = cname, .target = std::string(kWorkspace)});
   }
 
+  // A volume this call makes is removed again when the create then fails (an empty one: a
+  // volume that was there, or that a container uses meanwhile, is never removed).
+  struct NewVolumeGuard {
+    docker::Client* docker = nullptr;
+    std::string name;
+    ~NewVolumeGuard() {
+      if (docker) (void)docker->RemoveVolume(name, /*force=*/false);
+    }
+  } volume_guard;
   if (spec.name) {
     std::map<std::string, std::string> vlabels = spec.labels;
     vlabels[std::string(kLabelManaged)] = "1";
     vlabels[std::string(kLabelName)] = *spec.name;
+    auto had = docker->InspectVolume(cname);
+    if (!had.ok() && had.error().code() != ErrorCode::kNotFound) return had.error();
     AGVISOR_RETURN_IF_ERROR(docker->CreateVolume(cname, vlabels));
+    if (!had.ok()) {
+      volume_guard.name = cname;
+      volume_guard.docker = docker.get();
+    }
   }
   // The agent is in the image: one derived from `image` per host and agent build.
   auto with_agent = EnsureAgentImage(spec.host, *docker, image);
@@ -472,6 +487,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
           handle->container_id_ = existing->id;
           handle->resumed_ = true;
           egress_guard.docker = nullptr;  // the running one's network
+          volume_guard.docker = nullptr;
           if (auto it = existing->labels.find(std::string(kLabelIdleTtl));
               it != existing->labels.end()) {
             handle->idle_ttl_ = std::stoll(it->second);
@@ -564,6 +580,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
       return r.error().WithContext("start sandbox " + cname);
     }
     egress_guard.docker = nullptr;  // it runs: the network is its own now
+    volume_guard.docker = nullptr;
     // What killed clients left between create and start (once per host per process).
     SweepNeverStartedOnce(spec.host, *docker);
     return handle;
