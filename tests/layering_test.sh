@@ -17,6 +17,10 @@ declare -A allowed=(
   [cli]="server gateway sandbox egress images channel docker http proto base"
   [server]="gateway sandbox egress channel docker http proto base"
 )
+# desktop/: the pure desktop codecs (VNC, RFB, PNG, passwords, tokens) on base/ only, used by the
+# sandbox's desktop verbs, the gateway and agvisord.
+allowed[desktop]="base"
+for layer in sandbox gateway server; do allowed[$layer]+=" desktop"; done
 status=0
 for dir in */; do
   layer=${dir%/}

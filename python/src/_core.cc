@@ -44,8 +44,8 @@
 #include <vector>
 
 #include "agvisor/base/error.h"
+#include "agvisor/desktop/token.h"
 #include "agvisor/egress/policy.h"
-#include "agvisor/gateway/token.h"
 #include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/sandbox.h"
@@ -780,9 +780,9 @@ PYBIND11_MODULE(_core, m) {
       "mint_desktop_token",
       [](const py::bytes& key, const std::string& container, const std::string& docker_host,
          const std::string& password, std::int64_t ttl) {
-        gateway::TokenKey k{std::string(key)};
-        gateway::VncTarget target{container, docker_host, desktop::kVncPort, password};
-        return Unwrap(gateway::MintVncToken(k, target, std::chrono::seconds(ttl)));
+        desktop::TokenKey k{std::string(key)};
+        desktop::VncTarget target{container, docker_host, desktop::kVncPort, password};
+        return Unwrap(desktop::MintVncToken(k, target, std::chrono::seconds(ttl)));
       },
       py::arg("key"), py::arg("container"), py::arg("docker_host"), py::arg("password"),
       py::arg("ttl"));
@@ -791,14 +791,14 @@ PYBIND11_MODULE(_core, m) {
       "mint_token",
       [](const py::bytes& key, const std::string& type, const std::string& settings_json,
          std::int64_t ttl) {
-        gateway::TokenPayload p;
+        desktop::TokenPayload p;
         p.type = type;
         p.settings_json = settings_json;
         p.expiration_ms =
             std::chrono::duration_cast<std::chrono::milliseconds>(
                 (std::chrono::system_clock::now() + std::chrono::seconds(ttl)).time_since_epoch())
                 .count();
-        return Unwrap(gateway::MintToken(gateway::TokenKey{std::string(key)}, p));
+        return Unwrap(desktop::MintToken(desktop::TokenKey{std::string(key)}, p));
       },
       py::arg("key"), py::arg("type"), py::arg("settings_json"), py::arg("ttl"));
   // For the tests: a token's payload as the gateway reads it (PermissionError-like
@@ -806,8 +806,8 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "verify_desktop_token",
       [](const py::bytes& key, const std::string& token) {
-        gateway::TokenPayload p =
-            Unwrap(gateway::VerifyToken(gateway::TokenKey{std::string(key)}, token));
+        desktop::TokenPayload p =
+            Unwrap(desktop::VerifyToken(desktop::TokenKey{std::string(key)}, token));
         py::dict d;
         d["expiration_ms"] = p.expiration_ms;
         d["type"] = p.type;

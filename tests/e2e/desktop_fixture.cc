@@ -23,7 +23,6 @@
 
 #include "agvisor/gateway/gateway.h"
 #include "agvisor/gateway/listener.h"
-#include "agvisor/gateway/rfb.h"
 #include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/sandbox.h"
 
@@ -31,6 +30,11 @@ namespace {
 
 using namespace agvisor;
 using namespace agvisor::gateway;
+using agvisor::desktop::MintToken;
+using agvisor::desktop::MintVncToken;
+using agvisor::desktop::ParseTokenKey;
+using agvisor::desktop::TokenPayload;
+using agvisor::desktop::VncTarget;
 
 std::string RandomHex(std::size_t bytes) {
   std::string raw(bytes, '\0');

@@ -21,7 +21,7 @@
 #include <sstream>
 
 #include "agvisor/base/subprocess.h"
-#include "agvisor/gateway/token.h"
+#include "agvisor/desktop/token.h"
 #include "agvisor/sandbox/desktop.h"
 #include "agvisor/server/codec.h"
 #include "tests/integration/test_env.h"
@@ -644,9 +644,9 @@ TEST_F(AgvisordTest, DesktopTokensForDesktopSandboxesOnly) {
   auto o = t.Json();
   EXPECT_EQ(o["expires_in"], 60);
   EXPECT_EQ(o["gateway_path"], "/v1/desktop/ws");
-  auto key = gateway::ParseTokenKey(Daemon::kDesktopKeyHex);
+  auto key = desktop::ParseTokenKey(Daemon::kDesktopKeyHex);
   ASSERT_TRUE(key.ok());
-  auto payload = gateway::VerifyToken(*key, std::string(o["token"].as_string()));
+  auto payload = desktop::VerifyToken(*key, std::string(o["token"].as_string()));
   ASSERT_TRUE(payload.ok()) << payload.error().ToString();
   EXPECT_EQ(payload->type, "vnc");
   EXPECT_EQ(payload->vnc.container, "agvisor-" + id);

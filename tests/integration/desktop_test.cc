@@ -11,9 +11,10 @@
 #include <set>
 #include <thread>
 
+#include "agvisor/desktop/password.h"
+#include "agvisor/desktop/vnc.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/sandbox.h"
-#include "agvisor/sandbox/vnc.h"
 #include "tests/integration/test_env.h"
 
 namespace agvisor {

@@ -7,12 +7,11 @@
 
 #include <thread>
 
+#include "agvisor/desktop/vnc.h"
 #include "agvisor/gateway/gateway.h"
 #include "agvisor/gateway/listener.h"
-#include "agvisor/gateway/rfb.h"
 #include "agvisor/gateway/testing/viewer_client.h"
 #include "agvisor/sandbox/sandbox.h"
-#include "agvisor/sandbox/vnc.h"
 #include "agvisor/server/desktop_route.h"
 #include "agvisor/server/server.h"
 #include "tests/integration/test_env.h"
@@ -20,6 +19,10 @@
 namespace agvisor::gateway {
 namespace {
 
+using desktop::MintVncToken;
+using desktop::ParseTokenKey;
+using desktop::TokenKey;
+using desktop::VncTarget;
 using ::testing::HasSubstr;
 using testing::ViewerClient;
 

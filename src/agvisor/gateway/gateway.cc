@@ -6,7 +6,7 @@
 #include <condition_variable>
 #include <thread>
 
-#include "agvisor/gateway/rfb.h"
+#include "agvisor/desktop/rfb.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::gateway {
@@ -73,7 +73,7 @@ int Gateway::active_sessions() const {
   return active_;
 }
 
-Result<std::shared_ptr<Sandbox>> Gateway::OpenSandbox(const VncTarget& target) {
+Result<std::shared_ptr<Sandbox>> Gateway::OpenSandbox(const desktop::VncTarget& target) {
   const std::string key = target.docker_host + "\n" + target.container;
   {
     std::lock_guard lock(mu_);
@@ -136,7 +136,7 @@ SessionEnd Gateway::Serve(const ViewerRequest& request, ViewerSocket& socket) {
     }
     token = std::move((*first)->data);
   }
-  auto payload = VerifyToken(options_.key, token);
+  auto payload = desktop::VerifyToken(options_.key, token);
   if (!payload.ok()) {
     return finish(payload.error().code() == ErrorCode::kPermissionDenied ? kCloseTokenRejected
                                                                          : kCloseInternal,
@@ -147,7 +147,7 @@ SessionEnd Gateway::Serve(const ViewerRequest& request, ViewerSocket& socket) {
                   "this gateway serves vnc desktops only; a \"" + payload->type.substr(0, 16) +
                       "\" token (the seed's rdp) is not served: mint a vnc token");
   }
-  const VncTarget& target = payload->vnc;
+  const desktop::VncTarget& target = payload->vnc;
   end.container = target.container;
 
   // 2. The sandbox's VNC server, through its agent channel.
@@ -166,7 +166,7 @@ SessionEnd Gateway::Serve(const ViewerRequest& request, ViewerSocket& socket) {
   std::array<char, 64 * 1024> buf;
 
   // 3. RFB towards the sandbox: VNC authentication with the token's password.
-  RfbClientHandshake client(target.password);
+  vnc::RfbClientHandshake client(target.password);
   for (bool done = false; !done;) {
     auto n = vnc.Read(buf);
     if (!n.ok() || *n == 0) {
@@ -187,8 +187,8 @@ SessionEnd Gateway::Serve(const ViewerRequest& request, ViewerSocket& socket) {
   }
 
   // 4. RFB towards the browser: security type None.
-  RfbServerHandshake server;
-  if (!socket.Send(RfbServerHandshake::Greeting(), true).ok()) {
+  vnc::RfbServerHandshake server;
+  if (!socket.Send(vnc::RfbServerHandshake::Greeting(), true).ok()) {
     return finish(kCloseNormal, "the viewer left");
   }
   for (bool done = false; !done;) {

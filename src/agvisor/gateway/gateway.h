@@ -9,10 +9,11 @@
 //      without Origin (not a browser: a native client, a test) passes. The token still decides.
 //   2. Token: the `token` query parameter, or else the first WebSocket message (text). The
 //      element sends it as a message, which keeps it out of URLs and access logs.
-//   3. VerifyToken (token.h). Only "vnc" tokens are served; the seed's "rdp" ones are refused.
+//   3. VerifyToken (desktop/token.h). Only "vnc" tokens are served; the seed's "rdp" ones are
+//      refused.
 //   4. Sandbox::Open + OpenPort(port) on a handle shared by every viewer of that sandbox.
-//   5. RFB handshakes (rfb.h): VNC authentication with the token's password towards the sandbox,
-//      security type None towards the browser (which never sees the password).
+//   5. RFB handshakes (desktop/rfb.h): VNC authentication with the token's password towards
+//      the sandbox, security type None towards the browser (which never sees the password).
 //   6. Relay: binary messages both ways, until either side ends. Many viewers of one desktop
 //      at once each get their own port stream (the VNC server is told the session is shared).
 // Every refusal and every end is a WebSocket close with a code of the table below and a reason
@@ -30,7 +31,7 @@
 #include <vector>
 
 #include "agvisor/base/error.h"
-#include "agvisor/gateway/token.h"
+#include "agvisor/desktop/token.h"
 
 namespace agvisor {
 class Sandbox;
@@ -68,7 +69,7 @@ class ViewerSocket {
 };
 
 struct GatewayOptions {
-  TokenKey key;
+  desktop::TokenKey key;
   // Allowed browser origins, exactly as browsers send them ("https://app.example.com",
   // "http://127.0.0.1:8080"); "*" allows every origin.
   std::vector<std::string> allowed_origins;
@@ -111,7 +112,7 @@ class Gateway {
 
  private:
   // The shared handle on a sandbox, opened on first use and kept while a viewer uses it.
-  Result<std::shared_ptr<Sandbox>> OpenSandbox(const VncTarget& target);
+  Result<std::shared_ptr<Sandbox>> OpenSandbox(const desktop::VncTarget& target);
 
   GatewayOptions options_;
   mutable std::mutex mu_;

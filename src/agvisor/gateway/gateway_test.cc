@@ -12,6 +12,13 @@
 namespace agvisor::gateway {
 namespace {
 
+using desktop::kTokenRejected;
+using desktop::MintToken;
+using desktop::MintVncToken;
+using desktop::ParseTokenKey;
+using desktop::TokenKey;
+using desktop::TokenPayload;
+using desktop::VncTarget;
 using ::testing::HasSubstr;
 using testing::ViewerClient;
 

@@ -21,8 +21,6 @@
 #include <cerrno>
 #include <future>
 
-#include "agvisor/gateway/token.h"
-
 namespace agvisor::gateway {
 
 namespace net = boost::asio;

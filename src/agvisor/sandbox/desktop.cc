@@ -1,12 +1,9 @@
 #include "agvisor/sandbox/desktop.h"
 
-#include <sys/random.h>
-
-#include <cerrno>
 #include <set>
 #include <thread>
 
-#include "agvisor/base/tar.h"
+#include "agvisor/desktop/password.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::desktop {
@@ -86,40 +83,6 @@ std::string ButtonArg(MouseButton b) { return std::to_string(static_cast<int>(b)
 
 }  // namespace
 
-std::string NewPassword() {
-  static constexpr std::string_view kAlphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-  std::string out;
-  unsigned char buf[64];
-  while (out.size() < vnc::kMaxPasswordLength) {
-    ssize_t n = ::getrandom(buf, sizeof buf, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      // getrandom cannot fail on Linux >= 3.17 once the pool is initialised; nothing sane to do.
-      std::abort();
-    }
-    for (ssize_t i = 0; i < n && out.size() < vnc::kMaxPasswordLength; ++i) {
-      // Rejection sampling: 62 * 4 = 248, so bytes >= 248 are dropped to keep it uniform.
-      if (buf[i] < 248) out.push_back(kAlphabet[buf[i] % kAlphabet.size()]);
-    }
-  }
-  return out;
-}
-
-Result<std::string> PasswordArchive(std::string_view password) {
-  if (password.empty() || password.size() > vnc::kMaxPasswordLength) {
-    return Error::InvalidArgument("desktop password: 1 to 8 characters");
-  }
-  TarWriter w;
-  AGVISOR_RETURN_IF_ERROR(w.AddDirectory("run", 0755));
-  AGVISOR_RETURN_IF_ERROR(w.AddDirectory("run/agvisor", 0700));
-  AGVISOR_RETURN_IF_ERROR(w.AddDirectory(std::string(kDesktopDir).substr(1), 0700));
-  AGVISOR_RETURN_IF_ERROR(w.AddFile(DirPath("password").substr(1), password, 0600));
-  AGVISOR_RETURN_IF_ERROR(
-      w.AddFile(DirPath("vnc.passwd").substr(1), vnc::VncPasswordFile(password), 0600));
-  return w.Finish();
-}
-
 Result<void> WaitReady(Sandbox& sb, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string state;
@@ -167,7 +130,7 @@ Result<void> WaitReady(Sandbox& sb, std::chrono::milliseconds timeout) {
 }
 
 Result<std::string> Password(Sandbox& sb) {
-  auto pw = sb.ReadFile(DirPath("password"));
+  auto pw = sb.ReadFile(DirPath(kPasswordFile));
   if (!pw.ok() && pw.error().code() == ErrorCode::kNotFound) {
     return Error::NotFound("sandbox " + sb.container_name() +
                            " has no desktop (create it with gui / --gui)");

@@ -1,8 +1,8 @@
 // Desktops: what a `gui` sandbox offers beyond exec and files (docs/desktop.md).
 //
-// Used by Sandbox::Create (the password files and the wait for the desktop), the CLI (`agvisor
-// desktop`), the gateway (VNC through Sandbox::OpenPort(kVncPort) with DesktopPassword) and the
-// Python binding: free functions on a Sandbox, plain values in and out.
+// Used by Sandbox::Create (WaitReady; the password files it puts in are desktop/password.h), the
+// CLI (`agvisor desktop`), agvisord and the Python binding: free functions on a Sandbox, plain
+// values in and out. The protocols (VNC, RFB, PNG) are the pure code of desktop/.
 //
 // Inside the sandbox the agent runs Xvnc on display :0 (VNC on 127.0.0.1:5900, reachable only
 // through the agent channel, so it works with network "none") and an xfce session of the
@@ -17,7 +17,7 @@
 #include <string_view>
 
 #include "agvisor/base/error.h"
-#include "agvisor/sandbox/vnc.h"
+#include "agvisor/desktop/vnc.h"
 
 namespace agvisor {
 class Sandbox;
@@ -27,17 +27,9 @@ namespace desktop {
 inline constexpr std::uint16_t kVncPort = 5900;
 // The desktop user: owns the session; computer-use commands run as it.
 inline constexpr std::string_view kDesktopUser = "user";
-// Where the agent keeps the desktop's password files, state and log (root only).
-inline constexpr std::string_view kDesktopDir = "/run/agvisor/desktop";
 // How long Sandbox::Create waits for a desktop before failing (the target is 10 s; the margin
 // is for loaded hosts).
 inline constexpr std::chrono::seconds kReadyTimeout{45};
-
-// A new random VNC password: 8 characters from [A-Za-z0-9] (VNC uses at most 8).
-std::string NewPassword();
-// The tar archive (paths relative to /) the host uploads before start: kDesktopDir with the
-// plain password and the Xvnc password file, both 0600 root.
-Result<std::string> PasswordArchive(std::string_view password);
 
 // Waits until the desktop is ready: the agent says the panel and the desktop are drawn, and
 // VNC answers on kVncPort with an RFB greeting. Errors: kTimeout (with the desktop's state and

@@ -22,6 +22,7 @@
 
 #include "agvisor/base/subprocess.h"
 #include "agvisor/base/tar_stream.h"
+#include "agvisor/desktop/password.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/proto/exit_codes.h"
 #include "agvisor/sandbox/agent_image.h"

@@ -17,8 +17,8 @@
 
 #include "agvisor/base/private_file.h"
 #include "agvisor/base/unique_fd.h"
+#include "agvisor/desktop/token.h"
 #include "agvisor/egress/host.h"
-#include "agvisor/gateway/token.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
 #include "agvisor/server/desktop_route.h"
@@ -218,9 +218,9 @@ int DaemonMain(int argc, char** argv) {
 
   auto server = Server::Bind(so);
   if (!server.ok()) return fail(server.error());
-  std::optional<gateway::TokenKey> desktop_key;
+  std::optional<desktop::TokenKey> desktop_key;
   if (!desktop_key_file.empty()) {
-    auto key = gateway::ReadTokenKeyFile(desktop_key_file);
+    auto key = desktop::ReadTokenKeyFile(desktop_key_file);
     if (!key.ok()) return fail(key.error().WithContext("--desktop-key-file"));
     desktop_key = *key;
     auto mounted = MountDesktopGateway(

@@ -337,7 +337,7 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch&
       auto sb = AGVISOR_TRY(Get(id));
       const std::string password = AGVISOR_TRY(desktop::Password(*sb));
       const std::string token =
-          AGVISOR_TRY(gateway::MintVncToken(*options_.desktop_key,
+          AGVISOR_TRY(desktop::MintVncToken(*options_.desktop_key,
                                             {.container = sb->container_name(),
                                              .docker_host = options_.docker_host,
                                              .port = desktop::kVncPort,

@@ -17,7 +17,7 @@
 #include <optional>
 #include <string>
 
-#include "agvisor/gateway/token.h"
+#include "agvisor/desktop/token.h"
 #include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/server/router.h"
@@ -31,7 +31,7 @@ struct ServiceOptions {
   std::string docker_host;  // "" = $DOCKER_HOST or the local socket
   // The desktop gateway's key (--desktop-key-file): POST .../desktop/token mints with it. Unset:
   // that route answers 501.
-  std::optional<gateway::TokenKey> desktop_key;
+  std::optional<desktop::TokenKey> desktop_key;
   std::string version = "0.1.0";
   // POST exec (collected output): bytes kept per stream; the rest is read from the command and
   // dropped, counted in the answer's stdout_dropped / stderr_dropped (--max-exec-output).

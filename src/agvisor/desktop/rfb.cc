@@ -1,10 +1,11 @@
-#include "agvisor/gateway/rfb.h"
+#include "agvisor/desktop/rfb.h"
 
 #include <cstring>
+#include <optional>
 
-#include "agvisor/sandbox/vnc.h"
+#include "agvisor/desktop/vnc.h"
 
-namespace agvisor::gateway {
+namespace agvisor::vnc {
 namespace {
 
 constexpr std::size_t kVersionBytes = 12;
@@ -18,6 +19,14 @@ std::uint32_t ReadU32(std::string_view b) {
          static_cast<std::uint32_t>(static_cast<unsigned char>(b[1])) << 16 |
          static_cast<std::uint32_t>(static_cast<unsigned char>(b[2])) << 8 |
          static_cast<unsigned char>(b[3]);
+}
+
+// Takes a big-endian u32 off the front of `buf`; nullopt while fewer than 4 bytes have come.
+std::optional<std::uint32_t> TakeU32(std::string& buf) {
+  if (buf.size() < 4) return std::nullopt;
+  const std::uint32_t v = ReadU32(buf);
+  buf.erase(0, 4);
+  return v;
 }
 
 std::string U32(std::uint32_t v) {
@@ -51,6 +60,20 @@ std::string Printable(std::string_view s) {
   }
   return out;
 }
+
+// Takes the peer's ProtocolVersion off the front of `buf`: its minor version (3 or more), or
+// nullopt while fewer than 12 bytes have come. `peer` names the other side in the error (kind
+// `code`) for a greeting that is not RFB 3.x.
+Result<std::optional<int>> TakeVersion(std::string& buf, std::string_view peer, ErrorCode code) {
+  if (buf.size() < kVersionBytes) return std::optional<int>();
+  const int minor = ParseVersion(std::string_view(buf).substr(0, kVersionBytes));
+  if (minor < 3) {
+    return Error(code, std::string(peer) + " does not speak RFB 3.x (it sent \"" +
+                           Printable(buf.substr(0, kVersionBytes)) + "\")");
+  }
+  buf.erase(0, kVersionBytes);
+  return std::optional<int>(minor);
+}
 }  // namespace
 
 Result<RfbStep> RfbClientHandshake::Feed(std::string_view bytes) {
@@ -59,13 +82,10 @@ Result<RfbStep> RfbClientHandshake::Feed(std::string_view bytes) {
   for (;;) {
     switch (state_) {
       case State::kVersion: {
-        if (buf_.size() < kVersionBytes) return step;
-        const int minor = ParseVersion(std::string_view(buf_).substr(0, kVersionBytes));
-        if (minor < 3) {
-          return Error::Unsupported("VNC server: not an RFB 3.x server (it sent \"" +
-                                    Printable(buf_.substr(0, kVersionBytes)) + "\")");
-        }
-        buf_.erase(0, kVersionBytes);
+        if (buf_.size() >= kVersionBytes) server_version_ = buf_.substr(0, kVersionBytes - 1);
+        const auto version = AGVISOR_TRY(TakeVersion(buf_, "VNC server", ErrorCode::kUnsupported));
+        if (!version) return step;
+        const int minor = *version;
         // 3.4-3.6 are 3.3 in disguise (RFC 6143 appendix A); anything past 3.8 speaks 3.8.
         minor_ = minor >= 8 ? 8 : minor == 7 ? 7 : 3;
         step.send += minor_ == 8   ? "RFB 003.008\n"
@@ -88,6 +108,7 @@ Result<RfbStep> RfbClientHandshake::Feed(std::string_view bytes) {
         std::string offered;
         for (std::size_t i = 0; i < n; ++i) {
           const auto t = static_cast<std::uint8_t>(buf_[1 + i]);
+          offered_types_.push_back(t);
           has_none |= t == kSecurityNone;
           has_vnc |= t == kSecurityVncAuth;
           offered += (offered.empty() ? "" : ", ") + std::to_string(t);
@@ -95,9 +116,8 @@ Result<RfbStep> RfbClientHandshake::Feed(std::string_view bytes) {
         buf_.erase(0, 1 + n);
         if (!has_vnc && !has_none) {
           return Error::Unsupported(
-              "VNC server offers no security type the gateway can answer "
-              "(offered " +
-              offered + "; it needs 2 = VNC authentication)");
+              "VNC server offers no security type agvisor can answer (offered " + offered +
+              "; it needs 2 = VNC authentication)");
         }
         security_type_ = has_vnc ? kSecurityVncAuth : kSecurityNone;
         step.send += static_cast<char>(security_type_);
@@ -111,9 +131,10 @@ Result<RfbStep> RfbClientHandshake::Feed(std::string_view bytes) {
         break;
       }
       case State::kType33: {
-        if (buf_.size() < 4) return step;
-        const std::uint32_t t = ReadU32(buf_);
-        buf_.erase(0, 4);
+        const auto type = TakeU32(buf_);
+        if (!type) return step;
+        const std::uint32_t t = *type;
+        if (t != 0 && t < 256) offered_types_.push_back(static_cast<std::uint8_t>(t));
         if (t == 0) {
           state_ = State::kReason;
         } else if (t == kSecurityVncAuth) {
@@ -124,7 +145,7 @@ Result<RfbStep> RfbClientHandshake::Feed(std::string_view bytes) {
           state_ = State::kDone;
         } else {
           return Error::Unsupported("VNC server (RFB 3.3) wants security type " +
-                                    std::to_string(t) + "; the gateway answers only 1 and 2");
+                                    std::to_string(t) + "; agvisor answers only 1 and 2");
         }
         break;
       }
@@ -133,16 +154,15 @@ Result<RfbStep> RfbClientHandshake::Feed(std::string_view bytes) {
         std::array<std::uint8_t, 16> challenge;
         std::memcpy(challenge.data(), buf_.data(), 16);
         buf_.erase(0, 16);
-        const auto response = vnc::VncAuthResponse(password_, challenge);
+        const auto response = VncAuthResponse(password_, challenge);
         step.send.append(reinterpret_cast<const char*>(response.data()), response.size());
         state_ = State::kResult;
         break;
       }
       case State::kResult: {
-        if (buf_.size() < 4) return step;
-        const std::uint32_t result = ReadU32(buf_);
-        buf_.erase(0, 4);
-        if (result == 0) {
+        const auto result = TakeU32(buf_);
+        if (!result) return step;
+        if (*result == 0) {
           state_ = State::kDone;
           break;
         }
@@ -178,13 +198,9 @@ Result<RfbStep> RfbServerHandshake::Feed(std::string_view bytes) {
   for (;;) {
     switch (state_) {
       case State::kVersion: {
-        if (buf_.size() < kVersionBytes) return step;
-        const int minor = ParseVersion(std::string_view(buf_).substr(0, kVersionBytes));
-        if (minor < 3) {
-          return Error::InvalidArgument("viewer: not an RFB 3.x client (it sent \"" +
-                                        Printable(buf_.substr(0, kVersionBytes)) + "\")");
-        }
-        buf_.erase(0, kVersionBytes);
+        const auto version = AGVISOR_TRY(TakeVersion(buf_, "viewer", ErrorCode::kInvalidArgument));
+        if (!version) return step;
+        const int minor = *version;
         if (minor >= 7) {
           step.send += std::string("\x01\x01", 2);  // one type: None
           state_ = State::kChoice;
@@ -215,4 +231,4 @@ Result<RfbStep> RfbServerHandshake::Feed(std::string_view bytes) {
   }
 }
 
-}  // namespace agvisor::gateway
+}  // namespace agvisor::vnc

@@ -30,7 +30,7 @@
 
 #include "agvisor/base/error.h"
 
-namespace agvisor::gateway {
+namespace agvisor::desktop {
 
 // Length of the shared secret, in bytes.
 inline constexpr std::size_t kTokenKeyBytes = 32;
@@ -95,4 +95,4 @@ std::string Base64Encode(std::string_view bytes);
 // Decodes standard or URL-safe base64, padding optional; nullopt-like failure as kInvalidArgument.
 Result<std::string> Base64Decode(std::string_view text);
 
-}  // namespace agvisor::gateway
+}  // namespace agvisor::desktop

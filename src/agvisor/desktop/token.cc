@@ -1,4 +1,4 @@
-#include "agvisor/gateway/token.h"
+#include "agvisor/desktop/token.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -16,7 +16,7 @@
 
 #include "agvisor/base/private_file.h"
 
-namespace agvisor::gateway {
+namespace agvisor::desktop {
 namespace {
 
 namespace json = boost::json;
@@ -324,4 +324,4 @@ Result<TokenPayload> VerifyToken(const TokenKey& key, std::string_view token,
   return p;
 }
 
-}  // namespace agvisor::gateway
+}  // namespace agvisor::desktop

@@ -9,9 +9,9 @@
 #include <cstdlib>
 
 #include "agvisor/base/subprocess.h"
-#include "agvisor/gateway/token.h"
+#include "agvisor/desktop/token.h"
 
-namespace agvisor::gateway {
+namespace agvisor::desktop {
 namespace {
 
 constexpr std::string_view kKeyHex =
@@ -69,4 +69,4 @@ TEST(TokenSeedTest, SeedMintedTokensVerify) {
 }
 
 }  // namespace
-}  // namespace agvisor::gateway
+}  // namespace agvisor::desktop

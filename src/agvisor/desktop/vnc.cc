@@ -1,11 +1,14 @@
-#include "agvisor/sandbox/vnc.h"
+#include "agvisor/desktop/vnc.h"
 
 #include <zlib.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <vector>
+
+#include "agvisor/desktop/rfb.h"
 
 namespace agvisor::vnc {
 namespace {
@@ -33,31 +36,17 @@ constexpr std::uint8_t kPc2[48] = {14, 17, 11, 24, 1,  5,  3,  28, 15, 6,  21, 1
                                    26, 8,  16, 7,  27, 20, 13, 2,  41, 52, 31, 37, 47, 55, 30, 40,
                                    51, 45, 33, 48, 44, 49, 39, 56, 34, 53, 46, 42, 50, 36, 29, 32};
 constexpr std::uint8_t kShifts[16] = {1, 1, 2, 2, 2, 2, 2, 2, 1, 2, 2, 2, 2, 2, 2, 1};
-constexpr std::uint8_t kSbox[8][64] = {
-    {14, 4,  13, 1, 2,  15, 11, 8, 3, 10, 6, 12, 5,  9,  0,  7,  0,  15, 7,  4,  14, 2,
-     13, 1,  10, 6, 12, 11, 9,  5, 3, 8,  4, 1,  14, 8,  13, 6,  2,  11, 15, 12, 9,  7,
-     3,  10, 5,  0, 15, 12, 8,  2, 4, 9,  1, 7,  5,  11, 3,  14, 10, 0,  6,  13},
-    {15, 1,  8,  14, 6,  11, 3,  4, 9,  7,  2, 13, 12, 0,  5,  10, 3,  13, 4,  7, 15, 2,
-     8,  14, 12, 0,  1,  10, 6,  9, 11, 5,  0, 14, 7,  11, 10, 4,  13, 1,  5,  8, 12, 6,
-     9,  3,  2,  15, 13, 8,  10, 1, 3,  15, 4, 2,  11, 6,  7,  12, 0,  5,  14, 9},
-    {10, 0,  9,  14, 6, 3,  15, 5,  1,  13, 12, 7, 11, 4,  2,  8,  13, 7, 0,  9, 3, 4,
-     6,  10, 2,  8,  5, 14, 12, 11, 15, 1,  13, 6, 4,  9,  8,  15, 3,  0, 11, 1, 2, 12,
-     5,  10, 14, 7,  1, 10, 13, 0,  6,  9,  8,  7, 4,  15, 14, 3,  11, 5, 2,  12},
-    {7, 13, 14, 3, 0, 6,  9, 10, 1,  2, 8,  5, 11, 12, 4,  15, 13, 8,  11, 5, 6, 15,
-     0, 3,  4,  7, 2, 12, 1, 10, 14, 9, 10, 6, 9,  0,  12, 11, 7,  13, 15, 1, 3, 14,
-     5, 2,  8,  4, 3, 15, 0, 6,  10, 1, 13, 8, 9,  4,  5,  11, 12, 7,  2,  14},
-    {2,  12, 4, 1,  7,  10, 11, 6, 8, 5,  3, 15, 13, 0,  14, 9,  14, 11, 2,  12, 4,  7,
-     13, 1,  5, 0,  15, 10, 3,  9, 8, 6,  4, 2,  1,  11, 10, 13, 7,  8,  15, 9,  12, 5,
-     6,  3,  0, 14, 11, 8,  12, 7, 1, 14, 2, 13, 6,  15, 0,  9,  10, 4,  5,  3},
-    {12, 1,  10, 15, 9,  2,  6, 8,  0, 13, 3,  4,  14, 7,  5, 11, 10, 15, 4, 2, 7, 12,
-     9,  5,  6,  1,  13, 14, 0, 11, 3, 8,  9,  14, 15, 5,  2, 8,  12, 3,  7, 0, 4, 10,
-     1,  13, 11, 6,  4,  3,  2, 12, 9, 5,  15, 10, 11, 14, 1, 7,  6,  0,  8, 13},
-    {4, 11, 2,  14, 15, 0,  8,  13, 3, 12, 9,  7, 5,  10, 6,  1,  13, 0,  11, 7,  4, 9,
-     1, 10, 14, 3,  5,  12, 2,  15, 8, 6,  1,  4, 11, 13, 12, 3,  7,  14, 10, 15, 6, 8,
-     0, 5,  9,  2,  6,  11, 13, 8,  1, 4,  10, 7, 9,  5,  0,  15, 14, 2,  3,  12},
-    {13, 2, 8,  4, 6, 15, 11, 1,  10, 9,  3, 14, 5,  0,  12, 7,  1,  15, 13, 8, 10, 3,
-     7,  4, 12, 5, 6, 11, 0,  14, 9,  2,  7, 11, 4,  1,  9,  12, 14, 2,  0,  6, 10, 13,
-     15, 3, 5,  8, 2, 1,  14, 7,  4,  10, 8, 13, 15, 12, 9,  0,  3,  5,  6,  11}};
+// The S-boxes, one per line: its four rows of 16 values in turn, each value one hex digit.
+constexpr std::string_view kSbox[8] = {
+    "e4d12fb83a6c59070f74e2d1a6cb953841e8d62bfc973a50fc8249175b3ea06d",
+    "f18e6b34972dc05a3d47f28ec01a69b50e7ba4d158c6932fd8a13f42b67c05e9",
+    "a09e63f51dc7b428d709346a285ecbf1d6498f30b12c5ae71ad069874fe3b52c",
+    "7de3069a1285bc4fd8b56f03472c1ae9a690cb7df13e52843f06a1d8945bc72e",
+    "2c417ab6853fd0e9eb2c47d150fa3986421bad78f9c5630eb8c71e2d6f09a453",
+    "c1af92680d34e75baf427c9561de0b389ef528c3704a1db6432c95fabe17608d",
+    "4b2ef08d3c975a61d0b7491ae35c2f8614bdc37eaf6805926bd814a7950fe23c",
+    "d2846fb1a93e50c71fd8a374c56b0e927b419ce206adf35821e74a8dfc90356b",
+};
 
 // Output bit i (from the top of an `out_bits` value) = input bit table[i] of an `in_bits` value.
 std::uint64_t Permute(std::uint64_t in, const std::uint8_t* table, int out_bits, int in_bits) {
@@ -86,7 +75,8 @@ std::uint32_t Feistel(std::uint32_t r, std::uint64_t subkey) {
     auto six = static_cast<unsigned>((x >> (42 - 6 * box)) & 0x3f);
     unsigned row = ((six & 0x20) >> 4) | (six & 1);
     unsigned col = (six >> 1) & 0xf;
-    s = (s << 4) | kSbox[box][row * 16 + col];
+    const char digit = kSbox[box][row * 16 + col];
+    s = (s << 4) | static_cast<std::uint32_t>(digit <= '9' ? digit - '0' : digit - 'a' + 10);
   }
   return static_cast<std::uint32_t>(Permute(s, kP, 32, 32));
 }
@@ -145,14 +135,6 @@ void PutBe16(std::string& out, std::uint16_t v) {
 void PutBe32(std::string& out, std::uint32_t v) {
   PutBe16(out, static_cast<std::uint16_t>(v >> 16));
   PutBe16(out, static_cast<std::uint16_t>(v & 0xffff));
-}
-
-// A reason string (u32 length + text) that follows a refusal; capped so a hostile length
-// cannot make us allocate gigabytes.
-Result<std::string> ReadReason(const ByteStream& s) {
-  auto len = Be32(AGVISOR_TRY(ReadBytes(s, 4, "a reason length")), 0);
-  if (len > 4096) return std::string("(reason too long)");
-  return ReadBytes(s, len, "a reason");
 }
 
 // ---- PNG ----
@@ -227,50 +209,28 @@ std::string VncPasswordFile(std::string_view password) {
 }
 
 Result<ServerInit> Handshake(const ByteStream& s, std::string_view password) {
+  // The security handshake is RfbClientHandshake's (rfb.h), the one the gateway uses too.
+  RfbClientHandshake rfb{std::string(password)};
+  std::array<char, 512> buf;
+  for (bool done = false; !done;) {
+    auto n = s.read(buf);
+    if (!n.ok()) return n.error().WithContext("VNC: read the server's handshake");
+    if (*n == 0) {
+      return Error::Unavailable("VNC: the server closed the connection during the handshake");
+    }
+    auto step = rfb.Feed(std::string_view(buf.data(), *n));
+    if (!step.ok()) return step.error();
+    if (!step->send.empty()) AGVISOR_RETURN_IF_ERROR(s.write(step->send));
+    done = step->done;
+  }
+  // The server speaks next only after ClientInit.
+  if (!rfb.leftover().empty()) {
+    return Error::Internal("VNC: the server sent " + std::to_string(rfb.leftover().size()) +
+                           " bytes before ClientInit");
+  }
   ServerInit init;
-  std::string version = AGVISOR_TRY(ReadBytes(s, 12, "its protocol version"));
-  if (!version.starts_with("RFB 003.") || version.back() != '\n') {
-    return Error::Unsupported("VNC: the server did not greet with an RFB version (got '" + version +
-                              "'): is this port a VNC server?");
-  }
-  init.version = version.substr(0, 11);
-  // Version 3.8 for every 3.x server that offers it; 3.3 servers pick the type themselves
-  // (not supported: TigerVNC and every current server speak 3.8).
-  if (version < "RFB 003.008\n") {
-    return Error::Unsupported("VNC: server speaks " + init.version + "; this client needs 3.8");
-  }
-  AGVISOR_RETURN_IF_ERROR(s.write("RFB 003.008\n"));
-  auto count = static_cast<std::uint8_t>(AGVISOR_TRY(ReadBytes(s, 1, "its security types"))[0]);
-  if (count == 0) {
-    return Error::Unavailable("VNC: the server refused the connection: " +
-                              AGVISOR_TRY(ReadReason(s)));
-  }
-  std::string types = AGVISOR_TRY(ReadBytes(s, count, "its security types"));
-  bool vnc_auth = false;
-  std::string listed;
-  for (char t : types) {
-    init.types.push_back(static_cast<std::uint8_t>(t));
-    vnc_auth = vnc_auth || t == 2;
-    listed += (listed.empty() ? "" : ", ") + std::to_string(static_cast<std::uint8_t>(t));
-  }
-  if (!vnc_auth) {
-    return Error::Unsupported(
-        "VNC: the server does not offer VNC authentication (type 2); it "
-        "offers: " +
-        listed);
-  }
-  AGVISOR_RETURN_IF_ERROR(s.write(std::string(1, '\x02')));
-  std::string challenge = AGVISOR_TRY(ReadBytes(s, 16, "its challenge"));
-  std::array<std::uint8_t, 16> ch{};
-  std::memcpy(ch.data(), challenge.data(), 16);
-  auto response = VncAuthResponse(password, ch);
-  AGVISOR_RETURN_IF_ERROR(
-      s.write(std::string_view(reinterpret_cast<const char*>(response.data()), response.size())));
-  auto result = Be32(AGVISOR_TRY(ReadBytes(s, 4, "its security result")), 0);
-  if (result != 0) {
-    return Error::PermissionDenied("VNC: the server refused the password: " +
-                                   AGVISOR_TRY(ReadReason(s)));
-  }
+  init.version = rfb.server_version();
+  init.types = rfb.offered_types();
   AGVISOR_RETURN_IF_ERROR(s.write(std::string(1, '\x01')));  // ClientInit: shared
   std::string si = AGVISOR_TRY(ReadBytes(s, 24, "its ServerInit"));
   init.width = Be16(si, 0);
@@ -363,21 +323,26 @@ Result<void> CaptureRect(const ByteStream& s, std::uint16_t x0, std::uint16_t y0
   return Ok();
 }
 
-}  // namespace
-
 constexpr std::uint32_t kMaxScreenSide = 8192;
 
-Result<RgbImage> CaptureFramebuffer(const ByteStream& s, const ServerInit& init) {
+// The screen size is the sandbox's word (its VNC server): bounded before it sizes a buffer
+// (8192x8192 RGB is 192 MiB; u16 sides would allow 12 GB).
+Result<void> CheckScreen(const ServerInit& init) {
   if (init.width == 0 || init.height == 0) {
     return Error::Internal("VNC: the server's screen is empty (0x0)");
   }
-  // The size is the sandbox's word (its VNC server): bounded before it sizes the buffer
-  // (8192x8192 RGB is 192 MiB; u16 sides would allow 12 GB).
   if (init.width > kMaxScreenSide || init.height > kMaxScreenSide) {
     return Error::InvalidArgument("VNC: the server's screen of " + std::to_string(init.width) +
                                   "x" + std::to_string(init.height) + " is larger than " +
                                   std::to_string(kMaxScreenSide) + " on a side");
   }
+  return Ok();
+}
+
+}  // namespace
+
+Result<RgbImage> CaptureFramebuffer(const ByteStream& s, const ServerInit& init) {
+  AGVISOR_RETURN_IF_ERROR(CheckScreen(init));
   RgbImage img;
   img.width = init.width;
   img.height = init.height;
@@ -441,16 +406,7 @@ std::string KeyEventMessage(std::uint32_t keysym, bool down) {
 
 Result<void> TypeKeysyms(const ByteStream& s, const ServerInit& init,
                          std::span<const std::uint32_t> keysyms) {
-  if (init.width == 0 || init.height == 0) {
-    return Error::Internal("VNC: the server's screen is empty (0x0)");
-  }
-  // The size is the sandbox's word (its VNC server): bounded before it sizes the buffer
-  // (8192x8192 RGB is 192 MiB; u16 sides would allow 12 GB).
-  if (init.width > kMaxScreenSide || init.height > kMaxScreenSide) {
-    return Error::InvalidArgument("VNC: the server's screen of " + std::to_string(init.width) +
-                                  "x" + std::to_string(init.height) + " is larger than " +
-                                  std::to_string(kMaxScreenSide) + " on a side");
-  }
+  AGVISOR_RETURN_IF_ERROR(CheckScreen(init));
   std::string msgs;
   msgs.reserve(keysyms.size() * 16);
   for (std::uint32_t k : keysyms) {

@@ -1,13 +1,14 @@
-// The VNC (RFB 3.8) pieces agvisor needs on the host side, pure and unit-tested (vnc_test.cc):
+// The VNC (RFB) pieces agvisor needs on the host side, pure and unit-tested (vnc_test.cc):
 //   - VNC authentication: DES of the server's challenge keyed by the password (RFC 6143 7.2.2),
 //     and the obfuscated password file TigerVNC's Xvnc reads (-PasswordFile);
-//   - a minimal RFB client over any byte stream: handshake with VNC auth, then one full
-//     framebuffer capture (Raw encoding, 32-bit true colour);
+//   - a minimal RFB client over any byte stream: the handshake (rfb.h's state machine, which the
+//     gateway drives too), then one full framebuffer capture (Raw encoding, 32-bit true colour)
+//     or key events;
 //   - PNG encoding of an RGB image (zlib).
 //
-// Used by desktop.cc (the password file put into a desktop sandbox, Screenshot through
-// Sandbox::OpenPort(5900)), the integration tests, and the browser gateway, which relays the
-// bytes of a viewer but may answer the VNC challenge itself with VncAuthResponse.
+// Used by password.h (the password file put into a desktop sandbox), sandbox/desktop.cc
+// (Screenshot and TypeText through Sandbox::OpenPort(5900)), rfb.cc (VncAuthResponse) and the
+// integration tests.
 //
 // DES is implemented here (about 100 lines of tables and loops) rather than taken from OpenSSL:
 // OpenSSL 3 deprecates its DES API and only offers single DES through the legacy provider. VNC
@@ -52,16 +53,18 @@ struct ByteStream {
 
 // What the server said in its handshake.
 struct ServerInit {
-  std::string version;              // "RFB 003.008"
+  std::string version;              // "RFB 003.008", as the server sent it
   std::vector<std::uint8_t> types;  // security types offered (2 = VNC authentication)
   std::uint16_t width = 0, height = 0;
   std::string name;  // the desktop's name
 };
 
-// Runs the client side of the RFB 3.8 handshake: version, security type 2 (VNC authentication)
-// with `password`, ClientInit (shared), ServerInit. Errors: kUnsupported (not RFB 3.x, or no
-// VNC authentication offered: the message lists what was), kPermissionDenied (the server
-// refused the password: its reason), kUnavailable (the stream ended or failed).
+// Runs the client side of the RFB handshake (RfbClientHandshake: versions 3.3, 3.7, 3.8; VNC
+// authentication with `password`, or None where that is all the server offers), then ClientInit
+// (shared) and ServerInit. Errors: kUnsupported (not RFB 3.x, or no security type it can answer:
+// the message lists what was offered), kPermissionDenied (the server refused the password: its
+// reason), kUnavailable (the stream ended or failed, or the server refused the connection),
+// kInternal (bytes out of order).
 Result<ServerInit> Handshake(const ByteStream& stream, std::string_view password);
 
 // An image as 8-bit RGB, row by row (width * height * 3 bytes).

@@ -1,12 +1,12 @@
 // Desktop tokens: round trips, every kind of bad token, and a token the seed's make_token minted.
-#include "agvisor/gateway/token.h"
+#include "agvisor/desktop/token.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
 
-namespace agvisor::gateway {
+namespace agvisor::desktop {
 namespace {
 
 using std::chrono::milliseconds;
@@ -211,4 +211,4 @@ TEST(TokenTest, SeedTokenVerifies) {
 }
 
 }  // namespace
-}  // namespace agvisor::gateway
+}  // namespace agvisor::desktop

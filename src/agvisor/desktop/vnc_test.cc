@@ -1,4 +1,4 @@
-#include "agvisor/sandbox/vnc.h"
+#include "agvisor/desktop/vnc.h"
 
 #include <gtest/gtest.h>
 
@@ -49,6 +49,15 @@ TEST(Vnc, AuthResponse) {
   EXPECT_EQ(Hex(VncAuthResponse("secret12", challenge)), "adcd997f8e16fee575e973f93c2b62b4");
   // Short passwords are zero padded.
   EXPECT_EQ(Hex(VncAuthResponse("pw", challenge)), "858600d9af143c9e6541d3dd92a835d0");
+  // Only the first 8 bytes count.
+  EXPECT_EQ(VncAuthResponse("secret12-and-more", challenge),
+            VncAuthResponse("secret12", challenge));
+  // Another challenge and key, computed with an independent DES (python3-cryptography) and
+  // bit-mirrored key bytes.
+  for (std::size_t i = 0; i < challenge.size(); ++i) {
+    challenge[i] = static_cast<std::uint8_t>(0xff - i);
+  }
+  EXPECT_EQ(Hex(VncAuthResponse("ab", challenge)), "2112f9f0ef3e1873961b087ad21d4a1c");
 }
 
 // A scripted server: what it sends, queued; what the client writes, collected.
@@ -115,13 +124,44 @@ TEST(Rfb, WrongPasswordIsPermissionDenied) {
   EXPECT_NE(init.error().message().find("Authentication fail"), std::string::npos);
 }
 
-TEST(Rfb, NoVncAuthOfferedIsUnsupported) {
+TEST(Rfb, NoSecurityTypeItCanAnswerIsUnsupported) {
   FakeServer srv;
-  srv.to_client = {"RFB 003.008\n", std::string("\x01\x01", 2)};
+  srv.to_client = {"RFB 003.008\n", std::string("\x02\x12\x13", 3)};
   auto init = Handshake(srv.Stream(), "pw");
   ASSERT_FALSE(init.ok());
   EXPECT_EQ(init.error().code(), ErrorCode::kUnsupported);
-  EXPECT_NE(init.error().message().find("offers: 1"), std::string::npos);
+  EXPECT_NE(init.error().message().find("offered 18, 19"), std::string::npos);
+}
+
+TEST(Rfb, HandshakeWithoutSecurityOnAnOlderServer) {
+  // RFB 3.7 with None only: no challenge, no SecurityResult.
+  FakeServer srv;
+  srv.to_client = {"RFB 003.007\n", std::string("\x01\x01", 2), ServerInitBytes(640, 480, "x")};
+  auto init = Handshake(srv.Stream(), "pw");
+  ASSERT_TRUE(init.ok()) << init.error().message();
+  EXPECT_EQ(init->version, "RFB 003.007");
+  EXPECT_EQ(init->types, std::vector<std::uint8_t>{1});
+  EXPECT_EQ(init->width, 640);
+  EXPECT_EQ(srv.from_client, std::string("RFB 003.007\n\x01\x01", 14));
+}
+
+TEST(Rfb, BytesBeforeClientInitAreRefused) {
+  FakeServer srv;
+  // A server that does not wait for ClientInit; the fake hands the client a whole chunk.
+  srv.to_client = {"RFB 003.008\n", std::string("\x01\x02", 2), std::string(16, 'c'),
+                   Be32(0) + ServerInitBytes(1, 1, "")};
+  ByteStream whole = srv.Stream();
+  whole.read = [&srv](std::span<char> buf) -> Result<std::size_t> {
+    if (srv.to_client.empty()) return std::size_t{0};
+    std::string chunk = srv.to_client.front();
+    srv.to_client.pop_front();
+    std::memcpy(buf.data(), chunk.data(), chunk.size());
+    return chunk.size();
+  };
+  auto init = Handshake(whole, "pw");
+  ASSERT_FALSE(init.ok());
+  EXPECT_EQ(init.error().code(), ErrorCode::kInternal);
+  EXPECT_NE(init.error().message().find("before ClientInit"), std::string::npos);
 }
 
 TEST(Rfb, NotVnc) {
