@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <regex>
 #include <thread>
 
 #include "agvisor/base/subprocess.h"
@@ -353,6 +354,52 @@ print("served", ok, "|", got[n].split(" ")[1], "|", [g for g in got[:n] if not g
   for (int i = 0; i < kSandboxes; ++i) {
     EXPECT_EQ(outputs[i], "served 10 | 403 | []\n") << "sandbox " << i;
   }
+}
+
+// agvisord's metrics route carries the sandbox's enforcer counters: decisions and bytes.
+TEST_F(EgressTest, MetricsCountDecisionsAndBytes) {
+  auto sb = Sandbox::Create(Spec({"allowed.test"}));
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  std::string token = ReadAll(dir_ + "/token");
+  while (!token.empty() && (token.back() == '\n' || token.back() == ' ')) token.pop_back();
+  std::string id = (*sb)->container_name();
+  if (id.starts_with(kNamePrefix)) id.erase(0, kNamePrefix.size());
+  auto metrics = [&] {
+    auto r = RunCommand({"curl", "-sS", "--unix-socket", dir_ + "/agvisord.sock", "-H",
+                         "Authorization: Bearer " + token,
+                         "http://agvisord/v1/sandboxes/" + id + "/metrics"});
+    EXPECT_TRUE(r.ok() && r->status.success()) << (r.ok() ? r->err : r.error().ToString());
+    return r.ok() ? r->out : "";
+  };
+  // The counter named `key` inside the "egress" object, or -1.
+  auto counter = [](const std::string& body, const std::string& key) -> long long {
+    std::smatch m;
+    const std::regex re("\"egress\":\\{[^}]*\"" + key + "\":([0-9]+)");
+    return std::regex_search(body, m, re) ? std::stoll(m[1]) : -1;
+  };
+  const std::string before = metrics();
+  EXPECT_EQ(counter(before, "allowed"), 0) << before;
+  EXPECT_EQ(counter(before, "denied"), 0) << before;
+  EXPECT_EQ(counter(before, "bytes_down"), 0) << before;
+  EXPECT_EQ(
+      Run(**sb, Py("    print(len(urllib.request.urlopen(\"http://allowed.test/bytes/1000000\", "
+                   "timeout=10).read()))")),
+      "1000000\n");
+  EXPECT_EQ(Run(**sb, kGetDenied), "http 403\n");
+  std::string after;
+  // The proxy counts a buffer's bytes once its write is done: the last add can come just after
+  // the sandbox's read (5 s is for a loaded host).
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        after = metrics();
+        return counter(after, "bytes_down") >= 1000000;
+      },
+      std::chrono::seconds(5)))
+      << after;
+  EXPECT_EQ(counter(after, "allowed"), 1) << after;
+  EXPECT_EQ(counter(after, "denied"), 1) << after;
+  EXPECT_GT(counter(after, "bytes_up"), 0) << after;
+  EXPECT_THAT(after, HasSubstr("\"memory_bytes\":")) << after;  // Docker's sample is still there
 }
 
 // Two sandboxes with policies: each on its own internal network, neither reaches the other.
