@@ -7,7 +7,8 @@
 // Suites: basic (default: create, exec, output, transfers, stop), create (cold creates, bridge
 // and none, interleaved rounds; then `docker stop`), pool (warm-pool acquire vs cold create),
 // concurrency (20 concurrent creates per start-gate bound, 200 concurrent execs), memory (idle
-// sandbox host memory), desktop (gui create to ready), all.
+// sandbox host memory), desktop (gui create to ready), all; and egress (bench/egress_suite.h:
+// starts agvisord, so only when named, under `flock /tmp/agvisor-egress.lock`; not in all).
 //
 // DIR is the seed's import root (the directory holding its `agvisor` package); default
 // $AGVISOR_SEED_PATH; without either, the seed column is skipped. See bench/README.md.
@@ -37,6 +38,7 @@
 #include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/start_gate.h"
+#include "egress_suite.h"
 
 namespace agvisor {
 namespace {
@@ -749,7 +751,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> suites;
   const char* usage =
       "usage: agvisor_bench [--seed DIR] [--image IMG] [--runs N] [--suite basic|create|pool|"
-      "concurrency|memory|desktop|all]... [--creates N] [--gates K,K,...] [--exec-sandboxes S] "
+      "concurrency|memory|desktop|all|egress]... [--creates N] [--gates K,K,...] [--exec-sandboxes "
+      "S] "
       "[--execs N] "
       "[--acquires N] [--colds N]  (see bench/README.md)";
   for (int i = 1; i < argc; ++i) {
@@ -768,8 +771,9 @@ int main(int argc, char** argv) {
     } else if (a == "--suite") {
       std::string v = next();
       if (v != "basic" && v != "create" && v != "pool" && v != "concurrency" && v != "memory" &&
-          v != "desktop" && v != "all") {
-        Die("--suite " + v + ": expected basic, create, pool, concurrency, memory, desktop or all");
+          v != "desktop" && v != "all" && v != "egress") {
+        Die("--suite " + v +
+            ": expected basic, create, pool, concurrency, memory, desktop, all or egress");
       }
       suites.push_back(v);
     } else if (a == "--creates") {
@@ -805,5 +809,9 @@ int main(int argc, char** argv) {
   if (want("concurrency")) ConcurrencySuite(seed, image, creates, gates, sandboxes, execs);
   if (want("memory")) MemorySuite(seed, image, settle);
   if (want("desktop")) DesktopSuite(5);
+  // Not part of "all": it starts an agvisord that serves every egress network on the host.
+  if (std::find(suites.begin(), suites.end(), "egress") != suites.end()) {
+    EgressSuite(image, kTransferRounds, std::max(runs, 200));
+  }
   return 0;
 }

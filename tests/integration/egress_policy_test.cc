@@ -1,7 +1,7 @@
 // Egress policies end to end (docs/egress.md): real runsc sandboxes behind a real agvisord, the
 // enforcer resolving against a fake internet that lives in a network namespace this test makes
-// (a DNS server and an HTTP server on 198.51.100.2, data/fake_internet.py). No traffic leaves
-// this machine.
+// (a DNS server, HTTP and HTTPS servers on 198.51.100.2, data/fake_internet.py, which also serve
+// a git repository and a pip index the test writes). No traffic leaves this machine.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <regex>
+#include <thread>
 
 #include "agvisor/base/subprocess.h"
 #include "agvisor/sandbox/egress_network.h"
@@ -67,6 +69,9 @@ class EgressTest : public ::testing::Test {
   static std::string QuestionsLog() { return dir_ + "/questions.log"; }
   static std::string DaemonLog() { return dir_ + "/agvisord.log"; }
   static std::string CertFile() { return dir_ + "/cert.pem"; }
+  // What the fake internet serves besides "hello": a bare git repository (dumb HTTP) and a pip
+  // simple index with one wheel.
+  static std::string WebRoot() { return dir_ + "/www"; }
 
   static void SetUpTestSuite() {
     const std::string tag = std::to_string(::getpid() % 100000);
@@ -89,12 +94,24 @@ class EgressTest : public ::testing::Test {
     Must({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
           "/CN=allowed.test", "-addext", "subjectAltName=DNS:allowed.test,DNS:other.test",
           "-keyout", dir_ + "/key.pem", "-out", CertFile()});
+    const std::string data = std::string(AGVISOR_SOURCE_DIR) + "/tests/integration/data/";
+    Must({"python3", data + "simple_index.py", WebRoot()});
+    // A repository with one commit, bare, with the files git's dumb HTTP client reads
+    // (info/refs, objects/info/packs) written by update-server-info.
+    const std::string work = dir_ + "/repo";
+    Must({"git", "-c", "init.defaultBranch=main", "init", "-q", work});
+    { std::ofstream(work + "/README") << "hello from the repository\n"; }
+    Must({"git", "-C", work, "add", "README"});
+    Must({"git", "-C", work, "-c", "user.name=test", "-c", "user.email=test@test", "commit", "-q",
+          "-m", "first"});
+    Must({"git", "clone", "-q", "--bare", work, WebRoot() + "/repo.git"});
+    Must({"git", "-C", WebRoot() + "/repo.git", "update-server-info"});
     auto p = Subprocess::Spawn(
-        {.argv = {
-             "sh", "-c",
-             "exec ip netns exec \"$0\" python3 \"$1\" \"$2\" \"$3\" \"$5\" \"$6\" >\"$4\" 2>&1",
-             ns_, std::string(AGVISOR_SOURCE_DIR) + "/tests/integration/data/fake_internet.py",
-             kInternet, QuestionsLog(), dir_ + "/internet.out", CertFile(), dir_ + "/key.pem"}});
+        {.argv = {"sh", "-c",
+                  "exec ip netns exec \"$0\" python3 \"$1\" \"$2\" \"$3\" \"$5\" \"$6\" \"$7\" "
+                  ">\"$4\" 2>&1",
+                  ns_, data + "fake_internet.py", kInternet, QuestionsLog(), dir_ + "/internet.out",
+                  CertFile(), dir_ + "/key.pem", WebRoot()}});
     ASSERT_TRUE(p.ok()) << p.error().ToString();
     internet_.emplace(std::move(*p));
     ASSERT_TRUE(WaitFor([] { return ReadAll(dir_ + "/internet.out").starts_with("ready"); },
@@ -210,6 +227,179 @@ TEST_F(EgressTest, HttpsPassesByConnectAndBySniAndIsVerifiedEndToEnd) {
       },
       std::chrono::seconds(5)))
       << ReadAll(DaemonLog());
+}
+
+// git over HTTPS: git's libcurl takes the proxy variables (CONNECT), the certificate is verified
+// end to end; the same repository under a name the policy does not allow is refused.
+TEST_F(EgressTest, GitClonesOverHttpsOnlyFromAllowedNames) {
+  auto sb = Sandbox::Create(Spec({"allowed.test"}));
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  ASSERT_TRUE((*sb)->WriteFile("/tmp/ca.pem", ReadAll(CertFile())).ok());
+  const std::string git = "git -c http.sslCAInfo=/tmp/ca.pem clone -q ";
+  EXPECT_EQ(Run(**sb, git + "https://allowed.test/repo.git /tmp/a && cat /tmp/a/README"),
+            "hello from the repository\n");
+  const std::string refused =
+      Run(**sb, git + "https://other.test/repo.git /tmp/b; echo exit=$?; ls /tmp/b 2>&1");
+  EXPECT_THAT(refused, HasSubstr("403")) << refused;
+  EXPECT_THAT(refused, HasSubstr("exit=128")) << refused;
+  EXPECT_THAT(refused, HasSubstr("No such file")) << refused;
+}
+
+// pip against a simple index over HTTPS (requests honours the proxy variables): Debian's pip
+// wheel (python3-pip-whl on the host; the base image has no pip) run from the wheel itself.
+TEST_F(EgressTest, PipInstallsFromAnAllowedIndexOnly) {
+  std::string wheel;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/usr/share/python-wheels", ec)) {
+    const std::string f = e.path().filename();
+    if (f.starts_with("pip-") && f.ends_with(".whl")) wheel = e.path();
+  }
+  ASSERT_FALSE(wheel.empty()) << "no pip wheel on this host: apt-get install python3-pip-whl "
+                                 "(scripts/setup-host installs it)";
+  auto sb = Sandbox::Create(Spec({"allowed.test"}));
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  ASSERT_TRUE((*sb)->WriteFile("/tmp/ca.pem", ReadAll(CertFile())).ok());
+  const std::string in_sandbox = "/tmp/" + fs::path(wheel).filename().string();
+  ASSERT_TRUE((*sb)->WriteFile(in_sandbox, ReadAll(wheel)).ok());
+  auto pip = [&](const std::string& name, const std::string& target) {
+    return "python3 " + in_sandbox +
+           "/pip install --disable-pip-version-check --no-cache-dir --root-user-action=ignore "
+           "--retries 0 --timeout 10 --cert /tmp/ca.pem --index-url https://" +
+           name + "/simple/ --target " + target + " demo";
+  };
+  EXPECT_EQ(Run(**sb, pip("allowed.test", "/tmp/a") +
+                          " -q && python3 -c 'import sys; sys.path.insert(0, \"/tmp/a\"); "
+                          "import demo; print(demo.GREETING)'"),
+            "hello from demo\n");
+  // pip only says why a page could not be fetched at its debug level (-vv).
+  const std::string refused =
+      Run(**sb, pip("other.test", "/tmp/b") +
+                    " -vv >/tmp/pip.log 2>&1; echo exit=$?; grep -o 'other.test.*403 Forbidden' "
+                    "/tmp/pip.log | head -n 1; ls /tmp/b 2>&1");
+  EXPECT_THAT(refused, HasSubstr("exit=1\n")) << refused;
+  EXPECT_THAT(refused, HasSubstr("403 Forbidden")) << refused;
+  EXPECT_THAT(refused, HasSubstr("No such file")) << refused;
+}
+
+// 50 connections at once from 5 sandboxes, each with its own policy (sandboxes 0, 2, 4 allow
+// allowed.test, 1 and 3 other.test): all 50 are served, and each sandbox's other name is refused
+// in the middle of it.
+TEST_F(EgressTest, FiftyParallelConnectionsFromFiveSandboxes) {
+  // Each connection is opened (half through the proxy variables, half to the name resolved
+  // inside) before any request is sent, plus one to the refused name through the proxy.
+  const std::string script = R"py(import os, socket, sys, threading, urllib.parse
+name, refused, n = sys.argv[1], sys.argv[2], 10
+proxy = urllib.parse.urlsplit(os.environ["http_proxy"])
+ready = threading.Barrier(n + 1)
+got = [None] * (n + 1)
+def fetch(i, host, via_proxy):
+    try:
+        if via_proxy:
+            s, target = socket.create_connection((proxy.hostname, proxy.port), 30), "http://%s/" % host
+        else:
+            s, target = socket.create_connection((host, 80), 30), "/"
+        ready.wait(30)
+        s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (target, host)).encode())
+        data = b""
+        while True:
+            more = s.recv(65536)
+            if not more:
+                break
+            data += more
+        got[i] = data.split(b"\r\n", 1)[0].decode() + " " + data.split(b"\r\n\r\n", 1)[-1].decode().strip()
+    except Exception as e:
+        got[i] = "error: %r" % e
+        ready.abort()  # the others stop waiting
+threads = [threading.Thread(target=fetch, args=(i, name, i % 2 == 0)) for i in range(n)]
+threads.append(threading.Thread(target=fetch, args=(n, refused, True)))
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+ok = sum(1 for g in got[:n] if g == "HTTP/1.1 200 OK hello from " + name)
+print("served", ok, "|", got[n].split(" ")[1], "|", [g for g in got[:n] if not g.startswith("HTTP/1.1 200")])
+)py";
+  constexpr int kSandboxes = 5;
+  std::vector<std::unique_ptr<Sandbox>> boxes(kSandboxes);
+  std::vector<std::string> names(kSandboxes), errors(kSandboxes), outputs(kSandboxes);
+  {
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kSandboxes; ++i) {
+      names[i] = i % 2 == 0 ? "allowed.test" : "other.test";
+      threads.emplace_back([&, i] {
+        auto sb = Sandbox::Create(Spec({names[i]}));
+        if (!sb.ok()) {
+          errors[i] = sb.error().ToString();
+          return;
+        }
+        auto w = (*sb)->WriteFile("/tmp/parallel.py", script);
+        if (!w.ok()) errors[i] = w.error().ToString();
+        boxes[i] = std::move(*sb);
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  for (int i = 0; i < kSandboxes; ++i) ASSERT_TRUE(boxes[i]) << errors[i];
+  {
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kSandboxes; ++i) {
+      threads.emplace_back([&, i] {
+        const std::string refused = i % 2 == 0 ? "other.test" : "allowed.test";
+        auto r = boxes[i]->ExecShell("python3 /tmp/parallel.py " + names[i] + " " + refused);
+        outputs[i] = r.ok() ? r->out + r->err : r.error().ToString();
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  for (int i = 0; i < kSandboxes; ++i) {
+    EXPECT_EQ(outputs[i], "served 10 | 403 | []\n") << "sandbox " << i;
+  }
+}
+
+// agvisord's metrics route carries the sandbox's enforcer counters: decisions and bytes.
+TEST_F(EgressTest, MetricsCountDecisionsAndBytes) {
+  auto sb = Sandbox::Create(Spec({"allowed.test"}));
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  std::string token = ReadAll(dir_ + "/token");
+  while (!token.empty() && (token.back() == '\n' || token.back() == ' ')) token.pop_back();
+  std::string id = (*sb)->container_name();
+  if (id.starts_with(kNamePrefix)) id.erase(0, kNamePrefix.size());
+  auto metrics = [&] {
+    auto r = RunCommand({"curl", "-sS", "--unix-socket", dir_ + "/agvisord.sock", "-H",
+                         "Authorization: Bearer " + token,
+                         "http://agvisord/v1/sandboxes/" + id + "/metrics"});
+    EXPECT_TRUE(r.ok() && r->status.success()) << (r.ok() ? r->err : r.error().ToString());
+    return r.ok() ? r->out : "";
+  };
+  // The counter named `key` inside the "egress" object, or -1.
+  auto counter = [](const std::string& body, const std::string& key) -> long long {
+    std::smatch m;
+    const std::regex re("\"egress\":\\{[^}]*\"" + key + "\":([0-9]+)");
+    return std::regex_search(body, m, re) ? std::stoll(m[1]) : -1;
+  };
+  const std::string before = metrics();
+  EXPECT_EQ(counter(before, "allowed"), 0) << before;
+  EXPECT_EQ(counter(before, "denied"), 0) << before;
+  EXPECT_EQ(counter(before, "bytes_down"), 0) << before;
+  EXPECT_EQ(
+      Run(**sb, Py("    print(len(urllib.request.urlopen(\"http://allowed.test/bytes/1000000\", "
+                   "timeout=10).read()))")),
+      "1000000\n");
+  EXPECT_EQ(Run(**sb, kGetDenied), "http 403\n");
+  std::string after;
+  // The proxy counts a buffer's bytes once its write is done: the last add can come just after
+  // the sandbox's read (5 s is for a loaded host).
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        after = metrics();
+        return counter(after, "bytes_down") >= 1000000;
+      },
+      std::chrono::seconds(5)))
+      << after;
+  EXPECT_EQ(counter(after, "allowed"), 1) << after;
+  EXPECT_EQ(counter(after, "denied"), 1) << after;
+  EXPECT_GT(counter(after, "bytes_up"), 0) << after;
+  EXPECT_THAT(after, HasSubstr("\"memory_bytes\":")) << after;  // Docker's sample is still there
 }
 
 // Two sandboxes with policies: each on its own internal network, neither reaches the other.

@@ -69,6 +69,13 @@ struct ProxyOptions {
   std::function<void(const Decision&)> on_decision;
 };
 
+// Bytes spliced through a proxy's connections since it started (after the verdict: the replayed
+// first bytes and everything after them; refused connections move none).
+struct ProxyTraffic {
+  std::uint64_t bytes_up = 0;    // from the sandbox to the destinations
+  std::uint64_t bytes_down = 0;  // from the destinations to the sandbox
+};
+
 class EgressProxy {
  public:
   // Binds the listener and starts the thread. kInvalidArgument for options out of range (no
@@ -89,6 +96,7 @@ class EgressProxy {
   EgressPolicy policy() const;
   // Connections accepted and not yet closed.
   std::size_t open_connections() const;
+  ProxyTraffic traffic() const;
 
  private:
   class Impl;

@@ -204,6 +204,14 @@ TEST_F(EgressProxyTest, SpliceMovesBulkBytesBothWaysAndPassesHalfClose) {
   writer.join();
   EXPECT_EQ(echoed.size(), payload.size());
   EXPECT_TRUE(echoed == payload);
+  // Traffic counts what was spliced each way (the CONNECT head is the proxy's, not counted). A
+  // pump adds after its write completes, so the last add may follow the client's last read.
+  const auto deadline = steady_clock::now() + milliseconds(5000);
+  while (proxy_->traffic().bytes_down < payload.size() && steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  EXPECT_EQ(proxy_->traffic().bytes_up, payload.size());
+  EXPECT_EQ(proxy_->traffic().bytes_down, payload.size());
 }
 
 TEST_F(EgressProxyTest, DisallowedNamesAreRefusedAtOnceAndNeverResolved) {
@@ -230,6 +238,8 @@ TEST_F(EgressProxyTest, DisallowedNamesAreRefusedAtOnceAndNeverResolved) {
   EXPECT_EQ(tls_->accepted(), 0);
   WaitForDecisions(4);
   EXPECT_EQ(log_->Counters("sb-test").denied, 4u);
+  EXPECT_EQ(proxy_->traffic().bytes_up, 0u);
+  EXPECT_EQ(proxy_->traffic().bytes_down, 0u);
 }
 
 TEST_F(EgressProxyTest, AllowedNamesResolvingToRestrictedAddressesAreRefused) {

@@ -47,6 +47,17 @@ struct EgressHostOptions {
   std::string state_dir;
 };
 
+// One sandbox's egress counters, for the metrics route: decisions since its enforcer started
+// serving it (in this agvisord), bytes spliced each way, connections open now.
+struct EgressTraffic {
+  egress::DecisionCounters decisions;
+  std::uint64_t bytes_up = 0;    // sandbox to destinations
+  std::uint64_t bytes_down = 0;  // destinations to sandbox
+  std::size_t open_connections = 0;
+};
+// {"allowed":N,"denied":N,"bytes_up":N,"bytes_down":N,"open_connections":N}
+std::string EgressTrafficJson(const EgressTraffic& t);
+
 class EgressHost {
  public:
   // Serves what is there now (one reconcile), then keeps reconciling on a thread. Errors:
@@ -65,6 +76,8 @@ class EgressHost {
   Result<EgressView> View(const std::string& container) const;
   // Replaces the sandbox's policy: new connections (and lookups) are decided by it at once.
   Result<EgressView> SetRules(const std::string& container, const egress::EgressRules& rules);
+  // kNotFound when the container has no served egress network.
+  Result<EgressTraffic> Traffic(const std::string& container) const;
   // Totals over every sandbox, for the metrics route.
   egress::DecisionCounters Totals() const { return log_->Totals(); }
   std::size_t served() const;

@@ -310,7 +310,16 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch&
       }
       auto docker = AGVISOR_TRY(HostClient(options_.docker_host));
       auto stats = AGVISOR_TRY(docker->GetContainerStats(sb->container_name()));
-      return Json(200, MetricsJson(id, stats));
+      std::string body = MetricsJson(id, stats);
+      // A sandbox with an egress policy also gets its enforcer's counters ("egress", an object
+      // added to the end of the Metrics object; sandboxes without one have no such member).
+      if (options_.egress != nullptr) {
+        if (auto t = options_.egress->Traffic(sb->container_name()); t.ok()) {
+          body.pop_back();  // MetricsJson's closing brace
+          body += ",\"egress\":" + EgressTrafficJson(*t) + "}";
+        }
+      }
+      return Json(200, body);
     }
     case RouteId::kGetEgress:
     case RouteId::kSetEgress: {

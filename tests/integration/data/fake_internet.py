@@ -4,10 +4,14 @@
 DNS on udp ADDR:53 answers A questions from a fixed table (everything else: NXDOMAIN) and writes
 every question it receives, one name a line, to QUESTIONS_LOG. HTTP on tcp ADDR:80 answers any
 request with "hello from HOST" (the Host header); with CERT and KEY, HTTPS on tcp ADDR:443 does
-the same behind TLS. Prints "ready" once all listen.
+the same behind TLS. Both also answer GET /bytes/N with N bytes (downloads for bench/); with ROOT,
+any other path but "/" is a file under ROOT (a directory: its index.html), else 404, enough for
+git's dumb HTTP protocol and a pip simple index. Prints "ready" once all listen.
 
-usage: fake_internet.py ADDR QUESTIONS_LOG [CERT KEY]
+usage: fake_internet.py ADDR QUESTIONS_LOG [CERT KEY [ROOT]]
 """
+import mimetypes
+import os
 import socket
 import ssl
 import struct
@@ -60,6 +64,18 @@ def http(s):
         threading.Thread(target=serve, args=(c,), daemon=True).start()
 
 
+ROOT = os.path.realpath(sys.argv[5]) if len(sys.argv) > 5 else None
+CHUNK = bytes(1 << 20)
+
+
+def reply(c, status, body, ctype="text/plain", length=None, head=False):
+    n = len(body) if length is None else length
+    # One write: the tests read a small answer with a single recv (one TLS record).
+    c.sendall(b"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n"
+              b"Connection: close\r\n\r\n" % (status.encode(), ctype.encode(), n)
+              + (b"" if head else body))
+
+
 def serve(c):
     with c:
         data = b""
@@ -68,13 +84,37 @@ def serve(c):
             if not more:
                 return
             data += more
+        lines = data.split(b"\r\n")
+        parts = lines[0].decode("ascii", "replace").split(" ")
+        method = parts[0]
+        path = parts[1].split("?", 1)[0] if len(parts) > 1 else "/"
+        if path.startswith("http://"):  # absolute form
+            path = "/" + path.split("/", 3)[3] if path.count("/") >= 3 else "/"
         host = "?"
-        for line in data.split(b"\r\n")[1:]:
+        for line in lines[1:]:
             if line.lower().startswith(b"host:"):
                 host = line[5:].strip().decode("ascii", "replace").split(":")[0]
-        body = ("hello from %s\n" % host).encode()
-        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
-                  % len(body) + body)
+        if path.startswith("/bytes/") and path[7:].isdigit():
+            left = int(path[7:])
+            reply(c, "200 OK", b"", "application/octet-stream", left, head=True)
+            while left > 0:
+                n = min(left, len(CHUNK))
+                c.sendall(CHUNK[:n] if n < len(CHUNK) else CHUNK)
+                left -= n
+            return
+        if ROOT and path != "/":
+            f = os.path.realpath(os.path.join(ROOT, path.lstrip("/")))
+            if os.path.isdir(f):
+                f = os.path.join(f, "index.html")
+            if not f.startswith(ROOT + os.sep) or not os.path.isfile(f):
+                reply(c, "404 Not Found", b"not found\n", head=method == "HEAD")
+                return
+            with open(f, "rb") as fh:
+                body = fh.read()
+            ctype = mimetypes.guess_type(f)[0] or "application/octet-stream"
+            reply(c, "200 OK", body, ctype, head=method == "HEAD")
+            return
+        reply(c, "200 OK", ("hello from %s\n" % host).encode())
 
 
 udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
