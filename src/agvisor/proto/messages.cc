@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 
 namespace agvisor::proto {
@@ -702,6 +703,13 @@ Result<Remove> Remove::Decode(std::string_view payload) {
   m.recursive = AGVISOR_TRY(r.ReadBool("recursive"));
   AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
   return m;
+}
+
+std::string_view EntryKindName(EntryKind kind) {
+  // Indexed by the wire value (0..3, as Entry::ReadFrom checks).
+  static constexpr std::string_view kNames[] = {"file", "dir", "symlink", "other"};
+  const auto i = static_cast<std::size_t>(kind);
+  return i < std::size(kNames) ? kNames[i] : "other";
 }
 
 void Entry::AppendTo(Writer& w) const {
