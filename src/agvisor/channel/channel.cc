@@ -758,6 +758,25 @@ Result<void> Channel::SendAll(StreamState& s, const ByteSource& source) {
   return Send(Type::kEnd, s.id, {});
 }
 
+Result<void> Channel::Upload(Type type, std::string_view payload, const ByteSource& source,
+                             std::string_view op, std::string_view object, std::string_view what) {
+  StreamGuard s(this, AGVISOR_TRY(NewStream()), &Channel::Forget);
+  auto r = Send(type, s->id, payload);
+  if (r.ok()) r = SendAll(*s, source);
+  // The agent's answer (OK, or an ERROR that may have cut the upload short) decides.
+  if (r.ok() || r.error().code() == ErrorCode::kConflict) {
+    auto f = Next(*s);
+    if (!f.ok()) return WithPath(f.error(), op, object);
+    if (f->type == Type::kOk) return Ok();
+    if (f->type == Type::kError) {
+      auto e = proto::ErrorPayload::Decode(f->payload);
+      if (e.ok()) return WithPath(e->ToError(), op, object);
+    }
+    return Unexpected(*f, what);
+  }
+  return WithPath(r.error(), op, object);
+}
+
 Result<Frame> Channel::Call(Type type, std::string_view payload) {
   if (!proto::FitsInFrame(payload.size())) {
     return Error::InvalidArgument(std::string(proto::TypeName(type)) + ": request too large");
@@ -792,23 +811,9 @@ Result<std::string> Channel::ReadFile(std::string_view path) {
 
 Result<void> Channel::WriteFileFrom(std::string_view path, const ByteSource& source,
                                     std::uint32_t mode, bool make_parents) {
-  StreamGuard s(this, AGVISOR_TRY(NewStream()), &Channel::Forget);
   proto::FileWrite req{std::string(path), mode,
                        static_cast<std::uint8_t>(make_parents ? proto::kFileWriteParents : 0)};
-  auto r = Send(Type::kFileWrite, s->id, req.Encode());
-  if (r.ok()) r = SendAll(*s, source);
-  // The agent's answer (OK, or an ERROR that may have cut the upload short) decides.
-  if (r.ok() || r.error().code() == ErrorCode::kConflict) {
-    auto f = Next(*s);
-    if (!f.ok()) return WithPath(f.error(), "write file", path);
-    if (f->type == Type::kOk) return Ok();
-    if (f->type == Type::kError) {
-      auto e = proto::ErrorPayload::Decode(f->payload);
-      if (e.ok()) return WithPath(e->ToError(), "write file", path);
-    }
-    return Unexpected(*f, "write file");
-  }
-  return WithPath(r.error(), "write file", path);
+  return Upload(Type::kFileWrite, req.Encode(), source, "write file", path, "write file");
 }
 
 Result<void> Channel::WriteFile(std::string_view path, std::string_view data, std::uint32_t mode,
@@ -867,20 +872,8 @@ Result<void> Channel::TarRead(std::string_view path, const ByteSink& sink) {
 }
 
 Result<void> Channel::TarWrite(std::string_view dir, const ByteSource& source) {
-  StreamGuard s(this, AGVISOR_TRY(NewStream()), &Channel::Forget);
-  auto r = Send(Type::kTarWrite, s->id, proto::PathRequest{std::string(dir)}.Encode());
-  if (r.ok()) r = SendAll(*s, source);
-  if (r.ok() || r.error().code() == ErrorCode::kConflict) {
-    auto f = Next(*s);
-    if (!f.ok()) return WithPath(f.error(), "upload to", dir);
-    if (f->type == Type::kOk) return Ok();
-    if (f->type == Type::kError) {
-      auto e = proto::ErrorPayload::Decode(f->payload);
-      if (e.ok()) return WithPath(e->ToError(), "upload to", dir);
-    }
-    return Unexpected(*f, "tar write");
-  }
-  return WithPath(r.error(), "upload to", dir);
+  return Upload(Type::kTarWrite, proto::PathRequest{std::string(dir)}.Encode(), source, "upload to",
+                dir, "tar write");
 }
 
 // ---- Ports ----
