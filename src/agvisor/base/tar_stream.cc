@@ -1,6 +1,5 @@
 #include "agvisor/base/tar_stream.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +13,8 @@
 #include <functional>
 #include <optional>
 #include <utility>
+
+#include "agvisor/base/fs.h"
 
 namespace agvisor {
 namespace {
@@ -121,26 +122,11 @@ void AppendHeader(std::string& out, const EntryMeta& m) {
 }
 
 // All entry names of directory `fd` but "." and "..", in byte order.
-Result<std::vector<std::string>> ReadDirNames(int fd, const std::string& what) {
-  int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (dup_fd < 0) return SysError("tar: dup " + what, errno);
-  DIR* dir = fdopendir(dup_fd);
-  if (dir == nullptr) {
-    int err = errno;
-    close(dup_fd);
-    return SysError("tar: fdopendir " + what, err);
-  }
-  std::vector<std::string> names;
-  while (true) {
-    errno = 0;
-    dirent* d = readdir(dir);
-    if (d == nullptr) break;
-    std::string_view n = d->d_name;
-    if (n != "." && n != "..") names.emplace_back(n);
-  }
-  int err = errno;
-  closedir(dir);
-  if (err != 0) return SysError("tar: readdir " + what, err);
+Result<std::vector<std::string>> SortedDirNames(int fd, const std::string& what) {
+  std::vector<std::string> names =
+      AGVISOR_TRY(ReadDirNames(fd, [&](std::string_view call, int err) {
+        return SysError("tar: " + std::string(call) + " " + what, err);
+      }));
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -241,7 +227,7 @@ Result<void> TarStreamWriter::AddEntry(int dirfd, const std::string& name,
     if (fstat(level.fd.get(), &st) != 0) {
       return SysError("tar: fstat '" + archive_name + "'", errno);
     }
-    level.names = AGVISOR_TRY(ReadDirNames(level.fd.get(), "'" + archive_name + "'"));
+    level.names = AGVISOR_TRY(SortedDirNames(level.fd.get(), "'" + archive_name + "'"));
     level.archive_name = archive_name;
     m.type = '5';
     m.name += '/';
