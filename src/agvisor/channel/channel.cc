@@ -134,12 +134,9 @@ Result<proto::Exit> Process::Wait(const ExecCallbacks& callbacks) {
         exited_ = true;
         return *e;
       }
-      case Type::kError: {
+      case Type::kError:
         exited_ = true;
-        auto e = proto::ErrorPayload::Decode(f.payload);
-        if (!e.ok()) return channel_->Unexpected(f, "exec");
-        return e->ToError();
-      }
+        return channel_->AgentError(f, "exec");
       case Type::kClose:
         break;  // the agent will send nothing more but EXIT
       case Type::kOk:
@@ -162,12 +159,9 @@ Result<std::uint32_t> Process::WaitStarted() {
         pid_ = s->pid;
         break;
       }
-      case Type::kError: {
+      case Type::kError:
         exited_ = true;
-        auto e = proto::ErrorPayload::Decode(f.payload);
-        if (!e.ok()) return channel_->Unexpected(f, "exec");
-        return e->ToError();
-      }
+        return channel_->AgentError(f, "exec");
       default:
         return channel_->Unexpected(f, "exec");  // the agent sends STARTED first
     }
@@ -196,12 +190,9 @@ Result<std::size_t> PortStream::Read(std::span<char> buf) {
       case Type::kEnd:
         eof_ = true;
         break;
-      case Type::kError: {
+      case Type::kError:
         eof_ = true;
-        auto e = proto::ErrorPayload::Decode(f.payload);
-        if (!e.ok()) return channel_->Unexpected(f, "port");
-        return e->ToError();
-      }
+        return channel_->AgentError(f, "port");
       default:
         return channel_->Unexpected(f, "port");
     }
@@ -573,6 +564,12 @@ Error Channel::Unexpected(const Frame& f, std::string_view what) {
   return e;
 }
 
+Error Channel::AgentError(const Frame& f, std::string_view what) {
+  auto e = proto::ErrorPayload::Decode(f.payload);
+  if (!e.ok()) return Unexpected(f, what);
+  return e->ToError();
+}
+
 namespace {
 
 // Owns a stream for one operation: forgets it on every return path.
@@ -733,11 +730,8 @@ Result<void> Channel::ReceiveAll(StreamState& s, const ByteSink& sink, std::stri
       }
       case Type::kEnd:
         return Ok();
-      case Type::kError: {
-        auto e = proto::ErrorPayload::Decode(f.payload);
-        if (!e.ok()) return Unexpected(f, what);
-        return e->ToError();
-      }
+      case Type::kError:
+        return AgentError(f, what);
       default:
         return Unexpected(f, what);
     }
@@ -784,11 +778,7 @@ Result<Frame> Channel::Call(Type type, std::string_view payload) {
   StreamGuard s(this, AGVISOR_TRY(NewStream()), &Channel::Forget);
   AGVISOR_RETURN_IF_ERROR(Send(type, s->id, payload));
   Frame f = AGVISOR_TRY(Next(*s));
-  if (f.type == Type::kError) {
-    auto e = proto::ErrorPayload::Decode(f.payload);
-    if (!e.ok()) return Unexpected(f, proto::TypeName(type));
-    return e->ToError();
-  }
+  if (f.type == Type::kError) return AgentError(f, proto::TypeName(type));
   return f;
 }
 
@@ -888,11 +878,7 @@ Result<std::unique_ptr<PortStream>> Channel::OpenPort(std::uint16_t port) {
   if (!r.ok()) return fail(r.error());
   auto f = Next(*s);
   if (!f.ok()) return fail(f.error());
-  if (f->type == Type::kError) {
-    auto e = proto::ErrorPayload::Decode(f->payload);
-    if (!e.ok()) return fail(Unexpected(*f, "port"));
-    return fail(e->ToError());
-  }
+  if (f->type == Type::kError) return fail(AgentError(*f, "port"));
   if (f->type != Type::kOk) return fail(Unexpected(*f, "port"));
   return std::unique_ptr<PortStream>(new PortStream(shared_from_this(), std::move(s)));
 }

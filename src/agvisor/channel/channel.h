@@ -275,6 +275,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
                       std::string_view op, std::string_view object, std::string_view what);
   Result<void> ReceiveAll(StreamState& s, const ByteSink& sink, std::string_view what);
   Error Unexpected(const proto::Frame& f, std::string_view what);
+  // The error an ERROR frame `f` carries; a malformed one is Unexpected (`what` as there).
+  Error AgentError(const proto::Frame& f, std::string_view what);
   void KeepAlive();
 
   std::unique_ptr<Transport> transport_;
