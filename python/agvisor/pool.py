@@ -14,6 +14,7 @@ counts those). Thread-safe: many threads may acquire at once.
 import dataclasses
 
 from . import _core
+from ._context import ClosesOnExit
 from .limits import Limits
 from .sandbox import Sandbox, _whole_seconds
 
@@ -40,7 +41,7 @@ class PoolStats:
     last_error: str
 
 
-class Pool:
+class Pool(ClosesOnExit):
     """`size` sandboxes of one kind kept started; acquire() hands one out.
 
     image, limits, network, host, runtime   As for create_sandbox(); every member has them.
@@ -112,12 +113,6 @@ class Pool:
         """Stops refilling, waits for starts in flight and removes every member not handed out.
         Idempotent."""
         self._core.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *_):
-        self.close()
 
     def __repr__(self):
         s = self.stats()

@@ -17,6 +17,8 @@ import signal as _signal
 import subprocess
 import time
 
+from ._context import ClosesOnExit
+
 # How long one blocking read waits before Python gets a chance to handle Ctrl-C.
 _SLICE = 0.5
 
@@ -38,7 +40,7 @@ def _seconds(what, value):
     return float(value)
 
 
-class Attachment:
+class Attachment(ClosesOnExit):
     """A live attachment to a background process (BackgroundProcess.attached()): its kept output
     first, then live output; its stdin (if it was spawned with stdin=True); signals. A context
     manager: leaving it (or detach()) detaches, and the process runs on."""
@@ -105,12 +107,6 @@ class Attachment:
             if not stream:
                 return
             yield stream, data
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *_):
-        self.detach()
 
     def __repr__(self):
         return f"<agvisor.Attachment pid={self.process.pid}{' closed' if self.closed else ''}>"

@@ -4,6 +4,8 @@ import dataclasses
 import socket
 import threading
 
+from ._context import ClosesOnExit
+
 _BUFSIZE = 65536
 
 
@@ -32,7 +34,7 @@ class FileInfo:
         return self.kind == "file"
 
 
-class PortConnection:
+class PortConnection(ClosesOnExit):
     """A TCP connection to 127.0.0.1:port inside the sandbox (Sandbox.open_port), with the
     parts of the socket API that make sense for it. recv() and send() may run on two threads at
     once; close() from another thread while recv() waits takes effect when that recv() returns
@@ -66,39 +68,35 @@ class PortConnection:
     def closed(self) -> bool:
         return self._core.closed
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *_):
-        self.close()
-
     def __repr__(self):
         return f"<agvisor.PortConnection port={self.port}{' closed' if self.closed else ''}>"
 
 
-def _pump_to_sandbox(conn, port):
+def _pump(read, write, end, abort):
+    """Copies read(_BUFSIZE) to write() until read gives b"", then calls end(); abort() instead
+    when either side fails (a socket's OSError, the sandbox's RuntimeError)."""
     try:
         while True:
-            data = conn.recv(_BUFSIZE)
+            data = read(_BUFSIZE)
             if not data:
                 break
-            port.sendall(data)
-        port.shutdown_write()
+            write(data)
+        end()
     except (OSError, RuntimeError):
+        abort()
+
+
+def _pump_to_sandbox(conn, port):
+    def abort():
         port.close()
         _shutdown(conn, socket.SHUT_RDWR)
 
+    _pump(conn.recv, port.sendall, port.shutdown_write, abort)
+
 
 def _pump_from_sandbox(conn, port):
-    try:
-        while True:
-            data = port.recv(_BUFSIZE)
-            if not data:
-                break
-            conn.sendall(data)
-        _shutdown(conn, socket.SHUT_WR)
-    except (OSError, RuntimeError):
-        _shutdown(conn, socket.SHUT_RDWR)
+    _pump(port.recv, conn.sendall, lambda: _shutdown(conn, socket.SHUT_WR),
+          lambda: _shutdown(conn, socket.SHUT_RDWR))
 
 
 def _shutdown(conn, how):
@@ -108,7 +106,7 @@ def _shutdown(conn, how):
         pass
 
 
-class PortForward:
+class PortForward(ClosesOnExit):
     """Sandbox.forward_port(): a listener on 127.0.0.1:local_port; every connection to it is
     piped through open_port(remote_port) by background threads. A context manager: close() (or
     leaving the `with`) stops listening and closes the connections still open."""
@@ -182,18 +180,12 @@ class PortForward:
             _shutdown(conn, socket.SHUT_RDWR)
             port.close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *_):
-        self.close()
-
     def __repr__(self):
         return (f"<agvisor.PortForward 127.0.0.1:{self.local_port} -> sandbox port "
                 f"{self.remote_port}{' closed' if self._closed else ''}>")
 
 
-class Shell:
+class Shell(ClosesOnExit):
     """A command under a pseudo-terminal inside the sandbox (Sandbox.open_shell). Output
     (stdout and stderr merged, as a terminal shows them) is collected in the background; read()
     takes it. A context manager: close() kills the command if it still runs."""
@@ -254,12 +246,6 @@ class Shell:
 
     def close(self) -> None:
         self._core.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *_):
-        self.close()
 
     def __repr__(self):
         return f"<agvisor.Shell {self.argv!r} returncode={self.poll()!r}>"

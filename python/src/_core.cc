@@ -108,13 +108,40 @@ std::string SnakeCode(ErrorCode code) {
   throw py::error_already_set();
 }
 
+// Runs `fn` without the GIL and returns what it returns. Needs the GIL.
+template <typename Fn>
+auto Released(Fn&& fn) {
+  py::gil_scoped_release release;
+  return fn();
+}
+
+// Runs `fn` without the GIL whether or not this thread holds it (a destructor runs either way:
+// from Python code, or from a C++ thread when pybind11 drops the last reference there).
+template <typename Fn>
+void WithoutGil(Fn&& fn) {
+  if (PyGILState_Check() != 0) {
+    Released(fn);
+  } else {
+    fn();
+  }
+}
+
+// Waits on `cv` (`lock` held) until `pred()` holds, at most `timeout` seconds (< 0 = as long as
+// it takes); whether it holds.
+template <typename Pred>
+bool WaitFor(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, double timeout,
+             Pred pred) {
+  if (timeout < 0) {
+    cv.wait(lock, pred);
+    return true;
+  }
+  return cv.wait_for(lock, std::chrono::duration<double>(timeout), pred);
+}
+
 // Runs the file operation `fn` on `path` without the GIL; errors as RaiseFile.
 template <typename Fn>
 auto FileOp(const std::string& path, Fn&& fn) {
-  auto result = [&] {
-    py::gil_scoped_release release;
-    return fn();
-  }();
+  auto result = Released(fn);
   if (!result.ok()) RaiseFile(result.error(), path);
   if constexpr (!std::is_same_v<decltype(result), Result<void>>) {
     return std::move(result).value();
@@ -134,11 +161,7 @@ void Unwrap(Result<void> r) {
 // Runs `fn` without the GIL and returns its Result, unwrapped with the GIL held again.
 template <typename Fn>
 auto Blocking(Fn&& fn) {
-  auto result = [&] {
-    py::gil_scoped_release release;
-    return fn();
-  }();
-  return Unwrap(std::move(result));
+  return Unwrap(Released(fn));
 }
 
 // The Python side of one exec's streaming callbacks. Lives on the caller's stack for the call.
@@ -192,10 +215,7 @@ py::tuple Exec(Sandbox& sandbox, std::vector<std::string> argv, std::optional<py
   options.on_output = callbacks.Wrap(on_output);
   options.on_stdout = callbacks.Wrap(on_stdout);
   options.on_stderr = callbacks.Wrap(on_stderr);
-  Result<ExecResult> result = [&] {
-    py::gil_scoped_release release;
-    return sandbox.Exec(argv, options);
-  }();
+  Result<ExecResult> result = Released([&] { return sandbox.Exec(argv, options); });
   // The callback's own exception comes first: it is what the caller's code did.
   callbacks.RaiseIfFailed();
   ExecResult r = Unwrap(std::move(result));
@@ -205,22 +225,8 @@ py::tuple Exec(Sandbox& sandbox, std::vector<std::string> argv, std::optional<py
 // A FileEntry as the tuple agvisor.FileInfo is built from: (name, kind, mode, size, mtime in
 // seconds, link_target).
 py::tuple EntryTuple(const FileEntry& e) {
-  const char* kind = "other";
-  switch (e.kind) {
-    case FileKind::kFile:
-      kind = "file";
-      break;
-    case FileKind::kDir:
-      kind = "dir";
-      break;
-    case FileKind::kSymlink:
-      kind = "symlink";
-      break;
-    case FileKind::kOther:
-      break;
-  }
-  return py::make_tuple(e.name, kind, e.mode, e.size, static_cast<double>(e.mtime_unix_ms) / 1000.0,
-                        e.link_target);
+  return py::make_tuple(e.name, std::string(proto::EntryKindName(e.kind)), e.mode, e.size,
+                        static_cast<double>(e.mtime_unix_ms) / 1000.0, e.link_target);
 }
 
 // The bytes of a Python bytes object, readable without the GIL while `b` is referenced
@@ -244,54 +250,46 @@ class Port {
 
   py::bytes Recv(std::size_t max) {
     std::string buf;
-    Result<std::size_t> n = std::size_t{0};
-    {
-      py::gil_scoped_release release;
+    const std::size_t n = Blocking([&]() -> Result<std::size_t> {
       std::lock_guard lock(read_mu_);
+      Result<std::size_t> read = std::size_t{0};
       if (stream_ && !closed_) {
         buf.resize(std::max<std::size_t>(max, 1));
-        n = stream_->Read(buf);
+        read = stream_->Read(buf);
       }
       if (closed_) CloseLocked();
-    }
-    if (!n.ok()) Raise(n.error());
-    return {buf.data(), *n};
+      return read;
+    });
+    return {buf.data(), n};
   }
 
   void SendAll(const py::bytes& data) {
     std::string_view view = BytesView(data);
-    Result<void> r = Ok();
-    {
-      py::gil_scoped_release release;
+    Blocking([&]() -> Result<void> {
       std::lock_guard lock(write_mu_);
-      if (closed_) {
-        r = Error::Conflict("port stream: send after close");
-      } else {
-        r = stream_->Write(view);
-      }
-    }
-    Unwrap(std::move(r));
+      if (closed_) return Error::Conflict("port stream: send after close");
+      return stream_->Write(view);
+    });
   }
 
   void ShutdownWrite() {
-    Result<void> r = Ok();
-    {
-      py::gil_scoped_release release;
+    Blocking([&]() -> Result<void> {
       std::lock_guard lock(write_mu_);
-      if (!closed_) r = stream_->CloseWrite();
-    }
-    Unwrap(std::move(r));
+      if (closed_) return Ok();
+      return stream_->CloseWrite();
+    });
   }
 
   void Close() {
-    py::gil_scoped_release release;
-    std::unique_lock write(write_mu_);
-    if (closed_) return;
-    closed_ = true;
-    (void)stream_->CloseWrite();  // the sandbox side sees EOF, so a waiting recv can end
-    write.unlock();
-    std::unique_lock read(read_mu_, std::try_to_lock);
-    if (read.owns_lock()) CloseLocked();  // else the recv in progress closes it when it returns
+    Released([&] {
+      std::unique_lock write(write_mu_);
+      if (closed_) return;
+      closed_ = true;
+      (void)stream_->CloseWrite();  // the sandbox side sees EOF, so a waiting recv can end
+      write.unlock();
+      std::unique_lock read(read_mu_, std::try_to_lock);
+      if (read.owns_lock()) CloseLocked();  // else the recv in progress closes it when it returns
+    });
   }
 
   bool closed() const { return closed_; }
@@ -309,46 +307,93 @@ class Port {
   std::atomic<bool> closed_ = false;
 };
 
-// A command under a pty (Sandbox::StartProcess) for Python: a thread runs Process::Wait and
-// keeps the output in a buffer of at most kMaxBuffered bytes (it stops taking output, and so
-// the command is slowed by flow control, while the buffer is full).
-class Shell {
+// What Shell and Attachment share: a Process whose output a thread collects by running
+// Process::Wait into a buffer of at most kMaxBuffered bytes (it stops taking output, and so the
+// command is slowed by flow control, while the buffer is full), stdin, and the one stop of that
+// thread. A subclass starts the thread in its constructor and stops it in its destructor.
+class WaitedProcess {
  public:
   static constexpr std::size_t kMaxBuffered = 1 << 20;
 
-  explicit Shell(std::unique_ptr<Process> process) : process_(std::move(process)) {
-    waiter_ = std::thread([this] {
-      channel::ExecCallbacks callbacks;
-      callbacks.on_stdout = callbacks.on_stderr = [this](std::string_view bytes) {
+  WaitedProcess(const WaitedProcess&) = delete;
+  WaitedProcess& operator=(const WaitedProcess&) = delete;
+
+  void Write(const py::bytes& data) {
+    std::string_view view = BytesView(data);
+    Blocking([&] { return process_->Write(view); });
+  }
+
+  void CloseStdin() {
+    Blocking([&] { return process_->CloseStdin(); });
+  }
+
+ protected:
+  explicit WaitedProcess(std::unique_ptr<Process> process) : process_(std::move(process)) {}
+  ~WaitedProcess() = default;
+
+  // Runs Process::Wait on a thread; `keep(stream, bytes)` is called with mu_ held once the buffer
+  // has room (`buffered()` < kMaxBuffered), never after Stop began. The result, passed through
+  // `finish` (without mu_), becomes exit_.
+  template <typename Buffered, typename Keep, typename Finish>
+  void StartWaiter(Buffered buffered, Keep keep, Finish finish) {
+    waiter_ = std::thread([this, buffered, keep, finish] {
+      auto sink = [&](int stream, std::string_view bytes) {
         std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return buffer_.size() < kMaxBuffered || closing_; });
+        cv_.wait(lock, [&] { return buffered() < kMaxBuffered || closing_; });
         if (closing_) return;
-        buffer_.append(bytes);
+        keep(stream, bytes);
         cv_.notify_all();
       };
-      Result<proto::Exit> exit = process_->Wait(callbacks);
+      channel::ExecCallbacks callbacks;
+      callbacks.on_stdout = [&](std::string_view b) { sink(1, b); };
+      callbacks.on_stderr = [&](std::string_view b) { sink(2, b); };
+      Result<proto::Exit> exit = finish(process_->Wait(callbacks));
       std::lock_guard lock(mu_);
       exit_ = std::move(exit);
       cv_.notify_all();
     });
   }
 
-  ~Shell() {
-    if (PyGILState_Check() != 0) {
-      py::gil_scoped_release release;
-      Stop();
-    } else {
-      Stop();
+  // Ends the thread; later calls return at once. Under mu_ closing_ is set and `closing()` runs;
+  // then, if the process still runs, `end()` makes Wait return.
+  template <typename Closing, typename End>
+  void StopWaiter(Closing closing, End end) {
+    std::lock_guard stop(stop_mu_);
+    if (!waiter_.joinable()) return;
+    bool running = false;
+    {
+      std::lock_guard lock(mu_);
+      running = !exit_.has_value();
+      closing_ = true;
+      closing();
+      cv_.notify_all();
     }
+    if (running) end();
+    waiter_.join();
   }
 
-  void Write(const py::bytes& data) {
-    std::string_view view = BytesView(data);
-    Result<void> r = [&] {
-      py::gil_scoped_release release;
-      return process_->Write(view);
-    }();
-    Unwrap(std::move(r));
+  std::unique_ptr<Process> process_;
+  std::mutex mu_;  // guards the members below and the subclass's buffer
+  std::condition_variable cv_;
+  bool closing_ = false;
+  std::optional<Result<proto::Exit>> exit_;
+
+ private:
+  std::thread waiter_;
+  std::mutex stop_mu_;
+};
+
+// A command under a pty (Sandbox::StartProcess) for Python; stdout and stderr in one buffer.
+class Shell : public WaitedProcess {
+ public:
+  explicit Shell(std::unique_ptr<Process> process) : WaitedProcess(std::move(process)) {
+    StartWaiter([this] { return buffer_.size(); },
+                [this](int, std::string_view bytes) { buffer_.append(bytes); },
+                [](Result<proto::Exit> exit) { return exit; });
+  }
+
+  ~Shell() {
+    WithoutGil([this] { Stop(); });
   }
 
   // Up to `max` bytes of output; b"" when nothing came within `timeout` seconds (< 0 = wait
@@ -358,12 +403,7 @@ class Shell {
     {
       py::gil_scoped_release release;
       std::unique_lock lock(mu_);
-      auto ready = [&] { return !buffer_.empty() || exit_.has_value(); };
-      if (timeout < 0) {
-        cv_.wait(lock, ready);
-      } else {
-        cv_.wait_for(lock, std::chrono::duration<double>(timeout), ready);
-      }
+      WaitFor(cv_, lock, timeout, [&] { return !buffer_.empty() || exit_.has_value(); });
       std::size_t n = std::min(buffer_.size(), std::max<std::size_t>(max, 1));
       out = buffer_.substr(0, n);
       buffer_.erase(0, n);
@@ -373,27 +413,11 @@ class Shell {
   }
 
   void Resize(std::uint16_t rows, std::uint16_t cols) {
-    Result<void> r = [&] {
-      py::gil_scoped_release release;
-      return process_->Resize(rows, cols);
-    }();
-    Unwrap(std::move(r));
+    Blocking([&] { return process_->Resize(rows, cols); });
   }
 
   void Signal(int signal) {
-    Result<void> r = [&] {
-      py::gil_scoped_release release;
-      return process_->Signal(signal);
-    }();
-    Unwrap(std::move(r));
-  }
-
-  void CloseStdin() {
-    Result<void> r = [&] {
-      py::gil_scoped_release release;
-      return process_->CloseStdin();
-    }();
-    Unwrap(std::move(r));
+    Blocking([&] { return process_->Signal(signal); });
   }
 
   // The exit code (128+N = killed by signal N, 124 = timed out), or None when the command has
@@ -403,12 +427,7 @@ class Shell {
     {
       py::gil_scoped_release release;
       std::unique_lock lock(mu_);
-      auto done = [&] { return exit_.has_value(); };
-      if (timeout < 0) {
-        cv_.wait(lock, done);
-      } else if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout), done)) {
-        return std::nullopt;
-      }
+      if (!WaitFor(cv_, lock, timeout, [&] { return exit_.has_value(); })) return std::nullopt;
       exit = exit_;
     }
     return Unwrap(std::move(*exit)).exit_code;
@@ -425,88 +444,53 @@ class Shell {
 
   // Kills the command if it still runs and ends the output thread. Idempotent.
   void Close() {
-    py::gil_scoped_release release;
-    Stop();
+    Released([this] { Stop(); });
   }
 
  private:
   void Stop() {
-    std::lock_guard stop(stop_mu_);
-    if (!waiter_.joinable()) return;
-    bool running = false;
-    {
-      std::lock_guard lock(mu_);
-      running = !exit_.has_value();
-      closing_ = true;
-      cv_.notify_all();
-    }
     // Wait returns once the agent reports the exit, or at once when the channel is lost.
-    if (running) (void)process_->Signal(SIGKILL);
-    waiter_.join();
+    StopWaiter([] {}, [this] { (void)process_->Signal(SIGKILL); });
   }
 
-  std::unique_ptr<Process> process_;
-  std::thread waiter_;
-  std::mutex stop_mu_;
-  std::mutex mu_;  // guards everything below
-  std::condition_variable cv_;
-  std::string buffer_;
-  bool closing_ = false;
-  std::optional<Result<proto::Exit>> exit_;
+  std::string buffer_;  // guarded by mu_
 };
 
 // An attachment to a background process (Sandbox::AttachProcess, a session of its own) for
-// Python: a thread runs Process::Wait and keeps the kept-then-live output as (stream, bytes)
-// chunks, at most kMaxBuffered bytes of them (the process is slowed by flow control while they
-// are not read), or drops it (keep_output = false: only the exit matters). Close() detaches by
-// ending the session: the process runs on.
-class Attachment {
+// Python: the kept-then-live output as (stream, bytes) chunks, or none of it (keep_output =
+// false: only the exit matters). Close() detaches by ending the session: the process runs on.
+class Attachment : public WaitedProcess {
  public:
-  static constexpr std::size_t kMaxBuffered = 1 << 20;
-
   Attachment(std::shared_ptr<Sandbox> sandbox, std::unique_ptr<Process> process, std::uint32_t pid,
              bool keep_output)
-      : sandbox_(std::move(sandbox)), process_(std::move(process)), pid_(pid) {
-    waiter_ = std::thread([this, keep_output] {
-      auto sink = [this, keep_output](int stream, std::string_view bytes) {
-        if (!keep_output) return;
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return buffered_ < kMaxBuffered || closing_; });
-        if (closing_) return;
-        chunks_.emplace_back(stream, std::string(bytes));
-        buffered_ += bytes.size();
-        cv_.notify_all();
-      };
-      channel::ExecCallbacks callbacks;
-      callbacks.on_stdout = [sink](std::string_view b) { sink(1, b); };
-      callbacks.on_stderr = [sink](std::string_view b) { sink(2, b); };
-      Result<proto::Exit> exit = process_->Wait(callbacks);
-      bool detached = false;
-      {
-        std::lock_guard lock(mu_);
-        detached = closing_;
-      }
-      if (!exit.ok() && !detached) {
-        // Wait only sees the session break; the sandbox's own channel says whether (and why)
-        // the sandbox died, as every other call reports it.
-        auto alive = sandbox_->ListProcesses();
-        exit = alive.ok() ? exit.error().WithContext("attach to process " + std::to_string(pid_) +
-                                                     " in " + sandbox_->container_name())
-                          : alive.error();
-      }
-      std::lock_guard lock(mu_);
-      exit_ = std::move(exit);
-      cv_.notify_all();
-    });
+      : WaitedProcess(std::move(process)), sandbox_(std::move(sandbox)), pid_(pid) {
+    StartWaiter([this] { return buffered_; },
+                [this, keep_output](int stream, std::string_view bytes) {
+                  if (!keep_output) return;
+                  chunks_.emplace_back(stream, std::string(bytes));
+                  buffered_ += bytes.size();
+                },
+                [this](Result<proto::Exit> exit) {
+                  bool detached = false;
+                  {
+                    std::lock_guard lock(mu_);
+                    detached = closing_;
+                  }
+                  if (!exit.ok() && !detached) {
+                    // Wait only sees the session break; the sandbox's own channel says whether (and
+                    // why) the sandbox died, as every other call reports it.
+                    auto alive = sandbox_->ListProcesses();
+                    exit = alive.ok() ? exit.error().WithContext("attach to process " +
+                                                                 std::to_string(pid_) + " in " +
+                                                                 sandbox_->container_name())
+                                      : alive.error();
+                  }
+                  return exit;
+                });
   }
 
   ~Attachment() {
-    if (PyGILState_Check() != 0) {
-      py::gil_scoped_release release;
-      Stop();
-    } else {
-      Stop();
-    }
+    WithoutGil([this] { Stop(); });
   }
 
   // The next chunk as (stream, bytes), stream 1 = stdout, 2 = stderr; None when nothing came
@@ -520,12 +504,8 @@ class Attachment {
     {
       py::gil_scoped_release release;
       std::unique_lock lock(mu_);
-      auto ready = [&] { return !chunks_.empty() || exit_.has_value() || closing_; };
-      if (timeout < 0) {
-        cv_.wait(lock, ready);
-      } else {
-        cv_.wait_for(lock, std::chrono::duration<double>(timeout), ready);
-      }
+      WaitFor(cv_, lock, timeout,
+              [&] { return !chunks_.empty() || exit_.has_value() || closing_; });
       if (!chunks_.empty()) {
         chunk = std::move(chunks_.front());
         chunks_.pop_front();
@@ -553,12 +533,7 @@ class Attachment {
     {
       py::gil_scoped_release release;
       std::unique_lock lock(mu_);
-      auto done = [&] { return exit_.has_value() || closing_; };
-      if (timeout < 0) {
-        cv_.wait(lock, done);
-      } else {
-        cv_.wait_for(lock, std::chrono::duration<double>(timeout), done);
-      }
+      WaitFor(cv_, lock, timeout, [&] { return exit_.has_value() || closing_; });
       exit = exit_;
       detached = closing_ && !exit_;
     }
@@ -568,27 +543,9 @@ class Attachment {
     return py::make_tuple(e.exit_code, static_cast<int>(e.signal), e.timed_out);
   }
 
-  void Write(const py::bytes& data) {
-    std::string_view view = BytesView(data);
-    Result<void> r = [&] {
-      py::gil_scoped_release release;
-      return process_->Write(view);
-    }();
-    Unwrap(std::move(r));
-  }
-
-  void CloseStdin() {
-    Result<void> r = [&] {
-      py::gil_scoped_release release;
-      return process_->CloseStdin();
-    }();
-    Unwrap(std::move(r));
-  }
-
   // Detaches (the process runs on) and ends the output thread. Idempotent.
   void Close() {
-    py::gil_scoped_release release;
-    Stop();
+    Released([this] { Stop(); });
   }
 
   bool closed() {
@@ -600,33 +557,19 @@ class Attachment {
 
  private:
   void Stop() {
-    std::lock_guard stop(stop_mu_);
-    if (!waiter_.joinable()) return;
-    bool running = false;
-    {
-      std::lock_guard lock(mu_);
-      running = !exit_.has_value();
-      closing_ = true;
-      chunks_.clear();
-      buffered_ = 0;
-      cv_.notify_all();
-    }
     // Wait returns and the process keeps running.
-    if (running) (void)process_->Detach();
-    waiter_.join();
+    StopWaiter(
+        [this] {
+          chunks_.clear();
+          buffered_ = 0;
+        },
+        [this] { (void)process_->Detach(); });
   }
 
   std::shared_ptr<Sandbox> sandbox_;
-  std::unique_ptr<Process> process_;
   const std::uint32_t pid_;
-  std::thread waiter_;
-  std::mutex stop_mu_;
-  std::mutex mu_;  // guards everything below
-  std::condition_variable cv_;
-  std::deque<std::pair<int, std::string>> chunks_;
-  std::size_t buffered_ = 0;
-  bool closing_ = false;
-  std::optional<Result<proto::Exit>> exit_;
+  std::deque<std::pair<int, std::string>> chunks_;  // guarded by mu_
+  std::size_t buffered_ = 0;                        // guarded by mu_
 };
 
 // A Pool for Python: the destructor (which closes the pool: removes members, waits for starts)
@@ -635,12 +578,7 @@ class PoolHandle {
  public:
   explicit PoolHandle(std::unique_ptr<Pool> pool) : pool_(std::move(pool)) {}
   ~PoolHandle() {
-    if (PyGILState_Check() != 0) {
-      py::gil_scoped_release release;
-      pool_.reset();
-    } else {
-      pool_.reset();
-    }
+    WithoutGil([this] { pool_.reset(); });
   }
   PoolHandle(const PoolHandle&) = delete;
   PoolHandle& operator=(const PoolHandle&) = delete;
@@ -677,8 +615,7 @@ class PoolHandle {
   }
 
   void Close() {
-    py::gil_scoped_release release;
-    pool_->Close();
+    Released([this] { pool_->Close(); });
   }
 
   const std::string& id() const { return pool_->id(); }

@@ -13,6 +13,7 @@
 
 #include "agvisor/agent/activity_socket.h"
 #include "agvisor/agent/log.h"
+#include "agvisor/base/fs.h"
 #include "agvisor/base/tar_stream.h"
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/proto/exit_codes.h"
@@ -212,25 +213,10 @@ Result<Reply> DoMkdir(const proto::Mkdir& req) {
 
 // Removes everything inside directory `fd` (`what` names it), never following a symlink.
 Result<void> RemoveContents(int fd, const std::string& what) {
-  int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (dup_fd < 0) return SysError(what + ": dup", errno);
-  DIR* d = fdopendir(dup_fd);
-  if (d == nullptr) {
-    int err = errno;
-    close(dup_fd);
-    return SysError(what + ": fdopendir", err);
-  }
-  std::vector<std::string> names;
-  while (true) {
-    errno = 0;
-    dirent* e = readdir(d);
-    if (e == nullptr) break;
-    std::string_view n = e->d_name;
-    if (n != "." && n != "..") names.emplace_back(n);
-  }
-  int err = errno;
-  closedir(d);
-  if (err != 0) return SysError(what + ": readdir", err);
+  const std::vector<std::string> names =
+      AGVISOR_TRY(ReadDirNames(fd, [&](std::string_view call, int err) {
+        return SysError(what + ": " + std::string(call), err);
+      }));
   for (const std::string& name : names) {
     std::string child = what + "/" + name;
     struct stat st;

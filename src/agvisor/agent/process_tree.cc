@@ -1,7 +1,6 @@
 #include "agvisor/agent/process_tree.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,7 +9,7 @@
 #include <map>
 #include <thread>
 
-#include "agvisor/base/unique_fd.h"
+#include "agvisor/base/fs.h"
 
 namespace agvisor::agent {
 namespace {
@@ -19,6 +18,8 @@ using std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr milliseconds kPollInterval(10);
+// /proc/PID/stat is a line of well under 1 KiB.
+constexpr std::size_t kMaxProcStat = 64 * 1024;
 
 std::optional<pid_t> ParsePid(std::string_view s) {
   if (s.empty() || s.size() > 9) return std::nullopt;
@@ -28,21 +29,6 @@ std::optional<pid_t> ParsePid(std::string_view s) {
     v = v * 10 + (c - '0');
   }
   return v;
-}
-
-// Reads a small /proc file in one go; unset if the process is gone.
-std::optional<std::string> ReadSmallFile(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return std::nullopt;
-  std::string out;
-  char buf[1024];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  return out;
 }
 
 // The processes TerminateProcesses still has to get rid of: descendants, or for kAllButSelf every
@@ -122,7 +108,7 @@ Result<std::vector<ProcessInfo>> ReadProcessTable(const std::string& proc_root) 
   std::vector<ProcessInfo> out;
   while (dirent* e = ::readdir(dir)) {
     if (!ParsePid(e->d_name)) continue;
-    auto stat = ReadSmallFile(proc_root + "/" + e->d_name + "/stat");
+    auto stat = ReadSmallFile(proc_root + "/" + e->d_name + "/stat", kMaxProcStat);
     if (!stat) continue;  // exited meanwhile
     if (auto info = ParseProcStat(*stat)) out.push_back(*info);
   }

@@ -743,6 +743,22 @@ void Session::Open(const Frame& f) {
     proto::ErrorPayload e{code, message.substr(0, proto::ErrorPayload::kMaxErrorMessage)};
     SendFrame(FrameOf(Type::kError, f.stream, e.Encode()));
   };
+  // The background process `pid`, or null once ERROR kNotFound has answered (`op`: the request).
+  auto find_background = [&](std::uint32_t pid, std::string_view op) {
+    auto proc = svc_.processes->FindBackground(static_cast<pid_t>(pid));
+    if (!proc) {
+      error(WireError::kNotFound,
+            std::string(op) + ": no background process " + std::to_string(pid));
+    }
+    return proc;
+  };
+  // Serves `proc` on this request's stream; `replay`: its kept output first.
+  auto serve = [&](std::shared_ptr<ChannelProcess> proc, bool stdin_ok, bool replay) {
+    auto stream = std::make_unique<ExecStream>(this, f.stream, std::move(proc), stdin_ok);
+    ExecStream* raw = stream.get();
+    streams_[f.stream] = std::move(stream);
+    raw->AttachNow(replay);
+  };
   switch (f.type) {
     case Type::kExec: {
       auto req = proto::ExecRequest::Decode(f.payload);
@@ -783,38 +799,24 @@ void Session::Open(const Frame& f) {
       }
       SendFrame(FrameOf(Type::kStarted, f.stream,
                         proto::Started{static_cast<std::uint32_t>((*proc)->pid())}.Encode()));
-      auto stream = std::make_unique<ExecStream>(this, f.stream, *proc, sr.pipe_stdin || pty);
-      ExecStream* raw = stream.get();
-      streams_[f.stream] = std::move(stream);
-      raw->AttachNow(/*replay=*/false);
-      return;
+      return serve(*proc, sr.pipe_stdin || pty, /*replay=*/false);
     }
     case Type::kProcAttach: {
       auto req = proto::ProcAttach::Decode(f.payload);
       if (!req.ok()) return ProtocolError(WireError::kProtocol, req.error().message());
-      auto proc = svc_.processes->FindBackground(static_cast<pid_t>(req->pid));
-      if (!proc) {
-        return error(WireError::kNotFound,
-                     "PROC_ATTACH: no background process " + std::to_string(req->pid));
-      }
+      auto proc = find_background(req->pid, "PROC_ATTACH");
+      if (!proc) return;
       if (proc->has_sink()) {
         return error(WireError::kConflict, "PROC_ATTACH: process " + std::to_string(req->pid) +
                                                " is attached to another stream");
       }
-      auto stream = std::make_unique<ExecStream>(this, f.stream, proc, true);
-      ExecStream* raw = stream.get();
-      streams_[f.stream] = std::move(stream);
-      raw->AttachNow(/*replay=*/true);
-      return;
+      return serve(proc, /*stdin_ok=*/true, /*replay=*/true);
     }
     case Type::kProcSignal: {
       auto req = proto::ProcSignal::Decode(f.payload);
       if (!req.ok()) return ProtocolError(WireError::kProtocol, req.error().message());
-      auto proc = svc_.processes->FindBackground(static_cast<pid_t>(req->pid));
-      if (!proc) {
-        return error(WireError::kNotFound,
-                     "PROC_SIGNAL: no background process " + std::to_string(req->pid));
-      }
+      auto proc = find_background(req->pid, "PROC_SIGNAL");
+      if (!proc) return;
       if (auto r = proc->Signal(req->signal); !r.ok()) {
         return error(proto::ToWireError(r.error().code()), "PROC_SIGNAL: " + r.error().message());
       }

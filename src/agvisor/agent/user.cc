@@ -1,12 +1,8 @@
 #include "agvisor/agent/user.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <optional>
 
-#include "agvisor/base/unique_fd.h"
+#include "agvisor/base/fs.h"
 
 namespace agvisor::agent {
 namespace {
@@ -42,18 +38,8 @@ void ForEachEntry(std::string_view db, F fn) {
 }
 
 std::string ReadFileOrEmpty(const char* path) {
-  UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
-  std::string out;
-  if (!fd.valid()) return out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-    if (out.size() > (16u << 20)) break;  // a hostile database; what we have is enough
-  }
-  return out;
+  // A hostile database stops at 16 MiB: what came by then is enough.
+  return ReadSmallFile(path, 16u << 20).value_or(std::string());
 }
 
 }  // namespace

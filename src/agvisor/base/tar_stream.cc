@@ -1,6 +1,5 @@
 #include "agvisor/base/tar_stream.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +13,8 @@
 #include <functional>
 #include <optional>
 #include <utility>
+
+#include "agvisor/base/fs.h"
 
 namespace agvisor {
 namespace {
@@ -121,26 +122,11 @@ void AppendHeader(std::string& out, const EntryMeta& m) {
 }
 
 // All entry names of directory `fd` but "." and "..", in byte order.
-Result<std::vector<std::string>> ReadDirNames(int fd, const std::string& what) {
-  int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (dup_fd < 0) return SysError("tar: dup " + what, errno);
-  DIR* dir = fdopendir(dup_fd);
-  if (dir == nullptr) {
-    int err = errno;
-    close(dup_fd);
-    return SysError("tar: fdopendir " + what, err);
-  }
-  std::vector<std::string> names;
-  while (true) {
-    errno = 0;
-    dirent* d = readdir(dir);
-    if (d == nullptr) break;
-    std::string_view n = d->d_name;
-    if (n != "." && n != "..") names.emplace_back(n);
-  }
-  int err = errno;
-  closedir(dir);
-  if (err != 0) return SysError("tar: readdir " + what, err);
+Result<std::vector<std::string>> SortedDirNames(int fd, const std::string& what) {
+  std::vector<std::string> names =
+      AGVISOR_TRY(ReadDirNames(fd, [&](std::string_view call, int err) {
+        return SysError("tar: " + std::string(call) + " " + what, err);
+      }));
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -241,7 +227,7 @@ Result<void> TarStreamWriter::AddEntry(int dirfd, const std::string& name,
     if (fstat(level.fd.get(), &st) != 0) {
       return SysError("tar: fstat '" + archive_name + "'", errno);
     }
-    level.names = AGVISOR_TRY(ReadDirNames(level.fd.get(), "'" + archive_name + "'"));
+    level.names = AGVISOR_TRY(SortedDirNames(level.fd.get(), "'" + archive_name + "'"));
     level.archive_name = archive_name;
     m.type = '5';
     m.name += '/';
@@ -517,23 +503,6 @@ Result<UniqueFd> OpenDirBeneath(int root, const std::vector<std::string>& comps,
   return cur;
 }
 
-// Makes room for a new non-directory `leaf` in `dirfd`: unlinks what is there (never writes
-// through it), refuses to replace a directory.
-Result<void> ClearLeaf(int dirfd, const std::string& leaf, const std::string& entry) {
-  struct stat st;
-  if (fstatat(dirfd, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-    if (errno == ENOENT) return Ok();
-    return SysError("tar entry '" + entry + "': stat", errno);
-  }
-  if (S_ISDIR(st.st_mode)) {
-    return Error::Conflict("tar entry '" + entry + "': a directory exists there");
-  }
-  if (unlinkat(dirfd, leaf.c_str(), 0) != 0) {
-    return SysError("tar entry '" + entry + "': unlink the existing file", errno);
-  }
-  return Ok();
-}
-
 // Symlink rule: read lexically from the link's directory (depth `depth` below the destination),
 // the target must stay inside the destination. Leading ".." components climb real directories
 // (the link's parents, opened without following symlinks); a ".." after a normal component is
@@ -629,8 +598,7 @@ Result<void> TarStreamReader::StartEntry(const Header& h) {
   };
 
   if (has_data) {
-    AGVISOR_RETURN_IF_ERROR(host ? SetAside(parent.get(), comps, h.name)
-                                 : ClearLeaf(parent.get(), leaf, h.name));
+    AGVISOR_RETURN_IF_ERROR(MakeRoom(parent.get(), comps, h.name));
     int fd = openat(parent.get(), leaf.c_str(),
                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
     if (fd < 0) return SysError("tar entry '" + h.name + "': create", errno);
@@ -656,8 +624,7 @@ Result<void> TarStreamReader::StartEntry(const Header& h) {
       // Host rules: a directory this extraction made earlier (e.g. as a parent) is its own.
       bool ours = own_inodes_.contains(Inode{st.st_dev, st.st_ino});
       if (!S_ISDIR(st.st_mode)) {
-        AGVISOR_RETURN_IF_ERROR(host ? SetAside(parent.get(), comps, h.name)
-                                     : ClearLeaf(parent.get(), leaf, h.name));
+        AGVISOR_RETURN_IF_ERROR(MakeRoom(parent.get(), comps, h.name));
         if (mkdirat(parent.get(), leaf.c_str(), 0700) != 0) {
           return SysError("tar entry '" + h.name + "': mkdir", errno);
         }
@@ -677,8 +644,7 @@ Result<void> TarStreamReader::StartEntry(const Header& h) {
   }
   if (type == '2') {
     AGVISOR_RETURN_IF_ERROR(CheckSymlinkTarget(h.link, comps.size() - 1, h.name));
-    AGVISOR_RETURN_IF_ERROR(host ? SetAside(parent.get(), comps, h.name)
-                                 : ClearLeaf(parent.get(), leaf, h.name));
+    AGVISOR_RETURN_IF_ERROR(MakeRoom(parent.get(), comps, h.name));
     if (symlinkat(h.link.c_str(), parent.get(), leaf.c_str()) != 0) {
       return SysError("tar entry '" + h.name + "': symlink to '" + h.link + "'", errno);
     }
@@ -720,8 +686,7 @@ Result<void> TarStreamReader::StartEntry(const Header& h) {
                                     "links may only name entries of the same archive)");
     }
   }
-  AGVISOR_RETURN_IF_ERROR(host ? SetAside(parent.get(), comps, h.name)
-                               : ClearLeaf(parent.get(), leaf, h.name));
+  AGVISOR_RETURN_IF_ERROR(MakeRoom(parent.get(), comps, h.name));
   // Flags 0: a symlink target is linked itself, never followed.
   if (linkat(target_parent.get(), target.back().c_str(), parent.get(), leaf.c_str(), 0) != 0) {
     return SysError("tar entry '" + h.name + "': hard link to '" + h.link + "'", errno);
@@ -754,7 +719,7 @@ Result<void> TarStreamReader::Record(const std::string& name, const struct stat&
   return Charge(charge, name);
 }
 
-Result<void> TarStreamReader::SetAside(int dirfd, const std::vector<std::string>& comps,
+Result<void> TarStreamReader::MakeRoom(int dirfd, const std::vector<std::string>& comps,
                                        const std::string& entry) {
   const std::string& leaf = comps.back();
   struct stat st;
@@ -764,6 +729,12 @@ Result<void> TarStreamReader::SetAside(int dirfd, const std::vector<std::string>
   }
   if (S_ISDIR(st.st_mode)) {
     return Error::Conflict("tar entry '" + entry + "': a directory exists there");
+  }
+  if (!options_.host_rules) {
+    if (unlinkat(dirfd, leaf.c_str(), 0) != 0) {
+      return SysError("tar entry '" + entry + "': unlink the existing file", errno);
+    }
+    return Ok();
   }
   // A name of our own in the same directory (a rename never crosses file systems there);
   // RENAME_NOREPLACE: never over anything that exists.

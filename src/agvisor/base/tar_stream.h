@@ -162,10 +162,11 @@ class TarStreamReader {
   Result<void> Record(const std::string& name, const struct stat& st);
   Result<void> Charge(std::size_t bytes, const std::string& entry);
   std::size_t RollBack();
-  // Host rules: makes room for a non-directory entry at comps in `dirfd` (comps' parent) by
-  // renaming what is there aside, so that a failed extraction can put it back.
-  Result<void> SetAside(int dirfd, const std::vector<std::string>& comps, const std::string& entry);
-  // Deletes what SetAside kept, once the extraction has succeeded.
+  // Makes room for a non-directory entry at comps in `dirfd` (comps' parent): refuses to replace
+  // a directory and never writes through what is there. Host rules rename it aside, so that a
+  // failed extraction can put it back; otherwise it is unlinked.
+  Result<void> MakeRoom(int dirfd, const std::vector<std::string>& comps, const std::string& entry);
+  // Deletes what MakeRoom set aside, once the extraction has succeeded.
   void DropSetAside();
 
   enum class State { kHeader, kFileData, kSkipData, kMetaBody, kPadding, kEnded };
@@ -222,7 +223,7 @@ class TarStreamReader {
   };
   std::unordered_set<Inode, InodeHash> own_inodes_;
   std::size_t bookkeeping_ = 0;
-  std::uint64_t aside_count_ = 0;  // names SetAside used
+  std::uint64_t aside_count_ = 0;  // names MakeRoom set aside
   std::uint64_t written_ = 0;      // bytes of file data declared so far (the budget)
   bool finished_ = false;
   bool failed_ = false;

@@ -134,12 +134,9 @@ Result<proto::Exit> Process::Wait(const ExecCallbacks& callbacks) {
         exited_ = true;
         return *e;
       }
-      case Type::kError: {
+      case Type::kError:
         exited_ = true;
-        auto e = proto::ErrorPayload::Decode(f.payload);
-        if (!e.ok()) return channel_->Unexpected(f, "exec");
-        return e->ToError();
-      }
+        return channel_->AgentError(f, "exec");
       case Type::kClose:
         break;  // the agent will send nothing more but EXIT
       case Type::kOk:
@@ -162,12 +159,9 @@ Result<std::uint32_t> Process::WaitStarted() {
         pid_ = s->pid;
         break;
       }
-      case Type::kError: {
+      case Type::kError:
         exited_ = true;
-        auto e = proto::ErrorPayload::Decode(f.payload);
-        if (!e.ok()) return channel_->Unexpected(f, "exec");
-        return e->ToError();
-      }
+        return channel_->AgentError(f, "exec");
       default:
         return channel_->Unexpected(f, "exec");  // the agent sends STARTED first
     }
@@ -196,12 +190,9 @@ Result<std::size_t> PortStream::Read(std::span<char> buf) {
       case Type::kEnd:
         eof_ = true;
         break;
-      case Type::kError: {
+      case Type::kError:
         eof_ = true;
-        auto e = proto::ErrorPayload::Decode(f.payload);
-        if (!e.ok()) return channel_->Unexpected(f, "port");
-        return e->ToError();
-      }
+        return channel_->AgentError(f, "port");
       default:
         return channel_->Unexpected(f, "port");
     }
@@ -573,6 +564,12 @@ Error Channel::Unexpected(const Frame& f, std::string_view what) {
   return e;
 }
 
+Error Channel::AgentError(const Frame& f, std::string_view what) {
+  auto e = proto::ErrorPayload::Decode(f.payload);
+  if (!e.ok()) return Unexpected(f, what);
+  return e->ToError();
+}
+
 namespace {
 
 // Owns a stream for one operation: forgets it on every return path.
@@ -733,11 +730,8 @@ Result<void> Channel::ReceiveAll(StreamState& s, const ByteSink& sink, std::stri
       }
       case Type::kEnd:
         return Ok();
-      case Type::kError: {
-        auto e = proto::ErrorPayload::Decode(f.payload);
-        if (!e.ok()) return Unexpected(f, what);
-        return e->ToError();
-      }
+      case Type::kError:
+        return AgentError(f, what);
       default:
         return Unexpected(f, what);
     }
@@ -758,6 +752,25 @@ Result<void> Channel::SendAll(StreamState& s, const ByteSource& source) {
   return Send(Type::kEnd, s.id, {});
 }
 
+Result<void> Channel::Upload(Type type, std::string_view payload, const ByteSource& source,
+                             std::string_view op, std::string_view object, std::string_view what) {
+  StreamGuard s(this, AGVISOR_TRY(NewStream()), &Channel::Forget);
+  auto r = Send(type, s->id, payload);
+  if (r.ok()) r = SendAll(*s, source);
+  // The agent's answer (OK, or an ERROR that may have cut the upload short) decides.
+  if (r.ok() || r.error().code() == ErrorCode::kConflict) {
+    auto f = Next(*s);
+    if (!f.ok()) return WithPath(f.error(), op, object);
+    if (f->type == Type::kOk) return Ok();
+    if (f->type == Type::kError) {
+      auto e = proto::ErrorPayload::Decode(f->payload);
+      if (e.ok()) return WithPath(e->ToError(), op, object);
+    }
+    return Unexpected(*f, what);
+  }
+  return WithPath(r.error(), op, object);
+}
+
 Result<Frame> Channel::Call(Type type, std::string_view payload) {
   if (!proto::FitsInFrame(payload.size())) {
     return Error::InvalidArgument(std::string(proto::TypeName(type)) + ": request too large");
@@ -765,11 +778,7 @@ Result<Frame> Channel::Call(Type type, std::string_view payload) {
   StreamGuard s(this, AGVISOR_TRY(NewStream()), &Channel::Forget);
   AGVISOR_RETURN_IF_ERROR(Send(type, s->id, payload));
   Frame f = AGVISOR_TRY(Next(*s));
-  if (f.type == Type::kError) {
-    auto e = proto::ErrorPayload::Decode(f.payload);
-    if (!e.ok()) return Unexpected(f, proto::TypeName(type));
-    return e->ToError();
-  }
+  if (f.type == Type::kError) return AgentError(f, proto::TypeName(type));
   return f;
 }
 
@@ -792,23 +801,9 @@ Result<std::string> Channel::ReadFile(std::string_view path) {
 
 Result<void> Channel::WriteFileFrom(std::string_view path, const ByteSource& source,
                                     std::uint32_t mode, bool make_parents) {
-  StreamGuard s(this, AGVISOR_TRY(NewStream()), &Channel::Forget);
   proto::FileWrite req{std::string(path), mode,
                        static_cast<std::uint8_t>(make_parents ? proto::kFileWriteParents : 0)};
-  auto r = Send(Type::kFileWrite, s->id, req.Encode());
-  if (r.ok()) r = SendAll(*s, source);
-  // The agent's answer (OK, or an ERROR that may have cut the upload short) decides.
-  if (r.ok() || r.error().code() == ErrorCode::kConflict) {
-    auto f = Next(*s);
-    if (!f.ok()) return WithPath(f.error(), "write file", path);
-    if (f->type == Type::kOk) return Ok();
-    if (f->type == Type::kError) {
-      auto e = proto::ErrorPayload::Decode(f->payload);
-      if (e.ok()) return WithPath(e->ToError(), "write file", path);
-    }
-    return Unexpected(*f, "write file");
-  }
-  return WithPath(r.error(), "write file", path);
+  return Upload(Type::kFileWrite, req.Encode(), source, "write file", path, "write file");
 }
 
 Result<void> Channel::WriteFile(std::string_view path, std::string_view data, std::uint32_t mode,
@@ -867,20 +862,8 @@ Result<void> Channel::TarRead(std::string_view path, const ByteSink& sink) {
 }
 
 Result<void> Channel::TarWrite(std::string_view dir, const ByteSource& source) {
-  StreamGuard s(this, AGVISOR_TRY(NewStream()), &Channel::Forget);
-  auto r = Send(Type::kTarWrite, s->id, proto::PathRequest{std::string(dir)}.Encode());
-  if (r.ok()) r = SendAll(*s, source);
-  if (r.ok() || r.error().code() == ErrorCode::kConflict) {
-    auto f = Next(*s);
-    if (!f.ok()) return WithPath(f.error(), "upload to", dir);
-    if (f->type == Type::kOk) return Ok();
-    if (f->type == Type::kError) {
-      auto e = proto::ErrorPayload::Decode(f->payload);
-      if (e.ok()) return WithPath(e->ToError(), "upload to", dir);
-    }
-    return Unexpected(*f, "tar write");
-  }
-  return WithPath(r.error(), "upload to", dir);
+  return Upload(Type::kTarWrite, proto::PathRequest{std::string(dir)}.Encode(), source, "upload to",
+                dir, "tar write");
 }
 
 // ---- Ports ----
@@ -895,11 +878,7 @@ Result<std::unique_ptr<PortStream>> Channel::OpenPort(std::uint16_t port) {
   if (!r.ok()) return fail(r.error());
   auto f = Next(*s);
   if (!f.ok()) return fail(f.error());
-  if (f->type == Type::kError) {
-    auto e = proto::ErrorPayload::Decode(f->payload);
-    if (!e.ok()) return fail(Unexpected(*f, "port"));
-    return fail(e->ToError());
-  }
+  if (f->type == Type::kError) return fail(AgentError(*f, "port"));
   if (f->type != Type::kOk) return fail(Unexpected(*f, "port"));
   return std::unique_ptr<PortStream>(new PortStream(shared_from_this(), std::move(s)));
 }

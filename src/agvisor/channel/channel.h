@@ -268,8 +268,15 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // Sends a request and returns the single frame that answers it (an ERROR is an error).
   Result<proto::Frame> Call(proto::Type type, std::string_view payload);
   Result<void> SendAll(StreamState& s, const ByteSource& source);
+  // Sends the request (`type`, `payload`), then `source` as DATA frames and END; the agent's
+  // answer decides: OK, or the ERROR that may have cut the upload short. Errors carry "op
+  // object" as context; `what` names the operation when the answer is another frame.
+  Result<void> Upload(proto::Type type, std::string_view payload, const ByteSource& source,
+                      std::string_view op, std::string_view object, std::string_view what);
   Result<void> ReceiveAll(StreamState& s, const ByteSink& sink, std::string_view what);
   Error Unexpected(const proto::Frame& f, std::string_view what);
+  // The error an ERROR frame `f` carries; a malformed one is Unexpected (`what` as there).
+  Error AgentError(const proto::Frame& f, std::string_view what);
   void KeepAlive();
 
   std::unique_ptr<Transport> transport_;

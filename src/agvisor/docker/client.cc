@@ -61,6 +61,13 @@ std::string FormatProgress(const ProgressMessage& m) {
   return line;
 }
 
+// The query string of a list call: `params`, then the label filters when there are any.
+std::string ListQuery(std::vector<std::pair<std::string, std::string>> params,
+                      const std::vector<std::string>& label_filters) {
+  if (!label_filters.empty()) params.emplace_back("filters", EncodeLabelFilters(label_filters));
+  return BuildQuery(params);
+}
+
 }  // namespace
 
 // ---- ExecStream ----
@@ -332,9 +339,9 @@ Result<void> Client::RemoveContainer(std::string_view container, bool force, boo
 
 Result<std::vector<ContainerSummary>> Client::ListContainers(
     bool all, const std::vector<std::string>& label_filters) {
-  std::vector<std::pair<std::string, std::string>> q{{"all", all ? "1" : "0"}};
-  if (!label_filters.empty()) q.emplace_back("filters", EncodeLabelFilters(label_filters));
-  http::Request req{.method = "GET", .target = "/containers/json" + BuildQuery(q)};
+  http::Request req{
+      .method = "GET",
+      .target = "/containers/json" + ListQuery({{"all", all ? "1" : "0"}}, label_filters)};
   auto resp = AGVISOR_TRY(Call(std::move(req), "list containers", ""));
   return DecodeContainerList(resp.body);
 }
@@ -572,9 +579,7 @@ Result<NetworkInfo> Client::InspectNetwork(std::string_view network) {
 
 Result<std::vector<NetworkInfo>> Client::ListNetworks(
     const std::vector<std::string>& label_filters) {
-  std::vector<std::pair<std::string, std::string>> q;
-  if (!label_filters.empty()) q.emplace_back("filters", EncodeLabelFilters(label_filters));
-  http::Request req{.method = "GET", .target = "/networks" + BuildQuery(q)};
+  http::Request req{.method = "GET", .target = "/networks" + ListQuery({}, label_filters)};
   auto resp = AGVISOR_TRY(Call(std::move(req), "list networks", ""));
   return DecodeNetworkList(resp.body);
 }
@@ -615,9 +620,7 @@ Result<void> Client::RemoveVolume(std::string_view name, bool force) {
 }
 
 Result<std::vector<VolumeInfo>> Client::ListVolumes(const std::vector<std::string>& label_filters) {
-  std::vector<std::pair<std::string, std::string>> q;
-  if (!label_filters.empty()) q.emplace_back("filters", EncodeLabelFilters(label_filters));
-  http::Request req{.method = "GET", .target = "/volumes" + BuildQuery(q)};
+  http::Request req{.method = "GET", .target = "/volumes" + ListQuery({}, label_filters)};
   auto resp = AGVISOR_TRY(Call(std::move(req), "list volumes", ""));
   return DecodeVolumeList(resp.body);
 }
@@ -643,9 +646,7 @@ Result<std::vector<std::string>> Client::ContainerEventActions(std::string_view 
 
 Result<std::vector<ImageSummary>> Client::ListImages(
     const std::vector<std::string>& label_filters) {
-  std::vector<std::pair<std::string, std::string>> q;
-  if (!label_filters.empty()) q.emplace_back("filters", EncodeLabelFilters(label_filters));
-  http::Request req{.method = "GET", .target = "/images/json" + BuildQuery(q)};
+  http::Request req{.method = "GET", .target = "/images/json" + ListQuery({}, label_filters)};
   auto resp = AGVISOR_TRY(Call(std::move(req), "list images", ""));
   return DecodeImageList(resp.body);
 }

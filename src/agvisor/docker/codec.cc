@@ -153,6 +153,24 @@ class Obj {
     return &v->get_array();
   }
 
+  // Reads each element of `array` (none when null) with `fn(const Obj&) -> T`; element i is
+  // named "<path>[i]" in messages.
+  template <typename Fn>
+  static auto Each(DecodeState* state, const json::array* array, const std::string& path, Fn fn) {
+    std::vector<std::decay_t<decltype(fn(std::declval<const Obj&>()))>> out;
+    if (array == nullptr) return out;
+    for (std::size_t i = 0; i < array->size(); ++i) {
+      out.push_back(fn(Obj(state, &(*array)[i], path + "[" + std::to_string(i) + "]")));
+    }
+    return out;
+  }
+
+  // The elements of the array at `key` read with `fn`, as Each; empty when the key is absent.
+  template <typename Fn>
+  auto Items(std::string_view key, Fn fn) const {
+    return Each(state_, Array(key), Path(key), fn);
+  }
+
   DecodeState* state() const { return state_; }
   std::string Path(std::string_view key) const {
     return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
@@ -196,6 +214,21 @@ Result<T> DecodeObject(std::string_view body, std::string what, Fn fn) {
   }
   Obj root(&state, &v, "");
   T out = fn(root);
+  if (!state.error.empty()) return DecodeFailed(state);
+  return out;
+}
+
+// Decodes `body` as an array whose elements are read with `fn(const Obj&) -> T`; any type error
+// becomes kInternal.
+template <typename T, typename Fn>
+Result<std::vector<T>> DecodeArray(std::string_view body, std::string what, Fn fn) {
+  json::value v = AGVISOR_TRY(Parse(body, what));
+  DecodeState state{std::move(what), {}};
+  if (!v.is_array()) {
+    state.error = "expected a JSON array";
+    return DecodeFailed(state);
+  }
+  std::vector<T> out = Obj::Each(&state, &v.get_array(), "", fn);
   if (!state.error.empty()) return DecodeFailed(state);
   return out;
 }
@@ -510,27 +543,16 @@ Result<ContainerInfo> DecodeContainerInspect(std::string_view body) {
     c.host_config.readonly_rootfs = h.Bool("ReadonlyRootfs");
     c.host_config.privileged = h.Bool("Privileged");
     c.host_config.annotations = h.StrMap("Annotations");
-    if (const json::array* mounts = o.Array("Mounts")) {
-      for (std::size_t i = 0; i < mounts->size(); ++i) {
-        const Obj m(o.state(), &(*mounts)[i], "Mounts[" + std::to_string(i) + "]");
-        c.mounts.push_back(
-            {m.Str("Type"), m.Str("Name"), m.Str("Source"), m.Str("Destination"), m.Bool("RW")});
-      }
-    }
+    c.mounts = o.Items("Mounts", [](const Obj& m) {
+      return MountPoint{m.Str("Type"), m.Str("Name"), m.Str("Source"), m.Str("Destination"),
+                        m.Bool("RW")};
+    });
     return c;
   });
 }
 
 Result<std::vector<ContainerSummary>> DecodeContainerList(std::string_view body) {
-  json::value v = AGVISOR_TRY(Parse(body, "container list"));
-  DecodeState state{"container list", {}};
-  if (!v.is_array()) {
-    state.error = "expected a JSON array";
-    return DecodeFailed(state);
-  }
-  std::vector<ContainerSummary> out;
-  for (std::size_t i = 0; i < v.get_array().size(); ++i) {
-    const Obj o(&state, &v.get_array()[i], "[" + std::to_string(i) + "]");
+  return DecodeArray<ContainerSummary>(body, "container list", [](const Obj& o) {
     ContainerSummary s;
     s.id = o.Str("Id");
     for (std::string& n : o.Strs("Names")) s.names.push_back(StripSlash(std::move(n)));
@@ -539,10 +561,8 @@ Result<std::vector<ContainerSummary>> DecodeContainerList(std::string_view body)
     s.state = o.Str("State");
     s.status = o.Str("Status");
     s.created = o.Int("Created");
-    out.push_back(std::move(s));
-  }
-  if (!state.error.empty()) return DecodeFailed(state);
-  return out;
+    return s;
+  });
 }
 
 Result<ExecInfo> DecodeExecInspect(std::string_view body) {
@@ -669,18 +689,7 @@ Result<NetworkInfo> DecodeNetwork(std::string_view body) {
 }
 
 Result<std::vector<NetworkInfo>> DecodeNetworkList(std::string_view body) {
-  json::value v = AGVISOR_TRY(Parse(body, "network list"));
-  DecodeState state{"network list", {}};
-  if (!v.is_array()) {
-    state.error = "expected a JSON array";
-    return DecodeFailed(state);
-  }
-  std::vector<NetworkInfo> out;
-  for (std::size_t i = 0; i < v.get_array().size(); ++i) {
-    out.push_back(ReadNetwork(Obj(&state, &v.get_array()[i], "[" + std::to_string(i) + "]")));
-  }
-  if (!state.error.empty()) return DecodeFailed(state);
-  return out;
+  return DecodeArray<NetworkInfo>(body, "network list", ReadNetwork);
 }
 
 Result<VolumeInfo> DecodeVolume(std::string_view body) {
@@ -688,15 +697,8 @@ Result<VolumeInfo> DecodeVolume(std::string_view body) {
 }
 
 Result<std::vector<VolumeInfo>> DecodeVolumeList(std::string_view body) {
-  return DecodeObject<std::vector<VolumeInfo>>(body, "volume list", [](const Obj& o) {
-    std::vector<VolumeInfo> out;
-    if (const json::array* a = o.Array("Volumes")) {
-      for (std::size_t i = 0; i < a->size(); ++i) {
-        out.push_back(ReadVolume(Obj(o.state(), &(*a)[i], "Volumes[" + std::to_string(i) + "]")));
-      }
-    }
-    return out;
-  });
+  return DecodeObject<std::vector<VolumeInfo>>(
+      body, "volume list", [](const Obj& o) { return o.Items("Volumes", ReadVolume); });
 }
 
 Result<ImageInfo> DecodeImageInspect(std::string_view body) {
@@ -733,25 +735,15 @@ Result<std::vector<std::string>> DecodeEventActions(std::string_view body) {
 }
 
 Result<std::vector<ImageSummary>> DecodeImageList(std::string_view body) {
-  json::value v = AGVISOR_TRY(Parse(body, "image list"));
-  DecodeState state{"image list", {}};
-  if (!v.is_array()) {
-    state.error = "expected a JSON array";
-    return DecodeFailed(state);
-  }
-  std::vector<ImageSummary> out;
-  for (std::size_t i = 0; i < v.get_array().size(); ++i) {
-    const Obj o(&state, &v.get_array()[i], "[" + std::to_string(i) + "]");
+  return DecodeArray<ImageSummary>(body, "image list", [](const Obj& o) {
     ImageSummary s;
     s.id = o.Str("Id");
     s.repo_tags = o.Strs("RepoTags");
     s.labels = o.StrMap("Labels");
     s.created = o.Int("Created");
     s.size = o.Int("Size");
-    out.push_back(std::move(s));
-  }
-  if (!state.error.empty()) return DecodeFailed(state);
-  return out;
+    return s;
+  });
 }
 
 Result<int> DecodeWaitResponse(std::string_view body, std::string_view container) {

@@ -34,14 +34,6 @@ namespace agvisor::docker {
 // A container name ([a-zA-Z0-9][a-zA-Z0-9_.-]*, at most 255 chars) or id (hex). `what` names the
 // argument in the message ("container").
 Result<void> ValidateContainerRef(std::string_view ref, std::string_view what = "container");
-// The bridge driver's option that names the host's bridge interface.
-inline constexpr std::string_view kBridgeNameOption = "com.docker.network.bridge.name";
-// POST /networks/create body (a bridge network).
-std::string EncodeNetworkCreate(const NetworkConfig& c);
-// GET /networks/{id}
-Result<NetworkInfo> DecodeNetwork(std::string_view body);
-// GET /networks: an array of what GET /networks/{id} answers.
-Result<std::vector<NetworkInfo>> DecodeNetworkList(std::string_view body);
 // Volume names share the container name charset.
 Result<void> ValidateVolumeName(std::string_view name);
 // Exec ids are 64 hex digits.
@@ -75,6 +67,10 @@ std::string EncodeExecStart(bool tty);
 // POST /volumes/create.
 std::string EncodeVolumeCreate(std::string_view name,
                                const std::map<std::string, std::string>& labels);
+// The bridge driver's option that names the host's bridge interface.
+inline constexpr std::string_view kBridgeNameOption = "com.docker.network.bridge.name";
+// POST /networks/create body (a bridge network).
+std::string EncodeNetworkCreate(const NetworkConfig& c);
 
 // ---- Response bodies ------------------------------------------------------------------------
 
@@ -93,6 +89,10 @@ Result<ImageInfo> DecodeImageInspect(std::string_view body);
 Result<std::vector<std::string>> DecodeEventActions(std::string_view body);
 // GET /images/json: a JSON array.
 Result<std::vector<ImageSummary>> DecodeImageList(std::string_view body);
+// GET /networks/{id}
+Result<NetworkInfo> DecodeNetwork(std::string_view body);
+// GET /networks: an array of what GET /networks/{id} answers.
+Result<std::vector<NetworkInfo>> DecodeNetworkList(std::string_view body);
 // One sample of GET /containers/{id}/stats?stream=false, with cpu_percent and memory_bytes
 // derived as `docker stats` does.
 Result<ContainerStats> DecodeContainerStats(std::string_view body);

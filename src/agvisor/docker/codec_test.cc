@@ -167,6 +167,29 @@ TEST(CodecTest, DecodesNetworks) {
   EXPECT_EQ(bare->bridge_name, "");
 }
 
+// A type error inside an array names the element: top-level lists "[i]", nested ones "Key[i]".
+TEST(CodecTest, ArrayElementsAreNamedInTypeErrors) {
+  auto containers = DecodeContainerList(R"([{"Id":"a"},{"Id":7}])");
+  ASSERT_FALSE(containers.ok());
+  EXPECT_EQ(containers.error().message(),
+            "decode docker container list: field [1].Id: expected a string");
+  auto inspect = DecodeContainerInspect(R"({"Id":"x","Mounts":[{"RW":true},{"RW":"yes"}]})");
+  ASSERT_FALSE(inspect.ok());
+  EXPECT_EQ(inspect.error().message(),
+            "decode docker container inspect: field Mounts[1].RW: expected a boolean");
+  auto volumes = DecodeVolumeList(R"({"Volumes":[{"Name":1}]})");
+  ASSERT_FALSE(volumes.ok());
+  EXPECT_EQ(volumes.error().message(),
+            "decode docker volume list: field Volumes[0].Name: expected a string");
+  auto images = DecodeImageList(R"({"Id":"a"})");
+  ASSERT_FALSE(images.ok());
+  EXPECT_EQ(images.error().message(), "decode docker image list: expected a JSON array");
+  auto networks = DecodeNetworkList(R"([{"Internal":"no"}])");
+  ASSERT_FALSE(networks.ok());
+  EXPECT_EQ(networks.error().message(),
+            "decode docker network list: field [0].Internal: expected a boolean");
+}
+
 TEST(CodecTest, LabelFilterQueryIsEncoded) {
   const std::string filters = EncodeLabelFilters({"agvisor=1", "agvisor.name=a b&c"});
   EXPECT_EQ(json::parse(filters), json::parse(R"({"label":["agvisor=1","agvisor.name=a b&c"]})"));

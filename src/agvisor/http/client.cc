@@ -82,10 +82,7 @@ class DeadlineStream {
   }
   template <class MutableBufferSequence>
   std::size_t read_some(const MutableBufferSequence& buffers) {
-    error_code ec;
-    std::size_t n = read_some(buffers, ec);
-    if (ec) throw boost::system::system_error(ec);
-    return n;
+    return OrThrow([&](error_code& ec) { return read_some(buffers, ec); });
   }
 
   template <class ConstBufferSequence>
@@ -110,10 +107,7 @@ class DeadlineStream {
   }
   template <class ConstBufferSequence>
   std::size_t write_some(const ConstBufferSequence& buffers) {
-    error_code ec;
-    std::size_t n = write_some(buffers, ec);
-    if (ec) throw boost::system::system_error(ec);
-    return n;
+    return OrThrow([&](error_code& ec) { return write_some(buffers, ec); });
   }
 
   // 0 or an errno.
@@ -122,6 +116,15 @@ class DeadlineStream {
   }
 
  private:
+  // The throwing form the stream concepts also ask for, over the error_code form `io`.
+  template <class Io>
+  static std::size_t OrThrow(Io io) {
+    error_code ec;
+    std::size_t n = io(ec);
+    if (ec) throw boost::system::system_error(ec);
+    return n;
+  }
+
   int fd_;
   Deadline deadline_;
   std::size_t sent_ = 0;

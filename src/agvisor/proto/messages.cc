@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 
 namespace agvisor::proto {
@@ -509,6 +510,24 @@ Result<std::vector<std::string>> ReadStrList(Reader& r, std::string_view field) 
   return list;
 }
 
+// A u32 count, then each record's AppendTo.
+template <typename T>
+void AppendRecords(Writer& w, const std::vector<T>& records) {
+  w.AppendU32(static_cast<std::uint32_t>(records.size()));
+  for (const T& record : records) record.AppendTo(w);
+}
+
+// What AppendRecords wrote; `field` names the list in messages. The count is checked against
+// the bytes left (T::kMinEncodedSize each) before anything is allocated.
+template <typename T>
+Result<std::vector<T>> ReadRecords(Reader& r, std::string_view field) {
+  const std::uint32_t count = AGVISOR_TRY(r.ReadCount(field, T::kMinEncodedSize));
+  std::vector<T> records;
+  records.reserve(count);
+  for (std::uint32_t i = 0; i < count; ++i) records.push_back(AGVISOR_TRY(T::ReadFrom(r)));
+  return records;
+}
+
 }  // namespace
 
 std::string ExecRequest::Encode() const {
@@ -704,6 +723,13 @@ Result<Remove> Remove::Decode(std::string_view payload) {
   return m;
 }
 
+std::string_view EntryKindName(EntryKind kind) {
+  // Indexed by the wire value (0..3, as Entry::ReadFrom checks).
+  static constexpr std::string_view kNames[] = {"file", "dir", "symlink", "other"};
+  const auto i = static_cast<std::size_t>(kind);
+  return i < std::size(kNames) ? kNames[i] : "other";
+}
+
 void Entry::AppendTo(Writer& w) const {
   w.AppendStr(name);
   w.AppendU8(static_cast<std::uint8_t>(kind));
@@ -746,17 +772,14 @@ Result<StatResult> StatResult::Decode(std::string_view payload) {
 std::string ListResult::Encode() const {
   std::string out;
   Writer w(out);
-  w.AppendU32(static_cast<std::uint32_t>(entries.size()));
-  for (const Entry& e : entries) e.AppendTo(w);
+  AppendRecords(w, entries);
   return out;
 }
 
 Result<ListResult> ListResult::Decode(std::string_view payload) {
   Reader r(payload, "LIST_RESULT");
   ListResult m;
-  const std::uint32_t count = AGVISOR_TRY(r.ReadCount("entries", Entry::kMinEncodedSize));
-  m.entries.reserve(count);
-  for (std::uint32_t i = 0; i < count; ++i) m.entries.push_back(AGVISOR_TRY(Entry::ReadFrom(r)));
+  m.entries = AGVISOR_TRY(ReadRecords<Entry>(r, "entries"));
   AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
   return m;
 }
@@ -794,17 +817,14 @@ Result<ProcInfo> ProcInfo::ReadFrom(Reader& r) {
 std::string ProcListResult::Encode() const {
   std::string out;
   Writer w(out);
-  w.AppendU32(static_cast<std::uint32_t>(procs.size()));
-  for (const ProcInfo& p : procs) p.AppendTo(w);
+  AppendRecords(w, procs);
   return out;
 }
 
 Result<ProcListResult> ProcListResult::Decode(std::string_view payload) {
   Reader r(payload, "PROC_LIST_RESULT");
   ProcListResult m;
-  const std::uint32_t count = AGVISOR_TRY(r.ReadCount("procs", ProcInfo::kMinEncodedSize));
-  m.procs.reserve(count);
-  for (std::uint32_t i = 0; i < count; ++i) m.procs.push_back(AGVISOR_TRY(ProcInfo::ReadFrom(r)));
+  m.procs = AGVISOR_TRY(ReadRecords<ProcInfo>(r, "procs"));
   AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
   return m;
 }

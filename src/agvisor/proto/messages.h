@@ -403,6 +403,8 @@ struct Remove {
 
 // `entry` kind (u8). Decode rejects other values.
 enum class EntryKind : std::uint8_t { kFile = 0, kDir = 1, kSymlink = 2, kOther = 3 };
+// "file", "dir", "symlink" or "other": how agvisord's API and the Python package name a kind.
+std::string_view EntryKindName(EntryKind kind);
 
 // One `entry` of STAT_RESULT / LIST_RESULT. Not a frame payload by itself.
 struct Entry {
