@@ -344,12 +344,12 @@ Result<void> EgressHost::Firewall(const Served& s, bool add) {
   return Ok();
 }
 
-Result<EgressView> EgressHost::View(const std::string& container) const {
+Result<api::EgressView> EgressHost::View(const std::string& container) const {
   std::lock_guard lock(mu_);
   auto it = served_.find(container);
   if (it == served_.end()) return NotServed(container);
   const Served& s = it->second;
-  EgressView v;
+  api::EgressView v;
   v.container = container;
   v.network = s.network;
   v.gateway = s.gateway;
@@ -361,8 +361,8 @@ Result<EgressView> EgressHost::View(const std::string& container) const {
   return v;
 }
 
-Result<EgressView> EgressHost::SetRules(const std::string& container,
-                                        const egress::EgressRules& rules) {
+Result<api::EgressView> EgressHost::SetRules(const std::string& container,
+                                             const egress::EgressRules& rules) {
   auto policy = AGVISOR_TRY(egress::EgressPolicy::Create(rules));
   {
     std::lock_guard lock(mu_);
