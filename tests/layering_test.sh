@@ -14,9 +14,14 @@ declare -A allowed=(
   [sandbox]="egress channel docker http proto base"
   [images]="docker http base"
   [gateway]="sandbox egress channel docker http proto base"
-  [cli]="server gateway sandbox egress images channel docker http proto base"
-  [server]="gateway sandbox egress channel docker http proto base"
 )
+# The caller seam and agvisord's pure API (issue 17 items 3-4): the CLI reaches sandboxes through
+# client/ (in process or agvisord) and never includes the daemon; api/ (routes, codecs, default
+# paths) is shared by the daemon and the client and does no I/O (checked below).
+allowed[api]="sandbox egress channel docker http proto base"
+allowed[client]="api sandbox egress channel docker http proto base"
+allowed[cli]="client api sandbox egress images channel docker http proto base"
+allowed[server]="api gateway sandbox egress channel docker http proto base"
 # desktop/: the pure desktop codecs (VNC, RFB, PNG, passwords, tokens) on base/ only, used by the
 # sandbox's desktop verbs, the gateway and agvisord.
 allowed[desktop]="base"
@@ -38,5 +43,11 @@ for dir in */; do
     fi
   done < <(grep -rn '#include "agvisor/' "$layer" || true)
 done
+# api/ is pure: no sockets, files, threads or Beast/Asio (its callers do the I/O; its tests may
+# read the OpenAPI document).
+while IFS= read -r line; do
+  echo "layering: ${line%%:*} does I/O, but api/ is pure (move it to server/ or client/)" >&2
+  status=1
+done < <(grep -rnE '#include <(sys/socket\.h|sys/un\.h|netinet/|fstream|thread|future|boost/(asio|beast))' --exclude='*_test.cc' api || true)
 [ $status = 0 ] && echo "layering: ok"
 exit $status

@@ -712,7 +712,7 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("timeout"), py::arg("idle_ttl"));
 
-  // Desktop tokens (gateway/token.h): `key` is the gateway's 32-byte secret, raw.
+  // Desktop tokens (desktop/token.h): `key` is the gateway's 32-byte secret, raw.
   m.def(
       "mint_desktop_token",
       [](const py::bytes& key, const std::string& container, const std::string& docker_host,

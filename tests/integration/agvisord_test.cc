@@ -20,10 +20,10 @@
 #include <random>
 #include <sstream>
 
+#include "agvisor/api/codec.h"
 #include "agvisor/base/subprocess.h"
 #include "agvisor/desktop/token.h"
 #include "agvisor/sandbox/desktop.h"
-#include "agvisor/server/codec.h"
 #include "tests/integration/test_env.h"
 
 namespace agvisor::testing {
@@ -394,10 +394,9 @@ TEST_F(AgvisordTest, SandboxExecFilesProcessesPortsMetrics) {
   std::string all_bytes;
   for (int i = 0; i < 256; ++i) all_bytes.push_back(static_cast<char>(i));
   auto bin = daemon_->Post(base + "/exec", R"({"argv":["cat"],"encoding":"base64","stdin_b64":")" +
-                                               server::Base64Encode(all_bytes) + "\"}");
+                                               api::Base64Encode(all_bytes) + "\"}");
   ASSERT_EQ(bin.status, 200) << bin.body;
-  EXPECT_EQ(*server::Base64Decode(std::string(bin.Json()["stdout"].as_string()), "stdout"),
-            all_bytes);
+  EXPECT_EQ(*api::Base64Decode(std::string(bin.Json()["stdout"].as_string()), "stdout"), all_bytes);
   auto timed = daemon_->Post(base + "/exec", R"({"argv":["sleep","10"],"timeout":1})");
   EXPECT_EQ(timed.Json()["exit_code"], 124);
   EXPECT_EQ(timed.Json()["timed_out"], true);

@@ -145,10 +145,10 @@ TEST_F(GatewayDesktopTest, ThroughAgvisordServer) {
   auto srv = server::Server::Bind(so);
   ASSERT_TRUE(srv.ok()) << srv.error().ToString();
   (*srv)->SetHandlers(
-      [](const server::HttpRequest&, const server::RouteMatch&) {
+      [](const server::HttpRequest&, const api::RouteMatch&) {
         return server::HttpResponse{404, "application/json", "{}", {}};
       },
-      [](const server::HttpRequest&, const server::RouteMatch&, server::WebSocket& ws) {
+      [](const server::HttpRequest&, const api::RouteMatch&, server::WebSocket& ws) {
         ws.Close(1008, "no");
       });
   ASSERT_TRUE(server::MountDesktopGateway(

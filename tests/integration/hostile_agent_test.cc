@@ -24,8 +24,8 @@
 #include <iostream>
 #include <thread>
 
+#include "agvisor/api/codec.h"
 #include "agvisor/base/subprocess.h"
-#include "agvisor/server/codec.h"
 #include "tests/integration/test_env.h"
 
 namespace agvisor::testing {
@@ -279,8 +279,8 @@ class HostileAgentTest : public ::testing::Test {
               << idle_kib_ / 1024 << " MiB)\n";
   }
 
-  static std::string HonestId() { return server::SandboxIdFor(honest_->container_name()); }
-  static std::string HostileId() { return server::SandboxIdFor(hostile_->container_name()); }
+  static std::string HonestId() { return api::SandboxIdFor(honest_->container_name()); }
+  static std::string HostileId() { return api::SandboxIdFor(hostile_->container_name()); }
   static void SetMode(const std::string& mode) {
     ASSERT_TRUE(hostile_ != nullptr);
     auto r = hostile_->ExecShell("echo " + mode + " > /tmp/hostile-mode");

@@ -159,7 +159,7 @@ int RunPortForward(SandboxHandle& sb, const std::string& spec) {
       if (port.error().code() == ErrorCode::kSandboxDied) return ExitCodeFor(port.error());
       continue;
     }
-    std::thread([conn = std::shared_ptr<PortConnection>(std::move(*port)), c] {
+    std::thread([conn = std::shared_ptr<ByteStream>(std::move(*port)), c] {
       RelayPortConnection(conn, c);
     }).detach();
   }

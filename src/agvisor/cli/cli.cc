@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "agvisor/cli/common.h"
+#include "agvisor/client/agvisord.h"
 
 namespace agvisor::cli {
 
@@ -54,11 +55,7 @@ Result<Listening> ListenLoopback(std::string_view what, int port, int backlog) {
   return Listening{srv, ntohs(a.sin_port)};
 }
 
-void RelayConnection(std::shared_ptr<PortStream> port, int fd) {
-  RelayPortConnection(std::shared_ptr<PortConnection>(WrapPortStream(std::move(port))), fd);
-}
-
-void RelayPortConnection(std::shared_ptr<PortConnection> port, int fd) {
+void RelayPortConnection(std::shared_ptr<ByteStream> port, int fd) {
   // Two directions: this thread sandbox -> fd, another fd -> sandbox.
   std::thread up([port, fd] {
     char buf[64 * 1024];
@@ -100,7 +97,7 @@ std::pair<std::uint16_t, std::uint16_t> TerminalSize() {
   return {24, 80};
 }
 
-Result<ProcessExit> RunFeedingStdin(RunningCommand& proc, const channel::ExecCallbacks& callbacks,
+Result<ProcessExit> RunFeedingStdin(Command& proc, const channel::ExecCallbacks& callbacks,
                                     bool pty, int winch_fd) {
   int stop[2];
   if (::pipe2(stop, O_CLOEXEC) != 0) return Error::FromErrno("pipe", errno);
@@ -141,23 +138,23 @@ Result<ProcessExit> RunFeedingStdin(RunningCommand& proc, const channel::ExecCal
   return exit;
 }
 
-Result<Backend*> GlobalOptions::GetBackend() {
-  if (backend_) return backend_.get();
+Result<Place*> GlobalOptions::GetPlace() {
+  if (place_) return place_.get();
   if (server.empty()) {
-    backend_ = MakeLocalBackend(host);
+    place_ = client::InProcess(host);
   } else {
     if (host_flag) {
       return Error::InvalidArgument(
           "--host and --server do not mix: agvisord drives its own Docker host (drop --host, "
           "or drop --server to use that host directly)");
     }
-    backend_ = AGVISOR_TRY(MakeRemoteBackend(server, token_file));
+    place_ = AGVISOR_TRY(client::Agvisord(server, token_file));
   }
-  return backend_.get();
+  return place_.get();
 }
 
 Result<std::unique_ptr<SandboxHandle>> GlobalOptions::OpenSandbox(std::string_view name) {
-  Backend* b = AGVISOR_TRY(GetBackend());
+  Place* b = AGVISOR_TRY(GetPlace());
   return b->Open(ResolveContainerName(name));
 }
 

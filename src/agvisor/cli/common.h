@@ -8,11 +8,18 @@
 #include <string_view>
 
 #include "agvisor/base/error.h"
-#include "agvisor/cli/backend.h"
+#include "agvisor/client/place.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
 
 namespace agvisor::cli {
+
+// Subcommands are written once against the client layer (client/place.h).
+using client::ByteStream;
+using client::Command;
+using client::Created;
+using client::Place;
+using client::SandboxHandle;
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
@@ -27,14 +34,15 @@ struct GlobalOptions {
   std::string token_file;  // --token-file (agvisord's token, with --server)
   bool json = false;       // --json
 
-  // This run's backend, made on first use: agvisord when `server` is set, else the Docker host.
-  // Errors: those of MakeRemoteBackend; kInvalidArgument for --host with --server.
-  Result<Backend*> GetBackend();
-  // Opens sandbox `name` (or its agvisor-... container name) on the backend.
+  // Where this run's sandboxes live, made on first use: agvisord when `server` is set, else the
+  // Docker host in process. Errors: those of client::Agvisord; kInvalidArgument for --host with
+  // --server.
+  Result<Place*> GetPlace();
+  // Opens sandbox `name` (or its agvisor-... container name) there.
   Result<std::unique_ptr<SandboxHandle>> OpenSandbox(std::string_view name);
 
  private:
-  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Place> place_;
 };
 
 // Prints "agvisor: <message>" to stderr and returns the exit code for the error's code.
@@ -68,7 +76,7 @@ std::pair<std::uint16_t, std::uint16_t> TerminalSize();
 // `pty`, the terminal's EOF is typed too); its output goes to `callbacks` as it comes. A byte on
 // `winch_fd` (-1: none) means our terminal was resized: the command's is resized to match.
 // Returns when the command exits, whether or not stdin has ended.
-Result<ProcessExit> RunFeedingStdin(RunningCommand& proc, const channel::ExecCallbacks& callbacks,
+Result<ProcessExit> RunFeedingStdin(Command& proc, const channel::ExecCallbacks& callbacks,
                                     bool pty, int winch_fd = -1);
 
 // A listening TCP socket on 127.0.0.1:port (0 = a free port) and the port it got. `what` names
@@ -81,9 +89,7 @@ Result<Listening> ListenLoopback(std::string_view what, int port, int backlog);
 
 // Relays the local connection `fd` and a port stream into the sandbox both ways until either
 // side ends, then closes both (port-forward, desktop viewers). Blocks: run it on a thread.
-void RelayPortConnection(std::shared_ptr<PortConnection> port, int fd);
-// The same for the library's PortStream.
-void RelayConnection(std::shared_ptr<PortStream> port, int fd);
+void RelayPortConnection(std::shared_ptr<ByteStream> port, int fd);
 
 // The subcommands; each registers itself and sets its callback's exit code in `*exit_code`.
 void AddCreate(CLI::App& app, GlobalOptions& g, int* exit_code);

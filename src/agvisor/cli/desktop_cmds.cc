@@ -59,7 +59,9 @@ int Serve(Sandbox& sb, int port, bool json) {
       if (ps.error().code() == ErrorCode::kSandboxDied) return ExitCodeFor(ps.error());
       continue;
     }
-    std::thread(RelayConnection, std::shared_ptr<PortStream>(std::move(*ps)), c).detach();
+    std::thread(RelayPortConnection,
+                std::shared_ptr<ByteStream>(client::WrapPortStream(std::move(*ps))), c)
+        .detach();
   }
 }
 

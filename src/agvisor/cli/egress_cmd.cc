@@ -4,11 +4,10 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "agvisor/cli/backend.h"
+#include "agvisor/api/defaults.h"
 #include "agvisor/cli/cli.h"
 #include "agvisor/cli/common.h"
-#include "agvisor/server/daemon.h"
-#include "agvisor/server/remote_client.h"
+#include "agvisor/client/agvisord.h"
 
 namespace agvisor::cli {
 namespace {
@@ -46,7 +45,7 @@ egress::EgressRules Apply(egress::EgressRules r, const EgressChange& c) {
   return r;
 }
 
-void Print(const std::string& name, const server::EgressView& v) {
+void Print(const std::string& name, const api::EgressView& v) {
   std::printf("sandbox %s: network %s, enforcer %s\n", name.c_str(), v.network.c_str(),
               v.gateway.c_str());
   std::printf("policy: %s\n", v.describe.c_str());
@@ -85,17 +84,16 @@ void AddEgress(CLI::App& app, GlobalOptions& g, int* exit_code) {
   cmd->callback([&g, exit_code, name, change] {
     auto run = [&]() -> Result<void> {
       std::string address = g.server;
-      if (address.empty()) address = "unix:" + AGVISOR_TRY(server::DefaultSocketPath());
-      auto client = ConnectRemote(address, g.token_file);
-      if (!client.ok()) {
-        return client.error().WithContext(
+      if (address.empty()) address = "unix:" + AGVISOR_TRY(api::DefaultSocketPath());
+      auto place = client::Agvisord(address, g.token_file);
+      if (!place.ok()) {
+        return place.error().WithContext(
             "egress policies live in agvisord (it runs the enforcers); reach it with --server "
             "or start it on this host");
       }
       const std::string container = ResolveContainerName(*name);
-      const std::string id = server::SandboxIdFor(container);
-      server::EgressView v = AGVISOR_TRY((*client)->GetEgress(id));
-      if (change->any()) v = AGVISOR_TRY((*client)->SetEgress(id, Apply(v.rules, *change)));
+      api::EgressView v = AGVISOR_TRY((*place)->GetEgress(container));
+      if (change->any()) v = AGVISOR_TRY((*place)->SetEgress(container, Apply(v.rules, *change)));
       if (g.json) {
         std::printf("%s\n", v.json.c_str());
       } else {

@@ -82,7 +82,7 @@ Result<ExecResult> RunIn(SandboxHandle& sb, const ExecFlags& f) {
   return r;
 }
 
-void PrintWarning(const CreatedSandbox& c) {
+void PrintWarning(const Created& c) {
   static bool warned = false;
   if (!c.disk_warning.empty() && !warned) {
     warned = true;
@@ -90,10 +90,10 @@ void PrintWarning(const CreatedSandbox& c) {
   }
 }
 
-// Creates the sandbox of `opts` on the run's backend.
-Result<CreatedSandbox> CreateFrom(GlobalOptions& g, const SpecOptions& opts) {
+// Creates the sandbox of `opts` where the run's sandboxes live.
+Result<Created> CreateFrom(GlobalOptions& g, const SpecOptions& opts) {
   auto spec = AGVISOR_TRY(opts.Build(g));
-  Backend* b = AGVISOR_TRY(g.GetBackend());
+  Place* b = AGVISOR_TRY(g.GetPlace());
   return b->Create(spec);
 }
 
@@ -166,7 +166,7 @@ void AddRun(CLI::App& app, GlobalOptions& g, int* exit_code) {
     const std::string cname = sb->handle->container_name();
     if (!*keep) {
       // As Sandbox::Stop: the container goes, a named sandbox keeps its volume.
-      auto s = (*g.GetBackend())->Remove(cname, /*erase_data=*/false);
+      auto s = (*g.GetPlace())->Remove(cname, /*erase_data=*/false);
       // Gone already: an anonymous sandbox that ended (lifetime, OOM) removes itself.
       if (!s.ok() && s.error().code() != ErrorCode::kNotFound) ReportError(s.error());
     } else {
@@ -241,12 +241,12 @@ void AddList(CLI::App& app, GlobalOptions& g, int* exit_code) {
                                  "(anonymous leftovers of crashed clients included)");
   cmd->alias("list");
   cmd->callback([&g, exit_code] {
-    auto backend = g.GetBackend();
-    if (!backend.ok()) {
-      *exit_code = ReportError(backend.error());
+    auto place = g.GetPlace();
+    if (!place.ok()) {
+      *exit_code = ReportError(place.error());
       return;
     }
-    auto list = (*backend)->List();
+    auto list = (*place)->List();
     if (!list.ok()) {
       *exit_code = ReportError(list.error());
       return;
@@ -269,14 +269,14 @@ namespace {
 
 void ForEachSandbox(const std::vector<std::string>& names, GlobalOptions& g, int* exit_code,
                     bool erase) {
-  auto backend = g.GetBackend();
-  if (!backend.ok()) {
-    *exit_code = ReportError(backend.error());
+  auto place = g.GetPlace();
+  if (!place.ok()) {
+    *exit_code = ReportError(place.error());
     return;
   }
   for (const auto& n : names) {
     const std::string cname = ResolveContainerName(n);
-    if (auto r = (*backend)->Remove(cname, erase); !r.ok()) {
+    if (auto r = (*place)->Remove(cname, erase); !r.ok()) {
       *exit_code = ReportError(r.error());
     } else if (!g.json) {
       std::cout << cname << "\n";

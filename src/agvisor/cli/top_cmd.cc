@@ -27,12 +27,12 @@ std::string Mib(std::uint64_t bytes) {
 
 // One sample of every running sandbox; returns false after reporting an error.
 bool Sample(GlobalOptions& g, std::vector<Row>& rows, int* exit_code) {
-  auto backend = g.GetBackend();
-  if (!backend.ok()) {
-    *exit_code = ReportError(backend.error());
+  auto place = g.GetPlace();
+  if (!place.ok()) {
+    *exit_code = ReportError(place.error());
     return false;
   }
-  auto list = (*backend)->List();
+  auto list = (*place)->List();
   if (!list.ok()) {
     *exit_code = ReportError(list.error());
     return false;
@@ -43,7 +43,7 @@ bool Sample(GlobalOptions& g, std::vector<Row>& rows, int* exit_code) {
   }
   std::vector<std::thread> threads;
   for (Row& r : rows) {
-    threads.emplace_back([&r, b = *backend] { r.stats = b->Stats(r.info); });
+    threads.emplace_back([&r, b = *place] { r.stats = b->Stats(r.info); });
   }
   for (auto& t : threads) t.join();
   return true;

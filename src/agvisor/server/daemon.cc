@@ -15,6 +15,7 @@
 #include <iostream>
 #include <thread>
 
+#include "agvisor/api/defaults.h"
 #include "agvisor/base/private_file.h"
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/desktop/token.h"
@@ -190,7 +191,7 @@ int DaemonMain(int argc, char** argv) {
   ServerOptions so;
   if (!no_socket) {
     if (socket_path.empty()) {
-      auto d = DefaultSocketPath();
+      auto d = api::DefaultSocketPath();
       if (!d.ok()) return fail(d.error());
       socket_path = *d;
     }
@@ -210,7 +211,7 @@ int DaemonMain(int argc, char** argv) {
   so.max_body_bytes = static_cast<std::size_t>(*body);
   so.idle_timeout = std::chrono::seconds(idle_timeout);
   so.shutdown_grace = std::chrono::seconds(shutdown_grace);
-  if (token_file.empty()) token_file = DefaultTokenPath();
+  if (token_file.empty()) token_file = api::DefaultTokenPath();
   bool created = false;
   auto token = LoadOrCreateToken(token_file, &created);
   if (!token.ok()) return fail(token.error());
@@ -267,11 +268,11 @@ int DaemonMain(int argc, char** argv) {
                    .max_exec_output = static_cast<std::size_t>(*exec_cap),
                    .egress = egress_host.get()});
   (*server)->SetHandlers(
-      [&](const HttpRequest& r, const RouteMatch& m) { return service.Handle(r, m); },
-      [&](const HttpRequest& r, const RouteMatch& m, WebSocket& ws) {
+      [&](const HttpRequest& r, const api::RouteMatch& m) { return service.Handle(r, m); },
+      [&](const HttpRequest& r, const api::RouteMatch& m, WebSocket& ws) {
         service.HandleWebSocket(r, m, ws);
       });
-  (*server)->SetStreamHandler([&](const HttpRequest& r, const RouteMatch& m, HttpStream& io) {
+  (*server)->SetStreamHandler([&](const HttpRequest& r, const api::RouteMatch& m, HttpStream& io) {
     return service.HandleStream(r, m, io);
   });
   auto recovered = service.Recover();

@@ -18,13 +18,6 @@ namespace agvisor::server {
 // (empty file), kNotFound / errno codes (I/O).
 Result<std::string> LoadOrCreateToken(const std::string& path, bool* created);
 
-// Where a unix socket goes by default: /run/agvisord.sock for root, else
-// $XDG_RUNTIME_DIR/agvisord.sock. Errors: kNotFound (not root and no XDG_RUNTIME_DIR).
-Result<std::string> DefaultSocketPath();
-// Where the token lives by default: /var/lib/agvisor/agvisord.token for root, else
-// $XDG_CONFIG_HOME/agvisor/agvisord.token (~/.config/... when unset).
-std::string DefaultTokenPath();
-
 int DaemonMain(int argc, char** argv);
 
 }  // namespace agvisor::server

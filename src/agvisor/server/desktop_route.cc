@@ -28,17 +28,17 @@ class ViewerAdapter : public gateway::ViewerSocket {
 
 Result<void> MountDesktopGateway(Server& server, gateway::GatewayOptions options) {
   auto gw = std::make_shared<gateway::Gateway>(std::move(options));
-  static const RouteDef kRoute{"GET", kDesktopRoutePath, RouteId::kExtension, /*websocket=*/true,
-                               /*auth=*/false};
-  return server.AddWebSocketRoute(kRoute,
-                                  [gw](const HttpRequest& r, const RouteMatch& m, WebSocket& ws) {
-                                    gateway::ViewerRequest vr;
-                                    vr.origin = r.header("origin");
-                                    if (auto it = m.query.find("token"); it != m.query.end())
-                                      vr.token = it->second;
-                                    ViewerAdapter viewer(ws);
-                                    gw->Serve(vr, viewer);
-                                  });
+  static const api::RouteDef kRoute{"GET", kDesktopRoutePath, api::RouteId::kExtension,
+                                    /*websocket=*/true,
+                                    /*auth=*/false};
+  return server.AddWebSocketRoute(
+      kRoute, [gw](const HttpRequest& r, const api::RouteMatch& m, WebSocket& ws) {
+        gateway::ViewerRequest vr;
+        vr.origin = r.header("origin");
+        if (auto it = m.query.find("token"); it != m.query.end()) vr.token = it->second;
+        ViewerAdapter viewer(ws);
+        gw->Serve(vr, viewer);
+      });
 }
 
 }  // namespace agvisor::server

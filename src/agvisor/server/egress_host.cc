@@ -344,12 +344,12 @@ Result<void> EgressHost::Firewall(const Served& s, bool add) {
   return Ok();
 }
 
-Result<EgressView> EgressHost::View(const std::string& container) const {
+Result<api::EgressView> EgressHost::View(const std::string& container) const {
   std::lock_guard lock(mu_);
   auto it = served_.find(container);
   if (it == served_.end()) return NotServed(container);
   const Served& s = it->second;
-  EgressView v;
+  api::EgressView v;
   v.container = container;
   v.network = s.network;
   v.gateway = s.gateway;
@@ -380,8 +380,8 @@ std::string EgressTrafficJson(const EgressTraffic& t) {
          ",\"open_connections\":" + std::to_string(t.open_connections) + "}";
 }
 
-Result<EgressView> EgressHost::SetRules(const std::string& container,
-                                        const egress::EgressRules& rules) {
+Result<api::EgressView> EgressHost::SetRules(const std::string& container,
+                                             const egress::EgressRules& rules) {
   auto policy = AGVISOR_TRY(egress::EgressPolicy::Create(rules));
   {
     std::lock_guard lock(mu_);

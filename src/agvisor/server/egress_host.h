@@ -22,11 +22,11 @@
 #include <thread>
 #include <vector>
 
+#include "agvisor/api/codec.h"
 #include "agvisor/base/error.h"
 #include "agvisor/egress/decision_log.h"
 #include "agvisor/egress/policy.h"
 #include "agvisor/egress/proxy.h"
-#include "agvisor/server/codec.h"
 
 namespace agvisor {
 namespace docker {
@@ -73,9 +73,9 @@ class EgressHost {
   Result<void> Reconcile();
 
   // kNotFound when the container has no served egress network.
-  Result<EgressView> View(const std::string& container) const;
+  Result<api::EgressView> View(const std::string& container) const;
   // Replaces the sandbox's policy: new connections (and lookups) are decided by it at once.
-  Result<EgressView> SetRules(const std::string& container, const egress::EgressRules& rules);
+  Result<api::EgressView> SetRules(const std::string& container, const egress::EgressRules& rules);
   // kNotFound when the container has no served egress network.
   Result<EgressTraffic> Traffic(const std::string& container) const;
   // Totals over every sandbox, for the metrics route.

@@ -7,7 +7,7 @@
 #include <ctime>
 #include <mutex>
 
-#include "agvisor/server/codec.h"
+#include "agvisor/api/codec.h"
 
 namespace agvisor::server {
 namespace {
@@ -42,12 +42,12 @@ void LogEvent(std::string_view level, std::string_view msg,
   boost::json::object o;
   o["time"] = Now();
   o["level"] = level;
-  o["msg"] = SanitizeUtf8(msg);
+  o["msg"] = api::SanitizeUtf8(msg);
   for (const auto& [k, v] : fields) {
     if (AllDigits(v)) {
       o[k] = std::stoll(v);
     } else {
-      o[k] = SanitizeUtf8(v);
+      o[k] = api::SanitizeUtf8(v);
     }
   }
   std::string line = boost::json::serialize(o);

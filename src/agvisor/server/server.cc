@@ -31,9 +31,9 @@
 #include <future>
 #include <thread>
 
-#include "agvisor/server/codec.h"
+#include "agvisor/api/codec.h"
+#include "agvisor/http/ws_sync.h"
 #include "agvisor/server/log.h"
-#include "agvisor/server/ws_sync.h"
 
 namespace agvisor::server {
 
@@ -84,7 +84,7 @@ class BeastWebSocket final : public WebSocket {
   Result<void> Send(std::string_view data, bool binary) override {
     std::lock_guard lock(send_mu_);
     if (closed_) return Error::Unavailable("websocket: closed");
-    error_code ec = WriteMessage(ioc_, ws_, data, binary);
+    error_code ec = http::WriteMessage(ioc_, ws_, data, binary);
     if (ec) return Error::Unavailable("websocket: send: " + ec.message());
     return Ok();
   }
@@ -93,7 +93,7 @@ class BeastWebSocket final : public WebSocket {
     std::lock_guard lock(recv_mu_);
     beast::flat_buffer buf;
     bool binary = false;
-    error_code ec = ReadMessage(ioc_, ws_, buf, binary);
+    error_code ec = http::ReadMessage(ioc_, ws_, buf, binary);
     if (ec == bws::error::closed || ec == net::error::eof || ec == net::error::operation_aborted ||
         ec == net::error::connection_reset) {
       return std::optional<WsMessage>();
@@ -256,8 +256,8 @@ HttpResponse Guarded(const HttpRequest& req, F&& handler) {
             {"exception", what}});
   return {500,
           "application/json",
-          ErrorJson(Error::Internal("agvisord: the request failed inside the daemon (" + what +
-                                    "); the daemon serves on")),
+          api::ErrorJson(Error::Internal("agvisord: the request failed inside the daemon (" + what +
+                                         "); the daemon serves on")),
           {}};
 }
 
@@ -400,14 +400,14 @@ void Server::SetHandlers(HttpHandler http, WsHandler ws) {
 
 void Server::SetStreamHandler(StreamHandler stream) { stream_ = std::move(stream); }
 
-Result<void> Server::AddHttpRoute(const RouteDef& def, HttpHandler handler) {
+Result<void> Server::AddHttpRoute(const api::RouteDef& def, HttpHandler handler) {
   AGVISOR_RETURN_IF_ERROR(router_.AddExtension(def));
   ext_http_[&router_.routes().back()] = std::move(handler);
   return Ok();
 }
 
-Result<void> Server::AddWebSocketRoute(const RouteDef& def, WsHandler handler) {
-  RouteDef d = def;
+Result<void> Server::AddWebSocketRoute(const api::RouteDef& def, WsHandler handler) {
+  api::RouteDef d = def;
   d.websocket = true;
   AGVISOR_RETURN_IF_ERROR(router_.AddExtension(d));
   ext_ws_[&router_.routes().back()] = std::move(handler);
@@ -613,31 +613,33 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
         bool keep_alive = hdr.keep_alive();
 
         HttpResponse resp;
-        const RouteDef* route = nullptr;
-        RouteMatch match;
+        const api::RouteDef* route = nullptr;
+        api::RouteMatch match;
         bool is_ws = bws::is_upgrade(hdr);
         bool read_body = true;
         auto m = router_.Match(req.method, req.target);
         if (!m.ok()) {
           const auto& e = m.error();
           if (e.code() == ErrorCode::kUnsupported) {
-            resp = {405, "application/json", ErrorJsonSlug("method_not_allowed", e.message()), {}};
+            resp = {
+                405, "application/json", api::ErrorJsonSlug("method_not_allowed", e.message()), {}};
           } else {
-            resp = {HttpStatusFor(e.code()), "application/json", ErrorJson(e), {}};
+            resp = {api::HttpStatusFor(e.code()), "application/json", api::ErrorJson(e), {}};
           }
         } else {
           match = std::move(*m);
           route = match.route;
           if (route->auth && !BearerMatches(req.header("authorization"), options_.token)) {
             const bool given = !req.header("authorization").empty();
-            resp = {401,
-                    "application/json",
-                    ErrorJsonSlug("unauthenticated",
-                                  given ? "the bearer token is wrong (see the token file "
-                                          "agvisord printed at start: --token-file)"
-                                        : "missing Authorization: Bearer <token> (the token is in "
-                                          "the file agvisord printed at start: --token-file)"),
-                    {{"WWW-Authenticate", "Bearer"}}};
+            resp = {
+                401,
+                "application/json",
+                api::ErrorJsonSlug("unauthenticated",
+                                   given ? "the bearer token is wrong (see the token file "
+                                           "agvisord printed at start: --token-file)"
+                                         : "missing Authorization: Bearer <token> (the token is in "
+                                           "the file agvisord printed at start: --token-file)"),
+                {{"WWW-Authenticate", "Bearer"}}};
             keep_alive = false;
             // An unauthenticated body is never used; a small one is drained so that closing
             // the connection does not reset it under the client before it reads the answer.
@@ -652,10 +654,11 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
             if (route->websocket != is_ws) {
               resp = {route->websocket ? 426 : 400,
                       "application/json",
-                      ErrorJsonSlug(route->websocket ? "upgrade_required" : "invalid_argument",
-                                    route->websocket ? "this route is a WebSocket: send an Upgrade "
-                                                       "request (RFC 6455)"
-                                                     : "this route is not a WebSocket"),
+                      api::ErrorJsonSlug(route->websocket ? "upgrade_required" : "invalid_argument",
+                                         route->websocket
+                                             ? "this route is a WebSocket: send an Upgrade "
+                                               "request (RFC 6455)"
+                                             : "this route is not a WebSocket"),
                       {}};
               keep_alive = false;
             }
@@ -723,14 +726,15 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
               stream_ ? Guarded(req, [&] { return stream_(req, match, hs); })
                       : HttpResponse{501,
                                      "application/json",
-                                     ErrorJsonSlug("unsupported", "this route is not served"),
+                                     api::ErrorJsonSlug("unsupported", "this route is not served"),
                                      {}};
           if (hs.too_large() && !hs.began()) {
             r = {413,
                  "application/json",
-                 ErrorJsonSlug("payload_too_large", "the request body is larger than " +
-                                                        std::to_string(options_.max_body_bytes) +
-                                                        " bytes (agvisord --max-body)"),
+                 api::ErrorJsonSlug("payload_too_large",
+                                    "the request body is larger than " +
+                                        std::to_string(options_.max_body_bytes) +
+                                        " bytes (agvisord --max-body)"),
                  {}};
           }
           // A body the handler did not read to its end leaves the connection unusable.
@@ -762,9 +766,10 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
           if (rec == bhttp::error::body_limit) {
             resp = {413,
                     "application/json",
-                    ErrorJsonSlug("payload_too_large", "the request body is larger than " +
-                                                           std::to_string(options_.max_body_bytes) +
-                                                           " bytes (agvisord --max-body)"),
+                    api::ErrorJsonSlug("payload_too_large",
+                                       "the request body is larger than " +
+                                           std::to_string(options_.max_body_bytes) +
+                                           " bytes (agvisord --max-body)"),
                     {}};
             keep_alive = false;
           } else if (rec) {

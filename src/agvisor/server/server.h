@@ -26,9 +26,10 @@
 #include <string_view>
 #include <vector>
 
+#include "agvisor/api/router.h"
 #include "agvisor/base/error.h"
 #include "agvisor/base/unique_fd.h"
-#include "agvisor/server/router.h"
+#include "agvisor/http/websocket.h"
 
 namespace agvisor::server {
 
@@ -50,11 +51,7 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
-// One message of a WebSocket.
-struct WsMessage {
-  bool binary = false;
-  std::string data;
-};
+using http::WsMessage;  // one message of a WebSocket (http/websocket.h)
 
 // An accepted WebSocket, as handlers see it. Send and Receive may be called from two threads at
 // once (one sender at a time; one receiver at a time); Close from any thread.
@@ -91,10 +88,10 @@ class HttpStream {
   virtual Result<void> WriteBody(std::string_view bytes) = 0;
 };
 
-using HttpHandler = std::function<HttpResponse(const HttpRequest&, const RouteMatch&)>;
+using HttpHandler = std::function<HttpResponse(const HttpRequest&, const api::RouteMatch&)>;
 using StreamHandler =
-    std::function<HttpResponse(const HttpRequest&, const RouteMatch&, HttpStream&)>;
-using WsHandler = std::function<void(const HttpRequest&, const RouteMatch&, WebSocket&)>;
+    std::function<HttpResponse(const HttpRequest&, const api::RouteMatch&, HttpStream&)>;
+using WsHandler = std::function<void(const HttpRequest&, const api::RouteMatch&, WebSocket&)>;
 
 struct ServerOptions {
   std::string unix_path;      // "" = no unix socket
@@ -137,12 +134,12 @@ class Server {
   // The built-in routes with RouteDef::streaming (the archive routes, GET files); without it they
   // answer 501.
   void SetStreamHandler(StreamHandler stream);
-  Result<void> AddHttpRoute(const RouteDef& def, HttpHandler handler);
-  Result<void> AddWebSocketRoute(const RouteDef& def, WsHandler handler);
+  Result<void> AddHttpRoute(const api::RouteDef& def, HttpHandler handler);
+  Result<void> AddWebSocketRoute(const api::RouteDef& def, WsHandler handler);
 
   // The bound TCP port (0 when there is no TCP listener).
   std::uint16_t tcp_port() const { return tcp_port_; }
-  const Router& router() const { return router_; }
+  const api::Router& router() const { return router_; }
 
   // Accepts and serves until Shutdown; then stops accepting, lets requests in flight finish for
   // up to shutdown_grace, closes WebSockets with 1001 "agvisord is shutting down", and returns
@@ -160,13 +157,13 @@ class Server {
   void ServeConnection(int fd, int family, Conn& conn);
 
   ServerOptions options_;
-  Router router_;
+  api::Router router_;
   HttpHandler http_;
   WsHandler ws_;
   StreamHandler stream_;
-  std::map<const RouteDef*, HttpHandler> ext_http_;
-  std::map<const RouteDef*, WsHandler> ext_ws_;
-  std::vector<std::unique_ptr<RouteDef>> ext_defs_;
+  std::map<const api::RouteDef*, HttpHandler> ext_http_;
+  std::map<const api::RouteDef*, WsHandler> ext_ws_;
+  std::vector<std::unique_ptr<api::RouteDef>> ext_defs_;
   UniqueFd unix_fd_, tcp_fd_, wake_fd_;
   std::uint16_t tcp_port_ = 0;
 

@@ -34,11 +34,11 @@ class RunningServer {
     EXPECT_TRUE(s.ok()) << s.error().ToString();
     server_ = std::move(*s);
     server_->SetHandlers(
-        [](const HttpRequest& req, const RouteMatch&) {
+        [](const HttpRequest& req, const api::RouteMatch&) {
           if (req.target.find("boom") != std::string::npos) throw std::runtime_error("boom");
           return HttpResponse{200, "application/json", "{\"ok\":true}", {}};
         },
-        [](const HttpRequest&, const RouteMatch&, WebSocket&) {});
+        [](const HttpRequest&, const api::RouteMatch&, WebSocket&) {});
     thread_ = std::thread([this] { server_->Run(); });
   }
   ~RunningServer() {

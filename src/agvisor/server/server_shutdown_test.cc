@@ -34,10 +34,10 @@ TEST(ServerShutdownTest, AWebSocketEndingWhileShutdownClosesItIsNotUsedAfterItEn
     std::atomic<std::size_t> sent{0};
     std::atomic<bool> send_failed{false};
     (*srv)->SetHandlers(
-        [](const HttpRequest&, const RouteMatch&) {
+        [](const HttpRequest&, const api::RouteMatch&) {
           return HttpResponse{404, "application/json", "{}", {}};
         },
-        [&](const HttpRequest&, const RouteMatch&, WebSocket& ws) {
+        [&](const HttpRequest&, const api::RouteMatch&, WebSocket& ws) {
           // Sends until the socket buffers are full: Send then blocks, holding
           // the send lock, since the client does not read.
           const std::string chunk(1 << 20, 'x');

@@ -5,9 +5,9 @@
 #include <csignal>
 #include <thread>
 
+#include "agvisor/api/codec.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/desktop.h"
-#include "agvisor/server/codec.h"
 #include "agvisor/server/egress_host.h"
 #include "agvisor/server/log.h"
 
@@ -23,9 +23,11 @@ HttpResponse Json(int status, std::string body) {
 
 HttpResponse NoContent() { return HttpResponse{204, "", "", {}}; }
 
-HttpResponse ErrorResponse(const Error& e) { return Json(HttpStatusFor(e.code()), ErrorJson(e)); }
+HttpResponse ErrorResponse(const Error& e) {
+  return Json(api::HttpStatusFor(e.code()), api::ErrorJson(e));
+}
 
-const std::string& Param(const RouteMatch& m, const std::string& key) {
+const std::string& Param(const api::RouteMatch& m, const std::string& key) {
   static const std::string kEmpty;
   auto it = m.params.find(key);
   return it == m.params.end() ? kEmpty : it->second;
@@ -33,7 +35,7 @@ const std::string& Param(const RouteMatch& m, const std::string& key) {
 
 Result<std::uint32_t> ParseUint(std::string_view text, std::string_view what, std::uint64_t max) {
   if (text.empty() || text.size() > 10 || text.find_first_not_of("0123456789") != text.npos) {
-    return Error::InvalidArgument(std::string(what) + " '" + SanitizeUtf8(text) +
+    return Error::InvalidArgument(std::string(what) + " '" + api::SanitizeUtf8(text) +
                                   "' is not a number");
   }
   auto n = std::stoull(std::string(text));
@@ -53,7 +55,7 @@ std::string Tagged(std::uint8_t tag, std::string_view bytes) {
 
 // Sends an error message and closes with `code`.
 void FailWs(WebSocket& ws, const Error& e, int code = 1011) {
-  (void)ws.Send(WsErrorJson(e), false);
+  (void)ws.Send(api::WsErrorJson(e), false);
   ws.Close(code, e.message());
 }
 
@@ -73,7 +75,7 @@ Result<std::size_t> Service::Recover() {
       continue;
     }
     std::lock_guard lock(mu_);
-    handles_[SandboxIdFor(info.container_name)] = std::shared_ptr<Sandbox>(std::move(*h));
+    handles_[api::SandboxIdFor(info.container_name)] = std::shared_ptr<Sandbox>(std::move(*h));
     ++served;
   }
   return served;
@@ -89,7 +91,7 @@ void Service::ClosePools() {
 }
 
 Result<std::shared_ptr<Sandbox>> Service::Get(const std::string& id) {
-  const std::string cname = AGVISOR_TRY(ContainerNameForId(id));
+  const std::string cname = AGVISOR_TRY(api::ContainerNameForId(id));
   {
     std::lock_guard lock(mu_);
     if (auto it = handles_.find(id); it != handles_.end()) return it->second;
@@ -128,16 +130,16 @@ void Service::Forget(const std::string& id, EndReason reason) {
   }
 }
 
-HttpResponse Service::Handle(const HttpRequest& req, const RouteMatch& match) {
+HttpResponse Service::Handle(const HttpRequest& req, const api::RouteMatch& match) {
   auto r = Dispatch(req, match);
   if (!r.ok()) return ErrorResponse(r.error());
   return std::move(*r);
 }
 
-Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch& m) {
+Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteMatch& m) {
   const std::string& id = Param(m, "id");
   switch (m.route->id) {
-    case RouteId::kHealth: {
+    case api::RouteId::kHealth: {
       std::size_t n;
       {
         std::lock_guard lock(mu_);
@@ -146,11 +148,11 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch&
       return Json(200, "{\"status\":\"ok\",\"version\":\"" + options_.version +
                            "\",\"open_handles\":" + std::to_string(n) + "}");
     }
-    case RouteId::kListSandboxes: {
+    case api::RouteId::kListSandboxes: {
       auto list = AGVISOR_TRY(Sandbox::List(options_.docker_host));
-      std::vector<SandboxView> views;
+      std::vector<api::SandboxView> views;
       for (auto& info : list) {
-        SandboxView v{SandboxIdFor(info.container_name), std::move(info), {}, {}};
+        api::SandboxView v{api::SandboxIdFor(info.container_name), std::move(info), {}, {}};
         if (!v.info.running) {
           // The list call does not say why a sandbox ended; its inspect does.
           if (auto h = Get(v.id); h.ok()) {
@@ -159,10 +161,10 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch&
         }
         views.push_back(std::move(v));
       }
-      return Json(200, SandboxListJson(views));
+      return Json(200, api::SandboxListJson(views));
     }
-    case RouteId::kCreateSandbox: {
-      auto cr = AGVISOR_TRY(ParseCreateRequest(req.body));
+    case api::RouteId::kCreateSandbox: {
+      auto cr = AGVISOR_TRY(api::ParseCreateRequest(req.body));
       std::shared_ptr<Sandbox> sb;
       if (cr.pool) {
         std::shared_ptr<Pool> pool;
@@ -180,13 +182,13 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch&
         cr.spec.host = options_.docker_host;
         sb = AGVISOR_TRY(Sandbox::Create(cr.spec));
       }
-      const std::string sid = SandboxIdFor(sb->container_name());
+      const std::string sid = api::SandboxIdFor(sb->container_name());
       {
         std::lock_guard lock(mu_);
         handles_[sid] = sb;
         if (ended_.erase(sid)) std::erase(ended_order_, sid);
       }
-      SandboxView v{sid, {}, sb->resumed(), sb->disk_warning()};
+      api::SandboxView v{sid, {}, sb->resumed(), sb->disk_warning()};
       auto info = sb->Info();
       if (info.ok()) {
         v.info = std::move(*info);
@@ -197,25 +199,25 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch&
         v.info.running = true;
       }
       LogEvent("info", "sandbox created", {{"id", sid}, {"resumed", sb->resumed() ? "1" : "0"}});
-      return Json(sb->resumed() ? 200 : 201, SandboxJson(v));
+      return Json(sb->resumed() ? 200 : 201, api::SandboxJson(v));
     }
-    case RouteId::kGetSandbox: {
+    case api::RouteId::kGetSandbox: {
       auto h = Get(id);
       if (!h.ok()) {
         if (h.error().code() == ErrorCode::kNotFound) {
           std::lock_guard lock(mu_);
           if (auto it = ended_.find(id); it != ended_.end()) {
-            return Json(200, SandboxJson({id, it->second, {}, {}}));
+            return Json(200, api::SandboxJson({id, it->second, {}, {}}));
           }
         }
         return h.error();
       }
       auto info = AGVISOR_TRY((*h)->Info());
-      return Json(200, SandboxJson({id, std::move(info), {}, {}}));
+      return Json(200, api::SandboxJson({id, std::move(info), {}, {}}));
     }
-    case RouteId::kDeleteSandbox: {
-      const std::string cname = AGVISOR_TRY(ContainerNameForId(id));
-      const bool erase = AGVISOR_TRY(QueryBool(m.query, "erase_data", true));
+    case api::RouteId::kDeleteSandbox: {
+      const std::string cname = AGVISOR_TRY(api::ContainerNameForId(id));
+      const bool erase = AGVISOR_TRY(api::QueryBool(m.query, "erase_data", true));
       auto r = Sandbox::Remove(cname, options_.docker_host, erase);
       if (!r.ok() && r.error().code() == ErrorCode::kNotFound) {
         return Error::NotFound("no sandbox '" + id + "' (GET /v1/sandboxes lists them)");
@@ -225,16 +227,16 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch&
       LogEvent("info", "sandbox deleted", {{"id", id}, {"erase_data", erase ? "1" : "0"}});
       return NoContent();
     }
-    case RouteId::kStopSandbox: {
+    case api::RouteId::kStopSandbox: {
       auto sb = AGVISOR_TRY(Get(id));
       AGVISOR_RETURN_IF_ERROR(sb->Stop());
       Forget(id, EndReason::kStopped);
       LogEvent("info", "sandbox stopped", {{"id", id}});
       std::lock_guard lock(mu_);
-      return Json(200, SandboxJson({id, ended_[id], {}, {}}));
+      return Json(200, api::SandboxJson({id, ended_[id], {}, {}}));
     }
-    case RouteId::kExec: {
-      auto er = AGVISOR_TRY(ParseExecRequest(req.body, /*websocket=*/false));
+    case api::RouteId::kExec: {
+      auto er = AGVISOR_TRY(api::ParseExecRequest(req.body, /*websocket=*/false));
       auto sb = AGVISOR_TRY(Get(id));
       ExecOptions o;
       o.input = std::move(er.input);
@@ -245,72 +247,72 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch&
       // Output is sandbox-controlled: at most this much of each stream is held (and its JSON).
       o.max_output_bytes = options_.max_exec_output;
       auto res = AGVISOR_TRY(sb->Exec(er.argv, o));
-      return Json(200, ExecResultJson(res, er.base64));
+      return Json(200, api::ExecResultJson(res, er.base64));
     }
-    case RouteId::kWriteFile: {
-      auto path = AGVISOR_TRY(QueryPath(m.query));
-      auto mode = AGVISOR_TRY(QueryMode(m.query, 0644));
+    case api::RouteId::kWriteFile: {
+      auto path = AGVISOR_TRY(api::QueryPath(m.query));
+      auto mode = AGVISOR_TRY(api::QueryMode(m.query, 0644));
       auto sb = AGVISOR_TRY(Get(id));
       AGVISOR_RETURN_IF_ERROR(sb->WriteFile(path, req.body, mode));
       return NoContent();
     }
-    case RouteId::kDeleteFile: {
-      auto path = AGVISOR_TRY(QueryPath(m.query));
-      auto recursive = AGVISOR_TRY(QueryBool(m.query, "recursive", false));
+    case api::RouteId::kDeleteFile: {
+      auto path = AGVISOR_TRY(api::QueryPath(m.query));
+      auto recursive = AGVISOR_TRY(api::QueryBool(m.query, "recursive", false));
       auto sb = AGVISOR_TRY(Get(id));
       AGVISOR_RETURN_IF_ERROR(sb->Remove(path, recursive));
       return NoContent();
     }
-    case RouteId::kStatFile: {
-      auto path = AGVISOR_TRY(QueryPath(m.query));
+    case api::RouteId::kStatFile: {
+      auto path = AGVISOR_TRY(api::QueryPath(m.query));
       auto sb = AGVISOR_TRY(Get(id));
       auto e = AGVISOR_TRY(sb->Stat(path));
-      return Json(200, FileEntryJson(e));
+      return Json(200, api::FileEntryJson(e));
     }
-    case RouteId::kListDir: {
-      auto path = AGVISOR_TRY(QueryPath(m.query));
+    case api::RouteId::kListDir: {
+      auto path = AGVISOR_TRY(api::QueryPath(m.query));
       auto sb = AGVISOR_TRY(Get(id));
       auto entries = AGVISOR_TRY(sb->ListDir(path));
-      return Json(200, FileListJson(path, entries));
+      return Json(200, api::FileListJson(path, entries));
     }
-    case RouteId::kMkdir: {
-      auto path = AGVISOR_TRY(QueryPath(m.query));
-      auto parents = AGVISOR_TRY(QueryBool(m.query, "parents", true));
-      auto mode = AGVISOR_TRY(QueryMode(m.query, 0755));
+    case api::RouteId::kMkdir: {
+      auto path = AGVISOR_TRY(api::QueryPath(m.query));
+      auto parents = AGVISOR_TRY(api::QueryBool(m.query, "parents", true));
+      auto mode = AGVISOR_TRY(api::QueryMode(m.query, 0755));
       auto sb = AGVISOR_TRY(Get(id));
       AGVISOR_RETURN_IF_ERROR(sb->Mkdir(path, parents, mode));
       return NoContent();
     }
-    case RouteId::kStartProcess: {
-      auto pr = AGVISOR_TRY(ParseStartProcessRequest(req.body));
+    case api::RouteId::kStartProcess: {
+      auto pr = AGVISOR_TRY(api::ParseStartProcessRequest(req.body));
       auto sb = AGVISOR_TRY(Get(id));
       auto pid = AGVISOR_TRY(sb->StartBackground(pr.argv, pr.options));
       return Json(201, "{\"pid\":" + std::to_string(pid) + "}");
     }
-    case RouteId::kListProcesses: {
+    case api::RouteId::kListProcesses: {
       auto sb = AGVISOR_TRY(Get(id));
       auto procs = AGVISOR_TRY(sb->ListProcesses());
-      return Json(200, ProcessListJson(procs));
+      return Json(200, api::ProcessListJson(procs));
     }
-    case RouteId::kSignalProcess: {
+    case api::RouteId::kSignalProcess: {
       auto pid = AGVISOR_TRY(ParseUint(Param(m, "pid"), "pid", 0xffffffffu));
-      auto sig = AGVISOR_TRY(ParseSignalRequest(req.body));
+      auto sig = AGVISOR_TRY(api::ParseSignalRequest(req.body));
       auto sb = AGVISOR_TRY(Get(id));
       AGVISOR_RETURN_IF_ERROR(sb->Signal(pid, sig));
       return NoContent();
     }
-    case RouteId::kMetrics: {
+    case api::RouteId::kMetrics: {
       auto sb = AGVISOR_TRY(Get(id));
       auto info = AGVISOR_TRY(sb->Info());
       if (!info.running) {
-        std::string why(EndReasonSlug(info.end_reason));
+        std::string why(api::EndReasonSlug(info.end_reason));
         return Error::SandboxDied("sandbox " + id + " is not running" +
                                   (why.empty() ? "" : " (end reason: " + why + ")") +
                                   ": it has no metrics");
       }
       auto docker = AGVISOR_TRY(HostClient(options_.docker_host));
       auto stats = AGVISOR_TRY(docker->GetContainerStats(sb->container_name()));
-      std::string body = MetricsJson(id, stats);
+      std::string body = api::MetricsJson(id, stats);
       // A sandbox with an egress policy also gets its enforcer's counters ("egress", an object
       // added to the end of the Metrics object; sandboxes without one have no such member).
       if (options_.egress != nullptr) {
@@ -321,28 +323,28 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch&
       }
       return Json(200, body);
     }
-    case RouteId::kGetEgress:
-    case RouteId::kSetEgress: {
+    case api::RouteId::kGetEgress:
+    case api::RouteId::kSetEgress: {
       if (options_.egress == nullptr) {
         return Error::Unsupported(
             "this agvisord enforces no egress policies (started with --no-egress, or its Docker "
             "host is another machine: run agvisord there)");
       }
-      const std::string container = AGVISOR_TRY(ContainerNameForId(id));
-      if (m.route->id == RouteId::kGetEgress) {
-        return Json(200, EgressViewJson(id, AGVISOR_TRY(options_.egress->View(container))));
+      const std::string container = AGVISOR_TRY(api::ContainerNameForId(id));
+      if (m.route->id == api::RouteId::kGetEgress) {
+        return Json(200, api::EgressViewJson(id, AGVISOR_TRY(options_.egress->View(container))));
       }
-      const egress::EgressRules rules = AGVISOR_TRY(ParseEgressRulesJson(req.body));
-      return Json(200,
-                  EgressViewJson(id, AGVISOR_TRY(options_.egress->SetRules(container, rules))));
+      const egress::EgressRules rules = AGVISOR_TRY(api::ParseEgressRulesJson(req.body));
+      return Json(
+          200, api::EgressViewJson(id, AGVISOR_TRY(options_.egress->SetRules(container, rules))));
     }
-    case RouteId::kDesktopToken: {
+    case api::RouteId::kDesktopToken: {
       if (!options_.desktop_key) {
         return Error::Unsupported(
             "agvisord runs without a desktop key: start it with --desktop-key-file FILE (the "
             "gateway's 32-byte key as 64 hex digits) to mint desktop tokens");
       }
-      const std::int64_t ttl = AGVISOR_TRY(ParseDesktopTokenRequest(req.body));
+      const std::int64_t ttl = AGVISOR_TRY(api::ParseDesktopTokenRequest(req.body));
       auto sb = AGVISOR_TRY(Get(id));
       const std::string password = AGVISOR_TRY(desktop::Password(*sb));
       const std::string token =
@@ -358,14 +360,14 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch&
       o["gateway_path"] = "/v1/desktop/ws";
       return Json(200, boost::json::serialize(o));
     }
-    case RouteId::kListPools: {
+    case api::RouteId::kListPools: {
       std::lock_guard lock(pools_mu_);
       std::vector<std::pair<std::string, const Pool*>> list;
       for (const auto& [name, p] : pools_) list.emplace_back(name, p.get());
-      return Json(200, PoolListJson(list));
+      return Json(200, api::PoolListJson(list));
     }
-    case RouteId::kCreatePool: {
-      auto pr = AGVISOR_TRY(ParseCreatePoolRequest(req.body));
+    case api::RouteId::kCreatePool: {
+      auto pr = AGVISOR_TRY(api::ParseCreatePoolRequest(req.body));
       pr.options.spec.host = options_.docker_host;
       {
         std::lock_guard lock(pools_mu_);
@@ -381,9 +383,9 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch&
       }
       LogEvent("info", "pool created",
                {{"pool", pr.name}, {"size", std::to_string(pr.options.size)}});
-      return Json(201, PoolJson(pr.name, *pool));
+      return Json(201, api::PoolJson(pr.name, *pool));
     }
-    case RouteId::kDeletePool: {
+    case api::RouteId::kDeletePool: {
       const std::string& name = Param(m, "name");
       std::shared_ptr<Pool> pool;
       {
@@ -404,19 +406,20 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const RouteMatch&
 
 // ---- Streaming routes ----
 
-HttpResponse Service::HandleStream(const HttpRequest&, const RouteMatch& match, HttpStream& io) {
+HttpResponse Service::HandleStream(const HttpRequest&, const api::RouteMatch& match,
+                                   HttpStream& io) {
   auto r = DispatchStream(match, io);
   if (!r.ok()) return ErrorResponse(r.error());
   return std::move(*r);
 }
 
-Result<HttpResponse> Service::DispatchStream(const RouteMatch& m, HttpStream& io) {
+Result<HttpResponse> Service::DispatchStream(const api::RouteMatch& m, HttpStream& io) {
   const std::string& id = Param(m, "id");
   switch (m.route->id) {
-    case RouteId::kReadFile: {
-      auto path = AGVISOR_TRY(QueryPath(m.query));
-      auto offset = AGVISOR_TRY(QueryBytes(m.query, "offset"));
-      auto length = AGVISOR_TRY(QueryBytes(m.query, "length"));
+    case api::RouteId::kReadFile: {
+      auto path = AGVISOR_TRY(api::QueryPath(m.query));
+      auto offset = AGVISOR_TRY(api::QueryBytes(m.query, "offset"));
+      auto length = AGVISOR_TRY(api::QueryBytes(m.query, "length"));
       auto sb = AGVISOR_TRY(Get(id));
       // Streamed as it arrives (chunked): the file's size is the sandbox's word, so nothing is
       // sized or held from it. A client that stops reading stops the read (WriteBody fails).
@@ -442,8 +445,8 @@ Result<HttpResponse> Service::DispatchStream(const RouteMatch& m, HttpStream& io
       AGVISOR_RETURN_IF_ERROR(begin());
       return HttpResponse{200, "application/octet-stream", "", {}};
     }
-    case RouteId::kGetArchive: {
-      auto path = AGVISOR_TRY(QueryPath(m.query));
+    case api::RouteId::kGetArchive: {
+      auto path = AGVISOR_TRY(api::QueryPath(m.query));
       auto sb = AGVISOR_TRY(Get(id));
       // The answer begins with the archive's first bytes, so an error before them (no such
       // path) is still a JSON error with its status; one after them breaks the body off.
@@ -467,8 +470,8 @@ Result<HttpResponse> Service::DispatchStream(const RouteMatch& m, HttpStream& io
       AGVISOR_RETURN_IF_ERROR(begin());
       return HttpResponse{200, "application/x-tar", "", {}};
     }
-    case RouteId::kPutArchive: {
-      auto path = AGVISOR_TRY(QueryPath(m.query));
+    case api::RouteId::kPutArchive: {
+      auto path = AGVISOR_TRY(api::QueryPath(m.query));
       auto sb = AGVISOR_TRY(Get(id));
       AGVISOR_RETURN_IF_ERROR(sb->UploadTar(
           path, [&](std::span<char> buf) -> Result<std::size_t> { return io.ReadBody(buf); }));
@@ -481,18 +484,18 @@ Result<HttpResponse> Service::DispatchStream(const RouteMatch& m, HttpStream& io
 
 // ---- WebSockets ----
 
-void Service::HandleWebSocket(const HttpRequest&, const RouteMatch& m, WebSocket& ws) {
+void Service::HandleWebSocket(const HttpRequest&, const api::RouteMatch& m, WebSocket& ws) {
   auto sb = Get(Param(m, "id"));
   if (!sb.ok()) return FailWs(ws, sb.error(), 1008);
   switch (m.route->id) {
-    case RouteId::kExecWs:
+    case api::RouteId::kExecWs:
       return ExecWs(**sb, ws);
-    case RouteId::kAttachProcessWs: {
+    case api::RouteId::kAttachProcessWs: {
       auto pid = ParseUint(Param(m, "pid"), "pid", 0xffffffffu);
       if (!pid.ok()) return FailWs(ws, pid.error(), 1008);
       return AttachWs(**sb, *pid, ws);
     }
-    case RouteId::kPortWs: {
+    case api::RouteId::kPortWs: {
       auto port = ParseUint(Param(m, "port"), "port", 65535);
       if (!port.ok()) return FailWs(ws, port.error(), 1008);
       return PortWs(**sb, static_cast<std::uint16_t>(*port), ws);
@@ -516,8 +519,8 @@ void PumpClientToProcess(WebSocket& ws, Process& p, const std::atomic<bool>& fin
     }
     const WsMessage& w = **msg;
     if (w.binary) {
-      if (w.data.empty() || static_cast<std::uint8_t>(w.data[0]) != kTagStdin) {
-        (void)ws.Send(WsErrorJson(Error::InvalidArgument(
+      if (w.data.empty() || static_cast<std::uint8_t>(w.data[0]) != api::kTagStdin) {
+        (void)ws.Send(api::WsErrorJson(Error::InvalidArgument(
                           "binary messages to the server start with the stdin tag 0x00")),
                       false);
         continue;
@@ -525,19 +528,19 @@ void PumpClientToProcess(WebSocket& ws, Process& p, const std::atomic<bool>& fin
       (void)p.Write(std::string_view(w.data).substr(1));
       continue;
     }
-    auto c = ParseWsControl(w.data);
+    auto c = api::ParseWsControl(w.data);
     if (!c.ok()) {
-      (void)ws.Send(WsErrorJson(c.error()), false);
+      (void)ws.Send(api::WsErrorJson(c.error()), false);
       continue;
     }
     switch (c->type) {
-      case WsControl::Type::kEof:
+      case api::WsControl::Type::kEof:
         (void)p.CloseStdin();
         break;
-      case WsControl::Type::kResize:
+      case api::WsControl::Type::kResize:
         (void)p.Resize(c->rows, c->cols);
         break;
-      case WsControl::Type::kSignal:
+      case api::WsControl::Type::kSignal:
         (void)p.Signal(c->signal);
         break;
     }
@@ -548,16 +551,16 @@ void PumpClientToProcess(WebSocket& ws, Process& p, const std::atomic<bool>& fin
 void PumpProcessToClient(WebSocket& ws, Process& p, std::atomic<bool>& finished,
                          std::string_view what) {
   channel::ExecCallbacks cb;
-  cb.on_stdout = [&](std::string_view b) { (void)ws.Send(Tagged(kTagStdout, b), true); };
-  cb.on_stderr = [&](std::string_view b) { (void)ws.Send(Tagged(kTagStderr, b), true); };
+  cb.on_stdout = [&](std::string_view b) { (void)ws.Send(Tagged(api::kTagStdout, b), true); };
+  cb.on_stderr = [&](std::string_view b) { (void)ws.Send(Tagged(api::kTagStderr, b), true); };
   auto exit = p.Wait(cb);
   finished = true;
   if (!exit.ok()) {
-    (void)ws.Send(WsErrorJson(exit.error().WithContext(what)), false);
+    (void)ws.Send(api::WsErrorJson(exit.error().WithContext(what)), false);
     ws.Close(1011, "failed");
     return;
   }
-  (void)ws.Send(WsExitJson(*exit), false);
+  (void)ws.Send(api::WsExitJson(*exit), false);
   ws.Close(1000, "exited");
 }
 
@@ -573,7 +576,7 @@ void Service::ExecWs(Sandbox& sb, WebSocket& ws) {
                                "{\"argv\": [...]} (docs/agvisord.md)"),
         1008);
   }
-  auto er = ParseExecRequest((*first)->data, /*websocket=*/true);
+  auto er = api::ParseExecRequest((*first)->data, /*websocket=*/true);
   if (!er.ok()) return FailWs(ws, er.error(), 1008);
   ProcessOptions o;
   o.pty = er->pty;
@@ -588,7 +591,7 @@ void Service::ExecWs(Sandbox& sb, WebSocket& ws) {
   if (!p.ok()) return FailWs(ws, p.error());
   auto pid = (*p)->WaitStarted();
   if (!pid.ok()) return FailWs(ws, pid.error());
-  (void)ws.Send(WsStartedJson(*pid), false);
+  (void)ws.Send(api::WsStartedJson(*pid), false);
   std::atomic<bool> finished{false};
   Process& proc = **p;
   // A client that goes away takes its command with it (as a terminal would).
@@ -603,7 +606,7 @@ void Service::AttachWs(Sandbox& sb, std::uint32_t pid, WebSocket& ws) {
   if (!p.ok()) return FailWs(ws, p.error());
   Process& proc = **p;
   std::atomic<bool> finished{false};
-  (void)ws.Send(WsStartedJson(pid), false);
+  (void)ws.Send(api::WsStartedJson(pid), false);
   // A client that goes away detaches: Wait ends, the process runs on.
   std::thread in([&] { PumpClientToProcess(ws, proc, finished, [&] { (void)proc.Detach(); }); });
   PumpProcessToClient(ws, proc, finished, "attach");
@@ -622,8 +625,8 @@ void Service::PortWs(Sandbox& sb, std::uint16_t port, WebSocket& ws) {
       if (!(*msg)->binary) {
         // {"type":"eof"}: the client half-closed; the sandbox side reads end of file and may
         // still answer. Other text messages carry nothing here.
-        auto c = ParseWsControl((*msg)->data);
-        if (c.ok() && c->type == WsControl::Type::kEof && !write_closed) {
+        auto c = api::ParseWsControl((*msg)->data);
+        if (c.ok() && c->type == api::WsControl::Type::kEof && !write_closed) {
           write_closed = true;
           (void)stream.CloseWrite();
         }
@@ -637,7 +640,7 @@ void Service::PortWs(Sandbox& sb, std::uint16_t port, WebSocket& ws) {
   for (;;) {
     auto n = stream.Read(std::span<char>(buf.data(), buf.size()));
     if (!n.ok()) {
-      (void)ws.Send(WsErrorJson(n.error()), false);
+      (void)ws.Send(api::WsErrorJson(n.error()), false);
       break;
     }
     if (*n == 0) break;

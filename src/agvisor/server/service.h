@@ -17,10 +17,10 @@
 #include <optional>
 #include <string>
 
+#include "agvisor/api/router.h"
 #include "agvisor/desktop/token.h"
 #include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/sandbox.h"
-#include "agvisor/server/router.h"
 #include "agvisor/server/server.h"
 
 namespace agvisor::server {
@@ -51,12 +51,12 @@ class Service {
   Result<std::size_t> Recover();
 
   // Every built-in non-WebSocket route. Never throws; errors become {"error": ...} bodies.
-  HttpResponse Handle(const HttpRequest& req, const RouteMatch& match);
+  HttpResponse Handle(const HttpRequest& req, const api::RouteMatch& match);
   // Every built-in WebSocket route (exec, process attach, port forward).
-  void HandleWebSocket(const HttpRequest& req, const RouteMatch& match, WebSocket& ws);
+  void HandleWebSocket(const HttpRequest& req, const api::RouteMatch& match, WebSocket& ws);
   // Every built-in streaming route (the archive routes: a directory as a tar stream each way;
   // GET files: a file's bytes as they come).
-  HttpResponse HandleStream(const HttpRequest& req, const RouteMatch& match, HttpStream& io);
+  HttpResponse HandleStream(const HttpRequest& req, const api::RouteMatch& match, HttpStream& io);
 
   // Closes every warm pool (their members not handed out are removed). For shutdown.
   void ClosePools();
@@ -66,8 +66,8 @@ class Service {
   Result<std::shared_ptr<Sandbox>> Get(const std::string& id);
 
  private:
-  Result<HttpResponse> Dispatch(const HttpRequest& req, const RouteMatch& match);
-  Result<HttpResponse> DispatchStream(const RouteMatch& match, HttpStream& io);
+  Result<HttpResponse> Dispatch(const HttpRequest& req, const api::RouteMatch& match);
+  Result<HttpResponse> DispatchStream(const api::RouteMatch& match, HttpStream& io);
   void Forget(const std::string& id, EndReason reason);
   void ExecWs(Sandbox& sb, WebSocket& ws);
   void AttachWs(Sandbox& sb, std::uint32_t pid, WebSocket& ws);

@@ -1,8 +1,8 @@
 // The agvisord route table and its pure matcher: (method, path) -> which handler, with the path
 // parameters ({id}, {pid}, {port}) and the decoded query string.
 //
-// Used by server.cc (dispatch) and by the OpenAPI check (router_test.cc compares kRoutes with the
-// paths of docs/openapi.yaml). No I/O, no Beast: unit-tested beside it.
+// Used by server/server.cc (dispatch) and by the OpenAPI check (router_test.cc compares kRoutes
+// with the paths of docs/openapi.yaml). No I/O, no Beast: unit-tested beside it.
 #pragma once
 
 #include <map>
@@ -14,7 +14,7 @@
 
 #include "agvisor/base/error.h"
 
-namespace agvisor::server {
+namespace agvisor::api {
 
 enum class RouteId {
   kHealth,
@@ -96,4 +96,4 @@ class Router {
 // Percent-decoding ("%2F" -> "/", '+' kept as is). Errors: kInvalidArgument.
 Result<std::string> PercentDecode(std::string_view s);
 
-}  // namespace agvisor::server
+}  // namespace agvisor::api

@@ -1,52 +1,24 @@
-// The CLI's backend through agvisord (--server): each call is one of the daemon's routes
-// (server/remote_client.h). Exec output streams over the exec WebSocket as it comes, so large
-// output is never held; cp moves tar streams through the archive routes.
+// The agvisord Place: each call is one of the daemon's routes (agvisord_api.h). Exec output
+// streams over the exec WebSocket as it comes, so large output is never held; Upload and
+// Download move tar streams through the archive routes.
+#include "agvisor/client/agvisord.h"
+
 #include <cstdlib>
+#include <functional>
 #include <thread>
 
-#include "agvisor/cli/backend.h"
-#include "agvisor/server/codec.h"
-#include "agvisor/server/daemon.h"
-#include "agvisor/server/remote_client.h"
+#include "agvisor/api/defaults.h"
+#include "agvisor/client/agvisord_api.h"
 
-namespace agvisor::cli {
+namespace agvisor::client {
 namespace {
-
-using server::RemoteClient;
-using server::RemoteStream;
-
-class RemotePort final : public PortConnection {
- public:
-  explicit RemotePort(std::unique_ptr<RemoteStream> s) : s_(std::move(s)) {}
-  Result<std::size_t> Read(std::span<char> buf) override { return s_->Read(buf); }
-  Result<void> Write(std::string_view data) override { return s_->Write(data); }
-  Result<void> CloseWrite() override { return s_->CloseWrite(); }
-  void Close() override { s_->Close(); }
-
- private:
-  std::unique_ptr<RemoteStream> s_;
-};
-
-class RemoteCommand final : public RunningCommand {
- public:
-  explicit RemoteCommand(std::unique_ptr<RemoteStream> s) : s_(std::move(s)) {}
-  Result<void> Write(std::string_view data) override { return s_->WriteStdin(data); }
-  Result<void> CloseStdin() override { return s_->CloseStdin(); }
-  Result<void> Resize(std::uint16_t rows, std::uint16_t cols) override {
-    return s_->Resize(rows, cols);
-  }
-  Result<ProcessExit> Wait(const channel::ExecCallbacks& cb) override { return s_->Wait(cb); }
-
- private:
-  std::unique_ptr<RemoteStream> s_;
-};
 
 class RemoteHandle final : public SandboxHandle {
  public:
   RemoteHandle(std::shared_ptr<RemoteClient> client, std::string container_name)
       : client_(std::move(client)),
         container_name_(std::move(container_name)),
-        id_(server::SandboxIdFor(container_name_)) {}
+        id_(api::SandboxIdFor(container_name_)) {}
 
   const std::string& container_name() const override { return container_name_; }
 
@@ -60,37 +32,32 @@ class RemoteHandle final : public SandboxHandle {
     po.env = o.env;
     po.cwd = o.cwd;
     po.user = o.user;
-    auto stream = AGVISOR_TRY(client_->Exec(id_, argv, po));
+    std::unique_ptr<Command> stream = AGVISOR_TRY(client_->Exec(id_, argv, po));
     // stdin goes on a thread of its own: a command that answers before it read everything must
     // not wait for us to stop writing.
     std::thread feeder;
     if (o.input) {
-      RemoteStream* s = stream.get();
+      Command* s = stream.get();
       feeder = std::thread([s, &o] {
-        if (s->WriteStdin(*o.input).ok()) (void)s->CloseStdin();
+        if (s->Write(*o.input).ok()) (void)s->CloseStdin();
       });
     }
     ExecResult res;
     const bool streaming = o.on_stdout || o.on_stderr || o.on_output;
+    // Each stream's bytes to its own callback and on_output, then kept (a tail when streaming).
+    auto take = [&](std::string& kept, const std::function<void(std::string_view)>& own,
+                    std::string_view b) {
+      if (own) own(b);
+      if (o.on_output) o.on_output(b);
+      if (streaming) {
+        AppendOutputTail(kept, b, res.truncated);
+      } else {
+        kept.append(b);
+      }
+    };
     channel::ExecCallbacks cb;
-    cb.on_stdout = [&](std::string_view b) {
-      if (o.on_stdout) o.on_stdout(b);
-      if (o.on_output) o.on_output(b);
-      if (streaming) {
-        AppendOutputTail(res.out, b, res.truncated);
-      } else {
-        res.out.append(b);
-      }
-    };
-    cb.on_stderr = [&](std::string_view b) {
-      if (o.on_stderr) o.on_stderr(b);
-      if (o.on_output) o.on_output(b);
-      if (streaming) {
-        AppendOutputTail(res.err, b, res.truncated);
-      } else {
-        res.err.append(b);
-      }
-    };
+    cb.on_stdout = [&](std::string_view b) { take(res.out, o.on_stdout, b); };
+    cb.on_stderr = [&](std::string_view b) { take(res.err, o.on_stderr, b); };
     auto exit = stream->Wait(cb);
     if (!exit.ok()) stream->Close();  // unblocks the feeder
     if (feeder.joinable()) feeder.join();
@@ -101,10 +68,9 @@ class RemoteHandle final : public SandboxHandle {
     return res;
   }
 
-  Result<std::unique_ptr<RunningCommand>> Start(const std::vector<std::string>& argv,
-                                                const ProcessOptions& o) override {
-    auto s = AGVISOR_TRY(client_->Exec(id_, argv, o));
-    return std::unique_ptr<RunningCommand>(std::make_unique<RemoteCommand>(std::move(s)));
+  Result<std::unique_ptr<Command>> Start(const std::vector<std::string>& argv,
+                                         const ProcessOptions& o) override {
+    return client_->Exec(id_, argv, o);
   }
   Result<std::uint32_t> StartBackground(const std::vector<std::string>& argv,
                                         const BackgroundOptions& o) override {
@@ -130,9 +96,8 @@ class RemoteHandle final : public SandboxHandle {
         [&](const channel::ByteSink& sink) { return client_->GetArchive(id_, sandbox_path, sink); },
         options);
   }
-  Result<std::unique_ptr<PortConnection>> OpenPort(std::uint16_t port) override {
-    auto s = AGVISOR_TRY(client_->OpenPort(id_, port));
-    return std::unique_ptr<PortConnection>(std::make_unique<RemotePort>(std::move(s)));
+  Result<std::unique_ptr<ByteStream>> OpenPort(std::uint16_t port) override {
+    return client_->OpenPort(id_, port);
   }
 
  private:
@@ -141,13 +106,13 @@ class RemoteHandle final : public SandboxHandle {
   std::string id_;
 };
 
-class RemoteBackend final : public Backend {
+class RemotePlace final : public AgvisordPlace {
  public:
-  explicit RemoteBackend(std::shared_ptr<RemoteClient> client) : client_(std::move(client)) {}
+  explicit RemotePlace(std::shared_ptr<RemoteClient> client) : client_(std::move(client)) {}
 
-  Result<CreatedSandbox> Create(const SandboxSpec& spec) override {
+  Result<Created> Create(const SandboxSpec& spec) override {
     auto v = AGVISOR_TRY(client_->CreateSandbox(spec));
-    CreatedSandbox c;
+    Created c;
     c.name = v.info.name;
     c.resumed = v.resumed.value_or(false);
     c.disk_warning = v.disk_warning;
@@ -162,16 +127,23 @@ class RemoteBackend final : public Backend {
     auto views = AGVISOR_TRY(client_->ListSandboxes());
     std::vector<SandboxInfo> out;
     for (auto& v : views) {
-      v.info.host = server::ServerAddressString(client_->endpoint());
+      v.info.host = ServerAddressString(client_->endpoint());
       out.push_back(std::move(v.info));
     }
     return out;
   }
   Result<void> Remove(std::string_view container_name, bool erase_data) override {
-    return client_->RemoveSandbox(server::SandboxIdFor(container_name), erase_data);
+    return client_->RemoveSandbox(api::SandboxIdFor(container_name), erase_data);
   }
   Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) override {
-    return client_->Metrics(server::SandboxIdFor(sandbox.container_name));
+    return client_->Metrics(api::SandboxIdFor(sandbox.container_name));
+  }
+  Result<api::EgressView> GetEgress(std::string_view container_name) override {
+    return client_->GetEgress(api::SandboxIdFor(container_name));
+  }
+  Result<api::EgressView> SetEgress(std::string_view container_name,
+                                    const egress::EgressRules& rules) override {
+    return client_->SetEgress(api::SandboxIdFor(container_name), rules);
   }
 
  private:
@@ -180,30 +152,24 @@ class RemoteBackend final : public Backend {
 
 }  // namespace
 
-Result<std::shared_ptr<server::RemoteClient>> ConnectRemote(const std::string& address,
-                                                            const std::string& token_file) {
-  auto endpoint = AGVISOR_TRY(server::ParseServerAddress(address));
-  server::RemoteToken token;
+Result<std::unique_ptr<AgvisordPlace>> Agvisord(const std::string& address,
+                                                const std::string& token_file) {
+  auto endpoint = AGVISOR_TRY(ParseServerAddress(address));
+  RemoteToken token;
   const char* env_file = std::getenv("AGVISOR_TOKEN_FILE");
   const char* env_token = std::getenv("AGVISOR_TOKEN");
   if (!token_file.empty()) {
-    token = AGVISOR_TRY(server::ReadTokenFile(token_file));
+    token = AGVISOR_TRY(ReadTokenFile(token_file));
   } else if (env_file && *env_file) {
-    token = AGVISOR_TRY(server::ReadTokenFile(env_file));
+    token = AGVISOR_TRY(ReadTokenFile(env_file));
   } else if (env_token && *env_token) {
     token = {env_token, "the token in $AGVISOR_TOKEN"};
   } else {
-    token = AGVISOR_TRY(server::ReadTokenFile(server::DefaultTokenPath()));
+    token = AGVISOR_TRY(ReadTokenFile(api::DefaultTokenPath()));
   }
   std::shared_ptr<RemoteClient> client =
       AGVISOR_TRY(RemoteClient::Connect(endpoint, std::move(token)));
-  return client;
+  return std::unique_ptr<AgvisordPlace>(std::make_unique<RemotePlace>(std::move(client)));
 }
 
-Result<std::unique_ptr<Backend>> MakeRemoteBackend(const std::string& address,
-                                                   const std::string& token_file) {
-  auto client = AGVISOR_TRY(ConnectRemote(address, token_file));
-  return std::unique_ptr<Backend>(std::make_unique<RemoteBackend>(std::move(client)));
-}
-
-}  // namespace agvisor::cli
+}  // namespace agvisor::client

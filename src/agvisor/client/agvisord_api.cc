@@ -1,7 +1,7 @@
 // The WebSockets follow server.cc's pattern: Beast's asynchronous operations run on an
 // io_context owned by a thread of their own, and the blocking calls post to it and wait, so a
 // reader and a writer may use one stream from two threads (Beast's synchronous calls may not).
-#include "agvisor/server/remote_client.h"
+#include "agvisor/client/agvisord_api.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -25,10 +25,10 @@
 #include <thread>
 
 #include "agvisor/base/unique_fd.h"
-#include "agvisor/server/server.h"
-#include "agvisor/server/ws_sync.h"
+#include "agvisor/http/websocket.h"
+#include "agvisor/http/ws_sync.h"
 
-namespace agvisor::server {
+namespace agvisor::client {
 
 namespace net = boost::asio;
 namespace beast = boost::beast;
@@ -52,13 +52,15 @@ std::string StartHint(const http::Endpoint& ep) {
          std::to_string(ep.port) + "`";
 }
 
+}  // namespace
+
 // A WebSocket over a unix or TCP socket, with blocking calls usable from two threads.
-class WsConnection final : public RemoteStream {
+class WsConnection {
  public:
   using Socket = net::generic::stream_protocol::socket;
 
   WsConnection() : ws_(Socket(ioc_)) {}
-  ~WsConnection() override {
+  ~WsConnection() {
     Close();
     Stop();
   }
@@ -76,93 +78,34 @@ class WsConnection final : public RemoteStream {
   Result<void> Send(std::string_view data, bool binary) {
     std::lock_guard lock(send_mu_);
     if (closed_) return Error::Unavailable("agvisord stream: closed");
-    error_code ec = WriteMessage(ioc_, ws_, data, binary);
+    error_code ec = http::WriteMessage(ioc_, ws_, data, binary);
     if (ec) return Error::Unavailable("agvisord stream: send: " + ec.message());
     return Ok();
   }
 
   // The next message; nullopt once the server closed (close_reason() says why).
-  Result<std::optional<WsMessage>> Receive() {
+  Result<std::optional<http::WsMessage>> Receive() {
     std::lock_guard lock(recv_mu_);
-    if (ended_) return std::optional<WsMessage>();
+    if (ended_) return std::optional<http::WsMessage>();
     beast::flat_buffer buf;
     bool binary = false;
-    error_code ec = ReadMessage(ioc_, ws_, buf, binary);
+    error_code ec = http::ReadMessage(ioc_, ws_, buf, binary);
     if (ec == bws::error::closed) {
       ended_ = true;
-      return std::optional<WsMessage>();
+      return std::optional<http::WsMessage>();
     }
     if (ec) {
       ended_ = true;
       return Error::Unavailable("agvisord stream broke: " + ec.message());
     }
-    return std::optional<WsMessage>(WsMessage{binary, beast::buffers_to_string(buf.data())});
+    return std::optional<http::WsMessage>(
+        http::WsMessage{binary, beast::buffers_to_string(buf.data())});
   }
 
   std::string close_reason() const { return std::string(ws_.reason().reason.c_str()); }
 
-  // ---- RemoteStream ----
-  Result<void> WriteStdin(std::string_view bytes) override {
-    while (!bytes.empty()) {
-      auto n = std::min(bytes.size(), kStdinChunk);
-      std::string msg(1, static_cast<char>(kTagStdin));
-      msg.append(bytes.substr(0, n));
-      AGVISOR_RETURN_IF_ERROR(Send(msg, true));
-      bytes.remove_prefix(n);
-    }
-    return Ok();
-  }
-  Result<void> CloseStdin() override { return Send(WsControlJson({WsControl::Type::kEof}), false); }
-  Result<void> Resize(std::uint16_t rows, std::uint16_t cols) override {
-    return Send(WsControlJson({WsControl::Type::kResize, rows, cols}), false);
-  }
-  Result<void> Signal(int signal) override {
-    return Send(WsControlJson({WsControl::Type::kSignal, 0, 0, signal}), false);
-  }
-
-  Result<ProcessExit> Wait(const channel::ExecCallbacks& cb) override {
-    for (;;) {
-      auto m = AGVISOR_TRY(Receive());
-      if (!m) {
-        return Error::Unavailable("agvisord closed the stream before the command's exit" +
-                                  (close_reason().empty() ? "" : ": " + close_reason()));
-      }
-      if (m->binary) {
-        if (m->data.empty()) continue;
-        std::string_view bytes = std::string_view(m->data).substr(1);
-        const auto tag = static_cast<std::uint8_t>(m->data[0]);
-        const auto& fn = tag == kTagStderr ? cb.on_stderr : cb.on_stdout;
-        if (fn) fn(bytes);
-        continue;
-      }
-      auto msg = AGVISOR_TRY(ParseWsServerMessage(m->data));
-      if (msg.type == WsServerMessage::Type::kExit) return msg.exit;
-      if (msg.type == WsServerMessage::Type::kError) return msg.error;
-    }
-  }
-
-  Result<std::size_t> Read(std::span<char> buf) override {
-    while (pending_.size() == pending_pos_) {
-      auto m = AGVISOR_TRY(Receive());
-      if (!m) return std::size_t{0};
-      if (!m->binary) {
-        // A text message on a port stream is an error (nothing listens, the sandbox died).
-        auto msg = ParseWsServerMessage(m->data);
-        if (msg.ok() && msg->type == WsServerMessage::Type::kError) return msg->error;
-        continue;
-      }
-      pending_ = std::move(m->data);
-      pending_pos_ = 0;
-    }
-    std::size_t n = std::min(buf.size(), pending_.size() - pending_pos_);
-    std::memcpy(buf.data(), pending_.data() + pending_pos_, n);
-    pending_pos_ += n;
-    return n;
-  }
-  Result<void> Write(std::string_view bytes) override { return Send(bytes, true); }
-  Result<void> CloseWrite() override { return Send(WsControlJson({WsControl::Type::kEof}), false); }
-
-  void Close() override {
+  // Ends the stream (a close frame, else the socket). Idempotent.
+  void Close() {
     std::unique_lock lock(send_mu_, std::defer_lock);
     // A sender stuck on a server that does not read must not hold the close forever.
     for (int i = 0; i < 50 && !lock.try_lock(); ++i) {
@@ -204,6 +147,92 @@ class WsConnection final : public RemoteStream {
   std::mutex send_mu_, recv_mu_;
   bool closed_ = false;  // guarded by send_mu_
   bool ended_ = false;   // guarded by recv_mu_
+};
+
+namespace {
+
+// An exec or attach WebSocket: stdin as tagged binary messages, control as JSON text.
+class WsCommand final : public Command {
+ public:
+  explicit WsCommand(std::unique_ptr<WsConnection> ws) : ws_(std::move(ws)) {}
+  Result<void> Write(std::string_view bytes) override {
+    while (!bytes.empty()) {
+      auto n = std::min(bytes.size(), kStdinChunk);
+      std::string msg(1, static_cast<char>(api::kTagStdin));
+      msg.append(bytes.substr(0, n));
+      AGVISOR_RETURN_IF_ERROR(ws_->Send(msg, true));
+      bytes.remove_prefix(n);
+    }
+    return Ok();
+  }
+  Result<void> CloseStdin() override {
+    return ws_->Send(api::WsControlJson({api::WsControl::Type::kEof}), false);
+  }
+  Result<void> Resize(std::uint16_t rows, std::uint16_t cols) override {
+    return ws_->Send(api::WsControlJson({api::WsControl::Type::kResize, rows, cols}), false);
+  }
+  Result<void> Signal(int signal) override {
+    return ws_->Send(api::WsControlJson({api::WsControl::Type::kSignal, 0, 0, signal}), false);
+  }
+
+  Result<ProcessExit> Wait(const channel::ExecCallbacks& cb) override {
+    for (;;) {
+      auto m = AGVISOR_TRY(ws_->Receive());
+      if (!m) {
+        return Error::Unavailable("agvisord closed the stream before the command's exit" +
+                                  (ws_->close_reason().empty() ? "" : ": " + ws_->close_reason()));
+      }
+      if (m->binary) {
+        if (m->data.empty()) continue;
+        std::string_view bytes = std::string_view(m->data).substr(1);
+        const auto tag = static_cast<std::uint8_t>(m->data[0]);
+        const auto& fn = tag == api::kTagStderr ? cb.on_stderr : cb.on_stdout;
+        if (fn) fn(bytes);
+        continue;
+      }
+      auto msg = AGVISOR_TRY(api::ParseWsServerMessage(m->data));
+      if (msg.type == api::WsServerMessage::Type::kExit) return msg.exit;
+      if (msg.type == api::WsServerMessage::Type::kError) return msg.error;
+    }
+  }
+
+  void Close() override { ws_->Close(); }
+
+ private:
+  std::unique_ptr<WsConnection> ws_;
+};
+
+// A port WebSocket: raw bytes both ways.
+class WsPort final : public ByteStream {
+ public:
+  explicit WsPort(std::unique_ptr<WsConnection> ws) : ws_(std::move(ws)) {}
+  Result<std::size_t> Read(std::span<char> buf) override {
+    while (pending_.size() == pending_pos_) {
+      auto m = AGVISOR_TRY(ws_->Receive());
+      if (!m) return std::size_t{0};
+      if (!m->binary) {
+        // A text message on a port stream is an error (nothing listens, the sandbox died).
+        auto msg = api::ParseWsServerMessage(m->data);
+        if (msg.ok() && msg->type == api::WsServerMessage::Type::kError) return msg->error;
+        continue;
+      }
+      pending_ = std::move(m->data);
+      pending_pos_ = 0;
+    }
+    std::size_t n = std::min(buf.size(), pending_.size() - pending_pos_);
+    std::memcpy(buf.data(), pending_.data() + pending_pos_, n);
+    pending_pos_ += n;
+    return n;
+  }
+  Result<void> Write(std::string_view bytes) override { return ws_->Send(bytes, true); }
+  Result<void> CloseWrite() override {
+    return ws_->Send(api::WsControlJson({api::WsControl::Type::kEof}), false);
+  }
+
+  void Close() override { ws_->Close(); }
+
+ private:
+  std::unique_ptr<WsConnection> ws_;
   std::string pending_;  // Read's leftover of a message (guarded by the single reader)
   std::size_t pending_pos_ = 0;
 };
@@ -343,10 +372,10 @@ Error RemoteClient::TransferCut(std::string_view id, const Error& e) {
     return Error::SandboxDied("sandbox " + std::string(id) +
                               " ended during the transfer, and is gone (removed)");
   }
-  auto v = ParseSandboxJson(r->body);
+  auto v = api::ParseSandboxJson(r->body);
   if (!v.ok() || v->info.running) return Unreachable(e);
   return Error::SandboxDied("sandbox " + std::string(id) + " ended during the transfer (" +
-                            std::string(EndReasonSlug(v->info.end_reason)) + ", exit code " +
+                            std::string(api::EndReasonSlug(v->info.end_reason)) + ", exit code " +
                             std::to_string(v->info.exit_code) + ")");
 }
 
@@ -357,12 +386,13 @@ Error RemoteClient::ErrorOf(const http::Response& r) const {
                                    ": not its token (use the file agvisord's --token-file names: "
                                    "--token-file FILE or AGVISOR_TOKEN_FILE)");
   }
-  if (auto e = DecodeErrorJson(r.body)) {
+  if (auto e = api::DecodeErrorJson(r.body)) {
     // 413 and 405 have codes of their own; the CLI treats them as failures.
     return *e;
   }
   return Error::Internal("agvisord at " + ServerAddressString(endpoint_) + " answered HTTP " +
-                         std::to_string(r.status) + ": " + SanitizeUtf8(r.body.substr(0, 200)));
+                         std::to_string(r.status) + ": " +
+                         api::SanitizeUtf8(r.body.substr(0, 200)));
 }
 
 Result<http::Response> RemoteClient::Call(http::Request request) {
@@ -373,18 +403,18 @@ Result<http::Response> RemoteClient::Call(http::Request request) {
   return r;
 }
 
-Result<SandboxView> RemoteClient::CreateSandbox(const SandboxSpec& spec) {
+Result<api::SandboxView> RemoteClient::CreateSandbox(const SandboxSpec& spec) {
   http::Request req{.method = "POST", .target = "/v1/sandboxes"};
-  req.body = CreateRequestJson(spec);
+  req.body = api::CreateRequestJson(spec);
   req.content_type = "application/json";
   req.timeout = std::chrono::minutes(10);  // a desktop, or a start queued behind others
   auto r = AGVISOR_TRY(Call(std::move(req)));
-  return ParseSandboxJson(r.body);
+  return api::ParseSandboxJson(r.body);
 }
 
-Result<std::vector<SandboxView>> RemoteClient::ListSandboxes() {
+Result<std::vector<api::SandboxView>> RemoteClient::ListSandboxes() {
   auto r = AGVISOR_TRY(Call({.method = "GET", .target = "/v1/sandboxes"}));
-  return ParseSandboxListJson(r.body);
+  return api::ParseSandboxListJson(r.body);
 }
 
 Result<void> RemoteClient::RemoveSandbox(std::string_view id, bool erase_data) {
@@ -397,15 +427,15 @@ Result<std::uint32_t> RemoteClient::StartProcess(std::string_view id,
                                                  const std::vector<std::string>& argv,
                                                  const BackgroundOptions& options) {
   http::Request req{.method = "POST", .target = SandboxPath(id) + "/processes"};
-  req.body = StartProcessRequestJson(argv, options);
+  req.body = api::StartProcessRequestJson(argv, options);
   req.content_type = "application/json";
   auto r = AGVISOR_TRY(Call(std::move(req)));
-  return ParsePidJson(r.body);
+  return api::ParsePidJson(r.body);
 }
 
 Result<std::vector<ProcessInfo>> RemoteClient::ListProcesses(std::string_view id) {
   auto r = AGVISOR_TRY(Call({.method = "GET", .target = SandboxPath(id) + "/processes"}));
-  return ParseProcessListJson(r.body);
+  return api::ParseProcessListJson(r.body);
 }
 
 Result<void> RemoteClient::SignalProcess(std::string_view id, std::uint32_t pid, int signal) {
@@ -419,20 +449,21 @@ Result<void> RemoteClient::SignalProcess(std::string_view id, std::uint32_t pid,
 
 Result<docker::ContainerStats> RemoteClient::Metrics(std::string_view id) {
   auto r = AGVISOR_TRY(Call({.method = "GET", .target = SandboxPath(id) + "/metrics"}));
-  return ParseMetricsJson(r.body);
+  return api::ParseMetricsJson(r.body);
 }
 
-Result<EgressView> RemoteClient::GetEgress(std::string_view id) {
+Result<api::EgressView> RemoteClient::GetEgress(std::string_view id) {
   auto r = AGVISOR_TRY(Call({.method = "GET", .target = SandboxPath(id) + "/egress"}));
-  return ParseEgressViewJson(r.body);
+  return api::ParseEgressViewJson(r.body);
 }
 
-Result<EgressView> RemoteClient::SetEgress(std::string_view id, const egress::EgressRules& rules) {
+Result<api::EgressView> RemoteClient::SetEgress(std::string_view id,
+                                                const egress::EgressRules& rules) {
   http::Request req{.method = "PUT", .target = SandboxPath(id) + "/egress"};
-  req.body = EgressRulesJson(rules);
+  req.body = api::EgressRulesJson(rules);
   req.content_type = "application/json";
   auto r = AGVISOR_TRY(Call(std::move(req)));
-  return ParseEgressViewJson(r.body);
+  return api::ParseEgressViewJson(r.body);
 }
 
 Result<void> RemoteClient::PutArchive(std::string_view id, std::string_view dir,
@@ -460,7 +491,7 @@ Result<void> RemoteClient::GetArchive(std::string_view id, std::string_view path
   return Ok();
 }
 
-Result<std::unique_ptr<RemoteStream>> RemoteClient::OpenWebSocket(
+Result<std::unique_ptr<WsConnection>> RemoteClient::OpenWebSocket(
     const std::string& target, std::optional<std::string> first_message, bool wait_started) {
   auto conn = std::make_unique<WsConnection>();
   auto& sock = beast::get_lowest_layer(conn->ws());
@@ -511,27 +542,31 @@ Result<std::unique_ptr<RemoteStream>> RemoteClient::OpenWebSocket(
       return Error::Unavailable("agvisord closed the stream before the command started" +
                                 (conn->close_reason().empty() ? "" : ": " + conn->close_reason()));
     }
-    auto msg = AGVISOR_TRY(ParseWsServerMessage(m->data));
-    if (msg.type == WsServerMessage::Type::kError) return msg.error;
+    auto msg = AGVISOR_TRY(api::ParseWsServerMessage(m->data));
+    if (msg.type == api::WsServerMessage::Type::kError) return msg.error;
   }
-  return std::unique_ptr<RemoteStream>(std::move(conn));
+  return conn;
 }
 
-Result<std::unique_ptr<RemoteStream>> RemoteClient::Exec(std::string_view id,
-                                                         const std::vector<std::string>& argv,
-                                                         const ProcessOptions& options) {
-  return OpenWebSocket(SandboxPath(id) + "/exec/ws", WsExecRequestJson(argv, options), true);
+Result<std::unique_ptr<Command>> RemoteClient::Exec(std::string_view id,
+                                                    const std::vector<std::string>& argv,
+                                                    const ProcessOptions& options) {
+  auto ws = AGVISOR_TRY(
+      OpenWebSocket(SandboxPath(id) + "/exec/ws", api::WsExecRequestJson(argv, options), true));
+  return std::unique_ptr<Command>(std::make_unique<WsCommand>(std::move(ws)));
 }
 
-Result<std::unique_ptr<RemoteStream>> RemoteClient::Attach(std::string_view id, std::uint32_t pid) {
-  return OpenWebSocket(SandboxPath(id) + "/processes/" + std::to_string(pid) + "/ws", std::nullopt,
-                       true);
+Result<std::unique_ptr<Command>> RemoteClient::Attach(std::string_view id, std::uint32_t pid) {
+  auto ws = AGVISOR_TRY(OpenWebSocket(SandboxPath(id) + "/processes/" + std::to_string(pid) + "/ws",
+                                      std::nullopt, true));
+  return std::unique_ptr<Command>(std::make_unique<WsCommand>(std::move(ws)));
 }
 
-Result<std::unique_ptr<RemoteStream>> RemoteClient::OpenPort(std::string_view id,
-                                                             std::uint16_t port) {
-  return OpenWebSocket(SandboxPath(id) + "/ports/" + std::to_string(port) + "/ws", std::nullopt,
-                       false);
+Result<std::unique_ptr<ByteStream>> RemoteClient::OpenPort(std::string_view id,
+                                                           std::uint16_t port) {
+  auto ws = AGVISOR_TRY(OpenWebSocket(SandboxPath(id) + "/ports/" + std::to_string(port) + "/ws",
+                                      std::nullopt, false));
+  return std::unique_ptr<ByteStream>(std::make_unique<WsPort>(std::move(ws)));
 }
 
-}  // namespace agvisor::server
+}  // namespace agvisor::client

@@ -1,9 +1,9 @@
-#include "agvisor/server/router.h"
+#include "agvisor/api/router.h"
 
 #include <algorithm>
 #include <array>
 
-namespace agvisor::server {
+namespace agvisor::api {
 namespace {
 
 constexpr std::array kBuiltin = {
@@ -180,4 +180,4 @@ Result<RouteMatch> Router::Match(std::string_view method, std::string_view targe
                          " (see docs/openapi.yaml)");
 }
 
-}  // namespace agvisor::server
+}  // namespace agvisor::api

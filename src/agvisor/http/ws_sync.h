@@ -1,7 +1,8 @@
 // Blocking WebSocket calls for threads other than the one running the stream's io_context: each
 // posts the operation to that io_context and waits for it to complete. Shared by the daemon's
-// stream routes (server.cc) and the CLI's client (remote_client.cc), which map the errors each
-// in their own terms. One write and one read may be in flight at a time (callers lock).
+// stream routes (server/server.cc) and agvisord's client (client/agvisord_api.cc), which map the
+// errors each in their own terms; Beast stays in those .cc files. One write and one read may be in
+// flight at a time (callers lock).
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -11,7 +12,7 @@
 #include <future>
 #include <string_view>
 
-namespace agvisor::server {
+namespace agvisor::http {
 
 // Sends one message (binary or text); the error of the write, if any.
 template <class WebSocket>
@@ -40,4 +41,4 @@ boost::system::error_code ReadMessage(boost::asio::io_context& ioc, WebSocket& w
   return done.get_future().get();
 }
 
-}  // namespace agvisor::server
+}  // namespace agvisor::http

@@ -1,4 +1,4 @@
-#include "agvisor/server/codec.h"
+#include "agvisor/api/codec.h"
 
 #include <algorithm>
 #include <boost/json.hpp>
@@ -6,7 +6,7 @@
 #include <csignal>
 #include <limits>
 
-namespace agvisor::server {
+namespace agvisor::api {
 namespace {
 
 namespace json = boost::json;
@@ -1154,4 +1154,4 @@ Result<EgressView> ParseEgressViewJson(std::string_view body) {
   return v;
 }
 
-}  // namespace agvisor::server
+}  // namespace agvisor::api

@@ -1,13 +1,13 @@
-// The CLI's backend on a Docker host: each call is the library's (Sandbox).
+// The in-process Place: each call is the library's (Sandbox) on one Docker host.
 #include <mutex>
 
-#include "agvisor/cli/backend.h"
+#include "agvisor/client/place.h"
 #include "agvisor/docker/client.h"
 
-namespace agvisor::cli {
+namespace agvisor::client {
 namespace {
 
-class LocalPort final : public PortConnection {
+class LocalPort final : public ByteStream {
  public:
   explicit LocalPort(std::shared_ptr<PortStream> s) : s_(std::move(s)) {}
   Result<std::size_t> Read(std::span<char> buf) override { return s_->Read(buf); }
@@ -19,7 +19,7 @@ class LocalPort final : public PortConnection {
   std::shared_ptr<PortStream> s_;
 };
 
-class LocalCommand final : public RunningCommand {
+class LocalCommand final : public Command {
  public:
   LocalCommand(std::unique_ptr<Process> p, Sandbox& sb) : p_(std::move(p)), sb_(sb) {}
   Result<void> Write(std::string_view data) override { return p_->Write(data); }
@@ -27,11 +27,14 @@ class LocalCommand final : public RunningCommand {
   Result<void> Resize(std::uint16_t rows, std::uint16_t cols) override {
     return p_->Resize(rows, cols);
   }
+  Result<void> Signal(int signal) override { return p_->Signal(signal); }
   Result<ProcessExit> Wait(const channel::ExecCallbacks& cb) override {
     auto exit = p_->Wait(cb);
     if (exit.ok()) return exit;
     return sb_.Diagnose(exit.error());  // a broken session: did the sandbox die, and why?
   }
+  // DETACH: a started command ends with its stream, a background one runs on.
+  void Close() override { (void)p_->Detach(); }
 
  private:
   std::unique_ptr<Process> p_;
@@ -45,10 +48,10 @@ class LocalHandle final : public SandboxHandle {
   Result<ExecResult> Exec(const std::vector<std::string>& argv, const ExecOptions& o) override {
     return sb_->Exec(argv, o);
   }
-  Result<std::unique_ptr<RunningCommand>> Start(const std::vector<std::string>& argv,
-                                                const ProcessOptions& o) override {
+  Result<std::unique_ptr<Command>> Start(const std::vector<std::string>& argv,
+                                         const ProcessOptions& o) override {
     auto p = AGVISOR_TRY(sb_->StartProcess(argv, o));
-    return std::unique_ptr<RunningCommand>(std::make_unique<LocalCommand>(std::move(p), *sb_));
+    return std::unique_ptr<Command>(std::make_unique<LocalCommand>(std::move(p), *sb_));
   }
   Result<std::uint32_t> StartBackground(const std::vector<std::string>& argv,
                                         const BackgroundOptions& o) override {
@@ -66,7 +69,7 @@ class LocalHandle final : public SandboxHandle {
                         const DownloadOptions& options) override {
     return sb_->Download(sandbox_path, local_dir, options);
   }
-  Result<std::unique_ptr<PortConnection>> OpenPort(std::uint16_t port) override {
+  Result<std::unique_ptr<ByteStream>> OpenPort(std::uint16_t port) override {
     auto s = AGVISOR_TRY(sb_->OpenPort(port));
     return WrapPortStream(std::shared_ptr<PortStream>(std::move(s)));
   }
@@ -75,15 +78,15 @@ class LocalHandle final : public SandboxHandle {
   std::unique_ptr<Sandbox> sb_;
 };
 
-class LocalBackend final : public Backend {
+class LocalPlace final : public Place {
  public:
-  explicit LocalBackend(std::string host) : host_(std::move(host)) {}
+  explicit LocalPlace(std::string host) : host_(std::move(host)) {}
 
-  Result<CreatedSandbox> Create(const SandboxSpec& spec) override {
+  Result<Created> Create(const SandboxSpec& spec) override {
     SandboxSpec s = spec;
     s.host = host_;
     auto sb = AGVISOR_TRY(Sandbox::Create(s));
-    CreatedSandbox c;
+    Created c;
     c.name = sb->name();
     c.resumed = sb->resumed();
     c.disk_warning = sb->disk_warning();
@@ -118,12 +121,12 @@ class LocalBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<PortConnection> WrapPortStream(std::shared_ptr<PortStream> stream) {
+std::unique_ptr<ByteStream> WrapPortStream(std::shared_ptr<PortStream> stream) {
   return std::make_unique<LocalPort>(std::move(stream));
 }
 
-std::unique_ptr<Backend> MakeLocalBackend(std::string host) {
-  return std::make_unique<LocalBackend>(std::move(host));
+std::unique_ptr<Place> InProcess(std::string host) {
+  return std::make_unique<LocalPlace>(std::move(host));
 }
 
-}  // namespace agvisor::cli
+}  // namespace agvisor::client

@@ -1,9 +1,10 @@
-// A client of agvisord's API (docs/openapi.yaml, docs/agvisord.md): typed calls for the CLI's
-// --server mode. Plain requests and the archive streams go through http::Client; the exec,
-// attach and port streams are WebSockets (Boost.Beast, confined to remote_client.cc).
+// A client of agvisord's API (docs/openapi.yaml, docs/agvisord.md): one typed call per route.
+// Plain requests and the archive streams go through http::Client; the exec, attach and port
+// streams are WebSockets (Boost.Beast, confined to agvisord_api.cc), handed out as the Command
+// and ByteStream of place.h.
 //
-// Used by src/agvisor/cli (its agvisord backend). Thread-safe: one RemoteClient may serve many
-// threads; a RemoteStream allows one reader and one writer at once (plus Close from anywhere).
+// Used by the agvisord Place (agvisord.cc). Thread-safe: one RemoteClient may serve many
+// threads.
 //
 // Errors the daemon sends ({"error": {"code", "message"}}) come back with their code
 // (codec.h ErrorCodeFromSlug), so sandbox_died stays kSandboxDied. A daemon that cannot be
@@ -19,14 +20,15 @@
 #include <string_view>
 #include <vector>
 
+#include "agvisor/api/codec.h"
 #include "agvisor/base/error.h"
 #include "agvisor/channel/channel.h"
+#include "agvisor/client/place.h"
 #include "agvisor/docker/types.h"
 #include "agvisor/http/client.h"
 #include "agvisor/sandbox/sandbox.h"
-#include "agvisor/server/codec.h"
 
-namespace agvisor::server {
+namespace agvisor::client {
 
 // Parses where agvisord listens: "unix:/path" (also "unix:///path") or "http://127.0.0.1:PORT"
 // (also "tcp://HOST:PORT"). Errors: kInvalidArgument naming the spec and the accepted forms.
@@ -44,28 +46,7 @@ struct RemoteToken {
 // such file: says agvisord writes it at start), kInvalidArgument (empty), errno codes.
 Result<RemoteToken> ReadTokenFile(const std::string& path);
 
-// One exec, attach or port WebSocket.
-class RemoteStream {
- public:
-  virtual ~RemoteStream() = default;
-  // ---- exec and attach ----
-  // Bytes for the command's stdin.
-  virtual Result<void> WriteStdin(std::string_view bytes) = 0;
-  virtual Result<void> CloseStdin() = 0;
-  virtual Result<void> Resize(std::uint16_t rows, std::uint16_t cols) = 0;
-  virtual Result<void> Signal(int signal) = 0;
-  // Delivers output to `callbacks` until the command exits. Errors: those the daemon reports
-  // (kSandboxDied, kNotFound, ...), kUnavailable (the stream broke before the exit).
-  virtual Result<ProcessExit> Wait(const channel::ExecCallbacks& callbacks) = 0;
-  // ---- ports (raw bytes) ----
-  // Up to buf.size() bytes from the sandbox's port; 0 = it closed. Errors: kUnavailable.
-  virtual Result<std::size_t> Read(std::span<char> buf) = 0;
-  virtual Result<void> Write(std::string_view bytes) = 0;
-  // Half-close: the sandbox side reads end of file; reading goes on.
-  virtual Result<void> CloseWrite() = 0;
-  // Ends the stream (an exec's command is killed; an attach only detaches). Idempotent.
-  virtual void Close() = 0;
-};
+class WsConnection;  // a WebSocket to agvisord (agvisord_api.cc)
 
 class RemoteClient {
  public:
@@ -78,9 +59,9 @@ class RemoteClient {
   const http::Endpoint& endpoint() const { return endpoint_; }
 
   // POST /v1/sandboxes.
-  Result<SandboxView> CreateSandbox(const SandboxSpec& spec);
+  Result<api::SandboxView> CreateSandbox(const SandboxSpec& spec);
   // GET /v1/sandboxes.
-  Result<std::vector<SandboxView>> ListSandboxes();
+  Result<std::vector<api::SandboxView>> ListSandboxes();
   // DELETE /v1/sandboxes/{id}?erase_data=0|1 (the container goes; the volume with `erase_data`).
   Result<void> RemoveSandbox(std::string_view id, bool erase_data);
   // POST .../processes; GET .../processes; POST .../processes/{pid}/signal.
@@ -91,8 +72,8 @@ class RemoteClient {
   // GET .../metrics.
   Result<docker::ContainerStats> Metrics(std::string_view id);
   // GET .../egress: the policy and recent decisions; PUT replaces the policy.
-  Result<EgressView> GetEgress(std::string_view id);
-  Result<EgressView> SetEgress(std::string_view id, const egress::EgressRules& rules);
+  Result<api::EgressView> GetEgress(std::string_view id);
+  Result<api::EgressView> SetEgress(std::string_view id, const egress::EgressRules& rules);
   // PUT .../archive?path=DIR with the tar that `source` supplies (chunked, streamed).
   Result<void> PutArchive(std::string_view id, std::string_view dir,
                           const channel::ByteSource& source);
@@ -101,14 +82,15 @@ class RemoteClient {
   Result<void> GetArchive(std::string_view id, std::string_view path,
                           const channel::ByteSink& sink);
 
-  // GET .../exec/ws: starts argv (options.timeout 0 = none) and returns once it runs.
-  Result<std::unique_ptr<RemoteStream>> Exec(std::string_view id,
-                                             const std::vector<std::string>& argv,
-                                             const ProcessOptions& options);
+  // GET .../exec/ws: starts argv (options.timeout 0 = none) and returns once it runs. Close()
+  // kills it.
+  Result<std::unique_ptr<Command>> Exec(std::string_view id, const std::vector<std::string>& argv,
+                                        const ProcessOptions& options);
   // GET .../processes/{pid}/ws: attached once this returns (Wait replays the kept output).
-  Result<std::unique_ptr<RemoteStream>> Attach(std::string_view id, std::uint32_t pid);
+  // Close() only detaches.
+  Result<std::unique_ptr<Command>> Attach(std::string_view id, std::uint32_t pid);
   // GET .../ports/{port}/ws.
-  Result<std::unique_ptr<RemoteStream>> OpenPort(std::string_view id, std::uint16_t port);
+  Result<std::unique_ptr<ByteStream>> OpenPort(std::string_view id, std::uint16_t port);
 
  private:
   RemoteClient(http::Endpoint endpoint, RemoteToken token, std::shared_ptr<http::Client> http);
@@ -120,7 +102,7 @@ class RemoteClient {
   // An archive transfer whose connection broke: kSandboxDied (with why) when sandbox `id` ended
   // meanwhile (the daemon can only drop a stream it has begun), else Unreachable(e).
   Error TransferCut(std::string_view id, const Error& e);
-  Result<std::unique_ptr<RemoteStream>> OpenWebSocket(const std::string& target,
+  Result<std::unique_ptr<WsConnection>> OpenWebSocket(const std::string& target,
                                                       std::optional<std::string> first_message,
                                                       bool wait_started);
 
@@ -129,4 +111,4 @@ class RemoteClient {
   std::shared_ptr<http::Client> http_;
 };
 
-}  // namespace agvisor::server
+}  // namespace agvisor::client

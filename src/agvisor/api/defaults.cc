@@ -1,12 +1,11 @@
-// Where agvisord's socket and token live by default (daemon.h): shared by the daemon and the
-// CLI's --server client, which must find the same token file without linking the daemon.
+// Where agvisord's socket and token live by default (defaults.h).
+#include "agvisor/api/defaults.h"
+
 #include <unistd.h>
 
 #include <cstdlib>
 
-#include "agvisor/server/daemon.h"
-
-namespace agvisor::server {
+namespace agvisor::api {
 
 Result<std::string> DefaultSocketPath() {
   if (::geteuid() == 0) return std::string("/run/agvisord.sock");
@@ -27,4 +26,4 @@ std::string DefaultTokenPath() {
   return std::string(home ? home : ".") + "/.config/agvisor/agvisord.token";
 }
 
-}  // namespace agvisor::server
+}  // namespace agvisor::api

@@ -1,11 +1,11 @@
-#include "agvisor/server/codec.h"
+#include "agvisor/api/codec.h"
 
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
 #include <csignal>
 
-namespace agvisor::server {
+namespace agvisor::api {
 namespace {
 
 namespace json = boost::json;
@@ -430,4 +430,4 @@ TEST(CodecTest, ClientWebSocketMessages) {
 }
 
 }  // namespace
-}  // namespace agvisor::server
+}  // namespace agvisor::api

@@ -1,4 +1,4 @@
-#include "agvisor/server/router.h"
+#include "agvisor/api/router.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <set>
 #include <sstream>
 
-namespace agvisor::server {
+namespace agvisor::api {
 namespace {
 
 TEST(RouterTest, MatchesTemplatesAndDecodesParams) {
@@ -150,4 +150,4 @@ TEST(OpenApiTest, DocumentMatchesTheRouteTable) {
 }
 
 }  // namespace
-}  // namespace agvisor::server
+}  // namespace agvisor::api

@@ -3,8 +3,9 @@
 // are not JSON: base64, the WebSocket stream tags, query flags, and the HTTP status of each
 // agvisor::ErrorCode.
 //
-// Used by service.cc and the CLI's server client; unit-tested in codec_test.cc. Boost.JSON stays
-// inside codec.cc. Every parse error names the field, what was wrong and what is accepted.
+// Used by the daemon (server/service.cc) and its client (client/agvisord_api.cc); unit-tested in
+// codec_test.cc. Boost.JSON stays inside codec.cc. Every parse error names the field, what was
+// wrong and what is accepted.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,7 @@
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
 
-namespace agvisor::server {
+namespace agvisor::api {
 
 // ---- Errors ----
 // The HTTP status of an error code: kInvalidArgument 400, kPermissionDenied 403 (401 is only for
@@ -172,7 +173,7 @@ std::string WsExitJson(const ProcessExit& exit);
 // {"type":"error","error":{"code","message"}}
 std::string WsErrorJson(const Error& e);
 
-// ---- The client's side (the CLI's --server, remote_client.h) ----
+// ---- The client's side (client/agvisord_api.h) ----
 // The body of POST /v1/sandboxes for `spec` (its host is not sent: the daemon has its own).
 std::string CreateRequestJson(const SandboxSpec& spec);
 
@@ -221,4 +222,4 @@ struct WsServerMessage {
 // Errors: kInternal (not one of the documented messages).
 Result<WsServerMessage> ParseWsServerMessage(std::string_view text);
 
-}  // namespace agvisor::server
+}  // namespace agvisor::api

@@ -1,0 +1,19 @@
+// Where agvisord's socket and token live by default: shared by the daemon (server/daemon.cc),
+// which makes them, and its clients (client/agvisord.cc), which must find the same token file
+// without linking the daemon. Reads the environment and the effective uid only.
+#pragma once
+
+#include <string>
+
+#include "agvisor/base/error.h"
+
+namespace agvisor::api {
+
+// Where a unix socket goes by default: /run/agvisord.sock for root, else
+// $XDG_RUNTIME_DIR/agvisord.sock. Errors: kNotFound (not root and no XDG_RUNTIME_DIR).
+Result<std::string> DefaultSocketPath();
+// Where the token lives by default: /var/lib/agvisor/agvisord.token for root, else
+// $XDG_CONFIG_HOME/agvisor/agvisord.token (~/.config/... when unset).
+std::string DefaultTokenPath();
+
+}  // namespace agvisor::api

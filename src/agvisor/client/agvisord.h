@@ -1,0 +1,33 @@
+// Sandboxes through agvisord: the Place of place.h over the daemon's API (agvisord_api.h), plus
+// the calls only agvisord answers (egress policies: it runs the enforcers).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "agvisor/api/codec.h"
+#include "agvisor/base/error.h"
+#include "agvisor/client/place.h"
+#include "agvisor/egress/policy.h"
+
+namespace agvisor::client {
+
+class AgvisordPlace : public Place {
+ public:
+  // Sandbox `container_name`'s egress policy and its enforcer's recent decisions; SetEgress
+  // replaces the policy (new connections follow it at once). Errors: the daemon's (kNotFound,
+  // kInvalidArgument, ...), kUnavailable.
+  virtual Result<api::EgressView> GetEgress(std::string_view container_name) = 0;
+  virtual Result<api::EgressView> SetEgress(std::string_view container_name,
+                                            const egress::EgressRules& rules) = 0;
+};
+
+// agvisord at `address` ("unix:/path" or "http://127.0.0.1:PORT"), authenticated with the token
+// of `token_file`, else $AGVISOR_TOKEN_FILE, else $AGVISOR_TOKEN, else agvisord's default token
+// file (api/defaults.h). Errors: kInvalidArgument (address), kNotFound (no token file),
+// kUnavailable (nothing listens at the address: says how to start agvisord), kPermissionDenied.
+Result<std::unique_ptr<AgvisordPlace>> Agvisord(const std::string& address,
+                                                const std::string& token_file);
+
+}  // namespace agvisor::client

@@ -1,0 +1,116 @@
+// The client layer: "a place where sandboxes live", reached in process (the library on a Docker
+// host) or through agvisord (HTTP + WebSocket). Callers are written once against Place and
+// SandboxHandle and do not know which they have: the agvisor CLI today, the Python package and
+// other front ends next. Errors keep their agvisor::ErrorCode either way, so a caller's exit
+// codes and exceptions hold through the daemon too.
+//
+// InProcess (in_process.cc) forwards to Sandbox; Agvisord (agvisord.h) speaks agvisord's API
+// (agvisord_api.h). Handles are thread-safe as Sandbox is; a Command or ByteStream allows one
+// reader and one writer at once (plus Close from anywhere).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agvisor/base/error.h"
+#include "agvisor/channel/channel.h"
+#include "agvisor/channel/transport.h"
+#include "agvisor/docker/types.h"
+#include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/spec.h"
+
+namespace agvisor::client {
+
+// A connection to a TCP port inside a sandbox (port-forward, desktop viewers): the library's
+// PortStream, or agvisord's port WebSocket. A bidirectional byte stream (channel::Transport:
+// Read, Write, Close; Read 0 = the sandbox side closed) that can also be half-closed. Errors:
+// kUnavailable (the stream broke), the sandbox's for the port (nothing listens, kSandboxDied).
+class ByteStream : public channel::Transport {
+ public:
+  // Half-close: the sandbox side reads end of file; reading goes on.
+  virtual Result<void> CloseWrite() = 0;
+};
+// The library's PortStream as a ByteStream.
+std::unique_ptr<ByteStream> WrapPortStream(std::shared_ptr<PortStream> stream);
+
+// A command the caller talks to while it runs (shell, exec -i, attach): stdin, window size,
+// signals, exit. Write/CloseStdin/Resize/Signal may be called from any thread while another
+// thread is in Wait.
+class Command {
+ public:
+  virtual ~Command() = default;
+  // Bytes for the command's stdin. Errors: kUnavailable (the stream broke), kConflict (exited).
+  virtual Result<void> Write(std::string_view data) = 0;
+  virtual Result<void> CloseStdin() = 0;
+  virtual Result<void> Resize(std::uint16_t rows, std::uint16_t cols) = 0;
+  // Sends `signal` to the command's process group.
+  virtual Result<void> Signal(int signal) = 0;
+  // Output to `callbacks` until the command exits; how it ended. Called once. Errors: kSandboxDied
+  // (with why), kUnavailable (the stream broke before the exit), the start's errors (kNotFound:
+  // no such program, ...).
+  virtual Result<ProcessExit> Wait(const channel::ExecCallbacks& callbacks) = 0;
+  // Ends the stream from any thread (a blocked Write returns): a started command is killed, an
+  // attached background one only detached. Idempotent.
+  virtual void Close() = 0;
+};
+
+// One sandbox, by its container name ("agvisor-...").
+class SandboxHandle {
+ public:
+  virtual ~SandboxHandle() = default;
+  virtual const std::string& container_name() const = 0;
+  // Runs argv to its end with Sandbox::Exec's semantics: live output through the options'
+  // callbacks (a bounded tail kept), exit code 124 on timeout, `input` as stdin. Errors: as
+  // Sandbox::Exec.
+  virtual Result<ExecResult> Exec(const std::vector<std::string>& argv,
+                                  const ExecOptions& options) = 0;
+  virtual Result<std::unique_ptr<Command>> Start(const std::vector<std::string>& argv,
+                                                 const ProcessOptions& options) = 0;
+  virtual Result<std::uint32_t> StartBackground(const std::vector<std::string>& argv,
+                                                const BackgroundOptions& options) = 0;
+  virtual Result<std::vector<ProcessInfo>> ListProcesses() = 0;
+  // Attaches to background process `pid`: its kept output replayed, then live output to
+  // `callbacks` until it exits.
+  virtual Result<ProcessExit> AttachProcess(std::uint32_t pid,
+                                            const channel::ExecCallbacks& callbacks) = 0;
+  virtual Result<void> Signal(std::uint32_t pid, int signal) = 0;
+  // As Sandbox::Upload / Download (a tar stream each way; downloads extracted by
+  // UnpackIntoLocalDir's host rules, on this machine, in either place).
+  virtual Result<void> Upload(std::string_view local_path, std::string_view sandbox_dir) = 0;
+  virtual Result<void> Download(std::string_view sandbox_path, std::string_view local_dir,
+                                const DownloadOptions& options) = 0;
+  virtual Result<std::unique_ptr<ByteStream>> OpenPort(std::uint16_t port) = 0;
+};
+
+// What Create reports.
+struct Created {
+  std::unique_ptr<SandboxHandle> handle;
+  std::optional<std::string> name;
+  bool resumed = false;
+  std::string disk_warning;
+};
+
+class Place {
+ public:
+  virtual ~Place() = default;
+  // As Sandbox::Create (the spec's host is the place's).
+  virtual Result<Created> Create(const SandboxSpec& spec) = 0;
+  // A handle on "agvisor-..." (in process: kNotFound when there is no such sandbox; through
+  // agvisord that error comes with the first operation).
+  virtual Result<std::unique_ptr<SandboxHandle>> Open(std::string_view container_name) = 0;
+  virtual Result<std::vector<SandboxInfo>> List() = 0;
+  // As Sandbox::Remove.
+  virtual Result<void> Remove(std::string_view container_name, bool erase_data) = 0;
+  // One sample of the runtime's stats for a running sandbox (about a second).
+  virtual Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) = 0;
+};
+
+// The library on Docker host `host` ("" = $DOCKER_HOST or the local socket).
+std::unique_ptr<Place> InProcess(std::string host);
+
+}  // namespace agvisor::client
