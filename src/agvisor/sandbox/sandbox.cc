@@ -25,6 +25,7 @@
 #include "agvisor/docker/client.h"
 #include "agvisor/proto/exit_codes.h"
 #include "agvisor/sandbox/agent_image.h"
+#include "agvisor/sandbox/container_config.h"
 #include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/egress_network.h"
 #include "agvisor/sandbox/host_caps.h"
@@ -34,15 +35,6 @@
 
 namespace agvisor {
 namespace {
-
-constexpr std::string_view kLabelManaged = "agvisor";
-constexpr std::string_view kLabelName = "agvisor.name";
-constexpr std::string_view kLabelIdleTtl = "agvisor.idle_ttl";
-constexpr std::string_view kLabelMemory = "agvisor.memory";
-constexpr std::string_view kLabelPool = "agvisor.pool";
-// The image as the caller named it (the container runs the derived image with the agent).
-constexpr std::string_view kLabelImage = "agvisor.image";
-constexpr std::string_view kWorkspace = "/workspace";
 
 std::string RandomSuffix() {
   static std::mutex mu;
@@ -344,12 +336,15 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
 
   // Root-disk cap: enforced where the host can; refused when asked for explicitly elsewhere.
   std::string disk = spec.limits.disk;
-  std::map<std::string, std::string> annotations;
+  ContainerDecisions decisions;
+  decisions.container_name = cname;
+  decisions.runtime = runtime;
+  decisions.source_image = image;
+  decisions.system_labels = system_labels;
   if (disk != "none") {
     auto support = AGVISOR_TRY(ProbeDiskCap(spec.host, *docker, spec.runtime, image));
     if (support.supported) {
-      annotations["dev.gvisor.flag.overlay2"] =
-          "root:self,size=" + (disk.empty() ? std::string(kDefaultDisk) : disk);
+      decisions.disk_cap = disk.empty() ? std::string(kDefaultDisk) : disk;
     } else if (!disk.empty()) {
       return Error::Unsupported("limits.disk='" + disk +
                                 "' cannot be enforced on this host: " + support.detail +
@@ -359,53 +354,6 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
                               " root-disk cap is not enforced on this host (" + support.detail +
                               "); the sandbox's root file system is uncapped";
     }
-  }
-
-  docker::ContainerConfig c;
-  c.entrypoint = {std::string(kAgentPath)};
-  c.cmd = {"init", "--channel-stdio"};
-  // PID 1's stdio carries the creating client's channel (docs/protocol.md): stdin kept open
-  // across attaches, never closed by a detaching client, never written to a log file.
-  c.open_stdin = true;
-  c.attach_stdin = c.attach_stdout = c.attach_stderr = true;
-  c.stdin_once = false;
-  if (spec.lifetime) c.cmd.insert(c.cmd.end(), {"--lifetime", std::to_string(*spec.lifetime)});
-  if (spec.idle_ttl) c.cmd.insert(c.cmd.end(), {"--idle-ttl", std::to_string(*spec.idle_ttl)});
-  if (spec.gui) c.cmd.push_back("--desktop");
-  c.labels = spec.labels;
-  c.labels[std::string(kLabelManaged)] = "1";
-  if (spec.name) c.labels[std::string(kLabelName)] = *spec.name;
-  if (spec.idle_ttl) c.labels[std::string(kLabelIdleTtl)] = std::to_string(*spec.idle_ttl);
-  c.labels[std::string(kLabelMemory)] = spec.limits.memory;
-  for (const auto& [k, v] : system_labels) c.labels[k] = v;
-  auto& h = c.host_config;
-  const bool twin = runtime != spec.runtime;
-  h.runtime = runtime;
-  // With the twin, the agent puts the localhost lines Docker would have written into the then
-  // empty /etc/hosts (agent/hosts.h).
-  c.network_disabled = twin;
-  h.nano_cpus = static_cast<std::int64_t>(std::llround(spec.limits.cpus * 1e9));
-  h.memory = AGVISOR_TRY(ParseMemorySize("limits.memory", spec.limits.memory));
-  h.memory_swap = h.memory;  // no swap
-  h.pids_limit = spec.limits.pids;
-  h.network_mode = spec.network;
-  if (spec.limits.shm) {
-    h.shm_size = AGVISOR_TRY(ParseMemorySize("limits.shm", *spec.limits.shm));
-  } else if (spec.gui) {
-    h.shm_size = 1LL << 30;
-  }
-  // The agent ends the container at lifetime/idle expiry even with no client: Docker then
-  // removes it (a named sandbox's data stays in its volume).
-  h.auto_remove = spec.lifetime.has_value() || spec.idle_ttl.has_value();
-  h.security_opt = {"no-new-privileges"};
-  // Every create path (CLI, Python, agvisord, pools, desktops) comes through here.
-  h.cap_drop = {"ALL"};
-  h.cap_add.assign(kSandboxCapabilities.begin(), kSandboxCapabilities.end());
-  h.log_driver = "none";
-  h.annotations = std::move(annotations);
-  if (spec.name) {
-    c.working_dir = std::string(kWorkspace);
-    h.mounts.push_back({.type = "volume", .source = cname, .target = std::string(kWorkspace)});
   }
 
   // A volume this call makes is removed again when the create then fails (an empty one: a
@@ -444,8 +392,9 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
                            (spec.host.empty() ? std::string("this host") : spec.host) + ": " + fix +
                            " (" + with_agent.error().message() + ")");
   }
-  c.image = *with_agent;
-  c.labels[std::string(kLabelImage)] = image;
+  decisions.image = *with_agent;
+  docker::ContainerConfig c = AGVISOR_TRY(BuildContainerConfig(spec, decisions));
+  auto& h = c.host_config;
 
   // The egress network made below, removed again when the create then fails on any path
   // (Docker refuses to remove it while a container uses it, so a winner of a race keeps it).
@@ -529,10 +478,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
       egress_guard.cname = cname;
       egress_guard.docker = docker.get();
       AGVISOR_RETURN_IF_ERROR(WaitForEnforcer(net.gateway, std::chrono::seconds(10)));
-      h.network_mode = net.name;
-      h.dns = {net.gateway};
-      c.env = EgressProxyEnv(net.gateway);
-      c.labels[std::string(kLabelEgress)] = egress::EncodeEgressRules(rules);
+      ApplyEgressNetwork(c, net, rules);
     }
     // At most a few starts at once per host, the rest queued (start_gate.h): past that Docker
     // and runsc slow every start down. Held until the handshake is done.
