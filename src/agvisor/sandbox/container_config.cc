@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/agent_paths.h"
 
 namespace agvisor {
 

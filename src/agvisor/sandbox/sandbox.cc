@@ -31,6 +31,7 @@
 #include "agvisor/sandbox/host_caps.h"
 #include "agvisor/sandbox/runtime_check.h"
 #include "agvisor/sandbox/start_gate.h"
+#include "agvisor/sandbox/step_trace.h"
 #include "agvisor/sandbox/sweep.h"
 
 namespace agvisor {
@@ -218,26 +219,6 @@ Sandbox::~Sandbox() {
 
 std::vector<std::string> Sandbox::AgentLog() const { return agent_log_->Snapshot(); }
 
-namespace {
-
-// AGVISOR_TRACE=1 prints how long each step of creating a sandbox took, to stderr.
-class StepTrace {
- public:
-  StepTrace() : on_(std::getenv("AGVISOR_TRACE") != nullptr) {}
-  void Mark(const char* step) {
-    if (!on_) return;
-    auto now = std::chrono::steady_clock::now();
-    std::fprintf(stderr, "agvisor: trace: %-22s %6.1f ms\n", step,
-                 std::chrono::duration<double, std::milli>(now - last_).count());
-    last_ = now;
-  }
-
- private:
-  bool on_;
-  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
-};
-
-}  // namespace
 
 Result<void> Sandbox::StartAndAttach(const std::string& id) {
   StepTrace trace;
