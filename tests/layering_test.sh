@@ -34,5 +34,16 @@ for dir in */; do
     fi
   done < <(grep -rn '#include "agvisor/' "$layer" || true)
 done
+# Inside sandbox/, only the Docker runtime and its helpers speak Docker (sandbox/runtime.h is the
+# seam); the files still to move onto the Runtime are listed until they have (issue 17).
+docker_files=" docker_runtime agent_image egress_network host_caps runtime_check "
+docker_files+=" container_config container_config_test runtime_check_test spec_test sandbox pool sweep "
+while IFS= read -r file; do
+  base=$(basename "$file"); base=${base%.*}
+  if [[ "$docker_files" != *" $base "* ]]; then
+    echo "layering: $file includes agvisor/docker/ (in sandbox/ only the Docker runtime may)" >&2
+    status=1
+  fi
+done < <(grep -rl '#include "agvisor/docker/' sandbox || true)
 [ $status = 0 ] && echo "layering: ok"
 exit $status

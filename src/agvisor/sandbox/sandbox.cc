@@ -192,20 +192,6 @@ std::string_view EndReasonName(EndReason r) {
   return "unknown";
 }
 
-Result<std::shared_ptr<docker::Client>> HostClient(std::string_view host) {
-  static std::mutex mu;
-  static std::map<std::string, std::weak_ptr<docker::Client>, std::less<>> clients;
-  std::lock_guard lock(mu);
-  if (auto it = clients.find(host); it != clients.end()) {
-    if (auto c = it->second.lock()) return c;
-  }
-  http::ClientOptions options;
-  options.ssh_args = HostSshArgs();  // $AGVISOR_SSH_ARGS
-  auto c = AGVISOR_TRY(docker::Client::Connect(host, options));
-  clients[std::string(host)] = c;
-  return c;
-}
-
 Sandbox::Sandbox() : agent_log_(std::make_shared<LogRing>()) {}
 
 Sandbox::~Sandbox() {
@@ -218,7 +204,6 @@ Sandbox::~Sandbox() {
 }
 
 std::vector<std::string> Sandbox::AgentLog() const { return agent_log_->Snapshot(); }
-
 
 Result<void> Sandbox::StartAndAttach(const std::string& id) {
   StepTrace trace;
