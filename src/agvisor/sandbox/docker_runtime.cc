@@ -57,6 +57,17 @@ DockerRuntime::DockerRuntime(std::string host, std::shared_ptr<docker::Client> c
 
 DockerRuntime::~DockerRuntime() = default;
 
+Result<std::unique_ptr<channel::Transport>> DockerRuntime::AttachAndStart(std::string_view id,
+                                                                          StepTrace& trace,
+                                                                          StderrSink on_stderr) {
+  auto stream = AGVISOR_TRY(client_->AttachContainer(id, true, true, true));
+  trace.Mark("attach");
+  AGVISOR_RETURN_IF_ERROR(client_->StartContainer(id));
+  trace.Mark("start");
+  return std::unique_ptr<channel::Transport>(
+      std::make_unique<DockerStreamTransport>(std::move(stream), std::move(on_stderr)));
+}
+
 Result<std::string> DockerRuntime::RequireGvisor(std::string_view runtime, bool network_none) {
   return RequireGvisorRuntime(host_, *client_, runtime, network_none);
 }

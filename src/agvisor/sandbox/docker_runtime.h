@@ -10,6 +10,7 @@
 
 #include "agvisor/base/error.h"
 #include "agvisor/sandbox/runtime.h"
+#include "agvisor/sandbox/step_trace.h"
 
 namespace agvisor {
 namespace docker {
@@ -27,6 +28,12 @@ class DockerRuntime final : public Runtime {
   ~DockerRuntime() override;
 
   docker::Client& client() { return *client_; }
+
+  // PID 1's stdio of created container `id`, attached BEFORE start (no byte the agent writes is
+  // missed, no exec is paid on the create path), then the container started; stderr goes to
+  // `on_stderr`. Marks "attach" and "start" on `trace`. Errors: Docker's.
+  Result<std::unique_ptr<channel::Transport>> AttachAndStart(std::string_view id, StepTrace& trace,
+                                                             StderrSink on_stderr);
 
   const std::string& host() const override { return host_; }
   const RuntimeTraits& traits() const override { return traits_; }

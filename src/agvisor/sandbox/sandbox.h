@@ -43,9 +43,11 @@ namespace agvisor {
 namespace docker {
 class Client;
 }
+class Runtime;
+class DockerRuntime;
 
-// The docker::Client for a host ("" = $DOCKER_HOST or the local socket; "ssh://user@host"),
-// shared by every caller in this process. Errors: those of docker::Client::Connect.
+// The docker::Client for a host (defined in docker_runtime.cc; declared here too until every
+// caller includes docker_runtime.h). Errors: those of docker::Client::Connect.
 Result<std::shared_ptr<docker::Client>> HostClient(std::string_view host);
 
 // How long a streaming exec keeps output in memory: only the last this many bytes.
@@ -323,9 +325,10 @@ class Sandbox {
   // protocol version 1 (no DETACH, no PROC_SIGNAL), a session of its own, whose end detaches.
   Result<std::shared_ptr<channel::Channel>> ProcessChannel();
   // Opens the channel on PID 1's stdio: attach (before start), start, handshake.
-  Result<void> StartAndAttach(const std::string& id);
+  Result<void> StartAndAttach(DockerRuntime& docker, const std::string& id);
 
-  std::shared_ptr<docker::Client> docker_;
+  // Where the sandbox runs (runtime.h).
+  std::shared_ptr<Runtime> runtime_;
   std::string host_;
   std::string container_name_;
   std::string container_id_;
