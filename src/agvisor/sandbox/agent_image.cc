@@ -10,7 +10,7 @@
 #include "agvisor/base/tar.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/agent_blob.h"
-#include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/agent_paths.h"
 
 namespace agvisor {
 namespace {

@@ -26,24 +26,18 @@
 #include "agvisor/docker/client.h"
 #include "agvisor/proto/exit_codes.h"
 #include "agvisor/sandbox/agent_image.h"
+#include "agvisor/sandbox/container_config.h"
 #include "agvisor/sandbox/desktop.h"
+#include "agvisor/sandbox/docker_runtime.h"
 #include "agvisor/sandbox/egress_network.h"
 #include "agvisor/sandbox/host_caps.h"
 #include "agvisor/sandbox/runtime_check.h"
 #include "agvisor/sandbox/start_gate.h"
+#include "agvisor/sandbox/step_trace.h"
 #include "agvisor/sandbox/sweep.h"
 
 namespace agvisor {
 namespace {
-
-constexpr std::string_view kLabelManaged = "agvisor";
-constexpr std::string_view kLabelName = "agvisor.name";
-constexpr std::string_view kLabelIdleTtl = "agvisor.idle_ttl";
-constexpr std::string_view kLabelMemory = "agvisor.memory";
-constexpr std::string_view kLabelPool = "agvisor.pool";
-// The image as the caller named it (the container runs the derived image with the agent).
-constexpr std::string_view kLabelImage = "agvisor.image";
-constexpr std::string_view kWorkspace = "/workspace";
 
 std::string RandomSuffix() {
   static std::mutex mu;
@@ -52,21 +46,6 @@ std::string RandomSuffix() {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(rng() & 0xffffffffULL));
   return buf;
-}
-
-// Docker sets State.OOMKilled only when the runtime's OOM event arrives before the exit; under
-// runsc it sometimes comes just after (seen on a loaded host), and then only the event log says
-// so. Asked once, and again half a second later when the event may still be on its way.
-bool KilledByMemoryLimit(docker::Client& docker, const std::string& id) {
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    const double now =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    auto actions = docker.ContainerEventActions(id, now - 600, now);
-    if (!actions.ok()) return false;
-    if (std::find(actions->begin(), actions->end(), "oom") != actions->end()) return true;
-  }
-  return false;
 }
 
 // Network none runs on the runtime's "-none" twin where the host registers one and it is gVisor
@@ -87,7 +66,7 @@ bool MissingTwin(const Error& e, const std::string& twin) {
   return unknown && m.find(twin) != std::string::npos;
 }
 
-EndReason ReasonFromState(const docker::ContainerState& s) {
+EndReason ReasonFromState(const InstanceState& s) {
   if (s.running) return EndReason::kNone;
   if (s.oom_killed) return EndReason::kOutOfMemory;
   if (s.status == "created") return EndReason::kNone;
@@ -153,33 +132,6 @@ struct Sandbox::LogRing {
   }
 };
 
-namespace {
-
-// The agent channel over a Docker stream (PID 1's attach, or a `connect` relay exec): the
-// channel bytes are the process's stdin and its demultiplexed stdout; stderr is the agent's log.
-class DockerStreamTransport : public channel::Transport {
- public:
-  DockerStreamTransport(std::unique_ptr<docker::ExecStream> stream,
-                        std::function<void(std::string_view)> on_stderr)
-      : stream_(std::move(stream)), on_stderr_(std::move(on_stderr)) {}
-  ~DockerStreamTransport() override { Close(); }
-  Result<std::size_t> Read(std::span<char> buf) override {
-    return stream_->ReadStdout(buf, on_stderr_);
-  }
-  Result<void> Write(std::string_view data) override {
-    auto r = stream_->Write(data);
-    if (!r.ok()) return Error::Unavailable(r.error().message());
-    return Ok();
-  }
-  void Close() override { stream_->Close(); }
-
- private:
-  std::unique_ptr<docker::ExecStream> stream_;
-  std::function<void(std::string_view)> on_stderr_;
-};
-
-}  // namespace
-
 std::string_view EndReasonName(EndReason r) {
   switch (r) {
     case EndReason::kNone:
@@ -200,20 +152,6 @@ std::string_view EndReasonName(EndReason r) {
   return "unknown";
 }
 
-Result<std::shared_ptr<docker::Client>> HostClient(std::string_view host) {
-  static std::mutex mu;
-  static std::map<std::string, std::weak_ptr<docker::Client>, std::less<>> clients;
-  std::lock_guard lock(mu);
-  if (auto it = clients.find(host); it != clients.end()) {
-    if (auto c = it->second.lock()) return c;
-  }
-  http::ClientOptions options;
-  options.ssh_args = HostSshArgs();  // $AGVISOR_SSH_ARGS
-  auto c = AGVISOR_TRY(docker::Client::Connect(host, options));
-  clients[std::string(host)] = c;
-  return c;
-}
-
 Sandbox::Sandbox() : agent_log_(std::make_shared<LogRing>()) {}
 
 Sandbox::~Sandbox() {
@@ -227,38 +165,12 @@ Sandbox::~Sandbox() {
 
 std::vector<std::string> Sandbox::AgentLog() const { return agent_log_->Snapshot(); }
 
-namespace {
-
-// AGVISOR_TRACE=1 prints how long each step of creating a sandbox took, to stderr.
-class StepTrace {
- public:
-  StepTrace() : on_(std::getenv("AGVISOR_TRACE") != nullptr) {}
-  void Mark(const char* step) {
-    if (!on_) return;
-    auto now = std::chrono::steady_clock::now();
-    std::fprintf(stderr, "agvisor: trace: %-22s %6.1f ms\n", step,
-                 std::chrono::duration<double, std::milli>(now - last_).count());
-    last_ = now;
-  }
-
- private:
-  bool on_;
-  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
-};
-
-}  // namespace
-
-Result<void> Sandbox::StartAndAttach(const std::string& id) {
+Result<void> Sandbox::StartAndAttach(DockerRuntime& docker, const std::string& id) {
   StepTrace trace;
-  // Attach BEFORE start: PID 1's stdio is the creating client's channel, so no exec is paid on
-  // the create path, and no byte the agent writes is missed.
-  auto stream = AGVISOR_TRY(docker_->AttachContainer(id, true, true, true));
-  trace.Mark("attach");
-  AGVISOR_RETURN_IF_ERROR(docker_->StartContainer(id));
-  trace.Mark("start");
   auto log = agent_log_;
-  auto ch = channel::Channel::Open(std::make_unique<DockerStreamTransport>(
-      std::move(stream), [log](std::string_view b) { log->Append(b); }));
+  auto stdio =
+      AGVISOR_TRY(docker.AttachAndStart(id, trace, [log](std::string_view b) { log->Append(b); }));
+  auto ch = channel::Channel::Open(std::move(stdio));
   trace.Mark("agent handshake");
   if (!ch.ok()) {
     std::string tail = agent_log_->Tail();
@@ -281,18 +193,11 @@ Result<std::shared_ptr<channel::Channel>> Sandbox::Channel() {
 Result<std::shared_ptr<channel::Channel>> Sandbox::OpenChannel() {
   // One `docker exec -i agvisor-agent connect`: it relays to the agent's socket.
   auto connect = [&](std::uint16_t version) -> Result<std::shared_ptr<channel::Channel>> {
-    docker::ExecConfig ec;
-    ec.cmd = {std::string(kAgentPath), "connect"};
-    ec.attach_stdin = true;
-    auto exec_id = docker_->CreateExec(container_id_, ec);
-    if (!exec_id.ok()) return DiagnoseExecFailure(exec_id.error());
-    auto stream = docker_->StartExec(*exec_id, /*tty=*/false);
-    if (!stream.ok()) return DiagnoseExecFailure(stream.error());
     auto log = agent_log_;
-    auto ch = channel::Channel::Open(
-        std::make_unique<DockerStreamTransport>(std::move(*stream),
-                                                [log](std::string_view b) { log->Append(b); }),
-        {.version = version});
+    auto stream = runtime_->OpenExecStream(container_id_, {std::string(kAgentPath), "connect"},
+                                           [log](std::string_view b) { log->Append(b); });
+    if (!stream.ok()) return DiagnoseExecFailure(stream.error());
+    auto ch = channel::Channel::Open(std::move(*stream), {.version = version});
     if (!ch.ok()) {
       std::string tail = agent_log_->Tail();
       return DiagnoseExecFailure(
@@ -314,7 +219,7 @@ Error Sandbox::Diagnose(const Error& e) {
   if (e.code() != ErrorCode::kUnavailable) return e;
   // The channel broke: when the sandbox died (OOM, pids, expiry), Docker may record it a moment
   // after the stream ends, so give it that moment before asking.
-  (void)docker_->WaitContainer(container_id_, "not-running", std::chrono::seconds(2));
+  runtime_->WaitNotRunning(container_id_, std::chrono::seconds(2));
   return DiagnoseExecFailure(e);
 }
 
@@ -336,7 +241,8 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
   const std::string cname = ContainerNameFor(spec.name ? *spec.name : RandomSuffix());
 
   auto handle = std::unique_ptr<Sandbox>(new Sandbox());
-  handle->docker_ = docker;
+  auto docker_runtime = std::make_shared<DockerRuntime>(spec.host, docker);
+  handle->runtime_ = docker_runtime;
   handle->host_ = spec.host;
   handle->container_name_ = cname;
   handle->name_ = spec.name;
@@ -345,12 +251,15 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
 
   // Root-disk cap: enforced where the host can; refused when asked for explicitly elsewhere.
   std::string disk = spec.limits.disk;
-  std::map<std::string, std::string> annotations;
+  ContainerDecisions decisions;
+  decisions.container_name = cname;
+  decisions.runtime = runtime;
+  decisions.source_image = image;
+  decisions.system_labels = system_labels;
   if (disk != "none") {
     auto support = AGVISOR_TRY(ProbeDiskCap(spec.host, *docker, spec.runtime, image));
     if (support.supported) {
-      annotations["dev.gvisor.flag.overlay2"] =
-          "root:self,size=" + (disk.empty() ? std::string(kDefaultDisk) : disk);
+      decisions.disk_cap = disk.empty() ? std::string(kDefaultDisk) : disk;
     } else if (!disk.empty()) {
       return Error::Unsupported("limits.disk='" + disk +
                                 "' cannot be enforced on this host: " + support.detail +
@@ -360,53 +269,6 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
                               " root-disk cap is not enforced on this host (" + support.detail +
                               "); the sandbox's root file system is uncapped";
     }
-  }
-
-  docker::ContainerConfig c;
-  c.entrypoint = {std::string(kAgentPath)};
-  c.cmd = {"init", "--channel-stdio"};
-  // PID 1's stdio carries the creating client's channel (docs/protocol.md): stdin kept open
-  // across attaches, never closed by a detaching client, never written to a log file.
-  c.open_stdin = true;
-  c.attach_stdin = c.attach_stdout = c.attach_stderr = true;
-  c.stdin_once = false;
-  if (spec.lifetime) c.cmd.insert(c.cmd.end(), {"--lifetime", std::to_string(*spec.lifetime)});
-  if (spec.idle_ttl) c.cmd.insert(c.cmd.end(), {"--idle-ttl", std::to_string(*spec.idle_ttl)});
-  if (spec.gui) c.cmd.push_back("--desktop");
-  c.labels = spec.labels;
-  c.labels[std::string(kLabelManaged)] = "1";
-  if (spec.name) c.labels[std::string(kLabelName)] = *spec.name;
-  if (spec.idle_ttl) c.labels[std::string(kLabelIdleTtl)] = std::to_string(*spec.idle_ttl);
-  c.labels[std::string(kLabelMemory)] = spec.limits.memory;
-  for (const auto& [k, v] : system_labels) c.labels[k] = v;
-  auto& h = c.host_config;
-  const bool twin = runtime != spec.runtime;
-  h.runtime = runtime;
-  // With the twin, the agent puts the localhost lines Docker would have written into the then
-  // empty /etc/hosts (agent/hosts.h).
-  c.network_disabled = twin;
-  h.nano_cpus = static_cast<std::int64_t>(std::llround(spec.limits.cpus * 1e9));
-  h.memory = AGVISOR_TRY(ParseMemorySize("limits.memory", spec.limits.memory));
-  h.memory_swap = h.memory;  // no swap
-  h.pids_limit = spec.limits.pids;
-  h.network_mode = spec.network;
-  if (spec.limits.shm) {
-    h.shm_size = AGVISOR_TRY(ParseMemorySize("limits.shm", *spec.limits.shm));
-  } else if (spec.gui) {
-    h.shm_size = 1LL << 30;
-  }
-  // The agent ends the container at lifetime/idle expiry even with no client: Docker then
-  // removes it (a named sandbox's data stays in its volume).
-  h.auto_remove = spec.lifetime.has_value() || spec.idle_ttl.has_value();
-  h.security_opt = {"no-new-privileges"};
-  // Every create path (CLI, Python, agvisord, pools, desktops) comes through here.
-  h.cap_drop = {"ALL"};
-  h.cap_add.assign(kSandboxCapabilities.begin(), kSandboxCapabilities.end());
-  h.log_driver = "none";
-  h.annotations = std::move(annotations);
-  if (spec.name) {
-    c.working_dir = std::string(kWorkspace);
-    h.mounts.push_back({.type = "volume", .source = cname, .target = std::string(kWorkspace)});
   }
 
   // A volume this call makes is removed again when the create then fails (an empty one: a
@@ -445,8 +307,9 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
                            (spec.host.empty() ? std::string("this host") : spec.host) + ": " + fix +
                            " (" + with_agent.error().message() + ")");
   }
-  c.image = *with_agent;
-  c.labels[std::string(kLabelImage)] = image;
+  decisions.image = *with_agent;
+  docker::ContainerConfig c = AGVISOR_TRY(BuildContainerConfig(spec, decisions));
+  auto& h = c.host_config;
 
   // The egress network made below, removed again when the create then fails on any path
   // (Docker refuses to remove it while a container uses it, so a winner of a race keeps it).
@@ -530,10 +393,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
       egress_guard.cname = cname;
       egress_guard.docker = docker.get();
       AGVISOR_RETURN_IF_ERROR(WaitForEnforcer(net.gateway, std::chrono::seconds(10)));
-      h.network_mode = net.name;
-      h.dns = {net.gateway};
-      c.env = EgressProxyEnv(net.gateway);
-      c.labels[std::string(kLabelEgress)] = egress::EncodeEgressRules(rules);
+      ApplyEgressNetwork(c, net, rules);
     }
     // At most a few starts at once per host, the rest queued (start_gate.h): past that Docker
     // and runsc slow every start down. Held until the handshake is done.
@@ -569,7 +429,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
         auto files = AGVISOR_TRY(desktop::PasswordArchive(desktop::NewPassword()));
         AGVISOR_RETURN_IF_ERROR(docker->PutArchive(*id, "/", files));
       }
-      AGVISOR_RETURN_IF_ERROR(handle->StartAndAttach(*id));
+      AGVISOR_RETURN_IF_ERROR(handle->StartAndAttach(*docker_runtime, *id));
       if (!spec.gui) return Ok();
       ticket.Release();  // the desktop's seconds are not a start's
       auto ready = desktop::WaitReady(*handle);
@@ -593,14 +453,14 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
 
 Result<std::unique_ptr<Sandbox>> Sandbox::Open(std::string_view container_name,
                                                std::string_view host) {
-  auto docker = AGVISOR_TRY(HostClient(host));
-  auto info = AGVISOR_TRY(docker->InspectContainer(container_name));
+  auto runtime = AGVISOR_TRY(RuntimeFor(host));
+  auto info = AGVISOR_TRY(runtime->Inspect(container_name));
   if (info.labels.count(std::string(kLabelManaged)) == 0) {
     return Error::NotFound("container " + std::string(container_name) +
                            " is not an agvisor sandbox");
   }
   auto handle = std::unique_ptr<Sandbox>(new Sandbox());
-  handle->docker_ = docker;
+  handle->runtime_ = runtime;
   handle->host_ = host;
   handle->container_name_ = info.name;
   handle->container_id_ = info.id;
@@ -617,22 +477,20 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Open(std::string_view container_name,
 }
 
 Result<std::vector<SandboxInfo>> Sandbox::List(std::string_view host) {
-  auto docker = AGVISOR_TRY(HostClient(host));
-  auto list = AGVISOR_TRY(docker->ListContainers(/*all=*/true, {std::string(kLabelManaged)}));
+  auto runtime = AGVISOR_TRY(RuntimeFor(host));
+  auto list = AGVISOR_TRY(runtime->List({std::string(kLabelManaged)}));
   std::vector<SandboxInfo> out;
   for (const auto& s : list) {
-    if (auto it = s.labels.find("agvisor.agent"); it != s.labels.end() && it->second == "filler") {
-      continue;  // adding the agent to an image (agent_image.h), not a sandbox
-    }
+    if (s.helper) continue;  // the runtime's own (adding the agent to an image), not a sandbox
     SandboxInfo i;
-    i.container_name = s.names.empty() ? s.id.substr(0, 12) : s.names.front();
+    i.container_name = s.name.empty() ? s.id.substr(0, 12) : s.name;
     if (auto it = s.labels.find(std::string(kLabelName)); it != s.labels.end()) i.name = it->second;
     if (auto it = s.labels.find(std::string(kLabelPool)); it != s.labels.end()) i.pool = it->second;
     i.container_id = s.id;
     auto image = s.labels.find(std::string(kLabelImage));
     i.image = image != s.labels.end() ? image->second : s.image;
-    i.state = s.state;
-    i.running = s.state == "running";
+    i.state = s.status;
+    i.running = s.status == "running";
     i.host = std::string(host);
     out.push_back(std::move(i));
   }
@@ -646,7 +504,7 @@ Result<SandboxInfo> Sandbox::InfoLocked() {
   i.container_name = container_name_;
   i.name = name_;
   i.host = host_;
-  auto info = docker_->InspectContainer(container_id_.empty() ? container_name_ : container_id_);
+  auto info = runtime_->Inspect(container_id_.empty() ? container_name_ : container_id_);
   if (!info.ok()) {
     if (info.error().code() != ErrorCode::kNotFound) return info.error();
     i.state = "gone";
@@ -661,7 +519,7 @@ Result<SandboxInfo> Sandbox::InfoLocked() {
   i.exit_code = info->state.exit_code;
   i.end_reason = ReasonFromState(info->state);
   if (i.end_reason == EndReason::kKilled && i.exit_code == 128 + SIGKILL &&
-      KilledByMemoryLimit(*docker_, info->id)) {
+      runtime_->EndedByMemoryLimit(info->id)) {
     i.end_reason = EndReason::kOutOfMemory;
   }
   return i;
@@ -965,26 +823,24 @@ Result<void> Sandbox::ReadFileTo(std::string_view path, const channel::ByteSink&
 }
 
 Result<bool> Sandbox::ReadByExec(std::string_view path, bool tar, const channel::ByteSink& sink) {
-  docker::ExecConfig ec;
   // Docker keeps an exec running (and drains its output) after its client went away: the agent
-  // watches its stdin, held open here and closed with the stream when the sink stops the read.
-  ec.cmd = {std::string(kAgentPath), "read-file", "--watch-stdin"};
-  ec.attach_stdin = true;
-  if (tar) ec.cmd.emplace_back("--tar");
-  ec.cmd.emplace_back(path);
+  // watches its stdin, held open by the runtime and closed when the sink stops the read.
+  std::vector<std::string> cmd = {std::string(kAgentPath), "read-file", "--watch-stdin"};
+  if (tar) cmd.emplace_back("--tar");
+  cmd.emplace_back(path);
   const std::string what = (tar ? "download " : "read file ") + std::string(path);
   std::string err;
   std::optional<Error> sink_error;
-  auto code = docker_->StreamExec(container_id_, ec, std::nullopt,
-                                  [&](docker::StreamPiece& p) -> Result<void> {
-                                    if (p.stream != docker::StreamKind::kStderr) {
-                                      auto r = sink(p.bytes);
-                                      if (!r.ok()) sink_error = r.error();
-                                      return r;
-                                    }
-                                    if (err.size() < 64 * 1024) err.append(p.bytes);
-                                    return Ok();
-                                  });
+  auto code = runtime_->RunExec(
+      container_id_, cmd,
+      [&](std::string_view bytes) -> Result<void> {
+        auto r = sink(bytes);
+        if (!r.ok()) sink_error = r.error();
+        return r;
+      },
+      [&](std::string_view bytes) {
+        if (err.size() < 64 * 1024) err.append(bytes);
+      });
   if (sink_error) return *sink_error;
   if (!code.ok()) {
     Error died = DiagnoseExecFailure(code.error());
@@ -1213,43 +1069,13 @@ Result<std::unique_ptr<PortStream>> Sandbox::OpenPort(std::uint16_t port) {
   return std::move(*p);
 }
 
-namespace {
-
-// Removes a container; gone already (404) or being removed (409) count as done. Returns whether
-// a container was there.
-Result<bool> RemoveContainerIfAny(docker::Client& docker, std::string_view ref) {
-  auto r = docker.RemoveContainer(ref, /*force=*/true, /*remove_volumes=*/false);
-  if (r.ok()) return true;
-  if (r.error().code() == ErrorCode::kNotFound) return false;
-  if (r.error().code() == ErrorCode::kConflict) return true;  // removal already in progress
-  return r.error();
-}
-
-// Removes a volume. Docker releases it a moment after its container is gone: retry while it
-// says "in use". Returns whether a volume was there.
-Result<bool> RemoveVolumeIfAny(docker::Client& docker, std::string_view name) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-  for (;;) {
-    // Not forced: a forced removal of a volume still in use returns success and keeps it.
-    auto r = docker.RemoveVolume(name, /*force=*/false);
-    if (r.ok()) return true;
-    if (r.error().code() == ErrorCode::kNotFound) return false;
-    if (r.error().code() != ErrorCode::kConflict || std::chrono::steady_clock::now() > deadline) {
-      return r.error();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-}
-
-}  // namespace
-
 Result<void> Sandbox::Remove(std::string_view container_name, std::string_view host,
                              bool erase_data) {
-  auto docker = AGVISOR_TRY(HostClient(host));
-  bool had_container = AGVISOR_TRY(RemoveContainerIfAny(*docker, container_name));
-  AGVISOR_RETURN_IF_ERROR(RemoveEgressNetwork(*docker, container_name));
+  auto runtime = AGVISOR_TRY(RuntimeFor(host));
+  bool had_container = AGVISOR_TRY(runtime->Remove(container_name));
+  AGVISOR_RETURN_IF_ERROR(runtime->RemoveEgressNetwork(container_name));
   bool had_volume = false;
-  if (erase_data) had_volume = AGVISOR_TRY(RemoveVolumeIfAny(*docker, container_name));
+  if (erase_data) had_volume = AGVISOR_TRY(runtime->RemoveVolume(container_name));
   if (!had_container && !had_volume) {
     return Error::NotFound("no sandbox " + std::string(container_name) + " on " +
                            (host.empty() ? std::string("this host") : std::string(host)) +
@@ -1281,7 +1107,7 @@ bool Sandbox::ChannelOpen() const {
 }
 
 Result<void> Sandbox::Stop() {
-  AGVISOR_RETURN_IF_ERROR(RemoveContainerIfAny(*docker_, container_name_));
+  AGVISOR_RETURN_IF_ERROR(runtime_->Remove(container_name_));
   std::lock_guard lock(channel_mu_);
   if (channel_) channel_->Shutdown("the sandbox was stopped");
   return Ok();
@@ -1289,7 +1115,7 @@ Result<void> Sandbox::Stop() {
 
 Result<void> Sandbox::Delete() {
   AGVISOR_RETURN_IF_ERROR(Stop());
-  if (persistent()) AGVISOR_RETURN_IF_ERROR(RemoveVolumeIfAny(*docker_, container_name_));
+  if (persistent()) AGVISOR_RETURN_IF_ERROR(runtime_->RemoveVolume(container_name_));
   return Ok();
 }
 

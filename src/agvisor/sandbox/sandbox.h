@@ -23,7 +23,6 @@
 //   - A sandbox killed by its memory or pids limit is reported as kSandboxDied with the reason.
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -37,28 +36,20 @@
 
 #include "agvisor/base/error.h"
 #include "agvisor/channel/channel.h"
+#include "agvisor/sandbox/agent_paths.h"
 #include "agvisor/sandbox/spec.h"
 
 namespace agvisor {
 namespace docker {
 class Client;
 }
+class Runtime;
+class DockerRuntime;
 
-// The docker::Client for a host ("" = $DOCKER_HOST or the local socket; "ssh://user@host"),
-// shared by every caller in this process. Errors: those of docker::Client::Connect.
+// The docker::Client for a host (defined in docker_runtime.cc; declared here too until every
+// caller includes docker_runtime.h). Errors: those of docker::Client::Connect.
 Result<std::shared_ptr<docker::Client>> HostClient(std::string_view host);
 
-// Where the agent lives inside every sandbox.
-inline constexpr std::string_view kAgentDir = "/.agvisor";
-inline constexpr std::string_view kAgentPath = "/.agvisor/agvisor-agent";
-// The only capabilities a sandbox's processes may hold: every container starts from CapDrop ALL
-// and gets back these (docs/security.md, "Capabilities", says why each is kept and why Docker's
-// other defaults, FSETID, NET_RAW, MKNOD, SYS_CHROOT, AUDIT_WRITE, SETFCAP and SETPCAP, are not).
-// Enough for root inside to install packages (dpkg, Python wheels), chown files, switch users
-// (su, the agent's `user=` execs, the desktop's user), signal any process of the sandbox and
-// serve on a port below 1024.
-inline constexpr std::array<std::string_view, 7> kSandboxCapabilities = {
-    "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"};
 // How long a streaming exec keeps output in memory: only the last this many bytes.
 inline constexpr std::size_t kStreamTailBytes = 100 * 1000;
 // How much collected (non-streaming) output Exec keeps per stream by default: far above what a
@@ -334,9 +325,10 @@ class Sandbox {
   // protocol version 1 (no DETACH, no PROC_SIGNAL), a session of its own, whose end detaches.
   Result<std::shared_ptr<channel::Channel>> ProcessChannel();
   // Opens the channel on PID 1's stdio: attach (before start), start, handshake.
-  Result<void> StartAndAttach(const std::string& id);
+  Result<void> StartAndAttach(DockerRuntime& docker, const std::string& id);
 
-  std::shared_ptr<docker::Client> docker_;
+  // Where the sandbox runs (runtime.h).
+  std::shared_ptr<Runtime> runtime_;
   std::string host_;
   std::string container_name_;
   std::string container_id_;

@@ -1,0 +1,171 @@
+// Pins the container every kind of sandbox gets, field by field, as the Engine API request body
+// (docker/codec.h): a change to the security posture, the limits, the agent's argv or the labels
+// shows here.
+#include "agvisor/sandbox/container_config.h"
+
+#include <gtest/gtest.h>
+
+#include "agvisor/docker/codec.h"
+
+namespace agvisor {
+namespace {
+
+ContainerDecisions Decide(const SandboxSpec& spec) {
+  ContainerDecisions d;
+  d.container_name = ContainerNameFor(spec.name ? *spec.name : "0123abcd");
+  d.runtime = spec.runtime;
+  d.image = "agvisor/with-agent:img-agent";
+  d.source_image = !spec.image.empty()
+                       ? spec.image
+                       : std::string(spec.gui ? kDefaultDesktopImage : kDefaultImage);
+  return d;
+}
+
+// (Built out of line: g++ 12 at -O2 warns of a maybe-uninitialized optional<string> otherwise.)
+[[gnu::noinline]] SandboxSpec NamedSpec(const std::string& name) {
+  SandboxSpec spec;
+  spec.name = name;
+  return spec;
+}
+
+std::string Body(const SandboxSpec& spec, const ContainerDecisions& d,
+                 const std::optional<EgressNetwork>& net = std::nullopt) {
+  auto c = BuildContainerConfig(spec, d);
+  EXPECT_TRUE(c.ok()) << c.error().ToString();
+  if (!c.ok()) return "";
+  if (net) ApplyEgressNetwork(*c, *net, *spec.egress);
+  auto body = docker::EncodeContainerCreate(*c, docker::ApiVersion{1, 45});
+  EXPECT_TRUE(body.ok()) << body.error().ToString();
+  return body.ok() ? *body : "";
+}
+
+// Today's request bodies (Engine API 1.45), one per kind of sandbox. Every sandbox: the agent as
+// PID 1 with stdin kept open across attaches, no new privileges, CapDrop ALL + only
+// kSandboxCapabilities, no log of PID 1's stdio, no privileges, swap = memory.
+constexpr const char* kAnonymous =
+    R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio"],)"
+    R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1",)"
+    R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g"},"Tty":false,)"
+    R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
+    R"("StdinOnce":false,"HostConfig":{"Runtime":"runsc","NanoCpus":2000000000,)"
+    R"("Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":512,"NetworkMode":"bridge",)"
+    R"("AutoRemove":false,"CapDrop":["ALL"],"CapAdd":["CHOWN","DAC_OVERRIDE","FOWNER","KILL",)"
+    R"("SETGID","SETUID","NET_BIND_SERVICE"],"SecurityOpt":["no-new-privileges"],)"
+    R"("ReadonlyRootfs":false,"Privileged":false,"LogConfig":{"Type":"none","Config":{}}}})";
+
+constexpr const char* kNamed =
+    R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--lifetime",)"
+    R"("3600","--idle-ttl","600"],"Entrypoint":["/.agvisor/agvisor-agent"],)"
+    R"("WorkingDir":"/workspace","Labels":{"agvisor":"1","agvisor.idle_ttl":"600",)"
+    R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"512m","agvisor.name":"proj",)"
+    R"("agvisor.pool":"p1","tenant":"t1"},"Tty":false,"OpenStdin":true,"AttachStdin":true,)"
+    R"("AttachStdout":true,"AttachStderr":true,"StdinOnce":false,)"
+    R"("HostConfig":{"Runtime":"runsc","NanoCpus":500000000,"Memory":536870912,)"
+    R"("MemorySwap":536870912,"PidsLimit":64,"NetworkMode":"bridge","ShmSize":134217728,)"
+    R"("AutoRemove":true,"Mounts":[{"Type":"volume","Source":"agvisor-proj",)"
+    R"("Target":"/workspace","ReadOnly":false}],"CapDrop":["ALL"],"CapAdd":["CHOWN",)"
+    R"("DAC_OVERRIDE","FOWNER","KILL","SETGID","SETUID","NET_BIND_SERVICE"],)"
+    R"("SecurityOpt":["no-new-privileges"],"ReadonlyRootfs":false,"Privileged":false,)"
+    R"("LogConfig":{"Type":"none","Config":{}}}})";
+
+constexpr const char* kNoneOnTwin =
+    R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio"],)"
+    R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1",)"
+    R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g"},"Tty":false,)"
+    R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
+    R"("StdinOnce":false,"NetworkDisabled":true,"HostConfig":{"Runtime":"runsc-none",)"
+    R"("NanoCpus":2000000000,"Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":512,)"
+    R"("NetworkMode":"none","AutoRemove":false,"CapDrop":["ALL"],"CapAdd":["CHOWN",)"
+    R"("DAC_OVERRIDE","FOWNER","KILL","SETGID","SETUID","NET_BIND_SERVICE"],)"
+    R"("SecurityOpt":["no-new-privileges"],"ReadonlyRootfs":false,"Privileged":false,)"
+    R"("LogConfig":{"Type":"none","Config":{}}}})";
+
+constexpr const char* kNoneWithoutTwin =
+    R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio"],)"
+    R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1",)"
+    R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g"},"Tty":false,)"
+    R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
+    R"("StdinOnce":false,"HostConfig":{"Runtime":"runsc","NanoCpus":2000000000,)"
+    R"("Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":512,"NetworkMode":"none",)"
+    R"("AutoRemove":false,"CapDrop":["ALL"],"CapAdd":["CHOWN","DAC_OVERRIDE","FOWNER","KILL",)"
+    R"("SETGID","SETUID","NET_BIND_SERVICE"],"SecurityOpt":["no-new-privileges"],)"
+    R"("ReadonlyRootfs":false,"Privileged":false,"LogConfig":{"Type":"none","Config":{}}}})";
+
+constexpr const char* kEgress =
+    R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio"],)"
+    R"("Entrypoint":["/.agvisor/agvisor-agent"],"Env":["HTTP_PROXY=http://172.19.0.1:3128",)"
+    R"("HTTPS_PROXY=http://172.19.0.1:3128","http_proxy=http://172.19.0.1:3128",)"
+    R"("https_proxy=http://172.19.0.1:3128","NO_PROXY=localhost,127.0.0.1,::1",)"
+    R"("no_proxy=localhost,127.0.0.1,::1"],"Labels":{"agvisor":"1",)"
+    R"("agvisor.egress":"allow=example.com;cidr=;ports=443;deny=",)"
+    R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g"},"Tty":false,)"
+    R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
+    R"("StdinOnce":false,"HostConfig":{"Runtime":"runsc","NanoCpus":2000000000,)"
+    R"("Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":512,)"
+    R"("NetworkMode":"agvisor-0123abcd-egress","Dns":["172.19.0.1"],"AutoRemove":false,)"
+    R"("CapDrop":["ALL"],"CapAdd":["CHOWN","DAC_OVERRIDE","FOWNER","KILL","SETGID","SETUID",)"
+    R"("NET_BIND_SERVICE"],"SecurityOpt":["no-new-privileges"],"ReadonlyRootfs":false,)"
+    R"("Privileged":false,"LogConfig":{"Type":"none","Config":{}}}})";
+
+constexpr const char* kDesktopWithDiskCap =
+    R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--desktop"],)"
+    R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1",)"
+    R"("agvisor.image":"agvisor/desktop:latest","agvisor.memory":"2g"},"Tty":false,)"
+    R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
+    R"("StdinOnce":false,"HostConfig":{"Runtime":"runsc","NanoCpus":2000000000,)"
+    R"("Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":512,"NetworkMode":"bridge",)"
+    R"("ShmSize":1073741824,"AutoRemove":false,"CapDrop":["ALL"],"CapAdd":["CHOWN",)"
+    R"("DAC_OVERRIDE","FOWNER","KILL","SETGID","SETUID","NET_BIND_SERVICE"],)"
+    R"("SecurityOpt":["no-new-privileges"],"ReadonlyRootfs":false,)"
+    R"("Annotations":{"dev.gvisor.flag.overlay2":"root:self,size=5g"},"Privileged":false,)"
+    R"("LogConfig":{"Type":"none","Config":{}}}})";
+
+TEST(ContainerConfigTest, Anonymous) {
+  SandboxSpec spec;
+  EXPECT_EQ(Body(spec, Decide(spec)), kAnonymous);
+}
+
+TEST(ContainerConfigTest, NamedWithDeadlinesAndLabels) {
+  SandboxSpec spec = NamedSpec("proj");
+  spec.lifetime = 3600;
+  spec.idle_ttl = 600;
+  spec.labels = {{"tenant", "t1"}};
+  spec.limits.cpus = 0.5;
+  spec.limits.memory = "512m";
+  spec.limits.pids = 64;
+  spec.limits.shm = "128m";
+  auto d = Decide(spec);
+  d.system_labels = {{"agvisor.pool", "p1"}};
+  EXPECT_EQ(Body(spec, d), kNamed);
+}
+
+TEST(ContainerConfigTest, NetworkNoneOnTheTwinAndWithout) {
+  SandboxSpec spec;
+  spec.network = "none";
+  auto d = Decide(spec);
+  d.runtime = "runsc-none";
+  EXPECT_EQ(Body(spec, d), kNoneOnTwin);
+  EXPECT_EQ(Body(spec, Decide(spec)), kNoneWithoutTwin);
+}
+
+TEST(ContainerConfigTest, Egress) {
+  SandboxSpec spec;
+  spec.egress = egress::EgressRules{.allow_domains = {"example.com"}, .ports = {443}};
+  EgressNetwork net{.name = "agvisor-0123abcd-egress",
+                    .id = "n1",
+                    .bridge = "agve0011223344",
+                    .gateway = "172.19.0.1"};
+  EXPECT_EQ(Body(spec, Decide(spec), net), kEgress);
+}
+
+TEST(ContainerConfigTest, DesktopAndDiskCap) {
+  SandboxSpec spec;
+  spec.gui = true;
+  spec.limits.memory = "2g";
+  auto d = Decide(spec);
+  d.disk_cap = "5g";
+  EXPECT_EQ(Body(spec, d), kDesktopWithDiskCap);
+}
+
+}  // namespace
+}  // namespace agvisor

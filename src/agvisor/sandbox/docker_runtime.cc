@@ -1,0 +1,241 @@
+#include "agvisor/sandbox/docker_runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "agvisor/docker/client.h"
+#include "agvisor/sandbox/agent_image.h"
+#include "agvisor/sandbox/egress_network.h"
+#include "agvisor/sandbox/host_caps.h"
+#include "agvisor/sandbox/runtime_check.h"
+
+namespace agvisor {
+namespace {
+
+// A process's stdio over a Docker stream (PID 1's attach, or an exec): its stdin and its
+// demultiplexed stdout; stderr goes to `on_stderr`.
+class DockerStreamTransport : public channel::Transport {
+ public:
+  DockerStreamTransport(std::unique_ptr<docker::ExecStream> stream, StderrSink on_stderr)
+      : stream_(std::move(stream)), on_stderr_(std::move(on_stderr)) {}
+  ~DockerStreamTransport() override { Close(); }
+  Result<std::size_t> Read(std::span<char> buf) override {
+    return stream_->ReadStdout(buf, on_stderr_);
+  }
+  Result<void> Write(std::string_view data) override {
+    auto r = stream_->Write(data);
+    if (!r.ok()) return Error::Unavailable(r.error().message());
+    return Ok();
+  }
+  void Close() override { stream_->Close(); }
+
+ private:
+  std::unique_ptr<docker::ExecStream> stream_;
+  StderrSink on_stderr_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<docker::Client>> HostClient(std::string_view host) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<docker::Client>, std::less<>> clients;
+  std::lock_guard lock(mu);
+  if (auto it = clients.find(host); it != clients.end()) {
+    if (auto c = it->second.lock()) return c;
+  }
+  http::ClientOptions options;
+  options.ssh_args = HostSshArgs();  // $AGVISOR_SSH_ARGS
+  auto c = AGVISOR_TRY(docker::Client::Connect(host, options));
+  clients[std::string(host)] = c;
+  return c;
+}
+
+DockerRuntime::DockerRuntime(std::string host, std::shared_ptr<docker::Client> client)
+    : host_(std::move(host)), client_(std::move(client)) {}
+
+DockerRuntime::~DockerRuntime() = default;
+
+Result<std::unique_ptr<channel::Transport>> DockerRuntime::AttachAndStart(std::string_view id,
+                                                                          StepTrace& trace,
+                                                                          StderrSink on_stderr) {
+  auto stream = AGVISOR_TRY(client_->AttachContainer(id, true, true, true));
+  trace.Mark("attach");
+  AGVISOR_RETURN_IF_ERROR(client_->StartContainer(id));
+  trace.Mark("start");
+  return std::unique_ptr<channel::Transport>(
+      std::make_unique<DockerStreamTransport>(std::move(stream), std::move(on_stderr)));
+}
+
+Result<std::string> DockerRuntime::RequireGvisor(std::string_view runtime, bool network_none) {
+  return RequireGvisorRuntime(host_, *client_, runtime, network_none);
+}
+
+Result<DiskCapSupport> DockerRuntime::ProbeDiskCap(std::string_view runtime,
+                                                   std::string_view image) {
+  return agvisor::ProbeDiskCap(host_, *client_, runtime, image);
+}
+
+Result<HostCapacity> DockerRuntime::Capacity() {
+  auto info = AGVISOR_TRY(client_->Info());
+  return HostCapacity{.memory_bytes = info.mem_total, .source = "docker info MemTotal"};
+}
+
+Result<std::string> DockerRuntime::PrepareImage(std::string_view image) {
+  return EnsureAgentImage(host_, *client_, image);
+}
+
+Result<InstanceInfo> DockerRuntime::Inspect(std::string_view ref) {
+  auto c = AGVISOR_TRY(client_->InspectContainer(ref));
+  InstanceInfo i;
+  i.id = std::move(c.id);
+  i.name = std::move(c.name);
+  i.image_ref = std::move(c.image_ref);
+  i.labels = std::move(c.labels);
+  i.state = {.status = c.state.status,
+             .running = c.state.running,
+             .exit_code = c.state.exit_code,
+             .oom_killed = c.state.oom_killed};
+  return i;
+}
+
+Result<std::vector<InstanceSummary>> DockerRuntime::List(
+    const std::vector<std::string>& label_filters) {
+  auto list = AGVISOR_TRY(client_->ListContainers(/*all=*/true, label_filters));
+  std::vector<InstanceSummary> out;
+  out.reserve(list.size());
+  for (auto& c : list) {
+    InstanceSummary s;
+    s.id = std::move(c.id);
+    if (!c.names.empty()) s.name = std::move(c.names.front());
+    s.image = std::move(c.image);
+    s.status = std::move(c.state);
+    s.created_unix = c.created;
+    // Adding the agent to an image (agent_image.h), not a sandbox.
+    auto it = c.labels.find("agvisor.agent");
+    s.helper = it != c.labels.end() && it->second == "filler";
+    s.labels = std::move(c.labels);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Result<bool> DockerRuntime::Remove(std::string_view ref) {
+  auto r = client_->RemoveContainer(ref, /*force=*/true, /*remove_volumes=*/false);
+  if (r.ok()) return true;
+  if (r.error().code() == ErrorCode::kNotFound) return false;
+  if (r.error().code() == ErrorCode::kConflict) return true;  // removal already in progress
+  return r.error();
+}
+
+void DockerRuntime::WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) {
+  (void)client_->WaitContainer(id, "not-running", timeout);
+}
+
+// Docker sets State.OOMKilled only when the runtime's OOM event arrives before the exit; under
+// runsc it sometimes comes just after (seen on a loaded host), and then only the event log says
+// so. Asked once, and again half a second later when the event may still be on its way.
+bool DockerRuntime::EndedByMemoryLimit(std::string_view id) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    auto actions = client_->ContainerEventActions(id, now - 600, now);
+    if (!actions.ok()) return false;
+    if (std::find(actions->begin(), actions->end(), "oom") != actions->end()) return true;
+  }
+  return false;
+}
+
+Result<std::unique_ptr<channel::Transport>> DockerRuntime::OpenExecStream(
+    std::string_view id, const std::vector<std::string>& argv, StderrSink on_stderr) {
+  docker::ExecConfig ec;
+  ec.cmd = argv;
+  ec.attach_stdin = true;
+  auto exec_id = AGVISOR_TRY(client_->CreateExec(id, ec));
+  auto stream = AGVISOR_TRY(client_->StartExec(exec_id, /*tty=*/false));
+  return std::unique_ptr<channel::Transport>(
+      std::make_unique<DockerStreamTransport>(std::move(stream), std::move(on_stderr)));
+}
+
+Result<int> DockerRuntime::RunExec(std::string_view id, const std::vector<std::string>& argv,
+                                   const OutputSink& on_stdout, const StderrSink& on_stderr) {
+  docker::ExecConfig ec;
+  ec.cmd = argv;
+  // Docker keeps an exec running (and drains its output) after its client went away: stdin is
+  // held open so the process can watch it, and closed with the stream when `on_stdout` stops.
+  ec.attach_stdin = true;
+  return client_->StreamExec(id, ec, std::nullopt, [&](docker::StreamPiece& p) -> Result<void> {
+    if (p.stream != docker::StreamKind::kStderr) return on_stdout(p.bytes);
+    on_stderr(p.bytes);
+    return Ok();
+  });
+}
+
+Result<bool> DockerRuntime::EnsureVolume(std::string_view name, const Labels& labels) {
+  auto had = client_->InspectVolume(name);
+  if (!had.ok() && had.error().code() != ErrorCode::kNotFound) return had.error();
+  AGVISOR_RETURN_IF_ERROR(client_->CreateVolume(name, labels));
+  return !had.ok();
+}
+
+// Docker releases a volume a moment after its container is gone: retry while it says "in use".
+Result<bool> DockerRuntime::RemoveVolume(std::string_view name) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  for (;;) {
+    // Not forced: a forced removal of a volume still in use returns success and keeps it.
+    auto r = client_->RemoveVolume(name, /*force=*/false);
+    if (r.ok()) return true;
+    if (r.error().code() == ErrorCode::kNotFound) return false;
+    if (r.error().code() != ErrorCode::kConflict || std::chrono::steady_clock::now() > deadline) {
+      return r.error();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+Result<SandboxNetwork> DockerRuntime::EnsureEgressNetwork(std::string_view name,
+                                                          const egress::EgressRules& rules,
+                                                          const Labels& labels) {
+  auto net = AGVISOR_TRY(agvisor::EnsureEgressNetwork(*client_, name, rules, labels));
+  return SandboxNetwork{.name = net.name, .gateway = net.gateway};
+}
+
+Result<void> DockerRuntime::RemoveEgressNetwork(std::string_view name) {
+  return agvisor::RemoveEgressNetwork(*client_, name);
+}
+
+// ---- RuntimeFor ----
+
+namespace {
+
+std::mutex g_override_mu;
+std::map<std::string, std::shared_ptr<Runtime>, std::less<>>& Overrides() {
+  static auto* m = new std::map<std::string, std::shared_ptr<Runtime>, std::less<>>();
+  return *m;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Runtime>> RuntimeFor(std::string_view host) {
+  {
+    std::lock_guard lock(g_override_mu);
+    if (auto it = Overrides().find(host); it != Overrides().end()) return it->second;
+  }
+  auto client = AGVISOR_TRY(HostClient(host));
+  return std::shared_ptr<Runtime>(std::make_shared<DockerRuntime>(std::string(host), client));
+}
+
+ScopedRuntimeOverride::ScopedRuntimeOverride(std::string host, std::shared_ptr<Runtime> runtime)
+    : host_(std::move(host)) {
+  std::lock_guard lock(g_override_mu);
+  Overrides()[host_] = std::move(runtime);
+}
+
+ScopedRuntimeOverride::~ScopedRuntimeOverride() {
+  std::lock_guard lock(g_override_mu);
+  Overrides().erase(host_);
+}
+
+}  // namespace agvisor

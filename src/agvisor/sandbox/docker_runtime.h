@@ -1,0 +1,74 @@
+// DockerRuntime: the Runtime (runtime.h) of a Docker host, over the Engine API client (docker/).
+// Everything of the sandbox layer that speaks Docker lives here and in its helpers
+// (runtime_check, host_caps, agent_image, egress_network): containers, exec streams, volumes,
+// networks, the per-host client registry (HostClient).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "agvisor/base/error.h"
+#include "agvisor/sandbox/runtime.h"
+#include "agvisor/sandbox/step_trace.h"
+
+namespace agvisor {
+namespace docker {
+class Client;
+}
+
+// The docker::Client for a host ("" = $DOCKER_HOST or the local socket; "ssh://user@host"),
+// shared by every caller in this process while anyone holds it (an ssh host costs one ssh
+// process however many sandboxes use it). Errors: those of docker::Client::Connect.
+Result<std::shared_ptr<docker::Client>> HostClient(std::string_view host);
+
+class DockerRuntime final : public Runtime {
+ public:
+  DockerRuntime(std::string host, std::shared_ptr<docker::Client> client);
+  ~DockerRuntime() override;
+
+  docker::Client& client() { return *client_; }
+
+  // PID 1's stdio of created container `id`, attached BEFORE start (no byte the agent writes is
+  // missed, no exec is paid on the create path), then the container started; stderr goes to
+  // `on_stderr`. Marks "attach" and "start" on `trace`. Errors: Docker's.
+  Result<std::unique_ptr<channel::Transport>> AttachAndStart(std::string_view id, StepTrace& trace,
+                                                             StderrSink on_stderr);
+
+  const std::string& host() const override { return host_; }
+  const RuntimeTraits& traits() const override { return traits_; }
+
+  Result<std::string> RequireGvisor(std::string_view runtime, bool network_none) override;
+  Result<DiskCapSupport> ProbeDiskCap(std::string_view runtime, std::string_view image) override;
+  // Docker's MemTotal (`docker info`); 0 when the daemon does not say.
+  Result<HostCapacity> Capacity() override;
+  Result<std::string> PrepareImage(std::string_view image) override;
+
+  Result<InstanceInfo> Inspect(std::string_view ref) override;
+  // Agent-image fillers (label agvisor.agent=filler) come back as helpers.
+  Result<std::vector<InstanceSummary>> List(const std::vector<std::string>& label_filters) override;
+  Result<bool> Remove(std::string_view ref) override;
+  void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) override;
+  bool EndedByMemoryLimit(std::string_view id) override;
+
+  Result<std::unique_ptr<channel::Transport>> OpenExecStream(std::string_view id,
+                                                             const std::vector<std::string>& argv,
+                                                             StderrSink on_stderr) override;
+  Result<int> RunExec(std::string_view id, const std::vector<std::string>& argv,
+                      const OutputSink& on_stdout, const StderrSink& on_stderr) override;
+
+  Result<bool> EnsureVolume(std::string_view name, const Labels& labels) override;
+  Result<bool> RemoveVolume(std::string_view name) override;
+
+  Result<SandboxNetwork> EnsureEgressNetwork(std::string_view name,
+                                             const egress::EgressRules& rules,
+                                             const Labels& labels) override;
+  Result<void> RemoveEgressNetwork(std::string_view name) override;
+
+ private:
+  std::string host_;
+  std::shared_ptr<docker::Client> client_;
+  RuntimeTraits traits_{.kind = "docker"};
+};
+
+}  // namespace agvisor

@@ -1,0 +1,378 @@
+#include "agvisor/sandbox/fake_runtime.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+#include <thread>
+
+#include "agvisor/channel/transport.h"
+#include "agvisor/sandbox/agent_paths.h"
+
+namespace agvisor {
+namespace {
+
+// A local process's stdio as a transport; the process is killed and reaped with it.
+class ProcessTransport : public channel::Transport {
+ public:
+  ProcessTransport(Subprocess process, std::unique_ptr<channel::FdTransport> fds)
+      : process_(std::move(process)), fds_(std::move(fds)) {}
+  Result<std::size_t> Read(std::span<char> buf) override { return fds_->Read(buf); }
+  Result<void> Write(std::string_view data) override { return fds_->Write(data); }
+  void Close() override { fds_->Close(); }
+
+ private:
+  Subprocess process_;
+  std::unique_ptr<channel::FdTransport> fds_;
+};
+
+bool Matches(const Labels& labels, const std::string& filter) {
+  const auto eq = filter.find('=');
+  if (eq == std::string::npos) return labels.count(filter) > 0;
+  auto it = labels.find(filter.substr(0, eq));
+  return it != labels.end() && it->second == filter.substr(eq + 1);
+}
+
+}  // namespace
+
+FakeRuntime::FakeRuntime(std::string host, std::string agent_binary)
+    : host_(std::move(host)), agent_binary_(std::move(agent_binary)) {
+  char tmpl[] = "/tmp/agvisor-fake-XXXXXX";
+  if (::mkdtemp(tmpl) != nullptr) dir_ = tmpl;
+}
+
+FakeRuntime::~FakeRuntime() {
+  instances_.clear();  // kills and reaps the agents
+  std::error_code ec;
+  if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+}
+
+std::vector<FakeRuntime::Call> FakeRuntime::calls() const {
+  std::lock_guard lock(mu_);
+  return calls_;
+}
+
+int FakeRuntime::CallCount(std::string_view op) const {
+  std::lock_guard lock(mu_);
+  int n = 0;
+  for (const auto& c : calls_) n += c.op == op;
+  return n;
+}
+
+std::set<std::string> FakeRuntime::Snapshot() const {
+  std::lock_guard lock(mu_);
+  std::set<std::string> s;
+  for (const auto& [name, i] : instances_) s.insert("instance " + name);
+  for (const auto& [name, l] : volumes_) s.insert("volume " + name);
+  for (const auto& name : networks_) s.insert("network " + name);
+  return s;
+}
+
+std::optional<Error> FakeRuntime::Record(std::string_view op, std::string_view object) {
+  calls_.push_back({std::string(op), std::string(object)});
+  auto it = failures_.find(std::string(op));
+  if (it == failures_.end() || it->second.empty()) return std::nullopt;
+  Error e = it->second.front();
+  it->second.pop_front();
+  return e;
+}
+
+FakeRuntime::Instance* FakeRuntime::Find(std::string_view ref) {
+  for (auto& [name, i] : instances_) {
+    if (name == ref || i.id == ref) {
+      Refresh(i);
+      return &i;
+    }
+  }
+  return nullptr;
+}
+
+void FakeRuntime::Refresh(Instance& i) {
+  if (!i.agent) return;
+  auto st = i.agent->TryWait();
+  if (!st.ok() || !st->has_value()) return;
+  const ExitStatus& s = **st;
+  i.state = {.status = "exited",
+             .running = false,
+             .exit_code = s.signaled() ? 128 + s.signal : s.exit_code,
+             .oom_killed = false};
+  i.agent.reset();
+}
+
+Result<std::string> FakeRuntime::AddInstance(const std::string& name, InstanceOptions o) {
+  std::lock_guard lock(mu_);
+  if (instances_.count(name)) return Error::Conflict("fake: instance " + name + " exists");
+  Instance i;
+  i.id = "fake" + std::to_string(next_id_++);
+  i.name = name;
+  i.image = o.image;
+  i.labels = std::move(o.labels);
+  i.state = {.status = o.status, .running = o.status == "running", .exit_code = o.exit_code};
+  i.created_unix = o.created_unix ? o.created_unix : static_cast<std::int64_t>(std::time(nullptr));
+  i.helper = o.helper;
+  i.socket = dir_ + "/" + i.id + ".sock";
+  if (i.state.running) {
+    i.agent.emplace(
+        AGVISOR_TRY(Subprocess::Spawn({.argv = {agent_binary_, "init", "--socket", i.socket}})));
+    // Ready once its socket is there (the agent makes it before serving).
+    for (int n = 0; n < 500 && !std::filesystem::exists(i.socket); ++n) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  std::string id = i.id;
+  instances_.emplace(name, std::move(i));
+  return id;
+}
+
+void FakeRuntime::SetState(const std::string& name, std::string status, int exit_code,
+                           bool oom_killed) {
+  std::lock_guard lock(mu_);
+  auto it = instances_.find(name);
+  if (it == instances_.end()) return;
+  Instance& i = it->second;
+  if (status != "running") i.agent.reset();
+  i.state = {.status = std::move(status),
+             .running = i.agent.has_value(),
+             .exit_code = exit_code,
+             .oom_killed = oom_killed};
+}
+
+void FakeRuntime::KillAgent(const std::string& name, int signal) {
+  std::lock_guard lock(mu_);
+  auto it = instances_.find(name);
+  if (it == instances_.end() || !it->second.agent) return;
+  (void)it->second.agent->Kill(signal);
+  (void)it->second.agent->Wait();
+  it->second.agent.reset();
+  it->second.state = {.status = "exited", .running = false, .exit_code = 128 + signal};
+}
+
+void FakeRuntime::SetEndedByMemoryLimit(const std::string& name, bool yes) {
+  std::lock_guard lock(mu_);
+  if (auto it = instances_.find(name); it != instances_.end()) it->second.memory_limit = yes;
+}
+
+void FakeRuntime::AddVolume(const std::string& name, Labels labels) {
+  std::lock_guard lock(mu_);
+  volumes_[name] = std::move(labels);
+}
+
+void FakeRuntime::AddNetwork(const std::string& instance_name) {
+  std::lock_guard lock(mu_);
+  networks_.insert(instance_name);
+}
+
+bool FakeRuntime::HasInstance(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  return instances_.count(name) > 0;
+}
+
+bool FakeRuntime::HasVolume(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  return volumes_.count(name) > 0;
+}
+
+bool FakeRuntime::HasNetwork(const std::string& instance_name) const {
+  std::lock_guard lock(mu_);
+  return networks_.count(instance_name) > 0;
+}
+
+void FakeRuntime::FailNext(std::string op, Error error, int times) {
+  std::lock_guard lock(mu_);
+  for (int n = 0; n < times; ++n) failures_[op].push_back(error);
+}
+
+Result<std::string> FakeRuntime::RequireGvisor(std::string_view runtime, bool network_none) {
+  std::lock_guard lock(mu_);
+  if (auto e = Record("RequireGvisor", runtime)) return *e;
+  if (runtime != "runsc") {
+    return Error::InvalidArgument("sandboxes run only on gVisor: runtime " + std::string(runtime) +
+                                  " on the fake host is not gVisor");
+  }
+  return network_none ? std::string("runsc-none") : std::string(runtime);
+}
+
+Result<DiskCapSupport> FakeRuntime::ProbeDiskCap(std::string_view runtime, std::string_view) {
+  std::lock_guard lock(mu_);
+  if (auto e = Record("ProbeDiskCap", runtime)) return *e;
+  return DiskCapSupport{.supported = false, .detail = "the fake runtime has no disk caps"};
+}
+
+Result<HostCapacity> FakeRuntime::Capacity() {
+  std::lock_guard lock(mu_);
+  if (auto e = Record("Capacity", host_)) return *e;
+  return HostCapacity{.memory_bytes = 8LL << 30, .source = "fake"};
+}
+
+Result<std::string> FakeRuntime::PrepareImage(std::string_view image) {
+  std::lock_guard lock(mu_);
+  if (auto e = Record("PrepareImage", image)) return *e;
+  return "fake/with-agent:" + std::string(image);
+}
+
+Result<InstanceInfo> FakeRuntime::Inspect(std::string_view ref) {
+  std::lock_guard lock(mu_);
+  if (auto e = Record("Inspect", ref)) return *e;
+  Instance* i = Find(ref);
+  if (!i) return Error::NotFound("inspect container " + std::string(ref) + ": no such container");
+  return InstanceInfo{
+      .id = i->id, .name = i->name, .image_ref = i->image, .labels = i->labels, .state = i->state};
+}
+
+Result<std::vector<InstanceSummary>> FakeRuntime::List(
+    const std::vector<std::string>& label_filters) {
+  std::lock_guard lock(mu_);
+  if (auto e = Record("List", "")) return *e;
+  std::vector<InstanceSummary> out;
+  for (auto& [name, i] : instances_) {
+    Refresh(i);
+    bool all = true;
+    for (const auto& f : label_filters) all = all && Matches(i.labels, f);
+    if (!all) continue;
+    out.push_back({.id = i.id,
+                   .name = i.name,
+                   .image = i.image,
+                   .status = i.state.status,
+                   .labels = i.labels,
+                   .created_unix = i.created_unix,
+                   .helper = i.helper});
+  }
+  return out;
+}
+
+Result<bool> FakeRuntime::Remove(std::string_view ref) {
+  std::lock_guard lock(mu_);
+  if (auto e = Record("Remove", ref)) return *e;
+  Instance* i = Find(ref);
+  if (!i) return false;
+  instances_.erase(i->name);  // kills and reaps its agent
+  return true;
+}
+
+void FakeRuntime::WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      Instance* i = Find(id);
+      if (!i || !i->state.running) return;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+bool FakeRuntime::EndedByMemoryLimit(std::string_view id) {
+  std::lock_guard lock(mu_);
+  Record("EndedByMemoryLimit", id);
+  Instance* i = Find(id);
+  return i && i->memory_limit;
+}
+
+std::vector<std::string> FakeRuntime::LocalArgv(const Instance& i,
+                                                const std::vector<std::string>& argv) {
+  std::vector<std::string> out = argv;
+  if (!out.empty() && out[0] == kAgentPath) {
+    out[0] = agent_binary_;
+    if (out.size() > 1 && out[1] == "connect") out.insert(out.begin() + 2, {"--socket", i.socket});
+  }
+  return out;
+}
+
+Result<std::unique_ptr<channel::Transport>> FakeRuntime::OpenExecStream(
+    std::string_view id, const std::vector<std::string>& argv, StderrSink) {
+  std::vector<std::string> local;
+  {
+    std::lock_guard lock(mu_);
+    if (auto e = Record("OpenExecStream", id)) return *e;
+    Instance* i = Find(id);
+    if (!i) return Error::NotFound("exec in container " + std::string(id) + ": no such container");
+    if (!i->state.running) {
+      return Error::Conflict("exec in container " + std::string(id) + ": it is not running");
+    }
+    local = LocalArgv(*i, argv);
+  }
+  // The relay's own log lines go to the test's stderr.
+  auto p = AGVISOR_TRY(
+      Subprocess::Spawn({.argv = std::move(local), .pipe_stdin = true, .pipe_stdout = true}));
+  auto fds =
+      AGVISOR_TRY(channel::FdTransport::Create(std::move(p.stdout_fd()), std::move(p.stdin_fd())));
+  return std::unique_ptr<channel::Transport>(
+      std::make_unique<ProcessTransport>(std::move(p), std::move(fds)));
+}
+
+Result<int> FakeRuntime::RunExec(std::string_view id, const std::vector<std::string>& argv,
+                                 const OutputSink& on_stdout, const StderrSink& on_stderr) {
+  std::vector<std::string> local;
+  {
+    std::lock_guard lock(mu_);
+    if (auto e = Record("RunExec", id)) return *e;
+    Instance* i = Find(id);
+    if (!i) return Error::NotFound("exec in container " + std::string(id) + ": no such container");
+    if (!i->state.running) {
+      return Error::Conflict("exec in container " + std::string(id) + ": it is not running");
+    }
+    local = LocalArgv(*i, argv);
+  }
+  auto p = AGVISOR_TRY(Subprocess::Spawn(
+      {.argv = std::move(local), .pipe_stdin = true, .pipe_stdout = true, .pipe_stderr = true}));
+  pollfd fds[2] = {{p.stdout_fd().get(), POLLIN, 0}, {p.stderr_fd().get(), POLLIN, 0}};
+  int open = 2;
+  char buf[65536];
+  while (open > 0) {
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return Error::FromErrno("fake exec: poll", errno);
+    }
+    for (int n = 0; n < 2; ++n) {
+      if (fds[n].fd < 0 || fds[n].revents == 0) continue;
+      const ssize_t got = ::read(fds[n].fd, buf, sizeof buf);
+      if (got <= 0) {
+        fds[n].fd = -1;
+        --open;
+        continue;
+      }
+      const std::string_view bytes(buf, static_cast<std::size_t>(got));
+      if (n == 0) {
+        AGVISOR_RETURN_IF_ERROR(on_stdout(bytes));  // `p` is killed and reaped on return
+      } else {
+        on_stderr(bytes);
+      }
+    }
+  }
+  p.stdin_fd() = UniqueFd();
+  auto st = AGVISOR_TRY(p.Wait());
+  return st.signaled() ? 128 + st.signal : st.exit_code;
+}
+
+Result<bool> FakeRuntime::EnsureVolume(std::string_view name, const Labels& labels) {
+  std::lock_guard lock(mu_);
+  if (auto e = Record("EnsureVolume", name)) return *e;
+  return volumes_.emplace(std::string(name), labels).second;
+}
+
+Result<bool> FakeRuntime::RemoveVolume(std::string_view name) {
+  std::lock_guard lock(mu_);
+  if (auto e = Record("RemoveVolume", name)) return *e;
+  return volumes_.erase(std::string(name)) > 0;
+}
+
+Result<SandboxNetwork> FakeRuntime::EnsureEgressNetwork(std::string_view name,
+                                                        const egress::EgressRules&, const Labels&) {
+  std::lock_guard lock(mu_);
+  if (auto e = Record("EnsureEgressNetwork", name)) return *e;
+  networks_.insert(std::string(name));
+  return SandboxNetwork{.name = std::string(name) + "-egress", .gateway = "127.0.0.1"};
+}
+
+Result<void> FakeRuntime::RemoveEgressNetwork(std::string_view name) {
+  std::lock_guard lock(mu_);
+  if (auto e = Record("RemoveEgressNetwork", name)) return *e;
+  networks_.erase(std::string(name));
+  return Ok();
+}
+
+}  // namespace agvisor

@@ -1,0 +1,122 @@
+// FakeRuntime: a Runtime (runtime.h) for unit tests of the sandbox layer, with no Docker. An
+// instance is a real local process of the built agent (`agvisor-agent init --socket DIR/x.sock`),
+// so a Sandbox's channel, execs, files and deadlines are the agent's own; an exec stream of
+// `kAgentPath connect` is the agent's relay to that socket, and any other exec runs on this
+// machine. It records every call, holds instances, volumes and networks in memory, and fails
+// or changes state on request. Target agvisor_sandbox_testing (tests only).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agvisor/base/subprocess.h"
+#include "agvisor/sandbox/runtime.h"
+
+namespace agvisor {
+
+class FakeRuntime final : public Runtime {
+ public:
+  // `agent_binary`: the agent to run (tests link agvisor::agent_binary: AGVISOR_AGENT_BINARY).
+  FakeRuntime(std::string host, std::string agent_binary);
+  ~FakeRuntime() override;
+
+  // ---- What happened ----
+  struct Call {
+    std::string op;      // the method's name: "Inspect", "Remove", "OpenExecStream", ...
+    std::string object;  // the instance, volume or network it was about
+  };
+  std::vector<Call> calls() const;
+  int CallCount(std::string_view op) const;
+  // Every object that exists, as "instance NAME", "volume NAME", "network NAME".
+  std::set<std::string> Snapshot() const;
+
+  // ---- What exists ----
+  struct InstanceOptions {
+    Labels labels;
+    std::string image = "fake/with-agent";
+    std::string status = "running";  // "running" starts the agent; anything else does not
+    int exit_code = 0;
+    std::int64_t created_unix = 0;  // 0 = now
+    bool helper = false;
+  };
+  // Returns the new instance's id. Errors: kConflict (the name exists), those of spawning.
+  Result<std::string> AddInstance(const std::string& name, InstanceOptions options);
+  // Sets what Inspect reports (the agent, if running, is killed for any status but "running").
+  void SetState(const std::string& name, std::string status, int exit_code, bool oom_killed);
+  // Kills the instance's agent with `signal`: the channel breaks, Inspect says exited 128+N.
+  void KillAgent(const std::string& name, int signal);
+  // What EndedByMemoryLimit answers for the instance.
+  void SetEndedByMemoryLimit(const std::string& name, bool yes);
+  void AddVolume(const std::string& name, Labels labels = {});
+  void AddNetwork(const std::string& instance_name);
+  bool HasInstance(const std::string& name) const;
+  bool HasVolume(const std::string& name) const;
+  bool HasNetwork(const std::string& instance_name) const;
+
+  // ---- Failures ----
+  // The next `times` calls of `op` fail with `error` (before doing anything).
+  void FailNext(std::string op, Error error, int times = 1);
+
+  // ---- Runtime ----
+  const std::string& host() const override { return host_; }
+  const RuntimeTraits& traits() const override { return traits_; }
+  // gVisor runtimes: "runsc" and its twin "runsc-none".
+  Result<std::string> RequireGvisor(std::string_view runtime, bool network_none) override;
+  Result<DiskCapSupport> ProbeDiskCap(std::string_view runtime, std::string_view image) override;
+  Result<HostCapacity> Capacity() override;                           // 8 GiB
+  Result<std::string> PrepareImage(std::string_view image) override;  // "fake/with-agent:IMAGE"
+  Result<InstanceInfo> Inspect(std::string_view ref) override;
+  Result<std::vector<InstanceSummary>> List(const std::vector<std::string>& label_filters) override;
+  Result<bool> Remove(std::string_view ref) override;
+  void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) override;
+  bool EndedByMemoryLimit(std::string_view id) override;
+  Result<std::unique_ptr<channel::Transport>> OpenExecStream(std::string_view id,
+                                                             const std::vector<std::string>& argv,
+                                                             StderrSink on_stderr) override;
+  Result<int> RunExec(std::string_view id, const std::vector<std::string>& argv,
+                      const OutputSink& on_stdout, const StderrSink& on_stderr) override;
+  Result<bool> EnsureVolume(std::string_view name, const Labels& labels) override;
+  Result<bool> RemoveVolume(std::string_view name) override;
+  Result<SandboxNetwork> EnsureEgressNetwork(std::string_view name,
+                                             const egress::EgressRules& rules,
+                                             const Labels& labels) override;
+  Result<void> RemoveEgressNetwork(std::string_view name) override;
+
+ private:
+  struct Instance {
+    std::string id, name, image;
+    Labels labels;
+    InstanceState state;
+    std::int64_t created_unix = 0;
+    bool helper = false;
+    bool memory_limit = false;
+    std::string socket;
+    std::optional<Subprocess> agent;
+  };
+  // Records the call; returns the injected failure for it, if any. Needs mu_.
+  std::optional<Error> Record(std::string_view op, std::string_view object);
+  Instance* Find(std::string_view ref);  // by id or name; needs mu_
+  void Refresh(Instance& i);             // an agent that exited: state "exited"; needs mu_
+  std::vector<std::string> LocalArgv(const Instance& i, const std::vector<std::string>& argv);
+
+  const std::string host_;
+  const std::string agent_binary_;
+  RuntimeTraits traits_{.kind = "fake"};
+  std::string dir_;  // the agents' sockets
+  mutable std::mutex mu_;
+  std::vector<Call> calls_;
+  std::map<std::string, std::deque<Error>> failures_;
+  std::map<std::string, Instance> instances_;  // by name
+  std::map<std::string, Labels> volumes_;
+  std::set<std::string> networks_;  // by instance name
+  int next_id_ = 1;
+};
+
+}  // namespace agvisor

@@ -1,0 +1,161 @@
+// Runtime: where sandboxes run. The sandbox layer (Sandbox, Pool, sweep) asks a Runtime for
+// instances (a container; a pod later), their state, exec streams, volumes and private networks,
+// and does not see Docker's types. DockerRuntime (docker_runtime.h) is the Engine API;
+// FakeRuntime (fake_runtime.h, tests only) runs the real agent binary as a local process; a
+// Kubernetes runtime (issue 18) is the next. One Runtime per host, shared and thread-safe.
+//
+// Errors (each message names the operation and the object): kInvalidArgument, kNotFound,
+// kConflict, kUnavailable, kPermissionDenied, kUnsupported (this runtime cannot: says which and
+// the way out), kTimeout, kInternal. Never kSandboxDied: deciding a death is Sandbox's.
+//
+// The interface grows with the migration of docs/architecture.md's sandbox layer onto it: the
+// paths of an existing sandbox (inspect, list, remove, exec streams, volumes, networks) and the
+// host facts are here; creating an instance comes with Create's move.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agvisor/base/error.h"
+#include "agvisor/channel/transport.h"
+#include "agvisor/egress/policy.h"
+#include "agvisor/sandbox/host_caps.h"  // DiskCapSupport
+
+namespace agvisor {
+
+using Labels = std::map<std::string, std::string>;
+// The agent's or a relay's log lines (an exec's stderr), as they arrive.
+using StderrSink = std::function<void(std::string_view)>;
+// Bytes of an exec's stdout, as they arrive; an error stops the exec.
+using OutputSink = std::function<Result<void>(std::string_view)>;
+
+struct RuntimeTraits {
+  std::string kind;  // "docker", "fake": for messages
+};
+
+// What the host offers sandboxes, for pools to check against.
+struct HostCapacity {
+  std::int64_t memory_bytes = 0;  // 0 = the runtime does not know
+  std::string source;             // where the figure comes from, for messages
+};
+
+// A sandbox's private network (egress policies): its name and the enforcer's address.
+struct SandboxNetwork {
+  std::string name;
+  std::string gateway;
+};
+
+// An instance's state in Docker's words, the contract of SandboxInfo::state: "created" (never
+// started), "running", "paused", "restarting", "removing", "exited", "dead".
+struct InstanceState {
+  std::string status;
+  bool running = false;
+  int exit_code = 0;
+  bool oom_killed = false;  // as far as the runtime knows at once (see EndedByMemoryLimit)
+};
+
+struct InstanceInfo {
+  std::string id;
+  std::string name;
+  std::string image_ref;  // what the instance runs (the derived image)
+  Labels labels;
+  InstanceState state;
+};
+
+struct InstanceSummary {
+  std::string id;
+  std::string name;  // "" when the runtime reports none
+  std::string image;
+  std::string status;  // as InstanceState::status
+  Labels labels;
+  std::int64_t created_unix = 0;
+  // The runtime's own helper (the agent-image filler), not a sandbox: listed so that a sweep
+  // removes leftovers of it, skipped by Sandbox::List.
+  bool helper = false;
+};
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+
+  virtual const std::string& host() const = 0;  // as the caller wrote it ("" = local)
+  virtual const RuntimeTraits& traits() const = 0;
+
+  // ---- Host facts (cached per host where asking costs) ----
+  // The runtime to run `runtime` sandboxes on, refused unless it is gVisor: `runtime` itself,
+  // or for `network_none` its "-none" twin where the host has one (runtime_check.h). Errors:
+  // kInvalidArgument (not gVisor: "sandboxes run only on gVisor ..."), kUnavailable.
+  virtual Result<std::string> RequireGvisor(std::string_view runtime, bool network_none) = 0;
+  // Whether a root-disk cap can be enforced for `image` on `runtime` here.
+  virtual Result<DiskCapSupport> ProbeDiskCap(std::string_view runtime, std::string_view image) = 0;
+  virtual Result<HostCapacity> Capacity() = 0;
+  // The image to create sandboxes of `image` from, with the agent in it (agent_image.h).
+  // Errors: kNotFound (no such image on the host), kUnavailable.
+  virtual Result<std::string> PrepareImage(std::string_view image) = 0;
+
+  // ---- Instances ----
+  // Errors: kNotFound (no such instance), kUnavailable.
+  virtual Result<InstanceInfo> Inspect(std::string_view ref) = 0;
+  // Every instance carrying all of `label_filters` ("key" or "key=value"), running or not.
+  virtual Result<std::vector<InstanceSummary>> List(
+      const std::vector<std::string>& label_filters) = 0;
+  // Removes an instance whether it runs or not. Returns whether one was there (one being
+  // removed already counts). Errors: kUnavailable.
+  virtual Result<bool> Remove(std::string_view ref) = 0;
+  // Waits at most `timeout` for the instance to stop running (a death being recorded).
+  virtual void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) = 0;
+  // Whether an instance that ended by SIGKILL was killed by its memory limit (a record that
+  // may come a moment after the exit; asks for it for up to half a second).
+  virtual bool EndedByMemoryLimit(std::string_view id) = 0;
+
+  // ---- Processes beside PID 1 ----
+  // argv with stdin open: the transport carries its stdin and stdout; its stderr goes to
+  // `on_stderr`. Errors: kNotFound (no instance), kConflict (it is not running), kUnavailable.
+  virtual Result<std::unique_ptr<channel::Transport>> OpenExecStream(
+      std::string_view id, const std::vector<std::string>& argv, StderrSink on_stderr) = 0;
+  // argv with stdin held open until it ends or `on_stdout` fails (then the exec is closed and
+  // that error returned); its stdout to `on_stdout`, stderr to `on_stderr`. Returns its exit
+  // code. Errors: as OpenExecStream, and `on_stdout`'s as they are.
+  virtual Result<int> RunExec(std::string_view id, const std::vector<std::string>& argv,
+                              const OutputSink& on_stdout, const StderrSink& on_stderr) = 0;
+
+  // ---- Volumes ----
+  // Makes volume `name` with `labels` unless it exists. Returns whether this call made it.
+  virtual Result<bool> EnsureVolume(std::string_view name, const Labels& labels) = 0;
+  // Removes volume `name`, waiting up to 15 s while an instance that just went still holds it.
+  // Returns whether one was there. Errors: kConflict (still in use), kUnavailable.
+  virtual Result<bool> RemoveVolume(std::string_view name) = 0;
+
+  // ---- Private networks (egress policies, docs/egress.md) ----
+  // The network of instance `name`, made when missing. Errors: kConflict (a network of that
+  // name that agvisor did not make), kUnsupported (this runtime has none), kUnavailable.
+  virtual Result<SandboxNetwork> EnsureEgressNetwork(std::string_view name,
+                                                     const egress::EgressRules& rules,
+                                                     const Labels& labels) = 0;
+  // Removes the network of instance `name` if any; one still in use is left (not an error).
+  virtual Result<void> RemoveEgressNetwork(std::string_view name) = 0;
+};
+
+// The runtime of `host` ("" / unix:// / tcp:// / ssh:// → DockerRuntime), shared process-wide
+// while anyone holds it. Errors: those of connecting (docker::Client::Connect's).
+Result<std::shared_ptr<Runtime>> RuntimeFor(std::string_view host);
+
+// Tests: RuntimeFor(host) answers `runtime` while the guard lives.
+class ScopedRuntimeOverride {
+ public:
+  ScopedRuntimeOverride(std::string host, std::shared_ptr<Runtime> runtime);
+  ~ScopedRuntimeOverride();
+  ScopedRuntimeOverride(const ScopedRuntimeOverride&) = delete;
+  ScopedRuntimeOverride& operator=(const ScopedRuntimeOverride&) = delete;
+
+ private:
+  std::string host_;
+};
+
+}  // namespace agvisor

@@ -1,0 +1,158 @@
+// Sandbox's paths of an existing sandbox (Open, List, Info, Exec's relay and death diagnosis,
+// Stop, Delete, Remove) on the fake runtime (fake_runtime.h): the real agent, no Docker.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "agvisor/sandbox/fake_runtime.h"
+#include "agvisor/sandbox/sandbox.h"
+
+namespace agvisor {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr const char* kHost = "fake://lifecycle";
+
+class SandboxLifecycleUnitTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<FakeRuntime> rt_ = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
+  ScopedRuntimeOverride guard_{kHost, rt_};
+};
+
+TEST_F(SandboxLifecycleUnitTest, OpenRefusesAContainerAgvisorDidNotMake) {
+  ASSERT_TRUE(rt_->AddInstance("someone-else", {}).ok());
+  auto sb = Sandbox::Open("someone-else", kHost);
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().code(), ErrorCode::kNotFound);
+  EXPECT_THAT(sb.error().message(), HasSubstr("is not an agvisor sandbox"));
+  auto missing = Sandbox::Open("agvisor-nope", kHost);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code(), ErrorCode::kNotFound);
+}
+
+TEST_F(SandboxLifecycleUnitTest, OpenReadsTheLabelsAndTheFirstExecOpensOneRelay) {
+  ASSERT_TRUE(rt_->AddInstance("agvisor-p", {.labels = {{"agvisor", "1"},
+                                                        {"agvisor.name", "p"},
+                                                        {"agvisor.idle_ttl", "600"},
+                                                        {"agvisor.memory", "512m"}}})
+                  .ok());
+  auto sb = Sandbox::Open("agvisor-p", kHost);
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  EXPECT_EQ((*sb)->name(), "p");
+  EXPECT_EQ((*sb)->idle_ttl(), 600);
+  EXPECT_EQ(rt_->CallCount("OpenExecStream"), 0);  // lazily
+  for (int n = 0; n < 2; ++n) {
+    auto r = (*sb)->Exec({"sh", "-c", "echo hi"});
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    EXPECT_EQ(r->out, "hi\n");
+  }
+  EXPECT_EQ(rt_->CallCount("OpenExecStream"), 1);
+  auto info = (*sb)->Info();
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->running);
+  EXPECT_EQ(info->state, "running");
+  EXPECT_EQ(info->end_reason, EndReason::kNone);
+}
+
+TEST_F(SandboxLifecycleUnitTest, ADeathByTheMemoryLimitIsReportedAsSuch) {
+  ASSERT_TRUE(
+      rt_->AddInstance("agvisor-m", {.labels = {{"agvisor", "1"}, {"agvisor.memory", "512m"}}})
+          .ok());
+  auto sb = Sandbox::Open("agvisor-m", kHost);
+  ASSERT_TRUE(sb.ok());
+  ASSERT_TRUE((*sb)->Exec({"true"}).ok());
+  rt_->SetEndedByMemoryLimit("agvisor-m", true);
+  rt_->KillAgent("agvisor-m", SIGKILL);
+  auto r = (*sb)->Exec({"true"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kSandboxDied);
+  EXPECT_THAT(r.error().message(),
+              HasSubstr("sandbox agvisor-m is not running: it ran out of memory "
+                        "(limits.memory=512m)"));
+  auto info = (*sb)->Info();
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->end_reason, EndReason::kOutOfMemory);
+  EXPECT_EQ(info->exit_code, 137);
+}
+
+TEST_F(SandboxLifecycleUnitTest, EndReasonsFromTheAgentsExitCodes) {
+  ASSERT_TRUE(rt_->AddInstance("agvisor-e", {.labels = {{"agvisor", "1"}}}).ok());
+  auto sb = Sandbox::Open("agvisor-e", kHost);
+  ASSERT_TRUE(sb.ok());
+  const std::pair<int, EndReason> cases[] = {{137, EndReason::kKilled}, {1, EndReason::kKilled}};
+  for (const auto& [code, reason] : cases) {
+    rt_->SetState("agvisor-e", "exited", code, false);
+    auto info = (*sb)->Info();
+    ASSERT_TRUE(info.ok());
+    EXPECT_EQ(info->end_reason, reason) << code;
+  }
+  rt_->SetState("agvisor-e", "exited", 137, /*oom_killed=*/true);
+  EXPECT_EQ((*sb)->Info()->end_reason, EndReason::kOutOfMemory);
+  rt_->SetState("agvisor-e", "created", 0, false);
+  EXPECT_EQ((*sb)->Info()->end_reason, EndReason::kNone);
+  ASSERT_TRUE((*sb)->Stop().ok());
+  auto gone = (*sb)->Info();
+  ASSERT_TRUE(gone.ok());
+  EXPECT_EQ(gone->state, "gone");
+  EXPECT_EQ(gone->end_reason, EndReason::kGone);
+}
+
+TEST_F(SandboxLifecycleUnitTest, StopTwiceIsFineAndKeepsANamedSandboxsVolume) {
+  ASSERT_TRUE(
+      rt_->AddInstance("agvisor-s", {.labels = {{"agvisor", "1"}, {"agvisor.name", "s"}}}).ok());
+  rt_->AddVolume("agvisor-s");
+  auto sb = Sandbox::Open("agvisor-s", kHost);
+  ASSERT_TRUE(sb.ok());
+  ASSERT_TRUE((*sb)->Stop().ok());
+  ASSERT_TRUE((*sb)->Stop().ok());
+  EXPECT_FALSE(rt_->HasInstance("agvisor-s"));
+  EXPECT_TRUE(rt_->HasVolume("agvisor-s"));
+  ASSERT_TRUE((*sb)->Delete().ok());
+  EXPECT_FALSE(rt_->HasVolume("agvisor-s"));
+}
+
+TEST_F(SandboxLifecycleUnitTest, DeleteOfAnAnonymousSandboxNeverTouchesVolumes) {
+  ASSERT_TRUE(rt_->AddInstance("agvisor-a", {.labels = {{"agvisor", "1"}}}).ok());
+  auto sb = Sandbox::Open("agvisor-a", kHost);
+  ASSERT_TRUE(sb.ok());
+  ASSERT_TRUE((*sb)->Delete().ok());
+  EXPECT_FALSE(rt_->HasInstance("agvisor-a"));
+  EXPECT_EQ(rt_->CallCount("RemoveVolume"), 0);
+}
+
+TEST_F(SandboxLifecycleUnitTest, RemoveTakesWhatThereIsAndSaysWhenThereIsNothing) {
+  rt_->AddVolume("agvisor-v");
+  rt_->AddNetwork("agvisor-v");
+  ASSERT_TRUE(Sandbox::Remove("agvisor-v", kHost, /*erase_data=*/true).ok());
+  EXPECT_EQ(rt_->Snapshot(), std::set<std::string>{});
+  auto none = Sandbox::Remove("agvisor-v", kHost, /*erase_data=*/true);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().code(), ErrorCode::kNotFound);
+  EXPECT_THAT(none.error().message(), HasSubstr("no sandbox agvisor-v on fake://lifecycle"));
+  EXPECT_EQ(rt_->CallCount("RemoveEgressNetwork"), 2);  // asked either way
+}
+
+TEST_F(SandboxLifecycleUnitTest, ListSkipsTheRuntimesHelpersAndReadsLabels) {
+  ASSERT_TRUE(rt_->AddInstance("agvisor-l", {.labels = {{"agvisor", "1"},
+                                                        {"agvisor.name", "l"},
+                                                        {"agvisor.pool", "p1"},
+                                                        {"agvisor.image", "img:1"}}})
+                  .ok());
+  ASSERT_TRUE(rt_->AddInstance("filler", {.labels = {{"agvisor", "1"}}, .helper = true}).ok());
+  ASSERT_TRUE(rt_->AddInstance("unrelated", {}).ok());
+  auto list = Sandbox::List(kHost);
+  ASSERT_TRUE(list.ok()) << list.error().ToString();
+  ASSERT_EQ(list->size(), 1u);
+  const SandboxInfo& i = list->front();
+  EXPECT_EQ(i.container_name, "agvisor-l");
+  EXPECT_EQ(i.name, "l");
+  EXPECT_EQ(i.pool, "p1");
+  EXPECT_EQ(i.image, "img:1");
+  EXPECT_TRUE(i.running);
+  EXPECT_EQ(i.host, kHost);
+}
+
+}  // namespace
+}  // namespace agvisor
