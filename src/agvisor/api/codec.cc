@@ -717,7 +717,8 @@ std::string FileListJson(std::string_view path, const std::vector<FileEntry>& en
 
 // ---- Metrics ----
 
-std::string MetricsJson(std::string_view id, const docker::ContainerStats& s) {
+std::string MetricsJson(std::string_view id, const docker::ContainerStats& s,
+                        const EgressTraffic* egress) {
   json::object o;
   o["id"] = id;
   o["read"] = s.read;
@@ -727,6 +728,15 @@ std::string MetricsJson(std::string_view id, const docker::ContainerStats& s) {
   o["memory_limit_bytes"] = s.memory_limit_bytes;
   o["pids"] = s.pids;
   o["pids_limit"] = s.pids_limit;
+  if (egress != nullptr) {
+    json::object e;
+    e["allowed"] = egress->decisions.allowed;
+    e["denied"] = egress->decisions.denied;
+    e["bytes_up"] = egress->bytes_up;
+    e["bytes_down"] = egress->bytes_down;
+    e["open_connections"] = egress->open_connections;
+    o["egress"] = std::move(e);
+  }
   return Serialize(o);
 }
 

@@ -133,9 +133,18 @@ std::string PoolJson(std::string_view name, const Pool& pool);
 std::string PoolListJson(const std::vector<std::pair<std::string, const Pool*>>& pools);
 
 // ---- Metrics ----
+// A sandbox's traffic through its egress enforcer (the metrics route's "egress").
+struct EgressTraffic {
+  egress::DecisionCounters decisions;
+  std::uint64_t bytes_up = 0;    // sandbox to destinations
+  std::uint64_t bytes_down = 0;  // destinations to sandbox
+  std::size_t open_connections = 0;
+};
 // {"id", "read", "cpu_percent", "online_cpus", "memory_bytes", "memory_limit_bytes", "pids",
-//  "pids_limit"}
-std::string MetricsJson(std::string_view id, const docker::ContainerStats& s);
+//  "pids_limit"} and, when `egress` is given (a sandbox with a policy), "egress": {"allowed",
+//  "denied", "bytes_up", "bytes_down", "open_connections"}.
+std::string MetricsJson(std::string_view id, const docker::ContainerStats& s,
+                        const EgressTraffic* egress = nullptr);
 
 // ---- Query parameters ----
 // "1", "true", "yes" / "0", "false", "no", "" (present without a value = true); absent = dflt.

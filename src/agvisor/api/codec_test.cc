@@ -271,6 +271,17 @@ TEST(CodecTest, MetricsJson) {
   EXPECT_EQ(o["memory_bytes"].to_number<std::uint64_t>(), 1000u);
   EXPECT_EQ(o["memory_limit_bytes"].to_number<std::uint64_t>(), 4000u);
   EXPECT_EQ(o["pids"].to_number<std::uint64_t>(), 7u);
+  EXPECT_FALSE(o.contains("egress"));  // only sandboxes with a policy have one
+  EgressTraffic t{.decisions = {.allowed = 3, .denied = 2},
+                  .bytes_up = 10,
+                  .bytes_down = 20,
+                  .open_connections = 1};
+  auto e = Obj(MetricsJson("w", s, &t))["egress"].as_object();
+  EXPECT_EQ(e["allowed"].to_number<std::uint64_t>(), 3u);
+  EXPECT_EQ(e["denied"].to_number<std::uint64_t>(), 2u);
+  EXPECT_EQ(e["bytes_up"].to_number<std::uint64_t>(), 10u);
+  EXPECT_EQ(e["bytes_down"].to_number<std::uint64_t>(), 20u);
+  EXPECT_EQ(e["open_connections"].to_number<std::uint64_t>(), 1u);
 }
 
 TEST(CodecTest, WsControl) {

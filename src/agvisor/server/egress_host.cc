@@ -361,23 +361,15 @@ Result<api::EgressView> EgressHost::View(const std::string& container) const {
   return v;
 }
 
-Result<EgressTraffic> EgressHost::Traffic(const std::string& container) const {
+Result<api::EgressTraffic> EgressHost::Traffic(const std::string& container) const {
   std::lock_guard lock(mu_);
   auto it = served_.find(container);
   if (it == served_.end()) return NotServed(container);
   const egress::ProxyTraffic bytes = it->second.proxy->traffic();
-  return EgressTraffic{.decisions = log_->Counters(container),
-                       .bytes_up = bytes.bytes_up,
-                       .bytes_down = bytes.bytes_down,
-                       .open_connections = it->second.proxy->open_connections()};
-}
-
-std::string EgressTrafficJson(const EgressTraffic& t) {
-  return "{\"allowed\":" + std::to_string(t.decisions.allowed) +
-         ",\"denied\":" + std::to_string(t.decisions.denied) +
-         ",\"bytes_up\":" + std::to_string(t.bytes_up) +
-         ",\"bytes_down\":" + std::to_string(t.bytes_down) +
-         ",\"open_connections\":" + std::to_string(t.open_connections) + "}";
+  return api::EgressTraffic{.decisions = log_->Counters(container),
+                            .bytes_up = bytes.bytes_up,
+                            .bytes_down = bytes.bytes_down,
+                            .open_connections = it->second.proxy->open_connections()};
 }
 
 Result<api::EgressView> EgressHost::SetRules(const std::string& container,

@@ -49,14 +49,6 @@ struct EgressHostOptions {
 
 // One sandbox's egress counters, for the metrics route: decisions since its enforcer started
 // serving it (in this agvisord), bytes spliced each way, connections open now.
-struct EgressTraffic {
-  egress::DecisionCounters decisions;
-  std::uint64_t bytes_up = 0;    // sandbox to destinations
-  std::uint64_t bytes_down = 0;  // destinations to sandbox
-  std::size_t open_connections = 0;
-};
-// {"allowed":N,"denied":N,"bytes_up":N,"bytes_down":N,"open_connections":N}
-std::string EgressTrafficJson(const EgressTraffic& t);
 
 class EgressHost {
  public:
@@ -77,7 +69,7 @@ class EgressHost {
   // Replaces the sandbox's policy: new connections (and lookups) are decided by it at once.
   Result<api::EgressView> SetRules(const std::string& container, const egress::EgressRules& rules);
   // kNotFound when the container has no served egress network.
-  Result<EgressTraffic> Traffic(const std::string& container) const;
+  Result<api::EgressTraffic> Traffic(const std::string& container) const;
   // Totals over every sandbox, for the metrics route.
   egress::DecisionCounters Totals() const { return log_->Totals(); }
   std::size_t served() const;

@@ -312,16 +312,13 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
       }
       auto docker = AGVISOR_TRY(HostClient(options_.docker_host));
       auto stats = AGVISOR_TRY(docker->GetContainerStats(sb->container_name()));
-      std::string body = api::MetricsJson(id, stats);
-      // A sandbox with an egress policy also gets its enforcer's counters ("egress", an object
-      // added to the end of the Metrics object; sandboxes without one have no such member).
+      // A sandbox with an egress policy also gets its enforcer's counters ("egress"; sandboxes
+      // without one have no such member).
+      std::optional<api::EgressTraffic> traffic;
       if (options_.egress != nullptr) {
-        if (auto t = options_.egress->Traffic(sb->container_name()); t.ok()) {
-          body.pop_back();  // MetricsJson's closing brace
-          body += ",\"egress\":" + EgressTrafficJson(*t) + "}";
-        }
+        if (auto t = options_.egress->Traffic(sb->container_name()); t.ok()) traffic = *t;
       }
-      return Json(200, body);
+      return Json(200, api::MetricsJson(id, stats, traffic ? &*traffic : nullptr));
     }
     case api::RouteId::kGetEgress:
     case api::RouteId::kSetEgress: {
