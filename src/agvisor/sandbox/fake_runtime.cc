@@ -40,6 +40,10 @@ bool Matches(const Labels& labels, const std::string& filter) {
 
 FakeRuntime::FakeRuntime(std::string host, std::string agent_binary)
     : host_(std::move(host)), agent_binary_(std::move(agent_binary)) {
+  // Instances talk over pipes: a write to a killed agent's stdin must fail with EPIPE, not end the
+  // test process (seen: SIGPIPE in a test that kills an agent). Docker's transports are sockets
+  // written with MSG_NOSIGNAL, so the library itself needs no such setting.
+  ::signal(SIGPIPE, SIG_IGN);
   char tmpl[] = "/tmp/agvisor-fake-XXXXXX";
   if (::mkdtemp(tmpl) != nullptr) dir_ = tmpl;
 }
