@@ -430,7 +430,9 @@ TEST_F(ReliabilityTest, KilledClientsLeakNothingBeyondLifetimeAndListFindsTheRes
   }
   // The sweep Sandbox::Create runs once per host removes them (here without its age limit, and
   // only this test's: other suites may run at the same time, between a create and its start).
-  auto swept = SweepNeverStarted(**docker, 0s, label);
+  auto runtime = RuntimeFor("");
+  ASSERT_TRUE(runtime.ok()) << runtime.error().ToString();
+  auto swept = SweepNeverStarted(**runtime, 0s, label);
   ASSERT_TRUE(swept.ok()) << swept.error().ToString();
   Figure("client_kill_swept", std::to_string(*swept));
   EXPECT_LE(*swept, static_cast<int>(left.size()));

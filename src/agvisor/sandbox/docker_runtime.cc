@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <thread>
 
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/agent_image.h"
+#include "agvisor/sandbox/agent_paths.h"
 #include "agvisor/sandbox/egress_network.h"
 #include "agvisor/sandbox/host_caps.h"
+#include "agvisor/sandbox/instance_spec.h"
 #include "agvisor/sandbox/runtime_check.h"
 
 namespace agvisor {
@@ -36,7 +39,58 @@ class DockerStreamTransport : public channel::Transport {
   StderrSink on_stderr_;
 };
 
+// Whether a create failed only because Docker does not know the twin after all (unregistered
+// since the runtime list was read): "Unknown runtime specified X" up to Docker 22; "unknown or
+// invalid runtime name: X" later.
+bool MissingTwin(const Error& e, const std::string& twin) {
+  if (e.code() != ErrorCode::kInvalidArgument) return false;
+  const std::string& m = e.message();
+  const bool unknown = m.find("nknown runtime") != std::string::npos ||
+                       m.find("invalid runtime name") != std::string::npos;
+  return unknown && m.find(twin) != std::string::npos;
+}
+
 }  // namespace
+
+docker::ContainerConfig ToContainerConfig(const InstanceSpec& spec) {
+  docker::ContainerConfig c;
+  c.image = spec.image;
+  if (!spec.argv.empty()) {
+    c.entrypoint = {spec.argv.front()};
+    c.cmd.assign(spec.argv.begin() + 1, spec.argv.end());
+  }
+  c.env = spec.env;
+  c.working_dir = spec.working_dir;
+  c.labels = spec.labels;
+  // PID 1's stdio carries the creating client's channel (docs/protocol.md): stdin kept open
+  // across attaches, never closed by a detaching client, never written to a log file.
+  c.open_stdin = true;
+  c.attach_stdin = c.attach_stdout = c.attach_stderr = true;
+  c.stdin_once = false;
+  // With the twin, the agent puts the localhost lines Docker would have written into the then
+  // empty /etc/hosts (agent/hosts.h).
+  c.network_disabled = spec.runtime != spec.requested_runtime;
+  auto& h = c.host_config;
+  h.runtime = spec.runtime;
+  h.nano_cpus = static_cast<std::int64_t>(std::llround(spec.cpus * 1e9));
+  h.memory = spec.memory_bytes;
+  h.memory_swap = h.memory;  // no swap
+  h.pids_limit = spec.pids;
+  h.network_mode = spec.network;
+  h.dns = spec.dns;
+  h.shm_size = spec.shm_bytes;
+  h.auto_remove = spec.remove_on_exit;
+  h.security_opt = {"no-new-privileges"};
+  h.cap_drop = {"ALL"};
+  h.cap_add.assign(kSandboxCapabilities.begin(), kSandboxCapabilities.end());
+  h.log_driver = "none";
+  if (spec.disk_cap) h.annotations["dev.gvisor.flag.overlay2"] = "root:self,size=" + *spec.disk_cap;
+  if (spec.workspace) {
+    h.mounts.push_back(
+        {.type = "volume", .source = *spec.workspace, .target = std::string(kWorkspace)});
+  }
+  return c;
+}
 
 Result<std::shared_ptr<docker::Client>> HostClient(std::string_view host) {
   static std::mutex mu;
@@ -57,15 +111,47 @@ DockerRuntime::DockerRuntime(std::string host, std::shared_ptr<docker::Client> c
 
 DockerRuntime::~DockerRuntime() = default;
 
-Result<std::unique_ptr<channel::Transport>> DockerRuntime::AttachAndStart(std::string_view id,
-                                                                          StepTrace& trace,
-                                                                          StderrSink on_stderr) {
-  auto stream = AGVISOR_TRY(client_->AttachContainer(id, true, true, true));
-  trace.Mark("attach");
-  AGVISOR_RETURN_IF_ERROR(client_->StartContainer(id));
-  trace.Mark("start");
-  return std::unique_ptr<channel::Transport>(
-      std::make_unique<DockerStreamTransport>(std::move(stream), std::move(on_stderr)));
+Result<StartedInstance> DockerRuntime::CreateAndStart(const InstanceSpec& spec, StepTrace& trace,
+                                                      StderrSink on_stderr) {
+  docker::ContainerConfig c = ToContainerConfig(spec);
+  bool remade = false;
+  for (;;) {
+    auto id = client_->CreateContainer(c, spec.name);
+    trace.Mark("create container");
+    if (!id.ok()) {
+      if (c.network_disabled && MissingTwin(id.error(), spec.runtime)) {
+        ForgetHostRuntimes(host_);
+        c.host_config.runtime = spec.requested_runtime;  // no twin on this host: network none
+        c.network_disabled = false;
+        continue;
+      }
+      if (id.error().code() == ErrorCode::kNotFound && !remade) {
+        // The prepared image this process knew was removed meanwhile (pruned by a client with
+        // another agent build, or by hand): make it again, once.
+        remade = true;
+        ForgetAgentImage(host_, c.image);
+        c.image = AGVISOR_TRY(EnsureAgentImage(host_, *client_, spec.source_image));
+        continue;
+      }
+      return id.error();
+    }
+    auto start = [&]() -> Result<StartedInstance> {
+      if (!spec.pre_start_tar.empty()) {
+        AGVISOR_RETURN_IF_ERROR(client_->PutArchive(*id, "/", spec.pre_start_tar));
+      }
+      auto stream = AGVISOR_TRY(client_->AttachContainer(*id, true, true, true));
+      trace.Mark("attach");
+      AGVISOR_RETURN_IF_ERROR(client_->StartContainer(*id));
+      trace.Mark("start");
+      return StartedInstance{.id = *id,
+                             .stdio = std::make_unique<DockerStreamTransport>(
+                                 std::move(stream), std::move(on_stderr))};
+    };
+    auto started = start();
+    if (!started.ok())
+      (void)client_->RemoveContainer(*id, /*force=*/true, /*remove_volumes=*/false);
+    return started;
+  }
 }
 
 Result<std::string> DockerRuntime::RequireGvisor(std::string_view runtime, bool network_none) {
@@ -199,6 +285,8 @@ Result<SandboxNetwork> DockerRuntime::EnsureEgressNetwork(std::string_view name,
                                                           const egress::EgressRules& rules,
                                                           const Labels& labels) {
   auto net = AGVISOR_TRY(agvisor::EnsureEgressNetwork(*client_, name, rules, labels));
+  // Up before the sandbox runs: with no enforcer the sandbox would start cut off.
+  AGVISOR_RETURN_IF_ERROR(WaitForEnforcer(net.gateway, std::chrono::seconds(10)));
   return SandboxNetwork{.name = net.name, .gateway = net.gateway};
 }
 

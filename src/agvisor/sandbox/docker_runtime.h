@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "agvisor/base/error.h"
+#include "agvisor/docker/types.h"
 #include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/step_trace.h"
 
@@ -22,18 +23,17 @@ class Client;
 // process however many sandboxes use it). Errors: those of docker::Client::Connect.
 Result<std::shared_ptr<docker::Client>> HostClient(std::string_view host);
 
+// The Engine API's create request for `spec`, with the invariants of runtime.h (no privileges,
+// no new privileges, CapDrop ALL + kSandboxCapabilities, log driver none, no swap). Where
+// spec.runtime is the "-none" twin the container is made NetworkDisabled (gVisor's own stack).
+docker::ContainerConfig ToContainerConfig(const InstanceSpec& spec);
+
 class DockerRuntime final : public Runtime {
  public:
   DockerRuntime(std::string host, std::shared_ptr<docker::Client> client);
   ~DockerRuntime() override;
 
   docker::Client& client() { return *client_; }
-
-  // PID 1's stdio of created container `id`, attached BEFORE start (no byte the agent writes is
-  // missed, no exec is paid on the create path), then the container started; stderr goes to
-  // `on_stderr`. Marks "attach" and "start" on `trace`. Errors: Docker's.
-  Result<std::unique_ptr<channel::Transport>> AttachAndStart(std::string_view id, StepTrace& trace,
-                                                             StderrSink on_stderr);
 
   const std::string& host() const override { return host_; }
   const RuntimeTraits& traits() const override { return traits_; }
@@ -44,6 +44,11 @@ class DockerRuntime final : public Runtime {
   Result<HostCapacity> Capacity() override;
   Result<std::string> PrepareImage(std::string_view image) override;
 
+  // Attaches before start (no byte the agent writes is missed, no exec is paid on the create
+  // path). A "-none" twin Docker no longer knows: made again on the runtime as asked, with
+  // Docker's network none. Marks "create container", "attach", "start".
+  Result<StartedInstance> CreateAndStart(const InstanceSpec& spec, StepTrace& trace,
+                                         StderrSink on_stderr) override;
   Result<InstanceInfo> Inspect(std::string_view ref) override;
   // Agent-image fillers (label agvisor.agent=filler) come back as helpers.
   Result<std::vector<InstanceSummary>> List(const std::vector<std::string>& label_filters) override;

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 #include <thread>
+#include <utility>
 
 #include "agvisor/channel/transport.h"
 #include "agvisor/sandbox/agent_paths.h"
@@ -85,13 +86,19 @@ std::optional<Error> FakeRuntime::Record(std::string_view op, std::string_view o
 }
 
 FakeRuntime::Instance* FakeRuntime::Find(std::string_view ref) {
+  Reap();
   for (auto& [name, i] : instances_) {
-    if (name == ref || i.id == ref) {
-      Refresh(i);
-      return &i;
-    }
+    if (name == ref || i.id == ref) return &i;
   }
   return nullptr;
+}
+
+void FakeRuntime::Reap() {
+  for (auto it = instances_.begin(); it != instances_.end();) {
+    Refresh(it->second);
+    const bool gone = it->second.remove_on_exit && it->second.state.status == "exited";
+    it = gone ? instances_.erase(it) : std::next(it);
+  }
 }
 
 void FakeRuntime::Refresh(Instance& i) {
@@ -179,6 +186,13 @@ bool FakeRuntime::HasVolume(const std::string& name) const {
   return volumes_.count(name) > 0;
 }
 
+std::optional<InstanceSpec> FakeRuntime::CreatedSpec(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = created_.find(name);
+  if (it == created_.end()) return std::nullopt;
+  return it->second;
+}
+
 bool FakeRuntime::HasNetwork(const std::string& instance_name) const {
   std::lock_guard lock(mu_);
   return networks_.count(instance_name) > 0;
@@ -187,6 +201,11 @@ bool FakeRuntime::HasNetwork(const std::string& instance_name) const {
 void FakeRuntime::FailNext(std::string op, Error error, int times) {
   std::lock_guard lock(mu_);
   for (int n = 0; n < times; ++n) failures_[op].push_back(error);
+}
+
+void FakeRuntime::BreakNextAgent() {
+  std::lock_guard lock(mu_);
+  break_next_agent_ = true;
 }
 
 Result<std::string> FakeRuntime::RequireGvisor(std::string_view runtime, bool network_none) {
@@ -217,6 +236,47 @@ Result<std::string> FakeRuntime::PrepareImage(std::string_view image) {
   return "fake/with-agent:" + std::string(image);
 }
 
+Result<StartedInstance> FakeRuntime::CreateAndStart(const InstanceSpec& spec, StepTrace& trace,
+                                                    StderrSink) {
+  std::lock_guard lock(mu_);
+  if (auto e = Record("CreateAndStart", spec.name)) return *e;
+  created_[spec.name] = spec;
+  Reap();
+  if (instances_.count(spec.name)) {
+    return Error::Conflict("create container " + spec.name + ": the name is already in use");
+  }
+  if (spec.workspace && !volumes_.count(*spec.workspace)) {
+    return Error::NotFound("create container " + spec.name + ": no volume " + *spec.workspace);
+  }
+  if (spec.argv.empty() || spec.argv[0] != kAgentPath) {
+    return Error::InvalidArgument("fake: PID 1 must be the agent, not " +
+                                  (spec.argv.empty() ? std::string("nothing") : spec.argv[0]));
+  }
+  Instance i;
+  i.id = "fake" + std::to_string(next_id_++);
+  i.name = spec.name;
+  i.image = spec.image;
+  i.labels = spec.labels;
+  i.created_unix = static_cast<std::int64_t>(std::time(nullptr));
+  i.remove_on_exit = spec.remove_on_exit;
+  i.socket = dir_ + "/" + i.id + ".sock";
+  std::vector<std::string> argv = spec.argv;
+  argv[0] = agent_binary_;
+  argv.insert(argv.begin() + 2, {"--socket", i.socket});
+  if (std::exchange(break_next_agent_, false)) argv.push_back("--no-such-option");
+  trace.Mark("create container");
+  auto agent = AGVISOR_TRY(
+      Subprocess::Spawn({.argv = std::move(argv), .pipe_stdin = true, .pipe_stdout = true}));
+  auto stdio = AGVISOR_TRY(
+      channel::FdTransport::Create(std::move(agent.stdout_fd()), std::move(agent.stdin_fd())));
+  trace.Mark("start");
+  i.agent.emplace(std::move(agent));
+  i.state = {.status = "running", .running = true};
+  StartedInstance started{.id = i.id, .stdio = std::move(stdio)};
+  instances_.emplace(spec.name, std::move(i));
+  return started;
+}
+
 Result<InstanceInfo> FakeRuntime::Inspect(std::string_view ref) {
   std::lock_guard lock(mu_);
   if (auto e = Record("Inspect", ref)) return *e;
@@ -231,8 +291,8 @@ Result<std::vector<InstanceSummary>> FakeRuntime::List(
   std::lock_guard lock(mu_);
   if (auto e = Record("List", "")) return *e;
   std::vector<InstanceSummary> out;
+  Reap();
   for (auto& [name, i] : instances_) {
-    Refresh(i);
     bool all = true;
     for (const auto& f : label_filters) all = all && Matches(i.labels, f);
     if (!all) continue;

@@ -1,8 +1,9 @@
 // FakeRuntime: a Runtime (runtime.h) for unit tests of the sandbox layer, with no Docker. An
 // instance is a real local process of the built agent (`agvisor-agent init --socket DIR/x.sock`),
-// so a Sandbox's channel, execs, files and deadlines are the agent's own; an exec stream of
-// `kAgentPath connect` is the agent's relay to that socket, and any other exec runs on this
-// machine. It records every call, holds instances, volumes and networks in memory, and fails
+// so a Sandbox's channel, execs, files and deadlines are the agent's own (CreateAndStart runs the
+// spec's argv, PID 1's stdio being the channel; the agent's stderr goes to the test's); an exec
+// stream of `kAgentPath connect` is the agent's relay to that socket, and any other exec runs on
+// this machine. It records every call, holds instances, volumes and networks in memory, and fails
 // or changes state on request. Target agvisor_sandbox_testing (tests only).
 #pragma once
 
@@ -59,10 +60,15 @@ class FakeRuntime final : public Runtime {
   bool HasInstance(const std::string& name) const;
   bool HasVolume(const std::string& name) const;
   bool HasNetwork(const std::string& instance_name) const;
+  // The spec the last CreateAndStart of `name` was given (nullopt: none was).
+  std::optional<InstanceSpec> CreatedSpec(const std::string& name) const;
 
   // ---- Failures ----
   // The next `times` calls of `op` fail with `error` (before doing anything).
   void FailNext(std::string op, Error error, int times = 1);
+  // The next CreateAndStart starts an agent that exits at once (a bad command line): the
+  // instance is made and started, its handshake fails.
+  void BreakNextAgent();
 
   // ---- Runtime ----
   const std::string& host() const override { return host_; }
@@ -72,6 +78,9 @@ class FakeRuntime final : public Runtime {
   Result<DiskCapSupport> ProbeDiskCap(std::string_view runtime, std::string_view image) override;
   Result<HostCapacity> Capacity() override;                           // 8 GiB
   Result<std::string> PrepareImage(std::string_view image) override;  // "fake/with-agent:IMAGE"
+  // kConflict when the name exists; kNotFound when spec.workspace names no volume.
+  Result<StartedInstance> CreateAndStart(const InstanceSpec& spec, StepTrace& trace,
+                                         StderrSink on_stderr) override;
   Result<InstanceInfo> Inspect(std::string_view ref) override;
   Result<std::vector<InstanceSummary>> List(const std::vector<std::string>& label_filters) override;
   Result<bool> Remove(std::string_view ref) override;
@@ -97,6 +106,7 @@ class FakeRuntime final : public Runtime {
     std::int64_t created_unix = 0;
     bool helper = false;
     bool memory_limit = false;
+    bool remove_on_exit = false;
     std::string socket;
     std::optional<Subprocess> agent;
   };
@@ -104,6 +114,7 @@ class FakeRuntime final : public Runtime {
   std::optional<Error> Record(std::string_view op, std::string_view object);
   Instance* Find(std::string_view ref);  // by id or name; needs mu_
   void Refresh(Instance& i);             // an agent that exited: state "exited"; needs mu_
+  void Reap();  // Refreshes all; forgets exited ones made with remove_on_exit; needs mu_
   std::vector<std::string> LocalArgv(const Instance& i, const std::vector<std::string>& argv);
 
   const std::string host_;
@@ -113,10 +124,12 @@ class FakeRuntime final : public Runtime {
   mutable std::mutex mu_;
   std::vector<Call> calls_;
   std::map<std::string, std::deque<Error>> failures_;
-  std::map<std::string, Instance> instances_;  // by name
+  std::map<std::string, Instance> instances_;    // by name
+  std::map<std::string, InstanceSpec> created_;  // by name
   std::map<std::string, Labels> volumes_;
   std::set<std::string> networks_;  // by instance name
   int next_id_ = 1;
+  bool break_next_agent_ = false;
 };
 
 }  // namespace agvisor

@@ -6,13 +6,12 @@
 #include <map>
 #include <random>
 
-#include "agvisor/docker/client.h"
-#include "agvisor/sandbox/runtime_check.h"
+#include "agvisor/sandbox/instance_spec.h"
+#include "agvisor/sandbox/runtime.h"
 
 namespace agvisor {
 namespace {
 
-constexpr std::string_view kLabelPool = "agvisor.pool";
 constexpr int kMaxSize = 64;
 // Members end themselves this long after max_age even when nobody removes them (a process that
 // died): the pool itself replaces them at max_age.
@@ -70,24 +69,25 @@ Result<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
   AGVISOR_RETURN_IF_ERROR(ValidateOptions(options));
   const std::int64_t per_member =
       AGVISOR_TRY(ParseMemorySize("limits.memory", options.spec.limits.memory));
-  auto docker = AGVISOR_TRY(HostClient(options.spec.host));
-  // Refused now, not by every member's create (runtime_check.h).
-  AGVISOR_RETURN_IF_ERROR(RequireGvisorRuntime(options.spec.host, *docker, options.spec.runtime,
-                                               options.spec.network == "none"));
-  auto info = AGVISOR_TRY(docker->Info());
+  auto runtime = AGVISOR_TRY(RuntimeFor(options.spec.host));
+  // Refused now, not by every member's create (runtime.h).
+  AGVISOR_RETURN_IF_ERROR(
+      runtime->RequireGvisor(options.spec.runtime, options.spec.network == "none"));
+  const HostCapacity capacity = AGVISOR_TRY(runtime->Capacity());
   const std::int64_t want = per_member * options.size;
   {
     std::lock_guard lock(g_reserved_mu);
     std::int64_t& reserved = Reserved()[options.spec.host];
-    // MemTotal 0: the daemon did not say; nothing to check against.
-    if (info.mem_total > 0 && reserved + want > info.mem_total) {
-      const std::int64_t fits = std::max<std::int64_t>(0, info.mem_total - reserved) / per_member;
+    // 0: the runtime does not know; nothing to check against.
+    const std::int64_t total = capacity.memory_bytes;
+    if (total > 0 && reserved + want > total) {
+      const std::int64_t fits = std::max<std::int64_t>(0, total - reserved) / per_member;
       const std::string host =
           options.spec.host.empty() ? std::string("this host") : options.spec.host;
       return Error::ResourceExhausted(
           "pool: " + std::to_string(options.size) +
           " members with limits.memory=" + options.spec.limits.memory + " need " + GiB(want) +
-          " of memory, but " + host + " has " + GiB(info.mem_total) + " (docker info MemTotal)" +
+          " of memory, but " + host + " has " + GiB(total) + " (" + capacity.source + ")" +
           (reserved > 0 ? ", of which other pools of this process hold " + GiB(reserved) : "") +
           ": use size <= " + std::to_string(fits) + " or a smaller limits.memory");
     }

@@ -8,9 +8,9 @@
 // kConflict, kUnavailable, kPermissionDenied, kUnsupported (this runtime cannot: says which and
 // the way out), kTimeout, kInternal. Never kSandboxDied: deciding a death is Sandbox's.
 //
-// The interface grows with the migration of docs/architecture.md's sandbox layer onto it: the
-// paths of an existing sandbox (inspect, list, remove, exec streams, volumes, networks) and the
-// host facts are here; creating an instance comes with Create's move.
+// Invariants every implementation applies to every instance, whatever InstanceSpec says (they are
+// not fields, so no caller can forget them): not privileged, no new privileges, every capability
+// dropped but kSandboxCapabilities (agent_paths.h), no host mounts, PID 1's stdio in no log.
 #pragma once
 
 #include <chrono>
@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "agvisor/channel/transport.h"
 #include "agvisor/egress/policy.h"
 #include "agvisor/sandbox/host_caps.h"  // DiskCapSupport
+#include "agvisor/sandbox/step_trace.h"
 
 namespace agvisor {
 
@@ -80,6 +82,39 @@ struct InstanceSummary {
   bool helper = false;
 };
 
+// One instance to make, runtime-neutral: built from a SandboxSpec by BuildInstanceSpec
+// (instance_spec.h, pure and pinned by its test), turned into the runtime's own request by it.
+struct InstanceSpec {
+  std::string name;          // the instance's name ("agvisor-x")
+  std::string image;         // PrepareImage's answer
+  std::string source_image;  // as the caller named it: prepared again if `image` vanished
+  // PID 1 (the agent); its stdin and stdout carry the creating client's channel.
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // "K=V"
+  std::string working_dir;       // "" = the image's
+  Labels labels;
+  // RequireGvisor's answer, and the runtime as asked: where they differ, `runtime` is the
+  // "-none" twin, which brings its own network stack (the instance gets no network of its own).
+  std::string runtime;
+  std::string requested_runtime;
+  std::string network;           // "bridge", "none", or a network's name (EnsureEgressNetwork)
+  std::vector<std::string> dns;  // resolver addresses; empty = the runtime's
+  double cpus = 0;
+  std::int64_t memory_bytes = 0;  // also the memory+swap cap: no swap
+  std::int64_t pids = 0;
+  std::int64_t shm_bytes = 0;            // 0 = the runtime's default
+  std::optional<std::string> disk_cap;   // "5g": set only where ProbeDiskCap said supported
+  bool remove_on_exit = false;           // gone when PID 1 ends (lifetime / idle_ttl)
+  std::optional<std::string> workspace;  // a volume's name, mounted at /workspace
+  std::string pre_start_tar;             // a tar of files put at / before start ("" = none)
+};
+
+// A made and started instance, with PID 1's stdio (attached before start: no byte is missed).
+struct StartedInstance {
+  std::string id;
+  std::unique_ptr<channel::Transport> stdio;
+};
+
 class Runtime {
  public:
   virtual ~Runtime() = default;
@@ -100,6 +135,13 @@ class Runtime {
   virtual Result<std::string> PrepareImage(std::string_view image) = 0;
 
   // ---- Instances ----
+  // Makes the instance, puts spec.pre_start_tar in, attaches PID 1's stdio (its stderr to
+  // `on_stderr`) and starts it, marking the steps on `trace`; on any error nothing it made is
+  // left. A prepared image that vanished is prepared again once from spec.source_image. Errors:
+  // kConflict (an instance of that name exists: a named sandbox's race), kNotFound (no image),
+  // kInvalidArgument (the runtime refused the spec), kUnavailable.
+  virtual Result<StartedInstance> CreateAndStart(const InstanceSpec& spec, StepTrace& trace,
+                                                 StderrSink on_stderr) = 0;
   // Errors: kNotFound (no such instance), kUnavailable.
   virtual Result<InstanceInfo> Inspect(std::string_view ref) = 0;
   // Every instance carrying all of `label_filters` ("key" or "key=value"), running or not.
@@ -133,8 +175,9 @@ class Runtime {
   virtual Result<bool> RemoveVolume(std::string_view name) = 0;
 
   // ---- Private networks (egress policies, docs/egress.md) ----
-  // The network of instance `name`, made when missing. Errors: kConflict (a network of that
-  // name that agvisor did not make), kUnsupported (this runtime has none), kUnavailable.
+  // The network of instance `name`, made when missing, once its enforcer answers there. Errors:
+  // kConflict (a network of that name that agvisor did not make), kUnsupported (this runtime has
+  // none), kUnavailable (no enforcer: says how to start agvisord).
   virtual Result<SandboxNetwork> EnsureEgressNetwork(std::string_view name,
                                                      const egress::EgressRules& rules,
                                                      const Labels& labels) = 0;

@@ -23,15 +23,10 @@
 #include "agvisor/base/subprocess.h"
 #include "agvisor/base/tar_stream.h"
 #include "agvisor/desktop/password.h"
-#include "agvisor/docker/client.h"
 #include "agvisor/proto/exit_codes.h"
-#include "agvisor/sandbox/agent_image.h"
-#include "agvisor/sandbox/container_config.h"
 #include "agvisor/sandbox/desktop.h"
-#include "agvisor/sandbox/docker_runtime.h"
 #include "agvisor/sandbox/egress_network.h"
-#include "agvisor/sandbox/host_caps.h"
-#include "agvisor/sandbox/runtime_check.h"
+#include "agvisor/sandbox/instance_spec.h"
 #include "agvisor/sandbox/start_gate.h"
 #include "agvisor/sandbox/step_trace.h"
 #include "agvisor/sandbox/sweep.h"
@@ -46,24 +41,6 @@ std::string RandomSuffix() {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(rng() & 0xffffffffULL));
   return buf;
-}
-
-// Network none runs on the runtime's "-none" twin where the host registers one and it is gVisor
-// (runtime_check.h; scripts/setup-host registers runsc-none: runsc with --network=none). gVisor
-// then gives the sandbox its own loopback-only network stack, so no network system call reaches
-// the host kernel, and Docker makes the namespace without libnetwork (NetworkDisabled: no
-// prestart hook, which runs the dockerd binary once per start; ~250 ms of a ~650 ms start here).
-// On a host without the twin, Docker's network none on the runtime as given.
-//
-// Whether a create failed only because Docker does not know the twin after all (unregistered
-// since the runtime list was read): "Unknown runtime specified X" up to Docker 22; "unknown or
-// invalid runtime name: X" later.
-bool MissingTwin(const Error& e, const std::string& twin) {
-  if (e.code() != ErrorCode::kInvalidArgument) return false;
-  const std::string& m = e.message();
-  const bool unknown = m.find("nknown runtime") != std::string::npos ||
-                       m.find("invalid runtime name") != std::string::npos;
-  return unknown && m.find(twin) != std::string::npos;
 }
 
 EndReason ReasonFromState(const InstanceState& s) {
@@ -165,23 +142,6 @@ Sandbox::~Sandbox() {
 
 std::vector<std::string> Sandbox::AgentLog() const { return agent_log_->Snapshot(); }
 
-Result<void> Sandbox::StartAndAttach(DockerRuntime& docker, const std::string& id) {
-  StepTrace trace;
-  auto log = agent_log_;
-  auto stdio =
-      AGVISOR_TRY(docker.AttachAndStart(id, trace, [log](std::string_view b) { log->Append(b); }));
-  auto ch = channel::Channel::Open(std::move(stdio));
-  trace.Mark("agent handshake");
-  if (!ch.ok()) {
-    std::string tail = agent_log_->Tail();
-    return ch.error().WithContext("agent handshake" +
-                                  (tail.empty() ? std::string() : " (agent log: " + tail + ")"));
-  }
-  std::lock_guard lock(channel_mu_);
-  channel_ = *ch;
-  return Ok();
-}
-
 Result<std::shared_ptr<channel::Channel>> Sandbox::Channel() {
   std::lock_guard lock(channel_mu_);
   if (channel_ && !channel_->broken()) return channel_;
@@ -231,18 +191,17 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     const SandboxSpec& spec, const std::map<std::string, std::string>& system_labels) {
   AGVISOR_RETURN_IF_ERROR(ValidateSpec(spec));
   if (spec.egress) AGVISOR_RETURN_IF_ERROR(CheckEgressHost(spec.host));
-  auto docker = AGVISOR_TRY(HostClient(spec.host));
+  auto runtime = AGVISOR_TRY(RuntimeFor(spec.host));
   // gVisor only, decided from the runtime's binary, before anything is made on the host.
-  const std::string runtime =
-      AGVISOR_TRY(RequireGvisorRuntime(spec.host, *docker, spec.runtime, spec.network == "none"));
+  InstanceDecisions decisions;
+  decisions.runtime = AGVISOR_TRY(runtime->RequireGvisor(spec.runtime, spec.network == "none"));
   const std::string image = !spec.image.empty()
                                 ? spec.image
                                 : std::string(spec.gui ? kDefaultDesktopImage : kDefaultImage);
   const std::string cname = ContainerNameFor(spec.name ? *spec.name : RandomSuffix());
 
   auto handle = std::unique_ptr<Sandbox>(new Sandbox());
-  auto docker_runtime = std::make_shared<DockerRuntime>(spec.host, docker);
-  handle->runtime_ = docker_runtime;
+  handle->runtime_ = runtime;
   handle->host_ = spec.host;
   handle->container_name_ = cname;
   handle->name_ = spec.name;
@@ -250,14 +209,12 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
   handle->memory_ = spec.limits.memory;
 
   // Root-disk cap: enforced where the host can; refused when asked for explicitly elsewhere.
-  std::string disk = spec.limits.disk;
-  ContainerDecisions decisions;
-  decisions.container_name = cname;
-  decisions.runtime = runtime;
+  const std::string& disk = spec.limits.disk;
+  decisions.name = cname;
   decisions.source_image = image;
   decisions.system_labels = system_labels;
   if (disk != "none") {
-    auto support = AGVISOR_TRY(ProbeDiskCap(spec.host, *docker, spec.runtime, image));
+    auto support = AGVISOR_TRY(runtime->ProbeDiskCap(spec.runtime, image));
     if (support.supported) {
       decisions.disk_cap = disk.empty() ? std::string(kDefaultDisk) : disk;
     } else if (!disk.empty()) {
@@ -271,29 +228,27 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     }
   }
 
-  // A volume this call makes is removed again when the create then fails (an empty one: a
-  // volume that was there, or that a container uses meanwhile, is never removed).
-  struct NewVolumeGuard {
-    docker::Client* docker = nullptr;
-    std::string name;
-    ~NewVolumeGuard() {
-      if (docker) (void)docker->RemoveVolume(name, /*force=*/false);
+  // What this call makes besides the instance (a named sandbox's new volume, an egress network)
+  // is removed again when the create then fails on any path. A volume that was there is never
+  // removed, nor one or a network an instance uses meanwhile (the runtime refuses: a winner of a
+  // race keeps them).
+  struct Leftovers {
+    Runtime* runtime = nullptr;
+    std::string volume, network;
+    ~Leftovers() {
+      if (!runtime) return;
+      if (!network.empty()) (void)runtime->RemoveEgressNetwork(network);
+      if (!volume.empty()) (void)runtime->RemoveVolume(volume);
     }
-  } volume_guard;
+  } leftovers{.runtime = runtime.get()};
   if (spec.name) {
-    std::map<std::string, std::string> vlabels = spec.labels;
+    Labels vlabels = spec.labels;
     vlabels[std::string(kLabelManaged)] = "1";
     vlabels[std::string(kLabelName)] = *spec.name;
-    auto had = docker->InspectVolume(cname);
-    if (!had.ok() && had.error().code() != ErrorCode::kNotFound) return had.error();
-    AGVISOR_RETURN_IF_ERROR(docker->CreateVolume(cname, vlabels));
-    if (!had.ok()) {
-      volume_guard.name = cname;
-      volume_guard.docker = docker.get();
-    }
+    if (AGVISOR_TRY(runtime->EnsureVolume(cname, vlabels))) leftovers.volume = cname;
   }
-  // The agent is in the image: one derived from `image` per host and agent build.
-  auto with_agent = EnsureAgentImage(spec.host, *docker, image);
+  // The agent is in the image: one prepared from `image` per host and agent build.
+  auto with_agent = runtime->PrepareImage(image);
   if (!with_agent.ok()) {
     if (with_agent.error().code() != ErrorCode::kNotFound) return with_agent.error();
     std::string fix = image == kDefaultImage
@@ -308,24 +263,13 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
                            " (" + with_agent.error().message() + ")");
   }
   decisions.image = *with_agent;
-  docker::ContainerConfig c = AGVISOR_TRY(BuildContainerConfig(spec, decisions));
-  auto& h = c.host_config;
+  InstanceSpec instance = AGVISOR_TRY(BuildInstanceSpec(spec, decisions));
 
-  // The egress network made below, removed again when the create then fails on any path
-  // (Docker refuses to remove it while a container uses it, so a winner of a race keeps it).
-  struct EgressNetworkGuard {
-    docker::Client* docker = nullptr;
-    std::string cname;
-    ~EgressNetworkGuard() {
-      if (docker) (void)RemoveEgressNetwork(*docker, cname);
-    }
-  } egress_guard;
-  // A named sandbox may exist already, or another client may be creating it right now. Two
-  // passes: a create that loses the race (409) looks again and attaches to the winner.
-  bool remade = false;
+  // A named sandbox may exist already, or another client may be creating it right now. Up to
+  // three passes: a create that loses the race (kConflict) looks again and attaches to the winner.
   for (int pass = 0; pass < 3; ++pass) {
     if (spec.name) {
-      auto existing = docker->InspectContainer(cname);
+      auto existing = runtime->Inspect(cname);
       if (existing.ok()) {
         if (existing->labels.count(std::string(kLabelManaged)) == 0) {
           return Error::Conflict("a container named " + cname +
@@ -350,8 +294,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
           }
           handle->container_id_ = existing->id;
           handle->resumed_ = true;
-          egress_guard.docker = nullptr;  // the running one's network
-          volume_guard.docker = nullptr;
+          leftovers.runtime = nullptr;  // the running one's network and volume
           if (auto it = existing->labels.find(std::string(kLabelIdleTtl));
               it != existing->labels.end()) {
             handle->idle_ttl_ = std::stoll(it->second);
@@ -360,13 +303,13 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
           return handle;
         }
         if (st.status == "created" || st.status == "removing") {
-          // Another client is between create and start (or Docker is auto-removing an expired
+          // Another client is between create and start (or the runtime is removing an expired
           // one): wait for it to settle, then look again.
           auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
           bool settled = false;
           while (std::chrono::steady_clock::now() < deadline) {
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
-            auto again = docker->InspectContainer(cname);
+            auto again = runtime->Inspect(cname);
             if (!again.ok() || again->state.status != st.status) {
               settled = true;
               break;
@@ -374,62 +317,50 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
           }
           if (settled) continue;
         }
-        // A stopped leftover: its data lives in the volume; replace the container.
-        auto rm = docker->RemoveContainer(cname, /*force=*/true, /*remove_volumes=*/false);
-        if (!rm.ok() && rm.error().code() != ErrorCode::kNotFound &&
-            rm.error().code() != ErrorCode::kConflict) {
-          return rm.error();
-        }
+        // A stopped leftover: its data lives in the volume; replace the instance.
+        AGVISOR_RETURN_IF_ERROR(runtime->Remove(cname));
       } else if (existing.error().code() != ErrorCode::kNotFound) {
         return existing.error();
       }
     }
     if (spec.egress) {
-      // Its own internal network, whose gateway is the enforcer: up before the sandbox runs.
+      // Its own network, whose gateway is the enforcer: up before the sandbox runs.
       const egress::EgressRules rules =
           AGVISOR_TRY(egress::EgressPolicy::Create(*spec.egress)).Rules();
-      const EgressNetwork net =
-          AGVISOR_TRY(EnsureEgressNetwork(*docker, cname, rules, spec.labels));
-      egress_guard.cname = cname;
-      egress_guard.docker = docker.get();
-      AGVISOR_RETURN_IF_ERROR(WaitForEnforcer(net.gateway, std::chrono::seconds(10)));
-      ApplyEgressNetwork(c, net, rules);
+      const SandboxNetwork net =
+          AGVISOR_TRY(runtime->EnsureEgressNetwork(cname, rules, spec.labels));
+      leftovers.network = cname;
+      ApplyEgressNetwork(instance, net, rules);
     }
-    // At most a few starts at once per host, the rest queued (start_gate.h): past that Docker
-    // and runsc slow every start down. Held until the handshake is done.
+    if (spec.gui) {
+      // A desktop's VNC password: new for every instance (docs/desktop.md).
+      instance.pre_start_tar = AGVISOR_TRY(desktop::PasswordArchive(desktop::NewPassword()));
+    }
+    // At most a few starts at once per host, the rest queued (start_gate.h): past that the
+    // runtime slows every start down. Held until the handshake is done.
     auto ticket = AGVISOR_TRY(HostStartGate(spec.host).Enter());
     StepTrace trace;
     if (ticket.waited().count() > 0) trace.Mark("wait for a start slot");
-    auto id = docker->CreateContainer(c, cname);
-    trace.Mark("create container");
-    if (!id.ok()) {
-      if (id.error().code() == ErrorCode::kConflict && spec.name) continue;  // lost the race
-      if (c.network_disabled && MissingTwin(id.error(), runtime)) {
-        ForgetHostRuntimes(spec.host);
-        h.runtime = spec.runtime;  // no twin on this host: Docker's network none
-        c.network_disabled = false;
-        --pass;
-        continue;
-      }
-      if (id.error().code() == ErrorCode::kNotFound && !remade) {
-        // The derived image this process knew was removed meanwhile (pruned by a client with
-        // another agent build, or by hand): make it again, once.
-        remade = true;
-        ForgetAgentImage(spec.host, c.image);
-        c.image = AGVISOR_TRY(EnsureAgentImage(spec.host, *docker, image));
-        --pass;
-        continue;
-      }
-      return id.error();
+    auto log = handle->agent_log_;
+    auto started =
+        runtime->CreateAndStart(instance, trace, [log](std::string_view b) { log->Append(b); });
+    if (!started.ok()) {
+      if (started.error().code() == ErrorCode::kConflict && spec.name) continue;  // lost the race
+      return started.error().WithContext("start sandbox " + cname);
     }
-    handle->container_id_ = *id;
+    handle->container_id_ = started->id;
     auto start = [&]() -> Result<void> {
-      if (spec.gui) {
-        // A desktop's VNC password: new for every container (docs/desktop.md).
-        auto files = AGVISOR_TRY(desktop::PasswordArchive(desktop::NewPassword()));
-        AGVISOR_RETURN_IF_ERROR(docker->PutArchive(*id, "/", files));
+      auto ch = channel::Channel::Open(std::move(started->stdio));
+      trace.Mark("agent handshake");
+      if (!ch.ok()) {
+        std::string tail = handle->agent_log_->Tail();
+        return ch.error().WithContext(
+            "agent handshake" + (tail.empty() ? std::string() : " (agent log: " + tail + ")"));
       }
-      AGVISOR_RETURN_IF_ERROR(handle->StartAndAttach(*docker_runtime, *id));
+      {
+        std::lock_guard lock(handle->channel_mu_);
+        handle->channel_ = *ch;
+      }
       if (!spec.gui) return Ok();
       ticket.Release();  // the desktop's seconds are not a start's
       auto ready = desktop::WaitReady(*handle);
@@ -437,13 +368,12 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
       return ready;
     };
     if (auto r = start(); !r.ok()) {
-      (void)docker->RemoveContainer(*id, /*force=*/true, /*remove_volumes=*/false);
+      (void)runtime->Remove(started->id);
       return r.error().WithContext("start sandbox " + cname);
     }
-    egress_guard.docker = nullptr;  // it runs: the network is its own now
-    volume_guard.docker = nullptr;
+    leftovers.runtime = nullptr;  // it runs: the network and the volume are its own now
     // What killed clients left between create and start (once per host per process).
-    SweepNeverStartedOnce(spec.host, *docker);
+    SweepNeverStartedOnce(*runtime);
     return handle;
   }
   return Error::Conflict("sandbox " + cname +

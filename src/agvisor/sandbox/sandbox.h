@@ -324,8 +324,6 @@ class Sandbox {
   // The channel for an operation on one background process: Channel(), or, with an agent of
   // protocol version 1 (no DETACH, no PROC_SIGNAL), a session of its own, whose end detaches.
   Result<std::shared_ptr<channel::Channel>> ProcessChannel();
-  // Opens the channel on PID 1's stdio: attach (before start), start, handshake.
-  Result<void> StartAndAttach(DockerRuntime& docker, const std::string& id);
 
   // Where the sandbox runs (runtime.h).
   std::shared_ptr<Runtime> runtime_;

@@ -1,18 +1,19 @@
-// Pins the container every kind of sandbox gets, field by field, as the Engine API request body
-// (docker/codec.h): a change to the security posture, the limits, the agent's argv or the labels
-// shows here.
-#include "agvisor/sandbox/container_config.h"
+// Pins the instance every kind of sandbox gets, field by field, as the Engine API request body
+// (BuildInstanceSpec, then DockerRuntime's ToContainerConfig, then docker/codec.h): a change to
+// the security posture, the limits, the agent's argv or the labels shows here.
+#include "agvisor/sandbox/instance_spec.h"
 
 #include <gtest/gtest.h>
 
 #include "agvisor/docker/codec.h"
+#include "agvisor/sandbox/docker_runtime.h"
 
 namespace agvisor {
 namespace {
 
-ContainerDecisions Decide(const SandboxSpec& spec) {
-  ContainerDecisions d;
-  d.container_name = ContainerNameFor(spec.name ? *spec.name : "0123abcd");
+InstanceDecisions Decide(const SandboxSpec& spec) {
+  InstanceDecisions d;
+  d.name = ContainerNameFor(spec.name ? *spec.name : "0123abcd");
   d.runtime = spec.runtime;
   d.image = "agvisor/with-agent:img-agent";
   d.source_image = !spec.image.empty()
@@ -28,13 +29,13 @@ ContainerDecisions Decide(const SandboxSpec& spec) {
   return spec;
 }
 
-std::string Body(const SandboxSpec& spec, const ContainerDecisions& d,
-                 const std::optional<EgressNetwork>& net = std::nullopt) {
-  auto c = BuildContainerConfig(spec, d);
-  EXPECT_TRUE(c.ok()) << c.error().ToString();
-  if (!c.ok()) return "";
-  if (net) ApplyEgressNetwork(*c, *net, *spec.egress);
-  auto body = docker::EncodeContainerCreate(*c, docker::ApiVersion{1, 45});
+std::string Body(const SandboxSpec& spec, const InstanceDecisions& d,
+                 const std::optional<SandboxNetwork>& net = std::nullopt) {
+  auto i = BuildInstanceSpec(spec, d);
+  EXPECT_TRUE(i.ok()) << i.error().ToString();
+  if (!i.ok()) return "";
+  if (net) ApplyEgressNetwork(*i, *net, *spec.egress);
+  auto body = docker::EncodeContainerCreate(ToContainerConfig(*i), docker::ApiVersion{1, 45});
   EXPECT_TRUE(body.ok()) << body.error().ToString();
   return body.ok() ? *body : "";
 }
@@ -120,12 +121,12 @@ constexpr const char* kDesktopWithDiskCap =
     R"("Annotations":{"dev.gvisor.flag.overlay2":"root:self,size=5g"},"Privileged":false,)"
     R"("LogConfig":{"Type":"none","Config":{}}}})";
 
-TEST(ContainerConfigTest, Anonymous) {
+TEST(InstanceSpecTest, Anonymous) {
   SandboxSpec spec;
   EXPECT_EQ(Body(spec, Decide(spec)), kAnonymous);
 }
 
-TEST(ContainerConfigTest, NamedWithDeadlinesAndLabels) {
+TEST(InstanceSpecTest, NamedWithDeadlinesAndLabels) {
   SandboxSpec spec = NamedSpec("proj");
   spec.lifetime = 3600;
   spec.idle_ttl = 600;
@@ -139,7 +140,7 @@ TEST(ContainerConfigTest, NamedWithDeadlinesAndLabels) {
   EXPECT_EQ(Body(spec, d), kNamed);
 }
 
-TEST(ContainerConfigTest, NetworkNoneOnTheTwinAndWithout) {
+TEST(InstanceSpecTest, NetworkNoneOnTheTwinAndWithout) {
   SandboxSpec spec;
   spec.network = "none";
   auto d = Decide(spec);
@@ -148,23 +149,41 @@ TEST(ContainerConfigTest, NetworkNoneOnTheTwinAndWithout) {
   EXPECT_EQ(Body(spec, Decide(spec)), kNoneWithoutTwin);
 }
 
-TEST(ContainerConfigTest, Egress) {
+TEST(InstanceSpecTest, Egress) {
   SandboxSpec spec;
   spec.egress = egress::EgressRules{.allow_domains = {"example.com"}, .ports = {443}};
-  EgressNetwork net{.name = "agvisor-0123abcd-egress",
-                    .id = "n1",
-                    .bridge = "agve0011223344",
-                    .gateway = "172.19.0.1"};
+  SandboxNetwork net{.name = "agvisor-0123abcd-egress", .gateway = "172.19.0.1"};
   EXPECT_EQ(Body(spec, Decide(spec), net), kEgress);
 }
 
-TEST(ContainerConfigTest, DesktopAndDiskCap) {
+TEST(InstanceSpecTest, DesktopAndDiskCap) {
   SandboxSpec spec;
   spec.gui = true;
   spec.limits.memory = "2g";
   auto d = Decide(spec);
   d.disk_cap = "5g";
   EXPECT_EQ(Body(spec, d), kDesktopWithDiskCap);
+}
+
+// The runtime-neutral fields the Docker bodies above come from, for a named sandbox with
+// deadlines: what a second runtime (Kubernetes) reads.
+TEST(InstanceSpecTest, NeutralFieldsOfANamedSandbox) {
+  SandboxSpec spec = NamedSpec("proj");
+  spec.lifetime = 60;
+  spec.limits.memory = "1g";
+  auto i = BuildInstanceSpec(spec, Decide(spec));
+  ASSERT_TRUE(i.ok()) << i.error().ToString();
+  EXPECT_EQ(i->name, "agvisor-proj");
+  EXPECT_EQ(i->argv, (std::vector<std::string>{"/.agvisor/agvisor-agent", "init", "--channel-stdio",
+                                               "--lifetime", "60"}));
+  EXPECT_EQ(i->workspace, std::optional<std::string>("agvisor-proj"));
+  EXPECT_EQ(i->working_dir, "/workspace");
+  EXPECT_TRUE(i->remove_on_exit);
+  EXPECT_EQ(i->memory_bytes, 1LL << 30);
+  EXPECT_EQ(i->runtime, "runsc");
+  EXPECT_EQ(i->requested_runtime, "runsc");
+  EXPECT_EQ(i->source_image, "agvisor/base:latest");
+  EXPECT_TRUE(i->pre_start_tar.empty());
 }
 
 }  // namespace

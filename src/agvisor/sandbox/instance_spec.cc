@@ -1,0 +1,54 @@
+#include "agvisor/sandbox/instance_spec.h"
+
+#include "agvisor/sandbox/agent_paths.h"
+#include "agvisor/sandbox/egress_network.h"
+
+namespace agvisor {
+
+Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDecisions& d) {
+  InstanceSpec i;
+  i.name = d.name;
+  i.image = d.image;
+  i.source_image = d.source_image;
+  i.argv = {std::string(kAgentPath), "init", "--channel-stdio"};
+  if (spec.lifetime) i.argv.insert(i.argv.end(), {"--lifetime", std::to_string(*spec.lifetime)});
+  if (spec.idle_ttl) i.argv.insert(i.argv.end(), {"--idle-ttl", std::to_string(*spec.idle_ttl)});
+  if (spec.gui) i.argv.push_back("--desktop");
+  i.labels = spec.labels;
+  i.labels.insert_or_assign(std::string(kLabelManaged), std::string("1"));
+  if (spec.name) i.labels[std::string(kLabelName)] = *spec.name;
+  if (spec.idle_ttl) i.labels[std::string(kLabelIdleTtl)] = std::to_string(*spec.idle_ttl);
+  i.labels[std::string(kLabelMemory)] = spec.limits.memory;
+  for (const auto& [k, v] : d.system_labels) i.labels[k] = v;
+  i.labels[std::string(kLabelImage)] = d.source_image;
+  i.runtime = d.runtime;
+  i.requested_runtime = spec.runtime;
+  i.network = spec.network;
+  i.cpus = spec.limits.cpus;
+  i.memory_bytes = AGVISOR_TRY(ParseMemorySize("limits.memory", spec.limits.memory));
+  i.pids = spec.limits.pids;
+  if (spec.limits.shm) {
+    i.shm_bytes = AGVISOR_TRY(ParseMemorySize("limits.shm", *spec.limits.shm));
+  } else if (spec.gui) {
+    i.shm_bytes = 1LL << 30;
+  }
+  i.disk_cap = d.disk_cap;
+  // The agent ends the sandbox at lifetime/idle expiry even with no client: the runtime then
+  // removes it (a named sandbox's data stays in its volume).
+  i.remove_on_exit = spec.lifetime.has_value() || spec.idle_ttl.has_value();
+  if (spec.name) {
+    i.working_dir = std::string(kWorkspace);
+    i.workspace = d.name;
+  }
+  return i;
+}
+
+void ApplyEgressNetwork(InstanceSpec& i, const SandboxNetwork& net,
+                        const egress::EgressRules& rules) {
+  i.network = net.name;
+  i.dns = {net.gateway};
+  i.env = EgressProxyEnv(net.gateway);
+  i.labels[std::string(kLabelEgress)] = egress::EncodeEgressRules(rules);
+}
+
+}  // namespace agvisor

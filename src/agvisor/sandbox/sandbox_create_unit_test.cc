@@ -1,0 +1,307 @@
+// Sandbox::Create and Pool on the fake runtime (fake_runtime.h): the real agent, no Docker. What
+// every validation refuses before the runtime is asked anything; that a failure in any step
+// leaves nothing behind; a named sandbox's resume, conflicts and races; a pool's fill, acquire
+// and replacement of dead members.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <thread>
+
+#include "agvisor/sandbox/fake_runtime.h"
+#include "agvisor/sandbox/pool.h"
+#include "agvisor/sandbox/sandbox.h"
+
+namespace agvisor {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The local host's name: egress policies are offered on the local host only (egress_network.h),
+// and this process talks to no Docker, so the fake stands in for it.
+constexpr const char* kHost = "";
+
+class SandboxCreateUnitTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<FakeRuntime> rt_ = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
+  ScopedRuntimeOverride guard_{kHost, rt_};
+};
+
+// (Built out of line: g++ 12 at -O2 warns of a maybe-uninitialized optional<string> otherwise.)
+[[gnu::noinline]] SandboxSpec Named(const std::string& name) {
+  SandboxSpec spec;
+  spec.name = name;
+  return spec;
+}
+
+TEST_F(SandboxCreateUnitTest, AnAnonymousSandboxRunsTheAgentWithTheSpecsArgvAndLabels) {
+  SandboxSpec spec;
+  spec.lifetime = 600;
+  spec.labels = {{"tenant", "t1"}};
+  auto sb = Sandbox::Create(spec);
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  auto r = (*sb)->Exec({"sh", "-c", "echo hi"});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->out, "hi\n");
+  // The first channel is PID 1's stdio: no relay was opened.
+  EXPECT_EQ(rt_->CallCount("OpenExecStream"), 0);
+  auto made = rt_->CreatedSpec((*sb)->container_name());
+  ASSERT_TRUE(made.has_value());
+  EXPECT_EQ(made->argv, (std::vector<std::string>{"/.agvisor/agvisor-agent", "init",
+                                                  "--channel-stdio", "--lifetime", "600"}));
+  EXPECT_EQ(made->image, "fake/with-agent:agvisor/base:latest");
+  EXPECT_EQ(made->labels.at("agvisor"), "1");
+  EXPECT_EQ(made->labels.at("tenant"), "t1");
+  EXPECT_EQ(made->labels.at("agvisor.image"), "agvisor/base:latest");
+  EXPECT_TRUE(made->remove_on_exit);
+  EXPECT_FALSE(made->workspace.has_value());
+  // The fake has no disk caps: the default one is said to be unenforced, not refused.
+  EXPECT_THAT((*sb)->disk_warning(), HasSubstr("not enforced on this host"));
+  ASSERT_TRUE(Sandbox::Remove((*sb)->container_name(), kHost, /*erase_data=*/true).ok());
+  EXPECT_TRUE(rt_->Snapshot().empty());
+}
+
+TEST_F(SandboxCreateUnitTest, InvalidSpecsAreRefusedBeforeTheRuntimeIsAskedAnything) {
+  std::vector<std::pair<std::string, SandboxSpec>> bad;
+  bad.emplace_back("name", Named("Bad Name!"));
+  SandboxSpec s;
+  s.limits.cpus = -1;
+  bad.emplace_back("cpus", s);
+  s = {};
+  s.limits.memory = "lots";
+  bad.emplace_back("memory", s);
+  s = {};
+  s.limits.pids = 0;
+  bad.emplace_back("pids", s);
+  s = {};
+  s.network = "host";
+  bad.emplace_back("network", s);
+  s = {};
+  s.lifetime = 0;
+  bad.emplace_back("lifetime", s);
+  s = {};
+  s.image = "-rm";
+  bad.emplace_back("image", s);
+  for (const auto& [what, spec] : bad) {
+    auto sb = Sandbox::Create(spec);
+    ASSERT_FALSE(sb.ok()) << what;
+    EXPECT_EQ(sb.error().code(), ErrorCode::kInvalidArgument)
+        << what << ": " << sb.error().ToString();
+  }
+  EXPECT_TRUE(rt_->calls().empty());
+  // A runtime that is not gVisor: refused by the first question, before anything is made.
+  s = {};
+  s.runtime = "runc";
+  auto sb = Sandbox::Create(s);
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(sb.error().message(), HasSubstr("only on gVisor"));
+  EXPECT_EQ(rt_->calls().size(), 1u);
+  EXPECT_TRUE(rt_->Snapshot().empty());
+}
+
+std::string IdOf(Sandbox& sb) {
+  auto info = sb.Info();
+  return info.ok() ? info->container_id : "";
+}
+
+// A named sandbox with an egress policy asks for the most: every runtime call of a good create,
+// failed in turn, must leave nothing (no instance, volume or network) and say what failed.
+TEST_F(SandboxCreateUnitTest, AFailureInAnyStepLeavesNothingBehind) {
+  SandboxSpec spec = Named("proj");
+  spec.egress = egress::EgressRules{.allow_domains = {"example.com"}, .ports = {443}};
+  std::vector<std::string> steps;
+  {
+    auto good = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
+    ScopedRuntimeOverride inner{kHost, good};
+    auto sb = Sandbox::Create(spec);
+    ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+    EXPECT_EQ(good->Snapshot(),
+              (std::set<std::string>{"instance agvisor-proj", "volume agvisor-proj",
+                                     "network agvisor-proj"}));
+    for (const auto& c : good->calls()) steps.push_back(c.op);
+  }
+  EXPECT_EQ(steps, (std::vector<std::string>{"RequireGvisor", "ProbeDiskCap", "EnsureVolume",
+                                             "PrepareImage", "Inspect", "EnsureEgressNetwork",
+                                             "CreateAndStart"}));
+  for (const auto& step : steps) {
+    auto rt = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
+    ScopedRuntimeOverride inner{kHost, rt};
+    rt->FailNext(step, Error::Unavailable("injected failure of " + step));
+    auto sb = Sandbox::Create(spec);
+    ASSERT_FALSE(sb.ok()) << step;
+    EXPECT_EQ(sb.error().code(), ErrorCode::kUnavailable) << step;
+    EXPECT_THAT(sb.error().message(), HasSubstr("injected failure of " + step));
+    EXPECT_TRUE(rt->Snapshot().empty())
+        << "after a failed " << step << ": " << ::testing::PrintToString(rt->Snapshot());
+  }
+  // After the instance started: an agent that never answers the handshake.
+  auto rt = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
+  ScopedRuntimeOverride inner{kHost, rt};
+  rt->BreakNextAgent();
+  auto sb = Sandbox::Create(spec);
+  ASSERT_FALSE(sb.ok());
+  EXPECT_THAT(sb.error().message(), HasSubstr("agent handshake"));
+  EXPECT_THAT(sb.error().message(), HasSubstr("start sandbox agvisor-proj"));
+  EXPECT_TRUE(rt->Snapshot().empty()) << ::testing::PrintToString(rt->Snapshot());
+}
+
+TEST_F(SandboxCreateUnitTest, AVolumeThatWasThereIsKeptWhenTheCreateFails) {
+  rt_->AddVolume("agvisor-keep", {{"agvisor", "1"}});
+  rt_->FailNext("CreateAndStart", Error::Unavailable("injected"));
+  auto sb = Sandbox::Create(Named("keep"));
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(rt_->Snapshot(), (std::set<std::string>{"volume agvisor-keep"}));
+}
+
+TEST_F(SandboxCreateUnitTest, AMissingImageSaysHowToGetIt) {
+  rt_->FailNext("PrepareImage", Error::NotFound("no such image: mine:1"));
+  SandboxSpec spec;
+  spec.image = "mine:1";
+  auto sb = Sandbox::Create(spec);
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().code(), ErrorCode::kNotFound);
+  EXPECT_THAT(sb.error().message(),
+              HasSubstr("image mine:1 not found on this host: pull or build it on that host"));
+  rt_->FailNext("PrepareImage", Error::NotFound("no such image"));
+  sb = Sandbox::Create(SandboxSpec{});
+  ASSERT_FALSE(sb.ok());
+  EXPECT_THAT(sb.error().message(), HasSubstr("agvisor image build base"));
+}
+
+TEST_F(SandboxCreateUnitTest, AnExplicitDiskCapThisHostCannotEnforceIsRefused) {
+  SandboxSpec spec;
+  spec.limits.disk = "5g";
+  auto sb = Sandbox::Create(spec);
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().code(), ErrorCode::kUnsupported);
+  EXPECT_THAT(sb.error().message(), HasSubstr("--disk none"));
+  EXPECT_EQ(rt_->CallCount("CreateAndStart"), 0);
+}
+
+TEST_F(SandboxCreateUnitTest, ANamedSandboxIsResumedWhileItRunsAndItsVolumeOutlivesIt) {
+  SandboxSpec spec = Named("proj");
+  spec.idle_ttl = 900;
+  auto first = Sandbox::Create(spec);
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  EXPECT_FALSE((*first)->resumed());
+  ASSERT_TRUE((*first)->Exec({"true"}).ok());
+  auto made = rt_->CreatedSpec("agvisor-proj");
+  ASSERT_TRUE(made.has_value());
+  EXPECT_EQ(made->workspace, std::optional<std::string>("agvisor-proj"));
+  EXPECT_EQ(made->working_dir, "/workspace");
+
+  auto again = Sandbox::Create(Named("proj"));
+  ASSERT_TRUE(again.ok()) << again.error().ToString();
+  EXPECT_TRUE((*again)->resumed());
+  EXPECT_EQ(IdOf(**again), IdOf(**first));
+  EXPECT_EQ((*again)->idle_ttl(), 900);  // from the running one's label
+  EXPECT_EQ(rt_->CallCount("CreateAndStart"), 1);
+
+  // Stopped: the next create replaces the instance and keeps the volume.
+  const std::string first_id = IdOf(**first);
+  ASSERT_TRUE((*first)->Stop().ok());
+  auto third = Sandbox::Create(Named("proj"));
+  ASSERT_TRUE(third.ok()) << third.error().ToString();
+  EXPECT_FALSE((*third)->resumed());
+  EXPECT_NE(IdOf(**third), first_id);
+  EXPECT_EQ(rt_->CallCount("CreateAndStart"), 2);
+  EXPECT_TRUE(rt_->HasVolume("agvisor-proj"));
+  ASSERT_TRUE((*third)->Delete().ok());
+  EXPECT_TRUE(rt_->Snapshot().empty());
+}
+
+TEST_F(SandboxCreateUnitTest, ANamedSandboxIsNotResumedWithAnotherEgressPolicy) {
+  ASSERT_TRUE(Sandbox::Create(Named("open")).ok());
+  SandboxSpec closed = Named("open");
+  closed.egress = egress::EgressRules{.allow_domains = {"example.com"}, .ports = {443}};
+  auto sb = Sandbox::Create(closed);
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().code(), ErrorCode::kConflict);
+  EXPECT_THAT(sb.error().message(), HasSubstr("is running with no egress policy"));
+  EXPECT_FALSE(rt_->HasNetwork("agvisor-open"));
+}
+
+TEST_F(SandboxCreateUnitTest, AContainerAgvisorDidNotMakeIsNeverTaken) {
+  ASSERT_TRUE(rt_->AddInstance("agvisor-theirs", {}).ok());
+  auto sb = Sandbox::Create(Named("theirs"));
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().code(), ErrorCode::kConflict);
+  EXPECT_THAT(sb.error().message(), HasSubstr("exists that agvisor did not create"));
+  EXPECT_EQ(rt_->CallCount("Remove"), 0);
+  EXPECT_EQ(rt_->CallCount("CreateAndStart"), 0);
+}
+
+TEST_F(SandboxCreateUnitTest, ALostRaceLooksAgainAndThreeLossesGiveUpCleanly) {
+  rt_->FailNext("CreateAndStart", Error::Conflict("the name is already in use"));
+  auto sb = Sandbox::Create(Named("race"));
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  EXPECT_EQ(rt_->CallCount("CreateAndStart"), 2);
+  ASSERT_TRUE((*sb)->Delete().ok());
+
+  rt_->FailNext("CreateAndStart", Error::Conflict("the name is already in use"), 3);
+  sb = Sandbox::Create(Named("race"));
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().code(), ErrorCode::kConflict);
+  EXPECT_THAT(sb.error().message(), HasSubstr("by other clients at the same time"));
+  EXPECT_TRUE(rt_->Snapshot().empty());
+}
+
+TEST_F(SandboxCreateUnitTest, TheAgentEndsItsSandboxAtItsLifetimeAndTheRuntimeForgetsIt) {
+  SandboxSpec spec;
+  spec.lifetime = 1;
+  auto sb = Sandbox::Create(spec);
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  const std::string name = (*sb)->container_name();
+  // The agent's deadline (1 s) ends it; 15 s is the bound on a loaded machine.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (rt_->HasInstance(name) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    (void)rt_->List({});  // the fake forgets ended remove_on_exit instances when asked
+  }
+  EXPECT_FALSE(rt_->HasInstance(name));
+  auto r = (*sb)->Exec({"true"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kSandboxDied);
+}
+
+TEST_F(SandboxCreateUnitTest, APoolFillsHandsOutAndReplacesAMemberThatDied) {
+  PoolOptions o;
+  o.size = 2;
+  auto pool = Pool::Create(o);
+  ASSERT_TRUE(pool.ok()) << pool.error().ToString();
+  ASSERT_TRUE((*pool)->WaitReady(std::chrono::seconds(30)).ok());
+  EXPECT_EQ(rt_->List({"agvisor.pool=" + (*pool)->id()})->size(), 2u);
+
+  // A member killed behind the pool's back is found dead and never handed out.
+  auto members = rt_->List({"agvisor.pool=" + (*pool)->id()});
+  ASSERT_TRUE(members.ok());
+  rt_->KillAgent(members->front().name, SIGKILL);
+  for (int n = 0; n < 3; ++n) {
+    auto sb = (*pool)->Acquire({.lifetime = 600, .wait = std::chrono::seconds(30)});
+    ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+    auto r = (*sb)->Exec({"sh", "-c", "echo up"});
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    EXPECT_EQ(r->out, "up\n");
+    (void)Sandbox::Remove((*sb)->container_name(), kHost, /*erase_data=*/true);
+  }
+  const PoolStats st = (*pool)->Stats();
+  EXPECT_EQ(st.acquired + st.cold, 3u);
+  EXPECT_GE(st.discarded, 1u);
+  (*pool)->Close();
+  EXPECT_TRUE(rt_->Snapshot().empty()) << ::testing::PrintToString(rt_->Snapshot());
+}
+
+TEST_F(SandboxCreateUnitTest, APoolThatDoesNotFitTheHostsMemoryIsRefused) {
+  PoolOptions o;
+  o.size = 5;
+  o.spec.limits.memory = "2g";  // the fake host has 8 GiB
+  auto pool = Pool::Create(o);
+  ASSERT_FALSE(pool.ok());
+  EXPECT_EQ(pool.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_THAT(pool.error().message(), HasSubstr("use size <= 4"));
+  EXPECT_EQ(rt_->CallCount("CreateAndStart"), 0);
+}
+
+}  // namespace
+}  // namespace agvisor
