@@ -26,7 +26,8 @@ constexpr std::chrono::seconds kOrphanGrace{60};
 // A network that could not be served (its policy unreadable, its gateway taken by another
 // process) is tried again after this, not every period (and logged once per try).
 constexpr std::chrono::seconds kRetryPause{5};
-// Connections one sandbox may hold open through its enforcer (64 KiB buffered per direction).
+// Connections one sandbox may hold open through its enforcer (a pipe of up to 1 MiB per
+// direction, plus the sockets' own buffers).
 constexpr std::size_t kMaxConnectionsPerSandbox = 256;
 // Decision log lines per sandbox per second; the rest are counted and summarised (the ring and
 // the counters keep every decision): a sandbox cannot flood agvisord's log.
