@@ -25,6 +25,7 @@
 
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/egress/dns.h"
+#include "agvisor/egress/dns_cache.h"
 #include "agvisor/egress/sniff.h"
 
 namespace agvisor::egress {
@@ -122,6 +123,7 @@ class EgressProxy::Impl {
       : options_(std::move(options)),
         policy_(std::make_shared<const EgressPolicy>(std::move(policy))),
         log_(std::move(log)),
+        dns_cache_(options_.dns_cache_entries),
         dns_socket_(io_) {}
 
   ~Impl() {
@@ -585,15 +587,24 @@ class EgressProxy::Impl {
     }
   }
 
-  // A/then AAAA for `name` through the configured resolver.
+  // A, then AAAA, for `name` through the configured resolver, unless a lookup of it is still
+  // kept (dns_cache_); answers with addresses are kept for their TTL.
   net::awaitable<Lookup> Resolve(std::string name) {
     Lookup out;
+    if (auto kept = dns_cache_.Find(name, DnsCache::Clock::now())) {
+      out.addresses = std::move(*kept);
+      co_return out;
+    }
     std::optional<Error> last;
     for (DnsType type : {DnsType::kA, DnsType::kAaaa}) {
-      Result<std::vector<IpAddress>> r = co_await Query(name, type);
+      Result<DnsAddresses> r = co_await Query(name, type);
       if (r.ok()) {
-        out.addresses.insert(out.addresses.end(), r->begin(), r->end());
-        if (!out.addresses.empty()) co_return out;
+        if (!r->addresses.empty()) {
+          out.addresses = r->addresses;
+          dns_cache_.Insert(name, std::move(r->addresses), std::chrono::seconds(r->ttl),
+                            DnsCache::Clock::now());
+          co_return out;
+        }
       } else {
         if (r.error().code() == ErrorCode::kNotFound) {
           out.error = r.error();
@@ -609,7 +620,7 @@ class EgressProxy::Impl {
   // One question, two attempts of resolve_timeout each. Datagrams that are not the answer (from
   // another address, another id or question) are ignored: a spoofer must guess a random id and
   // port, and a wrong answer never ends the wait early.
-  net::awaitable<Result<std::vector<IpAddress>>> Query(std::string name, DnsType type) {
+  net::awaitable<Result<DnsAddresses>> Query(std::string name, DnsType type) {
     udp::endpoint server(ToAsio(options_.resolver_address), options_.resolver_port);
     udp::socket socket(io_);
     error_code ec;
@@ -632,7 +643,7 @@ class EgressProxy::Impl {
             net::buffer(buf), from, net::redirect_error(net::use_awaitable, ec));
         if (ec) break;  // the deadline cancelled it: next attempt
         if (from != server) continue;
-        auto r = ParseDnsResponse(std::span(buf.data(), n), id, name, type);
+        auto r = ParseDnsAnswer(std::span(buf.data(), n), id, name, type);
         if (!r.ok() && r.error().code() == ErrorCode::kInvalidArgument) continue;
         co_return r;
       }
@@ -646,6 +657,7 @@ class EgressProxy::Impl {
   mutable std::mutex mu_;
   std::shared_ptr<const EgressPolicy> policy_;
   std::shared_ptr<DecisionLog> log_;
+  DnsCache dns_cache_;  // touched on the io thread only
   std::atomic<std::size_t> open_{0};
   std::atomic<std::uint64_t> bytes_up_{0};
   std::atomic<std::uint64_t> bytes_down_{0};

@@ -50,6 +50,10 @@ struct ProxyOptions {
   std::chrono::milliseconds sniff_timeout{5000};
   // Per DNS attempt (two attempts per address type).
   std::chrono::milliseconds resolve_timeout{1000};
+  // Names whose lookup is kept for the answer's TTL (at most 300 s), so a connection to a name
+  // looked up moments ago skips the resolver's round trip (dns_cache.h); 0: every connection
+  // asks. The addresses are checked against the refused ranges on every use either way.
+  std::size_t dns_cache_entries = 256;
   std::chrono::milliseconds connect_timeout{5000};
   // Bytes in flight per direction of a spliced connection: the size asked for the pipe that
   // splice(2) moves them through (the kernel may grant less), or of the buffer in user space when

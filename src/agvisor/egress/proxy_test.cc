@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "agvisor/egress/testing/loopback.h"
@@ -305,6 +306,25 @@ TEST_F(EgressProxyTest, AllowedNamesResolvingToRestrictedAddressesAreRefused) {
   EXPECT_FALSE(TlsConnect(client_ctx_->get(), t.get(), "rebind.allowed.test"));
   EXPECT_EQ(http_->accepted(), 0);
   EXPECT_EQ(tls_->accepted(), 0);
+}
+
+std::size_t TimesAsked(const std::vector<std::string>& questions, std::string_view name) {
+  return static_cast<std::size_t>(std::count(questions.begin(), questions.end(), name));
+}
+
+TEST_F(EgressProxyTest, LookupsAreKeptForTheirTtlAndCheckedOnEveryUse) {
+  const std::string url = HostPort("allowed.test", http_->port());
+  for (int i = 0; i < 3; ++i) EXPECT_NE(Get(url).find("200 OK"), std::string::npos);
+  EXPECT_EQ(TimesAsked(dns_->questions(), "allowed.test"), 1u);  // the answer's TTL is 60 s
+  // A kept answer is still checked each time it is used: a rebinding name stays refused.
+  const std::string rebind = HostPort("rebind.allowed.test", http_->port());
+  for (int i = 0; i < 3; ++i) EXPECT_NE(Get(rebind).find("403"), std::string::npos);
+  EXPECT_EQ(TimesAsked(dns_->questions(), "rebind.allowed.test"), 1u);
+  // An answer with TTL 0 is not kept: every connection asks.
+  dns_->set_ttl(0);
+  const std::string www = HostPort("www.allowed.test", http_->port());
+  for (int i = 0; i < 3; ++i) EXPECT_NE(Get(www).find("200 OK"), std::string::npos);
+  EXPECT_EQ(TimesAsked(dns_->questions(), "www.allowed.test"), 3u);
 }
 
 TEST_F(EgressProxyTest, IpLiteralsPassOnlyThroughACidrRule) {
