@@ -148,12 +148,16 @@ class Rig {
   }
 
   void StartDaemon() {
+    // AGVISOR_BENCH_AGVISORD runs another agvisord build (e.g. one from before a change, for a
+    // before/after comparison in the same minutes); default: this build's.
+    const char* other = std::getenv("AGVISOR_BENCH_AGVISORD");
+    const std::string binary = other != nullptr && *other != '\0' ? other : AGVISORD_BINARY;
     daemon_.emplace(
         Need(Subprocess::Spawn({.argv = {"sh", "-c",
                                          "exec \"$0\" --socket \"$1/agvisord.sock\" --token-file "
                                          "\"$1/token\" --egress-resolver \"$2\" --egress-state-dir "
                                          "\"$1/state\" 2>>\"$1/agvisord.log\"",
-                                         AGVISORD_BINARY, dir_, kInternet}}),
+                                         binary, dir_, kInternet}}),
              "start agvisord"));
     if (!WaitUntil(
             [&] {

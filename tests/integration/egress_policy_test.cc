@@ -11,6 +11,7 @@
 #include <fstream>
 #include <optional>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "agvisor/base/subprocess.h"
@@ -438,6 +439,49 @@ TEST_F(EgressTest, AStoppedEnforcerFailsClosedAndComesBack) {
       },
       std::chrono::seconds(30)))
       << got;
+}
+
+// The firewall openings of an agvisord killed with SIGKILL stay behind (nothing ran to take them
+// out); the next agvisord deletes them before it serves, then opens its own (comment "agvisor
+// egress SANDBOX pid PID").
+TEST_F(EgressTest, AKilledEnforcersOpeningsAreClearedByTheNextOne) {
+  auto sb = Sandbox::Create(Spec({"allowed.test"}));
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  const std::string mark = "agvisor egress " + (*sb)->container_name() + " pid ";
+  auto openings = [&] {
+    auto r = RunCommand({"iptables", "-w", "-S", "AGVISOR-ALLOW"});
+    std::vector<std::string> out;
+    std::istringstream in(r.ok() ? r->out : "");
+    for (std::string line; std::getline(in, line);) {
+      if (line.find(mark) != std::string::npos) out.push_back(line);
+    }
+    return out;
+  };
+  auto of = [&](pid_t pid) { return mark + std::to_string(pid) + "\""; };
+  const pid_t killed = daemon_->pid();
+  ASSERT_EQ(openings().size(), 2u);  // tcp 80,443,3128 and udp 53
+  (void)daemon_->Kill(SIGKILL);
+  (void)daemon_->WaitFor(std::chrono::seconds(30));
+  daemon_.reset();
+  const auto left = openings();
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_THAT(left[0], HasSubstr(of(killed)));
+  StartDaemon();
+  const pid_t next = daemon_->pid();
+  // Served again within a period (250 ms); 30 s is for a loaded host.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto now = openings();
+        return now.size() >= 2 && now[0].find(of(next)) != std::string::npos;
+      },
+      std::chrono::seconds(30)));
+  const auto after = openings();
+  EXPECT_EQ(after.size(), 2u);
+  for (const std::string& line : after) {
+    EXPECT_THAT(line, HasSubstr(of(next)));
+    EXPECT_THAT(line, Not(HasSubstr(of(killed))));
+  }
+  EXPECT_EQ(Run(**sb, kGetAllowed), "hello from allowed.test\n");
 }
 
 // `agvisor egress NAME` shows the policy and the decisions, and changes the policy of a running

@@ -162,8 +162,8 @@ std::vector<std::uint8_t> BuildDnsResponse(std::span<const std::uint8_t> query,
   return out;
 }
 
-Result<std::vector<IpAddress>> ParseDnsResponse(std::span<const std::uint8_t> m, std::uint16_t id,
-                                                std::string_view name, DnsType type) {
+Result<DnsAddresses> ParseDnsAnswer(std::span<const std::uint8_t> m, std::uint16_t id,
+                                    std::string_view name, DnsType type) {
   if (m.size() < kHeaderBytes) return Malformed("shorter than a header");
   if (!(m[2] & 0x80) || Get16(m, 0) != id) return Malformed("not the response to this query");
   if (Get16(m, 4) != 1) return Malformed("response without its question");
@@ -189,6 +189,7 @@ Result<std::vector<IpAddress>> ParseDnsResponse(std::span<const std::uint8_t> m,
   struct Record {
     std::string owner;
     std::uint16_t type;
+    std::uint32_t ttl;
     std::span<const std::uint8_t> data;
     std::string cname;
   };
@@ -199,6 +200,9 @@ Result<std::vector<IpAddress>> ParseDnsResponse(std::span<const std::uint8_t> m,
     r.owner = AGVISOR_TRY(ReadName(m, &pos, true));
     if (pos + 10 > m.size()) return Malformed("truncated record");
     r.type = Get16(m, pos);
+    r.ttl = (std::uint32_t{Get16(m, pos + 4)} << 16) | Get16(m, pos + 6);
+    // RFC 2181 section 8: a TTL with the top bit set is read as zero.
+    if (r.ttl > 0x7fffffffu) r.ttl = 0;
     std::uint16_t rdlen = Get16(m, pos + 8);
     pos += 10;
     if (pos + rdlen > m.size()) return Malformed("record data runs past the end");
@@ -213,17 +217,19 @@ Result<std::vector<IpAddress>> ParseDnsResponse(std::span<const std::uint8_t> m,
   // The names that stand for `name`: itself, then each CNAME target in turn (bounded by the
   // record count, so a CNAME loop ends).
   std::vector<std::string> aliases{std::string(name)};
+  DnsAddresses out;
+  std::optional<std::uint32_t> ttl;  // the smallest TTL of the records used
   for (std::size_t round = 0; round < records.size(); ++round) {
     bool grew = false;
     for (const Record& r : records) {
       if (r.cname.empty() || !SameName(r.owner, aliases.back())) continue;
       aliases.push_back(r.cname);
+      ttl = std::min(ttl.value_or(r.ttl), r.ttl);
       grew = true;
       break;
     }
     if (!grew) break;
   }
-  std::vector<IpAddress> out;
   for (const Record& r : records) {
     if (r.type != static_cast<std::uint16_t>(type)) continue;
     bool ours = std::any_of(aliases.begin(), aliases.end(),
@@ -238,9 +244,17 @@ Result<std::vector<IpAddress>> ParseDnsResponse(std::span<const std::uint8_t> m,
     } else {
       return Malformed("address record of the wrong size");
     }
-    out.push_back(a);
+    out.addresses.push_back(a);
+    ttl = std::min(ttl.value_or(r.ttl), r.ttl);
   }
+  out.ttl = out.addresses.empty() ? 0 : ttl.value_or(0);
   return out;
+}
+
+Result<std::vector<IpAddress>> ParseDnsResponse(std::span<const std::uint8_t> m, std::uint16_t id,
+                                                std::string_view name, DnsType type) {
+  DnsAddresses a = AGVISOR_TRY(ParseDnsAnswer(m, id, name, type));
+  return std::move(a.addresses);
 }
 
 DnsAnswer AnswerDnsQuery(std::span<const std::uint8_t> query, const EgressPolicy& policy,

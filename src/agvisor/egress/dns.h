@@ -66,6 +66,16 @@ Result<std::vector<IpAddress>> ParseDnsResponse(std::span<const std::uint8_t> me
                                                 std::uint16_t id, std::string_view name,
                                                 DnsType type);
 
+// ParseDnsResponse's addresses with how long they may be kept: `ttl` is the smallest TTL, in
+// seconds, of the records they came from (the CNAMEs of the chain included; a TTL with the top
+// bit set counts as 0, RFC 2181); 0 when there are no addresses. Same errors.
+struct DnsAddresses {
+  std::vector<IpAddress> addresses;
+  std::uint32_t ttl = 0;
+};
+Result<DnsAddresses> ParseDnsAnswer(std::span<const std::uint8_t> message, std::uint16_t id,
+                                    std::string_view name, DnsType type);
+
 // What the in-sandbox resolver answers and why.
 struct DnsAnswer {
   std::vector<std::uint8_t> response;  // empty: no answer at all (the query was unreadable)

@@ -153,5 +153,27 @@ TEST(DnsTest, ResponsesFollowCnamesAndIgnoreStrangers) {
   EXPECT_FALSE(ParseDnsResponse(loop, 77, "pypi.org", DnsType::kA).ok());
 }
 
+TEST(DnsTest, AnswersCarryTheSmallestTtlOfTheRecordsUsed) {
+  Bytes r = UpstreamResponse(77);
+  const std::size_t cname_ttl = BuildDnsQuery(77, "pypi.org", DnsType::kA).size() + 6;
+  const std::size_t a_ttl = cname_ttl + 4 + 2 + 13 + 2 + 4;
+  const std::size_t other_ttl = a_ttl + 4 + 2 + 4 + 7 + 4;
+  auto set_ttl = [&r](std::size_t at, std::uint32_t ttl) {
+    for (int i = 0; i < 4; ++i) r[at + i] = static_cast<std::uint8_t>(ttl >> (24 - 8 * i));
+  };
+  auto ttl = [&r] { return ParseDnsAnswer(r, 77, "pypi.org", DnsType::kA).value().ttl; };
+  EXPECT_EQ(ttl(), 60u);
+  set_ttl(other_ttl, 1);  // a record of another name counts for nothing
+  EXPECT_EQ(ttl(), 60u);
+  set_ttl(cname_ttl, 20);  // the CNAME of the chain does
+  EXPECT_EQ(ttl(), 20u);
+  set_ttl(a_ttl, 7);
+  EXPECT_EQ(ttl(), 7u);
+  set_ttl(a_ttl, 0x80000000u);  // top bit set: zero (RFC 2181)
+  EXPECT_EQ(ttl(), 0u);
+  EXPECT_EQ(ParseDnsAnswer(r, 77, "pypi.org", DnsType::kA).value().addresses,
+            std::vector<IpAddress>{IpAddress::V4(151, 101, 0, 223)});
+}
+
 }  // namespace
 }  // namespace agvisor::egress

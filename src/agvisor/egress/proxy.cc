@@ -3,6 +3,10 @@
 // state machine. A deadline is a timer that closes (or cancels) the socket it guards.
 #include "agvisor/egress/proxy.h"
 
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
@@ -14,11 +18,14 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <csignal>
 #include <mutex>
 #include <random>
 #include <thread>
 
+#include "agvisor/base/unique_fd.h"
 #include "agvisor/egress/dns.h"
+#include "agvisor/egress/dns_cache.h"
 #include "agvisor/egress/sniff.h"
 
 namespace agvisor::egress {
@@ -116,6 +123,7 @@ class EgressProxy::Impl {
       : options_(std::move(options)),
         policy_(std::make_shared<const EgressPolicy>(std::move(policy))),
         log_(std::move(log)),
+        dns_cache_(options_.dns_cache_entries),
         dns_socket_(io_) {}
 
   ~Impl() {
@@ -165,7 +173,16 @@ class EgressProxy::Impl {
       net::co_spawn(io_, ServeDns(), net::detached);
     }
     for (auto& a : acceptors_) net::co_spawn(io_, Accept(*a), net::detached);
-    thread_ = std::thread([this] { io_.run(); });
+    thread_ = std::thread([this] {
+      // splice(2) into a socket whose peer is gone raises SIGPIPE at the calling thread (it takes
+      // no MSG_NOSIGNAL). Blocked on this thread, it stays pending here and the pump sees EPIPE,
+      // whatever the hosting process does with SIGPIPE.
+      sigset_t sigpipe;
+      sigemptyset(&sigpipe);
+      sigaddset(&sigpipe, SIGPIPE);
+      pthread_sigmask(SIG_BLOCK, &sigpipe, nullptr);
+      io_.run();
+    });
     return Ok();
   }
 
@@ -392,8 +409,23 @@ class EgressProxy::Impl {
     }
     head = {};
     auto splice = std::make_shared<Splice>(Splice{std::move(client), std::move(upstream)});
-    net::co_spawn(io_, Pump(splice, guard, true), net::detached);
-    co_await Pump(splice, guard, false);
+    net::co_spawn(io_, Relay(splice, guard, true), net::detached);
+    co_await Relay(splice, guard, false);
+  }
+
+  // One direction of a connection: through a pipe with splice(2) (SplicePump), or, when no pipe
+  // can be had (e.g. out of file descriptors), through a buffer in user space (CopyPump).
+  net::awaitable<void> Relay(std::shared_ptr<Splice> splice, std::shared_ptr<OpenGuard> guard,
+                             bool client_to_upstream) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) {
+      UniqueFd out(fds[0]);
+      UniqueFd in(fds[1]);
+      co_await SplicePump(std::move(splice), std::move(guard), client_to_upstream, std::move(in),
+                          std::move(out));
+    } else {
+      co_await CopyPump(std::move(splice), std::move(guard), client_to_upstream);
+    }
   }
 
   net::awaitable<void> Reply(tcp::socket& client, std::string text) {
@@ -405,9 +437,101 @@ class EgressProxy::Impl {
   // One direction of a splice. At the source's end of stream, the end is passed on (shutdown of
   // the sending side) and the other direction goes on; on an error both sockets close.
   // `guard` keeps the connection counted until both directions have ended.
-  net::awaitable<void> Pump(std::shared_ptr<Splice> splice,
-                            [[maybe_unused]] std::shared_ptr<OpenGuard> guard,
-                            bool client_to_upstream) {
+  // One direction through a pipe: splice(2) moves the source socket's received pages into the pipe
+  // and from the pipe into the destination socket, so no byte is copied through user space, and
+  // each call moves up to a pipe's worth (buffer_bytes) rather than one buffer. Measured on runsc
+  // (docs/egress.md, "Figures"): a 100 MB download through 64 KiB read/write copies cost the
+  // relay ~140 ms of CPU, through a 1 MiB pipe ~50 ms, and a sandbox's receiving side also does
+  // less work when data comes in larger pieces. Same end-of-stream and error handling as
+  // CopyPump; bytes are counted as they leave the pipe into the destination.
+  net::awaitable<void> SplicePump(std::shared_ptr<Splice> splice,
+                                  [[maybe_unused]] std::shared_ptr<OpenGuard> guard,
+                                  bool client_to_upstream, UniqueFd pipe_in, UniqueFd pipe_out) {
+    tcp::socket& from = client_to_upstream ? splice->client : splice->upstream;
+    tcp::socket& to = client_to_upstream ? splice->upstream : splice->client;
+    std::atomic<std::uint64_t>& counter = client_to_upstream ? bytes_up_ : bytes_down_;
+    // A larger pipe is a request: the kernel may refuse it (pipe-user-pages limits for users
+    // without CAP_SYS_RESOURCE), and the pipe then keeps its default size.
+    (void)::fcntl(pipe_in.get(), F_SETPIPE_SZ, static_cast<int>(options_.buffer_bytes));
+    const int size = ::fcntl(pipe_in.get(), F_GETPIPE_SZ);
+    const std::size_t capacity = size > 0 ? static_cast<std::size_t>(size) : 65536;
+    error_code ec;
+    // splice(2) on a socket blocks unless the socket itself is O_NONBLOCK (SPLICE_F_NONBLOCK
+    // only covers the pipe's side).
+    from.native_non_blocking(true, ec);
+    if (!ec) to.native_non_blocking(true, ec);
+    std::size_t in_pipe = 0;     // bytes read from `from` and not yet written to `to`
+    std::size_t since_turn = 0;  // bytes moved since this pump last let others run
+    bool source_ended = false;
+    auto fail = [&] {
+      from.close(ec);
+      to.close(ec);
+    };
+    while (true) {
+      // Native handles are read afresh each time: the other direction may have closed both.
+      if (!from.is_open() || !to.is_open()) co_return;
+      if (!source_ended && in_pipe < capacity) {
+        const ssize_t n = ::splice(from.native_handle(), nullptr, pipe_in.get(), nullptr,
+                                   capacity - in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (n > 0) {
+          in_pipe += static_cast<std::size_t>(n);
+        } else if (n == 0) {
+          source_ended = true;
+        } else if (errno == EAGAIN) {
+          if (in_pipe == 0) {
+            // Edge-triggered readiness is safe here: the wait starts only after the source said
+            // it had nothing, so the next arrival is an edge the wait sees.
+            co_await from.async_wait(tcp::socket::wait_read,
+                                     net::redirect_error(net::use_awaitable, ec));
+            if (ec) {
+              fail();
+              co_return;
+            }
+            continue;
+          }
+        } else if (errno != EINTR) {
+          fail();
+          co_return;
+        }
+      }
+      if (in_pipe > 0) {
+        const ssize_t m = ::splice(pipe_out.get(), nullptr, to.native_handle(), nullptr, in_pipe,
+                                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (m > 0) {
+          in_pipe -= static_cast<std::size_t>(m);
+          since_turn += static_cast<std::size_t>(m);
+          counter.fetch_add(static_cast<std::uint64_t>(m), std::memory_order_relaxed);
+        } else if (m < 0 && errno == EAGAIN) {
+          co_await to.async_wait(tcp::socket::wait_write,
+                                 net::redirect_error(net::use_awaitable, ec));
+          if (ec) {
+            fail();
+            co_return;
+          }
+          since_turn = 0;
+        } else if (m == 0 || errno != EINTR) {
+          fail();  // e.g. EPIPE, ECONNRESET
+          co_return;
+        }
+        // A fast pair never has to wait, and one io thread serves all of a sandbox's connections:
+        // after a few pipes' worth, let the others run.
+        if (since_turn >= 4 * capacity) {
+          co_await net::post(io_, net::use_awaitable);
+          since_turn = 0;
+        }
+        continue;
+      }
+      if (source_ended) {
+        to.shutdown(tcp::socket::shutdown_send, ec);
+        co_return;
+      }
+    }
+  }
+
+  // One direction through a buffer of buffer_bytes in user space (read, then write).
+  net::awaitable<void> CopyPump(std::shared_ptr<Splice> splice,
+                                [[maybe_unused]] std::shared_ptr<OpenGuard> guard,
+                                bool client_to_upstream) {
     tcp::socket& from = client_to_upstream ? splice->client : splice->upstream;
     tcp::socket& to = client_to_upstream ? splice->upstream : splice->client;
     // Not zero-filled: an idle tunnel's buffer pages are never touched, so they cost no RSS.
@@ -463,15 +587,24 @@ class EgressProxy::Impl {
     }
   }
 
-  // A/then AAAA for `name` through the configured resolver.
+  // A, then AAAA, for `name` through the configured resolver, unless a lookup of it is still
+  // kept (dns_cache_); answers with addresses are kept for their TTL.
   net::awaitable<Lookup> Resolve(std::string name) {
     Lookup out;
+    if (auto kept = dns_cache_.Find(name, DnsCache::Clock::now())) {
+      out.addresses = std::move(*kept);
+      co_return out;
+    }
     std::optional<Error> last;
     for (DnsType type : {DnsType::kA, DnsType::kAaaa}) {
-      Result<std::vector<IpAddress>> r = co_await Query(name, type);
+      Result<DnsAddresses> r = co_await Query(name, type);
       if (r.ok()) {
-        out.addresses.insert(out.addresses.end(), r->begin(), r->end());
-        if (!out.addresses.empty()) co_return out;
+        if (!r->addresses.empty()) {
+          out.addresses = r->addresses;
+          dns_cache_.Insert(name, std::move(r->addresses), std::chrono::seconds(r->ttl),
+                            DnsCache::Clock::now());
+          co_return out;
+        }
       } else {
         if (r.error().code() == ErrorCode::kNotFound) {
           out.error = r.error();
@@ -487,7 +620,7 @@ class EgressProxy::Impl {
   // One question, two attempts of resolve_timeout each. Datagrams that are not the answer (from
   // another address, another id or question) are ignored: a spoofer must guess a random id and
   // port, and a wrong answer never ends the wait early.
-  net::awaitable<Result<std::vector<IpAddress>>> Query(std::string name, DnsType type) {
+  net::awaitable<Result<DnsAddresses>> Query(std::string name, DnsType type) {
     udp::endpoint server(ToAsio(options_.resolver_address), options_.resolver_port);
     udp::socket socket(io_);
     error_code ec;
@@ -510,7 +643,7 @@ class EgressProxy::Impl {
             net::buffer(buf), from, net::redirect_error(net::use_awaitable, ec));
         if (ec) break;  // the deadline cancelled it: next attempt
         if (from != server) continue;
-        auto r = ParseDnsResponse(std::span(buf.data(), n), id, name, type);
+        auto r = ParseDnsAnswer(std::span(buf.data(), n), id, name, type);
         if (!r.ok() && r.error().code() == ErrorCode::kInvalidArgument) continue;
         co_return r;
       }
@@ -524,6 +657,7 @@ class EgressProxy::Impl {
   mutable std::mutex mu_;
   std::shared_ptr<const EgressPolicy> policy_;
   std::shared_ptr<DecisionLog> log_;
+  DnsCache dns_cache_;  // touched on the io thread only
   std::atomic<std::size_t> open_{0};
   std::atomic<std::uint64_t> bytes_up_{0};
   std::atomic<std::uint64_t> bytes_down_{0};

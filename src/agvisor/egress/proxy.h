@@ -5,8 +5,9 @@
 // HTTP Host header, an absolute-form proxy request or an HTTP CONNECT (sniff.h), asks the policy,
 // resolves the name itself through the DNS server it was given (never the system resolver, never
 // an address the client named), refuses restricted addresses after resolution (DNS rebinding),
-// dials the address it resolved, and splices bytes both ways through bounded buffers. No TLS is
-// terminated. Optionally it also answers the sandbox's DNS questions from the policy (serve_dns).
+// dials the address it resolved, and relays bytes both ways (splice(2) through a pipe per
+// direction: they never pass through user space). No TLS is terminated. Optionally it also
+// answers the sandbox's DNS questions from the policy (serve_dns).
 // Every decision goes to the DecisionLog. A new policy applies to the next connection.
 //
 // Runs on its own thread (one io_context; connections are coroutines on it). Boost.Asio stays
@@ -49,9 +50,15 @@ struct ProxyOptions {
   std::chrono::milliseconds sniff_timeout{5000};
   // Per DNS attempt (two attempts per address type).
   std::chrono::milliseconds resolve_timeout{1000};
+  // Names whose lookup is kept for the answer's TTL (at most 300 s), so a connection to a name
+  // looked up moments ago skips the resolver's round trip (dns_cache.h); 0: every connection
+  // asks. The addresses are checked against the refused ranges on every use either way.
+  std::size_t dns_cache_entries = 256;
   std::chrono::milliseconds connect_timeout{5000};
-  // Bytes buffered per direction of a spliced connection.
-  std::size_t buffer_bytes = 64 * 1024;
+  // Bytes in flight per direction of a spliced connection: the size asked for the pipe that
+  // splice(2) moves them through (the kernel may grant less), or of the buffer in user space when
+  // no pipe can be had. Pipe pages are taken only while bytes sit in the pipe.
+  std::size_t buffer_bytes = 1024 * 1024;
   // Connections over this are closed at once (and logged as denied).
   std::size_t max_connections = 1024;
   // When set, connections and DNS questions from addresses outside this block are dropped

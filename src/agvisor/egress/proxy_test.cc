@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "agvisor/egress/testing/loopback.h"
@@ -214,6 +215,41 @@ TEST_F(EgressProxyTest, SpliceMovesBulkBytesBothWaysAndPassesHalfClose) {
   EXPECT_EQ(proxy_->traffic().bytes_down, payload.size());
 }
 
+TEST_F(EgressProxyTest, AClientResetMidStreamEndsOnlyItsConnection) {
+  // A server that sends until its peer is gone, so the proxy is writing when the client resets.
+  TcpServer flood([](int fd) {
+    const std::string chunk(1 << 20, 'x');
+    while (SendAll(fd, chunk)) {
+    }
+  });
+  proxy_->SetPolicy(EgressPolicy::Create(std::vector<std::string>{"allowed.test"},
+                                         std::vector<std::string>{"127.0.0.1/32"},
+                                         std::vector<std::uint16_t>{flood.port(), http_->port()})
+                        .value());
+  for (int i = 0; i < 5; ++i) {
+    UniqueFd c = ConnectLoopback(proxy_->port());
+    SendAll(c.get(), "CONNECT " + HostPort("allowed.test", flood.port()) + " HTTP/1.1\r\n\r\n");
+    ASSERT_EQ(ReadHead(c.get()), "HTTP/1.1 200 Connection established\r\n\r\n");
+    char buf[65536];
+    std::size_t got = 0;
+    while (got < (4u << 20)) {
+      ssize_t n = recv(c.get(), buf, sizeof buf, 0);
+      ASSERT_GT(n, 0);
+      got += static_cast<std::size_t>(n);
+    }
+    linger reset{.l_onoff = 1, .l_linger = 0};  // close with RST, unread bytes and all
+    setsockopt(c.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+  }
+  // Every connection is released, and the proxy (and this process) goes on serving.
+  auto until = steady_clock::now() + std::chrono::seconds(10);
+  while (proxy_->open_connections() != 0 && steady_clock::now() < until) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_EQ(proxy_->open_connections(), 0u);
+  EXPECT_NE(Get(HostPort("allowed.test", http_->port())).find("200 OK"), std::string::npos);
+  EXPECT_GE(proxy_->traffic().bytes_down, 5u * (4u << 20));
+}
+
 TEST_F(EgressProxyTest, DisallowedNamesAreRefusedAtOnceAndNeverResolved) {
   auto start = steady_clock::now();
   std::string response = Get(HostPort("evil.test", http_->port()));
@@ -270,6 +306,25 @@ TEST_F(EgressProxyTest, AllowedNamesResolvingToRestrictedAddressesAreRefused) {
   EXPECT_FALSE(TlsConnect(client_ctx_->get(), t.get(), "rebind.allowed.test"));
   EXPECT_EQ(http_->accepted(), 0);
   EXPECT_EQ(tls_->accepted(), 0);
+}
+
+std::size_t TimesAsked(const std::vector<std::string>& questions, std::string_view name) {
+  return static_cast<std::size_t>(std::count(questions.begin(), questions.end(), name));
+}
+
+TEST_F(EgressProxyTest, LookupsAreKeptForTheirTtlAndCheckedOnEveryUse) {
+  const std::string url = HostPort("allowed.test", http_->port());
+  for (int i = 0; i < 3; ++i) EXPECT_NE(Get(url).find("200 OK"), std::string::npos);
+  EXPECT_EQ(TimesAsked(dns_->questions(), "allowed.test"), 1u);  // the answer's TTL is 60 s
+  // A kept answer is still checked each time it is used: a rebinding name stays refused.
+  const std::string rebind = HostPort("rebind.allowed.test", http_->port());
+  for (int i = 0; i < 3; ++i) EXPECT_NE(Get(rebind).find("403"), std::string::npos);
+  EXPECT_EQ(TimesAsked(dns_->questions(), "rebind.allowed.test"), 1u);
+  // An answer with TTL 0 is not kept: every connection asks.
+  dns_->set_ttl(0);
+  const std::string www = HostPort("www.allowed.test", http_->port());
+  for (int i = 0; i < 3; ++i) EXPECT_NE(Get(www).find("200 OK"), std::string::npos);
+  EXPECT_EQ(TimesAsked(dns_->questions(), "www.allowed.test"), 3u);
 }
 
 TEST_F(EgressProxyTest, IpLiteralsPassOnlyThroughACidrRule) {

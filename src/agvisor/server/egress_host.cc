@@ -2,7 +2,9 @@
 
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -26,7 +28,8 @@ constexpr std::chrono::seconds kOrphanGrace{60};
 // A network that could not be served (its policy unreadable, its gateway taken by another
 // process) is tried again after this, not every period (and logged once per try).
 constexpr std::chrono::seconds kRetryPause{5};
-// Connections one sandbox may hold open through its enforcer (64 KiB buffered per direction).
+// Connections one sandbox may hold open through its enforcer (a pipe of up to 1 MiB per
+// direction, plus the sockets' own buffers).
 constexpr std::size_t kMaxConnectionsPerSandbox = 256;
 // Decision log lines per sandbox per second; the rest are counted and summarised (the ring and
 // the counters keep every decision): a sandbox cannot flood agvisord's log.
@@ -72,7 +75,72 @@ std::string ReadSmallFile(const std::string& path) {
   return ss.str();
 }
 
+constexpr std::string_view kOpeningComment = "agvisor egress ";
+
+// Words of one `iptables -S` line; a double-quoted word (a comment with spaces) is one word.
+std::vector<std::string> IptablesWords(std::string_view line) {
+  std::vector<std::string> words;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    if (line[i] == ' ') {
+      ++i;
+      continue;
+    }
+    std::string word;
+    if (line[i] == '"') {
+      std::size_t end = line.find('"', i + 1);
+      if (end == std::string_view::npos) end = line.size();
+      word = std::string(line.substr(i + 1, end - i - 1));
+      i = end + 1;
+    } else {
+      std::size_t end = line.find(' ', i);
+      if (end == std::string_view::npos) end = line.size();
+      word = std::string(line.substr(i, end - i));
+      i = end;
+    }
+    words.push_back(std::move(word));
+  }
+  return words;
+}
+
+// Whether `pid` is an agvisord now running (a pid reused by another program is not).
+bool AgvisordRunning(int pid) {
+  if (pid == ::getpid()) return true;
+  return ReadSmallFile("/proc/" + std::to_string(pid) + "/comm").starts_with("agvisord");
+}
+
 }  // namespace
+
+std::vector<std::vector<std::string>> StaleOpenings(std::string_view listing,
+                                                    const std::function<bool(int pid)>& running) {
+  std::vector<std::vector<std::string>> out;
+  std::istringstream in{std::string(listing)};
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> words = IptablesWords(line);
+    if (words.size() < 2 || words[0] != "-A" || words[1] != "AGVISOR-ALLOW") continue;
+    auto comment = std::find(words.begin(), words.end(), "--comment");
+    if (comment == words.end() || comment + 1 == words.end()) continue;
+    const std::string& text = *(comment + 1);
+    if (!text.starts_with(kOpeningComment)) continue;
+    // "agvisor egress SANDBOX pid PID", or "agvisor egress SANDBOX" from before pids were kept.
+    std::vector<std::string> parts = IptablesWords(text);
+    if (parts.size() == 5 && parts[3] == "pid") {
+      int pid = 0;
+      try {
+        pid = std::stoi(parts[4]);
+      } catch (const std::exception&) {
+        continue;  // not a comment this code wrote
+      }
+      if (running(pid)) continue;
+    } else if (parts.size() != 3) {
+      continue;
+    }
+    words[0] = "-D";
+    out.push_back(std::move(words));
+  }
+  return out;
+}
 
 std::vector<egress::IpAddress> HostInterfaceAddresses() {
   std::vector<egress::IpAddress> out;
@@ -138,6 +206,7 @@ Result<std::unique_ptr<EgressHost>> EgressHost::Start(std::shared_ptr<docker::Cl
     }
   }
   auto host = std::unique_ptr<EgressHost>(new EgressHost(std::move(docker), std::move(options)));
+  if (host->options_.manage_firewall) host->ClearStaleOpenings();
   if (auto first = host->Reconcile(); !first.ok()) {
     LogEvent("warn", "egress: cannot list egress networks yet (tried again every period)",
              {{"error", first.error().ToString()}});
@@ -306,8 +375,24 @@ void EgressHost::Drop(Served& s) {
   LogEvent("info", "egress: stopped serving", {{"sandbox", s.container}});
 }
 
+void EgressHost::ClearStaleOpenings() {
+  auto listing = RunCommand({"iptables", "-w", "-S", "AGVISOR-ALLOW"});
+  if (!listing.ok() || !listing->status.success()) return;  // no firewall: nothing was opened
+  int removed = 0;
+  for (std::vector<std::string> rule : StaleOpenings(listing->out, AgvisordRunning)) {
+    rule.insert(rule.begin(), {"iptables", "-w"});
+    auto out = RunCommand(rule);
+    if (out.ok() && out->status.success()) ++removed;
+  }
+  if (removed > 0) {
+    LogEvent("info", "egress: removed firewall openings of an agvisord that is gone",
+             {{"rules", std::to_string(removed)}});
+  }
+}
+
 Result<void> EgressHost::Firewall(const Served& s, bool add) {
-  const std::string comment = "agvisor egress " + s.container;
+  const std::string comment =
+      std::string(kOpeningComment) + s.container + " pid " + std::to_string(::getpid());
   auto rule = [&](std::vector<std::string> match) {
     std::vector<std::string> r = {"-i", s.bridge, "-d", s.gateway + "/32"};
     r.insert(r.end(), match.begin(), match.end());

@@ -6,7 +6,9 @@
 // restart of agvisord or while it was down are served like its own. For each it also opens the
 // host's firewall for exactly those ports on that gateway from that bridge (an ACCEPT in the
 // chain AGVISOR-ALLOW that scripts/sandbox-firewall leaves to the enforcer; everything else from
-// agve+ bridges is rejected there). A network whose sandbox is gone is removed.
+// agve+ bridges is rejected there; its comment names the sandbox and agvisord's pid). A network
+// whose sandbox is gone is removed. At start, openings left by an agvisord that is no longer
+// running (SIGKILL, a crash) are taken out first (StaleOpenings).
 //
 // The policy comes from the network's label; a live change (SetRules) is kept in memory and in
 // `state_dir`, so it outlives a restart of agvisord.
@@ -14,6 +16,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -89,6 +92,8 @@ class EgressHost {
   Result<void> Serve(const std::string& container, Served s);
   void Drop(Served& s);
   Result<void> Firewall(const Served& s, bool add);
+  // Deletes the AGVISOR-ALLOW openings of agvisords that are gone (StaleOpenings).
+  void ClearStaleOpenings();
   std::string StatePath(const std::string& network_id) const;
   void Loop();
 
@@ -111,6 +116,13 @@ class EgressHost {
 std::vector<egress::IpAddress> HostInterfaceAddresses();
 // The first `nameserver` of a resolv.conf text; kNotFound when there is none.
 Result<egress::IpAddress> FirstNameserver(std::string_view resolv_conf);
+
+// The openings in `listing` (the output of `iptables -S AGVISOR-ALLOW`) whose enforcer is gone:
+// rules commented "agvisor egress SANDBOX pid PID" for which `running(PID)` is false, and rules
+// of the form before the pid was written ("agvisor egress SANDBOX"). Each comes back as the
+// arguments that delete it ("-D", "AGVISOR-ALLOW", ...). Other rules are never returned.
+std::vector<std::vector<std::string>> StaleOpenings(std::string_view listing,
+                                                    const std::function<bool(int pid)>& running);
 
 }  // namespace server
 }  // namespace agvisor

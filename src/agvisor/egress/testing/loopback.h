@@ -70,6 +70,8 @@ class FakeDns {
   }
   // Stops answering (questions are still recorded): a resolver that is down.
   void set_silent(bool silent) { silent_ = silent; }
+  // The TTL of the answers from now on (default 60 s).
+  void set_ttl(std::uint32_t ttl) { ttl_ = ttl; }
 
  private:
   void Serve() {
@@ -94,8 +96,8 @@ class FakeDns {
       if (silent_) continue;
       auto it = records_.find(name);
       std::vector<std::uint8_t> out =
-          it == records_.end() ? BuildDnsResponse(query, *q, DnsRcode::kNxDomain, {}, 60)
-                               : BuildDnsResponse(query, *q, DnsRcode::kNoError, it->second, 60);
+          it == records_.end() ? BuildDnsResponse(query, *q, DnsRcode::kNxDomain, {}, ttl_)
+                               : BuildDnsResponse(query, *q, DnsRcode::kNoError, it->second, ttl_);
       sendto(fd_.get(), out.data(), out.size(), 0, reinterpret_cast<sockaddr*>(&from), len);
     }
   }
@@ -105,6 +107,7 @@ class FakeDns {
   std::uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<bool> silent_{false};
+  std::atomic<std::uint32_t> ttl_{60};
   mutable std::mutex mu_;
   std::vector<std::string> questions_;
   std::thread thread_;
