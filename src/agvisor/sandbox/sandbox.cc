@@ -392,7 +392,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
           AGVISOR_TRY(EnsureEgressNetwork(*docker, cname, rules, spec.labels));
       egress_guard.cname = cname;
       egress_guard.docker = docker.get();
-      AGVISOR_RETURN_IF_ERROR(WaitForEnforcer(net.gateway, std::chrono::seconds(10)));
+      AGVISOR_RETURN_IF_ERROR(WaitForEnforcer(spec.host, net.gateway, std::chrono::seconds(10)));
       ApplyEgressNetwork(c, net, rules);
     }
     // At most a few starts at once per host, the rest queued (start_gate.h): past that Docker
