@@ -1,8 +1,9 @@
 // Where agvisord is reached (pure parsing): the ssh:// form and the agvisord of a Docker host.
+#include "agvisor/client/agvisord_api.h"
+
 #include <gtest/gtest.h>
 
 #include "agvisor/client/agvisord.h"
-#include "agvisor/client/agvisord_api.h"
 
 namespace agvisor::client {
 namespace {
@@ -24,8 +25,8 @@ TEST(ParseServerAddressTest, SshReachesAgvisordsSocketOnThatHost) {
 }
 
 TEST(ParseServerAddressTest, MalformedSshAddressesAreRefusedNamingTheForms) {
-  for (const char* bad : {"ssh://-oProxyCommand=x", "ssh://", "ssh://h/relative:path",
-                          "ssh://h/with space"}) {
+  for (const char* bad :
+       {"ssh://-oProxyCommand=x", "ssh://", "ssh://h/relative:path", "ssh://h/with space"}) {
     auto ep = ParseServerAddress(bad);
     ASSERT_FALSE(ep.ok()) << bad;
     EXPECT_EQ(ep.error().code(), ErrorCode::kInvalidArgument);
