@@ -44,7 +44,9 @@ TEST(EgressAgvisordAddressTest, AnSshDockerHostsAgvisordRunsOnThatHost) {
   ASSERT_FALSE(tcp.ok());
   EXPECT_EQ(tcp.error().code(), ErrorCode::kUnsupported);
   auto local = EgressAgvisordAddress("unix:///var/run/docker.sock");
-  if (local.ok()) EXPECT_TRUE(local->starts_with("unix:/")) << *local;
+  if (local.ok()) {
+    EXPECT_TRUE(local->starts_with("unix:/")) << *local;
+  }
 }
 
 }  // namespace
