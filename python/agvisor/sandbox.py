@@ -578,8 +578,8 @@ def create_sandbox(
               only), and nothing at all while agvisord is down. Needs network "bridge": with
               "none" it is a ValueError, as is a malformed rule (the message names it).
               RuntimeError (code "unavailable", naming agvisord) when no agvisord serves the
-              Docker host; a Docker host other than this machine is not supported yet. Read it
-              back with sb.egress.
+              Docker host (for an ssh:// host, the agvisord on that host, checked over ssh).
+              Read it back with sb.egress.
     """
     return Sandbox(image, gui=gui, limits=limits, network=network, lifetime=lifetime,
                    idle_ttl=idle_ttl, name=name, host=host, runtime=runtime,

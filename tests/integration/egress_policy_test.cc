@@ -17,6 +17,7 @@
 #include "agvisor/base/subprocess.h"
 #include "agvisor/sandbox/egress_network.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "tests/integration/sshd.h"
 #include "tests/integration/test_env.h"
 
 namespace agvisor {
@@ -567,6 +568,98 @@ TEST_F(EgressTest, WithoutAnEnforcerCreateIsRefusedAndLeavesNothing) {
   ASSERT_FALSE(net.ok());
   EXPECT_EQ(net.error().code(), ErrorCode::kNotFound);
   (void)Sandbox::Remove(ContainerNameFor(*spec.name), "", /*erase_data=*/true);
+}
+
+// A Docker host reached over ssh (a real sshd on loopback, so "the remote host" is this
+// machine, where the test's agvisord runs): sets $AGVISOR_SSH_ARGS for the test's key while it
+// lives, as a user's ~/.ssh/config would.
+class SshHost {
+ public:
+  SshHost() {
+    auto s = testing::TestSshd::Start();
+    EXPECT_TRUE(s.ok()) << s.error().ToString();
+    if (!s.ok()) return;
+    sshd_ = std::move(*s);
+    std::string args;
+    for (const auto& a : sshd_->ssh_args()) args += (args.empty() ? "" : " ") + a;
+    ::setenv("AGVISOR_SSH_ARGS", args.c_str(), 1);
+  }
+  ~SshHost() { ::unsetenv("AGVISOR_SSH_ARGS"); }
+  bool ok() const { return sshd_ != nullptr; }
+  std::string url() const { return sshd_->url(); }
+  // agvisord's socket "there", as agvisor --server takes it.
+  std::string server(const std::string& socket) const { return url() + socket; }
+
+ private:
+  std::unique_ptr<testing::TestSshd> sshd_;
+};
+
+// On an ssh:// Docker host the sandbox is served by the enforcer of the agvisord there: create
+// waits for it over ssh, an allowed name works and another is refused, and `agvisor egress`
+// reaches that agvisord over ssh to show and change the policy live.
+TEST_F(EgressTest, OverSshTheHostsAgvisordEnforcesAndTheCliChangesThePolicy) {
+  SshHost ssh;
+  ASSERT_TRUE(ssh.ok());
+  SandboxSpec spec = Spec({"allowed.test"});
+  spec.host = ssh.url();
+  auto sb = Sandbox::Create(spec);
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  EXPECT_EQ(Run(**sb, kGetAllowed), "hello from allowed.test\n");
+  EXPECT_EQ(Run(**sb, kRawAllowed), "hello from allowed.test\n");
+  EXPECT_EQ(Run(**sb, kGetDenied), "http 403\n");
+
+  const std::string name = (*sb)->container_name();
+  auto cli = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {AGVISOR_CLI_BINARY, "--server",
+                                     ssh.server(dir_ + "/agvisord.sock"), "--token-file",
+                                     dir_ + "/token"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = RunCommand(argv);
+    EXPECT_TRUE(r.ok()) << r.error().ToString();
+    return r.ok() ? *r : CommandOutput{};
+  };
+  auto shown = cli({"egress", name});
+  ASSERT_EQ(shown.status.exit_code, 0) << shown.err;
+  EXPECT_THAT(shown.out, HasSubstr("allow allowed.test"));
+  EXPECT_THAT(shown.out, HasSubstr("denied.test:80 denied (no rule allows denied.test)"));
+
+  auto changed = cli({"--json", "egress", name, "--allow-domain", "denied.test", "--remove-domain",
+                      "allowed.test"});
+  ASSERT_EQ(changed.status.exit_code, 0) << changed.err;
+  EXPECT_THAT(changed.out, HasSubstr("\"allow_domains\":[\"denied.test\"]"));
+  EXPECT_EQ(Run(**sb, Py("    print(urllib.request.urlopen(\"http://denied.test/\", "
+                         "timeout=10).read().decode(), end=\"\")")),
+            "hello from denied.test\n");
+  EXPECT_EQ(Run(**sb, kGetAllowed), "http 403\n");
+}
+
+// No agvisord on the ssh:// host: create is refused saying to start it there (and leaves no
+// network), and so is `agvisor egress` over ssh.
+TEST_F(EgressTest, OverSshWithoutAgvisordThereCreateAndTheCliSayHowToStartIt) {
+  SshHost ssh;
+  ASSERT_TRUE(ssh.ok());
+  StopDaemon();
+  SandboxSpec spec = Spec({"allowed.test"});
+  spec.host = ssh.url();
+  spec.name = testing::RunId() + "-sshnoenf";
+  auto sb = Sandbox::Create(spec);
+  auto cli = RunCommand({AGVISOR_CLI_BINARY, "--server", ssh.server(dir_ + "/agvisord.sock"),
+                         "--token-file", dir_ + "/token", "egress", "agvisor-" + *spec.name});
+  StartDaemon();
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().code(), ErrorCode::kUnavailable) << sb.error().ToString();
+  EXPECT_THAT(sb.error().message(), HasSubstr("on " + ssh.url()));
+  EXPECT_THAT(sb.error().message(), HasSubstr("start it there"));
+  EXPECT_THAT(sb.error().message(), HasSubstr("agvisord &"));
+  auto docker = HostClient("");
+  ASSERT_TRUE(docker.ok());
+  auto net = (*docker)->InspectNetwork(EgressNetworkName(ContainerNameFor(*spec.name)));
+  EXPECT_EQ(net.error().code(), ErrorCode::kNotFound);
+  (void)Sandbox::Remove(ContainerNameFor(*spec.name), "", /*erase_data=*/true);
+
+  ASSERT_TRUE(cli.ok()) << cli.error().ToString();
+  EXPECT_NE(cli->status.exit_code, 0);
+  EXPECT_THAT(cli->err, HasSubstr("is agvisord running on 127.0.0.1? start it there"));
 }
 
 TEST_F(EgressTest, PoliciesThatCannotWorkAreRefusedUpFront) {

@@ -8,7 +8,7 @@
 namespace agvisor::api {
 
 Result<std::string> DefaultSocketPath() {
-  if (::geteuid() == 0) return std::string("/run/agvisord.sock");
+  if (::geteuid() == 0) return std::string(kRootSocketPath);
   if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x) {
     return std::string(x) + "/agvisord.sock";
   }
@@ -18,7 +18,7 @@ Result<std::string> DefaultSocketPath() {
 }
 
 std::string DefaultTokenPath() {
-  if (::geteuid() == 0) return "/var/lib/agvisor/agvisord.token";
+  if (::geteuid() == 0) return kRootTokenPath;
   if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) {
     return std::string(x) + "/agvisor/agvisord.token";
   }

@@ -9,6 +9,11 @@
 
 namespace agvisor::api {
 
+// root's defaults, also what a client assumes for the agvisord of a remote (ssh://) host, where
+// agvisord runs as root to enforce egress policies.
+inline constexpr const char* kRootSocketPath = "/run/agvisord.sock";
+inline constexpr const char* kRootTokenPath = "/var/lib/agvisor/agvisord.token";
+
 // Where a unix socket goes by default: /run/agvisord.sock for root, else
 // $XDG_RUNTIME_DIR/agvisord.sock. Errors: kNotFound (not root and no XDG_RUNTIME_DIR).
 Result<std::string> DefaultSocketPath();

@@ -243,12 +243,13 @@ int RunCli(int argc, char** argv) {
                  "(default $AGVISOR_HOST, then $DOCKER_HOST, then the local socket)");
   if (const char* s = std::getenv("AGVISOR_SERVER")) g.server = s;
   app.add_option("--server", g.server,
-                 "drive sandboxes through agvisord at unix:/path/to.sock or "
-                 "http://127.0.0.1:PORT (default $AGVISOR_SERVER; unset = the Docker host "
-                 "directly). See docs/cli.md");
+                 "drive sandboxes through agvisord at unix:/path/to.sock, "
+                 "http://127.0.0.1:PORT or ssh://user@host[:port][/path/to.sock] (default "
+                 "$AGVISOR_SERVER; unset = the Docker host directly). See docs/cli.md");
   app.add_option("--token-file", g.token_file,
                  "agvisord's token file, with --server (default $AGVISOR_TOKEN_FILE, then "
-                 "$AGVISOR_TOKEN, then agvisord's default token file)");
+                 "$AGVISOR_TOKEN, then agvisord's default token file; over ssh, root's on "
+                 "that host)");
   app.add_flag("--json", g.json, "machine-readable output");
   app.set_version_flag("--version", "agvisor 0.1.0");
   int exit_code = 0;

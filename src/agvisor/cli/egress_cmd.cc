@@ -1,10 +1,10 @@
 // `agvisor egress NAME`: a sandbox's egress policy and its enforcer's recent decisions, and live
 // changes to the policy. Always through agvisord (it runs the enforcers): --server, else the
-// local agvisord's default socket.
+// agvisord of the Docker host (--host): this machine's default socket, or for an ssh:// host
+// the one on that host, reached over ssh.
 #include <algorithm>
 #include <cstdio>
 
-#include "agvisor/api/defaults.h"
 #include "agvisor/cli/cli.h"
 #include "agvisor/cli/common.h"
 #include "agvisor/client/agvisord.h"
@@ -84,12 +84,12 @@ void AddEgress(CLI::App& app, GlobalOptions& g, int* exit_code) {
   cmd->callback([&g, exit_code, name, change] {
     auto run = [&]() -> Result<void> {
       std::string address = g.server;
-      if (address.empty()) address = "unix:" + AGVISOR_TRY(api::DefaultSocketPath());
+      if (address.empty()) address = AGVISOR_TRY(client::EgressAgvisordAddress(g.host));
       auto place = client::Agvisord(address, g.token_file);
       if (!place.ok()) {
         return place.error().WithContext(
-            "egress policies live in agvisord (it runs the enforcers); reach it with --server "
-            "or start it on this host");
+            "egress policies live in agvisord on the Docker host (it runs the enforcers); reach "
+            "it with --server, or start it on that host");
       }
       const std::string container = ResolveContainerName(*name);
       api::EgressView v = AGVISOR_TRY((*place)->GetEgress(container));

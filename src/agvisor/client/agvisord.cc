@@ -3,12 +3,16 @@
 // Download move tar streams through the archive routes.
 #include "agvisor/client/agvisord.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <functional>
 #include <thread>
 
 #include "agvisor/api/defaults.h"
+#include "agvisor/base/subprocess.h"
 #include "agvisor/client/agvisord_api.h"
+#include "agvisor/http/client.h"
+#include "agvisor/sandbox/runtime_check.h"
 
 namespace agvisor::client {
 namespace {
@@ -150,7 +154,51 @@ class RemotePlace final : public AgvisordPlace {
   std::shared_ptr<RemoteClient> client_;
 };
 
+// agvisord's token on an ssh:// host: root's default token file there, read with `cat` over ssh
+// (the token never touches a file here).
+Result<RemoteToken> ReadRemoteToken(const http::Endpoint& ep) {
+  http::ClientOptions options;
+  options.ssh_args = HostSshArgs();
+  const std::string where = ServerAddressString(ep);
+  auto r = RunCommand(
+      http::SshRemoteCommandLine(ep, options, std::string("cat ") + api::kRootTokenPath));
+  if (!r.ok()) return r.error().WithContext("read agvisord's token on " + ep.host + " over ssh");
+  std::string t = r->out;
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  if (!r->status.success() || t.empty()) {
+    std::string said = r->err;
+    while (!said.empty() && std::isspace(static_cast<unsigned char>(said.back()))) said.pop_back();
+    std::string who = ep.user.empty() ? ep.host : ep.user + "@" + ep.host;
+    if (ep.port != 0) who = "-p " + std::to_string(ep.port) + " " + who;
+    return Error::Unavailable(
+        "cannot read agvisord's token " + std::string(api::kRootTokenPath) + " on " + ep.host +
+        " over ssh (" + r->status.ToString() + (said.empty() ? "" : ": " + said) +
+        "): agvisord writes it when it starts; is it running there? start it (`ssh " + who +
+        "`, then as root `agvisord &`), or pass its token with --token-file or $AGVISOR_TOKEN");
+  }
+  return RemoteToken{std::move(t), "the token file " + std::string(api::kRootTokenPath) + " on " +
+                                       ep.host + " (read over ssh)"};
+}
+
 }  // namespace
+
+Result<std::string> EgressAgvisordAddress(std::string_view docker_host) {
+  const http::Endpoint ep = AGVISOR_TRY(http::ParseEndpoint(docker_host));
+  switch (ep.kind) {
+    case http::Endpoint::Kind::kUnix:
+      return "unix:" + AGVISOR_TRY(api::DefaultSocketPath());
+    case http::Endpoint::Kind::kSsh: {
+      std::string s = "ssh://" + (ep.user.empty() ? "" : ep.user + "@") + ep.host;
+      if (ep.port != 0) s += ":" + std::to_string(ep.port);
+      return s;  // ParseServerAddress gives it root's default socket there
+    }
+    case http::Endpoint::Kind::kTcp:
+      break;
+  }
+  return Error::Unsupported("egress policies of the tcp:// Docker host " + ep.ToString() +
+                            " live in the agvisord on that host: reach it with --server "
+                            "ssh://USER@HOST (or through your own tunnel and --server)");
+}
 
 Result<std::unique_ptr<AgvisordPlace>> Agvisord(const std::string& address,
                                                 const std::string& token_file) {
@@ -164,6 +212,8 @@ Result<std::unique_ptr<AgvisordPlace>> Agvisord(const std::string& address,
     token = AGVISOR_TRY(ReadTokenFile(env_file));
   } else if (env_token && *env_token) {
     token = {env_token, "the token in $AGVISOR_TOKEN"};
+  } else if (endpoint.kind == http::Endpoint::Kind::kSsh) {
+    token = AGVISOR_TRY(ReadRemoteToken(endpoint));
   } else {
     token = AGVISOR_TRY(ReadTokenFile(api::DefaultTokenPath()));
   }

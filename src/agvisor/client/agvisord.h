@@ -23,11 +23,21 @@ class AgvisordPlace : public Place {
                                             const egress::EgressRules& rules) = 0;
 };
 
-// agvisord at `address` ("unix:/path" or "http://127.0.0.1:PORT"), authenticated with the token
-// of `token_file`, else $AGVISOR_TOKEN_FILE, else $AGVISOR_TOKEN, else agvisord's default token
-// file (api/defaults.h). Errors: kInvalidArgument (address), kNotFound (no token file),
-// kUnavailable (nothing listens at the address: says how to start agvisord), kPermissionDenied.
+// agvisord at `address` ("unix:/path", "http://127.0.0.1:PORT" or "ssh://[USER@]HOST[:PORT]
+// [/path/agvisord.sock]", agvisord_api.h ParseServerAddress), authenticated with the token of
+// `token_file`, else $AGVISOR_TOKEN_FILE, else $AGVISOR_TOKEN (all read here), else agvisord's
+// default token file (api/defaults.h; for an ssh address root's on that host, read there with
+// `cat` over ssh). Errors: kInvalidArgument (address), kNotFound (no token file), kUnavailable
+// (nothing listens at the address, or ssh failed: says how to start agvisord),
+// kPermissionDenied.
 Result<std::unique_ptr<AgvisordPlace>> Agvisord(const std::string& address,
                                                 const std::string& token_file);
+
+// The agvisord that enforces the egress policies of Docker host `docker_host` ("" =
+// $DOCKER_HOST, else the local socket): the one on this machine (its default socket,
+// api::DefaultSocketPath) for a local host, "ssh://[USER@]HOST[:PORT]" (root's default socket
+// there) for an ssh:// host. Errors: kUnsupported for tcp:// (reach agvisord there with
+// --server), kInvalidArgument (a malformed host), DefaultSocketPath's.
+Result<std::string> EgressAgvisordAddress(std::string_view docker_host);
 
 }  // namespace agvisor::client

@@ -24,9 +24,11 @@
 #include <sstream>
 #include <thread>
 
+#include "agvisor/api/defaults.h"
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/http/websocket.h"
 #include "agvisor/http/ws_sync.h"
+#include "agvisor/sandbox/runtime_check.h"
 
 namespace agvisor::client {
 
@@ -45,6 +47,12 @@ std::string Escape(std::string_view id) { return http::UrlEncode(id); }
 std::string SandboxPath(std::string_view id) { return "/v1/sandboxes/" + Escape(id); }
 
 std::string StartHint(const http::Endpoint& ep) {
+  if (ep.kind == http::Endpoint::Kind::kSsh) {
+    std::string who = ep.user.empty() ? ep.host : ep.user + "@" + ep.host;
+    if (ep.port != 0) who = "-p " + std::to_string(ep.port) + " " + who;
+    return "is agvisord running on " + ep.host + "? start it there: `ssh " + who +
+           "`, then as root `agvisord --socket " + ep.path + " &`";
+  }
   if (ep.kind == http::Endpoint::Kind::kUnix) {
     return "is agvisord running? start it with `agvisord --socket " + ep.path + "`";
   }
@@ -242,9 +250,18 @@ class WsPort final : public ByteStream {
 Result<http::Endpoint> ParseServerAddress(std::string_view spec) {
   auto bad = [&] {
     return Error::InvalidArgument("--server '" + std::string(spec) +
-                                  "': use unix:/path/to/agvisord.sock or http://127.0.0.1:PORT");
+                                  "': use unix:/path/to/agvisord.sock, http://127.0.0.1:PORT or "
+                                  "ssh://USER@HOST[:PORT][/path/to/agvisord.sock]");
   };
   http::Endpoint ep;
+  if (spec.starts_with("ssh://")) {
+    // http::ParseEndpoint checks the user, host and path; its default path is Docker's socket,
+    // so whether one was written is read here.
+    auto parsed = http::ParseEndpoint(spec);
+    if (!parsed.ok()) return bad();
+    if (spec.substr(6).find('/') == std::string_view::npos) parsed->path = api::kRootSocketPath;
+    return *parsed;
+  }
   if (spec.starts_with("unix:")) {
     std::string_view path = spec.substr(5);
     if (path.starts_with("//")) path.remove_prefix(2);
@@ -287,6 +304,11 @@ Result<http::Endpoint> ParseServerAddress(std::string_view spec) {
 
 std::string ServerAddressString(const http::Endpoint& ep) {
   if (ep.kind == http::Endpoint::Kind::kUnix) return "unix:" + ep.path;
+  if (ep.kind == http::Endpoint::Kind::kSsh) {
+    std::string s = "ssh://" + (ep.user.empty() ? "" : ep.user + "@") + ep.host;
+    if (ep.port != 0) s += ":" + std::to_string(ep.port);
+    return s + ep.path;
+  }
   return "http://" + ep.host + ":" + std::to_string(ep.port);
 }
 
@@ -314,7 +336,13 @@ Result<RemoteToken> ReadTokenFile(const std::string& path) {
 
 RemoteClient::RemoteClient(http::Endpoint endpoint, RemoteToken token,
                            std::shared_ptr<http::Client> http)
-    : endpoint_(std::move(endpoint)), token_(std::move(token)), http_(std::move(http)) {}
+    : endpoint_(std::move(endpoint)), token_(std::move(token)), http_(std::move(http)) {
+  socket_endpoint_ = endpoint_;
+  if (endpoint_.kind == http::Endpoint::Kind::kSsh) {
+    socket_endpoint_ =
+        http::Endpoint{.kind = http::Endpoint::Kind::kUnix, .path = http_->forwarded_socket()};
+  }
+}
 
 RemoteClient::~RemoteClient() = default;
 
@@ -322,6 +350,26 @@ Result<std::unique_ptr<RemoteClient>> RemoteClient::Connect(const http::Endpoint
                                                             RemoteToken token) {
   // A connect of our own first: the HTTP client's errors speak of Docker.
   const std::string addr = ServerAddressString(endpoint);
+  if (endpoint.kind == http::Endpoint::Kind::kSsh) {
+    // ONE ssh process forwards a private local socket to agvisord's socket on that host (as for
+    // a Docker host, with $AGVISOR_SSH_ARGS). ssh accepts on the local socket whether or not
+    // anything listens remotely, so the health route (no token) is what says agvisord is there.
+    http::ClientOptions options;
+    options.ssh_args = HostSshArgs();
+    auto http = http::Client::Connect(endpoint, options);
+    if (!http.ok()) {
+      return Error::Unavailable("cannot reach agvisord at " + addr + ": " + http.error().message());
+    }
+    auto health = (*http)->Send(
+        {.method = "GET", .target = "/v1/health", .timeout = std::chrono::seconds(10)});
+    if (!health.ok() || health->status != 200) {
+      return Error::Unavailable("cannot reach agvisord at " + addr + ": nothing answers at " +
+                                endpoint.path + " on " + endpoint.host + " (" +
+                                StartHint(endpoint) + ")" +
+                                (health.ok() ? ", HTTP " + std::to_string(health->status) : ""));
+    }
+    return std::unique_ptr<RemoteClient>(new RemoteClient(endpoint, std::move(token), *http));
+  }
   int err = 0;
   if (endpoint.kind == http::Endpoint::Kind::kUnix) {
     sockaddr_un a{};
@@ -496,8 +544,8 @@ Result<std::unique_ptr<WsConnection>> RemoteClient::OpenWebSocket(
   auto conn = std::make_unique<WsConnection>();
   auto& sock = beast::get_lowest_layer(conn->ws());
   error_code ec;
-  if (endpoint_.kind == http::Endpoint::Kind::kUnix) {
-    net::local::stream_protocol::endpoint ep(endpoint_.path);
+  if (socket_endpoint_.kind == http::Endpoint::Kind::kUnix) {
+    net::local::stream_protocol::endpoint ep(socket_endpoint_.path);
     sock.open(net::generic::stream_protocol(AF_UNIX, 0), ec);
     if (!ec) sock.connect(net::generic::stream_protocol::endpoint(ep), ec);
   } else {

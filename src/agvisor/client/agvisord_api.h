@@ -30,10 +30,13 @@
 
 namespace agvisor::client {
 
-// Parses where agvisord listens: "unix:/path" (also "unix:///path") or "http://127.0.0.1:PORT"
-// (also "tcp://HOST:PORT"). Errors: kInvalidArgument naming the spec and the accepted forms.
+// Parses where agvisord listens: "unix:/path" (also "unix:///path"), "http://127.0.0.1:PORT"
+// (also "tcp://HOST:PORT"), or "ssh://[USER@]HOST[:PORT][/path/agvisord.sock]": agvisord's unix
+// socket on another machine, reached through ssh (default path api::kRootSocketPath). Errors:
+// kInvalidArgument naming the spec and the accepted forms.
 Result<http::Endpoint> ParseServerAddress(std::string_view spec);
-// The address as the user would write it ("unix:/run/agvisord.sock", "http://127.0.0.1:8080").
+// The address as the user would write it ("unix:/run/agvisord.sock", "http://127.0.0.1:8080",
+// "ssh://root@host").
 std::string ServerAddressString(const http::Endpoint& endpoint);
 
 // The bearer token and where it came from (named in errors: a file path or an environment
@@ -50,8 +53,9 @@ class WsConnection;  // a WebSocket to agvisord (agvisord_api.cc)
 
 class RemoteClient {
  public:
-  // Checks that something listens at `endpoint` (no request is sent). Errors: kUnavailable
-  // ("cannot reach agvisord at ...: is it running? start it with ..."), kInvalidArgument.
+  // Checks that something listens at `endpoint` (no request is sent; for ssh, the tunnel comes
+  // up and the unauthenticated health route answers through it). Errors: kUnavailable ("cannot
+  // reach agvisord at ...: is it running? start it with ..."), kInvalidArgument.
   static Result<std::unique_ptr<RemoteClient>> Connect(const http::Endpoint& endpoint,
                                                        RemoteToken token);
   ~RemoteClient();
@@ -106,9 +110,11 @@ class RemoteClient {
                                                       std::optional<std::string> first_message,
                                                       bool wait_started);
 
-  http::Endpoint endpoint_;
+  http::Endpoint endpoint_;  // as given: named in messages
   RemoteToken token_;
-  std::shared_ptr<http::Client> http_;
+  std::shared_ptr<http::Client> http_;  // for ssh, it owns the tunnel
+  // Where WebSockets connect: endpoint_, or for ssh the tunnel's local socket.
+  http::Endpoint socket_endpoint_;
 };
 
 }  // namespace agvisor::client

@@ -546,6 +546,11 @@ Client::~Client() = default;
 
 const Endpoint& Client::endpoint() const { return impl_->endpoint; }
 
+const std::string& Client::forwarded_socket() const {
+  static const std::string kNone;
+  return impl_->tunnel ? impl_->tunnel->socket_path() : kNone;
+}
+
 Result<Response> Client::Send(const Request& request) {
   auto out = AGVISOR_TRY(impl_->Run(request, Mode::kBuffered, nullptr, nullptr));
   return std::move(out.response);

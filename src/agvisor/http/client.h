@@ -123,6 +123,19 @@ std::vector<std::string> SshRemoteCommandLine(const Endpoint& endpoint,
                                               const ClientOptions& options,
                                               std::string remote_command);
 
+// The argv that connects its stdin and stdout to `target_host`:`target_port` as dialled FROM an
+// ssh:// endpoint's host (`ssh -W`, a direct-tcpip channel; same options as above). With stdin at
+// EOF it is a reachability probe of a port on the remote host: exit 0 once something there
+// accepted (and closed after the EOF), 255 with "open failed: connect failed" on stderr when the
+// remote connect was refused (LogLevel=INFO is forced for that line), 255 with ssh's own message
+// when ssh itself failed. Used to find
+// out whether agvisord's egress enforcer answers on a remote Docker host
+// (sandbox/egress_network.h).
+std::vector<std::string> SshStdioForwardCommandLine(const Endpoint& endpoint,
+                                                    const ClientOptions& options,
+                                                    std::string_view target_host,
+                                                    std::uint16_t target_port);
+
 class Client {
  public:
   // Errors: kUnavailable (ssh failed, with ssh's own message), kNotFound (no `ssh` program),
@@ -135,6 +148,10 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   const Endpoint& endpoint() const;
+  // ssh only: the private local unix socket the tunnel forwards to the remote socket (for a
+  // caller that speaks another protocol over it, e.g. WebSockets to a remote agvisord); "" for
+  // unix and tcp endpoints. Valid while this Client lives.
+  const std::string& forwarded_socket() const;
 
   // One exchange; any status is a success at this layer (the caller reads response.status).
   // Errors: kUnavailable (socket missing, connection refused/reset, daemon gone, connect timeout:

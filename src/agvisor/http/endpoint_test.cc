@@ -171,5 +171,31 @@ TEST(SshCommandLineTest, RemoteCommandSharesTheTunnelsOptionsWithoutTheForward) 
   EXPECT_EQ(argv, want);
 }
 
+TEST(SshCommandLineTest, StdioForwardDialsFromTheRemoteHost) {
+  auto ep = *ParseEndpoint("ssh://root@127.0.0.1:2200");
+  ClientOptions o;
+  o.ssh_args = {"-i", "/k/id"};
+  // LogLevel=INFO comes before the caller's options: ssh says why a channel failed at INFO.
+  std::vector<std::string> want = {"ssh",
+                                   "-o",
+                                   "BatchMode=yes",
+                                   "-o",
+                                   "LogLevel=INFO",
+                                   "-T",
+                                   "-p",
+                                   "2200",
+                                   "-i",
+                                   "/k/id",
+                                   "-o",
+                                   "ConnectTimeout=5",
+                                   "-W",
+                                   "172.19.0.1:3128",
+                                   "--",
+                                   "root@127.0.0.1"};
+  EXPECT_EQ(SshStdioForwardCommandLine(ep, o, "172.19.0.1", 3128), want);
+  // An IPv6 literal is bracketed (ssh splits at the last ':').
+  EXPECT_EQ(SshStdioForwardCommandLine(ep, o, "fd00::1", 3128)[13], "[fd00::1]:3128");
+}
+
 }  // namespace
 }  // namespace agvisor::http

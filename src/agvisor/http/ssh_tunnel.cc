@@ -92,6 +92,23 @@ std::vector<std::string> SshRemoteCommandLine(const Endpoint& endpoint,
   return argv;
 }
 
+std::vector<std::string> SshStdioForwardCommandLine(const Endpoint& endpoint,
+                                                    const ClientOptions& options,
+                                                    std::string_view target_host,
+                                                    std::uint16_t target_port) {
+  // ssh reports why a channel failed ("open failed: connect failed: ...") at level INFO only:
+  // kept even when the caller's options ask for less (the first value of an option wins).
+  auto argv = internal::SshPrefix(endpoint, options, {"-o", "LogLevel=INFO"});
+  argv.push_back("-W");
+  // ssh splits host:port at the last ':'; an IPv6 literal needs its brackets.
+  const bool v6 = target_host.find(':') != std::string_view::npos;
+  argv.push_back((v6 ? "[" + std::string(target_host) + "]" : std::string(target_host)) + ":" +
+                 std::to_string(target_port));
+  argv.push_back("--");
+  argv.push_back(internal::Destination(endpoint));
+  return argv;
+}
+
 }  // namespace agvisor::http
 
 namespace agvisor::http::internal {

@@ -286,7 +286,7 @@ Result<SandboxNetwork> DockerRuntime::EnsureEgressNetwork(std::string_view name,
                                                           const Labels& labels) {
   auto net = AGVISOR_TRY(agvisor::EnsureEgressNetwork(*client_, name, rules, labels));
   // Up before the sandbox runs: with no enforcer the sandbox would start cut off.
-  AGVISOR_RETURN_IF_ERROR(WaitForEnforcer(net.gateway, std::chrono::seconds(10)));
+  AGVISOR_RETURN_IF_ERROR(WaitForEnforcer(host_, net.gateway, std::chrono::seconds(10)));
   return SandboxNetwork{.name = net.name, .gateway = net.gateway};
 }
 

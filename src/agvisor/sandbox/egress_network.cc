@@ -5,11 +5,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <random>
 #include <thread>
 
+#include "agvisor/base/subprocess.h"
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/docker/client.h"
+#include "agvisor/http/client.h"
+#include "agvisor/sandbox/runtime_check.h"
 
 namespace agvisor {
 namespace {
@@ -90,9 +94,11 @@ std::vector<std::string> EgressProxyEnv(std::string_view gateway) {
 }
 
 Result<void> CheckEgressHost(std::string_view host) {
-  if (host.empty()) return Ok();
-  return Error::Unsupported("egress policies on " + std::string(host) +
-                            ": not yet (only the local Docker host); run agvisor on that host");
+  const http::Endpoint ep = AGVISOR_TRY(http::ParseEndpoint(host));
+  if (ep.kind != http::Endpoint::Kind::kTcp) return Ok();
+  return Error::Unsupported("egress policies on " + ep.ToString() +
+                            ": agvisor cannot check the enforcer of a tcp:// Docker host; reach "
+                            "that host over ssh://USER@HOST (with agvisord running there)");
 }
 
 Result<void> WaitForEnforcer(std::string_view gateway, std::chrono::milliseconds wait) {
@@ -118,6 +124,79 @@ Result<void> WaitForEnforcer(std::string_view gateway, std::chrono::milliseconds
           "`agvisord &`, see `agvisord --help`) and create the sandbox again");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+namespace {
+
+// One `ssh -W GATEWAY:PORT` with its stdin at EOF: true when the remote connect succeeded, false
+// when it was refused (ssh says "stdio forwarding failed"), an error when ssh itself failed.
+Result<bool> ProbeOverSsh(const http::Endpoint& ep, const http::ClientOptions& options,
+                          std::string_view gateway) {
+  SubprocessOptions so;
+  so.argv = http::SshStdioForwardCommandLine(ep, options, gateway, kEgressProxyPort);
+  so.pipe_stdout = true;  // what the enforcer might send: nothing of ours to see
+  so.pipe_stderr = true;
+  so.new_process_group = true;
+  auto p = AGVISOR_TRY(Subprocess::Spawn(std::move(so)));
+  // ssh's connect timeout, plus the seconds the channel takes on a slow link: a peer that
+  // accepted but never closes after our EOF is not an enforcer (it closes at once).
+  auto st = p.WaitFor(options.connect_timeout + std::chrono::seconds(10));
+  if (!st.ok()) {
+    (void)p.Kill(SIGKILL);
+    return Error::Unavailable("ssh -W " + std::string(gateway) + ":" +
+                              std::to_string(kEgressProxyPort) + " on " + ep.ToString() +
+                              " did not finish in time");
+  }
+  if (st->success()) return true;
+  std::string said;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(p.stderr_fd().get(), buf, sizeof buf)) > 0) {
+    said.append(buf, static_cast<std::size_t>(n));
+    if (said.size() > 16384) break;
+  }
+  // The remote host's connect was refused (nothing listens yet): "channel 0: open failed:
+  // connect failed: Connection refused". Any other failure is ssh's or its server's, e.g.
+  // "administratively prohibited" where sshd has AllowTcpForwarding no.
+  if (said.find("open failed: connect failed") != std::string::npos) return false;
+  while (!said.empty() && (said.back() == '\n' || said.back() == '\r')) said.pop_back();
+  return Error::Unavailable("cannot check the egress enforcer on " + ep.ToString() +
+                            " over ssh (`ssh -W`, which needs AllowTcpForwarding on that host's "
+                            "sshd; " +
+                            st->ToString() + ")" + (said.empty() ? "" : ": " + said));
+}
+
+}  // namespace
+
+Result<void> WaitForEnforcer(std::string_view host, std::string_view gateway,
+                             std::chrono::milliseconds wait) {
+  const http::Endpoint ep = AGVISOR_TRY(http::ParseEndpoint(host));
+  if (ep.kind != http::Endpoint::Kind::kSsh) return WaitForEnforcer(gateway, wait);
+  // The gateway came from Docker; still, only an address goes on ssh's command line.
+  sockaddr_in addr{};
+  if (::inet_pton(AF_INET, std::string(gateway).c_str(), &addr.sin_addr) != 1) {
+    return Error::Internal("egress network gateway '" + std::string(gateway) +
+                           "' is not an IPv4 address");
+  }
+  http::ClientOptions options;
+  options.ssh_args = HostSshArgs();  // $AGVISOR_SSH_ARGS, as for the Docker tunnel
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    if (AGVISOR_TRY(ProbeOverSsh(ep, options, gateway))) return Ok();
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::string where = ep.host;
+      if (!ep.user.empty()) where = ep.user + "@" + where;
+      if (ep.port != 0) where = "-p " + std::to_string(ep.port) + " " + where;
+      return Error::Unavailable(
+          "no egress enforcer answers at " + std::string(gateway) + ":" +
+          std::to_string(kEgressProxyPort) + " on " + ep.ToString() +
+          ": egress policies are enforced by agvisord on the Docker host; start it there (`ssh " +
+          where +
+          "`, then as root: `agvisord &`, see `agvisord --help`) and create the sandbox "
+          "again");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 

@@ -59,11 +59,20 @@ Result<void> RemoveEgressNetwork(docker::Client& docker, std::string_view contai
 // HTTP_PROXY and friends for a sandbox behind the enforcer at `gateway`.
 std::vector<std::string> EgressProxyEnv(std::string_view gateway);
 
-// Egress policies are wired for the local Docker host only so far: kUnsupported for others.
+// Whether sandboxes with egress policies can be made on Docker host `host` ("" = $DOCKER_HOST
+// or the local socket): the local one and ssh:// hosts (agvisord runs on that host; its enforcer
+// is checked over ssh). kUnsupported for tcp:// (nothing here can check the enforcer there: reach
+// the host over ssh://); kInvalidArgument for a malformed host.
 Result<void> CheckEgressHost(std::string_view host);
 
 // Waits until something accepts on gateway:kEgressProxyPort (an address of this machine).
 // kUnavailable, saying how to start agvisord, when nothing does within `wait`.
 Result<void> WaitForEnforcer(std::string_view gateway, std::chrono::milliseconds wait);
+// The same for a sandbox on Docker host `host`: on the local host as above; on an ssh:// host the
+// gateway is dialled from that host through ssh (`ssh -W`, options from $AGVISOR_SSH_ARGS), once
+// per 100 ms until it answers. kUnavailable saying to start agvisord on that host when nothing
+// answers within `wait`, or with ssh's own message when ssh cannot reach the host.
+Result<void> WaitForEnforcer(std::string_view host, std::string_view gateway,
+                             std::chrono::milliseconds wait);
 
 }  // namespace agvisor
