@@ -43,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "agvisor/api/codec.h"
 #include "agvisor/base/error.h"
 #include "agvisor/desktop/token.h"
 #include "agvisor/egress/policy.h"
@@ -600,17 +601,9 @@ class PoolHandle {
   }
 
   py::dict Stats() const {
-    PoolStats s = pool_->Stats();
     py::dict d;
-    d["ready"] = s.ready;
-    d["starting"] = s.starting;
-    d["acquired"] = s.acquired;
-    d["cold"] = s.cold;
-    d["started"] = s.started;
-    d["start_failures"] = s.start_failures;
-    d["recycled"] = s.recycled;
-    d["discarded"] = s.discarded;
-    d["last_error"] = s.last_error;
+    api::ForEachPoolStat(pool_->Stats(),
+                         [&d](const char* key, const auto& value) { d[key] = value; });
     return d;
   }
 

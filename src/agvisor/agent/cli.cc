@@ -99,10 +99,6 @@ Prints the agent version and the newest host<->agent protocol version it speaks,
   agvisor-agent 0.1.0 protocol 2
 )";
 
-Error Invalid(std::string_view sub, std::string msg) {
-  return Error::InvalidArgument(std::string(sub) + ": " + std::move(msg));
-}
-
 // Walks the arguments of one subcommand: `--flag value`, `--flag=value`, `--`, positionals.
 class ArgCursor {
  public:
@@ -114,13 +110,15 @@ class ArgCursor {
   std::vector<std::string> rest() const {
     return {args_.begin() + static_cast<std::ptrdiff_t>(i_), args_.end()};
   }
+  // Whether the current argument asks for the subcommand's help.
+  bool help() const { return peek() == "--help" || peek() == "-h"; }
 
   // If the current argument is `name` or `name=...`, consumes it (and its value) into *value.
   // Returns true when it matched; a missing value is an error.
   Result<bool> Take(std::string_view name, std::string* value) {
     const std::string& a = args_[i_];
     if (a == name) {
-      if (i_ + 1 >= args_.size()) return Invalid(sub_, std::string(name) + " needs a value");
+      if (i_ + 1 >= args_.size()) return Invalid(std::string(name) + " needs a value");
       *value = args_[i_ + 1];
       i_ += 2;
       return true;
@@ -133,13 +131,46 @@ class ArgCursor {
     return false;
   }
 
-  // Take for a path option: an empty value is refused ("<name>: empty path").
-  Result<bool> TakePath(std::string_view name, std::string* value) {
+  // Take for a path option (a string or an optional one): an empty value is refused ("<name>:
+  // empty path").
+  template <typename Path>
+  Result<bool> TakePath(std::string_view name, Path* value) {
     std::string v;
     if (!AGVISOR_TRY(Take(name, &v))) return false;
-    if (v.empty()) return Invalid(sub_, std::string(name) + ": empty path");
+    if (v.empty()) return Invalid(std::string(name) + ": empty path");
     *value = std::move(v);
     return true;
+  }
+
+  // Take for a number of seconds (ParseSeconds; 0 only with `allow_zero`).
+  template <typename Duration>
+  Result<bool> TakeSeconds(std::string_view name, bool allow_zero, Duration* value) {
+    std::string v;
+    if (!AGVISOR_TRY(Take(name, &v))) return false;
+    *value = AGVISOR_TRY(ParseSeconds(std::string(sub_) + ": " + std::string(name), v, allow_zero));
+    return true;
+  }
+
+  // If the current argument is the flag `name` (no value), consumes it and returns true.
+  bool Flag(std::string_view name) {
+    if (peek() != name) return false;
+    ++i_;
+    return true;
+  }
+
+  // "<sub>: <message>" (kInvalidArgument).
+  Error Invalid(std::string message) const {
+    return Error::InvalidArgument(std::string(sub_) + ": " + std::move(message));
+  }
+
+  // The error for the current argument when nothing took it: an unknown option, or an
+  // unexpected positional (`why` says what was expected instead).
+  Error Unexpected(std::string_view why = "") const {
+    if (peek().starts_with("-")) {
+      return Invalid("unknown option '" + peek() + "' (see `agvisor-agent " + std::string(sub_) +
+                     " --help`)");
+    }
+    return Invalid("unexpected argument '" + peek() + "'" + std::string(why));
   }
 
  private:
@@ -148,30 +179,21 @@ class ArgCursor {
   std::size_t i_ = 0;
 };
 
-Error UnknownOption(std::string_view sub, const std::string& arg) {
-  return Invalid(
-      sub, "unknown option '" + arg + "' (see `agvisor-agent " + std::string(sub) + " --help`)");
-}
-
 Result<Command> ParseInit(const std::vector<std::string>& args) {
-  constexpr std::string_view kSub = "init";
+  ArgCursor c("init", args);
   InitOptions o;
-  ArgCursor c(kSub, args);
   std::string v;
   while (!c.done()) {
-    if (c.peek() == "--help" || c.peek() == "-h") return HelpCommand{std::string(kInitHelp)};
-    if (AGVISOR_TRY(c.Take("--lifetime", &v))) {
-      o.lifetime = AGVISOR_TRY(ParseSeconds("init: --lifetime", v, false));
-    } else if (AGVISOR_TRY(c.Take("--idle-ttl", &v))) {
-      o.idle_ttl = AGVISOR_TRY(ParseSeconds("init: --idle-ttl", v, false));
+    if (c.help()) return HelpCommand{std::string(kInitHelp)};
+    if (AGVISOR_TRY(c.TakeSeconds("--lifetime", false, &o.lifetime)) ||
+        AGVISOR_TRY(c.TakeSeconds("--idle-ttl", false, &o.idle_ttl))) {
+      // stored
     } else if (AGVISOR_TRY(c.TakePath("--socket", &o.socket_path))) {
       // stored
-    } else if (c.peek() == "--channel-stdio") {
+    } else if (c.Flag("--channel-stdio")) {
       o.channel_stdio = true;
-      c.skip();
-    } else if (c.peek() == "--desktop") {
+    } else if (c.Flag("--desktop")) {
       o.desktop = true;
-      c.skip();
     } else if (AGVISOR_TRY(c.Take("--desktop-size", &v))) {
       auto x = v.find('x');
       auto digits = [](std::string_view t) {
@@ -182,115 +204,93 @@ Result<Command> ParseInit(const std::vector<std::string>& args) {
           !digits(std::string_view(v).substr(x + 1)) || std::stoi(v.substr(0, x)) < 320 ||
           std::stoi(v.substr(x + 1)) < 200 || std::stoi(v.substr(0, x)) > 8192 ||
           std::stoi(v.substr(x + 1)) > 8192) {
-        return Invalid(kSub,
-                       "--desktop-size: expected WIDTHxHEIGHT between 320x200 and "
-                       "8192x8192, got '" +
-                           v + "'");
+        return c.Invalid(
+            "--desktop-size: expected WIDTHxHEIGHT between 320x200 and 8192x8192, got '" + v + "'");
       }
       o.desktop = true;
       o.desktop_geometry = v;
-    } else if (c.peek().starts_with("-")) {
-      return UnknownOption(kSub, c.peek());
     } else {
-      return Invalid(kSub, "unexpected argument '" + c.peek() + "' (init takes no command)");
+      return c.Unexpected(" (init takes no command)");
     }
   }
   return o;
 }
 
 Result<Command> ParseExec(const std::vector<std::string>& args) {
-  constexpr std::string_view kSub = "exec";
+  ArgCursor c("exec", args);
   ExecOptions o;
-  ArgCursor c(kSub, args);
   std::string v;
   bool saw_separator = false;
   while (!c.done()) {
-    if (c.peek() == "--") {
-      c.skip();
+    if (c.Flag("--")) {
       saw_separator = true;
       break;
     }
-    if (c.peek() == "--help" || c.peek() == "-h") return HelpCommand{std::string(kExecHelp)};
-    if (AGVISOR_TRY(c.Take("--timeout", &v))) {
-      o.timeout = AGVISOR_TRY(ParseSeconds("exec: --timeout", v, false));
-    } else if (AGVISOR_TRY(c.Take("--grace", &v))) {
-      o.grace = AGVISOR_TRY(ParseSeconds("exec: --grace", v, true));
-    } else if (AGVISOR_TRY(c.Take("--cwd", &v))) {
-      if (v.empty()) return Invalid(kSub, "--cwd: empty path");
-      o.cwd = v;
+    if (c.help()) return HelpCommand{std::string(kExecHelp)};
+    if (AGVISOR_TRY(c.TakeSeconds("--timeout", false, &o.timeout)) ||
+        AGVISOR_TRY(c.TakeSeconds("--grace", true, &o.grace))) {
+      // stored
+    } else if (AGVISOR_TRY(c.TakePath("--cwd", &o.cwd))) {
+      // stored
     } else if (AGVISOR_TRY(c.Take("--env", &v))) {
       auto eq = v.find('=');
       if (eq == std::string::npos || eq == 0) {
-        return Invalid(kSub, "--env: expected K=V with a non-empty K, got '" + v + "'");
+        return c.Invalid("--env: expected K=V with a non-empty K, got '" + v + "'");
       }
       o.env.push_back(v);
     } else if (AGVISOR_TRY(c.TakePath("--socket", &o.socket_path))) {
       // stored
     } else if (c.peek().starts_with("-")) {
-      return UnknownOption(kSub, c.peek());
+      return c.Unexpected();
     } else {
-      return Invalid(kSub, "missing `--` before the command '" + c.peek() +
-                               "' (usage: agvisor-agent exec [OPTIONS] -- PROGRAM [ARG]...)");
+      return c.Invalid("missing `--` before the command '" + c.peek() +
+                       "' (usage: agvisor-agent exec [OPTIONS] -- PROGRAM [ARG]...)");
     }
   }
-  if (!saw_separator) {
-    return Invalid(kSub, "missing `-- PROGRAM [ARG]...` (the command to run)");
-  }
+  if (!saw_separator) return c.Invalid("missing `-- PROGRAM [ARG]...` (the command to run)");
   o.argv = c.rest();
-  if (o.argv.empty() || o.argv[0].empty()) return Invalid(kSub, "no command after `--`");
+  if (o.argv.empty() || o.argv[0].empty()) return c.Invalid("no command after `--`");
   return o;
 }
 
 Result<Command> ParseConnect(const std::vector<std::string>& args) {
-  constexpr std::string_view kSub = "connect";
+  ArgCursor c("connect", args);
   ConnectOptions o;
-  ArgCursor c(kSub, args);
   while (!c.done()) {
-    if (c.peek() == "--help" || c.peek() == "-h") return HelpCommand{std::string(kConnectHelp)};
-    if (AGVISOR_TRY(c.TakePath("--socket", &o.socket_path))) continue;
-    if (c.peek().starts_with("-")) {
-      return UnknownOption(kSub, c.peek());
-    } else {
-      return Invalid(kSub, "unexpected argument '" + c.peek() + "'");
-    }
+    if (c.help()) return HelpCommand{std::string(kConnectHelp)};
+    if (!AGVISOR_TRY(c.TakePath("--socket", &o.socket_path))) return c.Unexpected();
   }
   return o;
 }
 
 Result<Command> ParseReadFile(const std::vector<std::string>& args) {
-  constexpr std::string_view kSub = "read-file";
+  ArgCursor c("read-file", args);
   ReadFileOptions o;
-  ArgCursor c(kSub, args);
   bool have_path = false;
   while (!c.done()) {
-    if (c.peek() == "--help" || c.peek() == "-h") return HelpCommand{std::string(kReadFileHelp)};
+    if (c.help()) return HelpCommand{std::string(kReadFileHelp)};
     if (AGVISOR_TRY(c.TakePath("--socket", &o.socket_path))) continue;
-    if (c.peek() == "--tar") {
+    if (c.Flag("--tar")) {
       o.tar = true;
-      c.skip();
-    } else if (c.peek() == "--watch-stdin") {
+    } else if (c.Flag("--watch-stdin")) {
       o.watch_stdin = true;
-      c.skip();
-    } else if (c.peek().starts_with("-")) {
-      return UnknownOption(kSub, c.peek());
-    } else if (have_path) {
-      return Invalid(kSub, "unexpected argument '" + c.peek() + "' (one PATH only)");
+    } else if (have_path || c.peek().starts_with("-")) {
+      return c.Unexpected(" (one PATH only)");
     } else {
       o.path = c.peek();
       have_path = true;
       c.skip();
     }
   }
-  if (!have_path || o.path.empty()) return Invalid(kSub, "missing PATH (the file to write)");
+  if (!have_path || o.path.empty()) return c.Invalid("missing PATH (the file to write)");
   return o;
 }
 
 Result<Command> ParseVersion(const std::vector<std::string>& args) {
-  for (const auto& a : args) {
-    if (a == "--help" || a == "-h") return HelpCommand{std::string(kVersionHelp)};
-    return Invalid("version", "unexpected argument '" + a + "'");
-  }
-  return VersionCommand{};
+  ArgCursor c("version", args);
+  if (c.done()) return VersionCommand{};
+  if (c.help()) return HelpCommand{std::string(kVersionHelp)};
+  return c.Invalid("unexpected argument '" + c.peek() + "'");
 }
 
 }  // namespace

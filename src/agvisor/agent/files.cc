@@ -287,24 +287,11 @@ std::unique_ptr<FileOp> OneShot(Result<Reply> r) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Streaming ops. Each keeps the error of its start and reports it from Immediate().
+// Streaming ops: Streaming() makes one and starts it on its request; a failed start is the
+// request's answer (an ERROR), and the op is dropped.
 
-class StartableOp : public FileOp {
+class FileReadOp final : public FileOp {
  public:
-  std::optional<Reply> Immediate() override {
-    if (start_error_) return ErrorReply(*start_error_);
-    return std::nullopt;
-  }
-
- protected:
-  std::optional<Error> start_error_;
-};
-
-class FileReadOp final : public StartableOp {
- public:
-  explicit FileReadOp(const proto::PathRequest& req) : path_(req.path) {
-    if (auto r = Start(); !r.ok()) start_error_ = r.error();
-  }
   bool is_streaming_out() const override { return true; }
 
   Result<Chunk> Pull(std::size_t max_bytes) override {
@@ -335,8 +322,9 @@ class FileReadOp final : public StartableOp {
     return c;
   }
 
- private:
-  Result<void> Start() {
+  // Opens the file to read.
+  Result<void> Start(const proto::PathRequest& req) {
+    path_ = req.path;
     AGVISOR_RETURN_IF_ERROR(CheckPath("FILE_READ", path_));
     // O_NONBLOCK: opening a FIFO must not hang the loop (it is refused below).
     int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
@@ -355,15 +343,13 @@ class FileReadOp final : public StartableOp {
     return Ok();
   }
 
+ private:
   std::string path_;
   UniqueFd fd_;
 };
 
-class FileWriteOp final : public StartableOp {
+class FileWriteOp final : public FileOp {
  public:
-  explicit FileWriteOp(const proto::FileWrite& req) : path_(req.path), mode_(req.mode & 07777) {
-    if (auto r = Start(req.flags); !r.ok()) start_error_ = r.error();
-  }
   ~FileWriteOp() override { Discard(); }
   bool is_streaming_in() const override { return true; }
 
@@ -385,8 +371,11 @@ class FileWriteOp final : public StartableOp {
     return Reply{Type::kOk, {}};
   }
 
- private:
-  Result<void> Start(std::uint8_t flags) {
+  // Opens a temporary file beside the target (renamed over it by Finish).
+  Result<void> Start(const proto::FileWrite& req) {
+    path_ = req.path;
+    mode_ = req.mode & 07777;
+    const std::uint8_t flags = req.flags;
     AGVISOR_RETURN_IF_ERROR(CheckPath("FILE_WRITE", path_));
     const std::string what = "FILE_WRITE " + path_;
     std::string target = path_;
@@ -449,6 +438,7 @@ class FileWriteOp final : public StartableOp {
     return Ok();
   }
 
+ private:
   Result<void> Commit() {
     const std::string what = "FILE_WRITE " + path_;
     if (!fd_) return Error::Internal(what + ": Finish after failure");
@@ -475,7 +465,7 @@ class FileWriteOp final : public StartableOp {
   }
 
   std::string path_;
-  std::uint32_t mode_;
+  std::uint32_t mode_ = 0;
   UniqueFd dir_;
   std::string name_;
   std::string tmp_name_;
@@ -483,19 +473,16 @@ class FileWriteOp final : public StartableOp {
   std::optional<std::pair<uid_t, gid_t>> existing_owner_;
 };
 
-class TarReadOp final : public StartableOp {
+class TarReadOp final : public FileOp {
  public:
-  explicit TarReadOp(const proto::PathRequest& req) : path_(req.path) {
-    if (auto r = CheckPath("TAR_READ", path_); !r.ok()) {
-      start_error_ = r.error();
-      return;
-    }
+  // Opens a tar writer over the path.
+  Result<void> Start(const proto::PathRequest& req) {
+    path_ = req.path;
+    AGVISOR_RETURN_IF_ERROR(CheckPath("TAR_READ", path_));
     auto w = TarStreamWriter::Open(path_);
-    if (!w.ok()) {
-      start_error_ = w.error().WithContext("TAR_READ " + path_);
-      return;
-    }
+    if (!w.ok()) return w.error().WithContext("TAR_READ " + path_);
     writer_ = std::move(w).value();
+    return Ok();
   }
   bool is_streaming_out() const override { return true; }
 
@@ -515,11 +502,8 @@ class TarReadOp final : public StartableOp {
   std::unique_ptr<TarStreamWriter> writer_;
 };
 
-class TarWriteOp final : public StartableOp {
+class TarWriteOp final : public FileOp {
  public:
-  explicit TarWriteOp(const proto::PathRequest& req) : path_(req.path) {
-    if (auto r = Start(); !r.ok()) start_error_ = r.error();
-  }
   bool is_streaming_in() const override { return true; }
 
   Result<void> Push(std::string_view data) override {
@@ -541,8 +525,9 @@ class TarWriteOp final : public StartableOp {
     return Reply{Type::kOk, {}};
   }
 
- private:
-  Result<void> Start() {
+  // Makes the directory and a tar reader extracting under it.
+  Result<void> Start(const proto::PathRequest& req) {
+    path_ = req.path;
     AGVISOR_RETURN_IF_ERROR(CheckPath("TAR_WRITE", path_));
     AGVISOR_RETURN_IF_ERROR(MkdirAll("TAR_WRITE", path_, 0755));
     auto r = TarStreamReader::Open(path_);
@@ -551,6 +536,7 @@ class TarWriteOp final : public StartableOp {
     return Ok();
   }
 
+ private:
   std::string path_;
   std::unique_ptr<TarStreamReader> reader_;
 };
@@ -559,7 +545,9 @@ template <typename Op, typename Payload>
 std::unique_ptr<FileOp> Streaming(std::string_view payload) {
   auto req = Payload::Decode(payload);
   if (!req.ok()) return OneShot(req.error());
-  return std::make_unique<Op>(*req);
+  auto op = std::make_unique<Op>();
+  if (auto r = op->Start(*req); !r.ok()) return OneShot(r.error());
+  return op;
 }
 
 }  // namespace

@@ -68,8 +68,9 @@ class FileOp {
  public:
   virtual ~FileOp() = default;
 
-  // Called once, right after StartFileOp. A value: the op is finished, send this reply.
-  virtual std::optional<Reply> Immediate() = 0;
+  // Called once, right after StartFileOp. A value: the op is finished, send this reply; nullopt
+  // (the default): the op streams.
+  virtual std::optional<Reply> Immediate() { return std::nullopt; }
 
   // FILE_READ, TAR_READ: the agent sends DATA (Pull) then END.
   virtual bool is_streaming_out() const { return false; }

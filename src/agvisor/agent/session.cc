@@ -39,7 +39,14 @@ std::size_t GrantThreshold(std::uint32_t initial_window) {
   return std::max<std::size_t>(1, std::min<std::size_t>(64 * 1024, initial_window / 4));
 }
 
-bool IsOpening(Type t) {
+// What a frame of each type from the host (after HELLO) is to a session.
+enum class FromHost {
+  kOpens,    // a request that opens the stream it names
+  kRefused,  // a frame only the agent sends (or a second HELLO): a protocol error
+  kOther,    // for the session (stream 0) or a stream already open
+};
+
+FromHost Classify(Type t) {
   switch (t) {
     case Type::kExec:
     case Type::kFileRead:
@@ -55,15 +62,8 @@ bool IsOpening(Type t) {
     case Type::kProcAttach:
     case Type::kProcSignal:
     case Type::kSetDeadlines:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// Frames only the agent sends: from the host they are a protocol error.
-bool IsAgentOnly(Type t) {
-  switch (t) {
+      return FromHost::kOpens;
+    case Type::kHello:
     case Type::kWelcome:
     case Type::kError:
     case Type::kStarted:
@@ -73,9 +73,9 @@ bool IsAgentOnly(Type t) {
     case Type::kStatResult:
     case Type::kListResult:
     case Type::kProcListResult:
-      return true;
+      return FromHost::kRefused;
     default:
-      return false;
+      return FromHost::kOther;
   }
 }
 
@@ -690,7 +690,8 @@ void Session::OnFrame(Frame&& f) {
     SendFrame(FrameOf(Type::kWelcome, proto::kSessionStream, w.Encode()));
     return;
   }
-  if (IsAgentOnly(f.type) || f.type == Type::kHello) {
+  const FromHost kind = Classify(f.type);
+  if (kind == FromHost::kRefused) {
     return ProtocolError(WireError::kProtocol, std::string(proto::TypeName(f.type)) +
                                                    " is not a frame the host sends here");
   }
@@ -704,7 +705,7 @@ void Session::OnFrame(Frame&& f) {
                                                    std::to_string(version_));
   }
   if (f.stream == proto::kSessionStream) return OnSessionFrame(f);
-  if (IsOpening(f.type)) {
+  if (kind == FromHost::kOpens) {
     if (streams_.contains(f.stream)) {
       return ProtocolError(WireError::kProtocol, std::string(proto::TypeName(f.type)) +
                                                      " on stream " + std::to_string(f.stream) +

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "agvisor/agent/signals.h"
+#include "agvisor/base/strings.h"
 #include "agvisor/proto/exit_codes.h"
 
 extern char** environ;
@@ -56,13 +57,8 @@ std::vector<std::string> ExecCandidates(const std::string& program,
     if (kv.rfind("PATH=", 0) == 0) path = kv.substr(5);
   }
   std::vector<std::string> out;
-  std::size_t i = 0;
-  while (i <= path.size()) {
-    std::size_t j = path.find(':', i);
-    if (j == std::string::npos) j = path.size();
-    std::string dir = path.substr(i, j - i);
-    out.push_back((dir.empty() ? "." : dir) + "/" + program);
-    i = j + 1;
+  for (std::string_view dir : Split(path, ':')) {
+    out.push_back((dir.empty() ? std::string(".") : std::string(dir)) + "/" + program);
   }
   return out;
 }

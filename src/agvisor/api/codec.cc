@@ -5,6 +5,7 @@
 #include <cmath>
 #include <csignal>
 #include <limits>
+#include <type_traits>
 
 namespace agvisor::api {
 namespace {
@@ -480,17 +481,14 @@ Result<CreatePoolRequest> ParseCreatePoolRequest(std::string_view body) {
 
 namespace {
 json::object PoolObject(std::string_view name, const Pool& pool) {
-  const auto st = pool.Stats();
   json::object stats;
-  stats["ready"] = st.ready;
-  stats["starting"] = st.starting;
-  stats["acquired"] = st.acquired;
-  stats["cold"] = st.cold;
-  stats["started"] = st.started;
-  stats["start_failures"] = st.start_failures;
-  stats["recycled"] = st.recycled;
-  stats["discarded"] = st.discarded;
-  stats["last_error"] = SanitizeUtf8(st.last_error);
+  ForEachPoolStat(pool.Stats(), [&stats](std::string_view key, const auto& value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::string>) {
+      stats[key] = SanitizeUtf8(value);
+    } else {
+      stats[key] = value;
+    }
+  });
   json::object o;
   o["name"] = name;
   o["id"] = pool.id();

@@ -130,6 +130,20 @@ Result<CreatePoolRequest> ParseCreatePoolRequest(std::string_view body);
 // {"name", "id", "size", "max_age", "image", "stats": {"ready", "starting", "acquired", "cold",
 //  "started", "start_failures", "recycled", "discarded", "last_error"}}
 std::string PoolJson(std::string_view name, const Pool& pool);
+// Calls fn(name, value) for each member of `s`, named as in a pool's "stats" object, in that
+// order: the one list of them, for PoolJson and the Python package's Pool.stats().
+template <typename Fn>
+void ForEachPoolStat(const PoolStats& s, Fn&& fn) {
+  fn("ready", s.ready);
+  fn("starting", s.starting);
+  fn("acquired", s.acquired);
+  fn("cold", s.cold);
+  fn("started", s.started);
+  fn("start_failures", s.start_failures);
+  fn("recycled", s.recycled);
+  fn("discarded", s.discarded);
+  fn("last_error", s.last_error);
+}
 std::string PoolListJson(const std::vector<std::pair<std::string, const Pool*>>& pools);
 
 // ---- Metrics ----

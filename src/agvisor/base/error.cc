@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <initializer_list>
 
 namespace agvisor {
 
@@ -31,55 +32,36 @@ std::string_view ErrorCodeName(ErrorCode code) {
   return "kUnknown";
 }
 
-Error Error::FromErrno(std::string what, int err) {
-  ErrorCode code = ErrorCode::kInternal;
-  switch (err) {
-    case ENOENT:
-    case ESRCH:
-      code = ErrorCode::kNotFound;
-      break;
-    case EEXIST:
-    case EBUSY:
-      code = ErrorCode::kConflict;
-      break;
-    case EACCES:
-    case EPERM:
-      code = ErrorCode::kPermissionDenied;
-      break;
-    case ENOSPC:
-    case ENOMEM:
-    case EMFILE:
-    case ENFILE:
-    case EDQUOT:
-    case EAGAIN:
-      code = ErrorCode::kResourceExhausted;
-      break;
-    case ECONNREFUSED:
-    case ECONNRESET:
-    case EPIPE:
-    case ENOTCONN:
-    case EHOSTUNREACH:
-    case ENETUNREACH:
-    case ECONNABORTED:
-      code = ErrorCode::kUnavailable;
-      break;
-    case ETIMEDOUT:
-      code = ErrorCode::kTimeout;
-      break;
-    case EINVAL:
-    case ENAMETOOLONG:
-    case ENOTDIR:
-    case EISDIR:
-      code = ErrorCode::kInvalidArgument;
-      break;
-    case ENOSYS:
-    case EOPNOTSUPP:
-      code = ErrorCode::kUnsupported;
-      break;
-    default:
-      break;
+namespace {
+// The code of each errno a failing call is reported with; any other is kInternal.
+struct ErrnoGroup {
+  ErrorCode code;
+  std::initializer_list<int> errnos;
+};
+const ErrnoGroup kErrnoGroups[] = {
+    {ErrorCode::kNotFound, {ENOENT, ESRCH}},
+    {ErrorCode::kConflict, {EEXIST, EBUSY}},
+    {ErrorCode::kPermissionDenied, {EACCES, EPERM}},
+    {ErrorCode::kResourceExhausted, {ENOSPC, ENOMEM, EMFILE, ENFILE, EDQUOT, EAGAIN}},
+    {ErrorCode::kUnavailable,
+     {ECONNREFUSED, ECONNRESET, EPIPE, ENOTCONN, EHOSTUNREACH, ENETUNREACH, ECONNABORTED}},
+    {ErrorCode::kTimeout, {ETIMEDOUT}},
+    {ErrorCode::kInvalidArgument, {EINVAL, ENAMETOOLONG, ENOTDIR, EISDIR}},
+    {ErrorCode::kUnsupported, {ENOSYS, EOPNOTSUPP}},
+};
+
+ErrorCode CodeForErrno(int err) {
+  for (const auto& group : kErrnoGroups) {
+    for (int e : group.errnos) {
+      if (e == err) return group.code;
+    }
   }
-  Error e(code, what + ": " + std::strerror(err));
+  return ErrorCode::kInternal;
+}
+}  // namespace
+
+Error Error::FromErrno(std::string what, int err) {
+  Error e(CodeForErrno(err), what + ": " + std::strerror(err));
   e.set_errno(err);
   return e;
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <utility>
 
 namespace agvisor {
 namespace {
@@ -49,6 +50,44 @@ TEST(ErrorTest, FromErrnoMapsCodes) {
   EXPECT_EQ(e.message(), "open /x: Permission denied");
   EXPECT_EQ(e.WithContext("load").message(), "load: open /x: Permission denied");
   EXPECT_EQ(Error::NotFound("x").ToString(), "kNotFound: x");
+}
+
+TEST(ErrorTest, FromErrnoGivesEachErrnoItsCode) {
+  const std::pair<int, ErrorCode> kExpected[] = {
+      {ENOENT, ErrorCode::kNotFound},
+      {ESRCH, ErrorCode::kNotFound},
+      {EEXIST, ErrorCode::kConflict},
+      {EBUSY, ErrorCode::kConflict},
+      {EACCES, ErrorCode::kPermissionDenied},
+      {EPERM, ErrorCode::kPermissionDenied},
+      {ENOSPC, ErrorCode::kResourceExhausted},
+      {ENOMEM, ErrorCode::kResourceExhausted},
+      {EMFILE, ErrorCode::kResourceExhausted},
+      {ENFILE, ErrorCode::kResourceExhausted},
+      {EDQUOT, ErrorCode::kResourceExhausted},
+      {EAGAIN, ErrorCode::kResourceExhausted},
+      {ECONNREFUSED, ErrorCode::kUnavailable},
+      {ECONNRESET, ErrorCode::kUnavailable},
+      {EPIPE, ErrorCode::kUnavailable},
+      {ENOTCONN, ErrorCode::kUnavailable},
+      {EHOSTUNREACH, ErrorCode::kUnavailable},
+      {ENETUNREACH, ErrorCode::kUnavailable},
+      {ECONNABORTED, ErrorCode::kUnavailable},
+      {ETIMEDOUT, ErrorCode::kTimeout},
+      {EINVAL, ErrorCode::kInvalidArgument},
+      {ENAMETOOLONG, ErrorCode::kInvalidArgument},
+      {ENOTDIR, ErrorCode::kInvalidArgument},
+      {EISDIR, ErrorCode::kInvalidArgument},
+      {ENOSYS, ErrorCode::kUnsupported},
+      {EOPNOTSUPP, ErrorCode::kUnsupported},
+      {EIO, ErrorCode::kInternal},
+      {EXDEV, ErrorCode::kInternal},
+  };
+  for (const auto& [err, code] : kExpected) {
+    const Error e = Error::FromErrno("op", err);
+    EXPECT_EQ(e.code(), code) << "errno " << err;
+    EXPECT_EQ(e.sys_errno(), err);
+  }
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "agvisor/base/fs.h"
+#include "agvisor/base/strings.h"
 
 namespace agvisor {
 namespace {
@@ -379,14 +380,9 @@ Result<std::vector<std::string>> SplitName(std::string_view name, const std::str
   if (name.find('\0') != std::string_view::npos) return refuse("contains a NUL byte");
   if (name.front() == '/') return refuse("is absolute (refused)");
   std::vector<std::string> out;
-  std::size_t pos = 0;
-  while (pos <= name.size()) {
-    std::size_t end = name.find('/', pos);
-    if (end == std::string_view::npos) end = name.size();
-    std::string_view c = name.substr(pos, end - pos);
+  for (std::string_view c : Split(name, '/')) {
     if (c == "..") return refuse("has a '..' component (refused)");
     if (!c.empty() && c != ".") out.emplace_back(c);
-    pos = end + 1;
   }
   return out;
 }
@@ -394,13 +390,7 @@ Result<std::vector<std::string>> SplitName(std::string_view name, const std::str
 // "a/b/c" -> {"a", "b", "c"}: the inverse of Join for the names this reader records.
 std::vector<std::string> SplitOnSlash(const std::string& name) {
   std::vector<std::string> comps;
-  std::size_t pos = 0;
-  while (pos <= name.size()) {
-    std::size_t end = name.find('/', pos);
-    if (end == std::string::npos) end = name.size();
-    comps.emplace_back(name.substr(pos, end - pos));
-    pos = end + 1;
-  }
+  for (std::string_view c : Split(name, '/')) comps.emplace_back(c);
   return comps;
 }
 
@@ -517,11 +507,7 @@ Result<void> CheckSymlinkTarget(std::string_view target, std::size_t depth,
   if (target.find('\0') != std::string_view::npos) return refuse("contains a NUL byte");
   if (target.front() == '/') return refuse("is absolute");
   bool seen_normal = false;
-  std::size_t pos = 0;
-  while (pos <= target.size()) {
-    std::size_t end = target.find('/', pos);
-    if (end == std::string_view::npos) end = target.size();
-    std::string_view c = target.substr(pos, end - pos);
+  for (std::string_view c : Split(target, '/')) {
     if (c == "..") {
       if (seen_normal) return refuse("has '..' after a normal component");
       if (depth == 0) return refuse("points outside the destination");
@@ -529,7 +515,6 @@ Result<void> CheckSymlinkTarget(std::string_view target, std::size_t depth,
     } else if (!c.empty() && c != ".") {
       seen_normal = true;
     }
-    pos = end + 1;
   }
   return Ok();
 }

@@ -782,12 +782,17 @@ Result<Frame> Channel::Call(Type type, std::string_view payload) {
   return f;
 }
 
-Result<void> Channel::ReadFileTo(std::string_view path, const ByteSink& sink) {
+Result<void> Channel::Download(Type type, std::string_view path, const ByteSink& sink,
+                               std::string_view op, std::string_view what) {
   StreamGuard s(this, AGVISOR_TRY(NewStream()), &Channel::Forget);
-  auto r = Send(Type::kFileRead, s->id, proto::PathRequest{std::string(path)}.Encode());
-  if (r.ok()) r = ReceiveAll(*s, sink, "read file");
-  if (!r.ok()) return WithPath(r.error(), "read file", path);
+  auto r = Send(type, s->id, proto::PathRequest{std::string(path)}.Encode());
+  if (r.ok()) r = ReceiveAll(*s, sink, what);
+  if (!r.ok()) return WithPath(r.error(), op, path);
   return Ok();
+}
+
+Result<void> Channel::ReadFileTo(std::string_view path, const ByteSink& sink) {
+  return Download(Type::kFileRead, path, sink, "read file", "read file");
 }
 
 Result<std::string> Channel::ReadFile(std::string_view path) {
@@ -854,11 +859,7 @@ Result<void> Channel::Remove(std::string_view path, bool recursive) {
 }
 
 Result<void> Channel::TarRead(std::string_view path, const ByteSink& sink) {
-  StreamGuard s(this, AGVISOR_TRY(NewStream()), &Channel::Forget);
-  auto r = Send(Type::kTarRead, s->id, proto::PathRequest{std::string(path)}.Encode());
-  if (r.ok()) r = ReceiveAll(*s, sink, "tar read");
-  if (!r.ok()) return WithPath(r.error(), "download", path);
-  return Ok();
+  return Download(Type::kTarRead, path, sink, "download", "tar read");
 }
 
 Result<void> Channel::TarWrite(std::string_view dir, const ByteSource& source) {

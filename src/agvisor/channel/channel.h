@@ -273,6 +273,10 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // object" as context; `what` names the operation when the answer is another frame.
   Result<void> Upload(proto::Type type, std::string_view payload, const ByteSource& source,
                       std::string_view op, std::string_view object, std::string_view what);
+  // Sends the request (`type`, one path) and hands `sink` the DATA frames that answer it, to
+  // the END. Errors carry "op path" as context; `what` names the operation as in Upload.
+  Result<void> Download(proto::Type type, std::string_view path, const ByteSink& sink,
+                        std::string_view op, std::string_view what);
   Result<void> ReceiveAll(StreamState& s, const ByteSink& sink, std::string_view what);
   Error Unexpected(const proto::Frame& f, std::string_view what);
   // The error an ERROR frame `f` carries; a malformed one is Unexpected (`what` as there).

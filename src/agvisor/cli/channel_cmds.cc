@@ -218,44 +218,26 @@ void AddCopy(CLI::App& app, GlobalOptions& g, int* exit_code) {
 }
 
 void AddShell(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand(
-      "shell",
+  auto command = std::make_shared<std::vector<std::string>>();
+  auto* cmd = AddSandboxCommand(
+      app, g, exit_code, "shell",
       "an interactive terminal in a running sandbox (bash if it has one, else sh; or the given "
       "command): raw mode, window size follows yours, Ctrl-C goes to the sandbox; exits with "
-      "the shell's exit code");
-  auto name = std::make_shared<std::string>();
-  auto command = std::make_shared<std::vector<std::string>>();
-  cmd->add_option("sandbox", *name, "sandbox name (or its agvisor-... container name)")->required();
+      "the shell's exit code",
+      [command](SandboxHandle& sb) { return RunShell(sb, *command); });
   cmd->add_option("command", *command, "command to run instead of the shell (after --)");
-  cmd->callback([&g, exit_code, name, command] {
-    auto sb = g.OpenSandbox(*name);
-    if (!sb.ok()) {
-      *exit_code = Fail(sb.error());
-      return;
-    }
-    *exit_code = RunShell(**sb, *command);
-  });
 }
 
 void AddPortForward(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand(
-      "port-forward",
+  auto spec = std::make_shared<std::string>();
+  auto* cmd = AddSandboxCommand(
+      app, g, exit_code, "port-forward",
       "forward 127.0.0.1:LOCAL on this machine to port REMOTE on the sandbox's loopback "
       "(through the agent: works with --network none). Runs until interrupted; prints "
-      "`forwarding 127.0.0.1:PORT -> ...` once listening (LOCAL 0 picks a free port)");
-  auto name = std::make_shared<std::string>();
-  auto spec = std::make_shared<std::string>();
-  cmd->add_option("sandbox", *name, "sandbox name (or its agvisor-... container name)")->required();
+      "`forwarding 127.0.0.1:PORT -> ...` once listening (LOCAL 0 picks a free port)",
+      [spec](SandboxHandle& sb) { return RunPortForward(sb, *spec); });
   cmd->add_option("ports", *spec, "LOCAL:REMOTE, or PORT for the same number on both sides")
       ->required();
-  cmd->callback([&g, exit_code, name, spec] {
-    auto sb = g.OpenSandbox(*name);
-    if (!sb.ok()) {
-      *exit_code = Fail(sb.error());
-      return;
-    }
-    *exit_code = RunPortForward(**sb, *spec);
-  });
 }
 
 }  // namespace agvisor::cli

@@ -35,6 +35,34 @@ int ReportError(const Error& e) {
   return ExitCodeFor(e);
 }
 
+int ReportExecError(const Error& e) {
+  const int rc = ReportError(e);
+  return rc == kExitSandboxDied || rc == kExitUsage ? rc : kExitExecFailure;
+}
+
+std::shared_ptr<std::string> AddSandboxArg(CLI::App& cmd) {
+  auto name = std::make_shared<std::string>();
+  cmd.add_option("sandbox", *name, "sandbox name (or its agvisor-... container name)")->required();
+  return name;
+}
+
+int OnSandbox(GlobalOptions& g, const std::string& name,
+              const std::function<int(SandboxHandle&)>& run) {
+  auto sb = g.OpenSandbox(name);
+  if (!sb.ok()) return ReportError(sb.error());
+  return run(**sb);
+}
+
+CLI::App* AddSandboxCommand(CLI::App& app, GlobalOptions& g, int* exit_code,
+                            const std::string& name, const std::string& help,
+                            std::function<int(SandboxHandle&)> run) {
+  auto* cmd = app.add_subcommand(name, help);
+  auto sandbox = AddSandboxArg(*cmd);
+  cmd->callback(
+      [&g, exit_code, sandbox, run = std::move(run)] { *exit_code = OnSandbox(g, *sandbox, run); });
+  return cmd;
+}
+
 Result<Listening> ListenLoopback(std::string_view what, int port, int backlog) {
   int srv = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (srv < 0) return Error::FromErrno(std::string(what) + ": socket", errno);
@@ -253,23 +281,11 @@ int RunCli(int argc, char** argv) {
   app.add_flag("--json", g.json, "machine-readable output");
   app.set_version_flag("--version", "agvisor 0.1.0");
   int exit_code = 0;
-  AddCreate(app, g, &exit_code);
-  AddRun(app, g, &exit_code);
-  AddExec(app, g, &exit_code);
-  AddPs(app, g, &exit_code);
-  AddAttach(app, g, &exit_code);
-  AddKill(app, g, &exit_code);
-  AddShell(app, g, &exit_code);
-  AddCopy(app, g, &exit_code);
-  AddPortForward(app, g, &exit_code);
-  AddDesktop(app, g, &exit_code);
-  AddList(app, g, &exit_code);
-  AddTop(app, g, &exit_code);
-  AddEgress(app, g, &exit_code);
-  AddStop(app, g, &exit_code);
-  AddRemove(app, g, &exit_code);
-  AddImage(app, g, &exit_code);
-  AddDoctor(app, g, &exit_code);
+  for (Subcommand* add :
+       {AddCreate, AddRun, AddExec, AddPs, AddAttach, AddKill, AddShell, AddCopy, AddPortForward,
+        AddDesktop, AddList, AddTop, AddEgress, AddStop, AddRemove, AddImage, AddDoctor}) {
+    add(app, g, &exit_code);
+  }
   // Host-side commands have no agvisord equivalent: refused before they run.
   app.parse_complete_callback([&] {
     g.host_flag = app.count("--host") > 0;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -91,23 +92,27 @@ Result<Listening> ListenLoopback(std::string_view what, int port, int backlog);
 // side ends, then closes both (port-forward, desktop viewers). Blocks: run it on a thread.
 void RelayPortConnection(std::shared_ptr<ByteStream> port, int fd);
 
-// The subcommands; each registers itself and sets its callback's exit code in `*exit_code`.
-void AddCreate(CLI::App& app, GlobalOptions& g, int* exit_code);
-void AddRun(CLI::App& app, GlobalOptions& g, int* exit_code);
-void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code);
-void AddList(CLI::App& app, GlobalOptions& g, int* exit_code);
-void AddTop(CLI::App& app, GlobalOptions& g, int* exit_code);
-void AddEgress(CLI::App& app, GlobalOptions& g, int* exit_code);
-void AddStop(CLI::App& app, GlobalOptions& g, int* exit_code);
-void AddRemove(CLI::App& app, GlobalOptions& g, int* exit_code);
-void AddImage(CLI::App& app, GlobalOptions& g, int* exit_code);
-void AddDoctor(CLI::App& app, GlobalOptions& g, int* exit_code);
-void AddCopy(CLI::App& app, GlobalOptions& g, int* exit_code);
-void AddShell(CLI::App& app, GlobalOptions& g, int* exit_code);
-void AddPortForward(CLI::App& app, GlobalOptions& g, int* exit_code);
-void AddDesktop(CLI::App& app, GlobalOptions& g, int* exit_code);  // desktop_cmds.cc
-void AddPs(CLI::App& app, GlobalOptions& g, int* exit_code);
-void AddKill(CLI::App& app, GlobalOptions& g, int* exit_code);
-void AddAttach(CLI::App& app, GlobalOptions& g, int* exit_code);
+// The exit code of a command run in a sandbox that could not run or finish (exec, attach), after
+// reporting `e`: 3 when the sandbox died, 2 for a refused argument, else 125.
+int ReportExecError(const Error& e);
+
+// Adds the positional argument that names the sandbox a subcommand works on.
+std::shared_ptr<std::string> AddSandboxArg(CLI::App& cmd);
+// Opens sandbox `name` and returns what `run` returns on it: an exit code. A failure to open is
+// reported, and its exit code returned.
+int OnSandbox(GlobalOptions& g, const std::string& name,
+              const std::function<int(SandboxHandle&)>& run);
+// Adds subcommand `name` of one sandbox: its first positional argument names the sandbox, which
+// is opened when the subcommand runs and handed to `run` (as OnSandbox, `run`'s result in
+// `*exit_code`). The caller adds the subcommand's other options and arguments.
+CLI::App* AddSandboxCommand(CLI::App& app, GlobalOptions& g, int* exit_code,
+                            const std::string& name, const std::string& help,
+                            std::function<int(SandboxHandle&)> run);
+
+// A subcommand: registers itself on `app` and sets its callback's exit code in `*exit_code`.
+using Subcommand = void(CLI::App& app, GlobalOptions& g, int* exit_code);
+// The subcommands (desktop: desktop_cmds.cc).
+Subcommand AddCreate, AddRun, AddExec, AddList, AddTop, AddEgress, AddStop, AddRemove, AddImage,
+    AddDoctor, AddCopy, AddShell, AddPortForward, AddDesktop, AddPs, AddKill, AddAttach;
 
 }  // namespace agvisor::cli

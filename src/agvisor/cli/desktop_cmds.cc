@@ -84,9 +84,8 @@ void AddDesktop(CLI::App& app, GlobalOptions& g, int* exit_code) {
       "--network none) until Ctrl-C (--json: one JSON line {host, port, password, url}). "
       "Actions: password, size, screenshot FILE, move X Y, click X Y, drag X1 Y1 X2 Y2, "
       "scroll X Y DY [DX], type TEXT, key COMBO...; coordinates are pixels from the top left");
-  auto name = std::make_shared<std::string>();
+  auto name = AddSandboxArg(*cmd);
   auto port = std::make_shared<int>(0);
-  cmd->add_option("sandbox", *name, "sandbox name (or its agvisor-... container name)")->required();
   cmd->add_option("--port", *port, "local port to listen on (0 = any free port)")
       ->capture_default_str();
   cmd->callback([&g, exit_code, cmd, name, port] {

@@ -31,91 +31,65 @@ Result<int> ParseSignal(std::string s) {
   return Error::InvalidArgument("kill: unknown signal '" + s + "' (a number or e.g. TERM, KILL)");
 }
 
-Result<std::unique_ptr<SandboxHandle>> OpenNamed(const std::string& name, GlobalOptions& g) {
-  return g.OpenSandbox(name);
-}
-
 }  // namespace
 
 void AddPs(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand("ps",
-                                 "list a sandbox's background processes (exec --detach), running "
-                                 "and recently finished");
-  auto name = std::make_shared<std::string>();
-  cmd->add_option("sandbox", *name, "sandbox name (or its agvisor-... container name)")->required();
-  cmd->callback([&g, exit_code, name] {
-    auto sb = OpenNamed(*name, g);
-    if (!sb.ok()) {
-      *exit_code = ReportError(sb.error());
-      return;
-    }
-    auto list = (*sb)->ListProcesses();
-    if (!list.ok()) {
-      *exit_code = ReportError(list.error());
-      return;
-    }
-    if (g.json) {
-      boost::json::array a;
-      for (const auto& p : *list) {
-        boost::json::object o{
-            {"pid", p.pid}, {"state", p.running ? "running" : "exited"}, {"command", p.argv0}};
-        if (p.running) {
-          o["exit_code"] = nullptr;
-        } else {
-          o["exit_code"] = p.exit_code;
+  AddSandboxCommand(
+      app, g, exit_code, "ps",
+      "list a sandbox's background processes (exec --detach), running and recently finished",
+      [&g](SandboxHandle& sb) {
+        auto list = sb.ListProcesses();
+        if (!list.ok()) return ReportError(list.error());
+        if (g.json) {
+          boost::json::array a;
+          for (const auto& p : *list) {
+            boost::json::object o{
+                {"pid", p.pid}, {"state", p.running ? "running" : "exited"}, {"command", p.argv0}};
+            if (p.running) {
+              o["exit_code"] = nullptr;
+            } else {
+              o["exit_code"] = p.exit_code;
+            }
+            a.push_back(std::move(o));
+          }
+          std::cout << boost::json::serialize(a) << "\n";
+          return kExitOk;
         }
-        a.push_back(std::move(o));
-      }
-      std::cout << boost::json::serialize(a) << "\n";
-      return;
-    }
-    std::printf("%-8s %-8s %-5s %s\n", "PID", "STATE", "EXIT", "COMMAND");
-    for (const auto& p : *list) {
-      std::string exit = p.running ? "-" : std::to_string(p.exit_code);
-      std::printf("%-8u %-8s %-5s %s\n", p.pid, p.running ? "running" : "exited", exit.c_str(),
-                  p.argv0.c_str());
-    }
-  });
+        std::printf("%-8s %-8s %-5s %s\n", "PID", "STATE", "EXIT", "COMMAND");
+        for (const auto& p : *list) {
+          std::string exit = p.running ? "-" : std::to_string(p.exit_code);
+          std::printf("%-8u %-8s %-5s %s\n", p.pid, p.running ? "running" : "exited", exit.c_str(),
+                      p.argv0.c_str());
+        }
+        return kExitOk;
+      });
 }
 
 void AddAttach(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand("attach",
-                                 "show a background process's kept output (its last 1 MiB), then "
-                                 "its live output; exits with the process's exit code. Ctrl-C "
-                                 "detaches (the process keeps running)");
-  auto name = std::make_shared<std::string>();
   auto pid = std::make_shared<std::uint32_t>(0);
-  cmd->add_option("sandbox", *name, "sandbox name (or its agvisor-... container name)")->required();
+  auto* cmd = AddSandboxCommand(
+      app, g, exit_code, "attach",
+      "show a background process's kept output (its last 1 MiB), then its live output; exits "
+      "with the process's exit code. Ctrl-C detaches (the process keeps running)",
+      [pid](SandboxHandle& sb) {
+        channel::ExecCallbacks cb;
+        cb.on_stdout = [](std::string_view b) { WriteAll(1, b); };
+        cb.on_stderr = [](std::string_view b) { WriteAll(2, b); };
+        auto exit = sb.AttachProcess(*pid, cb);
+        return exit.ok() ? exit->exit_code : ReportExecError(exit.error());
+      });
   cmd->add_option("pid", *pid, "the pid `exec --detach` printed (see ps)")->required();
-  cmd->callback([&g, exit_code, name, pid] {
-    auto sb = OpenNamed(*name, g);
-    if (!sb.ok()) {
-      *exit_code = ReportError(sb.error());
-      return;
-    }
-    channel::ExecCallbacks cb;
-    cb.on_stdout = [](std::string_view b) { WriteAll(1, b); };
-    cb.on_stderr = [](std::string_view b) { WriteAll(2, b); };
-    auto exit = (*sb)->AttachProcess(*pid, cb);
-    if (!exit.ok()) {
-      int rc = ReportError(exit.error());
-      *exit_code = rc == kExitSandboxDied || rc == kExitUsage ? rc : kExitExecFailure;
-      return;
-    }
-    *exit_code = exit->exit_code;
-  });
 }
 
 void AddKill(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto* cmd = app.add_subcommand("kill",
                                  "send a signal (default TERM) to a background process's process "
                                  "group");
-  auto name = std::make_shared<std::string>();
   auto pid = std::make_shared<std::uint32_t>(0);
   auto signal = std::make_shared<std::string>("TERM");
   cmd->add_option("-s,--signal", *signal, "signal name or number, e.g. TERM, KILL, INT, 9")
       ->capture_default_str();
-  cmd->add_option("sandbox", *name, "sandbox name (or its agvisor-... container name)")->required();
+  auto name = AddSandboxArg(*cmd);
   cmd->add_option("pid", *pid, "the pid `exec --detach` printed (see ps)")->required();
   cmd->callback([&g, exit_code, name, pid, signal] {
     auto sig = ParseSignal(*signal);
@@ -123,12 +97,10 @@ void AddKill(CLI::App& app, GlobalOptions& g, int* exit_code) {
       *exit_code = ReportError(sig.error());
       return;
     }
-    auto sb = OpenNamed(*name, g);
-    if (!sb.ok()) {
-      *exit_code = ReportError(sb.error());
-      return;
-    }
-    if (auto r = (*sb)->Signal(*pid, *sig); !r.ok()) *exit_code = ReportError(r.error());
+    *exit_code = OnSandbox(g, *name, [&](SandboxHandle& sb) {
+      auto r = sb.Signal(*pid, *sig);
+      return r.ok() ? kExitOk : ReportError(r.error());
+    });
   });
 }
 

@@ -188,8 +188,7 @@ void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto* cmd = app.add_subcommand("exec",
                                  "run a command in a running sandbox, with live output; "
                                  "exits with the command's exit code");
-  auto name = std::make_shared<std::string>();
-  cmd->add_option("sandbox", *name, "sandbox name (or its agvisor-... container name)")->required();
+  auto name = AddSandboxArg(*cmd);
   auto flags = std::make_shared<ExecFlags>();
   flags->Add(*cmd);
   auto detach = std::make_shared<bool>(false);
@@ -201,37 +200,25 @@ void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code) {
       *exit_code = ReportError(Error::InvalidArgument("exec: --detach and --stdin do not mix"));
       return;
     }
-    auto sb = g.OpenSandbox(*name);
-    if (!sb.ok()) {
-      *exit_code = ReportError(sb.error());
-      return;
-    }
-    if (*detach) {
-      BackgroundOptions o;
-      if (cmd->count("--timeout") > 0) o.timeout = flags->timeout;
-      o.env = flags->env;
-      o.cwd = flags->cwd;
-      o.user = flags->user;
-      auto pid = (*sb)->StartBackground(CommandArgv(flags->command), o);
-      if (!pid.ok()) {
-        int rc = ReportError(pid.error());
-        *exit_code = rc == kExitSandboxDied || rc == kExitUsage ? rc : kExitExecFailure;
-        return;
+    *exit_code = OnSandbox(g, *name, [&](SandboxHandle& sb) {
+      if (*detach) {
+        BackgroundOptions o;
+        if (cmd->count("--timeout") > 0) o.timeout = flags->timeout;
+        o.env = flags->env;
+        o.cwd = flags->cwd;
+        o.user = flags->user;
+        auto pid = sb.StartBackground(CommandArgv(flags->command), o);
+        if (!pid.ok()) return ReportExecError(pid.error());
+        if (g.json) {
+          std::cout << boost::json::serialize(boost::json::object{{"pid", *pid}}) << "\n";
+        } else {
+          std::cout << *pid << "\n";
+        }
+        return kExitOk;
       }
-      if (g.json) {
-        std::cout << boost::json::serialize(boost::json::object{{"pid", *pid}}) << "\n";
-      } else {
-        std::cout << *pid << "\n";
-      }
-      return;
-    }
-    auto r = RunIn(**sb, *flags);
-    if (!r.ok()) {
-      int rc = ReportError(r.error());
-      *exit_code = rc == kExitSandboxDied || rc == kExitUsage ? rc : kExitExecFailure;
-      return;
-    }
-    *exit_code = r->exit_code;
+      auto r = RunIn(sb, *flags);
+      return r.ok() ? r->exit_code : ReportExecError(r.error());
+    });
   });
 }
 

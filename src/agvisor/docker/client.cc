@@ -93,6 +93,18 @@ Result<void> ExecStream::CloseStdin() {
   return Ok();
 }
 
+Result<std::size_t> ExecStream::AfterRead(Result<std::size_t> n) {
+  if (!n.ok()) return n.error().WithContext("docker read output of " + what_);
+  if (*n == 0) {
+    eof_ = true;
+    if (!tty_) {
+      auto f = demux_.Finish();
+      if (!f.ok()) return f.error().WithContext("docker read output of " + what_);
+    }
+  }
+  return n;
+}
+
 Result<std::optional<StreamPiece>> ExecStream::ReadUntil(
     std::chrono::steady_clock::time_point deadline) {
   std::string buf;
@@ -107,17 +119,10 @@ Result<std::optional<StreamPiece>> ExecStream::ReadUntil(
     }
     if (eof_) return std::optional<StreamPiece>();
     buf.resize(kReadChunk);
-    auto n = raw_->ReadUntil(std::span<char>(buf.data(), buf.size()), deadline);
-    if (!n.ok()) return n.error().WithContext("docker read output of " + what_);
-    if (*n == 0) {
-      eof_ = true;
-      if (!tty_) {
-        auto f = demux_.Finish();
-        if (!f.ok()) return f.error().WithContext("docker read output of " + what_);
-      }
-      continue;
-    }
-    buf.resize(*n);
+    const std::size_t n =
+        AGVISOR_TRY(AfterRead(raw_->ReadUntil(std::span<char>(buf.data(), buf.size()), deadline)));
+    if (n == 0) continue;
+    buf.resize(n);
     if (tty_) return std::optional<StreamPiece>(StreamPiece{StreamKind::kStdout, std::move(buf)});
     auto fed = demux_.Feed(buf, [this](StreamKind kind, std::string_view bytes) {
       // Adjacent pieces of one stream are merged: fewer, larger pieces for the caller.
@@ -135,22 +140,13 @@ Result<std::size_t> ExecStream::ReadStdout(std::span<char> buf,
                                            const std::function<void(std::string_view)>& on_stderr) {
   for (;;) {
     if (eof_) return std::size_t{0};
-    auto n = raw_->Read(buf);
-    if (!n.ok()) return n.error().WithContext("docker read output of " + what_);
-    if (*n == 0) {
-      eof_ = true;
-      if (!tty_) {
-        auto f = demux_.Finish();
-        if (!f.ok()) return f.error().WithContext("docker read output of " + what_);
-      }
-      return std::size_t{0};
-    }
-    if (tty_) return *n;
+    const std::size_t n = AGVISOR_TRY(AfterRead(raw_->Read(buf)));
+    if (n == 0 || tty_) return n;
     // Payload pieces are views into `buf` at or after the write position, so moving each stdout
     // piece down to the write position compacts the stream in place.
     std::size_t out = 0;
     auto fed =
-        demux_.Feed(std::string_view(buf.data(), *n), [&](StreamKind kind, std::string_view bytes) {
+        demux_.Feed(std::string_view(buf.data(), n), [&](StreamKind kind, std::string_view bytes) {
           if (kind == StreamKind::kStdout) {
             std::memmove(buf.data() + out, bytes.data(), bytes.size());
             out += bytes.size();
@@ -232,22 +228,51 @@ Result<http::Response> Client::Call(http::Request request, std::string_view oper
   return std::move(*resp);
 }
 
-// ---- System ----
+template <typename T>
+Result<T> Client::Get(std::string target, std::string_view operation, std::string_view object,
+                      Result<T> (*decode)(std::string_view body)) {
+  auto resp = AGVISOR_TRY(Call({.method = "GET", .target = std::move(target)}, operation, object));
+  return decode(resp.body);
+}
 
-Result<void> Client::Ping() {
-  AGVISOR_TRY(Call({.method = "GET", .target = "/_ping"}, "ping", endpoint().ToString()));
+template <typename T>
+Result<T> Client::PostJson(std::string target, std::string body, std::string_view operation,
+                           std::string_view object, Result<T> (*decode)(std::string_view body)) {
+  http::Request req{.method = "POST",
+                    .target = std::move(target),
+                    .body = std::move(body),
+                    .content_type = "application/json"};
+  auto resp = AGVISOR_TRY(Call(std::move(req), operation, object));
+  return decode(resp.body);
+}
+
+Result<void> Client::Send(std::string method, std::string target, std::string_view operation,
+                          std::string_view object, std::initializer_list<int> ok) {
+  AGVISOR_TRY(
+      Call({.method = std::move(method), .target = std::move(target)}, operation, object, ok));
   return Ok();
 }
 
-Result<VersionInfo> Client::Version() {
-  auto resp = AGVISOR_TRY(Call({.method = "GET", .target = "/version"}, "version", ""));
-  return DecodeVersion(resp.body);
+Result<http::Response> Client::SendTar(std::string method, std::string target,
+                                       const http::BodySource& source, std::string_view operation,
+                                       std::string_view object) {
+  http::Request req{.method = std::move(method),
+                    .target = Path(target),
+                    .content_type = "application/x-tar",
+                    .timeout = kLongOperationTimeout};
+  auto resp = http_->SendStreamingBody(req, source);
+  if (!resp.ok()) return TransportError(resp.error(), operation, object);
+  if (resp->status >= 400) return DecodeDaemonError(resp->status, resp->body, operation, object);
+  return std::move(*resp);
 }
 
-Result<SystemInfo> Client::Info() {
-  auto resp = AGVISOR_TRY(Call({.method = "GET", .target = "/info"}, "info", ""));
-  return DecodeInfo(resp.body);
-}
+// ---- System ----
+
+Result<void> Client::Ping() { return Send("GET", "/_ping", "ping", endpoint().ToString()); }
+
+Result<VersionInfo> Client::Version() { return Get("/version", "version", "", DecodeVersion); }
+
+Result<SystemInfo> Client::Info() { return Get("/info", "info", "", DecodeInfo); }
 
 // ---- Containers ----
 
@@ -256,34 +281,27 @@ Result<std::string> Client::CreateContainer(const ContainerConfig& config, std::
   if (!name.empty()) AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(name));
   auto body = EncodeContainerCreate(config, api_version_);
   if (!body.ok()) return body.error().WithContext("docker create container " + object);
-  http::Request req{.method = "POST", .target = "/containers/create"};
-  if (!name.empty()) req.target += BuildQuery({{"name", std::string(name)}});
-  req.body = std::move(*body);
-  req.content_type = "application/json";
-  auto resp = AGVISOR_TRY(Call(std::move(req), "create container", object));
-  return DecodeIdResponse(resp.body);
+  return PostJson(
+      "/containers/create" + (name.empty() ? "" : BuildQuery({{"name", std::string(name)}})),
+      std::move(*body), "create container", object, DecodeIdResponse);
 }
 
 Result<void> Client::StartContainer(std::string_view container) {
   AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
-  http::Request req{.method = "POST", .target = "/containers/" + std::string(container) + "/start"};
-  AGVISOR_TRY(Call(std::move(req), "start container", container, {204, 304}));
-  return Ok();
+  return Send("POST", "/containers/" + std::string(container) + "/start", "start container",
+              container, {204, 304});
 }
 
 Result<ContainerInfo> Client::InspectContainer(std::string_view container) {
   AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
-  http::Request req{.method = "GET", .target = "/containers/" + std::string(container) + "/json"};
-  auto resp = AGVISOR_TRY(Call(std::move(req), "inspect container", container));
-  return DecodeContainerInspect(resp.body);
+  return Get("/containers/" + std::string(container) + "/json", "inspect container", container,
+             DecodeContainerInspect);
 }
 
 Result<ContainerStats> Client::GetContainerStats(std::string_view container) {
   AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
-  http::Request req{.method = "GET",
-                    .target = "/containers/" + std::string(container) + "/stats?stream=false"};
-  auto resp = AGVISOR_TRY(Call(std::move(req), "stats of container", container));
-  return DecodeContainerStats(resp.body);
+  return Get("/containers/" + std::string(container) + "/stats?stream=false", "stats of container",
+             container, DecodeContainerStats);
 }
 
 Result<int> Client::WaitContainer(std::string_view container, std::string_view condition,
@@ -305,11 +323,10 @@ Result<int> Client::WaitContainer(std::string_view container, std::string_view c
 Result<void> Client::KillContainer(std::string_view container, std::string_view signal) {
   AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
   AGVISOR_RETURN_IF_ERROR(ValidateSignal(signal));
-  http::Request req{.method = "POST",
-                    .target = "/containers/" + std::string(container) + "/kill" +
-                              BuildQuery({{"signal", std::string(signal)}})};
-  AGVISOR_TRY(Call(std::move(req), "kill container", container));
-  return Ok();
+  return Send("POST",
+              "/containers/" + std::string(container) + "/kill" +
+                  BuildQuery({{"signal", std::string(signal)}}),
+              "kill container", container);
 }
 
 Result<void> Client::StopContainer(std::string_view container, int timeout_s) {
@@ -329,31 +346,25 @@ Result<void> Client::StopContainer(std::string_view container, int timeout_s) {
 
 Result<void> Client::RemoveContainer(std::string_view container, bool force, bool remove_volumes) {
   AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
-  http::Request req{
-      .method = "DELETE",
-      .target = "/containers/" + std::string(container) +
-                BuildQuery({{"force", force ? "1" : "0"}, {"v", remove_volumes ? "1" : "0"}})};
-  AGVISOR_TRY(Call(std::move(req), "remove container", container));
-  return Ok();
+  return Send("DELETE",
+              "/containers/" + std::string(container) +
+                  BuildQuery({{"force", force ? "1" : "0"}, {"v", remove_volumes ? "1" : "0"}}),
+              "remove container", container);
 }
 
 Result<std::vector<ContainerSummary>> Client::ListContainers(
     bool all, const std::vector<std::string>& label_filters) {
-  http::Request req{
-      .method = "GET",
-      .target = "/containers/json" + ListQuery({{"all", all ? "1" : "0"}}, label_filters)};
-  auto resp = AGVISOR_TRY(Call(std::move(req), "list containers", ""));
-  return DecodeContainerList(resp.body);
+  return Get("/containers/json" + ListQuery({{"all", all ? "1" : "0"}}, label_filters),
+             "list containers", "", DecodeContainerList);
 }
 
 Result<void> Client::RenameContainer(std::string_view container, std::string_view new_name) {
   AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
   AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(new_name, "new container"));
-  http::Request req{.method = "POST",
-                    .target = "/containers/" + std::string(container) + "/rename" +
-                              BuildQuery({{"name", std::string(new_name)}})};
-  AGVISOR_TRY(Call(std::move(req), "rename container", container));
-  return Ok();
+  return Send("POST",
+              "/containers/" + std::string(container) + "/rename" +
+                  BuildQuery({{"name", std::string(new_name)}}),
+              "rename container", container);
 }
 
 Result<void> Client::PutArchive(std::string_view container, std::string_view path,
@@ -375,16 +386,10 @@ Result<void> Client::PutArchiveStream(std::string_view container, std::string_vi
   AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
   AGVISOR_RETURN_IF_ERROR(ValidateContainerPath(path));
   const std::string object = std::string(container) + ":" + std::string(path);
-  http::Request req{.method = "PUT",
-                    .target = Path("/containers/" + std::string(container) + "/archive" +
-                                   BuildQuery({{"path", std::string(path)}}))};
-  req.content_type = "application/x-tar";
-  req.timeout = kLongOperationTimeout;
-  auto resp = http_->SendStreamingBody(req, source);
-  if (!resp.ok()) return TransportError(resp.error(), "put archive into container", object);
-  if (resp->status >= 400) {
-    return DecodeDaemonError(resp->status, resp->body, "put archive into container", object);
-  }
+  AGVISOR_TRY(SendTar("PUT",
+                      "/containers/" + std::string(container) + "/archive" +
+                          BuildQuery({{"path", std::string(path)}}),
+                      source, "put archive into container", object));
   return Ok();
 }
 
@@ -414,11 +419,8 @@ Result<std::string> Client::CreateExec(std::string_view container, const ExecCon
   auto body = EncodeExecCreate(config);
   if (!body.ok())
     return body.error().WithContext("docker create exec in " + std::string(container));
-  http::Request req{.method = "POST", .target = "/containers/" + std::string(container) + "/exec"};
-  req.body = std::move(*body);
-  req.content_type = "application/json";
-  auto resp = AGVISOR_TRY(Call(std::move(req), "create exec in container", container));
-  return DecodeIdResponse(resp.body);
+  return PostJson("/containers/" + std::string(container) + "/exec", std::move(*body),
+                  "create exec in container", container, DecodeIdResponse);
 }
 
 Result<std::unique_ptr<ExecStream>> Client::StartExec(std::string_view exec_id, bool tty) {
@@ -457,9 +459,7 @@ Result<std::unique_ptr<ExecStream>> Client::AttachContainer(std::string_view con
 
 Result<ExecInfo> Client::InspectExec(std::string_view exec_id) {
   AGVISOR_RETURN_IF_ERROR(ValidateExecId(exec_id));
-  http::Request req{.method = "GET", .target = "/exec/" + std::string(exec_id) + "/json"};
-  auto resp = AGVISOR_TRY(Call(std::move(req), "inspect exec", exec_id));
-  return DecodeExecInspect(resp.body);
+  return Get("/exec/" + std::string(exec_id) + "/json", "inspect exec", exec_id, DecodeExecInspect);
 }
 
 Result<void> Client::ResizeExec(std::string_view exec_id, int rows, int cols) {
@@ -468,12 +468,10 @@ Result<void> Client::ResizeExec(std::string_view exec_id, int rows, int cols) {
     return Error::InvalidArgument("docker resize exec " + std::string(exec_id) +
                                   ": rows and cols must be > 0");
   }
-  http::Request req{
-      .method = "POST",
-      .target = "/exec/" + std::string(exec_id) + "/resize" +
-                BuildQuery({{"h", std::to_string(rows)}, {"w", std::to_string(cols)}})};
-  AGVISOR_TRY(Call(std::move(req), "resize exec", exec_id));
-  return Ok();
+  return Send("POST",
+              "/exec/" + std::string(exec_id) + "/resize" +
+                  BuildQuery({{"h", std::to_string(rows)}, {"w", std::to_string(cols)}}),
+              "resize exec", exec_id);
 }
 
 Result<ExecOutput> Client::RunExec(std::string_view container, ExecConfig config,
@@ -563,32 +561,23 @@ Result<std::string> Client::CreateNetwork(const NetworkConfig& config) {
     return Error::InvalidArgument("network " + config.name + ": bridge name '" +
                                   config.bridge_name + "' is longer than 15 characters");
   }
-  http::Request req{.method = "POST", .target = "/networks/create"};
-  req.body = EncodeNetworkCreate(config);
-  req.content_type = "application/json";
-  auto resp = AGVISOR_TRY(Call(std::move(req), "create network", config.name));
-  return DecodeIdResponse(resp.body);
+  return PostJson("/networks/create", EncodeNetworkCreate(config), "create network", config.name,
+                  DecodeIdResponse);
 }
 
 Result<NetworkInfo> Client::InspectNetwork(std::string_view network) {
   AGVISOR_RETURN_IF_ERROR(ValidateVolumeName(network));
-  http::Request req{.method = "GET", .target = "/networks/" + std::string(network)};
-  auto resp = AGVISOR_TRY(Call(std::move(req), "inspect network", network));
-  return DecodeNetwork(resp.body);
+  return Get("/networks/" + std::string(network), "inspect network", network, DecodeNetwork);
 }
 
 Result<std::vector<NetworkInfo>> Client::ListNetworks(
     const std::vector<std::string>& label_filters) {
-  http::Request req{.method = "GET", .target = "/networks" + ListQuery({}, label_filters)};
-  auto resp = AGVISOR_TRY(Call(std::move(req), "list networks", ""));
-  return DecodeNetworkList(resp.body);
+  return Get("/networks" + ListQuery({}, label_filters), "list networks", "", DecodeNetworkList);
 }
 
 Result<void> Client::RemoveNetwork(std::string_view network) {
   AGVISOR_RETURN_IF_ERROR(ValidateVolumeName(network));
-  http::Request req{.method = "DELETE", .target = "/networks/" + std::string(network)};
-  AGVISOR_TRY(Call(std::move(req), "remove network", network));
-  return Ok();
+  return Send("DELETE", "/networks/" + std::string(network), "remove network", network);
 }
 
 // ---- Volumes ----
@@ -596,33 +585,24 @@ Result<void> Client::RemoveNetwork(std::string_view network) {
 Result<VolumeInfo> Client::CreateVolume(std::string_view name,
                                         const std::map<std::string, std::string>& labels) {
   AGVISOR_RETURN_IF_ERROR(ValidateVolumeName(name));
-  http::Request req{.method = "POST", .target = "/volumes/create"};
-  req.body = EncodeVolumeCreate(name, labels);
-  req.content_type = "application/json";
-  auto resp = AGVISOR_TRY(Call(std::move(req), "create volume", name));
-  return DecodeVolume(resp.body);
+  return PostJson("/volumes/create", EncodeVolumeCreate(name, labels), "create volume", name,
+                  DecodeVolume);
 }
 
 Result<VolumeInfo> Client::InspectVolume(std::string_view name) {
   AGVISOR_RETURN_IF_ERROR(ValidateVolumeName(name));
-  http::Request req{.method = "GET", .target = "/volumes/" + std::string(name)};
-  auto resp = AGVISOR_TRY(Call(std::move(req), "inspect volume", name));
-  return DecodeVolume(resp.body);
+  return Get("/volumes/" + std::string(name), "inspect volume", name, DecodeVolume);
 }
 
 Result<void> Client::RemoveVolume(std::string_view name, bool force) {
   AGVISOR_RETURN_IF_ERROR(ValidateVolumeName(name));
-  http::Request req{
-      .method = "DELETE",
-      .target = "/volumes/" + std::string(name) + BuildQuery({{"force", force ? "1" : "0"}})};
-  AGVISOR_TRY(Call(std::move(req), "remove volume", name));
-  return Ok();
+  return Send("DELETE",
+              "/volumes/" + std::string(name) + BuildQuery({{"force", force ? "1" : "0"}}),
+              "remove volume", name);
 }
 
 Result<std::vector<VolumeInfo>> Client::ListVolumes(const std::vector<std::string>& label_filters) {
-  http::Request req{.method = "GET", .target = "/volumes" + ListQuery({}, label_filters)};
-  auto resp = AGVISOR_TRY(Call(std::move(req), "list volumes", ""));
-  return DecodeVolumeList(resp.body);
+  return Get("/volumes" + ListQuery({}, label_filters), "list volumes", "", DecodeVolumeList);
 }
 
 Result<std::vector<std::string>> Client::ContainerEventActions(std::string_view container,
@@ -634,21 +614,17 @@ Result<std::vector<std::string>> Client::ContainerEventActions(std::string_view 
     return std::string(buf);
   };
   const std::string filters = "{\"container\":[\"" + std::string(container) + "\"]}";
-  http::Request req{.method = "GET",
-                    .target = "/events" + BuildQuery({{"since", stamp(since)},
-                                                      {"until", stamp(until)},
-                                                      {"filters", filters}})};
-  auto resp = AGVISOR_TRY(Call(std::move(req), "list events of", container));
-  return DecodeEventActions(resp.body);
+  return Get(
+      "/events" +
+          BuildQuery({{"since", stamp(since)}, {"until", stamp(until)}, {"filters", filters}}),
+      "list events of", container, DecodeEventActions);
 }
 
 // ---- Images ----
 
 Result<std::vector<ImageSummary>> Client::ListImages(
     const std::vector<std::string>& label_filters) {
-  http::Request req{.method = "GET", .target = "/images/json" + ListQuery({}, label_filters)};
-  auto resp = AGVISOR_TRY(Call(std::move(req), "list images", ""));
-  return DecodeImageList(resp.body);
+  return Get("/images/json" + ListQuery({}, label_filters), "list images", "", DecodeImageList);
 }
 
 Result<std::string> Client::CommitContainer(std::string_view container, std::string_view repo,
@@ -672,9 +648,7 @@ Result<std::string> Client::CommitContainer(std::string_view container, std::str
 
 Result<ImageInfo> Client::InspectImage(std::string_view image) {
   AGVISOR_RETURN_IF_ERROR(ValidateImageRef(image));
-  http::Request req{.method = "GET", .target = "/images/" + std::string(image) + "/json"};
-  auto resp = AGVISOR_TRY(Call(std::move(req), "inspect image", image));
-  return DecodeImageInspect(resp.body);
+  return Get("/images/" + std::string(image) + "/json", "inspect image", image, DecodeImageInspect);
 }
 
 Result<std::string> Client::ImportImage(std::string_view repo, std::string_view tag,
@@ -683,22 +657,16 @@ Result<std::string> Client::ImportImage(std::string_view repo, std::string_view 
   AGVISOR_RETURN_IF_ERROR(ValidateImageRef(repo));
   AGVISOR_RETURN_IF_ERROR(ValidateTag(tag));
   const std::string object = std::string(repo) + ":" + std::string(tag);
-  http::Request req{.method = "POST",
-                    .target = Path("/images/create" + BuildQuery({{"fromSrc", "-"},
-                                                                  {"repo", std::string(repo)},
-                                                                  {"tag", std::string(tag)}}))};
-  req.content_type = "application/x-tar";
-  req.timeout = kLongOperationTimeout;
-  auto resp = http_->SendStreamingBody(req, tar);
-  if (!resp.ok()) return TransportError(resp.error(), "import image", object);
-  if (resp->status >= 400) {
-    return DecodeDaemonError(resp->status, resp->body, "import image", object);
-  }
+  auto resp = AGVISOR_TRY(SendTar(
+      "POST",
+      "/images/create" +
+          BuildQuery({{"fromSrc", "-"}, {"repo", std::string(repo)}, {"tag", std::string(tag)}}),
+      tar, "import image", object));
   ProgressDecoder decoder("import image", object);
   auto on = [&progress](const ProgressMessage& m) {
     if (progress) progress(FormatProgress(m));
   };
-  AGVISOR_RETURN_IF_ERROR(decoder.Feed(resp->body, on));
+  AGVISOR_RETURN_IF_ERROR(decoder.Feed(resp.body, on));
   AGVISOR_RETURN_IF_ERROR(decoder.Finish(on));
   if (decoder.last_status().rfind("sha256:", 0) == 0) return decoder.last_status();
   // Older daemons may report something else last: ask for the id.
@@ -742,11 +710,9 @@ Result<void> Client::PullImage(std::string_view ref, const ProgressCallback& pro
 
 Result<void> Client::RemoveImage(std::string_view image, bool force) {
   AGVISOR_RETURN_IF_ERROR(ValidateImageRef(image));
-  http::Request req{
-      .method = "DELETE",
-      .target = "/images/" + std::string(image) + BuildQuery({{"force", force ? "1" : "0"}})};
-  AGVISOR_TRY(Call(std::move(req), "remove image", image));
-  return Ok();
+  return Send("DELETE",
+              "/images/" + std::string(image) + BuildQuery({{"force", force ? "1" : "0"}}),
+              "remove image", image);
 }
 
 }  // namespace agvisor::docker

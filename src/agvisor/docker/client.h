@@ -89,6 +89,10 @@ class ExecStream {
   void Close();
 
  private:
+  // The result of one read of the raw stream, errors in context; at its end (0) marks eof_ and
+  // checks that the demuxer ended on a frame boundary.
+  Result<std::size_t> AfterRead(Result<std::size_t> n);
+
   std::unique_ptr<http::RawStream> raw_;
   bool tty_;
   std::string exec_id_;
@@ -238,6 +242,22 @@ class Client {
   // decoded into the daemon's error for `operation object`.
   Result<http::Response> Call(http::Request request, std::string_view operation,
                               std::string_view object, std::initializer_list<int> ok = {});
+  // GETs `target` (as Call) and decodes the answer's body with `decode`.
+  template <typename T>
+  Result<T> Get(std::string target, std::string_view operation, std::string_view object,
+                Result<T> (*decode)(std::string_view body));
+  // POSTs the JSON `body` to `target` (as Call) and decodes the answer's body with `decode`.
+  template <typename T>
+  Result<T> PostJson(std::string target, std::string body, std::string_view operation,
+                     std::string_view object, Result<T> (*decode)(std::string_view body));
+  // Sends `method target` without a body (as Call); the answer's body is not needed.
+  Result<void> Send(std::string method, std::string target, std::string_view operation,
+                    std::string_view object, std::initializer_list<int> ok = {});
+  // Sends the tar that `source` makes as the body of `method target` (target as for Call), with
+  // the timeout of a long operation; errors as Call.
+  Result<http::Response> SendTar(std::string method, std::string target,
+                                 const http::BodySource& source, std::string_view operation,
+                                 std::string_view object);
   std::string Path(std::string_view path) const;
 
   std::shared_ptr<http::Client> http_;

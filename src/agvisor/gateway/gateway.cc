@@ -25,7 +25,7 @@ std::string ShortReason(std::string_view reason) {
 // Closes the viewer's socket if the handshake is not over by the deadline.
 class Watchdog {
  public:
-  Watchdog(ViewerSocket& socket, std::chrono::seconds timeout)
+  Watchdog(http::WebSocket& socket, std::chrono::seconds timeout)
       : thread_([this, &socket, timeout] {
           std::unique_lock lock(mu_);
           if (!cv_.wait_for(lock, timeout, [this] { return done_; })) {
@@ -95,7 +95,7 @@ Result<std::shared_ptr<Sandbox>> Gateway::OpenSandbox(const desktop::VncTarget& 
   return sb;
 }
 
-SessionEnd Gateway::Serve(const ViewerRequest& request, ViewerSocket& socket) {
+SessionEnd Gateway::Serve(const ViewerRequest& request, http::WebSocket& socket) {
   SessionEnd end;
   auto finish = [&](int code, std::string reason) {
     end.close_code = code;

@@ -32,6 +32,7 @@
 
 #include "agvisor/base/error.h"
 #include "agvisor/desktop/token.h"
+#include "agvisor/http/websocket.h"
 
 namespace agvisor {
 class Sandbox;
@@ -48,25 +49,6 @@ inline constexpr int kCloseSandboxUnavailable = 4004;  // no such sandbox, no de
 inline constexpr int kCloseSandboxEnded = 4005;    // the sandbox or its desktop ended mid-session
 inline constexpr int kCloseViewerProtocol = 4006;  // the browser did not speak RFB / no token
 inline constexpr int kCloseInternal = 1011;
-
-// One message of a WebSocket.
-struct ViewerMessage {
-  bool binary = false;
-  std::string data;
-};
-
-// What the gateway needs of a viewer's accepted WebSocket; agvisord and the listener adapt
-// theirs. Send and Receive are called from two threads at once (one each); Close from either.
-class ViewerSocket {
- public:
-  virtual ~ViewerSocket() = default;
-  // Errors: kUnavailable (closed or broken).
-  virtual Result<void> Send(std::string_view data, bool binary) = 0;
-  // The next message; nullopt once the peer closed. Errors: kUnavailable, kTimeout.
-  virtual Result<std::optional<ViewerMessage>> Receive() = 0;
-  // Sends a close frame with `code` and `reason` (at most 123 bytes) and ends. Idempotent.
-  virtual void Close(int code, std::string_view reason) = 0;
-};
 
 struct GatewayOptions {
   desktop::TokenKey key;
@@ -102,7 +84,7 @@ class Gateway {
   // Serves one viewer until its session ends and returns how it ended; `socket` is closed with
   // that code and reason. Blocks (one extra thread relays the viewer's input). Thread-safe: call
   // it from one thread per viewer.
-  SessionEnd Serve(const ViewerRequest& request, ViewerSocket& socket);
+  SessionEnd Serve(const ViewerRequest& request, http::WebSocket& socket);
 
   // Whether `origin` may open desktops (exposed for the tests and the daemon's logs).
   bool OriginAllowed(std::string_view origin) const;

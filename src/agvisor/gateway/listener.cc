@@ -67,7 +67,7 @@ std::string QueryParam(std::string_view target, std::string_view name) {
 
 }  // namespace
 
-struct Listener::Conn : ViewerSocket {
+struct Listener::Conn : http::WebSocket {
   net::io_context ioc;
   bws::stream<tcp::socket> ws{ioc};
   std::thread thread;
@@ -91,22 +91,22 @@ struct Listener::Conn : ViewerSocket {
     return Ok();
   }
 
-  Result<std::optional<ViewerMessage>> Receive() override {
+  Result<std::optional<http::WsMessage>> Receive() override {
     std::promise<beast::error_code> done;
     net::post(ioc, [&] {
       rbuf.clear();
       ws.async_read(rbuf, [&](beast::error_code ec, std::size_t) { done.set_value(ec); });
     });
     auto ec = done.get_future().get();
-    if (ec == bws::error::closed) return std::optional<ViewerMessage>();
+    if (ec == bws::error::closed) return std::optional<http::WsMessage>();
     if (ec) {
-      if (closed) return std::optional<ViewerMessage>();
+      if (closed) return std::optional<http::WsMessage>();
       return Error::Unavailable("viewer: receive: " + ec.message());
     }
-    ViewerMessage m;
+    http::WsMessage m;
     m.binary = ws.got_binary();
     m.data = beast::buffers_to_string(rbuf.data());
-    return std::optional<ViewerMessage>(std::move(m));
+    return std::optional<http::WsMessage>(std::move(m));
   }
 
   void Close(int code, std::string_view reason) override {

@@ -1,15 +1,36 @@
 // One message of a WebSocket, as both ends of agvisord's streams see it: the daemon's handlers
-// (server/server.h) and its client (client/agvisord_api.cc). Beast-free; the blocking calls that
-// move these messages over a Beast stream are in ws_sync.h, for .cc files.
+// (server/server.h) and its client (client/agvisord_api.cc); and an accepted WebSocket, as the
+// daemon's handlers and the desktop gateway (gateway/gateway.h) use it. Beast-free; the blocking
+// calls that move these messages over a Beast stream are in ws_sync.h, for .cc files.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
+
+#include "agvisor/base/error.h"
 
 namespace agvisor::http {
 
 struct WsMessage {
   bool binary = false;
   std::string data;
+};
+
+// An accepted WebSocket (agvisord's, the gateway's standalone listener's). Send and Receive may
+// be called from two threads at once (one sender at a time; one receiver at a time); Close from
+// any thread.
+class WebSocket {
+ public:
+  virtual ~WebSocket() = default;
+  // Sends one message; blocks until it is written. Errors: kUnavailable (the connection is
+  // closed or broke).
+  virtual Result<void> Send(std::string_view data, bool binary) = 0;
+  // The next message; nullopt once the peer closed. Errors: kUnavailable (broken), kTimeout.
+  virtual Result<std::optional<WsMessage>> Receive() = 0;
+  // Sends a close frame (RFC 6455 code, e.g. 1000 normal, 1001 going away, 1008 policy, 1011
+  // error; `reason` at most 123 bytes) and ends the connection. Idempotent.
+  virtual void Close(int code, std::string_view reason) = 0;
 };
 
 }  // namespace agvisor::http

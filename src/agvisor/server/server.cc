@@ -261,6 +261,16 @@ HttpResponse Guarded(const HttpRequest& req, F&& handler) {
           {}};
 }
 
+// The answer to a request body over --max-body, streamed or not.
+HttpResponse PayloadTooLarge(std::size_t max_body_bytes) {
+  return {413,
+          "application/json",
+          api::ErrorJsonSlug("payload_too_large", "the request body is larger than " +
+                                                      std::to_string(max_body_bytes) +
+                                                      " bytes (agvisord --max-body)"),
+          {}};
+}
+
 std::string LowerCase(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -729,13 +739,7 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
                                      api::ErrorJsonSlug("unsupported", "this route is not served"),
                                      {}};
           if (hs.too_large() && !hs.began()) {
-            r = {413,
-                 "application/json",
-                 api::ErrorJsonSlug("payload_too_large",
-                                    "the request body is larger than " +
-                                        std::to_string(options_.max_body_bytes) +
-                                        " bytes (agvisord --max-body)"),
-                 {}};
+            r = PayloadTooLarge(options_.max_body_bytes);
           }
           // A body the handler did not read to its end leaves the connection unusable.
           keep_alive = keep_alive && body_parser.is_done() && !stopping_;
@@ -764,13 +768,7 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
           bhttp::async_read(stream, buf, parser, [&](error_code e, std::size_t) { rec = e; });
           RunAll(ioc);
           if (rec == bhttp::error::body_limit) {
-            resp = {413,
-                    "application/json",
-                    api::ErrorJsonSlug("payload_too_large",
-                                       "the request body is larger than " +
-                                           std::to_string(options_.max_body_bytes) +
-                                           " bytes (agvisord --max-body)"),
-                    {}};
+            resp = PayloadTooLarge(options_.max_body_bytes);
             keep_alive = false;
           } else if (rec) {
             break;

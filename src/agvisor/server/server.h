@@ -51,22 +51,8 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
-using http::WsMessage;  // one message of a WebSocket (http/websocket.h)
-
-// An accepted WebSocket, as handlers see it. Send and Receive may be called from two threads at
-// once (one sender at a time; one receiver at a time); Close from any thread.
-class WebSocket {
- public:
-  virtual ~WebSocket() = default;
-  // Sends one message; blocks until it is written. Errors: kUnavailable (the connection is
-  // closed or broke).
-  virtual Result<void> Send(std::string_view data, bool binary) = 0;
-  // The next message; nullopt once the peer closed. Errors: kUnavailable (broken), kTimeout.
-  virtual Result<std::optional<WsMessage>> Receive() = 0;
-  // Sends a close frame (RFC 6455 code, e.g. 1000 normal, 1001 going away, 1008 policy, 1011
-  // error) and ends the connection. Idempotent.
-  virtual void Close(int code, std::string_view reason) = 0;
-};
+using http::WebSocket;  // an accepted WebSocket, as handlers see it (http/websocket.h)
+using http::WsMessage;  // one message of a WebSocket
 
 // The body of a streaming route's request, read as it arrives, and its answer, written as it is
 // made (RouteDef::streaming). Used on the connection thread only.

@@ -23,6 +23,30 @@ HttpResponse Json(int status, std::string body) {
 
 HttpResponse NoContent() { return HttpResponse{204, "", "", {}}; }
 
+// Answers 200 with the bytes `produce` hands its sink, as they come (chunked). The answer begins
+// with the first byte, so an error before it (no such path) is still a JSON error with its
+// status; one after it breaks the body off and is logged as `broken` for sandbox `id`.
+Result<HttpResponse> StreamBody(
+    HttpStream& io, const std::string& content_type, const std::string& id, std::string_view broken,
+    const std::function<Result<void>(const channel::ByteSink&)>& produce) {
+  bool began = false;
+  auto begin = [&]() -> Result<void> {
+    if (began) return Ok();
+    began = true;
+    return io.BeginBody(200, content_type);
+  };
+  auto r = produce([&](std::string_view bytes) -> Result<void> {
+    AGVISOR_RETURN_IF_ERROR(begin());
+    return io.WriteBody(bytes);
+  });
+  if (!r.ok()) {
+    if (began) LogEvent("warn", broken, {{"id", id}, {"error", r.error().ToString()}});
+    return r.error();
+  }
+  AGVISOR_RETURN_IF_ERROR(begin());
+  return HttpResponse{200, content_type, "", {}};
+}
+
 HttpResponse ErrorResponse(const Error& e) {
   return Json(api::HttpStatusFor(e.code()), api::ErrorJson(e));
 }
@@ -420,52 +444,16 @@ Result<HttpResponse> Service::DispatchStream(const api::RouteMatch& m, HttpStrea
       auto sb = AGVISOR_TRY(Get(id));
       // Streamed as it arrives (chunked): the file's size is the sandbox's word, so nothing is
       // sized or held from it. A client that stops reading stops the read (WriteBody fails).
-      bool began = false;
-      auto begin = [&]() -> Result<void> {
-        if (began) return Ok();
-        began = true;
-        return io.BeginBody(200, "application/octet-stream");
-      };
-      auto r = sb->ReadFileTo(
-          path,
-          [&](std::string_view bytes) -> Result<void> {
-            AGVISOR_RETURN_IF_ERROR(begin());
-            return io.WriteBody(bytes);
-          },
-          offset.value_or(0), length);
-      if (!r.ok()) {
-        if (began) {
-          LogEvent("warn", "file read broken off", {{"id", id}, {"error", r.error().ToString()}});
-        }
-        return r.error();
-      }
-      AGVISOR_RETURN_IF_ERROR(begin());
-      return HttpResponse{200, "application/octet-stream", "", {}};
+      return StreamBody(io, "application/octet-stream", id, "file read broken off",
+                        [&](const channel::ByteSink& sink) {
+                          return sb->ReadFileTo(path, sink, offset.value_or(0), length);
+                        });
     }
     case api::RouteId::kGetArchive: {
       auto path = AGVISOR_TRY(api::QueryPath(m.query));
       auto sb = AGVISOR_TRY(Get(id));
-      // The answer begins with the archive's first bytes, so an error before them (no such
-      // path) is still a JSON error with its status; one after them breaks the body off.
-      bool began = false;
-      auto begin = [&]() -> Result<void> {
-        if (began) return Ok();
-        began = true;
-        return io.BeginBody(200, "application/x-tar");
-      };
-      auto r = sb->DownloadTar(path, [&](std::string_view bytes) -> Result<void> {
-        AGVISOR_RETURN_IF_ERROR(begin());
-        return io.WriteBody(bytes);
-      });
-      if (!r.ok()) {
-        if (began) {
-          LogEvent("warn", "archive download broken off",
-                   {{"id", id}, {"error", r.error().ToString()}});
-        }
-        return r.error();
-      }
-      AGVISOR_RETURN_IF_ERROR(begin());
-      return HttpResponse{200, "application/x-tar", "", {}};
+      return StreamBody(io, "application/x-tar", id, "archive download broken off",
+                        [&](const channel::ByteSink& sink) { return sb->DownloadTar(path, sink); });
     }
     case api::RouteId::kPutArchive: {
       auto path = AGVISOR_TRY(api::QueryPath(m.query));
@@ -561,6 +549,18 @@ void PumpProcessToClient(WebSocket& ws, Process& p, std::atomic<bool>& finished,
   ws.Close(1000, "exited");
 }
 
+// Serves process `pid` over `ws` until it ends: its STARTED message, the client's input to it
+// (`on_gone` when the client leaves first), its output and exit to the client (`what` names the
+// operation in an error).
+void ServeProcess(WebSocket& ws, Process& proc, std::uint32_t pid,
+                  const std::function<void()>& on_gone, std::string_view what) {
+  (void)ws.Send(api::WsStartedJson(pid), false);
+  std::atomic<bool> finished{false};
+  std::thread in([&] { PumpClientToProcess(ws, proc, finished, on_gone); });
+  PumpProcessToClient(ws, proc, finished, what);
+  in.join();
+}
+
 }  // namespace
 
 void Service::ExecWs(Sandbox& sb, WebSocket& ws) {
@@ -588,26 +588,19 @@ void Service::ExecWs(Sandbox& sb, WebSocket& ws) {
   if (!p.ok()) return FailWs(ws, p.error());
   auto pid = (*p)->WaitStarted();
   if (!pid.ok()) return FailWs(ws, pid.error());
-  (void)ws.Send(api::WsStartedJson(*pid), false);
-  std::atomic<bool> finished{false};
   Process& proc = **p;
   // A client that goes away takes its command with it (as a terminal would).
-  std::thread in(
-      [&] { PumpClientToProcess(ws, proc, finished, [&] { (void)proc.Signal(SIGKILL); }); });
-  PumpProcessToClient(ws, proc, finished, "exec");
-  in.join();
+  ServeProcess(
+      ws, proc, *pid, [&] { (void)proc.Signal(SIGKILL); }, "exec");
 }
 
 void Service::AttachWs(Sandbox& sb, std::uint32_t pid, WebSocket& ws) {
   auto p = sb.AttachProcess(pid);
   if (!p.ok()) return FailWs(ws, p.error());
   Process& proc = **p;
-  std::atomic<bool> finished{false};
-  (void)ws.Send(api::WsStartedJson(pid), false);
   // A client that goes away detaches: Wait ends, the process runs on.
-  std::thread in([&] { PumpClientToProcess(ws, proc, finished, [&] { (void)proc.Detach(); }); });
-  PumpProcessToClient(ws, proc, finished, "attach");
-  in.join();
+  ServeProcess(
+      ws, proc, pid, [&] { (void)proc.Detach(); }, "attach");
 }
 
 void Service::PortWs(Sandbox& sb, std::uint16_t port, WebSocket& ws) {
