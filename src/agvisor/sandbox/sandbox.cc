@@ -327,9 +327,10 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
       // Its own network, whose gateway is the enforcer: up before the sandbox runs.
       const egress::EgressRules rules =
           AGVISOR_TRY(egress::EgressPolicy::Create(*spec.egress)).Rules();
+      // Named before it is asked for: it may be made and then found without an enforcer.
+      leftovers.network = cname;
       const SandboxNetwork net =
           AGVISOR_TRY(runtime->EnsureEgressNetwork(cname, rules, spec.labels));
-      leftovers.network = cname;
       ApplyEgressNetwork(instance, net, rules);
     }
     if (spec.gui) {
