@@ -35,6 +35,7 @@
 #include "agvisor/base/subprocess.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/desktop.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/start_gate.h"
@@ -87,7 +88,7 @@ Timings RunOurs(const std::string& image, int runs) {
   spec.limits.disk = "none";
   spec.labels["bench.run"] = "1";
   // Not timed: the first create on a host (or after an agent change) makes the derived agent
-  // image once (sandbox/agent_image.h); every later create reuses it.
+  // image once (sandbox/docker_runtime/agent_image.h); every later create reuses it.
   Must(Must(Sandbox::Create(spec), "warm-up create")->Stop(), "warm-up stop");
   auto t0 = Clock::now();
   auto sb = Must(Sandbox::Create(spec), "create");

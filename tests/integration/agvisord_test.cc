@@ -24,6 +24,7 @@
 #include "agvisor/base/subprocess.h"
 #include "agvisor/desktop/token.h"
 #include "agvisor/sandbox/desktop.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "tests/integration/test_env.h"
 
 namespace agvisor::testing {

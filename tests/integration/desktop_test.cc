@@ -14,6 +14,7 @@
 #include "agvisor/desktop/password.h"
 #include "agvisor/desktop/vnc.h"
 #include "agvisor/docker/client.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "tests/integration/test_env.h"
 

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "agvisor/base/subprocess.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/egress_network.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "tests/integration/sshd.h"

@@ -26,7 +26,8 @@
 #include "agvisor/base/tar.h"
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/docker/client.h"
-#include "agvisor/sandbox/runtime_check.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
+#include "agvisor/sandbox/docker_runtime/runtime_check.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "tests/integration/test_env.h"
 

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "agvisor/docker/client.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/start_gate.h"
 #include "tests/integration/test_env.h"

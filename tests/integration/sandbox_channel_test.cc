@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "tests/integration/test_env.h"
 

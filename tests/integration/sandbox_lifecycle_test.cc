@@ -11,7 +11,8 @@
 #include "agvisor/base/tar.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/agent_blob.h"
-#include "agvisor/sandbox/agent_image.h"
+#include "agvisor/sandbox/docker_runtime/agent_image.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "tests/integration/sshd.h"
 #include "tests/integration/test_env.h"
@@ -440,8 +441,8 @@ TEST_F(LifecycleTest, DiskCapIsEnforcedOrRefusedNeverDropped) {
 }
 
 // Also: the agent reaches a sandbox in an image derived from the caller's once per host and
-// agent build (src/agvisor/sandbox/agent_image.h), made again when the image is rebuilt, the
-// old one pruned after a day.
+// agent build (src/agvisor/sandbox/docker_runtime/agent_image.h), made again when the image is
+// rebuilt, the old one pruned after a day.
 TEST_F(LifecycleTest, AnyImageWorksEvenOneWithoutAShell) {
   auto docker = HostClient(Host());
   ASSERT_TRUE(docker.ok());

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "agvisor/docker/client.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::testing {

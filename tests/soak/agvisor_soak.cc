@@ -40,6 +40,7 @@
 
 #include "agvisor/base/subprocess.h"
 #include "agvisor/docker/client.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::soak {

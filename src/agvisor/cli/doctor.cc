@@ -10,8 +10,9 @@
 
 #include "agvisor/cli/common.h"
 #include "agvisor/docker/client.h"
-#include "agvisor/sandbox/host_caps.h"
-#include "agvisor/sandbox/runtime_check.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
+#include "agvisor/sandbox/docker_runtime/host_caps.h"
+#include "agvisor/sandbox/docker_runtime/runtime_check.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::cli {

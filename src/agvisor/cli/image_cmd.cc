@@ -4,6 +4,7 @@
 #include "agvisor/cli/common.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/images/builder.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::cli {

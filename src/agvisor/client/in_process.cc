@@ -3,6 +3,7 @@
 
 #include "agvisor/client/place.h"
 #include "agvisor/docker/client.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 
 namespace agvisor::client {
 namespace {

@@ -118,7 +118,7 @@ struct ClientOptions {
 // The argv that runs `remote_command` (one shell command line, run by the remote user's shell)
 // on an ssh:// endpoint's host, with the options the tunnel uses (BatchMode, the port,
 // options.ssh_args, ConnectTimeout). For asking the Docker host itself, e.g. what a runtime's
-// binary is (sandbox/runtime_check.h).
+// binary is (sandbox/docker_runtime/runtime_check.h).
 std::vector<std::string> SshRemoteCommandLine(const Endpoint& endpoint,
                                               const ClientOptions& options,
                                               std::string remote_command);

@@ -1,5 +1,5 @@
 // Where the agent lives inside every sandbox, and the capabilities its processes may hold: facts
-// shared by the sandbox's container (container_config.h), the image the agent is added to
+// shared by the sandbox's container (instance_spec.h), the image the agent is added to
 // (agent_image.h), Sandbox's relays and execs, and the runtimes. Constants only.
 #pragma once
 

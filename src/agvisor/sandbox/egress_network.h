@@ -19,10 +19,6 @@
 #include "agvisor/egress/policy.h"
 
 namespace agvisor {
-namespace docker {
-class Client;
-}
-
 // On the network and the container: the rules (egress::EncodeEgressRules).
 inline constexpr std::string_view kLabelEgress = "agvisor.egress";
 // On the network: the container it was made for.
@@ -37,24 +33,8 @@ inline constexpr std::uint16_t kEgressDnsPort = 53;
 // Host bridge names of egress networks: this prefix and 10 hex digits (15 characters at most).
 inline constexpr std::string_view kEgressBridgePrefix = "agve";
 
-struct EgressNetwork {
-  std::string name;  // Docker's network name: <container name>-egress
-  std::string id;
-  std::string bridge;   // agve<hex>
-  std::string gateway;  // the enforcer's address, e.g. 172.19.0.1
-};
-
+// Docker's name for the egress network of `container_name` (docker_runtime/egress_bridge.h).
 std::string EgressNetworkName(std::string_view container_name);
-
-// The network for `container_name`, made when missing (or when it carries other rules and no
-// container uses it), with the sandbox's own `labels` too. Errors: Docker's.
-Result<EgressNetwork> EnsureEgressNetwork(docker::Client& docker, std::string_view container_name,
-                                          const egress::EgressRules& rules,
-                                          const std::map<std::string, std::string>& labels);
-
-// Removes the network of `container_name`, if any. A network still in use is left (kConflict is
-// not an error here: its container's removal comes first).
-Result<void> RemoveEgressNetwork(docker::Client& docker, std::string_view container_name);
 
 // HTTP_PROXY and friends for a sandbox behind the enforcer at `gateway`.
 std::vector<std::string> EgressProxyEnv(std::string_view gateway);

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "agvisor/docker/codec.h"
-#include "agvisor/sandbox/docker_runtime.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 
 namespace agvisor {
 namespace {

@@ -26,7 +26,6 @@
 #include "agvisor/base/error.h"
 #include "agvisor/channel/transport.h"
 #include "agvisor/egress/policy.h"
-#include "agvisor/sandbox/host_caps.h"  // DiskCapSupport
 #include "agvisor/sandbox/step_trace.h"
 
 namespace agvisor {
@@ -39,6 +38,14 @@ using OutputSink = std::function<Result<void>(std::string_view)>;
 
 struct RuntimeTraits {
   std::string kind;  // "docker", "fake": for messages
+};
+
+// Whether a root-disk cap can be enforced (Runtime::ProbeDiskCap).
+struct DiskCapSupport {
+  bool supported = false;
+  // How a cap is passed where supported ("runsc overlay2 size annotation"), else why not, naming
+  // the host's versions and the way out.
+  std::string detail;
 };
 
 // What the host offers sandboxes, for pools to check against.

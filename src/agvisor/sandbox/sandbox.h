@@ -3,13 +3,13 @@
 //
 // Used by the CLI (apps/agvisor), later the daemon and the Python binding. A Sandbox handle is
 // thread-safe: many threads may exec in one sandbox at once, and many sandboxes may be driven from
-// one process. Docker is reached through one docker::Client per host (HostClient), so an ssh host
-// costs one ssh process however many sandboxes use it.
+// one process. The host is reached through its Runtime (runtime.h; RuntimeFor(host) is shared per
+// host, so an ssh host costs one ssh process however many sandboxes use it).
 //
 // After the sandbox starts, every operation is a message on ONE agent channel per handle
 // (channel/, docs/protocol.md): Create attaches to PID 1's stdio before start and serves the
 // channel there (no exec on the create path); a handle from Open / resume / List opens it lazily
-// with one `docker exec -i agvisor-agent connect` relay. A channel that drops is reopened by the
+// with one exec of `agvisor-agent connect` (a relay). A channel that drops is reopened by the
 // next call; a sandbox that died is reported as kSandboxDied with its reason. Starting, attaching
 // to and signalling a background process each open a relay of their own (the protocol has no
 // detach: a process stays attached to its session until that ends).
@@ -40,15 +40,7 @@
 #include "agvisor/sandbox/spec.h"
 
 namespace agvisor {
-namespace docker {
-class Client;
-}
 class Runtime;
-class DockerRuntime;
-
-// The docker::Client for a host (defined in docker_runtime.cc; declared here too until every
-// caller includes docker_runtime.h). Errors: those of docker::Client::Connect.
-Result<std::shared_ptr<docker::Client>> HostClient(std::string_view host);
 
 // How long a streaming exec keeps output in memory: only the last this many bytes.
 inline constexpr std::size_t kStreamTailBytes = 100 * 1000;

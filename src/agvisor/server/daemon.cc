@@ -20,6 +20,7 @@
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/desktop/token.h"
 #include "agvisor/egress/host.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
 #include "agvisor/server/desktop_route.h"

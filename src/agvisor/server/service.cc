@@ -8,6 +8,7 @@
 #include "agvisor/api/codec.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/desktop.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/server/egress_host.h"
 #include "agvisor/server/log.h"
 

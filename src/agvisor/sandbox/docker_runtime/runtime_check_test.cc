@@ -1,4 +1,4 @@
-#include "agvisor/sandbox/runtime_check.h"
+#include "agvisor/sandbox/docker_runtime/runtime_check.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

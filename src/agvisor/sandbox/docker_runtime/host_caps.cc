@@ -1,4 +1,4 @@
-#include "agvisor/sandbox/host_caps.h"
+#include "agvisor/sandbox/docker_runtime/host_caps.h"
 
 #include <map>
 #include <mutex>

@@ -1,7 +1,8 @@
 // DockerRuntime: the Runtime (runtime.h) of a Docker host, over the Engine API client (docker/).
-// Everything of the sandbox layer that speaks Docker lives here and in its helpers
-// (runtime_check, host_caps, agent_image, egress_network): containers, exec streams, volumes,
-// networks, the per-host client registry (HostClient).
+// Everything of the sandbox layer that speaks Docker lives in this folder
+// (sandbox/docker_runtime/): containers, exec streams, volumes, the per-host client registry
+// (HostClient) here; the image with the agent (agent_image.h), the gVisor check (runtime_check.h),
+// the disk-cap probe (host_caps.h) and the egress bridge (egress_bridge.h) beside it.
 #pragma once
 
 #include <memory>

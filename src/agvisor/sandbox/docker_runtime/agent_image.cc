@@ -1,4 +1,4 @@
-#include "agvisor/sandbox/agent_image.h"
+#include "agvisor/sandbox/docker_runtime/agent_image.h"
 
 #include <cstdint>
 #include <cstdio>

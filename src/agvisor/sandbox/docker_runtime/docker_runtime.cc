@@ -1,4 +1,4 @@
-#include "agvisor/sandbox/docker_runtime.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,12 +7,12 @@
 #include <thread>
 
 #include "agvisor/docker/client.h"
-#include "agvisor/sandbox/agent_image.h"
 #include "agvisor/sandbox/agent_paths.h"
-#include "agvisor/sandbox/egress_network.h"
-#include "agvisor/sandbox/host_caps.h"
+#include "agvisor/sandbox/docker_runtime/agent_image.h"
+#include "agvisor/sandbox/docker_runtime/egress_bridge.h"
+#include "agvisor/sandbox/docker_runtime/host_caps.h"
+#include "agvisor/sandbox/docker_runtime/runtime_check.h"
 #include "agvisor/sandbox/instance_spec.h"
-#include "agvisor/sandbox/runtime_check.h"
 
 namespace agvisor {
 namespace {

@@ -1,4 +1,4 @@
-#include "agvisor/sandbox/runtime_check.h"
+#include "agvisor/sandbox/docker_runtime/runtime_check.h"
 
 #include <poll.h>
 #include <unistd.h>

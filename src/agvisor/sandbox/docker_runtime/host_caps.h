@@ -9,18 +9,12 @@
 #include <string_view>
 
 #include "agvisor/base/error.h"
+#include "agvisor/sandbox/runtime.h"  // DiskCapSupport
 
 namespace agvisor {
 namespace docker {
 class Client;
 }
-
-struct DiskCapSupport {
-  bool supported = false;
-  // How a cap is passed where supported ("runsc overlay2 size annotation"), else why not, naming
-  // the host's versions and the way out.
-  std::string detail;
-};
 
 // Whether `runtime` on this host can cap a sandbox's root file system. Where the Engine API is
 // older than 1.43 there is no way to pass runsc the annotation that carries the size: that is
