@@ -346,19 +346,21 @@ std::vector<std::string> FakeRuntime::LocalArgv(const Instance& i,
   return out;
 }
 
+Result<std::vector<std::string>> FakeRuntime::ExecArgv(std::string_view op, std::string_view id,
+                                                       const std::vector<std::string>& argv) {
+  std::lock_guard lock(mu_);
+  if (auto e = Record(op, id)) return *e;
+  Instance* i = Find(id);
+  if (!i) return Error::NotFound("exec in container " + std::string(id) + ": no such container");
+  if (!i->state.running) {
+    return Error::Conflict("exec in container " + std::string(id) + ": it is not running");
+  }
+  return LocalArgv(*i, argv);
+}
+
 Result<std::unique_ptr<channel::Transport>> FakeRuntime::OpenExecStream(
     std::string_view id, const std::vector<std::string>& argv, StderrSink) {
-  std::vector<std::string> local;
-  {
-    std::lock_guard lock(mu_);
-    if (auto e = Record("OpenExecStream", id)) return *e;
-    Instance* i = Find(id);
-    if (!i) return Error::NotFound("exec in container " + std::string(id) + ": no such container");
-    if (!i->state.running) {
-      return Error::Conflict("exec in container " + std::string(id) + ": it is not running");
-    }
-    local = LocalArgv(*i, argv);
-  }
+  std::vector<std::string> local = AGVISOR_TRY(ExecArgv("OpenExecStream", id, argv));
   // The relay's own log lines go to the test's stderr.
   auto p = AGVISOR_TRY(
       Subprocess::Spawn({.argv = std::move(local), .pipe_stdin = true, .pipe_stdout = true}));
@@ -370,17 +372,7 @@ Result<std::unique_ptr<channel::Transport>> FakeRuntime::OpenExecStream(
 
 Result<int> FakeRuntime::RunExec(std::string_view id, const std::vector<std::string>& argv,
                                  const OutputSink& on_stdout, const StderrSink& on_stderr) {
-  std::vector<std::string> local;
-  {
-    std::lock_guard lock(mu_);
-    if (auto e = Record("RunExec", id)) return *e;
-    Instance* i = Find(id);
-    if (!i) return Error::NotFound("exec in container " + std::string(id) + ": no such container");
-    if (!i->state.running) {
-      return Error::Conflict("exec in container " + std::string(id) + ": it is not running");
-    }
-    local = LocalArgv(*i, argv);
-  }
+  std::vector<std::string> local = AGVISOR_TRY(ExecArgv("RunExec", id, argv));
   auto p = AGVISOR_TRY(Subprocess::Spawn(
       {.argv = std::move(local), .pipe_stdin = true, .pipe_stdout = true, .pipe_stderr = true}));
   pollfd fds[2] = {{p.stdout_fd().get(), POLLIN, 0}, {p.stderr_fd().get(), POLLIN, 0}};

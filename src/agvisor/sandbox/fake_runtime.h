@@ -116,6 +116,9 @@ class FakeRuntime final : public Runtime {
   void Refresh(Instance& i);             // an agent that exited: state "exited"; needs mu_
   void Reap();  // Refreshes all; forgets exited ones made with remove_on_exit; needs mu_
   std::vector<std::string> LocalArgv(const Instance& i, const std::vector<std::string>& argv);
+  // An exec's call recorded (`op`), its instance running, and its argv on this machine.
+  Result<std::vector<std::string>> ExecArgv(std::string_view op, std::string_view id,
+                                            const std::vector<std::string>& argv);
 
   const std::string host_;
   const std::string agent_binary_;

@@ -132,12 +132,21 @@ Result<void> ValidateName(std::string_view name) {
   return Ok();
 }
 
+namespace {
+
+// A runtime's or network's name as Docker takes it: at most 128 bytes of letters, digits, '_', '.',
+// '-'. `what` names the field, `hint` says what it must be.
+Result<void> CheckDockerName(std::string_view what, std::string_view value, std::string_view hint) {
+  if (value.size() <= 128 && IsDockerName(value)) return Ok();
+  return Error::InvalidArgument(std::string(what) + " " + Quote(value) + " is invalid: " +
+                                std::string(hint) + " (letters, digits, '_', '.', '-')");
+}
+
+}  // namespace
+
 Result<void> ValidateRuntime(std::string_view runtime) {
-  if (runtime.size() > 128 || !IsDockerName(runtime)) {
-    return Error::InvalidArgument("runtime " + Quote(runtime) +
-                                  " is invalid: it must be the name of a gVisor (runsc) runtime "
-                                  "registered in Docker (letters, digits, '_', '.', '-')");
-  }
+  AGVISOR_RETURN_IF_ERROR(CheckDockerName(
+      "runtime", runtime, "it must be the name of a gVisor (runsc) runtime registered in Docker"));
   // Whether it IS gVisor is decided on the host, from its binary (runtime_check.h).
   return Ok();
 }
@@ -162,11 +171,8 @@ Result<void> ValidateImage(std::string_view image) {
 }
 
 Result<void> ValidateNetwork(std::string_view network) {
-  if (network.size() > 128 || !IsDockerName(network)) {
-    return Error::InvalidArgument("network " + Quote(network) +
-                                  " is invalid: use \"bridge\", \"none\" or the name of a Docker "
-                                  "network (letters, digits, '_', '.', '-')");
-  }
+  AGVISOR_RETURN_IF_ERROR(CheckDockerName(
+      "network", network, "use \"bridge\", \"none\" or the name of a Docker network"));
   if (network == "host") {
     return Error::InvalidArgument(
         "network \"host\" is refused: it would share the host's network "
