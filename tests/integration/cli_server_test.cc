@@ -381,7 +381,7 @@ TEST_F(CliServerTest, DeadServerAndWrongTokenSayWhatToDo) {
   r = RunCommand({AGVISOR_CLI_BINARY, "--server", "ftp://x", "ls"});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status.exit_code, 2);
-  EXPECT_THAT(r->err, HasSubstr("unix:/path/to/agvisord.sock or http://127.0.0.1:PORT"));
+  EXPECT_THAT(r->err, HasSubstr("unix:/path/to/agvisord.sock, http://127.0.0.1:PORT or ssh://"));
   // Plain HTTP off loopback is refused before anything is sent (the token would travel in the
   // clear); 192.0.2.1 is a documentation address.
   r = RunCommand({AGVISOR_CLI_BINARY, "--server", "http://192.0.2.1:8080", "ls"});
