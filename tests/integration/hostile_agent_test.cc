@@ -6,11 +6,13 @@
 // agvisord return an error (or the few bytes really sent) within a stated bound, and agvisord's
 // RSS stays within kRssBound of its idle RSS while a second client keeps being served. An honest
 // sandbox adds the bulk cases: a 4 TB sparse file through GET files (a client that stops after
-// 512 MiB, and a `length`), and 1 GiB of collected exec output through POST exec (capped, dropped
-// bytes counted). The issue asks for "a few GB" and 2 GB: the mechanism is the same at any size
-// (memory is bounded per chunk), and on this 2-core machine, loaded, bytes moved at ~13-100 MB/s
-// inside gVisor, so the sizes are cut: ~0.6 GB of file bytes, 1 GiB of exec output, a 15 s
-// keep-alive wait for the stalled frame, ~15 s for the endless output. ~3 minutes at load 11-13.
+// 512 MiB, and a `length`), and 256 MiB of collected exec output through POST exec (capped,
+// dropped bytes counted: 256 times the cap, 4 times the RSS bound). The issue asks for "a few GB"
+// and 2 GB: the mechanism is the same at any size (memory is bounded per chunk), and on this 2-core
+// machine, loaded, bytes moved at ~13-100 MB/s inside gVisor (exec output at 7 MB/s at load 12-14),
+// so the sizes are cut: ~0.6 GB of file bytes, 256 MiB of exec output (37 s at 7 MB/s: a third of
+// its 110 s timeout), a 15 s keep-alive wait for the stalled frame, ~15 s for the endless output.
+// ~3 minutes at load 11-13.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -471,20 +473,20 @@ TEST_F(HostileAgentTest, FourTerabyteSparseFileStreamsUntilTheClientStops) {
   EXPECT_NE(bad.body.find("length"), std::string::npos) << bad.body;
 }
 
-TEST_F(HostileAgentTest, AGigabyteOfCollectedExecOutputIsCappedNotBuffered) {
+TEST_F(HostileAgentTest, QuarterGigabyteOfCollectedExecOutputIsCappedNotBuffered) {
   const auto start = Clock::now();
   // dd with 1 MiB blocks: head's small reads crawl inside gVisor on a loaded machine.
   auto r = daemon_->Post(
       "/v1/sandboxes/" + HonestId() + "/exec",
-      R"({"command":"dd if=/dev/zero bs=1M count=1024 status=none; echo done >&2","timeout":110})");
-  std::cerr << "  1 GiB of exec output collected in " << Since(start) << " s\n";
+      R"({"command":"dd if=/dev/zero bs=1M count=256 status=none; echo done >&2","timeout":110})");
+  std::cerr << "  256 MiB of exec output collected in " << Since(start) << " s\n";
   ASSERT_EQ(r.status, 200) << r.body.substr(0, 300);
   auto o = json::parse(r.body).as_object();
   // Not killed for it: the command ran to its end.
   EXPECT_EQ(o["exit_code"].as_int64(), 0);
   EXPECT_EQ(o["stderr"].as_string(), "done\n");
   EXPECT_EQ(o["stdout"].as_string().size(), 1u << 20);
-  EXPECT_EQ(o["stdout_dropped"].as_int64(), (std::int64_t{1} << 30) - (1 << 20));
+  EXPECT_EQ(o["stdout_dropped"].as_int64(), (std::int64_t{1} << 28) - (1 << 20));
   EXPECT_EQ(o["stderr_dropped"].as_int64(), 0);
   EXPECT_TRUE(o["truncated"].as_bool());
 }

@@ -56,6 +56,34 @@ TEST_F(SandboxLifecycleUnitTest, OpenReadsTheLabelsAndTheFirstExecOpensOneRelay)
   EXPECT_EQ(info->end_reason, EndReason::kNone);
 }
 
+// Collected output past max_output_bytes is read and counted, not kept: the first bytes of each
+// stream stay, the rest is dropped and flagged. (The callbacks once held a reference to a lambda
+// that had gone out of scope; kept sizes came out as a few bytes.)
+TEST_F(SandboxLifecycleUnitTest, CollectedOutputPastTheCapIsCountedNotKept) {
+  ASSERT_TRUE(rt_->AddInstance("agvisor-cap", {.labels = {{"agvisor", "1"}}}).ok());
+  auto sb = Sandbox::Open("agvisor-cap", kHost);
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  ExecOptions o;
+  o.max_output_bytes = 100000;
+  for (int n = 0; n < 3; ++n) {
+    auto r = (*sb)->Exec({"sh", "-c", "seq 1 200000; seq 1 30000 >&2"}, o);
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    EXPECT_EQ(r->exit_code, 0);
+    EXPECT_EQ(r->out.size(), 100000u);
+    EXPECT_EQ(r->out.substr(0, 8), "1\n2\n3\n4\n");
+    EXPECT_EQ(r->stdout_dropped, 1288895u - 100000u);  // seq 1 200000 | wc -c = 1288895
+    EXPECT_EQ(r->err.size(), 100000u);
+    EXPECT_EQ(r->stderr_dropped, 168894u - 100000u);  // seq 1 30000 | wc -c = 168894
+    EXPECT_TRUE(r->truncated);
+  }
+  o.max_output_bytes = 0;  // keep everything
+  auto all = (*sb)->Exec({"sh", "-c", "seq 1 200000"}, o);
+  ASSERT_TRUE(all.ok()) << all.error().ToString();
+  EXPECT_EQ(all->out.size(), 1288895u);
+  EXPECT_EQ(all->stdout_dropped, 0u);
+  EXPECT_FALSE(all->truncated);
+}
+
 TEST_F(SandboxLifecycleUnitTest, ADeathByTheMemoryLimitIsReportedAsSuch) {
   ASSERT_TRUE(
       rt_->AddInstance("agvisor-m", {.labels = {{"agvisor", "1"}, {"agvisor.memory", "512m"}}})

@@ -1,0 +1,224 @@
+// Sandbox's processes (sandbox.h): Exec and ExecShell with their output limits, PTY and
+// background processes, attaching to and signalling them, all over the agent channel.
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agvisor/sandbox/sandbox.h"
+
+namespace agvisor {
+
+void AppendOutputTail(std::string& s, std::string_view piece, bool& truncated) {
+  s.append(piece);
+  if (s.size() > 2 * kStreamTailBytes) {
+    s.erase(0, s.size() - kStreamTailBytes);
+    truncated = true;
+  }
+}
+
+void FinishOutputTail(ExecResult& r) {
+  for (std::string* s : {&r.out, &r.err}) {
+    if (s->size() > kStreamTailBytes) {
+      s->erase(0, s->size() - kStreamTailBytes);
+      r.truncated = true;
+    }
+  }
+}
+
+// The agent's stderr (log lines) from the attach stream: the last few lines, for diagnostics.
+
+Result<ExecResult> Sandbox::ExecShell(std::string_view command, const ExecOptions& options) {
+  return Exec({"sh", "-c", std::string(command)}, options);
+}
+
+namespace {
+
+// Checks env entries and the user string before anything is sent.
+Result<void> ValidateExecEnvUser(const std::vector<std::string>& env, const std::string& user) {
+  for (const auto& kv : env) {
+    if (kv.find('=') == std::string::npos || kv.front() == '=') {
+      return Error::InvalidArgument("exec: env entry '" + kv + "' is not KEY=VALUE");
+    }
+  }
+  for (char c : user) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-' &&
+        c != ':') {
+      return Error::InvalidArgument("exec: user '" + user +
+                                    "' is invalid: use a name or uid, optionally :group or :gid");
+    }
+  }
+  return Ok();
+}
+
+std::uint64_t TimeoutMs(double seconds) {
+  return seconds > 0 ? static_cast<std::uint64_t>(std::llround(seconds * 1000)) : 0;
+}
+
+// The EXEC request shared by Exec, StartProcess and StartBackground, validated first. A timeout
+// of 0 means none, where `timeout_optional`.
+Result<proto::ExecRequest> BuildExecRequest(const std::vector<std::string>& argv,
+                                            const std::vector<std::string>& env,
+                                            const std::string& cwd, const std::string& user,
+                                            double timeout, bool timeout_optional,
+                                            std::optional<std::int64_t> idle_ttl) {
+  if (argv.empty()) return Error::InvalidArgument("exec: empty command");
+  if (!timeout_optional || timeout > 0) {
+    AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(timeout, idle_ttl));
+  }
+  AGVISOR_RETURN_IF_ERROR(ValidateExecEnvUser(env, user));
+  proto::ExecRequest req;
+  req.argv = argv;
+  req.env = env;
+  req.cwd = cwd;
+  req.user = user;
+  // The agent enforces the timeout on the whole process tree (EXIT says timed_out, 124).
+  req.timeout_ms = TimeoutMs(timeout);
+  return req;
+}
+
+}  // namespace
+
+Result<ExecResult> Sandbox::Exec(const std::vector<std::string>& argv, const ExecOptions& o) {
+  proto::ExecRequest req = AGVISOR_TRY(BuildExecRequest(argv, o.env, o.cwd, o.user, o.timeout,
+                                                        /*timeout_optional=*/false, idle_ttl_));
+
+  ExecResult res;
+  const bool streaming = o.on_output || o.on_stdout || o.on_stderr;
+  channel::ExecCallbacks cb;
+  if (streaming) {
+    cb.on_stdout = [&](std::string_view b) {
+      AppendOutputTail(res.out, b, res.truncated);
+      if (o.on_output) o.on_output(b);
+      if (o.on_stdout) o.on_stdout(b);
+    };
+    cb.on_stderr = [&](std::string_view b) {
+      AppendOutputTail(res.err, b, res.truncated);
+      if (o.on_output) o.on_output(b);
+      if (o.on_stderr) o.on_stderr(b);
+    };
+  } else {
+    // Past the cap the bytes are still taken (the agent's window is granted back, so the command
+    // runs on at full speed) and only counted.
+    auto keep = [&](std::string& kept, std::uint64_t& dropped, std::string_view b) {
+      std::size_t room = o.max_output_bytes == 0            ? b.size()
+                         : kept.size() < o.max_output_bytes ? o.max_output_bytes - kept.size()
+                                                            : 0;
+      std::size_t n = std::min(room, b.size());
+      kept.append(b.substr(0, n));
+      if (n < b.size()) {
+        dropped += b.size() - n;
+        res.truncated = true;
+      }
+    };
+    // By value: `keep` ends with this block, the callbacks run after it.
+    cb.on_stdout = [&res, keep](std::string_view b) { keep(res.out, res.stdout_dropped, b); };
+    cb.on_stderr = [&res, keep](std::string_view b) { keep(res.err, res.stderr_dropped, b); };
+  }
+  std::size_t in_pos = 0;
+  channel::ByteSource input = [&](std::span<char> buf) -> Result<std::size_t> {
+    std::size_t n = std::min(buf.size(), o.input->size() - in_pos);
+    std::memcpy(buf.data(), o.input->data() + in_pos, n);
+    in_pos += n;
+    return n;
+  };
+  auto ch = AGVISOR_TRY(Channel());
+  auto exit = ch->Exec(std::move(req), cb, o.input ? &input : nullptr);
+  if (!exit.ok()) return Diagnose(exit.error().WithContext("exec in " + container_name_));
+  if (streaming) FinishOutputTail(res);
+  res.exit_code = exit->exit_code;
+  res.timed_out = exit->timed_out;
+  return res;
+}
+
+Result<std::unique_ptr<Process>> Sandbox::StartProcess(const std::vector<std::string>& argv,
+                                                       const ProcessOptions& o) {
+  proto::ExecRequest req = AGVISOR_TRY(BuildExecRequest(argv, o.env, o.cwd, o.user, o.timeout,
+                                                        /*timeout_optional=*/true, idle_ttl_));
+  if (o.stdin) req.flags |= proto::kExecStdin;
+  if (o.pty) {
+    req.flags |= proto::kExecPty;
+    req.rows = o.rows;
+    req.cols = o.cols;
+  }
+  auto ch = AGVISOR_TRY(Channel());
+  auto p = ch->Start(req);
+  if (!p.ok()) return Diagnose(p.error());
+  return std::move(*p);
+}
+
+// ---- Background processes ----
+
+Result<std::uint32_t> Sandbox::StartBackground(const std::vector<std::string>& argv,
+                                               const BackgroundOptions& o) {
+  proto::ExecRequest req = AGVISOR_TRY(BuildExecRequest(argv, o.env, o.cwd, o.user, o.timeout,
+                                                        /*timeout_optional=*/true, idle_ttl_));
+  req.flags = proto::kExecBackground;
+  if (o.stdin) req.flags |= proto::kExecStdin;
+  // Destroying the Process detaches it (DETACH, or the end of a protocol 1 agent's own
+  // session), and it keeps running.
+  auto ch = AGVISOR_TRY(ProcessChannel());
+  auto p = ch->Start(req);
+  if (!p.ok()) return Diagnose(p.error().WithContext("start in " + container_name_));
+  auto pid = (*p)->WaitStarted();
+  if (!pid.ok()) return Diagnose(pid.error().WithContext("start in " + container_name_));
+  return *pid;
+}
+
+Result<std::vector<ProcessInfo>> Sandbox::ListProcesses() {
+  auto ch = AGVISOR_TRY(Channel());
+  auto r = ch->ListProcesses();
+  if (!r.ok()) return Diagnose(r.error());
+  return r;
+}
+
+Result<std::shared_ptr<channel::Channel>> Sandbox::ProcessChannel() {
+  auto ch = AGVISOR_TRY(Channel());
+  if (ch->agent().version < 2) return OpenChannel();
+  return ch;
+}
+
+Result<std::unique_ptr<Process>> Sandbox::AttachProcess(std::uint32_t pid) {
+  // Destroying the Process (its last owner) detaches.
+  auto ch = AGVISOR_TRY(ProcessChannel());
+  auto p = ch->AttachProcess(pid);
+  if (!p.ok()) return Diagnose(p.error());
+  return std::move(*p);
+}
+
+Result<ProcessExit> Sandbox::AttachProcess(std::uint32_t pid,
+                                           const channel::ExecCallbacks& callbacks) {
+  auto p = AGVISOR_TRY(AttachProcess(pid));
+  auto exit = p->Wait(callbacks);
+  if (!exit.ok()) {
+    return Diagnose(exit.error().WithContext("attach to process " + std::to_string(pid) + " in " +
+                                             container_name_));
+  }
+  return *exit;
+}
+
+Result<void> Sandbox::Signal(std::uint32_t pid, int signal) {
+  // Protocol 2: PROC_SIGNAL, whoever is attached. Protocol 1 signals by attaching, which fails
+  // (kConflict) while another client is attached.
+  auto ch = AGVISOR_TRY(ProcessChannel());
+  auto r = ch->SignalProcess(pid, signal);
+  if (r.ok()) return Ok();
+  if (ch->agent().version >= 2 || r.error().code() != ErrorCode::kConflict) {
+    return Diagnose(r.error().WithContext("in " + container_name_));
+  }
+  // A protocol 1 agent, and another client is attached to it: kill(1) inside, as the default user,
+  // does the same (the process group first; a pty child's own group may not exist yet).
+  const std::string sig = std::to_string(signal), p = std::to_string(pid);
+  auto k = Exec({"sh", "-c", "kill -" + sig + " -" + p + " 2>/dev/null || kill -" + sig + " " + p},
+                {.timeout = 30});
+  if (!k.ok()) return k.error().WithContext("signal process " + p);
+  if (k->exit_code != 0) {
+    return Error::PermissionDenied("signal process " + p + " in " + container_name_ +
+                                   " (attached to another client, so through kill(1)): " + k->err);
+  }
+  return Ok();
+}
+
+}  // namespace agvisor
