@@ -590,6 +590,16 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
         std::lock_guard lock(conn->mu);
         conn->interrupt = std::move(f);
       };
+      // However this scope ends (a return, or an exception from Beast or the parser), the
+      // interrupt, which refers to `ioc` and `stream` here, is gone before they are: a Shutdown
+      // at that moment must not post to a destroyed io_context.
+      struct ClearInterrupt {
+        Conn* conn;
+        ~ClearInterrupt() {
+          std::lock_guard lock(conn->mu);
+          conn->interrupt = nullptr;
+        }
+      } clear_interrupt{conn};
       // While waiting for a request: Shutdown cancels the read.
       // (The cancel runs on this thread's io_context, later: by then the stream may have moved
       // into a WebSocket, which has its own interrupt.)
