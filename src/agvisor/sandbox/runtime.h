@@ -155,8 +155,9 @@ class Runtime {
   // Every instance carrying all of `label_filters` ("key" or "key=value"), running or not.
   virtual Result<std::vector<InstanceSummary>> List(
       const std::vector<std::string>& label_filters) = 0;
-  // Removes an instance whether it runs or not. Returns whether one was there (one being
-  // removed already counts). Errors: kUnavailable.
+  // Removes an instance whether it runs, is paused or not. Returns whether one was there (one
+  // being removed already counts). A paused one that the runtime cannot end frozen (runsc) is
+  // thawed first. Errors: kUnavailable.
   virtual Result<bool> Remove(std::string_view ref) = 0;
   // Freezes every process of a running instance (they keep their memory, get no CPU) / thaws
   // them; Inspect then says "paused" / "running". Errors: kNotFound, kConflict (not running, or

@@ -315,6 +315,13 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
                                  " exists that agvisor did not create; rename or remove it");
         }
         const auto& st = existing->state;
+        if (st.status == "paused" &&
+            LifetimeOver(existing->labels, existing->created_unix, UnixNow())) {
+          // Paused past its lifetime: ended as its agent would have, then made afresh below.
+          MarkPaused(existing->id, false);
+          AGVISOR_RETURN_IF_ERROR(runtime->Remove(existing->id));
+          continue;
+        }
         if (st.running) {
           // Re-attaching must not hand out a sandbox with another egress policy (or none) than
           // the one asked for: that would open what the caller meant to close.
@@ -1159,7 +1166,7 @@ Result<void> Sandbox::Resume() {
     return Ok();
   }
   if (LifetimeOver(info->labels, info->created_unix, UnixNow())) {
-    // Thawed, its agent would end it at once: end it here, without running anything in it.
+    // Past its lifetime: ended, not resumed (on runsc the runtime thaws it only to remove it).
     AGVISOR_RETURN_IF_ERROR(runtime_->Remove(container_id_));
     MarkPaused(container_id_, false);
     std::string again = persistent() ? "; create it again with the same name to get a fresh "

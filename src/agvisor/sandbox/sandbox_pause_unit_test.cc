@@ -182,6 +182,23 @@ TEST_F(SandboxPauseUnitTest, ResumeOfASandboxPastItsLifetimeEndsItInsteadOfThawi
   EXPECT_FALSE(rt_->HasInstance(sb->container_name()));
 }
 
+TEST_F(SandboxPauseUnitTest, CreatingANamedSandboxPausedPastItsLifetimeMakesAFreshOne) {
+  SandboxSpec spec;
+  spec.name = "pause-unit-named";
+  spec.lifetime = 2;
+  auto first = Sandbox::Create(spec);
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  ASSERT_TRUE((*first)->Pause().ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+  auto again = Sandbox::Create(spec);
+  ASSERT_TRUE(again.ok()) << again.error().ToString();
+  EXPECT_FALSE((*again)->resumed());  // not the frozen one, which its lifetime had ended
+  EXPECT_EQ(rt_->CallCount("Unpause"), 0);
+  auto r = (*again)->Exec({"true"});
+  EXPECT_TRUE(r.ok()) << r.error().ToString();
+  ASSERT_TRUE((*again)->Delete().ok());
+}
+
 TEST_F(SandboxPauseUnitTest, PauseOfAnEndedSandboxSaysWhy) {
   auto sb = Make(std::nullopt, std::nullopt);
   ASSERT_TRUE(sb);

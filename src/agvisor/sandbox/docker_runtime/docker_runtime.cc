@@ -224,6 +224,15 @@ Result<std::vector<InstanceSummary>> DockerRuntime::List(
 
 Result<bool> DockerRuntime::Remove(std::string_view ref) {
   auto r = client_->RemoveContainer(ref, /*force=*/true, /*remove_volumes=*/false);
+  if (!r.ok() && r.error().code() != ErrorCode::kNotFound &&
+      r.error().code() != ErrorCode::kConflict) {
+    // Docker cannot kill a paused runsc sandbox ("PID ... is zombie and can not be killed",
+    // measured with runsc 20240729): thaw it, then remove it.
+    auto c = client_->InspectContainer(ref);
+    if (c.ok() && c->state.status == "paused" && client_->UnpauseContainer(ref).ok()) {
+      r = client_->RemoveContainer(ref, /*force=*/true, /*remove_volumes=*/false);
+    }
+  }
   if (r.ok()) return true;
   if (r.error().code() == ErrorCode::kNotFound) return false;
   if (r.error().code() == ErrorCode::kConflict) return true;  // removal already in progress
