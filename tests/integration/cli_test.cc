@@ -134,7 +134,7 @@ TEST_F(CliTest, CreateExecLsStopRmNamedSandbox) {
   EXPECT_THAT(gone.err, HasSubstr("no sandbox"));
 }
 
-// pause / resume: ls shows the state, exec resumes it first, --no-resume refuses (exit 1)
+// pause / resume: ls shows the state, exec resumes it first, --no-resume refuses (exec: 125)
 // naming how to resume, and a paused sandbox's data is there after.
 TEST_F(CliTest, PauseShowsInLsExecResumesAndNoResumeRefuses) {
   const std::string name = testing::RunId() + "-cli-pause";
@@ -152,7 +152,7 @@ TEST_F(CliTest, PauseShowsInLsExecResumesAndNoResumeRefuses) {
   ASSERT_EQ(p.status.exit_code, 0) << p.err;
   EXPECT_THAT(ls_line(), HasSubstr(" paused "));
   auto refused = Agvisor({"--no-resume", "exec", name, "--", "cat f"});
-  EXPECT_EQ(refused.status.exit_code, 1);
+  EXPECT_EQ(refused.status.exit_code, 125);  // exec's own failure, as for any exec error
   EXPECT_THAT(refused.err, HasSubstr("is paused"));
   EXPECT_THAT(refused.err, HasSubstr("agvisor resume " + name));
   EXPECT_EQ(Agvisor({"exec", name, "--", "cat f"}).out, "kept\n");  // resumed first
