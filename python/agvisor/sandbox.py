@@ -204,6 +204,7 @@ class Sandbox:
                 raise RuntimeError(f"sandbox {self.name} is not started: call start() first, "
                                    "or use create_sandbox()")
         core = _core.Sandbox.open(self.name, self.host or "")
+        core.auto_resume = getattr(self, "_auto_resume", True)
         with self._lock:
             if self._core is None:
                 self._core = core
@@ -271,6 +272,33 @@ class Sandbox:
         result = subprocess.CompletedProcess(argv, code, out, err)
         result.timed_out, result.truncated = timed_out, truncated
         return result
+
+    # ---- pause and resume (docs/lifecycle.md, "Pause and resume") ------------------------------
+
+    def pause(self) -> None:
+        """Freezes the sandbox: its processes keep their memory and get no CPU until resume()
+        or the next call on it, which resumes it first (unless auto_resume is False). Its
+        lifetime runs on while paused, its idle time does not. Safe to call twice."""
+        self._handle().pause()
+
+    def resume(self) -> None:
+        """Thaws a paused sandbox (a running one is left as it is). One whose lifetime passed
+        while paused is ended instead: RuntimeError with code "sandbox_died"."""
+        self._handle().resume()
+
+    @property
+    def auto_resume(self) -> bool:
+        """Whether calls resume a paused sandbox first (True, the default). False: they raise
+        RuntimeError (code "conflict") naming the state and how to resume."""
+        return getattr(self, "_auto_resume", True)
+
+    @auto_resume.setter
+    def auto_resume(self, yes: bool) -> None:
+        self._auto_resume = bool(yes)
+        with self._lock:
+            core = self._core
+        if core is not None:
+            core.auto_resume = self._auto_resume
 
     def info(self) -> dict:
         """What Docker says about the sandbox now: state, running, end_reason ("out of memory",
@@ -524,6 +552,9 @@ class Sandbox:
         sb._core = None
         sb._running = info["running"]
         sb._listed = True
+        # As listed: "running", "paused", "exited", "removed" (a paused one past its lifetime,
+        # ended by this listing), ...
+        sb.state = info["state"]
         return sb
 
 

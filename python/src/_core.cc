@@ -974,6 +974,9 @@ PYBIND11_MODULE(_core, m) {
             Blocking([&] { return desktop::Key(s, combo); });
           },
           py::arg("combo"))
+      .def("pause", [](Sandbox& s) { Blocking([&] { return s.Pause(); }); })
+      .def("resume", [](Sandbox& s) { Blocking([&] { return s.Resume(); }); })
+      .def_property("auto_resume", &Sandbox::auto_resume, &Sandbox::set_auto_resume)
       .def("stop", [](Sandbox& s) { Blocking([&] { return s.Stop(); }); })
       .def("delete", [](Sandbox& s) { Blocking([&] { return s.Delete(); }); })
       .def("info", [](Sandbox& s) { return InfoDict(Blocking([&] { return s.Info(); })); })

@@ -286,3 +286,24 @@ def test_gil_is_released_and_one_handle_serves_threads(sb):
     assert sorted(outs) == [f"{i}\n" for i in range(4)]
     assert elapsed < 3.5, f"4 concurrent 1 s execs took {elapsed:.1f} s: they ran one by one"
     assert ticks[0] > 100, "Python threads did not run while execs were blocked"
+
+
+def test_pause_resume_auto_resume_and_list_state(sb):
+    sb.exec("echo kept > /tmp/f")
+    sb.pause()
+    sb.pause()  # idempotent
+    listed = {s.name: s for s in agvisor.list_sandboxes()}
+    assert listed[sb.name].state == "paused"
+    assert sb.info()["state"] == "paused"
+    sb.auto_resume = False
+    with pytest.raises(RuntimeError, match="is paused") as refused:
+        sb.exec("cat /tmp/f")
+    assert refused.value.code == "conflict"
+    assert sb.info()["state"] == "paused"
+    sb.auto_resume = True
+    assert sb.exec("cat /tmp/f").stdout == "kept\n"  # resumed first
+    assert sb.info()["state"] == "running"
+    sb.pause()
+    sb.resume()
+    sb.resume()  # running: left as it is
+    assert sb.read_file("/tmp/f") == b"kept\n"

@@ -621,6 +621,48 @@ TEST_F(AgvisordTest, NamedSandboxDeleteErasesItsData) {
   EXPECT_EQ(vols->out, "") << "the volume outlived DELETE";
 }
 
+// Pause and resume through the daemon (docs/lifecycle.md, "Pause and resume"): the state in
+// GET and the list, a call resumes it first, `resume=false` is refused naming the state, and
+// the daemon's own sweep ends a paused sandbox past its lifetime (nobody lists or calls it).
+TEST_F(AgvisordTest, PauseResumeAndThePausedSweep) {
+  // Long enough that the calls below end before it does on a loaded host (they take ~3-6 s).
+  const std::string id = CreateSandbox(",\"lifetime\":15");
+  ASSERT_FALSE(id.empty());
+  const std::string base = "/v1/sandboxes/" + id;
+  auto paused = daemon_->Post(base + "/pause", "");
+  ASSERT_EQ(paused.status, 200) << paused.body;
+  ExpectSchemaFields(paused.Json(), "Sandbox");
+  EXPECT_EQ(paused.Json()["state"], "paused");
+  EXPECT_EQ(daemon_->Post(base + "/pause", "").status, 200);  // idempotent
+  auto list = daemon_->Curl("GET", "/v1/sandboxes");
+  EXPECT_NE(list.body.find("\"state\":\"paused\""), std::string::npos) << list.body;
+  auto refused = daemon_->Post(base + "/exec?resume=false", R"({"command":"true"})");
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_NE(refused.body.find("is paused"), std::string::npos) << refused.body;
+  EXPECT_EQ(daemon_->Curl("GET", base).Json()["state"], "paused");
+  auto ex = daemon_->Post(base + "/exec", R"({"command":"echo awake"})");
+  ASSERT_EQ(ex.status, 200) << ex.body;
+  EXPECT_EQ(ex.Json()["stdout"], "awake\n");
+  EXPECT_EQ(daemon_->Curl("GET", base).Json()["state"], "running");
+  auto resumed = daemon_->Post(base + "/resume", "");
+  EXPECT_EQ(resumed.status, 200) << resumed.body;
+
+  // Paused past its lifetime (15 s + 1 s): the daemon ends it within its sweep interval (5 s).
+  ASSERT_EQ(daemon_->Post(base + "/pause", "").status, 200);
+  auto inspect = [&] {
+    auto r = RunCommand({"docker", "inspect", "-f", "{{.State.Status}}", "agvisor-" + id});
+    return r.ok() && r->status.exit_code == 0;
+  };
+  // Bound: lifetime 15 s + 1 s + the 5 s sweep = 21 s from create; 45 s allows for a loaded host.
+  EXPECT_TRUE(WaitFor([&] { return !inspect(); }, std::chrono::seconds(45)))
+      << "the paused sandbox outlived its lifetime";
+  auto after = daemon_->Curl("GET", base);
+  EXPECT_EQ(after.status, 200) << after.body;
+  EXPECT_EQ(after.Json()["end_reason"], "lifetime");
+  EXPECT_NE(ReadAll(daemon_->log_file()).find("paused sandbox past its lifetime ended"),
+            std::string::npos);
+}
+
 // Desktop tokens: minted for a desktop sandbox with its VNC password (verified here with the
 // gateway's key), refused for a headless one and for a bad ttl.
 TEST_F(AgvisordTest, DesktopTokensForDesktopSandboxesOnly) {

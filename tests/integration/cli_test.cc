@@ -39,7 +39,7 @@ std::size_t ContainersLabelled(const std::string& label) {
 class CliTest : public ::testing::Test {
  protected:
   static void TearDownTestSuite() {
-    for (const char* n : {"cli", "cli-json", "cli-top"}) {
+    for (const char* n : {"cli", "cli-json", "cli-top", "cli-pause"}) {
       (void)Sandbox::Remove(ContainerNameFor(testing::RunId() + "-" + n), "", true);
     }
   }
@@ -132,6 +132,35 @@ TEST_F(CliTest, CreateExecLsStopRmNamedSandbox) {
   auto gone = Agvisor({"rm", name});
   EXPECT_EQ(gone.status.exit_code, 1);
   EXPECT_THAT(gone.err, HasSubstr("no sandbox"));
+}
+
+// pause / resume: ls shows the state, exec resumes it first, --no-resume refuses (exec: 125)
+// naming how to resume, and a paused sandbox's data is there after.
+TEST_F(CliTest, PauseShowsInLsExecResumesAndNoResumeRefuses) {
+  const std::string name = testing::RunId() + "-cli-pause";
+  ASSERT_EQ(
+      Agvisor({"create", "--name", name, "--disk", "none", "--memory", "256m"}).status.exit_code,
+      0);
+  EXPECT_EQ(Agvisor({"exec", name, "--", "echo kept > f"}).status.exit_code, 0);
+  // Our line of `agvisor ls` (other sandboxes of the host may be listed too).
+  auto ls_line = [&] {
+    std::string out = Agvisor({"ls"}).out;
+    auto at = out.find("agvisor-" + name + " ");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  auto p = Agvisor({"pause", name});
+  ASSERT_EQ(p.status.exit_code, 0) << p.err;
+  EXPECT_THAT(ls_line(), HasSubstr(" paused "));
+  auto refused = Agvisor({"--no-resume", "exec", name, "--", "cat f"});
+  EXPECT_EQ(refused.status.exit_code, 125);  // exec's own failure, as for any exec error
+  EXPECT_THAT(refused.err, HasSubstr("is paused"));
+  EXPECT_THAT(refused.err, HasSubstr("agvisor resume " + name));
+  EXPECT_EQ(Agvisor({"exec", name, "--", "cat f"}).out, "kept\n");  // resumed first
+  EXPECT_EQ(Agvisor({"pause", name}).status.exit_code, 0);
+  EXPECT_EQ(Agvisor({"resume", name}).status.exit_code, 0);
+  EXPECT_EQ(Agvisor({"resume", name}).status.exit_code, 0);  // running: left as it is
+  EXPECT_THAT(ls_line(), HasSubstr(" running "));
+  EXPECT_EQ(Agvisor({"rm", name}).status.exit_code, 0);
 }
 
 // `agvisor top` reports each running sandbox's use against its limits; a busy one shows it.

@@ -30,6 +30,11 @@ void ActivityTracker::SetPolicy(ExpiryPolicy policy, Clock::time_point now) {
   idle_since_ = now;
 }
 
+void ActivityTracker::Woke(Clock::time_point planned, Clock::time_point now) {
+  if (now <= planned + kFreezeSlack) return;
+  idle_since_ = std::min(idle_since_ + (now - planned), now);
+}
+
 std::chrono::milliseconds ActivityTracker::IdleFor(Clock::time_point now) const {
   if (holds_ > 0 || now < idle_since_) return std::chrono::milliseconds(0);
   return std::chrono::duration_cast<std::chrono::milliseconds>(now - idle_since_);

@@ -9,6 +9,8 @@
 //     connected session is not a hold. The sandbox is active while at least one hold exists; idle
 //     time runs from the last moment the number of holds dropped to zero (or from start).
 //   - idle-ttl: the sandbox stops once it has been idle for `idle_ttl`.
+//   - a freeze (the sandbox paused: `docker pause` stops every process in it while the monotonic
+//     clock runs on, as measured under runsc) is not idle time, but it is lifetime: see Woke.
 // Lifetime wins when both are due at the same instant.
 #pragma once
 
@@ -55,6 +57,18 @@ class ActivityTracker {
 
   // Pure: what to do at `now`.
   ExpiryDecision Decide(Clock::time_point now) const;
+
+  // How long init's loop may sleep while an idle clock runs: a freeze is told from a long sleep
+  // by the wake being late, which needs a planned wake. A wake more than kFreezeSlack late is a
+  // freeze (or a host so loaded it stalled us: the same to the idle clock).
+  static constexpr std::chrono::milliseconds kFreezeTick{1000};
+  static constexpr std::chrono::milliseconds kFreezeSlack{1000};
+  // The loop planned to wake by `planned` and woke at `now`. When that is a freeze, its length
+  // (now - planned) moves the idle clock forward (never past `now`): a sandbox resumed after a
+  // pause longer than its idle_ttl is not ended the instant it thaws. Lifetime is not moved: a
+  // pause does not extend it (the host ends a paused sandbox past its lifetime,
+  // docs/lifecycle.md).
+  void Woke(Clock::time_point planned, Clock::time_point now);
 
   // How long the sandbox has been idle at `now` (zero while a hold exists).
   std::chrono::milliseconds IdleFor(Clock::time_point now) const;

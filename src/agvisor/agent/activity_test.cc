@@ -109,5 +109,31 @@ TEST(ActivityTrackerTest, ReasonNames) {
   EXPECT_EQ(StopReasonName(StopReason::kSignal), "signal");
 }
 
+TEST(ActivityTrackerTest, AFreezeIsNotIdleTimeButIsLifetime) {
+  ActivityTracker t({.lifetime = seconds(100), .idle_ttl = seconds(10)}, kT0);
+  // Idle for 5 s, then frozen for 60 s: the loop planned to wake at 6 s and woke at 66 s.
+  t.Woke(At(seconds(6)), At(seconds(66)));
+  EXPECT_EQ(t.IdleFor(At(seconds(66))), seconds(6));
+  EXPECT_EQ(t.Decide(At(seconds(66))).stop, StopReason::kNone);
+  EXPECT_EQ(t.Decide(At(seconds(70))).stop, StopReason::kIdle);
+  // Lifetime counted the freeze: it ends at 100 s from start, as planned.
+  ActivityTracker u({.lifetime = seconds(30), .idle_ttl = seconds(10)}, kT0);
+  u.Woke(At(seconds(1)), At(seconds(40)));
+  EXPECT_EQ(u.Decide(At(seconds(40))).stop, StopReason::kLifetime);
+}
+
+TEST(ActivityTrackerTest, AWakeOnTimeOrSlightlyLateMovesNothing) {
+  ActivityTracker t({.idle_ttl = seconds(10)}, kT0);
+  t.Woke(At(seconds(5)), At(seconds(5) + ActivityTracker::kFreezeSlack));
+  EXPECT_EQ(t.Decide(At(seconds(10))).stop, StopReason::kIdle);
+  // Activity after the thaw already restarted the clock: the freeze never moves it past now.
+  ActivityTracker u({.idle_ttl = seconds(10)}, kT0);
+  u.HoldStarted(At(seconds(50)));
+  u.HoldEnded(At(seconds(50)));
+  u.Woke(At(seconds(2)), At(seconds(50)));
+  EXPECT_EQ(u.IdleFor(At(seconds(50))), milliseconds(0));
+  EXPECT_EQ(u.Decide(At(seconds(60))).stop, StopReason::kIdle);
+}
+
 }  // namespace
 }  // namespace agvisor::agent

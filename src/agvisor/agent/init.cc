@@ -115,11 +115,17 @@ class InitServer {
       if (d.stop != StopReason::kNone) return d.stop;
       std::optional<Clock::time_point> deadline = d.next_check;
       if (auto t = timers_.Next(); t && (!deadline || *t < *deadline)) deadline = t;
+      if (tracker_.policy().idle_ttl) {
+        // A planned wake at least every tick, so that a pause is seen as a late wake (Woke).
+        auto tick = Clock::now() + ActivityTracker::kFreezeTick;
+        if (!deadline || tick < *deadline) deadline = tick;
+      }
       if (auto r = loop_.RunOnce(deadline); !r.ok()) {
         // epoll_wait failing is a bug, not a condition to wait out: stop rather than spin.
         LogLine("event loop: " + r.error().message() + "; stopping");
         return StopReason::kSignal;
       }
+      if (deadline) tracker_.Woke(*deadline, Clock::now());
     }
   }
 

@@ -23,6 +23,8 @@ enum class RouteId {
   kGetSandbox,
   kDeleteSandbox,
   kStopSandbox,
+  kPauseSandbox,
+  kResumeSandbox,
   kExec,
   kExecWs,
   kReadFile,

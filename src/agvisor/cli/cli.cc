@@ -178,6 +178,7 @@ Result<Place*> GlobalOptions::GetPlace() {
     }
     place_ = AGVISOR_TRY(client::Agvisord(server, token_file));
   }
+  if (no_resume) place_->SetAutoResume(false);
   return place_.get();
 }
 
@@ -279,11 +280,13 @@ int RunCli(int argc, char** argv) {
                  "$AGVISOR_TOKEN, then agvisord's default token file; over ssh, root's on "
                  "that host)");
   app.add_flag("--json", g.json, "machine-readable output");
+  app.add_flag("--no-resume", g.no_resume,
+               "fail on a paused sandbox (naming how to resume it) instead of resuming it first");
   app.set_version_flag("--version", "agvisor 0.1.0");
   int exit_code = 0;
-  for (Subcommand* add :
-       {AddCreate, AddRun, AddExec, AddPs, AddAttach, AddKill, AddShell, AddCopy, AddPortForward,
-        AddDesktop, AddList, AddTop, AddEgress, AddStop, AddRemove, AddImage, AddDoctor}) {
+  for (Subcommand* add : {AddCreate, AddRun, AddExec, AddPs, AddAttach, AddKill, AddShell, AddCopy,
+                          AddPortForward, AddDesktop, AddList, AddTop, AddEgress, AddStop,
+                          AddRemove, AddPause, AddResume, AddImage, AddDoctor}) {
     add(app, g, &exit_code);
   }
   // Host-side commands have no agvisord equivalent: refused before they run.

@@ -34,6 +34,7 @@ struct GlobalOptions {
   std::string server;      // --server / $AGVISOR_SERVER: drive sandboxes through agvisord
   std::string token_file;  // --token-file (agvisord's token, with --server)
   bool json = false;       // --json
+  bool no_resume = false;  // --no-resume: a call on a paused sandbox fails instead of resuming it
 
   // Where this run's sandboxes live, made on first use: agvisord when `server` is set, else the
   // Docker host in process. Errors: those of client::Agvisord; kInvalidArgument for --host with
@@ -114,5 +115,7 @@ using Subcommand = void(CLI::App& app, GlobalOptions& g, int* exit_code);
 // The subcommands (desktop: desktop_cmds.cc).
 Subcommand AddCreate, AddRun, AddExec, AddList, AddTop, AddEgress, AddStop, AddRemove, AddImage,
     AddDoctor, AddCopy, AddShell, AddPortForward, AddDesktop, AddPs, AddKill, AddAttach;
+// pause, resume (sandbox_cmds.cc).
+Subcommand AddPause, AddResume;
 
 }  // namespace agvisor::cli

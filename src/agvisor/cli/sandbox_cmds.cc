@@ -1,4 +1,4 @@
-// create, run, exec, ls, stop, rm.
+// create, run, exec, ls, stop, rm, pause, resume.
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -271,7 +271,42 @@ void ForEachSandbox(const std::vector<std::string>& names, GlobalOptions& g, int
   }
 }
 
+void PauseEach(const std::vector<std::string>& names, GlobalOptions& g, int* exit_code,
+               bool pause) {
+  auto place = g.GetPlace();
+  if (!place.ok()) {
+    *exit_code = ReportError(place.error());
+    return;
+  }
+  for (const auto& n : names) {
+    const std::string cname = ResolveContainerName(n);
+    auto r = pause ? (*place)->Pause(cname) : (*place)->Resume(cname);
+    if (!r.ok()) {
+      *exit_code = ReportError(r.error());
+    } else if (!g.json) {
+      std::cout << cname << "\n";
+    }
+  }
+}
+
 }  // namespace
+
+void AddPause(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto* cmd = app.add_subcommand("pause",
+                                 "freeze sandboxes: their processes keep their memory and get no "
+                                 "CPU until `agvisor resume` or the next call on them");
+  auto names = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("sandbox", *names, "sandbox names")->required();
+  cmd->callback([&g, exit_code, names] { PauseEach(*names, g, exit_code, true); });
+}
+
+void AddResume(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto* cmd = app.add_subcommand("resume",
+                                 "thaw paused sandboxes (one past its lifetime is ended instead)");
+  auto names = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("sandbox", *names, "sandbox names")->required();
+  cmd->callback([&g, exit_code, names] { PauseEach(*names, g, exit_code, false); });
+}
 
 void AddStop(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto* cmd = app.add_subcommand("stop",

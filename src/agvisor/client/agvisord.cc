@@ -139,6 +139,13 @@ class RemotePlace final : public AgvisordPlace {
   Result<void> Remove(std::string_view container_name, bool erase_data) override {
     return client_->RemoveSandbox(api::SandboxIdFor(container_name), erase_data);
   }
+  Result<void> Pause(std::string_view container_name) override {
+    return client_->PauseSandbox(api::SandboxIdFor(container_name), /*pause=*/true);
+  }
+  Result<void> Resume(std::string_view container_name) override {
+    return client_->PauseSandbox(api::SandboxIdFor(container_name), /*pause=*/false);
+  }
+  void SetAutoResume(bool yes) override { client_->set_auto_resume(yes); }
   Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) override {
     return client_->Metrics(api::SandboxIdFor(sandbox.container_name));
   }

@@ -443,7 +443,13 @@ Error RemoteClient::ErrorOf(const http::Response& r) const {
                          api::SanitizeUtf8(r.body.substr(0, 200)));
 }
 
+std::string RemoteClient::WithResume(std::string target) const {
+  if (auto_resume_) return target;
+  return target + (target.find('?') == std::string::npos ? "?" : "&") + "resume=false";
+}
+
 Result<http::Response> RemoteClient::Call(http::Request request) {
+  request.target = WithResume(std::move(request.target));
   request.headers.push_back({"Authorization", "Bearer " + token_.token});
   auto r = http_->Send(request);
   if (!r.ok()) return Unreachable(r.error());
@@ -468,6 +474,12 @@ Result<std::vector<api::SandboxView>> RemoteClient::ListSandboxes() {
 Result<void> RemoteClient::RemoveSandbox(std::string_view id, bool erase_data) {
   AGVISOR_RETURN_IF_ERROR(Call(
       {.method = "DELETE", .target = SandboxPath(id) + "?erase_data=" + (erase_data ? "1" : "0")}));
+  return Ok();
+}
+
+Result<void> RemoteClient::PauseSandbox(std::string_view id, bool pause) {
+  AGVISOR_RETURN_IF_ERROR(
+      Call({.method = "POST", .target = SandboxPath(id) + (pause ? "/pause" : "/resume")}));
   return Ok();
 }
 
@@ -516,8 +528,9 @@ Result<api::EgressView> RemoteClient::SetEgress(std::string_view id,
 
 Result<void> RemoteClient::PutArchive(std::string_view id, std::string_view dir,
                                       const channel::ByteSource& source) {
-  http::Request req{.method = "PUT",
-                    .target = SandboxPath(id) + "/archive?path=" + http::UrlEncode(dir)};
+  http::Request req{
+      .method = "PUT",
+      .target = WithResume(SandboxPath(id) + "/archive?path=" + http::UrlEncode(dir))};
   req.headers.push_back({"Authorization", "Bearer " + token_.token});
   req.content_type = "application/x-tar";
   req.timeout = kArchiveTimeout;
@@ -529,8 +542,9 @@ Result<void> RemoteClient::PutArchive(std::string_view id, std::string_view dir,
 
 Result<void> RemoteClient::GetArchive(std::string_view id, std::string_view path,
                                       const channel::ByteSink& sink) {
-  http::Request req{.method = "GET",
-                    .target = SandboxPath(id) + "/archive?path=" + http::UrlEncode(path)};
+  http::Request req{
+      .method = "GET",
+      .target = WithResume(SandboxPath(id) + "/archive?path=" + http::UrlEncode(path))};
   req.headers.push_back({"Authorization", "Bearer " + token_.token});
   req.timeout = kArchiveTimeout;
   auto r = http_->SendStreamingResponse(req, sink);
@@ -570,7 +584,7 @@ Result<std::unique_ptr<WsConnection>> RemoteClient::OpenWebSocket(
       [bearer](bws::request_type& r) { r.set(beast::http::field::authorization, bearer); }));
   conn->ws().read_message_max(64u << 20);
   bws::response_type res;
-  conn->ws().handshake(res, "agvisord", target, ec);
+  conn->ws().handshake(res, "agvisord", WithResume(target), ec);
   if (ec) {
     if (res.result_int() >= 400) {
       http::Response r;

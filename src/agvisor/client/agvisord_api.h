@@ -12,6 +12,7 @@
 // kPermissionDenied naming where the token came from.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -68,6 +69,11 @@ class RemoteClient {
   Result<std::vector<api::SandboxView>> ListSandboxes();
   // DELETE /v1/sandboxes/{id}?erase_data=0|1 (the container goes; the volume with `erase_data`).
   Result<void> RemoveSandbox(std::string_view id, bool erase_data);
+  // POST /v1/sandboxes/{id}/pause (`pause`) or /resume.
+  Result<void> PauseSandbox(std::string_view id, bool pause);
+  // false: every request from now on carries `resume=false` (calls on a paused sandbox fail
+  // with kConflict instead of resuming it).
+  void set_auto_resume(bool yes) { auto_resume_ = yes; }
   // POST .../processes; GET .../processes; POST .../processes/{pid}/signal.
   Result<std::uint32_t> StartProcess(std::string_view id, const std::vector<std::string>& argv,
                                      const BackgroundOptions& options);
@@ -115,6 +121,9 @@ class RemoteClient {
   std::shared_ptr<http::Client> http_;  // for ssh, it owns the tunnel
   // Where WebSockets connect: endpoint_, or for ssh the tunnel's local socket.
   http::Endpoint socket_endpoint_;
+  std::atomic<bool> auto_resume_{true};
+  // `target` with `resume=false` added when auto_resume_ is off.
+  std::string WithResume(std::string target) const;
 };
 
 }  // namespace agvisor::client

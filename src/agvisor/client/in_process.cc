@@ -96,12 +96,22 @@ class LocalPlace final : public Place {
   }
   Result<std::unique_ptr<SandboxHandle>> Open(std::string_view container_name) override {
     auto sb = AGVISOR_TRY(Sandbox::Open(container_name, host_));
+    sb->set_auto_resume(auto_resume_);
     return std::unique_ptr<SandboxHandle>(std::make_unique<LocalHandle>(std::move(sb)));
   }
   Result<std::vector<SandboxInfo>> List() override { return Sandbox::List(host_); }
   Result<void> Remove(std::string_view container_name, bool erase_data) override {
     return Sandbox::Remove(container_name, host_, erase_data);
   }
+  Result<void> Pause(std::string_view container_name) override {
+    auto sb = AGVISOR_TRY(Sandbox::Open(container_name, host_));
+    return sb->Pause();
+  }
+  Result<void> Resume(std::string_view container_name) override {
+    auto sb = AGVISOR_TRY(Sandbox::Open(container_name, host_));
+    return sb->Resume();
+  }
+  void SetAutoResume(bool yes) override { auto_resume_ = yes; }
   Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) override {
     std::shared_ptr<docker::Client> docker;
     {
@@ -116,6 +126,7 @@ class LocalPlace final : public Place {
 
  private:
   std::string host_;
+  bool auto_resume_ = true;
   std::mutex mu_;
   std::shared_ptr<docker::Client> docker_;
 };

@@ -106,6 +106,13 @@ class Place {
   virtual Result<std::vector<SandboxInfo>> List() = 0;
   // As Sandbox::Remove.
   virtual Result<void> Remove(std::string_view container_name, bool erase_data) = 0;
+  // As Sandbox::Pause / Resume (docs/lifecycle.md, "Pause and resume").
+  virtual Result<void> Pause(std::string_view container_name) = 0;
+  virtual Result<void> Resume(std::string_view container_name) = 0;
+  // Whether calls through handles opened from now on resume a paused sandbox first (the
+  // default) or fail with kConflict naming the state and how to resume (Sandbox::auto_resume;
+  // through agvisord each request says so with `resume=false`).
+  virtual void SetAutoResume(bool yes) = 0;
   // One sample of the runtime's stats for a running sandbox (about a second).
   virtual Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) = 0;
 };

@@ -329,6 +329,18 @@ Result<void> Client::KillContainer(std::string_view container, std::string_view 
               "kill container", container);
 }
 
+Result<void> Client::PauseContainer(std::string_view container) {
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
+  return Send("POST", "/containers/" + std::string(container) + "/pause", "pause container",
+              container);
+}
+
+Result<void> Client::UnpauseContainer(std::string_view container) {
+  AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
+  return Send("POST", "/containers/" + std::string(container) + "/unpause", "unpause container",
+              container);
+}
+
 Result<void> Client::StopContainer(std::string_view container, int timeout_s) {
   AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
   if (timeout_s < 0) {

@@ -153,6 +153,10 @@ class Client {
                             std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   // Errors: kConflict (not running).
   Result<void> KillContainer(std::string_view container, std::string_view signal = "KILL");
+  // POST /containers/{id}/pause and /unpause (the cgroup freezer; under runsc, runsc's pause).
+  // Errors: kNotFound, kConflict (not running; pausing a paused one or unpausing a running one).
+  Result<void> PauseContainer(std::string_view container);
+  Result<void> UnpauseContainer(std::string_view container);
   // SIGTERM, then SIGKILL after `timeout_s`. Already stopped is a success (Docker's 304).
   Result<void> StopContainer(std::string_view container, int timeout_s = 10);
   Result<void> RemoveContainer(std::string_view container, bool force = false,

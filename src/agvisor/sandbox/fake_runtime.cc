@@ -282,8 +282,39 @@ Result<InstanceInfo> FakeRuntime::Inspect(std::string_view ref) {
   if (auto e = Record("Inspect", ref)) return *e;
   Instance* i = Find(ref);
   if (!i) return Error::NotFound("inspect container " + std::string(ref) + ": no such container");
-  return InstanceInfo{
-      .id = i->id, .name = i->name, .image_ref = i->image, .labels = i->labels, .state = i->state};
+  return InstanceInfo{.id = i->id,
+                      .name = i->name,
+                      .image_ref = i->image,
+                      .labels = i->labels,
+                      .state = i->state,
+                      .created_unix = i->created_unix};
+}
+
+Result<void> FakeRuntime::Pause(std::string_view id) {
+  std::lock_guard lock(mu_);
+  if (auto e = Record("Pause", id)) return *e;
+  Instance* i = Find(id);
+  if (!i) return Error::NotFound("pause container " + std::string(id) + ": no such container");
+  Refresh(*i);
+  if (!i->agent || i->state.status != "running") {
+    return Error::Conflict("pause container " + std::string(id) + ": it is " + i->state.status);
+  }
+  AGVISOR_RETURN_IF_ERROR(i->agent->Kill(SIGSTOP));
+  i->state.status = "paused";
+  return Ok();
+}
+
+Result<void> FakeRuntime::Unpause(std::string_view id) {
+  std::lock_guard lock(mu_);
+  if (auto e = Record("Unpause", id)) return *e;
+  Instance* i = Find(id);
+  if (!i) return Error::NotFound("unpause container " + std::string(id) + ": no such container");
+  if (!i->agent || i->state.status != "paused") {
+    return Error::Conflict("unpause container " + std::string(id) + ": it is not paused");
+  }
+  AGVISOR_RETURN_IF_ERROR(i->agent->Kill(SIGCONT));
+  i->state.status = "running";
+  return Ok();
 }
 
 Result<std::vector<InstanceSummary>> FakeRuntime::List(
@@ -354,6 +385,10 @@ Result<std::vector<std::string>> FakeRuntime::ExecArgv(std::string_view op, std:
   if (!i) return Error::NotFound("exec in container " + std::string(id) + ": no such container");
   if (!i->state.running) {
     return Error::Conflict("exec in container " + std::string(id) + ": it is not running");
+  }
+  if (i->state.status == "paused") {  // Docker's words
+    return Error::Conflict("exec in container " + std::string(id) + ": container " +
+                           std::string(id) + " is paused, unpause the container before exec");
   }
   return LocalArgv(*i, argv);
 }

@@ -84,6 +84,10 @@ class FakeRuntime final : public Runtime {
   Result<InstanceInfo> Inspect(std::string_view ref) override;
   Result<std::vector<InstanceSummary>> List(const std::vector<std::string>& label_filters) override;
   Result<bool> Remove(std::string_view ref) override;
+  // SIGSTOP / SIGCONT to the instance's agent (a real freeze: its clock runs on, as under runsc);
+  // status "paused" / "running". kConflict as Docker's: not running, or already so.
+  Result<void> Pause(std::string_view id) override;
+  Result<void> Unpause(std::string_view id) override;
   void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) override;
   bool EndedByMemoryLimit(std::string_view id) override;
   Result<std::unique_ptr<channel::Transport>> OpenExecStream(std::string_view id,

@@ -18,6 +18,7 @@ Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDe
   i.labels.insert_or_assign(std::string(kLabelManaged), std::string("1"));
   if (spec.name) i.labels[std::string(kLabelName)] = *spec.name;
   if (spec.idle_ttl) i.labels[std::string(kLabelIdleTtl)] = std::to_string(*spec.idle_ttl);
+  if (spec.lifetime) i.labels[std::string(kLabelLifetime)] = std::to_string(*spec.lifetime);
   i.labels[std::string(kLabelMemory)] = spec.limits.memory;
   for (const auto& [k, v] : d.system_labels) i.labels[k] = v;
   i.labels[std::string(kLabelImage)] = d.source_image;
@@ -49,6 +50,18 @@ void ApplyEgressNetwork(InstanceSpec& i, const SandboxNetwork& net,
   i.dns = {net.gateway};
   i.env = EgressProxyEnv(net.gateway);
   i.labels[std::string(kLabelEgress)] = egress::EncodeEgressRules(rules);
+}
+
+bool LifetimeOver(const Labels& labels, std::int64_t created_unix, std::int64_t now_unix) {
+  auto it = labels.find(std::string(kLabelLifetime));
+  if (it == labels.end() || created_unix <= 0 || labels.count(std::string(kLabelPool)))
+    return false;
+  std::int64_t lifetime = 0;
+  for (char c : it->second) {
+    if (c < '0' || c > '9' || lifetime > (std::int64_t{1} << 40)) return false;  // not ours
+    lifetime = lifetime * 10 + (c - '0');
+  }
+  return !it->second.empty() && now_unix >= created_unix + lifetime + 1;
 }
 
 }  // namespace agvisor

@@ -22,6 +22,9 @@ inline constexpr std::string_view kLabelName = "agvisor.name";
 inline constexpr std::string_view kLabelIdleTtl = "agvisor.idle_ttl";
 inline constexpr std::string_view kLabelMemory = "agvisor.memory";
 inline constexpr std::string_view kLabelPool = "agvisor.pool";
+// The lifetime in seconds given at create (the agent's --lifetime): for the host to end a paused
+// sandbox past it, since its frozen agent cannot (LifetimeOver).
+inline constexpr std::string_view kLabelLifetime = "agvisor.lifetime";
 // The image as the caller named it (the instance runs the prepared image with the agent).
 inline constexpr std::string_view kLabelImage = "agvisor.image";
 // A named sandbox's data directory, on its volume.
@@ -43,6 +46,14 @@ struct InstanceDecisions {
 // The instance for `spec` (already validated by ValidateSpec). Errors: kInvalidArgument
 // (limits.memory / limits.shm that do not parse; ValidateSpec has refused them before).
 Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDecisions& decisions);
+
+// Whether an instance with `labels`, made at `created_unix` (the host's clock), is past its
+// lifetime at `now_unix`: for a paused sandbox, whose agent is frozen and enforces nothing. The
+// agent counts from its start, a moment after creation; the host gives it one more second. A
+// pool member's lifetime is set again when it is handed out (Sandbox::SetDeadlines), which no
+// label records: false for those (their agent ends them when they thaw), as for sandboxes
+// without a lifetime or a creation time.
+bool LifetimeOver(const Labels& labels, std::int64_t created_unix, std::int64_t now_unix);
 
 // Puts the instance on its egress network `net` (Runtime::EnsureEgressNetwork's answer): the
 // network, the enforcer as resolver, the proxy variables, and the rules as a label.

@@ -58,7 +58,8 @@ constexpr const char* kNamed =
     R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--lifetime",)"
     R"("3600","--idle-ttl","600"],"Entrypoint":["/.agvisor/agvisor-agent"],)"
     R"("WorkingDir":"/workspace","Labels":{"agvisor":"1","agvisor.idle_ttl":"600",)"
-    R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"512m","agvisor.name":"proj",)"
+    R"("agvisor.image":"agvisor/base:latest","agvisor.lifetime":"3600",)"
+    R"("agvisor.memory":"512m","agvisor.name":"proj",)"
     R"("agvisor.pool":"p1","tenant":"t1"},"Tty":false,"OpenStdin":true,"AttachStdin":true,)"
     R"("AttachStdout":true,"AttachStderr":true,"StdinOnce":false,)"
     R"("HostConfig":{"Runtime":"runsc","NanoCpus":500000000,"Memory":536870912,)"
@@ -184,6 +185,19 @@ TEST(InstanceSpecTest, NeutralFieldsOfANamedSandbox) {
   EXPECT_EQ(i->requested_runtime, "runsc");
   EXPECT_EQ(i->source_image, "agvisor/base:latest");
   EXPECT_TRUE(i->pre_start_tar.empty());
+}
+
+TEST(InstanceSpecTest, LifetimeOverCountsFromCreationForThePausedOnly) {
+  const Labels labels = {{"agvisor", "1"}, {"agvisor.lifetime", "60"}};
+  EXPECT_FALSE(LifetimeOver(labels, 1000, 1060));  // the agent's start comes a moment later
+  EXPECT_TRUE(LifetimeOver(labels, 1000, 1061));
+  EXPECT_FALSE(LifetimeOver({{"agvisor", "1"}}, 1000, 999999));  // no lifetime
+  EXPECT_FALSE(LifetimeOver(labels, 0, 999999));                 // no creation time
+  Labels pooled = labels;
+  pooled["agvisor.pool"] = "p";  // handed out with a lifetime of its own (SetDeadlines)
+  EXPECT_FALSE(LifetimeOver(pooled, 1000, 999999));
+  EXPECT_FALSE(LifetimeOver({{"agvisor.lifetime", "6x"}}, 1000, 999999));
+  EXPECT_FALSE(LifetimeOver({{"agvisor.lifetime", ""}}, 1000, 999999));
 }
 
 }  // namespace

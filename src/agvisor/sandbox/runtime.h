@@ -64,7 +64,7 @@ struct SandboxNetwork {
 // started), "running", "paused", "restarting", "removing", "exited", "dead".
 struct InstanceState {
   std::string status;
-  bool running = false;
+  bool running = false;  // alive: "running" or "paused" (as Docker's State.Running)
   int exit_code = 0;
   bool oom_killed = false;  // as far as the runtime knows at once (see EndedByMemoryLimit)
 };
@@ -75,6 +75,7 @@ struct InstanceInfo {
   std::string image_ref;  // what the instance runs (the derived image)
   Labels labels;
   InstanceState state;
+  std::int64_t created_unix = 0;  // when it was made (the host's clock; 0 = unknown)
 };
 
 struct InstanceSummary {
@@ -154,9 +155,16 @@ class Runtime {
   // Every instance carrying all of `label_filters` ("key" or "key=value"), running or not.
   virtual Result<std::vector<InstanceSummary>> List(
       const std::vector<std::string>& label_filters) = 0;
-  // Removes an instance whether it runs or not. Returns whether one was there (one being
-  // removed already counts). Errors: kUnavailable.
+  // Removes an instance whether it runs, is paused or not. Returns whether one was there (one
+  // being removed already counts). A paused one that the runtime cannot end frozen (runsc) is
+  // thawed first. Errors: kUnavailable.
   virtual Result<bool> Remove(std::string_view ref) = 0;
+  // Freezes every process of a running instance (they keep their memory, get no CPU) / thaws
+  // them; Inspect then says "paused" / "running". Errors: kNotFound, kConflict (not running, or
+  // already in the asked state: the caller inspects to tell which), kUnsupported (this runtime
+  // cannot), kUnavailable.
+  virtual Result<void> Pause(std::string_view id) = 0;
+  virtual Result<void> Unpause(std::string_view id) = 0;
   // Waits at most `timeout` for the instance to stop running (a death being recorded).
   virtual void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) = 0;
   // Whether an instance that ended by SIGKILL was killed by its memory limit (a record that

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -58,6 +60,36 @@ EndReason ReasonFromState(const InstanceState& s) {
       return EndReason::kKilled;
   }
 }
+
+// The sandboxes this process paused (container ids): a call on any handle of one resumes it
+// first. Calls check `count` without a lock, so nothing is paid while none is paused.
+struct PausedHere {
+  std::mutex mu;
+  std::set<std::string, std::less<>> ids;
+  std::atomic<int> count{0};
+};
+PausedHere& Paused() {
+  static PausedHere* p = new PausedHere();  // never destroyed: handles may outlive statics
+  return *p;
+}
+void MarkPaused(const std::string& id, bool paused) {
+  PausedHere& p = Paused();
+  std::lock_guard lock(p.mu);
+  if (paused) {
+    p.ids.insert(id);
+  } else {
+    p.ids.erase(id);
+  }
+  p.count = static_cast<int>(p.ids.size());
+}
+bool PausedByUs(std::string_view id) {
+  PausedHere& p = Paused();
+  if (p.count.load(std::memory_order_relaxed) == 0) return false;
+  std::lock_guard lock(p.mu);
+  return p.ids.count(id) != 0;
+}
+
+std::int64_t UnixNow() { return static_cast<std::int64_t>(std::time(nullptr)); }
 
 }  // namespace
 
@@ -125,6 +157,7 @@ Sandbox::~Sandbox() {
 std::vector<std::string> Sandbox::AgentLog() const { return agent_log_->Snapshot(); }
 
 Result<std::shared_ptr<channel::Channel>> Sandbox::Channel() {
+  AGVISOR_RETURN_IF_ERROR(WakeIfPausedHere());
   std::lock_guard lock(channel_mu_);
   if (channel_ && !channel_->broken()) return channel_;
   channel_.reset();
@@ -136,8 +169,14 @@ Result<std::shared_ptr<channel::Channel>> Sandbox::OpenChannel() {
   // One `docker exec -i agvisor-agent connect`: it relays to the agent's socket.
   auto connect = [&](std::uint16_t version) -> Result<std::shared_ptr<channel::Channel>> {
     auto log = agent_log_;
-    auto stream = runtime_->OpenExecStream(container_id_, {std::string(kAgentPath), "connect"},
-                                           [log](std::string_view b) { log->Append(b); });
+    auto open = [&] {
+      return runtime_->OpenExecStream(container_id_, {std::string(kAgentPath), "connect"},
+                                      [log](std::string_view b) { log->Append(b); });
+    };
+    auto stream = open();
+    // Paused by another process (this one's pauses were resumed by Channel()): the runtime
+    // refuses the exec; resume and try again.
+    if (!stream.ok() && AGVISOR_TRY(WakeIfPaused(stream.error()))) stream = open();
     if (!stream.ok()) return DiagnoseExecFailure(stream.error());
     auto ch = channel::Channel::Open(std::move(*stream), {.version = version});
     if (!ch.ok()) {
@@ -258,6 +297,13 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
                                  " exists that agvisor did not create; rename or remove it");
         }
         const auto& st = existing->state;
+        if (st.status == "paused" &&
+            LifetimeOver(existing->labels, existing->created_unix, UnixNow())) {
+          // Paused past its lifetime: ended as its agent would have, then made afresh below.
+          MarkPaused(existing->id, false);
+          AGVISOR_RETURN_IF_ERROR(runtime->Remove(existing->id));
+          continue;
+        }
         if (st.running) {
           // Re-attaching must not hand out a sandbox with another egress policy (or none) than
           // the one asked for: that would open what the caller meant to close.
@@ -403,8 +449,18 @@ Result<std::vector<SandboxInfo>> Sandbox::List(std::string_view host) {
     auto image = s.labels.find(std::string(kLabelImage));
     i.image = image != s.labels.end() ? image->second : s.image;
     i.state = s.status;
-    i.running = s.status == "running";
+    i.running = s.status == "running" || s.status == "paused";
     i.host = std::string(host);
+    if (s.status == "paused" && LifetimeOver(s.labels, s.created_unix, UnixNow())) {
+      // Its frozen agent cannot end it: the listing client does (docs/lifecycle.md).
+      auto r = runtime->Remove(s.id);
+      if (r.ok()) {
+        MarkPaused(s.id, false);
+        i.state = "removed";
+        i.running = false;
+        i.end_reason = EndReason::kLifetime;
+      }
+    }
     out.push_back(std::move(i));
   }
   return out;
@@ -510,6 +566,82 @@ Result<void> Sandbox::Stop() {
 Result<void> Sandbox::Delete() {
   AGVISOR_RETURN_IF_ERROR(Stop());
   if (persistent()) AGVISOR_RETURN_IF_ERROR(runtime_->RemoveVolume(container_name_));
+  return Ok();
+}
+
+Error Sandbox::PausedError() const {
+  const std::string& shown = name_ ? *name_ : container_name_;
+  return Error::Conflict(
+      "sandbox " + shown + " is paused and this call was asked not to resume it: " +
+      "resume it first (`agvisor resume " + shown +
+      "`, sb.resume(), POST /v1/sandboxes/{id}/resume) or let the call resume it");
+}
+
+Result<void> Sandbox::WakeIfPausedHere() {
+  if (!PausedByUs(container_id_)) return Ok();
+  if (!auto_resume_) return PausedError();
+  return Resume();
+}
+
+Result<bool> Sandbox::WakeIfPaused(const Error& e) {
+  if (e.code() != ErrorCode::kConflict) return false;
+  auto info = runtime_->Inspect(container_id_);
+  if (!info.ok() || info->state.status != "paused") return false;
+  if (!auto_resume_) return PausedError();
+  AGVISOR_RETURN_IF_ERROR(Resume());
+  return true;
+}
+
+Result<void> Sandbox::RefuseIfPaused() {
+  auto info = runtime_->Inspect(container_id_);
+  if (!info.ok()) {
+    if (info.error().code() == ErrorCode::kNotFound) return Ok();  // the call reports it
+    return info.error();
+  }
+  if (info->state.status == "paused") return PausedError();
+  return Ok();
+}
+
+Result<void> Sandbox::Pause() {
+  auto r = runtime_->Pause(container_id_);
+  if (!r.ok()) {
+    if (r.error().code() != ErrorCode::kConflict && r.error().code() != ErrorCode::kNotFound) {
+      return r.error();
+    }
+    // Already paused (done), or not running (why, as kSandboxDied).
+    auto info = AGVISOR_TRY(InfoLocked());
+    if (info.state != "paused") return DiagnoseExecFailure(r.error());
+  }
+  MarkPaused(container_id_, true);
+  return Ok();
+}
+
+Result<void> Sandbox::Resume() {
+  auto info = runtime_->Inspect(container_id_);
+  if (!info.ok() && info.error().code() != ErrorCode::kNotFound) return info.error();
+  if (!info.ok() || !info->state.running) {
+    MarkPaused(container_id_, false);
+    return DiagnoseExecFailure(Error::Conflict("resume " + container_name_ + ": not running"));
+  }
+  if (info->state.status != "paused") {
+    MarkPaused(container_id_, false);
+    return Ok();
+  }
+  if (LifetimeOver(info->labels, info->created_unix, UnixNow())) {
+    // Past its lifetime: ended, not resumed (on runsc the runtime thaws it only to remove it).
+    AGVISOR_RETURN_IF_ERROR(runtime_->Remove(container_id_));
+    MarkPaused(container_id_, false);
+    std::string again = persistent() ? "; create it again with the same name to get a fresh "
+                                       "container on the same /workspace"
+                                     : "";
+    return Error::SandboxDied("sandbox " + container_name_ + " is not running: " +
+                              std::string(EndReasonName(EndReason::kLifetime)) +
+                              " while paused (ended on resume)" + again);
+  }
+  auto r = runtime_->Unpause(container_id_);
+  // kConflict: another client resumed it meanwhile.
+  if (!r.ok() && r.error().code() != ErrorCode::kConflict) return r.error();
+  MarkPaused(container_id_, false);
   return Ok();
 }
 

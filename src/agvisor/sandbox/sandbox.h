@@ -21,6 +21,9 @@
 //     client dies. Anonymous sandboxes with either are removed by Docker when they end.
 //   - Stop() removes the container (a named sandbox keeps its volume); Delete() also erases it.
 //   - A sandbox killed by its memory or pids limit is reported as kSandboxDied with the reason.
+//   - Pause() freezes it (processes keep their memory, get no CPU); any call resumes it first
+//     unless the handle says not to (set_auto_resume). Lifetime runs on while paused, idle time
+//     does not; a paused sandbox past its lifetime is ended by the host (docs/lifecycle.md).
 #pragma once
 
 #include <atomic>
@@ -128,8 +131,8 @@ struct SandboxInfo {
   std::optional<std::string> name;  // set for named (persistent) sandboxes
   std::string container_id;
   std::string image;
-  std::string state;  // Docker's: "running", "exited", "created", ...
-  bool running = false;
+  std::string state;     // Docker's: "running", "paused", "exited", "created", ...
+  bool running = false;  // alive: "running" or "paused" (a paused one keeps its processes)
   EndReason end_reason = EndReason::kNone;
   int exit_code = 0;
   std::string host;
@@ -274,6 +277,26 @@ class Sandbox {
   // Every call here does this itself; it is for errors of a Process's own calls (Wait, Write).
   Error Diagnose(const Error& e);
 
+  // ---- Pause (docs/lifecycle.md, "Pause and resume") ----
+  // Freezes every process of the sandbox: they keep their memory and get no CPU until Resume or
+  // the next call on any handle of this process (which resumes it first; handles in other
+  // processes resume it when they next open a session). Idempotent. Errors: kSandboxDied (it is
+  // not running: why), kUnsupported (the runtime cannot), kUnavailable.
+  Result<void> Pause();
+  // Thaws a paused sandbox; a running one is left as it is. A paused sandbox whose lifetime
+  // passed while frozen is not thawed but ended, as its agent would have ended it (removed; a
+  // named one keeps its volume): kSandboxDied, "lifetime reached while paused". Errors:
+  // kSandboxDied, kUnavailable.
+  Result<void> Resume();
+  // Whether calls on this handle resume a paused sandbox first (the default). When not, a call
+  // on a sandbox this process paused fails with kConflict naming the state and how to resume.
+  void set_auto_resume(bool yes) { auto_resume_ = yes; }
+  bool auto_resume() const { return auto_resume_; }
+  // kConflict (naming the state and how to resume) when the sandbox is paused now, as the
+  // runtime says (one inspect): for front ends whose caller asked a single call not to resume.
+  // Errors: also those of inspecting.
+  Result<void> RefuseIfPaused();
+
   // Removes the container; a named sandbox keeps its volume. Idempotent.
   Result<void> Stop();
   // Stop() and erase the named sandbox's volume.
@@ -301,6 +324,13 @@ class Sandbox {
   static Result<std::unique_ptr<Sandbox>> Create(
       const SandboxSpec& spec, const std::map<std::string, std::string>& system_labels);
   Result<SandboxInfo> InfoLocked();
+  // Before a call: when this process paused the sandbox, resumes it (or refuses: auto_resume).
+  // A lock-free check when nothing is paused here.
+  Result<void> WakeIfPausedHere();
+  // After the runtime refused an exec (`e`): when the sandbox is paused, resumes it (or refuses)
+  // and returns true (try again); false when it is not paused. Errors: Resume's, or kConflict.
+  Result<bool> WakeIfPaused(const Error& e);
+  Error PausedError() const;
   // Turns a failed exec into kSandboxDied when the container is gone or stopped.
   Error DiagnoseExecFailure(const Error& e);
   // The bulk path of ReadFile and DownloadTar for large regular files (sandbox.cc,
@@ -334,6 +364,7 @@ class Sandbox {
   // later sessions do not pay a refused handshake each.
   std::atomic<std::uint16_t> agent_protocol_{proto::kProtocolVersion};
   std::shared_ptr<LogRing> agent_log_;
+  std::atomic<bool> auto_resume_{true};
 };
 
 }  // namespace agvisor

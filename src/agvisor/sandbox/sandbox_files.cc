@@ -107,6 +107,7 @@ Result<bool> Sandbox::ReadByExec(std::string_view path, bool tar, const channel:
   if (tar) cmd.emplace_back("--tar");
   cmd.emplace_back(path);
   const std::string what = (tar ? "download " : "read file ") + std::string(path);
+  AGVISOR_RETURN_IF_ERROR(WakeIfPausedHere());
   std::string err;
   std::optional<Error> sink_error;
   auto code = runtime_->RunExec(

@@ -291,6 +291,13 @@ int DaemonMain(int argc, char** argv) {
   fields.emplace_back("sandboxes_recovered", std::to_string(recovered.ok() ? *recovered : 0));
   LogEvent("info", "agvisord listening", fields);
 
+  // A paused sandbox's agent is frozen: past its lifetime, the daemon ends it (docs/lifecycle.md).
+  std::thread([&service] {
+    for (;;) {
+      std::this_thread::sleep_for(Service::kPausedSweepInterval);
+      service.SweepPaused();
+    }
+  }).detach();
   Server* srv = server->get();
   std::thread signals([srv, stop] {
     int sig = 0;

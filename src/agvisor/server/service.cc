@@ -106,6 +106,17 @@ Result<std::size_t> Service::Recover() {
   return served;
 }
 
+void Service::SweepPaused() {
+  auto list = Sandbox::List(options_.docker_host);
+  if (!list.ok()) return;  // the next sweep tries again
+  for (const auto& info : *list) {
+    if (info.state != "removed" || info.end_reason != EndReason::kLifetime) continue;
+    const std::string id = api::SandboxIdFor(info.container_name);
+    Forget(id, EndReason::kLifetime);
+    LogEvent("info", "paused sandbox past its lifetime ended", {{"id", id}});
+  }
+}
+
 void Service::ClosePools() {
   std::map<std::string, std::shared_ptr<Pool>> pools;
   {
@@ -161,8 +172,27 @@ HttpResponse Service::Handle(const HttpRequest& req, const api::RouteMatch& matc
   return std::move(*r);
 }
 
+Result<void> Service::RefuseIfPausedAndAsked(const api::RouteMatch& m) {
+  const std::string& id = Param(m, "id");
+  if (id.empty()) return Ok();
+  switch (m.route->id) {
+    case api::RouteId::kGetSandbox:
+    case api::RouteId::kDeleteSandbox:
+    case api::RouteId::kStopSandbox:
+    case api::RouteId::kPauseSandbox:
+    case api::RouteId::kResumeSandbox:
+      return Ok();  // about the sandbox, not calls into it
+    default:
+      break;
+  }
+  if (AGVISOR_TRY(api::QueryBool(m.query, "resume", true))) return Ok();
+  auto sb = AGVISOR_TRY(Get(id));
+  return sb->RefuseIfPaused();
+}
+
 Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteMatch& m) {
   const std::string& id = Param(m, "id");
+  AGVISOR_RETURN_IF_ERROR(RefuseIfPausedAndAsked(m));
   switch (m.route->id) {
     case api::RouteId::kHealth: {
       std::size_t n;
@@ -178,7 +208,7 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
       std::vector<api::SandboxView> views;
       for (auto& info : list) {
         api::SandboxView v{api::SandboxIdFor(info.container_name), std::move(info), {}, {}};
-        if (!v.info.running) {
+        if (!v.info.running && v.info.end_reason == EndReason::kNone) {
           // The list call does not say why a sandbox ended; its inspect does.
           if (auto h = Get(v.id); h.ok()) {
             if (auto full = (*h)->Info(); full.ok()) v.info = std::move(*full);
@@ -259,6 +289,16 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
       LogEvent("info", "sandbox stopped", {{"id", id}});
       std::lock_guard lock(mu_);
       return Json(200, api::SandboxJson({id, ended_[id], {}, {}}));
+    }
+    case api::RouteId::kPauseSandbox:
+    case api::RouteId::kResumeSandbox: {
+      const bool pause = m.route->id == api::RouteId::kPauseSandbox;
+      auto sb = AGVISOR_TRY(Get(id));
+      auto r = pause ? sb->Pause() : sb->Resume();
+      AGVISOR_RETURN_IF_ERROR(r);
+      LogEvent("info", pause ? "sandbox paused" : "sandbox resumed", {{"id", id}});
+      auto info = AGVISOR_TRY(sb->Info());
+      return Json(200, api::SandboxJson({id, std::move(info), {}, {}}));
     }
     case api::RouteId::kExec: {
       auto er = AGVISOR_TRY(api::ParseExecRequest(req.body, /*websocket=*/false));
@@ -437,6 +477,7 @@ HttpResponse Service::HandleStream(const HttpRequest&, const api::RouteMatch& ma
 
 Result<HttpResponse> Service::DispatchStream(const api::RouteMatch& m, HttpStream& io) {
   const std::string& id = Param(m, "id");
+  AGVISOR_RETURN_IF_ERROR(RefuseIfPausedAndAsked(m));
   switch (m.route->id) {
     case api::RouteId::kReadFile: {
       auto path = AGVISOR_TRY(api::QueryPath(m.query));
@@ -473,6 +514,7 @@ Result<HttpResponse> Service::DispatchStream(const api::RouteMatch& m, HttpStrea
 void Service::HandleWebSocket(const HttpRequest&, const api::RouteMatch& m, WebSocket& ws) {
   auto sb = Get(Param(m, "id"));
   if (!sb.ok()) return FailWs(ws, sb.error(), 1008);
+  if (auto r = RefuseIfPausedAndAsked(m); !r.ok()) return FailWs(ws, r.error(), 1008);
   switch (m.route->id) {
     case api::RouteId::kExecWs:
       return ExecWs(**sb, ws);

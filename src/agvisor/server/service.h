@@ -9,6 +9,7 @@
 // like the daemon's own. Recover() opens the running ones at start.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -60,6 +61,10 @@ class Service {
 
   // Closes every warm pool (their members not handed out are removed). For shutdown.
   void ClosePools();
+  // Ends the paused sandboxes past their lifetime (their frozen agents cannot; Sandbox::List
+  // does it) and forgets their handles. The daemon calls it every kPausedSweepInterval.
+  void SweepPaused();
+  static constexpr std::chrono::seconds kPausedSweepInterval{5};
 
   // The handle of sandbox `id` (opened on first use). Errors: kInvalidArgument (id), kNotFound,
   // kUnavailable.
@@ -67,6 +72,9 @@ class Service {
 
  private:
   Result<HttpResponse> Dispatch(const HttpRequest& req, const api::RouteMatch& match);
+  // A call into a sandbox whose request says `resume=false`: kConflict when it is paused (calls
+  // resume it otherwise, in Sandbox). Errors: kInvalidArgument (a bad `resume`), Get's.
+  Result<void> RefuseIfPausedAndAsked(const api::RouteMatch& match);
   Result<HttpResponse> DispatchStream(const api::RouteMatch& match, HttpStream& io);
   void Forget(const std::string& id, EndReason reason);
   void ExecWs(Sandbox& sb, WebSocket& ws);

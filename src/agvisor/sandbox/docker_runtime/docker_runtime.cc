@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <mutex>
 #include <thread>
 
@@ -16,6 +17,15 @@
 
 namespace agvisor {
 namespace {
+
+// Docker's RFC 3339 times ("2026-12-02T04:41:50.123456789Z", always UTC) to whole seconds since
+// the epoch; 0 when it is not one.
+std::int64_t UnixSecondsOf(const std::string& rfc3339) {
+  std::tm tm{};
+  const char* end = ::strptime(rfc3339.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (end == nullptr) return 0;
+  return static_cast<std::int64_t>(::timegm(&tm));
+}
 
 // A process's stdio over a Docker stream (PID 1's attach, or an exec): its stdin and its
 // demultiplexed stdout; stderr goes to `on_stderr`.
@@ -183,8 +193,13 @@ Result<InstanceInfo> DockerRuntime::Inspect(std::string_view ref) {
              .running = c.state.running,
              .exit_code = c.state.exit_code,
              .oom_killed = c.state.oom_killed};
+  i.created_unix = UnixSecondsOf(c.created);
   return i;
 }
+
+Result<void> DockerRuntime::Pause(std::string_view id) { return client_->PauseContainer(id); }
+
+Result<void> DockerRuntime::Unpause(std::string_view id) { return client_->UnpauseContainer(id); }
 
 Result<std::vector<InstanceSummary>> DockerRuntime::List(
     const std::vector<std::string>& label_filters) {
@@ -209,6 +224,15 @@ Result<std::vector<InstanceSummary>> DockerRuntime::List(
 
 Result<bool> DockerRuntime::Remove(std::string_view ref) {
   auto r = client_->RemoveContainer(ref, /*force=*/true, /*remove_volumes=*/false);
+  if (!r.ok() && r.error().code() != ErrorCode::kNotFound &&
+      r.error().code() != ErrorCode::kConflict) {
+    // Docker cannot kill a paused runsc sandbox ("PID ... is zombie and can not be killed",
+    // measured with runsc 20240729): thaw it, then remove it.
+    auto c = client_->InspectContainer(ref);
+    if (c.ok() && c->state.status == "paused" && client_->UnpauseContainer(ref).ok()) {
+      r = client_->RemoveContainer(ref, /*force=*/true, /*remove_volumes=*/false);
+    }
+  }
   if (r.ok()) return true;
   if (r.error().code() == ErrorCode::kNotFound) return false;
   if (r.error().code() == ErrorCode::kConflict) return true;  // removal already in progress

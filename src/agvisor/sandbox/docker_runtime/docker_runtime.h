@@ -54,6 +54,8 @@ class DockerRuntime final : public Runtime {
   // Agent-image fillers (label agvisor.agent=filler) come back as helpers.
   Result<std::vector<InstanceSummary>> List(const std::vector<std::string>& label_filters) override;
   Result<bool> Remove(std::string_view ref) override;
+  Result<void> Pause(std::string_view id) override;
+  Result<void> Unpause(std::string_view id) override;
   void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) override;
   bool EndedByMemoryLimit(std::string_view id) override;
 

@@ -1,0 +1,220 @@
+// Pause and resume against the real dockerd + runsc (label `integration`; docs/lifecycle.md,
+// "Pause and resume"): a paused sandbox's processes get no CPU and keep their memory; /workspace
+// and a root-fs change survive byte for byte; a call resumes it first (with its cost next to the
+// Engine API's own unpause), or is refused when asked not to; idle time stops while paused and
+// lifetime does not, a paused sandbox past its lifetime being ended by ls or the next call.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+#include <thread>
+
+#include "agvisor/sandbox/runtime.h"
+#include "agvisor/sandbox/sandbox.h"
+#include "tests/integration/test_env.h"
+
+namespace agvisor {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TestSpec;
+using namespace std::chrono_literals;
+
+class PauseTest : public ::testing::Test {
+ protected:
+  static void TearDownTestSuite() { testing::CleanupRun(); }
+  static std::unique_ptr<Sandbox> MustCreate(const SandboxSpec& spec) {
+    auto sb = Sandbox::Create(spec);
+    EXPECT_TRUE(sb.ok()) << sb.error().ToString();
+    return sb.ok() ? std::move(*sb) : nullptr;
+  }
+  static std::string ListedState(const std::string& container, EndReason* reason = nullptr) {
+    auto list = Sandbox::List();
+    if (!list.ok()) return list.error().ToString();
+    for (const auto& i : *list) {
+      if (i.container_name != container) continue;
+      if (reason) *reason = i.end_reason;
+      return i.state;
+    }
+    return "absent";
+  }
+  static std::int64_t UnixNanos() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+  static void MustPause(Sandbox& sb) {
+    auto r = sb.Pause();
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+  }
+  static double Ms(std::chrono::steady_clock::duration d) {
+    return std::chrono::duration<double, std::milli>(d).count();
+  }
+};
+
+TEST_F(PauseTest, PausedProcessesGetNoCpuAndMemoryWorkspaceAndRootFsSurvive) {
+  auto sb = MustCreate(TestSpec("pause-data"));
+  ASSERT_TRUE(sb);
+  // A ticker: its counter lives in the shell's memory, each tick stamped with the real time.
+  auto pid =
+      sb->StartBackground({"sh", "-c",
+                           "i=0; while :; do i=$((i+1)); echo \"$i $(date +%s%N)\" >> /tmp/ticks; "
+                           "sleep 0.05; done"});
+  ASSERT_TRUE(pid.ok()) << pid.error().ToString();
+  auto data = sb->ExecShell(
+      "head -c 8000000 /dev/urandom > /workspace/blob && head -c 3000000 /dev/urandom > "
+      "/opt/rootfs-change && sha256sum /workspace/blob /opt/rootfs-change");
+  ASSERT_TRUE(data.ok() && data->exit_code == 0) << (data.ok() ? data->err : "");
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        auto n = sb->ExecShell("wc -l < /tmp/ticks");
+        return n.ok() && std::atoi(n->out.c_str()) >= 5;
+      },
+      10s));
+
+  ASSERT_NO_FATAL_FAILURE(MustPause(*sb));
+  EXPECT_EQ(ListedState(sb->container_name()), "paused");
+  const std::int64_t frozen_from = UnixNanos();
+  std::this_thread::sleep_for(3s);
+  const std::int64_t frozen_to = UnixNanos();
+  ASSERT_TRUE(sb->Resume().ok());
+  EXPECT_EQ(ListedState(sb->container_name()), "running");
+
+  std::this_thread::sleep_for(500ms);  // a few ticks after the thaw
+  auto ticks = sb->Exec({"cat", "/tmp/ticks"});
+  ASSERT_TRUE(ticks.ok());
+  std::istringstream in(ticks->out);
+  long long n = 0, stamp = 0, expect = 1;
+  int during = 0, after = 0;
+  while (in >> n >> stamp) {
+    EXPECT_EQ(n, expect++) << "the counter restarted or skipped: its memory was not kept";
+    // No tick while frozen (0.3 s of slack at each edge for the pause and unpause to land).
+    if (stamp > frozen_from + 300'000'000 && stamp < frozen_to - 300'000'000) ++during;
+    if (stamp >= frozen_to) ++after;
+  }
+  EXPECT_EQ(during, 0) << "the ticker ran while paused";
+  EXPECT_GT(after, 0) << "the ticker did not run on after the resume";
+  auto again = sb->ExecShell("sha256sum /workspace/blob /opt/rootfs-change");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->out, data->out);
+  ASSERT_TRUE(sb->Delete().ok());
+}
+
+TEST_F(PauseTest, AnExecResumesItFirstAndACallerMayRefuse) {
+  auto sb = MustCreate(TestSpec());
+  ASSERT_TRUE(sb);
+  ASSERT_TRUE(sb->Exec({"true"}).ok());
+  auto runtime = RuntimeFor("");
+  ASSERT_TRUE(runtime.ok());
+  auto info = sb->Info();
+  ASSERT_TRUE(info.ok());
+  const std::string id = info->container_id;
+
+  // Figures (no bound: printed for docs/lifecycle.md): the Engine API's own pause / unpause,
+  // an exec on a running sandbox, and an exec that resumes the paused sandbox first.
+  double pause_ms = 0, unpause_ms = 0, exec_ms = 0, resume_exec_ms = 0;
+  constexpr int kRounds = 5;
+  for (int i = 0; i < kRounds; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE((*runtime)->Pause(id).ok());
+    auto t1 = std::chrono::steady_clock::now();
+    ASSERT_TRUE((*runtime)->Unpause(id).ok());
+    auto t2 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(sb->Exec({"true"}).ok());
+    auto t3 = std::chrono::steady_clock::now();
+    ASSERT_NO_FATAL_FAILURE(MustPause(*sb));
+    auto t4 = std::chrono::steady_clock::now();
+    auto r = sb->Exec({"true"});
+    auto t5 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    pause_ms += Ms(t1 - t0);
+    unpause_ms += Ms(t2 - t1);
+    exec_ms += Ms(t3 - t2);
+    resume_exec_ms += Ms(t5 - t4);
+  }
+  std::printf(
+      "pause figures (mean of %d): API pause %.1f ms, API unpause %.1f ms, exec %.1f ms, "
+      "exec on a paused sandbox (resume first) %.1f ms: resume-on-call costs %.1f ms over the "
+      "API's unpause\n",
+      kRounds, pause_ms / kRounds, unpause_ms / kRounds, exec_ms / kRounds,
+      resume_exec_ms / kRounds, (resume_exec_ms - exec_ms - unpause_ms) / kRounds);
+  RecordProperty("api_unpause_ms", std::to_string(unpause_ms / kRounds));
+  RecordProperty("resume_exec_ms", std::to_string(resume_exec_ms / kRounds));
+
+  // Asked not to resume: refused, naming the state and the way out; the sandbox stays paused.
+  ASSERT_NO_FATAL_FAILURE(MustPause(*sb));
+  auto other = Sandbox::Open(sb->container_name());
+  ASSERT_TRUE(other.ok());
+  (*other)->set_auto_resume(false);
+  auto refused = (*other)->Exec({"true"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), ErrorCode::kConflict);
+  EXPECT_THAT(refused.error().message(), HasSubstr("is paused"));
+  EXPECT_THAT(refused.error().message(), HasSubstr("agvisor resume"));
+  EXPECT_EQ(ListedState(sb->container_name()), "paused");
+  // A fresh handle that may resume: the relay's exec is refused by Docker (409), it resumes.
+  auto fresh = Sandbox::Open(sb->container_name());
+  ASSERT_TRUE(fresh.ok());
+  auto woke = (*fresh)->ReadFile("/etc/hostname");
+  EXPECT_TRUE(woke.ok()) << woke.error().ToString();
+  EXPECT_EQ(ListedState(sb->container_name()), "running");
+  ASSERT_TRUE(sb->Stop().ok());
+}
+
+TEST_F(PauseTest, IdleTimeStopsWhilePaused) {
+  SandboxSpec spec = TestSpec();
+  spec.idle_ttl = 3;
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  ASSERT_TRUE(sb->Exec({"true"}, {.timeout = 2}).ok());
+  ASSERT_NO_FATAL_FAILURE(MustPause(*sb));
+  std::this_thread::sleep_for(6s);  // twice idle_ttl, frozen
+  ASSERT_TRUE(sb->Resume().ok());
+  // Thawed with nothing arriving at once (a call's frame would be activity and hide the bug).
+  std::this_thread::sleep_for(1s);
+  auto r = sb->Exec({"echo", "still-here"}, {.timeout = 2});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->out, "still-here\n");
+  // After the thaw the idle clock runs again: idle_ttl ends it (bound: 3x the 3 s, and a start).
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        auto i = sb->Info();
+        return i.ok() && !i->running;
+      },
+      12s));
+}
+
+TEST_F(PauseTest, LifetimeRunsOnWhilePausedAndLsOrTheNextCallEndsIt) {
+  // Long enough for both creates on a loaded host (each ~1-3 s) to finish before it ends.
+  constexpr int kLifetime = 10;
+  SandboxSpec spec = TestSpec("pause-life");
+  spec.lifetime = kLifetime;
+  auto listed = MustCreate(spec);
+  SandboxSpec spec2 = TestSpec();
+  spec2.lifetime = kLifetime;
+  auto called = MustCreate(spec2);
+  ASSERT_TRUE(listed && called);
+  ASSERT_NO_FATAL_FAILURE(MustPause(*listed));
+  ASSERT_NO_FATAL_FAILURE(MustPause(*called));
+  // Past the lifetime (+1 s the host allows the agent's later start): both frozen, still there.
+  // (From now: both were created before.)
+  std::this_thread::sleep_for(std::chrono::seconds(kLifetime + 2));
+  // `called` first: the next call ends it without thawing it.
+  auto r = called->Exec({"true"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kSandboxDied);
+  EXPECT_THAT(r.error().message(), HasSubstr("lifetime reached while paused"));
+  // `listed`: ls ends it, shows why, and the named sandbox's volume stays.
+  EndReason reason = EndReason::kNone;
+  EXPECT_EQ(ListedState(listed->container_name(), &reason), "removed");
+  EXPECT_EQ(reason, EndReason::kLifetime);
+  EXPECT_EQ(ListedState(listed->container_name()), "absent");
+  auto back = Sandbox::Create(spec);  // the same name: a fresh container on the kept volume
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  ASSERT_TRUE((*back)->Delete().ok());
+}
+
+}  // namespace
+}  // namespace agvisor
