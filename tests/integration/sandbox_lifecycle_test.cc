@@ -548,7 +548,7 @@ TEST_P(LifecycleExecTest, ShellSignalsEnvUserPtyAndListing) {
   EXPECT_EQ(r->out, "sh 0\n");
   EXPECT_EQ(r->exit_code, 143);
   // SIGNAL to a started `sh -c`: the whole group gets it, the exit says so.
-  auto p = sb->StartProcess({"sh", "-c", "echo up; sleep 100"}, {});
+  auto p = sb->StartProcess({"sh", "-c", "echo up; sleep 100"}, {.stdin = false});
   ASSERT_TRUE(p.ok()) << p.error().ToString();
   std::string out;
   auto started = (*p)->WaitStarted();
