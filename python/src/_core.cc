@@ -683,7 +683,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("host", &SandboxSpec::host)
       .def_readwrite("runtime", &SandboxSpec::runtime)
       .def_readwrite("labels", &SandboxSpec::labels)
-      .def_readwrite("egress", &SandboxSpec::egress);
+      .def_readwrite("egress", &SandboxSpec::egress)
+      .def_readwrite("warm_shells", &SandboxSpec::warm_shells);
 
   // Pure checks, no host involved: ValueError with the C++ message.
   m.def(

@@ -58,6 +58,21 @@ class ChannelRunscTest : public ::testing::Test {
     auto c = Docker({"create", "-i", "--name", name_, "--label", "agvisor.test=1", "--log-driver",
                      "none", "--runtime", "runsc", "--network", "none", "--entrypoint",
                      kAgentInContainer, kImage, "init", "--channel-stdio"});
+    if (!extra_args_.empty()) {
+      // `docker create` above took the default command line; this fixture's differs.
+      (void)RunCommand({"docker", "rm", "-f", name_});
+      std::vector<std::string> args = {"create",         "-i",
+                                       "--name",         name_,
+                                       "--label",        "agvisor.test=1",
+                                       "--log-driver",   "none",
+                                       "--runtime",      "runsc",
+                                       "--network",      "none",
+                                       "--entrypoint",   kAgentInContainer,
+                                       kImage,           "init",
+                                       "--channel-stdio"};
+      args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+      c = Docker(args);
+    }
     ASSERT_TRUE(c.status.success()) << "docker create: " << c.err;
     char tmpl[] = "/tmp/agvisor-channel-stage-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
@@ -84,6 +99,7 @@ class ChannelRunscTest : public ::testing::Test {
     if (!stage_.empty()) (void)RunCommand({"rm", "-rf", stage_});
   }
 
+  std::vector<std::string> extra_args_;  // after `init --channel-stdio`
   std::string name_, stage_;
   std::optional<Subprocess> attach_;
   std::optional<ChannelPeer> peer_;
@@ -197,6 +213,72 @@ TEST_F(ChannelRunscTest, SecondSessionThroughDockerExecConnect) {
   auto st = p->WaitFor(milliseconds(10000));
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->exit_code, 0);
+}
+
+// Ready shells (`init --warm-shells 2`, agent/ready_shells.h) under runsc: they show in `ps`
+// inside, an exec of `sh -c` takes one, and the test prints what they save and cost. The cold
+// path runs in the same sandbox, interleaved: `sh -c true sh` (an extra argument) never takes a
+// ready shell but starts the same shell for the same script.
+class ReadyShellsRunscTest : public ChannelRunscTest {
+ protected:
+  ReadyShellsRunscTest() { extra_args_ = {"--warm-shells", "2"}; }
+  std::uint32_t stream_ = 1;
+  testing::AssertionResult Run(std::vector<std::string> argv, bool want_prestarted,
+                               double* ms = nullptr) {
+    auto t = SteadyClock::now();
+    auto e = peer_->RunExec(stream_, Cmd(std::move(argv)));
+    if (ms) *ms = MsSince(t);
+    stream_ += 2;
+    if (!e.exit || e.exit->exit_code != 0) return testing::AssertionFailure() << "exec failed";
+    if (e.exit->prestarted != want_prestarted) {
+      return testing::AssertionFailure() << "prestarted " << e.exit->prestarted;
+    }
+    return testing::AssertionSuccess();
+  }
+};
+
+TEST_F(ReadyShellsRunscTest, PsShowsThemAndExecsTakeThem) {
+  auto ps = peer_->RunExec(stream_, Cmd({"sh", "-c", "sleep 0.3; ps -eo pid,args"}));
+  stream_ += 2;
+  ASSERT_TRUE(ps.exit);
+  EXPECT_TRUE(ps.exit->prestarted);
+  std::printf("ps inside:\n%s", ps.out.c_str());
+  std::size_t ready = 0;
+  for (auto p = ps.out.find("agvisor-agent ready shell"); p != std::string::npos;
+       p = ps.out.find("agvisor-agent ready shell", p + 1)) {
+    ++ready;
+  }
+  // Two waiting plus the one running this very `ps` (its command line is the same).
+  EXPECT_EQ(ready, 3u) << ps.out;
+
+  // Memory of one ready shell, as the sandbox counts it (VmRSS inside gVisor).
+  auto mem = peer_->RunExec(
+      stream_, Cmd({"sh", "-c",
+                    "for p in /proc/[0-9]*; do if grep -q 'ready shell' $p/cmdline 2>/dev/null "
+                    "&& [ $p != /proc/$$ ]; then grep VmRSS $p/status; fi; done"}));
+  stream_ += 2;
+  std::printf("ready shells' VmRSS inside:\n%s", mem.out.c_str());
+
+  // Back to back, then with 200 ms between calls (an agent thinking): cold and warm interleaved.
+  for (int gap_ms : {0, 200}) {
+    std::vector<double> cold, warm;
+    for (int i = 0; i < (gap_ms == 0 ? 40 : 20); ++i) {
+      double ms = 0;
+      ::usleep(gap_ms * 1000);  // the pause being measured, not synchronisation
+      ASSERT_TRUE(Run({"sh", "-c", "true", "sh"}, false, &ms));
+      cold.push_back(ms);
+      ::usleep(gap_ms * 1000);
+      ASSERT_TRUE(Run({"sh", "-c", "true"}, true, &ms));
+      warm.push_back(ms);
+    }
+    std::sort(cold.begin(), cold.end());
+    std::sort(warm.begin(), warm.end());
+    auto p95 = [](const std::vector<double>& v) { return v[v.size() * 95 / 100 - 1]; };
+    std::printf(
+        "exec `sh -c true`, %d ms between calls (runsc): cold median %.2f ms p95 %.2f ms; "
+        "ready shell median %.2f ms p95 %.2f ms\n",
+        gap_ms, cold[cold.size() / 2], p95(cold), warm[warm.size() / 2], p95(warm));
+  }
 }
 
 }  // namespace

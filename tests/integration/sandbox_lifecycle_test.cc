@@ -43,11 +43,26 @@ class LifecycleTest : public ::testing::Test {
   }
 };
 
-TEST_F(LifecycleTest, ExecSeparatesStreamsAndReturnsExitCode) {
-  auto sb = MustCreate(TestSpec());
+// The exec semantics of docs/lifecycle.md, with and without ready shells (SandboxSpec::
+// warm_shells, docs/agent.md "Ready shells"): each case runs both ways and must give the same
+// answers, and with ready shells the `sh -c` execs must have taken one (ExecResult::prestarted),
+// so the run cannot pass by falling back to the cold path.
+class LifecycleExecTest : public LifecycleTest, public ::testing::WithParamInterface<int> {
+ protected:
+  static SandboxSpec Spec() {
+    SandboxSpec s = TestSpec();
+    s.warm_shells = GetParam();
+    return s;
+  }
+  static bool Warm() { return GetParam() > 0; }
+};
+
+TEST_P(LifecycleExecTest, ExecSeparatesStreamsAndReturnsExitCode) {
+  auto sb = MustCreate(Spec());
   ASSERT_TRUE(sb);
   auto r = sb->ExecShell("echo out; echo err >&2; exit 7");
   ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->prestarted, Warm());
   EXPECT_EQ(r->out, "out\n");
   EXPECT_EQ(r->err, "err\n");
   EXPECT_EQ(r->exit_code, 7);
@@ -62,13 +77,14 @@ TEST_F(LifecycleTest, ExecSeparatesStreamsAndReturnsExitCode) {
   EXPECT_TRUE(sb->Stop().ok());  // idempotent
 }
 
-TEST_F(LifecycleTest, TimeoutReturns124AndKillsTheTree) {
-  auto sb = MustCreate(TestSpec());
+TEST_P(LifecycleExecTest, TimeoutReturns124AndKillsTheTree) {
+  auto sb = MustCreate(Spec());
   ASSERT_TRUE(sb);
   auto t0 = std::chrono::steady_clock::now();
   auto r = sb->ExecShell("sleep 100 & setsid sleep 101 & (sleep 102 &); sleep 103", {.timeout = 1});
   auto took = std::chrono::steady_clock::now() - t0;
   ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->prestarted, Warm());
   EXPECT_EQ(r->exit_code, 124);
   EXPECT_TRUE(r->timed_out);
   // The 1 s timeout fired (the tree sleeps 100 s): 1.38 s at most on a loaded 2-core host (load
@@ -79,14 +95,15 @@ TEST_F(LifecycleTest, TimeoutReturns124AndKillsTheTree) {
   EXPECT_EQ(ps->out, "0\n") << "processes left after the timeout";
 }
 
-TEST_F(LifecycleTest, ExecReturnsWhileABackgroundChildHoldsItsOutputOpen) {
+TEST_P(LifecycleExecTest, ExecReturnsWhileABackgroundChildHoldsItsOutputOpen) {
   // A server started with `&` keeps the exec's stdout and stderr open and runs on: the exec
   // still ends when its main process does, collected or streamed.
-  auto sb = MustCreate(TestSpec());
+  auto sb = MustCreate(Spec());
   ASSERT_TRUE(sb);
   auto t0 = std::chrono::steady_clock::now();
   auto r = sb->ExecShell("sleep 301 & echo started; echo warn >&2", {.timeout = 60});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->prestarted, Warm());
   EXPECT_EQ(r->exit_code, 0);
   EXPECT_FALSE(r->timed_out);
   EXPECT_EQ(r->out, "started\n");
@@ -180,8 +197,8 @@ TEST_F(LifecycleTest, NetworkNoneHasAWorkingLoopback) {
   }
 }
 
-TEST_F(LifecycleTest, LifetimeEndsAnAnonymousSandboxWithNobodyConnected) {
-  auto spec = TestSpec();
+TEST_P(LifecycleExecTest, LifetimeEndsAnAnonymousSandboxWithNobodyConnected) {
+  auto spec = Spec();
   spec.lifetime = 2;
   auto sb = MustCreate(spec);
   ASSERT_TRUE(sb);
@@ -191,8 +208,8 @@ TEST_F(LifecycleTest, LifetimeEndsAnAnonymousSandboxWithNobodyConnected) {
   EXPECT_TRUE(WaitFor([&] { return !Exists(name); }, 10s)) << "still there after lifetime";
 }
 
-TEST_F(LifecycleTest, IdleTtlEndsItButActivityKeepsItAlive) {
-  auto spec = TestSpec();
+TEST_P(LifecycleExecTest, IdleTtlEndsItButActivityKeepsItAlive) {
+  auto spec = Spec();
   spec.idle_ttl = 3;
   auto sb = MustCreate(spec);
   ASSERT_TRUE(sb);
@@ -204,6 +221,7 @@ TEST_F(LifecycleTest, IdleTtlEndsItButActivityKeepsItAlive) {
   for (int i = 0; i < 2; ++i) {
     auto r = sb->ExecShell("sleep 2", {.timeout = 2.5});
     ASSERT_TRUE(r.ok()) << r.error().ToString();
+    EXPECT_EQ(r->prestarted, Warm());
     EXPECT_EQ(r->exit_code, 0);
   }
   const std::string name = sb->container_name();
@@ -519,6 +537,64 @@ TEST_F(LifecycleTest, AnyImageWorksEvenOneWithoutAShell) {
   EXPECT_TRUE((*docker)->RemoveImage(ref, true).ok());
   (void)(*docker)->RemoveImage(*id, true);
 }
+
+TEST_P(LifecycleExecTest, ShellSignalsEnvUserPtyAndListing) {
+  auto sb = MustCreate(Spec());
+  ASSERT_TRUE(sb);
+  // $0 and $$ are those of `sh -c`; a shell killed by a signal reports 128+N.
+  auto r = sb->ExecShell("echo \"$0 $#\"; kill -TERM $$");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->prestarted, Warm());
+  EXPECT_EQ(r->out, "sh 0\n");
+  EXPECT_EQ(r->exit_code, 143);
+  // SIGNAL to a started `sh -c`: the whole group gets it, the exit says so.
+  auto p = sb->StartProcess({"sh", "-c", "echo up; sleep 100"}, {.stdin = false});
+  ASSERT_TRUE(p.ok()) << p.error().ToString();
+  std::string out;
+  auto started = (*p)->WaitStarted();
+  ASSERT_TRUE(started.ok());
+  ASSERT_TRUE((*p)->Signal(SIGINT).ok());
+  auto exit = (*p)->Wait({.on_stdout = [&](std::string_view b) { out.append(b); }});
+  ASSERT_TRUE(exit.ok()) << exit.error().ToString();
+  EXPECT_EQ(exit->exit_code, 130);
+  EXPECT_EQ(exit->signal, SIGINT);
+  EXPECT_EQ(exit->prestarted, Warm());
+  // env, cwd and user requests are another key: they start cold, with what they asked for.
+  r = sb->ExecShell("echo \"$A $(pwd) $(id -u)\"",
+                    {.env = {"A=b"}, .cwd = "/tmp", .user = "65534"});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_FALSE(r->prestarted);
+  EXPECT_EQ(r->out, "b /tmp 65534\n");
+  // The default environment is the same either way.
+  auto warm_env = sb->ExecShell("env | sort");
+  auto cold_env = sb->Exec({"sh", "-c", "env | sort", "sh"});
+  ASSERT_TRUE(warm_env.ok() && cold_env.ok());
+  EXPECT_EQ(warm_env->prestarted, Warm());
+  EXPECT_FALSE(cold_env->prestarted);
+  EXPECT_EQ(warm_env->out, cold_env->out);
+  // A pty: cold (another key), a terminal as before.
+  auto tty = sb->StartProcess({"sh", "-c", "tty"}, {.pty = true});
+  ASSERT_TRUE(tty.ok()) << tty.error().ToString();
+  std::string tty_out;
+  auto tty_exit = (*tty)->Wait({.on_stdout = [&](std::string_view b) { tty_out.append(b); }});
+  ASSERT_TRUE(tty_exit.ok());
+  EXPECT_FALSE(tty_exit->prestarted);
+  EXPECT_EQ(tty_out.rfind("/dev/pts/", 0), 0u) << tty_out;
+  // Ready shells are not the host's processes; `ps` inside names them for what they are.
+  auto listed = sb->ListProcesses();
+  ASSERT_TRUE(listed.ok()) << listed.error().ToString();
+  EXPECT_TRUE(listed->empty());
+  auto ps = sb->ExecShell("ps -eo args | grep -c '^sh -c : agvisor-agent ready shell' || true");
+  ASSERT_TRUE(ps.ok());
+  // With ready shells: the two waiting and the one running this; without: none.
+  EXPECT_EQ(ps->out, Warm() ? "3\n" : "0\n");
+}
+
+INSTANTIATE_TEST_SUITE_P(WarmShells, LifecycleExecTest, ::testing::Values(0, 2),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return i.param == 0 ? std::string("Cold")
+                                               : "Warm" + std::to_string(i.param);
+                         });
 
 // With AGVISOR_TEST_OVER_SSH=1 (the CTest entry sandbox_lifecycle_ssh_test), the whole suite
 // runs against ssh://root@127.0.0.1:PORT through a real sshd started here.

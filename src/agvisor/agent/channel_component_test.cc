@@ -9,12 +9,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "agvisor/agent/process_tree.h"
+#include "agvisor/agent/ready_shells.h"
 #include "agvisor/agent/testing/channel_peer.h"
 #include "agvisor/base/subprocess.h"
 
@@ -706,6 +708,261 @@ TEST_F(ChannelTest, PingPongAndFirstFrameMustBeHello) {
   ASSERT_EQ(pong->type, Type::kPong);
   EXPECT_EQ(proto::Pong::Decode(pong->payload)->token, 42u);
 }
+
+}  // namespace
+}  // namespace agvisor::agent
+
+namespace agvisor::agent {
+namespace {
+
+// The exec semantics of `sh -c SCRIPT` (the shape Sandbox::ExecShell sends) with and without
+// ready shells (`init --warm-shells N`, ready_shells.h): every case runs both ways and must give
+// the same answers; the run with ready shells also checks that they were used (EXIT's
+// `prestarted`), so it cannot pass by falling back to the cold path.
+class ShellSemanticsTest : public ChannelTest, public ::testing::WithParamInterface<int> {
+ protected:
+  bool Warm() const { return GetParam() > 0; }
+  void StartWith(std::vector<std::string> extra = {}) {
+    if (Warm()) {
+      extra.push_back("--warm-shells");
+      extra.push_back(std::to_string(GetParam()));
+    }
+    StartInit(extra);
+  }
+  // The ready shells of this init (its children with the bootstrap's argv).
+  std::vector<pid_t> ReadyShellPids() {
+    std::vector<pid_t> out;
+    auto table = ReadProcessTable();
+    if (!table.ok()) return out;
+    for (const auto& p : *table) {
+      if (p.ppid != init_->pid() || p.state == 'Z') continue;
+      std::ifstream f("/proc/" + std::to_string(p.pid) + "/cmdline");
+      std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      if (cmdline.find("agvisor-agent ready shell") != std::string::npos) out.push_back(p.pid);
+    }
+    return out;
+  }
+  // Waits until the ready shells are up, so the next exec finds one (they start from a timer).
+  void WaitReady() {
+    if (!Warm()) return;
+    ASSERT_TRUE(Eventually([&] { return ReadyShellPids().size() == std::size_t(GetParam()); }))
+        << "ready shells did not start";
+  }
+  void ExpectPath(const testing::ExecResult& r, bool warm_expected) {
+    ASSERT_TRUE(r.exit) << (r.error ? r.error->message : "no EXIT");
+    EXPECT_EQ(r.exit->prestarted, warm_expected);
+  }
+  std::uint32_t stream_ = 1;
+  testing::ExecResult Sh(const std::string& script, std::uint64_t timeout_ms = 0) {
+    auto r = peer_->RunExec(stream_, Cmd({"sh", "-c", script}, timeout_ms));
+    stream_ += 2;
+    return r;
+  }
+};
+
+TEST_P(ShellSemanticsTest, StreamsExitCodesDollarZeroAndPid) {
+  StartWith();
+  Welcome(*peer_);
+  WaitReady();
+  auto r = Sh("echo out; echo err >&2; exit 3");
+  ExpectPath(r, Warm());
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err, "err\n");
+  EXPECT_EQ(r.exit->exit_code, 3);
+  EXPECT_EQ(r.exit->signal, 0);
+  // $0 is `sh`, $$ the pid in STARTED, no positional parameters, IFS the default,
+  // stdin /dev/null, no variable of the bootstrap left, a multi-line script with a quoted
+  // newline and backslashes kept byte for byte.
+  r = Sh(
+      "echo \"$0 $$ $#\"; printf '%s' \"$IFS\" | od -An -c;"
+      " readlink /proc/self/fd/0; set | grep -c '^__'; printf '%s\\n' 'a\\b' \"c\nd\"\necho last");
+  ExpectPath(r, Warm());
+  EXPECT_EQ(r.out, "sh " + std::to_string(r.pid) + " 0\n" + "      \\t  \\n\n" +
+                       "/dev/null\n0\na\\b\nc\nd\nlast\n");
+  EXPECT_EQ(r.err, "");
+  if (Warm()) {
+    // The script's pipe is closed before the script runs (a cold command has no fd 3 of the
+    // agent's; what it inherits from whoever started init, e.g. ctest, is not the agent's).
+    r = Sh("[ -e /dev/fd/3 ] && echo fd3-open; true");
+    ExpectPath(r, true);
+    EXPECT_EQ(r.out, "");
+  }
+  r = Sh("no-such-command-here");
+  ExpectPath(r, Warm());
+  EXPECT_EQ(r.exit->exit_code, 127);
+  EXPECT_NE(r.err.find("no-such-command-here: not found"), std::string::npos) << r.err;
+  r = Sh("kill -9 $$");
+  ExpectPath(r, Warm());
+  EXPECT_EQ(r.exit->exit_code, 137);
+  EXPECT_EQ(r.exit->signal, 9);
+  r = Sh("if");  // a syntax error: dash's code 2
+  ExpectPath(r, Warm());
+  EXPECT_EQ(r.exit->exit_code, 2);
+  r = Sh("exec 2>&1; echo to-out >&2");  // merged by the script itself
+  ExpectPath(r, Warm());
+  EXPECT_EQ(r.out, "to-out\n");
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_P(ShellSemanticsTest, SignalsGoToTheWholeGroup) {
+  StartWith();
+  Welcome(*peer_);
+  for (int sig : {SIGTERM, SIGINT, SIGKILL}) {
+    WaitReady();
+    const std::uint32_t id = stream_;
+    stream_ += 2;
+    auto r = peer_->RunExec(
+        id, Cmd({"sh", "-c", "sleep 100"}), std::nullopt, [&](const proto::Frame& f) {
+          if (f.type == Type::kStarted) {
+            peer_->Send(Type::kSignal, id, proto::Signal{static_cast<std::uint8_t>(sig)}.Encode());
+          }
+          return true;
+        });
+    ExpectPath(r, Warm());
+    EXPECT_EQ(r.exit->exit_code, 128 + sig) << "signal " << sig;
+    EXPECT_EQ(r.exit->signal, sig);
+  }
+}
+
+TEST_P(ShellSemanticsTest, TimeoutKillsTheWholeTree) {
+  StartWith();
+  Welcome(*peer_);
+  WaitReady();
+  std::string m = NewMarker();
+  auto start = SteadyClock::now();
+  auto r = Sh("setsid sleep " + m + " & (sleep " + m + " &); trap '' TERM; sleep " + m, 500);
+  ExpectPath(r, Warm());
+  EXPECT_EQ(r.exit->exit_code, 124);
+  EXPECT_TRUE(r.exit->timed_out);
+  // 0.5 s timeout, SIGTERM ignored, SIGKILL after the 2 s grace (the tree sleeps ~97 s): 3.04 s
+  // at most on a loaded host, bound 3.3x that.
+  EXPECT_LT(SecondsSince(start), 10.0);
+  EXPECT_TRUE(PidsWithArg(m).empty()) << "part of the tree survived the timeout";
+}
+
+TEST_P(ShellSemanticsTest, BackgroundChildHoldingStdoutDoesNotHoldExit) {
+  StartWith();
+  Welcome(*peer_);
+  WaitReady();
+  std::string m = NewMarker();
+  auto start = SteadyClock::now();
+  auto r = Sh("sleep " + m + " & echo hi");
+  ExpectPath(r, Warm());
+  EXPECT_EQ(r.exit->exit_code, 0);
+  EXPECT_EQ(r.out, "hi\n");
+  // Not held by the child (~97 s): 0.15 s at most on a loaded host, 33x.
+  EXPECT_LT(SecondsSince(start), 5.0);
+  EXPECT_TRUE(Eventually([&] { return PidsWithArg(m).size() == 1; }))
+      << "the background child keeps running";
+}
+
+TEST_P(ShellSemanticsTest, OtherKeysStartCold) {
+  StartWith();
+  Welcome(*peer_);
+  WaitReady();
+  proto::ExecRequest env = Cmd({"sh", "-c", "echo $FOO"});
+  env.env = {"FOO=bar baz"};
+  auto r = peer_->RunExec(1, env);
+  ExpectPath(r, false);
+  EXPECT_EQ(r.out, "bar baz\n");
+  proto::ExecRequest cwd = Cmd({"sh", "-c", "pwd"});
+  cwd.cwd = dir_;
+  r = peer_->RunExec(3, cwd);
+  ExpectPath(r, false);
+  EXPECT_EQ(r.out, dir_ + "\n");
+  proto::ExecRequest user = Cmd({"sh", "-c", "id -u"});
+  user.user = "1234";
+  r = peer_->RunExec(5, user);
+  ExpectPath(r, false);
+  EXPECT_EQ(r.out, "1234\n");
+  r = peer_->RunExec(7, Cmd({"sh", "-c", "cat"}, 0, proto::kExecStdin), std::string("in"));
+  ExpectPath(r, false);
+  EXPECT_EQ(r.out, "in");
+  r = peer_->RunExec(9, Cmd({"sh", "-c", "tty"}, 0, proto::kExecPty));
+  ExpectPath(r, false);
+  EXPECT_EQ(r.out.rfind("/dev/pts/", 0), 0u) << r.out;
+  r = peer_->RunExec(11, Cmd({"sh", "-c", "echo \"$0 $1\"", "x", "y"}));
+  ExpectPath(r, false);
+  EXPECT_EQ(r.out, "x y\n");
+  r = peer_->RunExec(13, Cmd({"sh", "-c", std::string(ReadyShells::kMaxScript + 1, ':')}));
+  ExpectPath(r, false);
+  // The default environment is the same either way (sh adds nothing of its own to `env`).
+  auto warm_env = Sh("env | sort");
+  ExpectPath(warm_env, Warm());
+  auto cold_env = peer_->RunExec(stream_, Cmd({"sh", "-c", "env | sort", "sh"}));
+  stream_ += 2;
+  ExpectPath(cold_env, false);
+  EXPECT_EQ(warm_env.out, cold_env.out);
+}
+
+TEST_P(ShellSemanticsTest, UsedShellsAreReplacedAndNotListedOrActivity) {
+  StartWith({"--idle-ttl", "2"});
+  Welcome(*peer_);
+  for (int i = 0; i < 6; ++i) {
+    WaitReady();
+    auto r = Sh("true");
+    ExpectPath(r, Warm());
+  }
+  // Ready shells are not processes of the host's: PROC_LIST has none.
+  peer_->Send(Type::kProcList, stream_, "");
+  auto list = peer_->Next();
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->type, Type::kProcListResult);
+  EXPECT_TRUE(proto::ProcListResult::Decode(list->payload)->procs.empty());
+  // Nor activity: with shells ready and nothing in flight, init stops on idle-ttl.
+  auto idle_from = SteadyClock::now();
+  auto st = init_->WaitFor(milliseconds(10000));
+  ASSERT_TRUE(st.ok()) << "ready shells held the sandbox awake";
+  EXPECT_EQ(st->exit_code, 4);
+  // About the ttl after the last exec: 2.1 s at most expected, bound 3x that.
+  EXPECT_LT(SecondsSince(idle_from), 6.5);
+  // init's stop took them with it.
+  EXPECT_TRUE(ReadyShellPids().empty());
+}
+
+TEST_P(ShellSemanticsTest, ReadyShellsKilledFromOutsideFallBackToCold) {
+  if (!Warm()) GTEST_SKIP() << "only meaningful with ready shells";
+  StartWith();
+  Welcome(*peer_);
+  // Kills the ready shells (as `pkill sh` inside would) and waits until init has reaped them
+  // (it forgets them as it reaps: a shell killed between an EXEC's arrival and its take would
+  // run nothing and report SIGKILL, a race no agent can close).
+  auto kill_ready = [&] {
+    const std::vector<pid_t> killed = ReadyShellPids();
+    for (pid_t p : killed) ::kill(p, SIGKILL);
+    return Eventually([&] {
+      return std::none_of(killed.begin(), killed.end(), [](pid_t p) {
+        return ::access(("/proc/" + std::to_string(p)).c_str(), F_OK) == 0;
+      });
+    });
+  };
+  WaitReady();
+  ASSERT_TRUE(kill_ready());
+  // Replaced: the next exec still finds one.
+  WaitReady();
+  auto r = Sh("echo still");
+  ExpectPath(r, true);
+  EXPECT_EQ(r.out, "still\n");
+  // Dying again and again while ready (kMaxFailures in a row): the agent stops starting them.
+  for (int i = 0; i < ReadyShells::kMaxFailures; ++i) {
+    if (ReadyShellPids().empty() &&
+        !Eventually([&] { return !ReadyShellPids().empty(); }, milliseconds(500))) {
+      break;
+    }
+    ASSERT_TRUE(kill_ready());
+  }
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_TRUE(ReadyShellPids().empty());
+  r = Sh("echo cold");
+  ExpectPath(r, false);
+  EXPECT_EQ(r.out, "cold\n");
+}
+
+INSTANTIATE_TEST_SUITE_P(WarmShells, ShellSemanticsTest, ::testing::Values(0, 2),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return i.param == 0 ? std::string("Cold")
+                                               : "Warm" + std::to_string(i.param);
+                         });
 
 }  // namespace
 }  // namespace agvisor::agent

@@ -25,6 +25,7 @@ Run `agvisor-agent SUBCOMMAND --help` for the options of each.
 constexpr std::string_view kInitHelp =
     R"(Usage: agvisor-agent init [--lifetime SECONDS] [--idle-ttl SECONDS] [--socket PATH]
                           [--channel-stdio] [--desktop] [--desktop-size WxH]
+                          [--warm-shells N]
 
 PID 1 of a sandbox. Reaps every zombie (also when not PID 1: it makes itself a child subreaper),
 serves the channel protocol (docs/protocol.md) on a unix socket and stops the sandbox on its own:
@@ -40,6 +41,9 @@ serves the channel protocol (docs/protocol.md) on a unix socket and stops the sa
                        file /run/agvisor/desktop/vnc.passwd) and an xfce session of the user
                        `user`; its state is in /run/agvisor/desktop/state (docs/desktop.md)
   --desktop-size WxH   the desktop's screen size (default 1280x800; implies --desktop)
+  --warm-shells N      keep N shells (0-16, default 0) started and waiting, so an exec of
+                       `sh -c SCRIPT` with the default user, cwd and env skips the shell's start;
+                       `ps` shows them as `sh -c : agvisor-agent ready shell ...`
 SECONDS: a number > 0, fractions allowed (0.5). Both limits are off unless given.
 
 Stopping: SIGTERM to every process, 1 s of grace, then SIGKILL; the reason (lifetime, idle or
@@ -96,7 +100,7 @@ with the reason on stderr; 2 bad command line.
 constexpr std::string_view kVersionHelp = R"(Usage: agvisor-agent version
 
 Prints the agent version and the newest host<->agent protocol version it speaks, e.g.
-  agvisor-agent 0.1.0 protocol 2
+  agvisor-agent 0.1.0 protocol 3
 )";
 
 // Walks the arguments of one subcommand: `--flag value`, `--flag=value`, `--`, positionals.
@@ -209,6 +213,13 @@ Result<Command> ParseInit(const std::vector<std::string>& args) {
       }
       o.desktop = true;
       o.desktop_geometry = v;
+    } else if (AGVISOR_TRY(c.Take("--warm-shells", &v))) {
+      if (v.empty() || v.size() > 2 || v.find_first_not_of("0123456789") != std::string::npos ||
+          std::stoul(v) > InitOptions::kMaxWarmShells) {
+        return c.Invalid("--warm-shells: expected a count from 0 to " +
+                         std::to_string(InitOptions::kMaxWarmShells) + ", got '" + v + "'");
+      }
+      o.warm_shells = std::stoul(v);
     } else {
       return c.Unexpected(" (init takes no command)");
     }

@@ -34,6 +34,9 @@ struct InitOptions {
   // Start the desktop (agent/desktop.h): Xvnc on :0 and an xfce session of the desktop user.
   bool desktop = false;
   std::string desktop_geometry = "1280x800";  // --desktop-size WxH
+  // --warm-shells N: shells kept started and waiting for an exec's script (ready_shells.h).
+  std::size_t warm_shells = 0;
+  static constexpr std::size_t kMaxWarmShells = 16;
 };
 
 // `agvisor-agent connect`: relays stdin/stdout to init's socket (run by the host through

@@ -66,6 +66,17 @@ TEST(ParseCommandLineTest, InitAllFlagsBothSpellings) {
   EXPECT_EQ(o.idle_ttl, milliseconds(1500));
   EXPECT_EQ(o.socket_path, "/tmp/x.sock");
   EXPECT_TRUE(o.channel_stdio);
+  EXPECT_EQ(o.warm_shells, 0u);
+}
+
+TEST(ParseCommandLineTest, InitWarmShells) {
+  auto r = Parse({"init", "--warm-shells", "2"});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(std::get<InitOptions>(*r).warm_shells, 2u);
+  EXPECT_EQ(ErrorOf({"init", "--warm-shells", "17"}),
+            "init: --warm-shells: expected a count from 0 to 16, got '17'");
+  EXPECT_EQ(ErrorOf({"init", "--warm-shells=-1"}),
+            "init: --warm-shells: expected a count from 0 to 16, got '-1'");
 }
 
 TEST(ParseCommandLineTest, ReadFile) {

@@ -77,7 +77,8 @@ class InitServer {
         listener_(std::move(listener)),
         tracker_({options.lifetime, options.idle_ttl}, Clock::now()),
         processes_(ProcessServices{&loop_, &timers_}),
-        services_{&loop_, &timers_, &tracker_, &processes_, UnixMillisNow()} {}
+        ready_shells_(&timers_, options.warm_shells),
+        services_{&loop_, &timers_, &tracker_, &processes_, UnixMillisNow(), &ready_shells_} {}
 
   Result<void> Start() {
     AGVISOR_RETURN_IF_ERROR(
@@ -93,6 +94,7 @@ class InitServer {
         LogLine("desktop: " + d.error().message());
       }
     }
+    ready_shells_.Start();
     if (options_.channel_stdio) {
       auto session = Session::ForStdio(services_);
       if (auto r = session->Start(); !r.ok()) {
@@ -183,6 +185,7 @@ class InitServer {
   void Reap() {
     ReapChildren([this](pid_t pid, int status) {
       if (desktop_ && desktop_->OnChildExited(pid, status)) return;
+      if (ready_shells_.OnChildExited(pid, status)) return;
       processes_.OnChildExited(pid, status);
     });
   }
@@ -231,6 +234,7 @@ class InitServer {
   TimerQueue timers_;
   ActivityTracker tracker_;
   ProcessRegistry processes_;
+  ReadyShells ready_shells_;
   AgentServices services_;
   std::vector<std::unique_ptr<Session>> sessions_;
   std::unique_ptr<Desktop> desktop_;  // --desktop
@@ -285,8 +289,8 @@ int RunInit(const InitOptions& options) {
   }
   LogLine("init " + std::string(kAgentVersion) + " started (pid " + std::to_string(::getpid()) +
           ", lifetime " + Describe(options.lifetime) + ", idle-ttl " + Describe(options.idle_ttl) +
-          ", socket " + options.socket_path + (options.channel_stdio ? ", channel on stdio" : "") +
-          ")");
+          ", warm shells " + std::to_string(options.warm_shells) + ", socket " +
+          options.socket_path + (options.channel_stdio ? ", channel on stdio" : "") + ")");
 
   StopReason reason = server.Run();
   server.LogStop(reason);

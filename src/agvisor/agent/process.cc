@@ -227,7 +227,9 @@ void ChannelProcess::MaybeFinish() {
   if (!exit_ || killing_ || !backlog_.empty() || sink_ == nullptr) return;
   ProcessSink* s = sink_;
   sink_ = nullptr;
-  s->Exited(*exit_);
+  proto::Exit e = *exit_;
+  e.prestarted = prestarted_;
+  s->Exited(e);
 }
 
 void ChannelProcess::Attach(ProcessSink* sink, bool replay) {
@@ -448,8 +450,14 @@ Result<std::shared_ptr<ChannelProcess>> ProcessRegistry::Start(
     const SpawnRequest& request, bool background,
     std::optional<std::chrono::milliseconds> timeout) {
   SpawnedProcess spawned = AGVISOR_TRY(SpawnCommand(request));
+  return Adopt(std::move(spawned), request.argv[0], background, timeout);
+}
+
+std::shared_ptr<ChannelProcess> ProcessRegistry::Adopt(
+    SpawnedProcess spawned, std::string argv0, bool background,
+    std::optional<std::chrono::milliseconds> timeout) {
   pid_t pid = spawned.pid;
-  auto proc = std::make_shared<ChannelProcess>(svc_, std::move(spawned), request.argv[0],
+  auto proc = std::make_shared<ChannelProcess>(svc_, std::move(spawned), std::move(argv0),
                                                background, timeout);
   procs_[pid] = proc;
   return proc;

@@ -76,6 +76,9 @@ class ChannelProcess {
   // Finished (EXIT decided) and nothing left to deliver.
   bool done() const { return exit_.has_value() && sink_ == nullptr && !killing_; }
   bool has_sink() const { return sink_ != nullptr; }
+  // It runs in a ready shell (ready_shells.h): its EXIT says so (proto::Exit::prestarted).
+  bool prestarted() const { return prestarted_; }
+  void set_prestarted() { prestarted_ = true; }
 
   // Attaches a sink. `replay`: first send the kept output (PROC_ATTACH). If the process has
   // already finished, the sink gets the replay and EXIT.
@@ -126,6 +129,7 @@ class ChannelProcess {
   pid_t pid_;
   std::string argv0_;
   bool background_;
+  bool prestarted_ = false;
   ProcessSink* sink_ = nullptr;
 
   OutFd stdout_, stderr_, pty_;
@@ -163,6 +167,9 @@ class ProcessRegistry {
   // Spawns and registers. Errors: SpawnCommand's.
   Result<std::shared_ptr<ChannelProcess>> Start(const SpawnRequest& request, bool background,
                                                 std::optional<std::chrono::milliseconds> timeout);
+  // Registers a command already started (a taken ready shell, ready_shells.h) as Start would.
+  std::shared_ptr<ChannelProcess> Adopt(SpawnedProcess spawned, std::string argv0, bool background,
+                                        std::optional<std::chrono::milliseconds> timeout);
   // Routes a reaped child; false if it is not one of ours (an orphan).
   bool OnChildExited(pid_t pid, int wait_status);
   std::shared_ptr<ChannelProcess> FindBackground(pid_t pid) const;

@@ -105,7 +105,7 @@ class ExecStream : public Stream, public ProcessSink {
   }
   void StdinConsumed(std::size_t n) override { Consumed(n); }
   void Exited(const proto::Exit& exit) override {
-    Send(Type::kExit, exit.Encode());
+    Send(Type::kExit, exit.Encode(session_->version()));
     proc_.reset();
     End();
   }
@@ -792,6 +792,15 @@ void Session::Open(const Frame& f) {
       sr.cols = req->cols;
       std::optional<std::chrono::milliseconds> timeout;
       if (req->timeout_ms > 0) timeout = std::chrono::milliseconds(req->timeout_ms);
+      if (svc_.ready_shells != nullptr) {
+        if (auto shell = svc_.ready_shells->Take(*req)) {
+          auto proc = svc_.processes->Adopt(std::move(*shell), req->argv[0], background, timeout);
+          proc->set_prestarted();
+          SendFrame(FrameOf(Type::kStarted, f.stream,
+                            proto::Started{static_cast<std::uint32_t>(proc->pid())}.Encode()));
+          return serve(proc, /*stdin_ok=*/false, /*replay=*/false);
+        }
+      }
       auto proc = svc_.processes->Start(sr, background, timeout);
       if (!proc.ok()) {
         LogLine(name_ + ": exec " + req->argv[0] + ": " + proc.error().message());

@@ -27,6 +27,7 @@
 #include "agvisor/agent/activity.h"
 #include "agvisor/agent/event_loop.h"
 #include "agvisor/agent/process.h"
+#include "agvisor/agent/ready_shells.h"
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/proto/messages.h"
 
@@ -38,6 +39,7 @@ struct AgentServices {
   ActivityTracker* tracker = nullptr;
   ProcessRegistry* processes = nullptr;
   std::uint64_t boot_unix_ms = 0;
+  ReadyShells* ready_shells = nullptr;  // null: every exec starts cold
 };
 
 class Session;
@@ -109,6 +111,7 @@ class Session {
   }
   std::uint32_t initial_window() const { return initial_window_; }
   const AgentServices& services() const { return svc_; }
+  std::uint16_t version() const { return version_; }
   void EndStream(std::uint32_t id);
 
  private:

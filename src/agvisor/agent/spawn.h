@@ -35,6 +35,9 @@ struct SpawnRequest {
   bool pipe_stdin = false;        // else /dev/null (ignored with a pty)
   bool pty = false;
   std::uint16_t rows = 0, cols = 0;  // pty size; 0 = leave the default
+  // A pipe whose read end is the child's fd 3 (a ready shell reads its script there,
+  // ready_shells.h); its write end is SpawnedProcess::script_pipe.
+  bool script_pipe = false;
 };
 
 struct SpawnedProcess {
@@ -43,6 +46,7 @@ struct SpawnedProcess {
   UniqueFd stdout_pipe;  // read end (no pty)
   UniqueFd stderr_pipe;  // read end (no pty)
   UniqueFd pty_master;   // read: output, write: input, ioctl: resize
+  UniqueFd script_pipe;  // write end of the child's fd 3 (SpawnRequest::script_pipe)
 };
 
 // The environment of an exec: the agent's own, then HOME/USER/LOGNAME of `user` (when it has a

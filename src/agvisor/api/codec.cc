@@ -390,6 +390,11 @@ Result<void> ParseSpecFields(const json::object& o, SandboxSpec& s) {
   if (auto* v = o.if_contains("gui")) s.gui = AGVISOR_TRY(GetBool(*v, "gui"));
   if (auto* v = o.if_contains("network")) s.network = AGVISOR_TRY(GetString(*v, "network"));
   if (auto* v = o.if_contains("runtime")) s.runtime = AGVISOR_TRY(GetString(*v, "runtime"));
+  if (auto* v = o.if_contains("warm_shells"); v && !v->is_null()) {
+    // Range-checked by ValidateSpec; clamped here only so the int conversion cannot wrap.
+    s.warm_shells = static_cast<int>(
+        std::clamp<std::int64_t>(AGVISOR_TRY(GetInt(*v, "warm_shells")), -1, 1 << 20));
+  }
   if (auto* v = o.if_contains("labels")) {
     if (!v->is_object()) return Bad("labels", "must be an object of strings");
     for (const auto& kv : v->as_object()) {
@@ -417,9 +422,10 @@ Result<void> ParseSpecFields(const json::object& o, SandboxSpec& s) {
 
 Result<CreateRequest> ParseCreateRequest(std::string_view body) {
   auto o = AGVISOR_TRY(ParseObject(body, "create sandbox"));
-  AGVISOR_RETURN_IF_ERROR(OnlyKnown(o, "create sandbox",
-                                    {"image", "gui", "limits", "network", "lifetime", "idle_ttl",
-                                     "name", "runtime", "labels", "pool", "egress"}));
+  AGVISOR_RETURN_IF_ERROR(
+      OnlyKnown(o, "create sandbox",
+                {"image", "gui", "limits", "network", "lifetime", "idle_ttl", "name", "runtime",
+                 "labels", "pool", "egress", "warm_shells"}));
   CreateRequest req;
   SandboxSpec& s = req.spec;
   AGVISOR_RETURN_IF_ERROR(ParseSpecFields(o, s));
@@ -452,7 +458,7 @@ Result<CreatePoolRequest> ParseCreatePoolRequest(std::string_view body) {
   auto o = AGVISOR_TRY(ParseObject(body, "create pool"));
   AGVISOR_RETURN_IF_ERROR(OnlyKnown(o, "create pool",
                                     {"name", "size", "max_age", "fill_parallelism", "image", "gui",
-                                     "limits", "network", "runtime", "labels"}));
+                                     "limits", "network", "runtime", "labels", "warm_shells"}));
   CreatePoolRequest r;
   const json::value* name = o.if_contains("name");
   if (!name) return Bad("name", "missing: a pool needs a name (creates then say {\"pool\": name})");
@@ -950,6 +956,7 @@ std::string CreateRequestJson(const SandboxSpec& spec) {
     o["labels"] = std::move(labels);
   }
   if (spec.egress) o["egress"] = EgressRulesObject(*spec.egress);
+  if (spec.warm_shells != kDefaultWarmShells) o["warm_shells"] = spec.warm_shells;
   return Serialize(o);
 }
 

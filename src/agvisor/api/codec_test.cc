@@ -88,7 +88,15 @@ TEST(CodecTest, ParseCreateRequest) {
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->spec.network, "bridge");
   EXPECT_FALSE(d->spec.name);
+  EXPECT_EQ(d->spec.warm_shells, kDefaultWarmShells);
   EXPECT_EQ(ParseCreateRequest(R"({"pool":"p"})")->pool, "p");
+  // warm_shells: a count, sent back only when not the default.
+  auto w = ParseCreateRequest(R"({"warm_shells":0})");
+  ASSERT_TRUE(w.ok()) << w.error().ToString();
+  EXPECT_EQ(w->spec.warm_shells, 0);
+  EXPECT_EQ(ParseCreateRequest(CreateRequestJson(w->spec))->spec.warm_shells, 0);
+  EXPECT_EQ(CreateRequestJson(SandboxSpec{}).find("warm_shells"), std::string::npos);
+  EXPECT_FALSE(ParseCreateRequest(R"({"warm_shells":"2"})").ok());
 }
 
 TEST(CodecTest, ParseCreateRequestRefusals) {

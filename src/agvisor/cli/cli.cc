@@ -216,6 +216,9 @@ void SpecOptions::Add(CLI::App& cmd) {
   cmd.add_option("--idle-ttl", spec.idle_ttl,
                  "seconds without activity (exec) until the sandbox ends itself");
   cmd.add_option("--runtime", spec.runtime, "Docker runtime (a gVisor one)")->capture_default_str();
+  cmd.add_option("--warm-shells", spec.warm_shells,
+                 "shells the agent keeps started so `sh -c` execs skip the shell's start; 0 = off")
+      ->capture_default_str();
   // One value per --label, so `--label K=V -- cmd` ends at `--` (a vector option would take more).
   cmd.add_option("--label", labels,
                  "KEY=VALUE label on the container and volume, e.g. a tenant id (repeatable)")

@@ -601,12 +601,13 @@ Result<Output> Output::Decode(std::string_view payload) {
   return m;
 }
 
-std::string Exit::Encode() const {
+std::string Exit::Encode(std::uint16_t version) const {
   std::string out;
   Writer w(out);
   w.AppendI32(exit_code);
   w.AppendU8(signal);
   w.AppendBool(timed_out);
+  if (version >= 3) w.AppendBool(prestarted);
   return out;
 }
 
@@ -616,6 +617,7 @@ Result<Exit> Exit::Decode(std::string_view payload) {
   m.exit_code = AGVISOR_TRY(r.ReadI32("exit_code"));
   m.signal = AGVISOR_TRY(r.ReadU8("signal"));
   m.timed_out = AGVISOR_TRY(r.ReadBool("timed_out"));
+  if (!r.AtEnd()) m.prestarted = AGVISOR_TRY(r.ReadBool("prestarted"));
   AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
   return m;
 }

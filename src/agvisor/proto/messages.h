@@ -34,9 +34,10 @@ namespace agvisor::proto {
 // Constants
 
 // The newest protocol version this build speaks, and the oldest it still accepts. Version 2 added
-// PROC_SIGNAL and DETACH; a session speaks the lower of the two sides' versions (WELCOME says
-// which), so a host of this build still drives an agent of version 1 and the other way round.
-inline constexpr std::uint16_t kProtocolVersion = 2;
+// PROC_SIGNAL and DETACH, 3 EXIT's `prestarted`; a session speaks the lower of the two sides'
+// versions (WELCOME says which), so a host of this build still drives an agent of version 1 and the
+// other way round.
+inline constexpr std::uint16_t kProtocolVersion = 3;
 inline constexpr std::uint16_t kMinProtocolVersion = 1;
 // Largest payload of one frame (the bytes after type and stream).
 inline constexpr std::size_t kMaxPayload = 1024 * 1024;
@@ -330,8 +331,13 @@ struct Exit {
   std::int32_t exit_code = 0;  // killed by signal N: 128 + N; timed out: 124
   std::uint8_t signal = 0;     // 0 = none
   bool timed_out = false;
+  // Version 3: the command ran in a shell the agent had started beforehand (a ready shell,
+  // agent/ready_shells.h), not in one started for it. Absent (false) in versions 1-2.
+  bool prestarted = false;
 
-  std::string Encode() const;
+  // Without `prestarted` for a session of version < 3.
+  std::string Encode(std::uint16_t version = kProtocolVersion) const;
+  // Takes both layouts: 6 bytes (versions 1-2) or 7 (version 3).
   static Result<Exit> Decode(std::string_view payload);
   bool operator==(const Exit&) const = default;
 };

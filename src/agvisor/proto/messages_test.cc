@@ -102,10 +102,21 @@ TEST(PayloadTest, ExecRoundTrips) {
   ExpectStrictRoundTrip(SampleExec());
   ExpectStrictRoundTrip(ExecRequest{});
   ExpectStrictRoundTrip(Started{4294967295u});
-  ExpectStrictRoundTrip(Exit{0, 0, false});
-  ExpectStrictRoundTrip(Exit{124, 0, true});
-  ExpectStrictRoundTrip(Exit{137, 9, false});
-  ExpectStrictRoundTrip(Exit{-1, 255, true});
+  for (const Exit& e :
+       {Exit{0, 0, false}, Exit{124, 0, true}, Exit{137, 9, false}, Exit{-1, 255, true, true}}) {
+    // Version 3's layout round-trips strictly except for its 6-byte prefix, which is the
+    // layout of versions 1-2 (decoded with prestarted = false).
+    const std::string v3 = e.Encode();
+    ASSERT_EQ(v3.size(), 7u);
+    EXPECT_EQ(*Exit::Decode(v3), e);
+    const std::string v2 = e.Encode(2);
+    ASSERT_EQ(v2, v3.substr(0, 6));
+    Exit old = e;
+    old.prestarted = false;
+    EXPECT_EQ(*Exit::Decode(v2), old);
+    for (std::size_t n = 0; n < 6; ++n) EXPECT_FALSE(Exit::Decode(v2.substr(0, n)).ok());
+    EXPECT_FALSE(Exit::Decode(v3 + '\0').ok());
+  }
   ExpectStrictRoundTrip(Signal{15});
   ExpectStrictRoundTrip(Resize{50, 200});
 }
@@ -180,9 +191,10 @@ TEST(PayloadTest, OutputIsFdThenRawBytes) {
 }
 
 TEST(PayloadTest, GoldenBytesFollowTheDocument) {
-  EXPECT_EQ(Hello{}.Encode(), "\x00\x02\x00\x40\x00\x00"s);
+  EXPECT_EQ(Hello{}.Encode(), "\x00\x03\x00\x40\x00\x00"s);
   EXPECT_EQ((Hello{1, 65536}.Encode()), "\x00\x01\x00\x01\x00\x00"s);
-  EXPECT_EQ((Exit{-2, 3, true}.Encode()), "\xFF\xFF\xFF\xFE\x03\x01"s);
+  EXPECT_EQ((Exit{-2, 3, true}.Encode(2)), "\xFF\xFF\xFF\xFE\x03\x01"s);
+  EXPECT_EQ((Exit{-2, 3, true, true}.Encode()), "\xFF\xFF\xFF\xFE\x03\x01\x01"s);
   ExecRequest e;
   e.argv = {"ls"};
   e.timeout_ms = 5;
@@ -228,9 +240,12 @@ TEST(PayloadTest, NonCanonicalValuesAreRefused) {
   rm.back() = '\xFF';
   expect_invalid(Remove::Decode(rm), "REMOVE.recursive");
 
-  std::string ex = Exit{1, 0, true}.Encode();
+  std::string ex = Exit{1, 0, true}.Encode(2);
   ex.back() = '\x02';
   expect_invalid(Exit::Decode(ex), "EXIT.timed_out");
+  ex = Exit{1, 0, true}.Encode();
+  ex.back() = '\x02';
+  expect_invalid(Exit::Decode(ex), "EXIT.prestarted");
 
   std::string st = StatResult{SampleEntry("n", EntryKind::kFile)}.Encode();
   st[5] = '\x04';

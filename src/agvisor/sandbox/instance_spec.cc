@@ -14,6 +14,9 @@ Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDe
   if (spec.lifetime) i.argv.insert(i.argv.end(), {"--lifetime", std::to_string(*spec.lifetime)});
   if (spec.idle_ttl) i.argv.insert(i.argv.end(), {"--idle-ttl", std::to_string(*spec.idle_ttl)});
   if (spec.gui) i.argv.push_back("--desktop");
+  if (spec.warm_shells > 0) {
+    i.argv.insert(i.argv.end(), {"--warm-shells", std::to_string(spec.warm_shells)});
+  }
   i.labels = spec.labels;
   i.labels.insert_or_assign(std::string(kLabelManaged), std::string("1"));
   if (spec.name) i.labels[std::string(kLabelName)] = *spec.name;

@@ -44,7 +44,7 @@ std::string Body(const SandboxSpec& spec, const InstanceDecisions& d,
 // PID 1 with stdin kept open across attaches, no new privileges, CapDrop ALL + only
 // kSandboxCapabilities, no log of PID 1's stdio, no privileges, swap = memory.
 constexpr const char* kAnonymous =
-    R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio"],)"
+    R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--warm-shells","2"],)"
     R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1",)"
     R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g"},"Tty":false,)"
     R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
@@ -56,7 +56,7 @@ constexpr const char* kAnonymous =
 
 constexpr const char* kNamed =
     R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--lifetime",)"
-    R"("3600","--idle-ttl","600"],"Entrypoint":["/.agvisor/agvisor-agent"],)"
+    R"("3600","--idle-ttl","600","--warm-shells","2"],"Entrypoint":["/.agvisor/agvisor-agent"],)"
     R"("WorkingDir":"/workspace","Labels":{"agvisor":"1","agvisor.idle_ttl":"600",)"
     R"("agvisor.image":"agvisor/base:latest","agvisor.lifetime":"3600",)"
     R"("agvisor.memory":"512m","agvisor.name":"proj",)"
@@ -71,7 +71,7 @@ constexpr const char* kNamed =
     R"("LogConfig":{"Type":"none","Config":{}}}})";
 
 constexpr const char* kNoneOnTwin =
-    R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio"],)"
+    R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--warm-shells","2"],)"
     R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1",)"
     R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g"},"Tty":false,)"
     R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
@@ -83,7 +83,7 @@ constexpr const char* kNoneOnTwin =
     R"("LogConfig":{"Type":"none","Config":{}}}})";
 
 constexpr const char* kNoneWithoutTwin =
-    R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio"],)"
+    R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--warm-shells","2"],)"
     R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1",)"
     R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g"},"Tty":false,)"
     R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
@@ -94,7 +94,7 @@ constexpr const char* kNoneWithoutTwin =
     R"("ReadonlyRootfs":false,"Privileged":false,"LogConfig":{"Type":"none","Config":{}}}})";
 
 constexpr const char* kEgress =
-    R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio"],)"
+    R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--warm-shells","2"],)"
     R"("Entrypoint":["/.agvisor/agvisor-agent"],"Env":["HTTP_PROXY=http://172.19.0.1:3128",)"
     R"("HTTPS_PROXY=http://172.19.0.1:3128","http_proxy=http://172.19.0.1:3128",)"
     R"("https_proxy=http://172.19.0.1:3128","NO_PROXY=localhost,127.0.0.1,::1",)"
@@ -110,7 +110,7 @@ constexpr const char* kEgress =
     R"("Privileged":false,"LogConfig":{"Type":"none","Config":{}}}})";
 
 constexpr const char* kDesktopWithDiskCap =
-    R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--desktop"],)"
+    R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--desktop","--warm-shells","2"],)"
     R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1",)"
     R"("agvisor.image":"agvisor/desktop:latest","agvisor.memory":"2g"},"Tty":false,)"
     R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
@@ -176,7 +176,7 @@ TEST(InstanceSpecTest, NeutralFieldsOfANamedSandbox) {
   ASSERT_TRUE(i.ok()) << i.error().ToString();
   EXPECT_EQ(i->name, "agvisor-proj");
   EXPECT_EQ(i->argv, (std::vector<std::string>{"/.agvisor/agvisor-agent", "init", "--channel-stdio",
-                                               "--lifetime", "60"}));
+                                               "--lifetime", "60", "--warm-shells", "2"}));
   EXPECT_EQ(i->workspace, std::optional<std::string>("agvisor-proj"));
   EXPECT_EQ(i->working_dir, "/workspace");
   EXPECT_TRUE(i->remove_on_exit);
@@ -185,6 +185,11 @@ TEST(InstanceSpecTest, NeutralFieldsOfANamedSandbox) {
   EXPECT_EQ(i->requested_runtime, "runsc");
   EXPECT_EQ(i->source_image, "agvisor/base:latest");
   EXPECT_TRUE(i->pre_start_tar.empty());
+  spec.warm_shells = 0;  // off: the agent is not asked for any
+  i = BuildInstanceSpec(spec, Decide(spec));
+  ASSERT_TRUE(i.ok()) << i.error().ToString();
+  EXPECT_EQ(i->argv, (std::vector<std::string>{"/.agvisor/agvisor-agent", "init", "--channel-stdio",
+                                               "--lifetime", "60"}));
 }
 
 TEST(InstanceSpecTest, LifetimeOverCountsFromCreationForThePausedOnly) {

@@ -79,6 +79,9 @@ struct ExecResult {
   // Collected output past ExecOptions::max_output_bytes: read and dropped, per stream.
   std::uint64_t stdout_dropped = 0;
   std::uint64_t stderr_dropped = 0;
+  // The command ran in a shell the agent had started beforehand (SandboxSpec::warm_shells,
+  // docs/agent.md "Ready shells"), not in one started for it.
+  bool prestarted = false;
 };
 
 // How a streamed exec's result keeps the tail of its output (the seed's bounded ~100 KB): each

@@ -47,8 +47,9 @@ TEST_F(SandboxCreateUnitTest, AnAnonymousSandboxRunsTheAgentWithTheSpecsArgvAndL
   EXPECT_EQ(rt_->CallCount("OpenExecStream"), 0);
   auto made = rt_->CreatedSpec((*sb)->container_name());
   ASSERT_TRUE(made.has_value());
-  EXPECT_EQ(made->argv, (std::vector<std::string>{"/.agvisor/agvisor-agent", "init",
-                                                  "--channel-stdio", "--lifetime", "600"}));
+  EXPECT_EQ(made->argv,
+            (std::vector<std::string>{"/.agvisor/agvisor-agent", "init", "--channel-stdio",
+                                      "--lifetime", "600", "--warm-shells", "2"}));
   EXPECT_EQ(made->image, "fake/with-agent:agvisor/base:latest");
   EXPECT_EQ(made->labels.at("agvisor"), "1");
   EXPECT_EQ(made->labels.at("tenant"), "t1");

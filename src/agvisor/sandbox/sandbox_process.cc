@@ -130,6 +130,7 @@ Result<ExecResult> Sandbox::Exec(const std::vector<std::string>& argv, const Exe
   if (streaming) FinishOutputTail(res);
   res.exit_code = exit->exit_code;
   res.timed_out = exit->timed_out;
+  res.prestarted = exit->prestarted;
   return res;
 }
 

@@ -235,6 +235,11 @@ Result<void> ValidateSpec(const SandboxSpec& s) {
   }
   if (s.name) AGVISOR_RETURN_IF_ERROR(ValidateName(*s.name));
   AGVISOR_RETURN_IF_ERROR(ValidateLabels(s.labels));
+  if (s.warm_shells < 0 || s.warm_shells > kMaxWarmShells) {
+    return Error::InvalidArgument("warm_shells must be from 0 (off) to " +
+                                  std::to_string(kMaxWarmShells) + ", got " +
+                                  std::to_string(s.warm_shells));
+  }
   if (s.lifetime && *s.lifetime <= 0) {
     return Error::InvalidArgument("lifetime must be > 0 seconds, got " +
                                   std::to_string(*s.lifetime) +

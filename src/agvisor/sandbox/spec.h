@@ -27,6 +27,9 @@ inline constexpr std::string_view kDefaultImage = "agvisor/base:latest";
 inline constexpr std::string_view kDefaultDesktopImage = "agvisor/desktop:latest";
 // The least memory a desktop is allowed (Xvnc, the xfce components and a browser tab).
 inline constexpr std::string_view kMinDesktopMemory = "1g";
+// Shells the agent keeps started for `sh -c` execs (SandboxSpec::warm_shells), and the most.
+inline constexpr int kDefaultWarmShells = 2;
+inline constexpr int kMaxWarmShells = 16;
 // The prefix of every sandbox's container and volume name.
 inline constexpr std::string_view kNamePrefix = "agvisor-";
 
@@ -62,6 +65,10 @@ struct SandboxSpec {
   // enforcer agvisord runs on the Docker host; nothing else (deny by default, fail closed).
   // Needs network "bridge" (the sandbox gets an internal network of its own).
   std::optional<egress::EgressRules> egress;
+  // Shells the agent starts beforehand so an exec of `sh -c CMD` with the default user, cwd
+  // and env skips the shell's own start (docs/agent.md "Ready shells"); 0 = off, at most
+  // kMaxWarmShells. They show in `ps` inside as `sh -c : agvisor-agent ready shell ...`.
+  int warm_shells = kDefaultWarmShells;
 };
 
 // Sizes in Docker's syntax: a number (decimals allowed) with an optional b/k/m/g/t suffix (case

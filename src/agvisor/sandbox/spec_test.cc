@@ -103,6 +103,13 @@ TEST(SpecTest, LifetimeIdleAndExecTimeout) {
   s = {};
   s.idle_ttl = -5;
   EXPECT_THAT(Msg(ValidateSpec(s)), HasSubstr("idle_ttl must be > 0"));
+  s = {};
+  s.warm_shells = 17;
+  EXPECT_THAT(Msg(ValidateSpec(s)), HasSubstr("warm_shells must be from 0 (off) to 16, got 17"));
+  s.warm_shells = -1;
+  EXPECT_THAT(Msg(ValidateSpec(s)), HasSubstr("got -1"));
+  s.warm_shells = 0;
+  EXPECT_TRUE(ValidateSpec(s).ok());
   EXPECT_TRUE(ValidateExecTimeout(120, std::nullopt).ok());
   EXPECT_TRUE(ValidateExecTimeout(30, 60).ok());
   EXPECT_THAT(Msg(ValidateExecTimeout(60, 60)), HasSubstr("below idle_ttl"));
