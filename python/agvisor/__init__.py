@@ -7,6 +7,7 @@ agvisor's C++ core: Docker's Engine API spoken directly, an agent as PID 1 in ev
     with create_sandbox(limits=Limits(cpus=1, memory="512m")) as sb:
         print(sb.exec("python3 -c 'print(1+1)'").stdout)
 """
+from .connection import Connection, connect
 from .desktop import Desktop
 from .egress import Egress
 from .limits import Limits
@@ -15,7 +16,8 @@ from .processes import Attachment, BackgroundProcess
 from .sandbox import Sandbox, create_sandbox, list_sandboxes
 from .streams import FileInfo, PortConnection, PortForward, Shell
 
-# The seed's names (test_api_shape). Extensions are importable too: Egress (egress policies),
+# The seed's names (test_api_shape). Extensions are importable too: connect and Connection
+# (sandboxes through agvisord), Egress (egress policies),
 # Pool and PoolStats (warm pools), and what the methods return: BackgroundProcess and Attachment
 # (spawn, processes), Desktop (sb.desktop), FileInfo, PortConnection, PortForward and Shell
 # (files, ports, shells).

@@ -52,6 +52,13 @@ def _whole_seconds(what, value):
     return math.ceil(value)
 
 
+def _unsupported(message):
+    """The RuntimeError (code "unsupported") of what does not work through agvisord."""
+    e = RuntimeError(message)
+    e.code = "unsupported"
+    return e
+
+
 def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
@@ -146,6 +153,18 @@ class Sandbox:
         self._core = None  # the C++ handle, once started or opened
         self._running = False  # started by us, or listed as running
         self._listed = False  # made by list_sandboxes(): exec opens the existing container
+        self._conn = None  # the agvisor.connect() connection it lives through; None = in process
+
+    @property
+    def connection(self):
+        """The agvisor.connect() Connection the sandbox lives through; None in process."""
+        return self._conn
+
+    def _place(self):
+        """Where the sandbox lives: the daemon of its connection, or the library here."""
+        if self._conn is not None:
+            return self._conn._place
+        return _core.Place.in_process(self.host or "")
 
     def _spec(self, name):
         s = _core.SandboxSpec()
@@ -190,12 +209,17 @@ class Sandbox:
             if self._running:
                 return self
             name = self.name[len(_core.NAME_PREFIX):] if self.persistent else None
-            core = _core.Sandbox.create(self._spec(name))  # a desktop: returns once it is drawn
+            if self.gui and self._conn is not None:
+                raise _unsupported("desktop sandboxes (gui=True) through agvisord: the Python "
+                                   "package drives desktops in process only (docs/python.md, "
+                                   "\"Through agvisord\")")
+            place = self._place()
+            core = place.create(self._spec(name))  # a desktop: returns once it is drawn
             if self.gui:
                 try:
                     self.password = core.desktop_password()
                 except BaseException:
-                    _core.Sandbox.remove(core.container_name, self.host or "", False)
+                    place.remove(core.container_name, False)
                     raise
             self._core, self._running = core, True
             self.name = core.container_name
@@ -212,15 +236,18 @@ class Sandbox:
             if not (self._running or self._listed):
                 raise RuntimeError(f"sandbox {self.name} is not started: call start() first, "
                                    "or use create_sandbox()")
-        core = _core.Sandbox.open(self.name, self.host or "")
-        core.auto_resume = getattr(self, "_auto_resume", True)
+        core = self._place().open(self.name)
+        if not getattr(self, "_auto_resume", True):
+            core.auto_resume = False  # through agvisord: RuntimeError "unsupported"
         with self._lock:
             if self._core is None:
                 self._core = core
             return self._core
 
     def _check_timeout(self, timeout, core=None):
-        idle = core.idle_ttl if core is not None else _whole_seconds("idle_ttl", self.idle_ttl)
+        idle = core.idle_ttl if core is not None else None
+        if idle is None:  # not started here, or through agvisord: the handle's own
+            idle = _whole_seconds("idle_ttl", self.idle_ttl)
         try:
             seconds = float(timeout)
         except (TypeError, ValueError):
@@ -288,12 +315,12 @@ class Sandbox:
         """Freezes the sandbox: its processes keep their memory and get no CPU until resume()
         or the next call on it, which resumes it first (unless auto_resume is False). Its
         lifetime runs on while paused, its idle time does not. Safe to call twice."""
-        self._handle().pause()
+        self._place().pause(self._handle().container_name)
 
     def resume(self) -> None:
         """Thaws a paused sandbox (a running one is left as it is). One whose lifetime passed
         while paused is ended instead: RuntimeError with code "sandbox_died"."""
-        self._handle().resume()
+        self._place().resume(self._handle().container_name)
 
     @property
     def auto_resume(self) -> bool:
@@ -497,6 +524,9 @@ class Sandbox:
                     raise
                 raise ValueError(f"{self.name} is not a desktop sandbox: create it with "
                                  "gui=True") from None
+        if self._conn is not None:
+            raise _unsupported("desktop_token through agvisord: ask the daemon (POST "
+                               "/v1/sandboxes/{id}/desktop/token) or mint on its host")
         return _core.mint_desktop_token(bytes(key), self.name, self.host or "", password,
                                         math.ceil(ttl))
 
@@ -504,7 +534,7 @@ class Sandbox:
         with self._lock:
             self._core, self._running = None, False
         try:
-            _core.Sandbox.remove(self.name, self.host or "", erase_data)
+            self._place().remove(self.name, erase_data)
         except RuntimeError as e:
             if getattr(e, "code", None) != "not_found":  # already gone: nothing to do
                 raise
@@ -525,7 +555,8 @@ class Sandbox:
         self.stop()
 
     @classmethod
-    def _from_core(cls, core, *, image, limits, network, lifetime, idle_ttl, host, runtime):
+    def _from_core(cls, core, *, image, limits, network, lifetime, idle_ttl, host, runtime,
+                   conn=None):
         """A started handle on a sandbox the core made (a pool member): as create_sandbox()."""
         sb = cls.__new__(cls)
         sb.gui, sb.limits, sb.network = False, limits, network
@@ -541,10 +572,11 @@ class Sandbox:
         sb._core = core
         sb._running = True
         sb._listed = False
+        sb._conn = conn
         return sb
 
     @classmethod
-    def _listed_handle(cls, info, host):
+    def _listed_handle(cls, info, host, conn=None):
         """A handle on a sandbox list_sandboxes() found: no validation (someone else made it)."""
         sb = cls.__new__(cls)
         sb.gui, sb.limits, sb.network = False, Limits(), "bridge"
@@ -564,6 +596,7 @@ class Sandbox:
         # As listed: "running", "paused", "exited", "removed" (a paused one past its lifetime,
         # ended by this listing), ...
         sb.state = info["state"]
+        sb._conn = conn
         return sb
 
 
@@ -571,7 +604,8 @@ def list_sandboxes(host: str | None = None) -> list[Sandbox]:
     """Every agvisor sandbox on the Docker host, running or stopped, including anonymous ones
     a crashed process left behind. exec(), stop() and delete() work on the handles; start() on
     a stopped one makes a fresh sandbox with the default image, so don't."""
-    return [Sandbox._listed_handle(info, host) for info in _core.Sandbox.list(host or "")]
+    return [Sandbox._listed_handle(info, host)
+            for info in _core.Place.in_process(host or "").list()]
 
 
 def create_sandbox(

@@ -1,6 +1,9 @@
 // agvisor._core: the pybind11 extension under the `agvisor` Python package.
 //
-// A thin layer over agvisor::Sandbox (src/agvisor/sandbox/sandbox.h). The Python modules
+// A thin layer over the client layer (src/agvisor/client/place.h): a Place (the library in
+// process, or agvisord through connect()) and its SandboxHandles, so one binding serves both;
+// warm pools and the desktop verbs are the library's (agvisor::Pool, sandbox/desktop.h) and
+// work in process only (through agvisord they raise RuntimeError "unsupported"). The Python modules
 // (python/agvisor/*.py) give it the seed's API; this file only converts values, maps errors and
 // handles the GIL:
 //   - every call that may block (create, open, list, remove, exec, stop, delete, info) runs with
@@ -45,6 +48,8 @@
 
 #include "agvisor/api/codec.h"
 #include "agvisor/base/error.h"
+#include "agvisor/client/agvisord.h"
+#include "agvisor/client/place.h"
 #include "agvisor/desktop/token.h"
 #include "agvisor/egress/policy.h"
 #include "agvisor/sandbox/desktop.h"
@@ -202,10 +207,10 @@ py::bytes ToBytes(const std::string& s) { return py::bytes(s.data(), s.size()); 
 
 // Sandbox::Exec with Python arguments; returns (exit_code, timed_out, stdout, stderr,
 // truncated) with the outputs as bytes.
-py::tuple Exec(Sandbox& sandbox, std::vector<std::string> argv, std::optional<py::bytes> input,
-               double timeout, std::vector<std::string> env, std::string cwd, std::string user,
-               const py::object& on_output, const py::object& on_stdout,
-               const py::object& on_stderr) {
+py::tuple Exec(client::SandboxHandle& sandbox, std::vector<std::string> argv,
+               std::optional<py::bytes> input, double timeout, std::vector<std::string> env,
+               std::string cwd, std::string user, const py::object& on_output,
+               const py::object& on_stdout, const py::object& on_stderr) {
   ExecOptions options;
   if (input) options.input = std::string(*input);
   options.timeout = timeout;
@@ -239,11 +244,12 @@ std::string_view BytesView(const py::bytes& b) {
   return {data, static_cast<std::size_t>(size)};
 }
 
-// A PortStream for Python: recv and send may run on two threads at once; close() from a third
+// A port stream (client::ByteStream: the library's PortStream or agvisord's port WebSocket) for
+// Python: recv and send may run on two threads at once; close() from a third
 // thread while recv waits closes the stream once that recv returns.
 class Port {
  public:
-  explicit Port(std::unique_ptr<PortStream> stream) : stream_(std::move(stream)) {}
+  explicit Port(std::unique_ptr<client::ByteStream> stream) : stream_(std::move(stream)) {}
   ~Port() {
     std::scoped_lock lock(read_mu_, write_mu_);
     stream_.reset();
@@ -304,7 +310,7 @@ class Port {
 
   std::mutex read_mu_;
   std::mutex write_mu_;
-  std::unique_ptr<PortStream> stream_;
+  std::unique_ptr<client::ByteStream> stream_;
   std::atomic<bool> closed_ = false;
 };
 
@@ -329,7 +335,7 @@ class WaitedProcess {
   }
 
  protected:
-  explicit WaitedProcess(std::unique_ptr<Process> process) : process_(std::move(process)) {}
+  explicit WaitedProcess(std::unique_ptr<client::Command> process) : process_(std::move(process)) {}
   ~WaitedProcess() = default;
 
   // Runs Process::Wait on a thread; `keep(stream, bytes)` is called with mu_ held once the buffer
@@ -373,7 +379,7 @@ class WaitedProcess {
     waiter_.join();
   }
 
-  std::unique_ptr<Process> process_;
+  std::unique_ptr<client::Command> process_;
   std::mutex mu_;  // guards the members below and the subclass's buffer
   std::condition_variable cv_;
   bool closing_ = false;
@@ -387,7 +393,7 @@ class WaitedProcess {
 // A command under a pty (Sandbox::StartProcess) for Python; stdout and stderr in one buffer.
 class Shell : public WaitedProcess {
  public:
-  explicit Shell(std::unique_ptr<Process> process) : WaitedProcess(std::move(process)) {
+  explicit Shell(std::unique_ptr<client::Command> process) : WaitedProcess(std::move(process)) {
     StartWaiter([this] { return buffer_.size(); },
                 [this](int, std::string_view bytes) { buffer_.append(bytes); },
                 [](Result<proto::Exit> exit) { return exit; });
@@ -462,8 +468,8 @@ class Shell : public WaitedProcess {
 // false: only the exit matters). Close() detaches by ending the session: the process runs on.
 class Attachment : public WaitedProcess {
  public:
-  Attachment(std::shared_ptr<Sandbox> sandbox, std::unique_ptr<Process> process, std::uint32_t pid,
-             bool keep_output)
+  Attachment(std::shared_ptr<client::SandboxHandle> sandbox,
+             std::unique_ptr<client::Command> process, std::uint32_t pid, bool keep_output)
       : WaitedProcess(std::move(process)), sandbox_(std::move(sandbox)), pid_(pid) {
     StartWaiter([this] { return buffered_; },
                 [this, keep_output](int stream, std::string_view bytes) {
@@ -564,14 +570,34 @@ class Attachment : public WaitedProcess {
           chunks_.clear();
           buffered_ = 0;
         },
-        [this] { (void)process_->Detach(); });
+        [this] { process_->Close(); });
   }
 
-  std::shared_ptr<Sandbox> sandbox_;
+  std::shared_ptr<client::SandboxHandle> sandbox_;
   const std::uint32_t pid_;
   std::deque<std::pair<int, std::string>> chunks_;  // guarded by mu_
   std::size_t buffered_ = 0;                        // guarded by mu_
 };
+
+// A sandbox for Python: the place's handle and what its creation reported.
+struct Handle {
+  std::shared_ptr<client::SandboxHandle> sandbox;
+  bool resumed = false;
+  std::string disk_warning;
+};
+
+// The library's Sandbox behind `h`, for the verbs only the library has; RuntimeError
+// "unsupported" naming `what` through agvisord. Needs the GIL.
+Sandbox& Library(Handle& h, const char* what) {
+  Sandbox* s = h.sandbox->library();
+  if (s == nullptr) {
+    Raise(Error::Unsupported(std::string(what) + " of sandbox " + h.sandbox->container_name() +
+                             ": not offered through agvisord by the Python package; use "
+                             "agvisor's own functions on the daemon's host (docs/python.md, "
+                             "\"Through agvisord\")"));
+  }
+  return *s;
+}
 
 // A Pool for Python: the destructor (which closes the pool: removes members, waits for starts)
 // runs without the GIL.
@@ -584,15 +610,19 @@ class PoolHandle {
   PoolHandle(const PoolHandle&) = delete;
   PoolHandle& operator=(const PoolHandle&) = delete;
 
-  std::shared_ptr<Sandbox> Acquire(std::optional<std::int64_t> lifetime,
-                                   std::optional<std::int64_t> idle_ttl, double wait,
-                                   bool cold_create) {
+  std::shared_ptr<Handle> Acquire(std::optional<std::int64_t> lifetime,
+                                  std::optional<std::int64_t> idle_ttl, double wait,
+                                  bool cold_create) {
     AcquireOptions o;
     o.lifetime = lifetime;
     o.idle_ttl = idle_ttl;
     o.wait = std::chrono::milliseconds(static_cast<std::int64_t>(std::max(0.0, wait) * 1000));
     o.cold_create = cold_create;
-    return Blocking([&] { return pool_->Acquire(o); });
+    std::unique_ptr<Sandbox> sb = Blocking([&] { return pool_->Acquire(o); });
+    auto h = std::make_shared<Handle>();
+    h->disk_warning = sb->disk_warning();
+    h->sandbox = client::WrapSandbox(std::move(sb));
+    return h;
   }
 
   void WaitReady(double timeout) {
@@ -642,7 +672,9 @@ PYBIND11_MODULE(_core, m) {
   using agvisor::python::BytesView;
   using agvisor::python::EntryTuple;
   using agvisor::python::FileOp;
+  using agvisor::python::Handle;
   using agvisor::python::InfoDict;
+  using agvisor::python::Library;
   using agvisor::python::PoolHandle;
   using agvisor::python::Port;
   using agvisor::python::Raise;
@@ -779,63 +811,105 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("closed", &Attachment::closed)
       .def_property_readonly("pid", &Attachment::pid);
 
-  py::class_<Sandbox, std::shared_ptr<Sandbox>>(m, "Sandbox", "A handle on one sandbox.")
+  // Where sandboxes live: the library on a Docker host, or agvisord (client/place.h).
+  py::class_<client::Place, std::shared_ptr<client::Place>>(m, "Place", "agvisor::client::Place.")
       .def_static(
-          "create",
-          [](const SandboxSpec& spec) {
-            return std::shared_ptr<Sandbox>(Blocking([&] { return Sandbox::Create(spec); }));
-          },
-          py::arg("spec"))
-      .def_static(
-          "open",
-          [](const std::string& container_name, const std::string& host) {
-            return std::shared_ptr<Sandbox>(
-                Blocking([&] { return Sandbox::Open(container_name, host); }));
-          },
-          py::arg("container_name"), py::arg("host") = "")
-      .def_static(
-          "list",
+          "in_process",
           [](const std::string& host) {
-            std::vector<SandboxInfo> infos = Blocking([&] { return Sandbox::List(host); });
-            py::list out;
-            for (const auto& i : infos) out.append(InfoDict(i));
-            return out;
+            return std::shared_ptr<client::Place>(client::InProcess(host));
           },
           py::arg("host") = "")
       .def_static(
-          "remove",
-          [](const std::string& container_name, const std::string& host, bool erase_data) {
-            Blocking([&] { return Sandbox::Remove(container_name, host, erase_data); });
+          "agvisord",
+          [](const std::string& address, const std::string& token_file, const std::string& token) {
+            return std::shared_ptr<client::Place>(
+                Blocking([&] { return client::Agvisord(address, token_file, token); }));
           },
-          py::arg("container_name"), py::arg("host"), py::arg("erase_data"))
-      .def("exec", &agvisor::python::Exec, py::arg("argv"), py::arg("input") = py::none(),
-           py::arg("timeout") = 120.0, py::arg("env") = std::vector<std::string>{},
-           py::arg("cwd") = "", py::arg("user") = "", py::arg("on_output") = py::none(),
-           py::arg("on_stdout") = py::none(), py::arg("on_stderr") = py::none())
+          py::arg("address"), py::arg("token_file") = "", py::arg("token") = "")
+      .def(
+          "create",
+          [](client::Place& p, const SandboxSpec& spec) {
+            client::Created c = Blocking([&] { return p.Create(spec); });
+            auto h = std::make_shared<Handle>();
+            h->sandbox = std::move(c.handle);
+            h->resumed = c.resumed;
+            h->disk_warning = c.disk_warning;
+            return h;
+          },
+          py::arg("spec"))
+      .def(
+          "open",
+          [](client::Place& p, const std::string& container_name) {
+            auto h = std::make_shared<Handle>();
+            h->sandbox = Blocking([&] { return p.Open(container_name); });
+            return h;
+          },
+          py::arg("container_name"))
+      .def("list",
+           [](client::Place& p) {
+             std::vector<SandboxInfo> infos = Blocking([&] { return p.List(); });
+             py::list out;
+             for (const auto& i : infos) out.append(InfoDict(i));
+             return out;
+           })
+      .def(
+          "remove",
+          [](client::Place& p, const std::string& container_name, bool erase_data) {
+            Blocking([&] { return p.Remove(container_name, erase_data); });
+          },
+          py::arg("container_name"), py::arg("erase_data"))
+      .def(
+          "pause",
+          [](client::Place& p, const std::string& container_name) {
+            Blocking([&] { return p.Pause(container_name); });
+          },
+          py::arg("container_name"))
+      .def(
+          "resume",
+          [](client::Place& p, const std::string& container_name) {
+            Blocking([&] { return p.Resume(container_name); });
+          },
+          py::arg("container_name"));
+
+  py::class_<Handle, std::shared_ptr<Handle>>(m, "Sandbox", "A handle on one sandbox.")
+      .def(
+          "exec",
+          [](Handle& h, std::vector<std::string> argv, std::optional<py::bytes> input,
+             double timeout, std::vector<std::string> env, std::string cwd, std::string user,
+             const py::object& on_output, const py::object& on_stdout,
+             const py::object& on_stderr) {
+            return agvisor::python::Exec(*h.sandbox, std::move(argv), std::move(input), timeout,
+                                         std::move(env), std::move(cwd), std::move(user), on_output,
+                                         on_stdout, on_stderr);
+          },
+          py::arg("argv"), py::arg("input") = py::none(), py::arg("timeout") = 120.0,
+          py::arg("env") = std::vector<std::string>{}, py::arg("cwd") = "", py::arg("user") = "",
+          py::arg("on_output") = py::none(), py::arg("on_stdout") = py::none(),
+          py::arg("on_stderr") = py::none())
       .def(
           "read_file",
-          [](Sandbox& s, const std::string& path) {
-            std::string data = FileOp(path, [&] { return s.ReadFile(path); });
+          [](Handle& h, const std::string& path) {
+            std::string data = FileOp(path, [&] { return h.sandbox->ReadFile(path); });
             return py::bytes(data.data(), data.size());
           },
           py::arg("path"))
       .def(
           "write_file",
-          [](Sandbox& s, const std::string& path, const py::bytes& data, std::uint32_t mode) {
+          [](Handle& h, const std::string& path, const py::bytes& data, std::uint32_t mode) {
             std::string_view view = BytesView(data);
-            FileOp(path, [&] { return s.WriteFile(path, view, mode); });
+            FileOp(path, [&] { return h.sandbox->WriteFile(path, view, mode); });
           },
           py::arg("path"), py::arg("data"), py::arg("mode") = 0644)
       .def(
           "stat",
-          [](Sandbox& s, const std::string& path) {
-            return EntryTuple(FileOp(path, [&] { return s.Stat(path); }));
+          [](Handle& h, const std::string& path) {
+            return EntryTuple(FileOp(path, [&] { return h.sandbox->Stat(path); }));
           },
           py::arg("path"))
       .def(
           "listdir",
-          [](Sandbox& s, const std::string& path) {
-            std::vector<FileEntry> entries = FileOp(path, [&] { return s.ListDir(path); });
+          [](Handle& h, const std::string& path) {
+            std::vector<FileEntry> entries = FileOp(path, [&] { return h.sandbox->ListDir(path); });
             py::list out;
             for (const auto& e : entries) out.append(EntryTuple(e));
             return out;
@@ -843,40 +917,41 @@ PYBIND11_MODULE(_core, m) {
           py::arg("path"))
       .def(
           "mkdir",
-          [](Sandbox& s, const std::string& path, bool parents, std::uint32_t mode) {
-            FileOp(path, [&] { return s.Mkdir(path, parents, mode); });
+          [](Handle& h, const std::string& path, bool parents, std::uint32_t mode) {
+            FileOp(path, [&] { return h.sandbox->Mkdir(path, parents, mode); });
           },
           py::arg("path"), py::arg("parents"), py::arg("mode"))
       .def(
           "remove_path",
-          [](Sandbox& s, const std::string& path, bool recursive) {
-            FileOp(path, [&] { return s.Remove(path, recursive); });
+          [](Handle& h, const std::string& path, bool recursive) {
+            FileOp(path, [&] { return h.sandbox->RemovePath(path, recursive); });
           },
           py::arg("path"), py::arg("recursive"))
       .def(
           "upload",
-          [](Sandbox& s, const std::string& local_path, const std::string& sandbox_dir) {
-            FileOp(local_path, [&] { return s.Upload(local_path, sandbox_dir); });
+          [](Handle& h, const std::string& local_path, const std::string& sandbox_dir) {
+            FileOp(local_path, [&] { return h.sandbox->Upload(local_path, sandbox_dir); });
           },
           py::arg("local_path"), py::arg("sandbox_dir"))
       .def(
           "download",
-          [](Sandbox& s, const std::string& sandbox_path, const std::string& local_dir,
+          [](Handle& h, const std::string& sandbox_path, const std::string& local_dir,
              std::uint64_t max_bytes) {
             FileOp(sandbox_path, [&] {
-              return s.Download(sandbox_path, local_dir, DownloadOptions{.max_bytes = max_bytes});
+              return h.sandbox->Download(sandbox_path, local_dir,
+                                         DownloadOptions{.max_bytes = max_bytes});
             });
           },
           py::arg("sandbox_path"), py::arg("local_dir"), py::arg("max_bytes") = 0)
       .def(
           "open_port",
-          [](Sandbox& s, std::uint16_t port) {
-            return std::make_shared<Port>(Blocking([&] { return s.OpenPort(port); }));
+          [](Handle& h, std::uint16_t port) {
+            return std::make_shared<Port>(Blocking([&] { return h.sandbox->OpenPort(port); }));
           },
           py::arg("port"))
       .def(
           "start_pty",
-          [](Sandbox& s, const std::vector<std::string>& argv, std::uint16_t rows,
+          [](Handle& h, const std::vector<std::string>& argv, std::uint16_t rows,
              std::uint16_t cols, std::vector<std::string> env, std::string cwd, std::string user) {
             ProcessOptions o;
             o.pty = true;
@@ -885,13 +960,13 @@ PYBIND11_MODULE(_core, m) {
             o.env = std::move(env);
             o.cwd = std::move(cwd);
             o.user = std::move(user);
-            return std::make_shared<Shell>(Blocking([&] { return s.StartProcess(argv, o); }));
+            return std::make_shared<Shell>(Blocking([&] { return h.sandbox->Start(argv, o); }));
           },
           py::arg("argv"), py::arg("rows"), py::arg("cols"),
           py::arg("env") = std::vector<std::string>{}, py::arg("cwd") = "", py::arg("user") = "")
       .def(
           "start_background",
-          [](Sandbox& s, const std::vector<std::string>& argv, std::vector<std::string> env,
+          [](Handle& h, const std::vector<std::string>& argv, std::vector<std::string> env,
              std::string cwd, std::string user, bool stdin, double timeout) {
             BackgroundOptions o;
             o.env = std::move(env);
@@ -899,14 +974,14 @@ PYBIND11_MODULE(_core, m) {
             o.user = std::move(user);
             o.stdin = stdin;
             o.timeout = timeout;
-            return Blocking([&] { return s.StartBackground(argv, o); });
+            return Blocking([&] { return h.sandbox->StartBackground(argv, o); });
           },
           py::arg("argv"), py::arg("env") = std::vector<std::string>{}, py::arg("cwd") = "",
           py::arg("user") = "", py::arg("stdin") = false, py::arg("timeout") = 0.0)
       // [(pid, argv0, running, exit_code)], running and recently finished.
       .def("list_processes",
-           [](Sandbox& s) {
-             std::vector<ProcessInfo> procs = Blocking([&] { return s.ListProcesses(); });
+           [](Handle& h) {
+             std::vector<ProcessInfo> procs = Blocking([&] { return h.sandbox->ListProcesses(); });
              py::list out;
              for (const auto& p : procs) {
                out.append(py::make_tuple(p.pid, p.argv0, p.running, p.exit_code));
@@ -915,80 +990,93 @@ PYBIND11_MODULE(_core, m) {
            })
       .def(
           "attach_process",
-          [](const std::shared_ptr<Sandbox>& s, std::uint32_t pid, bool keep_output) {
-            std::unique_ptr<Process> p = Blocking([&] { return s->AttachProcess(pid); });
-            return std::make_shared<Attachment>(s, std::move(p), pid, keep_output);
+          [](Handle& h, std::uint32_t pid, bool keep_output) {
+            std::unique_ptr<client::Command> p = Blocking([&] { return h.sandbox->Attach(pid); });
+            return std::make_shared<Attachment>(h.sandbox, std::move(p), pid, keep_output);
           },
           py::arg("pid"), py::arg("keep_output") = true)
       .def(
           "signal_process",
-          [](Sandbox& s, std::uint32_t pid, int signal) {
-            Blocking([&] { return s.Signal(pid, signal); });
+          [](Handle& h, std::uint32_t pid, int signal) {
+            Blocking([&] { return h.sandbox->Signal(pid, signal); });
           },
           py::arg("pid"), py::arg("signal"))
       // ---- desktops (desktop.h): a gui sandbox's password, screen and input ----
       .def("desktop_password",
-           [](Sandbox& s) { return Blocking([&] { return desktop::Password(s); }); })
+           [](Handle& h) {
+             Sandbox& lib = Library(h, "the desktop password");
+             return Blocking([&] { return desktop::Password(lib); });
+           })
       .def("screenshot",
-           [](Sandbox& s) {
-             std::string png = Blocking([&] { return desktop::Screenshot(s); });
+           [](Handle& h) {
+             Sandbox& lib = Library(h, "a screenshot");
+             std::string png = Blocking([&] { return desktop::Screenshot(lib); });
              return py::bytes(png.data(), png.size());
            })
       .def("screen_size",
-           [](Sandbox& s) {
-             desktop::ScreenSize size = Blocking([&] { return desktop::GetScreenSize(s); });
+           [](Handle& h) {
+             Sandbox& lib = Library(h, "the screen size");
+             desktop::ScreenSize size = Blocking([&] { return desktop::GetScreenSize(lib); });
              return py::make_tuple(size.width, size.height);
            })
       .def(
           "mouse_move",
-          [](Sandbox& s, int x, int y) { Blocking([&] { return desktop::MouseMove(s, x, y); }); },
+          [](Handle& h, int x, int y) {
+            Sandbox& lib = Library(h, "mouse input");
+            Blocking([&] { return desktop::MouseMove(lib, x, y); });
+          },
           py::arg("x"), py::arg("y"))
       .def(
           "click",
-          [](Sandbox& s, int x, int y, const std::string& button, int count) {
+          [](Handle& h, int x, int y, const std::string& button, int count) {
+            Sandbox& lib = Library(h, "mouse input");
             desktop::MouseButton b = Unwrap(desktop::ParseMouseButton(button));
-            Blocking([&] { return desktop::Click(s, x, y, b, count); });
+            Blocking([&] { return desktop::Click(lib, x, y, b, count); });
           },
           py::arg("x"), py::arg("y"), py::arg("button"), py::arg("count"))
       .def(
           "drag",
-          [](Sandbox& s, int x1, int y1, int x2, int y2, const std::string& button) {
+          [](Handle& h, int x1, int y1, int x2, int y2, const std::string& button) {
+            Sandbox& lib = Library(h, "mouse input");
             desktop::MouseButton b = Unwrap(desktop::ParseMouseButton(button));
-            Blocking([&] { return desktop::Drag(s, x1, y1, x2, y2, b); });
+            Blocking([&] { return desktop::Drag(lib, x1, y1, x2, y2, b); });
           },
           py::arg("x1"), py::arg("y1"), py::arg("x2"), py::arg("y2"), py::arg("button"))
       .def(
           "scroll",
-          [](Sandbox& s, int x, int y, int dy, int dx) {
-            Blocking([&] { return desktop::Scroll(s, x, y, dy, dx); });
+          [](Handle& h, int x, int y, int dy, int dx) {
+            Sandbox& lib = Library(h, "mouse input");
+            Blocking([&] { return desktop::Scroll(lib, x, y, dy, dx); });
           },
           py::arg("x"), py::arg("y"), py::arg("dy"), py::arg("dx"))
       .def(
           "type_text",
-          [](Sandbox& s, const std::string& text) {
-            Blocking([&] { return desktop::TypeText(s, text); });
+          [](Handle& h, const std::string& text) {
+            Sandbox& lib = Library(h, "typing");
+            Blocking([&] { return desktop::TypeText(lib, text); });
           },
           py::arg("text"))
       .def(
           "key",
-          [](Sandbox& s, const std::string& combo) {
-            Blocking([&] { return desktop::Key(s, combo); });
+          [](Handle& h, const std::string& combo) {
+            Sandbox& lib = Library(h, "key input");
+            Blocking([&] { return desktop::Key(lib, combo); });
           },
           py::arg("combo"))
-      .def("pause", [](Sandbox& s) { Blocking([&] { return s.Pause(); }); })
-      .def("resume", [](Sandbox& s) { Blocking([&] { return s.Resume(); }); })
-      .def_property("auto_resume", &Sandbox::auto_resume, &Sandbox::set_auto_resume)
-      .def("stop", [](Sandbox& s) { Blocking([&] { return s.Stop(); }); })
-      .def("delete", [](Sandbox& s) { Blocking([&] { return s.Delete(); }); })
-      .def("info", [](Sandbox& s) { return InfoDict(Blocking([&] { return s.Info(); })); })
-      .def_property_readonly("container_name", &Sandbox::container_name)
-      .def_property_readonly("name", &Sandbox::name)
-      .def_property_readonly("persistent", &Sandbox::persistent)
-      .def_property_readonly("data_dir", &Sandbox::data_dir)
-      .def_property_readonly("resumed", &Sandbox::resumed)
-      .def_property_readonly("disk_warning", &Sandbox::disk_warning)
-      .def_property_readonly("host", &Sandbox::host)
-      .def_property_readonly("idle_ttl", &Sandbox::idle_ttl);
+      .def_property(
+          "auto_resume", [](Handle& h) { return Library(h, "auto_resume").auto_resume(); },
+          [](Handle& h, bool yes) { Library(h, "auto_resume").set_auto_resume(yes); })
+      .def("info", [](Handle& h) { return InfoDict(Blocking([&] { return h.sandbox->Info(); })); })
+      .def_property_readonly("container_name",
+                             [](const Handle& h) { return h.sandbox->container_name(); })
+      .def_property_readonly("resumed", [](const Handle& h) { return h.resumed; })
+      .def_property_readonly("disk_warning", [](const Handle& h) { return h.disk_warning; })
+      // The sandbox's idle_ttl as the library knows it; None through agvisord.
+      .def_property_readonly("idle_ttl", [](const Handle& h) -> std::optional<std::int64_t> {
+        Sandbox* s = h.sandbox->library();
+        if (s == nullptr) return std::nullopt;
+        return s->idle_ttl();
+      });
 
   py::class_<PoolHandle, std::shared_ptr<PoolHandle>>(m, "Pool", "agvisor::Pool (warm sandboxes).")
       .def_static(

@@ -7,6 +7,11 @@
   through the Engine API, and removes the tag afterwards (only if this run made it).
 - `build_binary("agvisord")` is the path of a binary of the build the wheel came from
   ($AGVISOR_TEST_BUILD_DIR, set by python/test-wheel).
+- `av` is where a test's sandboxes live, one parameter each: `agvisor` itself (in process) and
+  `agvisor.connect(...)` to the build's agvisord, started for the module on a unix socket with a
+  token in a temporary directory (--no-egress: it serves no egress networks, so test_egress's
+  daemons stay the only ones). Tests written against `av` run both ways; a test that differs by
+  path takes it (or a fixture built on it, such as `sb`).
 - `sshd` starts a real sshd on 127.0.0.1 with keys generated here and points the C++ ssh
   transport at them through $AGVISOR_SSH_ARGS: ssh:// examples reach this machine's dockerd.
 A missing daemon or sshd is a failure, not a skip.
@@ -112,7 +117,7 @@ def recorder():
         try:
             # Through the local socket: the test sshd forwards to this same dockerd, and it is
             # gone by now.
-            agvisor.sandbox._core.Sandbox.remove(cname, "", persistent)
+            agvisor.sandbox._core.Place.in_process("").remove(cname, persistent)
             leftovers.append(cname)
         except RuntimeError as e:
             if getattr(e, "code", None) != "not_found":
@@ -200,3 +205,53 @@ def only_this_run(recorder, monkeypatch):
     monkeypatch.setattr(agvisor, "list_sandboxes", narrowed)
     monkeypatch.setattr(agvisor.sandbox, "list_sandboxes", narrowed)
     return real
+
+
+class Agvisord:
+    """The build's agvisord on a unix socket in a temporary directory, with its token file."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="agvisor-py-agvisord-")
+        self.socket = os.path.join(self.dir, "agvisord.sock")
+        self.token_file = os.path.join(self.dir, "token")
+        self.log = open(os.path.join(self.dir, "agvisord.log"), "w+")
+        self.proc = subprocess.Popen(
+            [build_binary("agvisord"), "--socket", self.socket, "--token-file", self.token_file,
+             "--no-egress"], stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while not (os.path.exists(self.socket) and os.path.exists(self.token_file)):
+            assert self.proc.poll() is None, f"agvisord exited at start: {self.read_log()}"
+            assert time.monotonic() < deadline, f"agvisord did not listen: {self.read_log()}"
+            time.sleep(0.02)
+        with open(self.token_file) as f:
+            self.token = f.read().strip()
+
+    def read_log(self):
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def agvisord_daemon():
+    daemon = Agvisord()
+    yield daemon
+    daemon.stop()
+
+
+@pytest.fixture(scope="module", params=["in_process", "agvisord"])
+def av(request):
+    """`agvisor` (in process) or a Connection to this module's agvisord: the same API."""
+    if request.param == "in_process":
+        return agvisor
+    daemon = request.getfixturevalue("agvisord_daemon")
+    return agvisor.connect("unix:" + daemon.socket, token=daemon.token)

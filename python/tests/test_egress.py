@@ -259,7 +259,7 @@ def test_without_agvisord_create_is_refused_naming_it(world):
         assert engine("GET", f"/networks/{container}-egress")[0] == 404
     finally:
         try:
-            sandbox_module._core.Sandbox.remove(container, "", True)  # the volume, if any
+            sandbox_module._core.Place.in_process("").remove(container, True)  # the volume, if any
         except RuntimeError as err:
             if getattr(err, "code", None) != "not_found":
                 raise

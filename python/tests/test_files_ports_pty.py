@@ -10,14 +10,14 @@ import urllib.request
 import pytest
 
 import agvisor
-from agvisor import FileInfo, Limits, create_sandbox
+from agvisor import FileInfo, Limits
 
 SMALL = Limits(cpus=1, memory="512m")
 
 
 @pytest.fixture(scope="module")
-def sb():
-    with create_sandbox(limits=SMALL, network="none") as box:
+def sb(av):
+    with av.create_sandbox(limits=SMALL, network="none") as box:
         yield box
 
 

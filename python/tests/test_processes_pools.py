@@ -17,21 +17,21 @@ import urllib.parse
 import pytest
 
 import agvisor
-from agvisor import BackgroundProcess, Limits, Pool, PoolStats, create_sandbox
+from agvisor import BackgroundProcess, Limits, Pool, PoolStats
 from conftest import engine
 
 SMALL = Limits(cpus=1, memory="512m")
 
 
 @pytest.fixture(scope="module")
-def sb():
-    with create_sandbox(limits=SMALL, network="none") as box:
+def sb(av):
+    with av.create_sandbox(limits=SMALL, network="none") as box:
         yield box
 
 
 def fresh_handle(sb):
     """Another handle on the same sandbox, as list_sandboxes() makes it: its own channel."""
-    [other] = [s for s in agvisor.list_sandboxes() if s.name == sb.name]
+    [other] = [s for s in (sb.connection or agvisor).list_sandboxes() if s.name == sb.name]
     assert other is not sb
     return other
 

@@ -13,8 +13,8 @@ SMALL = Limits(cpus=1, memory="512m")
 
 
 @pytest.fixture(scope="module")
-def sb():
-    with create_sandbox(limits=SMALL) as box:
+def sb(av):
+    with av.create_sandbox(limits=SMALL) as box:
         yield box
 
 
@@ -147,29 +147,29 @@ def test_start_is_idempotent_and_attributes():
     box.stop()  # twice is fine
 
 
-def test_named_sandbox_left_running_is_resumed():
+def test_named_sandbox_left_running_is_resumed(av):
     name = unique("resume")
-    first = create_sandbox(name=name, limits=SMALL)
+    first = av.create_sandbox(name=name, limits=SMALL)
     assert first.persistent and first.data_dir == "/workspace" and not first.resumed
     first.exec("echo outside-workspace > /tmp/mark; sleep 1000 >/dev/null 2>&1 &")
-    second = create_sandbox(name=name)  # no stop(): re-attaches, processes and /tmp intact
+    second = av.create_sandbox(name=name)  # no stop(): re-attaches, processes and /tmp intact
     assert second.resumed and second.name == first.name == f"agvisor-{name}"
     assert second.exec("cat /tmp/mark; pgrep -c sleep").stdout.split() == ["outside-workspace", "1"]
     second.delete()
 
 
-def test_dead_sandbox_raises_runtime_error_with_the_reason():
-    box = create_sandbox(limits=SMALL)
-    (handle,) = [h for h in list_sandboxes() if h.name == box.name]
+def test_dead_sandbox_raises_runtime_error_with_the_reason(av):
+    box = av.create_sandbox(limits=SMALL)
+    (handle,) = [h for h in av.list_sandboxes() if h.name == box.name]
     handle.stop()  # from another handle, as another process would
     with pytest.raises(RuntimeError, match="not running") as e:
         box.exec("true")
     assert e.value.code == "sandbox_died"
 
 
-def test_missing_image_is_a_runtime_error():
+def test_missing_image_is_a_runtime_error(av):
     with pytest.raises(RuntimeError, match="not found") as e:
-        create_sandbox("agvisor/no-such-image:0", limits=SMALL)
+        av.create_sandbox("agvisor/no-such-image:0", limits=SMALL)
     assert e.value.code == "not_found"
 
 
@@ -190,18 +190,18 @@ def test_disk_default_explicit_and_none():
         assert box.disk_warning is None
 
 
-def test_list_handles_exec_stop_delete():
+def test_list_handles_exec_stop_delete(av):
     name = unique("listed")
-    named = create_sandbox(name=name, limits=SMALL)
-    anon = create_sandbox(limits=SMALL)
-    handles = {h.name: h for h in list_sandboxes()}
+    named = av.create_sandbox(name=name, limits=SMALL)
+    anon = av.create_sandbox(limits=SMALL)
+    handles = {h.name: h for h in av.list_sandboxes()}
     h_named, h_anon = handles[named.name], handles[anon.name]
     assert h_named.persistent and h_named.data_dir == "/workspace"
     assert not h_anon.persistent and h_anon.data_dir is None
     assert h_anon.exec("echo via list").stdout == "via list\n"
     h_anon.stop()
     h_named.delete()
-    left = {h.name for h in list_sandboxes()}
+    left = {h.name for h in av.list_sandboxes()}
     assert named.name not in left and anon.name not in left
 
 

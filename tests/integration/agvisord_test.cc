@@ -501,9 +501,14 @@ TEST_F(AgvisordTest, SandboxExecFilesProcessesPortsMetrics) {
         if (!ws.Connect(daemon_->socket(), base + "/ports/7777/ws", daemon_->token())) {
           return false;
         }
+        // First a text message: started (connected inside), or an error (nothing listens yet).
+        auto first = ws.Read();
+        if (!first || first->first || first->second.find("\"started\"") == std::string::npos) {
+          return false;
+        }
         ws.SendBinary("ping");
         echoed = ws.Read();
-        return echoed && echoed->first;  // an error (nothing listens yet) is a text message
+        return echoed && echoed->first;
       },
       std::chrono::seconds(20)));
   EXPECT_EQ(echoed->second, "PING");

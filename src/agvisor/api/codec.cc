@@ -1,5 +1,7 @@
 #include "agvisor/api/codec.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cmath>
@@ -993,6 +995,47 @@ Result<std::vector<ProcessInfo>> ParseProcessListJson(std::string_view body) {
     info.exit_code = static_cast<std::int32_t>(IntOr(p, "exit_code"));
     out.push_back(std::move(info));
   }
+  return out;
+}
+
+namespace {
+
+Result<FileEntry> EntryFromObject(const json::value& v, std::string_view body) {
+  if (!v.is_object() || !v.as_object().contains("name")) return Malformed("file entry", body);
+  const auto& o = v.as_object();
+  FileEntry e;
+  e.name = StringOr(o, "name");
+  const std::string kind = StringOr(o, "kind");
+  e.kind = kind == "file"      ? FileKind::kFile
+           : kind == "dir"     ? FileKind::kDir
+           : kind == "symlink" ? FileKind::kSymlink
+                               : FileKind::kOther;
+  // The daemon sends the permission bits; the type bits follow from the kind, as st_mode has
+  // them in process (an "other" entry keeps permissions only).
+  e.mode = static_cast<std::uint32_t>(IntOr(o, "mode")) & 07777;
+  e.mode |= e.kind == FileKind::kFile      ? S_IFREG
+            : e.kind == FileKind::kDir     ? S_IFDIR
+            : e.kind == FileKind::kSymlink ? S_IFLNK
+                                           : 0;
+  e.size = static_cast<std::uint64_t>(IntOr(o, "size"));
+  e.mtime_unix_ms = IntOr(o, "mtime_unix_ms");
+  e.link_target = StringOr(o, "link_target");
+  return e;
+}
+
+}  // namespace
+
+Result<FileEntry> ParseFileEntryJson(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseReply(body, "file entry"));
+  return EntryFromObject(json::value(std::move(o)), body);
+}
+
+Result<std::vector<FileEntry>> ParseFileListJson(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseReply(body, "directory listing"));
+  const json::value* a = o.if_contains("entries");
+  if (!a || !a->is_array()) return Malformed("directory listing", body);
+  std::vector<FileEntry> out;
+  for (const auto& e : a->as_array()) out.push_back(AGVISOR_TRY(EntryFromObject(e, body)));
   return out;
 }
 

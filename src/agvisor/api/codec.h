@@ -224,6 +224,11 @@ Result<SandboxView> ParseSandboxJson(std::string_view body);
 Result<std::vector<SandboxView>> ParseSandboxListJson(std::string_view body);
 // {"processes": [...]} -> the list. Errors: kInternal.
 Result<std::vector<ProcessInfo>> ParseProcessListJson(std::string_view body);
+// A FileEntry object (FileEntryJson) / the {"path", "entries": [...]} of FileListJson. The
+// mode is the permission bits the daemon sends plus the type bits of the kind (S_IFREG,
+// S_IFDIR, S_IFLNK; none for "other"), as st_mode. Errors: kInternal.
+Result<FileEntry> ParseFileEntryJson(std::string_view body);
+Result<std::vector<FileEntry>> ParseFileListJson(std::string_view body);
 // The body of POST .../processes.
 std::string StartProcessRequestJson(const std::vector<std::string>& argv,
                                     const BackgroundOptions& options);

@@ -1,6 +1,7 @@
 #include "agvisor/api/codec.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <boost/json.hpp>
 #include <csignal>
@@ -446,6 +447,33 @@ TEST(CodecTest, ClientWebSocketMessages) {
   EXPECT_EQ(err->error.code(), ErrorCode::kSandboxDied);
   EXPECT_EQ(err->error.message(), "oom");
   EXPECT_FALSE(ParseWsServerMessage(R"({"type":"dance"})").ok());
+}
+
+// The client reads back what the daemon's file routes write: every kind, the link target, the
+// permission bits; and a reply of another shape is an error, not an empty entry.
+TEST(CodecTest, FileEntriesRoundTrip) {
+  FileEntry link{.name = "l",
+                 .kind = FileKind::kSymlink,
+                 .mode = 0100777,
+                 .size = 3,
+                 .mtime_unix_ms = 1234567,
+                 .link_target = "/etc"};
+  FileEntry dir{.name = "d", .kind = FileKind::kDir, .mode = 0755};
+  auto one = ParseFileEntryJson(FileEntryJson(link));
+  ASSERT_TRUE(one.ok()) << one.error().message();
+  EXPECT_EQ(one->kind, FileKind::kSymlink);
+  EXPECT_EQ(one->mode, static_cast<std::uint32_t>(S_IFLNK | 0777));
+  EXPECT_EQ(one->size, 3u);
+  EXPECT_EQ(one->mtime_unix_ms, 1234567);
+  EXPECT_EQ(one->link_target, "/etc");
+  auto list = ParseFileListJson(FileListJson("/x", {dir, link}));
+  ASSERT_TRUE(list.ok()) << list.error().message();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].name, "d");
+  EXPECT_EQ((*list)[0].kind, FileKind::kDir);
+  EXPECT_EQ((*list)[0].mode, static_cast<std::uint32_t>(S_IFDIR | 0755));
+  EXPECT_EQ(ParseFileListJson("{\"path\":\"/x\"}").error().code(), ErrorCode::kInternal);
+  EXPECT_EQ(ParseFileEntryJson("[]").error().code(), ErrorCode::kInternal);
 }
 
 }  // namespace

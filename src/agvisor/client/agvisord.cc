@@ -36,7 +36,7 @@ class RemoteHandle final : public SandboxHandle {
     po.env = o.env;
     po.cwd = o.cwd;
     po.user = o.user;
-    std::unique_ptr<Command> stream = AGVISOR_TRY(client_->Exec(id_, argv, po));
+    std::unique_ptr<Command> stream = AGVISOR_TRY(Checked(client_->Exec(id_, argv, po)));
     // stdin goes on a thread of its own: a command that answers before it read everything must
     // not wait for us to stop writing.
     std::thread feeder;
@@ -65,7 +65,7 @@ class RemoteHandle final : public SandboxHandle {
     auto exit = stream->Wait(cb);
     if (!exit.ok()) stream->Close();  // unblocks the feeder
     if (feeder.joinable()) feeder.join();
-    if (!exit.ok()) return exit.error();
+    if (!exit.ok()) return Diagnose(exit.error());
     if (streaming) FinishOutputTail(res);
     res.exit_code = exit->exit_code;
     res.timed_out = exit->timed_out;
@@ -74,23 +74,25 @@ class RemoteHandle final : public SandboxHandle {
 
   Result<std::unique_ptr<Command>> Start(const std::vector<std::string>& argv,
                                          const ProcessOptions& o) override {
-    return client_->Exec(id_, argv, o);
+    return Checked(client_->Exec(id_, argv, o));
   }
   Result<std::uint32_t> StartBackground(const std::vector<std::string>& argv,
                                         const BackgroundOptions& o) override {
-    return client_->StartProcess(id_, argv, o);
+    return Checked(client_->StartProcess(id_, argv, o));
   }
-  Result<std::vector<ProcessInfo>> ListProcesses() override { return client_->ListProcesses(id_); }
+  Result<std::vector<ProcessInfo>> ListProcesses() override {
+    return Checked(client_->ListProcesses(id_));
+  }
   Result<ProcessExit> AttachProcess(std::uint32_t pid, const channel::ExecCallbacks& cb) override {
-    auto s = AGVISOR_TRY(client_->Attach(id_, pid));
-    return s->Wait(cb);
+    auto s = AGVISOR_TRY(Checked(client_->Attach(id_, pid)));
+    return Checked(s->Wait(cb));
   }
   Result<void> Signal(std::uint32_t pid, int signal) override {
-    return client_->SignalProcess(id_, pid, signal);
+    return Checked(client_->SignalProcess(id_, pid, signal));
   }
   Result<void> Upload(std::string_view local_path, std::string_view sandbox_dir) override {
     return PackLocalPath(local_path, [&](const channel::ByteSource& source) {
-      return client_->PutArchive(id_, sandbox_dir, source);
+      return Checked(client_->PutArchive(id_, sandbox_dir, source));
     });
   }
   Result<void> Download(std::string_view sandbox_path, std::string_view local_dir,
@@ -101,10 +103,60 @@ class RemoteHandle final : public SandboxHandle {
         options);
   }
   Result<std::unique_ptr<ByteStream>> OpenPort(std::uint16_t port) override {
-    return client_->OpenPort(id_, port);
+    return Checked(client_->OpenPort(id_, port));
+  }
+  Result<std::unique_ptr<Command>> Attach(std::uint32_t pid) override {
+    return Checked(client_->Attach(id_, pid));
+  }
+  Result<std::string> ReadFile(std::string_view path) override {
+    return Checked(client_->ReadFile(id_, path));
+  }
+  Result<void> WriteFile(std::string_view path, std::string_view data,
+                         std::uint32_t mode) override {
+    return Checked(client_->WriteFile(id_, path, data, mode));
+  }
+  Result<FileEntry> Stat(std::string_view path) override {
+    return Checked(client_->Stat(id_, path));
+  }
+  Result<std::vector<FileEntry>> ListDir(std::string_view path) override {
+    return Checked(client_->ListDir(id_, path));
+  }
+  Result<void> Mkdir(std::string_view path, bool parents, std::uint32_t mode) override {
+    return Checked(client_->Mkdir(id_, path, parents, mode));
+  }
+  Result<void> RemovePath(std::string_view path, bool recursive) override {
+    return Checked(client_->RemovePath(id_, path, recursive));
+  }
+  Result<SandboxInfo> Info() override {
+    auto v = AGVISOR_TRY(client_->GetSandbox(id_));
+    v.info.host = ServerAddressString(client_->endpoint());
+    return v.info;
   }
 
  private:
+  // What a failure says when the sandbox ended: through the daemon a removed sandbox is "no
+  // sandbox" (kNotFound) and a stopped one breaks or refuses the stream, where the library
+  // says kSandboxDied and why; so does this (one GET of the sandbox, on failures only).
+  Error Diagnose(const Error& e) {
+    if (e.code() != ErrorCode::kNotFound && e.code() != ErrorCode::kUnavailable &&
+        e.code() != ErrorCode::kConflict) {
+      return e;
+    }
+    auto v = client_->GetSandbox(id_);
+    if (!v.ok() && v.error().code() != ErrorCode::kNotFound) return e;
+    if (v.ok() && v->info.running) return e;
+    const std::string why =
+        v.ok() ? std::string(EndReasonName(v->info.end_reason)) + " (exit code " +
+                     std::to_string(v->info.exit_code) + ")"
+               : "its container no longer exists (it expired, was stopped, or hit a limit)";
+    return Error::SandboxDied("sandbox " + container_name_ + " is not running: " + why);
+  }
+  template <typename T>
+  Result<T> Checked(Result<T> r) {
+    if (r.ok()) return r;
+    return Diagnose(r.error());
+  }
+
   std::shared_ptr<RemoteClient> client_;
   std::string container_name_;
   std::string id_;
@@ -208,12 +260,15 @@ Result<std::string> EgressAgvisordAddress(std::string_view docker_host) {
 }
 
 Result<std::unique_ptr<AgvisordPlace>> Agvisord(const std::string& address,
-                                                const std::string& token_file) {
+                                                const std::string& token_file,
+                                                const std::string& given_token) {
   auto endpoint = AGVISOR_TRY(ParseServerAddress(address));
   RemoteToken token;
   const char* env_file = std::getenv("AGVISOR_TOKEN_FILE");
   const char* env_token = std::getenv("AGVISOR_TOKEN");
-  if (!token_file.empty()) {
+  if (!given_token.empty()) {
+    token = {given_token, "the token given to connect()"};
+  } else if (!token_file.empty()) {
     token = AGVISOR_TRY(ReadTokenFile(token_file));
   } else if (env_file && *env_file) {
     token = AGVISOR_TRY(ReadTokenFile(env_file));

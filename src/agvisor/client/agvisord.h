@@ -27,11 +27,13 @@ class AgvisordPlace : public Place {
 // [/path/agvisord.sock]", agvisord_api.h ParseServerAddress), authenticated with the token of
 // `token_file`, else $AGVISOR_TOKEN_FILE, else $AGVISOR_TOKEN (all read here), else agvisord's
 // default token file (api/defaults.h; for an ssh address root's on that host, read there with
-// `cat` over ssh). Errors: kInvalidArgument (address), kNotFound (no token file), kUnavailable
+// `cat` over ssh). A non-empty `token` (the Python package's connect(token=...)) wins over all
+// of these. Errors: kInvalidArgument (address), kNotFound (no token file), kUnavailable
 // (nothing listens at the address, or ssh failed: says how to start agvisord),
 // kPermissionDenied.
 Result<std::unique_ptr<AgvisordPlace>> Agvisord(const std::string& address,
-                                                const std::string& token_file);
+                                                const std::string& token_file,
+                                                const std::string& token = "");
 
 // The agvisord that enforces the egress policies of Docker host `docker_host` ("" =
 // $DOCKER_HOST, else the local socket): the one on this machine (its default socket,

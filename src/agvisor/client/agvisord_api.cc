@@ -17,6 +17,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <future>
@@ -162,7 +163,7 @@ namespace {
 // An exec or attach WebSocket: stdin as tagged binary messages, control as JSON text.
 class WsCommand final : public Command {
  public:
-  explicit WsCommand(std::unique_ptr<WsConnection> ws) : ws_(std::move(ws)) {}
+  WsCommand(std::unique_ptr<WsConnection> ws, std::uint32_t pid) : ws_(std::move(ws)), pid_(pid) {}
   Result<void> Write(std::string_view bytes) override {
     while (!bytes.empty()) {
       auto n = std::min(bytes.size(), kStdinChunk);
@@ -205,9 +206,11 @@ class WsCommand final : public Command {
   }
 
   void Close() override { ws_->Close(); }
+  std::uint32_t pid() const override { return pid_; }
 
  private:
   std::unique_ptr<WsConnection> ws_;
+  std::uint32_t pid_;
 };
 
 // A port WebSocket: raw bytes both ways.
@@ -483,6 +486,78 @@ Result<void> RemoteClient::PauseSandbox(std::string_view id, bool pause) {
   return Ok();
 }
 
+Result<api::SandboxView> RemoteClient::GetSandbox(std::string_view id) {
+  auto r = AGVISOR_TRY(Call({.method = "GET", .target = SandboxPath(id)}));
+  return api::ParseSandboxJson(r.body);
+}
+
+namespace {
+
+// "?path=P" and more query parameters.
+std::string PathQuery(std::string_view path) { return "?path=" + http::UrlEncode(path); }
+
+std::string OctalMode(std::uint32_t mode) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%o", mode & 07777);
+  return buf;
+}
+
+}  // namespace
+
+Result<std::string> RemoteClient::ReadFile(std::string_view id, std::string_view path) {
+  http::Request req{.method = "GET", .target = SandboxPath(id) + "/files" + PathQuery(path)};
+  req.headers.push_back({"Authorization", "Bearer " + token_.token});
+  req.timeout = kArchiveTimeout;
+  std::string data;
+  auto r = http_->SendStreamingResponse(req, [&](std::string_view bytes) -> Result<void> {
+    data.append(bytes);
+    return Ok();
+  });
+  if (!r.ok()) return TransferCut(id, r.error());
+  if (r->status >= 400) return ErrorOf(*r);
+  return data;
+}
+
+Result<void> RemoteClient::WriteFile(std::string_view id, std::string_view path,
+                                     std::string_view data, std::uint32_t mode) {
+  http::Request req{
+      .method = "PUT",
+      .target = SandboxPath(id) + "/files" + PathQuery(path) + "&mode=" + OctalMode(mode)};
+  req.body = std::string(data);
+  req.content_type = "application/octet-stream";
+  req.timeout = kArchiveTimeout;
+  AGVISOR_RETURN_IF_ERROR(Call(std::move(req)));
+  return Ok();
+}
+
+Result<FileEntry> RemoteClient::Stat(std::string_view id, std::string_view path) {
+  auto r = AGVISOR_TRY(
+      Call({.method = "GET", .target = SandboxPath(id) + "/files/stat" + PathQuery(path)}));
+  return api::ParseFileEntryJson(r.body);
+}
+
+Result<std::vector<FileEntry>> RemoteClient::ListDir(std::string_view id, std::string_view path) {
+  auto r = AGVISOR_TRY(
+      Call({.method = "GET", .target = SandboxPath(id) + "/files/list" + PathQuery(path)}));
+  return api::ParseFileListJson(r.body);
+}
+
+Result<void> RemoteClient::Mkdir(std::string_view id, std::string_view path, bool parents,
+                                 std::uint32_t mode) {
+  AGVISOR_RETURN_IF_ERROR(
+      Call({.method = "POST",
+            .target = SandboxPath(id) + "/files/mkdir" + PathQuery(path) +
+                      "&parents=" + (parents ? "1" : "0") + "&mode=" + OctalMode(mode)}));
+  return Ok();
+}
+
+Result<void> RemoteClient::RemovePath(std::string_view id, std::string_view path, bool recursive) {
+  AGVISOR_RETURN_IF_ERROR(Call({.method = "DELETE",
+                                .target = SandboxPath(id) + "/files" + PathQuery(path) +
+                                          "&recursive=" + (recursive ? "1" : "0")}));
+  return Ok();
+}
+
 Result<std::uint32_t> RemoteClient::StartProcess(std::string_view id,
                                                  const std::vector<std::string>& argv,
                                                  const BackgroundOptions& options) {
@@ -554,7 +629,8 @@ Result<void> RemoteClient::GetArchive(std::string_view id, std::string_view path
 }
 
 Result<std::unique_ptr<WsConnection>> RemoteClient::OpenWebSocket(
-    const std::string& target, std::optional<std::string> first_message, bool wait_started) {
+    const std::string& target, std::optional<std::string> first_message, bool wait_started,
+    std::uint32_t* started_pid) {
   auto conn = std::make_unique<WsConnection>();
   auto& sock = beast::get_lowest_layer(conn->ws());
   error_code ec;
@@ -606,6 +682,7 @@ Result<std::unique_ptr<WsConnection>> RemoteClient::OpenWebSocket(
     }
     auto msg = AGVISOR_TRY(api::ParseWsServerMessage(m->data));
     if (msg.type == api::WsServerMessage::Type::kError) return msg.error;
+    if (started_pid != nullptr) *started_pid = msg.pid;
   }
   return conn;
 }
@@ -613,21 +690,24 @@ Result<std::unique_ptr<WsConnection>> RemoteClient::OpenWebSocket(
 Result<std::unique_ptr<Command>> RemoteClient::Exec(std::string_view id,
                                                     const std::vector<std::string>& argv,
                                                     const ProcessOptions& options) {
-  auto ws = AGVISOR_TRY(
-      OpenWebSocket(SandboxPath(id) + "/exec/ws", api::WsExecRequestJson(argv, options), true));
-  return std::unique_ptr<Command>(std::make_unique<WsCommand>(std::move(ws)));
+  std::uint32_t pid = 0;
+  auto ws = AGVISOR_TRY(OpenWebSocket(SandboxPath(id) + "/exec/ws",
+                                      api::WsExecRequestJson(argv, options), true, &pid));
+  return std::unique_ptr<Command>(std::make_unique<WsCommand>(std::move(ws), pid));
 }
 
 Result<std::unique_ptr<Command>> RemoteClient::Attach(std::string_view id, std::uint32_t pid) {
   auto ws = AGVISOR_TRY(OpenWebSocket(SandboxPath(id) + "/processes/" + std::to_string(pid) + "/ws",
-                                      std::nullopt, true));
-  return std::unique_ptr<Command>(std::make_unique<WsCommand>(std::move(ws)));
+                                      std::nullopt, true, nullptr));
+  return std::unique_ptr<Command>(std::make_unique<WsCommand>(std::move(ws), pid));
 }
 
 Result<std::unique_ptr<ByteStream>> RemoteClient::OpenPort(std::string_view id,
                                                            std::uint16_t port) {
+  // Returns once the daemon made the connection inside (nothing listening is an error here, as
+  // in process).
   auto ws = AGVISOR_TRY(OpenWebSocket(SandboxPath(id) + "/ports/" + std::to_string(port) + "/ws",
-                                      std::nullopt, false));
+                                      std::nullopt, true, nullptr));
   return std::unique_ptr<ByteStream>(std::make_unique<WsPort>(std::move(ws)));
 }
 

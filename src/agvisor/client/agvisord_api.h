@@ -67,6 +67,17 @@ class RemoteClient {
   Result<api::SandboxView> CreateSandbox(const SandboxSpec& spec);
   // GET /v1/sandboxes.
   Result<std::vector<api::SandboxView>> ListSandboxes();
+  // GET /v1/sandboxes/{id}. Errors: kNotFound.
+  Result<api::SandboxView> GetSandbox(std::string_view id);
+  // The file routes: GET/PUT/DELETE .../files, GET .../files/stat, .../files/list, POST
+  // .../files/mkdir (modes sent as octal permission bits). ReadFile holds the whole file.
+  Result<std::string> ReadFile(std::string_view id, std::string_view path);
+  Result<void> WriteFile(std::string_view id, std::string_view path, std::string_view data,
+                         std::uint32_t mode);
+  Result<FileEntry> Stat(std::string_view id, std::string_view path);
+  Result<std::vector<FileEntry>> ListDir(std::string_view id, std::string_view path);
+  Result<void> Mkdir(std::string_view id, std::string_view path, bool parents, std::uint32_t mode);
+  Result<void> RemovePath(std::string_view id, std::string_view path, bool recursive);
   // DELETE /v1/sandboxes/{id}?erase_data=0|1 (the container goes; the volume with `erase_data`).
   Result<void> RemoveSandbox(std::string_view id, bool erase_data);
   // POST /v1/sandboxes/{id}/pause (`pause`) or /resume.
@@ -114,7 +125,8 @@ class RemoteClient {
   Error TransferCut(std::string_view id, const Error& e);
   Result<std::unique_ptr<WsConnection>> OpenWebSocket(const std::string& target,
                                                       std::optional<std::string> first_message,
-                                                      bool wait_started);
+                                                      bool wait_started,
+                                                      std::uint32_t* started_pid);
 
   http::Endpoint endpoint_;  // as given: named in messages
   RemoteToken token_;

@@ -36,6 +36,7 @@ class LocalCommand final : public Command {
   }
   // DETACH: a started command ends with its stream, a background one runs on.
   void Close() override { (void)p_->Detach(); }
+  std::uint32_t pid() const override { return p_->pid(); }
 
  private:
   std::unique_ptr<Process> p_;
@@ -74,6 +75,27 @@ class LocalHandle final : public SandboxHandle {
     auto s = AGVISOR_TRY(sb_->OpenPort(port));
     return WrapPortStream(std::shared_ptr<PortStream>(std::move(s)));
   }
+  Result<std::unique_ptr<Command>> Attach(std::uint32_t pid) override {
+    auto p = AGVISOR_TRY(sb_->AttachProcess(pid));
+    return std::unique_ptr<Command>(std::make_unique<LocalCommand>(std::move(p), *sb_));
+  }
+  Result<std::string> ReadFile(std::string_view path) override { return sb_->ReadFile(path); }
+  Result<void> WriteFile(std::string_view path, std::string_view data,
+                         std::uint32_t mode) override {
+    return sb_->WriteFile(path, data, mode);
+  }
+  Result<FileEntry> Stat(std::string_view path) override { return sb_->Stat(path); }
+  Result<std::vector<FileEntry>> ListDir(std::string_view path) override {
+    return sb_->ListDir(path);
+  }
+  Result<void> Mkdir(std::string_view path, bool parents, std::uint32_t mode) override {
+    return sb_->Mkdir(path, parents, mode);
+  }
+  Result<void> RemovePath(std::string_view path, bool recursive) override {
+    return sb_->Remove(path, recursive);
+  }
+  Result<SandboxInfo> Info() override { return sb_->Info(); }
+  Sandbox* library() override { return sb_.get(); }
 
  private:
   std::unique_ptr<Sandbox> sb_;
@@ -135,6 +157,10 @@ class LocalPlace final : public Place {
 
 std::unique_ptr<ByteStream> WrapPortStream(std::shared_ptr<PortStream> stream) {
   return std::make_unique<LocalPort>(std::move(stream));
+}
+
+std::unique_ptr<SandboxHandle> WrapSandbox(std::unique_ptr<Sandbox> sandbox) {
+  return std::make_unique<LocalHandle>(std::move(sandbox));
 }
 
 std::unique_ptr<Place> InProcess(std::string host) {

@@ -1,7 +1,7 @@
 // The client layer: "a place where sandboxes live", reached in process (the library on a Docker
 // host) or through agvisord (HTTP + WebSocket). Callers are written once against Place and
-// SandboxHandle and do not know which they have: the agvisor CLI today, the Python package and
-// other front ends next. Errors keep their agvisor::ErrorCode either way, so a caller's exit
+// SandboxHandle and do not know which they have: the agvisor CLI and the Python package (other
+// front ends next). Errors keep their agvisor::ErrorCode either way, so a caller's exit
 // codes and exceptions hold through the daemon too.
 //
 // InProcess (in_process.cc) forwards to Sandbox; Agvisord (agvisord.h) speaks agvisord's API
@@ -57,6 +57,8 @@ class Command {
   // Ends the stream from any thread (a blocked Write returns): a started command is killed, an
   // attached background one only detached. Idempotent.
   virtual void Close() = 0;
+  // The command's pid inside the sandbox.
+  virtual std::uint32_t pid() const = 0;
 };
 
 // One sandbox, by its container name ("agvisor-...").
@@ -85,6 +87,27 @@ class SandboxHandle {
   virtual Result<void> Download(std::string_view sandbox_path, std::string_view local_dir,
                                 const DownloadOptions& options) = 0;
   virtual Result<std::unique_ptr<ByteStream>> OpenPort(std::uint16_t port) = 0;
+  // Attaches to background process `pid` and hands the session out (stdin when the process was
+  // started with one; Wait replays the kept output, then live output). Close() only detaches:
+  // the process runs on. Errors: kNotFound (no such process), kConflict (another client is
+  // attached), the sandbox's.
+  virtual Result<std::unique_ptr<Command>> Attach(std::uint32_t pid) = 0;
+  // Sandbox's file calls (ReadFile, WriteFile, Stat, ListDir, Mkdir, Remove), with their errors
+  // (kNotFound, kPermissionDenied, kInvalidArgument for a relative path, kConflict, ...).
+  // Through agvisord a FileEntry's mode is its permission and type bits (an "other" entry's,
+  // a fifo's or a device's, has no type bits).
+  virtual Result<std::string> ReadFile(std::string_view path) = 0;
+  virtual Result<void> WriteFile(std::string_view path, std::string_view data,
+                                 std::uint32_t mode) = 0;
+  virtual Result<FileEntry> Stat(std::string_view path) = 0;
+  virtual Result<std::vector<FileEntry>> ListDir(std::string_view path) = 0;
+  virtual Result<void> Mkdir(std::string_view path, bool parents, std::uint32_t mode) = 0;
+  virtual Result<void> RemovePath(std::string_view path, bool recursive) = 0;
+  // As Sandbox::Info: state, running, why it ended. Errors: kNotFound (no such sandbox).
+  virtual Result<SandboxInfo> Info() = 0;
+  // The library's Sandbox behind an in-process handle, for what only the library offers (the
+  // desktop verbs of sandbox/desktop.h, the sandbox's idle_ttl); nullptr through agvisord.
+  virtual Sandbox* library() { return nullptr; }
 };
 
 // What Create reports.
@@ -119,5 +142,7 @@ class Place {
 
 // The library on Docker host `host` ("" = $DOCKER_HOST or the local socket).
 std::unique_ptr<Place> InProcess(std::string host);
+// A handle on a sandbox the library made (a warm pool's member, Pool::Acquire).
+std::unique_ptr<SandboxHandle> WrapSandbox(std::unique_ptr<Sandbox> sandbox);
 
 }  // namespace agvisor::client

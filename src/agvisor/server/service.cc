@@ -649,6 +649,9 @@ void Service::AttachWs(Sandbox& sb, std::uint32_t pid, WebSocket& ws) {
 void Service::PortWs(Sandbox& sb, std::uint16_t port, WebSocket& ws) {
   auto s = sb.OpenPort(port);
   if (!s.ok()) return FailWs(ws, s.error());
+  // The connection inside is made: say so first, so a client knows at once whether anything
+  // listens (as the library's OpenPort does) rather than at its first read.
+  if (!ws.Send(api::WsStartedJson(0), false).ok()) return;
   PortStream& stream = **s;
   std::thread in([&] {
     bool write_closed = false;
