@@ -52,6 +52,16 @@ bool Canonical(std::string_view payload) {
   return decoded.ok();
 }
 
+// EXIT has two layouts (docs/protocol.md): 6 bytes up to version 2, 7 with `prestarted` from
+// version 3. Each must survive Decode -> Encode of its own version.
+bool CanonicalExit(std::string_view payload) {
+  auto decoded = Exit::Decode(payload);
+  if (!decoded.ok()) return false;
+  const std::uint16_t version = payload.size() == 6 ? 2 : 3;
+  if (decoded->Encode(version) != payload) Violated("Decode -> Encode changed bytes");
+  return true;
+}
+
 // Decodes `payload` with the struct of `type`; whether it parsed.
 bool DecodeAs(Type type, std::string_view p) {
   switch (type) {
@@ -74,7 +84,7 @@ bool DecodeAs(Type type, std::string_view p) {
     case Type::kOutput:
       return Canonical<Output>(p);
     case Type::kExit:
-      return Canonical<Exit>(p);
+      return CanonicalExit(p);
     case Type::kSignal:
       return Canonical<Signal>(p);
     case Type::kResize:
