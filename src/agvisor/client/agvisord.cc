@@ -3,6 +3,7 @@
 // Download move tar streams through the archive routes.
 #include "agvisor/client/agvisord.h"
 
+#include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <functional>
@@ -19,10 +20,12 @@ namespace {
 
 class RemoteHandle final : public SandboxHandle {
  public:
-  RemoteHandle(std::shared_ptr<RemoteClient> client, std::string container_name)
+  // `seen`: the sandbox is known to have existed (this client created it).
+  RemoteHandle(std::shared_ptr<RemoteClient> client, std::string container_name, bool seen)
       : client_(std::move(client)),
         container_name_(std::move(container_name)),
-        id_(api::SandboxIdFor(container_name_)) {}
+        id_(api::SandboxIdFor(container_name_)),
+        seen_(seen) {}
 
   const std::string& container_name() const override { return container_name_; }
 
@@ -144,6 +147,8 @@ class RemoteHandle final : public SandboxHandle {
     }
     auto v = client_->GetSandbox(id_);
     if (!v.ok() && v.error().code() != ErrorCode::kNotFound) return e;
+    // Never seen and unknown to the daemon: there was no such sandbox (kNotFound, as in process).
+    if (!v.ok() && !seen_) return e;
     if (v.ok() && v->info.running) return e;
     const std::string why =
         v.ok() ? std::string(EndReasonName(v->info.end_reason)) + " (exit code " +
@@ -153,13 +158,17 @@ class RemoteHandle final : public SandboxHandle {
   }
   template <typename T>
   Result<T> Checked(Result<T> r) {
-    if (r.ok()) return r;
+    if (r.ok()) {
+      seen_ = true;
+      return r;
+    }
     return Diagnose(r.error());
   }
 
   std::shared_ptr<RemoteClient> client_;
   std::string container_name_;
   std::string id_;
+  std::atomic<bool> seen_;
 };
 
 class RemotePlace final : public AgvisordPlace {
@@ -172,12 +181,12 @@ class RemotePlace final : public AgvisordPlace {
     c.name = v.info.name;
     c.resumed = v.resumed.value_or(false);
     c.disk_warning = v.disk_warning;
-    c.handle = std::make_unique<RemoteHandle>(client_, v.info.container_name);
+    c.handle = std::make_unique<RemoteHandle>(client_, v.info.container_name, /*seen=*/true);
     return c;
   }
   Result<std::unique_ptr<SandboxHandle>> Open(std::string_view container_name) override {
     return std::unique_ptr<SandboxHandle>(
-        std::make_unique<RemoteHandle>(client_, std::string(container_name)));
+        std::make_unique<RemoteHandle>(client_, std::string(container_name), /*seen=*/false));
   }
   Result<std::vector<SandboxInfo>> List() override {
     auto views = AGVISOR_TRY(client_->ListSandboxes());
