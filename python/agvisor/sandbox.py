@@ -238,7 +238,7 @@ class Sandbox:
                                    "or use create_sandbox()")
         core = self._place().open(self.name)
         if not getattr(self, "_auto_resume", True):
-            core.auto_resume = False  # through agvisord: RuntimeError "unsupported"
+            core.auto_resume = False
         with self._lock:
             if self._core is None:
                 self._core = core

@@ -1064,8 +1064,8 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("combo"))
       .def_property(
-          "auto_resume", [](Handle& h) { return Library(h, "auto_resume").auto_resume(); },
-          [](Handle& h, bool yes) { Library(h, "auto_resume").set_auto_resume(yes); })
+          "auto_resume", [](Handle& h) { return h.sandbox->auto_resume(); },
+          [](Handle& h, bool yes) { h.sandbox->SetAutoResume(yes); })
       .def("info", [](Handle& h) { return InfoDict(Blocking([&] { return h.sandbox->Info(); })); })
       .def_property_readonly("container_name",
                              [](const Handle& h) { return h.sandbox->container_name(); })

@@ -135,6 +135,15 @@ class RemoteHandle final : public SandboxHandle {
     v.info.host = ServerAddressString(client_->endpoint());
     return v.info;
   }
+  // Held in the client by sandbox id (its requests carry resume=false), released with the handle.
+  void SetAutoResume(bool yes) override {
+    auto_resume_ = yes;
+    client_->set_auto_resume(id_, yes);
+  }
+  bool auto_resume() const override { return auto_resume_; }
+  ~RemoteHandle() override {
+    if (!auto_resume_) client_->set_auto_resume(id_, true);
+  }
 
  private:
   // What a failure says when the sandbox ended: through the daemon a removed sandbox is "no
@@ -169,6 +178,7 @@ class RemoteHandle final : public SandboxHandle {
   std::string container_name_;
   std::string id_;
   std::atomic<bool> seen_;
+  std::atomic<bool> auto_resume_{true};
 };
 
 class RemotePlace final : public AgvisordPlace {

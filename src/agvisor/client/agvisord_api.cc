@@ -446,8 +446,27 @@ Error RemoteClient::ErrorOf(const http::Response& r) const {
                          api::SanitizeUtf8(r.body.substr(0, 200)));
 }
 
+void RemoteClient::set_auto_resume(std::string_view id, bool yes) {
+  const std::string path = SandboxPath(id);
+  std::lock_guard lock(held_mu_);
+  std::erase(held_, path);
+  if (!yes) held_.push_back(path);
+}
+
 std::string RemoteClient::WithResume(std::string target) const {
-  if (auto_resume_) return target;
+  bool held = !auto_resume_;
+  if (!held) {
+    std::lock_guard lock(held_mu_);
+    for (const std::string& path : held_) {
+      // The sandbox's own path or one below it; "/v1/sandboxes/ab" is not "/v1/sandboxes/abc".
+      if (target.starts_with(path) && (target.size() == path.size() || target[path.size()] == '/' ||
+                                       target[path.size()] == '?')) {
+        held = true;
+        break;
+      }
+    }
+  }
+  if (!held) return target;
   return target + (target.find('?') == std::string::npos ? "?" : "&") + "resume=false";
 }
 

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -85,6 +86,8 @@ class RemoteClient {
   // false: every request from now on carries `resume=false` (calls on a paused sandbox fail
   // with kConflict instead of resuming it).
   void set_auto_resume(bool yes) { auto_resume_ = yes; }
+  // The same for sandbox `id` only (whatever the client-wide setting, a false here holds).
+  void set_auto_resume(std::string_view id, bool yes);
   // POST .../processes; GET .../processes; POST .../processes/{pid}/signal.
   Result<std::uint32_t> StartProcess(std::string_view id, const std::vector<std::string>& argv,
                                      const BackgroundOptions& options);
@@ -134,7 +137,9 @@ class RemoteClient {
   // Where WebSockets connect: endpoint_, or for ssh the tunnel's local socket.
   http::Endpoint socket_endpoint_;
   std::atomic<bool> auto_resume_{true};
-  // `target` with `resume=false` added when auto_resume_ is off.
+  mutable std::mutex held_mu_;
+  std::vector<std::string> held_;  // SandboxPath of each sandbox whose auto-resume is off
+  // `target` with `resume=false` added when auto_resume_ is off, or off for its sandbox.
   std::string WithResume(std::string target) const;
 };
 

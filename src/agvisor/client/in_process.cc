@@ -95,6 +95,8 @@ class LocalHandle final : public SandboxHandle {
     return sb_->Remove(path, recursive);
   }
   Result<SandboxInfo> Info() override { return sb_->Info(); }
+  void SetAutoResume(bool yes) override { sb_->set_auto_resume(yes); }
+  bool auto_resume() const override { return sb_->auto_resume(); }
   Sandbox* library() override { return sb_.get(); }
 
  private:

@@ -105,6 +105,10 @@ class SandboxHandle {
   virtual Result<void> RemovePath(std::string_view path, bool recursive) = 0;
   // As Sandbox::Info: state, running, why it ended. Errors: kNotFound (no such sandbox).
   virtual Result<SandboxInfo> Info() = 0;
+  // As Sandbox::set_auto_resume, for this handle's calls only: false makes a call on a paused
+  // sandbox fail with kConflict instead of resuming it.
+  virtual void SetAutoResume(bool yes) = 0;
+  virtual bool auto_resume() const = 0;
   // The library's Sandbox behind an in-process handle, for what only the library offers (the
   // desktop verbs of sandbox/desktop.h, the sandbox's idle_ttl); nullptr through agvisord.
   virtual Sandbox* library() { return nullptr; }
