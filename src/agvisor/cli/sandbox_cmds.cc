@@ -7,6 +7,9 @@
 #include <iterator>
 
 #include "agvisor/cli/common.h"
+#include "agvisor/docker/client.h"
+#include "agvisor/images/builder.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::cli {
@@ -90,9 +93,36 @@ void PrintWarning(const Created& c) {
   }
 }
 
+// The desktop image is not built with the host (scripts/setup-host builds only what the first
+// run needs): the first --gui create on a host builds it, here, with debootstrap's progress.
+// Through agvisord the daemon's host is not reachable from here: its create names the fix.
+Result<void> EnsureDesktopImage(const GlobalOptions& g) {
+  auto docker = AGVISOR_TRY(HostClient(g.host));
+  const std::string image(kDefaultDesktopImage);
+  auto found = docker->InspectImage(image);
+  if (found.ok() || found.error().code() != ErrorCode::kNotFound) return Ok();
+  if (geteuid() != 0) {
+    return Error::NotFound("the desktop image " + image +
+                           " is not on this host yet; the first --gui sandbox builds it, which "
+                           "needs root: run `sudo agvisor image build desktop` once (about 4 "
+                           "minutes on 2 cores), then this command again");
+  }
+  std::cerr << "agvisor: the desktop image " << image
+            << " is not on this host yet: building it once (debootstrap of Xvnc, xfce and "
+               "Firefox, then an import; about 4 minutes on 2 cores)\n";
+  images::BuildOptions options;
+  options.progress = [](std::string_view line) { std::cerr << line << "\n"; };
+  auto recipe = AGVISOR_TRY(images::RecipeFor("desktop"));
+  AGVISOR_TRY(images::BuildImage(*docker, recipe, options));
+  return Ok();
+}
+
 // Creates the sandbox of `opts` where the run's sandboxes live.
 Result<Created> CreateFrom(GlobalOptions& g, const SpecOptions& opts) {
   auto spec = AGVISOR_TRY(opts.Build(g));
+  if (spec.gui && g.server.empty() && (spec.image.empty() || spec.image == kDefaultDesktopImage)) {
+    AGVISOR_RETURN_IF_ERROR(EnsureDesktopImage(g));
+  }
   Place* b = AGVISOR_TRY(g.GetPlace());
   return b->Create(spec);
 }

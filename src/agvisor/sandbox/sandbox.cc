@@ -276,8 +276,9 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
                           ? "build it with `agvisor image build base` (scripts/setup-host "
                             "does this)"
                       : image == kDefaultDesktopImage
-                          ? "build it with `agvisor image build desktop` (scripts/setup-host "
-                            "does this)"
+                          ? "build it with `sudo agvisor image build desktop` (about 4 minutes; "
+                            "`agvisor create --gui` does it on first use, scripts/setup-host "
+                            "--desktop too)"
                           : "pull or build it on that host first";
     return Error::NotFound("image " + image + " not found on " +
                            (spec.host.empty() ? std::string("this host") : spec.host) + ": " + fix +
