@@ -125,13 +125,13 @@ TEST(ChannelTest, VersionMismatchIsUnsupported) {
   {
     auto [host, agent_end] = MemoryTransport::Pair();
     FakeAgent agent(std::move(agent_end), [](FakeAgent& a, const Frame& f) {
-      if (f.type == Type::kHello) a.Send(Type::kWelcome, 0, proto::Welcome{4, "new", 1}.Encode());
+      if (f.type == Type::kHello) a.Send(Type::kWelcome, 0, proto::Welcome{5, "new", 1}.Encode());
     });
     agent.answer_hello = false;
     auto ch = Channel::Open(std::move(host));
     ASSERT_FALSE(ch.ok());
     EXPECT_EQ(ch.error().code(), ErrorCode::kUnsupported);
-    EXPECT_THAT(ch.error().message(), HasSubstr("version 4"));
+    EXPECT_THAT(ch.error().message(), HasSubstr("version 5"));
   }
   {
     // An older agent answers with its lower version: accepted, and the channel speaks it.
