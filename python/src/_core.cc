@@ -336,7 +336,7 @@ class DirectoryWatch {
       out.append(py::make_tuple(std::string(proto::WatchEventKindName(e.kind)), FsDecode(e.path),
                                 e.is_dir, FsDecode(e.old_path)));
     }
-    return std::move(out);
+    return out;
   }
 
   void Close() {
@@ -709,6 +709,7 @@ PYBIND11_MODULE(_core, m) {
   using agvisor::python::Attachment;
   using agvisor::python::Blocking;
   using agvisor::python::BytesView;
+  using agvisor::python::DirectoryWatch;
   using agvisor::python::EntryTuple;
   using agvisor::python::FileOp;
   using agvisor::python::Handle;
