@@ -15,11 +15,12 @@ from .pool import Pool, PoolStats
 from .processes import Attachment, BackgroundProcess
 from .sandbox import Sandbox, create_sandbox, list_sandboxes
 from .streams import FileInfo, PortConnection, PortForward, Shell
+from .watch import DirectoryWatch, WatchEvent
 
 # The seed's names (test_api_shape). Extensions are importable too: connect and Connection
 # (sandboxes through agvisord), Egress (egress policies),
 # Pool and PoolStats (warm pools), and what the methods return: BackgroundProcess and Attachment
 # (spawn, processes), Desktop (sb.desktop), FileInfo, PortConnection, PortForward and Shell
-# (files, ports, shells).
+# (files, ports, shells), DirectoryWatch and WatchEvent (watch).
 __all__ = ["Limits", "Sandbox", "create_sandbox", "list_sandboxes"]
 __version__ = "0.1.0"

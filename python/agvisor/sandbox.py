@@ -22,6 +22,7 @@ from .desktop import Desktop
 from .egress import Egress, as_egress
 from .processes import BackgroundProcess, _not_found
 from .streams import FileInfo, PortConnection, PortForward, Shell
+from .watch import DirectoryWatch
 
 # Text exec(on_output=...) keeps: the last this many characters (the rest went to on_output).
 _KEEP_CHARS = _core.STREAM_TAIL_BYTES
@@ -406,6 +407,18 @@ class Sandbox:
                                       or max_bytes <= 0):
             raise ValueError(f"max_bytes must be a whole number of bytes > 0, got {max_bytes!r}")
         self._handle().download(str(remote_path), str(local_dir), max_bytes or 0)
+
+    def watch(self, path, recursive=True) -> DirectoryWatch:
+        """Watches the directory `path` inside the sandbox (absolute; with `recursive`, every
+        directory below it too, new ones included) and returns an iterator of WatchEvent
+        (type "create", "modify", "delete", "move" or "overflow"; `path` relative to the
+        watched directory; `old_path` for moves) that ends when the directory is deleted or
+        moved away, or when close() is called (also from another thread); a context manager.
+        Changes from the moment watch() returns are reported. FileNotFoundError when `path`
+        does not exist, ValueError when it is relative or not a directory, RuntimeError (code
+        "sandbox_died") from the iterator when the sandbox ends. See docs/lifecycle.md,
+        "Watch"."""
+        return DirectoryWatch(self._handle().watch(str(path), bool(recursive)), str(path))
 
     def open_port(self, port) -> PortConnection:
         """A connection to 127.0.0.1:port inside the sandbox, also with network="none" (it goes

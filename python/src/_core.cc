@@ -314,6 +314,45 @@ class Port {
   std::atomic<bool> closed_ = false;
 };
 
+// A directory watch (client::DirWatch: in process, or agvisord's watch WebSocket) for Python:
+// next(timeout) waits without the GIL; close() from another thread wakes it.
+class DirectoryWatch {
+ public:
+  explicit DirectoryWatch(std::unique_ptr<client::DirWatch> w) : w_(std::move(w)) {}
+  ~DirectoryWatch() {
+    WithoutGil([&] { w_.reset(); });
+  }
+
+  // A list of (kind, path, is_dir, old_path) tuples, [] when none came within `timeout`
+  // seconds, None once the watch is over. Paths are decoded as os.fsdecode does (a name that
+  // is not UTF-8 keeps its bytes as surrogates).
+  py::object Next(double timeout) {
+    const auto ms =
+        std::chrono::milliseconds(static_cast<std::int64_t>(std::max(0.0, timeout) * 1000));
+    auto events = Blocking([&] { return w_->Next(ms); });
+    if (!events.has_value()) return py::none();
+    py::list out;
+    for (const WatchEvent& e : *events) {
+      out.append(py::make_tuple(std::string(proto::WatchEventKindName(e.kind)), FsDecode(e.path),
+                                e.is_dir, FsDecode(e.old_path)));
+    }
+    return out;
+  }
+
+  void Close() {
+    Released([&] { w_->Close(); });
+  }
+
+ private:
+  static py::object FsDecode(const std::string& s) {
+    PyObject* o = PyUnicode_DecodeFSDefaultAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
+    if (o == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(o);
+  }
+
+  std::unique_ptr<client::DirWatch> w_;
+};
+
 // What Shell and Attachment share: a Process whose output a thread collects by running
 // Process::Wait into a buffer of at most kMaxBuffered bytes (it stops taking output, and so the
 // command is slowed by flow control, while the buffer is full), stdin, and the one stop of that
@@ -670,6 +709,7 @@ PYBIND11_MODULE(_core, m) {
   using agvisor::python::Attachment;
   using agvisor::python::Blocking;
   using agvisor::python::BytesView;
+  using agvisor::python::DirectoryWatch;
   using agvisor::python::EntryTuple;
   using agvisor::python::FileOp;
   using agvisor::python::Handle;
@@ -789,6 +829,11 @@ PYBIND11_MODULE(_core, m) {
       .def("shutdown_write", &Port::ShutdownWrite)
       .def("close", &Port::Close)
       .def_property_readonly("closed", &Port::closed);
+
+  py::class_<DirectoryWatch, std::shared_ptr<DirectoryWatch>>(m, "DirectoryWatch",
+                                                              "client::DirWatch.")
+      .def("next", &DirectoryWatch::Next, py::arg("timeout"))
+      .def("close", &DirectoryWatch::Close);
 
   py::class_<Shell, std::shared_ptr<Shell>>(m, "Shell", "agvisor::Process under a pty.")
       .def("write", &Shell::Write, py::arg("data"))
@@ -943,6 +988,13 @@ PYBIND11_MODULE(_core, m) {
             });
           },
           py::arg("sandbox_path"), py::arg("local_dir"), py::arg("max_bytes") = 0)
+      .def(
+          "watch",
+          [](Handle& h, const std::string& path, bool recursive) {
+            return std::make_shared<DirectoryWatch>(
+                FileOp(path, [&] { return h.sandbox->Watch(path, recursive); }));
+          },
+          py::arg("path"), py::arg("recursive") = true)
       .def(
           "open_port",
           [](Handle& h, std::uint16_t port) {

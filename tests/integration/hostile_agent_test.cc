@@ -2,7 +2,8 @@
 // replace /.agvisor/agvisor-agent, so every byte the host reads back is the sandbox's choice. A
 // Python stand-in for the agent (kHostileAgent) answers the handshake and then misbehaves:
 // garbage, a frame length far past the limit, a frame that stalls half-way, output without end
-// that ignores flow control, and a STAT that claims 1 TB. For each, the library, the CLI and
+// that ignores flow control, a STAT that claims 1 TB, and watch events whose path is absolute or
+// 5000 bytes long. For each, the library, the CLI and
 // agvisord return an error (or the few bytes really sent) within a stated bound, and agvisord's
 // RSS stays within kRssBound of its idle RSS while a second client keeps being served. An honest
 // sandbox adds the bulk cases: a 4 TB sparse file through GET files (a client that stops after
@@ -28,6 +29,7 @@
 
 #include "agvisor/api/codec.h"
 #include "agvisor/base/subprocess.h"
+#include "agvisor/client/agvisord.h"
 #include "tests/integration/test_env.h"
 
 namespace agvisor::testing {
@@ -74,7 +76,7 @@ if sys.argv[1:2] == ['read-file']:
         out.write(b'abc')
     sys.exit(0)
 take(struct.unpack('>I', take(4))[0])
-put(0x02, 0, struct.pack('>H', 2) + sstr(b'hostile') + struct.pack('>Q', 0))
+put(0x02, 0, struct.pack('>H', 4) + sstr(b'hostile') + struct.pack('>Q', 0))
 while True:
     n, t, s = struct.unpack('>IBI', take(9))
     p = take(n - 5)
@@ -104,6 +106,18 @@ while True:
                 put(0x14, s, b'\x01' + chunk)
         while True:
             put(0x38, s, chunk)
+    elif m == 'watchbad':
+        if t == 0x60:
+            put(0x3A, s)
+            put(0x61, s, struct.pack('>I', 1) + b'\x01\x00' + sstr(b'/etc/shadow') + sstr(b''))
+        else:
+            put(0x06, s, struct.pack('>H', 8) + sstr(b'hostile agent: unsupported'))
+    elif m == 'watchbig':
+        if t == 0x60:
+            put(0x3A, s)
+            put(0x61, s, struct.pack('>I', 1) + b'\x01\x00' + sstr(b'a' * 5000) + sstr(b''))
+        else:
+            put(0x06, s, struct.pack('>H', 8) + sstr(b'hostile agent: unsupported'))
     elif m == 'lie':
         if t == 0x32:
             put(0x3B, s, sstr(b'f') + struct.pack('>BIQq', 0, 0o100644, 1 << 40, 0) + sstr(b''))
@@ -409,6 +423,55 @@ TEST_F(HostileAgentTest, EndlessOutputIgnoringFlowControlEndsByTheDeadline) {
        R"({"argv":["true"],"timeout":2})"});
   // Ends by a window violation, or at the latest at the 2 s timeout + 10 s grace; 36 s is 3x.
   ExpectAllFailed(o, 36, "flood");
+}
+
+// Watch events are checked on the host: an absolute path (a sandbox naming a host-looking file)
+// and a path past the 4096-byte bound are refused by the library, the CLI and agvisord's watch
+// WebSocket, each with an error naming the problem, and agvisord serves others meanwhile.
+TEST_F(HostileAgentTest, GarbageWatchEventsAreRefused) {
+  for (const std::string mode : {"watchbad", "watchbig"}) {
+    SetMode(mode);
+    const auto start = Clock::now();
+    auto sb = Sandbox::Open(hostile_->container_name());
+    ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+    auto w = (*sb)->Watch("/tmp");
+    ASSERT_TRUE(w.ok()) << w.error().ToString();
+    Result<std::optional<std::vector<WatchEvent>>> got = std::optional<std::vector<WatchEvent>>();
+    while (got.ok() && Since(start) < 30) got = (*w)->Next(std::chrono::milliseconds(500));
+    ASSERT_FALSE(got.ok()) << mode << ": the library took the events";
+    // One frame decides: 10 s (a relay exec and a frame) proves no wait for a timeout.
+    EXPECT_LT(Since(start), 10) << mode;
+    EXPECT_NE(got.error().message().find(mode == "watchbad" ? "path is absolute" : "exceeds 4096"),
+              std::string::npos)
+        << got.error().ToString();
+    std::cerr << "  " << mode << ": library: " << got.error().ToString() << "\n";
+
+    auto cli = Cli({"watch", hostile_->container_name(), "/tmp"});
+    EXPECT_NE(cli.exit_code, 0) << mode;
+    EXPECT_NE(cli.err.find("agvisor:"), std::string::npos) << cli.err;
+    EXPECT_LT(cli.seconds, 10) << cli.err;
+    std::cerr << "  " << mode << ": cli: " << cli.err;
+
+    auto place = client::Agvisord("unix:" + daemon_->socket(), *dir_ + "/token");
+    ASSERT_TRUE(place.ok()) << place.error().ToString();
+    auto h = (*place)->Open(hostile_->container_name());
+    ASSERT_TRUE(h.ok()) << h.error().ToString();
+    const auto ws_start = Clock::now();
+    auto rw = (*h)->Watch("/tmp", true);
+    Result<std::optional<std::vector<WatchEvent>>> remote =
+        std::optional<std::vector<WatchEvent>>();
+    if (!rw.ok()) {
+      remote = rw.error();
+    } else {
+      while (remote.ok() && Since(ws_start) < 30) {
+        remote = (*rw)->Next(std::chrono::milliseconds(500));
+      }
+    }
+    ASSERT_FALSE(remote.ok()) << mode << ": agvisord passed the events on";
+    EXPECT_LT(Since(ws_start), 10) << mode;
+    std::cerr << "  " << mode << ": agvisord: " << remote.error().ToString() << "\n";
+    ExpectOthersServed();
+  }
 }
 
 TEST_F(HostileAgentTest, AStatOf1TbSizesNothing) {

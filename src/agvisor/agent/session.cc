@@ -17,6 +17,7 @@
 #include "agvisor/agent/log.h"
 #include "agvisor/agent/user.h"
 #include "agvisor/agent/version.h"
+#include "agvisor/agent/watch.h"
 
 namespace agvisor::agent {
 namespace {
@@ -62,6 +63,7 @@ FromHost Classify(Type t) {
     case Type::kProcAttach:
     case Type::kProcSignal:
     case Type::kSetDeadlines:
+    case Type::kWatch:
       return FromHost::kOpens;
     case Type::kHello:
     case Type::kWelcome:
@@ -73,6 +75,7 @@ FromHost Classify(Type t) {
     case Type::kStatResult:
     case Type::kListResult:
     case Type::kProcListResult:
+    case Type::kWatchEvents:
       return FromHost::kRefused;
     default:
       return FromHost::kOther;
@@ -312,6 +315,75 @@ class PortStream : public Stream {
   bool host_closed_ = false;
   bool shut_wr_ = false;
   std::string wbuf_;
+  ActivityHold hold_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// WATCH: inotify events (watch.h) as WATCH_EVENTS frames, within the stream's window. The
+// inotify fd is read whenever it is readable, room or not, so a consumer that stops reading
+// fills the Watcher's bounded queue, which then reports one overflow.
+
+class WatchStream : public Stream {
+ public:
+  WatchStream(Session* s, std::uint32_t id, std::unique_ptr<Watcher> watcher)
+      : Stream(s, id), watcher_(std::move(watcher)), hold_(s->services().tracker) {}
+  ~WatchStream() override { Stop(); }
+
+  void Start() {
+    Send(Type::kOk, "");
+    auto r = session_->services().loop->Add(watcher_->fd(), EPOLLIN,
+                                            [this](std::uint32_t) { OnReadable(); });
+    if (!r.ok()) {
+      SendError(proto::ToWireError(r.error().code()), "WATCH: " + r.error().message());
+      return Finish(false);
+    }
+    watched_ = true;
+  }
+
+  void Resume() override {
+    if (!watcher_) return;
+    while (watcher_->has_events()) {
+      // The payload is a u32 count plus the events, all of it counted against the window.
+      const std::size_t room = std::min<std::size_t>(SendRoom(), proto::kMaxPayload);
+      if (room <= 4) return;
+      proto::WatchEvents batch{watcher_->Take(room - 4)};
+      if (batch.events.empty()) return;  // the next event needs more room than there is
+      const std::string payload = batch.Encode();
+      std::string frame;
+      proto::AppendFrame(frame, Type::kWatchEvents, id_, payload);
+      SendCounted(std::move(frame), payload.size());
+    }
+    if (watcher_->ended()) Finish(true);
+  }
+
+ protected:
+  void OnFrame(const Frame& f) override {
+    if (f.type == Type::kClose) Finish(true);  // the host is done: END confirms it
+  }
+
+ private:
+  void OnReadable() {
+    if (!watcher_) return;
+    if (auto r = watcher_->ReadEvents(); !r.ok()) {
+      SendError(proto::ToWireError(r.error().code()), "WATCH: " + r.error().message());
+      return Finish(false);
+    }
+    ResumeSafely();
+  }
+  void Stop() {
+    if (watched_) session_->services().loop->Remove(watcher_->fd());
+    watched_ = false;
+  }
+  void Finish(bool send_end) {
+    if (!watcher_) return;
+    Stop();
+    watcher_.reset();
+    if (send_end) Send(Type::kEnd, "");
+    End();
+  }
+
+  std::unique_ptr<Watcher> watcher_;
+  bool watched_ = false;
   ActivityHold hold_;
 };
 
@@ -704,6 +776,12 @@ void Session::OnFrame(Frame&& f) {
                                                    "speaks " +
                                                    std::to_string(version_));
   }
+  if (version_ < 4 && f.type == Type::kWatch) {
+    return ProtocolError(WireError::kProtocol,
+                         "WATCH needs protocol version 4; this session "
+                         "speaks " +
+                             std::to_string(version_));
+  }
   if (f.stream == proto::kSessionStream) return OnSessionFrame(f);
   if (kind == FromHost::kOpens) {
     if (streams_.contains(f.stream)) {
@@ -861,6 +939,19 @@ void Session::Open(const Frame& f) {
               (policy.idle_ttl ? FormatSeconds(*policy.idle_ttl) : std::string("none")) +
               " from now");
       SendFrame(FrameOf(Type::kOk, f.stream, {}));
+      return;
+    }
+    case Type::kWatch: {
+      auto req = proto::WatchRequest::Decode(f.payload);
+      if (!req.ok()) return ProtocolError(WireError::kProtocol, req.error().message());
+      auto watcher = Watcher::Create(req->path, (req->flags & proto::kWatchRecursive) != 0);
+      if (!watcher.ok()) {
+        return error(proto::ToWireError(watcher.error().code()), watcher.error().message());
+      }
+      auto stream = std::make_unique<WatchStream>(this, f.stream, std::move(*watcher));
+      WatchStream* raw = stream.get();
+      streams_[f.stream] = std::move(stream);
+      raw->Start();
       return;
     }
     case Type::kPortOpen: {

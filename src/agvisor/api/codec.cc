@@ -1141,11 +1141,51 @@ Result<WsServerMessage> ParseWsServerMessage(std::string_view text) {
     if (!e) return Malformed("stream message", text);
     m.type = WsServerMessage::Type::kError;
     m.error = std::move(*e);
+  } else if (type == "end") {
+    m.type = WsServerMessage::Type::kEnd;
+  } else if (type == "event") {
+    m.type = WsServerMessage::Type::kEvent;
+    const std::string kind = StringOr(o, "kind");
+    bool known = false;
+    for (auto k : {WatchEventKind::kCreate, WatchEventKind::kModify, WatchEventKind::kDelete,
+                   WatchEventKind::kMove, WatchEventKind::kOverflow}) {
+      if (kind == proto::WatchEventKindName(k)) {
+        m.event.kind = k;
+        known = true;
+      }
+    }
+    if (!known) return Malformed("watch event", text);
+    if (m.event.kind != WatchEventKind::kOverflow) {
+      m.event.path = StringOr(o, "path");
+      const json::value* d = o.if_contains("is_dir");
+      m.event.is_dir = d && d->is_bool() && d->as_bool();
+      if (!proto::CheckWatchPath(m.event.path, "path").ok()) return Malformed("watch event", text);
+    }
+    if (m.event.kind == WatchEventKind::kMove) {
+      m.event.old_path = StringOr(o, "old_path");
+      if (!proto::CheckWatchPath(m.event.old_path, "old_path").ok()) {
+        return Malformed("watch event", text);
+      }
+    }
   } else {
     return Malformed("stream message", text);
   }
   return m;
 }
+
+std::string WsWatchEventJson(const WatchEvent& event) {
+  json::object o;
+  o["type"] = "event";
+  o["kind"] = proto::WatchEventKindName(event.kind);
+  if (event.kind != WatchEventKind::kOverflow) {
+    o["path"] = SanitizeUtf8(event.path);
+    o["is_dir"] = event.is_dir;
+  }
+  if (event.kind == WatchEventKind::kMove) o["old_path"] = SanitizeUtf8(event.old_path);
+  return Serialize(o);
+}
+
+std::string WsEndJson() { return R"({"type":"end"})"; }
 
 // ---- Egress ----
 

@@ -195,6 +195,11 @@ std::string WsStartedJson(std::uint32_t pid);
 std::string WsExitJson(const ProcessExit& exit);
 // {"type":"error","error":{"code","message"}}
 std::string WsErrorJson(const Error& e);
+// A watch WebSocket's event: {"type":"event","kind":"create"|"modify"|"delete"|"move"|
+// "overflow","path","is_dir"} plus "old_path" for a move (overflow: no path, no is_dir).
+std::string WsWatchEventJson(const WatchEvent& event);
+// {"type":"end"}: the watch is over (the watched directory went away).
+std::string WsEndJson();
 
 // ---- The client's side (client/agvisord_api.h) ----
 // The body of POST /v1/sandboxes for `spec` (its host is not sent: the daemon has its own).
@@ -240,14 +245,16 @@ Result<docker::ContainerStats> ParseMetricsJson(std::string_view body);
 std::string WsExecRequestJson(const std::vector<std::string>& argv, const ProcessOptions& options);
 // A control message to the server: {"type":"eof"} | resize | signal.
 std::string WsControlJson(const WsControl& control);
-// A text message from the server: started, exit or error.
+// A text message from the server: started, exit or error; event or end on a watch.
 struct WsServerMessage {
-  enum class Type { kStarted, kExit, kError } type = Type::kStarted;
+  enum class Type { kStarted, kExit, kError, kEvent, kEnd } type = Type::kStarted;
   std::uint32_t pid = 0;                  // kStarted
   ProcessExit exit;                       // kExit
   Error error{ErrorCode::kInternal, ""};  // kError
+  WatchEvent event;                       // kEvent
 };
-// Errors: kInternal (not one of the documented messages).
+// Errors: kInternal (not one of the documented messages; an event whose kind is unknown or
+// whose paths break proto::CheckWatchPath's rules).
 Result<WsServerMessage> ParseWsServerMessage(std::string_view text);
 
 }  // namespace agvisor::api

@@ -476,5 +476,35 @@ TEST(CodecTest, FileEntriesRoundTrip) {
   EXPECT_EQ(ParseFileEntryJson("[]").error().code(), ErrorCode::kInternal);
 }
 
+TEST(CodecTest, WatchMessagesRoundTripAndBadEventsAreRefused) {
+  const std::vector<WatchEvent> events = {
+      {WatchEventKind::kCreate, true, "src", ""},
+      {WatchEventKind::kModify, false, "src/a.py", ""},
+      {WatchEventKind::kMove, false, "b.txt", "a.txt"},
+      {WatchEventKind::kDelete, false, "b.txt", ""},
+      {WatchEventKind::kOverflow, false, "", ""},
+  };
+  for (const auto& e : events) {
+    auto m = ParseWsServerMessage(WsWatchEventJson(e));
+    ASSERT_TRUE(m.ok()) << m.error().ToString();
+    EXPECT_EQ(m->type, WsServerMessage::Type::kEvent);
+    EXPECT_EQ(m->event, e) << WsWatchEventJson(e);
+  }
+  EXPECT_EQ(WsWatchEventJson(events[2]),
+            R"({"type":"event","kind":"move","path":"b.txt","is_dir":false,"old_path":"a.txt"})");
+  EXPECT_EQ(WsWatchEventJson(events[4]), R"({"type":"event","kind":"overflow"})");
+  EXPECT_EQ(ParseWsServerMessage(WsEndJson())->type, WsServerMessage::Type::kEnd);
+  // What a client refuses, even from its daemon: unknown kinds and paths off the rules.
+  for (const char* bad :
+       {R"({"type":"event","kind":"chmod","path":"a"})",
+        R"({"type":"event","kind":"create","path":"/etc/passwd"})",
+        R"({"type":"event","kind":"create","path":"../x"})", R"({"type":"event","kind":"create"})",
+        R"({"type":"event","kind":"move","path":"a"})"}) {
+    auto m = ParseWsServerMessage(bad);
+    ASSERT_FALSE(m.ok()) << bad;
+    EXPECT_EQ(m.error().code(), ErrorCode::kInternal);
+  }
+}
+
 }  // namespace
 }  // namespace agvisor::api

@@ -30,6 +30,7 @@ constexpr std::array kBuiltin = {
     RouteDef{"POST", "/v1/sandboxes/{id}/processes/{pid}/signal", RouteId::kSignalProcess},
     RouteDef{"GET", "/v1/sandboxes/{id}/processes/{pid}/ws", RouteId::kAttachProcessWs, true},
     RouteDef{"GET", "/v1/sandboxes/{id}/ports/{port}/ws", RouteId::kPortWs, true},
+    RouteDef{"GET", "/v1/sandboxes/{id}/watch/ws", RouteId::kWatchWs, true},
     RouteDef{"GET", "/v1/sandboxes/{id}/metrics", RouteId::kMetrics},
     RouteDef{"POST", "/v1/sandboxes/{id}/desktop/token", RouteId::kDesktopToken},
     RouteDef{"GET", "/v1/sandboxes/{id}/egress", RouteId::kGetEgress},

@@ -40,6 +40,7 @@ enum class RouteId {
   kSignalProcess,
   kAttachProcessWs,
   kPortWs,
+  kWatchWs,
   kMetrics,
   kDesktopToken,
   kGetEgress,

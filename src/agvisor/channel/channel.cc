@@ -27,6 +27,8 @@ struct StreamState {
   std::size_t unwindowed = 0;
   bool peer_done = false;   // EXIT, ERROR or CLOSE arrived: the agent takes no more input
   std::size_t unacked = 0;  // consumed bytes not yet granted back with WINDOW
+  // Set by Cancel (a watch closed from another thread): NextUntil returns nullopt.
+  bool cancelled = false;
   // When set, Next gives up at this time (an exec whose agent-enforced timeout has long passed).
   std::optional<std::chrono::steady_clock::time_point> deadline;
 };
@@ -54,6 +56,7 @@ constexpr std::size_t kMaxInboxUnwindowedBytes = 4 * 1024 * 1024;
 std::uint64_t WindowedBytes(const Frame& f) {
   if (f.type == Type::kData) return f.payload.size();
   if (f.type == Type::kOutput && !f.payload.empty()) return f.payload.size() - 1;
+  if (f.type == Type::kWatchEvents) return f.payload.size();
   return 0;
 }
 
@@ -219,6 +222,52 @@ void PortStream::Close() {
   if (!write_closed_ && !channel_->broken()) (void)channel_->Send(Type::kClose, stream_->id, {});
   closed_ = true;
   channel_->Forget(*stream_);
+}
+
+// ---- WatchStream ----
+
+WatchStream::WatchStream(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream)
+    : channel_(std::move(channel)), stream_(std::move(stream)) {}
+
+WatchStream::~WatchStream() { Close(); }
+
+void WatchStream::Close() {
+  if (closed_.exchange(true)) return;
+  channel_->Cancel(*stream_);
+  if (!channel_->broken()) (void)channel_->Send(Type::kClose, stream_->id, {});
+}
+
+Result<std::optional<std::vector<proto::WatchEvent>>> WatchStream::Next(
+    std::chrono::milliseconds timeout) {
+  using Events = std::vector<proto::WatchEvent>;
+  if (ended_ || closed_) return std::optional<Events>();
+  auto f = AGVISOR_TRY(channel_->NextUntil(*stream_, Clock::now() + timeout));
+  if (!f) {
+    if (closed_) return std::optional<Events>();
+    return std::optional<Events>(Events{});
+  }
+  switch (f->type) {
+    case Type::kWatchEvents: {
+      auto batch = proto::WatchEvents::Decode(f->payload);
+      if (!batch.ok()) {
+        Error e = Error::Internal("agent channel: malformed WATCH_EVENTS on stream " +
+                                  std::to_string(stream_->id) + ": " + batch.error().message() +
+                                  " (a broken or hostile agent); the channel is closed");
+        channel_->Break(e);
+        return e;
+      }
+      channel_->Consumed(*stream_, f->payload.size());
+      return std::optional<Events>(std::move(batch->events));
+    }
+    case Type::kEnd:
+      ended_ = true;
+      return std::optional<Events>();
+    case Type::kError:
+      ended_ = true;
+      return channel_->AgentError(*f, "watch");
+    default:
+      return channel_->Unexpected(*f, "watch");
+  }
 }
 
 // ---- Channel: session ----
@@ -510,6 +559,38 @@ Result<Frame> Channel::Next(StreamState& s) {
       lock.lock();
     }
   }
+}
+
+Result<std::optional<Frame>> Channel::NextUntil(StreamState& s, Clock::time_point until) {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    if (s.cancelled) return std::optional<Frame>();
+    if (!s.inbox.empty()) {
+      Frame f = std::move(s.inbox.front());
+      s.inbox.pop_front();
+      s.unwindowed -= f.payload.size() - static_cast<std::size_t>(WindowedBytes(f));
+      return std::optional<Frame>(std::move(f));
+    }
+    if (broken_) return *broken_;
+    const auto now = Clock::now();
+    if (now >= until) return std::optional<Frame>();
+    const auto wake = std::min(until, now + options_.keepalive_interval);
+    if (!s.cv.wait_until(lock, wake,
+                         [&] { return !s.inbox.empty() || broken_.has_value() || s.cancelled; }) &&
+        wake != until) {
+      // Nothing for a keep-alive interval: a PING (and a dead agent is found out).
+      lock.unlock();
+      KeepAlive();
+      lock.lock();
+    }
+  }
+}
+
+void Channel::Cancel(StreamState& s) {
+  std::lock_guard lock(mu_);
+  s.cancelled = true;
+  s.cv.notify_all();
+  streams_.erase(s.id);
 }
 
 Result<void> Channel::SendBytes(StreamState& s, Type type, std::string_view bytes) {
@@ -865,6 +946,36 @@ Result<void> Channel::TarRead(std::string_view path, const ByteSink& sink) {
 Result<void> Channel::TarWrite(std::string_view dir, const ByteSource& source) {
   return Upload(Type::kTarWrite, proto::PathRequest{std::string(dir)}.Encode(), source, "upload to",
                 dir, "tar write");
+}
+
+// ---- Watch ----
+
+Result<std::unique_ptr<WatchStream>> Channel::Watch(std::string_view path, bool recursive) {
+  if (agent_.version < 4) {
+    return Error::Unsupported("watch " + std::string(path) +
+                              ": the sandbox's agent speaks protocol version " +
+                              std::to_string(agent_.version) +
+                              " and watching needs 4 (a sandbox started by an older agvisor: "
+                              "start a new one)");
+  }
+  proto::WatchRequest req{std::string(path),
+                          static_cast<std::uint8_t>(recursive ? proto::kWatchRecursive : 0)};
+  std::string payload = req.Encode();
+  if (!proto::FitsInFrame(payload.size())) {
+    return Error::InvalidArgument("watch: the path does not fit in one frame");
+  }
+  auto s = AGVISOR_TRY(NewStream());
+  auto fail = [&](const Error& e) {
+    Forget(*s);
+    return e;
+  };
+  auto r = Send(Type::kWatch, s->id, payload);
+  if (!r.ok()) return fail(r.error().WithContext("watch " + std::string(path)));
+  auto f = Next(*s);
+  if (!f.ok()) return fail(f.error().WithContext("watch " + std::string(path)));
+  if (f->type == Type::kError) return fail(AgentError(*f, "watch"));
+  if (f->type != Type::kOk) return fail(Unexpected(*f, "watch"));
+  return std::unique_ptr<WatchStream>(new WatchStream(shared_from_this(), std::move(s)));
 }
 
 // ---- Ports ----

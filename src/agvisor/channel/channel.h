@@ -162,6 +162,33 @@ class PortStream {
   bool closed_ = false;
 };
 
+// A directory watch inside the sandbox (Channel::Watch): inotify events, relative to the watched
+// directory. Next and Close may run on different threads at once (Close wakes a waiting Next).
+// Destroying it closes it.
+class WatchStream {
+ public:
+  ~WatchStream();
+  WatchStream(const WatchStream&) = delete;
+  WatchStream& operator=(const WatchStream&) = delete;
+
+  // The next events, waiting up to `timeout`: a non-empty list, an empty one when nothing came in
+  // time, or nullopt once the watch is over (the watched directory was deleted or moved away, or
+  // Close was called). Every event was checked (proto::WatchEvent::ReadFrom: known kind, paths
+  // relative, bounded, without NUL). Errors: kUnavailable (channel lost), kInternal (the agent
+  // sent something that does not parse: a broken or hostile agent; the channel is closed).
+  Result<std::optional<std::vector<proto::WatchEvent>>> Next(std::chrono::milliseconds timeout);
+  // Ends the watch (CLOSE to the agent). Idempotent, any thread.
+  void Close();
+
+ private:
+  friend class Channel;
+  WatchStream(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream);
+  std::shared_ptr<Channel> channel_;
+  std::shared_ptr<StreamState> stream_;
+  bool ended_ = false;  // END came, or Close: Next says nullopt
+  std::atomic<bool> closed_{false};
+};
+
 class Channel : public std::enable_shared_from_this<Channel> {
  public:
   // Sends HELLO, waits for WELCOME and starts the reader thread. Errors: kUnsupported (the
@@ -234,6 +261,14 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // or the channel is lost).
   Result<std::unique_ptr<PortStream>> OpenPort(std::uint16_t port);
 
+  // ---- Watch (protocol version 4) ----
+  // Watches the directory `path` (absolute) inside the sandbox, with `recursive` every directory
+  // below it too. Returns once the agent's watch is in place: later changes are reported.
+  // Errors: kUnsupported (the agent speaks an older protocol: a sandbox started by an older
+  // build), the agent's (kNotFound, kInvalidArgument: not a directory, kPermissionDenied,
+  // kResourceExhausted: too many directories), kUnavailable.
+  Result<std::unique_ptr<WatchStream>> Watch(std::string_view path, bool recursive);
+
   // ---- Sandbox control ----
   // SET_DEADLINES: the agent replaces the sandbox's lifetime and idle-ttl; the lifetime counts
   // from now and the idle clock restarts (nullopt = none). Errors: kInvalidArgument (more than
@@ -249,6 +284,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
  private:
   friend class Process;
   friend class PortStream;
+  friend class WatchStream;
   Channel(std::unique_ptr<Transport> transport, ChannelOptions options);
 
   void ReaderLoop();
@@ -259,6 +295,11 @@ class Channel : public std::enable_shared_from_this<Channel> {
   void Forget(StreamState& s);
   // The next frame of stream `s` (kUnavailable when the channel broke first).
   Result<proto::Frame> Next(StreamState& s);
+  // As Next, but nullopt when nothing came by `until` or the stream was cancelled.
+  Result<std::optional<proto::Frame>> NextUntil(StreamState& s,
+                                                std::chrono::steady_clock::time_point until);
+  // Wakes a NextUntil on `s` (which then returns nullopt) and forgets the stream.
+  void Cancel(StreamState& s);
   // Frames on the wire.
   Result<void> Send(proto::Type type, std::uint32_t stream, std::string_view payload);
   // DATA / STDIN bytes with credit: blocks while the stream has none.

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -341,6 +342,111 @@ TEST_F(ChannelComponentTest, AgentDeathFailsInFlightOperations) {
   EXPECT_EQ(e.error().code(), ErrorCode::kUnavailable);
   EXPECT_TRUE(ch_->broken());
   EXPECT_EQ(ch_->ReadFile("/etc/hostname").error().code(), ErrorCode::kUnavailable);
+}
+
+// ---- Watch: the real agent's inotify events over the channel ----
+
+std::string ShowEvent(const proto::WatchEvent& e) {
+  std::string s(proto::WatchEventKindName(e.kind));
+  if (e.kind == proto::WatchEventKind::kMove) s += " " + e.old_path + " ->";
+  if (!e.path.empty()) s += " " + e.path;
+  if (e.is_dir) s += "/";
+  return s;
+}
+
+// Events until `last` is among them or `within` passed.
+std::vector<std::string> CollectUntil(WatchStream& w, const std::string& last,
+                                      std::chrono::milliseconds within) {
+  std::vector<std::string> got;
+  const auto end = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < end) {
+    auto batch = w.Next(std::chrono::milliseconds(100));
+    EXPECT_TRUE(batch.ok()) << batch.error().ToString();
+    if (!batch.ok() || !batch->has_value()) break;
+    for (const auto& e : **batch) got.push_back(ShowEvent(e));
+    if (std::find(got.begin(), got.end(), last) != got.end()) break;
+  }
+  return got;
+}
+
+TEST_F(ChannelComponentTest, WatchReportsWhatAnExecDoes) {
+  const std::string root = dir_ + "/w";
+  std::filesystem::create_directories(root);
+  auto w = ch_->Watch(root, /*recursive=*/true);
+  ASSERT_TRUE(w.ok()) << w.error().ToString();
+  auto r = MustExec(
+      {.argv = {"sh", "-c",
+                "cd " + root +
+                    " && echo a > top && mkdir -p d/e && echo a > d/e/f && mv d/e/f d/g && "
+                    "rm d/g && touch done"}});
+  ASSERT_EQ(r.exit.exit_code, 0) << r.err;
+  // Everything happened before the exec returned; the agent's events follow on the same
+  // channel: 10 s is far beyond the milliseconds this takes, only a hang would pass it.
+  auto got = CollectUntil(**w, "create done", std::chrono::seconds(10));
+  auto pos = [&](const std::string& e) {
+    return std::find(got.begin(), got.end(), e) - got.begin();
+  };
+  const std::vector<std::string> expected = {"create d/",    "create d/e/",       "create d/e/f",
+                                             "modify d/e/f", "move d/e/f -> d/g", "delete d/g",
+                                             "create done"};
+  for (const auto& e : expected) {
+    EXPECT_LT(pos(e), static_cast<long>(got.size()))
+        << e << " missing from " << ::testing::PrintToString(got);
+  }
+  EXPECT_LT(pos("move d/e/f -> d/g"), pos("delete d/g"));
+  (*w)->Close();
+  EXPECT_TRUE(ch_->Ping().ok());  // the session goes on
+}
+
+TEST_F(ChannelComponentTest, WatchOfAMissingPathOrAFileIsAClearError) {
+  auto missing = ch_->Watch(dir_ + "/nope", true);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code(), ErrorCode::kNotFound);
+  auto file = ch_->Watch(AGVISOR_AGENT_BINARY, true);
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(file.error().message(), HasSubstr("not a directory"));
+  EXPECT_FALSE(ch_->broken());
+}
+
+TEST_F(ChannelComponentTest, ASlowConsumerGetsOneOverflowEventThenLiveEvents) {
+  const std::string root = dir_ + "/flood";
+  std::filesystem::create_directories(root);
+  // A small window: the agent stops sending after 4 KiB and queues the rest (4096 events at
+  // most), so 6000 files (12000 events) must overflow while the host reads nothing.
+  auto small = [&]() -> std::shared_ptr<Channel> {
+    auto p = Subprocess::Spawn(
+        {.argv = {AGVISOR_AGENT_BINARY, "connect", "--socket", dir_ + "/agent.sock"},
+         .pipe_stdin = true,
+         .pipe_stdout = true});
+    if (!p.ok()) return nullptr;
+    relays_.push_back(std::move(*p));
+    auto t = FdTransport::Create(std::move(relays_.back().stdout_fd()),
+                                 std::move(relays_.back().stdin_fd()));
+    if (!t.ok()) return nullptr;
+    auto c = Channel::Open(std::move(*t), {.initial_window = 4096});
+    return c.ok() ? *c : nullptr;
+  }();
+  ASSERT_NE(small, nullptr);
+  auto w = small->Watch(root, false);
+  ASSERT_TRUE(w.ok()) << w.error().ToString();
+  auto r = MustExec({.argv = {"sh", "-c",
+                              "cd " + root +
+                                  " && i=0; while [ $i -lt 6000 ]; do echo x > f$i; "
+                                  "i=$((i+1)); done"}});
+  ASSERT_EQ(r.exit.exit_code, 0) << r.err;
+  // The queue's 4096 events then the overflow; 20 s is far beyond the ~0.1 s it takes.
+  std::vector<std::string> got = CollectUntil(**w, "overflow", std::chrono::seconds(20));
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got.back(), "overflow") << got.size() << " events, none an overflow";
+  EXPECT_EQ(std::count(got.begin(), got.end(), "overflow"), 1);
+  EXPECT_LT(got.size(), 12000u);  // events were dropped, not all delivered
+  EXPECT_EQ(got.front(), "create f0");
+  // Once the consumer has seen the overflow, events flow live again.
+  auto after = MustExec({.argv = {"touch", root + "/after"}});
+  ASSERT_EQ(after.exit.exit_code, 0);
+  auto later = CollectUntil(**w, "create after", std::chrono::seconds(10));
+  EXPECT_EQ(later, std::vector<std::string>{"create after"});
 }
 
 }  // namespace

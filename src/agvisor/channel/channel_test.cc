@@ -125,13 +125,13 @@ TEST(ChannelTest, VersionMismatchIsUnsupported) {
   {
     auto [host, agent_end] = MemoryTransport::Pair();
     FakeAgent agent(std::move(agent_end), [](FakeAgent& a, const Frame& f) {
-      if (f.type == Type::kHello) a.Send(Type::kWelcome, 0, proto::Welcome{4, "new", 1}.Encode());
+      if (f.type == Type::kHello) a.Send(Type::kWelcome, 0, proto::Welcome{5, "new", 1}.Encode());
     });
     agent.answer_hello = false;
     auto ch = Channel::Open(std::move(host));
     ASSERT_FALSE(ch.ok());
     EXPECT_EQ(ch.error().code(), ErrorCode::kUnsupported);
-    EXPECT_THAT(ch.error().message(), HasSubstr("version 4"));
+    EXPECT_THAT(ch.error().message(), HasSubstr("version 5"));
   }
   {
     // An older agent answers with its lower version: accepted, and the channel speaks it.
@@ -624,6 +624,127 @@ TEST(ChannelTest, PortStreamEchoesAndCloses) {
   auto n = (*port)->Read(buf);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, 0u);
+}
+
+// ---- Watch (protocol 4): the host checks every event a (possibly hostile) agent sends ----
+
+// A fake agent of protocol 4 that answers WATCH with OK and then `events` (raw payloads) as
+// WATCH_EVENTS frames, and CLOSE with END.
+struct WatchAgent {
+  explicit WatchAgent(std::vector<std::string> events, std::uint16_t version = 4)
+      : pair(MemoryTransport::Pair()),
+        agent(std::move(pair.second), [events, version](FakeAgent& a, const Frame& f) {
+          if (f.type == Type::kHello) {
+            a.Send(Type::kWelcome, 0, proto::Welcome{version, "fake 4", 1}.Encode());
+          } else if (f.type == Type::kWatch) {
+            a.Send(Type::kOk, f.stream);
+            for (const auto& p : events) a.Send(Type::kWatchEvents, f.stream, p);
+          } else if (f.type == Type::kClose) {
+            a.Send(Type::kEnd, f.stream);
+          }
+        }) {
+    agent.answer_hello = false;
+  }
+  std::pair<std::unique_ptr<MemoryTransport>, std::unique_ptr<MemoryTransport>> pair;
+  FakeAgent agent;
+};
+
+std::string OneEvent(std::uint8_t kind, std::string_view path, std::string_view old_path = "") {
+  std::string out;
+  proto::Writer w(out);
+  w.AppendU32(1);
+  w.AppendU8(kind);
+  w.AppendU8(0);
+  w.AppendStr(path);
+  w.AppendStr(old_path);
+  return out;
+}
+
+TEST(ChannelWatchTest, EventsArriveInOrderAndCloseEndsTheWatch) {
+  proto::WatchEvents batch{{{proto::WatchEventKind::kCreate, true, "d", ""},
+                            {proto::WatchEventKind::kMove, false, "d/b", "d/a"}}};
+  WatchAgent fake({batch.Encode()});
+  auto ch = Channel::Open(std::move(fake.pair.first));
+  ASSERT_TRUE(ch.ok());
+  auto w = (*ch)->Watch("/workspace", true);
+  ASSERT_TRUE(w.ok()) << w.error().ToString();
+  auto got = (*w)->Next(std::chrono::seconds(5));
+  ASSERT_TRUE(got.ok() && got->has_value()) << (got.ok() ? "ended" : got.error().ToString());
+  EXPECT_EQ(**got, batch.events);
+  // Nothing more within the timeout: an empty list, the watch still open.
+  auto none = (*w)->Next(std::chrono::milliseconds(50));
+  ASSERT_TRUE(none.ok() && none->has_value());
+  EXPECT_TRUE((*none)->empty());
+  // Close from another thread wakes a waiting Next, which says the watch is over.
+  std::thread closer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    (*w)->Close();
+  });
+  auto ended = (*w)->Next(std::chrono::seconds(30));
+  closer.join();
+  ASSERT_TRUE(ended.ok());
+  EXPECT_FALSE(ended->has_value());
+  EXPECT_FALSE((*ch)->broken());
+}
+
+TEST(ChannelWatchTest, HostileEventsBreakTheChannelWithTheReason) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {OneEvent(1, "/etc/shadow"), "path is absolute"},
+      {OneEvent(1, std::string("a\0b", 3)), "NUL"},
+      {OneEvent(1, "../../escape"), "'..' component"},
+      {OneEvent(1, std::string(proto::kMaxWatchPath + 1, 'a')), "exceeds 4096"},
+      {OneEvent(9, "a"), "unknown value 0x09"},
+      {OneEvent(2, "a", "b"), "moves only"},
+      {"\xff\xff\xff\xff", "cannot fit"},
+  };
+  for (const auto& [payload, why] : cases) {
+    WatchAgent fake({payload});
+    auto ch = Channel::Open(std::move(fake.pair.first));
+    ASSERT_TRUE(ch.ok());
+    auto w = (*ch)->Watch("/w", false);
+    ASSERT_TRUE(w.ok()) << w.error().ToString();
+    auto got = (*w)->Next(std::chrono::seconds(5));
+    ASSERT_FALSE(got.ok()) << why;
+    EXPECT_EQ(got.error().code(), ErrorCode::kInternal);
+    EXPECT_THAT(got.error().message(), HasSubstr("malformed WATCH_EVENTS")) << why;
+    EXPECT_THAT(got.error().message(), HasSubstr(why));
+    EXPECT_TRUE((*ch)->broken());
+  }
+}
+
+TEST(ChannelWatchTest, EventsBeyondTheWindowEndTheChannel) {
+  constexpr std::uint32_t kWindow = 64 * 1024;
+  // Each batch ~40 KiB: the second passes the 64 KiB the host granted.
+  proto::WatchEvents big;
+  for (int i = 0; i < 1000; ++i) {
+    big.events.push_back({proto::WatchEventKind::kCreate, false,
+                          "file-" + std::to_string(i) + std::string(20, 'x'), ""});
+  }
+  WatchAgent fake({big.Encode(), big.Encode(), big.Encode()});
+  auto ch = Channel::Open(std::move(fake.pair.first), {.initial_window = kWindow});
+  ASSERT_TRUE(ch.ok());
+  auto w = (*ch)->Watch("/w", true);
+  ASSERT_TRUE(w.ok()) << w.error().ToString();
+  Result<std::optional<std::vector<proto::WatchEvent>>> got =
+      std::optional<std::vector<proto::WatchEvent>>();
+  for (int i = 0; i < 4; ++i) {
+    got = (*w)->Next(std::chrono::seconds(5));
+    if (!got.ok()) break;
+  }
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.error().code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(got.error().message(), HasSubstr("window the host granted"));
+}
+
+TEST(ChannelWatchTest, AnOlderAgentIsRefusedBeforeAnythingIsSent) {
+  WatchAgent fake({}, /*version=*/3);
+  auto ch = Channel::Open(std::move(fake.pair.first));
+  ASSERT_TRUE(ch.ok());
+  auto w = (*ch)->Watch("/w", true);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().code(), ErrorCode::kUnsupported);
+  EXPECT_THAT(w.error().message(), HasSubstr("protocol version 3"));
+  EXPECT_FALSE((*ch)->broken());
 }
 
 }  // namespace

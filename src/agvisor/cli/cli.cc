@@ -287,9 +287,10 @@ int RunCli(int argc, char** argv) {
                "fail on a paused sandbox (naming how to resume it) instead of resuming it first");
   app.set_version_flag("--version", "agvisor 0.1.0");
   int exit_code = 0;
-  for (Subcommand* add : {AddCreate, AddRun, AddExec, AddPs, AddAttach, AddKill, AddShell, AddCopy,
-                          AddPortForward, AddDesktop, AddList, AddTop, AddEgress, AddStop,
-                          AddRemove, AddPause, AddResume, AddImage, AddDoctor}) {
+  for (Subcommand* add :
+       {AddCreate, AddRun,         AddExec,    AddPs,    AddAttach, AddKill,   AddShell,
+        AddCopy,   AddPortForward, AddDesktop, AddList,  AddTop,    AddEgress, AddStop,
+        AddRemove, AddPause,       AddResume,  AddWatch, AddImage,  AddDoctor}) {
     add(app, g, &exit_code);
   }
   // Host-side commands have no agvisord equivalent: refused before they run.

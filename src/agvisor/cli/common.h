@@ -117,5 +117,7 @@ Subcommand AddCreate, AddRun, AddExec, AddList, AddTop, AddEgress, AddStop, AddR
     AddDoctor, AddCopy, AddShell, AddPortForward, AddDesktop, AddPs, AddKill, AddAttach;
 // pause, resume (sandbox_cmds.cc).
 Subcommand AddPause, AddResume;
+// watch (watch_cmd.cc).
+Subcommand AddWatch;
 
 }  // namespace agvisor::cli

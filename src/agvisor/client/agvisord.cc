@@ -108,6 +108,9 @@ class RemoteHandle final : public SandboxHandle {
   Result<std::unique_ptr<ByteStream>> OpenPort(std::uint16_t port) override {
     return Checked(client_->OpenPort(id_, port));
   }
+  Result<std::unique_ptr<DirWatch>> Watch(std::string_view path, bool recursive) override {
+    return Checked(client_->Watch(id_, path, recursive));
+  }
   Result<std::unique_ptr<Command>> Attach(std::uint32_t pid) override {
     return Checked(client_->Attach(id_, pid));
   }

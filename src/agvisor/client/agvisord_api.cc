@@ -17,8 +17,10 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <future>
 #include <mutex>
@@ -214,6 +216,97 @@ class WsCommand final : public Command {
 };
 
 // A port WebSocket: raw bytes both ways.
+// A watch WebSocket: a reader thread takes the server's messages into a bounded queue (when it
+// is full the thread stops reading, so the daemon, the channel and finally the agent's queue
+// hold back, and the agent reports an overflow), Next waits on the queue with its timeout.
+class WsWatch final : public DirWatch {
+ public:
+  explicit WsWatch(std::unique_ptr<WsConnection> ws) : ws_(std::move(ws)) {
+    reader_ = std::thread([this] { ReadLoop(); });
+  }
+  ~WsWatch() override {
+    Close();
+    reader_.join();
+  }
+  Result<std::optional<std::vector<WatchEvent>>> Next(std::chrono::milliseconds timeout) override {
+    using Events = std::vector<WatchEvent>;
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, timeout, [&] { return !queue_.empty() || done_ || closed_; });
+    if (!queue_.empty()) {
+      Events out(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
+      queue_.clear();
+      cv_.notify_all();  // room for the reader again
+      return std::optional<Events>(std::move(out));
+    }
+    if (closed_) return std::optional<Events>();
+    if (done_) {
+      if (error_) return *error_;
+      return std::optional<Events>();
+    }
+    return std::optional<Events>(Events{});
+  }
+  void Close() override {
+    {
+      std::lock_guard lock(mu_);
+      if (closed_) return;
+      closed_ = true;
+      cv_.notify_all();
+    }
+    ws_->Close();
+  }
+
+ private:
+  static constexpr std::size_t kMaxQueued = 4096;
+
+  void ReadLoop() {
+    for (;;) {
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return queue_.size() < kMaxQueued || closed_; });
+        if (closed_) break;
+      }
+      auto m = ws_->Receive();
+      std::lock_guard lock(mu_);
+      if (!m.ok() || !m->has_value()) {
+        if (!m.ok())
+          error_ = m.error();
+        else if (!ended_)
+          error_ = Error::Unavailable(
+              "agvisord closed the watch stream" +
+              (ws_->close_reason().empty() ? std::string() : ": " + ws_->close_reason()));
+        break;
+      }
+      auto msg = (*m)->binary ? Result<api::WsServerMessage>(Error::Internal(
+                                    "agvisord sent a binary message on a watch stream"))
+                              : api::ParseWsServerMessage((*m)->data);
+      if (!msg.ok()) {
+        error_ = msg.error();
+        break;
+      }
+      if (msg->type == api::WsServerMessage::Type::kEvent) {
+        queue_.push_back(std::move(msg->event));
+      } else if (msg->type == api::WsServerMessage::Type::kEnd) {
+        ended_ = true;  // the close that follows is the end, not an error
+      } else if (msg->type == api::WsServerMessage::Type::kError) {
+        error_ = msg->error;
+        break;
+      }
+      cv_.notify_all();
+    }
+    std::lock_guard lock(mu_);
+    done_ = true;
+    cv_.notify_all();
+  }
+
+  std::unique_ptr<WsConnection> ws_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<WatchEvent> queue_;
+  std::optional<Error> error_;
+  bool ended_ = false, done_ = false, closed_ = false;
+  std::thread reader_;
+};
+
 class WsPort final : public ByteStream {
  public:
   explicit WsPort(std::unique_ptr<WsConnection> ws) : ws_(std::move(ws)) {}
@@ -728,6 +821,14 @@ Result<std::unique_ptr<ByteStream>> RemoteClient::OpenPort(std::string_view id,
   auto ws = AGVISOR_TRY(OpenWebSocket(SandboxPath(id) + "/ports/" + std::to_string(port) + "/ws",
                                       std::nullopt, true, nullptr));
   return std::unique_ptr<ByteStream>(std::make_unique<WsPort>(std::move(ws)));
+}
+
+Result<std::unique_ptr<DirWatch>> RemoteClient::Watch(std::string_view id, std::string_view path,
+                                                      bool recursive) {
+  auto ws = AGVISOR_TRY(OpenWebSocket(SandboxPath(id) + "/watch/ws?path=" + http::UrlEncode(path) +
+                                          "&recursive=" + (recursive ? "true" : "false"),
+                                      std::nullopt, true, nullptr));
+  return std::unique_ptr<DirWatch>(std::make_unique<WsWatch>(std::move(ws)));
 }
 
 }  // namespace agvisor::client

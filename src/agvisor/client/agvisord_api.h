@@ -115,6 +115,9 @@ class RemoteClient {
   Result<std::unique_ptr<Command>> Attach(std::string_view id, std::uint32_t pid);
   // GET .../ports/{port}/ws.
   Result<std::unique_ptr<ByteStream>> OpenPort(std::string_view id, std::uint16_t port);
+  // GET .../watch/ws?path=PATH&recursive=B: watching once this returns.
+  Result<std::unique_ptr<DirWatch>> Watch(std::string_view id, std::string_view path,
+                                          bool recursive);
 
  private:
   RemoteClient(http::Endpoint endpoint, RemoteToken token, std::shared_ptr<http::Client> http);

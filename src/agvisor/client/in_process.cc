@@ -43,6 +43,21 @@ class LocalCommand final : public Command {
   Sandbox& sb_;
 };
 
+class LocalWatch final : public DirWatch {
+ public:
+  LocalWatch(std::unique_ptr<WatchStream> w, Sandbox& sb) : w_(std::move(w)), sb_(sb) {}
+  Result<std::optional<std::vector<WatchEvent>>> Next(std::chrono::milliseconds timeout) override {
+    auto r = w_->Next(timeout);
+    if (r.ok() || r.error().code() != ErrorCode::kUnavailable) return r;
+    return sb_.Diagnose(r.error());  // the channel broke: did the sandbox end, and why?
+  }
+  void Close() override { w_->Close(); }
+
+ private:
+  std::unique_ptr<WatchStream> w_;
+  Sandbox& sb_;
+};
+
 class LocalHandle final : public SandboxHandle {
  public:
   explicit LocalHandle(std::unique_ptr<Sandbox> sb) : sb_(std::move(sb)) {}
@@ -74,6 +89,10 @@ class LocalHandle final : public SandboxHandle {
   Result<std::unique_ptr<ByteStream>> OpenPort(std::uint16_t port) override {
     auto s = AGVISOR_TRY(sb_->OpenPort(port));
     return WrapPortStream(std::shared_ptr<PortStream>(std::move(s)));
+  }
+  Result<std::unique_ptr<DirWatch>> Watch(std::string_view path, bool recursive) override {
+    auto w = AGVISOR_TRY(sb_->Watch(path, recursive));
+    return std::unique_ptr<DirWatch>(std::make_unique<LocalWatch>(std::move(w), *sb_));
   }
   Result<std::unique_ptr<Command>> Attach(std::uint32_t pid) override {
     auto p = AGVISOR_TRY(sb_->AttachProcess(pid));

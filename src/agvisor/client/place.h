@@ -9,6 +9,7 @@
 // reader and one writer at once (plus Close from anywhere).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -61,6 +62,22 @@ class Command {
   virtual std::uint32_t pid() const = 0;
 };
 
+// A directory watch inside a sandbox (SandboxHandle::Watch): Sandbox::Watch's events, in process
+// or through agvisord's watch WebSocket. Next and Close may run on different threads at once.
+class DirWatch {
+ public:
+  virtual ~DirWatch() = default;
+  // The next events, waiting up to `timeout`: a non-empty list, an empty one when none came in
+  // time, nullopt once the watch is over (the directory was deleted or moved away, or Close).
+  // Every event's path was checked (relative, bounded, no NUL). Errors: kSandboxDied (the
+  // sandbox ended: why), kUnavailable (the stream broke), kInternal (the agent sent malformed
+  // events: a broken or hostile sandbox).
+  virtual Result<std::optional<std::vector<WatchEvent>>> Next(
+      std::chrono::milliseconds timeout) = 0;
+  // Ends the watch from any thread (a waiting Next returns nullopt). Idempotent.
+  virtual void Close() = 0;
+};
+
 // One sandbox, by its container name ("agvisor-...").
 class SandboxHandle {
  public:
@@ -103,6 +120,8 @@ class SandboxHandle {
   virtual Result<std::vector<FileEntry>> ListDir(std::string_view path) = 0;
   virtual Result<void> Mkdir(std::string_view path, bool parents, std::uint32_t mode) = 0;
   virtual Result<void> RemovePath(std::string_view path, bool recursive) = 0;
+  // As Sandbox::Watch (its errors; through agvisord the watch WebSocket carries the events).
+  virtual Result<std::unique_ptr<DirWatch>> Watch(std::string_view path, bool recursive) = 0;
   // As Sandbox::Info: state, running, why it ended. Errors: kNotFound (no such sandbox).
   virtual Result<SandboxInfo> Info() = 0;
   // As Sandbox::set_auto_resume, for this handle's calls only: false makes a call on a paused

@@ -121,6 +121,10 @@ std::string_view TypeName(Type type) {
       return "DETACH";
     case Type::kSetDeadlines:
       return "SET_DEADLINES";
+    case Type::kWatch:
+      return "WATCH";
+    case Type::kWatchEvents:
+      return "WATCH_EVENTS";
   }
   return "UNKNOWN";
 }
@@ -372,6 +376,10 @@ Result<void> CheckPayload(Type type, std::string_view p) {
       return Check(ProcSignal::Decode(p));
     case Type::kSetDeadlines:
       return Check(SetDeadlines::Decode(p));
+    case Type::kWatch:
+      return Check(WatchRequest::Decode(p));
+    case Type::kWatchEvents:
+      return Check(WatchEvents::Decode(p));
     case Type::kStdin:
     case Type::kData:
       return Ok();  // raw bytes
@@ -875,6 +883,131 @@ Result<SetDeadlines> SetDeadlines::Decode(std::string_view payload) {
   SetDeadlines m;
   m.lifetime_ms = AGVISOR_TRY(r.ReadU64("lifetime_ms"));
   m.idle_ttl_ms = AGVISOR_TRY(r.ReadU64("idle_ttl_ms"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string WatchRequest::Encode() const {
+  std::string out;
+  Writer w(out);
+  w.AppendStr(path);
+  w.AppendU8(flags);
+  return out;
+}
+
+Result<WatchRequest> WatchRequest::Decode(std::string_view payload) {
+  Reader r(payload, "WATCH");
+  WatchRequest m;
+  m.path = AGVISOR_TRY(r.ReadStr("path"));
+  m.flags = AGVISOR_TRY(r.ReadU8("flags"));
+  if ((m.flags & ~kWatchKnownFlags) != 0) {
+    return r.Invalid("flags", "unknown bits " + Hex2(m.flags & ~kWatchKnownFlags));
+  }
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string_view WatchEventKindName(WatchEventKind kind) {
+  switch (kind) {
+    case WatchEventKind::kCreate:
+      return "create";
+    case WatchEventKind::kModify:
+      return "modify";
+    case WatchEventKind::kDelete:
+      return "delete";
+    case WatchEventKind::kMove:
+      return "move";
+    case WatchEventKind::kOverflow:
+      return "overflow";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// What is wrong with `path` as an event's path, or "" (CheckWatchPath's rules).
+std::string WatchPathProblem(std::string_view path) {
+  if (path.empty()) return "empty path";
+  if (path.size() > kMaxWatchPath) {
+    return "path of " + std::to_string(path.size()) + " bytes exceeds " +
+           std::to_string(kMaxWatchPath);
+  }
+  if (path.find('\0') != std::string_view::npos) return "path contains a NUL byte";
+  if (path.front() == '/') return "path is absolute, expected one relative to the watched root";
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t slash = path.find('/', start);
+    const std::string_view part =
+        path.substr(start, slash == std::string_view::npos ? path.npos : slash - start);
+    if (part.empty() || part == "." || part == "..") {
+      return "path has an empty, '.' or '..' component";
+    }
+    if (slash == std::string_view::npos) return "";
+    start = slash + 1;
+  }
+}
+
+}  // namespace
+
+Result<void> CheckWatchPath(std::string_view path, std::string_view what) {
+  std::string problem = WatchPathProblem(path);
+  if (problem.empty()) return Ok();
+  return Error::InvalidArgument(std::string(what) + ": " + problem);
+}
+
+void WatchEvent::AppendTo(Writer& w) const {
+  w.AppendU8(static_cast<std::uint8_t>(kind));
+  w.AppendU8(is_dir ? 1 : 0);
+  w.AppendStr(path);
+  w.AppendStr(old_path);
+}
+
+Result<WatchEvent> WatchEvent::ReadFrom(Reader& r) {
+  WatchEvent e;
+  const std::uint8_t kind = AGVISOR_TRY(r.ReadU8("event.kind"));
+  if (kind < static_cast<std::uint8_t>(WatchEventKind::kCreate) ||
+      kind > static_cast<std::uint8_t>(WatchEventKind::kOverflow)) {
+    return r.Invalid("event.kind", "unknown value " + Hex2(kind));
+  }
+  e.kind = static_cast<WatchEventKind>(kind);
+  const std::uint8_t flags = AGVISOR_TRY(r.ReadU8("event.flags"));
+  if ((flags & ~1u) != 0) return r.Invalid("event.flags", "unknown bits " + Hex2(flags & ~1u));
+  e.is_dir = (flags & 1u) != 0;
+  // Views first: a path longer than the bound is refused before it is copied.
+  std::string_view path = AGVISOR_TRY(r.ReadStrView("event.path"));
+  std::string_view old_path = AGVISOR_TRY(r.ReadStrView("event.old_path"));
+  if (e.kind == WatchEventKind::kOverflow) {
+    if (!path.empty() || !old_path.empty() || e.is_dir) {
+      return r.Invalid("event", "an overflow event carries no path and no is_dir");
+    }
+    return e;
+  }
+  if (std::string p = WatchPathProblem(path); !p.empty()) return r.Invalid("event.path", p);
+  if (e.kind == WatchEventKind::kMove) {
+    if (std::string p = WatchPathProblem(old_path); !p.empty()) {
+      return r.Invalid("event.old_path", p);
+    }
+  } else if (!old_path.empty()) {
+    return r.Invalid("event.old_path",
+                     "set on a " + std::string(WatchEventKindName(e.kind)) + " event (moves only)");
+  }
+  e.path = std::string(path);
+  e.old_path = std::string(old_path);
+  return e;
+}
+
+std::string WatchEvents::Encode() const {
+  std::string out;
+  Writer w(out);
+  AppendRecords(w, events);
+  return out;
+}
+
+Result<WatchEvents> WatchEvents::Decode(std::string_view payload) {
+  Reader r(payload, "WATCH_EVENTS");
+  WatchEvents m;
+  m.events = AGVISOR_TRY(ReadRecords<WatchEvent>(r, "events"));
+  if (m.events.empty()) return r.Invalid("events", "empty list");
   AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
   return m;
 }

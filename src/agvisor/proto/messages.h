@@ -34,10 +34,10 @@ namespace agvisor::proto {
 // Constants
 
 // The newest protocol version this build speaks, and the oldest it still accepts. Version 2 added
-// PROC_SIGNAL and DETACH, 3 EXIT's `prestarted`; a session speaks the lower of the two sides'
-// versions (WELCOME says which), so a host of this build still drives an agent of version 1 and the
-// other way round.
-inline constexpr std::uint16_t kProtocolVersion = 3;
+// PROC_SIGNAL and DETACH, 3 EXIT's `prestarted`, 4 WATCH and WATCH_EVENTS; a session speaks the
+// lower of the two sides' versions (WELCOME says which), so a host of this build still drives an
+// agent of version 1 and the other way round.
+inline constexpr std::uint16_t kProtocolVersion = 4;
 inline constexpr std::uint16_t kMinProtocolVersion = 1;
 // Largest payload of one frame (the bytes after type and stream).
 inline constexpr std::size_t kMaxPayload = 1024 * 1024;
@@ -96,6 +96,9 @@ enum class Type : std::uint8_t {
   kProcAttach = 0x52,
   kProcSignal = 0x53,  // version 2
   kDetach = 0x54,      // version 2
+  // Directory watches (version 4).
+  kWatch = 0x60,
+  kWatchEvents = 0x61,
   // Sandbox control.
   kSetDeadlines = 0x70,
 };
@@ -509,6 +512,73 @@ struct SetDeadlines {
   std::string Encode() const;
   static Result<SetDeadlines> Decode(std::string_view payload);
   bool operator==(const SetDeadlines&) const = default;
+};
+
+// WATCH flags (u8). Decode rejects other bits.
+inline constexpr std::uint8_t kWatchRecursive = 1;  // every directory below the root, new ones too
+inline constexpr std::uint8_t kWatchKnownFlags = kWatchRecursive;
+
+// WATCH (host -> agent, opens a stream; version 4): inotify on the directory `path` (absolute).
+// The agent answers OK once the watch is in place (or ERROR: kNotFound, kInvalidArgument for a
+// path that is not a directory, kResourceExhausted for more directories than it watches), then
+// sends WATCH_EVENTS as they happen, within the stream's window, until the host sends CLOSE or
+// the root goes away (END). docs/protocol.md, "Watch".
+struct WatchRequest {
+  std::string path;
+  std::uint8_t flags = 0;  // kWatch* bits
+
+  std::string Encode() const;
+  static Result<WatchRequest> Decode(std::string_view payload);
+  bool operator==(const WatchRequest&) const = default;
+};
+
+// What happened to one entry (u8). Decode rejects other values.
+enum class WatchEventKind : std::uint8_t {
+  kCreate = 1,
+  kModify = 2,
+  kDelete = 3,
+  kMove = 4,      // `old_path` -> `path`, both inside the watch (inotify paired them by cookie)
+  kOverflow = 5,  // events were lost (a slow consumer, or the kernel's queue): rescan; no path
+};
+// "create", "modify", "delete", "move", "overflow": how the CLI, agvisord and Python name them.
+std::string_view WatchEventKindName(WatchEventKind kind);
+
+// Longest path an event carries (bytes): the kernel's PATH_MAX. The agent reports an entry with a
+// longer relative path as an overflow instead.
+inline constexpr std::size_t kMaxWatchPath = 4096;
+
+// kInvalidArgument "<what>: ..." unless `path` is a path an event may carry: relative to the
+// watched root, 1..kMaxWatchPath bytes, no NUL, no empty, "." or ".." component, no leading or
+// trailing '/'. Shared by the decoder and anyone re-checking a path (agvisord's codec).
+Result<void> CheckWatchPath(std::string_view path, std::string_view what);
+
+// One event of WATCH_EVENTS. Not a frame payload by itself.
+struct WatchEvent {
+  WatchEventKind kind = WatchEventKind::kCreate;
+  bool is_dir = false;
+  std::string path;      // relative to the watched root; "" for kOverflow only
+  std::string old_path;  // kMove only (else "")
+
+  // kind, flags, two empty strings: bounds a WATCH_EVENTS count.
+  static constexpr std::size_t kMinEncodedSize = 1 + 1 + 4 + 4;
+  void AppendTo(Writer& w) const;
+  // Strict: the kind is known, flags has only bit 0 (is_dir), the paths pass CheckWatchPath
+  // where the kind has them and are empty where it has not.
+  static Result<WatchEvent> ReadFrom(Reader& r);
+  // Bytes AppendTo writes.
+  std::size_t EncodedSize() const { return kMinEncodedSize + path.size() + old_path.size(); }
+  bool operator==(const WatchEvent&) const = default;
+};
+
+// WATCH_EVENTS (agent -> host, version 4): one or more events, oldest first. Its whole payload
+// counts against the stream's window (as DATA's does), so a consumer that stops reading stops
+// the agent, whose bounded queue then ends in one kOverflow event.
+struct WatchEvents {
+  std::vector<WatchEvent> events;  // at least one
+
+  std::string Encode() const;
+  static Result<WatchEvents> Decode(std::string_view payload);
+  bool operator==(const WatchEvents&) const = default;
 };
 
 }  // namespace agvisor::proto

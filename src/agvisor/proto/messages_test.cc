@@ -191,7 +191,7 @@ TEST(PayloadTest, OutputIsFdThenRawBytes) {
 }
 
 TEST(PayloadTest, GoldenBytesFollowTheDocument) {
-  EXPECT_EQ(Hello{}.Encode(), "\x00\x03\x00\x40\x00\x00"s);
+  EXPECT_EQ(Hello{}.Encode(), "\x00\x04\x00\x40\x00\x00"s);
   EXPECT_EQ((Hello{1, 65536}.Encode()), "\x00\x01\x00\x01\x00\x00"s);
   EXPECT_EQ((Exit{-2, 3, true}.Encode(2)), "\xFF\xFF\xFF\xFE\x03\x01"s);
   EXPECT_EQ((Exit{-2, 3, true, true}.Encode()), "\xFF\xFF\xFF\xFE\x03\x01\x01"s);
@@ -324,6 +324,8 @@ TEST(PayloadTest, CheckPayloadCoversEveryType) {
       {Type::kProcSignal, ProcSignal{1, 15}.Encode()},
       {Type::kDetach, ""},
       {Type::kSetDeadlines, SetDeadlines{1, 2}.Encode()},
+      {Type::kWatch, WatchRequest{"/a", kWatchRecursive}.Encode()},
+      {Type::kWatchEvents, WatchEvents{{{WatchEventKind::kCreate, false, "a", ""}}}.Encode()},
   };
   std::set<Type> covered;
   for (const auto& [type, payload] : good) {
@@ -342,7 +344,7 @@ TEST(PayloadTest, CheckPayloadCoversEveryType) {
       EXPECT_TRUE(covered.count(static_cast<Type>(raw))) << raw;
     }
   }
-  EXPECT_EQ(known, 35);
+  EXPECT_EQ(known, 37);
   auto empty = CheckPayload(Type::kOk, "x");
   ASSERT_FALSE(empty.ok());
   EXPECT_EQ(empty.error().message(), "OK: expected an empty payload, got 1 bytes");

@@ -115,6 +115,10 @@ bool DecodeAs(Type type, std::string_view p) {
       return Canonical<ProcSignal>(p);
     case Type::kSetDeadlines:
       return Canonical<SetDeadlines>(p);
+    case Type::kWatch:
+      return Canonical<WatchRequest>(p);
+    case Type::kWatchEvents:
+      return Canonical<WatchEvents>(p);
     case Type::kStdin:
     case Type::kData:
       return true;

@@ -99,6 +99,11 @@ using FileKind = proto::EntryKind;
 using Process = channel::Process;
 // A TCP connection to a port inside the sandbox (OpenPort). See channel::PortStream.
 using PortStream = channel::PortStream;
+// A directory watch inside the sandbox (Watch): its events, relative to the watched directory.
+// See channel::WatchStream (Next, Close) and proto::WatchEvent.
+using WatchStream = channel::WatchStream;
+using WatchEvent = proto::WatchEvent;
+using WatchEventKind = proto::WatchEventKind;
 
 struct ProcessOptions {
   bool pty = false;  // run under a pseudo-terminal of rows x cols (stdout and stderr merged)
@@ -262,6 +267,16 @@ class Sandbox {
   // A connection to 127.0.0.1:port inside the sandbox (works with network=none). Errors:
   // kUnavailable (nothing listens there), kSandboxDied.
   Result<std::unique_ptr<PortStream>> OpenPort(std::uint16_t port);
+
+  // Watches the directory `path` inside (absolute), and with `recursive` every directory below
+  // it, new ones included (inotify in the agent; docs/lifecycle.md, "Watch"): create, modify,
+  // delete and move events from the moment this returns, and one overflow event where the
+  // agent's bounded queue dropped some (a slow consumer). An open watch counts as activity (the
+  // idle clock does not run). Errors of Next are those of the channel: pass them to Diagnose to
+  // learn whether the sandbox died. Errors: kInvalidArgument (a relative path, or not a
+  // directory), kNotFound, kPermissionDenied, kResourceExhausted (too many directories below
+  // it), kUnsupported (a sandbox whose agent predates watching), kSandboxDied, kUnavailable.
+  Result<std::unique_ptr<WatchStream>> Watch(std::string_view path, bool recursive = true);
 
   // Replaces the running sandbox's lifetime and idle_ttl (seconds; nullopt = none): the agent
   // counts the new lifetime from now and restarts the idle clock (a warm pool does this when it

@@ -528,6 +528,13 @@ void Service::HandleWebSocket(const HttpRequest&, const api::RouteMatch& m, WebS
       if (!port.ok()) return FailWs(ws, port.error(), 1008);
       return PortWs(**sb, static_cast<std::uint16_t>(*port), ws);
     }
+    case api::RouteId::kWatchWs: {
+      auto path = api::QueryPath(m.query);
+      if (!path.ok()) return FailWs(ws, path.error(), 1008);
+      auto recursive = api::QueryBool(m.query, "recursive", true);
+      if (!recursive.ok()) return FailWs(ws, recursive.error(), 1008);
+      return WatchWs(**sb, *path, *recursive, ws);
+    }
     default:
       return FailWs(ws, Error::Internal("no WebSocket handler for this route"));
   }
@@ -683,6 +690,45 @@ void Service::PortWs(Sandbox& sb, std::uint16_t port, WebSocket& ws) {
     if (!ws.Send(std::string_view(buf.data(), *n), true).ok()) break;
   }
   ws.Close(1000, "port closed");
+  in.join();
+}
+
+void Service::WatchWs(Sandbox& sb, const std::string& path, bool recursive, WebSocket& ws) {
+  auto w = sb.Watch(path, recursive);
+  if (!w.ok()) return FailWs(ws, w.error());
+  if (!ws.Send(api::WsStartedJson(0), false).ok()) return;
+  WatchStream& watch = **w;
+  // The client's side carries nothing but its close, which ends the watch (Close wakes Next).
+  std::thread in([&] {
+    for (;;) {
+      auto msg = ws.Receive();
+      if (!msg.ok() || !msg->has_value()) break;
+    }
+    watch.Close();
+  });
+  for (;;) {
+    // The events were checked by the channel (relative, bounded, no NUL): each becomes one
+    // text message. A client that reads slowly holds this thread in Send, so the channel's
+    // window stops the agent, whose bounded queue then reports an overflow.
+    auto batch = watch.Next(std::chrono::seconds(60));
+    if (!batch.ok()) {
+      (void)ws.Send(api::WsErrorJson(sb.Diagnose(batch.error()).WithContext("watch " + path)),
+                    false);
+      ws.Close(1011, "failed");
+      break;
+    }
+    if (!batch->has_value()) {
+      (void)ws.Send(api::WsEndJson(), false);
+      ws.Close(1000, "watch ended");
+      break;
+    }
+    bool sent = true;
+    for (const WatchEvent& e : **batch) {
+      if (!(sent = ws.Send(api::WsWatchEventJson(e), false).ok())) break;
+    }
+    if (!sent) break;
+  }
+  watch.Close();
   in.join();
 }
 

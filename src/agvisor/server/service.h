@@ -80,6 +80,7 @@ class Service {
   void ExecWs(Sandbox& sb, WebSocket& ws);
   void AttachWs(Sandbox& sb, std::uint32_t pid, WebSocket& ws);
   void PortWs(Sandbox& sb, std::uint16_t port, WebSocket& ws);
+  void WatchWs(Sandbox& sb, const std::string& path, bool recursive, WebSocket& ws);
 
   ServiceOptions options_;
   std::mutex mu_;
