@@ -1,8 +1,13 @@
 // agvisor mcp: the Model Context Protocol server on stdin/stdout (docs/mcp.md), over the same
 // place as every other subcommand (in process, or agvisord with --server).
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <iostream>
+#include <thread>
 
 #include "agvisor/cli/common.h"
 #include "agvisor/mcp/stdio.h"
@@ -27,7 +32,23 @@ void AddMcp(CLI::App& app, GlobalOptions& g, int* exit_code) {
       *exit_code = ReportError(place.error());
       return;
     }
-    auto r = mcp::ServeStdio(**place, *options, STDIN_FILENO, STDOUT_FILENO);
+    // SIGTERM, SIGINT, SIGHUP end the session like the end of stdin (its sandboxes removed):
+    // blocked here, before any thread starts, and awaited by a thread of their own.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop_signals, s);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    int stop[2];
+    if (::pipe2(stop, O_CLOEXEC) != 0) {
+      *exit_code = ReportError(Error::FromErrno("mcp: pipe", errno));
+      return;
+    }
+    std::thread([stop_signals, fd = stop[1]] {
+      int sig = 0;
+      sigwait(&stop_signals, &sig);
+      (void)!::write(fd, "x", 1);
+    }).detach();
+    auto r = mcp::ServeStdio(**place, *options, STDIN_FILENO, STDOUT_FILENO, stop[0]);
     *exit_code = r.ok() ? kExitOk : ReportError(r.error());
   });
 }

@@ -1,5 +1,6 @@
 #include "agvisor/mcp/stdio.h"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -31,7 +32,7 @@ void WriteLine(int fd, std::string_view text) {
 }  // namespace
 
 Result<std::size_t> ServeStdio(client::Place& place, const SessionOptions& options, int in_fd,
-                               int out_fd) {
+                               int out_fd, int stop_fd) {
   Session session(place, options);
   std::mutex write_mu;
   auto send = [&](std::string_view text) {
@@ -51,6 +52,13 @@ Result<std::size_t> ServeStdio(client::Place& place, const SessionOptions& optio
   Result<void> status;
   char chunk[64 * 1024];
   for (;;) {
+    pollfd fds[2] = {{in_fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+    if (::poll(fds, stop_fd >= 0 ? 2 : 1, -1) < 0) {
+      if (errno == EINTR) continue;
+      status = Error::FromErrno("mcp: poll stdin", errno);
+      break;
+    }
+    if (stop_fd >= 0 && fds[1].revents != 0) break;
     ssize_t n = ::read(in_fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {

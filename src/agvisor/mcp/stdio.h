@@ -15,10 +15,12 @@
 
 namespace agvisor::mcp {
 
-// Serves until `in_fd` ends. Returns how many sandboxes it removed at the end. Errors:
-// kUnavailable (reading `in_fd` failed).
+// Serves until `in_fd` ends, or `stop_fd` (-1: none) becomes readable (`agvisor mcp` makes it
+// readable on SIGTERM, SIGINT and SIGHUP, which some clients send instead of closing stdin):
+// either way the session's sandboxes are removed. Returns how many. Errors: kUnavailable
+// (reading `in_fd` failed).
 Result<std::size_t> ServeStdio(client::Place& place, const SessionOptions& options, int in_fd,
-                               int out_fd);
+                               int out_fd, int stop_fd = -1);
 
 // The longest message a line may hold (a write_file of a few MB, base64): longer lines are
 // answered with a JSON-RPC error and skipped.
