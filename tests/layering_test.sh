@@ -22,6 +22,12 @@ allowed[api]="sandbox egress channel docker http proto base"
 allowed[client]="api sandbox egress channel docker http proto base"
 allowed[cli]="client api sandbox egress images channel docker http proto base"
 allowed[server]="api gateway sandbox egress channel docker http proto base"
+# mcp/: the MCP server (docs/mcp.md) reaches sandboxes only through the client layer (and api/'s
+# pure codecs), never docker/ or sandbox/ directly; `agvisor mcp` (cli/) and agvisord's /mcp
+# (server/, over an in-process place) run it.
+allowed[mcp]="client api base"
+allowed[cli]+=" mcp"
+allowed[server]+=" mcp client"
 # desktop/: the pure desktop codecs (VNC, RFB, PNG, passwords, tokens) on base/ only, used by the
 # sandbox's desktop verbs, the gateway and agvisord.
 allowed[desktop]="base"

@@ -131,9 +131,10 @@ std::set<std::string> OpenApiOperations(const std::string& file) {
   return ops;
 }
 
-// Routes the daemon mounts from other layers (the desktop gateway); documented in openapi.yaml
-// like the built-ins.
-const std::set<std::string> kDocumentedExtensions = {"GET /v1/desktop/ws"};
+// Routes the daemon mounts from other layers (the desktop gateway, MCP); documented in
+// openapi.yaml like the built-ins.
+const std::set<std::string> kDocumentedExtensions = {"GET /v1/desktop/ws", "POST /mcp", "GET /mcp",
+                                                     "DELETE /mcp"};
 
 TEST(OpenApiTest, DocumentMatchesTheRouteTable) {
   auto documented = OpenApiOperations(AGVISOR_OPENAPI);

@@ -293,6 +293,7 @@ int RunCli(int argc, char** argv) {
         AddRemove, AddPause,       AddResume,  AddWatch, AddImage,  AddDoctor}) {
     add(app, g, &exit_code);
   }
+  AddMcp(app, g, &exit_code);  // the MCP server on stdio (docs/mcp.md)
   // Host-side commands have no agvisord equivalent: refused before they run.
   app.parse_complete_callback([&] {
     g.host_flag = app.count("--host") > 0;

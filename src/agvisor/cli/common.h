@@ -115,6 +115,8 @@ using Subcommand = void(CLI::App& app, GlobalOptions& g, int* exit_code);
 // The subcommands (desktop: desktop_cmds.cc).
 Subcommand AddCreate, AddRun, AddExec, AddList, AddTop, AddEgress, AddStop, AddRemove, AddImage,
     AddDoctor, AddCopy, AddShell, AddPortForward, AddDesktop, AddPs, AddKill, AddAttach;
+// mcp (mcp_cmd.cc): the MCP server on stdio.
+Subcommand AddMcp;
 // pause, resume (sandbox_cmds.cc).
 Subcommand AddPause, AddResume;
 // watch (watch_cmd.cc).

@@ -26,6 +26,7 @@
 #include "agvisor/server/desktop_route.h"
 #include "agvisor/server/egress_host.h"
 #include "agvisor/server/log.h"
+#include "agvisor/server/mcp_route.h"
 #include "agvisor/server/server.h"
 #include "agvisor/server/service.h"
 
@@ -231,6 +232,10 @@ int DaemonMain(int argc, char** argv) {
     LogEvent("info", "desktop gateway mounted",
              {{"path", std::string(kDesktopRoutePath)},
               {"origins", std::to_string(desktop_origins.size())}});
+  }
+  // MCP for agents over HTTP (docs/mcp.md), bearer token as on every route.
+  if (auto mcp = MountMcp(**server, {.docker_host = docker_host}); !mcp.ok()) {
+    return fail(mcp.error());
   }
 
   // Egress enforcers: where the sandboxes run, so only for a local Docker host.

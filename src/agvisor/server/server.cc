@@ -403,6 +403,12 @@ Result<std::unique_ptr<Server>> Server::Bind(ServerOptions options) {
   return s;
 }
 
+// Extensions are found by method and path: the route table is a vector that moves its entries
+// as routes are added, so pointers into it would not last.
+std::string Server::ExtensionKey(const api::RouteDef& def) {
+  return std::string(def.method) + " " + std::string(def.path);
+}
+
 void Server::SetHandlers(HttpHandler http, WsHandler ws) {
   http_ = std::move(http);
   ws_ = std::move(ws);
@@ -412,7 +418,15 @@ void Server::SetStreamHandler(StreamHandler stream) { stream_ = std::move(stream
 
 Result<void> Server::AddHttpRoute(const api::RouteDef& def, HttpHandler handler) {
   AGVISOR_RETURN_IF_ERROR(router_.AddExtension(def));
-  ext_http_[&router_.routes().back()] = std::move(handler);
+  ext_http_[ExtensionKey(router_.routes().back())] = std::move(handler);
+  return Ok();
+}
+
+Result<void> Server::AddStreamRoute(const api::RouteDef& def, StreamHandler handler) {
+  api::RouteDef d = def;
+  d.streaming = true;
+  AGVISOR_RETURN_IF_ERROR(router_.AddExtension(d));
+  ext_stream_[ExtensionKey(router_.routes().back())] = std::move(handler);
   return Ok();
 }
 
@@ -420,7 +434,7 @@ Result<void> Server::AddWebSocketRoute(const api::RouteDef& def, WsHandler handl
   api::RouteDef d = def;
   d.websocket = true;
   AGVISOR_RETURN_IF_ERROR(router_.AddExtension(d));
-  ext_ws_[&router_.routes().back()] = std::move(handler);
+  ext_ws_[ExtensionKey(router_.routes().back())] = std::move(handler);
   return Ok();
 }
 
@@ -713,7 +727,7 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
           std::thread io([&] { ioc.run(); });
           BeastWebSocket wsock(ioc, ws);
           set_interrupt([&] { wsock.Close(1001, "agvisord is shutting down"); });
-          auto ext = ext_ws_.find(route);
+          auto ext = ext_ws_.find(ExtensionKey(*route));
           (void)Guarded(req, [&] {
             if (ext != ext_ws_.end()) {
               ext->second(req, match, wsock);
@@ -742,8 +756,10 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
           BeastHttpStream::BodyParser body_parser(std::move(parser));
           BeastHttpStream hs(ioc, stream, buf, body_parser, version, options_.body_timeout,
                              expect_continue);
+          auto ext = ext_stream_.find(ExtensionKey(*route));
+          const StreamHandler& handler = ext != ext_stream_.end() ? ext->second : stream_;
           HttpResponse r =
-              stream_ ? Guarded(req, [&] { return stream_(req, match, hs); })
+              handler ? Guarded(req, [&] { return handler(req, match, hs); })
                       : HttpResponse{501,
                                      "application/json",
                                      api::ErrorJsonSlug("unsupported", "this route is not served"),
@@ -787,7 +803,7 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
           }
         }
         if (resp.body.empty() && route) {
-          auto ext = ext_http_.find(route);
+          auto ext = ext_http_.find(ExtensionKey(*route));
           resp = Guarded(req, [&] {
             return ext != ext_http_.end() ? ext->second(req, match) : http_(req, match);
           });

@@ -122,6 +122,9 @@ class Server {
   void SetStreamHandler(StreamHandler stream);
   Result<void> AddHttpRoute(const api::RouteDef& def, HttpHandler handler);
   Result<void> AddWebSocketRoute(const api::RouteDef& def, WsHandler handler);
+  // An extension that reads its body and writes its answer as they flow (RouteDef::streaming is
+  // set for it), e.g. /mcp answering with an event stream.
+  Result<void> AddStreamRoute(const api::RouteDef& def, StreamHandler handler);
 
   // The bound TCP port (0 when there is no TCP listener).
   std::uint16_t tcp_port() const { return tcp_port_; }
@@ -147,8 +150,11 @@ class Server {
   HttpHandler http_;
   WsHandler ws_;
   StreamHandler stream_;
-  std::map<const api::RouteDef*, HttpHandler> ext_http_;
-  std::map<const api::RouteDef*, WsHandler> ext_ws_;
+  // Keyed by ExtensionKey (method + path).
+  static std::string ExtensionKey(const api::RouteDef& def);
+  std::map<std::string, HttpHandler> ext_http_;
+  std::map<std::string, WsHandler> ext_ws_;
+  std::map<std::string, StreamHandler> ext_stream_;
   std::vector<std::unique_ptr<api::RouteDef>> ext_defs_;
   UniqueFd unix_fd_, tcp_fd_, wake_fd_;
   std::uint16_t tcp_port_ = 0;

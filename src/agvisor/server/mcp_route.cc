@@ -1,0 +1,162 @@
+#include "agvisor/server/mcp_route.h"
+
+#include <openssl/rand.h>
+
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "agvisor/api/codec.h"
+#include "agvisor/client/place.h"
+
+namespace agvisor::server {
+namespace {
+
+struct McpState {
+  McpRouteOptions options;
+  std::unique_ptr<client::Place> place;
+  std::mutex mu;
+  // Most recently used last.
+  std::list<std::pair<std::string, std::shared_ptr<mcp::Session>>> sessions;
+
+  std::shared_ptr<mcp::Session> Find(const std::string& id) {
+    std::lock_guard lock(mu);
+    for (auto it = sessions.begin(); it != sessions.end(); ++it) {
+      if (it->first == id) {
+        sessions.splice(sessions.end(), sessions, it);
+        return sessions.back().second;
+      }
+    }
+    return nullptr;
+  }
+};
+
+HttpResponse JsonRpcError(int status, int code, std::string message) {
+  return {status,
+          "application/json",
+          R"({"jsonrpc":"2.0","id":null,"error":{"code":)" + std::to_string(code) +
+              R"(,"message":")" + message + R"("}})",
+          {}};
+}
+
+Result<std::string> NewSessionId() {
+  unsigned char raw[16];
+  if (RAND_bytes(raw, sizeof raw) != 1) return Error::Internal("mcp: RAND_bytes failed");
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id;
+  for (unsigned char c : raw) {
+    id.push_back(kHex[c >> 4]);
+    id.push_back(kHex[c & 15]);
+  }
+  return id;
+}
+
+HttpResponse Post(McpState& st, const HttpRequest& req, HttpStream& io) {
+  std::string body;
+  char buf[64 * 1024];
+  for (;;) {
+    auto n = io.ReadBody(buf);
+    if (!n.ok()) {
+      return JsonRpcError(n.error().code() == ErrorCode::kResourceExhausted ? 413 : 400, -32700,
+                          "reading the request failed");
+    }
+    if (*n == 0) break;
+    body.append(buf, *n);
+  }
+  const auto peek = mcp::Session::Inspect(body);
+  if (!peek.valid_json) {
+    return JsonRpcError(400, -32700,
+                        "malformed JSON: POST one JSON-RPC 2.0 message (or a batch) to /mcp");
+  }
+  std::shared_ptr<mcp::Session> session;
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (peek.initialize) {
+    auto id = NewSessionId();
+    if (!id.ok()) return JsonRpcError(500, -32603, "cannot make a session id");
+    session = std::make_shared<mcp::Session>(*st.place, st.options.session);
+    std::lock_guard lock(st.mu);
+    st.sessions.emplace_back(*id, session);
+    while (st.sessions.size() > st.options.max_sessions) st.sessions.pop_front();
+    headers.emplace_back("Mcp-Session-Id", *id);
+  } else {
+    const std::string id = req.header("mcp-session-id");
+    if (id.empty()) {
+      return JsonRpcError(400, -32600,
+                          "the Mcp-Session-Id header is missing: send initialize first and "
+                          "repeat the id its answer gave");
+    }
+    session = st.Find(id);
+    if (!session) {
+      return JsonRpcError(404, -32600,
+                          "no such MCP session (ended, or agvisord restarted): "
+                          "initialize a new one");
+    }
+  }
+  if (!peek.has_request) {
+    (void)session->Handle(body);
+    return {202, "application/json", "", headers};
+  }
+  if (!peek.wants_progress) {
+    return {200, "application/json", session->Handle(body), headers};
+  }
+  // Progress: an event stream, each notification an event as it comes, the answer last.
+  if (!io.BeginBody(200, "text/event-stream").ok()) return {200, "", "", {}};
+  bool broken = false;
+  auto event = [&io, &broken](std::string_view message) {
+    if (broken || message.empty()) return;
+    std::string e = "event: message\ndata: ";
+    e.append(message);
+    e.append("\n\n");
+    broken = !io.WriteBody(e).ok();  // the client went away: the call still runs to its end
+  };
+  event(session->Handle(body, event));
+  return {200, "", "", {}};
+}
+
+}  // namespace
+
+Result<void> MountMcp(Server& server, McpRouteOptions options) {
+  auto st = std::make_shared<McpState>();
+  st->place = client::InProcess(options.docker_host);
+  st->options = std::move(options);
+  AGVISOR_RETURN_IF_ERROR(
+      server.AddStreamRoute({"POST", kMcpRoutePath, api::RouteId::kExtension},
+                            [st](const HttpRequest& req, const api::RouteMatch&, HttpStream& io) {
+                              return Post(*st, req, io);
+                            }));
+  AGVISOR_RETURN_IF_ERROR(server.AddHttpRoute(
+      {"GET", kMcpRoutePath, api::RouteId::kExtension},
+      [](const HttpRequest&, const api::RouteMatch&) {
+        return HttpResponse{405,
+                            "application/json",
+                            api::ErrorJsonSlug("unsupported",
+                                               "/mcp offers no server-initiated stream: POST "
+                                               "JSON-RPC messages"),
+                            {{"Allow", "POST, DELETE"}}};
+      }));
+  return server.AddHttpRoute(
+      {"DELETE", kMcpRoutePath, api::RouteId::kExtension},
+      [st](const HttpRequest& req, const api::RouteMatch&) {
+        const std::string id = req.header("mcp-session-id");
+        std::shared_ptr<mcp::Session> session;
+        {
+          std::lock_guard lock(st->mu);
+          for (auto it = st->sessions.begin(); it != st->sessions.end(); ++it) {
+            if (it->first == id) {
+              session = it->second;
+              st->sessions.erase(it);
+              break;
+            }
+          }
+        }
+        if (!session) {
+          return HttpResponse{
+              404, "application/json", api::ErrorJsonSlug("not_found", "no such MCP session"), {}};
+        }
+        session->EndSandboxes();
+        return HttpResponse{204, "application/json", "", {}};
+      });
+}
+
+}  // namespace agvisor::server
