@@ -169,6 +169,45 @@ Timings RunOurs(const std::string& image, int runs) {
   return t;
 }
 
+// Between spaced execs: an agent thinking between calls (issue 21); systrap's idle wake-up shows.
+constexpr auto kExecSpacing = std::chrono::milliseconds(200);
+
+// Exec `sh -c true` (ExecShell, what the seed's exec("true") runs) `runs` times back to back and
+// `runs` times kExecSpacing apart, in a sandbox of its own with `warm_shells` ready shells. Keys
+// exec_sh_{b2b,spaced}_{median,p95}_w<N> and, per pace, how many ran in a ready shell
+// (ExecResult::prestarted) as exec_sh_{b2b,spaced}_prestarted_w<N>.
+void RunExecPacing(const std::string& image, int runs, int warm_shells, Timings& t) {
+  SandboxSpec spec;
+  spec.image = image;
+  spec.limits.cpus = 1;
+  spec.limits.memory = "512m";
+  spec.limits.disk = "none";
+  spec.labels["bench.run"] = "1";
+  spec.warm_shells = warm_shells;
+  auto sb = Must(Sandbox::Create(spec), "create");
+  const std::string w = "_w" + std::to_string(warm_shells);
+  for (const char* pace : {"b2b", "spaced"}) {
+    std::vector<double> ex;
+    int prestarted = 0;
+    for (int i = 0; i < runs; ++i) {
+      // Spaced: the pause comes first, so every timed call follows an idle gap (and a ready
+      // shell had time to be replaced).
+      if (std::string_view(pace) == "spaced") std::this_thread::sleep_for(kExecSpacing);
+      auto t0 = Clock::now();
+      auto r = Must(sb->ExecShell("true"), "exec sh -c true");
+      ex.push_back(Since(t0));
+      if (r.exit_code != 0) Die("exec sh -c true failed");
+      prestarted += r.prestarted ? 1 : 0;
+    }
+    std::sort(ex.begin(), ex.end());
+    const std::string key = std::string("exec_sh_") + pace;
+    t[key + "_median" + w] = ex[ex.size() / 2];
+    t[key + "_p95" + w] = ex[std::max<std::size_t>(1, ex.size() * 95 / 100) - 1];
+    t[key + "_prestarted" + w] = prestarted;
+  }
+  Must(sb->Stop(), "stop");
+}
+
 // A `docker` first on PATH that drops --annotation (needs Engine API 1.43; the seed passes it
 // on every run) and runs the real docker CLI.
 std::string MakeDockerWrapper(const std::string& dir) {
@@ -652,23 +691,52 @@ void BasicSuite(const std::string& seed, const std::string& image, int runs) {
   }
   std::fprintf(stderr, "running agvisor ...\n");
   Timings o = RunOurs(image, runs);
+  std::fprintf(stderr, "running agvisor's exec pacing (ready shells on, then off) ...\n");
+  RunExecPacing(image, runs, kDefaultWarmShells, o);
+  RunExecPacing(image, runs, 0, o);
 
   struct Row {
-    const char* key;
-    const char* label;
-    double mb;  // bytes moved (MB), 0 = a latency
+    std::string key;
+    std::string label;
+    double mb = 0;         // bytes moved (MB), 0 = a latency
+    std::string seed_key;  // the seed's measurement to compare with ("" = key)
   };
-  const Row rows[] = {
-      {"create", "create to ready", 0},
-      {"exec_median", "exec `true` round trip, median", 0},
-      {"exec_p95", "exec `true` round trip, p95", 0},
-      {"spawn_floor", "starting `true` inside the sandbox (the floor under exec)", 0},
-      {"output_collected", "50 MB output (cat), collected", 50},
-      {"output_streamed", "50 MB output (cat), streamed", 50},
-      {"upload", "100 MB upload", 100},
-      {"download", "100 MB download", 100},
-      {"stop", "stop", 0},
+  std::vector<Row> rows = {
+      {"create", "create to ready"},
+      {"exec_median", "exec `true` round trip, median"},
+      {"exec_p95", "exec `true` round trip, p95"},
+      {"spawn_floor", "starting `true` inside the sandbox (the floor under exec)"},
   };
+  // Exec `sh -c true` back to back and 200 ms apart, with and without ready shells; the seed's
+  // exec("true") is the same shell command.
+  for (const char* pace : {"b2b", "spaced"}) {
+    const bool spaced = std::string_view(pace) == "spaced";
+    for (int w : {kDefaultWarmShells, 0}) {
+      for (const char* stat : {"median", "p95"}) {
+        const std::string suffix = "_w" + std::to_string(w);
+        const std::string key = std::string("exec_sh_") + pace + "_" + stat + suffix;
+        const int used =
+            static_cast<int>(o[std::string("exec_sh_") + pace + "_prestarted" + suffix]);
+        std::string label =
+            std::string("exec `sh -c true` ") +
+            (spaced ? "200 ms apart (agent-like)" : "back to back") + ", " + stat + ", " +
+            (w > 0 ? "ready shells (warm_shells " + std::to_string(w) + "; " +
+                         std::to_string(used) + "/" + std::to_string(runs) + " prestarted)"
+                   : "no ready shells (warm_shells 0; " + std::to_string(used) + "/" +
+                         std::to_string(runs) + " prestarted)");
+        rows.push_back({key, label, 0, std::string(spaced ? "exec_spaced_" : "exec_") + stat});
+      }
+    }
+  }
+  for (Row r : std::initializer_list<Row>{
+           {"output_collected", "50 MB output (cat), collected", 50},
+           {"output_streamed", "50 MB output (cat), streamed", 50},
+           {"upload", "100 MB upload", 100},
+           {"download", "100 MB download", 100},
+           {"stop", "stop"},
+       }) {
+    rows.push_back(r);
+  }
   const double ceiling = o["ceiling"];
   std::printf(
       "\nimage %s, 1 cpu, 512m; exec runs %d; transport ceiling (raw Engine API exec of "
@@ -686,12 +754,13 @@ void BasicSuite(const std::string& seed, const std::string& image, int runs) {
       return std::string(b);
     };
     std::string seed_cell = "-", ratio = "-", vs_ceiling = "-";
-    if (s && s->count(r.key)) {
-      seed_cell = fmt((*s)[r.key]);
+    const std::string& sk = r.seed_key.empty() ? r.key : r.seed_key;
+    if (s && s->count(sk)) {
+      seed_cell = fmt((*s)[sk]);
       char b[32];
-      std::snprintf(b, sizeof b, "%.2fx", (*s)[r.key] / o[r.key]);
+      std::snprintf(b, sizeof b, "%.2fx", (*s)[sk] / o[r.key]);
       ratio = b;
-    } else if (s && std::string_view(r.key) == "spawn_floor") {
+    } else if (s && r.key == "spawn_floor") {
       // No exec round trip can beat the process start it contains: the best ratio possible.
       char b[48];
       std::snprintf(b, sizeof b, "at most %.1fx", (*s)["exec_median"] / o[r.key]);
@@ -700,12 +769,23 @@ void BasicSuite(const std::string& seed, const std::string& image, int runs) {
     if (r.mb > 0) {
       // The median over rounds of throughput / that round's ceiling throughput.
       char b[32];
-      std::snprintf(b, sizeof b, "%.2f", o[std::string(r.key) + "_vs_ceiling"]);
+      std::snprintf(b, sizeof b, "%.2f", o[r.key + "_vs_ceiling"]);
       vs_ceiling = b;
     }
-    std::printf("| %s | %s | %s | %s | %s |\n", r.label, seed_cell.c_str(), fmt(o[r.key]).c_str(),
-                ratio.c_str(), vs_ceiling.c_str());
+    std::printf("| %s | %s | %s | %s | %s |\n", r.label.c_str(), seed_cell.c_str(),
+                fmt(o[r.key]).c_str(), ratio.c_str(), vs_ceiling.c_str());
   }
+  // The "ready shells" rows mean something only if the agent used them: say how often it did.
+  const std::string w = "_w" + std::to_string(kDefaultWarmShells);
+  const int b2b = static_cast<int>(o["exec_sh_b2b_prestarted" + w]);
+  const int spaced = static_cast<int>(o["exec_sh_spaced_prestarted" + w]);
+  std::printf(
+      "\nready shells (ExecResult::prestarted): with warm_shells %d, %d/%d back-to-back and "
+      "%d/%d spaced execs ran in a ready shell%s; with warm_shells 0, %d/%d and %d/%d.\n",
+      kDefaultWarmShells, b2b, runs, spaced, runs,
+      spaced == 0 ? " (NONE: the \"ready shells\" rows measured cold starts)" : "",
+      static_cast<int>(o["exec_sh_b2b_prestarted_w0"]), runs,
+      static_cast<int>(o["exec_sh_spaced_prestarted_w0"]), runs);
 }
 
 }  // namespace
