@@ -7,8 +7,10 @@
 // Suites: basic (default: create, exec, output, transfers, stop), create (cold creates, bridge
 // and none, interleaved rounds; then `docker stop`), pool (warm-pool acquire vs cold create),
 // concurrency (20 concurrent creates per start-gate bound, 200 concurrent execs), memory (idle
-// sandbox host memory), desktop (gui create to ready), all; and egress (bench/egress_suite.h:
-// starts agvisord, so only when named, under `flock /tmp/agvisor-egress.lock`; not in all).
+// sandbox host memory), idle (idle and paused sandbox host CPU per gVisor platform), desktop
+// (gui create to ready), all; and egress (bench/egress_suite.h: starts agvisord, so only when
+// named, under `flock /tmp/agvisor-egress.lock`; not in all). --platform puts every sandbox of
+// the run (and the seed's basic-suite sandbox) on that gVisor platform.
 //
 // DIR is the seed's import root (the directory holding its `agvisor` package); default
 // $AGVISOR_SEED_PATH; without either, the seed column is skipped. See bench/README.md.
@@ -36,6 +38,7 @@
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
+#include "agvisor/sandbox/docker_runtime/runtime_check.h"
 #include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/start_gate.h"
@@ -45,6 +48,8 @@ namespace agvisor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+// --platform: the gVisor platform of every sandbox of the run ("" = the default, systrap).
+std::string g_platform;
 constexpr std::size_t kOutputBytes = 50'000'000;
 constexpr std::size_t kTransferBytes = 100'000'000;
 
@@ -87,6 +92,7 @@ Timings RunOurs(const std::string& image, int runs) {
   spec.limits.memory = "512m";
   spec.limits.disk = "none";
   spec.labels["bench.run"] = "1";
+  spec.platform = g_platform;
   // Not timed: the first create on a host (or after an agent change) makes the derived agent
   // image once (sandbox/docker_runtime/agent_image.h); every later create reuses it.
   Must(Must(Sandbox::Create(spec), "warm-up create")->Stop(), "warm-up stop");
@@ -169,6 +175,46 @@ Timings RunOurs(const std::string& image, int runs) {
   return t;
 }
 
+// Between spaced execs: an agent thinking between calls (issue 21); systrap's idle wake-up shows.
+constexpr auto kExecSpacing = std::chrono::milliseconds(200);
+
+// Exec `sh -c true` (ExecShell, what the seed's exec("true") runs) `runs` times back to back and
+// `runs` times kExecSpacing apart, in a sandbox of its own with `warm_shells` ready shells. Keys
+// exec_sh_{b2b,spaced}_{median,p95}_w<N> and, per pace, how many ran in a ready shell
+// (ExecResult::prestarted) as exec_sh_{b2b,spaced}_prestarted_w<N>.
+void RunExecPacing(const std::string& image, int runs, int warm_shells, Timings& t) {
+  SandboxSpec spec;
+  spec.image = image;
+  spec.limits.cpus = 1;
+  spec.limits.memory = "512m";
+  spec.limits.disk = "none";
+  spec.labels["bench.run"] = "1";
+  spec.warm_shells = warm_shells;
+  spec.platform = g_platform;
+  auto sb = Must(Sandbox::Create(spec), "create");
+  const std::string w = "_w" + std::to_string(warm_shells);
+  for (const char* pace : {"b2b", "spaced"}) {
+    std::vector<double> ex;
+    int prestarted = 0;
+    for (int i = 0; i < runs; ++i) {
+      // Spaced: the pause comes first, so every timed call follows an idle gap (and a ready
+      // shell had time to be replaced).
+      if (std::string_view(pace) == "spaced") std::this_thread::sleep_for(kExecSpacing);
+      auto t0 = Clock::now();
+      auto r = Must(sb->ExecShell("true"), "exec sh -c true");
+      ex.push_back(Since(t0));
+      if (r.exit_code != 0) Die("exec sh -c true failed");
+      prestarted += r.prestarted ? 1 : 0;
+    }
+    std::sort(ex.begin(), ex.end());
+    const std::string key = std::string("exec_sh_") + pace;
+    t[key + "_median" + w] = ex[ex.size() / 2];
+    t[key + "_p95" + w] = ex[std::max<std::size_t>(1, ex.size() * 95 / 100) - 1];
+    t[key + "_prestarted" + w] = prestarted;
+  }
+  Must(sb->Stop(), "stop");
+}
+
 // A `docker` first on PATH that drops --annotation (needs Engine API 1.43; the seed passes it
 // on every run) and runs the real docker CLI.
 std::string MakeDockerWrapper(const std::string& dir) {
@@ -197,7 +243,8 @@ std::optional<Timings> RunSeed(const std::string& seed, const std::string& image
   const char* path = std::getenv("PATH");
   auto p = Must(
       Subprocess::Spawn(
-          {.argv = {"python3", AGVISOR_BENCH_DIR "/seed_bench.py", image, std::to_string(runs)},
+          {.argv = {"python3", AGVISOR_BENCH_DIR "/seed_bench.py", image, std::to_string(runs),
+                    PlatformRuntimeOf("runsc", g_platform)},
            .env = {"PATH=" + dir + ":" + (path ? path : "/usr/bin:/bin"), "PYTHONPATH=" + seed},
            .pipe_stdout = true}),
       "run the seed");
@@ -229,6 +276,7 @@ SandboxSpec BenchSpec(const std::string& image) {
   spec.limits.memory = "512m";
   spec.limits.disk = "none";
   spec.labels["bench.run"] = "1";
+  spec.platform = g_platform;
   return spec;
 }
 
@@ -571,8 +619,8 @@ std::int64_t FieldKb(const std::string& text, const std::string& name) {
 }
 
 // The container's containerd shim and everything under it (runsc-gofer, runsc-sandbox, ...),
-// found through /proc: RSS from status, PSS from smaps_rollup.
-Footprint MeasureContainer(const std::string& container_id) {
+// found through /proc: each process's pid and argv[0], the shim first.
+std::vector<std::pair<int, std::string>> ContainerTree(const std::string& container_id) {
   std::map<int, int> parent;
   std::map<int, std::string> argv0;
   int shim = 0;
@@ -597,20 +645,29 @@ Footprint MeasureContainer(const std::string& container_id) {
   }
   ::closedir(d);
   if (shim == 0) Die("no containerd shim for container " + container_id);
-  Footprint f;
+  std::vector<std::pair<int, std::string>> tree;
   std::vector<int> todo = {shim};
   while (!todo.empty()) {
     int pid = todo.back();
     todo.pop_back();
+    tree.emplace_back(pid, argv0[pid]);
+    for (const auto& [child, pp] : parent) {
+      if (pp == pid) todo.push_back(child);
+    }
+  }
+  return tree;
+}
+
+// RSS from status, PSS from smaps_rollup, over the container's process tree.
+Footprint MeasureContainer(const std::string& container_id) {
+  Footprint f;
+  for (const auto& [pid, argv0] : ContainerTree(container_id)) {
     const std::string base = "/proc/" + std::to_string(pid);
     std::int64_t pss = FieldKb(ReadAll(base + "/smaps_rollup"), "Pss");
     f.rss_kb += FieldKb(ReadAll(base + "/status"), "VmRSS");
     f.pss_kb += pss;
-    if (argv0[pid].find("runsc-sandbox") != std::string::npos) f.sentry_pss_kb += pss;
+    if (argv0.find("runsc-sandbox") != std::string::npos) f.sentry_pss_kb += pss;
     ++f.processes;
-    for (const auto& [child, pp] : parent) {
-      if (pp == pid) todo.push_back(child);
-    }
   }
   return f;
 }
@@ -644,6 +701,111 @@ void MemorySuite(const std::string& seed, const std::string& image, int settle_s
   row("agvisor", ours);
 }
 
+// ---- idle: the host CPU an idle (and a paused) sandbox costs, per gVisor platform ----
+
+// CPU time (utime + stime, clock ticks) so far of each runsc process of a container: every
+// process under its shim whose argv[0] names runsc (runsc-sandbox: the sentry, runsc-gofer, ...).
+// A process's threads are in its own times.
+std::map<int, std::int64_t> RunscTicks(const std::string& container_id) {
+  std::map<int, std::int64_t> ticks;
+  for (const auto& [pid, argv0] : ContainerTree(container_id)) {
+    if (argv0.find("runsc") == std::string::npos) continue;
+    const std::string stat = ReadAll("/proc/" + std::to_string(pid) + "/stat");
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    // After "(comm) ": state is field 3, utime 14, stime 15 (proc(5)).
+    std::istringstream in(stat.substr(close + 2));
+    std::string field;
+    std::int64_t used = 0;
+    for (int i = 3; i <= 15 && in >> field; ++i) {
+      if (i >= 14) used += std::atoll(field.c_str());
+    }
+    ticks[pid] = used;
+  }
+  return ticks;
+}
+
+std::int64_t TicksBetween(const std::map<int, std::int64_t>& before,
+                          const std::map<int, std::int64_t>& after) {
+  std::int64_t sum = 0;
+  for (const auto& [pid, t] : after) {
+    auto it = before.find(pid);
+    sum += t - (it == before.end() ? 0 : it->second);  // a process started meanwhile: all of it
+  }
+  return sum;
+}
+
+// One sandbox per platform (--platform: that one; else systrap and ptrace), all measured over
+// the same `seconds`: first idle (created, `settle` seconds left alone, no exec), then paused.
+void IdleSuite(const std::string& image, int seconds, int settle) {
+  std::vector<std::string> platforms = {std::string(kDefaultPlatform),
+                                        std::string(kPlatformPtrace)};
+  if (!g_platform.empty()) platforms = {g_platform};
+  struct Box {
+    std::string platform;
+    std::unique_ptr<Sandbox> sb;
+    std::string id;
+    std::int64_t idle = -1, paused = -1;
+  };
+  std::vector<Box> boxes;
+  for (const auto& p : platforms) {
+    std::fprintf(stderr, "idle: a sandbox on %s ...\n", p.c_str());
+    SandboxSpec spec = BenchSpec(image);
+    spec.platform = p;
+    auto sb = Sandbox::Create(spec);
+    if (!sb.ok()) {
+      std::fprintf(stderr, "  skipped: %s\n", sb.error().ToString().c_str());
+      continue;
+    }
+    const std::string id = Must((*sb)->Info(), "info").container_id;
+    boxes.push_back({p, std::move(*sb), id});
+  }
+  if (boxes.empty()) Die("idle: no sandbox started on any platform");
+  std::this_thread::sleep_for(std::chrono::seconds(settle));
+  auto window = [&](auto store) {
+    std::vector<std::map<int, std::int64_t>> before;
+    for (auto& b : boxes) before.push_back(RunscTicks(b.id));
+    std::this_thread::sleep_for(std::chrono::seconds(seconds));
+    for (std::size_t i = 0; i < boxes.size(); ++i) {
+      store(boxes[i], TicksBetween(before[i], RunscTicks(boxes[i].id)));
+    }
+  };
+  std::fprintf(stderr, "idle: %d s idle ...\n", seconds);
+  window([](Box& b, std::int64_t t) { b.idle = t; });
+  for (auto& b : boxes) Must(b.sb->Pause(), "pause");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::fprintf(stderr, "idle: %d s paused ...\n", seconds);
+  window([](Box& b, std::int64_t t) { b.paused = t; });
+  for (auto& b : boxes) {
+    Must(b.sb->Resume(), "resume");
+    Must(b.sb->Stop(), "stop");
+  }
+
+  const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  const double window_ticks = hz * seconds;
+  std::string load = ReadAll("/proc/loadavg");
+  load = load.substr(0, load.find(' ', load.find(' ', load.find(' ') + 1) + 1));
+  std::printf(
+      "\n### Idle sandbox host CPU (image %s, 1 cpu, 512m; runsc processes' utime+stime over %d s, "
+      "%.0f ticks/s; load average %s)\n\n",
+      image.c_str(), seconds, hz, load.c_str());
+  std::printf(
+      "| platform | idle: ticks | idle: %% of a CPU | idle sandboxes per core | paused: ticks | "
+      "paused: %% of a CPU |\n|---|---|---|---|---|---|\n");
+  for (const auto& b : boxes) {
+    char per_core[48];
+    if (b.idle > 0) {
+      std::snprintf(per_core, sizeof per_core, "%.0f", window_ticks / static_cast<double>(b.idle));
+    } else {
+      std::snprintf(per_core, sizeof per_core, "> %.0f (0 ticks)", window_ticks);
+    }
+    std::printf("| %s | %lld | %.2f%% | %s | %lld | %.2f%% |\n", b.platform.c_str(),
+                static_cast<long long>(b.idle), 100.0 * static_cast<double>(b.idle) / window_ticks,
+                per_core, static_cast<long long>(b.paused),
+                100.0 * static_cast<double>(b.paused) / window_ticks);
+  }
+}
+
 void BasicSuite(const std::string& seed, const std::string& image, int runs) {
   std::optional<Timings> s;
   if (!seed.empty()) {
@@ -652,28 +814,59 @@ void BasicSuite(const std::string& seed, const std::string& image, int runs) {
   }
   std::fprintf(stderr, "running agvisor ...\n");
   Timings o = RunOurs(image, runs);
+  std::fprintf(stderr, "running agvisor's exec pacing (ready shells on, then off) ...\n");
+  RunExecPacing(image, runs, kDefaultWarmShells, o);
+  RunExecPacing(image, runs, 0, o);
 
   struct Row {
-    const char* key;
-    const char* label;
-    double mb;  // bytes moved (MB), 0 = a latency
+    std::string key;
+    std::string label;
+    double mb = 0;         // bytes moved (MB), 0 = a latency
+    std::string seed_key;  // the seed's measurement to compare with ("" = key)
   };
-  const Row rows[] = {
-      {"create", "create to ready", 0},
-      {"exec_median", "exec `true` round trip, median", 0},
-      {"exec_p95", "exec `true` round trip, p95", 0},
-      {"spawn_floor", "starting `true` inside the sandbox (the floor under exec)", 0},
-      {"output_collected", "50 MB output (cat), collected", 50},
-      {"output_streamed", "50 MB output (cat), streamed", 50},
-      {"upload", "100 MB upload", 100},
-      {"download", "100 MB download", 100},
-      {"stop", "stop", 0},
+  std::vector<Row> rows = {
+      {"create", "create to ready"},
+      {"exec_median", "exec `true` round trip, median"},
+      {"exec_p95", "exec `true` round trip, p95"},
+      {"spawn_floor", "starting `true` inside the sandbox (the floor under exec)"},
   };
+  // Exec `sh -c true` back to back and 200 ms apart, with and without ready shells; the seed's
+  // exec("true") is the same shell command.
+  for (const char* pace : {"b2b", "spaced"}) {
+    const bool spaced = std::string_view(pace) == "spaced";
+    for (int w : {kDefaultWarmShells, 0}) {
+      for (const char* stat : {"median", "p95"}) {
+        const std::string suffix = "_w" + std::to_string(w);
+        const std::string key = std::string("exec_sh_") + pace + "_" + stat + suffix;
+        const int used =
+            static_cast<int>(o[std::string("exec_sh_") + pace + "_prestarted" + suffix]);
+        std::string label =
+            std::string("exec `sh -c true` ") +
+            (spaced ? "200 ms apart (agent-like)" : "back to back") + ", " + stat + ", " +
+            (w > 0 ? "ready shells (warm_shells " + std::to_string(w) + "; " +
+                         std::to_string(used) + "/" + std::to_string(runs) + " prestarted)"
+                   : "no ready shells (warm_shells 0; " + std::to_string(used) + "/" +
+                         std::to_string(runs) + " prestarted)");
+        rows.push_back({key, label, 0, std::string(spaced ? "exec_spaced_" : "exec_") + stat});
+      }
+    }
+  }
+  for (Row r : std::initializer_list<Row>{
+           {"output_collected", "50 MB output (cat), collected", 50},
+           {"output_streamed", "50 MB output (cat), streamed", 50},
+           {"upload", "100 MB upload", 100},
+           {"download", "100 MB download", 100},
+           {"stop", "stop"},
+       }) {
+    rows.push_back(r);
+  }
   const double ceiling = o["ceiling"];
   std::printf(
-      "\nimage %s, 1 cpu, 512m; exec runs %d; transport ceiling (raw Engine API exec of "
+      "\nimage %s, 1 cpu, 512m, platform %s; exec runs %d; transport ceiling (raw Engine API exec "
+      "of "
       "`cat` 50 MB, median of %d rounds): %.0f ms = %.0f MB/s\n\n",
-      image.c_str(), runs, kTransferRounds, ceiling * 1000, 50 / ceiling);
+      image.c_str(), g_platform.empty() ? "systrap (default)" : g_platform.c_str(), runs,
+      kTransferRounds, ceiling * 1000, 50 / ceiling);
   std::printf("| operation | seed | agvisor | vs seed | vs ceiling |\n|---|---|---|---|---|\n");
   for (const Row& r : rows) {
     auto fmt = [&](double sec) {
@@ -686,12 +879,13 @@ void BasicSuite(const std::string& seed, const std::string& image, int runs) {
       return std::string(b);
     };
     std::string seed_cell = "-", ratio = "-", vs_ceiling = "-";
-    if (s && s->count(r.key)) {
-      seed_cell = fmt((*s)[r.key]);
+    const std::string& sk = r.seed_key.empty() ? r.key : r.seed_key;
+    if (s && s->count(sk)) {
+      seed_cell = fmt((*s)[sk]);
       char b[32];
-      std::snprintf(b, sizeof b, "%.2fx", (*s)[r.key] / o[r.key]);
+      std::snprintf(b, sizeof b, "%.2fx", (*s)[sk] / o[r.key]);
       ratio = b;
-    } else if (s && std::string_view(r.key) == "spawn_floor") {
+    } else if (s && r.key == "spawn_floor") {
       // No exec round trip can beat the process start it contains: the best ratio possible.
       char b[48];
       std::snprintf(b, sizeof b, "at most %.1fx", (*s)["exec_median"] / o[r.key]);
@@ -700,12 +894,23 @@ void BasicSuite(const std::string& seed, const std::string& image, int runs) {
     if (r.mb > 0) {
       // The median over rounds of throughput / that round's ceiling throughput.
       char b[32];
-      std::snprintf(b, sizeof b, "%.2f", o[std::string(r.key) + "_vs_ceiling"]);
+      std::snprintf(b, sizeof b, "%.2f", o[r.key + "_vs_ceiling"]);
       vs_ceiling = b;
     }
-    std::printf("| %s | %s | %s | %s | %s |\n", r.label, seed_cell.c_str(), fmt(o[r.key]).c_str(),
-                ratio.c_str(), vs_ceiling.c_str());
+    std::printf("| %s | %s | %s | %s | %s |\n", r.label.c_str(), seed_cell.c_str(),
+                fmt(o[r.key]).c_str(), ratio.c_str(), vs_ceiling.c_str());
   }
+  // The "ready shells" rows mean something only if the agent used them: say how often it did.
+  const std::string w = "_w" + std::to_string(kDefaultWarmShells);
+  const int b2b = static_cast<int>(o["exec_sh_b2b_prestarted" + w]);
+  const int spaced = static_cast<int>(o["exec_sh_spaced_prestarted" + w]);
+  std::printf(
+      "\nready shells (ExecResult::prestarted): with warm_shells %d, %d/%d back-to-back and "
+      "%d/%d spaced execs ran in a ready shell%s; with warm_shells 0, %d/%d and %d/%d.\n",
+      kDefaultWarmShells, b2b, runs, spaced, runs,
+      spaced == 0 ? " (NONE: the \"ready shells\" rows measured cold starts)" : "",
+      static_cast<int>(o["exec_sh_b2b_prestarted_w0"]), runs,
+      static_cast<int>(o["exec_sh_spaced_prestarted_w0"]), runs);
 }
 
 }  // namespace
@@ -748,11 +953,13 @@ int main(int argc, char** argv) {
   std::string seed = std::getenv("AGVISOR_SEED_PATH") ? std::getenv("AGVISOR_SEED_PATH") : "";
   std::string image = "agvisor/base:latest";
   int runs = 50, creates = 20, sandboxes = 10, execs = 200, acquires = 50, colds = 10, settle = 5;
+  int idle_seconds = 20;
   std::vector<int> gates = {2, 4, 8, 0};
   std::vector<std::string> suites;
   const char* usage =
-      "usage: agvisor_bench [--seed DIR] [--image IMG] [--runs N] [--suite basic|create|pool|"
-      "concurrency|memory|desktop|all|egress]... [--creates N] [--gates K,K,...] [--exec-sandboxes "
+      "usage: agvisor_bench [--seed DIR] [--image IMG] [--runs N] [--platform systrap|ptrace] "
+      "[--suite basic|create|pool|concurrency|memory|idle|desktop|all|egress]... [--idle-seconds "
+      "N] [--creates N] [--gates K,K,...] [--exec-sandboxes "
       "S] "
       "[--execs N] "
       "[--acquires N] [--colds N]  (see bench/README.md)";
@@ -767,14 +974,21 @@ int main(int argc, char** argv) {
       seed = next();
     } else if (a == "--image") {
       image = next();
+    } else if (a == "--platform") {
+      g_platform = next();
+      if (auto v = ValidatePlatform(g_platform); !v.ok() || g_platform.empty()) {
+        Die("--platform " + g_platform + ": expected systrap or ptrace");
+      }
+    } else if (a == "--idle-seconds") {
+      idle_seconds = count();
     } else if (a == "--runs") {
       runs = count();
     } else if (a == "--suite") {
       std::string v = next();
       if (v != "basic" && v != "create" && v != "pool" && v != "concurrency" && v != "memory" &&
-          v != "desktop" && v != "all" && v != "egress") {
+          v != "idle" && v != "desktop" && v != "all" && v != "egress") {
         Die("--suite " + v +
-            ": expected basic, create, pool, concurrency, memory, desktop, all or egress");
+            ": expected basic, create, pool, concurrency, memory, idle, desktop, all or egress");
       }
       suites.push_back(v);
     } else if (a == "--creates") {
@@ -809,6 +1023,7 @@ int main(int argc, char** argv) {
   if (want("pool")) PoolSuite(seed, image, acquires, colds);
   if (want("concurrency")) ConcurrencySuite(seed, image, creates, gates, sandboxes, execs);
   if (want("memory")) MemorySuite(seed, image, settle);
+  if (want("idle")) IdleSuite(image, idle_seconds, settle);
   if (want("desktop")) DesktopSuite(5);
   // Not part of "all": it starts an agvisord that serves every egress network on the host.
   if (std::find(suites.begin(), suites.end(), "egress") != suites.end()) {

@@ -44,7 +44,8 @@ class PoolStats:
 class Pool(ClosesOnExit):
     """`size` sandboxes of one kind kept started; acquire() hands one out.
 
-    image, limits, network, host, runtime   As for create_sandbox(); every member has them.
+    image, limits, network, host, runtime, platform   As for create_sandbox(); every member has
+                      them (one gVisor platform per pool).
     size              Members kept ready, 1..64. The memory limits of all pools of this process
                       on one host must fit the host's memory: else RuntimeError (code
                       "resource_exhausted") saying how many members would.
@@ -57,7 +58,7 @@ class Pool(ClosesOnExit):
     """
 
     def __init__(self, image=None, *, limits=Limits(), network="bridge", size=2, max_age=300,
-                 host=None, runtime="runsc", fill_parallelism=None):
+                 host=None, runtime="runsc", fill_parallelism=None, platform=None):
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be an agvisor.Limits, got {type(limits).__name__}")
         for what, value in (("size", size), ("fill_parallelism", fill_parallelism)):
@@ -70,12 +71,18 @@ class Pool(ClosesOnExit):
         self.max_age = _whole_seconds("max_age", max_age)
         self.host = host
         self.runtime = runtime
+        self.platform = platform
         spec = _core.SandboxSpec()
         spec.image = "" if self.image == _core.DEFAULT_IMAGE else self.image
         spec.limits = limits._to_core()
         spec.network = network
         spec.host = host or ""
         spec.runtime = runtime
+        if platform is not None:
+            if not isinstance(platform, str):
+                raise ValueError(f'platform must be "systrap" or "ptrace" (or None), got '
+                                 f"{platform!r}")
+            spec.platform = platform
         if fill_parallelism is None:
             fill_parallelism = min(2, size) if size >= 1 else 1
         self._core = _core.Pool.create(spec, size, self.max_age, fill_parallelism)
@@ -97,7 +104,8 @@ class Pool(ClosesOnExit):
         core = self._core.acquire(lifetime_s, idle_s, float(wait), bool(cold_create))
         return Sandbox._from_core(core, image=self.image, limits=self.limits,
                                   network=self.network, lifetime=lifetime, idle_ttl=idle_ttl,
-                                  host=self.host, runtime=self.runtime)
+                                  host=self.host, runtime=self.runtime,
+                                  platform=self.platform)
 
     def wait_ready(self, timeout=120) -> None:
         """Blocks until `size` members are ready; RuntimeError (code "timeout", with the last

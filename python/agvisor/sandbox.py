@@ -118,6 +118,8 @@ class Sandbox:
               (["pypi.org", "*.pythonhosted.org"]) or an agvisor.Egress. See create_sandbox().
     warm_shells  Shells kept started for exec() (an extension); None = the default. See
               create_sandbox().
+    platform  The gVisor platform (an extension): None, "systrap" or "ptrace". See
+              create_sandbox().
 
     Attributes: name ("agvisor-<name>"; for an anonymous sandbox the random suffix is the one the
     core picks at start()), persistent, data_dir ("/workspace" or None), resumed (start()
@@ -127,7 +129,7 @@ class Sandbox:
 
     def __init__(self, image=None, *, gui=False, limits=Limits(), network="bridge", lifetime=None,
                  idle_ttl=None, name=None, host=None, runtime="runsc", egress=None,
-                 warm_shells=None):
+                 warm_shells=None, platform=None):
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be an agvisor.Limits, got {type(limits).__name__}")
         if gui and (lifetime is not None or idle_ttl is not None):
@@ -141,6 +143,7 @@ class Sandbox:
         self.runtime = runtime
         self._egress = as_egress(egress)
         self.warm_shells = warm_shells
+        self.platform = platform
         self.image = image or self._default_image()
         _core.validate_spec(self._spec(name))
         self.persistent = name is not None
@@ -184,6 +187,11 @@ class Sandbox:
                 raise ValueError(f"warm_shells must be a whole number from 0 to 16, got "
                                  f"{self.warm_shells!r}")
             s.warm_shells = self.warm_shells
+        if self.platform is not None:
+            if not isinstance(self.platform, str):
+                raise ValueError(f'platform must be "systrap" or "ptrace" (or None), got '
+                                 f"{self.platform!r}")
+            s.platform = self.platform  # the value itself is checked by the core
         return s
 
     @property
@@ -569,12 +577,13 @@ class Sandbox:
 
     @classmethod
     def _from_core(cls, core, *, image, limits, network, lifetime, idle_ttl, host, runtime,
-                   conn=None):
+                   platform=None, conn=None):
         """A started handle on a sandbox the core made (a pool member): as create_sandbox()."""
         sb = cls.__new__(cls)
         sb.gui, sb.limits, sb.network = False, limits, network
         sb.lifetime, sb.idle_ttl = lifetime, idle_ttl
         sb.host, sb.runtime, sb.image = host, runtime, image
+        sb.platform = platform
         sb._egress = None  # pools make sandboxes without a policy
         sb.persistent = False
         sb.name = core.container_name
@@ -595,6 +604,7 @@ class Sandbox:
         sb.gui, sb.limits, sb.network = False, Limits(), "bridge"
         sb.lifetime = sb.idle_ttl = None
         sb.host, sb.runtime = host, "runsc"
+        sb.platform = info.get("platform")  # as recorded; None for sandboxes made before that
         sb._egress = None  # not read back (see the egress property)
         sb.image = info["image"] or _core.DEFAULT_IMAGE
         sb.persistent = info["name"] is not None
@@ -634,6 +644,7 @@ def create_sandbox(
     runtime: str = "runsc",
     egress: list[str] | Egress | None = None,
     warm_shells: int | None = None,
+    platform: str | None = None,
 ) -> Sandbox:
     """Sandbox(...).start(): a running sandbox. Use it in `with` or call stop() yourself.
 
@@ -673,7 +684,14 @@ def create_sandbox(
               ~3x faster for short commands. None = the default (2); 0 = off; at most 16. A ready
               shell costs ~4 MB of the memory limit and shows in `ps` inside as
               `sh -c : agvisor-agent ready shell ...` (docs/agent.md "Ready shells").
+    platform  An extension of the seed's API: the gVisor platform. None = the default: systrap
+              (runsc's own), or for a named sandbox the platform it was first made on (asking a
+              named sandbox for another one is a RuntimeError, code "conflict"). "ptrace": an
+              idle sandbox costs almost no CPU and processes start faster, bulk I/O is slower
+              (bench/README.md, "gVisor platform"); needs the runtime runsc-ptrace, which
+              scripts/setup-host registers (else ValueError naming it). Another value:
+              ValueError. list_sandboxes() handles say theirs in sb.platform.
     """
     return Sandbox(image, gui=gui, limits=limits, network=network, lifetime=lifetime,
                    idle_ttl=idle_ttl, name=name, host=host, runtime=runtime,
-                   egress=egress, warm_shells=warm_shells).start()
+                   egress=egress, warm_shells=warm_shells, platform=platform).start()

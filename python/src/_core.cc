@@ -696,6 +696,7 @@ py::dict InfoDict(const SandboxInfo& i) {
   d["running"] = i.running;
   d["end_reason"] = std::string(EndReasonName(i.end_reason));
   d["exit_code"] = i.exit_code;
+  d["platform"] = i.platform.empty() ? py::object(py::none()) : py::object(py::str(i.platform));
   d["host"] = i.host;
   return d;
 }
@@ -756,7 +757,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("runtime", &SandboxSpec::runtime)
       .def_readwrite("labels", &SandboxSpec::labels)
       .def_readwrite("egress", &SandboxSpec::egress)
-      .def_readwrite("warm_shells", &SandboxSpec::warm_shells);
+      .def_readwrite("warm_shells", &SandboxSpec::warm_shells)
+      .def_readwrite("platform", &SandboxSpec::platform);
 
   // Pure checks, no host involved: ValueError with the C++ message.
   m.def(

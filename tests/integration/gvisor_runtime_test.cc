@@ -245,7 +245,7 @@ TEST_F(GvisorRuntimeTest, NoneTwinMustBeGvisorToo) {
   auto docker = HostClient("");
   ASSERT_TRUE(docker.ok());
   // The runtime itself is real gVisor: bridge sandboxes may use it.
-  auto bridge = RequireGvisorRuntime("", **docker, Name("ok"), /*network_none=*/false);
+  auto bridge = RequireGvisorRuntime("", **docker, Name("ok"), "systrap", /*network_none=*/false);
   ASSERT_TRUE(bridge.ok()) << bridge.error().ToString();
   EXPECT_EQ(*bridge, Name("ok"));
   // Network none would run on its twin, which is runc: refused, not skipped.
@@ -254,7 +254,7 @@ TEST_F(GvisorRuntimeTest, NoneTwinMustBeGvisorToo) {
   // The host's own twin (setup-host registers runsc-none) passes.
   auto info = (*docker)->Info();
   ASSERT_TRUE(info.ok());
-  auto none = RequireGvisorRuntime("", **docker, "runsc", true);
+  auto none = RequireGvisorRuntime("", **docker, "runsc", "systrap", true);
   ASSERT_TRUE(none.ok()) << none.error().ToString();
   EXPECT_EQ(*none, info->runtimes.contains("runsc-none") ? "runsc-none" : "runsc");
 }
@@ -281,11 +281,11 @@ TEST_F(GvisorRuntimeTest, CachedCheckCostsNothingMeasurable) {
   ASSERT_TRUE(docker.ok());
   ForgetHostRuntimes("");
   auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(RequireGvisorRuntime("", **docker, "runsc", false).ok());
+  ASSERT_TRUE(RequireGvisorRuntime("", **docker, "runsc", "systrap", false).ok());
   auto t1 = std::chrono::steady_clock::now();
   constexpr int kRounds = 1000;
   for (int i = 0; i < kRounds; ++i) {
-    ASSERT_TRUE(RequireGvisorRuntime("", **docker, "runsc", false).ok());
+    ASSERT_TRUE(RequireGvisorRuntime("", **docker, "runsc", "systrap", false).ok());
   }
   auto t2 = std::chrono::steady_clock::now();
   const double first_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();

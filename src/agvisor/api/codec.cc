@@ -392,6 +392,10 @@ Result<void> ParseSpecFields(const json::object& o, SandboxSpec& s) {
   if (auto* v = o.if_contains("gui")) s.gui = AGVISOR_TRY(GetBool(*v, "gui"));
   if (auto* v = o.if_contains("network")) s.network = AGVISOR_TRY(GetString(*v, "network"));
   if (auto* v = o.if_contains("runtime")) s.runtime = AGVISOR_TRY(GetString(*v, "runtime"));
+  // Checked by ValidateSpec ("systrap" or "ptrace"); null or absent = the default.
+  if (auto* v = o.if_contains("platform"); v && !v->is_null()) {
+    s.platform = AGVISOR_TRY(GetString(*v, "platform"));
+  }
   if (auto* v = o.if_contains("warm_shells"); v && !v->is_null()) {
     // Range-checked by ValidateSpec; clamped here only so the int conversion cannot wrap.
     s.warm_shells = static_cast<int>(
@@ -427,7 +431,7 @@ Result<CreateRequest> ParseCreateRequest(std::string_view body) {
   AGVISOR_RETURN_IF_ERROR(
       OnlyKnown(o, "create sandbox",
                 {"image", "gui", "limits", "network", "lifetime", "idle_ttl", "name", "runtime",
-                 "labels", "pool", "egress", "warm_shells"}));
+                 "labels", "pool", "egress", "warm_shells", "platform"}));
   CreateRequest req;
   SandboxSpec& s = req.spec;
   AGVISOR_RETURN_IF_ERROR(ParseSpecFields(o, s));
@@ -458,9 +462,10 @@ Result<CreateRequest> ParseCreateRequest(std::string_view body) {
 
 Result<CreatePoolRequest> ParseCreatePoolRequest(std::string_view body) {
   auto o = AGVISOR_TRY(ParseObject(body, "create pool"));
-  AGVISOR_RETURN_IF_ERROR(OnlyKnown(o, "create pool",
-                                    {"name", "size", "max_age", "fill_parallelism", "image", "gui",
-                                     "limits", "network", "runtime", "labels", "warm_shells"}));
+  AGVISOR_RETURN_IF_ERROR(
+      OnlyKnown(o, "create pool",
+                {"name", "size", "max_age", "fill_parallelism", "image", "gui", "limits", "network",
+                 "runtime", "labels", "warm_shells", "platform"}));
   CreatePoolRequest r;
   const json::value* name = o.if_contains("name");
   if (!name) return Bad("name", "missing: a pool needs a name (creates then say {\"pool\": name})");
@@ -504,6 +509,8 @@ json::object PoolObject(std::string_view name, const Pool& pool) {
   o["max_age"] = pool.options().max_age.count();
   o["image"] =
       pool.options().spec.image.empty() ? std::string(kDefaultImage) : pool.options().spec.image;
+  o["platform"] = pool.options().spec.platform.empty() ? std::string(kDefaultPlatform)
+                                                       : pool.options().spec.platform;
   o["stats"] = std::move(stats);
   return o;
 }
@@ -554,6 +561,7 @@ json::object SandboxObject(const SandboxView& v) {
   auto reason = EndReasonSlug(v.info.end_reason);
   o["end_reason"] = reason.empty() ? json::value(nullptr) : json::value(reason);
   o["exit_code"] = v.info.exit_code;
+  if (!v.info.platform.empty()) o["platform"] = v.info.platform;
   if (v.resumed) o["resumed"] = *v.resumed;
   if (!v.disk_warning.empty()) o["disk_warning"] = v.disk_warning;
   return o;
@@ -911,6 +919,7 @@ Result<SandboxView> SandboxFromObject(const json::object& o, std::string_view bo
   }
   v.info.end_reason = EndReasonFromSlug(StringOr(o, "end_reason"));
   v.info.exit_code = static_cast<int>(IntOr(o, "exit_code"));
+  v.info.platform = StringOr(o, "platform");
   if (const json::value* r = o.if_contains("resumed"); r && r->is_bool()) v.resumed = r->as_bool();
   v.disk_warning = StringOr(o, "disk_warning");
   return v;
@@ -959,6 +968,7 @@ std::string CreateRequestJson(const SandboxSpec& spec) {
   }
   if (spec.egress) o["egress"] = EgressRulesObject(*spec.egress);
   if (spec.warm_shells != kDefaultWarmShells) o["warm_shells"] = spec.warm_shells;
+  if (!spec.platform.empty()) o["platform"] = spec.platform;
   return Serialize(o);
 }
 

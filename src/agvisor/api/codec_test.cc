@@ -98,6 +98,17 @@ TEST(CodecTest, ParseCreateRequest) {
   EXPECT_EQ(ParseCreateRequest(CreateRequestJson(w->spec))->spec.warm_shells, 0);
   EXPECT_EQ(CreateRequestJson(SandboxSpec{}).find("warm_shells"), std::string::npos);
   EXPECT_FALSE(ParseCreateRequest(R"({"warm_shells":"2"})").ok());
+  // platform: a string (its value is ValidateSpec's to judge), sent back only when set; null or
+  // absent = the default.
+  auto p = ParseCreateRequest(R"({"platform":"ptrace"})");
+  ASSERT_TRUE(p.ok()) << p.error().ToString();
+  EXPECT_EQ(p->spec.platform, "ptrace");
+  EXPECT_EQ(ParseCreateRequest(CreateRequestJson(p->spec))->spec.platform, "ptrace");
+  EXPECT_EQ(CreateRequestJson(SandboxSpec{}).find("platform"), std::string::npos);
+  EXPECT_EQ(ParseCreateRequest(R"({"platform":null})")->spec.platform, "");
+  EXPECT_EQ(d->spec.platform, "");
+  EXPECT_FALSE(ParseCreateRequest(R"({"platform":1})").ok());
+  EXPECT_FALSE(ParseCreateRequest(R"({"pool":"p","platform":"ptrace"})").ok());  // the pool's
 }
 
 TEST(CodecTest, ParseCreateRequestRefusals) {
@@ -192,6 +203,13 @@ TEST(CodecTest, SandboxJson) {
   EXPECT_TRUE(o["end_reason"].is_null());
   EXPECT_TRUE(o["name"].is_null());
   EXPECT_TRUE(o["resumed"].as_bool());
+  EXPECT_FALSE(o.contains("platform"));  // not recorded (made before it was)
+  v.info.platform = "ptrace";
+  o = Obj(SandboxJson(v));
+  EXPECT_EQ(o["platform"].as_string(), "ptrace");
+  auto back = ParseSandboxJson(SandboxJson(v));
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  EXPECT_EQ(back->info.platform, "ptrace");
   auto list = Obj(SandboxListJson({v, v}));
   EXPECT_EQ(list["sandboxes"].as_array().size(), 2u);
 }
@@ -260,6 +278,10 @@ TEST(CodecTest, ParseCreatePoolRequest) {
   EXPECT_EQ(r->options.fill_parallelism, 1);  // the default, capped by the size
   EXPECT_EQ(r->options.spec.image, "i");
   EXPECT_EQ(r->options.spec.limits.memory, "1g");
+  EXPECT_EQ(r->options.spec.platform, "");
+  auto pt = ParseCreatePoolRequest(R"({"name":"p","size":1,"platform":"ptrace"})");
+  ASSERT_TRUE(pt.ok()) << pt.error().ToString();
+  EXPECT_EQ(pt->options.spec.platform, "ptrace");                             // every member's
   EXPECT_FALSE(ParseCreatePoolRequest(R"({"size":1})").ok());                 // no name
   EXPECT_FALSE(ParseCreatePoolRequest(R"({"name":"a/b"})").ok());             // bad name
   EXPECT_FALSE(ParseCreatePoolRequest(R"({"name":"p","lifetime":5})").ok());  // per create

@@ -290,6 +290,57 @@ std::vector<Check> RunDoctor(std::string_view host) {
                           Ms(done - created) + "; kernel inside: " + k});
   }
 
+  // 5b. gVisor platforms (SandboxSpec::platform): systrap is runsc's own (proved above); each
+  // other one needs its runtime (runsc-PLATFORM), and works when a sandbox starts on it.
+  {
+    std::vector<std::string> works = {"systrap (runsc, the default)"}, broken, missing;
+    for (std::string_view platform : {kPlatformPtrace}) {
+      const std::string p(platform), rt = PlatformRuntimeOf("runsc", platform);
+      if (auto d = DecidePlatformRuntime(where, "runsc", platform, *info); !d.ok()) {
+        (info->runtimes.contains(rt) ? broken : missing).push_back(p + ": " + d.error().message());
+        continue;
+      }
+      if (!is_gvisor[rt]) {
+        broken.push_back(p + ": " + rt + " is not gVisor");
+        continue;
+      }
+      SandboxSpec spec;
+      spec.host = host;
+      spec.network = "none";
+      spec.limits.disk = "none";
+      spec.lifetime = 120;
+      spec.platform = p;
+      auto start = std::chrono::steady_clock::now();
+      auto sb = Sandbox::Create(spec);
+      if (!sb.ok()) {
+        broken.push_back(p + " (" + rt + "): a sandbox does not start: " + sb.error().message());
+        continue;
+      }
+      auto created = std::chrono::steady_clock::now();
+      auto r = (*sb)->Exec({"true"}, {.timeout = 30});
+      auto done = std::chrono::steady_clock::now();
+      (void)(*sb)->Stop();
+      if (!r.ok() || r->exit_code != 0) {
+        broken.push_back(p + " (" + rt + "): `true` failed inside: " +
+                         (r.ok() ? "exit " + std::to_string(r->exit_code) : r.error().message()));
+        continue;
+      }
+      const std::string none_twin = info->runtimes.contains(NoneTwinOf(rt))
+                                        ? ", " + NoneTwinOf(rt) + " for network none"
+                                        : ", no " + NoneTwinOf(rt);
+      works.push_back(p + " (" + rt + none_twin + "; started in " + Ms(created - start) +
+                      ", exec of `true` " + Ms(done - created) + ")");
+    }
+    std::string detail = "work: " + Join(works, "; ");
+    if (!broken.empty()) detail += ". Registered but failing: " + Join(broken, "; ");
+    if (!missing.empty()) detail += ". Not registered: " + Join(missing, "; ");
+    checks.push_back({"platforms", broken.empty() ? Status::kOk : Status::kWarn, detail,
+                      broken.empty() && missing.empty()
+                          ? ""
+                          : "sudo scripts/setup-host registers runsc-ptrace when it starts here "
+                            "(bench/README.md, \"gVisor platform\": the trade-off)"});
+  }
+
   // 6. Which network modes work.
   Check firewall{.name = "sandbox firewall", .status = Status::kInfo, .detail = "not probed"};
   checks.push_back(NetworkCheck(host, image, "bridge", &firewall));

@@ -135,6 +135,7 @@ boost::json::object InfoJson(const SandboxInfo& i) {
   o["image"] = i.image;
   o["state"] = i.state;
   o["running"] = i.running;
+  o["platform"] = i.platform.empty() ? boost::json::value(nullptr) : boost::json::value(i.platform);
   o["host"] = i.host;
   return o;
 }
@@ -274,10 +275,11 @@ void AddList(CLI::App& app, GlobalOptions& g, int* exit_code) {
       std::cout << boost::json::serialize(a) << "\n";
       return;
     }
-    std::printf("%-32s %-20s %-10s %s\n", "CONTAINER", "NAME", "STATE", "IMAGE");
+    std::printf("%-32s %-20s %-10s %-8s %s\n", "CONTAINER", "NAME", "STATE", "PLATFORM", "IMAGE");
     for (const auto& i : *list) {
-      std::printf("%-32s %-20s %-10s %s\n", i.container_name.c_str(),
-                  i.name ? i.name->c_str() : "-", i.state.c_str(), i.image.c_str());
+      std::printf("%-32s %-20s %-10s %-8s %s\n", i.container_name.c_str(),
+                  i.name ? i.name->c_str() : "-", i.state.c_str(),
+                  i.platform.empty() ? "-" : i.platform.c_str(), i.image.c_str());
     }
   });
 }

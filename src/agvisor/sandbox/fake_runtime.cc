@@ -208,14 +208,18 @@ void FakeRuntime::BreakNextAgent() {
   break_next_agent_ = true;
 }
 
-Result<std::string> FakeRuntime::RequireGvisor(std::string_view runtime, bool network_none) {
+Result<std::string> FakeRuntime::RequireGvisor(std::string_view runtime, std::string_view platform,
+                                               bool network_none) {
   std::lock_guard lock(mu_);
   if (auto e = Record("RequireGvisor", runtime)) return *e;
   if (runtime != "runsc") {
     return Error::InvalidArgument("sandboxes run only on gVisor: runtime " + std::string(runtime) +
                                   " on the fake host is not gVisor");
   }
-  return network_none ? std::string("runsc-none") : std::string(runtime);
+  // The fake host registers the platforms as setup-host does: runsc, runsc-ptrace, and twins.
+  std::string name(runtime);
+  if (platform != "systrap") name += "-" + std::string(platform);
+  return network_none ? name + "-none" : name;
 }
 
 Result<DiskCapSupport> FakeRuntime::ProbeDiskCap(std::string_view runtime, std::string_view) {
@@ -443,6 +447,14 @@ Result<bool> FakeRuntime::EnsureVolume(std::string_view name, const Labels& labe
   std::lock_guard lock(mu_);
   if (auto e = Record("EnsureVolume", name)) return *e;
   return volumes_.emplace(std::string(name), labels).second;
+}
+
+// A read: not recorded, so the steps tests pin stay those that change the host.
+Result<std::optional<Labels>> FakeRuntime::VolumeLabels(std::string_view name) {
+  std::lock_guard lock(mu_);
+  auto it = volumes_.find(std::string(name));
+  if (it == volumes_.end()) return std::optional<Labels>();
+  return std::optional<Labels>(it->second);
 }
 
 Result<bool> FakeRuntime::RemoveVolume(std::string_view name) {

@@ -74,7 +74,8 @@ class FakeRuntime final : public Runtime {
   const std::string& host() const override { return host_; }
   const RuntimeTraits& traits() const override { return traits_; }
   // gVisor runtimes: "runsc" and its twin "runsc-none".
-  Result<std::string> RequireGvisor(std::string_view runtime, bool network_none) override;
+  Result<std::string> RequireGvisor(std::string_view runtime, std::string_view platform,
+                                    bool network_none) override;
   Result<DiskCapSupport> ProbeDiskCap(std::string_view runtime, std::string_view image) override;
   Result<HostCapacity> Capacity() override;                           // 8 GiB
   Result<std::string> PrepareImage(std::string_view image) override;  // "fake/with-agent:IMAGE"
@@ -96,6 +97,7 @@ class FakeRuntime final : public Runtime {
   Result<int> RunExec(std::string_view id, const std::vector<std::string>& argv,
                       const OutputSink& on_stdout, const StderrSink& on_stderr) override;
   Result<bool> EnsureVolume(std::string_view name, const Labels& labels) override;
+  Result<std::optional<Labels>> VolumeLabels(std::string_view name) override;
   Result<bool> RemoveVolume(std::string_view name) override;
   Result<SandboxNetwork> EnsureEgressNetwork(std::string_view name,
                                              const egress::EgressRules& rules,

@@ -25,8 +25,10 @@ Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDe
   i.labels[std::string(kLabelMemory)] = spec.limits.memory;
   for (const auto& [k, v] : d.system_labels) i.labels[k] = v;
   i.labels[std::string(kLabelImage)] = d.source_image;
+  i.labels[std::string(kLabelPlatform)] = d.platform;
   i.runtime = d.runtime;
   i.requested_runtime = spec.runtime;
+  i.platform = d.platform;
   i.network = spec.network;
   i.cpus = spec.limits.cpus;
   i.memory_bytes = AGVISOR_TRY(ParseMemorySize("limits.memory", spec.limits.memory));

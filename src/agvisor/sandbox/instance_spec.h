@@ -27,14 +27,19 @@ inline constexpr std::string_view kLabelPool = "agvisor.pool";
 inline constexpr std::string_view kLabelLifetime = "agvisor.lifetime";
 // The image as the caller named it (the instance runs the prepared image with the agent).
 inline constexpr std::string_view kLabelImage = "agvisor.image";
+// The gVisor platform it runs on (SandboxSpec::platform, resolved): on the instance, and on a
+// named sandbox's volume, so that the sandbox is made on it again when resumed without one.
+inline constexpr std::string_view kLabelPlatform = "agvisor.platform";
 // A named sandbox's data directory, on its volume.
 inline constexpr std::string_view kWorkspace = "/workspace";
 
 // What Sandbox::Create decided on the host before making the instance.
 struct InstanceDecisions {
   std::string name;  // "agvisor-x": also the named sandbox's volume
-  // Runtime::RequireGvisor's answer: spec.runtime, or its "-none" twin for network none.
+  // Runtime::RequireGvisor's answer: the platform's runtime, or its "-none" twin for network none.
   std::string runtime;
+  // The gVisor platform: spec.platform, else a named sandbox's recorded one, else the default.
+  std::string platform = std::string(kDefaultPlatform);
   std::string image;         // Runtime::PrepareImage's answer
   std::string source_image;  // the image as the caller named it (label agvisor.image)
   // The root-disk cap to enforce ("5g"), set only when the host can (ProbeDiskCap).

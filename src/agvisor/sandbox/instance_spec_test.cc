@@ -46,7 +46,8 @@ std::string Body(const SandboxSpec& spec, const InstanceDecisions& d,
 constexpr const char* kAnonymous =
     R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--warm-shells","2"],)"
     R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1",)"
-    R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g"},"Tty":false,)"
+    R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g",)"
+    R"("agvisor.platform":"systrap"},"Tty":false,)"
     R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
     R"("StdinOnce":false,"HostConfig":{"Runtime":"runsc","NanoCpus":2000000000,)"
     R"("Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":512,"NetworkMode":"bridge",)"
@@ -59,7 +60,7 @@ constexpr const char* kNamed =
     R"("3600","--idle-ttl","600","--warm-shells","2"],"Entrypoint":["/.agvisor/agvisor-agent"],)"
     R"("WorkingDir":"/workspace","Labels":{"agvisor":"1","agvisor.idle_ttl":"600",)"
     R"("agvisor.image":"agvisor/base:latest","agvisor.lifetime":"3600",)"
-    R"("agvisor.memory":"512m","agvisor.name":"proj",)"
+    R"("agvisor.memory":"512m","agvisor.name":"proj","agvisor.platform":"systrap",)"
     R"("agvisor.pool":"p1","tenant":"t1"},"Tty":false,"OpenStdin":true,"AttachStdin":true,)"
     R"("AttachStdout":true,"AttachStderr":true,"StdinOnce":false,)"
     R"("HostConfig":{"Runtime":"runsc","NanoCpus":500000000,"Memory":536870912,)"
@@ -73,7 +74,8 @@ constexpr const char* kNamed =
 constexpr const char* kNoneOnTwin =
     R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--warm-shells","2"],)"
     R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1",)"
-    R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g"},"Tty":false,)"
+    R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g",)"
+    R"("agvisor.platform":"systrap"},"Tty":false,)"
     R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
     R"("StdinOnce":false,"NetworkDisabled":true,"HostConfig":{"Runtime":"runsc-none",)"
     R"("NanoCpus":2000000000,"Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":512,)"
@@ -85,7 +87,8 @@ constexpr const char* kNoneOnTwin =
 constexpr const char* kNoneWithoutTwin =
     R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--warm-shells","2"],)"
     R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1",)"
-    R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g"},"Tty":false,)"
+    R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g",)"
+    R"("agvisor.platform":"systrap"},"Tty":false,)"
     R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
     R"("StdinOnce":false,"HostConfig":{"Runtime":"runsc","NanoCpus":2000000000,)"
     R"("Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":512,"NetworkMode":"none",)"
@@ -100,7 +103,8 @@ constexpr const char* kEgress =
     R"("https_proxy=http://172.19.0.1:3128","NO_PROXY=localhost,127.0.0.1,::1",)"
     R"("no_proxy=localhost,127.0.0.1,::1"],"Labels":{"agvisor":"1",)"
     R"("agvisor.egress":"allow=example.com;cidr=;ports=443;deny=",)"
-    R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g"},"Tty":false,)"
+    R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g",)"
+    R"("agvisor.platform":"systrap"},"Tty":false,)"
     R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
     R"("StdinOnce":false,"HostConfig":{"Runtime":"runsc","NanoCpus":2000000000,)"
     R"("Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":512,)"
@@ -112,7 +116,8 @@ constexpr const char* kEgress =
 constexpr const char* kDesktopWithDiskCap =
     R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--desktop","--warm-shells","2"],)"
     R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1",)"
-    R"("agvisor.image":"agvisor/desktop:latest","agvisor.memory":"2g"},"Tty":false,)"
+    R"("agvisor.image":"agvisor/desktop:latest","agvisor.memory":"2g",)"
+    R"("agvisor.platform":"systrap"},"Tty":false,)"
     R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
     R"("StdinOnce":false,"HostConfig":{"Runtime":"runsc","NanoCpus":2000000000,)"
     R"("Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":512,"NetworkMode":"bridge",)"
@@ -190,6 +195,38 @@ TEST(InstanceSpecTest, NeutralFieldsOfANamedSandbox) {
   ASSERT_TRUE(i.ok()) << i.error().ToString();
   EXPECT_EQ(i->argv, (std::vector<std::string>{"/.agvisor/agvisor-agent", "init", "--channel-stdio",
                                                "--lifetime", "60"}));
+}
+
+// The platform is runtime-neutral in the instance (a field and the agvisor.platform label); the
+// Docker runtime alone turns it into a runtime's name. Network none on ptrace runs on ptrace's
+// none twin (network disabled); without the twin, on runsc-ptrace with Docker's network none.
+TEST(InstanceSpecTest, PlatformIsALabelAndDockerPicksItsRuntime) {
+  SandboxSpec spec;
+  spec.platform = "ptrace";
+  auto d = Decide(spec);
+  d.platform = "ptrace";
+  d.runtime = "runsc-ptrace";
+  auto i = BuildInstanceSpec(spec, d);
+  ASSERT_TRUE(i.ok()) << i.error().ToString();
+  EXPECT_EQ(i->platform, "ptrace");
+  EXPECT_EQ(i->labels.at("agvisor.platform"), "ptrace");
+  EXPECT_EQ(i->requested_runtime, "runsc");
+  auto c = ToContainerConfig(*i);
+  EXPECT_EQ(c.host_config.runtime, "runsc-ptrace");
+  EXPECT_FALSE(c.network_disabled);  // its own runtime, not a none twin
+
+  spec.network = "none";
+  d.runtime = "runsc-ptrace-none";
+  i = BuildInstanceSpec(spec, d);
+  ASSERT_TRUE(i.ok()) << i.error().ToString();
+  c = ToContainerConfig(*i);
+  EXPECT_EQ(c.host_config.runtime, "runsc-ptrace-none");
+  EXPECT_TRUE(c.network_disabled);
+
+  d.runtime = "runsc-ptrace";  // no twin registered
+  i = BuildInstanceSpec(spec, d);
+  ASSERT_TRUE(i.ok()) << i.error().ToString();
+  EXPECT_FALSE(ToContainerConfig(*i).network_disabled);
 }
 
 TEST(InstanceSpecTest, LifetimeOverCountsFromCreationForThePausedOnly) {

@@ -71,8 +71,10 @@ Result<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
       AGVISOR_TRY(ParseMemorySize("limits.memory", options.spec.limits.memory));
   auto runtime = AGVISOR_TRY(RuntimeFor(options.spec.host));
   // Refused now, not by every member's create (runtime.h).
-  AGVISOR_RETURN_IF_ERROR(
-      runtime->RequireGvisor(options.spec.runtime, options.spec.network == "none"));
+  AGVISOR_RETURN_IF_ERROR(runtime->RequireGvisor(
+      options.spec.runtime,
+      options.spec.platform.empty() ? kDefaultPlatform : std::string_view(options.spec.platform),
+      options.spec.network == "none"));
   const HostCapacity capacity = AGVISOR_TRY(runtime->Capacity());
   const std::int64_t want = per_member * options.size;
   {

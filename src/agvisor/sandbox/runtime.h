@@ -101,10 +101,12 @@ struct InstanceSpec {
   std::vector<std::string> env;  // "K=V"
   std::string working_dir;       // "" = the image's
   Labels labels;
-  // RequireGvisor's answer, and the runtime as asked: where they differ, `runtime` is the
-  // "-none" twin, which brings its own network stack (the instance gets no network of its own).
+  // RequireGvisor's answer, and the runtime as asked: where `runtime` is not the platform's
+  // runtime of `requested_runtime`, it is that one's "-none" twin, which brings its own network
+  // stack (the instance gets no network of its own).
   std::string runtime;
   std::string requested_runtime;
+  std::string platform;          // the gVisor platform (SandboxSpec::platform, resolved)
   std::string network;           // "bridge", "none", or a network's name (EnsureEgressNetwork)
   std::vector<std::string> dns;  // resolver addresses; empty = the runtime's
   double cpus = 0;
@@ -131,10 +133,13 @@ class Runtime {
   virtual const RuntimeTraits& traits() const = 0;
 
   // ---- Host facts (cached per host where asking costs) ----
-  // The runtime to run `runtime` sandboxes on, refused unless it is gVisor: `runtime` itself,
-  // or for `network_none` its "-none" twin where the host has one (runtime_check.h). Errors:
-  // kInvalidArgument (not gVisor: "sandboxes run only on gVisor ..."), kUnavailable.
-  virtual Result<std::string> RequireGvisor(std::string_view runtime, bool network_none) = 0;
+  // The runtime to run `runtime` sandboxes on `platform` (SandboxSpec::platform, "systrap" or
+  // "ptrace") on, refused unless it is gVisor: the platform's runtime of `runtime`, or for
+  // `network_none` its "-none" twin where the host has one (Docker: runtime_check.h). Errors:
+  // kInvalidArgument (not gVisor: "sandboxes run only on gVisor ..."; a platform the host has no
+  // runtime for, naming how to register one), kUnavailable.
+  virtual Result<std::string> RequireGvisor(std::string_view runtime, std::string_view platform,
+                                            bool network_none) = 0;
   // Whether a root-disk cap can be enforced for `image` on `runtime` here.
   virtual Result<DiskCapSupport> ProbeDiskCap(std::string_view runtime, std::string_view image) = 0;
   virtual Result<HostCapacity> Capacity() = 0;
@@ -185,6 +190,8 @@ class Runtime {
   // ---- Volumes ----
   // Makes volume `name` with `labels` unless it exists. Returns whether this call made it.
   virtual Result<bool> EnsureVolume(std::string_view name, const Labels& labels) = 0;
+  // The labels of volume `name`, or nullopt when there is none. Errors: kUnavailable.
+  virtual Result<std::optional<Labels>> VolumeLabels(std::string_view name) = 0;
   // Removes volume `name`, waiting up to 15 s while an instance that just went still holds it.
   // Returns whether one was there. Errors: kConflict (still in use), kUnavailable.
   virtual Result<bool> RemoveVolume(std::string_view name) = 0;

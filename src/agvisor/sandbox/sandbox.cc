@@ -214,12 +214,34 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
   if (spec.egress) AGVISOR_RETURN_IF_ERROR(CheckEgressHost(spec.host));
   auto runtime = AGVISOR_TRY(RuntimeFor(spec.host));
   // gVisor only, decided from the runtime's binary, before anything is made on the host.
+  const std::string cname = ContainerNameFor(spec.name ? *spec.name : RandomSuffix());
   InstanceDecisions decisions;
-  decisions.runtime = AGVISOR_TRY(runtime->RequireGvisor(spec.runtime, spec.network == "none"));
+  // The platform: the one asked for; for a named sandbox its own (recorded on its volume), which
+  // an explicit other one may not change (its processes and data were made there).
+  std::optional<std::string> recorded;
+  if (spec.name) {
+    if (auto labels = AGVISOR_TRY(runtime->VolumeLabels(cname))) {
+      if (auto it = labels->find(std::string(kLabelPlatform)); it != labels->end()) {
+        recorded = it->second;
+      }
+    }
+  }
+  if (!spec.platform.empty()) {
+    if (recorded && *recorded != spec.platform) {
+      return Error::Conflict("sandbox " + *spec.name + " was made on gVisor platform '" +
+                             *recorded + "', not '" + spec.platform +
+                             "': resume it without a platform (or with its own), or delete it "
+                             "to make it anew on another");
+    }
+    decisions.platform = spec.platform;
+  } else if (recorded && ValidatePlatform(*recorded).ok() && !recorded->empty()) {
+    decisions.platform = *recorded;
+  }
+  decisions.runtime =
+      AGVISOR_TRY(runtime->RequireGvisor(spec.runtime, decisions.platform, spec.network == "none"));
   const std::string image = !spec.image.empty()
                                 ? spec.image
                                 : std::string(spec.gui ? kDefaultDesktopImage : kDefaultImage);
-  const std::string cname = ContainerNameFor(spec.name ? *spec.name : RandomSuffix());
 
   auto handle = std::unique_ptr<Sandbox>(new Sandbox());
   handle->runtime_ = runtime;
@@ -266,6 +288,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     Labels vlabels = spec.labels;
     vlabels[std::string(kLabelManaged)] = "1";
     vlabels[std::string(kLabelName)] = *spec.name;
+    vlabels[std::string(kLabelPlatform)] = decisions.platform;
     if (AGVISOR_TRY(runtime->EnsureVolume(cname, vlabels))) leftovers.volume = cname;
   }
   // The agent is in the image: one prepared from `image` per host and agent build.
@@ -446,6 +469,9 @@ Result<std::vector<SandboxInfo>> Sandbox::List(std::string_view host) {
     i.container_name = s.name.empty() ? s.id.substr(0, 12) : s.name;
     if (auto it = s.labels.find(std::string(kLabelName)); it != s.labels.end()) i.name = it->second;
     if (auto it = s.labels.find(std::string(kLabelPool)); it != s.labels.end()) i.pool = it->second;
+    if (auto it = s.labels.find(std::string(kLabelPlatform)); it != s.labels.end()) {
+      i.platform = it->second;
+    }
     i.container_id = s.id;
     auto image = s.labels.find(std::string(kLabelImage));
     i.image = image != s.labels.end() ? image->second : s.image;
@@ -482,6 +508,9 @@ Result<SandboxInfo> Sandbox::InfoLocked() {
     return i;
   }
   i.container_id = info->id;
+  if (auto it = info->labels.find(std::string(kLabelPlatform)); it != info->labels.end()) {
+    i.platform = it->second;
+  }
   auto image = info->labels.find(std::string(kLabelImage));
   i.image = image != info->labels.end() ? image->second : info->image_ref;
   i.state = info->state.status;

@@ -145,6 +145,9 @@ struct SandboxInfo {
   int exit_code = 0;
   std::string host;
   std::string pool;  // the warm pool (docs/pools.md) that started it, or ""
+  // The gVisor platform it runs on ("systrap", "ptrace"; SandboxSpec::platform), or "" for a
+  // sandbox made before agvisor recorded it.
+  std::string platform;
 };
 
 // How a download writes to this machine.

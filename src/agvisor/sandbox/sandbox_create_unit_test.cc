@@ -54,6 +54,8 @@ TEST_F(SandboxCreateUnitTest, AnAnonymousSandboxRunsTheAgentWithTheSpecsArgvAndL
   EXPECT_EQ(made->labels.at("agvisor"), "1");
   EXPECT_EQ(made->labels.at("tenant"), "t1");
   EXPECT_EQ(made->labels.at("agvisor.image"), "agvisor/base:latest");
+  EXPECT_EQ(made->labels.at("agvisor.platform"), "systrap");  // the default, recorded
+  EXPECT_EQ(made->runtime, "runsc");
   EXPECT_TRUE(made->remove_on_exit);
   EXPECT_FALSE(made->workspace.has_value());
   // The fake has no disk caps: the default one is said to be unenforced, not refused.
@@ -83,6 +85,9 @@ TEST_F(SandboxCreateUnitTest, InvalidSpecsAreRefusedBeforeTheRuntimeIsAskedAnyth
   s = {};
   s.image = "-rm";
   bad.emplace_back("image", s);
+  s = {};
+  s.platform = "kvm";
+  bad.emplace_back("platform", s);
   for (const auto& [what, spec] : bad) {
     auto sb = Sandbox::Create(spec);
     ASSERT_FALSE(sb.ok()) << what;
@@ -209,6 +214,45 @@ TEST_F(SandboxCreateUnitTest, ANamedSandboxIsResumedWhileItRunsAndItsVolumeOutli
   EXPECT_EQ(rt_->CallCount("CreateAndStart"), 2);
   EXPECT_TRUE(rt_->HasVolume("agvisor-proj"));
   ASSERT_TRUE((*third)->Delete().ok());
+  EXPECT_TRUE(rt_->Snapshot().empty());
+}
+
+// A named sandbox's platform is recorded on its volume: made again without one, it comes back on
+// it; asked for another one, it is refused before anything is made.
+TEST_F(SandboxCreateUnitTest, ANamedSandboxComesBackOnItsPlatform) {
+  SandboxSpec spec = Named("pt");
+  spec.platform = "ptrace";
+  auto first = Sandbox::Create(spec);
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  auto made = rt_->CreatedSpec("agvisor-pt");
+  ASSERT_TRUE(made.has_value());
+  EXPECT_EQ(made->runtime, "runsc-ptrace");
+  EXPECT_EQ(made->platform, "ptrace");
+  auto info = (*first)->Info();
+  ASSERT_TRUE(info.ok()) << info.error().ToString();
+  EXPECT_EQ(info->platform, "ptrace");
+  ASSERT_TRUE((*first)->Stop().ok());
+
+  SandboxSpec other = Named("pt");
+  other.platform = "systrap";
+  auto refused = Sandbox::Create(other);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), ErrorCode::kConflict);
+  EXPECT_THAT(refused.error().message(),
+              HasSubstr("made on gVisor platform 'ptrace', not 'systrap'"));
+  EXPECT_EQ(rt_->CallCount("CreateAndStart"), 1);
+
+  auto again = Sandbox::Create(Named("pt"));  // no platform: its own
+  ASSERT_TRUE(again.ok()) << again.error().ToString();
+  made = rt_->CreatedSpec("agvisor-pt");
+  ASSERT_TRUE(made.has_value());
+  EXPECT_EQ(made->runtime, "runsc-ptrace");
+  EXPECT_EQ(made->labels.at("agvisor.platform"), "ptrace");
+  auto listed = Sandbox::List(kHost);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().platform, "ptrace");
+  ASSERT_TRUE((*again)->Delete().ok());
   EXPECT_TRUE(rt_->Snapshot().empty());
 }
 

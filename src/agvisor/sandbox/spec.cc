@@ -207,10 +207,19 @@ Result<void> ValidateLabels(const std::map<std::string, std::string>& labels) {
   return Ok();
 }
 
+Result<void> ValidatePlatform(std::string_view platform) {
+  if (platform.empty() || platform == kDefaultPlatform || platform == kPlatformPtrace) return Ok();
+  return Error::InvalidArgument("platform " + Quote(platform) +
+                                " is not a gVisor platform agvisor offers: use \"" +
+                                std::string(kDefaultPlatform) + "\" (the default) or \"" +
+                                std::string(kPlatformPtrace) + "\"");
+}
+
 Result<void> ValidateSpec(const SandboxSpec& s) {
   AGVISOR_RETURN_IF_ERROR(ValidateImage(s.image));
   AGVISOR_RETURN_IF_ERROR(ValidateLimits(s.limits));
   AGVISOR_RETURN_IF_ERROR(ValidateRuntime(s.runtime));
+  AGVISOR_RETURN_IF_ERROR(ValidatePlatform(s.platform));
   if (s.gui && AGVISOR_TRY(ParseMemorySize("limits.memory", s.limits.memory)) <
                    AGVISOR_TRY(ParseMemorySize("", kMinDesktopMemory))) {
     return Error::InvalidArgument("limits.memory='" + s.limits.memory +

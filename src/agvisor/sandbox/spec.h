@@ -30,6 +30,11 @@ inline constexpr std::string_view kMinDesktopMemory = "1g";
 // Shells the agent keeps started for `sh -c` execs (SandboxSpec::warm_shells), and the most.
 inline constexpr int kDefaultWarmShells = 2;
 inline constexpr int kMaxWarmShells = 16;
+// gVisor platforms (SandboxSpec::platform): how the sentry intercepts the sandbox's system calls.
+// systrap is runsc's default; ptrace trades bulk I/O speed for near-zero idle CPU (bench/README.md,
+// "gVisor platform"). KVM is not offered (it hung at start on the hosts this was built on).
+inline constexpr std::string_view kDefaultPlatform = "systrap";
+inline constexpr std::string_view kPlatformPtrace = "ptrace";
 // The prefix of every sandbox's container and volume name.
 inline constexpr std::string_view kNamePrefix = "agvisor-";
 
@@ -69,6 +74,11 @@ struct SandboxSpec {
   // and env skips the shell's own start (docs/agent.md "Ready shells"); 0 = off, at most
   // kMaxWarmShells. They show in `ps` inside as `sh -c : agvisor-agent ready shell ...`.
   int warm_shells = kDefaultWarmShells;
+  // The gVisor platform: "systrap" (runsc's default) or "ptrace". "" = a named sandbox's own (the
+  // one it was first made on, kept on its volume), else systrap. The runtime maps it to a runtime
+  // of its own (Docker: runsc-ptrace, which scripts/setup-host registers); recorded on the
+  // sandbox (label agvisor.platform) and reported by ls and inspect.
+  std::string platform;
 };
 
 // Sizes in Docker's syntax: a number (decimals allowed) with an optional b/k/m/g/t suffix (case
@@ -86,6 +96,7 @@ Result<void> ValidateRuntime(std::string_view runtime);
 Result<void> ValidateImage(std::string_view image);
 Result<void> ValidateNetwork(std::string_view network);
 Result<void> ValidateLabels(const std::map<std::string, std::string>& labels);
+Result<void> ValidatePlatform(std::string_view platform);  // "", "systrap" or "ptrace"
 Result<void> ValidateSpec(const SandboxSpec& spec);
 // An exec timeout must end before idle_ttl could expire the sandbox under the command.
 Result<void> ValidateExecTimeout(double timeout_seconds, std::optional<std::int64_t> idle_ttl);

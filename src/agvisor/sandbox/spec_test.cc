@@ -6,6 +6,7 @@
 namespace agvisor {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 std::string Msg(const Result<void>& r) { return r.ok() ? "" : r.error().message(); }
@@ -110,6 +111,17 @@ TEST(SpecTest, LifetimeIdleAndExecTimeout) {
   EXPECT_THAT(Msg(ValidateSpec(s)), HasSubstr("got -1"));
   s.warm_shells = 0;
   EXPECT_TRUE(ValidateSpec(s).ok());
+  for (const char* ok : {"", "systrap", "ptrace"}) {
+    s.platform = ok;
+    EXPECT_TRUE(ValidateSpec(s).ok()) << ok;
+  }
+  s.platform = "kvm";  // hangs on these hosts: not offered
+  EXPECT_THAT(Msg(ValidateSpec(s)),
+              AllOf(HasSubstr("platform 'kvm'"), HasSubstr("\"systrap\" (the default)"),
+                    HasSubstr("\"ptrace\"")));
+  s.platform = "Ptrace";
+  EXPECT_FALSE(ValidateSpec(s).ok());
+  s.platform.clear();
   EXPECT_TRUE(ValidateExecTimeout(120, std::nullopt).ok());
   EXPECT_TRUE(ValidateExecTimeout(30, 60).ok());
   EXPECT_THAT(Msg(ValidateExecTimeout(60, 60)), HasSubstr("below idle_ttl"));

@@ -79,7 +79,7 @@ docker::ContainerConfig ToContainerConfig(const InstanceSpec& spec) {
   c.stdin_once = false;
   // With the twin, the agent puts the localhost lines Docker would have written into the then
   // empty /etc/hosts (agent/hosts.h).
-  c.network_disabled = spec.runtime != spec.requested_runtime;
+  c.network_disabled = spec.runtime != PlatformRuntimeOf(spec.requested_runtime, spec.platform);
   auto& h = c.host_config;
   h.runtime = spec.runtime;
   h.nano_cpus = static_cast<std::int64_t>(std::llround(spec.cpus * 1e9));
@@ -131,7 +131,8 @@ Result<StartedInstance> DockerRuntime::CreateAndStart(const InstanceSpec& spec, 
     if (!id.ok()) {
       if (c.network_disabled && MissingTwin(id.error(), spec.runtime)) {
         ForgetHostRuntimes(host_);
-        c.host_config.runtime = spec.requested_runtime;  // no twin on this host: network none
+        // No twin on this host: network none on the platform's runtime.
+        c.host_config.runtime = PlatformRuntimeOf(spec.requested_runtime, spec.platform);
         c.network_disabled = false;
         continue;
       }
@@ -164,8 +165,9 @@ Result<StartedInstance> DockerRuntime::CreateAndStart(const InstanceSpec& spec, 
   }
 }
 
-Result<std::string> DockerRuntime::RequireGvisor(std::string_view runtime, bool network_none) {
-  return RequireGvisorRuntime(host_, *client_, runtime, network_none);
+Result<std::string> DockerRuntime::RequireGvisor(std::string_view runtime,
+                                                 std::string_view platform, bool network_none) {
+  return RequireGvisorRuntime(host_, *client_, runtime, platform, network_none);
 }
 
 Result<DiskCapSupport> DockerRuntime::ProbeDiskCap(std::string_view runtime,
@@ -288,6 +290,15 @@ Result<int> DockerRuntime::RunExec(std::string_view id, const std::vector<std::s
     on_stderr(p.bytes);
     return Ok();
   });
+}
+
+Result<std::optional<Labels>> DockerRuntime::VolumeLabels(std::string_view name) {
+  auto v = client_->InspectVolume(name);
+  if (!v.ok()) {
+    if (v.error().code() == ErrorCode::kNotFound) return std::optional<Labels>();
+    return v.error();
+  }
+  return std::optional<Labels>(std::move(v->labels));
 }
 
 Result<bool> DockerRuntime::EnsureVolume(std::string_view name, const Labels& labels) {

@@ -39,7 +39,8 @@ class DockerRuntime final : public Runtime {
   const std::string& host() const override { return host_; }
   const RuntimeTraits& traits() const override { return traits_; }
 
-  Result<std::string> RequireGvisor(std::string_view runtime, bool network_none) override;
+  Result<std::string> RequireGvisor(std::string_view runtime, std::string_view platform,
+                                    bool network_none) override;
   Result<DiskCapSupport> ProbeDiskCap(std::string_view runtime, std::string_view image) override;
   // Docker's MemTotal (`docker info`); 0 when the daemon does not say.
   Result<HostCapacity> Capacity() override;
@@ -66,6 +67,7 @@ class DockerRuntime final : public Runtime {
                       const OutputSink& on_stdout, const StderrSink& on_stderr) override;
 
   Result<bool> EnsureVolume(std::string_view name, const Labels& labels) override;
+  Result<std::optional<Labels>> VolumeLabels(std::string_view name) override;
   Result<bool> RemoveVolume(std::string_view name) override;
 
   Result<SandboxNetwork> EnsureEgressNetwork(std::string_view name,

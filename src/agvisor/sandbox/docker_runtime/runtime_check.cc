@@ -174,6 +174,47 @@ std::string Where(std::string_view host) {
 
 std::string NoneTwinOf(std::string_view runtime) { return std::string(runtime) + "-none"; }
 
+std::string PlatformRuntimeOf(std::string_view runtime, std::string_view platform) {
+  if (platform.empty() || platform == "systrap") return std::string(runtime);
+  return std::string(runtime) + "-" + std::string(platform);
+}
+
+std::string PlatformOfArgs(const std::vector<std::string>& args) {
+  std::string platform = "systrap";
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    // runsc takes Go-style flags: --platform=X, -platform=X, or the value as the next word.
+    std::string_view a = args[i];
+    if (a.starts_with("--")) a.remove_prefix(1);
+    if (a.starts_with("-platform=")) {
+      platform = std::string(a.substr(10));
+    } else if (a == "-platform" && i + 1 < args.size()) {
+      platform = args[++i];
+    }
+  }
+  return platform;
+}
+
+Result<void> DecidePlatformRuntime(std::string_view where, std::string_view runtime,
+                                   std::string_view platform, const docker::SystemInfo& info) {
+  const std::string name = PlatformRuntimeOf(runtime, platform);
+  const std::string fix =
+      " (sudo scripts/setup-host registers one per platform that starts "
+      "on this host; or leave the platform unset for systrap)";
+  auto it = info.runtimes.find(name);
+  if (it == info.runtimes.end()) {
+    return Error::InvalidArgument(
+        "platform " + Quote(platform) + " needs the runtime " + Quote(name) + " (" +
+        std::string(runtime) + " with --platform=" + std::string(platform) + "), which Docker on " +
+        std::string(where) + " does not have" + fix);
+  }
+  if (const std::string has = PlatformOfArgs(it->second.args); has != platform) {
+    return Error::InvalidArgument("runtime " + Quote(name) + " on " + std::string(where) +
+                                  " runs on platform " + Quote(has) + ", not " + Quote(platform) +
+                                  " (its runtimeArgs: " + Join(it->second.args, " ") + ")" + fix);
+  }
+  return Ok();
+}
+
 bool IsRunscVersionOutput(std::string_view out) {
   return FirstLine(out).starts_with("runsc version ");
 }
@@ -212,8 +253,14 @@ Result<void> DecideGvisorRuntime(std::string_view where, std::string_view runtim
 }
 
 Result<std::string> RequireGvisorRuntime(std::string_view host, docker::Client& client,
-                                         std::string_view runtime, bool network_none) {
-  auto info = AGVISOR_TRY(HostInfo(host, client, runtime));
+                                         std::string_view runtime, std::string_view platform,
+                                         bool network_none) {
+  const std::string base = PlatformRuntimeOf(runtime, platform);
+  auto info = AGVISOR_TRY(HostInfo(host, client, base));
+  if (base != runtime) {
+    AGVISOR_RETURN_IF_ERROR(DecidePlatformRuntime(Where(host), runtime, platform, info));
+    runtime = base;
+  }
   auto identify = CachedIdentify(host, client.endpoint());
   AGVISOR_RETURN_IF_ERROR(DecideGvisorRuntime(Where(host), runtime, info, identify));
   const std::string twin = NoneTwinOf(runtime);

@@ -42,6 +42,21 @@ struct SystemInfo;
 // registers runsc-none: runsc --network=none). It must be gVisor too.
 std::string NoneTwinOf(std::string_view runtime);
 
+// The runtime that sandboxes of `runtime` on gVisor platform `platform` run on: `runtime` itself
+// for "systrap" (runsc's default) or "", else "<runtime>-<platform>" (scripts/setup-host registers
+// runsc-ptrace: runsc with --platform=ptrace, and its none twin runsc-ptrace-none).
+std::string PlatformRuntimeOf(std::string_view runtime, std::string_view platform);
+
+// The platform a runtime registered with `args` (its runtimeArgs) runs on: the value of its
+// --platform flag, or "systrap" (runsc's default) without one.
+std::string PlatformOfArgs(const std::vector<std::string>& args);
+
+// The decision for a platform other than the runtime's own, pure: OK when `info` registers
+// PlatformRuntimeOf(runtime, platform) with --platform=`platform`. Otherwise kInvalidArgument
+// naming the platform, the runtime it needs and that scripts/setup-host registers it.
+Result<void> DecidePlatformRuntime(std::string_view where, std::string_view runtime,
+                                   std::string_view platform, const docker::SystemInfo& info);
+
 // What one registered runtime's binary turned out to be.
 struct RuntimeIdentity {
   std::string name;               // Docker's name for it ("runsc")
@@ -70,13 +85,15 @@ using IdentifyRuntimeFn =
 Result<void> DecideGvisorRuntime(std::string_view where, std::string_view runtime,
                                  const docker::SystemInfo& info, const IdentifyRuntimeFn& identify);
 
-// The runtime a sandbox of `runtime` and `network_none` runs on: `runtime` itself, or its
+// The runtime a sandbox of `runtime`, `platform` and `network_none` runs on: the platform's
+// runtime (PlatformRuntimeOf, checked with DecidePlatformRuntime unless it is `runtime`), or its
 // NoneTwinOf for network none where the host registers that twin. Both are checked with
 // DecideGvisorRuntime (a registered twin that is not gVisor is refused, never skipped).
-// Cached as described above. Errors: kInvalidArgument (not gVisor, not registered), those of
-// docker::Client::Info.
+// Cached as described above. Errors: kInvalidArgument (not gVisor, not registered, no runtime
+// for the platform), those of docker::Client::Info.
 Result<std::string> RequireGvisorRuntime(std::string_view host, docker::Client& client,
-                                         std::string_view runtime, bool network_none);
+                                         std::string_view runtime, std::string_view platform,
+                                         bool network_none);
 
 // Forgets the runtime list held for `host` (a create said a runtime is unknown after all).
 void ForgetHostRuntimes(std::string_view host);

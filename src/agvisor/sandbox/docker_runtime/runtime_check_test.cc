@@ -106,5 +106,35 @@ TEST(RuntimeCheckTest, NoGvisorAtAllSaysHowToInstallOne) {
 
 TEST(RuntimeCheckTest, NoneTwinName) { EXPECT_EQ(NoneTwinOf("runsc"), "runsc-none"); }
 
+TEST(RuntimeCheckTest, PlatformRuntimeNamesAndArgs) {
+  EXPECT_EQ(PlatformRuntimeOf("runsc", "systrap"), "runsc");
+  EXPECT_EQ(PlatformRuntimeOf("runsc", ""), "runsc");
+  EXPECT_EQ(PlatformRuntimeOf("runsc", "ptrace"), "runsc-ptrace");
+  EXPECT_EQ(NoneTwinOf(PlatformRuntimeOf("runsc", "ptrace")), "runsc-ptrace-none");
+  EXPECT_EQ(PlatformOfArgs({}), "systrap");
+  EXPECT_EQ(PlatformOfArgs({"--network=host", "--platform=ptrace"}), "ptrace");
+  EXPECT_EQ(PlatformOfArgs({"-platform", "ptrace"}), "ptrace");
+  EXPECT_EQ(PlatformOfArgs({"--platform", "kvm", "--network=none"}), "kvm");
+}
+
+// A platform other than runsc's own needs its runtime registered with that platform; the
+// refusal says which runtime and that setup-host registers it.
+TEST(RuntimeCheckTest, PlatformNeedsItsRuntimeRegisteredWithThatPlatform) {
+  auto info = Host();
+  auto missing = DecidePlatformRuntime("this host", "runsc", "ptrace", info);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(missing.error().message(),
+              AllOf(HasSubstr("platform 'ptrace' needs the runtime 'runsc-ptrace'"),
+                    HasSubstr("does not have"), HasSubstr("scripts/setup-host registers")));
+  info.runtimes["runsc-ptrace"] = {"/usr/bin/runsc", {"--network=host"}};  // no --platform
+  auto wrong = DecidePlatformRuntime("this host", "runsc", "ptrace", info);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_THAT(wrong.error().message(), AllOf(HasSubstr("runs on platform 'systrap', not 'ptrace'"),
+                                             HasSubstr("--network=host")));
+  info.runtimes["runsc-ptrace"] = {"/usr/bin/runsc", {"--network=host", "--platform=ptrace"}};
+  EXPECT_TRUE(DecidePlatformRuntime("this host", "runsc", "ptrace", info).ok());
+}
+
 }  // namespace
 }  // namespace agvisor
