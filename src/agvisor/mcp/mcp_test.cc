@@ -104,10 +104,16 @@ class FakeHandle final : public client::SandboxHandle {
   Result<void> Mkdir(std::string_view, bool, std::uint32_t) override { return Ok(); }
   Result<void> RemovePath(std::string_view, bool) override { return Ok(); }
   Result<SandboxInfo> Info() override { return SandboxInfo{.container_name = name_}; }
+  Result<std::unique_ptr<client::DirWatch>> Watch(std::string_view, bool) override {
+    return Error::Unsupported("fake");
+  }
+  void SetAutoResume(bool yes) override { auto_resume_ = yes; }
+  bool auto_resume() const override { return auto_resume_; }
 
  private:
   std::string name_;
   World& w_;
+  bool auto_resume_ = true;
 };
 
 class FakePlace final : public client::Place {
