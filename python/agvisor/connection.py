@@ -26,7 +26,8 @@ class Connection:
         return f"<agvisor.Connection {self.address}>"
 
     def Sandbox(self, image=None, *, gui=False, limits=Limits(), network="bridge", lifetime=None,
-                idle_ttl=None, name=None, host=None, runtime="runsc", egress=None) -> Sandbox:
+                idle_ttl=None, name=None, host=None, runtime="runsc", egress=None,
+                warm_shells=None, idle_action="destroy") -> Sandbox:
         """agvisor.Sandbox(...) living in the daemon: start() creates it there. `host` must be
         None (the daemon's Docker host is used)."""
         if host is not None:
@@ -34,17 +35,19 @@ class Connection:
                              "daemon's Docker host; leave host None (or use agvisor.Sandbox "
                              "in process for another host)")
         sb = Sandbox(image, gui=gui, limits=limits, network=network, lifetime=lifetime,
-                     idle_ttl=idle_ttl, name=name, runtime=runtime, egress=egress)
+                     idle_ttl=idle_ttl, name=name, runtime=runtime, egress=egress,
+                     warm_shells=warm_shells, idle_action=idle_action)
         sb._conn = self
         return sb
 
     def create_sandbox(self, image=None, *, gui=False, limits=Limits(), network="bridge",
                        lifetime=None, idle_ttl=None, name=None, host=None, runtime="runsc",
-                       egress=None) -> Sandbox:
+                       egress=None, warm_shells=None, idle_action="destroy") -> Sandbox:
         """agvisor.create_sandbox(...) through the daemon: a started Sandbox."""
         return self.Sandbox(image, gui=gui, limits=limits, network=network, lifetime=lifetime,
                             idle_ttl=idle_ttl, name=name, host=host, runtime=runtime,
-                            egress=egress).start()
+                            egress=egress, warm_shells=warm_shells,
+                            idle_action=idle_action).start()
 
     def list_sandboxes(self, host=None) -> list[Sandbox]:
         """Every agvisor sandbox on the daemon's Docker host (agvisor.list_sandboxes())."""

@@ -117,6 +117,8 @@ class Sandbox:
               (["pypi.org", "*.pythonhosted.org"]) or an agvisor.Egress. See create_sandbox().
     warm_shells  Shells kept started for exec() (an extension); None = the default. See
               create_sandbox().
+    idle_action  What idle_ttl does (an extension): "destroy" (default), "stop" or "pause". See
+              create_sandbox().
 
     Attributes: name ("agvisor-<name>"; for an anonymous sandbox the random suffix is the one the
     core picks at start()), persistent, data_dir ("/workspace" or None), resumed (start()
@@ -126,7 +128,7 @@ class Sandbox:
 
     def __init__(self, image=None, *, gui=False, limits=Limits(), network="bridge", lifetime=None,
                  idle_ttl=None, name=None, host=None, runtime="runsc", egress=None,
-                 warm_shells=None):
+                 warm_shells=None, idle_action="destroy"):
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be an agvisor.Limits, got {type(limits).__name__}")
         if gui and (lifetime is not None or idle_ttl is not None):
@@ -136,6 +138,7 @@ class Sandbox:
         self.network = network
         self.lifetime = lifetime
         self.idle_ttl = idle_ttl
+        self.idle_action = idle_action
         self.host = host
         self.runtime = runtime
         self._egress = as_egress(egress)
@@ -174,6 +177,7 @@ class Sandbox:
         s.network = self.network
         s.lifetime = _whole_seconds("lifetime", self.lifetime)
         s.idle_ttl = _whole_seconds("idle_ttl", self.idle_ttl)
+        s.idle_action = self.idle_action
         s.name = name
         s.host = self.host or ""
         s.runtime = self.runtime
@@ -621,6 +625,7 @@ def create_sandbox(
     runtime: str = "runsc",
     egress: list[str] | Egress | None = None,
     warm_shells: int | None = None,
+    idle_action: str = "destroy",
 ) -> Sandbox:
     """Sandbox(...).start(): a running sandbox. Use it in `with` or call stop() yourself.
 
@@ -660,7 +665,13 @@ def create_sandbox(
               ~3x faster for short commands. None = the default (2); 0 = off; at most 16. A ready
               shell costs ~4 MB of the memory limit and shows in `ps` inside as
               `sh -c : agvisor-agent ready shell ...` (docs/agent.md "Ready shells").
+    idle_action  An extension of the seed's API: what idle_ttl does. "destroy" (default, the
+              seed's): the sandbox removes itself. "stop": it ends and its container stays;
+              needs a name, whose next create starts afresh on the same /workspace. "pause":
+              it is frozen (memory and processes kept) and the next call wakes it; the freeze
+              is done by agvisord's sweep, or without a daemon by the next list_sandboxes()
+              from any client (docs/lifecycle.md "Idle policy").
     """
     return Sandbox(image, gui=gui, limits=limits, network=network, lifetime=lifetime,
                    idle_ttl=idle_ttl, name=name, host=host, runtime=runtime,
-                   egress=egress, warm_shells=warm_shells).start()
+                   egress=egress, warm_shells=warm_shells, idle_action=idle_action).start()

@@ -716,7 +716,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("runtime", &SandboxSpec::runtime)
       .def_readwrite("labels", &SandboxSpec::labels)
       .def_readwrite("egress", &SandboxSpec::egress)
-      .def_readwrite("warm_shells", &SandboxSpec::warm_shells);
+      .def_readwrite("warm_shells", &SandboxSpec::warm_shells)
+      .def_readwrite("idle_action", &SandboxSpec::idle_action);
 
   // Pure checks, no host involved: ValueError with the C++ message.
   m.def(

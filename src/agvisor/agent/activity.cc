@@ -30,9 +30,10 @@ void ActivityTracker::SetPolicy(ExpiryPolicy policy, Clock::time_point now) {
   idle_since_ = now;
 }
 
-void ActivityTracker::Woke(Clock::time_point planned, Clock::time_point now) {
-  if (now <= planned + kFreezeSlack) return;
+bool ActivityTracker::Woke(Clock::time_point planned, Clock::time_point now) {
+  if (now <= planned + kFreezeSlack) return false;
   idle_since_ = std::min(idle_since_ + (now - planned), now);
+  return true;
 }
 
 std::chrono::milliseconds ActivityTracker::IdleFor(Clock::time_point now) const {

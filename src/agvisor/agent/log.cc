@@ -5,10 +5,12 @@
 #include <cerrno>
 #include <string>
 
+#include "agvisor/proto/exit_codes.h"
+
 namespace agvisor::agent {
 
 void LogLine(std::string_view message) {
-  std::string line = "agvisor-agent: ";
+  std::string line(kAgentLogPrefix);
   line.append(message);
   line.push_back('\n');
   std::string_view left = line;

@@ -98,6 +98,13 @@ TEST(CodecTest, ParseCreateRequest) {
   EXPECT_EQ(ParseCreateRequest(CreateRequestJson(w->spec))->spec.warm_shells, 0);
   EXPECT_EQ(CreateRequestJson(SandboxSpec{}).find("warm_shells"), std::string::npos);
   EXPECT_FALSE(ParseCreateRequest(R"({"warm_shells":"2"})").ok());
+  // idle_action: a word, sent back only when not destroy.
+  auto a = ParseCreateRequest(R"({"idle_ttl":60,"idle_action":"pause"})");
+  ASSERT_TRUE(a.ok()) << a.error().ToString();
+  EXPECT_EQ(a->spec.idle_action, "pause");
+  EXPECT_EQ(ParseCreateRequest(CreateRequestJson(a->spec))->spec.idle_action, "pause");
+  EXPECT_EQ(CreateRequestJson(SandboxSpec{}).find("idle_action"), std::string::npos);
+  EXPECT_FALSE(ParseCreateRequest(R"({"idle_action":1})").ok());
 }
 
 TEST(CodecTest, ParseCreateRequestRefusals) {

@@ -215,6 +215,12 @@ void SpecOptions::Add(CLI::App& cmd) {
                  "seconds until the sandbox ends itself, even if this client dies");
   cmd.add_option("--idle-ttl", spec.idle_ttl,
                  "seconds without activity (exec) until the sandbox ends itself");
+  cmd.add_option("--idle-action", spec.idle_action,
+                 "what --idle-ttl does: destroy (ends and removes it), stop (ends it, keeps the "
+                 "container and, with --name, /workspace for a later create) or pause (freezes "
+                 "it; the next call wakes it; frozen by agvisord, or by the next `ls`)")
+      ->check(CLI::IsMember({"destroy", "stop", "pause"}))
+      ->capture_default_str();
   cmd.add_option("--runtime", spec.runtime, "Docker runtime (a gVisor one)")->capture_default_str();
   cmd.add_option("--warm-shells", spec.warm_shells,
                  "shells the agent keeps started so `sh -c` execs skip the shell's start; 0 = off")

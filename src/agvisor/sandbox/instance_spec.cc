@@ -1,9 +1,27 @@
 #include "agvisor/sandbox/instance_spec.h"
 
+#include "agvisor/proto/exit_codes.h"
 #include "agvisor/sandbox/agent_paths.h"
 #include "agvisor/sandbox/egress_network.h"
 
 namespace agvisor {
+
+bool IdlePauseRequested(std::string_view tail) {
+  bool idle = false;
+  while (!tail.empty()) {
+    const std::size_t nl = tail.find('\n');
+    std::string_view line = tail.substr(0, nl);
+    tail = nl == std::string_view::npos ? std::string_view() : tail.substr(nl + 1);
+    if (nl == std::string_view::npos) break;  // the last line may be cut: only whole lines count
+    if (!line.starts_with(agent::kAgentLogPrefix)) continue;
+    line.remove_prefix(agent::kAgentLogPrefix.size());
+    if (!line.starts_with(agent::kIdlePauseTag)) continue;
+    line.remove_prefix(agent::kIdlePauseTag.size());
+    if (line == agent::kIdlePauseIdle) idle = true;
+    if (line == agent::kIdlePauseActive) idle = false;
+  }
+  return idle;
+}
 
 Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDecisions& d) {
   InstanceSpec i;
@@ -13,6 +31,8 @@ Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDe
   i.argv = {std::string(kAgentPath), "init", "--channel-stdio"};
   if (spec.lifetime) i.argv.insert(i.argv.end(), {"--lifetime", std::to_string(*spec.lifetime)});
   if (spec.idle_ttl) i.argv.insert(i.argv.end(), {"--idle-ttl", std::to_string(*spec.idle_ttl)});
+  // At idle_ttl the agent stays up and says so; the host freezes it (Sandbox::List's sweep).
+  if (spec.idle_action == "pause") i.argv.push_back("--idle-pause");
   if (spec.gui) i.argv.push_back("--desktop");
   if (spec.warm_shells > 0) {
     i.argv.insert(i.argv.end(), {"--warm-shells", std::to_string(spec.warm_shells)});
@@ -21,6 +41,7 @@ Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDe
   i.labels.insert_or_assign(std::string(kLabelManaged), std::string("1"));
   if (spec.name) i.labels[std::string(kLabelName)] = *spec.name;
   if (spec.idle_ttl) i.labels[std::string(kLabelIdleTtl)] = std::to_string(*spec.idle_ttl);
+  if (spec.idle_action != "destroy") i.labels[std::string(kLabelIdleAction)] = spec.idle_action;
   if (spec.lifetime) i.labels[std::string(kLabelLifetime)] = std::to_string(*spec.lifetime);
   i.labels[std::string(kLabelMemory)] = spec.limits.memory;
   for (const auto& [k, v] : d.system_labels) i.labels[k] = v;
@@ -38,8 +59,10 @@ Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDe
   }
   i.disk_cap = d.disk_cap;
   // The agent ends the sandbox at lifetime/idle expiry even with no client: the runtime then
-  // removes it (a named sandbox's data stays in its volume).
-  i.remove_on_exit = spec.lifetime.has_value() || spec.idle_ttl.has_value();
+  // removes it (a named sandbox's data stays in its volume), except with idle_action stop,
+  // whose container stays (exited) until its name is created again or it is removed.
+  i.remove_on_exit =
+      (spec.lifetime.has_value() || spec.idle_ttl.has_value()) && spec.idle_action != "stop";
   if (spec.name) {
     i.working_dir = std::string(kWorkspace);
     i.workspace = d.name;

@@ -110,6 +110,19 @@ TEST(SpecTest, LifetimeIdleAndExecTimeout) {
   EXPECT_THAT(Msg(ValidateSpec(s)), HasSubstr("got -1"));
   s.warm_shells = 0;
   EXPECT_TRUE(ValidateSpec(s).ok());
+  // idle_action: one of three words, needs idle_ttl; stop needs a name to resume.
+  s = {};
+  s.idle_action = "hibernate";
+  EXPECT_THAT(Msg(ValidateSpec(s)),
+              HasSubstr("idle_action must be destroy, stop or pause, got 'hibernate'"));
+  s.idle_action = "pause";
+  EXPECT_THAT(Msg(ValidateSpec(s)), HasSubstr("idle_action pause needs idle_ttl"));
+  s.idle_ttl = 60;
+  EXPECT_TRUE(ValidateSpec(s).ok());
+  s.idle_action = "stop";
+  EXPECT_THAT(Msg(ValidateSpec(s)), HasSubstr("idle_action stop keeps /workspace"));
+  s.name = "proj";
+  EXPECT_TRUE(ValidateSpec(s).ok());
   EXPECT_TRUE(ValidateExecTimeout(120, std::nullopt).ok());
   EXPECT_TRUE(ValidateExecTimeout(30, 60).ok());
   EXPECT_THAT(Msg(ValidateExecTimeout(60, 60)), HasSubstr("below idle_ttl"));
