@@ -117,7 +117,7 @@ class Sandbox:
               (["pypi.org", "*.pythonhosted.org"]) or an agvisor.Egress. See create_sandbox().
     warm_shells  Shells kept started for exec() (an extension); None = the default. See
               create_sandbox().
-    idle_action  What idle_ttl does (an extension): "destroy" (default), "stop" or "pause". See
+    idle_action  What idle_ttl does (an extension): "destroy" (default) or "stop". See
               create_sandbox().
 
     Attributes: name ("agvisor-<name>"; for an anonymous sandbox the random suffix is the one the
@@ -666,11 +666,9 @@ def create_sandbox(
               shell costs ~4 MB of the memory limit and shows in `ps` inside as
               `sh -c : agvisor-agent ready shell ...` (docs/agent.md "Ready shells").
     idle_action  An extension of the seed's API: what idle_ttl does. "destroy" (default, the
-              seed's): the sandbox removes itself. "stop": it ends and its container stays;
-              needs a name, whose next create starts afresh on the same /workspace. "pause":
-              it is frozen (memory and processes kept) and the next call wakes it; the freeze
-              is done by agvisord's sweep, or without a daemon by the next list_sandboxes()
-              from any client (docs/lifecycle.md "Idle policy").
+              seed's): the sandbox removes itself. "stop": it ends and its container stays
+              (listed as exited); needs a name, whose next create starts afresh on the same
+              /workspace (docs/lifecycle.md "Idle policy").
     """
     return Sandbox(image, gui=gui, limits=limits, network=network, lifetime=lifetime,
                    idle_ttl=idle_ttl, name=name, host=host, runtime=runtime,

@@ -186,37 +186,6 @@ TEST_F(PauseTest, IdleTimeStopsWhilePaused) {
       12s));
 }
 
-// idle_action pause (docs/lifecycle.md "Idle policy"): at idle_ttl the agent says so in its log
-// and stays up; without agvisord the next ls freezes it; the next call wakes it with its memory;
-// a thaw restarts the idle clock, so it is not frozen again at once.
-TEST_F(PauseTest, IdleActionPauseFreezesAtLsAndTheNextCallWakesIt) {
-  SandboxSpec spec = TestSpec();
-  spec.idle_ttl = 3;
-  spec.idle_action = "pause";
-  auto sb = MustCreate(spec);
-  ASSERT_TRUE(sb);
-  ASSERT_TRUE(sb->ExecShell("echo kept > /tmp/f", {.timeout = 2}).ok());
-  // Running until idle_ttl has passed (an ls before that leaves it be).
-  EXPECT_EQ(ListedState(sb->container_name()), "running");
-  // Bound: idle_ttl + the agent's 1 s tick + a loaded host's log write, 3x over.
-  ASSERT_TRUE(testing::WaitFor([&] { return ListedState(sb->container_name()) == "paused"; }, 15s))
-      << ListedState(sb->container_name());
-  auto info = sb->Info();
-  ASSERT_TRUE(info.ok());
-  EXPECT_EQ(info->state, "paused");
-  EXPECT_TRUE(info->running);
-  auto r = sb->ExecShell("cat /tmp/f", {.timeout = 2});  // resumes it first
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
-  EXPECT_EQ(r->out, "kept\n");
-  EXPECT_EQ(ListedState(sb->container_name()), "running");
-  // An explicit resume with no call after it: the idle clock starts again at the thaw.
-  ASSERT_TRUE(testing::WaitFor([&] { return ListedState(sb->container_name()) == "paused"; }, 15s));
-  ASSERT_TRUE(sb->Resume().ok());
-  std::this_thread::sleep_for(1500ms);  // the agent has seen the thaw, idle_ttl not yet over
-  EXPECT_EQ(ListedState(sb->container_name()), "running");
-  ASSERT_TRUE(sb->Stop().ok());
-}
-
 // idle_action stop: at idle_ttl the container ends and stays (exited, end reason idle); the
 // name's next create starts afresh on the same /workspace.
 TEST_F(PauseTest, IdleActionStopKeepsTheContainerAndTheWorkspace) {

@@ -30,10 +30,9 @@ void ActivityTracker::SetPolicy(ExpiryPolicy policy, Clock::time_point now) {
   idle_since_ = now;
 }
 
-bool ActivityTracker::Woke(Clock::time_point planned, Clock::time_point now) {
-  if (now <= planned + kFreezeSlack) return false;
+void ActivityTracker::Woke(Clock::time_point planned, Clock::time_point now) {
+  if (now <= planned + kFreezeSlack) return;
   idle_since_ = std::min(idle_since_ + (now - planned), now);
-  return true;
 }
 
 std::chrono::milliseconds ActivityTracker::IdleFor(Clock::time_point now) const {

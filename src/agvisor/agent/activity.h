@@ -14,7 +14,6 @@
 // Lifetime wins when both are due at the same instant.
 #pragma once
 
-#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <string_view>
@@ -69,10 +68,7 @@ class ActivityTracker {
   // pause longer than its idle_ttl is not ended the instant it thaws. Lifetime is not moved: a
   // pause does not extend it (the host ends a paused sandbox past its lifetime,
   // docs/lifecycle.md).
-  // Returns whether it was a freeze.
-  bool Woke(Clock::time_point planned, Clock::time_point now);
-  // Activity without a hold at `now` (a thaw, with init --idle-pause): the idle clock restarts.
-  void Touched(Clock::time_point now) { idle_since_ = std::max(idle_since_, now); }
+  void Woke(Clock::time_point planned, Clock::time_point now);
 
   // How long the sandbox has been idle at `now` (zero while a hold exists).
   std::chrono::milliseconds IdleFor(Clock::time_point now) const;

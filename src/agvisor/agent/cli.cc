@@ -23,8 +23,8 @@ Run `agvisor-agent SUBCOMMAND --help` for the options of each.
 )";
 
 constexpr std::string_view kInitHelp =
-    R"(Usage: agvisor-agent init [--lifetime SECONDS] [--idle-ttl SECONDS] [--idle-pause]
-                          [--socket PATH] [--channel-stdio] [--desktop] [--desktop-size WxH]
+    R"(Usage: agvisor-agent init [--lifetime SECONDS] [--idle-ttl SECONDS] [--socket PATH]
+                          [--channel-stdio] [--desktop] [--desktop-size WxH]
                           [--warm-shells N]
 
 PID 1 of a sandbox. Reaps every zombie (also when not PID 1: it makes itself a child subreaper),
@@ -33,9 +33,6 @@ serves the channel protocol (docs/protocol.md) on a unix socket and stops the sa
   --idle-ttl SECONDS   stop once no operation has been in flight for this long (an exec, file
                        operation, port stream or attach in any session, or a connected client
                        that does not speak the protocol, e.g. `agvisor-agent exec`)
-  --idle-pause         at --idle-ttl do not stop: log `idle-pause: idle` on stderr for the host
-                       to freeze the sandbox (and `idle-pause: active` when activity resumes);
-                       after a thaw the idle clock starts again
   --socket PATH        channel socket (default /run/agvisor/agent.sock; its directory is
                        created 0700 and also receives the file `exit-reason`)
   --channel-stdio      also serve one session on stdin/stdout (EOF on stdin ends that session,
@@ -199,8 +196,6 @@ Result<Command> ParseInit(const std::vector<std::string>& args) {
       // stored
     } else if (c.Flag("--channel-stdio")) {
       o.channel_stdio = true;
-    } else if (c.Flag("--idle-pause")) {
-      o.idle_pause = true;
     } else if (c.Flag("--desktop")) {
       o.desktop = true;
     } else if (AGVISOR_TRY(c.Take("--desktop-size", &v))) {

@@ -28,9 +28,6 @@ inline constexpr std::string_view kDefaultSocketPath = "/run/agvisor/agent.sock"
 struct InitOptions {
   std::optional<std::chrono::milliseconds> lifetime;  // unset: no lifetime
   std::optional<std::chrono::milliseconds> idle_ttl;  // unset: never idle-expires
-  // --idle-pause: at idle_ttl stay up and say so on stderr (proto/exit_codes.h) for the host
-  // to freeze the sandbox; a thaw then restarts the idle clock.
-  bool idle_pause = false;
   std::string socket_path{kDefaultSocketPath};
   // Serve one channel session on fd 0/1 (the host attached to PID 1's stdio before start).
   bool channel_stdio = false;

@@ -114,7 +114,6 @@ class InitServer {
       timers_.RunDue(Clock::now());
       Collect();
       ExpiryDecision d = tracker_.Decide(Clock::now());
-      if (options_.idle_pause) d = IdlePause(d);
       if (d.stop != StopReason::kNone) return d.stop;
       std::optional<Clock::time_point> deadline = d.next_check;
       if (auto t = timers_.Next(); t && (!deadline || *t < *deadline)) deadline = t;
@@ -128,29 +127,8 @@ class InitServer {
         LogLine("event loop: " + r.error().message() + "; stopping");
         return StopReason::kSignal;
       }
-      if (deadline && tracker_.Woke(*deadline, Clock::now()) && options_.idle_pause) {
-        // Thawed: whoever resumed it wants it up, so a whole idle_ttl starts now (else it would
-        // say idle again at once and be frozen by the next sweep).
-        tracker_.Touched(Clock::now());
-      }
+      if (deadline) tracker_.Woke(*deadline, Clock::now());
     }
-  }
-
-  // --idle-pause: idle is said (once per idle spell) instead of stopping; lifetime still stops.
-  ExpiryDecision IdlePause(ExpiryDecision d) {
-    if (d.stop == StopReason::kIdle) {
-      if (!said_idle_) {
-        LogLine(std::string(kIdlePauseTag) + std::string(kIdlePauseIdle));
-        said_idle_ = true;
-      }
-      // Asked again at the tick: lifetime, or activity, may come.
-      return {StopReason::kNone, Clock::now() + ActivityTracker::kFreezeTick};
-    }
-    if (said_idle_ && d.stop == StopReason::kNone) {
-      LogLine(std::string(kIdlePauseTag) + std::string(kIdlePauseActive));
-      said_idle_ = false;
-    }
-    return d;
   }
 
   void LogStop(StopReason reason) const {
@@ -262,7 +240,6 @@ class InitServer {
   std::unique_ptr<Desktop> desktop_;  // --desktop
   bool listener_paused_ = false;
   StopReason stop_ = StopReason::kNone;
-  bool said_idle_ = false;  // --idle-pause: the last marker logged was "idle"
   std::string signal_name_ = "signal";
 };
 

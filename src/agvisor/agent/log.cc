@@ -5,12 +5,10 @@
 #include <cerrno>
 #include <string>
 
-#include "agvisor/proto/exit_codes.h"
-
 namespace agvisor::agent {
 
 void LogLine(std::string_view message) {
-  std::string line(kAgentLogPrefix);
+  std::string line = "agvisor-agent: ";
   line.append(message);
   line.push_back('\n');
   std::string_view left = line;

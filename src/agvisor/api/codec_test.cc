@@ -99,10 +99,10 @@ TEST(CodecTest, ParseCreateRequest) {
   EXPECT_EQ(CreateRequestJson(SandboxSpec{}).find("warm_shells"), std::string::npos);
   EXPECT_FALSE(ParseCreateRequest(R"({"warm_shells":"2"})").ok());
   // idle_action: a word, sent back only when not destroy.
-  auto a = ParseCreateRequest(R"({"idle_ttl":60,"idle_action":"pause"})");
+  auto a = ParseCreateRequest(R"({"idle_ttl":60,"idle_action":"stop","name":"n"})");
   ASSERT_TRUE(a.ok()) << a.error().ToString();
-  EXPECT_EQ(a->spec.idle_action, "pause");
-  EXPECT_EQ(ParseCreateRequest(CreateRequestJson(a->spec))->spec.idle_action, "pause");
+  EXPECT_EQ(a->spec.idle_action, "stop");
+  EXPECT_EQ(ParseCreateRequest(CreateRequestJson(a->spec))->spec.idle_action, "stop");
   EXPECT_EQ(CreateRequestJson(SandboxSpec{}).find("idle_action"), std::string::npos);
   EXPECT_FALSE(ParseCreateRequest(R"({"idle_action":1})").ok());
 }

@@ -216,10 +216,9 @@ void SpecOptions::Add(CLI::App& cmd) {
   cmd.add_option("--idle-ttl", spec.idle_ttl,
                  "seconds without activity (exec) until the sandbox ends itself");
   cmd.add_option("--idle-action", spec.idle_action,
-                 "what --idle-ttl does: destroy (ends and removes it), stop (ends it, keeps the "
-                 "container and, with --name, /workspace for a later create) or pause (freezes "
-                 "it; the next call wakes it; frozen by agvisord, or by the next `ls`)")
-      ->check(CLI::IsMember({"destroy", "stop", "pause"}))
+                 "what --idle-ttl does: destroy (ends and removes it) or stop (ends it and keeps "
+                 "the container; needs --name, whose next create starts on the same /workspace)")
+      ->check(CLI::IsMember({"destroy", "stop"}))
       ->capture_default_str();
   cmd.add_option("--runtime", spec.runtime, "Docker runtime (a gVisor one)")->capture_default_str();
   cmd.add_option("--warm-shells", spec.warm_shells,

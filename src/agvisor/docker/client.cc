@@ -424,40 +424,6 @@ Result<std::string> Client::ContainerLogs(std::string_view container, bool inclu
   return out;
 }
 
-Result<std::string> Client::ContainerStderrTail(std::string_view container, int lines,
-                                                std::size_t max_bytes) {
-  AGVISOR_RETURN_IF_ERROR(ValidateContainerRef(container));
-  constexpr std::size_t kReadCap = 1 << 20;
-  http::Request req{
-      .method = "GET",
-      .target =
-          Path("/containers/" + std::string(container) + "/logs" +
-               BuildQuery({{"stdout", "0"}, {"stderr", "1"}, {"tail", std::to_string(lines)}}))};
-  std::string out;
-  std::size_t read = 0;
-  Demuxer demux;
-  auto keep = [&out, max_bytes](StreamKind, std::string_view b) {
-    out.append(b);
-    if (out.size() > max_bytes) out.erase(0, out.size() - max_bytes);
-  };
-  auto resp = http_->SendStreamingResponse(req, [&](std::string_view chunk) -> Result<void> {
-    read += chunk.size();
-    if (read > kReadCap) {
-      return Error::ResourceExhausted("the log tail of container " + std::string(container) +
-                                      " is over " + std::to_string(kReadCap) + " bytes");
-    }
-    return demux.Feed(chunk, keep);
-  });
-  if (!resp.ok()) return TransportError(resp.error(), "logs of container", container);
-  if (resp->status >= 400) {
-    return DecodeDaemonError(resp->status, resp->body, "logs of container", container);
-  }
-  if (auto done = demux.Finish(); !done.ok()) {
-    return done.error().WithContext("docker logs of container " + std::string(container));
-  }
-  return out;
-}
-
 // ---- Exec ----
 
 Result<std::string> Client::CreateExec(std::string_view container, const ExecConfig& config) {

@@ -182,11 +182,6 @@ class Client {
   // `include_stderr` is false). For short logs (probes, diagnostics): the whole log is buffered.
   Result<std::string> ContainerLogs(std::string_view container, bool include_stdout = true,
                                     bool include_stderr = true);
-  // The last `lines` lines of a container's stderr (one without a TTY, as agvisor's), of which
-  // at most the newest `max_bytes` are kept; the read stops after 1 MiB, so a log its container
-  // filled with one endless line costs no more. For logs a sandbox writes (untrusted).
-  Result<std::string> ContainerStderrTail(std::string_view container, int lines,
-                                          std::size_t max_bytes);
 
   // ---- Exec ----
   // Returns the exec id. Errors: kNotFound (no such container), kConflict (not running).

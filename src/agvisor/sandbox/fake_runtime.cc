@@ -304,11 +304,6 @@ Result<void> FakeRuntime::Pause(std::string_view id) {
   return Ok();
 }
 
-Result<std::string> FakeRuntime::Pid1StderrTail(std::string_view id, int /*lines*/) {
-  // The agent's stderr is the test's own: nothing is kept to read back.
-  return Error::Unsupported("the fake runtime keeps no log of " + std::string(id));
-}
-
 Result<void> FakeRuntime::Unpause(std::string_view id) {
   std::lock_guard lock(mu_);
   if (auto e = Record("Unpause", id)) return *e;

@@ -88,7 +88,6 @@ class FakeRuntime final : public Runtime {
   // status "paused" / "running". kConflict as Docker's: not running, or already so.
   Result<void> Pause(std::string_view id) override;
   Result<void> Unpause(std::string_view id) override;
-  Result<std::string> Pid1StderrTail(std::string_view id, int lines) override;
   void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) override;
   bool EndedByMemoryLimit(std::string_view id) override;
   Result<std::unique_ptr<channel::Transport>> OpenExecStream(std::string_view id,

@@ -1,27 +1,9 @@
 #include "agvisor/sandbox/instance_spec.h"
 
-#include "agvisor/proto/exit_codes.h"
 #include "agvisor/sandbox/agent_paths.h"
 #include "agvisor/sandbox/egress_network.h"
 
 namespace agvisor {
-
-bool IdlePauseRequested(std::string_view tail) {
-  bool idle = false;
-  while (!tail.empty()) {
-    const std::size_t nl = tail.find('\n');
-    std::string_view line = tail.substr(0, nl);
-    tail = nl == std::string_view::npos ? std::string_view() : tail.substr(nl + 1);
-    if (nl == std::string_view::npos) break;  // the last line may be cut: only whole lines count
-    if (!line.starts_with(agent::kAgentLogPrefix)) continue;
-    line.remove_prefix(agent::kAgentLogPrefix.size());
-    if (!line.starts_with(agent::kIdlePauseTag)) continue;
-    line.remove_prefix(agent::kIdlePauseTag.size());
-    if (line == agent::kIdlePauseIdle) idle = true;
-    if (line == agent::kIdlePauseActive) idle = false;
-  }
-  return idle;
-}
 
 Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDecisions& d) {
   InstanceSpec i;
@@ -31,8 +13,6 @@ Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDe
   i.argv = {std::string(kAgentPath), "init", "--channel-stdio"};
   if (spec.lifetime) i.argv.insert(i.argv.end(), {"--lifetime", std::to_string(*spec.lifetime)});
   if (spec.idle_ttl) i.argv.insert(i.argv.end(), {"--idle-ttl", std::to_string(*spec.idle_ttl)});
-  // At idle_ttl the agent stays up and says so; the host freezes it (Sandbox::List's sweep).
-  if (spec.idle_action == "pause") i.argv.push_back("--idle-pause");
   if (spec.gui) i.argv.push_back("--desktop");
   if (spec.warm_shells > 0) {
     i.argv.insert(i.argv.end(), {"--warm-shells", std::to_string(spec.warm_shells)});

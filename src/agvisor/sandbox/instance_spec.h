@@ -20,12 +20,8 @@ namespace agvisor {
 inline constexpr std::string_view kLabelManaged = "agvisor";
 inline constexpr std::string_view kLabelName = "agvisor.name";
 inline constexpr std::string_view kLabelIdleTtl = "agvisor.idle_ttl";
-// "stop" or "pause" (SandboxSpec::idle_action); absent = destroy.
+// "stop" (SandboxSpec::idle_action); absent = destroy.
 inline constexpr std::string_view kLabelIdleAction = "agvisor.idle_action";
-// Whether the last idle-pause line (proto/exit_codes.h) in the tail of an agent's stderr says
-// idle: the host may freeze it. A line must start with the agent's prefix (at a line start) and
-// end with the word; anything else, forged or cut, is not a request.
-bool IdlePauseRequested(std::string_view stderr_tail);
 inline constexpr std::string_view kLabelMemory = "agvisor.memory";
 inline constexpr std::string_view kLabelPool = "agvisor.pool";
 // The lifetime in seconds given at create (the agent's --lifetime): for the host to end a paused

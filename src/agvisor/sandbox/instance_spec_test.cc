@@ -192,7 +192,7 @@ TEST(InstanceSpecTest, NeutralFieldsOfANamedSandbox) {
                                                "--lifetime", "60"}));
 }
 
-TEST(InstanceSpecTest, IdleActionReachesTheAgentTheLabelsAndRemoval) {
+TEST(InstanceSpecTest, IdleActionReachesTheLabelsAndRemoval) {
   SandboxSpec spec = NamedSpec("proj");
   spec.idle_ttl = 30;
   spec.warm_shells = 0;
@@ -200,34 +200,13 @@ TEST(InstanceSpecTest, IdleActionReachesTheAgentTheLabelsAndRemoval) {
   ASSERT_TRUE(i.ok()) << i.error().ToString();
   EXPECT_TRUE(i->remove_on_exit);
   EXPECT_EQ(i->labels.count("agvisor.idle_action"), 0u);
-  spec.idle_action = "pause";
-  i = BuildInstanceSpec(spec, Decide(spec));
-  ASSERT_TRUE(i.ok()) << i.error().ToString();
-  EXPECT_EQ(i->argv, (std::vector<std::string>{"/.agvisor/agvisor-agent", "init", "--channel-stdio",
-                                               "--idle-ttl", "30", "--idle-pause"}));
-  EXPECT_EQ(i->labels.at("agvisor.idle_action"), "pause");
-  EXPECT_TRUE(i->remove_on_exit);  // its lifetime still ends it
   spec.idle_action = "stop";
   i = BuildInstanceSpec(spec, Decide(spec));
   ASSERT_TRUE(i.ok()) << i.error().ToString();
   EXPECT_EQ(i->labels.at("agvisor.idle_action"), "stop");
   EXPECT_FALSE(i->remove_on_exit);  // the container stays, exited
-}
-
-TEST(InstanceSpecTest, IdlePauseIsTheLastWholeMarkerLineOfTheAgent) {
-  const std::string idle = "agvisor-agent: idle-pause: idle\n";
-  const std::string active = "agvisor-agent: idle-pause: active\n";
-  EXPECT_FALSE(IdlePauseRequested(""));
-  EXPECT_TRUE(IdlePauseRequested(idle));
-  EXPECT_TRUE(IdlePauseRequested("agvisor-agent: init started\n" + idle + "other\n"));
-  EXPECT_FALSE(IdlePauseRequested(idle + active));
-  EXPECT_TRUE(IdlePauseRequested(active + idle));
-  // Only whole lines of exactly that form: a cut last line, words around it, another prefix.
-  EXPECT_FALSE(IdlePauseRequested("agvisor-agent: idle-pause: idle"));
-  EXPECT_FALSE(IdlePauseRequested("x agvisor-agent: idle-pause: idle\n"));
-  EXPECT_FALSE(IdlePauseRequested("agvisor-agent: idle-pause: idle now\n"));
-  EXPECT_FALSE(IdlePauseRequested("agvisor-agent: idle-pause: \n"));
-  EXPECT_FALSE(IdlePauseRequested(std::string(1 << 16, 'a')));
+  EXPECT_EQ(i->argv, (std::vector<std::string>{"/.agvisor/agvisor-agent", "init", "--channel-stdio",
+                                               "--idle-ttl", "30"}));  // the agent just stops
 }
 
 TEST(InstanceSpecTest, LifetimeOverCountsFromCreationForThePausedOnly) {

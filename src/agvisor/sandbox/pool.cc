@@ -46,7 +46,7 @@ Result<void> ValidateOptions(const PoolOptions& o) {
   if (o.spec.idle_action != "destroy") {
     return Error::InvalidArgument(
         "pool: spec.idle_action must be destroy: a pool's members are anonymous and end at "
-        "their idle_ttl (give single sandboxes idle_action stop or pause)");
+        "their idle_ttl (give single sandboxes idle_action stop)");
   }
   if (o.spec.lifetime || o.spec.idle_ttl) {
     return Error::InvalidArgument(

@@ -165,9 +165,6 @@ class Runtime {
   // cannot), kUnavailable.
   virtual Result<void> Pause(std::string_view id) = 0;
   virtual Result<void> Unpause(std::string_view id) = 0;
-  // The last `lines` lines PID 1 wrote on stderr (the agent's log; untrusted: bounded to 64 KiB,
-  // newest kept). Errors: kNotFound, kUnsupported (the runtime keeps no log), kUnavailable.
-  virtual Result<std::string> Pid1StderrTail(std::string_view id, int lines) = 0;
   // Waits at most `timeout` for the instance to stop running (a death being recorded).
   virtual void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) = 0;
   // Whether an instance that ended by SIGKILL was killed by its memory limit (a record that

@@ -436,29 +436,6 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Open(std::string_view container_name,
   return handle;
 }
 
-namespace {
-
-// idle_action pause: the agent said idle (its log), so the host freezes it. A call that came in
-// between the log read and the freeze left an "active" line before the agent froze: then it is
-// thawed again at once. Returns whether it stays paused.
-bool PauseIfIdle(Runtime& runtime, const InstanceSummary& s) {
-  auto action = s.labels.find(std::string(kLabelIdleAction));
-  if (action == s.labels.end() || action->second != "pause") return false;
-  constexpr int kTailLines = 50;
-  auto tail = runtime.Pid1StderrTail(s.id, kTailLines);
-  if (!tail.ok() || !IdlePauseRequested(*tail)) return false;
-  if (!runtime.Pause(s.id).ok()) return false;
-  auto again = runtime.Pid1StderrTail(s.id, kTailLines);
-  if (!again.ok() || !IdlePauseRequested(*again)) {
-    (void)runtime.Unpause(s.id);
-    return false;
-  }
-  MarkPaused(s.id, true);
-  return true;
-}
-
-}  // namespace
-
 Result<std::vector<SandboxInfo>> Sandbox::List(std::string_view host) {
   auto runtime = AGVISOR_TRY(RuntimeFor(host));
   auto list = AGVISOR_TRY(runtime->List({std::string(kLabelManaged)}));
@@ -485,7 +462,6 @@ Result<std::vector<SandboxInfo>> Sandbox::List(std::string_view host) {
         i.end_reason = EndReason::kLifetime;
       }
     }
-    if (s.status == "running" && PauseIfIdle(*runtime, s)) i.state = "paused";
     out.push_back(std::move(i));
   }
   return out;

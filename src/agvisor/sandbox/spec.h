@@ -56,9 +56,9 @@ struct SandboxSpec {
   std::optional<std::int64_t> lifetime;  // seconds until the sandbox ends itself
   std::optional<std::int64_t> idle_ttl;  // seconds without activity until it ends itself
   // What idle_ttl does (docs/lifecycle.md "Idle policy"): "destroy" (the container ends and is
-  // removed; a named one's /workspace volume stays), "stop" (the container ends and stays, listed
-  // as exited; needs a name: the next create of it starts afresh on the same /workspace) or
-  // "pause" (frozen by the host on the agent's word, woken by the next call). Needs idle_ttl.
+  // removed; a named one's /workspace volume stays) or "stop" (the container ends and stays,
+  // listed as exited; needs a name: the next create of it starts afresh on the same
+  // /workspace). "pause" is refused for now (kUnsupported, saying why). Needs idle_ttl.
   std::string idle_action = "destroy";
   std::optional<std::string> name;  // makes it resumable; /workspace is kept in a volume
   std::string host;                 // "" = local Docker ($DOCKER_HOST); "ssh://user@host"

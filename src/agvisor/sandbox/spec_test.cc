@@ -114,11 +114,12 @@ TEST(SpecTest, LifetimeIdleAndExecTimeout) {
   s = {};
   s.idle_action = "hibernate";
   EXPECT_THAT(Msg(ValidateSpec(s)),
-              HasSubstr("idle_action must be destroy, stop or pause, got 'hibernate'"));
-  s.idle_action = "pause";
-  EXPECT_THAT(Msg(ValidateSpec(s)), HasSubstr("idle_action pause needs idle_ttl"));
+              HasSubstr("idle_action must be destroy or stop, got 'hibernate'"));
+  s.idle_action = "stop";
+  EXPECT_THAT(Msg(ValidateSpec(s)), HasSubstr("idle_action stop needs idle_ttl"));
   s.idle_ttl = 60;
-  EXPECT_TRUE(ValidateSpec(s).ok());
+  s.idle_action = "pause";
+  EXPECT_EQ(ValidateSpec(s).error().code(), ErrorCode::kUnsupported);
   s.idle_action = "stop";
   EXPECT_THAT(Msg(ValidateSpec(s)), HasSubstr("idle_action stop keeps /workspace"));
   s.name = "proj";

@@ -201,10 +201,6 @@ Result<void> DockerRuntime::Pause(std::string_view id) { return client_->PauseCo
 
 Result<void> DockerRuntime::Unpause(std::string_view id) { return client_->UnpauseContainer(id); }
 
-Result<std::string> DockerRuntime::Pid1StderrTail(std::string_view id, int lines) {
-  return client_->ContainerStderrTail(id, lines, 64 * 1024);
-}
-
 Result<std::vector<InstanceSummary>> DockerRuntime::List(
     const std::vector<std::string>& label_filters) {
   auto list = AGVISOR_TRY(client_->ListContainers(/*all=*/true, label_filters));

@@ -56,7 +56,6 @@ class DockerRuntime final : public Runtime {
   Result<bool> Remove(std::string_view ref) override;
   Result<void> Pause(std::string_view id) override;
   Result<void> Unpause(std::string_view id) override;
-  Result<std::string> Pid1StderrTail(std::string_view id, int lines) override;
   void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) override;
   bool EndedByMemoryLimit(std::string_view id) override;
 
