@@ -120,6 +120,8 @@ class Sandbox:
               create_sandbox().
     platform  The gVisor platform (an extension): None, "systrap" or "ptrace". See
               create_sandbox().
+    idle_action  What idle_ttl does (an extension): "destroy" (default) or "stop". See
+              create_sandbox().
 
     Attributes: name ("agvisor-<name>"; for an anonymous sandbox the random suffix is the one the
     core picks at start()), persistent, data_dir ("/workspace" or None), resumed (start()
@@ -129,7 +131,7 @@ class Sandbox:
 
     def __init__(self, image=None, *, gui=False, limits=Limits(), network="bridge", lifetime=None,
                  idle_ttl=None, name=None, host=None, runtime="runsc", egress=None,
-                 warm_shells=None, platform=None):
+                 warm_shells=None, platform=None, idle_action="destroy"):
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be an agvisor.Limits, got {type(limits).__name__}")
         if gui and (lifetime is not None or idle_ttl is not None):
@@ -139,6 +141,7 @@ class Sandbox:
         self.network = network
         self.lifetime = lifetime
         self.idle_ttl = idle_ttl
+        self.idle_action = idle_action
         self.host = host
         self.runtime = runtime
         self._egress = as_egress(egress)
@@ -178,6 +181,7 @@ class Sandbox:
         s.network = self.network
         s.lifetime = _whole_seconds("lifetime", self.lifetime)
         s.idle_ttl = _whole_seconds("idle_ttl", self.idle_ttl)
+        s.idle_action = self.idle_action
         s.name = name
         s.host = self.host or ""
         s.runtime = self.runtime
@@ -645,6 +649,7 @@ def create_sandbox(
     egress: list[str] | Egress | None = None,
     warm_shells: int | None = None,
     platform: str | None = None,
+    idle_action: str = "destroy",
 ) -> Sandbox:
     """Sandbox(...).start(): a running sandbox. Use it in `with` or call stop() yourself.
 
@@ -691,7 +696,12 @@ def create_sandbox(
               (bench/README.md, "gVisor platform"); needs the runtime runsc-ptrace, which
               scripts/setup-host registers (else ValueError naming it). Another value:
               ValueError. list_sandboxes() handles say theirs in sb.platform.
+    idle_action  An extension of the seed's API: what idle_ttl does. "destroy" (default, the
+              seed's): the sandbox removes itself. "stop": it ends and its container stays
+              (listed as exited); needs a name, whose next create starts afresh on the same
+              /workspace (docs/lifecycle.md "Idle policy").
     """
     return Sandbox(image, gui=gui, limits=limits, network=network, lifetime=lifetime,
                    idle_ttl=idle_ttl, name=name, host=host, runtime=runtime,
-                   egress=egress, warm_shells=warm_shells, platform=platform).start()
+                   egress=egress, warm_shells=warm_shells, platform=platform,
+                   idle_action=idle_action).start()

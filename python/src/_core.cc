@@ -758,7 +758,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("labels", &SandboxSpec::labels)
       .def_readwrite("egress", &SandboxSpec::egress)
       .def_readwrite("warm_shells", &SandboxSpec::warm_shells)
-      .def_readwrite("platform", &SandboxSpec::platform);
+      .def_readwrite("platform", &SandboxSpec::platform)
+      .def_readwrite("idle_action", &SandboxSpec::idle_action);
 
   // Pure checks, no host involved: ValueError with the C++ message.
   m.def(

@@ -166,7 +166,8 @@ def test_only_optional_keywords_may_be_added(monkeypatch):
 
     original = agvisor.sandbox.create_sandbox
     seed_params = list(inspect.signature(original).parameters.values())
-    seed_params = [p for p in seed_params if p.name not in ("egress", "warm_shells", "platform")]
+    seed_params = [p for p in seed_params
+                   if p.name not in ("egress", "warm_shells", "platform", "idle_action")]
     extra = inspect.Parameter("extra", inspect.Parameter.KEYWORD_ONLY, default=None)
 
     def with_params(params):

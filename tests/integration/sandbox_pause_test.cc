@@ -186,6 +186,33 @@ TEST_F(PauseTest, IdleTimeStopsWhilePaused) {
       12s));
 }
 
+// idle_action stop: at idle_ttl the container ends and stays (exited, end reason idle); the
+// name's next create starts afresh on the same /workspace.
+TEST_F(PauseTest, IdleActionStopKeepsTheContainerAndTheWorkspace) {
+  SandboxSpec spec = TestSpec("idle-stop");
+  spec.idle_ttl = 3;
+  spec.idle_action = "stop";
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  ASSERT_TRUE(sb->ExecShell("echo kept > /workspace/f", {.timeout = 2}).ok());
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        auto i = sb->Info();
+        return i.ok() && !i->running;
+      },
+      15s));
+  auto info = sb->Info();
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->end_reason, EndReason::kIdle);
+  EXPECT_EQ(ListedState(sb->container_name()), "exited");  // kept, not removed
+  auto back = Sandbox::Create(spec);
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  auto r = (*back)->ExecShell("cat /workspace/f", {.timeout = 2});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->out, "kept\n");
+  ASSERT_TRUE((*back)->Delete().ok());
+}
+
 TEST_F(PauseTest, LifetimeRunsOnWhilePausedAndLsOrTheNextCallEndsIt) {
   // Long enough for both creates on a loaded host (each ~1-3 s) to finish before it ends.
   constexpr int kLifetime = 10;

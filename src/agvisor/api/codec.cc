@@ -430,8 +430,8 @@ Result<CreateRequest> ParseCreateRequest(std::string_view body) {
   auto o = AGVISOR_TRY(ParseObject(body, "create sandbox"));
   AGVISOR_RETURN_IF_ERROR(
       OnlyKnown(o, "create sandbox",
-                {"image", "gui", "limits", "network", "lifetime", "idle_ttl", "name", "runtime",
-                 "labels", "pool", "egress", "warm_shells", "platform"}));
+                {"image", "gui", "limits", "network", "lifetime", "idle_ttl", "idle_action", "name",
+                 "runtime", "labels", "pool", "egress", "warm_shells", "platform"}));
   CreateRequest req;
   SandboxSpec& s = req.spec;
   AGVISOR_RETURN_IF_ERROR(ParseSpecFields(o, s));
@@ -446,6 +446,9 @@ Result<CreateRequest> ParseCreateRequest(std::string_view body) {
   }
   if (auto* v = o.if_contains("idle_ttl"); v && !v->is_null()) {
     s.idle_ttl = AGVISOR_TRY(GetInt(*v, "idle_ttl"));
+  }
+  if (auto* v = o.if_contains("idle_action"); v && !v->is_null()) {
+    s.idle_action = AGVISOR_TRY(GetString(*v, "idle_action"));
   }
   if (req.pool) {
     for (const auto& kv : o) {
@@ -959,6 +962,7 @@ std::string CreateRequestJson(const SandboxSpec& spec) {
   o["network"] = spec.network;
   if (spec.lifetime) o["lifetime"] = *spec.lifetime;
   if (spec.idle_ttl) o["idle_ttl"] = *spec.idle_ttl;
+  if (spec.idle_action != "destroy") o["idle_action"] = spec.idle_action;
   if (spec.name) o["name"] = *spec.name;
   o["runtime"] = spec.runtime;
   if (!spec.labels.empty()) {

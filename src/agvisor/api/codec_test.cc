@@ -109,6 +109,13 @@ TEST(CodecTest, ParseCreateRequest) {
   EXPECT_EQ(d->spec.platform, "");
   EXPECT_FALSE(ParseCreateRequest(R"({"platform":1})").ok());
   EXPECT_FALSE(ParseCreateRequest(R"({"pool":"p","platform":"ptrace"})").ok());  // the pool's
+  // idle_action: a word, sent back only when not destroy.
+  auto a = ParseCreateRequest(R"({"idle_ttl":60,"idle_action":"stop","name":"n"})");
+  ASSERT_TRUE(a.ok()) << a.error().ToString();
+  EXPECT_EQ(a->spec.idle_action, "stop");
+  EXPECT_EQ(ParseCreateRequest(CreateRequestJson(a->spec))->spec.idle_action, "stop");
+  EXPECT_EQ(CreateRequestJson(SandboxSpec{}).find("idle_action"), std::string::npos);
+  EXPECT_FALSE(ParseCreateRequest(R"({"idle_action":1})").ok());
 }
 
 TEST(CodecTest, ParseCreateRequestRefusals) {

@@ -215,6 +215,11 @@ void SpecOptions::Add(CLI::App& cmd) {
                  "seconds until the sandbox ends itself, even if this client dies");
   cmd.add_option("--idle-ttl", spec.idle_ttl,
                  "seconds without activity (exec) until the sandbox ends itself");
+  cmd.add_option("--idle-action", spec.idle_action,
+                 "what --idle-ttl does: destroy (ends and removes it) or stop (ends it and keeps "
+                 "the container; needs --name, whose next create starts on the same /workspace)")
+      ->check(CLI::IsMember({"destroy", "stop"}))
+      ->capture_default_str();
   cmd.add_option("--runtime", spec.runtime, "Docker runtime (a gVisor one)")->capture_default_str();
   cmd.add_option("--platform", spec.platform,
                  "gVisor platform: systrap (default; faster bulk I/O) or ptrace (near-zero idle "

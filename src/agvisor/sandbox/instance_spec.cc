@@ -21,6 +21,7 @@ Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDe
   i.labels.insert_or_assign(std::string(kLabelManaged), std::string("1"));
   if (spec.name) i.labels[std::string(kLabelName)] = *spec.name;
   if (spec.idle_ttl) i.labels[std::string(kLabelIdleTtl)] = std::to_string(*spec.idle_ttl);
+  if (spec.idle_action != "destroy") i.labels[std::string(kLabelIdleAction)] = spec.idle_action;
   if (spec.lifetime) i.labels[std::string(kLabelLifetime)] = std::to_string(*spec.lifetime);
   i.labels[std::string(kLabelMemory)] = spec.limits.memory;
   for (const auto& [k, v] : d.system_labels) i.labels[k] = v;
@@ -40,8 +41,10 @@ Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDe
   }
   i.disk_cap = d.disk_cap;
   // The agent ends the sandbox at lifetime/idle expiry even with no client: the runtime then
-  // removes it (a named sandbox's data stays in its volume).
-  i.remove_on_exit = spec.lifetime.has_value() || spec.idle_ttl.has_value();
+  // removes it (a named sandbox's data stays in its volume), except with idle_action stop,
+  // whose container stays (exited) until its name is created again or it is removed.
+  i.remove_on_exit =
+      (spec.lifetime.has_value() || spec.idle_ttl.has_value()) && spec.idle_action != "stop";
   if (spec.name) {
     i.working_dir = std::string(kWorkspace);
     i.workspace = d.name;

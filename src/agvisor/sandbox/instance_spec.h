@@ -20,6 +20,8 @@ namespace agvisor {
 inline constexpr std::string_view kLabelManaged = "agvisor";
 inline constexpr std::string_view kLabelName = "agvisor.name";
 inline constexpr std::string_view kLabelIdleTtl = "agvisor.idle_ttl";
+// "stop" (SandboxSpec::idle_action); absent = destroy.
+inline constexpr std::string_view kLabelIdleAction = "agvisor.idle_action";
 inline constexpr std::string_view kLabelMemory = "agvisor.memory";
 inline constexpr std::string_view kLabelPool = "agvisor.pool";
 // The lifetime in seconds given at create (the agent's --lifetime): for the host to end a paused

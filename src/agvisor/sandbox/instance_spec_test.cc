@@ -229,6 +229,23 @@ TEST(InstanceSpecTest, PlatformIsALabelAndDockerPicksItsRuntime) {
   EXPECT_FALSE(ToContainerConfig(*i).network_disabled);
 }
 
+TEST(InstanceSpecTest, IdleActionReachesTheLabelsAndRemoval) {
+  SandboxSpec spec = NamedSpec("proj");
+  spec.idle_ttl = 30;
+  spec.warm_shells = 0;
+  auto i = BuildInstanceSpec(spec, Decide(spec));  // destroy: as before
+  ASSERT_TRUE(i.ok()) << i.error().ToString();
+  EXPECT_TRUE(i->remove_on_exit);
+  EXPECT_EQ(i->labels.count("agvisor.idle_action"), 0u);
+  spec.idle_action = "stop";
+  i = BuildInstanceSpec(spec, Decide(spec));
+  ASSERT_TRUE(i.ok()) << i.error().ToString();
+  EXPECT_EQ(i->labels.at("agvisor.idle_action"), "stop");
+  EXPECT_FALSE(i->remove_on_exit);  // the container stays, exited
+  EXPECT_EQ(i->argv, (std::vector<std::string>{"/.agvisor/agvisor-agent", "init", "--channel-stdio",
+                                               "--idle-ttl", "30"}));  // the agent just stops
+}
+
 TEST(InstanceSpecTest, LifetimeOverCountsFromCreationForThePausedOnly) {
   const Labels labels = {{"agvisor", "1"}, {"agvisor.lifetime", "60"}};
   EXPECT_FALSE(LifetimeOver(labels, 1000, 1060));  // the agent's start comes a moment later

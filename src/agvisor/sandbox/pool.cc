@@ -43,6 +43,11 @@ Result<void> ValidateOptions(const PoolOptions& o) {
   if (o.spec.name) {
     return Error::InvalidArgument("pool: spec.name must be unset (pool members are anonymous)");
   }
+  if (o.spec.idle_action != "destroy") {
+    return Error::InvalidArgument(
+        "pool: spec.idle_action must be destroy: a pool's members are anonymous and end at "
+        "their idle_ttl (give single sandboxes idle_action stop)");
+  }
   if (o.spec.lifetime || o.spec.idle_ttl) {
     return Error::InvalidArgument(
         "pool: spec.lifetime and spec.idle_ttl must be unset: give them to Acquire, they count "

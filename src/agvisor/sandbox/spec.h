@@ -60,9 +60,14 @@ struct SandboxSpec {
   std::string network = "bridge";        // "bridge", "none" or the name of a Docker network
   std::optional<std::int64_t> lifetime;  // seconds until the sandbox ends itself
   std::optional<std::int64_t> idle_ttl;  // seconds without activity until it ends itself
-  std::optional<std::string> name;       // makes it resumable; /workspace is kept in a volume
-  std::string host;                      // "" = local Docker ($DOCKER_HOST); "ssh://user@host"
-  std::string runtime = "runsc";         // a Docker runtime that is gVisor
+  // What idle_ttl does (docs/lifecycle.md "Idle policy"): "destroy" (the container ends and is
+  // removed; a named one's /workspace volume stays) or "stop" (the container ends and stays,
+  // listed as exited; needs a name: the next create of it starts afresh on the same
+  // /workspace). "pause" is refused for now (kUnsupported, saying why). Needs idle_ttl.
+  std::string idle_action = "destroy";
+  std::optional<std::string> name;  // makes it resumable; /workspace is kept in a volume
+  std::string host;                 // "" = local Docker ($DOCKER_HOST); "ssh://user@host"
+  std::string runtime = "runsc";    // a Docker runtime that is gVisor
   // Extra labels for the container and volume (e.g. a tenant id). Keys: lower-case letters,
   // digits, '.', '-', '_' (the "agvisor" prefix is reserved); values: printable, <= 256 bytes.
   std::map<std::string, std::string> labels;

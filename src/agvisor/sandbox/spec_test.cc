@@ -122,6 +122,20 @@ TEST(SpecTest, LifetimeIdleAndExecTimeout) {
   s.platform = "Ptrace";
   EXPECT_FALSE(ValidateSpec(s).ok());
   s.platform.clear();
+  // idle_action: one of three words, needs idle_ttl; stop needs a name to resume.
+  s = {};
+  s.idle_action = "hibernate";
+  EXPECT_THAT(Msg(ValidateSpec(s)),
+              HasSubstr("idle_action must be destroy or stop, got 'hibernate'"));
+  s.idle_action = "stop";
+  EXPECT_THAT(Msg(ValidateSpec(s)), HasSubstr("idle_action stop needs idle_ttl"));
+  s.idle_ttl = 60;
+  s.idle_action = "pause";
+  EXPECT_EQ(ValidateSpec(s).error().code(), ErrorCode::kUnsupported);
+  s.idle_action = "stop";
+  EXPECT_THAT(Msg(ValidateSpec(s)), HasSubstr("idle_action stop keeps /workspace"));
+  s.name = "proj";
+  EXPECT_TRUE(ValidateSpec(s).ok());
   EXPECT_TRUE(ValidateExecTimeout(120, std::nullopt).ok());
   EXPECT_TRUE(ValidateExecTimeout(30, 60).ok());
   EXPECT_THAT(Msg(ValidateExecTimeout(60, 60)), HasSubstr("below idle_ttl"));
