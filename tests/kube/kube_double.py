@@ -1613,44 +1613,78 @@ class StreamSession:
             self.proc.stdin.close()
 
     def resize(self, payload):
+        """Sets the PTY's size. The docker CLI forwards it on SIGWINCH, but a SIGWINCH that
+        lands while the CLI starts (before it listens) is lost: the first size is set before
+        the CLI starts (run()), later ones are signalled once more a little later."""
         try:
             size = json.loads(payload)
             if self.master is not None:
                 fcntl.ioctl(self.master_w, termios.TIOCSWINSZ,
                             struct.pack("HHHH", int(size["Height"]), int(size["Width"]), 0, 0))
         except (ValueError, KeyError, TypeError, OSError):
-            pass
+            return
+        if self.proc is not None:
+            asyncio.get_running_loop().call_later(0.5, self.signal_winch)
 
-    async def from_client(self):
+    def signal_winch(self):
+        if self.proc is not None and self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGWINCH)
+            except OSError:
+                pass
+
+    @staticmethod
+    def message_bytes(msg):
+        if msg.type == aiohttp.WSMsgType.BINARY:
+            return msg.data
+        if msg.type == aiohttp.WSMsgType.TEXT:
+            return msg.data.encode()
+        return None
+
+    async def handle_message(self, data):
+        if not data:
+            return
+        channel, payload = data[0], data[1:]
+        if self.v5 and channel == STREAM_CLOSE:
+            if payload[:1] == b"\x00" and self.want["stdin"]:
+                await self.close_stdin()
+        elif channel == 0 and self.want["stdin"]:
+            await self.write_stdin(payload)
+        elif channel == 4:
+            self.resize(payload)
+
+    async def from_client(self, first=None):
+        if first:
+            await self.handle_message(first)
         async for msg in self.ws:
-            if msg.type == aiohttp.WSMsgType.BINARY:
-                data = msg.data
-            elif msg.type == aiohttp.WSMsgType.TEXT:
-                data = msg.data.encode()
-            else:
-                continue
-            if not data:
-                continue
-            channel, payload = data[0], data[1:]
-            if self.v5 and channel == STREAM_CLOSE:
-                if payload[:1] == b"\x00" and self.want["stdin"]:
-                    await self.close_stdin()
-            elif channel == 0 and self.want["stdin"]:
-                await self.write_stdin(payload)
-            elif channel == 4:
-                self.resize(payload)
+            await self.handle_message(self.message_bytes(msg))
 
     async def run(self):
         loop = asyncio.get_running_loop()
         readers = []
+        first = None
         try:
             if self.tty:
                 self.master, slave = pty.openpty()
+                self.master_w = os.dup(self.master)
+                # Clients send the terminal size first: give it to the PTY before the CLI reads it.
+                try:
+                    msg = await self.ws.receive(timeout=1.0)
+                    first = self.message_bytes(msg)
+                    if first is None:  # the client closed already
+                        os.close(slave)
+                        os.close(self.master)
+                        os.close(self.master_w)
+                        return
+                    if first[:1] == b"\x04":
+                        self.resize(first[1:])
+                        first = None
+                except asyncio.TimeoutError:
+                    pass
                 self.proc = await asyncio.create_subprocess_exec(
                     *self.argv, stdin=slave, stdout=slave, stderr=slave,
                     preexec_fn=become_tty_session)
                 os.close(slave)
-                self.master_w = os.dup(self.master)
                 out = asyncio.StreamReader(limit=2**20)
                 await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(out),
                                              os.fdopen(self.master, "rb", buffering=0))
@@ -1665,7 +1699,7 @@ class StreamSession:
             await self.send(3, json.dumps(ApiError(500, "InternalError", str(e)).status()).encode())
             await self.ws.close()
             return
-        client = asyncio.ensure_future(self.from_client())
+        client = asyncio.ensure_future(self.from_client(first))
         proc_done = asyncio.ensure_future(self.proc.wait())
         try:
             await asyncio.wait([client, proc_done], return_when=asyncio.FIRST_COMPLETED)

@@ -14,6 +14,7 @@ import os
 import sys
 import time
 import unittest
+import warnings
 
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
@@ -38,6 +39,8 @@ def pod(name, labels, command, **spec):
 class PythonClientTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        # python3-kubernetes 22.6 leaves its watch and WebSocket sockets to the garbage collector.
+        warnings.filterwarnings("ignore", category=ResourceWarning)
         cls.double = Double(namespace=NS)
         cfg = client.Configuration()
         config.load_kube_config(config_file=cls.double.kubeconfig, client_configuration=cfg)
