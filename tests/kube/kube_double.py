@@ -1283,6 +1283,15 @@ class KubeDouble:
     async def wait_container(self, key, run, field, c, cid):
         await self.docker.call("POST", f"/containers/{cid}/wait", {"condition": "not-running"})
         info = await self.docker.call("GET", f"/containers/{cid}/json")
+        # dockerd may record a container's OOM event after its exit: a memory-limited container
+        # that was SIGKILLed is looked at again before it is called anything but OOMKilled.
+        for delay in (0.3, 1.0):
+            s = info["State"]
+            if s.get("OOMKilled") or s.get("ExitCode") != 137 or not (
+                    info.get("HostConfig") or {}).get("Memory"):
+                break
+            await asyncio.sleep(delay)
+            info = await self.docker.call("GET", f"/containers/{cid}/json")
         s = info["State"]
         code = s.get("ExitCode", 0)
         reason = "OOMKilled" if s.get("OOMKilled") else ("Completed" if code == 0 else "Error")
@@ -1613,9 +1622,11 @@ class StreamSession:
             self.proc.stdin.close()
 
     def resize(self, payload):
-        """Sets the PTY's size. The docker CLI forwards it on SIGWINCH, but a SIGWINCH that
-        lands while the CLI starts (before it listens) is lost: the first size is set before
-        the CLI starts (run()), later ones are signalled once more a little later."""
+        """Sets the PTY's size; the docker CLI forwards it to the exec on SIGWINCH. Its forward
+        fails while runsc is still starting the exec (the CLI retries for ~0.5 s only), and a
+        SIGWINCH before the CLI listens is lost: so the first size is set before the CLI starts
+        (run()), and every size is signalled again later (resizing twice to a size is
+        harmless)."""
         try:
             size = json.loads(payload)
             if self.master is not None:
@@ -1624,7 +1635,11 @@ class StreamSession:
         except (ValueError, KeyError, TypeError, OSError):
             return
         if self.proc is not None:
-            asyncio.get_running_loop().call_later(0.5, self.signal_winch)
+            self.resignal()
+
+    def resignal(self):
+        for delay in (0.5, 1.5, 3.0):
+            asyncio.get_running_loop().call_later(delay, self.signal_winch)
 
     def signal_winch(self):
         if self.proc is not None and self.proc.returncode is None:
@@ -1685,6 +1700,7 @@ class StreamSession:
                     *self.argv, stdin=slave, stdout=slave, stderr=slave,
                     preexec_fn=become_tty_session)
                 os.close(slave)
+                self.resignal()
                 out = asyncio.StreamReader(limit=2**20)
                 await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(out),
                                              os.fdopen(self.master, "rb", buffering=0))

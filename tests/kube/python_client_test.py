@@ -48,14 +48,15 @@ class PythonClientTest(unittest.TestCase):
         cls.api = client.CoreV1Api(client.ApiClient(cfg))
         cls.net = client.NetworkingV1Api(client.ApiClient(cfg))
         # The pods the tests use, created at once so that they start side by side.
-        cls.api.create_namespaced_pod(NS, pod(
+        cls.life_rv = cls.api.create_namespaced_pod(NS, pod(
             "life", {"app": "kd-py", "case": "life"},
             ["sh", "-c", "cat /work/msg; exec sleep infinity"],
             initContainers=[{"name": "init", "image": IMAGE,
                              "command": ["sh", "-c", "echo from-init > /work/msg"],
                              "volumeMounts": [{"name": "work", "mountPath": "/work"}]}],
             volumes=[{"name": "work", "emptyDir": {}}],
-            container={"volumeMounts": [{"name": "work", "mountPath": "/work"}]}))
+            container={"volumeMounts": [{"name": "work", "mountPath": "/work"}]})
+        ).metadata.resource_version
         cls.api.create_namespaced_pod(NS, pod(
             "deadline", {"app": "kd-py", "case": "deadline"}, ["sleep", "infinity"],
             activeDeadlineSeconds=3))
@@ -75,12 +76,12 @@ class PythonClientTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.double.stop()
 
-    def wait_pod(self, name, done, timeout=90):
+    def wait_pod(self, name, done, timeout=90, **kwargs):
         """Watches the pod until done(pod) is true; returns (pod, event types seen)."""
         seen = []
         w = watch.Watch()
         for ev in w.stream(self.api.list_namespaced_pod, NS, field_selector=f"metadata.name={name}",
-                           timeout_seconds=timeout):
+                           timeout_seconds=timeout, **kwargs):
             seen.append(ev["type"])
             if done(ev["object"]):
                 w.stop()
@@ -151,12 +152,21 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(events, [("ADDED", "np-x"), ("ADDED", "np-y"), ("DELETED", "np-y")])
 
     def test_init_container_logs_exec(self):
-        p, seen = self.wait_pod("life", lambda p: p.status.phase == "Running")
-        self.assertEqual(seen[0], "ADDED")
-        self.assertIn("MODIFIED", seen)
+        # Without a resourceVersion a watch starts with the pod as it is now (ADDED); from the
+        # one create returned, it replays the changes since (MODIFIED) up to Running.
+        _, seen = self.wait_pod("life", lambda p: True)
+        self.assertEqual(seen, ["ADDED"])
+        p, seen = self.wait_pod("life", lambda p: p.status.phase == "Running",
+                                resource_version=self.life_rv)
+        self.assertGreaterEqual(len(seen), 2)
+        self.assertEqual(set(seen), {"MODIFIED"})
         init = p.status.init_container_statuses[0].state.terminated
         self.assertEqual((init.exit_code, init.reason), (0, "Completed"))
-        self.assertEqual(self.api.read_namespaced_pod_log("life", NS), "from-init\n")
+        # Running means started, not that it wrote yet (as on a real node): wait for the line.
+        deadline = time.monotonic() + 30
+        while self.api.read_namespaced_pod_log("life", NS) != "from-init\n":
+            self.assertLess(time.monotonic(), deadline, "no log line from the main container")
+            time.sleep(0.2)
         # Exec over v4.channel.k8s.io: stdin, stdout, stderr, exit code from the error channel.
         resp = stream(self.api.connect_get_namespaced_pod_exec, "life", NS,
                       command=["sh", "-c", "read x; echo got:$x; echo oops >&2; exit 7"],
@@ -170,15 +180,25 @@ class PythonClientTest(unittest.TestCase):
                      command=["cat", "/work/msg"], stdin=False, stdout=True, stderr=True,
                      tty=False)
         self.assertEqual(out, "from-init\n")
-        # A TTY, resized through channel 4.
+        # A TTY, resized through channel 4 (which reaches the process asynchronously, as on a
+        # real cluster: ask for the size until it shows).
         resp = stream(self.api.connect_get_namespaced_pod_exec, "life", NS,
-                      command=["sh", "-c", "read x; stty size"], stdin=True, stdout=True,
-                      stderr=True, tty=True, _preload_content=False)
+                      command=["sh", "-c", 'while read x; do [ "$x" = q ] && exit 0; stty size; '
+                               "done"], stdin=True, stdout=True, stderr=True, tty=True,
+                      _preload_content=False)
         resp.write_channel(4, json.dumps({"Width": 101, "Height": 31}))
-        time.sleep(0.5)  # the docker CLI forwards the size on SIGWINCH
-        resp.write_stdin("go\n")
+        out = ""
+        deadline = time.monotonic() + 30
+        while "31 101" not in out and time.monotonic() < deadline:
+            resp.write_stdin("\n")
+            pause = time.monotonic() + 0.5
+            while time.monotonic() < pause:  # update() reads at most one frame
+                resp.update(timeout=0.1)
+                time.sleep(0.02)
+            out += resp.read_stdout(timeout=0) or ""
+        self.assertIn("31 101", out)
+        resp.write_stdin("q\n")
         resp.run_forever(timeout=60)
-        self.assertIn("31 101", resp.read_stdout())
         self.assertEqual(resp.returncode, 0)
 
     def test_active_deadline(self):
