@@ -1,6 +1,6 @@
 """Starts and stops tests/kube/kube_double.py for a test: a fresh double, its kubeconfig in a
-temporary directory, its request log, and a check at the end that it removed every container and
-volume it made."""
+temporary directory, its request log, and a check at the end that it exited cleanly (no Python
+traceback logged) having removed every container and volume it made."""
 
 import json
 import os
@@ -76,6 +76,6 @@ class Double:
         vols = docker("volume", "ls", "-q", "--filter", label).split()
         log = self.log()
         shutil.rmtree(self.dir, ignore_errors=True)
-        if code != 0 or left or vols:
+        if code != 0 or left or vols or "Traceback" in log:
             raise AssertionError(f"kube_double exit {code}, containers left {left}, volumes left "
-                                 f"{vols}; its log:\n{log}")
+                                 f"{vols} (or a Python traceback in its log); its log:\n{log}")
