@@ -4,7 +4,7 @@
 resourceVersion)/delete/deletecollection, init containers and emptyDir, pods/log, exec over
 WebSocket v4.channel.k8s.io (this client's protocol) with stdin, stderr, the exit code from the
 error channel and a TTY resize, activeDeadlineSeconds, OOMKilled, a deny-all NetworkPolicy as
-network none. Every pod is a real gVisor container on the local dockerd.
+network none, a graceful delete (SIGTERM first). Every pod is a real gVisor container on the local dockerd.
 
     /usr/bin/python3 tests/kube/python_client_test.py [-v]
 """
@@ -64,6 +64,10 @@ class PythonClientTest(unittest.TestCase):
             "oom", {"app": "kd-py", "case": "oom"},
             ["sh", "-c", "head -c 400m /dev/zero | tail > /dev/null"],
             container={"resources": {"limits": {"memory": "64Mi"}}}))
+        graceful = pod("graceful", {"app": "kd-py"}, [
+            "sh", "-c", "trap 'exit 0' TERM; while :; do sleep 0.1; done"])
+        graceful["spec"]["terminationGracePeriodSeconds"] = 30
+        cls.api.create_namespaced_pod(NS, graceful)
         cls.net.create_namespaced_network_policy(NS, {
             "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
             "metadata": {"name": "deny-all"},
@@ -220,6 +224,20 @@ class PythonClientTest(unittest.TestCase):
                      tty=False)
         interfaces = [line.split(":")[0].strip() for line in out.splitlines() if ":" in line]
         self.assertEqual(interfaces, ["lo"])
+
+    def test_graceful_delete_sends_sigterm_first(self):
+        self.wait_pod("graceful", lambda p: p.status.phase == "Running")
+        started = time.monotonic()
+        deleted = self.api.delete_namespaced_pod("graceful", NS)
+        self.assertEqual(deleted.metadata.deletion_grace_period_seconds, 30)
+        for ev in watch.Watch().stream(self.api.list_namespaced_pod, NS,
+                                       resource_version=deleted.metadata.resource_version,
+                                       field_selector="metadata.name=graceful",
+                                       timeout_seconds=60):
+            if ev["type"] == "DELETED":
+                break
+        # The pod's TERM trap ends it: far sooner than the 30 s SIGKILL would.
+        self.assertLess(time.monotonic() - started, 20)
 
     def test_z_delete_and_deletecollection(self):
         self.wait_pod("life", lambda p: p.status.phase == "Running")
