@@ -4,7 +4,8 @@
 resourceVersion)/delete/deletecollection, init containers and emptyDir, pods/log, exec over
 WebSocket v4.channel.k8s.io (this client's protocol) with stdin, stderr, the exit code from the
 error channel and a TTY resize, activeDeadlineSeconds, OOMKilled, a deny-all NetworkPolicy as
-network none, a graceful delete (SIGTERM first). Every pod is a real gVisor container on the local dockerd.
+network none, a graceful delete (SIGTERM first). Every pod is a real gVisor container on the
+local dockerd.
 
     /usr/bin/python3 tests/kube/python_client_test.py [-v]
 """
