@@ -128,7 +128,9 @@ Result<std::unique_ptr<TlsConn>> TlsConn::Handshake(const TlsContext& ctx, int f
   if (IsIpAddress(server_name)) {
     X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), server_name.c_str());
   } else {
-    SSL_set_tlsext_host_name(ssl, server_name.c_str());
+    // SSL_set_tlsext_host_name, without its macro's C cast.
+    SSL_ctrl(ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+             const_cast<char*>(server_name.c_str()));
     SSL_set1_host(ssl, server_name.c_str());
   }
   for (;;) {

@@ -1,5 +1,6 @@
 #include "agvisor/kube/client.h"
 
+#include <algorithm>
 #include <array>
 #include <boost/json.hpp>
 #include <cstring>

@@ -114,15 +114,14 @@ TEST(KubeCodecTest, ExecStatus) {
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(*code, 3);
   auto failed = ExitCodeOfStatus(
-      R"({"status": "Failure", "message": "container not found (\"x\")", "reason": "InternalError"
-})");
+      R"j({"status": "Failure", "message": "container not found (\"x\")", "reason": "InternalError"})j");
   ASSERT_FALSE(failed.ok());
-EXPECT_EQ(failed.error().code(), ErrorCode::kUnavailable);
-EXPECT_NE(failed.error().message().find("container not found"), std::string::npos);
-EXPECT_FALSE(ExitCodeOfStatus(R"({"status": "Failure", "reason": "NonZeroExitCode",
+  EXPECT_EQ(failed.error().code(), ErrorCode::kUnavailable);
+  EXPECT_NE(failed.error().message().find("container not found"), std::string::npos);
+  EXPECT_FALSE(ExitCodeOfStatus(R"({"status": "Failure", "reason": "NonZeroExitCode",
       "details": {"causes": [{"reason": "ExitCode", "message": "-1"}]}})")
-                 .ok());
-EXPECT_FALSE(ExitCodeOfStatus("[").ok());
+                   .ok());
+  EXPECT_FALSE(ExitCodeOfStatus("[").ok());
 }
 
 TEST(KubeCodecTest, SelectorsAndLabelValues) {

@@ -1,5 +1,6 @@
 #include "agvisor/sandbox/kube_runtime/kube_runtime.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
