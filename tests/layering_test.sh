@@ -9,9 +9,10 @@ declare -A allowed=(
   [http]="base"
   [egress]="base"
   [docker]="http base"
+  [kube]="http base"
   [agent]="proto base"
   [channel]="proto base"
-  [sandbox]="egress channel docker http proto base"
+  [sandbox]="egress channel docker kube http proto base"
   [images]="docker http base"
   [gateway]="sandbox egress channel docker http proto base"
 )
@@ -65,5 +66,13 @@ while IFS= read -r file; do
        status=1 ;;
   esac
 done < <(grep -rl '#include "agvisor/docker/' sandbox || true)
+# Likewise only the Kubernetes runtime (sandbox/kube_runtime/) speaks Kubernetes.
+while IFS= read -r file; do
+  case "$file" in
+    sandbox/kube_runtime/*|*_test.cc) ;;
+    *) echo "layering: $file includes agvisor/kube/ (in sandbox/ only kube_runtime/ may)" >&2
+       status=1 ;;
+  esac
+done < <(grep -rl '#include "agvisor/kube/' sandbox || true)
 [ $status = 0 ] && echo "layering: ok"
 exit $status

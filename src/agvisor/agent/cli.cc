@@ -71,11 +71,14 @@ it was killed by signal N, 124 timeout, 125 failure of exec itself (bad options,
 126 PROGRAM not executable, 127 PROGRAM not found.
 )";
 
-constexpr std::string_view kConnectHelp = R"(Usage: agvisor-agent connect [--socket PATH]
+constexpr std::string_view kConnectHelp =
+    R"(Usage: agvisor-agent connect [--socket PATH] [--wait SECONDS]
 
 Relays stdin to init's channel socket and the socket to stdout, byte for byte (no framing of its
-own), until either side ends. The host runs it through `docker exec -i` to open a session.
+own), until either side ends. The host runs it through `docker exec -i` (or a Kubernetes exec)
+to open a session.
   --socket PATH   init's socket (default /run/agvisor/agent.sock)
+  --wait SECONDS  retry a socket that is not there yet (init still starting) for this long
 Exit codes: 0 the relay ended, 1 the socket could not be reached, 2 bad command line.
 )";
 
@@ -269,7 +272,8 @@ Result<Command> ParseConnect(const std::vector<std::string>& args) {
   ConnectOptions o;
   while (!c.done()) {
     if (c.help()) return HelpCommand{std::string(kConnectHelp)};
-    if (!AGVISOR_TRY(c.TakePath("--socket", &o.socket_path))) return c.Unexpected();
+    if (AGVISOR_TRY(c.TakePath("--socket", &o.socket_path))) continue;
+    if (!AGVISOR_TRY(c.TakeSeconds("--wait", false, &o.wait))) return c.Unexpected();
   }
   return o;
 }

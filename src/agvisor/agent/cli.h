@@ -43,6 +43,10 @@ struct InitOptions {
 // `docker exec -i`).
 struct ConnectOptions {
   std::string socket_path{kDefaultSocketPath};
+  // --wait: keep trying to reach a socket that is not there yet (init still starting) this long.
+  // The Kubernetes runtime opens the creating client's channel this way right after the pod
+  // starts (docs/kubernetes.md).
+  std::optional<std::chrono::milliseconds> wait;
 };
 
 struct ExecOptions {

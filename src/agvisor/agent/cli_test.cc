@@ -108,6 +108,11 @@ TEST(ParseCommandLineTest, Connect) {
   auto s = Parse({"connect", "--socket", "/tmp/a.sock"});
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(std::get<ConnectOptions>(*s).socket_path, "/tmp/a.sock");
+  EXPECT_FALSE(std::get<ConnectOptions>(*s).wait.has_value());
+  auto w = Parse({"connect", "--wait", "10"});
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(std::get<ConnectOptions>(*w).wait, std::chrono::milliseconds(10000));
+  EXPECT_FALSE(Parse({"connect", "--wait", "0"}).ok());
   EXPECT_EQ(ErrorOf({"connect", "--bogus"}),
             "connect: unknown option '--bogus' (see `agvisor-agent connect --help`)");
   EXPECT_EQ(ErrorOf({"connect", "x"}), "connect: unexpected argument 'x'");

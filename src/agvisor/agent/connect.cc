@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -74,6 +75,14 @@ bool Drain(Pipe& p) {
 
 int RunConnect(const ConnectOptions& options) {
   auto sock = ConnectActivitySocket(options.socket_path);
+  if (options.wait) {
+    // Init makes its socket a moment after it starts: retry every 5 ms until the deadline.
+    const auto deadline = std::chrono::steady_clock::now() + *options.wait;
+    while (!sock.ok() && std::chrono::steady_clock::now() < deadline) {
+      ::usleep(5000);
+      sock = ConnectActivitySocket(options.socket_path);
+    }
+  }
   if (!sock.ok()) {
     LogLine("connect: " + sock.error().message());
     return 1;

@@ -280,8 +280,9 @@ int RunCli(int argc, char** argv) {
   GlobalOptions g;
   if (const char* h = std::getenv("AGVISOR_HOST")) g.host = h;
   app.add_option("-H,--host", g.host,
-                 "Docker host: unix:///path, tcp://host:port or ssh://user@host[:port] "
-                 "(default $AGVISOR_HOST, then $DOCKER_HOST, then the local socket)");
+                 "Docker host: unix:///path, tcp://host:port or ssh://user@host[:port]; or a "
+                 "Kubernetes namespace: kube://[CONTEXT][/NAMESPACE] (kube: = the current "
+                 "context) (default $AGVISOR_HOST, then $DOCKER_HOST, then the local socket)");
   if (const char* s = std::getenv("AGVISOR_SERVER")) g.server = s;
   app.add_option("--server", g.server,
                  "drive sandboxes through agvisord at unix:/path/to.sock, "

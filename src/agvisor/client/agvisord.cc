@@ -274,6 +274,7 @@ Result<std::string> EgressAgvisordAddress(std::string_view docker_host) {
       return s;  // ParseServerAddress gives it root's default socket there
     }
     case http::Endpoint::Kind::kTcp:
+    case http::Endpoint::Kind::kHttps:  // never a Docker host (docker::Client refuses it)
       break;
   }
   return Error::Unsupported("egress policies of the tcp:// Docker host " + ep.ToString() +

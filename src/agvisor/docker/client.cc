@@ -172,6 +172,11 @@ Result<std::shared_ptr<Client>> Client::Connect(std::string_view host,
                                                 http::ClientOptions options) {
   auto endpoint = http::ParseEndpoint(host);
   if (!endpoint.ok()) return endpoint.error().WithContext("docker connect");
+  if (endpoint->kind == http::Endpoint::Kind::kHttps) {
+    return Error::Unsupported("docker host " + endpoint->ToString() +
+                              ": Docker over TLS is not supported; reach the host over "
+                              "ssh://USER@HOST (for Kubernetes: kube://, docs/kubernetes.md)");
+  }
   auto http = http::Client::Connect(*endpoint, std::move(options));
   if (!http.ok()) return http.error().WithContext("docker connect " + endpoint->ToString());
   return ConnectWith(std::move(*http));

@@ -32,6 +32,7 @@
 
 #include "agvisor/http/fd_io.h"
 #include "agvisor/http/ssh_tunnel.h"
+#include "agvisor/http/tls.h"
 
 namespace agvisor::http {
 namespace {
@@ -51,7 +52,9 @@ constexpr std::uint32_t kHeaderLimit = 64 * 1024;
 // whether anything of the request left and whether any of the response arrived.
 class DeadlineStream {
  public:
-  DeadlineStream(int fd, Deadline deadline) : fd_(fd), deadline_(deadline) {}
+  // `tls`: the connection's TLS session (https), or null.
+  DeadlineStream(int fd, internal::TlsConn* tls, Deadline deadline)
+      : fd_(fd), tls_(tls), deadline_(deadline) {}
 
   void set_deadline(Deadline d) { deadline_ = d; }
   std::size_t sent() const { return sent_; }
@@ -68,7 +71,9 @@ class DeadlineStream {
     }
     ec = {};
     if (n == 0) return 0;
-    ssize_t r = internal::RecvSome(fd_, iov, n, deadline_);
+    ssize_t r = tls_ != nullptr
+                    ? tls_->Recv(static_cast<char*>(iov[0].iov_base), iov[0].iov_len, deadline_)
+                    : internal::RecvSome(fd_, iov, n, deadline_);
     if (r > 0) {
       received_ += static_cast<std::size_t>(r);
       return static_cast<std::size_t>(r);
@@ -112,6 +117,7 @@ class DeadlineStream {
 
   // 0 or an errno.
   int WriteAll(const iovec* iov, int n) {
+    if (tls_ != nullptr) return tls_->SendAll(iov, n, deadline_, &sent_);
     return internal::SendAll(fd_, iov, n, deadline_, &sent_);
   }
 
@@ -126,10 +132,17 @@ class DeadlineStream {
   }
 
   int fd_;
+  internal::TlsConn* tls_;
   Deadline deadline_;
   std::size_t sent_ = 0;
   std::size_t received_ = 0;
 };
+
+// Request::max_body_bytes as Beast's parser takes it (none = unbounded).
+boost::optional<std::uint64_t> BodyLimit(const Request& r) {
+  if (r.max_body_bytes == 0) return boost::none;
+  return static_cast<std::uint64_t>(r.max_body_bytes);
+}
 
 bool IsIdempotent(std::string_view method) {
   return method == "GET" || method == "HEAD" || method == "PUT" || method == "DELETE" ||
@@ -199,19 +212,21 @@ struct Client::Impl {
   ClientOptions options;
   std::string host_header;
   std::unique_ptr<internal::SshTunnel> tunnel;  // kSsh only
+  std::shared_ptr<internal::TlsContext> tls;    // kHttps only
+
+  struct Connection {
+    UniqueFd fd;
+    std::unique_ptr<internal::TlsConn> tls;  // kHttps; destroyed before the fd closes
+    bool reused = false;
+  };
 
   std::mutex mu;
-  std::vector<UniqueFd> idle;  // guarded by mu; destroyed before `tunnel`
+  std::vector<Connection> idle;  // guarded by mu; destroyed before `tunnel`
 
   ~Impl() {
     std::lock_guard lock(mu);
     idle.clear();
   }
-
-  struct Connection {
-    UniqueFd fd;
-    bool reused = false;
-  };
 
   std::string Hint() const {
     switch (endpoint.kind) {
@@ -219,6 +234,9 @@ struct Client::Impl {
         return "is dockerd running? scripts/setup-host starts it";
       case Endpoint::Kind::kTcp:
         return "is the daemon listening on " + endpoint.host + ":" + std::to_string(endpoint.port) +
+               "?";
+      case Endpoint::Kind::kHttps:
+        return "is the server listening on " + endpoint.host + ":" + std::to_string(endpoint.port) +
                "?";
       case Endpoint::Kind::kSsh: {
         std::string h =
@@ -236,12 +254,14 @@ struct Client::Impl {
   Error ConnectError(const Error& e) const {
     int err = e.sys_errno();
     std::string ep = endpoint.ToString();
+    const std::string server = endpoint.kind == Endpoint::Kind::kHttps ? "the server" : "Docker";
     Error out(ErrorCode::kUnavailable, "");
     if (err == EACCES || err == EPERM) {
-      out = Error::PermissionDenied("cannot connect to Docker at " + ep + ": permission denied " +
+      out = Error::PermissionDenied("cannot connect to " + server + " at " + ep +
+                                    ": permission denied " +
                                     "(run as root or join the docker group)");
     } else if (err == ETIMEDOUT) {
-      out = Error::Unavailable("cannot reach Docker at " + ep + ": no connection within " +
+      out = Error::Unavailable("cannot reach " + server + " at " + ep + ": no connection within " +
                                std::to_string(options.connect_timeout.count()) + " ms (" + Hint() +
                                ")");
     } else if (err == ENAMETOOLONG) {
@@ -253,7 +273,8 @@ struct Client::Impl {
       if (!resolver) {
         for (auto& c : why) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       }
-      out = Error::Unavailable("cannot reach Docker at " + ep + ": " + why + " (" + Hint() + ")");
+      out = Error::Unavailable("cannot reach " + server + " at " + ep + ": " + why + " (" + Hint() +
+                               ")");
     }
     out.set_errno(err);
     return out;
@@ -263,9 +284,12 @@ struct Client::Impl {
     {
       std::lock_guard lock(mu);
       while (!idle.empty()) {
-        UniqueFd fd = std::move(idle.back());
+        Connection c = std::move(idle.back());
         idle.pop_back();
-        if (internal::IdleConnectionUsable(fd.get())) return Connection{std::move(fd), true};
+        if (internal::IdleConnectionUsable(c.fd.get())) {
+          c.reused = true;
+          return c;
+        }
       }
     }
     Deadline d = std::min(deadline, DeadlineAfter(options.connect_timeout));
@@ -275,6 +299,7 @@ struct Client::Impl {
         fd = internal::ConnectUnix(endpoint.path, d);
         break;
       case Endpoint::Kind::kTcp:
+      case Endpoint::Kind::kHttps:
         fd = internal::ConnectTcp(endpoint.host, endpoint.port, d);
         break;
       case Endpoint::Kind::kSsh:
@@ -282,12 +307,19 @@ struct Client::Impl {
         break;
     }
     if (!fd.ok()) return ConnectError(fd.error());
-    return Connection{std::move(fd).value(), false};
+    Connection c{std::move(fd).value(), nullptr, false};
+    if (tls) {
+      auto session = internal::TlsConn::Handshake(*tls, c.fd.get(), endpoint.host, d);
+      if (!session.ok()) return session.error().WithContext(endpoint.ToString());
+      c.tls = std::move(*session);
+    }
+    return c;
   }
 
-  void Release(UniqueFd fd) {
+  void Release(Connection conn) {
+    conn.reused = false;
     std::lock_guard lock(mu);
-    if (idle.size() < options.max_idle_connections) idle.push_back(std::move(fd));
+    if (idle.size() < options.max_idle_connections) idle.push_back(std::move(conn));
   }
 
   std::string What(const Request& r) const {
@@ -356,7 +388,7 @@ struct Client::Impl {
   Result<Outcome> RunOnce(Connection conn, const Request& r, Mode mode, const BodySource* source,
                           const BodySink* sink, Deadline deadline,
                           std::chrono::milliseconds timeout, AttemptState& st) {
-    DeadlineStream s(conn.fd.get(), deadline);
+    DeadlineStream s(conn.fd.get(), conn.tls.get(), deadline);
     error_code ec;
 
     // 1. The request.
@@ -404,7 +436,7 @@ struct Client::Impl {
       }
       if (mode == Mode::kHijack) {
         req.set(bhttp::field::connection, "Upgrade");
-        req.set(bhttp::field::upgrade, "tcp");
+        if (req.find(bhttp::field::upgrade) == req.end()) req.set(bhttp::field::upgrade, "tcp");
       }
       bhttp::write(s, req, ec);
       if (ec) return IoError(r, ec, s, timeout, st);
@@ -418,7 +450,7 @@ struct Client::Impl {
     if (mode == Mode::kHijack) {
       bhttp::response_parser<bhttp::string_body> p;
       p.header_limit(kHeaderLimit);
-      p.body_limit(boost::none);
+      p.body_limit(BodyLimit(r));
       bhttp::read_header(s, buf, p, ec);
       if (ec) return IoError(r, ec, s, timeout, st);
       Outcome out;
@@ -428,20 +460,22 @@ struct Client::Impl {
         // Beast may already hold the first bytes of the raw stream (they can share a packet
         // with the headers): Read hands them out first.
         std::string early(static_cast<const char*>(buf.data().data()), buf.size());
-        out.stream = internal::MakeSocketRawStream(std::move(conn.fd), std::move(early));
+        out.stream = conn.tls ? internal::MakeTlsRawStream(std::move(conn.fd), std::move(conn.tls),
+                                                           std::move(early))
+                              : internal::MakeSocketRawStream(std::move(conn.fd), std::move(early));
         return out;
       }
       bhttp::read(s, buf, p, ec);
       if (ec) return IoError(r, ec, s, timeout, st);
       out.response.body = std::move(p.get().body());
-      if (p.keep_alive() && buf.size() == 0) Release(std::move(conn.fd));
+      if (p.keep_alive() && buf.size() == 0) Release(std::move(conn));
       return out;
     }
 
     // kStreamingResponse
     bhttp::response_parser<bhttp::buffer_body> p;
     p.header_limit(kHeaderLimit);
-    p.body_limit(boost::none);
+    p.body_limit(boost::none);  // the sink bounds what it keeps
     if (r.method == "HEAD") p.skip(true);
     bhttp::read_header(s, buf, p, ec);
     if (ec) return IoError(r, ec, s, timeout, st);
@@ -466,7 +500,7 @@ struct Client::Impl {
         if (!sunk.ok()) return std::move(sunk).error().WithContext(What(r) + ": response body");
       }
     }
-    if (p.keep_alive() && buf.size() == 0) Release(std::move(conn.fd));
+    if (p.keep_alive() && buf.size() == 0) Release(std::move(conn));
     return out;
   }
 
@@ -475,7 +509,7 @@ struct Client::Impl {
     boost::beast::flat_buffer buf;
     bhttp::response_parser<bhttp::string_body> p;
     p.header_limit(kHeaderLimit);
-    p.body_limit(boost::none);
+    p.body_limit(BodyLimit(r));
     if (r.method == "HEAD") p.skip(true);
     error_code ec;
     bhttp::read(s, buf, p, ec);
@@ -484,7 +518,7 @@ struct Client::Impl {
     out.response.status = p.get().result_int();
     out.response.headers = CopyHeaders(p.get().base());
     out.response.body = std::move(p.get().body());
-    if (pool && p.keep_alive() && buf.size() == 0) Release(std::move(conn.fd));
+    if (pool && p.keep_alive() && buf.size() == 0) Release(std::move(conn));
     return out;
   }
 
@@ -525,11 +559,15 @@ Result<std::shared_ptr<Client>> Client::Connect(const Endpoint& endpoint, Client
       impl->host_header = "docker";
       break;
     case Endpoint::Kind::kTcp:
+    case Endpoint::Kind::kHttps:
     case Endpoint::Kind::kSsh: {
       // A hand-built Endpoint gets the same checks as a parsed one (no ssh option injection).
       auto reparsed = ParseEndpoint(endpoint.ToString());
       if (!reparsed.ok()) return reparsed.error();
-      if (endpoint.kind == Endpoint::Kind::kTcp) {
+      if (endpoint.kind == Endpoint::Kind::kHttps) {
+        impl->host_header = endpoint.ToString().substr(8);  // after "https://"
+        impl->tls = AGVISOR_TRY(internal::TlsContext::Create(impl->options.tls));
+      } else if (endpoint.kind == Endpoint::Kind::kTcp) {
         impl->host_header = endpoint.ToString().substr(6);  // after "tcp://"
       } else {
         impl->host_header = "docker";

@@ -3,6 +3,8 @@
 // Used by docker/ (the Engine API client) and by tests. Transports:
 //   unix:///var/run/docker.sock   a unix socket (the default)
 //   tcp://HOST:PORT               plain TCP
+//   https://HOST[:PORT]          TLS over TCP (the Kubernetes API server, kube/): the peer is
+//                                 verified against ClientOptions::tls (never skipped)
 //   ssh://[USER@]HOST[:PORT][/SOCKET]
 //       ONE `ssh` process per Client forwards the remote docker socket (default
 //       /var/run/docker.sock) to a private local unix socket; every request and stream to that
@@ -30,16 +32,17 @@ namespace agvisor::http {
 
 // Where an HTTP endpoint lives. Parsed from DOCKER_HOST-style strings.
 struct Endpoint {
-  enum class Kind { kUnix, kTcp, kSsh };
+  enum class Kind { kUnix, kTcp, kSsh, kHttps };
   Kind kind = Kind::kUnix;
   std::string path = "/var/run/docker.sock";  // kUnix: local socket; kSsh: the REMOTE socket
-  std::string host;                           // kTcp, kSsh
-  std::uint16_t port = 0;                     // kTcp: required; kSsh: 0 = ssh's default
-  std::string user;                           // kSsh: optional
-  std::string ToString() const;               // back to the URL form
+  std::string host;                           // kTcp, kSsh, kHttps
+  std::uint16_t port = 0;        // kTcp: required; kSsh: 0 = ssh's default; kHttps: 0 = 443
+  std::string user;              // kSsh: optional
+  std::string ToString() const;  // back to the URL form
 };
 
-// Parses "unix:///path", "tcp://host:port", "ssh://[user@]host[:port][/remote/socket]". An empty
+// Parses "unix:///path", "tcp://host:port", "https://host[:port]",
+// "ssh://[user@]host[:port][/remote/socket]". An empty
 // spec means $DOCKER_HOST, or unix:///var/run/docker.sock when that is unset. Hosts and users are
 // limited to letters, digits, '.', '-', '_' (IPv6 in brackets) and may not start with '-'; paths
 // must be absolute without whitespace or ':' (nothing can reach ssh's command line as an option).
@@ -61,6 +64,10 @@ struct Request {
   // ClientOptions::request_timeout. SendStreamingResponse and Hijack streams are exempt once
   // their headers arrived; a SendStreamingBody upload is not (give a big upload a big timeout).
   std::chrono::milliseconds timeout{0};
+  // The most response body bytes taken into memory by Send and SendStreamingBody (and the
+  // answer of a refused Hijack); more fails the exchange with kInternal ("body limit exceeded").
+  // 0 = no limit. SendStreamingResponse leaves bounding to its sink.
+  std::size_t max_body_bytes = 0;
 };
 
 struct Response {
@@ -106,6 +113,13 @@ struct Hijacked {
   std::unique_ptr<RawStream> stream;
 };
 
+// https:// endpoints: what the server is verified against and who the client is. PEM text.
+struct TlsConfig {
+  std::string ca_pem;    // the CA bundle to trust; "" = the system's trust store
+  std::string cert_pem;  // a client certificate (with its chain), or ""
+  std::string key_pem;   // its unencrypted private key, or ""
+};
+
 struct ClientOptions {
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds request_timeout{120000};
@@ -113,6 +127,8 @@ struct ClientOptions {
   // ssh only: extra arguments for the ssh command line (e.g. {"-i", key, "-o", "..."}), put
   // before the destination. BatchMode=yes is always set: ssh never prompts.
   std::vector<std::string> ssh_args;
+  // https only.
+  TlsConfig tls;
 };
 
 // The argv that runs `remote_command` (one shell command line, run by the remote user's shell)
@@ -139,7 +155,8 @@ std::vector<std::string> SshStdioForwardCommandLine(const Endpoint& endpoint,
 class Client {
  public:
   // Errors: kUnavailable (ssh failed, with ssh's own message), kNotFound (no `ssh` program),
-  // kInvalidArgument (a hand-built Endpoint that ParseEndpoint would refuse).
+  // kInvalidArgument (a hand-built Endpoint that ParseEndpoint would refuse; https: PEM data of
+  // options.tls that does not parse).
   // For unix/tcp nothing is connected until the first request; for ssh the tunnel is up on return.
   static Result<std::shared_ptr<Client>> Connect(const Endpoint& endpoint,
                                                  ClientOptions options = {});
@@ -166,7 +183,8 @@ class Client {
   // `sink` is not called for error statuses (>= 400): their body is in the Response. Errors of
   // `sink` abort the exchange (the connection is dropped) and are returned.
   Result<Response> SendStreamingResponse(const Request& request, const BodySink& sink);
-  // Sends `request` with "Connection: Upgrade" and "Upgrade: tcp" and hands over the socket;
+  // Sends `request` with "Connection: Upgrade" and "Upgrade: tcp" (or the request's own Upgrade
+  // header, e.g. "websocket" with its Sec-WebSocket-* headers) and hands over the socket;
   // bytes the server sent right after its headers are the first ones Read returns. The stream
   // outlives neither the process nor, for ssh, the Client's tunnel. Errors: as Send.
   Result<Hijacked> Hijack(const Request& request);

@@ -10,7 +10,7 @@ namespace {
 
 constexpr std::string_view kDefaultSocket = "/var/run/docker.sock";
 constexpr std::string_view kAcceptedForms =
-    "accepted forms: unix:///path/to/socket, tcp://HOST:PORT, "
+    "accepted forms: unix:///path/to/socket, tcp://HOST:PORT, https://HOST[:PORT], "
     "ssh://[USER@]HOST[:PORT][/remote/socket/path]";
 
 Error Invalid(std::string_view spec, std::string_view why) {
@@ -121,6 +121,17 @@ Result<Endpoint> ParseEndpoint(std::string_view spec) {
     ep.port = hp.second;
     return ep;
   }
+  if (scheme == "https") {
+    if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+    if (rest.find('/') != std::string_view::npos || rest.find('@') != std::string_view::npos) {
+      return Invalid(spec, "https:// takes only HOST[:PORT]");
+    }
+    auto hp = AGVISOR_TRY(ParseHostPort(spec, rest, /*port_required=*/false));
+    ep.kind = Endpoint::Kind::kHttps;
+    ep.host = std::move(hp.first);
+    ep.port = hp.second == 0 ? 443 : hp.second;
+    return ep;
+  }
   if (scheme == "ssh") {
     ep.kind = Endpoint::Kind::kSsh;
     auto slash = rest.find('/');
@@ -161,6 +172,8 @@ std::string Endpoint::ToString() const {
       return "unix://" + path;
     case Kind::kTcp:
       return "tcp://" + HostForUrl(host) + ":" + std::to_string(port);
+    case Kind::kHttps:
+      return "https://" + HostForUrl(host) + ":" + std::to_string(port == 0 ? 443 : port);
     case Kind::kSsh: {
       std::string s = "ssh://";
       if (!user.empty()) s += user + "@";

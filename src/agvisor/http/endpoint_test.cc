@@ -32,6 +32,21 @@ TEST(ParseEndpointTest, EmptyMeansDockerHostOrTheDefaultSocket) {
   ::unsetenv("DOCKER_HOST");
 }
 
+TEST(ParseEndpointTest, Https) {
+  auto ep = ParseEndpoint("https://127.0.0.1:6443");
+  ASSERT_TRUE(ep.ok()) << ep.error().ToString();
+  EXPECT_EQ(ep->kind, Endpoint::Kind::kHttps);
+  EXPECT_EQ(ep->host, "127.0.0.1");
+  EXPECT_EQ(ep->port, 6443);
+  EXPECT_EQ(ep->ToString(), "https://127.0.0.1:6443");
+  ep = ParseEndpoint("https://api.example.test");
+  ASSERT_TRUE(ep.ok());
+  EXPECT_EQ(ep->port, 443);
+  EXPECT_FALSE(ParseEndpoint("https://h:1/path").ok());
+  EXPECT_FALSE(ParseEndpoint("https://user@h:1").ok());
+  EXPECT_FALSE(ParseEndpoint("https://-h:1").ok());
+}
+
 TEST(ParseEndpointTest, Tcp) {
   auto ep = ParseEndpoint("tcp://127.0.0.1:2375");
   ASSERT_TRUE(ep.ok());

@@ -12,6 +12,7 @@
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/http/client.h"
 #include "agvisor/sandbox/docker_runtime/runtime_check.h"  // HostSshArgs
+#include "agvisor/sandbox/runtime.h"
 
 namespace agvisor {
 std::string EgressNetworkName(std::string_view container_name) {
@@ -26,6 +27,11 @@ std::vector<std::string> EgressProxyEnv(std::string_view gateway) {
 }
 
 Result<void> CheckEgressHost(std::string_view host) {
+  if (IsKubernetesHost(host)) {
+    return Error::Unsupported("egress policies on " + std::string(host) +
+                              ": not available on Kubernetes yet (docs/kubernetes.md); use "
+                              "network none, or a Docker host");
+  }
   const http::Endpoint ep = AGVISOR_TRY(http::ParseEndpoint(host));
   if (ep.kind != http::Endpoint::Kind::kTcp) return Ok();
   return Error::Unsupported("egress policies on " + ep.ToString() +

@@ -42,7 +42,7 @@ std::vector<std::string> EgressProxyEnv(std::string_view gateway);
 // Whether sandboxes with egress policies can be made on Docker host `host` ("" = $DOCKER_HOST
 // or the local socket): the local one and ssh:// hosts (agvisord runs on that host; its enforcer
 // is checked over ssh). kUnsupported for tcp:// (nothing here can check the enforcer there: reach
-// the host over ssh://); kInvalidArgument for a malformed host.
+// the host over ssh://) and for Kubernetes (kube:); kInvalidArgument for a malformed host.
 Result<void> CheckEgressHost(std::string_view host);
 
 // Waits until something accepts on gateway:kEgressProxyPort (an address of this machine).

@@ -1,8 +1,9 @@
 // Runtime: where sandboxes run. The sandbox layer (Sandbox, Pool, sweep) asks a Runtime for
-// instances (a container; a pod later), their state, exec streams, volumes and private networks,
-// and does not see Docker's types. DockerRuntime (docker_runtime.h) is the Engine API;
-// FakeRuntime (fake_runtime.h, tests only) runs the real agent binary as a local process; a
-// Kubernetes runtime (issue 18) is the next. One Runtime per host, shared and thread-safe.
+// instances (a container, a pod), their state, exec streams, volumes and private networks, and
+// does not see Docker's or Kubernetes' types. DockerRuntime (docker_runtime/docker_runtime.h) is
+// the Engine API; KubernetesRuntime (kube_runtime/kube_runtime.h) a namespace of a cluster;
+// FakeRuntime (fake_runtime.h, tests only) runs the real agent binary as a local process. One
+// Runtime per host, shared and thread-safe.
 //
 // Errors (each message names the operation and the object): kInvalidArgument, kNotFound,
 // kConflict, kUnavailable, kPermissionDenied, kUnsupported (this runtime cannot: says which and
@@ -207,9 +208,14 @@ class Runtime {
   virtual Result<void> RemoveEgressNetwork(std::string_view name) = 0;
 };
 
-// The runtime of `host` ("" / unix:// / tcp:// / ssh:// → DockerRuntime), shared process-wide
-// while anyone holds it. Errors: those of connecting (docker::Client::Connect's).
+// The runtime of `host` ("" / unix:// / tcp:// / ssh:// → DockerRuntime; kube:[//CONTEXT][/NS]
+// → KubernetesRuntime, kube_runtime/kube_runtime.h), shared process-wide while anyone holds it.
+// Errors: those of connecting (docker::Client::Connect's; for Kubernetes reading the kubeconfig
+// and kube::Client::Connect's).
 Result<std::shared_ptr<Runtime>> RuntimeFor(std::string_view host);
+
+// Whether `host` addresses a Kubernetes namespace ("kube:...").
+bool IsKubernetesHost(std::string_view host);
 
 // Tests: RuntimeFor(host) answers `runtime` while the guard lives.
 class ScopedRuntimeOverride {

@@ -25,19 +25,7 @@ std::string Hex(std::uint64_t v, int digits) {
   return std::string(buf + 16 - digits);
 }
 
-std::uint64_t Fnv1a64(std::string_view bytes) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
-const std::string& AgentHash() {
-  static const std::string h = Hex(Fnv1a64(EmbeddedAgentBinary()), 16);
-  return h;
-}
+const std::string& AgentHash() { return EmbeddedAgentHash(); }
 
 // "host\nref" of derived images known to exist.
 std::mutex g_mu;
@@ -115,7 +103,7 @@ std::string AgentImageRef(std::string_view image_id, std::string_view agent_bina
   std::string_view hex = image_id;
   if (hex.starts_with("sha256:")) hex.remove_prefix(7);
   return std::string(kRepo) + ":" + std::string(hex.substr(0, 12)) + "-" +
-         Hex(Fnv1a64(agent_binary), 16);
+         Hex(AgentHashOf(agent_binary), 16);
 }
 
 Result<std::string> EnsureAgentImage(std::string_view host, docker::Client& docker,

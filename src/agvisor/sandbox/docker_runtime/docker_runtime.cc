@@ -336,36 +336,4 @@ Result<void> DockerRuntime::RemoveEgressNetwork(std::string_view name) {
   return agvisor::RemoveEgressNetwork(*client_, name);
 }
 
-// ---- RuntimeFor ----
-
-namespace {
-
-std::mutex g_override_mu;
-std::map<std::string, std::shared_ptr<Runtime>, std::less<>>& Overrides() {
-  static auto* m = new std::map<std::string, std::shared_ptr<Runtime>, std::less<>>();
-  return *m;
-}
-
-}  // namespace
-
-Result<std::shared_ptr<Runtime>> RuntimeFor(std::string_view host) {
-  {
-    std::lock_guard lock(g_override_mu);
-    if (auto it = Overrides().find(host); it != Overrides().end()) return it->second;
-  }
-  auto client = AGVISOR_TRY(HostClient(host));
-  return std::shared_ptr<Runtime>(std::make_shared<DockerRuntime>(std::string(host), client));
-}
-
-ScopedRuntimeOverride::ScopedRuntimeOverride(std::string host, std::shared_ptr<Runtime> runtime)
-    : host_(std::move(host)) {
-  std::lock_guard lock(g_override_mu);
-  Overrides()[host_] = std::move(runtime);
-}
-
-ScopedRuntimeOverride::~ScopedRuntimeOverride() {
-  std::lock_guard lock(g_override_mu);
-  Overrides().erase(host_);
-}
-
 }  // namespace agvisor

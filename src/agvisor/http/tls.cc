@@ -1,0 +1,323 @@
+#include "agvisor/http/tls.h"
+
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <condition_variable>
+#include <cstring>
+
+namespace agvisor::http::internal {
+namespace {
+
+// OpenSSL's queued errors as one line (and the queue emptied).
+std::string OpenSslErrors() {
+  std::string out;
+  while (unsigned long e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof buf);
+    if (!out.empty()) out += "; ";
+    out += buf;
+  }
+  return out.empty() ? std::string("no detail from OpenSSL") : out;
+}
+
+struct BioDeleter {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+using BioPtr = std::unique_ptr<BIO, BioDeleter>;
+
+BioPtr MemBio(const std::string& pem) {
+  return BioPtr(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+}
+
+bool IsIpAddress(const std::string& host) {
+  unsigned char buf[16];
+  return ::inet_pton(AF_INET, host.c_str(), buf) == 1 ||
+         ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+// Waits for what OpenSSL asked for. While another thread may run the session (a write beside a
+// read), records it consumes would not wake poll: the wait is cut into 100 ms steps.
+int WaitFor(int fd, int ssl_error, Deadline deadline) {
+  const short events = ssl_error == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
+  Deadline step = std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
+  int w = WaitFd(fd, events, step);
+  if (w == ETIMEDOUT && Clock::now() < deadline) return 0;
+  return w;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<TlsContext>> TlsContext::Create(const TlsConfig& config) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  if (ctx == nullptr) return Error::Internal("TLS: SSL_CTX_new: " + OpenSslErrors());
+  auto owned = std::shared_ptr<TlsContext>(new TlsContext(ctx));
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  // HTTP frames its messages itself: a peer closing without close_notify is an end of stream
+  // (Go's TLS servers often do), and a truncated response is caught by the HTTP parser.
+  SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  if (!config.ca_pem.empty()) {
+    X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+    auto bio = MemBio(config.ca_pem);
+    int added = 0;
+    while (X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
+      if (X509_STORE_add_cert(store, cert) == 1) ++added;
+      X509_free(cert);
+    }
+    ERR_clear_error();  // the end of the PEM data reads as an error
+    if (added == 0) {
+      return Error::InvalidArgument("TLS: the certificate authority data holds no PEM certificate");
+    }
+  } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+    return Error::Internal("TLS: the system's trust store: " + OpenSslErrors());
+  }
+  if (!config.cert_pem.empty() || !config.key_pem.empty()) {
+    if (config.cert_pem.empty() || config.key_pem.empty()) {
+      return Error::InvalidArgument(
+          "TLS: a client certificate needs its key, and a key its certificate");
+    }
+    auto cbio = MemBio(config.cert_pem);
+    X509* cert = PEM_read_bio_X509(cbio.get(), nullptr, nullptr, nullptr);
+    if (cert == nullptr || SSL_CTX_use_certificate(ctx, cert) != 1) {
+      if (cert) X509_free(cert);
+      return Error::InvalidArgument("TLS: the client certificate is not a PEM certificate: " +
+                                    OpenSslErrors());
+    }
+    X509_free(cert);
+    // The rest of the PEM data: intermediate certificates sent with it.
+    while (X509* extra = PEM_read_bio_X509(cbio.get(), nullptr, nullptr, nullptr)) {
+      if (SSL_CTX_add_extra_chain_cert(ctx, extra) != 1) X509_free(extra);
+    }
+    ERR_clear_error();
+    auto kbio = MemBio(config.key_pem);
+    EVP_PKEY* key = PEM_read_bio_PrivateKey(kbio.get(), nullptr, nullptr, nullptr);
+    if (key == nullptr || SSL_CTX_use_PrivateKey(ctx, key) != 1) {
+      if (key) EVP_PKEY_free(key);
+      return Error::InvalidArgument("TLS: the client key is not an unencrypted PEM key: " +
+                                    OpenSslErrors());
+    }
+    EVP_PKEY_free(key);
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+      return Error::InvalidArgument(
+          "TLS: the client key does not belong to the client certificate");
+    }
+  }
+  return owned;
+}
+
+TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
+
+Result<std::unique_ptr<TlsConn>> TlsConn::Handshake(const TlsContext& ctx, int fd,
+                                                    const std::string& server_name,
+                                                    Deadline deadline) {
+  SSL* ssl = SSL_new(ctx.get());
+  if (ssl == nullptr) return Error::Internal("TLS: SSL_new: " + OpenSslErrors());
+  auto conn = std::unique_ptr<TlsConn>(new TlsConn(ssl, fd));
+  if (SSL_set_fd(ssl, fd) != 1) return Error::Internal("TLS: SSL_set_fd: " + OpenSslErrors());
+  if (IsIpAddress(server_name)) {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), server_name.c_str());
+  } else {
+    // SSL_set_tlsext_host_name, without its macro's C cast.
+    SSL_ctrl(ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+             const_cast<char*>(server_name.c_str()));
+    SSL_set1_host(ssl, server_name.c_str());
+  }
+  for (;;) {
+    ERR_clear_error();
+    int r = SSL_connect(ssl);
+    if (r == 1) return conn;
+    int err = SSL_get_error(ssl, r);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+      if (int w = WaitFor(fd, err, deadline)) {
+        if (w == ETIMEDOUT)
+          return Error::Timeout("TLS handshake with " + server_name + ": no answer in time");
+        return Error::FromErrno("TLS handshake with " + server_name, w);
+      }
+      continue;
+    }
+    long verify = SSL_get_verify_result(ssl);
+    if (verify != X509_V_OK) {
+      return Error::PermissionDenied(
+          "TLS handshake with " + server_name + ": the server's certificate did not verify (" +
+          X509_verify_cert_error_string(verify) +
+          "): check the certificate authority of the cluster in the kubeconfig");
+    }
+    if (err == SSL_ERROR_SYSCALL && errno != 0) {
+      return Error::Unavailable("TLS handshake with " + server_name + ": " + std::strerror(errno));
+    }
+    return Error::Unavailable("TLS handshake with " + server_name + ": " + OpenSslErrors());
+  }
+}
+
+TlsConn::~TlsConn() { SSL_free(ssl_); }
+
+ssize_t TlsConn::Recv(char* buf, std::size_t size, Deadline deadline) {
+  const int want = static_cast<int>(std::min<std::size_t>(size, INT_MAX));
+  for (;;) {
+    int r = 0, err = 0, sys = 0;
+    {
+      std::lock_guard lock(mu_);
+      ERR_clear_error();
+      r = SSL_read(ssl_, buf, want);
+      if (r <= 0) {
+        err = SSL_get_error(ssl_, r);
+        sys = errno;
+      }
+    }
+    if (r > 0) return r;
+    if (err == SSL_ERROR_ZERO_RETURN) return 0;
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+      if (int w = WaitFor(fd_, err, deadline)) return -w;
+      continue;
+    }
+    if (err == SSL_ERROR_SYSCALL) return sys != 0 ? -sys : 0;
+    ERR_clear_error();
+    return -EPROTO;
+  }
+}
+
+int TlsConn::SendAll(const iovec* iov, int iovcnt, Deadline deadline, std::size_t* sent) {
+  for (int i = 0; i < iovcnt; ++i) {
+    const char* p = static_cast<const char*>(iov[i].iov_base);
+    std::size_t left = iov[i].iov_len;
+    while (left > 0) {
+      int r = 0, err = 0, sys = 0;
+      {
+        std::lock_guard lock(mu_);
+        ERR_clear_error();
+        r = SSL_write(ssl_, p, static_cast<int>(std::min<std::size_t>(left, INT_MAX)));
+        if (r <= 0) {
+          err = SSL_get_error(ssl_, r);
+          sys = errno;
+        }
+      }
+      if (r > 0) {
+        p += r;
+        left -= static_cast<std::size_t>(r);
+        *sent += static_cast<std::size_t>(r);
+        continue;
+      }
+      if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+        if (int w = WaitFor(fd_, err, deadline)) return w;
+        continue;
+      }
+      if (err == SSL_ERROR_SYSCALL && sys != 0) return sys;
+      ERR_clear_error();
+      return EPIPE;
+    }
+  }
+  return 0;
+}
+
+void TlsConn::Shutdown() {
+  std::lock_guard lock(mu_);
+  (void)SSL_shutdown(ssl_);
+  ERR_clear_error();
+}
+
+namespace {
+
+class TlsRawStream final : public RawStream {
+ public:
+  TlsRawStream(UniqueFd fd, std::unique_ptr<TlsConn> tls, std::string initial)
+      : fd_(std::move(fd)), tls_(std::move(tls)), pending_(std::move(initial)) {}
+  ~TlsRawStream() override {
+    Close();
+    tls_.reset();  // before the socket closes
+  }
+
+  Result<std::size_t> ReadUntil(std::span<char> buf, Deadline deadline) override {
+    if (buf.empty()) return std::size_t{0};
+    {
+      std::lock_guard lock(mu_);
+      if (closed_) return std::size_t{0};
+      if (pending_pos_ < pending_.size()) {
+        std::size_t n = std::min(buf.size(), pending_.size() - pending_pos_);
+        std::memcpy(buf.data(), pending_.data() + pending_pos_, n);
+        pending_pos_ += n;
+        if (pending_pos_ == pending_.size()) {
+          pending_.clear();
+          pending_pos_ = 0;
+        }
+        return n;
+      }
+      ++active_;
+    }
+    ssize_t n = tls_->Recv(buf.data(), buf.size(), deadline);
+    Leave();
+    if (n >= 0) return static_cast<std::size_t>(n);
+    if (-n == ECONNRESET || closed_.load()) return std::size_t{0};
+    if (-n == ETIMEDOUT && deadline != Deadline::max() && Clock::now() >= deadline) {
+      return Error::Timeout("read from TLS stream: nothing arrived in time");
+    }
+    if (-n == EPROTO) return Error::Unavailable("read from TLS stream: TLS error");
+    return Error::FromErrno("read from TLS stream", static_cast<int>(-n));
+  }
+
+  Result<void> Write(std::string_view data) override {
+    if (!Enter()) return Error::Unavailable("write to TLS stream: stream closed");
+    iovec iov{const_cast<char*>(data.data()), data.size()};
+    std::size_t sent = 0;
+    int err = tls_->SendAll(&iov, 1, Deadline::max(), &sent);
+    Leave();
+    if (err != 0)
+      return Error::Unavailable(std::string("write to TLS stream: ") + std::strerror(err));
+    return Ok();
+  }
+
+  Result<void> CloseWrite() override {
+    if (!Enter()) return Error::Unavailable("half-close TLS stream: stream closed");
+    tls_->Shutdown();
+    Leave();
+    return Ok();
+  }
+
+  void Close() override {
+    std::unique_lock lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+    ::shutdown(fd_.get(), SHUT_RDWR);
+    idle_.wait(lock, [&] { return active_ == 0; });
+  }
+
+ private:
+  bool Enter() {
+    std::lock_guard lock(mu_);
+    if (closed_) return false;
+    ++active_;
+    return true;
+  }
+  void Leave() {
+    std::lock_guard lock(mu_);
+    if (--active_ == 0) idle_.notify_all();
+  }
+
+  UniqueFd fd_;
+  std::unique_ptr<TlsConn> tls_;
+  std::mutex mu_;
+  std::condition_variable idle_;
+  int active_ = 0;
+  std::atomic<bool> closed_{false};
+  std::string pending_;
+  std::size_t pending_pos_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<RawStream> MakeTlsRawStream(UniqueFd fd, std::unique_ptr<TlsConn> tls,
+                                            std::string initial) {
+  return std::make_unique<TlsRawStream>(std::move(fd), std::move(tls), std::move(initial));
+}
+
+}  // namespace agvisor::http::internal

@@ -1,0 +1,391 @@
+#include "agvisor/sandbox/kube_runtime/kube_runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "agvisor/kube/client.h"
+#include "agvisor/kube/kubeconfig.h"
+#include "agvisor/sandbox/agent_paths.h"
+#include "agvisor/sandbox/instance_spec.h"
+
+namespace agvisor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A process's stdio over a Kubernetes exec stream: its stdin and its stdout; stderr goes to
+// `on_stderr`.
+class KubeExecTransport : public channel::Transport {
+ public:
+  KubeExecTransport(std::unique_ptr<kube::ExecStream> stream, StderrSink on_stderr)
+      : stream_(std::move(stream)), on_stderr_(std::move(on_stderr)) {}
+  ~KubeExecTransport() override { Close(); }
+  Result<std::size_t> Read(std::span<char> buf) override {
+    return stream_->ReadStdout(buf, [this](std::string_view b) {
+      if (on_stderr_) on_stderr_(b);
+    });
+  }
+  Result<void> Write(std::string_view data) override { return stream_->Write(data); }
+  void Close() override { stream_->Close(); }
+
+ private:
+  std::unique_ptr<kube::ExecStream> stream_;
+  StderrSink on_stderr_;
+};
+
+const char* Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+// Waiting reasons that mean the pod will never start by itself.
+bool ImageProblem(const std::string& reason) {
+  return reason == "ErrImagePull" || reason == "ImagePullBackOff" ||
+         reason == "ErrImageNeverPull" || reason == "InvalidImageName";
+}
+bool StartProblem(const std::string& reason) {
+  return reason == "CreateContainerConfigError" || reason == "CreateContainerError" ||
+         reason == "RunContainerError" || reason == "CrashLoopBackOff";
+}
+
+std::string Describe(const kube::Pod& pod) {
+  std::string s = "phase " + (pod.phase.empty() ? std::string("unknown") : pod.phase);
+  if (!pod.reason.empty()) s += " (" + pod.reason + ")";
+  if (!pod.message.empty()) s += ": " + pod.message;
+  auto add = [&](const std::vector<kube::ContainerState>& list) {
+    for (const auto& c : list) {
+      if (c.reason.empty() && c.state != "terminated") continue;
+      s += "; container " + c.name + " " + c.state;
+      if (!c.reason.empty()) s += " " + c.reason;
+      if (c.state == "terminated") s += " exit " + std::to_string(c.exit_code);
+      if (!c.message.empty()) s += ": " + c.message.substr(0, 300);
+    }
+  };
+  add(pod.init_containers);
+  add(pod.containers);
+  return s;
+}
+
+}  // namespace
+
+InstanceState InstanceStateOfPod(const kube::Pod& pod) {
+  InstanceState st;
+  const kube::ContainerState* c = pod.Container(kPodSandboxContainer);
+  if (pod.deleting) {
+    st.status = "removing";
+  } else if (pod.phase == "Pending") {
+    st.status = "created";
+  } else if (pod.phase == "Running") {
+    if (c != nullptr && c->state == "terminated") {
+      st.status = "exited";
+    } else {
+      st.status = "running";
+      st.running = true;
+    }
+  } else if (pod.phase == "Succeeded" || pod.phase == "Failed") {
+    st.status = "exited";
+  } else {
+    st.status = "dead";
+  }
+  if (c != nullptr && c->state == "terminated") {
+    st.exit_code = c->exit_code;
+    st.oom_killed = c->reason == "OOMKilled";
+  } else if (st.status == "exited" && pod.reason == "DeadlineExceeded") {
+    st.exit_code = 137;  // killed at activeDeadlineSeconds
+  }
+  return st;
+}
+
+Labels LabelsOfPod(const kube::Pod& pod) {
+  Labels out = pod.labels;
+  for (const auto& [k, v] : pod.annotations) {
+    if (k == "agvisor" || k.rfind("agvisor.", 0) == 0 || out.count(k) == 0) out[k] = v;
+  }
+  return out;
+}
+
+Result<std::shared_ptr<Runtime>> KubernetesRuntimeFor(std::string_view host) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<Runtime>, std::less<>> runtimes;
+  std::lock_guard lock(mu);
+  if (auto it = runtimes.find(host); it != runtimes.end()) {
+    if (auto r = it->second.lock()) return r;
+  }
+  auto address = AGVISOR_TRY(kube::ParseKubeAddress(host));
+  auto credentials = AGVISOR_TRY(kube::LoadCredentials(address));
+  auto client = AGVISOR_TRY(kube::Client::Connect(std::move(credentials)));
+  auto runtime = std::shared_ptr<Runtime>(std::make_shared<KubernetesRuntime>(
+      std::string(host), std::move(client), KubernetesRuntime::DefaultOptions()));
+  runtimes[std::string(host)] = runtime;
+  return runtime;
+}
+
+KubernetesRuntime::Options KubernetesRuntime::DefaultOptions() {
+  Options o;
+  o.pod.agent_image = AgentImageRefForKube();
+  if (const char* c = Env("AGVISOR_KUBE_RUNTIME_CLASS")) o.default_runtime_class = c;
+  if (const char* s = Env("AGVISOR_KUBE_WORKSPACE_SIZE")) o.workspace_size = s;
+  return o;
+}
+
+KubernetesRuntime::KubernetesRuntime(std::string host, std::shared_ptr<kube::Client> client,
+                                     Options options)
+    : host_(std::move(host)), client_(std::move(client)), options_(std::move(options)) {}
+
+KubernetesRuntime::~KubernetesRuntime() = default;
+
+Result<std::string> KubernetesRuntime::RequireGvisor(std::string_view runtime,
+                                                     std::string_view platform, bool) {
+  if (!platform.empty() && platform != "systrap") {
+    return Error::InvalidArgument(
+        "gVisor platform '" + std::string(platform) +
+        "' cannot be chosen per sandbox on Kubernetes: the platform is the runsc configuration of "
+        "a RuntimeClass's handler on the nodes; make a RuntimeClass for it and pass its name as "
+        "the runtime (docs/kubernetes.md)");
+  }
+  const std::string cls =
+      runtime.empty() || runtime == "runsc" ? options_.default_runtime_class : std::string(runtime);
+  {
+    std::lock_guard lock(mu_);
+    if (verified_classes_.count(cls)) return cls;
+  }
+  auto handler = AGVISOR_TRY(client_->RuntimeClassHandler(cls));
+  if (!handler) {
+    return Error::InvalidArgument(
+        "sandboxes run only on gVisor: the cluster (" + client_->credentials().ToString() +
+        ") has no RuntimeClass '" + cls +
+        "'; create one whose handler is runsc (deploy/runtimeclass.yaml), or name yours with "
+        "--runtime");
+  }
+  if (*handler != "runsc" && *handler != "gvisor") {
+    return Error::InvalidArgument("sandboxes run only on gVisor: RuntimeClass '" + cls +
+                                  "' has handler '" + *handler +
+                                  "', not runsc or gvisor; name a gVisor RuntimeClass with "
+                                  "--runtime");
+  }
+  std::lock_guard lock(mu_);
+  verified_classes_[cls] = *handler;
+  return cls;
+}
+
+Result<DiskCapSupport> KubernetesRuntime::ProbeDiskCap(std::string_view, std::string_view) {
+  return DiskCapSupport{
+      .supported = false,
+      .detail =
+          "on Kubernetes a root-disk cap would be an ephemeral-storage limit, which kubelet "
+          "enforces by evicting the pod after the fact, not as a cap; agvisor does not "
+          "offer it there (docs/kubernetes.md)"};
+}
+
+Result<HostCapacity> KubernetesRuntime::Capacity() {
+  return HostCapacity{.memory_bytes = 0, .source = "Kubernetes: the scheduler's (not asked)"};
+}
+
+Result<std::string> KubernetesRuntime::PrepareImage(std::string_view image) {
+  return std::string(image);
+}
+
+Result<void> KubernetesRuntime::WaitRunning(const std::string& name) {
+  const auto deadline = Clock::now() + options_.start_timeout;
+  auto delay = std::chrono::milliseconds(20);
+  for (;;) {
+    auto pod = client_->GetPod(name);
+    if (!pod.ok()) {
+      if (pod.error().code() == ErrorCode::kNotFound) {
+        return Error::Unavailable("pod " + name + " was deleted while it started");
+      }
+      return pod.error();
+    }
+    const kube::ContainerState* c = pod->Container(kPodSandboxContainer);
+    if (pod->phase == "Running" && c != nullptr && c->state == "running") return Ok();
+    if (pod->phase == "Succeeded" || pod->phase == "Failed" || pod->deleting) {
+      return Error::Unavailable("pod " + name + " ended before it ran: " + Describe(*pod));
+    }
+    for (const auto* list : {&pod->init_containers, &pod->containers}) {
+      for (const auto& s : *list) {
+        if (s.state != "waiting") continue;
+        if (ImageProblem(s.reason)) {
+          return Error::NotFound("pod " + name + ": the image of container " + s.name +
+                                 " is not available to the cluster's nodes (" + s.reason +
+                                 (s.message.empty() ? "" : ": " + s.message.substr(0, 300)) +
+                                 "); the agent image is made as docs/kubernetes.md says");
+        }
+        if (StartProblem(s.reason)) {
+          return Error::Unavailable("pod " + name + " cannot start: " + Describe(*pod));
+        }
+      }
+    }
+    if (Clock::now() >= deadline) {
+      return Error::Timeout("pod " + name + " did not run within " +
+                            std::to_string(options_.start_timeout.count()) +
+                            " s: " + Describe(*pod));
+    }
+    std::this_thread::sleep_for(delay);
+    delay = std::min(delay * 2, std::chrono::milliseconds(250));
+  }
+}
+
+Result<StartedInstance> KubernetesRuntime::CreateAndStart(const InstanceSpec& spec,
+                                                          StepTrace& trace, StderrSink on_stderr) {
+  const std::string manifest = AGVISOR_TRY(PodManifest(spec, options_.pod));
+  bool made_policy = false;
+  if (spec.network == "none") {
+    // Before the pod, so that it never runs a moment without it. A policy of that name left by
+    // an earlier pod of the name selects this one as well (its selector is the name's).
+    made_policy = AGVISOR_TRY(client_->CreateObject(kube::Collection::kNetworkPolicies,
+                                                    DenyAllPolicyManifest(spec.name, spec.labels)));
+    trace.Mark("create network policy");
+  }
+  auto pod = client_->CreatePod(manifest);
+  trace.Mark("create pod");
+  if (!pod.ok()) {
+    // A conflict is another client's pod of this name, which the policy now guards.
+    if (made_policy && pod.error().code() != ErrorCode::kConflict) {
+      (void)client_->DeleteObject(kube::Collection::kNetworkPolicies, spec.name);
+    }
+    return pod.error();
+  }
+  auto started = [&]() -> Result<StartedInstance> {
+    AGVISOR_RETURN_IF_ERROR(WaitRunning(spec.name));
+    trace.Mark("pod running");
+    // Kubernetes logs PID 1's stdout, so the creating client's channel is an exec relay, not
+    // PID 1's stdio; init may not have made its socket yet: the relay waits for it.
+    auto stream = AGVISOR_TRY(OpenExecStream(
+        spec.name, {std::string(kAgentPath), "connect", "--wait", "30"}, std::move(on_stderr)));
+    trace.Mark("exec connect");
+    return StartedInstance{.id = spec.name, .stdio = std::move(stream)};
+  }();
+  if (!started.ok()) (void)Remove(spec.name);
+  return started;
+}
+
+Result<InstanceInfo> KubernetesRuntime::Inspect(std::string_view ref) {
+  auto pod = AGVISOR_TRY(client_->GetPod(ref));
+  InstanceInfo i;
+  i.id = pod.name;
+  i.name = pod.name;
+  i.image_ref = pod.image;
+  i.labels = LabelsOfPod(pod);
+  i.state = InstanceStateOfPod(pod);
+  i.created_unix = pod.created_unix;
+  return i;
+}
+
+Result<std::vector<InstanceSummary>> KubernetesRuntime::List(
+    const std::vector<std::string>& label_filters) {
+  auto selector = AGVISOR_TRY(kube::LabelSelector(label_filters));
+  auto pods = AGVISOR_TRY(client_->ListPods(selector));
+  std::vector<InstanceSummary> out;
+  out.reserve(pods.size());
+  for (auto& p : pods) {
+    InstanceSummary s;
+    s.id = p.name;
+    s.name = p.name;
+    s.image = p.image;
+    s.status = InstanceStateOfPod(p).status;
+    s.labels = LabelsOfPod(p);
+    s.created_unix = p.created_unix;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Result<bool> KubernetesRuntime::Remove(std::string_view ref) {
+  const std::string name(ref);
+  const bool had = AGVISOR_TRY(client_->DeletePod(name, /*grace_seconds=*/0));
+  // Gone before this returns, as a removed container is: a named sandbox made again at once
+  // needs the name, and the network policy must outlive the pod it guards.
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  auto delay = std::chrono::milliseconds(20);
+  bool gone = !had;
+  while (!gone && Clock::now() < deadline) {
+    auto pod = client_->GetPod(name);
+    if (!pod.ok() && pod.error().code() == ErrorCode::kNotFound) {
+      gone = true;
+      break;
+    }
+    std::this_thread::sleep_for(delay);
+    delay = std::min(delay * 2, std::chrono::milliseconds(250));
+  }
+  if (gone) (void)client_->DeleteObject(kube::Collection::kNetworkPolicies, name);
+  return had;
+}
+
+Result<void> KubernetesRuntime::Pause(std::string_view id) {
+  return Error::Unsupported("pause sandbox " + std::string(id) +
+                            ": Kubernetes has no way to freeze a pod's processes");
+}
+
+Result<void> KubernetesRuntime::Unpause(std::string_view id) {
+  return Error::Unsupported("resume sandbox " + std::string(id) +
+                            ": Kubernetes has no way to freeze a pod's processes");
+}
+
+void KubernetesRuntime::WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    auto pod = client_->GetPod(id);
+    if (!pod.ok() || !InstanceStateOfPod(*pod).running) return;
+    if (Clock::now() >= deadline) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+bool KubernetesRuntime::EndedByMemoryLimit(std::string_view id) {
+  auto pod = client_->GetPod(id);
+  return pod.ok() && InstanceStateOfPod(*pod).oom_killed;
+}
+
+Result<std::unique_ptr<channel::Transport>> KubernetesRuntime::OpenExecStream(
+    std::string_view id, const std::vector<std::string>& argv, StderrSink on_stderr) {
+  auto stream = AGVISOR_TRY(client_->Exec(id, kPodSandboxContainer, argv));
+  return std::unique_ptr<channel::Transport>(
+      std::make_unique<KubeExecTransport>(std::move(stream), std::move(on_stderr)));
+}
+
+Result<int> KubernetesRuntime::RunExec(std::string_view id, const std::vector<std::string>& argv,
+                                       const OutputSink& on_stdout, const StderrSink& on_stderr) {
+  // stdin stays open until the process ends or `on_stdout` fails (then the stream is closed).
+  auto stream = AGVISOR_TRY(client_->Exec(id, kPodSandboxContainer, argv));
+  std::vector<char> buf(64 * 1024);
+  for (;;) {
+    auto n = stream->ReadStdout(std::span<char>(buf.data(), buf.size()), [&](std::string_view b) {
+      if (on_stderr) on_stderr(b);
+    });
+    if (!n.ok()) return n.error().WithContext("exec in pod " + std::string(id));
+    if (*n == 0) break;
+    if (auto r = on_stdout(std::string_view(buf.data(), *n)); !r.ok()) {
+      stream->Close();
+      return r.error();
+    }
+  }
+  return stream->ExitCode();
+}
+
+Result<bool> KubernetesRuntime::EnsureVolume(std::string_view name, const Labels& labels) {
+  return client_->CreateObject(kube::Collection::kPersistentVolumeClaims,
+                               ClaimManifest(name, labels, options_.workspace_size));
+}
+
+Result<std::optional<Labels>> KubernetesRuntime::VolumeLabels(std::string_view name) {
+  return client_->ObjectLabels(kube::Collection::kPersistentVolumeClaims, name);
+}
+
+Result<bool> KubernetesRuntime::RemoveVolume(std::string_view name) {
+  return client_->DeleteObject(kube::Collection::kPersistentVolumeClaims, name);
+}
+
+Result<SandboxNetwork> KubernetesRuntime::EnsureEgressNetwork(std::string_view name,
+                                                              const egress::EgressRules&,
+                                                              const Labels&) {
+  return Error::Unsupported(
+      "egress policy for sandbox " + std::string(name) +
+      ": not available on Kubernetes yet (the enforcer would run as a Service the pod's traffic "
+      "is forced through); use network none, or a Docker host");
+}
+
+Result<void> KubernetesRuntime::RemoveEgressNetwork(std::string_view) { return Ok(); }
+
+}  // namespace agvisor

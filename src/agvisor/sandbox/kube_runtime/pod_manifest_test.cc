@@ -1,0 +1,176 @@
+#include "agvisor/sandbox/kube_runtime/pod_manifest.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include "agvisor/sandbox/agent_paths.h"
+#include "agvisor/sandbox/instance_spec.h"
+#include "agvisor/sandbox/kube_runtime/kube_runtime.h"
+
+namespace agvisor {
+namespace {
+
+namespace json = boost::json;
+
+InstanceSpec Named() {
+  SandboxSpec s;
+  s.name = "box";
+  s.lifetime = 600;
+  s.limits.cpus = 1.5;
+  s.limits.memory = "512m";
+  s.limits.shm = "128m";
+  InstanceDecisions d;
+  d.name = "agvisor-box";
+  d.runtime = "gvisor";
+  d.image = "agvisor/base:latest";
+  d.source_image = "agvisor/base:latest";
+  auto i = BuildInstanceSpec(s, d);
+  EXPECT_TRUE(i.ok());
+  return *i;
+}
+
+json::object Pod(const InstanceSpec& spec) {
+  auto m = PodManifest(spec, {.agent_image = "agvisor/agent:test", .deadline_margin_seconds = 60});
+  EXPECT_TRUE(m.ok()) << m.error().ToString();
+  return json::parse(*m).as_object();
+}
+
+TEST(PodManifestTest, NamedSandbox) {
+  json::object pod = Pod(Named());
+  EXPECT_EQ(pod["kind"], "Pod");
+  const json::object& meta = pod["metadata"].as_object();
+  EXPECT_EQ(meta.at("name"), "agvisor-box");
+  const json::object& labels = meta.at("labels").as_object();
+  EXPECT_EQ(labels.at("agvisor"), "1");
+  EXPECT_EQ(labels.at("agvisor.name"), "box");
+  EXPECT_EQ(labels.at("agvisor.instance"), "agvisor-box");
+  // Values Kubernetes refuses as label values travel as annotations.
+  EXPECT_FALSE(labels.contains("agvisor.image"));
+  EXPECT_EQ(meta.at("annotations").as_object().at("agvisor.image"), "agvisor/base:latest");
+
+  const json::object& spec = pod["spec"].as_object();
+  EXPECT_EQ(spec.at("runtimeClassName"), "gvisor");
+  EXPECT_EQ(spec.at("restartPolicy"), "Never");
+  EXPECT_EQ(spec.at("automountServiceAccountToken"), false);
+  EXPECT_EQ(spec.at("enableServiceLinks"), false);
+  EXPECT_EQ(spec.at("activeDeadlineSeconds"), 660);
+
+  const json::object& c = spec.at("containers").as_array().at(0).as_object();
+  EXPECT_EQ(c.at("name"), "sandbox");
+  EXPECT_EQ(c.at("image"), "agvisor/base:latest");
+  // The agent's init, without --channel-stdio: PID 1's stdout goes to the node's log.
+  EXPECT_EQ(c.at("command"),
+            (json::array{kAgentPath, "init", "--lifetime", "600", "--warm-shells", "2"}));
+  EXPECT_EQ(c.at("workingDir"), "/workspace");
+  const json::object& res = c.at("resources").as_object();
+  EXPECT_EQ(res.at("limits"), res.at("requests"));
+  EXPECT_EQ(res.at("limits").as_object().at("cpu"), "1500m");
+  EXPECT_EQ(res.at("limits").as_object().at("memory"), "536870912");
+  const json::object& sc = c.at("securityContext").as_object();
+  EXPECT_EQ(sc.at("allowPrivilegeEscalation"), false);
+  EXPECT_EQ(sc.at("privileged"), false);
+  EXPECT_EQ(sc.at("capabilities").as_object().at("drop"), (json::array{"ALL"}));
+  EXPECT_EQ(sc.at("capabilities").as_object().at("add").as_array().size(),
+            kSandboxCapabilities.size());
+  EXPECT_EQ(json::serialize(c.at("volumeMounts")),
+            R"([{"name":"agvisor-agent","mountPath":"/.agvisor"},)"
+            R"({"name":"agvisor-shm","mountPath":"/dev/shm"},)"
+            R"({"name":"agvisor-workspace","mountPath":"/workspace"}])");
+  EXPECT_EQ(json::serialize(spec.at("volumes")),
+            R"([{"name":"agvisor-agent","emptyDir":{}},)"
+            R"({"name":"agvisor-shm","emptyDir":{"medium":"Memory","sizeLimit":"134217728"}},)"
+            R"({"name":"agvisor-workspace","persistentVolumeClaim":{"claimName":"agvisor-box"}}])");
+
+  const json::object& init = spec.at("initContainers").as_array().at(0).as_object();
+  EXPECT_EQ(init.at("image"), "agvisor/agent:test");
+  EXPECT_EQ(init.at("command"), (json::array{"/bin/busybox", "cp", "/agvisor-agent",
+                                             "/agvisor-install/agvisor-agent"}));
+  EXPECT_EQ(init.at("securityContext"), c.at("securityContext"));
+}
+
+TEST(PodManifestTest, AnonymousSandboxHasNoDeadlineNorWorkspace) {
+  SandboxSpec s;
+  InstanceDecisions d;
+  d.name = "agvisor-0a1b2c";
+  d.runtime = "gvisor";
+  d.image = "busybox:latest";
+  d.source_image = "busybox:latest";
+  auto i = BuildInstanceSpec(s, d);
+  ASSERT_TRUE(i.ok());
+  json::object pod = Pod(*i);
+  const json::object& spec = pod["spec"].as_object();
+  EXPECT_FALSE(spec.contains("activeDeadlineSeconds"));
+  EXPECT_EQ(spec.at("volumes").as_array().size(), 1u);  // the agent's only
+}
+
+TEST(PodManifestTest, Refusals) {
+  InstanceSpec i = Named();
+  i.name = "agvisor-Box_1";
+  auto e = PodManifest(i, {});
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(e.error().message().find("lower-case"), std::string::npos);
+  i = Named();
+  i.disk_cap = "5g";
+  EXPECT_EQ(PodManifest(i, {}).error().code(), ErrorCode::kUnsupported);
+  i = Named();
+  i.pre_start_tar = "x";
+  EXPECT_EQ(PodManifest(i, {}).error().code(), ErrorCode::kUnsupported);
+  i = Named();
+  i.network = "agvisor-egress-x";
+  EXPECT_EQ(PodManifest(i, {}).error().code(), ErrorCode::kUnsupported);
+}
+
+TEST(PodManifestTest, DenyAllPolicySelectsThePod) {
+  json::object p =
+      json::parse(DenyAllPolicyManifest("agvisor-box", {{"agvisor", "1"}})).as_object();
+  EXPECT_EQ(p["kind"], "NetworkPolicy");
+  EXPECT_EQ(json::serialize(p["spec"]),
+            R"({"podSelector":{"matchLabels":{"agvisor.instance":"agvisor-box"}},)"
+            R"("policyTypes":["Ingress","Egress"]})");
+  // Names longer than a label value are selected by a hash.
+  const std::string long_name = "agvisor-" + std::string(60, 'a');
+  EXPECT_EQ(InstanceLabelValue(long_name).rfind("h-", 0), 0u);
+  EXPECT_EQ(InstanceLabelValue(long_name).size(), 18u);
+}
+
+TEST(PodManifestTest, Claim) {
+  json::object c =
+      json::parse(ClaimManifest("agvisor-box", {{"agvisor.name", "box"}}, "10Gi")).as_object();
+  EXPECT_EQ(c["kind"], "PersistentVolumeClaim");
+  EXPECT_EQ(json::serialize(c["spec"]),
+            R"({"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"10Gi"}}})");
+}
+
+TEST(PodStateTest, Mapping) {
+  kube::Pod p;
+  p.phase = "Pending";
+  EXPECT_EQ(InstanceStateOfPod(p).status, "created");
+  p.phase = "Running";
+  p.containers = {{.name = "sandbox", .state = "running"}};
+  EXPECT_TRUE(InstanceStateOfPod(p).running);
+  EXPECT_EQ(InstanceStateOfPod(p).status, "running");
+  p.phase = "Failed";
+  p.containers = {
+      {.name = "sandbox", .state = "terminated", .reason = "OOMKilled", .exit_code = 137}};
+  auto st = InstanceStateOfPod(p);
+  EXPECT_EQ(st.status, "exited");
+  EXPECT_FALSE(st.running);
+  EXPECT_EQ(st.exit_code, 137);
+  EXPECT_TRUE(st.oom_killed);
+  p.deleting = true;
+  EXPECT_EQ(InstanceStateOfPod(p).status, "removing");
+  kube::Pod u;
+  u.phase = "Unknown";
+  EXPECT_EQ(InstanceStateOfPod(u).status, "dead");
+  kube::Pod labelled;
+  labelled.labels = {{"agvisor", "1"}};
+  labelled.annotations = {{"agvisor.image", "a/b:c"}, {"unrelated", "x"}};
+  auto l = LabelsOfPod(labelled);
+  EXPECT_EQ(l.at("agvisor.image"), "a/b:c");
+  EXPECT_EQ(l.at("agvisor"), "1");
+}
+
+}  // namespace
+}  // namespace agvisor
