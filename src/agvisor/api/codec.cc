@@ -566,10 +566,10 @@ json::object SandboxObject(const SandboxView& v) {
   o["exit_code"] = v.info.exit_code;
   if (!v.info.platform.empty()) o["platform"] = v.info.platform;
   if (v.info.limits) {
-    o["limits"] = {{"cpus", v.info.limits->cpus},
-                   {"memory_bytes", v.info.limits->memory_bytes},
-                   {"pids", v.info.limits->pids},
-                   {"source", v.info.limits->source}};
+    o["limits"] = json::object{{"cpus", v.info.limits->cpus},
+                               {"memory_bytes", v.info.limits->memory_bytes},
+                               {"pids", v.info.limits->pids},
+                               {"source", v.info.limits->source}};
   }
   if (v.resumed) o["resumed"] = *v.resumed;
   if (!v.disk_warning.empty()) o["disk_warning"] = v.disk_warning;

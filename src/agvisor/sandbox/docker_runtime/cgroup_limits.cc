@@ -255,8 +255,8 @@ Result<LiveLimits> ApplyCgroupResize(const CgroupPaths& p, const ResizeSpec& spe
             p.version == CgroupVersion::kV1 ? "memory.usage_in_bytes" : "memory.current";
         auto used = Number(ReadCgroupFile(p.memory, usage_file).value_or(""));
         return Error::Conflict(
-            "resize: memory " + MiB(*spec.memory_bytes) + " is below what the sandbox uses now (" +
-            (used ? MiB(*used) : "unknown") +
+            "resize: memory " + MiB(spec.memory_bytes.value_or(0)) +
+            " is below what the sandbox uses now (" + (used ? MiB(*used) : "unknown") +
             ", gVisor's own memory included) and the host's kernel could not reclaim it; free "
             "memory inside the sandbox or give it more (nothing was changed)");
       }
