@@ -98,7 +98,8 @@ TEST(ParseCgroupLimits, V2) {
 
 // Only a full container id names a directory: nothing else can reach a path.
 TEST(FindContainerCgroup, RefusesAnythingButAFullId) {
-  for (std::string_view bad : {"abc", "../../etc", std::string_view("")}) {
+  for (std::string_view bad :
+       {std::string_view("abc"), std::string_view("../../etc"), std::string_view()}) {
     auto r = FindContainerCgroup(bad, 0);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
