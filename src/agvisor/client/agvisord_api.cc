@@ -683,7 +683,7 @@ Result<LiveLimits> RemoteClient::UpdateSandbox(std::string_view id, const Limits
   return *view.info.limits;
 }
 
-std::string_view id,
+Result<std::uint32_t> RemoteClient::StartProcess(std::string_view id,
                                                  const std::vector<std::string>& argv,
                                                  const BackgroundOptions& options) {
   http::Request req{.method = "POST", .target = SandboxPath(id) + "/processes"};
