@@ -8,9 +8,10 @@
 // and none, interleaved rounds; then `docker stop`), pool (warm-pool acquire vs cold create),
 // concurrency (20 concurrent creates per start-gate bound, 200 concurrent execs), memory (idle
 // sandbox host memory), idle (idle and paused sandbox host CPU per gVisor platform), desktop
-// (gui create to ready), all; and egress (bench/egress_suite.h: starts agvisord, so only when
-// named, under `flock /tmp/agvisor-egress.lock`; not in all). --platform puts every sandbox of
-// the run (and the seed's basic-suite sandbox) on that gVisor platform.
+// (gui create to ready), lifecycle (pause, resume, resume-on-call, live resize), all; and egress
+// (bench/egress_suite.h: starts agvisord, so only when named, under `flock
+// /tmp/agvisor-egress.lock`; not in all). --platform puts every sandbox of the run (and the seed's
+// basic-suite sandbox) on that gVisor platform.
 //
 // DIR is the seed's import root (the directory holding its `agvisor` package); default
 // $AGVISOR_SEED_PATH; without either, the seed column is skipped. See bench/README.md.
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <barrier>
 #include <chrono>
@@ -916,6 +918,58 @@ void BasicSuite(const std::string& seed, const std::string& image, int runs) {
 }  // namespace
 // Desktop boot: gui create to ready (VNC answering, panel and desktop drawn), network none,
 // 2 cpus, 2g; then one screenshot. The first create (the derived agent image) is not counted.
+// Lifecycle verbs on one sandbox (docs/lifecycle.md): pause and resume (Sandbox::Pause/Resume,
+// Docker's pause/unpause), resume-on-call (an exec on a paused sandbox, minus a plain exec of
+// the same round) and a live resize (Sandbox::Update: memory, then cpus; cgroup writes).
+void LifecycleSuite(const std::string& image, int rounds) {
+  SandboxSpec spec;
+  spec.image = image;
+  spec.limits.cpus = 1;
+  spec.limits.memory = "512m";
+  spec.limits.disk = "none";
+  spec.labels["bench.run"] = "1";
+  spec.platform = g_platform;
+  auto sb = Must(Sandbox::Create(spec), "create");
+  Must(sb->Exec({"true"}), "first exec");
+  std::map<std::string, std::vector<double>> ms;
+  auto timed = [&](const char* key, const std::function<void()>& f) {
+    auto t0 = Clock::now();
+    f();
+    ms[key].push_back(Since(t0) * 1000);
+  };
+  for (int i = 0; i < rounds; ++i) {
+    timed("pause", [&] { Must(sb->Pause(), "pause"); });
+    timed("resume", [&] { Must(sb->Resume(), "resume"); });
+    timed("exec", [&] { Must(sb->Exec({"true"}), "exec"); });
+    Must(sb->Pause(), "pause");
+    timed("exec_paused", [&] { Must(sb->Exec({"true"}), "exec on a paused sandbox"); });
+    ms["resume_on_call"].push_back(ms["exec_paused"].back() - ms["exec"].back());
+    timed("update_memory",
+          [&] { Must(sb->Update({.memory = i % 2 == 0 ? "768m" : "512m"}), "update memory"); });
+    timed("update_cpus",
+          [&] { Must(sb->Update({.cpus = i % 2 == 0 ? 0.5 : 1.0}), "update cpus"); });
+  }
+  Must(sb->Stop(), "stop");
+  auto stats = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return std::array<double, 3>{v[v.size() / 2], v.front(), v.back()};
+  };
+  std::printf("\n### Lifecycle (one sandbox, 1 cpu, 512m; %d rounds)\n\n", rounds);
+  std::printf("| operation | median | min | max |\n|---|---|---|---|\n");
+  for (const auto& [key, label] : std::vector<std::pair<std::string, std::string>>{
+           {"pause", "pause"},
+           {"resume", "resume"},
+           {"exec", "exec `true` (running)"},
+           {"exec_paused", "exec `true` on a paused sandbox (resumes first)"},
+           {"resume_on_call", "resume-on-call (the two above, per round)"},
+           {"update_memory", "update --memory (512m <-> 768m)"},
+           {"update_cpus", "update --cpus (1 <-> 0.5)"}}) {
+    auto [med, lo, hi] = stats(ms[key]);
+    std::printf("| %s | %.1f ms | %.1f ms | %.1f ms |\n", label.c_str(), med, lo, hi);
+  }
+  std::printf("\nsnapshot and fork (issue 19 item 3) are not built yet: no rows.\n");
+}
+
 void DesktopSuite(int runs) {
   auto spec = BenchSpec("");
   spec.gui = true;
@@ -958,7 +1012,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> suites;
   const char* usage =
       "usage: agvisor_bench [--seed DIR] [--image IMG] [--runs N] [--platform systrap|ptrace] "
-      "[--suite basic|create|pool|concurrency|memory|idle|desktop|all|egress]... [--idle-seconds "
+      "[--suite basic|create|pool|concurrency|memory|idle|desktop|lifecycle|all|egress]... "
+      "[--idle-seconds "
       "N] [--creates N] [--gates K,K,...] [--exec-sandboxes "
       "S] "
       "[--execs N] "
@@ -986,9 +1041,10 @@ int main(int argc, char** argv) {
     } else if (a == "--suite") {
       std::string v = next();
       if (v != "basic" && v != "create" && v != "pool" && v != "concurrency" && v != "memory" &&
-          v != "idle" && v != "desktop" && v != "all" && v != "egress") {
+          v != "idle" && v != "desktop" && v != "lifecycle" && v != "all" && v != "egress") {
         Die("--suite " + v +
-            ": expected basic, create, pool, concurrency, memory, idle, desktop, all or egress");
+            ": expected basic, create, pool, concurrency, memory, idle, desktop, lifecycle, all "
+            "or egress");
       }
       suites.push_back(v);
     } else if (a == "--creates") {
@@ -1025,6 +1081,7 @@ int main(int argc, char** argv) {
   if (want("memory")) MemorySuite(seed, image, settle);
   if (want("idle")) IdleSuite(image, idle_seconds, settle);
   if (want("desktop")) DesktopSuite(5);
+  if (want("lifecycle")) LifecycleSuite(image, 10);
   // Not part of "all": it starts an agvisord that serves every egress network on the host.
   if (std::find(suites.begin(), suites.end(), "egress") != suites.end()) {
     EgressSuite(image, kTransferRounds, std::max(runs, 200));

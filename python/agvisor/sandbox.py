@@ -10,14 +10,16 @@ sandbox did (unreachable Docker, missing image, a sandbox that died under a comm
 says why). Each carries a `code` attribute ("invalid_argument", "sandbox_died", ...).
 """
 import codecs
+import dataclasses
 import math
+import operator
 import subprocess
 import threading
 import uuid
 import warnings
 
 from . import _core
-from .limits import Limits
+from .limits import Limits, is_default_disk
 from .desktop import Desktop
 from .egress import Egress, as_egress
 from .processes import BackgroundProcess, _not_found
@@ -349,9 +351,52 @@ class Sandbox:
         if core is not None:
             core.auto_resume = self._auto_resume
 
+    # ---- live resize (docs/lifecycle.md, "Live resize") ----------------------------------------
+
+    def update(self, limits=None, *, cpus=None, memory=None, pids=None) -> dict:
+        """Resizes the running sandbox in place and returns the limits it runs under now:
+        {"cpus", "memory_bytes", "pids", "source"} (0 = no cap). `limits`, a Limits, gives
+        cpus, memory and pids at once; the keywords give single ones (and win over `limits`).
+        self.limits is updated to match.
+
+        Enforced as at create: past the new memory the whole sandbox ends, and exec raises
+        RuntimeError saying it ran out of memory; cpus is a CPU quota. Inside, /proc/meminfo
+        keeps the create-time MemTotal. shm and disk cannot change on a running sandbox.
+
+        Raises ValueError for bad values (nothing is sent), RuntimeError with code "conflict"
+        for memory below what the sandbox uses now (nothing changes), "unsupported" for a
+        sandbox on an ssh:// or tcp:// Docker host driven in process (connect to the agvisord
+        on that host instead), "sandbox_died" when it is not running.
+        """
+        if limits is not None:
+            if not isinstance(limits, Limits):
+                raise TypeError(f"limits must be an agvisor.Limits, got {type(limits).__name__}")
+            if limits.shm is not None or not is_default_disk(limits.disk):
+                raise ValueError("update: shm and disk cannot change on a running sandbox "
+                                 "(leave them at their defaults in the Limits given)")
+            cpus = limits.cpus if cpus is None else cpus
+            memory = limits.memory if memory is None else memory
+            pids = limits.pids if pids is None else pids
+        for field, value in (("cpus", cpus), ("memory", memory), ("pids", pids)):
+            if isinstance(value, bool):
+                raise ValueError(f"limits.{field}: expected a number or size, got {value!r}")
+        try:
+            cpus = None if cpus is None else float(cpus)
+            pids = None if pids is None else operator.index(pids)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"update: {e}") from None
+        memory = None if memory is None else str(memory)
+        live = self._place().update(self._handle().container_name, cpus, memory, pids)
+        changed = {k: v for k, v in (("cpus", cpus), ("memory", memory), ("pids", pids))
+                   if v is not None}
+        self.limits = dataclasses.replace(self.limits, **changed)
+        return live
+
     def info(self) -> dict:
         """What Docker says about the sandbox now: state, running, end_reason ("out of memory",
-        "lifetime reached", ...), image, container id; an extension of the seed's API."""
+        "lifetime reached", ...), image, container id, and for a running one its limits now
+        ({"cpus", "memory_bytes", "pids", "source"}: after update(), the new ones); an extension
+        of the seed's API."""
         return self._handle().info()
 
     # ---- files, ports and terminals: extensions of the seed's API ---------------------------

@@ -686,6 +686,16 @@ class PoolHandle {
   std::unique_ptr<Pool> pool_;
 };
 
+// A running sandbox's limits now (Sandbox::Update, Info): memory in bytes, 0 = no cap.
+py::dict LimitsDict(const LiveLimits& l) {
+  py::dict d;
+  d["cpus"] = l.cpus;
+  d["memory_bytes"] = l.memory_bytes;
+  d["pids"] = l.pids;
+  d["source"] = l.source;
+  return d;
+}
+
 py::dict InfoDict(const SandboxInfo& i) {
   py::dict d;
   d["container_name"] = i.container_name;
@@ -698,6 +708,7 @@ py::dict InfoDict(const SandboxInfo& i) {
   d["exit_code"] = i.exit_code;
   d["platform"] = i.platform.empty() ? py::object(py::none()) : py::object(py::str(i.platform));
   d["host"] = i.host;
+  d["limits"] = i.limits ? py::object(LimitsDict(*i.limits)) : py::object(py::none());
   return d;
 }
 
@@ -716,6 +727,7 @@ PYBIND11_MODULE(_core, m) {
   using agvisor::python::Handle;
   using agvisor::python::InfoDict;
   using agvisor::python::Library;
+  using agvisor::python::LimitsDict;
   using agvisor::python::PoolHandle;
   using agvisor::python::Port;
   using agvisor::python::Raise;
@@ -917,7 +929,16 @@ PYBIND11_MODULE(_core, m) {
           [](client::Place& p, const std::string& container_name) {
             Blocking([&] { return p.Resume(container_name); });
           },
-          py::arg("container_name"));
+          py::arg("container_name"))
+      .def(
+          "update",
+          [](client::Place& p, const std::string& container_name, std::optional<double> cpus,
+             std::optional<std::string> memory, std::optional<std::int64_t> pids) {
+            LimitsUpdate u{.cpus = cpus, .memory = std::move(memory), .pids = pids};
+            return LimitsDict(Blocking([&] { return p.Update(container_name, u); }));
+          },
+          py::arg("container_name"), py::arg("cpus") = py::none(), py::arg("memory") = py::none(),
+          py::arg("pids") = py::none());
 
   py::class_<Handle, std::shared_ptr<Handle>>(m, "Sandbox", "A handle on one sandbox.")
       .def(

@@ -307,3 +307,29 @@ def test_pause_resume_auto_resume_and_list_state(sb):
     sb.resume()
     sb.resume()  # running: left as it is
     assert sb.read_file("/tmp/f") == b"kept\n"
+
+
+def test_update_resizes_live_and_is_enforced(av):
+    """A live resize (docs/lifecycle.md, "Live resize"), in process and through agvisord."""
+    with av.create_sandbox(limits=Limits(cpus=1, memory="256m")) as box:
+        with pytest.raises(ValueError, match="at least one"):
+            box.update()
+        with pytest.raises(ValueError, match="limits.memory"):
+            box.update(memory="lots")
+        with pytest.raises(ValueError, match="shm and disk"):
+            box.update(Limits(memory="1g", shm="1g"))
+        live = box.update(memory="1g", cpus=0.5)
+        assert live["memory_bytes"] == 1 << 30
+        assert live["cpus"] == 0.5
+        assert live["source"] == "cgroup"
+        assert box.limits.memory == "1g" and box.limits.cpus == 0.5
+        assert box.info()["limits"]["memory_bytes"] == 1 << 30
+        big = "python3 -c 'b = b\"x\" * (400 << 20); print(\"ok\")'"
+        assert box.exec(big, timeout=60).stdout == "ok\n"  # past the create-time 256m
+        live = box.update(Limits(cpus=1, memory="256m", pids=200))
+        assert (live["memory_bytes"], live["pids"]) == (256 << 20, 200)
+        # In process the message names the cap (limits.memory=256m); agvisord's exec WebSocket
+        # says "out of memory (exit code 137)".
+        with pytest.raises(RuntimeError, match="out of memory") as died:
+            box.exec(big, timeout=60)
+        assert died.value.code == "sandbox_died"

@@ -668,6 +668,36 @@ TEST_F(AgvisordTest, PauseResumeAndThePausedSweep) {
             std::string::npos);
 }
 
+// Live resize through the daemon: POST .../update changes the limits GET shows (read from the
+// cgroup), bad bodies are 400 before anything is written, and past the lowered memory the
+// sandbox ends as out of memory (docs/lifecycle.md, "Live resize").
+TEST_F(AgvisordTest, UpdateResizesALiveSandbox) {
+  const std::string id = CreateSandbox();
+  ASSERT_FALSE(id.empty());
+  const std::string base = "/v1/sandboxes/" + id;
+  auto got = daemon_->Curl("GET", base);
+  ASSERT_EQ(got.status, 200) << got.body;
+  ASSERT_TRUE(got.Json().contains("limits")) << got.body;
+  EXPECT_EQ(got.Json()["limits"].at("memory_bytes"), 512LL << 20);
+  EXPECT_EQ(got.Json()["limits"].at("source"), "cgroup");
+  for (const char* bad : {R"({})", R"({"memory":"1m"})", R"({"shm":"1g"})", R"({"pids":0})"}) {
+    auto r = daemon_->Post(base + "/update", bad);
+    EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
+  }
+  auto up = daemon_->Post(base + "/update", R"({"memory":"256m","cpus":0.5})");
+  ASSERT_EQ(up.status, 200) << up.body;
+  ExpectSchemaFields(up.Json(), "Sandbox");
+  EXPECT_EQ(up.Json()["limits"].at("memory_bytes"), 256LL << 20);
+  EXPECT_EQ(up.Json()["limits"].at("cpus"), 0.5);
+  EXPECT_EQ(daemon_->Curl("GET", base).Json()["limits"].at("memory_bytes"), 256LL << 20);
+  auto ex = daemon_->Post(base + "/exec",
+                          R"({"command":"python3 -c 'b = b\"x\" * (400 << 20)'","timeout":60})");
+  EXPECT_EQ(ex.status, 410) << ex.body;
+  EXPECT_NE(ex.body.find("out of memory (limits.memory=256m)"), std::string::npos) << ex.body;
+  EXPECT_EQ(daemon_->Curl("GET", base).Json()["end_reason"], "out_of_memory");
+  EXPECT_NE(ReadAll(daemon_->log_file()).find("sandbox resized"), std::string::npos);
+}
+
 // Desktop tokens: minted for a desktop sandbox with its VNC password (verified here with the
 // gateway's key), refused for a headless one and for a bad ttl.
 TEST_F(AgvisordTest, DesktopTokensForDesktopSandboxesOnly) {

@@ -163,6 +163,33 @@ TEST_F(CliTest, PauseShowsInLsExecResumesAndNoResumeRefuses) {
   EXPECT_EQ(Agvisor({"rm", name}).status.exit_code, 0);
 }
 
+// `agvisor update`: a live resize, printed; bad values refused before any host is reached
+// (exit 2); the raised memory lets through what the create-time cap would have ended.
+TEST_F(CliTest, UpdateResizesLiveAndRefusesBadValues) {
+  const std::string name = testing::RunId() + "-cli-update";
+  ASSERT_EQ(
+      Agvisor({"create", "--name", name, "--disk", "none", "--memory", "256m"}).status.exit_code,
+      0);
+  auto none = Agvisor({"update", name});
+  EXPECT_EQ(none.status.exit_code, 2);
+  EXPECT_THAT(none.err, HasSubstr("at least one of cpus, memory and pids"));
+  auto bad = Agvisor({"update", name, "--memory", "lots"});
+  EXPECT_EQ(bad.status.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("limits.memory"));
+  auto up = Agvisor({"update", name, "--memory", "1g", "--cpus", "0.5"});
+  ASSERT_EQ(up.status.exit_code, 0) << up.err;
+  EXPECT_EQ(up.out, "agvisor-" + name + ": cpus 0.5, memory 1024m, pids 512\n");
+  auto json = Agvisor({"--json", "update", name, "--pids", "300"});
+  ASSERT_EQ(json.status.exit_code, 0) << json.err;
+  EXPECT_THAT(json.out, HasSubstr("\"pids\":300"));
+  EXPECT_THAT(json.out, HasSubstr("\"memory_bytes\":1073741824"));
+  auto big = Agvisor({"exec", name, "--", "python3 -c 'b = b\"x\" * (400 << 20); print(\"ok\")'"});
+  EXPECT_EQ(big.out, "ok\n") << big.err;
+  auto gone = Agvisor({"update", "no-such-" + name, "--pids", "9"});
+  EXPECT_NE(gone.status.exit_code, 0);
+  EXPECT_EQ(Agvisor({"rm", name}).status.exit_code, 0);
+}
+
 // `agvisor top` reports each running sandbox's use against its limits; a busy one shows it.
 TEST_F(CliTest, TopShowsUseAgainstLimits) {
   const std::string name = testing::RunId() + "-cli-top";

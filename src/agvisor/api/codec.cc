@@ -565,6 +565,12 @@ json::object SandboxObject(const SandboxView& v) {
   o["end_reason"] = reason.empty() ? json::value(nullptr) : json::value(reason);
   o["exit_code"] = v.info.exit_code;
   if (!v.info.platform.empty()) o["platform"] = v.info.platform;
+  if (v.info.limits) {
+    o["limits"] = json::object{{"cpus", v.info.limits->cpus},
+                               {"memory_bytes", v.info.limits->memory_bytes},
+                               {"pids", v.info.limits->pids},
+                               {"source", v.info.limits->source}};
+  }
   if (v.resumed) o["resumed"] = *v.resumed;
   if (!v.disk_warning.empty()) o["disk_warning"] = v.disk_warning;
   return o;
@@ -578,6 +584,30 @@ std::string SandboxListJson(const std::vector<SandboxView>& views) {
   for (const auto& v : views) a.push_back(SandboxObject(v));
   json::object o;
   o["sandboxes"] = std::move(a);
+  return Serialize(o);
+}
+
+Result<LimitsUpdate> ParseUpdateRequest(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseObject(body, "update"));
+  AGVISOR_RETURN_IF_ERROR(OnlyKnown(o, "update", {"cpus", "memory", "pids"}));
+  LimitsUpdate u;
+  if (auto* v = o.if_contains("cpus"); v && !v->is_null()) {
+    u.cpus = AGVISOR_TRY(GetNumber(*v, "cpus"));
+  }
+  if (auto* v = o.if_contains("memory"); v && !v->is_null()) {
+    u.memory = AGVISOR_TRY(GetString(*v, "memory"));
+  }
+  if (auto* v = o.if_contains("pids"); v && !v->is_null()) {
+    u.pids = AGVISOR_TRY(GetInt(*v, "pids"));
+  }
+  return u;
+}
+
+std::string UpdateRequestJson(const LimitsUpdate& u) {
+  json::object o;
+  if (u.cpus) o["cpus"] = *u.cpus;
+  if (u.memory) o["memory"] = *u.memory;
+  if (u.pids) o["pids"] = *u.pids;
   return Serialize(o);
 }
 
@@ -923,6 +953,17 @@ Result<SandboxView> SandboxFromObject(const json::object& o, std::string_view bo
   v.info.end_reason = EndReasonFromSlug(StringOr(o, "end_reason"));
   v.info.exit_code = static_cast<int>(IntOr(o, "exit_code"));
   v.info.platform = StringOr(o, "platform");
+  if (const json::value* l = o.if_contains("limits"); l && l->is_object()) {
+    const auto& lo = l->as_object();
+    LiveLimits live;
+    if (const json::value* c = lo.if_contains("cpus"); c && c->is_number()) {
+      live.cpus = c->to_number<double>();
+    }
+    live.memory_bytes = IntOr(lo, "memory_bytes");
+    live.pids = IntOr(lo, "pids");
+    live.source = StringOr(lo, "source");
+    v.info.limits = std::move(live);
+  }
   if (const json::value* r = o.if_contains("resumed"); r && r->is_bool()) v.resumed = r->as_bool();
   v.disk_warning = StringOr(o, "disk_warning");
   return v;

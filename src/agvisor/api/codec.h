@@ -77,6 +77,12 @@ std::string SandboxListJson(const std::vector<SandboxView>& views);
 // "stopped", "lifetime", "idle", "out_of_memory", "killed", "gone"; "" for kNone.
 std::string_view EndReasonSlug(EndReason reason);
 
+// POST /v1/sandboxes/{id}/update (a live resize): {"cpus": 1.5, "memory": "1g", "pids": 256},
+// each optional (at least one), unknown fields refused; the values are checked by
+// ValidateLimitsUpdate. The answer is the Sandbox, with its "limits" now.
+Result<LimitsUpdate> ParseUpdateRequest(std::string_view body);
+std::string UpdateRequestJson(const LimitsUpdate& update);
+
 // ---- Exec ----
 struct ExecRequest {
   std::vector<std::string> argv;     // "argv": [...], or "command": "..." = sh -c command

@@ -221,6 +221,45 @@ TEST(CodecTest, SandboxJson) {
   EXPECT_EQ(list["sandboxes"].as_array().size(), 2u);
 }
 
+// A live resize: the request both ends speak, and the limits in the answer.
+TEST(CodecTest, UpdateRequestAndLimitsInTheSandbox) {
+  auto u = ParseUpdateRequest(R"({"cpus":1.5,"memory":"1g","pids":64})");
+  ASSERT_TRUE(u.ok()) << u.error().ToString();
+  EXPECT_EQ(u->cpus, 1.5);
+  EXPECT_EQ(u->memory, "1g");
+  EXPECT_EQ(u->pids, 64);
+  u = ParseUpdateRequest(R"({"memory":"256m"})");
+  ASSERT_TRUE(u.ok());
+  EXPECT_FALSE(u->cpus.has_value());
+  EXPECT_FALSE(u->pids.has_value());
+  auto back = ParseUpdateRequest(UpdateRequestJson({.cpus = 0.5, .pids = 9}));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->cpus, 0.5);
+  EXPECT_FALSE(back->memory.has_value());
+  EXPECT_EQ(back->pids, 9);
+  for (const char* bad : {R"({"shm":"1g"})", R"({"memory":512})", R"({"pids":"x"})", "[1]"}) {
+    auto r = ParseUpdateRequest(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument) << bad;
+  }
+
+  SandboxView v;
+  v.id = "w";
+  v.info.container_name = "agvisor-w";
+  EXPECT_FALSE(Obj(SandboxJson(v)).contains("limits"));  // lists, ended sandboxes
+  v.info.limits =
+      LiveLimits{.cpus = 0.5, .memory_bytes = 1LL << 30, .pids = 64, .source = "cgroup"};
+  auto o = Obj(SandboxJson(v));
+  EXPECT_EQ(o["limits"].at("memory_bytes").as_int64(), 1LL << 30);
+  auto parsed = ParseSandboxJson(SandboxJson(v));
+  ASSERT_TRUE(parsed.ok());
+  ASSERT_TRUE(parsed->info.limits.has_value());
+  EXPECT_EQ(parsed->info.limits->cpus, 0.5);
+  EXPECT_EQ(parsed->info.limits->memory_bytes, 1LL << 30);
+  EXPECT_EQ(parsed->info.limits->pids, 64);
+  EXPECT_EQ(parsed->info.limits->source, "cgroup");
+}
+
 TEST(CodecTest, Processes) {
   auto r = ParseStartProcessRequest(R"({"command":"sleep 9","stdin":true,"timeout":0})");
   ASSERT_TRUE(r.ok());

@@ -25,6 +25,7 @@ enum class RouteId {
   kStopSandbox,
   kPauseSandbox,
   kResumeSandbox,
+  kUpdateSandbox,
   kExec,
   kExecWs,
   kReadFile,

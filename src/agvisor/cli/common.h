@@ -117,8 +117,8 @@ Subcommand AddCreate, AddRun, AddExec, AddList, AddTop, AddEgress, AddStop, AddR
     AddDoctor, AddCopy, AddShell, AddPortForward, AddDesktop, AddPs, AddKill, AddAttach;
 // mcp (mcp_cmd.cc): the MCP server on stdio.
 Subcommand AddMcp;
-// pause, resume (sandbox_cmds.cc).
-Subcommand AddPause, AddResume;
+// pause, resume, update (sandbox_cmds.cc).
+Subcommand AddPause, AddResume, AddUpdate;
 // watch (watch_cmd.cc).
 Subcommand AddWatch;
 

@@ -1,4 +1,4 @@
-// create, run, exec, ls, stop, rm, pause, resume.
+// create, run, exec, ls, stop, rm, pause, resume, update.
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -338,6 +338,62 @@ void AddResume(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto names = std::make_shared<std::vector<std::string>>();
   cmd->add_option("sandbox", *names, "sandbox names")->required();
   cmd->callback([&g, exit_code, names] { PauseEach(*names, g, exit_code, false); });
+}
+
+void AddUpdate(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto* cmd = app.add_subcommand(
+      "update",
+      "resize a running sandbox in place: --cpus, --memory, --pids (enforced as at create; "
+      "past the new memory the sandbox ends as out of memory). Docker hosts on this machine "
+      "only: for an ssh:// host, go through its agvisord (--server). See docs/lifecycle.md");
+  struct Flags {
+    std::string sandbox;
+    double cpus = 0;
+    std::string memory;
+    std::int64_t pids = 0;
+  };
+  auto f = std::make_shared<Flags>();
+  cmd->add_option("sandbox", f->sandbox, "sandbox name")->required();
+  auto* cpus = cmd->add_option("--cpus", f->cpus, "CPU cores (fractions allowed)");
+  auto* memory = cmd->add_option("--memory", f->memory, "RAM cap, e.g. 512m, 1.5g (no swap)");
+  auto* pids = cmd->add_option("--pids", f->pids, "max processes/threads (gVisor's own count)");
+  cmd->callback([&g, exit_code, f, cpus, memory, pids] {
+    LimitsUpdate u;
+    if (cpus->count() > 0) u.cpus = f->cpus;
+    if (memory->count() > 0) u.memory = f->memory;
+    if (pids->count() > 0) u.pids = f->pids;
+    // Refused before any host is reached.
+    if (auto v = ValidateLimitsUpdate(u); !v.ok()) {
+      *exit_code = ReportError(v.error());
+      return;
+    }
+    auto place = g.GetPlace();
+    if (!place.ok()) {
+      *exit_code = ReportError(place.error());
+      return;
+    }
+    const std::string cname = ResolveContainerName(f->sandbox);
+    auto live = (*place)->Update(cname, u);
+    if (!live.ok()) {
+      *exit_code = ReportError(live.error());
+      return;
+    }
+    if (g.json) {
+      boost::json::object o{{"sandbox", cname},
+                            {"cpus", live->cpus},
+                            {"memory_bytes", live->memory_bytes},
+                            {"pids", live->pids},
+                            {"source", live->source}};
+      std::cout << boost::json::serialize(o) << "\n";
+      return;
+    }
+    auto none = [](bool unset, std::string v) { return unset ? std::string("none") : v; };
+    char cpu_text[32];
+    std::snprintf(cpu_text, sizeof cpu_text, "%g", live->cpus);
+    std::cout << cname << ": cpus " << none(live->cpus == 0, cpu_text) << ", memory "
+              << none(live->memory_bytes == 0, std::to_string(live->memory_bytes >> 20) + "m")
+              << ", pids " << none(live->pids == 0, std::to_string(live->pids)) << "\n";
+  });
 }
 
 void AddStop(CLI::App& app, GlobalOptions& g, int* exit_code) {

@@ -219,6 +219,10 @@ class RemotePlace final : public AgvisordPlace {
   Result<void> Resume(std::string_view container_name) override {
     return client_->PauseSandbox(api::SandboxIdFor(container_name), /*pause=*/false);
   }
+  Result<LiveLimits> Update(std::string_view container_name, const LimitsUpdate& update) override {
+    AGVISOR_RETURN_IF_ERROR(ValidateLimitsUpdate(update));  // before any request
+    return client_->UpdateSandbox(api::SandboxIdFor(container_name), update);
+  }
   void SetAutoResume(bool yes) override { client_->set_auto_resume(yes); }
   Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) override {
     return client_->Metrics(api::SandboxIdFor(sandbox.container_name));

@@ -670,6 +670,19 @@ Result<void> RemoteClient::RemovePath(std::string_view id, std::string_view path
   return Ok();
 }
 
+Result<LiveLimits> RemoteClient::UpdateSandbox(std::string_view id, const LimitsUpdate& update) {
+  auto r = AGVISOR_TRY(Call({.method = "POST",
+                             .target = SandboxPath(id) + "/update",
+                             .body = api::UpdateRequestJson(update),
+                             .content_type = "application/json"}));
+  auto view = AGVISOR_TRY(api::ParseSandboxJson(r.body));
+  if (!view.info.limits) {
+    return Error::Internal("agvisord's answer to update " + std::string(id) +
+                           " has no limits (an older daemon?)");
+  }
+  return *view.info.limits;
+}
+
 Result<std::uint32_t> RemoteClient::StartProcess(std::string_view id,
                                                  const std::vector<std::string>& argv,
                                                  const BackgroundOptions& options) {

@@ -83,6 +83,8 @@ class RemoteClient {
   Result<void> RemoveSandbox(std::string_view id, bool erase_data);
   // POST /v1/sandboxes/{id}/pause (`pause`) or /resume.
   Result<void> PauseSandbox(std::string_view id, bool pause);
+  // POST /v1/sandboxes/{id}/update: the limits the sandbox runs under afterwards.
+  Result<LiveLimits> UpdateSandbox(std::string_view id, const LimitsUpdate& update);
   // false: every request from now on carries `resume=false` (calls on a paused sandbox fail
   // with kConflict instead of resuming it).
   void set_auto_resume(bool yes) { auto_resume_ = yes; }

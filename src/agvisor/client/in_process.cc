@@ -154,6 +154,11 @@ class LocalPlace final : public Place {
     auto sb = AGVISOR_TRY(Sandbox::Open(container_name, host_));
     return sb->Resume();
   }
+  Result<LiveLimits> Update(std::string_view container_name, const LimitsUpdate& update) override {
+    AGVISOR_RETURN_IF_ERROR(ValidateLimitsUpdate(update));  // before any request
+    auto sb = AGVISOR_TRY(Sandbox::Open(container_name, host_));
+    return sb->Update(update);
+  }
   void SetAutoResume(bool yes) override { auto_resume_ = yes; }
   Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) override {
     std::shared_ptr<docker::Client> docker;

@@ -155,6 +155,9 @@ class Place {
   // As Sandbox::Pause / Resume (docs/lifecycle.md, "Pause and resume").
   virtual Result<void> Pause(std::string_view container_name) = 0;
   virtual Result<void> Resume(std::string_view container_name) = 0;
+  // As Sandbox::Update (docs/lifecycle.md, "Live resize"): the limits it runs under afterwards.
+  virtual Result<LiveLimits> Update(std::string_view container_name,
+                                    const LimitsUpdate& update) = 0;
   // Whether calls through handles opened from now on resume a paused sandbox first (the
   // default) or fail with kConflict naming the state and how to resume (Sandbox::auto_resume;
   // through agvisord each request says so with `resume=false`).

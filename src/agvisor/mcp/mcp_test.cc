@@ -25,6 +25,7 @@ struct World {
   std::map<std::string, std::string> files;
   std::vector<std::string> last_argv;
   ExecOptions last_exec;
+  std::vector<std::pair<std::string, LimitsUpdate>> updated;
 };
 
 class FakeHandle final : public client::SandboxHandle {
@@ -145,6 +146,14 @@ class FakePlace final : public client::Place {
   }
   Result<void> Pause(std::string_view) override { return Ok(); }
   Result<void> Resume(std::string_view) override { return Ok(); }
+  Result<LiveLimits> Update(std::string_view name, const LimitsUpdate& u) override {
+    std::lock_guard lock(w_.mu);
+    w_.updated.emplace_back(std::string(name), u);
+    return LiveLimits{.cpus = u.cpus.value_or(2),
+                      .memory_bytes = u.memory ? 1LL << 30 : 2LL << 30,
+                      .pids = u.pids.value_or(512),
+                      .source = "fake"};
+  }
   void SetAutoResume(bool) override {}
   Result<docker::ContainerStats> Stats(const SandboxInfo&) override {
     return Error::Unsupported("fake");
@@ -231,10 +240,11 @@ TEST_F(McpTest, EveryToolHasADescriptionAndAnObjectSchema) {
       EXPECT_TRUE(p.value().as_object().contains("type")) << name << "." << p.key();
     }
   }
-  for (const char* want : {"create_sandbox", "list_sandboxes", "stop_sandbox", "delete_sandbox",
-                           "exec", "read_file", "write_file", "list_files", "start_process",
-                           "list_processes", "kill_process", "desktop_screenshot", "desktop_click",
-                           "desktop_move", "desktop_type", "desktop_key", "desktop_scroll"}) {
+  for (const char* want :
+       {"create_sandbox", "list_sandboxes", "stop_sandbox", "delete_sandbox", "update_sandbox",
+        "exec", "read_file", "write_file", "list_files", "start_process", "list_processes",
+        "kill_process", "desktop_screenshot", "desktop_click", "desktop_move", "desktop_type",
+        "desktop_key", "desktop_scroll"}) {
     EXPECT_TRUE(names.count(want)) << want;
   }
 }
@@ -258,6 +268,21 @@ TEST_F(McpTest, BadArgumentsAreToolErrorsNamingTheArgument) {
   r = Tool("exec", {{"sandbox", "no/such"}, {"command", "true"}});
   EXPECT_EQ(r.at("isError"), true);
   EXPECT_TRUE(world_.last_argv.empty());  // refused before anything ran
+}
+
+TEST_F(McpTest, UpdateSandboxPassesOnlyTheLimitsGiven) {
+  auto r = Tool("update_sandbox", {{"sandbox", "box"}, {"memory", "1g"}, {"cpus", 0.5}});
+  ASSERT_FALSE(r.contains("isError")) << Text(r);
+  EXPECT_EQ(r.at("structuredContent").at("sandbox"), "agvisor-box");
+  EXPECT_EQ(r.at("structuredContent").at("memory_bytes"), 1LL << 30);
+  ASSERT_EQ(world_.updated.size(), 1u);
+  EXPECT_EQ(world_.updated[0].first, "agvisor-box");
+  EXPECT_EQ(world_.updated[0].second.memory, "1g");
+  EXPECT_EQ(world_.updated[0].second.cpus, 0.5);
+  EXPECT_FALSE(world_.updated[0].second.pids.has_value());
+  r = Tool("update_sandbox", {{"sandbox", "box"}, {"pids", 0}});
+  EXPECT_EQ(r.at("isError"), true);
+  EXPECT_EQ(world_.updated.size(), 1u);
 }
 
 TEST_F(McpTest, UnknownToolIsAnInvalidParamsError) {

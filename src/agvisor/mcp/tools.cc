@@ -137,6 +137,19 @@ Result<ToolResult> DeleteSandbox(const json::object& a, CallContext& ctx) {
   return RemoveSandbox(a, ctx, true);
 }
 
+Result<ToolResult> UpdateSandbox(const json::object& a, CallContext& ctx) {
+  LimitsUpdate u;
+  u.cpus = Num(a, "cpus");
+  u.memory = Str(a, "memory");
+  u.pids = Int(a, "pids");
+  const std::string cname = AGVISOR_TRY(ContainerOf(a));
+  auto live = AGVISOR_TRY(ctx.session.place().Update(cname, u));
+  return Structured({{"sandbox", cname},
+                     {"cpus", live.cpus},
+                     {"memory_bytes", live.memory_bytes},
+                     {"pids", live.pids}});
+}
+
 // ---- Commands ----
 
 Result<ToolResult> Exec(const json::object& a, CallContext& ctx) {
@@ -334,6 +347,15 @@ const Tool kTools[] = {
      "Delete a sandbox: stop it and erase its /workspace volume (named sandboxes).",
      R"js({"type": "object", "additionalProperties": false, "required": ["sandbox"], "properties": { $SANDBOX}})js",
      DeleteSandbox},
+    {"update_sandbox",
+     "Resize a running sandbox in place: give any of cpus, memory and pids. Enforced as at "
+     "create (past the new memory the whole sandbox ends, reported as out of memory; memory "
+     "below what it uses now is refused). Returns the limits it runs under now.",
+     R"js({"type": "object", "additionalProperties": false, "required": ["sandbox"], "properties": { $SANDBOX,
+  "cpus": {"type": "number", "exclusiveMinimum": 0, "description": "CPU cores, fractions allowed"},
+  "memory": {"type": "string", "description": "RAM cap in Docker syntax, e.g. 512m, 2g (no swap)"},
+  "pids": {"type": "integer", "minimum": 1, "description": "most processes and threads"}}})js",
+     UpdateSandbox},
     {"exec",
      "Run a command in a sandbox to its end and return exit_code, stdout and stderr. At the "
      "timeout the whole process tree is killed and exit_code is 124. Each of stdout and stderr "

@@ -263,6 +263,8 @@ Result<StartedInstance> FakeRuntime::CreateAndStart(const InstanceSpec& spec, St
   i.labels = spec.labels;
   i.created_unix = static_cast<std::int64_t>(std::time(nullptr));
   i.remove_on_exit = spec.remove_on_exit;
+  i.limits = {
+      .cpus = spec.cpus, .memory_bytes = spec.memory_bytes, .pids = spec.pids, .source = "fake"};
   i.socket = dir_ + "/" + i.id + ".sock";
   std::vector<std::string> argv = spec.argv;
   argv[0] = agent_binary_;
@@ -362,6 +364,33 @@ void FakeRuntime::WaitNotRunning(std::string_view id, std::chrono::milliseconds 
     if (std::chrono::steady_clock::now() >= deadline) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+}
+
+Result<LiveLimits> FakeRuntime::Resize(std::string_view id, const ResizeSpec& spec) {
+  std::lock_guard lock(mu_);
+  if (auto e = Record("Resize", id)) return *e;
+  Instance* i = Find(id);
+  if (!i) return Error::NotFound("resize container " + std::string(id) + ": no such container");
+  Refresh(*i);
+  if (!i->state.running) {
+    return Error::Conflict("resize container " + std::string(id) + ": it is " + i->state.status);
+  }
+  if (spec.cpus) i->limits.cpus = *spec.cpus;
+  if (spec.memory_bytes) i->limits.memory_bytes = *spec.memory_bytes;
+  if (spec.pids) i->limits.pids = *spec.pids;
+  return i->limits;
+}
+
+Result<LiveLimits> FakeRuntime::ReadLimits(std::string_view id) {
+  std::lock_guard lock(mu_);
+  if (auto e = Record("ReadLimits", id)) return *e;
+  Instance* i = Find(id);
+  if (!i) return Error::NotFound("limits of container " + std::string(id) + ": no such container");
+  Refresh(*i);
+  if (!i->state.running) {
+    return Error::Conflict("limits of container " + std::string(id) + ": it is " + i->state.status);
+  }
+  return i->limits;
 }
 
 bool FakeRuntime::EndedByMemoryLimit(std::string_view id) {

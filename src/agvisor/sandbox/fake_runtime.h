@@ -89,6 +89,10 @@ class FakeRuntime final : public Runtime {
   // status "paused" / "running". kConflict as Docker's: not running, or already so.
   Result<void> Pause(std::string_view id) override;
   Result<void> Unpause(std::string_view id) override;
+  // Kept in memory (source "fake"; a created instance starts with its spec's limits, an added
+  // one with none): enforced by nothing. kConflict when not running.
+  Result<LiveLimits> Resize(std::string_view id, const ResizeSpec& spec) override;
+  Result<LiveLimits> ReadLimits(std::string_view id) override;
   void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) override;
   bool EndedByMemoryLimit(std::string_view id) override;
   Result<std::unique_ptr<channel::Transport>> OpenExecStream(std::string_view id,
@@ -113,6 +117,7 @@ class FakeRuntime final : public Runtime {
     bool helper = false;
     bool memory_limit = false;
     bool remove_on_exit = false;
+    LiveLimits limits{.source = "fake"};
     std::string socket;
     std::optional<Subprocess> agent;
   };

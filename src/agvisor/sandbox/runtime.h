@@ -27,6 +27,7 @@
 #include "agvisor/base/error.h"
 #include "agvisor/channel/transport.h"
 #include "agvisor/egress/policy.h"
+#include "agvisor/sandbox/spec.h"
 #include "agvisor/sandbox/step_trace.h"
 
 namespace agvisor {
@@ -120,6 +121,13 @@ struct InstanceSpec {
   std::string pre_start_tar;             // a tar of files put at / before start ("" = none)
 };
 
+// A live resize (Runtime::Resize): the limits to change, in the runtime's units; unset = kept.
+struct ResizeSpec {
+  std::optional<double> cpus;
+  std::optional<std::int64_t> memory_bytes;  // the memory and the memory+swap cap (no swap)
+  std::optional<std::int64_t> pids;
+};
+
 // A made and started instance, with PID 1's stdio (attached before start: no byte is missed).
 struct StartedInstance {
   std::string id;
@@ -171,6 +179,16 @@ class Runtime {
   // cannot), kUnavailable.
   virtual Result<void> Pause(std::string_view id) = 0;
   virtual Result<void> Unpause(std::string_view id) = 0;
+  // Changes the limits of a running (or paused) instance in place and returns what it runs under
+  // afterwards (docs/lifecycle.md, "Live resize"). All or nothing: a limit that fails leaves the
+  // ones written before it as they were. Errors: kNotFound, kConflict (not running; memory under
+  // what the instance uses now, which the host's kernel could not reclaim: the message says how
+  // much it uses), kUnsupported (this runtime or host cannot: says why and the way out),
+  // kPermissionDenied, kUnavailable.
+  virtual Result<LiveLimits> Resize(std::string_view id, const ResizeSpec& spec) = 0;
+  // The limits a running instance has now (LiveLimits::source says from where). Errors:
+  // kNotFound, kConflict (not running), kUnavailable.
+  virtual Result<LiveLimits> ReadLimits(std::string_view id) = 0;
   // Waits at most `timeout` for the instance to stop running (a death being recorded).
   virtual void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) = 0;
   // Whether an instance that ended by SIGKILL was killed by its memory limit (a record that

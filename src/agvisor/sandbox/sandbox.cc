@@ -91,6 +91,31 @@ bool PausedByUs(std::string_view id) {
 
 std::int64_t UnixNow() { return static_cast<std::int64_t>(std::time(nullptr)); }
 
+// The memory each sandbox was last resized to by this process (container id -> "256m"), for the
+// out-of-memory message of any handle here: the container's label keeps the create-time value
+// (labels cannot change on a running container). Bounded by the sandboxes resized here.
+struct ResizedHere {
+  std::mutex mu;
+  std::map<std::string, std::string, std::less<>> memory;
+};
+ResizedHere& Resized() {
+  static ResizedHere* r = new ResizedHere();  // never destroyed: handles may outlive statics
+  return *r;
+}
+void RecordResizedMemory(const std::string& id, const std::string& memory) {
+  ResizedHere& r = Resized();
+  std::lock_guard lock(r.mu);
+  if (r.memory.size() >= 4096 && !r.memory.count(id)) r.memory.erase(r.memory.begin());
+  r.memory[id] = memory;
+}
+std::optional<std::string> ResizedMemory(std::string_view id) {
+  ResizedHere& r = Resized();
+  std::lock_guard lock(r.mu);
+  auto it = r.memory.find(id);
+  if (it == r.memory.end()) return std::nullopt;
+  return it->second;
+}
+
 }  // namespace
 
 struct Sandbox::LogRing {
@@ -493,7 +518,31 @@ Result<std::vector<SandboxInfo>> Sandbox::List(std::string_view host) {
   return out;
 }
 
-Result<SandboxInfo> Sandbox::Info() { return InfoLocked(); }
+Result<SandboxInfo> Sandbox::Info() {
+  auto i = AGVISOR_TRY(InfoLocked());
+  if (i.running) {
+    // Best effort: a sandbox that ended between the two calls just shows no limits.
+    if (auto l = runtime_->ReadLimits(i.container_id); l.ok()) i.limits = std::move(*l);
+  }
+  return i;
+}
+
+Result<LiveLimits> Sandbox::Update(const LimitsUpdate& update) {
+  AGVISOR_RETURN_IF_ERROR(ValidateLimitsUpdate(update));
+  ResizeSpec r{.cpus = update.cpus, .pids = update.pids};
+  if (update.memory) r.memory_bytes = AGVISOR_TRY(ParseMemorySize("limits.memory", *update.memory));
+  auto live = runtime_->Resize(container_id_.empty() ? container_name_ : container_id_, r);
+  if (!live.ok()) {
+    const ErrorCode code = live.error().code();
+    // Not running (or gone): why, as kSandboxDied, as for any other call.
+    if (code == ErrorCode::kNotFound || code == ErrorCode::kConflict) {
+      return DiagnoseExecFailure(live.error());
+    }
+    return live.error();
+  }
+  if (update.memory) RecordResizedMemory(container_id_, *update.memory);
+  return live;
+}
 
 Result<SandboxInfo> Sandbox::InfoLocked() {
   SandboxInfo i;
@@ -530,8 +579,9 @@ Error Sandbox::DiagnoseExecFailure(const Error& e) {
   std::string why;
   switch (info->end_reason) {
     case EndReason::kOutOfMemory:
-      why = "it ran out of memory (limits.memory=" + memory_ +
-            "); under gVisor that ends the whole sandbox";
+      why =
+          "it ran out of memory (limits.memory=" + ResizedMemory(container_id_).value_or(memory_) +
+          "); under gVisor that ends the whole sandbox";
       break;
     case EndReason::kGone:
       why = "its container no longer exists (it expired, was stopped, or hit a limit)";

@@ -148,6 +148,9 @@ struct SandboxInfo {
   // The gVisor platform it runs on ("systrap", "ptrace"; SandboxSpec::platform), or "" for a
   // sandbox made before agvisor recorded it.
   std::string platform;
+  // The limits it runs under now (Info of a running sandbox only; unset in lists and for one
+  // that ended): after a live resize, the new ones (docs/lifecycle.md, "Live resize").
+  std::optional<LiveLimits> limits;
 };
 
 // How a download writes to this machine.
@@ -318,6 +321,18 @@ class Sandbox {
   // Errors: also those of inspecting.
   Result<void> RefuseIfPaused();
 
+  // ---- Live resize (docs/lifecycle.md, "Live resize") ----
+  // Changes the cpus, memory and pids of the running (or paused: it stays so) sandbox in place,
+  // in the host's cgroup files, and returns the limits it runs under now. Enforced as the
+  // create-time limits are: past the new memory the whole sandbox ends, reported as out of
+  // memory; CPU is a quota. Inside, /proc/meminfo keeps the create-time MemTotal. Errors:
+  // kInvalidArgument (nothing to change, a malformed value, memory under kMinMemoryBytes: no
+  // request is sent), kConflict (memory under what the sandbox uses now: the host's kernel could
+  // not reclaim it; nothing changed), kUnsupported (the host's cgroup files are out of reach:
+  // ssh:// and tcp:// Docker hosts; the message names the way out), kPermissionDenied (not
+  // root), kSandboxDied (it is not running: why), kUnavailable.
+  Result<LiveLimits> Update(const LimitsUpdate& update);
+
   // Removes the container; a named sandbox keeps its volume. Idempotent.
   Result<void> Stop();
   // Stop() and erase the named sandbox's volume.
@@ -375,7 +390,9 @@ class Sandbox {
   std::string container_id_;
   std::optional<std::string> name_;
   std::optional<std::int64_t> idle_ttl_;
-  std::string memory_;  // for the out-of-memory message
+  // For the out-of-memory message: the create-time limits.memory (a resize made in this process
+  // is found by container id instead, sandbox.cc).
+  std::string memory_;
   bool resumed_ = false;
   std::string disk_warning_;
 

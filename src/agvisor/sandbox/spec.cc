@@ -122,6 +122,24 @@ Result<void> ValidateLimits(const Limits& l) {
   return Ok();
 }
 
+Result<void> ValidateLimitsUpdate(const LimitsUpdate& u) {
+  if (!u.cpus && !u.memory && !u.pids) {
+    return Error::InvalidArgument(
+        "update: give at least one of cpus, memory and pids (shm and disk cannot change on a "
+        "running sandbox)");
+  }
+  Limits l;  // the defaults are valid: only the fields given are checked
+  if (u.cpus) l.cpus = *u.cpus;
+  if (u.memory) l.memory = *u.memory;
+  if (u.pids) l.pids = *u.pids;
+  AGVISOR_RETURN_IF_ERROR(ValidateLimits(l));
+  if (u.memory && AGVISOR_TRY(ParseMemorySize("limits.memory", *u.memory)) < kMinMemoryBytes) {
+    return Error::InvalidArgument("limits.memory: '" + *u.memory +
+                                  "' is below the least a sandbox may have (6m, Docker's floor)");
+  }
+  return Ok();
+}
+
 Result<void> ValidateName(std::string_view name) {
   if (name.size() > 63 || !IsDockerName(name)) {
     return Error::InvalidArgument(

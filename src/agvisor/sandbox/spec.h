@@ -51,6 +51,26 @@ struct Limits {
   std::string disk;
 };
 
+// A live resize of a running sandbox (Sandbox::Update, docs/lifecycle.md "Live resize"): the
+// limits to change, in Limits' syntax; unset ones stay as they are. shm and disk cannot change
+// while a sandbox runs (Docker mounts /dev/shm and gVisor sizes its overlay at start).
+struct LimitsUpdate {
+  std::optional<double> cpus;
+  std::optional<std::string> memory;  // also the memory+swap cap: still no swap
+  std::optional<std::int64_t> pids;
+};
+
+// The limits a running sandbox has now, as its runtime reports them (Sandbox::Info, Update).
+struct LiveLimits {
+  double cpus = 0;                // CPU cores of quota; 0 = no quota
+  std::int64_t memory_bytes = 0;  // 0 = no cap
+  std::int64_t pids = 0;          // 0 = no cap
+  // Where they were read: "cgroup" (the host's cgroup files of the sandbox, now: a live resize
+  // shows) or "created" (the runtime's record of create time, where the cgroup files are out of
+  // reach, e.g. an ssh:// host; a resize is refused there anyway).
+  std::string source;
+};
+
 struct SandboxSpec {
   std::string image;  // "" = kDefaultImage
   // A desktop sandbox (docs/desktop.md): image kDefaultDesktopImage unless set, memory at least
@@ -94,6 +114,13 @@ Result<std::int64_t> ParseDiskSize(std::string_view what, std::string_view text)
 
 // Each returns kInvalidArgument with a message naming the field, the value and the rule.
 Result<void> ValidateLimits(const Limits& limits);
+// The least memory a sandbox may be given: Docker's own floor at create (6 MiB), which a resize
+// keeps too (gVisor's sentry alone uses more: a sandbox resized below what it uses is refused by
+// the host's kernel, see Sandbox::Update).
+inline constexpr std::int64_t kMinMemoryBytes = 6LL << 20;
+// kInvalidArgument naming the field: nothing set, or a value ValidateLimits would refuse, or
+// memory under kMinMemoryBytes.
+Result<void> ValidateLimitsUpdate(const LimitsUpdate& update);
 Result<void> ValidateName(std::string_view name);  // [A-Za-z0-9][A-Za-z0-9_.-]{0,62}
 // The runtime's name only (Docker's charset); that it is gVisor is checked on the host by
 // RequireGvisorRuntime (runtime_check.h), from what its binary is.

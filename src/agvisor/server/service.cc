@@ -181,6 +181,7 @@ Result<void> Service::RefuseIfPausedAndAsked(const api::RouteMatch& m) {
     case api::RouteId::kStopSandbox:
     case api::RouteId::kPauseSandbox:
     case api::RouteId::kResumeSandbox:
+    case api::RouteId::kUpdateSandbox:
       return Ok();  // about the sandbox, not calls into it
     default:
       break;
@@ -297,6 +298,18 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
       auto r = pause ? sb->Pause() : sb->Resume();
       AGVISOR_RETURN_IF_ERROR(r);
       LogEvent("info", pause ? "sandbox paused" : "sandbox resumed", {{"id", id}});
+      auto info = AGVISOR_TRY(sb->Info());
+      return Json(200, api::SandboxJson({id, std::move(info), {}, {}}));
+    }
+    case api::RouteId::kUpdateSandbox: {
+      auto update = AGVISOR_TRY(api::ParseUpdateRequest(req.body));
+      auto sb = AGVISOR_TRY(Get(id));
+      auto live = AGVISOR_TRY(sb->Update(update));
+      LogEvent("info", "sandbox resized",
+               {{"id", id},
+                {"cpus", std::to_string(live.cpus)},
+                {"memory_bytes", std::to_string(live.memory_bytes)},
+                {"pids", std::to_string(live.pids)}});
       auto info = AGVISOR_TRY(sb->Info());
       return Json(200, api::SandboxJson({id, std::move(info), {}, {}}));
     }

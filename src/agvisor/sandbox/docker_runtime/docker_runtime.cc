@@ -10,6 +10,7 @@
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/agent_paths.h"
 #include "agvisor/sandbox/docker_runtime/agent_image.h"
+#include "agvisor/sandbox/docker_runtime/cgroup_limits.h"
 #include "agvisor/sandbox/docker_runtime/egress_bridge.h"
 #include "agvisor/sandbox/docker_runtime/host_caps.h"
 #include "agvisor/sandbox/docker_runtime/runtime_check.h"
@@ -202,6 +203,53 @@ Result<InstanceInfo> DockerRuntime::Inspect(std::string_view ref) {
 Result<void> DockerRuntime::Pause(std::string_view id) { return client_->PauseContainer(id); }
 
 Result<void> DockerRuntime::Unpause(std::string_view id) { return client_->UnpauseContainer(id); }
+
+Result<LiveLimits> DockerRuntime::Resize(std::string_view id, const ResizeSpec& spec) {
+  const std::string shown = host_.empty() ? "this machine's Docker" : host_;
+  // Docker's own update (POST /containers/{id}/update) asks the runtime, and runsc 20240729 has
+  // no `update` subcommand ("exit status 128"): the cgroup files are written here instead, which
+  // needs them on this machine.
+  if (client_->endpoint().kind != http::Endpoint::Kind::kUnix) {
+    return Error::Unsupported(
+        "resize " + std::string(id) + " on " + shown +
+        ": a live resize writes the sandbox's cgroup files on the Docker host, which this "
+        "client cannot reach over " +
+        (client_->endpoint().kind == http::Endpoint::Kind::kSsh ? "ssh" : "tcp") +
+        " (runsc has no update command for Docker to call); resize it through the agvisord on "
+        "that host (agvisor --server ssh://HOST/... update)");
+  }
+  auto c = AGVISOR_TRY(client_->InspectContainer(id));
+  if (!c.state.running) {
+    return Error::Conflict("resize " + c.name + ": it is " + c.state.status + ", not running");
+  }
+  auto paths = FindContainerCgroup(c.id, c.state.pid);
+  if (!paths.ok()) {
+    if (paths.error().code() != ErrorCode::kNotFound) return paths.error();
+    return Error::Unsupported("resize " + c.name + " on " + shown + ": " + paths.error().message() +
+                              "; the Docker socket leads to another machine or cgroup namespace "
+                              "(resize through the agvisord next to that Docker)");
+  }
+  auto r = ApplyCgroupResize(*paths, spec);
+  if (!r.ok()) return r.error().WithContext(c.name);
+  return r;
+}
+
+Result<LiveLimits> DockerRuntime::ReadLimits(std::string_view id) {
+  auto c = AGVISOR_TRY(client_->InspectContainer(id));
+  if (!c.state.running) {
+    return Error::Conflict("limits of " + c.name + ": it is " + c.state.status + ", not running");
+  }
+  if (client_->endpoint().kind == http::Endpoint::Kind::kUnix) {
+    if (auto paths = FindContainerCgroup(c.id, c.state.pid); paths.ok()) {
+      if (auto l = ReadCgroupLimits(*paths); l.ok()) return l;
+    }
+  }
+  const auto& h = c.host_config;
+  return LiveLimits{.cpus = static_cast<double>(h.nano_cpus) / 1e9,
+                    .memory_bytes = h.memory,
+                    .pids = h.pids_limit > 0 ? h.pids_limit : 0,
+                    .source = "created"};
+}
 
 Result<std::vector<InstanceSummary>> DockerRuntime::List(
     const std::vector<std::string>& label_filters) {

@@ -57,6 +57,13 @@ class DockerRuntime final : public Runtime {
   Result<bool> Remove(std::string_view ref) override;
   Result<void> Pause(std::string_view id) override;
   Result<void> Unpause(std::string_view id) override;
+  // Through the container's cgroup files (cgroup_limits.h): only where they are on this machine
+  // (a unix-socket Docker host whose container cgroups are found here); ssh:// and tcp:// hosts
+  // are refused with kUnsupported (resize through the agvisord on that host instead).
+  Result<LiveLimits> Resize(std::string_view id, const ResizeSpec& spec) override;
+  // The cgroup's values on a local host ("cgroup"), else Docker's record of create time
+  // ("created": HostConfig's NanoCpus, Memory, PidsLimit).
+  Result<LiveLimits> ReadLimits(std::string_view id) override;
   void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) override;
   bool EndedByMemoryLimit(std::string_view id) override;
 

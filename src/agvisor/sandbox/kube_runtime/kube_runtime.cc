@@ -323,6 +323,18 @@ Result<void> KubernetesRuntime::Unpause(std::string_view id) {
                             ": Kubernetes has no way to freeze a pod's processes");
 }
 
+Result<LiveLimits> KubernetesRuntime::Resize(std::string_view id, const ResizeSpec&) {
+  return Error::Unsupported("resize sandbox " + std::string(id) +
+                            ": a pod's limits are fixed at create on the Kubernetes runtime (the "
+                            "in-place pod resize feature is not used); create a new sandbox with "
+                            "the limits you need");
+}
+
+Result<LiveLimits> KubernetesRuntime::ReadLimits(std::string_view id) {
+  return Error::Unsupported("read the live limits of sandbox " + std::string(id) +
+                            ": the Kubernetes runtime reports only the create-time limits");
+}
+
 void KubernetesRuntime::WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   for (;;) {

@@ -80,6 +80,8 @@ class KubernetesRuntime final : public Runtime {
   Result<bool> Remove(std::string_view ref) override;
   Result<void> Pause(std::string_view id) override;    // kUnsupported
   Result<void> Unpause(std::string_view id) override;  // kUnsupported
+  Result<LiveLimits> Resize(std::string_view id, const ResizeSpec& spec) override;  // kUnsupported
+  Result<LiveLimits> ReadLimits(std::string_view id) override;                      // kUnsupported
   void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) override;
   bool EndedByMemoryLimit(std::string_view id) override;
 

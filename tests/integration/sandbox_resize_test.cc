@@ -1,0 +1,285 @@
+// Live resize against the real dockerd + runsc (label `integration`; docs/lifecycle.md, "Live
+// resize"): a lowered memory cap ends the sandbox past it exactly as a create-time cap does
+// (out of memory), a raised one lets a bigger allocation through, a CPU quota is measured on the
+// host, a pids cap holds, /workspace and a root-fs change are byte-identical across a resize, and
+// an ssh:// host is refused with the reason.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "agvisor/base/fs.h"
+#include "agvisor/sandbox/docker_runtime/cgroup_limits.h"
+#include "agvisor/sandbox/sandbox.h"
+#include "tests/integration/sshd.h"
+#include "tests/integration/test_env.h"
+
+namespace agvisor {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TestSpec;
+using namespace std::chrono_literals;
+
+// Writes `mib` MiB of bytes in Python (every page touched), then prints "ok".
+std::string Allocate(int mib) {
+  return "python3 -c 'b = b\"x\" * (" + std::to_string(mib) + " << 20); print(\"ok\")'";
+}
+
+class ResizeTest : public ::testing::Test {
+ protected:
+  static void TearDownTestSuite() { testing::CleanupRun(); }
+  static SandboxSpec Spec(std::optional<std::string> name = std::nullopt) {
+    SandboxSpec s = TestSpec(std::move(name));
+    s.host = "";  // the cgroup files are on this machine's Docker host
+    return s;
+  }
+  static std::unique_ptr<Sandbox> MustCreate(const SandboxSpec& spec) {
+    auto sb = Sandbox::Create(spec);
+    EXPECT_TRUE(sb.ok()) << sb.error().ToString();
+    return sb.ok() ? std::move(*sb) : nullptr;
+  }
+  // The sandbox's cgroup directories on this machine, as the runtime finds them.
+  static CgroupPaths Cgroup(Sandbox& sb) {
+    auto docker = HostClient("");
+    EXPECT_TRUE(docker.ok());
+    auto c = (*docker)->InspectContainer(sb.container_name());
+    EXPECT_TRUE(c.ok());
+    auto p = FindContainerCgroup(c->id, c->state.pid);
+    EXPECT_TRUE(p.ok()) << p.error().ToString();
+    return p.ok() ? *p : CgroupPaths{};
+  }
+  // CPU time the sandbox's cgroup (gVisor's sentry and everything in it) used, in seconds. On
+  // cgroup v1, cpuacct may be mounted apart from cpu (it is on these hosts).
+  static double CpuSeconds(const CgroupPaths& p) {
+    if (p.version == CgroupVersion::kV1) {
+      auto s = ReadSmallFile(p.cpu + "/cpuacct.usage", 64);
+      if (!s) {
+        const std::string cpu_root = "/sys/fs/cgroup/cpu";
+        if (p.cpu.rfind(cpu_root + "/", 0) != 0) return -1;
+        s = ReadSmallFile(
+            "/sys/fs/cgroup/cpuacct" + p.cpu.substr(cpu_root.size()) + "/cpuacct.usage", 64);
+      }
+      return s ? std::stod(*s) / 1e9 : -1;
+    }
+    return StatField(p, "usage_usec") / 1e6;
+  }
+  // A number of the cpu controller's cpu.stat ("nr_throttled", v2's "usage_usec"); -1 if none.
+  static double StatField(const CgroupPaths& p, const std::string& key) {
+    auto s = ReadSmallFile(p.cpu + "/cpu.stat", 4096);
+    if (!s) return -1;
+    auto at = s->find(key + " ");
+    return at == std::string::npos ? -1 : std::stod(s->substr(at + key.size() + 1));
+  }
+  struct CpuWindow {
+    double cores = 0;      // CPU time over wall time
+    double throttled = 0;  // periods in which the quota ran out
+  };
+  static CpuWindow Measure(const CgroupPaths& p, std::chrono::milliseconds window) {
+    const double a = CpuSeconds(p), ta = StatField(p, "nr_throttled");
+    auto t0 = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(window);
+    const double b = CpuSeconds(p), tb = StatField(p, "nr_throttled");
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return {(b - a) / wall, tb - ta};
+  }
+};
+
+// Lowered: past the new cap the whole sandbox ends, reported as out of memory exactly as a
+// create-time cap is (LifecycleTest.OutOfMemoryIsReportedAndNamedSandboxComesBack), naming the
+// new cap; before that, /workspace and a root-fs change are unchanged by the resize, and the
+// sandbox still sees its create-time MemTotal.
+TEST_F(ResizeTest, LoweredMemoryEndsTheSandboxPastItAsOutOfMemory) {
+  SandboxSpec spec = Spec("resize-down");
+  spec.limits.memory = "1g";
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  auto data = sb->ExecShell(
+      "head -c 8000000 /dev/urandom > /workspace/blob && head -c 3000000 /dev/urandom > "
+      "/opt/rootfs-change && sha256sum /workspace/blob /opt/rootfs-change && grep MemTotal "
+      "/proc/meminfo");
+  ASSERT_TRUE(data.ok() && data->exit_code == 0) << (data.ok() ? data->err : "");
+  // 400 MiB fits in 1g.
+  auto fits = sb->ExecShell(Allocate(400), {.timeout = 60});
+  ASSERT_TRUE(fits.ok()) << fits.error().ToString();
+  EXPECT_EQ(fits->out, "ok\n") << fits->err;
+
+  auto live = sb->Update({.memory = "256m"});
+  ASSERT_TRUE(live.ok()) << live.error().ToString();
+  EXPECT_EQ(live->memory_bytes, 256LL << 20);
+  EXPECT_EQ(live->source, "cgroup");
+  auto info = sb->Info();
+  ASSERT_TRUE(info.ok() && info->limits);
+  EXPECT_EQ(info->limits->memory_bytes, 256LL << 20);
+  // Same data, and the same MemTotal line: the sandbox is not told (gVisor read it at start).
+  auto again =
+      sb->ExecShell("sha256sum /workspace/blob /opt/rootfs-change && grep MemTotal /proc/meminfo");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->out, data->out);
+  if (auto at = again->out.rfind("MemTotal"); at != std::string::npos) {
+    std::printf("inside after the resize to 256m: %s", again->out.substr(at).c_str());
+  }
+
+  auto r = sb->ExecShell(Allocate(400), {.timeout = 60});
+  ASSERT_FALSE(r.ok()) << "exit " << r->exit_code << " out " << r->out << " err " << r->err;
+  EXPECT_EQ(r.error().code(), ErrorCode::kSandboxDied);
+  EXPECT_THAT(r.error().message(), HasSubstr("out of memory (limits.memory=256m)"));
+  info = sb->Info();
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->end_reason, EndReason::kOutOfMemory);
+  // A named sandbox comes back on its volume, at its create-time limits.
+  auto back = MustCreate(spec);
+  ASSERT_TRUE(back);
+  auto kept = back->ExecShell("sha256sum /workspace/blob");
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->out, data->out.substr(0, data->out.find('\n') + 1));
+  ASSERT_TRUE(back->Delete().ok());
+}
+
+// Raised: an allocation the create-time cap would have ended the sandbox for goes through.
+TEST_F(ResizeTest, RaisedMemoryLetsABiggerAllocationThrough) {
+  SandboxSpec spec = Spec();
+  spec.limits.memory = "256m";
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  auto live = sb->Update({.memory = "1g"});
+  ASSERT_TRUE(live.ok()) << live.error().ToString();
+  EXPECT_EQ(live->memory_bytes, 1LL << 30);
+  auto r = sb->ExecShell(Allocate(400), {.timeout = 60});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->out, "ok\n") << r->err;
+  ASSERT_TRUE(sb->Stop().ok());
+}
+
+// Below what the sandbox uses now: the kernel cannot reclaim it, the call is refused naming how
+// much it uses, and nothing changed (the sandbox runs on at its old cap).
+TEST_F(ResizeTest, MemoryBelowWhatItUsesIsRefusedAndNothingChanges) {
+  SandboxSpec spec = Spec();
+  spec.limits.memory = "1g";
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  // Hold 300 MiB in a background process.
+  auto pid = sb->StartBackground({"python3", "-c",
+                                  "import time\nb = b'x' * (300 << 20)\n"
+                                  "open('/tmp/held', 'w').close()\n"
+                                  "time.sleep(600)"});
+  ASSERT_TRUE(pid.ok()) << pid.error().ToString();
+  ASSERT_TRUE(testing::WaitFor([&] { return sb->Stat("/tmp/held").ok(); }, 30s));
+  auto r = sb->Update({.memory = "64m"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kConflict) << r.error().ToString();
+  EXPECT_THAT(r.error().message(), HasSubstr("below what the sandbox uses now"));
+  auto info = sb->Info();
+  ASSERT_TRUE(info.ok() && info->running && info->limits);
+  EXPECT_EQ(info->limits->memory_bytes, 1LL << 30);
+  EXPECT_TRUE(sb->Exec({"true"}).ok());
+  ASSERT_TRUE(sb->Stop().ok());
+}
+
+// CPU: two busy loops inside. Resized to 0.25, the sandbox's cgroup uses at most the quota
+// (x3 for a loaded 2-core host) and the kernel throttles it in most periods; resized back to 2
+// (all of this host's cores) it is throttled in far fewer. Cores used are printed.
+TEST_F(ResizeTest, CpuQuotaIsEnforcedAsMeasuredOnTheHost) {
+  SandboxSpec spec = Spec();
+  spec.limits.cpus = 2;
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(sb->StartBackground({"sh", "-c", "while :; do :; done"}).ok());
+  }
+  const CgroupPaths cg = Cgroup(*sb);
+  ASSERT_GE(CpuSeconds(cg), 0);
+  ASSERT_GE(StatField(cg, "nr_throttled"), 0);
+  std::this_thread::sleep_for(1s);
+  const CpuWindow before = Measure(cg, 3s);
+  auto live = sb->Update({.cpus = 0.25});
+  ASSERT_TRUE(live.ok()) << live.error().ToString();
+  EXPECT_DOUBLE_EQ(live->cpus, 0.25);
+  std::this_thread::sleep_for(500ms);
+  const CpuWindow low = Measure(cg, 3s);
+  live = sb->Update({.cpus = 2});
+  ASSERT_TRUE(live.ok()) << live.error().ToString();
+  std::this_thread::sleep_for(500ms);
+  const CpuWindow high = Measure(cg, 3s);
+  std::printf(
+      "2 busy loops, cores used (periods throttled) over 3 s: cpus=2 %.2f (%.0f), resized to "
+      "0.25 %.2f (%.0f), back to 2 %.2f (%.0f)\n",
+      before.cores, before.throttled, low.cores, low.throttled, high.cores, high.throttled);
+  RecordProperty("cores_at_quarter", std::to_string(low.cores));
+  EXPECT_LE(low.cores, 0.25 * 3) << "the quota is not enforced";
+  EXPECT_GE(low.throttled, 10) << "3 s is 30 periods of 100 ms: most should hit the quota";
+  EXPECT_LT(high.throttled, low.throttled / 3) << "the raised quota did not take";
+  ASSERT_TRUE(sb->Stop().ok());
+}
+
+// pids: the cap is the host's pids cgroup, as at create, which counts gVisor's own host threads
+// (not the sandbox's processes one to one). A cap at or below what runs now is refused (it would
+// end the sandbox at its next process); a cap written live holds as a create-time one does:
+// a burst of processes past it ends the whole sandbox, reported as killed by the pids limit.
+TEST_F(ResizeTest, PidsCapIsEnforcedAsAtCreate) {
+  auto sb = MustCreate(Spec());
+  ASSERT_TRUE(sb);
+  const CgroupPaths cg = Cgroup(*sb);
+  auto now = ReadSmallFile(cg.pids + "/pids.current", 64);
+  ASSERT_TRUE(now.has_value());
+  const std::int64_t current = std::stoll(*now);
+  auto refused = sb->Update({.pids = current});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), ErrorCode::kConflict);
+  EXPECT_THAT(refused.error().message(), HasSubstr("host threads gVisor runs"));
+  EXPECT_EQ(ReadSmallFile(cg.pids + "/pids.max", 64), "512\n");  // unchanged
+  auto live = sb->Update({.pids = current + 40});
+  ASSERT_TRUE(live.ok()) << live.error().ToString();
+  EXPECT_EQ(live->pids, current + 40);
+  EXPECT_EQ(ReadSmallFile(cg.pids + "/pids.max", 64), std::to_string(current + 40) + "\n");
+  // 5 processes fit (measured: ~2 host threads each on systrap).
+  auto few = sb->ExecShell("for i in 1 2 3 4 5; do sleep 1 & done; wait; echo ok");
+  ASSERT_TRUE(few.ok()) << few.error().ToString();
+  EXPECT_EQ(few->out, "ok\n");
+  auto burst =
+      sb->ExecShell("for i in $(seq 200); do sleep 30 & done; wait; echo all", {.timeout = 60});
+  std::printf("pids: %lld host threads at start, cap %lld; a burst of 200 processes: %s\n",
+              static_cast<long long>(current), static_cast<long long>(current + 40),
+              burst.ok() ? ("exit " + std::to_string(burst->exit_code)).c_str()
+                         : burst.error().ToString().c_str());
+  ASSERT_FALSE(burst.ok()) << "200 processes ran under a cap of " << current + 40;
+  EXPECT_EQ(burst.error().code(), ErrorCode::kSandboxDied);
+  EXPECT_THAT(burst.error().message(), HasSubstr("the pids limit"));
+}
+
+// An ssh:// host: the cgroup files are on the other machine; refused with the reason and the
+// way out, nothing written (the same sandbox, reached over a loopback sshd).
+TEST_F(ResizeTest, AnSshHostIsRefusedWithTheReason) {
+  auto sb = MustCreate(Spec());
+  ASSERT_TRUE(sb);
+  auto sshd = testing::TestSshd::Start();
+  ASSERT_TRUE(sshd.ok()) << sshd.error().ToString();
+  std::string args;
+  for (const auto& a : (*sshd)->ssh_args()) args += (args.empty() ? "" : " ") + a;
+  ::setenv("AGVISOR_SSH_ARGS", args.c_str(), 1);
+  {
+    auto remote = Sandbox::Open(sb->container_name(), (*sshd)->url());
+    ASSERT_TRUE(remote.ok()) << remote.error().ToString();
+    auto r = (*remote)->Update({.memory = "256m"});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code(), ErrorCode::kUnsupported);
+    EXPECT_THAT(r.error().message(), HasSubstr("cgroup files on the Docker host"));
+    EXPECT_THAT(r.error().message(), HasSubstr("agvisord on that host"));
+    auto info = (*remote)->Info();  // reading works: Docker's record of create time
+    ASSERT_TRUE(info.ok() && info->limits);
+    EXPECT_EQ(info->limits->source, "created");
+    EXPECT_EQ(info->limits->memory_bytes, 512LL << 20);
+  }
+  ::unsetenv("AGVISOR_SSH_ARGS");
+  auto local = sb->Info();
+  ASSERT_TRUE(local.ok() && local->limits);
+  EXPECT_EQ(local->limits->memory_bytes, 512LL << 20);  // unchanged
+  ASSERT_TRUE(sb->Stop().ok());
+}
+
+}  // namespace
+}  // namespace agvisor
