@@ -686,6 +686,17 @@ class PoolHandle {
   std::unique_ptr<Pool> pool_;
 };
 
+py::dict SnapshotDict(const SnapshotResult& r) {
+  py::dict d;
+  d["image"] = r.image;
+  d["image_id"] = r.image_id;
+  d["bytes"] = r.bytes;
+  d["entries"] = r.entries;
+  d["file_bytes"] = r.file_bytes;
+  d["seconds"] = r.seconds;
+  return d;
+}
+
 py::dict InfoDict(const SandboxInfo& i) {
   py::dict d;
   d["container_name"] = i.container_name;
@@ -725,6 +736,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("DEFAULT_IMAGE") = std::string(kDefaultImage);
   m.attr("DEFAULT_DESKTOP_IMAGE") = std::string(kDefaultDesktopImage);
   m.attr("DEFAULT_DISK") = std::string(kDefaultDisk);
+  m.attr("DEFAULT_SNAPSHOT_MAX_BYTES") = kDefaultSnapshotMaxBytes;
   m.attr("NAME_PREFIX") = std::string(kNamePrefix);
   m.attr("STREAM_TAIL_BYTES") = kStreamTailBytes;
 
@@ -917,7 +929,34 @@ PYBIND11_MODULE(_core, m) {
           [](client::Place& p, const std::string& container_name) {
             Blocking([&] { return p.Resume(container_name); });
           },
-          py::arg("container_name"));
+          py::arg("container_name"))
+      .def(
+          "fork",
+          [](client::Place& p, const std::string& container_name, int count,
+             const std::string& prefix, const std::string& image, const SandboxSpec& spec,
+             std::uint64_t max_bytes) {
+            ForkOptions o;
+            o.count = count;
+            o.prefix = prefix;
+            o.image = image;
+            o.spec = spec;
+            o.max_bytes = max_bytes;
+            client::Forked f = Blocking([&] { return p.Fork(container_name, o); });
+            py::list forks;
+            for (auto& c : f.sandboxes) {
+              auto h = std::make_shared<Handle>();
+              h->sandbox = std::move(c.handle);
+              h->disk_warning = c.disk_warning;
+              forks.append(h);
+            }
+            py::dict d;
+            d["snapshot"] = SnapshotDict(f.snapshot);
+            d["sandboxes"] = forks;
+            d["seconds"] = f.seconds;
+            return d;
+          },
+          py::arg("container_name"), py::arg("count"), py::arg("prefix"), py::arg("image"),
+          py::arg("spec"), py::arg("max_bytes"));
 
   py::class_<Handle, std::shared_ptr<Handle>>(m, "Sandbox", "A handle on one sandbox.")
       .def(
@@ -1122,6 +1161,16 @@ PYBIND11_MODULE(_core, m) {
           "auto_resume", [](Handle& h) { return h.sandbox->auto_resume(); },
           [](Handle& h, bool yes) { h.sandbox->SetAutoResume(yes); })
       .def("info", [](Handle& h) { return InfoDict(Blocking([&] { return h.sandbox->Info(); })); })
+      .def(
+          "snapshot",
+          [](Handle& h, const std::string& image, bool workspace, std::uint64_t max_bytes) {
+            SnapshotOptions o;
+            o.image = image;
+            o.include_workspace = workspace;
+            o.max_bytes = max_bytes;
+            return SnapshotDict(Blocking([&] { return h.sandbox->Snapshot(o); }));
+          },
+          py::arg("image"), py::arg("workspace"), py::arg("max_bytes"))
       .def_property_readonly("container_name",
                              [](const Handle& h) { return h.sandbox->container_name(); })
       .def_property_readonly("resumed", [](const Handle& h) { return h.resumed; })

@@ -25,6 +25,8 @@ enum class RouteId {
   kStopSandbox,
   kPauseSandbox,
   kResumeSandbox,
+  kSnapshotSandbox,
+  kForkSandbox,
   kExec,
   kExecWs,
   kReadFile,

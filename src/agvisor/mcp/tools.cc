@@ -137,6 +137,23 @@ Result<ToolResult> DeleteSandbox(const json::object& a, CallContext& ctx) {
   return RemoveSandbox(a, ctx, true);
 }
 
+// ---- Snapshots ----
+
+Result<ToolResult> SnapshotSandbox(const json::object& a, CallContext& ctx) {
+  auto sb = AGVISOR_TRY(Open(a, ctx));
+  SnapshotOptions o;
+  o.image = *Str(a, "image");
+  o.include_workspace = Bool(a, "workspace", false);
+  auto r = AGVISOR_TRY(sb->Snapshot(o));
+  json::object out;
+  out["image"] = r.image;
+  out["image_id"] = r.image_id;
+  out["bytes"] = r.bytes;
+  out["entries"] = r.entries;
+  out["seconds"] = r.seconds;
+  return Structured(std::move(out));
+}
+
 // ---- Commands ----
 
 Result<ToolResult> Exec(const json::object& a, CallContext& ctx) {
@@ -334,6 +351,14 @@ const Tool kTools[] = {
      "Delete a sandbox: stop it and erase its /workspace volume (named sandboxes).",
      R"js({"type": "object", "additionalProperties": false, "required": ["sandbox"], "properties": { $SANDBOX}})js",
      DeleteSandbox},
+    {"snapshot_sandbox",
+     "Make a Docker image of a sandbox's root file system as the sandbox sees it (files written "
+     "anywhere, /workspace only with 'workspace'); running processes are not kept. "
+     "create_sandbox with 'image' set to the returned image starts from it.",
+     R"js({"type": "object", "additionalProperties": false, "required": ["sandbox", "image"], "properties": { $SANDBOX,
+  "image": {"type": "string", "description": "the image to make, repo[:tag] (:latest when no tag)"},
+  "workspace": {"type": "boolean", "description": "include /workspace (default false)"}}})js",
+     SnapshotSandbox},
     {"exec",
      "Run a command in a sandbox to its end and return exit_code, stdout and stderr. At the "
      "timeout the whole process tree is killed and exit_code is 124. Each of stdout and stderr "
