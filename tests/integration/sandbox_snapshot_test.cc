@@ -6,15 +6,19 @@
 // symlink then a file through it) and each is refused with no image left; a fork of 2 copies
 // /workspace (owners kept) into forks that are independent of each other and of the source;
 // and the figures of the issue (snapshot of the base image plus 200 MB, fork of 4), printed.
+// The CLI (in process, with its progress on stderr) and agvisord (a fork through its API) too:
+// the suite starts an agvisord, so run it under `flock /tmp/agvisor-egress.lock`.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
 #include "agvisor/base/subprocess.h"
+#include "agvisor/client/agvisord.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/snapshot.h"
 #include "tests/integration/test_env.h"
@@ -280,6 +284,92 @@ TEST_F(SnapshotTest, MeasureSnapshotOfBasePlus200MBAndForkOfFour) {
   std::cout << "[measure] fork of 4 (snapshot " << f->snapshot.seconds << " s of "
             << f->snapshot.bytes / 1e6 << " MB, then 4 creates): " << f->seconds << " s\n";
   EXPECT_EQ(Sh(*f->sandboxes[3], "cat /opt/big/f* | sha256sum; cat /workspace/w"), hash + "w\n");
+}
+
+class SnapshotFrontEndTest : public SnapshotTest {
+ protected:
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/agvisor-snapshot-it-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = new std::string(tmpl);
+    auto p = Subprocess::Spawn(
+        {.argv = {"sh", "-c", "exec \"$0\" --socket \"$1\" --token-file \"$2\" 2>>\"$3\"",
+                  AGVISORD_BINARY, *dir_ + "/agvisord.sock", *dir_ + "/token",
+                  *dir_ + "/agvisord.log"}});
+    ASSERT_TRUE(p.ok()) << p.error().ToString();
+    daemon_ = new Subprocess(std::move(*p));
+    ASSERT_TRUE(testing::WaitFor(
+        [] {
+          return testing::ReadAll(*dir_ + "/agvisord.log").find("agvisord listening") !=
+                 std::string::npos;
+        },
+        std::chrono::seconds(20)))
+        << testing::ReadAll(*dir_ + "/agvisord.log");
+  }
+  static void TearDownTestSuite() {
+    delete daemon_;  // kills and reaps
+    daemon_ = nullptr;
+    SnapshotTest::TearDownTestSuite();
+    RemoveSnapshotsOf(RunId() + "-cli-src");
+    if (dir_) std::filesystem::remove_all(*dir_);
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static inline std::string* dir_ = nullptr;
+  static inline Subprocess* daemon_ = nullptr;
+};
+
+TEST_F(SnapshotFrontEndTest, TheCliSnapshotsWithProgressAndAgvisordForks) {
+  auto src = MustCreate(TestSpec("cli-src"));
+  ASSERT_TRUE(src);
+  const std::string hash = Sh(*src,
+                              "head -c 30000000 /dev/urandom > /opt/cli.bin && echo ws > "
+                              "/workspace/ws && sha256sum /opt/cli.bin");
+  // The CLI, in process: the image on stdout, progress on stderr.
+  const std::string image = Image("cli");
+  auto cli = RunCommand({AGVISOR_CLI_BINARY, "snapshot", *src->name(), image});
+  ASSERT_TRUE(cli.ok());
+  EXPECT_TRUE(cli->status.success()) << cli->err;
+  EXPECT_EQ(cli->out, image + "\n");
+  EXPECT_THAT(cli->err, HasSubstr("checked and sent"));
+  EXPECT_TRUE(ImageExists(image));
+  // A bad tag: exit 2 (invalid argument), nothing made.
+  auto bad = RunCommand({AGVISOR_CLI_BINARY, "snapshot", *src->name(), "-bad"});
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->status.exit_code, 2) << bad->err;
+  // A size cap below the stream: exit 1, no image.
+  const std::string capped = Image("cli-capped");
+  auto cap = RunCommand({AGVISOR_CLI_BINARY, "snapshot", *src->name(), capped, "--max-size", "10m"});
+  ASSERT_TRUE(cap.ok());
+  EXPECT_EQ(cap->status.exit_code, 1) << cap->err;
+  EXPECT_THAT(cap->err, HasSubstr("size cap"));
+  EXPECT_FALSE(ImageExists(capped));
+
+  // agvisord: a snapshot and a fork of one through its API.
+  auto place = client::Agvisord("unix:" + *dir_ + "/agvisord.sock", *dir_ + "/token");
+  ASSERT_TRUE(place.ok()) << place.error().ToString();
+  auto h = (*place)->Open(src->container_name());
+  ASSERT_TRUE(h.ok()) << h.error().ToString();
+  SnapshotOptions so;
+  so.image = Image("daemon");
+  auto snap = (*h)->Snapshot(so);
+  ASSERT_TRUE(snap.ok()) << snap.error().ToString();
+  EXPECT_EQ(snap->image, so.image);
+  EXPECT_GT(snap->file_bytes, 30000000u);
+  ForkOptions fo;
+  fo.count = 1;
+  fo.prefix = RunId() + "-dfk";
+  fo.image = Image("daemon-fork");
+  fo.spec = TestSpec();
+  auto forked = (*place)->Fork(src->container_name(), fo);
+  ASSERT_TRUE(forked.ok()) << forked.error().ToString();
+  ASSERT_EQ(forked->sandboxes.size(), 1u);
+  EXPECT_EQ(forked->sandboxes[0].name, RunId() + "-dfk-1");
+  ExecOptions eo;
+  auto r = forked->sandboxes[0].handle->Exec({"sh", "-c", "sha256sum /opt/cli.bin; cat /workspace/ws"},
+                                             eo);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->out, hash + "ws\n");
 }
 
 }  // namespace

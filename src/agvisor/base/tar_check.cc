@@ -118,7 +118,8 @@ Result<void> TarStreamChecker::Fail(Error e) {
 }
 
 Result<void> TarStreamChecker::Remember(const std::string& name, bool symlink) {
-  auto [it, inserted] = names_.insert_or_assign(name, symlink ? Kind::kSymlink : Kind::kFile);
+  const bool inserted =
+      names_.insert_or_assign(name, symlink ? Kind::kSymlink : Kind::kFile).second;
   if (inserted) bookkeeping_ += name.size() + 64;
   if (bookkeeping_ > options_.max_bookkeeping_bytes) {
     return Error::ResourceExhausted("tar entry '" + name +

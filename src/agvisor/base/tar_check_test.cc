@@ -242,7 +242,7 @@ TEST(TarCheckTest, RefusesMalformedHeaders) {
   unsigned sum = 0;
   for (char c : b256) sum += static_cast<unsigned char>(c);
   std::snprintf(b256.data() + 148, 8, "%06o", sum);
-  ExpectRefused(Root() + b256 + End(), "bad header checksum");
+  ExpectRefused(Root() + b256 + End(), "malformed numeric field");
   ExpectRefused(Root() + Header("./.wh.etc", '0', 0) + End(), "whiteouts");
   ExpectRefused(
       Root() + Header("./a", '0', 0) + std::string(512, '\0') + Header("./b", '0', 0) + End(),

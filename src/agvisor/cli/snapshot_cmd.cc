@@ -5,9 +5,11 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
 #include "agvisor/cli/common.h"
 #include "agvisor/sandbox/snapshot.h"
+#include "agvisor/sandbox/spec.h"
 
 namespace agvisor::cli {
 namespace {
