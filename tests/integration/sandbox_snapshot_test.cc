@@ -339,7 +339,8 @@ TEST_F(SnapshotFrontEndTest, TheCliSnapshotsWithProgressAndAgvisordForks) {
   EXPECT_EQ(bad->status.exit_code, 2) << bad->err;
   // A size cap below the stream: exit 1, no image.
   const std::string capped = Image("cli-capped");
-  auto cap = RunCommand({AGVISOR_CLI_BINARY, "snapshot", *src->name(), capped, "--max-size", "10m"});
+  auto cap =
+      RunCommand({AGVISOR_CLI_BINARY, "snapshot", *src->name(), capped, "--max-size", "10m"});
   ASSERT_TRUE(cap.ok());
   EXPECT_EQ(cap->status.exit_code, 1) << cap->err;
   EXPECT_THAT(cap->err, HasSubstr("size cap"));
@@ -366,8 +367,8 @@ TEST_F(SnapshotFrontEndTest, TheCliSnapshotsWithProgressAndAgvisordForks) {
   ASSERT_EQ(forked->sandboxes.size(), 1u);
   EXPECT_EQ(forked->sandboxes[0].name, RunId() + "-dfk-1");
   ExecOptions eo;
-  auto r = forked->sandboxes[0].handle->Exec({"sh", "-c", "sha256sum /opt/cli.bin; cat /workspace/ws"},
-                                             eo);
+  auto r = forked->sandboxes[0].handle->Exec(
+      {"sh", "-c", "sha256sum /opt/cli.bin; cat /workspace/ws"}, eo);
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->out, hash + "ws\n");
 }
