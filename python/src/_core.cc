@@ -731,6 +731,7 @@ PYBIND11_MODULE(_core, m) {
   using agvisor::python::Port;
   using agvisor::python::Raise;
   using agvisor::python::Shell;
+  using agvisor::python::SnapshotDict;
   using agvisor::python::Unwrap;
   m.doc() = "agvisor's C++ core (agvisor::Sandbox); use the `agvisor` package, not this module.";
   m.attr("DEFAULT_IMAGE") = std::string(kDefaultImage);
