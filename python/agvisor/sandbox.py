@@ -337,6 +337,51 @@ class Sandbox:
         while paused is ended instead: RuntimeError with code "sandbox_died"."""
         self._place().resume(self._handle().container_name)
 
+    # ---- snapshots and forks (docs/lifecycle.md, "Snapshots and forks") ------------------------
+
+    def snapshot(self, tag: str, *, workspace: bool = False, max_bytes: int | None = None) -> dict:
+        """Makes image `tag` ("repo[:tag]", ":latest" when no tag) of the sandbox's root file
+        system as the sandbox sees it: files written anywhere (/opt, /usr, ...) are in it;
+        /proc, /sys, /dev, the agent's files and, unless workspace=True, /workspace are not.
+        Running processes are not kept. The sandbox's tar stream is checked on the host before
+        it reaches Docker; a refused or oversize stream (max_bytes, default 8 GiB) leaves no
+        image (ValueError for a refused entry or bad argument, RuntimeError with code
+        "resource_exhausted" past the cap). Sandbox(image=tag) starts from it. Returns
+        {"image", "image_id", "bytes", "entries", "file_bytes", "seconds"}."""
+        cap = _core.DEFAULT_SNAPSHOT_MAX_BYTES if max_bytes is None else int(max_bytes)
+        return self._handle().snapshot(tag, workspace, cap)
+
+    def fork(self, count: int = 1, *, prefix: str | None = None, tag: str | None = None,
+             max_bytes: int | None = None) -> list["Sandbox"]:
+        """A snapshot of this named sandbox with its /workspace, then `count` (1-16) running
+        sandboxes from it named PREFIX-1..PREFIX-N (default "<name>-fork"), each with its own
+        copy of /workspace and this sandbox's limits, network and runtime. Processes are not
+        kept. The snapshot's image is `tag` (default agvisor/fork:<name>-<unix seconds>) and
+        stays. Names already taken raise RuntimeError (code "conflict") before anything is
+        made. Returns the forks, started."""
+        if not self.persistent:
+            raise ValueError("fork: only a named sandbox can be forked (its /workspace is a "
+                             "volume; create it with name=...)")
+        cap = _core.DEFAULT_SNAPSHOT_MAX_BYTES if max_bytes is None else int(max_bytes)
+        spec = self._spec(None)
+        spec.image = ""
+        out = self._place().fork(self._handle().container_name, int(count), prefix or "",
+                                 tag or "", spec, cap)
+        forks = []
+        for core in out["sandboxes"]:
+            sb = self.__class__.__new__(self.__class__)
+            sb.__dict__.update({k: v for k, v in self.__dict__.items()
+                                if k not in ("_lock", "_core")})
+            sb._lock = threading.Lock()
+            sb._core, sb._running, sb._listed = core, True, False
+            sb.image = out["snapshot"]["image"]
+            sb.name = core.container_name
+            sb.persistent, sb.data_dir = True, _WORKSPACE
+            sb.resumed, sb.disk_warning = False, core.disk_warning or None
+            sb.password = None
+            forks.append(sb)
+        return forks
+
     @property
     def auto_resume(self) -> bool:
         """Whether calls resume a paused sandbox first (True, the default). False: they raise

@@ -696,6 +696,17 @@ py::dict LimitsDict(const LiveLimits& l) {
   return d;
 }
 
+py::dict SnapshotDict(const SnapshotResult& r) {
+  py::dict d;
+  d["image"] = r.image;
+  d["image_id"] = r.image_id;
+  d["bytes"] = r.bytes;
+  d["entries"] = r.entries;
+  d["file_bytes"] = r.file_bytes;
+  d["seconds"] = r.seconds;
+  return d;
+}
+
 py::dict InfoDict(const SandboxInfo& i) {
   py::dict d;
   d["container_name"] = i.container_name;
@@ -732,11 +743,13 @@ PYBIND11_MODULE(_core, m) {
   using agvisor::python::Port;
   using agvisor::python::Raise;
   using agvisor::python::Shell;
+  using agvisor::python::SnapshotDict;
   using agvisor::python::Unwrap;
   m.doc() = "agvisor's C++ core (agvisor::Sandbox); use the `agvisor` package, not this module.";
   m.attr("DEFAULT_IMAGE") = std::string(kDefaultImage);
   m.attr("DEFAULT_DESKTOP_IMAGE") = std::string(kDefaultDesktopImage);
   m.attr("DEFAULT_DISK") = std::string(kDefaultDisk);
+  m.attr("DEFAULT_SNAPSHOT_MAX_BYTES") = kDefaultSnapshotMaxBytes;
   m.attr("NAME_PREFIX") = std::string(kNamePrefix);
   m.attr("STREAM_TAIL_BYTES") = kStreamTailBytes;
 
@@ -939,6 +952,33 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("container_name"), py::arg("cpus") = py::none(), py::arg("memory") = py::none(),
           py::arg("pids") = py::none());
+      .def(
+          "fork",
+          [](client::Place& p, const std::string& container_name, int count,
+             const std::string& prefix, const std::string& image, const SandboxSpec& spec,
+             std::uint64_t max_bytes) {
+            ForkOptions o;
+            o.count = count;
+            o.prefix = prefix;
+            o.image = image;
+            o.spec = spec;
+            o.max_bytes = max_bytes;
+            client::Forked f = Blocking([&] { return p.Fork(container_name, o); });
+            py::list forks;
+            for (auto& c : f.sandboxes) {
+              auto h = std::make_shared<Handle>();
+              h->sandbox = std::move(c.handle);
+              h->disk_warning = c.disk_warning;
+              forks.append(h);
+            }
+            py::dict d;
+            d["snapshot"] = SnapshotDict(f.snapshot);
+            d["sandboxes"] = forks;
+            d["seconds"] = f.seconds;
+            return d;
+          },
+          py::arg("container_name"), py::arg("count"), py::arg("prefix"), py::arg("image"),
+          py::arg("spec"), py::arg("max_bytes"));
 
   py::class_<Handle, std::shared_ptr<Handle>>(m, "Sandbox", "A handle on one sandbox.")
       .def(
@@ -1143,6 +1183,16 @@ PYBIND11_MODULE(_core, m) {
           "auto_resume", [](Handle& h) { return h.sandbox->auto_resume(); },
           [](Handle& h, bool yes) { h.sandbox->SetAutoResume(yes); })
       .def("info", [](Handle& h) { return InfoDict(Blocking([&] { return h.sandbox->Info(); })); })
+      .def(
+          "snapshot",
+          [](Handle& h, const std::string& image, bool workspace, std::uint64_t max_bytes) {
+            SnapshotOptions o;
+            o.image = image;
+            o.include_workspace = workspace;
+            o.max_bytes = max_bytes;
+            return SnapshotDict(Blocking([&] { return h.sandbox->Snapshot(o); }));
+          },
+          py::arg("image"), py::arg("workspace"), py::arg("max_bytes"))
       .def_property_readonly("container_name",
                              [](const Handle& h) { return h.sandbox->container_name(); })
       .def_property_readonly("resumed", [](const Handle& h) { return h.resumed; })

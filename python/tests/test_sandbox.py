@@ -1,7 +1,9 @@
 """The package's behaviour against real runsc: exec semantics, errors, callbacks, threads,
 list handles, resume, expiry and the run() extension."""
+import json
 import threading
 import time
+import urllib.parse
 
 import pytest
 
@@ -333,3 +335,38 @@ def test_update_resizes_live_and_is_enforced(av):
         with pytest.raises(RuntimeError, match="out of memory") as died:
             box.exec(big, timeout=60)
         assert died.value.code == "sandbox_died"
+
+
+def test_snapshot_then_create_from_it_and_fork(av):
+    """sb.snapshot(tag) keeps what was written outside /workspace; Sandbox(image=tag) starts from
+    it; sb.fork(2) gives two sandboxes with their own copy of /workspace (docs/lifecycle.md,
+    "Snapshots and forks"). In process and through agvisord."""
+    name = unique("snap")
+    src = av.create_sandbox(name=name, limits=SMALL)
+    tag = f"agvisor-test/py-snap:{name}"
+    fork_tag = f"agvisor-test/py-fork:{name}"
+    forks, copy = [], None
+    try:
+        src.exec("echo rootfs > /opt/py-mark && echo ws > /workspace/ws")
+        with pytest.raises(ValueError):
+            src.snapshot("-bad")
+        made = src.snapshot(tag)
+        assert made["image"] == tag and made["bytes"] > 1_000_000
+        copy = av.create_sandbox(image=tag, limits=SMALL)
+        assert copy.exec("cat /opt/py-mark; ls /workspace").stdout == "rootfs\n"
+        forks = src.fork(2, prefix=f"{name}-f", tag=fork_tag)
+        assert [f.name for f in forks] == [f"agvisor-{name}-f-1", f"agvisor-{name}-f-2"]
+        forks[0].exec("echo changed > /workspace/ws")
+        assert forks[1].exec("cat /workspace/ws /opt/py-mark").stdout == "ws\nrootfs\n"
+        assert src.exec("cat /workspace/ws").stdout == "ws\n"
+    finally:
+        for f in forks:
+            f.delete()
+        if copy is not None:
+            copy.stop()
+        src.delete()
+        for _ in range(2):  # the images with the agent (derived, children) first, then the rest
+            _, images = engine("GET", "/images/json?filters=" + urllib.parse.quote(
+                json.dumps({"label": [f"agvisor.snapshot.of={name}"]})))
+            for image in images or []:
+                engine("DELETE", f"/images/{image['Id']}?force=1")

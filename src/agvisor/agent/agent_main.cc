@@ -31,7 +31,7 @@ struct Dispatch {
   int operator()(const ExecOptions& o) const { return RunExec(o); }
   int operator()(const ConnectOptions& o) const { return RunConnect(o); }
   int operator()(const ReadFileOptions& o) const {
-    return RunReadFile(o.path, o.tar, o.socket_path, o.watch_stdin);
+    return RunReadFile(o.path, o.tar, o.socket_path, o.watch_stdin, o.exclude);
   }
   int operator()(const VersionCommand&) const {
     WriteStdout("agvisor-agent " + std::string(kAgentVersion) + " protocol " +

@@ -83,13 +83,17 @@ Exit codes: 0 the relay ended, 1 the socket could not be reached, 2 bad command 
 )";
 
 constexpr std::string_view kReadFileHelp =
-    R"(Usage: agvisor-agent read-file [--tar] [--watch-stdin] [--socket PATH] PATH
+    R"(Usage: agvisor-agent read-file [--tar [--exclude PATH]...] [--watch-stdin] [--socket PATH] PATH
 
 Writes the regular file at the absolute PATH to stdout, byte for byte. PATH resolves as the
 channel's FILE_READ resolves it (symlinks followed, inside the sandbox). The host runs it through
 a `docker exec` to download large files over Docker's own exec stream.
   --tar           write a tar of PATH (a file or a directory) instead, as the channel's
-                  TAR_READ makes it (entries named after PATH's last component)
+                  TAR_READ makes it (entries named after PATH's last component; "/" is
+                  archived as "./", "./etc", ...)
+  --exclude PATH  with --tar: leave out what is below the absolute PATH (a directory stays,
+                  empty; a file is left out). Repeatable. The host's snapshots leave out /proc,
+                  /sys, /dev and the agent's own files this way
   --watch-stdin   stop when stdin reaches its end: the host keeps it open while it reads
                   (Docker does not end an exec whose client went away, and goes on taking
                   its output: without this, a file of terabytes would be read to its end)
@@ -285,7 +289,12 @@ Result<Command> ParseReadFile(const std::vector<std::string>& args) {
   while (!c.done()) {
     if (c.help()) return HelpCommand{std::string(kReadFileHelp)};
     if (AGVISOR_TRY(c.TakePath("--socket", &o.socket_path))) continue;
-    if (c.Flag("--tar")) {
+    std::string excluded;
+    if (AGVISOR_TRY(c.TakePath("--exclude", &excluded))) {
+      if (excluded.front() != '/')
+        return c.Invalid("--exclude: '" + excluded + "' is not absolute");
+      o.exclude.push_back(std::move(excluded));
+    } else if (c.Flag("--tar")) {
       o.tar = true;
     } else if (c.Flag("--watch-stdin")) {
       o.watch_stdin = true;
@@ -298,6 +307,7 @@ Result<Command> ParseReadFile(const std::vector<std::string>& args) {
     }
   }
   if (!have_path || o.path.empty()) return c.Invalid("missing PATH (the file to write)");
+  if (!o.exclude.empty() && !o.tar) return c.Invalid("--exclude needs --tar");
   return o;
 }
 

@@ -66,6 +66,9 @@ struct ReadFileOptions {
   bool tar = false;                             // TAR_READ's stream instead of FILE_READ's bytes
   bool watch_stdin = false;                     // end when stdin closes (the reader went away)
   std::string socket_path{kDefaultSocketPath};  // init's activity socket, held while it runs
+  // --exclude (with --tar): absolute paths whose contents the tar leaves out (a directory stays,
+  // empty): how a snapshot leaves out /proc, /sys, /dev and the agent's own files.
+  std::vector<std::string> exclude;
 };
 
 struct VersionCommand {};

@@ -101,6 +101,18 @@ TEST(ParseCommandLineTest, ReadFile) {
   EXPECT_TRUE(std::holds_alternative<HelpCommand>(*Parse({"read-file", "--help"})));
 }
 
+TEST(ParseCommandLineTest, ReadFileExclude) {
+  auto e = Parse({"read-file", "--tar", "--exclude", "/proc", "--exclude=/sys", "/"});
+  ASSERT_TRUE(e.ok()) << e.error().ToString();
+  const auto& o = std::get<ReadFileOptions>(*e);
+  EXPECT_TRUE(o.tar);
+  EXPECT_EQ(o.exclude, (std::vector<std::string>{"/proc", "/sys"}));
+  EXPECT_EQ(o.path, "/");
+  EXPECT_EQ(ErrorOf({"read-file", "--exclude", "/proc", "/"}), "read-file: --exclude needs --tar");
+  EXPECT_EQ(ErrorOf({"read-file", "--tar", "--exclude", "proc", "/"}),
+            "read-file: --exclude: 'proc' is not absolute");
+}
+
 TEST(ParseCommandLineTest, Connect) {
   auto d = Parse({"connect"});
   ASSERT_TRUE(d.ok());

@@ -484,6 +484,19 @@ class TarReadOp final : public FileOp {
     writer_ = std::move(w).value();
     return Ok();
   }
+  // read-file --tar --exclude: the tar of `path` without what is below `prune`.
+  static Result<std::unique_ptr<FileOp>> Pruned(const std::string& path,
+                                                const std::vector<std::string>& prune) {
+    AGVISOR_RETURN_IF_ERROR(CheckPath("read-file", path));
+    auto op = std::make_unique<TarReadOp>();
+    op->path_ = path;
+    TarStreamWriter::Options o;
+    o.prune = prune;
+    auto w = TarStreamWriter::Open(path, o);
+    if (!w.ok()) return w.error().WithContext("read-file --tar " + path);
+    op->writer_ = std::move(w).value();
+    return std::unique_ptr<FileOp>(std::move(op));
+  }
   bool is_streaming_out() const override { return true; }
 
   Result<Chunk> Pull(std::size_t max_bytes) override {
@@ -611,8 +624,8 @@ bool StdinClosed() {
 
 }  // namespace
 
-int RunReadFile(const std::string& path, bool tar, const std::string& socket_path,
-                bool watch_stdin) {
+int RunReadFile(const std::string& path, bool tar, const std::string& socket_path, bool watch_stdin,
+                const std::vector<std::string>& exclude) {
   auto fail = [](const Error& e) {
     LogLine("read-file: " + e.message());
     return kReadFileExitErrorBase + static_cast<int>(proto::ToWireError(e.code()));
@@ -620,8 +633,14 @@ int RunReadFile(const std::string& path, bool tar, const std::string& socket_pat
   // Activity: held until this process exits (the kernel closes the fd). Missing socket: read
   // anyway (an agent run outside a sandbox).
   auto activity = ConnectActivitySocket(socket_path);
-  std::unique_ptr<FileOp> op =
-      StartFileOp(tar ? Type::kTarRead : Type::kFileRead, proto::PathRequest{path}.Encode());
+  std::unique_ptr<FileOp> op;
+  if (!exclude.empty()) {
+    auto pruned = TarReadOp::Pruned(path, exclude);
+    if (!pruned.ok()) return fail(pruned.error());
+    op = std::move(pruned).value();
+  } else {
+    op = StartFileOp(tar ? Type::kTarRead : Type::kFileRead, proto::PathRequest{path}.Encode());
+  }
   if (auto reply = op->Immediate()) {
     auto e = proto::ErrorPayload::Decode(reply->payload);
     return fail(e.ok() ? e->ToError() : Error::Internal("read-file " + path + ": bad reply"));

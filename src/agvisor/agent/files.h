@@ -42,6 +42,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "agvisor/base/error.h"
 #include "agvisor/proto/messages.h"
@@ -102,8 +103,9 @@ std::unique_ptr<FileOp> StartFileOp(proto::Type type, std::string_view payload);
 // (blocking writes), holding init's activity socket at `socket_path` while it runs. Returns the
 // exit code (proto/exit_codes.h): 0, or kReadFileExitErrorBase + the wire code with the error on
 // stderr.
-// With `watch_stdin`, it ends (exit 0) once stdin reaches its end: the reader went away.
+// With `watch_stdin`, it ends (exit 0) once stdin reaches its end: the reader went away. With
+// `tar`, what is below each absolute path of `exclude` is left out (TarStreamWriter's prune).
 int RunReadFile(const std::string& path, bool tar, const std::string& socket_path,
-                bool watch_stdin = false);
+                bool watch_stdin = false, const std::vector<std::string>& exclude = {});
 
 }  // namespace agvisor::agent

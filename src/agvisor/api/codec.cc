@@ -1307,4 +1307,141 @@ Result<EgressView> ParseEgressViewJson(std::string_view body) {
   return v;
 }
 
+// ---- Snapshots and forks ----
+
+Result<SnapshotOptions> ParseSnapshotRequest(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseObject(body, "snapshot"));
+  AGVISOR_RETURN_IF_ERROR(OnlyKnown(o, "snapshot", {"image", "workspace", "max_bytes"}));
+  SnapshotOptions r;
+  const json::value* image = o.if_contains("image");
+  if (!image) return Bad("image", "missing: the image to make (repo[:tag])");
+  r.image = AGVISOR_TRY(GetString(*image, "image"));
+  if (auto* v = o.if_contains("workspace"))
+    r.include_workspace = AGVISOR_TRY(GetBool(*v, "workspace"));
+  if (auto* v = o.if_contains("max_bytes"); v && !v->is_null()) {
+    const std::int64_t n = AGVISOR_TRY(GetInt(*v, "max_bytes"));
+    if (n <= 0) return Bad("max_bytes", "must be above 0");
+    r.max_bytes = static_cast<std::uint64_t>(n);
+  }
+  return r;
+}
+
+std::string SnapshotRequestJson(const SnapshotOptions& options) {
+  json::object o;
+  o["image"] = options.image;
+  o["workspace"] = options.include_workspace;
+  o["max_bytes"] = options.max_bytes;
+  return Serialize(o);
+}
+
+namespace {
+json::object SnapshotObject(const SnapshotResult& r) {
+  json::object o;
+  o["image"] = r.image;
+  o["image_id"] = r.image_id;
+  o["bytes"] = r.bytes;
+  o["entries"] = r.entries;
+  o["file_bytes"] = r.file_bytes;
+  o["seconds"] = r.seconds;
+  return o;
+}
+
+Result<SnapshotResult> SnapshotFromObject(const json::object& o, std::string_view body) {
+  if (!o.contains("image") || !o.contains("image_id")) return Malformed("snapshot", body);
+  SnapshotResult r;
+  r.image = StringOr(o, "image");
+  r.image_id = StringOr(o, "image_id");
+  r.bytes = static_cast<std::uint64_t>(IntOr(o, "bytes"));
+  r.entries = static_cast<std::uint64_t>(IntOr(o, "entries"));
+  r.file_bytes = static_cast<std::uint64_t>(IntOr(o, "file_bytes"));
+  if (auto* v = o.if_contains("seconds"); v) {
+    auto n = GetNumber(*v, "seconds");
+    if (n.ok()) r.seconds = *n;
+  }
+  return r;
+}
+}  // namespace
+
+std::string SnapshotResultJson(const SnapshotResult& result) {
+  return Serialize(SnapshotObject(result));
+}
+
+Result<SnapshotResult> ParseSnapshotResultJson(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseReply(body, "snapshot"));
+  return SnapshotFromObject(o, body);
+}
+
+Result<ForkOptions> ParseForkRequest(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseObject(body, "fork"));
+  AGVISOR_RETURN_IF_ERROR(OnlyKnown(o, "fork", {"count", "prefix", "image", "max_bytes", "spec"}));
+  ForkOptions r;
+  const json::value* count = o.if_contains("count");
+  if (!count) return Bad("count", "missing: how many forks to make");
+  r.count =
+      static_cast<int>(std::clamp<std::int64_t>(AGVISOR_TRY(GetInt(*count, "count")), -1, 1 << 20));
+  if (auto* v = o.if_contains("prefix"); v && !v->is_null()) {
+    r.prefix = AGVISOR_TRY(GetString(*v, "prefix"));
+  }
+  if (auto* v = o.if_contains("image"); v && !v->is_null()) {
+    r.image = AGVISOR_TRY(GetString(*v, "image"));
+  }
+  if (auto* v = o.if_contains("max_bytes"); v && !v->is_null()) {
+    const std::int64_t n = AGVISOR_TRY(GetInt(*v, "max_bytes"));
+    if (n <= 0) return Bad("max_bytes", "must be above 0");
+    r.max_bytes = static_cast<std::uint64_t>(n);
+  }
+  if (auto* v = o.if_contains("spec"); v && !v->is_null()) {
+    if (!v->is_object()) return Bad("spec", "must be an object (a create request)");
+    if (v->as_object().contains("name") || v->as_object().contains("pool") ||
+        v->as_object().contains("image")) {
+      return Bad("spec", "the forks' name, image and pool are the fork's: leave them out");
+    }
+    auto req = ParseCreateRequest(Serialize(*v));
+    if (!req.ok()) return req.error().WithContext("spec");
+    r.spec = std::move(req->spec);
+  }
+  return r;
+}
+
+std::string ForkRequestJson(const ForkOptions& options) {
+  json::object o;
+  o["count"] = options.count;
+  if (!options.prefix.empty()) o["prefix"] = options.prefix;
+  if (!options.image.empty()) o["image"] = options.image;
+  o["max_bytes"] = options.max_bytes;
+  SandboxSpec spec = options.spec;
+  spec.name.reset();
+  spec.image.clear();
+  o["spec"] = json::parse(CreateRequestJson(spec));
+  return Serialize(o);
+}
+
+std::string ForkResultJson(const ForkView& view) {
+  json::object o;
+  o["snapshot"] = SnapshotObject(view.snapshot);
+  json::array a;
+  for (const auto& v : view.sandboxes) a.push_back(SandboxObject(v));
+  o["sandboxes"] = std::move(a);
+  o["seconds"] = view.seconds;
+  return Serialize(o);
+}
+
+Result<ForkView> ParseForkResultJson(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseReply(body, "fork"));
+  const json::value* snap = o.if_contains("snapshot");
+  const json::value* list = o.if_contains("sandboxes");
+  if (!snap || !snap->is_object() || !list || !list->is_array()) return Malformed("fork", body);
+  ForkView v;
+  v.snapshot = AGVISOR_TRY(SnapshotFromObject(snap->as_object(), body));
+  for (const auto& e : list->as_array()) {
+    if (!e.is_object()) return Malformed("fork", body);
+    v.sandboxes.push_back(AGVISOR_TRY(SandboxFromObject(e.as_object(), body)));
+  }
+  if (auto* s = o.if_contains("seconds"); s) {
+    auto n = GetNumber(*s, "seconds");
+    if (n.ok()) v.seconds = *n;
+  }
+  return v;
+}
+
 }  // namespace agvisor::api

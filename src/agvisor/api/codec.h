@@ -207,6 +207,29 @@ std::string WsWatchEventJson(const WatchEvent& event);
 // {"type":"end"}: the watch is over (the watched directory went away).
 std::string WsEndJson();
 
+// ---- Snapshots and forks (POST /v1/sandboxes/{id}/snapshot, .../fork) ----
+// {"image" (required), "workspace": bool, "max_bytes": N}. Errors: kInvalidArgument naming the
+// field. The image is checked by Sandbox::Snapshot.
+Result<SnapshotOptions> ParseSnapshotRequest(std::string_view body);
+std::string SnapshotRequestJson(const SnapshotOptions& options);
+// {"image", "image_id", "bytes", "entries", "file_bytes", "seconds"}
+std::string SnapshotResultJson(const SnapshotResult& result);
+// Errors: kInternal (not the documented shape).
+Result<SnapshotResult> ParseSnapshotResultJson(std::string_view body);
+// {"count" (required), "prefix", "image", "max_bytes", "spec": {a create request without
+// "name" and "pool"}}. Errors: kInvalidArgument naming the field.
+Result<ForkOptions> ParseForkRequest(std::string_view body);
+std::string ForkRequestJson(const ForkOptions& options);
+// {"snapshot": SnapshotResult, "sandboxes": [Sandbox...], "seconds"}
+struct ForkView {
+  SnapshotResult snapshot;
+  std::vector<SandboxView> sandboxes;
+  double seconds = 0;
+};
+std::string ForkResultJson(const ForkView& view);
+// Errors: kInternal.
+Result<ForkView> ParseForkResultJson(std::string_view body);
+
 // ---- The client's side (client/agvisord_api.h) ----
 // The body of POST /v1/sandboxes for `spec` (its host is not sent: the daemon has its own).
 std::string CreateRequestJson(const SandboxSpec& spec);

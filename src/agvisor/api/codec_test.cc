@@ -575,4 +575,62 @@ TEST(CodecTest, WatchMessagesRoundTripAndBadEventsAreRefused) {
 }
 
 }  // namespace
+TEST(CodecTest, SnapshotAndForkRequestsAndAnswersRoundTrip) {
+  auto s = ParseSnapshotRequest(R"({"image":"snap/a:1","workspace":true,"max_bytes":1024})");
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  EXPECT_EQ(s->image, "snap/a:1");
+  EXPECT_TRUE(s->include_workspace);
+  EXPECT_EQ(s->max_bytes, 1024u);
+  auto back = ParseSnapshotRequest(SnapshotRequestJson(*s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->image, "snap/a:1");
+  EXPECT_EQ(ParseSnapshotRequest(R"({"workspace":true})").error().code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(ParseSnapshotRequest(R"({"image":"a","max_bytes":0})").error().code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(ParseSnapshotRequest(R"({"image":"a","bogus":1})").error().code(),
+            ErrorCode::kInvalidArgument);
+
+  SnapshotResult r{"snap/a:1", "sha256:ab", 1000, 7, 900, 1.5};
+  auto rr = ParseSnapshotResultJson(SnapshotResultJson(r));
+  ASSERT_TRUE(rr.ok());
+  EXPECT_EQ(rr->image_id, "sha256:ab");
+  EXPECT_EQ(rr->bytes, 1000u);
+  EXPECT_EQ(rr->entries, 7u);
+  EXPECT_DOUBLE_EQ(rr->seconds, 1.5);
+
+  ForkOptions f;
+  f.count = 3;
+  f.prefix = "p";
+  f.image = "snap/f:1";
+  f.spec.limits.memory = "1g";
+  f.spec.lifetime = 60;
+  auto fb = ParseForkRequest(ForkRequestJson(f));
+  ASSERT_TRUE(fb.ok()) << fb.error().ToString();
+  EXPECT_EQ(fb->count, 3);
+  EXPECT_EQ(fb->prefix, "p");
+  EXPECT_EQ(fb->image, "snap/f:1");
+  EXPECT_EQ(fb->spec.limits.memory, "1g");
+  EXPECT_EQ(fb->spec.lifetime, 60);
+  EXPECT_FALSE(fb->spec.name.has_value());
+  EXPECT_EQ(ParseForkRequest(R"({"prefix":"p"})").error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(ParseForkRequest(R"({"count":1,"spec":{"name":"x"}})").error().code(),
+            ErrorCode::kInvalidArgument);
+
+  ForkView v;
+  v.snapshot = r;
+  v.seconds = 4;
+  SandboxView sv;
+  sv.id = "p-1";
+  sv.info.container_name = "agvisor-p-1";
+  sv.info.name = "p-1";
+  v.sandboxes.push_back(sv);
+  auto vb = ParseForkResultJson(ForkResultJson(v));
+  ASSERT_TRUE(vb.ok()) << vb.error().ToString();
+  ASSERT_EQ(vb->sandboxes.size(), 1u);
+  EXPECT_EQ(vb->sandboxes[0].info.container_name, "agvisor-p-1");
+  EXPECT_EQ(vb->snapshot.image, "snap/a:1");
+  EXPECT_EQ(ParseForkResultJson("{}").error().code(), ErrorCode::kInternal);
+}
+
 }  // namespace agvisor::api

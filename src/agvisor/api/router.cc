@@ -16,6 +16,8 @@ constexpr std::array kBuiltin = {
     RouteDef{"POST", "/v1/sandboxes/{id}/pause", RouteId::kPauseSandbox},
     RouteDef{"POST", "/v1/sandboxes/{id}/resume", RouteId::kResumeSandbox},
     RouteDef{"POST", "/v1/sandboxes/{id}/update", RouteId::kUpdateSandbox},
+    RouteDef{"POST", "/v1/sandboxes/{id}/snapshot", RouteId::kSnapshotSandbox},
+    RouteDef{"POST", "/v1/sandboxes/{id}/fork", RouteId::kForkSandbox},
     RouteDef{"POST", "/v1/sandboxes/{id}/exec", RouteId::kExec},
     RouteDef{"GET", "/v1/sandboxes/{id}/exec/ws", RouteId::kExecWs, true},
     RouteDef{"GET", "/v1/sandboxes/{id}/files", RouteId::kReadFile, false, true, true},

@@ -26,6 +26,8 @@ enum class RouteId {
   kPauseSandbox,
   kResumeSandbox,
   kUpdateSandbox,
+  kSnapshotSandbox,
+  kForkSandbox,
   kExec,
   kExecWs,
   kReadFile,

@@ -161,10 +161,31 @@ struct TarStreamWriter::DirLevel {
 TarStreamWriter::~TarStreamWriter() = default;
 
 Result<std::unique_ptr<TarStreamWriter>> TarStreamWriter::Open(std::string_view path_in) {
+  return Open(path_in, Options{});
+}
+
+Result<std::unique_ptr<TarStreamWriter>> TarStreamWriter::Open(std::string_view path_in,
+                                                               const Options& options) {
   if (path_in.empty()) return Error::InvalidArgument("tar: empty path");
   std::string path(path_in);
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   std::unique_ptr<TarStreamWriter> w(new TarStreamWriter());
+  // Each prune path as the archive name its entry will have: "/" is archived as "." ("/a" is
+  // "./a"); "/x/b" as "b" ("/x/b/c" is "b/c").
+  const bool as_root = path == "/" || options.name_as_root;
+  for (std::string q : options.prune) {
+    if (q.empty() || q.front() != '/') {
+      return Error::InvalidArgument("tar: prune path '" + q + "' must be absolute");
+    }
+    while (q.size() > 1 && q.back() == '/') q.pop_back();
+    if (path == "/") {
+      if (q != "/") w->prune_.insert("." + q);
+      continue;
+    }
+    if (q != path && !q.starts_with(path + "/")) continue;
+    const std::size_t slash = path.rfind('/');
+    w->prune_.insert((as_root ? std::string(".") : path.substr(slash + 1)) + q.substr(path.size()));
+  }
   if (path == "/") {
     int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return SysError("tar: open /", errno);
@@ -186,7 +207,7 @@ Result<std::unique_ptr<TarStreamWriter>> TarStreamWriter::Open(std::string_view 
   if (fstatat(parent_fd.get(), base.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     return SysError("tar: stat " + path, errno);
   }
-  AGVISOR_RETURN_IF_ERROR(w->AddEntry(parent_fd.get(), base, base));
+  AGVISOR_RETURN_IF_ERROR(w->AddEntry(parent_fd.get(), base, as_root ? "." : base));
   return w;
 }
 
@@ -199,6 +220,7 @@ Result<void> TarStreamWriter::AddEntry(int dirfd, const std::string& name,
     if (errno == ENOENT) return Ok();
     return SysError("tar: stat '" + archive_name + "'", errno);
   }
+  if (!S_ISDIR(st.st_mode) && prune_.contains(archive_name)) return Ok();
   EntryMeta m;
   m.name = archive_name;
   if (S_ISREG(st.st_mode)) {
@@ -228,7 +250,10 @@ Result<void> TarStreamWriter::AddEntry(int dirfd, const std::string& name,
     if (fstat(level.fd.get(), &st) != 0) {
       return SysError("tar: fstat '" + archive_name + "'", errno);
     }
-    level.names = AGVISOR_TRY(SortedDirNames(level.fd.get(), "'" + archive_name + "'"));
+    // A pruned directory is archived empty (its names are not listed).
+    if (!prune_.contains(archive_name)) {
+      level.names = AGVISOR_TRY(SortedDirNames(level.fd.get(), "'" + archive_name + "'"));
+    }
     level.archive_name = archive_name;
     m.type = '5';
     m.name += '/';

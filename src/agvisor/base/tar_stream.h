@@ -45,9 +45,22 @@ struct TarChunk {
 // tree. Memory: one read of at most max_bytes, the names of one directory per level of depth.
 class TarStreamWriter {
  public:
+  struct Options {
+    // Absolute paths below the archived path whose contents are left out: a directory there is
+    // archived empty (a mount point stays), anything else is left out. A snapshot of "/" prunes
+    // /proc, /sys, /dev and the agent's own files this way (Sandbox::Snapshot). Paths that are
+    // not below the archived path are ignored.
+    std::vector<std::string> prune;
+    // Name the entries as an archive of "/" names them ("./", "./a", ...) whatever `path` is:
+    // for tests of what a snapshot's stream looks like.
+    bool name_as_root = false;
+  };
   // Opens `path` (symlinks in its parent directories are followed). Errors: kInvalidArgument
-  // (empty path), those of open/fstatat naming the path (kNotFound, kPermissionDenied, ...).
+  // (empty path, a prune path that is not absolute), those of open/fstatat naming the path
+  // (kNotFound, kPermissionDenied, ...).
   static Result<std::unique_ptr<TarStreamWriter>> Open(std::string_view path);
+  static Result<std::unique_ptr<TarStreamWriter>> Open(std::string_view path,
+                                                       const Options& options);
   ~TarStreamWriter();
 
   // The next at most `max_bytes` (> 0) bytes of the archive; `end` with the last ones (the data
@@ -63,7 +76,8 @@ class TarStreamWriter {
   Result<void> Advance();
 
   std::vector<DirLevel> stack_;
-  std::string pending_;  // header / padding bytes ready to go out
+  std::unordered_set<std::string> prune_;  // archive names of Options::prune
+  std::string pending_;                    // header / padding bytes ready to go out
   std::size_t pending_pos_ = 0;
   UniqueFd file_;          // the regular file whose data is being sent
   std::string file_name_;  // its archive name, for errors

@@ -119,6 +119,8 @@ Subcommand AddCreate, AddRun, AddExec, AddList, AddTop, AddEgress, AddStop, AddR
 Subcommand AddMcp;
 // pause, resume, update (sandbox_cmds.cc).
 Subcommand AddPause, AddResume, AddUpdate;
+// snapshot, fork (snapshot_cmd.cc).
+Subcommand AddSnapshot, AddFork;
 // watch (watch_cmd.cc).
 Subcommand AddWatch;
 

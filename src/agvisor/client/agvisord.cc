@@ -138,6 +138,11 @@ class RemoteHandle final : public SandboxHandle {
     v.info.host = ServerAddressString(client_->endpoint());
     return v.info;
   }
+  Result<SnapshotResult> Snapshot(const SnapshotOptions& options) override {
+    auto r = AGVISOR_TRY(Checked(client_->SnapshotSandbox(id_, options)));
+    if (options.progress) options.progress(r.bytes);
+    return r;
+  }
   // Held in the client by sandbox id (its requests carry resume=false), released with the handle.
   void SetAutoResume(bool yes) override {
     auto_resume_ = yes;
@@ -222,6 +227,21 @@ class RemotePlace final : public AgvisordPlace {
   Result<LiveLimits> Update(std::string_view container_name, const LimitsUpdate& update) override {
     AGVISOR_RETURN_IF_ERROR(ValidateLimitsUpdate(update));  // before any request
     return client_->UpdateSandbox(api::SandboxIdFor(container_name), update);
+  }
+  Result<Forked> Fork(std::string_view container_name, const ForkOptions& options) override {
+    auto v = AGVISOR_TRY(client_->ForkSandbox(api::SandboxIdFor(container_name), options));
+    if (options.progress) options.progress(v.snapshot.bytes);
+    Forked out;
+    out.snapshot = std::move(v.snapshot);
+    out.seconds = v.seconds;
+    for (auto& s : v.sandboxes) {
+      Created c;
+      c.name = s.info.name;
+      c.disk_warning = s.disk_warning;
+      c.handle = std::make_unique<RemoteHandle>(client_, s.info.container_name, /*seen=*/true);
+      out.sandboxes.push_back(std::move(c));
+    }
+    return out;
   }
   void SetAutoResume(bool yes) override { client_->set_auto_resume(yes); }
   Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) override {

@@ -598,6 +598,25 @@ Result<void> RemoteClient::PauseSandbox(std::string_view id, bool pause) {
   return Ok();
 }
 
+Result<SnapshotResult> RemoteClient::SnapshotSandbox(std::string_view id,
+                                                     const SnapshotOptions& options) {
+  http::Request req{.method = "POST", .target = SandboxPath(id) + "/snapshot"};
+  req.body = api::SnapshotRequestJson(options);
+  req.content_type = "application/json";
+  req.timeout = std::chrono::hours(2);  // gigabytes through the checker into the import
+  auto r = AGVISOR_TRY(Call(std::move(req)));
+  return api::ParseSnapshotResultJson(r.body);
+}
+
+Result<api::ForkView> RemoteClient::ForkSandbox(std::string_view id, const ForkOptions& options) {
+  http::Request req{.method = "POST", .target = SandboxPath(id) + "/fork"};
+  req.body = api::ForkRequestJson(options);
+  req.content_type = "application/json";
+  req.timeout = std::chrono::hours(2);
+  auto r = AGVISOR_TRY(Call(std::move(req)));
+  return api::ParseForkResultJson(r.body);
+}
+
 Result<api::SandboxView> RemoteClient::GetSandbox(std::string_view id) {
   auto r = AGVISOR_TRY(Call({.method = "GET", .target = SandboxPath(id)}));
   return api::ParseSandboxJson(r.body);

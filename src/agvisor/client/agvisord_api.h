@@ -85,6 +85,9 @@ class RemoteClient {
   Result<void> PauseSandbox(std::string_view id, bool pause);
   // POST /v1/sandboxes/{id}/update: the limits the sandbox runs under afterwards.
   Result<LiveLimits> UpdateSandbox(std::string_view id, const LimitsUpdate& update);
+  // POST /v1/sandboxes/{id}/snapshot and .../fork (the daemon does the work; long timeouts).
+  Result<SnapshotResult> SnapshotSandbox(std::string_view id, const SnapshotOptions& options);
+  Result<api::ForkView> ForkSandbox(std::string_view id, const ForkOptions& options);
   // false: every request from now on carries `resume=false` (calls on a paused sandbox fail
   // with kConflict instead of resuming it).
   void set_auto_resume(bool yes) { auto_resume_ = yes; }

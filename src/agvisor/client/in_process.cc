@@ -114,6 +114,9 @@ class LocalHandle final : public SandboxHandle {
     return sb_->Remove(path, recursive);
   }
   Result<SandboxInfo> Info() override { return sb_->Info(); }
+  Result<SnapshotResult> Snapshot(const SnapshotOptions& options) override {
+    return sb_->Snapshot(options);
+  }
   void SetAutoResume(bool yes) override { sb_->set_auto_resume(yes); }
   bool auto_resume() const override { return sb_->auto_resume(); }
   Sandbox* library() override { return sb_.get(); }
@@ -158,6 +161,24 @@ class LocalPlace final : public Place {
     AGVISOR_RETURN_IF_ERROR(ValidateLimitsUpdate(update));  // before any request
     auto sb = AGVISOR_TRY(Sandbox::Open(container_name, host_));
     return sb->Update(update);
+  }
+  Result<Forked> Fork(std::string_view container_name, const ForkOptions& options) override {
+    auto sb = AGVISOR_TRY(Sandbox::Open(container_name, host_));
+    sb->set_auto_resume(auto_resume_);
+    ForkOptions o = options;
+    o.spec.host = host_;
+    auto r = AGVISOR_TRY(agvisor::Fork(*sb, o));
+    Forked out;
+    out.snapshot = std::move(r.snapshot);
+    out.seconds = r.seconds;
+    for (auto& f : r.sandboxes) {
+      Created c;
+      c.name = f->name();
+      c.disk_warning = f->disk_warning();
+      c.handle = std::make_unique<LocalHandle>(std::move(f));
+      out.sandboxes.push_back(std::move(c));
+    }
+    return out;
   }
   void SetAutoResume(bool yes) override { auto_resume_ = yes; }
   Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) override {

@@ -128,6 +128,14 @@ class SandboxHandle {
   // sandbox fail with kConflict instead of resuming it.
   virtual void SetAutoResume(bool yes) = 0;
   virtual bool auto_resume() const = 0;
+  // As Sandbox::Snapshot (docs/lifecycle.md, "Snapshots and forks"). Through agvisord the
+  // daemon checks the stream and options.progress is called once, at the end. The default (a
+  // handle that cannot): kUnsupported.
+  virtual Result<SnapshotResult> Snapshot(const SnapshotOptions& options) {
+    (void)options;
+    return Error::Unsupported("snapshot of " + container_name() +
+                              ": this place does not make snapshots");
+  }
   // The library's Sandbox behind an in-process handle, for what only the library offers (the
   // desktop verbs of sandbox/desktop.h, the sandbox's idle_ttl); nullptr through agvisord.
   virtual Sandbox* library() { return nullptr; }
@@ -139,6 +147,13 @@ struct Created {
   std::optional<std::string> name;
   bool resumed = false;
   std::string disk_warning;
+};
+
+// What Fork reports: the snapshot and the running forks, PREFIX-1 first.
+struct Forked {
+  SnapshotResult snapshot;
+  std::vector<Created> sandboxes;
+  double seconds = 0;
 };
 
 class Place {
@@ -162,6 +177,15 @@ class Place {
   // default) or fail with kConflict naming the state and how to resume (Sandbox::auto_resume;
   // through agvisord each request says so with `resume=false`).
   virtual void SetAutoResume(bool yes) = 0;
+  // As agvisor::Fork (snapshot.h) of the named sandbox `container_name`: a snapshot with its
+  // /workspace, then options.count sandboxes from it. options.spec's host is the place's.
+  // Through agvisord the daemon does it all; options.progress is called once, at the end. The
+  // default (a place that cannot): kUnsupported.
+  virtual Result<Forked> Fork(std::string_view container_name, const ForkOptions& options) {
+    (void)options;
+    return Error::Unsupported("fork of " + std::string(container_name) +
+                              ": this place does not make forks");
+  }
   // One sample of the runtime's stats for a running sandbox (about a second).
   virtual Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) = 0;
 };

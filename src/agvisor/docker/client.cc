@@ -670,15 +670,16 @@ Result<ImageInfo> Client::InspectImage(std::string_view image) {
 
 Result<std::string> Client::ImportImage(std::string_view repo, std::string_view tag,
                                         const http::BodySource& tar,
-                                        const ProgressCallback& progress) {
+                                        const ProgressCallback& progress,
+                                        const std::vector<std::string>& changes) {
   AGVISOR_RETURN_IF_ERROR(ValidateImageRef(repo));
   AGVISOR_RETURN_IF_ERROR(ValidateTag(tag));
   const std::string object = std::string(repo) + ":" + std::string(tag);
-  auto resp = AGVISOR_TRY(SendTar(
-      "POST",
-      "/images/create" +
-          BuildQuery({{"fromSrc", "-"}, {"repo", std::string(repo)}, {"tag", std::string(tag)}}),
-      tar, "import image", object));
+  std::vector<std::pair<std::string, std::string>> q = {
+      {"fromSrc", "-"}, {"repo", std::string(repo)}, {"tag", std::string(tag)}};
+  for (const std::string& c : changes) q.emplace_back("changes", c);
+  auto resp =
+      AGVISOR_TRY(SendTar("POST", "/images/create" + BuildQuery(q), tar, "import image", object));
   ProgressDecoder decoder("import image", object);
   auto on = [&progress](const ProgressMessage& m) {
     if (progress) progress(FormatProgress(m));

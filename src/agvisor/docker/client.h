@@ -224,8 +224,12 @@ class Client {
   Result<ImageInfo> InspectImage(std::string_view image);
   // Imports a root file system tar (streamed from `tar`) as repo:tag; returns the image id.
   // `progress` gets the daemon's status lines (after the upload: the daemon answers at the end).
+  // `changes`: Dockerfile lines applied to the image's configuration (ENV, WORKDIR, USER, LABEL,
+  // CMD, ...), one `changes` query value each. An error of `tar` drops the connection mid-body
+  // (the daemon sees a broken upload and makes no image) and is returned.
   Result<std::string> ImportImage(std::string_view repo, std::string_view tag,
-                                  const http::BodySource& tar, const ProgressCallback& progress);
+                                  const http::BodySource& tar, const ProgressCallback& progress,
+                                  const std::vector<std::string>& changes = {});
   // Pulls `ref` ("name[:tag]" or "name@digest"; no tag = latest) from its registry, streaming
   // progress. Errors: kUnavailable (registry unreachable), kNotFound (no such image/tag), ...
   Result<void> PullImage(std::string_view ref, const ProgressCallback& progress);

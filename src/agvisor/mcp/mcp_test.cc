@@ -244,7 +244,7 @@ TEST_F(McpTest, EveryToolHasADescriptionAndAnObjectSchema) {
        {"create_sandbox", "list_sandboxes", "stop_sandbox", "delete_sandbox", "update_sandbox",
         "exec", "read_file", "write_file", "list_files", "start_process", "list_processes",
         "kill_process", "desktop_screenshot", "desktop_click", "desktop_move", "desktop_type",
-        "desktop_key", "desktop_scroll"}) {
+        "desktop_key", "desktop_scroll", "snapshot_sandbox"}) {
     EXPECT_TRUE(names.count(want)) << want;
   }
 }

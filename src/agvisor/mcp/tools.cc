@@ -150,6 +150,23 @@ Result<ToolResult> UpdateSandbox(const json::object& a, CallContext& ctx) {
                      {"pids", live.pids}});
 }
 
+// ---- Snapshots ----
+
+Result<ToolResult> SnapshotSandbox(const json::object& a, CallContext& ctx) {
+  auto sb = AGVISOR_TRY(Open(a, ctx));
+  SnapshotOptions o;
+  o.image = *Str(a, "image");
+  o.include_workspace = Bool(a, "workspace", false);
+  auto r = AGVISOR_TRY(sb->Snapshot(o));
+  json::object out;
+  out["image"] = r.image;
+  out["image_id"] = r.image_id;
+  out["bytes"] = r.bytes;
+  out["entries"] = r.entries;
+  out["seconds"] = r.seconds;
+  return Structured(std::move(out));
+}
+
 // ---- Commands ----
 
 Result<ToolResult> Exec(const json::object& a, CallContext& ctx) {
@@ -356,6 +373,14 @@ const Tool kTools[] = {
   "memory": {"type": "string", "description": "RAM cap in Docker syntax, e.g. 512m, 2g (no swap)"},
   "pids": {"type": "integer", "minimum": 1, "description": "most processes and threads"}}})js",
      UpdateSandbox},
+    {"snapshot_sandbox",
+     "Make a Docker image of a sandbox's root file system as the sandbox sees it (files written "
+     "anywhere, /workspace only with 'workspace'); running processes are not kept. "
+     "create_sandbox with 'image' set to the returned image starts from it.",
+     R"js({"type": "object", "additionalProperties": false, "required": ["sandbox", "image"], "properties": { $SANDBOX,
+  "image": {"type": "string", "description": "the image to make, repo[:tag] (:latest when no tag)"},
+  "workspace": {"type": "boolean", "description": "include /workspace (default false)"}}})js",
+     SnapshotSandbox},
     {"exec",
      "Run a command in a sandbox to its end and return exit_code, stdout and stderr. At the "
      "timeout the whole process tree is killed and exit_code is 124. Each of stdout and stderr "

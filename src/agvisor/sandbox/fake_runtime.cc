@@ -296,6 +296,28 @@ Result<InstanceInfo> FakeRuntime::Inspect(std::string_view ref) {
                       .created_unix = i->created_unix};
 }
 
+namespace {
+Error NoImages(std::string_view what) {
+  return Error::Unsupported(std::string(what) +
+                            ": the fake runtime makes no images (snapshots need a Docker host)");
+}
+}  // namespace
+
+Result<ImageConfig> FakeRuntime::ImageConfigOf(std::string_view image) {
+  return NoImages("inspect image " + std::string(image));
+}
+Result<std::string> FakeRuntime::ImportImage(std::string_view ref, const ImageConfig&,
+                                             const channel::ByteSource&,
+                                             const std::function<void(std::string_view)>&) {
+  return NoImages("import image " + std::string(ref));
+}
+Result<std::vector<std::string>> FakeRuntime::ImagesWithLabel(std::string_view label) {
+  return NoImages("list images labelled " + std::string(label));
+}
+Result<bool> FakeRuntime::RemoveImage(std::string_view ref) {
+  return NoImages("remove image " + std::string(ref));
+}
+
 Result<void> FakeRuntime::Pause(std::string_view id) {
   std::lock_guard lock(mu_);
   if (auto e = Record("Pause", id)) return *e;

@@ -87,6 +87,13 @@ class FakeRuntime final : public Runtime {
   Result<bool> Remove(std::string_view ref) override;
   // SIGSTOP / SIGCONT to the instance's agent (a real freeze: its clock runs on, as under runsc);
   // status "paused" / "running". kConflict as Docker's: not running, or already so.
+  // Images: unsupported (a fake makes no images): kUnsupported, naming the runtime.
+  Result<ImageConfig> ImageConfigOf(std::string_view image) override;
+  Result<std::string> ImportImage(std::string_view ref, const ImageConfig& config,
+                                  const channel::ByteSource& tar,
+                                  const std::function<void(std::string_view)>& progress) override;
+  Result<std::vector<std::string>> ImagesWithLabel(std::string_view label) override;
+  Result<bool> RemoveImage(std::string_view ref) override;
   Result<void> Pause(std::string_view id) override;
   Result<void> Unpause(std::string_view id) override;
   // Kept in memory (source "fake"; a created instance starts with its spec's limits, an added

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "agvisor/base/error.h"
+#include "agvisor/channel/channel.h"
 #include "agvisor/channel/transport.h"
 #include "agvisor/egress/policy.h"
 #include "agvisor/sandbox/spec.h"
@@ -90,6 +91,16 @@ struct InstanceSummary {
   // The runtime's own helper (the agent-image filler), not a sandbox: listed so that a sweep
   // removes leftovers of it, skipped by Sandbox::List.
   bool helper = false;
+};
+
+// The configuration of an image that a snapshot carries over (Runtime::ImageConfigOf,
+// ImportImage): what its processes start with. The command is not among it: a sandbox's PID 1 is
+// always the agent.
+struct ImageConfig {
+  std::vector<std::string> env;  // "K=V"
+  std::string working_dir;       // "" = /
+  std::string user;              // "" = root
+  Labels labels;
 };
 
 // One instance to make, runtime-neutral: built from a SandboxSpec by BuildInstanceSpec
@@ -205,6 +216,23 @@ class Runtime {
   // code. Errors: as OpenExecStream, and `on_stdout`'s as they are.
   virtual Result<int> RunExec(std::string_view id, const std::vector<std::string>& argv,
                               const OutputSink& on_stdout, const StderrSink& on_stderr) = 0;
+
+  // ---- Images (snapshots: Sandbox::Snapshot) ----
+  // The configuration of `image` (a reference or id). Errors: kNotFound, kUnavailable.
+  virtual Result<ImageConfig> ImageConfigOf(std::string_view image) = 0;
+  // Makes image `ref` ("repo:tag") from the root file system tar that `tar` supplies, with
+  // `config`; `progress` gets the runtime's own status lines. The upload is streamed: an error
+  // of `tar` aborts it (the runtime sees a broken upload, never a complete one) and is returned.
+  // Returns the image's id. Errors: kInvalidArgument (ref, or a config value the runtime cannot
+  // carry: names it), kUnsupported (this runtime makes no images), kUnavailable, `tar`'s.
+  virtual Result<std::string> ImportImage(
+      std::string_view ref, const ImageConfig& config, const channel::ByteSource& tar,
+      const std::function<void(std::string_view)>& progress) = 0;
+  // The ids of the images carrying `label` ("key=value"). Errors: kUnavailable.
+  virtual Result<std::vector<std::string>> ImagesWithLabel(std::string_view label) = 0;
+  // Removes image `ref` (its tag; the image when it was the last). Returns whether one was
+  // there. Errors: kConflict (a container uses it), kUnavailable.
+  virtual Result<bool> RemoveImage(std::string_view ref) = 0;
 
   // ---- Volumes ----
   // Makes volume `name` with `labels` unless it exists. Returns whether this call made it.

@@ -40,6 +40,7 @@
 #include "agvisor/base/error.h"
 #include "agvisor/channel/channel.h"
 #include "agvisor/sandbox/agent_paths.h"
+#include "agvisor/sandbox/snapshot.h"
 #include "agvisor/sandbox/spec.h"
 
 namespace agvisor {
@@ -332,6 +333,17 @@ class Sandbox {
   // ssh:// and tcp:// Docker hosts; the message names the way out), kPermissionDenied (not
   // root), kSandboxDied (it is not running: why), kUnavailable.
   Result<LiveLimits> Update(const LimitsUpdate& update);
+
+  // ---- Snapshots (snapshot.h; docs/lifecycle.md, "Snapshots and forks") ----
+  // Makes image options.image of the sandbox's root file system as the sandbox sees it (the
+  // agent's tar of "/", checked on the host, streamed into the runtime's image import), keeping
+  // the image's env, working directory and user, labelled agvisor.snapshot.of=<name>. Processes
+  // are not kept. Resumes a sandbox this process paused (as every call does). Errors:
+  // kInvalidArgument (options; a stream the host's checker refused, naming the entry),
+  // kResourceExhausted (past options.max_bytes), kConflict (paused and not to be resumed),
+  // kUnsupported (the runtime makes no images; an agent that predates snapshots),
+  // kSandboxDied, kUnavailable. On any error no image of this call is left.
+  Result<SnapshotResult> Snapshot(const SnapshotOptions& options);
 
   // Removes the container; a named sandbox keeps its volume. Idempotent.
   Result<void> Stop();

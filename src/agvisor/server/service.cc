@@ -313,6 +313,40 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
       auto info = AGVISOR_TRY(sb->Info());
       return Json(200, api::SandboxJson({id, std::move(info), {}, {}}));
     }
+    case api::RouteId::kSnapshotSandbox: {
+      SnapshotOptions o = AGVISOR_TRY(api::ParseSnapshotRequest(req.body));
+      auto sb = AGVISOR_TRY(Get(id));
+      auto r = AGVISOR_TRY(sb->Snapshot(o));
+      LogEvent("info", "sandbox snapshot made",
+               {{"id", id}, {"image", r.image}, {"bytes", std::to_string(r.bytes)}});
+      return Json(200, api::SnapshotResultJson(r));
+    }
+    case api::RouteId::kForkSandbox: {
+      ForkOptions o = AGVISOR_TRY(api::ParseForkRequest(req.body));
+      auto sb = AGVISOR_TRY(Get(id));
+      auto forked = AGVISOR_TRY(Fork(*sb, o));
+      api::ForkView view;
+      view.snapshot = forked.snapshot;
+      view.seconds = forked.seconds;
+      for (auto& f : forked.sandboxes) {
+        std::shared_ptr<Sandbox> made = std::move(f);
+        const std::string sid = api::SandboxIdFor(made->container_name());
+        {
+          std::lock_guard lock(mu_);
+          handles_[sid] = made;
+          if (ended_.erase(sid)) std::erase(ended_order_, sid);
+        }
+        api::SandboxView v{sid, {}, false, made->disk_warning()};
+        auto info = made->Info();
+        if (info.ok()) v.info = std::move(*info);
+        view.sandboxes.push_back(std::move(v));
+      }
+      LogEvent("info", "sandbox forked",
+               {{"id", id},
+                {"image", view.snapshot.image},
+                {"count", std::to_string(view.sandboxes.size())}});
+      return Json(200, api::ForkResultJson(view));
+    }
     case api::RouteId::kExec: {
       auto er = AGVISOR_TRY(api::ParseExecRequest(req.body, /*websocket=*/false));
       auto sb = AGVISOR_TRY(Get(id));

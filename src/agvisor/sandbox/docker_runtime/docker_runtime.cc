@@ -349,6 +349,105 @@ Result<std::optional<Labels>> DockerRuntime::VolumeLabels(std::string_view name)
   return std::optional<Labels>(std::move(v->labels));
 }
 
+namespace {
+
+// A value for a Dockerfile line of the import's `changes`: in double quotes, with '\\', '"'
+// and '$' escaped (the daemon expands variables in ENV, WORKDIR, USER and LABEL: an escaped '$'
+// stays a '$'). The changes are joined with newlines before they are parsed, so a value with a
+// newline (or any control character) could add a line of its own: refused.
+Result<std::string> Quoted(std::string_view what, std::string_view value) {
+  std::string out = "\"";
+  for (char c : value) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return Error::InvalidArgument("snapshot: " + std::string(what) +
+                                    " holds a control character (a newline?), which an image "
+                                    "import cannot carry; change it before the snapshot");
+    }
+    if (c == '\\' || c == '"' || c == '$') out += '\\';
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+
+bool NameChars(std::string_view s, std::string_view extra) {
+  if (s.empty() || s.size() > 255) return false;
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || extra.find(c) != std::string_view::npos;
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ImportChanges(const ImageConfig& config) {
+  std::vector<std::string> out;
+  for (const std::string& kv : config.env) {
+    const auto eq = kv.find('=');
+    const std::string key = kv.substr(0, eq);
+    if (eq == std::string::npos || !NameChars(key, "") || (key[0] >= '0' && key[0] <= '9')) {
+      return Error::InvalidArgument("snapshot: environment entry '" + kv.substr(0, 64) +
+                                    "' is not NAME=VALUE with a plain NAME");
+    }
+    out.push_back("ENV " + key + "=" +
+                  AGVISOR_TRY(Quoted("environment variable " + key, kv.substr(eq + 1))));
+  }
+  if (!config.working_dir.empty()) {
+    out.push_back("WORKDIR " + AGVISOR_TRY(Quoted("the working directory", config.working_dir)));
+  }
+  if (!config.user.empty()) {
+    out.push_back("USER " + AGVISOR_TRY(Quoted("the user", config.user)));
+  }
+  for (const auto& [k, v] : config.labels) {
+    if (!NameChars(k, ".-/")) {
+      return Error::InvalidArgument("snapshot: label name '" + k.substr(0, 64) +
+                                    "' has characters other than letters, digits and ._-/");
+    }
+    out.push_back("LABEL " + k + "=" + AGVISOR_TRY(Quoted("label " + k, v)));
+  }
+  return out;
+}
+
+Result<ImageConfig> DockerRuntime::ImageConfigOf(std::string_view image) {
+  auto info = AGVISOR_TRY(client_->InspectImage(image));
+  ImageConfig c;
+  c.env = std::move(info.env);
+  c.working_dir = std::move(info.working_dir);
+  c.user = std::move(info.user);
+  c.labels = std::move(info.labels);
+  return c;
+}
+
+Result<std::string> DockerRuntime::ImportImage(
+    std::string_view ref, const ImageConfig& config, const channel::ByteSource& tar,
+    const std::function<void(std::string_view)>& progress) {
+  // "repo:tag": the tag is after the last ':' that follows the last '/' (a registry's port is
+  // not a tag).
+  const auto slash = ref.rfind('/');
+  const auto colon = ref.rfind(':');
+  if (colon == std::string_view::npos || (slash != std::string_view::npos && colon < slash)) {
+    return Error::InvalidArgument("import image " + std::string(ref) + ": needs a tag (repo:tag)");
+  }
+  auto changes = AGVISOR_TRY(ImportChanges(config));
+  return client_->ImportImage(ref.substr(0, colon), ref.substr(colon + 1), tar, progress, changes);
+}
+
+Result<std::vector<std::string>> DockerRuntime::ImagesWithLabel(std::string_view label) {
+  auto images = AGVISOR_TRY(client_->ListImages({std::string(label)}));
+  std::vector<std::string> ids;
+  for (auto& i : images) ids.push_back(std::move(i.id));
+  return ids;
+}
+
+Result<bool> DockerRuntime::RemoveImage(std::string_view ref) {
+  auto r = client_->RemoveImage(ref, /*force=*/false);
+  if (r.ok()) return true;
+  if (r.error().code() == ErrorCode::kNotFound) return false;
+  return r.error();
+}
+
 Result<bool> DockerRuntime::EnsureVolume(std::string_view name, const Labels& labels) {
   auto had = client_->InspectVolume(name);
   if (!had.ok() && had.error().code() != ErrorCode::kNotFound) return had.error();

@@ -29,6 +29,13 @@ Result<std::shared_ptr<docker::Client>> HostClient(std::string_view host);
 // spec.runtime is the "-none" twin the container is made NetworkDisabled (gVisor's own stack).
 docker::ContainerConfig ToContainerConfig(const InstanceSpec& spec);
 
+// The Engine API import's `changes` for `config`: one Dockerfile line each ("ENV K=\"v\"",
+// "WORKDIR \"/w\"", "USER \"u\"", "LABEL k=\"v\""), values quoted with '\\', '"' and '$'
+// escaped, so nothing is expanded or split. Pure. Errors: kInvalidArgument for a value with a
+// newline, NUL or other control character (a Dockerfile line cannot carry it), or a malformed
+// variable or label name.
+Result<std::vector<std::string>> ImportChanges(const ImageConfig& config);
+
 class DockerRuntime final : public Runtime {
  public:
   DockerRuntime(std::string host, std::shared_ptr<docker::Client> client);
@@ -72,6 +79,15 @@ class DockerRuntime final : public Runtime {
                                                              StderrSink on_stderr) override;
   Result<int> RunExec(std::string_view id, const std::vector<std::string>& argv,
                       const OutputSink& on_stdout, const StderrSink& on_stderr) override;
+
+  Result<ImageConfig> ImageConfigOf(std::string_view image) override;
+  // POST /images/create?fromSrc=- with the config as `changes` (Dockerfile ENV, WORKDIR, USER,
+  // LABEL lines: see ImportChanges).
+  Result<std::string> ImportImage(std::string_view ref, const ImageConfig& config,
+                                  const channel::ByteSource& tar,
+                                  const std::function<void(std::string_view)>& progress) override;
+  Result<std::vector<std::string>> ImagesWithLabel(std::string_view label) override;
+  Result<bool> RemoveImage(std::string_view ref) override;
 
   Result<bool> EnsureVolume(std::string_view name, const Labels& labels) override;
   Result<std::optional<Labels>> VolumeLabels(std::string_view name) override;

@@ -330,6 +330,33 @@ Result<LiveLimits> KubernetesRuntime::Resize(std::string_view id, const ResizeSp
                             "the limits you need");
 }
 
+namespace {
+Error NoImages(std::string_view what) {
+  return Error::Unsupported(std::string(what) +
+                            ": the Kubernetes runtime makes no images (a snapshot needs a node's "
+                            "image store and a registry the cluster pulls from); snapshot and "
+                            "fork on a Docker host");
+}
+}  // namespace
+
+Result<ImageConfig> KubernetesRuntime::ImageConfigOf(std::string_view image) {
+  return NoImages("read the configuration of image " + std::string(image));
+}
+
+Result<std::string> KubernetesRuntime::ImportImage(std::string_view ref, const ImageConfig&,
+                                                   const channel::ByteSource&,
+                                                   const std::function<void(std::string_view)>&) {
+  return NoImages("make image " + std::string(ref));
+}
+
+Result<std::vector<std::string>> KubernetesRuntime::ImagesWithLabel(std::string_view) {
+  return std::vector<std::string>{};  // it makes none
+}
+
+Result<bool> KubernetesRuntime::RemoveImage(std::string_view ref) {
+  return NoImages("remove image " + std::string(ref));
+}
+
 Result<LiveLimits> KubernetesRuntime::ReadLimits(std::string_view id) {
   return Error::Unsupported("read the live limits of sandbox " + std::string(id) +
                             ": the Kubernetes runtime reports only the create-time limits");

@@ -82,6 +82,13 @@ class KubernetesRuntime final : public Runtime {
   Result<void> Unpause(std::string_view id) override;  // kUnsupported
   Result<LiveLimits> Resize(std::string_view id, const ResizeSpec& spec) override;  // kUnsupported
   Result<LiveLimits> ReadLimits(std::string_view id) override;                      // kUnsupported
+  // Images live in registries a cluster pulls from; snapshots need a node's image store.
+  Result<ImageConfig> ImageConfigOf(std::string_view image) override;  // kUnsupported
+  Result<std::string> ImportImage(
+      std::string_view ref, const ImageConfig& config, const channel::ByteSource& tar,
+      const std::function<void(std::string_view)>& progress) override;  // kUnsupported
+  Result<std::vector<std::string>> ImagesWithLabel(std::string_view label) override;  // none
+  Result<bool> RemoveImage(std::string_view ref) override;                            // kUnsupported
   void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) override;
   bool EndedByMemoryLimit(std::string_view id) override;
 

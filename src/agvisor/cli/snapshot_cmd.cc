@@ -1,0 +1,154 @@
+// snapshot, fork (docs/lifecycle.md, "Snapshots and forks").
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "agvisor/cli/common.h"
+#include "agvisor/sandbox/snapshot.h"
+#include "agvisor/sandbox/spec.h"
+
+namespace agvisor::cli {
+namespace {
+
+// "1.2 GB" / "340.5 MB".
+std::string Megabytes(std::uint64_t bytes) {
+  char buf[48];
+  if (bytes >= 1000000000) {
+    std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(bytes) / 1e9);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(bytes) / 1e6);
+  }
+  return buf;
+}
+
+// Progress on stderr: the bytes checked and sent so far, at most once a second (a line each;
+// on a terminal the line is rewritten in place).
+std::function<void(std::uint64_t)> ProgressLine(const std::string& what) {
+  auto last = std::make_shared<std::chrono::steady_clock::time_point>();
+  const bool tty = ::isatty(2) == 1;
+  return [what, last, tty](std::uint64_t bytes) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - *last < std::chrono::seconds(1)) return;
+    *last = now;
+    std::cerr << (tty ? "\r" : "") << "agvisor: " << what << ": " << Megabytes(bytes)
+              << " checked and sent" << (tty ? "" : "\n") << std::flush;
+  };
+}
+
+boost::json::object SnapshotJson(const SnapshotResult& r) {
+  boost::json::object o;
+  o["image"] = r.image;
+  o["image_id"] = r.image_id;
+  o["bytes"] = r.bytes;
+  o["entries"] = r.entries;
+  o["file_bytes"] = r.file_bytes;
+  o["seconds"] = r.seconds;
+  return o;
+}
+
+}  // namespace
+
+void AddSnapshot(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto image = std::make_shared<std::string>();
+  auto workspace = std::make_shared<bool>(false);
+  auto max_bytes = std::make_shared<std::string>("8g");
+  auto* cmd = AddSandboxCommand(
+      app, g, exit_code, "snapshot",
+      "make an image of a sandbox's root file system as the sandbox sees it (its processes are "
+      "not kept); `create --image TAG` starts from it",
+      [&g, image, workspace, max_bytes](SandboxHandle& sb) {
+        auto cap = ParseMemorySize("--max-size", *max_bytes);
+        if (!cap.ok()) return ReportError(cap.error());
+        if (*cap <= 0) return ReportError(Error::InvalidArgument("--max-size must be above 0"));
+        SnapshotOptions o;
+        o.image = *image;
+        o.include_workspace = *workspace;
+        o.max_bytes = static_cast<std::uint64_t>(*cap);
+        o.progress = ProgressLine("snapshot of " + sb.container_name());
+        auto r = sb.Snapshot(o);
+        if (::isatty(2) == 1) std::cerr << "\n";
+        if (!r.ok()) return ReportError(r.error());
+        if (g.json) {
+          std::cout << boost::json::serialize(SnapshotJson(*r)) << "\n";
+        } else {
+          std::cerr << "agvisor: " << r->image << ": " << Megabytes(r->bytes) << ", " << r->entries
+                    << " entries in " << r->seconds << " s\n";
+          std::cout << r->image << "\n";
+        }
+        return 0;
+      });
+  cmd->add_option("tag", *image, "the image to make: repo[:tag] (:latest when no tag)")->required();
+  cmd->add_flag("--workspace", *workspace,
+                "include /workspace (default: left out; a named sandbox keeps it in its volume)");
+  cmd->add_option("--max-size", *max_bytes,
+                  "the most the snapshot's stream may carry, e.g. 500m, 8g; past it the snapshot "
+                  "fails and no image is left")
+      ->capture_default_str();
+}
+
+void AddFork(CLI::App& app, GlobalOptions& g, int* exit_code) {
+  auto* cmd = app.add_subcommand(
+      "fork",
+      "snapshot a named sandbox with its /workspace and start N sandboxes from it, each with its "
+      "own copy of /workspace (processes are not kept); prints their names");
+  auto source = std::make_shared<std::string>();
+  auto count = std::make_shared<int>(1);
+  auto prefix = std::make_shared<std::string>();
+  auto tag = std::make_shared<std::string>();
+  auto max_bytes = std::make_shared<std::string>("8g");
+  auto opts = std::make_shared<SpecOptions>();
+  cmd->add_option("sandbox", *source, "the named sandbox to fork")->required();
+  cmd->add_option("-n,--count", *count, "how many forks (1-16)")->capture_default_str();
+  cmd->add_option("--prefix", *prefix, "name the forks PREFIX-1..PREFIX-N (default NAME-fork)");
+  cmd->add_option("--tag", *tag,
+                  "the snapshot's image, repo[:tag] (default agvisor/fork:NAME-<unix seconds>)");
+  cmd->add_option("--max-size", *max_bytes, "the snapshot's size cap, as for `snapshot`")
+      ->capture_default_str();
+  opts->Add(*cmd);
+  cmd->callback([&g, exit_code, source, count, prefix, tag, max_bytes, opts] {
+    auto fail = [&](const Error& e) { *exit_code = ReportError(e); };
+    auto spec = opts->Build(g);
+    if (!spec.ok()) return fail(spec.error());
+    if (spec->name || !spec->image.empty()) {
+      return fail(Error::InvalidArgument(
+          "fork: the forks are named by --prefix and made from the snapshot (--tag); --name "
+          "and --image do not apply"));
+    }
+    auto cap = ParseMemorySize("--max-size", *max_bytes);
+    if (!cap.ok()) return fail(cap.error());
+    if (*cap <= 0) return fail(Error::InvalidArgument("--max-size must be above 0"));
+    auto place = g.GetPlace();
+    if (!place.ok()) return fail(place.error());
+    const std::string cname = ResolveContainerName(*source);
+    ForkOptions o;
+    o.count = *count;
+    o.prefix = *prefix;
+    o.image = *tag;
+    o.spec = *spec;
+    o.max_bytes = static_cast<std::uint64_t>(*cap);
+    o.progress = ProgressLine("snapshot of " + cname);
+    auto r = (*place)->Fork(cname, o);
+    if (::isatty(2) == 1) std::cerr << "\n";
+    if (!r.ok()) return fail(r.error());
+    if (g.json) {
+      boost::json::object out;
+      out["snapshot"] = SnapshotJson(r->snapshot);
+      boost::json::array forks;
+      for (const auto& c : r->sandboxes) forks.emplace_back(c.handle->container_name());
+      out["sandboxes"] = std::move(forks);
+      out["seconds"] = r->seconds;
+      std::cout << boost::json::serialize(out) << "\n";
+      return;
+    }
+    std::cerr << "agvisor: " << r->snapshot.image << ": " << Megabytes(r->snapshot.bytes) << " in "
+              << r->snapshot.seconds << " s; " << r->sandboxes.size() << " forks in " << r->seconds
+              << " s in all\n";
+    for (const auto& c : r->sandboxes) std::cout << c.handle->container_name() << "\n";
+  });
+}
+
+}  // namespace agvisor::cli

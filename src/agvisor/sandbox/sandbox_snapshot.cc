@@ -1,0 +1,350 @@
+// Sandbox::Snapshot and Fork (snapshot.h): the agent's tar of "/" through the host's checker
+// into the runtime's image import, and sandboxes made from it.
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <span>
+#include <thread>
+
+#include "agvisor/base/tar_check.h"
+#include "agvisor/proto/exit_codes.h"
+#include "agvisor/sandbox/runtime.h"
+#include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/snapshot.h"
+
+namespace agvisor {
+namespace {
+
+constexpr std::string_view kAgentImageRepo = "agvisor/with-agent";
+// Labels every snapshot carries (docs/lifecycle.md, "Snapshots and forks").
+constexpr std::string_view kLabelSnapshotOf = "agvisor.snapshot.of";
+constexpr std::string_view kLabelSnapshotId = "agvisor.snapshot.id";
+constexpr std::string_view kLabelSnapshotWorkspace = "agvisor.snapshot.workspace";
+constexpr std::string_view kLabelSnapshotCreated = "agvisor.snapshot.created";
+// How much of the agent's stream may wait between the exec's reader and the import's writer.
+constexpr std::size_t kPipeBytes = 8u << 20;
+constexpr std::uint64_t kProgressEvery = 4u << 20;
+
+// A bounded hand-over of bytes from one thread (the exec's output) to another (the import's
+// body), each side able to end it with an error the other then sees.
+class BytePipe {
+ public:
+  // Blocks while full. Errors: the reader's Close (kUnavailable unless it gave one).
+  Result<void> Write(std::string_view bytes) {
+    std::unique_lock lock(mu_);
+    while (!bytes.empty()) {
+      cv_.wait(lock, [&] { return read_closed_ || size_ < kPipeBytes; });
+      if (read_closed_) return Error::Unavailable("snapshot: the import stopped reading");
+      const std::size_t n = std::min(bytes.size(), kPipeBytes - size_);
+      chunks_.emplace_back(bytes.substr(0, n));
+      size_ += n;
+      bytes.remove_prefix(n);
+      cv_.notify_all();
+    }
+    return Ok();
+  }
+  // The writer is done: `end` Ok = a clean end of the bytes, else the error the reader gets.
+  void CloseWrite(Result<void> end) {
+    std::lock_guard lock(mu_);
+    write_end_ = std::move(end);
+    cv_.notify_all();
+  }
+  // Up to buf.size() bytes; 0 = the writer ended cleanly. Errors: the writer's.
+  Result<std::size_t> Read(std::span<char> buf) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !chunks_.empty() || write_end_.has_value(); });
+    if (chunks_.empty()) {
+      if (!write_end_->ok()) return write_end_->error();
+      return std::size_t{0};
+    }
+    std::size_t n = 0;
+    while (n < buf.size() && !chunks_.empty()) {
+      std::string& front = chunks_.front();
+      const std::size_t k = std::min(buf.size() - n, front.size() - front_pos_);
+      std::memcpy(buf.data() + n, front.data() + front_pos_, k);
+      n += k;
+      front_pos_ += k;
+      if (front_pos_ == front.size()) {
+        chunks_.pop_front();
+        front_pos_ = 0;
+      }
+    }
+    size_ -= n;
+    cv_.notify_all();
+    return n;
+  }
+  void CloseRead() {
+    std::lock_guard lock(mu_);
+    read_closed_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> chunks_;
+  std::size_t front_pos_ = 0;
+  std::size_t size_ = 0;  // bytes waiting (chunks_ minus front_pos_)
+  std::optional<Result<void>> write_end_;
+  bool read_closed_ = false;
+};
+
+std::string RandomId() {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard lock(mu);
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Result<std::string> NormalizeSnapshotImage(std::string_view image) {
+  auto refuse = [&](const std::string& why) {
+    return Error::InvalidArgument("snapshot image '" + std::string(image) + "': " + why);
+  };
+  if (image.empty()) return refuse("is empty (give repo[:tag], e.g. snap/app:v1)");
+  if (image.front() == '-') return refuse("must not start with '-'");
+  if (image.find('@') != std::string_view::npos)
+    return refuse("a digest cannot be made, only a tag");
+  if (image.size() > 255) return refuse("is longer than 255 characters");
+  for (char c : image) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+                    c == '-' || c == '/' || c == ':' || (c >= 'A' && c <= 'Z');
+    if (!ok) return refuse("has a character other than letters, digits and ._-/:");
+  }
+  std::string ref(image);
+  const auto slash = ref.rfind('/');
+  const auto colon = ref.rfind(':');
+  if (colon == std::string::npos || (slash != std::string::npos && colon < slash)) ref += ":latest";
+  if (ref.starts_with(std::string(kAgentImageRepo) + ":")) {
+    return refuse("agvisor/with-agent is agvisor's own repository (the images with the agent)");
+  }
+  return ref;
+}
+
+std::vector<std::string> SnapshotExcludes(bool include_workspace) {
+  std::vector<std::string> out = {
+      "/proc",        "/sys",       "/dev",          std::string(kAgentDir),
+      "/run/agvisor", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf"};
+  if (!include_workspace) out.emplace_back("/workspace");
+  return out;
+}
+
+Result<SnapshotResult> Sandbox::Snapshot(const SnapshotOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string ref = AGVISOR_TRY(NormalizeSnapshotImage(options.image));
+  if (options.max_bytes == 0) {
+    return Error::InvalidArgument("snapshot: the size cap must be above 0 bytes");
+  }
+  const std::string shown = name_ ? *name_ : container_name_;
+  const std::string what = "snapshot of " + shown + " as " + ref;
+  AGVISOR_RETURN_IF_ERROR(WakeIfPausedHere());
+  auto info = runtime_->Inspect(container_id_);
+  if (!info.ok()) {
+    if (info.error().code() == ErrorCode::kNotFound) return DiagnoseExecFailure(info.error());
+    return info.error().WithContext(what);
+  }
+  if (info->state.status != "running") {
+    if (info->state.status == "paused") {
+      return Error::Conflict(what +
+                             ": the sandbox is paused (resume it first: the agent inside "
+                             "makes the snapshot)");
+    }
+    return DiagnoseExecFailure(Error::Conflict(what + ": the sandbox is not running"));
+  }
+  // The image's configuration that matters to a process (env, working directory, user) and its
+  // labels but agvisor's own (those of the image with the agent would make it look like one).
+  ImageConfig config = AGVISOR_TRY(runtime_->ImageConfigOf(info->image_ref));
+  std::erase_if(config.labels, [](const auto& kv) { return kv.first.starts_with("agvisor"); });
+  const std::string import_id = RandomId();
+  config.labels[std::string(kLabelSnapshotOf)] = shown;
+  config.labels[std::string(kLabelSnapshotId)] = import_id;
+  config.labels[std::string(kLabelSnapshotWorkspace)] =
+      options.include_workspace ? "true" : "false";
+  config.labels[std::string(kLabelSnapshotCreated)] =
+      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count());
+
+  std::vector<std::string> argv = {std::string(kAgentPath), "read-file", "--watch-stdin", "--tar"};
+  for (const std::string& p : SnapshotExcludes(options.include_workspace)) {
+    argv.push_back("--exclude");
+    argv.push_back(p);
+  }
+  argv.emplace_back("/");
+
+  // The exec's output goes into the pipe on a thread of its own; the import reads it here.
+  BytePipe pipe;
+  std::string agent_err;
+  std::thread producer([&] {
+    auto code = runtime_->RunExec(
+        container_id_, argv, [&](std::string_view b) { return pipe.Write(b); },
+        [&](std::string_view b) {
+          if (agent_err.size() < 16 * 1024) agent_err.append(b);
+        });
+    if (!code.ok()) {
+      pipe.CloseWrite(code.error());
+    } else if (*code == agent::kExitUsage) {
+      pipe.CloseWrite(Error::Unsupported(
+          "the agent of this sandbox predates snapshots (no read-file --exclude): recreate the "
+          "sandbox with this agvisor"));
+    } else if (*code != 0) {
+      std::string msg = agent_err;
+      while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+      pipe.CloseWrite(Error::Unavailable("the agent's archive of / ended with exit code " +
+                                         std::to_string(*code) +
+                                         (msg.empty() ? "" : ": " + msg.substr(0, 2000))));
+    } else {
+      pipe.CloseWrite(Ok());
+    }
+  });
+
+  TarCheckOptions co;
+  co.max_bytes = options.max_bytes;
+  TarStreamChecker checker(co);
+  std::optional<Error> stream_error;  // the checker's or the producer's, kept as it is
+  std::uint64_t reported = 0;
+  channel::ByteSource source = [&](std::span<char> buf) -> Result<std::size_t> {
+    auto n = pipe.Read(buf);
+    if (!n.ok()) {
+      stream_error = n.error();
+      return n.error();
+    }
+    if (*n == 0) {
+      // The body ends cleanly only for a stream the checker accepted whole.
+      if (auto f = checker.Finish(); !f.ok()) {
+        stream_error = f.error();
+        return f.error();
+      }
+      if (options.progress) options.progress(checker.stats().bytes);
+      return std::size_t{0};
+    }
+    if (auto p = checker.Push(std::string_view(buf.data(), *n)); !p.ok()) {
+      stream_error = p.error();
+      return p.error();
+    }
+    if (options.progress && checker.stats().bytes - reported >= kProgressEvery) {
+      reported = checker.stats().bytes;
+      options.progress(reported);
+    }
+    return *n;
+  };
+  auto id = runtime_->ImportImage(ref, config, source, nullptr);
+  pipe.CloseRead();  // a producer still writing stops (its exec is closed)
+  producer.join();
+  if (!id.ok()) {
+    // Nothing half-made may stay: the runtime saw a broken upload, but make sure no image of
+    // this import exists (by its id label).
+    if (auto ids = runtime_->ImagesWithLabel(std::string(kLabelSnapshotId) + "=" + import_id);
+        ids.ok()) {
+      for (const std::string& i : *ids) (void)runtime_->RemoveImage(i);
+    }
+    Error e = stream_error ? *stream_error : id.error();
+    if (stream_error && stream_error->code() == ErrorCode::kUnavailable) e = Diagnose(e);
+    return e.WithContext(what);
+  }
+  SnapshotResult r;
+  r.image = ref;
+  r.image_id = *id;
+  r.bytes = checker.stats().bytes;
+  r.entries = checker.stats().entries;
+  r.file_bytes = checker.stats().file_bytes;
+  r.seconds = SecondsSince(start);
+  return r;
+}
+
+Result<std::vector<std::string>> ForkNames(std::string_view source_name,
+                                           const ForkOptions& options) {
+  if (options.count < 1 || options.count > kMaxForkCount) {
+    return Error::InvalidArgument("fork: count " + std::to_string(options.count) +
+                                  " is out of range (1.." + std::to_string(kMaxForkCount) + ")");
+  }
+  const std::string prefix =
+      options.prefix.empty() ? std::string(source_name) + "-fork" : options.prefix;
+  std::vector<std::string> names;
+  for (int i = 1; i <= options.count; ++i) {
+    std::string n = prefix + "-" + std::to_string(i);
+    if (auto v = ValidateName(n); !v.ok()) {
+      return v.error().WithContext("fork: the name of fork " + std::to_string(i) +
+                                   " (shorten --prefix)");
+    }
+    names.push_back(std::move(n));
+  }
+  return names;
+}
+
+Result<ForkResult> Fork(Sandbox& source, const ForkOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!source.name()) {
+    return Error::InvalidArgument("fork of " + source.container_name() +
+                                  ": only a named sandbox can be forked (its /workspace is a "
+                                  "volume; an anonymous one has none to copy)");
+  }
+  const std::string& src = *source.name();
+  const std::vector<std::string> names = AGVISOR_TRY(ForkNames(src, options));
+  auto runtime = AGVISOR_TRY(RuntimeFor(source.host()));
+  // Every name must be free: an existing sandbox would be re-attached and a leftover volume
+  // would keep its own /workspace instead of the copy.
+  for (const std::string& n : names) {
+    const std::string cname = ContainerNameFor(n);
+    auto inst = runtime->Inspect(cname);
+    if (inst.ok()) {
+      return Error::Conflict("fork of " + src + ": a sandbox named " + n +
+                             " exists (remove it, or pick another --prefix)");
+    }
+    if (inst.error().code() != ErrorCode::kNotFound) return inst.error();
+    if (AGVISOR_TRY(runtime->VolumeLabels(cname))) {
+      return Error::Conflict(
+          "fork of " + src + ": the /workspace volume " + cname + " of a former sandbox named " +
+          n + " exists (erase it with `agvisor rm --data " + n + "`, or pick another --prefix)");
+    }
+  }
+  SnapshotOptions so;
+  so.image = options.image;
+  if (so.image.empty()) {
+    so.image = "agvisor/fork:" + src + "-" +
+               std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count());
+  }
+  so.include_workspace = true;
+  so.max_bytes = options.max_bytes;
+  so.progress = options.progress;
+  ForkResult out;
+  out.snapshot = AGVISOR_TRY(source.Snapshot(so));
+  for (const std::string& n : names) {
+    SandboxSpec spec = options.spec;
+    spec.name = n;
+    spec.image = out.snapshot.image;
+    spec.host = source.host();
+    auto sb = Sandbox::Create(spec);
+    if (!sb.ok() || (*sb)->resumed()) {
+      Error e =
+          sb.ok() ? Error::Conflict("a sandbox named " + n + " appeared meanwhile") : sb.error();
+      for (auto& made : out.sandboxes) (void)made->Delete();
+      if (!sb.ok() && sb.error().code() != ErrorCode::kConflict) {
+        // A create that failed leaves no container; the volume it made for the name goes too
+        // (the name was free before: checked above). A conflict is another client's sandbox.
+        (void)Sandbox::Remove(ContainerNameFor(n), source.host(), /*erase_data=*/true);
+      }
+      return e.WithContext("fork of " + src + " (fork " + n + "; the forks made were removed, " +
+                           "the snapshot " + out.snapshot.image + " stays)");
+    }
+    out.sandboxes.push_back(std::move(sb).value());
+  }
+  out.seconds = SecondsSince(start);
+  return out;
+}
+
+}  // namespace agvisor

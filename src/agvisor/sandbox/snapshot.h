@@ -1,0 +1,105 @@
+// Snapshots and forks of a sandbox's file system (docs/lifecycle.md, "Snapshots and forks").
+//
+// A snapshot is an image of the sandbox's root file system as the sandbox sees it. Docker's
+// commit cannot make it: under gVisor the sandbox's writes stay inside the sandbox's own overlay,
+// and Docker's view of the container's layer does not have them. So the agent archives "/" from
+// inside (an exec of `agvisor-agent read-file --tar --exclude ... /`, Docker's exec stream),
+// and the host streams that tar into the runtime's image import. The stream is the sandbox's
+// word: it passes the project's own checker (base/tar_check.h) chunk by chunk on the host before
+// any byte reaches the import, and a refused, truncated or oversize stream aborts the upload
+// (the runtime never sees a complete body) and leaves no image.
+//
+// Left out of every snapshot: /proc, /sys, /dev (kept as empty directories), the agent's own
+// files (kAgentDir, its socket directory), the files the runtime mounts per container
+// (/etc/hosts, /etc/hostname, /etc/resolv.conf), and /workspace unless asked for. Device nodes,
+// FIFOs and sockets are not archived. Hard links come out as separate copies. Processes and
+// memory are not kept: runsc's checkpoint/restore does not work on the hosts agvisor targets
+// (docs/lifecycle.md has the measured failure).
+//
+// A fork is a snapshot with /workspace in it, then N named sandboxes from it: each new sandbox's
+// /workspace volume is empty when its container is made, so the runtime copies the image's
+// /workspace into it (Docker copies an image's content into an empty volume mounted over it,
+// with owners and modes): each fork starts with its own copy of the source's /workspace.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agvisor/base/error.h"
+#include "agvisor/sandbox/spec.h"
+
+namespace agvisor {
+
+class Sandbox;
+
+// The default cap on a snapshot's tar stream.
+inline constexpr std::uint64_t kDefaultSnapshotMaxBytes = std::uint64_t{8} << 30;
+// The most sandboxes one fork makes.
+inline constexpr int kMaxForkCount = 16;
+
+struct SnapshotOptions {
+  // The image to make: "repo[:tag]" (":latest" when no tag), e.g. "snap/app:v1". Refused: names
+  // starting with '-', digests, agvisor's own "agvisor/with-agent" repository.
+  std::string image;
+  // Include /workspace (the named sandbox's volume, as the sandbox sees it).
+  bool include_workspace = false;
+  // The most bytes the tar stream may have (headers and padding included); past it the
+  // snapshot fails with kResourceExhausted and no image is left. > 0.
+  std::uint64_t max_bytes = kDefaultSnapshotMaxBytes;
+  // Called from the calling thread as checked bytes go to the import (about every 4 MiB and at
+  // the end) with the bytes so far.
+  std::function<void(std::uint64_t bytes)> progress;
+};
+
+struct SnapshotResult {
+  std::string image;        // "repo:tag"
+  std::string image_id;     // "sha256:..."
+  std::uint64_t bytes = 0;  // of the tar stream
+  std::uint64_t entries = 0;
+  std::uint64_t file_bytes = 0;  // of regular files' data
+  double seconds = 0;
+};
+
+// "repo[:tag]" -> "repo:tag" after the checks of SnapshotOptions::image. Pure. Errors:
+// kInvalidArgument naming the rule.
+Result<std::string> NormalizeSnapshotImage(std::string_view image);
+
+// The absolute paths a snapshot leaves out (pure): see the file comment.
+std::vector<std::string> SnapshotExcludes(bool include_workspace);
+
+struct ForkOptions {
+  int count = 1;  // 1..kMaxForkCount
+  // The forks are named PREFIX-1 .. PREFIX-N; "" = "<source name>-fork". Each must be a valid
+  // sandbox name (ValidateName) and no sandbox or volume of that name may exist.
+  std::string prefix;
+  // The snapshot's image; "" = "agvisor/fork:<source name>-<unix seconds>".
+  std::string image;
+  // The forks' spec: limits, network, lifetime, ... Its name, image and host are Fork's.
+  SandboxSpec spec;
+  std::uint64_t max_bytes = kDefaultSnapshotMaxBytes;
+  std::function<void(std::uint64_t bytes)> progress;  // the snapshot's (SnapshotOptions)
+};
+
+struct ForkResult {
+  SnapshotResult snapshot;
+  std::vector<std::unique_ptr<Sandbox>> sandboxes;  // PREFIX-1 .. PREFIX-N, running
+  double seconds = 0;                               // the whole fork
+};
+
+// The fork names for `options` of the sandbox named `source_name` (pure). Errors:
+// kInvalidArgument (count, a name ValidateName refuses).
+Result<std::vector<std::string>> ForkNames(std::string_view source_name,
+                                           const ForkOptions& options);
+
+// Snapshot of `source` (a named sandbox) with /workspace, then options.count sandboxes from it,
+// each with its own copy of /workspace. On a failure the forks made so far are removed with
+// their volumes; the image stays when it was made (the message names it). Errors:
+// kInvalidArgument (an anonymous source: it has no /workspace volume; options), kConflict (a
+// fork's name is taken: nothing was made), Snapshot's and Create's.
+Result<ForkResult> Fork(Sandbox& source, const ForkOptions& options);
+
+}  // namespace agvisor

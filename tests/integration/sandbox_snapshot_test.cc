@@ -1,0 +1,378 @@
+// Snapshots and forks against the real dockerd + runsc (label `integration`; docs/lifecycle.md,
+// "Snapshots and forks"): files written outside /workspace are in the image, byte for byte, and
+// /proc, /sys, /dev, the agent's files and /workspace are not; `create --image` starts from it
+// (the image with the agent is derived from the imported image); a sandbox whose agent was
+// replaced sends crafted streams ('..' names, a size past the cap, a truncated stream, a
+// symlink then a file through it) and each is refused with no image left; a fork of 2 copies
+// /workspace (owners kept) into forks that are independent of each other and of the source;
+// and the figures of the issue (snapshot of the base image plus 200 MB, fork of 4), printed.
+// The CLI (in process, with its progress on stderr) and agvisord (a fork through its API) too:
+// the suite starts an agvisord, so run it under `flock /tmp/agvisor-egress.lock`.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "agvisor/base/subprocess.h"
+#include "agvisor/client/agvisord.h"
+#include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/snapshot.h"
+#include "tests/integration/test_env.h"
+
+namespace agvisor {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::RunId;
+using testing::TestSpec;
+
+std::string Image(std::string_view what) {
+  return "agvisor-test/" + std::string(what) + ":" + RunId();
+}
+
+// Removes the images a snapshot of `name` made, and the images with the agent derived from them
+// (they inherit the label), children first.
+void RemoveSnapshotsOf(const std::string& name) {
+  auto docker = HostClient("");
+  if (!docker.ok()) return;
+  for (int round = 0; round < 3; ++round) {
+    auto images = (*docker)->ListImages({"agvisor.snapshot.of=" + name});
+    if (!images.ok() || images->empty()) return;
+    for (const auto& i : *images) (void)(*docker)->RemoveImage(i.id, /*force=*/true);
+  }
+}
+
+class SnapshotTest : public ::testing::Test {
+ protected:
+  static void TearDownTestSuite() {
+    testing::CleanupRun();
+    for (const char* n : {"snap-src", "snap-hostile", "fork-src", "measure-src"}) {
+      RemoveSnapshotsOf(RunId() + "-" + n);
+    }
+  }
+  static std::unique_ptr<Sandbox> MustCreate(const SandboxSpec& spec) {
+    auto sb = Sandbox::Create(spec);
+    EXPECT_TRUE(sb.ok()) << sb.error().ToString();
+    return sb.ok() ? std::move(*sb) : nullptr;
+  }
+  static std::string Sh(Sandbox& sb, const std::string& script) {
+    ExecOptions o;
+    o.timeout = 300;
+    auto r = sb.ExecShell(script, o);
+    EXPECT_TRUE(r.ok()) << r.error().ToString();
+    if (!r.ok()) return "";
+    EXPECT_EQ(r->exit_code, 0) << script << ": " << r->err;
+    return r->out;
+  }
+  // The entries of `image`'s file system as Docker stores it (a never-started container's
+  // export), one per line.
+  static std::string ImageListing(const std::string& image) {
+    const std::string c = "agvisor-test-export-" + RunId();
+    auto r = RunCommand({"sh", "-c",
+                         "docker create --label test.run=" + RunId() + " --name " + c + " " +
+                             image + " /true >/dev/null && docker export " + c +
+                             " | tar -tf -; docker rm -f " + c + " >/dev/null"});
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? r->out : "";
+  }
+  static bool ImageExists(const std::string& image) {
+    auto docker = HostClient("");
+    return docker.ok() && (*docker)->InspectImage(image).ok();
+  }
+};
+
+TEST_F(SnapshotTest, KeepsRootFsChangesLeavesOutProcSysDevAgentAndWorkspace) {
+  auto src = MustCreate(TestSpec("snap-src"));
+  ASSERT_TRUE(src);
+  const std::string hash =
+      Sh(*src,
+         "mkdir -p /opt/x && head -c 3000000 /dev/urandom > /opt/x/data.bin && "
+         "chmod 4750 /opt/x/data.bin && ln -s /opt/x/data.bin /opt/abs-link && "
+         "echo ws > /workspace/w.txt && sha256sum /opt/x/data.bin");
+  ASSERT_FALSE(hash.empty());
+  const std::string image = Image("snap");
+  std::uint64_t last_progress = 0;
+  SnapshotOptions o;
+  o.image = image;
+  o.progress = [&](std::uint64_t b) { last_progress = b; };
+  auto r = src->Snapshot(o);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->image, image);
+  EXPECT_GT(r->file_bytes, 3000000u);
+  EXPECT_EQ(last_progress, r->bytes);  // the last call reports the whole stream
+  std::cout << "[snapshot] base image + 3 MB: " << r->bytes / 1000000.0 << " MB, " << r->entries
+            << " entries in " << r->seconds << " s\n";
+
+  // The image as Docker stores it: the change is there; /proc, /sys, /dev are empty
+  // directories; the agent, its socket directory and /workspace's contents are not.
+  const std::string listing = ImageListing(image);
+  EXPECT_THAT(listing, HasSubstr("opt/x/data.bin\n"));
+  EXPECT_THAT(listing, HasSubstr("proc/\n"));
+  EXPECT_THAT(listing, ::testing::Not(HasSubstr("proc/1")));
+  EXPECT_THAT(listing, ::testing::Not(HasSubstr("proc/self")));
+  EXPECT_THAT(listing, ::testing::Not(HasSubstr("sys/kernel")));
+  EXPECT_THAT(listing, ::testing::Not(HasSubstr("dev/null")));
+  EXPECT_THAT(listing, ::testing::Not(HasSubstr(".agvisor/agvisor-agent")));
+  EXPECT_THAT(listing, ::testing::Not(HasSubstr("workspace/w.txt")));
+  // Labels, and the source image's configuration kept.
+  auto docker = HostClient("");
+  ASSERT_TRUE(docker.ok());
+  auto info = (*docker)->InspectImage(image);
+  ASSERT_TRUE(info.ok()) << info.error().ToString();
+  EXPECT_EQ(info->labels["agvisor.snapshot.of"], RunId() + "-snap-src");
+  EXPECT_EQ(info->labels["agvisor.snapshot.workspace"], "false");
+  EXPECT_FALSE(info->labels.contains("agvisor.agent"));
+  // The source image's Env (agvisor/base, itself an import, has none) comes over as it was.
+  auto base = (*docker)->InspectImage(std::string(kDefaultImage));
+  ASSERT_TRUE(base.ok());
+  EXPECT_EQ(info->env, base->env);
+
+  // A sandbox from it: the hashed file, its mode and the symlink are there.
+  SandboxSpec s = TestSpec();
+  s.image = image;
+  auto copy = MustCreate(s);
+  ASSERT_TRUE(copy);
+  EXPECT_EQ(Sh(*copy, "sha256sum /opt/x/data.bin"), hash);
+  EXPECT_EQ(Sh(*copy, "stat -c %a /opt/x/data.bin; readlink /opt/abs-link"),
+            "4750\n/opt/x/data.bin\n");
+  EXPECT_EQ(Sh(*copy, "ls /workspace"), "");
+}
+
+// Stands in for the agent's read-file: a crafted tar on stdout, as /tmp/mode says.
+constexpr std::string_view kHostileReadFile = R"PY(#!/usr/bin/python3
+import sys
+mode = open('/tmp/mode').read().strip()
+def hdr(name, typ=b'0', size=0, link=b''):
+    h = bytearray(512)
+    h[0:len(name)] = name
+    h[100:108] = b'0000644\0'
+    h[108:116] = b'0000000\0'
+    h[116:124] = b'0000000\0'
+    h[124:136] = ('%011o' % size).encode() + b'\0'
+    h[136:148] = b'00000000000\0'
+    h[156:157] = typ
+    h[157:157 + len(link)] = link
+    h[257:265] = b'ustar\x0000'
+    h[148:156] = b'        '
+    h[148:156] = ('%06o' % sum(h)).encode() + b'\0 '
+    return bytes(h)
+out = sys.stdout.buffer
+out.write(hdr(b'./', b'5'))
+if mode == 'dotdot':
+    out.write(hdr(b'./x/../../etc/evil', size=4) + b'evil'.ljust(512, b'\0'))
+elif mode == 'oversize':
+    out.write(hdr(b'./big', size=(1 << 33) - 1))
+    out.write(b'\0' * (1 << 20))
+elif mode == 'truncated':
+    out.write(hdr(b'./short', size=1000) + b'only-a-few-bytes')
+    out.flush()
+    sys.exit(0)
+elif mode == 'symlink':
+    out.write(hdr(b'./etc', b'2', link=b'/etc'))
+    out.write(hdr(b'./etc/passwd', size=4) + b'evil'.ljust(512, b'\0'))
+out.write(b'\0' * 1024)
+)PY";
+
+TEST_F(SnapshotTest, HostileStreamsAreRefusedAndLeaveNoImage) {
+  auto sb = MustCreate(TestSpec("snap-hostile"));
+  ASSERT_TRUE(sb);
+  // Root inside replaces the agent binary (the running PID 1 keeps its own copy).
+  ASSERT_TRUE(sb->WriteFile("/.agvisor/hostile", kHostileReadFile, 0755).ok());
+  Sh(*sb, "mv -f /.agvisor/hostile /.agvisor/agvisor-agent");
+  struct Case {
+    const char* mode;
+    ErrorCode code;
+    const char* why;
+  } cases[] = {
+      {"dotdot", ErrorCode::kInvalidArgument, "'..' component"},
+      {"oversize", ErrorCode::kResourceExhausted, "size cap"},
+      {"truncated", ErrorCode::kInvalidArgument, "truncated"},
+      {"symlink", ErrorCode::kInvalidArgument, "goes through the symlink './etc'"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.mode);
+    // This handle's channel is PID 1's own stdio (no relay runs the replaced binary).
+    Sh(*sb, std::string("echo ") + c.mode + " > /tmp/mode");
+    const std::string image = Image(std::string("hostile-") + c.mode);
+    SnapshotOptions o;
+    o.image = image;
+    o.max_bytes = 64u << 20;
+    const auto start = std::chrono::steady_clock::now();
+    auto r = sb->Snapshot(o);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_FALSE(r.ok()) << "a hostile stream was accepted";
+    EXPECT_EQ(r.error().code(), c.code) << r.error().ToString();
+    EXPECT_THAT(r.error().message(), HasSubstr(c.why));
+    EXPECT_LT(s, 30.0);
+    EXPECT_FALSE(ImageExists(image)) << "an image was left";
+  }
+  auto docker = HostClient("");
+  ASSERT_TRUE(docker.ok());
+  auto left = (*docker)->ListImages({"agvisor.snapshot.of=" + RunId() + "-snap-hostile"});
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty());
+}
+
+TEST_F(SnapshotTest, ForkOfTwoCopiesWorkspaceIntoIndependentSandboxes) {
+  auto src = MustCreate(TestSpec("fork-src"));
+  ASSERT_TRUE(src);
+  const std::string hash =
+      Sh(*src,
+         "head -c 2000000 /dev/urandom > /workspace/data.bin && mkdir -p /workspace/sub && "
+         "echo owned > /workspace/sub/owned && chown -R 1234:2345 /workspace/sub && "
+         "echo rootfs > /opt/rootfs-change && sha256sum /workspace/data.bin");
+  ForkOptions o;
+  o.count = 2;
+  o.prefix = RunId() + "-fk";
+  o.image = Image("fork");
+  o.spec = TestSpec();
+  auto f = Fork(*src, o);
+  ASSERT_TRUE(f.ok()) << f.error().ToString();
+  ASSERT_EQ(f->sandboxes.size(), 2u);
+  std::cout << "[fork] of 2: " << f->seconds << " s (snapshot " << f->snapshot.seconds << " s, "
+            << f->snapshot.bytes / 1000000.0 << " MB)\n";
+  Sandbox& a = *f->sandboxes[0];
+  Sandbox& b = *f->sandboxes[1];
+  EXPECT_EQ(a.name(), RunId() + "-fk-1");
+  EXPECT_EQ(b.name(), RunId() + "-fk-2");
+  for (Sandbox* fork : {&a, &b}) {
+    EXPECT_EQ(Sh(*fork, "sha256sum /workspace/data.bin"), hash);
+    EXPECT_EQ(Sh(*fork, "cat /opt/rootfs-change; stat -c %u:%g /workspace/sub/owned"),
+              "rootfs\n1234:2345\n");
+  }
+  // Independent: a write in one fork is seen neither in the other nor in the source.
+  Sh(a, "echo only-a > /workspace/only-a && echo changed > /workspace/data.bin");
+  EXPECT_EQ(Sh(b, "ls /workspace/only-a 2>/dev/null; sha256sum /workspace/data.bin"), hash);
+  EXPECT_EQ(Sh(*src, "ls /workspace/only-a 2>/dev/null; sha256sum /workspace/data.bin"), hash);
+  // The names are taken now: a second fork with the same prefix is refused before anything.
+  auto again = Fork(*src, o);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code(), ErrorCode::kConflict) << again.error().ToString();
+}
+
+TEST_F(SnapshotTest, MeasureSnapshotOfBasePlus200MBAndForkOfFour) {
+  auto src = MustCreate(TestSpec("measure-src"));
+  ASSERT_TRUE(src);
+  const std::string hash = Sh(*src,
+                              "mkdir -p /opt/big && for i in 1 2 3 4; do head -c 50000000 "
+                              "/dev/urandom > /opt/big/f$i; done && echo w > /workspace/w && "
+                              "cat /opt/big/f* | sha256sum");
+  SnapshotOptions o;
+  o.image = Image("measure");
+  auto r = src->Snapshot(o);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_GT(r->file_bytes, 200000000u);
+  auto docker = HostClient("");
+  ASSERT_TRUE(docker.ok());
+  auto info = (*docker)->InspectImage(o.image);
+  ASSERT_TRUE(info.ok());
+  std::cout << "[measure] snapshot of the base image + 200 MB: stream " << r->bytes / 1e6
+            << " MB, image " << info->size / 1e6 << " MB, " << r->entries << " entries, "
+            << r->seconds << " s (" << r->bytes / 1e6 / r->seconds << " MB/s)\n";
+  ForkOptions fo;
+  fo.count = 4;
+  fo.prefix = RunId() + "-m";
+  fo.image = Image("measure-fork");
+  fo.spec = TestSpec();
+  auto f = Fork(*src, fo);
+  ASSERT_TRUE(f.ok()) << f.error().ToString();
+  ASSERT_EQ(f->sandboxes.size(), 4u);
+  std::cout << "[measure] fork of 4 (snapshot " << f->snapshot.seconds << " s of "
+            << f->snapshot.bytes / 1e6 << " MB, then 4 creates): " << f->seconds << " s\n";
+  EXPECT_EQ(Sh(*f->sandboxes[3], "cat /opt/big/f* | sha256sum; cat /workspace/w"), hash + "w\n");
+}
+
+class SnapshotFrontEndTest : public SnapshotTest {
+ protected:
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/agvisor-snapshot-it-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = new std::string(tmpl);
+    auto p = Subprocess::Spawn(
+        {.argv = {"sh", "-c", "exec \"$0\" --socket \"$1\" --token-file \"$2\" 2>>\"$3\"",
+                  AGVISORD_BINARY, *dir_ + "/agvisord.sock", *dir_ + "/token",
+                  *dir_ + "/agvisord.log"}});
+    ASSERT_TRUE(p.ok()) << p.error().ToString();
+    daemon_ = new Subprocess(std::move(*p));
+    ASSERT_TRUE(testing::WaitFor(
+        [] {
+          return testing::ReadAll(*dir_ + "/agvisord.log").find("agvisord listening") !=
+                 std::string::npos;
+        },
+        std::chrono::seconds(20)))
+        << testing::ReadAll(*dir_ + "/agvisord.log");
+  }
+  static void TearDownTestSuite() {
+    delete daemon_;  // kills and reaps
+    daemon_ = nullptr;
+    SnapshotTest::TearDownTestSuite();
+    RemoveSnapshotsOf(RunId() + "-cli-src");
+    if (dir_) std::filesystem::remove_all(*dir_);
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static inline std::string* dir_ = nullptr;
+  static inline Subprocess* daemon_ = nullptr;
+};
+
+TEST_F(SnapshotFrontEndTest, TheCliSnapshotsWithProgressAndAgvisordForks) {
+  auto src = MustCreate(TestSpec("cli-src"));
+  ASSERT_TRUE(src);
+  const std::string hash = Sh(*src,
+                              "head -c 30000000 /dev/urandom > /opt/cli.bin && echo ws > "
+                              "/workspace/ws && sha256sum /opt/cli.bin");
+  // The CLI, in process: the image on stdout, progress on stderr.
+  const std::string image = Image("cli");
+  auto cli = RunCommand({AGVISOR_CLI_BINARY, "snapshot", *src->name(), image});
+  ASSERT_TRUE(cli.ok());
+  EXPECT_TRUE(cli->status.success()) << cli->err;
+  EXPECT_EQ(cli->out, image + "\n");
+  EXPECT_THAT(cli->err, HasSubstr("checked and sent"));
+  EXPECT_TRUE(ImageExists(image));
+  // A bad tag: exit 2 (invalid argument), nothing made.
+  auto bad = RunCommand({AGVISOR_CLI_BINARY, "snapshot", *src->name(), "-bad"});
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->status.exit_code, 2) << bad->err;
+  // A size cap below the stream: exit 1, no image.
+  const std::string capped = Image("cli-capped");
+  auto cap =
+      RunCommand({AGVISOR_CLI_BINARY, "snapshot", *src->name(), capped, "--max-size", "10m"});
+  ASSERT_TRUE(cap.ok());
+  EXPECT_EQ(cap->status.exit_code, 1) << cap->err;
+  EXPECT_THAT(cap->err, HasSubstr("size cap"));
+  EXPECT_FALSE(ImageExists(capped));
+
+  // agvisord: a snapshot and a fork of one through its API.
+  auto place = client::Agvisord("unix:" + *dir_ + "/agvisord.sock", *dir_ + "/token");
+  ASSERT_TRUE(place.ok()) << place.error().ToString();
+  auto h = (*place)->Open(src->container_name());
+  ASSERT_TRUE(h.ok()) << h.error().ToString();
+  SnapshotOptions so;
+  so.image = Image("daemon");
+  auto snap = (*h)->Snapshot(so);
+  ASSERT_TRUE(snap.ok()) << snap.error().ToString();
+  EXPECT_EQ(snap->image, so.image);
+  EXPECT_GT(snap->file_bytes, 30000000u);
+  ForkOptions fo;
+  fo.count = 1;
+  fo.prefix = RunId() + "-dfk";
+  fo.image = Image("daemon-fork");
+  fo.spec = TestSpec();
+  auto forked = (*place)->Fork(src->container_name(), fo);
+  ASSERT_TRUE(forked.ok()) << forked.error().ToString();
+  ASSERT_EQ(forked->sandboxes.size(), 1u);
+  EXPECT_EQ(forked->sandboxes[0].name, RunId() + "-dfk-1");
+  ExecOptions eo;
+  auto r = forked->sandboxes[0].handle->Exec(
+      {"sh", "-c", "sha256sum /opt/cli.bin; cat /workspace/ws"}, eo);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->out, hash + "ws\n");
+}
+
+}  // namespace
+}  // namespace agvisor
