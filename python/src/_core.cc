@@ -951,7 +951,7 @@ PYBIND11_MODULE(_core, m) {
             return LimitsDict(Blocking([&] { return p.Update(container_name, u); }));
           },
           py::arg("container_name"), py::arg("cpus") = py::none(), py::arg("memory") = py::none(),
-          py::arg("pids") = py::none());
+          py::arg("pids") = py::none())
       .def(
           "fork",
           [](client::Place& p, const std::string& container_name, int count,
