@@ -122,7 +122,7 @@ class Sandbox:
               create_sandbox().
     platform  The gVisor platform (an extension): None, "systrap" or "ptrace". See
               create_sandbox().
-    idle_action  What idle_ttl does (an extension): "destroy" (default) or "stop". See
+    idle_action  What idle_ttl does (an extension): "destroy" (default), "stop" or "pause". See
               create_sandbox().
 
     Attributes: name ("agvisor-<name>"; for an anonymous sandbox the random suffix is the one the
@@ -789,7 +789,9 @@ def create_sandbox(
     idle_action  An extension of the seed's API: what idle_ttl does. "destroy" (default, the
               seed's): the sandbox removes itself. "stop": it ends and its container stays
               (listed as exited); needs a name, whose next create starts afresh on the same
-              /workspace (docs/lifecycle.md "Idle policy").
+              /workspace. "pause": it is frozen (memory and processes kept) by agvisord's sweep,
+              or without a daemon by the next list_sandboxes() or `agvisor ls`, and the next
+              call on it resumes it (docs/lifecycle.md "Idle policy").
     """
     return Sandbox(image, gui=gui, limits=limits, network=network, lifetime=lifetime,
                    idle_ttl=idle_ttl, name=name, host=host, runtime=runtime,

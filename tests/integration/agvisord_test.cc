@@ -698,6 +698,26 @@ TEST_F(AgvisordTest, UpdateResizesALiveSandbox) {
   EXPECT_NE(ReadAll(daemon_->log_file()).find("sandbox resized"), std::string::npos);
 }
 
+// idle_action pause through the daemon (docs/lifecycle.md, "Idle policy"): its sweep freezes the
+// sandbox after idle_ttl with no client listing or calling, and a call resumes it.
+TEST_F(AgvisordTest, IdleActionPauseTheSweepFreezesItAndACallWakesIt) {
+  const std::string id = CreateSandbox(",\"idle_ttl\":2,\"idle_action\":\"pause\"");
+  ASSERT_FALSE(id.empty());
+  const std::string base = "/v1/sandboxes/" + id;
+  auto state = [&] {
+    auto r = RunCommand({"docker", "inspect", "-f", "{{.State.Status}}", "agvisor-" + id});
+    return r.ok() ? r->out : std::string();
+  };
+  // Bound: idle_ttl 2 s + the 5 s sweep + the query; 30 s allows for a loaded host.
+  EXPECT_TRUE(WaitFor([&] { return state() == "paused\n"; }, std::chrono::seconds(30)))
+      << "not frozen: " << state() << ReadAll(daemon_->log_file());
+  EXPECT_EQ(daemon_->Curl("GET", base).Json()["state"], "paused");
+  auto ex = daemon_->Post(base + "/exec", R"({"command":"echo awake"})");
+  ASSERT_EQ(ex.status, 200) << ex.body;
+  EXPECT_EQ(ex.Json()["stdout"], "awake\n");
+  EXPECT_EQ(state(), "running\n");
+}
+
 // Desktop tokens: minted for a desktop sandbox with its VNC password (verified here with the
 // gateway's key), refused for a headless one and for a bad ttl.
 TEST_F(AgvisordTest, DesktopTokensForDesktopSandboxesOnly) {

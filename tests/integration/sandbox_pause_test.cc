@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agvisor/base/subprocess.h"
 #include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "tests/integration/test_env.h"
@@ -211,6 +212,56 @@ TEST_F(PauseTest, IdleActionStopKeepsTheContainerAndTheWorkspace) {
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->out, "kept\n");
   ASSERT_TRUE((*back)->Delete().ok());
+}
+
+// idle_action pause without a daemon (docs/lifecycle.md, "Idle policy"): a running exec keeps
+// the sandbox awake past its idle_ttl; once idle that long, the next ls freezes it and shows it
+// paused; a call (on another handle, in this process or not) resumes it, files intact, and the
+// thaw restarts its idle clock.
+TEST_F(PauseTest, IdleActionPauseFreezesAtIdleTtlAndTheNextCallWakesIt) {
+  constexpr int kIdleTtl = 3;
+  SandboxSpec spec = TestSpec("idle-pause");
+  spec.idle_ttl = kIdleTtl;
+  spec.idle_action = "pause";
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  ASSERT_TRUE(sb->ExecShell("head -c 65536 /dev/urandom > /workspace/f && sha256sum /workspace/f",
+                            {.timeout = 5})
+                  .ok());
+  auto hash = sb->ExecShell("sha256sum < /workspace/f", {.timeout = 5});
+  ASSERT_TRUE(hash.ok()) << hash.error().ToString();
+  // Busy: an exec of 2 x idle_ttl runs; listing during it never freezes the sandbox.
+  std::thread busy([&] {
+    auto r = sb->ExecShell("sleep " + std::to_string(2 * kIdleTtl), {.timeout = 30});
+    EXPECT_TRUE(r.ok() && r->exit_code == 0) << (r.ok() ? r->err : r.error().ToString());
+  });
+  const auto busy_end = std::chrono::steady_clock::now() + std::chrono::seconds(2 * kIdleTtl);
+  std::this_thread::sleep_for(std::chrono::seconds(kIdleTtl + 1));
+  while (std::chrono::steady_clock::now() < busy_end - 500ms) {
+    EXPECT_EQ(ListedState(sb->container_name()), "running") << "frozen while an exec ran";
+    std::this_thread::sleep_for(500ms);
+  }
+  busy.join();
+  // Idle for idle_ttl (+1 s): the next ls freezes it. Bound: 20 s for a loaded host.
+  std::this_thread::sleep_for(std::chrono::seconds(kIdleTtl + 1));
+  EXPECT_TRUE(testing::WaitFor([&] { return ListedState(sb->container_name()) == "paused"; }, 20s))
+      << ListedState(sb->container_name());
+  auto inspect = RunCommand({"docker", "inspect", "-f", "{{.State.Status}}", sb->container_name()});
+  ASSERT_TRUE(inspect.ok());
+  EXPECT_EQ(inspect->out, "paused\n");
+  // Another handle (as another client would open it) wakes it with its call; /workspace intact.
+  auto other = Sandbox::Open(sb->container_name());
+  ASSERT_TRUE(other.ok()) << other.error().ToString();
+  auto again = (*other)->ExecShell("sha256sum < /workspace/f", {.timeout = 10});
+  ASSERT_TRUE(again.ok()) << again.error().ToString();
+  EXPECT_EQ(again->out, hash->out);
+  // The thaw restarted the idle clock: an ls right after leaves it running.
+  EXPECT_EQ(ListedState(sb->container_name()), "running");
+  // The first handle's next call, long after its previous one, finds it running or wakes it.
+  auto first = sb->ExecShell("echo awake", {.timeout = 10});
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  EXPECT_EQ(first->out, "awake\n");
+  ASSERT_TRUE(sb->Delete().ok());
 }
 
 TEST_F(PauseTest, LifetimeRunsOnWhilePausedAndLsOrTheNextCallEndsIt) {

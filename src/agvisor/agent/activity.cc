@@ -32,7 +32,7 @@ void ActivityTracker::SetPolicy(ExpiryPolicy policy, Clock::time_point now) {
 
 void ActivityTracker::Woke(Clock::time_point planned, Clock::time_point now) {
   if (now <= planned + kFreezeSlack) return;
-  idle_since_ = std::min(idle_since_ + (now - planned), now);
+  idle_since_ = thaw_restarts_idle_ ? now : std::min(idle_since_ + (now - planned), now);
 }
 
 std::chrono::milliseconds ActivityTracker::IdleFor(Clock::time_point now) const {

@@ -69,6 +69,10 @@ class ActivityTracker {
   // pause does not extend it (the host ends a paused sandbox past its lifetime,
   // docs/lifecycle.md).
   void Woke(Clock::time_point planned, Clock::time_point now);
+  // With idle_action pause (init --track-idle) the freeze is the host's idle action itself, and
+  // a thaw means someone wanted the sandbox: the idle clock restarts at the thaw instead, so the
+  // host does not freeze it again at once (docs/lifecycle.md, "Idle policy").
+  void set_thaw_restarts_idle(bool yes) { thaw_restarts_idle_ = yes; }
 
   // How long the sandbox has been idle at `now` (zero while a hold exists).
   std::chrono::milliseconds IdleFor(Clock::time_point now) const;
@@ -78,6 +82,7 @@ class ActivityTracker {
   Clock::time_point start_;
   Clock::time_point idle_since_;
   int holds_ = 0;
+  bool thaw_restarts_idle_ = false;
 };
 
 // RAII: one hold on a tracker for as long as it lives (an operation in flight). Move-only.

@@ -122,6 +122,20 @@ TEST(ActivityTrackerTest, AFreezeIsNotIdleTimeButIsLifetime) {
   EXPECT_EQ(u.Decide(At(seconds(40))).stop, StopReason::kLifetime);
 }
 
+TEST(ActivityTrackerTest, WithThawRestartsIdleAThawStartsANewIdlePeriod) {
+  // idle_action pause: no idle_ttl of its own; idle 30 s, frozen by the host at 30 s, thawed
+  // at 90 s: idle from the thaw, not 30 s + (time since the thaw).
+  ActivityTracker t({}, kT0);
+  t.set_thaw_restarts_idle(true);
+  EXPECT_EQ(t.IdleFor(At(seconds(30))), seconds(30));
+  t.Woke(At(seconds(31)), At(seconds(90)));
+  EXPECT_EQ(t.IdleFor(At(seconds(95))), seconds(5));
+  EXPECT_EQ(t.Decide(At(seconds(1000))).stop, StopReason::kNone);  // never stops on idle
+  // A wake on time is no thaw.
+  t.Woke(At(seconds(96)), At(seconds(96)));
+  EXPECT_EQ(t.IdleFor(At(seconds(100))), seconds(10));
+}
+
 TEST(ActivityTrackerTest, AWakeOnTimeOrSlightlyLateMovesNothing) {
   ActivityTracker t({.idle_ttl = seconds(10)}, kT0);
   t.Woke(At(seconds(5)), At(seconds(5) + ActivityTracker::kFreezeSlack));

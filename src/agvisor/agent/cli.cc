@@ -25,7 +25,7 @@ Run `agvisor-agent SUBCOMMAND --help` for the options of each.
 constexpr std::string_view kInitHelp =
     R"(Usage: agvisor-agent init [--lifetime SECONDS] [--idle-ttl SECONDS] [--socket PATH]
                           [--channel-stdio] [--desktop] [--desktop-size WxH]
-                          [--warm-shells N]
+                          [--warm-shells N] [--track-idle]
 
 PID 1 of a sandbox. Reaps every zombie (also when not PID 1: it makes itself a child subreaper),
 serves the channel protocol (docs/protocol.md) on a unix socket and stops the sandbox on its own:
@@ -33,6 +33,8 @@ serves the channel protocol (docs/protocol.md) on a unix socket and stops the sa
   --idle-ttl SECONDS   stop once no operation has been in flight for this long (an exec, file
                        operation, port stream or attach in any session, or a connected client
                        that does not speak the protocol, e.g. `agvisor-agent exec`)
+  --track-idle         keep the idle clock exact across freezes without stopping at an
+                       idle-ttl: a host that freezes idle sandboxes asks for it (IDLE_QUERY)
   --socket PATH        channel socket (default /run/agvisor/agent.sock; its directory is
                        created 0700 and also receives the file `exit-reason`)
   --channel-stdio      also serve one session on stdin/stdout (EOF on stdin ends that session,
@@ -203,6 +205,8 @@ Result<Command> ParseInit(const std::vector<std::string>& args) {
       // stored
     } else if (c.Flag("--channel-stdio")) {
       o.channel_stdio = true;
+    } else if (c.Flag("--track-idle")) {
+      o.track_idle = true;
     } else if (c.Flag("--desktop")) {
       o.desktop = true;
     } else if (AGVISOR_TRY(c.Take("--desktop-size", &v))) {

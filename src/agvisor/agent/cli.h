@@ -31,6 +31,10 @@ struct InitOptions {
   std::string socket_path{kDefaultSocketPath};
   // Serve one channel session on fd 0/1 (the host attached to PID 1's stdio before start).
   bool channel_stdio = false;
+  // --track-idle: wake every ActivityTracker::kFreezeTick while idle, as with an idle-ttl, so
+  // that a freeze is not counted as idle time, for a host that asks how long the sandbox has been
+  // idle (IDLE_QUERY) and freezes it itself (idle_action pause) instead of the agent stopping.
+  bool track_idle = false;
   // Start the desktop (agent/desktop.h): Xvnc on :0 and an xfce session of the desktop user.
   bool desktop = false;
   std::string desktop_geometry = "1280x800";  // --desktop-size WxH

@@ -55,6 +55,14 @@ TEST(ParseCommandLineTest, InitDefaults) {
   EXPECT_FALSE(o.idle_ttl);
   EXPECT_EQ(o.socket_path, "/run/agvisor/agent.sock");
   EXPECT_FALSE(o.channel_stdio);
+  EXPECT_FALSE(o.track_idle);
+}
+
+TEST(ParseCommandLineTest, InitTrackIdle) {
+  auto r = Parse({"init", "--track-idle"});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_TRUE(std::get<InitOptions>(*r).track_idle);
+  EXPECT_FALSE(std::get<InitOptions>(*r).idle_ttl);
 }
 
 TEST(ParseCommandLineTest, InitAllFlagsBothSpellings) {

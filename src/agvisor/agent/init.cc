@@ -78,7 +78,9 @@ class InitServer {
         tracker_({options.lifetime, options.idle_ttl}, Clock::now()),
         processes_(ProcessServices{&loop_, &timers_}),
         ready_shells_(&timers_, options.warm_shells),
-        services_{&loop_, &timers_, &tracker_, &processes_, UnixMillisNow(), &ready_shells_} {}
+        services_{&loop_, &timers_, &tracker_, &processes_, UnixMillisNow(), &ready_shells_} {
+    tracker_.set_thaw_restarts_idle(options.track_idle);
+  }
 
   Result<void> Start() {
     AGVISOR_RETURN_IF_ERROR(
@@ -117,7 +119,7 @@ class InitServer {
       if (d.stop != StopReason::kNone) return d.stop;
       std::optional<Clock::time_point> deadline = d.next_check;
       if (auto t = timers_.Next(); t && (!deadline || *t < *deadline)) deadline = t;
-      if (tracker_.policy().idle_ttl) {
+      if (tracker_.policy().idle_ttl || options_.track_idle) {
         // A planned wake at least every tick, so that a pause is seen as a late wake (Woke).
         auto tick = Clock::now() + ActivityTracker::kFreezeTick;
         if (!deadline || tick < *deadline) deadline = tick;

@@ -63,6 +63,7 @@ FromHost Classify(Type t) {
     case Type::kProcAttach:
     case Type::kProcSignal:
     case Type::kSetDeadlines:
+    case Type::kIdleQuery:
     case Type::kWatch:
       return FromHost::kOpens;
     case Type::kHello:
@@ -76,6 +77,7 @@ FromHost Classify(Type t) {
     case Type::kListResult:
     case Type::kProcListResult:
     case Type::kWatchEvents:
+    case Type::kIdleState:
       return FromHost::kRefused;
     default:
       return FromHost::kOther;
@@ -782,6 +784,11 @@ void Session::OnFrame(Frame&& f) {
                          "speaks " +
                              std::to_string(version_));
   }
+  if (version_ < 5 && f.type == Type::kIdleQuery) {
+    return ProtocolError(
+        WireError::kProtocol,
+        "IDLE_QUERY needs protocol version 5; this session speaks " + std::to_string(version_));
+  }
   if (f.stream == proto::kSessionStream) return OnSessionFrame(f);
   if (kind == FromHost::kOpens) {
     if (streams_.contains(f.stream)) {
@@ -939,6 +946,17 @@ void Session::Open(const Frame& f) {
               (policy.idle_ttl ? FormatSeconds(*policy.idle_ttl) : std::string("none")) +
               " from now");
       SendFrame(FrameOf(Type::kOk, f.stream, {}));
+      return;
+    }
+    case Type::kIdleQuery: {
+      // Answered at once and holds nothing: asking is not activity (the host polls idle
+      // sandboxes with it, idle_action pause).
+      const auto now = Clock::now();
+      proto::IdleState st;
+      st.holds = static_cast<std::uint32_t>(std::max(0, svc_.tracker->holders()));
+      st.idle_ms =
+          st.holds > 0 ? 0 : static_cast<std::uint64_t>(svc_.tracker->IdleFor(now).count());
+      SendFrame(FrameOf(Type::kIdleState, f.stream, st.Encode()));
       return;
     }
     case Type::kWatch: {

@@ -29,8 +29,11 @@ struct StreamState {
   std::size_t unacked = 0;  // consumed bytes not yet granted back with WINDOW
   // Set by Cancel (a watch closed from another thread): NextUntil returns nullopt.
   bool cancelled = false;
-  // When set, Next gives up at this time (an exec whose agent-enforced timeout has long passed).
+  // When set, Next gives up at this time (an exec whose agent-enforced timeout has long passed,
+  // or a request the agent answers at once) and closes the channel; `deadline_what` says why
+  // ("" = an exec's).
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  std::string deadline_what;
 };
 
 namespace {
@@ -538,10 +541,12 @@ Result<Frame> Channel::Next(StreamState& s) {
       // The agent enforces an exec's timeout and sends EXIT; one that has not, long after, is
       // broken or hostile (e.g. endless output): its channel ends, whatever else it sends.
       lock.unlock();
-      Error e = Error::Timeout("the agent did not end the command on stream " +
-                               std::to_string(s.id) + " by its timeout plus " +
-                               std::to_string(options_.exec_deadline_grace.count()) +
-                               " ms (a broken or hostile agent); its channel is closed");
+      Error e = Error::Timeout(!s.deadline_what.empty()
+                                   ? s.deadline_what
+                                   : "the agent did not end the command on stream " +
+                                         std::to_string(s.id) + " by its timeout plus " +
+                                         std::to_string(options_.exec_deadline_grace.count()) +
+                                         " ms (a broken or hostile agent); its channel is closed");
       Break(e);
       return e;
     }
@@ -718,6 +723,32 @@ Result<void> Channel::SetDeadlines(std::optional<std::chrono::milliseconds> life
   if (!f.ok()) return f.error().WithContext("set deadlines");
   if (f->type != Type::kOk) return Unexpected(*f, "set deadlines");
   return Ok();
+}
+
+Result<proto::IdleState> Channel::QueryIdle(std::chrono::milliseconds timeout) {
+  if (agent_.version < 5) {
+    return Error::Unsupported("query idle time: the sandbox's agent speaks protocol version " +
+                              std::to_string(agent_.version) +
+                              " and asking needs 5 (a sandbox started by an older agvisor)");
+  }
+  StreamGuard s(this, AGVISOR_TRY(NewStream()), &Channel::Forget);
+  {
+    // Answered at once by a working agent; one that does not answer is broken or hostile, and
+    // the caller (a sweep over every sandbox) must not wait on it.
+    std::lock_guard lock(mu_);
+    s->deadline = Clock::now() + timeout;
+    s->deadline_what = "the agent did not answer IDLE_QUERY within " +
+                       std::to_string(timeout.count()) +
+                       " ms (a broken or hostile agent); its channel is closed";
+  }
+  AGVISOR_RETURN_IF_ERROR(Send(Type::kIdleQuery, s->id, {}));
+  auto f = Next(*s);
+  if (f.ok() && f->type == Type::kError) f = AgentError(*f, "IDLE_QUERY");
+  if (!f.ok()) return f.error().WithContext("query idle time");
+  if (f->type != Type::kIdleState) return Unexpected(*f, "idle state");
+  auto r = proto::IdleState::Decode(f->payload);
+  if (!r.ok()) return Unexpected(*f, "idle state");
+  return *r;
 }
 
 Result<std::unique_ptr<Process>> Channel::AttachProcess(std::uint32_t pid) {

@@ -275,6 +275,13 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // 100 years), kUnavailable.
   Result<void> SetDeadlines(std::optional<std::chrono::milliseconds> lifetime,
                             std::optional<std::chrono::milliseconds> idle_ttl);
+  // IDLE_QUERY: how long the sandbox has been idle by the agent's activity clock (operations in
+  // flight, holds > 0, mean not idle). Asking is not activity. The answer is the sandbox's claim
+  // (a hostile agent can only get itself frozen early or kept awake). An agent that does not
+  // answer within `timeout` (checked at each keepalive interval) has its channel closed.
+  // Errors: kUnsupported (an agent older than protocol version 5), kTimeout, kUnavailable.
+  Result<proto::IdleState> QueryIdle(
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
 
   // ---- Session ----
   // PING/PONG round trip. Errors: kUnavailable, kTimeout.

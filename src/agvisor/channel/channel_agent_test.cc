@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -314,6 +315,32 @@ TEST_F(ChannelComponentTest, SetDeadlinesEndsTheAgentAtTheNewIdleTtl) {
   // The new 300 ms idle-ttl ended it: 0.33 s at most on a loaded 2-core host (load average 17-19),
   // 15x.
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+// IDLE_QUERY against the real agent: busy while an exec runs (from another session too), idle
+// from its end, and asking neither counts as activity nor restarts the clock.
+TEST_F(ChannelComponentTest, IdleQuerySeesHoldsAndIsNotActivity) {
+  auto p = ch_->Start({.argv = {"sleep", "100"}});
+  ASSERT_TRUE(p.ok()) << p.error().ToString();
+  ASSERT_TRUE((*p)->WaitStarted().ok());
+  auto other = Connect();
+  ASSERT_TRUE(other);
+  auto busy = other->QueryIdle();
+  ASSERT_TRUE(busy.ok()) << busy.error().ToString();
+  EXPECT_EQ(busy->holds, 1u);
+  EXPECT_EQ(busy->idle_ms, 0u);
+  ASSERT_TRUE((*p)->Signal(SIGKILL).ok());
+  (void)(*p)->Wait({});
+  p->reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto first = other->QueryIdle();
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  EXPECT_EQ(first->holds, 0u);
+  EXPECT_GE(first->idle_ms, 250u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto second = ch_->QueryIdle();
+  ASSERT_TRUE(second.ok()) << second.error().ToString();
+  EXPECT_GE(second->idle_ms, first->idle_ms + 250) << "asking restarted the idle clock";
 }
 
 TEST_F(ChannelComponentTest, SetDeadlinesLifetimeHoldsWhileBusy) {

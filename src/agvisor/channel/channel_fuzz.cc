@@ -174,6 +174,8 @@ std::string Payload(Type type, Input& in) {
       }
       return l.Encode();
     }
+    case Type::kIdleState:  // holds and idle_ms both set half the time: not a valid state
+      return proto::IdleState{in.U8() % 2u, static_cast<std::uint64_t>(in.U32()) << 8}.Encode();
     default:
       return "";  // CLOSE, END, OK, and the host's own types sent back
   }
@@ -184,7 +186,7 @@ std::string Program(Input& in) {
       Type::kPong,       Type::kWindow,     Type::kError,          Type::kClose,   Type::kStarted,
       Type::kOutput,     Type::kExit,       Type::kData,           Type::kEnd,     Type::kOk,
       Type::kStatResult, Type::kListResult, Type::kProcListResult, Type::kWelcome, Type::kExec,
-      Type::kPing};
+      Type::kPing,       Type::kIdleState};
   std::string out;
   while (!in.empty()) {
     Type type = kTypes[in.U8() % std::size(kTypes)];

@@ -49,6 +49,7 @@ class FakeAgent {
   std::uint32_t window() const { return hello_.initial_window; }
 
   bool answer_hello = true;
+  std::uint16_t welcome_version = 1;  // set before the host's HELLO
 
  private:
   void Loop() {
@@ -61,7 +62,7 @@ class FakeAgent {
         if (f.type == Type::kHello) {
           hello_ = *proto::Hello::Decode(f.payload);
           if (answer_hello) {
-            Send(Type::kWelcome, 0, proto::Welcome{1, "fake 1.0", 42}.Encode());
+            Send(Type::kWelcome, 0, proto::Welcome{welcome_version, "fake 1.0", 42}.Encode());
             return;
           }
         }
@@ -125,13 +126,13 @@ TEST(ChannelTest, VersionMismatchIsUnsupported) {
   {
     auto [host, agent_end] = MemoryTransport::Pair();
     FakeAgent agent(std::move(agent_end), [](FakeAgent& a, const Frame& f) {
-      if (f.type == Type::kHello) a.Send(Type::kWelcome, 0, proto::Welcome{5, "new", 1}.Encode());
+      if (f.type == Type::kHello) a.Send(Type::kWelcome, 0, proto::Welcome{6, "new", 1}.Encode());
     });
     agent.answer_hello = false;
     auto ch = Channel::Open(std::move(host));
     ASSERT_FALSE(ch.ok());
     EXPECT_EQ(ch.error().code(), ErrorCode::kUnsupported);
-    EXPECT_THAT(ch.error().message(), HasSubstr("version 5"));
+    EXPECT_THAT(ch.error().message(), HasSubstr("version 6"));
   }
   {
     // An older agent answers with its lower version: accepted, and the channel speaks it.
@@ -745,6 +746,74 @@ TEST(ChannelWatchTest, AnOlderAgentIsRefusedBeforeAnythingIsSent) {
   EXPECT_EQ(w.error().code(), ErrorCode::kUnsupported);
   EXPECT_THAT(w.error().message(), HasSubstr("protocol version 3"));
   EXPECT_FALSE((*ch)->broken());
+}
+
+// IDLE_QUERY (idle_action pause): the answer as sent; an agent that sends a state that cannot be
+// (busy and idle at once) or none at all is refused without hanging the asking sweep; an older
+// agent is not asked.
+TEST(ChannelIdleTest, QueryAnsweredMalformedSilentAndOld) {
+  {
+    auto [host, agent_end] = MemoryTransport::Pair();
+    FakeAgent agent(std::move(agent_end), [](FakeAgent& a, const Frame& f) {
+      if (f.type == Type::kIdleQuery)
+        a.Send(Type::kIdleState, f.stream, proto::IdleState{0, 4321}.Encode());
+    });
+    agent.welcome_version = 5;
+    auto ch = Channel::Open(std::move(host));
+    ASSERT_TRUE(ch.ok()) << ch.error().ToString();
+    auto st = (*ch)->QueryIdle();
+    ASSERT_TRUE(st.ok()) << st.error().ToString();
+    EXPECT_EQ(st->holds, 0u);
+    EXPECT_EQ(st->idle_ms, 4321u);
+  }
+  {
+    auto [host, agent_end] = MemoryTransport::Pair();
+    FakeAgent agent(std::move(agent_end), [](FakeAgent& a, const Frame& f) {
+      if (f.type != Type::kIdleQuery) return;
+      std::string bad = proto::IdleState{0, 5}.Encode();
+      bad[3] = 1;  // holds 1 with idle_ms 5
+      a.Send(Type::kIdleState, f.stream, bad);
+    });
+    agent.welcome_version = 5;
+    auto ch = Channel::Open(std::move(host));
+    ASSERT_TRUE(ch.ok());
+    auto st = (*ch)->QueryIdle();
+    EXPECT_FALSE(st.ok());
+  }
+  {
+    auto [host, agent_end] = MemoryTransport::Pair();
+    FakeAgent agent(std::move(agent_end), [](FakeAgent& a, const Frame& f) {
+      if (f.type == Type::kPing) a.Send(Type::kPong, 0, f.payload);  // alive, never answers
+    });
+    agent.welcome_version = 5;
+    ChannelOptions o;
+    o.keepalive_interval = std::chrono::milliseconds(20);
+    auto ch = Channel::Open(std::move(host), o);
+    ASSERT_TRUE(ch.ok());
+    const auto start = std::chrono::steady_clock::now();
+    auto st = (*ch)->QueryIdle(std::chrono::milliseconds(200));
+    const auto took = std::chrono::steady_clock::now() - start;
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.error().code(), ErrorCode::kTimeout);
+    EXPECT_THAT(st.error().message(), HasSubstr("did not answer IDLE_QUERY within 200 ms"));
+    EXPECT_TRUE((*ch)->broken());
+    EXPECT_LT(took, std::chrono::seconds(3));  // near the 200 ms, not the keepalive or never
+  }
+  {
+    auto [host, agent_end] = MemoryTransport::Pair();
+    std::atomic<bool> asked{false};
+    FakeAgent agent(std::move(agent_end), [&](FakeAgent&, const Frame& f) {
+      if (f.type == Type::kIdleQuery) asked = true;
+    });
+    agent.welcome_version = 4;
+    auto ch = Channel::Open(std::move(host));
+    ASSERT_TRUE(ch.ok());
+    auto st = (*ch)->QueryIdle();
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.error().code(), ErrorCode::kUnsupported);
+    EXPECT_THAT(st.error().message(), HasSubstr("protocol version 4"));
+    EXPECT_FALSE(asked);
+  }
 }
 
 }  // namespace

@@ -216,9 +216,11 @@ void SpecOptions::Add(CLI::App& cmd) {
   cmd.add_option("--idle-ttl", spec.idle_ttl,
                  "seconds without activity (exec) until the sandbox ends itself");
   cmd.add_option("--idle-action", spec.idle_action,
-                 "what --idle-ttl does: destroy (ends and removes it) or stop (ends it and keeps "
-                 "the container; needs --name, whose next create starts on the same /workspace)")
-      ->check(CLI::IsMember({"destroy", "stop"}))
+                 "what --idle-ttl does: destroy (ends and removes it), stop (ends it and keeps "
+                 "the container; needs --name, whose next create starts on the same /workspace) "
+                 "or pause (freezes it, memory and processes kept; the next call resumes it; "
+                 "frozen by agvisord, or by the next `agvisor ls` without one)")
+      ->check(CLI::IsMember({"destroy", "stop", "pause"}))
       ->capture_default_str();
   cmd.add_option("--runtime", spec.runtime, "Docker runtime (a gVisor one)")->capture_default_str();
   cmd.add_option("--platform", spec.platform,

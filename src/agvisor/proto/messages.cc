@@ -121,6 +121,10 @@ std::string_view TypeName(Type type) {
       return "DETACH";
     case Type::kSetDeadlines:
       return "SET_DEADLINES";
+    case Type::kIdleQuery:
+      return "IDLE_QUERY";
+    case Type::kIdleState:
+      return "IDLE_STATE";
     case Type::kWatch:
       return "WATCH";
     case Type::kWatchEvents:
@@ -376,6 +380,8 @@ Result<void> CheckPayload(Type type, std::string_view p) {
       return Check(ProcSignal::Decode(p));
     case Type::kSetDeadlines:
       return Check(SetDeadlines::Decode(p));
+    case Type::kIdleState:
+      return Check(IdleState::Decode(p));
     case Type::kWatch:
       return Check(WatchRequest::Decode(p));
     case Type::kWatchEvents:
@@ -389,6 +395,7 @@ Result<void> CheckPayload(Type type, std::string_view p) {
     case Type::kOk:
     case Type::kProcList:
     case Type::kDetach:
+    case Type::kIdleQuery:
       return ExpectEmpty(type, p);
   }
   return Error::InvalidArgument("unknown frame type " + Hex2(static_cast<unsigned>(type)));
@@ -884,6 +891,27 @@ Result<SetDeadlines> SetDeadlines::Decode(std::string_view payload) {
   m.lifetime_ms = AGVISOR_TRY(r.ReadU64("lifetime_ms"));
   m.idle_ttl_ms = AGVISOR_TRY(r.ReadU64("idle_ttl_ms"));
   AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  return m;
+}
+
+std::string IdleState::Encode() const {
+  std::string out;
+  Writer w(out);
+  w.AppendU32(holds);
+  w.AppendU64(idle_ms);
+  return out;
+}
+
+Result<IdleState> IdleState::Decode(std::string_view payload) {
+  Reader r(payload, "IDLE_STATE");
+  IdleState m;
+  m.holds = AGVISOR_TRY(r.ReadU32("holds"));
+  m.idle_ms = AGVISOR_TRY(r.ReadU64("idle_ms"));
+  AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
+  if (m.holds > 0 && m.idle_ms != 0) {
+    return Error::InvalidArgument("IDLE_STATE.idle_ms: must be 0 while holds is " +
+                                  std::to_string(m.holds));
+  }
   return m;
 }
 

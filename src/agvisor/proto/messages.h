@@ -34,10 +34,11 @@ namespace agvisor::proto {
 // Constants
 
 // The newest protocol version this build speaks, and the oldest it still accepts. Version 2 added
-// PROC_SIGNAL and DETACH, 3 EXIT's `prestarted`, 4 WATCH and WATCH_EVENTS; a session speaks the
+// PROC_SIGNAL and DETACH, 3 EXIT's `prestarted`, 4 WATCH and WATCH_EVENTS, 5 IDLE_QUERY and
+// IDLE_STATE; a session speaks the
 // lower of the two sides' versions (WELCOME says which), so a host of this build still drives an
 // agent of version 1 and the other way round.
-inline constexpr std::uint16_t kProtocolVersion = 4;
+inline constexpr std::uint16_t kProtocolVersion = 5;
 inline constexpr std::uint16_t kMinProtocolVersion = 1;
 // Largest payload of one frame (the bytes after type and stream).
 inline constexpr std::size_t kMaxPayload = 1024 * 1024;
@@ -101,6 +102,8 @@ enum class Type : std::uint8_t {
   kWatchEvents = 0x61,
   // Sandbox control.
   kSetDeadlines = 0x70,
+  kIdleQuery = 0x71,  // version 5
+  kIdleState = 0x72,  // version 5
 };
 
 // True iff `raw` is one of the Type values above.
@@ -512,6 +515,21 @@ struct SetDeadlines {
   std::string Encode() const;
   static Result<SetDeadlines> Decode(std::string_view payload);
   bool operator==(const SetDeadlines&) const = default;
+};
+
+// IDLE_STATE (agent -> host, the answer to IDLE_QUERY, which has no payload; version 5): how long
+// the sandbox has been idle, as the agent's activity clock counts it (docs/agent.md, "Activity"),
+// for a host that freezes idle sandboxes (idle_action pause, docs/lifecycle.md). Asking is not
+// activity. The host treats both figures as the sandbox's claim: a hostile agent can only get
+// itself paused early or kept awake, as its own processes could.
+struct IdleState {
+  std::uint32_t holds = 0;    // operations in flight (0: idle)
+  std::uint64_t idle_ms = 0;  // 0 while holds > 0
+
+  std::string Encode() const;
+  // Strict: idle_ms is 0 when holds > 0.
+  static Result<IdleState> Decode(std::string_view payload);
+  bool operator==(const IdleState&) const = default;
 };
 
 // WATCH flags (u8). Decode rejects other bits.

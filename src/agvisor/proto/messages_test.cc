@@ -153,6 +153,23 @@ TEST(PayloadTest, ProcSignalIsPidAndSignal) {
   EXPECT_FALSE(ProcSignal::Decode(std::string(6, '\0')).ok());
 }
 
+TEST(PayloadTest, IdleStateIsHoldsThenIdleMilliseconds) {
+  ExpectStrictRoundTrip(IdleState{});
+  ExpectStrictRoundTrip(IdleState{0, 90000});
+  ExpectStrictRoundTrip(IdleState{3, 0});
+  ExpectStrictRoundTrip(IdleState{0, ~0ULL});
+  EXPECT_EQ((IdleState{2, 0}.Encode()), "\0\0\0\x02\0\0\0\0\0\0\0\0"s);
+  // Busy and idle at once is not a state: refused, naming the field.
+  std::string both = IdleState{0, 5}.Encode();
+  both[3] = 1;
+  auto r = IdleState::Decode(both);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("IDLE_STATE.idle_ms"), std::string::npos)
+      << r.error().message();
+  EXPECT_FALSE(IdleState::Decode(std::string(11, '\0')).ok());
+  EXPECT_FALSE(IdleState::Decode(std::string(13, '\0')).ok());
+}
+
 TEST(PayloadTest, SetDeadlinesIsTwoU64Milliseconds) {
   ExpectStrictRoundTrip(SetDeadlines{});
   ExpectStrictRoundTrip(SetDeadlines{600000, 0});
@@ -191,7 +208,7 @@ TEST(PayloadTest, OutputIsFdThenRawBytes) {
 }
 
 TEST(PayloadTest, GoldenBytesFollowTheDocument) {
-  EXPECT_EQ(Hello{}.Encode(), "\x00\x04\x00\x40\x00\x00"s);
+  EXPECT_EQ(Hello{}.Encode(), "\x00\x05\x00\x40\x00\x00"s);
   EXPECT_EQ((Hello{1, 65536}.Encode()), "\x00\x01\x00\x01\x00\x00"s);
   EXPECT_EQ((Exit{-2, 3, true}.Encode(2)), "\xFF\xFF\xFF\xFE\x03\x01"s);
   EXPECT_EQ((Exit{-2, 3, true, true}.Encode()), "\xFF\xFF\xFF\xFE\x03\x01\x01"s);
@@ -324,6 +341,8 @@ TEST(PayloadTest, CheckPayloadCoversEveryType) {
       {Type::kProcSignal, ProcSignal{1, 15}.Encode()},
       {Type::kDetach, ""},
       {Type::kSetDeadlines, SetDeadlines{1, 2}.Encode()},
+      {Type::kIdleQuery, ""},
+      {Type::kIdleState, IdleState{0, 7}.Encode()},
       {Type::kWatch, WatchRequest{"/a", kWatchRecursive}.Encode()},
       {Type::kWatchEvents, WatchEvents{{{WatchEventKind::kCreate, false, "a", ""}}}.Encode()},
   };
@@ -344,7 +363,7 @@ TEST(PayloadTest, CheckPayloadCoversEveryType) {
       EXPECT_TRUE(covered.count(static_cast<Type>(raw))) << raw;
     }
   }
-  EXPECT_EQ(known, 37);
+  EXPECT_EQ(known, 39);
   auto empty = CheckPayload(Type::kOk, "x");
   ASSERT_FALSE(empty.ok());
   EXPECT_EQ(empty.error().message(), "OK: expected an empty payload, got 1 bytes");
@@ -373,6 +392,8 @@ TEST(TypeTest, NamesAreUniqueAndSpelledAsInTheDocument) {
   EXPECT_EQ(TypeName(Type::kProcSignal), "PROC_SIGNAL");
   EXPECT_EQ(static_cast<int>(Type::kSetDeadlines), 0x70);
   EXPECT_EQ(TypeName(Type::kSetDeadlines), "SET_DEADLINES");
+  EXPECT_EQ(static_cast<int>(Type::kIdleQuery), 0x71);
+  EXPECT_EQ(TypeName(Type::kIdleState), "IDLE_STATE");
   EXPECT_FALSE(IsKnownType(0x00));
   EXPECT_FALSE(IsKnownType(0x08));
   EXPECT_FALSE(IsKnownType(0x3D));

@@ -115,6 +115,8 @@ bool DecodeAs(Type type, std::string_view p) {
       return Canonical<ProcSignal>(p);
     case Type::kSetDeadlines:
       return Canonical<SetDeadlines>(p);
+    case Type::kIdleState:
+      return Canonical<IdleState>(p);
     case Type::kWatch:
       return Canonical<WatchRequest>(p);
     case Type::kWatchEvents:
@@ -128,6 +130,7 @@ bool DecodeAs(Type type, std::string_view p) {
     case Type::kOk:
     case Type::kProcList:
     case Type::kDetach:
+    case Type::kIdleQuery:
       return p.empty();
   }
   return false;

@@ -12,7 +12,12 @@ Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDe
   i.source_image = d.source_image;
   i.argv = {std::string(kAgentPath), "init", "--channel-stdio"};
   if (spec.lifetime) i.argv.insert(i.argv.end(), {"--lifetime", std::to_string(*spec.lifetime)});
-  if (spec.idle_ttl) i.argv.insert(i.argv.end(), {"--idle-ttl", std::to_string(*spec.idle_ttl)});
+  if (spec.idle_ttl && spec.idle_action == "pause") {
+    // The host freezes it (idle_pause.h); the agent only keeps the idle clock.
+    i.argv.push_back("--track-idle");
+  } else if (spec.idle_ttl) {
+    i.argv.insert(i.argv.end(), {"--idle-ttl", std::to_string(*spec.idle_ttl)});
+  }
   if (spec.gui) i.argv.push_back("--desktop");
   if (spec.warm_shells > 0) {
     i.argv.insert(i.argv.end(), {"--warm-shells", std::to_string(spec.warm_shells)});

@@ -244,6 +244,14 @@ TEST(InstanceSpecTest, IdleActionReachesTheLabelsAndRemoval) {
   EXPECT_FALSE(i->remove_on_exit);  // the container stays, exited
   EXPECT_EQ(i->argv, (std::vector<std::string>{"/.agvisor/agvisor-agent", "init", "--channel-stdio",
                                                "--idle-ttl", "30"}));  // the agent just stops
+  spec.idle_action = "pause";
+  i = BuildInstanceSpec(spec, Decide(spec));
+  ASSERT_TRUE(i.ok()) << i.error().ToString();
+  EXPECT_EQ(i->labels.at("agvisor.idle_action"), "pause");
+  EXPECT_EQ(i->labels.at("agvisor.idle_ttl"), "30");  // what the lister compares against
+  // The agent keeps the idle clock but never stops on it: the host freezes it.
+  EXPECT_EQ(i->argv, (std::vector<std::string>{"/.agvisor/agvisor-agent", "init", "--channel-stdio",
+                                               "--track-idle"}));
 }
 
 TEST(InstanceSpecTest, LifetimeOverCountsFromCreationForThePausedOnly) {

@@ -28,6 +28,7 @@
 #include "agvisor/proto/exit_codes.h"
 #include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/egress_network.h"
+#include "agvisor/sandbox/idle_pause.h"
 #include "agvisor/sandbox/instance_spec.h"
 #include "agvisor/sandbox/start_gate.h"
 #include "agvisor/sandbox/step_trace.h"
@@ -274,6 +275,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
   handle->container_name_ = cname;
   handle->name_ = spec.name;
   handle->idle_ttl_ = spec.idle_ttl;
+  handle->idle_pause_ = spec.idle_action == "pause";
   handle->memory_ = spec.limits.memory;
 
   // Root-disk cap: enforced where the host can; refused when asked for explicitly elsewhere.
@@ -376,6 +378,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
               it != existing->labels.end()) {
             handle->idle_ttl_ = std::stoll(it->second);
           }
+          handle->idle_pause_ = IdlePauseTtl(existing->labels).has_value();
           if (spec.gui) AGVISOR_RETURN_IF_ERROR(desktop::WaitReady(*handle));
           return handle;
         }
@@ -478,6 +481,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Open(std::string_view container_name,
   if (auto it = info.labels.find(std::string(kLabelIdleTtl)); it != info.labels.end()) {
     handle->idle_ttl_ = std::stoll(it->second);
   }
+  handle->idle_pause_ = IdlePauseTtl(info.labels).has_value();
   if (auto it = info.labels.find(std::string(kLabelMemory)); it != info.labels.end()) {
     handle->memory_ = it->second;
   }
@@ -487,8 +491,12 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Open(std::string_view container_name,
 Result<std::vector<SandboxInfo>> Sandbox::List(std::string_view host) {
   auto runtime = AGVISOR_TRY(RuntimeFor(host));
   auto list = AGVISOR_TRY(runtime->List({std::string(kLabelManaged)}));
+  // idle_action pause: the listing client freezes the ones idle long enough (idle_pause.h).
+  const std::vector<std::string> frozen = PauseIdleSandboxes(*runtime, list);
+  for (const auto& id : frozen) MarkPaused(id, true);
   std::vector<SandboxInfo> out;
-  for (const auto& s : list) {
+  for (auto s : list) {
+    if (std::find(frozen.begin(), frozen.end(), s.id) != frozen.end()) s.status = "paused";
     if (s.helper) continue;  // the runtime's own (adding the agent to an image), not a sandbox
     SandboxInfo i;
     i.container_name = s.name.empty() ? s.id.substr(0, 12) : s.name;
@@ -658,7 +666,21 @@ Error Sandbox::PausedError() const {
 }
 
 Result<void> Sandbox::WakeIfPausedHere() {
-  if (!PausedByUs(container_id_)) return Ok();
+  if (PausedByUs(container_id_)) {
+    if (!auto_resume_) return PausedError();
+    return Resume();
+  }
+  if (!idle_pause_ || !idle_ttl_) return Ok();
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+  const std::int64_t last = last_call_ns_.exchange(now);
+  // The agent's idle clock starts no earlier than this handle's previous call: until idle_ttl
+  // (less a second for the lister's own delay) has passed since, no lister can have frozen it.
+  const std::int64_t safe_ns = (*idle_ttl_ * 1000 - 1000) * 1'000'000;
+  if (last != 0 && now - last < safe_ns) return Ok();
+  auto info = runtime_->Inspect(container_id_);
+  if (!info.ok() || info->state.status != "paused") return Ok();  // the call reports the rest
   if (!auto_resume_) return PausedError();
   return Resume();
 }

@@ -373,7 +373,8 @@ class Sandbox {
       const SandboxSpec& spec, const std::map<std::string, std::string>& system_labels);
   Result<SandboxInfo> InfoLocked();
   // Before a call: when this process paused the sandbox, resumes it (or refuses: auto_resume).
-  // A lock-free check when nothing is paused here.
+  // A lock-free check when nothing is paused here; with idle_action pause, also an Inspect when
+  // the previous call was long enough ago that a lister may have frozen it (idle_pause.h).
   Result<void> WakeIfPausedHere();
   // After the runtime refused an exec (`e`): when the sandbox is paused, resumes it (or refuses)
   // and returns true (try again); false when it is not paused. Errors: Resume's, or kConflict.
@@ -402,6 +403,10 @@ class Sandbox {
   std::string container_id_;
   std::optional<std::string> name_;
   std::optional<std::int64_t> idle_ttl_;
+  // idle_action pause: a lister may freeze the sandbox once it has been idle for idle_ttl_, so a
+  // call that comes that long after this handle's previous one checks first (WakeIfPausedHere).
+  bool idle_pause_ = false;
+  std::atomic<std::int64_t> last_call_ns_{0};  // steady clock; 0 = none yet
   // For the out-of-memory message: the create-time limits.memory (a resize made in this process
   // is found by container id instead, sandbox.cc).
   std::string memory_;

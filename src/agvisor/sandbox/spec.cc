@@ -279,15 +279,9 @@ Result<void> ValidateSpec(const SandboxSpec& s) {
                                   " (leave it unset to never "
                                   "expire when idle)");
   }
-  if (s.idle_action == "pause") {
-    return Error::Unsupported(
-        "idle_action pause is not available yet: nothing on the host can learn cheaply that a "
-        "sandbox went idle (docs/lifecycle.md, \"Idle policy\"); use stop or destroy, or pause it "
-        "yourself (agvisor pause NAME)");
-  }
-  if (s.idle_action != "destroy" && s.idle_action != "stop") {
-    return Error::InvalidArgument("idle_action must be destroy or stop, got '" + s.idle_action +
-                                  "'");
+  if (s.idle_action != "destroy" && s.idle_action != "stop" && s.idle_action != "pause") {
+    return Error::InvalidArgument("idle_action must be destroy, stop or pause, got '" +
+                                  s.idle_action + "'");
   }
   if (s.idle_action != "destroy" && !s.idle_ttl) {
     return Error::InvalidArgument("idle_action " + s.idle_action +

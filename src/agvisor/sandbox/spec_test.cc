@@ -126,12 +126,13 @@ TEST(SpecTest, LifetimeIdleAndExecTimeout) {
   s = {};
   s.idle_action = "hibernate";
   EXPECT_THAT(Msg(ValidateSpec(s)),
-              HasSubstr("idle_action must be destroy or stop, got 'hibernate'"));
+              HasSubstr("idle_action must be destroy, stop or pause, got 'hibernate'"));
   s.idle_action = "stop";
   EXPECT_THAT(Msg(ValidateSpec(s)), HasSubstr("idle_action stop needs idle_ttl"));
-  s.idle_ttl = 60;
   s.idle_action = "pause";
-  EXPECT_EQ(ValidateSpec(s).error().code(), ErrorCode::kUnsupported);
+  EXPECT_THAT(Msg(ValidateSpec(s)), HasSubstr("idle_action pause needs idle_ttl"));
+  s.idle_ttl = 60;
+  EXPECT_TRUE(ValidateSpec(s).ok());  // anonymous is fine: its handle wakes it
   s.idle_action = "stop";
   EXPECT_THAT(Msg(ValidateSpec(s)), HasSubstr("idle_action stop keeps /workspace"));
   s.name = "proj";
