@@ -41,11 +41,13 @@ bool ReadyShells::Matches(const proto::ExecRequest& r) {
 }
 
 std::optional<SpawnedProcess> ReadyShells::Take(const proto::ExecRequest& request) {
-  if (count_ == 0 || !Matches(request)) return std::nullopt;
+  if (count_ == 0) return std::nullopt;
+  if (fill_timer_ != 0) ScheduleFill(kRefillQuiet);  // execs are coming: not yet
+  if (!Matches(request)) return std::nullopt;
   while (!ready_.empty()) {
     SpawnedProcess shell = std::move(ready_.front());
     ready_.pop_front();
-    ScheduleFill();
+    ScheduleFill(kRefillQuiet);
     std::string script = request.argv[2] + "\n";
     // At most PIPE_BUF bytes into an empty pipe: all or nothing, never EAGAIN.
     ssize_t n = ::write(shell.script_pipe.get(), script.data(), script.size());
@@ -78,6 +80,8 @@ bool ReadyShells::OnChildExited(pid_t pid, int wait_status) {
     }
     return true;
   }
+  // A command ended: execs are still coming and going, so a pending refill waits on.
+  if (fill_timer_ != 0) ScheduleFill(kRefillQuiet);
   return false;
 }
 
@@ -87,9 +91,10 @@ std::vector<pid_t> ReadyShells::ReadyPids() const {
   return out;
 }
 
-void ReadyShells::ScheduleFill() {
-  if (fill_timer_ != 0 || given_up_ || ready_.size() >= count_) return;
-  fill_timer_ = timers_->Add(TimerQueue::Clock::now(), [this] {
+void ReadyShells::ScheduleFill(std::chrono::milliseconds after) {
+  if (given_up_ || ready_.size() >= count_) return;
+  if (fill_timer_ != 0) timers_->Cancel(fill_timer_);
+  fill_timer_ = timers_->Add(TimerQueue::Clock::now() + after, [this] {
     fill_timer_ = 0;
     Fill();
   });
