@@ -16,10 +16,18 @@ namespace {
 // partial line stays in __l, so "$__s$__l" is the script byte for byte. `unset` runs inside the
 // eval, after the expansion, so the script sees neither variable. The agent always ends the
 // script with a newline, so __l is empty in practice.
+//
+// SIGINT: `sh -c` catches it (dash does, to stop at the end of a foreground command), and one that
+// came while the shell was still reading its script was lost (the script then ran: a Ctrl-C or
+// SIGNAL right after STARTED did nothing; ShellSemanticsTest.SignalsGoToTheWholeGroup caught it
+// about one run in four). So until its script runs, a SIGINT makes the shell kill itself with
+// SIGINT, as a cold `sh -c` would die of it; `trap - INT` then gives the script the shell's own
+// handling back.
 constexpr const char* kBootstrap =
     ": agvisor-agent ready shell, waiting for its command on fd 3; "
+    "trap 'trap - INT; kill -INT $$' INT; "
     "__s=; while IFS= read -r __l; do __s=\"$__s$__l\n\"; done <&3; exec 3<&-; "
-    "eval \"unset __s __l; $__s$__l\"";
+    "eval \"trap - INT; unset __s __l; $__s$__l\"";
 
 }  // namespace
 
