@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -223,14 +224,16 @@ class ReadyShellsRunscTest : public ChannelRunscTest {
  protected:
   ReadyShellsRunscTest() { extra_args_ = {"--warm-shells", "2"}; }
   std::uint32_t stream_ = 1;
-  testing::AssertionResult Run(std::vector<std::string> argv, bool want_prestarted,
-                               double* ms = nullptr) {
+  // want_prestarted: nullopt = either path (counted in *prestarted_count when given).
+  testing::AssertionResult Run(std::vector<std::string> argv, std::optional<bool> want_prestarted,
+                               double* ms = nullptr, int* prestarted_count = nullptr) {
     auto t = SteadyClock::now();
     auto e = peer_->RunExec(stream_, Cmd(std::move(argv)));
     if (ms) *ms = MsSince(t);
     stream_ += 2;
     if (!e.exit || e.exit->exit_code != 0) return testing::AssertionFailure() << "exec failed";
-    if (e.exit->prestarted != want_prestarted) {
+    if (prestarted_count && e.exit->prestarted) ++*prestarted_count;
+    if (want_prestarted && e.exit->prestarted != *want_prestarted) {
       return testing::AssertionFailure() << "prestarted " << e.exit->prestarted;
     }
     return testing::AssertionSuccess();
@@ -260,16 +263,27 @@ TEST_F(ReadyShellsRunscTest, PsShowsThemAndExecsTakeThem) {
   std::printf("ready shells' VmRSS inside:\n%s", mem.out.c_str());
 
   // Back to back, then with 200 ms between calls (an agent thinking): cold and warm interleaved.
+  // Back to back, the used shells are not replaced during the burst (ReadyShells::kRefillQuiet):
+  // the `sh -c true` execs there run cold after the first ones, which the count says; 200 ms
+  // apart, every one takes a ready shell.
   for (int gap_ms : {0, 200}) {
     std::vector<double> cold, warm;
-    for (int i = 0; i < (gap_ms == 0 ? 40 : 20); ++i) {
+    int prestarted = 0;
+    const int n = gap_ms == 0 ? 40 : 20;
+    for (int i = 0; i < n; ++i) {
       double ms = 0;
       ::usleep(gap_ms * 1000);  // the pause being measured, not synchronisation
       ASSERT_TRUE(Run({"sh", "-c", "true", "sh"}, false, &ms));
       cold.push_back(ms);
       ::usleep(gap_ms * 1000);
-      ASSERT_TRUE(Run({"sh", "-c", "true"}, true, &ms));
+      ASSERT_TRUE(Run({"sh", "-c", "true"}, gap_ms == 0 ? std::nullopt : std::optional(true), &ms,
+                      &prestarted));
       warm.push_back(ms);
+    }
+    std::printf("%d ms apart: %d of %d `sh -c true` execs took a ready shell\n", gap_ms, prestarted,
+                n);
+    if (gap_ms == 0) {
+      EXPECT_LT(prestarted, n) << "a burst never ran cold: refilled during it";
     }
     std::sort(cold.begin(), cold.end());
     std::sort(warm.begin(), warm.end());

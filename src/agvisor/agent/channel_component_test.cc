@@ -753,7 +753,10 @@ class ShellSemanticsTest : public ChannelTest, public ::testing::WithParamInterf
     EXPECT_EQ(r.exit->prestarted, warm_expected);
   }
   std::uint32_t stream_ = 1;
+  // Each case's exec comes after the used shells were replaced (they are, 100 ms after the last
+  // EXEC or exit: ReadyShells::kRefillQuiet), as an agent's spaced calls would.
   testing::ExecResult Sh(const std::string& script, std::uint64_t timeout_ms = 0) {
+    WaitReady();
     auto r = peer_->RunExec(stream_, Cmd({"sh", "-c", script}, timeout_ms));
     stream_ += 2;
     return r;
@@ -802,6 +805,29 @@ TEST_P(ShellSemanticsTest, StreamsExitCodesDollarZeroAndPid) {
   ExpectPath(r, Warm());
   EXPECT_EQ(r.out, "to-out\n");
   EXPECT_EQ(r.err, "");
+}
+
+// A burst of execs uses the ready shells, then runs cold (a replacement started during the burst
+// would compete with it for the sandbox's CPU); once no EXEC has come for kRefillQuiet they are
+// replaced and the next exec takes one again.
+TEST_P(ShellSemanticsTest, ABurstDrainsThemAndAQuietMomentRefillsThem) {
+  StartWith();
+  Welcome(*peer_);
+  WaitReady();
+  std::vector<bool> path;
+  for (int i = 0; i < GetParam() + 2; ++i) {
+    auto r = peer_->RunExec(stream_, Cmd({"sh", "-c", "true"}));
+    stream_ += 2;
+    ASSERT_TRUE(r.exit);
+    path.push_back(r.exit->prestarted);
+  }
+  std::vector<bool> want(GetParam(), true);
+  want.insert(want.end(), {false, false});
+  EXPECT_EQ(path, want);
+  WaitReady();  // refilled after the quiet moment
+  auto r = peer_->RunExec(stream_, Cmd({"sh", "-c", "true"}));
+  stream_ += 2;
+  ExpectPath(r, Warm());
 }
 
 TEST_P(ShellSemanticsTest, SignalsGoToTheWholeGroup) {
@@ -921,9 +947,15 @@ TEST_P(ShellSemanticsTest, UsedShellsAreReplacedAndNotListedOrActivity) {
 }
 
 TEST_P(ShellSemanticsTest, ReadyShellsKilledFromOutsideFallBackToCold) {
-  if (!Warm()) GTEST_SKIP() << "only meaningful with ready shells";
   StartWith();
   Welcome(*peer_);
+  if (!Warm()) {
+    // Without ready shells there is nothing to kill: none ever shows, execs run cold.
+    std::this_thread::sleep_for(milliseconds(300));
+    EXPECT_TRUE(ReadyShellPids().empty());
+    ExpectPath(Sh("echo cold"), false);
+    return;
+  }
   // Kills the ready shells (as `pkill sh` inside would) and waits until init has reaped them
   // (it forgets them as it reaps: a shell killed between an EXEC's arrival and its take would
   // run nothing and report SIGKILL, a race no agent can close).
@@ -953,7 +985,8 @@ TEST_P(ShellSemanticsTest, ReadyShellsKilledFromOutsideFallBackToCold) {
   }
   std::this_thread::sleep_for(milliseconds(300));
   EXPECT_TRUE(ReadyShellPids().empty());
-  r = Sh("echo cold");
+  r = peer_->RunExec(stream_, Cmd({"sh", "-c", "echo cold"}));  // not Sh: none will be ready
+  stream_ += 2;
   ExpectPath(r, false);
   EXPECT_EQ(r.out, "cold\n");
 }

@@ -16,10 +16,18 @@ namespace {
 // partial line stays in __l, so "$__s$__l" is the script byte for byte. `unset` runs inside the
 // eval, after the expansion, so the script sees neither variable. The agent always ends the
 // script with a newline, so __l is empty in practice.
+//
+// SIGINT: `sh -c` catches it (dash does, to stop at the end of a foreground command), and one that
+// came while the shell was still reading its script was lost (the script then ran: a Ctrl-C or
+// SIGNAL right after STARTED did nothing; ShellSemanticsTest.SignalsGoToTheWholeGroup caught it
+// about one run in four). So until its script runs, a SIGINT makes the shell kill itself with
+// SIGINT, as a cold `sh -c` would die of it; `trap - INT` then gives the script the shell's own
+// handling back.
 constexpr const char* kBootstrap =
     ": agvisor-agent ready shell, waiting for its command on fd 3; "
+    "trap 'trap - INT; kill -INT $$' INT; "
     "__s=; while IFS= read -r __l; do __s=\"$__s$__l\n\"; done <&3; exec 3<&-; "
-    "eval \"unset __s __l; $__s$__l\"";
+    "eval \"trap - INT; unset __s __l; $__s$__l\"";
 
 }  // namespace
 
@@ -41,11 +49,13 @@ bool ReadyShells::Matches(const proto::ExecRequest& r) {
 }
 
 std::optional<SpawnedProcess> ReadyShells::Take(const proto::ExecRequest& request) {
-  if (count_ == 0 || !Matches(request)) return std::nullopt;
+  if (count_ == 0) return std::nullopt;
+  if (fill_timer_ != 0) ScheduleFill(kRefillQuiet);  // execs are coming: not yet
+  if (!Matches(request)) return std::nullopt;
   while (!ready_.empty()) {
     SpawnedProcess shell = std::move(ready_.front());
     ready_.pop_front();
-    ScheduleFill();
+    ScheduleFill(kRefillQuiet);
     std::string script = request.argv[2] + "\n";
     // At most PIPE_BUF bytes into an empty pipe: all or nothing, never EAGAIN.
     ssize_t n = ::write(shell.script_pipe.get(), script.data(), script.size());
@@ -78,6 +88,8 @@ bool ReadyShells::OnChildExited(pid_t pid, int wait_status) {
     }
     return true;
   }
+  // A command ended: execs are still coming and going, so a pending refill waits on.
+  if (fill_timer_ != 0) ScheduleFill(kRefillQuiet);
   return false;
 }
 
@@ -87,9 +99,10 @@ std::vector<pid_t> ReadyShells::ReadyPids() const {
   return out;
 }
 
-void ReadyShells::ScheduleFill() {
-  if (fill_timer_ != 0 || given_up_ || ready_.size() >= count_) return;
-  fill_timer_ = timers_->Add(TimerQueue::Clock::now(), [this] {
+void ReadyShells::ScheduleFill(std::chrono::milliseconds after) {
+  if (given_up_ || ready_.size() >= count_) return;
+  if (fill_timer_ != 0) timers_->Cancel(fill_timer_);
+  fill_timer_ = timers_->Add(TimerQueue::Clock::now() + after, [this] {
     fill_timer_ = 0;
     Fill();
   });

@@ -13,7 +13,12 @@
 // the pid the host gets in STARTED. Only the default key is served: an EXEC of exactly
 // {"sh", "-c", SCRIPT} with no env, cwd, user, stdin or pty (background is fine) and a SCRIPT of
 // at most kMaxScript bytes without NUL; anything else starts cold, as does a take that finds no
-// live shell. A taken shell is replaced from a zero-delay timer, after the EXEC was answered.
+// live shell. A taken shell is replaced once no EXEC has come and no child has ended for
+// kRefillQuiet: starting a
+// shell costs the sandbox's CPU, and on a 1-CPU sandbox a replacement started right away slowed
+// the next back-to-back exec more than the ready shell saved (bench/README.md, "Ready shells and
+// back-to-back execs"), so a burst drains the shells and then runs cold, and the spaced calls of
+// an agent find them refilled.
 //
 // Differences from a cold `sh -c` (documented in docs/agent.md): the shell's own error messages
 // name `eval` ("sh: 1: eval: foo: not found"), and the last command is a child of the shell
@@ -29,6 +34,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <deque>
 #include <optional>
@@ -45,6 +51,8 @@ class ReadyShells {
   // `read` on a pipe), and the agent writes it in one atomic, never-blocking pipe write.
   static constexpr std::size_t kMaxScript = 4095;
   static constexpr int kMaxFailures = 3;
+  // How long no EXEC may come and no child end before used shells are replaced.
+  static constexpr std::chrono::milliseconds kRefillQuiet{100};
 
   // `count` shells are kept ready (0 = none: Take always answers nullopt).
   ReadyShells(TimerQueue* timers, std::size_t count) : timers_(timers), count_(count) {}
@@ -57,15 +65,18 @@ class ReadyShells {
   // Whether `request` may run in a ready shell (pure: the key and the script's shape).
   static bool Matches(const proto::ExecRequest& request);
   // A ready shell that now runs `request`'s script (written to its fd 3, which is then closed),
-  // or nullopt: the request does not match, none is ready, or the one found had died.
+  // or nullopt: the request does not match, none is ready, or the one found had died. Called
+  // for every EXEC: each one postpones a pending refill by kRefillQuiet.
   std::optional<SpawnedProcess> Take(const proto::ExecRequest& request);
-  // SIGCHLD routing: true if `pid` was a ready shell (it is then forgotten and replaced).
+  // SIGCHLD routing: true if `pid` was a ready shell (it is then forgotten and replaced); any
+  // other child's end postpones a pending refill by kRefillQuiet.
   bool OnChildExited(pid_t pid, int wait_status);
   // pids of the shells now ready (tests, logs).
   std::vector<pid_t> ReadyPids() const;
 
  private:
-  void ScheduleFill();
+  // Fill after `after` (replacing a pending fill's time).
+  void ScheduleFill(std::chrono::milliseconds after = std::chrono::milliseconds(0));
   void Fill();
   Result<void> StartOne();
 
