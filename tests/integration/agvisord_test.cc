@@ -296,8 +296,17 @@ TEST_F(AgvisordTest, HealthIsOpenEverythingElseNeedsTheToken) {
   EXPECT_EQ(daemon_->Curl("GET", "/v1/health", {}, false, /*tcp=*/true).status, 200);
   WsClient ws;
   int status = 0;
-  EXPECT_FALSE(ws.Connect(daemon_->socket(), "/v1/sandboxes/x/exec/ws", "", &status));
+  EXPECT_FALSE(
+      ws.Connect(daemon_->socket(), "/v1/sandboxes/x/exec/ws", daemon_->token() + "x", &status));
   EXPECT_EQ(status, 401);
+  // Without the header (a browser cannot set one) the token is the first message: a wrong one
+  // closes the socket with a reason (server_console_test covers the other refusals).
+  WsClient bare;
+  ASSERT_TRUE(bare.Connect(daemon_->socket(), "/v1/sandboxes/x/exec/ws", ""));
+  bare.SendText(R"({"type":"auth","token":"nope"})");
+  EXPECT_FALSE(bare.Read().has_value());
+  EXPECT_EQ(bare.close_code(), 4001);
+  EXPECT_NE(bare.close_reason().find("token is wrong"), std::string::npos) << bare.close_reason();
 
   // Routing errors are JSON too.
   auto nf = daemon_->Curl("GET", "/v1/nothing");

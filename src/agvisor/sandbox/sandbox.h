@@ -148,6 +148,11 @@ struct SandboxInfo {
   // The gVisor platform it runs on ("systrap", "ptrace"; SandboxSpec::platform), or "" for a
   // sandbox made before agvisor recorded it.
   std::string platform;
+  // When it was made (the host's clock, unix seconds; 0 = unknown) and the limits it was created
+  // with, as given ("0.5", "512m"; "" = unknown: made before agvisor recorded them).
+  std::int64_t created_unix = 0;
+  std::string cpus;
+  std::string memory;
 };
 
 // How a download writes to this machine.
