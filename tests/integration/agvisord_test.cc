@@ -296,8 +296,17 @@ TEST_F(AgvisordTest, HealthIsOpenEverythingElseNeedsTheToken) {
   EXPECT_EQ(daemon_->Curl("GET", "/v1/health", {}, false, /*tcp=*/true).status, 200);
   WsClient ws;
   int status = 0;
-  EXPECT_FALSE(ws.Connect(daemon_->socket(), "/v1/sandboxes/x/exec/ws", "", &status));
+  EXPECT_FALSE(
+      ws.Connect(daemon_->socket(), "/v1/sandboxes/x/exec/ws", daemon_->token() + "x", &status));
   EXPECT_EQ(status, 401);
+  // Without the header (a browser cannot set one) the token is the first message: a wrong one
+  // closes the socket with a reason (server_console_test covers the other refusals).
+  WsClient bare;
+  ASSERT_TRUE(bare.Connect(daemon_->socket(), "/v1/sandboxes/x/exec/ws", ""));
+  bare.SendText(R"({"type":"auth","token":"nope"})");
+  EXPECT_FALSE(bare.Read().has_value());
+  EXPECT_EQ(bare.close_code(), 4001);
+  EXPECT_NE(bare.close_reason().find("token is wrong"), std::string::npos) << bare.close_reason();
 
   // Routing errors are JSON too.
   auto nf = daemon_->Curl("GET", "/v1/nothing");
@@ -677,9 +686,9 @@ TEST_F(AgvisordTest, UpdateResizesALiveSandbox) {
   const std::string base = "/v1/sandboxes/" + id;
   auto got = daemon_->Curl("GET", base);
   ASSERT_EQ(got.status, 200) << got.body;
-  ASSERT_TRUE(got.Json().contains("limits")) << got.body;
-  EXPECT_EQ(got.Json()["limits"].at("memory_bytes"), 512LL << 20);
-  EXPECT_EQ(got.Json()["limits"].at("source"), "cgroup");
+  ASSERT_TRUE(got.Json().contains("live_limits")) << got.body;
+  EXPECT_EQ(got.Json()["live_limits"].at("memory_bytes"), 512LL << 20);
+  EXPECT_EQ(got.Json()["live_limits"].at("source"), "cgroup");
   for (const char* bad : {R"({})", R"({"memory":"1m"})", R"({"shm":"1g"})", R"({"pids":0})"}) {
     auto r = daemon_->Post(base + "/update", bad);
     EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
@@ -687,9 +696,9 @@ TEST_F(AgvisordTest, UpdateResizesALiveSandbox) {
   auto up = daemon_->Post(base + "/update", R"({"memory":"256m","cpus":0.5})");
   ASSERT_EQ(up.status, 200) << up.body;
   ExpectSchemaFields(up.Json(), "Sandbox");
-  EXPECT_EQ(up.Json()["limits"].at("memory_bytes"), 256LL << 20);
-  EXPECT_EQ(up.Json()["limits"].at("cpus"), 0.5);
-  EXPECT_EQ(daemon_->Curl("GET", base).Json()["limits"].at("memory_bytes"), 256LL << 20);
+  EXPECT_EQ(up.Json()["live_limits"].at("memory_bytes"), 256LL << 20);
+  EXPECT_EQ(up.Json()["live_limits"].at("cpus"), 0.5);
+  EXPECT_EQ(daemon_->Curl("GET", base).Json()["live_limits"].at("memory_bytes"), 256LL << 20);
   auto ex = daemon_->Post(base + "/exec",
                           R"({"command":"python3 -c 'b = b\"x\" * (400 << 20)'","timeout":60})");
   EXPECT_EQ(ex.status, 410) << ex.body;

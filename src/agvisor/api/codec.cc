@@ -565,8 +565,13 @@ json::object SandboxObject(const SandboxView& v) {
   o["end_reason"] = reason.empty() ? json::value(nullptr) : json::value(reason);
   o["exit_code"] = v.info.exit_code;
   if (!v.info.platform.empty()) o["platform"] = v.info.platform;
+  o["created"] = v.info.created_unix > 0 ? json::value(v.info.created_unix) : json::value(nullptr);
+  json::object limits;
+  if (!v.info.cpus.empty()) limits["cpus"] = v.info.cpus;
+  if (!v.info.memory.empty()) limits["memory"] = v.info.memory;
+  o["limits"] = std::move(limits);
   if (v.info.limits) {
-    o["limits"] = json::object{{"cpus", v.info.limits->cpus},
+    o["live_limits"] = json::object{{"cpus", v.info.limits->cpus},
                                {"memory_bytes", v.info.limits->memory_bytes},
                                {"pids", v.info.limits->pids},
                                {"source", v.info.limits->source}};
@@ -837,6 +842,33 @@ Result<std::uint32_t> QueryMode(const std::map<std::string, std::string>& query,
 
 // ---- WebSocket control ----
 
+Result<std::string> ParseWsAuthMessage(std::string_view text) {
+  constexpr std::string_view kShape = R"(send {"type":"auth","token":"<token>"} first)";
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  if (ec || !v.is_object()) return Bad("auth message", "not a JSON object: " + std::string(kShape));
+  const auto& o = v.as_object();
+  const json::value* type = o.if_contains("type");
+  const json::value* token = o.if_contains("token");
+  if (!type || !type->is_string() || type->as_string() != "auth") {
+    return Bad("auth message", "\"type\" must be \"auth\": " + std::string(kShape));
+  }
+  if (!token || !token->is_string() || token->as_string().empty()) {
+    return Bad("auth message", "\"token\" must be a non-empty string: " + std::string(kShape));
+  }
+  if (o.size() != 2) {
+    return Bad("auth message", "only \"type\" and \"token\" may be given: " + std::string(kShape));
+  }
+  return std::string(token->as_string());
+}
+
+std::string WsAuthJson(std::string_view token) {
+  json::object o;
+  o["type"] = "auth";
+  o["token"] = token;
+  return Serialize(o);
+}
+
 Result<WsControl> ParseWsControl(std::string_view text) {
   auto o = AGVISOR_TRY(ParseObject(text, "control message"));
   const json::value* t = o.if_contains("type");
@@ -953,7 +985,12 @@ Result<SandboxView> SandboxFromObject(const json::object& o, std::string_view bo
   v.info.end_reason = EndReasonFromSlug(StringOr(o, "end_reason"));
   v.info.exit_code = static_cast<int>(IntOr(o, "exit_code"));
   v.info.platform = StringOr(o, "platform");
+  v.info.created_unix = IntOr(o, "created");
   if (const json::value* l = o.if_contains("limits"); l && l->is_object()) {
+    v.info.cpus = StringOr(l->as_object(), "cpus");
+    v.info.memory = StringOr(l->as_object(), "memory");
+  }
+  if (const json::value* l = o.if_contains("live_limits"); l && l->is_object()) {
     const auto& lo = l->as_object();
     LiveLimits live;
     if (const json::value* c = lo.if_contains("cpus"); c && c->is_number()) {

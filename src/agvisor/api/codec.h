@@ -195,6 +195,12 @@ struct WsControl {
   int signal = 0;
 };
 Result<WsControl> ParseWsControl(std::string_view text);
+// A WebSocket's first message when its upgrade carried no Authorization header (a browser cannot
+// set one): {"type": "auth", "token": "..."}; the token. Errors: kInvalidArgument (not that
+// shape; the message never repeats what was sent, which may be a mistyped token).
+Result<std::string> ParseWsAuthMessage(std::string_view text);
+// {"type":"auth","token":"..."}
+std::string WsAuthJson(std::string_view token);
 // {"type":"started","pid":N}
 std::string WsStartedJson(std::uint32_t pid);
 // {"type":"exit","exit_code":N,"signal":S,"timed_out":B}

@@ -380,6 +380,22 @@ TEST(CodecTest, WsControl) {
             "not_found");
 }
 
+TEST(CodecTest, WsAuthMessage) {
+  EXPECT_EQ(*ParseWsAuthMessage(WsAuthJson("s3cret")), "s3cret");
+  EXPECT_EQ(*ParseWsAuthMessage(R"({"token":"t","type":"auth"})"), "t");
+  for (const char* bad : {"", "s3cret", "[]", R"({"type":"auth"})", R"({"type":"auth","token":""})",
+                          R"({"type":"auth","token":5})", R"({"type":"eof","token":"s3cret"})",
+                          R"({"type":"auth","token":"s3cret","x":1})"}) {
+    auto r = ParseWsAuthMessage(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+    // What was sent may be a mistyped token: never in the message (it reaches logs).
+    EXPECT_EQ(r.error().message().find("s3cret"), std::string::npos) << r.error().message();
+    EXPECT_NE(r.error().message().find(R"({"type":"auth","token")"), std::string::npos)
+        << r.error().message();
+  }
+}
+
 // The client's encoders are read back by the server's parsers, and the server's encoders by the
 // client's parsers: the two sides of the wire agree.
 TEST(CodecTest, ClientCreateRequestRoundTrips) {

@@ -133,8 +133,9 @@ std::set<std::string> OpenApiOperations(const std::string& file) {
 
 // Routes the daemon mounts from other layers (the desktop gateway, MCP); documented in
 // openapi.yaml like the built-ins.
-const std::set<std::string> kDocumentedExtensions = {"GET /v1/desktop/ws", "POST /mcp", "GET /mcp",
-                                                     "DELETE /mcp"};
+const std::set<std::string> kDocumentedExtensions = {"GET /v1/desktop/ws", "POST /mcp",
+                                                     "GET /mcp",           "DELETE /mcp",
+                                                     "GET /console",       "GET /console/{asset}"};
 
 TEST(OpenApiTest, DocumentMatchesTheRouteTable) {
   auto documented = OpenApiOperations(AGVISOR_OPENAPI);

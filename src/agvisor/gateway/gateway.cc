@@ -115,7 +115,7 @@ SessionEnd Gateway::Serve(const ViewerRequest& request, http::WebSocket& socket)
     }
   } count{this};
 
-  if (!OriginAllowed(request.origin)) {
+  if (!(options_.allow_same_origin && request.same_origin) && !OriginAllowed(request.origin)) {
     return finish(kCloseOriginRefused,
                   "origin " + request.origin + " may not open desktops (allow it on the gateway)");
   }

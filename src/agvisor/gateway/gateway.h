@@ -55,6 +55,9 @@ struct GatewayOptions {
   // Allowed browser origins, exactly as browsers send them ("https://app.example.com",
   // "http://127.0.0.1:8080"); "*" allows every origin.
   std::vector<std::string> allowed_origins;
+  // Also allow a page served by the server the gateway is mounted on (ViewerRequest::
+  // same_origin): agvisord's console (docs/console.md).
+  bool allow_same_origin = false;
   // How long a viewer may take to send its token and finish the RFB handshake.
   std::chrono::seconds handshake_timeout{30};
 };
@@ -63,6 +66,8 @@ struct GatewayOptions {
 struct ViewerRequest {
   std::string origin;  // the Origin header, "" when absent
   std::string token;   // the `token` query parameter, "" when absent
+  // The Origin names the server itself (its Host): a page that server served.
+  bool same_origin = false;
 };
 
 // How a session ended (for logs and tests).

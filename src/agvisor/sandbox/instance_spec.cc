@@ -1,5 +1,7 @@
 #include "agvisor/sandbox/instance_spec.h"
 
+#include <cstdio>
+
 #include "agvisor/sandbox/agent_paths.h"
 #include "agvisor/sandbox/egress_network.h"
 
@@ -29,6 +31,11 @@ Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDe
   if (spec.idle_action != "destroy") i.labels[std::string(kLabelIdleAction)] = spec.idle_action;
   if (spec.lifetime) i.labels[std::string(kLabelLifetime)] = std::to_string(*spec.lifetime);
   i.labels[std::string(kLabelMemory)] = spec.limits.memory;
+  {
+    char cpus[32];
+    std::snprintf(cpus, sizeof cpus, "%g", spec.limits.cpus);
+    i.labels[std::string(kLabelCpus)] = cpus;
+  }
   for (const auto& [k, v] : d.system_labels) i.labels[k] = v;
   i.labels[std::string(kLabelImage)] = d.source_image;
   i.labels[std::string(kLabelPlatform)] = d.platform;

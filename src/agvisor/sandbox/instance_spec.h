@@ -23,6 +23,8 @@ inline constexpr std::string_view kLabelIdleTtl = "agvisor.idle_ttl";
 // "stop" (SandboxSpec::idle_action); absent = destroy.
 inline constexpr std::string_view kLabelIdleAction = "agvisor.idle_action";
 inline constexpr std::string_view kLabelMemory = "agvisor.memory";
+// limits.cpus as given at create ("0.5", "2"): shown by listings (SandboxInfo::cpus).
+inline constexpr std::string_view kLabelCpus = "agvisor.cpus";
 inline constexpr std::string_view kLabelPool = "agvisor.pool";
 // The lifetime in seconds given at create (the agent's --lifetime): for the host to end a paused
 // sandbox past it, since its frozen agent cannot (LifetimeOver).

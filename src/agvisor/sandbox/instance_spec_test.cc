@@ -45,7 +45,7 @@ std::string Body(const SandboxSpec& spec, const InstanceDecisions& d,
 // kSandboxCapabilities, no log of PID 1's stdio, no privileges, swap = memory.
 constexpr const char* kAnonymous =
     R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--warm-shells","2"],)"
-    R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1",)"
+    R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1","agvisor.cpus":"2",)"
     R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g",)"
     R"("agvisor.platform":"systrap"},"Tty":false,)"
     R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
@@ -58,7 +58,8 @@ constexpr const char* kAnonymous =
 constexpr const char* kNamed =
     R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--lifetime",)"
     R"("3600","--idle-ttl","600","--warm-shells","2"],"Entrypoint":["/.agvisor/agvisor-agent"],)"
-    R"("WorkingDir":"/workspace","Labels":{"agvisor":"1","agvisor.idle_ttl":"600",)"
+    R"("WorkingDir":"/workspace","Labels":{"agvisor":"1","agvisor.cpus":"0.5",)"
+    R"("agvisor.idle_ttl":"600",)"
     R"("agvisor.image":"agvisor/base:latest","agvisor.lifetime":"3600",)"
     R"("agvisor.memory":"512m","agvisor.name":"proj","agvisor.platform":"systrap",)"
     R"("agvisor.pool":"p1","tenant":"t1"},"Tty":false,"OpenStdin":true,"AttachStdin":true,)"
@@ -73,7 +74,7 @@ constexpr const char* kNamed =
 
 constexpr const char* kNoneOnTwin =
     R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--warm-shells","2"],)"
-    R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1",)"
+    R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1","agvisor.cpus":"2",)"
     R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g",)"
     R"("agvisor.platform":"systrap"},"Tty":false,)"
     R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
@@ -86,7 +87,7 @@ constexpr const char* kNoneOnTwin =
 
 constexpr const char* kNoneWithoutTwin =
     R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--warm-shells","2"],)"
-    R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1",)"
+    R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1","agvisor.cpus":"2",)"
     R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g",)"
     R"("agvisor.platform":"systrap"},"Tty":false,)"
     R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
@@ -102,6 +103,7 @@ constexpr const char* kEgress =
     R"("HTTPS_PROXY=http://172.19.0.1:3128","http_proxy=http://172.19.0.1:3128",)"
     R"("https_proxy=http://172.19.0.1:3128","NO_PROXY=localhost,127.0.0.1,::1",)"
     R"("no_proxy=localhost,127.0.0.1,::1"],"Labels":{"agvisor":"1",)"
+    R"("agvisor.cpus":"2",)"
     R"("agvisor.egress":"allow=example.com;cidr=;ports=443;deny=",)"
     R"("agvisor.image":"agvisor/base:latest","agvisor.memory":"2g",)"
     R"("agvisor.platform":"systrap"},"Tty":false,)"
@@ -115,7 +117,7 @@ constexpr const char* kEgress =
 
 constexpr const char* kDesktopWithDiskCap =
     R"({"Image":"agvisor/with-agent:img-agent","Cmd":["init","--channel-stdio","--desktop","--warm-shells","2"],)"
-    R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1",)"
+    R"("Entrypoint":["/.agvisor/agvisor-agent"],"Labels":{"agvisor":"1","agvisor.cpus":"2",)"
     R"("agvisor.image":"agvisor/desktop:latest","agvisor.memory":"2g",)"
     R"("agvisor.platform":"systrap"},"Tty":false,)"
     R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"

@@ -506,6 +506,11 @@ Result<std::vector<SandboxInfo>> Sandbox::List(std::string_view host) {
       i.platform = it->second;
     }
     i.container_id = s.id;
+    i.created_unix = s.created_unix;
+    if (auto it = s.labels.find(std::string(kLabelCpus)); it != s.labels.end()) i.cpus = it->second;
+    if (auto it = s.labels.find(std::string(kLabelMemory)); it != s.labels.end()) {
+      i.memory = it->second;
+    }
     auto image = s.labels.find(std::string(kLabelImage));
     i.image = image != s.labels.end() ? image->second : s.image;
     i.state = s.status;
@@ -567,6 +572,13 @@ Result<SandboxInfo> Sandbox::InfoLocked() {
   i.container_id = info->id;
   if (auto it = info->labels.find(std::string(kLabelPlatform)); it != info->labels.end()) {
     i.platform = it->second;
+  }
+  i.created_unix = info->created_unix;
+  if (auto it = info->labels.find(std::string(kLabelCpus)); it != info->labels.end()) {
+    i.cpus = it->second;
+  }
+  if (auto it = info->labels.find(std::string(kLabelMemory)); it != info->labels.end()) {
+    i.memory = it->second;
   }
   auto image = info->labels.find(std::string(kLabelImage));
   i.image = image != info->labels.end() ? image->second : info->image_ref;

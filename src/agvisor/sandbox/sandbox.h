@@ -152,6 +152,11 @@ struct SandboxInfo {
   // The limits it runs under now (Info of a running sandbox only; unset in lists and for one
   // that ended): after a live resize, the new ones (docs/lifecycle.md, "Live resize").
   std::optional<LiveLimits> limits;
+  // When it was made (the host's clock, unix seconds; 0 = unknown) and the limits it was created
+  // with, as given ("0.5", "512m"; "" = unknown: made before agvisor recorded them).
+  std::int64_t created_unix = 0;
+  std::string cpus;
+  std::string memory;
 };
 
 // How a download writes to this machine.

@@ -23,6 +23,7 @@
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
+#include "agvisor/server/console_route.h"
 #include "agvisor/server/desktop_route.h"
 #include "agvisor/server/egress_host.h"
 #include "agvisor/server/log.h"
@@ -120,6 +121,7 @@ int DaemonMain(int argc, char** argv) {
   std::vector<std::string> desktop_origins;
   std::string egress_resolver, egress_state_dir;
   bool no_egress = false;
+  bool console = false;
   app.add_option("--socket", socket_path,
                  "unix socket to listen on (default: /run/agvisord.sock for root, else "
                  "$XDG_RUNTIME_DIR/agvisord.sock)");
@@ -166,6 +168,10 @@ int DaemonMain(int argc, char** argv) {
   app.add_option("--desktop-origin", desktop_origins,
                  "a browser origin allowed to open desktops, e.g. https://app.example.com "
                  "(repeatable; '*' = any)");
+  app.add_flag("--console", console,
+               "serve the web console at http://HOST:PORT/console on the --listen address "
+               "(docs/console.md); its desktops use --desktop-key-file, or a key made in memory "
+               "for this run");
   app.add_flag("--no-egress", no_egress,
                "do not enforce egress policies (sandboxes with one then reach nothing: they "
                "stay cut off, never open)");
@@ -206,6 +212,7 @@ int DaemonMain(int argc, char** argv) {
   so.max_connections = max_connections;
   so.max_unauthenticated = max_unauthenticated;
   so.header_timeout = std::chrono::seconds(header_timeout);
+  so.ws_auth_timeout = std::chrono::seconds(header_timeout);
   auto exec_cap = ParseMemorySize("--max-exec-output", max_exec_output);
   if (!exec_cap.ok()) return fail(exec_cap.error());
   auto body = ParseMemorySize("--max-body", max_body);
@@ -219,6 +226,11 @@ int DaemonMain(int argc, char** argv) {
   if (!token.ok()) return fail(token.error());
   so.token = *token;
 
+  if (console && listen.empty()) {
+    return fail(Error::InvalidArgument(
+        "--console needs --listen 127.0.0.1:PORT (a browser cannot reach a unix socket)"));
+  }
+
   auto server = Server::Bind(so);
   if (!server.ok()) return fail(server.error());
   std::optional<desktop::TokenKey> desktop_key;
@@ -226,12 +238,31 @@ int DaemonMain(int argc, char** argv) {
     auto key = desktop::ReadTokenKeyFile(desktop_key_file);
     if (!key.ok()) return fail(key.error().WithContext("--desktop-key-file"));
     desktop_key = *key;
-    auto mounted = MountDesktopGateway(
-        **server, gateway::GatewayOptions{.key = *key, .allowed_origins = desktop_origins});
+  } else if (console) {
+    // The console's desktops need tokens; a key no one else holds serves this run's own (its
+    // tokens stop verifying at a restart: they live minutes anyway).
+    desktop::TokenKey key;
+    key.bytes.resize(desktop::kTokenKeyBytes);
+    if (RAND_bytes(reinterpret_cast<unsigned char*>(key.bytes.data()),
+                   static_cast<int>(key.bytes.size())) != 1) {
+      return fail(Error::Internal("RAND_bytes failed (desktop key for the console)"));
+    }
+    desktop_key = std::move(key);
+  }
+  if (desktop_key) {
+    auto mounted = MountDesktopGateway(**server, gateway::GatewayOptions{
+                                                     .key = *desktop_key,
+                                                     .allowed_origins = desktop_origins,
+                                                     .allow_same_origin = console,
+                                                 });
     if (!mounted.ok()) return fail(mounted.error());
     LogEvent("info", "desktop gateway mounted",
              {{"path", std::string(kDesktopRoutePath)},
-              {"origins", std::to_string(desktop_origins.size())}});
+              {"origins", std::to_string(desktop_origins.size())},
+              {"key", desktop_key_file.empty() ? "made in memory" : desktop_key_file}});
+  }
+  if (console) {
+    if (auto mounted = MountConsole(**server); !mounted.ok()) return fail(mounted.error());
   }
   // MCP for agents over HTTP (docs/mcp.md), bearer token as on every route.
   if (auto mcp = MountMcp(**server, {.docker_host = docker_host}); !mcp.ok()) {
@@ -292,6 +323,13 @@ int DaemonMain(int argc, char** argv) {
   if (!so.tcp_listen.empty()) {
     fields.emplace_back("listen", so.tcp_listen);
     fields.emplace_back("tcp_port", std::to_string((*server)->tcp_port()));
+    if (console) {
+      std::string host = ParseListen(so.tcp_listen, true)->first;
+      if (host.find(':') != std::string::npos) host = "[" + host + "]";
+      fields.emplace_back("console", "http://" + host + ":" +
+                                         std::to_string((*server)->tcp_port()) +
+                                         std::string(kConsolePath));
+    }
   }
   fields.emplace_back("sandboxes_recovered", std::to_string(recovered.ok() ? *recovered : 0));
   LogEvent("info", "agvisord listening", fields);

@@ -12,6 +12,7 @@ Result<void> MountDesktopGateway(Server& server, gateway::GatewayOptions options
       kRoute, [gw](const HttpRequest& r, const api::RouteMatch& m, WebSocket& ws) {
         gateway::ViewerRequest vr;
         vr.origin = r.header("origin");
+        vr.same_origin = !vr.origin.empty() && OriginMatchesHost(vr.origin, r.header("host"));
         if (auto it = m.query.find("token"); it != m.query.end()) vr.token = it->second;
         gw->Serve(vr, ws);
       });

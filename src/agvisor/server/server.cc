@@ -18,6 +18,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <array>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
@@ -277,7 +278,94 @@ std::string LowerCase(std::string_view s) {
   return out;
 }
 
+// How the first-message authentication of a WebSocket ended.
+struct WsAuthOutcome {
+  bool ok = false;
+  std::string reason;  // for the log when refused (never the token)
+};
+
+// Reads a WebSocket's first message on its I/O thread, at most kWsAuthMessageBytes + one read.
+struct FirstMessageReader : std::enable_shared_from_this<FirstMessageReader> {
+  explicit FirstMessageReader(bws::stream<Stream>& w) : ws(w) {}
+  void Read() {
+    ws.async_read_some(net::buffer(chunk),
+                       [self = shared_from_this()](error_code e, std::size_t n) {
+                         if (!e) {
+                           self->message.append(self->chunk.data(), n);
+                           if (self->message.size() > kWsAuthMessageBytes) {
+                             self->too_big = true;
+                           } else if (!self->ws.is_message_done()) {
+                             self->Read();
+                             return;
+                           }
+                           self->text = self->ws.got_text();
+                         }
+                         self->ec = e;
+                         self->done.set_value();
+                       });
+  }
+  bws::stream<Stream>& ws;
+  std::array<char, 1024> chunk{};
+  std::string message;
+  bool too_big = false, text = false;
+  error_code ec;
+  std::promise<void> done;
+};
+
+// The first-message authentication of a WebSocket accepted without an Authorization header
+// (ServerOptions::ws_auth_timeout): the message must come within `timeout`, be at most
+// kWsAuthMessageBytes, and carry the token. A refusal closes `wsock` with a code and a reason
+// (server.h kCloseWsAuth*). Called on the connection thread while the I/O thread runs `ioc`.
+WsAuthOutcome AuthenticateFirstMessage(net::io_context& ioc, bws::stream<Stream>& ws,
+                                       BeastWebSocket& wsock, const std::string& token,
+                                       std::chrono::seconds timeout) {
+  auto reader = std::make_shared<FirstMessageReader>(ws);
+  auto done = reader->done.get_future();
+  net::post(ioc, [reader] { reader->Read(); });
+  auto refuse = [&](int code, std::string reason) {
+    wsock.Close(code, reason);  // a pending read then ends with an error
+    done.wait();
+    return WsAuthOutcome{false, std::move(reason)};
+  };
+  if (done.wait_for(timeout) != std::future_status::ready) {
+    return refuse(kCloseWsAuthProtocol,
+                  R"(unauthenticated: no {"type":"auth","token":...} message within )" +
+                      std::to_string(timeout.count()) + " s");
+  }
+  if (reader->ec) {
+    return {false, "the client left before authenticating (" + reader->ec.message() + ")"};
+  }
+  if (reader->too_big) {
+    return refuse(kCloseWsAuthTooBig, "unauthenticated: the first message is over " +
+                                          std::to_string(kWsAuthMessageBytes) +
+                                          R"( bytes; send {"type":"auth","token":...})");
+  }
+  if (!reader->text) {
+    return refuse(
+        kCloseWsAuthProtocol,
+        R"(unauthenticated: the first message must be text: {"type":"auth","token":...})");
+  }
+  auto given = api::ParseWsAuthMessage(reader->message);
+  if (!given.ok()) {
+    std::string why = "unauthenticated: " + given.error().message();
+    if (why.size() > 123) why = why.substr(0, 120) + "...";
+    return refuse(kCloseWsAuthProtocol, why);
+  }
+  if (!BearerMatches("Bearer " + *given, token)) {
+    return refuse(kCloseWsAuthRejected,
+                  "unauthenticated: the token is wrong (see the token file agvisord printed at "
+                  "start: --token-file)");
+  }
+  return {true, ""};
+}
+
 }  // namespace
+
+bool OriginMatchesHost(std::string_view origin, std::string_view host) {
+  if (host.empty()) return false;
+  const std::string o = LowerCase(origin), h = LowerCase(host);
+  return o == "http://" + h || o == "https://" + h;
+}
 
 Result<std::pair<std::string, std::uint16_t>> ParseListen(std::string_view spec,
                                                           bool allow_remote) {
@@ -650,6 +738,7 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
         const api::RouteDef* route = nullptr;
         api::RouteMatch match;
         bool is_ws = bws::is_upgrade(hdr);
+        bool first_message_auth = false;
         bool read_body = true;
         auto m = router_.Match(req.method, req.target);
         if (!m.ok()) {
@@ -663,7 +752,23 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
         } else {
           match = std::move(*m);
           route = match.route;
-          if (route->auth && !BearerMatches(req.header("authorization"), options_.token)) {
+          // A browser cannot set headers on a WebSocket: without an Authorization header the
+          // token is the first message (AuthenticateFirstMessage, after the upgrade).
+          first_message_auth =
+              route->auth && route->websocket && is_ws && req.header("authorization").empty();
+          const std::string origin = req.header("origin");
+          if (route->auth && is_ws && !origin.empty() &&
+              !OriginMatchesHost(origin, req.header("host"))) {
+            // Only pages this server serves itself (the console) may open its WebSockets.
+            resp = {403,
+                    "application/json",
+                    api::ErrorJsonSlug("permission_denied",
+                                       "a page of another origin may not open agvisord's "
+                                       "WebSockets (only agvisord's own console may)"),
+                    {}};
+            keep_alive = false;
+          } else if (route->auth && !first_message_auth &&
+                     !BearerMatches(req.header("authorization"), options_.token)) {
             const bool given = !req.header("authorization").empty();
             resp = {
                 401,
@@ -680,7 +785,7 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
             auto len = parser.content_length();
             read_body = len && *len <= 65536;
           } else {
-            if (route->auth && !authenticated) {
+            if (route->auth && !authenticated && !first_message_auth) {
               std::lock_guard lock(conn->mu);
               conn->authenticated = true;
               authenticated = true;
@@ -701,7 +806,7 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
         if (route && resp.body.empty() && is_ws) {
           // ---- WebSocket ----
           set_interrupt(nullptr);
-          {
+          if (!first_message_auth) {
             // Past the header phase: never evicted (the socket moves into the WebSocket).
             std::lock_guard lock(conn->mu);
             conn->authenticated = true;
@@ -727,15 +832,30 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
           std::thread io([&] { ioc.run(); });
           BeastWebSocket wsock(ioc, ws);
           set_interrupt([&] { wsock.Close(1001, "agvisord is shutting down"); });
-          auto ext = ext_ws_.find(ExtensionKey(*route));
-          (void)Guarded(req, [&] {
-            if (ext != ext_ws_.end()) {
-              ext->second(req, match, wsock);
+          bool allowed = true;
+          if (first_message_auth) {
+            auto auth =
+                AuthenticateFirstMessage(ioc, ws, wsock, options_.token, options_.ws_auth_timeout);
+            allowed = auth.ok;
+            if (!allowed) {
+              LogEvent("warn", "websocket refused",
+                       {{"path", std::string(route->path)}, {"reason", auth.reason}});
             } else {
-              ws_(req, match, wsock);
+              std::lock_guard lock(conn->mu);
+              conn->authenticated = true;
             }
-            return HttpResponse{};
-          });
+          }
+          auto ext = ext_ws_.find(ExtensionKey(*route));
+          if (allowed) {
+            (void)Guarded(req, [&] {
+              if (ext != ext_ws_.end()) {
+                ext->second(req, match, wsock);
+              } else {
+                ws_(req, match, wsock);
+              }
+              return HttpResponse{};
+            });
+          }
           wsock.Close(1000, "");
           set_interrupt(nullptr);
           wsock.Abort();

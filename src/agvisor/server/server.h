@@ -92,11 +92,28 @@ struct ServerOptions {
   // An unauthenticated connection's request header must be complete this long after the
   // connection began waiting for it (authenticated keep-alive connections: idle_timeout).
   std::chrono::seconds header_timeout{10};
+  // A WebSocket upgrade without an Authorization header (a browser cannot set one) is accepted,
+  // and its first message must be {"type":"auth","token":"..."} (at most kWsAuthMessageBytes)
+  // within this long, or the socket is closed with a reason (kCloseWsAuth*).
+  std::chrono::seconds ws_auth_timeout{10};
   std::size_t max_body_bytes = 256u << 20;  // larger bodies: 413
   std::chrono::seconds idle_timeout{60};    // keep-alive connection without a request
   std::chrono::seconds body_timeout{300};   // reading one request body
   std::chrono::seconds shutdown_grace{10};  // requests in flight may finish for this long
 };
+
+// The first-message authentication of WebSockets (ServerOptions::ws_auth_timeout): its bound and
+// the close codes it ends with (4000-4999: private use, RFC 6455 section 7.4.2; the reason says
+// what to send).
+inline constexpr std::size_t kWsAuthMessageBytes = 4096;
+inline constexpr int kCloseWsAuthRejected = 4001;  // the token is wrong
+inline constexpr int kCloseWsAuthProtocol = 4006;  // no auth message in time, or not that shape
+inline constexpr int kCloseWsAuthTooBig = 1009;    // longer than kWsAuthMessageBytes
+
+// Whether a browser's Origin header names the server the request was sent to (`host`: the Host
+// header): "http://" or "https://" + host, compared without case. A WebSocket from a page of
+// another origin is refused (403) on every route that needs the token.
+bool OriginMatchesHost(std::string_view origin, std::string_view host);
 
 // Parses "HOST:PORT" for --listen; refuses addresses that are not loopback unless
 // `allow_remote`. Errors: kInvalidArgument (says why and what is accepted).
