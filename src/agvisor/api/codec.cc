@@ -572,9 +572,9 @@ json::object SandboxObject(const SandboxView& v) {
   o["limits"] = std::move(limits);
   if (v.info.limits) {
     o["live_limits"] = json::object{{"cpus", v.info.limits->cpus},
-                               {"memory_bytes", v.info.limits->memory_bytes},
-                               {"pids", v.info.limits->pids},
-                               {"source", v.info.limits->source}};
+                                    {"memory_bytes", v.info.limits->memory_bytes},
+                                    {"pids", v.info.limits->pids},
+                                    {"source", v.info.limits->source}};
   }
   if (v.resumed) o["resumed"] = *v.resumed;
   if (!v.disk_warning.empty()) o["disk_warning"] = v.disk_warning;

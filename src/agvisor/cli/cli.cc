@@ -300,9 +300,9 @@ int RunCli(int argc, char** argv) {
   app.set_version_flag("--version", "agvisor 0.1.0");
   int exit_code = 0;
   for (Subcommand* add :
-       {AddCreate, AddRun, AddExec, AddPs, AddAttach, AddKill, AddShell, AddCopy, AddPortForward,
-        AddDesktop, AddList, AddTop, AddEgress, AddStop, AddRemove, AddPause, AddResume, AddUpdate,
-        AddSnapshot, AddFork, AddWatch, AddImage, AddDoctor}) {
+       {AddCreate,      AddRun,     AddExec,     AddPs,   AddAttach, AddKill,  AddShell,  AddCopy,
+        AddPortForward, AddDesktop, AddList,     AddTop,  AddEgress, AddStop,  AddRemove, AddPause,
+        AddResume,      AddUpdate,  AddSnapshot, AddFork, AddWatch,  AddImage, AddDoctor}) {
     add(app, g, &exit_code);
   }
   AddMcp(app, g, &exit_code);  // the MCP server on stdio (docs/mcp.md)

@@ -78,8 +78,8 @@ class KubernetesRuntime final : public Runtime {
   Result<std::vector<InstanceSummary>> List(const std::vector<std::string>& label_filters) override;
   // Deletes the pod at once and waits (up to 30 s) until it is gone, then its network policy.
   Result<bool> Remove(std::string_view ref) override;
-  Result<void> Pause(std::string_view id) override;    // kUnsupported
-  Result<void> Unpause(std::string_view id) override;  // kUnsupported
+  Result<void> Pause(std::string_view id) override;                                 // kUnsupported
+  Result<void> Unpause(std::string_view id) override;                               // kUnsupported
   Result<LiveLimits> Resize(std::string_view id, const ResizeSpec& spec) override;  // kUnsupported
   Result<LiveLimits> ReadLimits(std::string_view id) override;                      // kUnsupported
   // Images live in registries a cluster pulls from; snapshots need a node's image store.
@@ -88,7 +88,7 @@ class KubernetesRuntime final : public Runtime {
       std::string_view ref, const ImageConfig& config, const channel::ByteSource& tar,
       const std::function<void(std::string_view)>& progress) override;  // kUnsupported
   Result<std::vector<std::string>> ImagesWithLabel(std::string_view label) override;  // none
-  Result<bool> RemoveImage(std::string_view ref) override;                            // kUnsupported
+  Result<bool> RemoveImage(std::string_view ref) override;  // kUnsupported
   void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) override;
   bool EndedByMemoryLimit(std::string_view id) override;
 
