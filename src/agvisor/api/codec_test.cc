@@ -246,11 +246,11 @@ TEST(CodecTest, UpdateRequestAndLimitsInTheSandbox) {
   SandboxView v;
   v.id = "w";
   v.info.container_name = "agvisor-w";
-  EXPECT_FALSE(Obj(SandboxJson(v)).contains("limits"));  // lists, ended sandboxes
+  EXPECT_FALSE(Obj(SandboxJson(v)).contains("live_limits"));  // lists, ended sandboxes
   v.info.limits =
       LiveLimits{.cpus = 0.5, .memory_bytes = 1LL << 30, .pids = 64, .source = "cgroup"};
   auto o = Obj(SandboxJson(v));
-  EXPECT_EQ(o["limits"].at("memory_bytes").as_int64(), 1LL << 30);
+  EXPECT_EQ(o["live_limits"].at("memory_bytes").as_int64(), 1LL << 30);
   auto parsed = ParseSandboxJson(SandboxJson(v));
   ASSERT_TRUE(parsed.ok());
   ASSERT_TRUE(parsed->info.limits.has_value());
