@@ -48,6 +48,13 @@ class ActivityTracker {
   // One more / one fewer operation in flight (see above). HoldEnded with none held is ignored.
   void HoldStarted(Clock::time_point now);
   void HoldEnded(Clock::time_point now);
+  // A hold that turned out not to be activity (a socket connection, held until it speaks, that
+  // then sent HELLO: a protocol session is not activity, only its operations are): taken back
+  // without restarting the idle clock, so a host asking IDLE_QUERY on a new session does not
+  // make the sandbox look busy.
+  void HoldWithdrawn() {
+    if (holds_ > 0) --holds_;
+  }
   int holders() const { return holds_; }
 
   // Replaces the policy at `now` (SET_DEADLINES): the new lifetime counts from `now` and the
@@ -103,6 +110,10 @@ class ActivityHold {
   ~ActivityHold() { Reset(); }
   void Reset() {
     if (tracker_) std::exchange(tracker_, nullptr)->HoldEnded(Clock::now());
+  }
+  // As Reset, but the hold was never activity (ActivityTracker::HoldWithdrawn).
+  void Withdraw() {
+    if (tracker_) std::exchange(tracker_, nullptr)->HoldWithdrawn();
   }
   bool held() const { return tracker_ != nullptr; }
 

@@ -136,6 +136,14 @@ TEST(ActivityTrackerTest, WithThawRestartsIdleAThawStartsANewIdlePeriod) {
   EXPECT_EQ(t.IdleFor(At(seconds(100))), seconds(10));
 }
 
+TEST(ActivityTrackerTest, AWithdrawnHoldDoesNotRestartTheIdleClock) {
+  ActivityTracker t({.idle_ttl = seconds(10)}, kT0);
+  t.HoldStarted(At(seconds(5)));  // a connection, held until it speaks
+  t.HoldWithdrawn();              // it sent HELLO: never activity
+  EXPECT_EQ(t.IdleFor(At(seconds(6))), seconds(6));
+  EXPECT_EQ(t.Decide(At(seconds(10))).stop, StopReason::kIdle);
+}
+
 TEST(ActivityTrackerTest, AWakeOnTimeOrSlightlyLateMovesNothing) {
   ActivityTracker t({.idle_ttl = seconds(10)}, kT0);
   t.Woke(At(seconds(5)), At(seconds(5) + ActivityTracker::kFreezeSlack));

@@ -759,7 +759,7 @@ void Session::OnFrame(Frame&& f) {
     version_ = version;
     initial_window_ = hello->initial_window;
     welcomed_ = true;
-    legacy_hold_.Reset();  // a protocol session: only its operations are activity
+    legacy_hold_.Withdraw();  // a protocol session: only its operations are activity
     proto::Welcome w{version, std::string(kAgentVersion), svc_.boot_unix_ms};
     SendFrame(FrameOf(Type::kWelcome, proto::kSessionStream, w.Encode()));
     return;

@@ -83,7 +83,8 @@ Result<proto::ExecRequest> BuildExecRequest(const std::vector<std::string>& argv
 
 Result<ExecResult> Sandbox::Exec(const std::vector<std::string>& argv, const ExecOptions& o) {
   proto::ExecRequest req = AGVISOR_TRY(BuildExecRequest(argv, o.env, o.cwd, o.user, o.timeout,
-                                                        /*timeout_optional=*/false, idle_ttl_));
+                                                        /*timeout_optional=*/false,
+                                                        idle_pause_ ? std::nullopt : idle_ttl_));
 
   ExecResult res;
   const bool streaming = o.on_output || o.on_stdout || o.on_stderr;
@@ -137,7 +138,8 @@ Result<ExecResult> Sandbox::Exec(const std::vector<std::string>& argv, const Exe
 Result<std::unique_ptr<Process>> Sandbox::StartProcess(const std::vector<std::string>& argv,
                                                        const ProcessOptions& o) {
   proto::ExecRequest req = AGVISOR_TRY(BuildExecRequest(argv, o.env, o.cwd, o.user, o.timeout,
-                                                        /*timeout_optional=*/true, idle_ttl_));
+                                                        /*timeout_optional=*/true,
+                                                        idle_pause_ ? std::nullopt : idle_ttl_));
   if (o.stdin) req.flags |= proto::kExecStdin;
   if (o.pty) {
     req.flags |= proto::kExecPty;
@@ -155,7 +157,8 @@ Result<std::unique_ptr<Process>> Sandbox::StartProcess(const std::vector<std::st
 Result<std::uint32_t> Sandbox::StartBackground(const std::vector<std::string>& argv,
                                                const BackgroundOptions& o) {
   proto::ExecRequest req = AGVISOR_TRY(BuildExecRequest(argv, o.env, o.cwd, o.user, o.timeout,
-                                                        /*timeout_optional=*/true, idle_ttl_));
+                                                        /*timeout_optional=*/true,
+                                                        idle_pause_ ? std::nullopt : idle_ttl_));
   req.flags = proto::kExecBackground;
   if (o.stdin) req.flags |= proto::kExecStdin;
   // Destroying the Process detaches it (DETACH, or the end of a protocol 1 agent's own
