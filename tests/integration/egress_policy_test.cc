@@ -76,7 +76,32 @@ class EgressTest : public ::testing::Test {
   // simple index with one wheel.
   static std::string WebRoot() { return dir_ + "/www"; }
 
+  // A run killed before its teardown (a ctest timeout, ^C) leaves its namespace and the veth
+  // whose host side routes 198.51.100.0/24, so every later run's questions went to that dead
+  // end ("DNS: no answer"). Namespaces of this test that no process is in are deleted (their
+  // veth pair goes with them); one still in use (a run at the same time) is an error.
+  static void RemoveLeftoverNamespaces() {
+    auto list = RunCommand({"ip", "netns", "list"});
+    ASSERT_TRUE(list.ok() && list->status.success()) << "ip netns list failed";
+    std::istringstream lines(list->out);
+    for (std::string line; std::getline(lines, line);) {
+      const std::string name = line.substr(0, line.find(' '));
+      if (!name.starts_with("agvt-inet-")) continue;
+      auto pids = RunCommand({"ip", "netns", "pids", name});
+      ASSERT_TRUE(pids.ok() && pids->status.success()) << "ip netns pids " << name << " failed";
+      ASSERT_EQ(pids->out, "") << "the fake internet of another run is live in network namespace "
+                               << name << " (run this test under flock /tmp/agvisor-egress.lock)";
+      Must({"ip", "netns", "del", name});
+    }
+    auto used = RunCommand({"ip", "-o", "addr", "show", "to", std::string(kHostSide)});
+    ASSERT_TRUE(used.ok() && used->status.success()) << "ip addr show failed";
+    ASSERT_EQ(used->out, "") << kHostSide
+                             << " is already on an interface (a leftover of another test?); "
+                                "delete it with `ip addr del`";
+  }
+
   static void SetUpTestSuite() {
+    RemoveLeftoverNamespaces();
     const std::string tag = std::to_string(::getpid() % 100000);
     dir_ = fs::temp_directory_path() / ("agvisor-egress-" + tag);
     fs::create_directories(dir_);
