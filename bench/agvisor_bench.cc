@@ -8,7 +8,8 @@
 // and none, interleaved rounds; then `docker stop`), pool (warm-pool acquire vs cold create),
 // concurrency (20 concurrent creates per start-gate bound, 200 concurrent execs), memory (idle
 // sandbox host memory), idle (idle and paused sandbox host CPU per gVisor platform), desktop
-// (gui create to ready), lifecycle (pause, resume, resume-on-call, live resize), all; and egress
+// (gui create to ready), lifecycle (pause, resume, resume-on-call, live resize, snapshot, fork of
+// 4), all; and egress
 // (bench/egress_suite.h: starts agvisord, so only when named, under `flock
 // /tmp/agvisor-egress.lock`; not in all). --platform puts every sandbox of the run (and the seed's
 // basic-suite sandbox) on that gVisor platform.
@@ -43,6 +44,7 @@
 #include "agvisor/sandbox/docker_runtime/runtime_check.h"
 #include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/snapshot.h"
 #include "agvisor/sandbox/start_gate.h"
 #include "egress_suite.h"
 
@@ -918,10 +920,72 @@ void BasicSuite(const std::string& seed, const std::string& image, int runs) {
 }  // namespace
 // Desktop boot: gui create to ready (VNC answering, panel and desktop drawn), network none,
 // 2 cpus, 2g; then one screenshot. The first create (the derived agent image) is not counted.
+// Removes the images the snapshots of sandbox `name` made, and the images with the agent derived
+// from them (they inherit the label), children first.
+void RemoveSnapshotsOf(const std::string& name) {
+  auto docker = Must(HostClient(""), "docker");
+  for (int round = 0; round < 3; ++round) {
+    auto images = docker->ListImages({"agvisor.snapshot.of=" + name});
+    if (!images.ok() || images->empty()) return;
+    for (const auto& i : *images) (void)docker->RemoveImage(i.id, /*force=*/true);
+  }
+}
+
+// Snapshot and fork (docs/lifecycle.md, "Snapshots and forks"): a named sandbox of `image` with
+// 200 MB of changes (4 x 50 MB of random bytes in /opt); `rounds` snapshots of it (the root file
+// system without /workspace), then `forks` forks of 4 (a snapshot with /workspace, then 4
+// creates). Adds rows to the lifecycle table `ms` (milliseconds) and returns a line on sizes.
+std::string SnapshotForkRounds(const std::string& image, int rounds, int forks,
+                               std::map<std::string, std::vector<double>>& ms) {
+  const std::string tag = std::to_string(::getpid());
+  SandboxSpec spec = BenchSpec(image);
+  spec.name = "bench-snap-" + tag;
+  auto src = Must(Sandbox::Create(spec), "create the snapshot source");
+  auto made = Must(src->ExecShell("mkdir -p /opt/big && for i in 1 2 3 4; do head -c 50000000 "
+                                  "/dev/urandom > /opt/big/f$i; done && echo w > /workspace/w",
+                                  {.timeout = 300}),
+                   "write 200 MB");
+  if (made.exit_code != 0) Die("write 200 MB: " + made.err);
+  SnapshotResult last;
+  for (int i = 0; i < rounds; ++i) {
+    std::fprintf(stderr, "lifecycle: snapshot %d/%d ...\n", i + 1, rounds);
+    SnapshotOptions o;
+    o.image = "agvisor-bench/snapshot:" + tag;
+    last = Must(src->Snapshot(o), "snapshot");
+    ms["snapshot"].push_back(last.seconds * 1000);
+  }
+  auto docker = Must(HostClient(""), "docker");
+  const auto image_size =
+      Must(docker->InspectImage("agvisor-bench/snapshot:" + tag), "inspect").size;
+  for (int i = 0; i < forks; ++i) {
+    std::fprintf(stderr, "lifecycle: fork of 4, %d/%d ...\n", i + 1, forks);
+    ForkOptions o;
+    o.count = 4;
+    o.prefix = "bench-fork-" + tag + "-" + std::to_string(i);
+    o.image = "agvisor-bench/fork:" + tag + "-" + std::to_string(i);
+    o.spec = BenchSpec(image);
+    auto f = Must(Fork(*src, o), "fork of 4");
+    ms["fork"].push_back(f.seconds * 1000);
+    ms["fork_snapshot"].push_back(f.snapshot.seconds * 1000);
+    ms["fork_creates"].push_back((f.seconds - f.snapshot.seconds) * 1000);
+    for (auto& sb : f.sandboxes) Must(sb->Delete(), "delete a fork");
+  }
+  Must(src->Delete(), "delete the snapshot source");
+  RemoveSnapshotsOf(*spec.name);
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "snapshot of %s + 200 MB: stream %.1f MB (%llu entries, %.1f MB of file data), "
+                "image %.1f MB",
+                image.c_str(), last.bytes / 1e6, static_cast<unsigned long long>(last.entries),
+                last.file_bytes / 1e6, image_size / 1e6);
+  return line;
+}
+
 // Lifecycle verbs on one sandbox (docs/lifecycle.md): pause and resume (Sandbox::Pause/Resume,
 // Docker's pause/unpause), resume-on-call (an exec on a paused sandbox, minus a plain exec of
-// the same round) and a live resize (Sandbox::Update: memory, then cpus; cgroup writes).
-void LifecycleSuite(const std::string& image, int rounds) {
+// the same round) and a live resize (Sandbox::Update: memory, then cpus; cgroup writes); then
+// snapshots and forks of 4 (SnapshotForkRounds), in one table.
+void LifecycleSuite(const std::string& image, int rounds, int snapshot_rounds, int fork_rounds) {
   SandboxSpec spec;
   spec.image = image;
   spec.limits.cpus = 1;
@@ -950,11 +1014,14 @@ void LifecycleSuite(const std::string& image, int rounds) {
           [&] { Must(sb->Update({.cpus = i % 2 == 0 ? 0.5 : 1.0}), "update cpus"); });
   }
   Must(sb->Stop(), "stop");
+  const std::string sizes = SnapshotForkRounds(image, snapshot_rounds, fork_rounds, ms);
   auto stats = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return std::array<double, 3>{v[v.size() / 2], v.front(), v.back()};
   };
-  std::printf("\n### Lifecycle (one sandbox, 1 cpu, 512m; %d rounds)\n\n", rounds);
+  std::printf(
+      "\n### Lifecycle (1 cpu, 512m; %d rounds; snapshots %d rounds, forks of 4 %d rounds)\n\n",
+      rounds, snapshot_rounds, fork_rounds);
   std::printf("| operation | median | min | max |\n|---|---|---|---|\n");
   for (const auto& [key, label] : std::vector<std::pair<std::string, std::string>>{
            {"pause", "pause"},
@@ -963,11 +1030,16 @@ void LifecycleSuite(const std::string& image, int rounds) {
            {"exec_paused", "exec `true` on a paused sandbox (resumes first)"},
            {"resume_on_call", "resume-on-call (the two above, per round)"},
            {"update_memory", "update --memory (512m <-> 768m)"},
-           {"update_cpus", "update --cpus (1 <-> 0.5)"}}) {
+           {"update_cpus", "update --cpus (1 <-> 0.5)"},
+           {"snapshot", "snapshot (base image + 200 MB of changes, without /workspace)"},
+           {"fork", "fork --count 4 (snapshot with /workspace, then 4 creates)"},
+           {"fork_snapshot", "... of which the snapshot"},
+           {"fork_creates", "... of which the 4 creates (each copies /workspace)"}}) {
+    if (ms[key].empty()) continue;
     auto [med, lo, hi] = stats(ms[key]);
     std::printf("| %s | %.1f ms | %.1f ms | %.1f ms |\n", label.c_str(), med, lo, hi);
   }
-  std::printf("\nsnapshot and fork (issue 19 item 3) are not built yet: no rows.\n");
+  std::printf("\n%s\n", sizes.c_str());
 }
 
 void DesktopSuite(int runs) {
@@ -1007,7 +1079,7 @@ int main(int argc, char** argv) {
   std::string seed = std::getenv("AGVISOR_SEED_PATH") ? std::getenv("AGVISOR_SEED_PATH") : "";
   std::string image = "agvisor/base:latest";
   int runs = 50, creates = 20, sandboxes = 10, execs = 200, acquires = 50, colds = 10, settle = 5;
-  int idle_seconds = 20;
+  int idle_seconds = 20, snapshot_rounds = 3, fork_rounds = 2;
   std::vector<int> gates = {2, 4, 8, 0};
   std::vector<std::string> suites;
   const char* usage =
@@ -1017,7 +1089,7 @@ int main(int argc, char** argv) {
       "N] [--creates N] [--gates K,K,...] [--exec-sandboxes "
       "S] "
       "[--execs N] "
-      "[--acquires N] [--colds N]  (see bench/README.md)";
+      "[--acquires N] [--colds N] [--snapshot-rounds N] [--fork-rounds N]  (see bench/README.md)";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -1062,6 +1134,10 @@ int main(int argc, char** argv) {
       acquires = count();
     } else if (a == "--colds") {
       colds = count();
+    } else if (a == "--snapshot-rounds") {
+      snapshot_rounds = count();
+    } else if (a == "--fork-rounds") {
+      fork_rounds = count();
     } else {
       Die(usage);
     }
@@ -1081,7 +1157,7 @@ int main(int argc, char** argv) {
   if (want("memory")) MemorySuite(seed, image, settle);
   if (want("idle")) IdleSuite(image, idle_seconds, settle);
   if (want("desktop")) DesktopSuite(5);
-  if (want("lifecycle")) LifecycleSuite(image, 10);
+  if (want("lifecycle")) LifecycleSuite(image, 10, snapshot_rounds, fork_rounds);
   // Not part of "all": it starts an agvisord that serves every egress network on the host.
   if (std::find(suites.begin(), suites.end(), "egress") != suites.end()) {
     EgressSuite(image, kTransferRounds, std::max(runs, 200));

@@ -16,6 +16,7 @@
 #include "agvisor/sandbox/agent_blob.h"
 #include "agvisor/sandbox/kube_runtime/pod_manifest.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/snapshot.h"
 #include "tests/integration/test_env.h"
 
 namespace agvisor {
@@ -190,6 +191,23 @@ TEST(KubeRuntimeTest, Refusals) {
   auto paused = (*sb)->Pause();
   ASSERT_FALSE(paused.ok());
   EXPECT_EQ(paused.error().code(), ErrorCode::kUnsupported);
+  // The other lifecycle verbs of issue 19 that need the host are refused the same way, saying
+  // why (docs/lifecycle.md); the sandbox runs on.
+  auto resized = (*sb)->Update({.memory = "768m"});
+  ASSERT_FALSE(resized.ok());
+  EXPECT_EQ(resized.error().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(resized.error().message().find("fixed at create"), std::string::npos)
+      << resized.error().ToString();
+  SnapshotOptions so;
+  so.image = "agvisor-test/kube-snapshot:refused";
+  auto snap = (*sb)->Snapshot(so);
+  ASSERT_FALSE(snap.ok());
+  EXPECT_EQ(snap.error().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(snap.error().message().find("makes no images"), std::string::npos)
+      << snap.error().ToString();
+  auto still = (*sb)->Exec({"echo", "running"});
+  ASSERT_TRUE(still.ok()) << still.error().ToString();
+  EXPECT_EQ(still->out, "running\n");
   ASSERT_TRUE((*sb)->Stop().ok());
 }
 
