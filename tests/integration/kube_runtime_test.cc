@@ -1,8 +1,9 @@
 // The Kubernetes runtime (sandbox/kube_runtime/) end to end against the loopback Kubernetes API
 // test double (tests/kube/kube_double.py), whose pods are real runsc containers on the local
-// dockerd: Sandbox::Create through kube://, exec and files over the agent channel (an exec of
-// `agvisor-agent connect` over the API server's WebSocket), a named sandbox's claim across a
-// stop, network none as a deny-all NetworkPolicy, the refusals, and the agvisor CLI.
+// dockerd: what only Kubernetes has (network none as a deny-all NetworkPolicy, RuntimeClasses, the
+// refusals) and the agvisor CLI through kube://. Exec, files, processes, named workspaces and the
+// channel are the shared suites' (sandbox_lifecycle_kube_test, sandbox_channel_kube_test: the
+// Docker suites' binaries on this runtime).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -33,55 +34,16 @@ SandboxSpec KubeSpec(std::optional<std::string> name = std::nullopt) {
   return s;
 }
 
-TEST(KubeRuntimeTest, CreateExecFilesStop) {
-  auto sb = Sandbox::Create(KubeSpec());
-  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
-  auto r = (*sb)->Exec({"sh", "-c", "echo out; echo err >&2; exit 3"});
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
-  EXPECT_EQ(r->exit_code, 3);
-  EXPECT_EQ(r->out, "out\n");
-  EXPECT_EQ(r->err, "err\n");
-  // The agent is PID 1 and enforces timeouts on the whole tree.
-  auto pid1 = (*sb)->Exec({"cat", "/proc/1/cmdline"});
-  ASSERT_TRUE(pid1.ok());
-  EXPECT_NE(pid1->out.find("agvisor-agent"), std::string::npos);
-  auto slow = (*sb)->Exec({"sleep", "30"}, {.timeout = 1});
-  ASSERT_TRUE(slow.ok());
-  EXPECT_EQ(slow->exit_code, 124);
-
-  std::string data(300 * 1024, '\0');
-  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
-  ASSERT_TRUE((*sb)->WriteFile("/tmp/blob", data).ok());
-  auto back = (*sb)->ReadFile("/tmp/blob");
-  ASSERT_TRUE(back.ok()) << back.error().ToString();
-  EXPECT_EQ(*back, data);
-
-  // A second handle opens its channel with an exec relay, as a resumed one does.
-  auto info = (*sb)->Info();
-  ASSERT_TRUE(info.ok());
-  auto other = Sandbox::Open(info->container_name, kHost);
-  ASSERT_TRUE(other.ok()) << other.error().ToString();
-  auto seen = (*other)->ReadFile("/tmp/blob");
-  ASSERT_TRUE(seen.ok()) << seen.error().ToString();
-  EXPECT_EQ(seen->size(), data.size());
-
-  auto listed = Sandbox::List(kHost);
-  ASSERT_TRUE(listed.ok()) << listed.error().ToString();
-  bool found = false;
-  for (const auto& s : *listed) found |= s.container_name == info->container_name;
-  EXPECT_TRUE(found);
-
-  ASSERT_TRUE((*sb)->Stop().ok());
-  auto gone = Sandbox::Open(info->container_name, kHost);
-  ASSERT_FALSE(gone.ok());
-  EXPECT_EQ(gone.error().code(), ErrorCode::kNotFound);
-}
-
 TEST(KubeRuntimeTest, NetworkNoneIsADenyAllPolicy) {
   SandboxSpec spec = KubeSpec();
   spec.network = "none";
   auto sb = Sandbox::Create(spec);
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  // The agent is PID 1 (no --channel-stdio: the channel is an exec relay).
+  auto pid1 = (*sb)->Exec({"cat", "/proc/1/cmdline"});
+  ASSERT_TRUE(pid1.ok()) << pid1.error().ToString();
+  EXPECT_NE(pid1->out.find("agvisor-agent"), std::string::npos) << pid1->out;
+  EXPECT_EQ(pid1->out.find("--channel-stdio"), std::string::npos) << pid1->out;
   // The double runs a pod under a deny-all policy with no network: loopback only.
   auto dev = (*sb)->Exec({"cat", "/proc/net/dev"});
   ASSERT_TRUE(dev.ok()) << dev.error().ToString();
