@@ -11,8 +11,9 @@
 // (gui create to ready), lifecycle (pause, resume, resume-on-call, live resize, snapshot, fork of
 // 4), all; and egress
 // (bench/egress_suite.h: starts agvisord, so only when named, under `flock
-// /tmp/agvisor-egress.lock`; not in all). --platform puts every sandbox of the run (and the seed's
-// basic-suite sandbox) on that gVisor platform.
+// /tmp/agvisor-egress.lock`; not in all), kube (bench/kube_suite.h: the Kubernetes runtime against
+// the API test double vs Docker, and the double's own cost; only when named). --platform puts every
+// sandbox of the run (and the seed's basic-suite sandbox) on that gVisor platform.
 //
 // DIR is the seed's import root (the directory holding its `agvisor` package); default
 // $AGVISOR_SEED_PATH; without either, the seed column is skipped. See bench/README.md.
@@ -47,6 +48,7 @@
 #include "agvisor/sandbox/snapshot.h"
 #include "agvisor/sandbox/start_gate.h"
 #include "egress_suite.h"
+#include "kube_suite.h"
 
 namespace agvisor {
 namespace {
@@ -1084,7 +1086,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> suites;
   const char* usage =
       "usage: agvisor_bench [--seed DIR] [--image IMG] [--runs N] [--platform systrap|ptrace] "
-      "[--suite basic|create|pool|concurrency|memory|idle|desktop|lifecycle|all|egress]... "
+      "[--suite basic|create|pool|concurrency|memory|idle|desktop|lifecycle|all|egress|kube]... "
       "[--idle-seconds "
       "N] [--creates N] [--gates K,K,...] [--exec-sandboxes "
       "S] "
@@ -1113,10 +1115,11 @@ int main(int argc, char** argv) {
     } else if (a == "--suite") {
       std::string v = next();
       if (v != "basic" && v != "create" && v != "pool" && v != "concurrency" && v != "memory" &&
-          v != "idle" && v != "desktop" && v != "lifecycle" && v != "all" && v != "egress") {
+          v != "idle" && v != "desktop" && v != "lifecycle" && v != "all" && v != "egress" &&
+          v != "kube") {
         Die("--suite " + v +
-            ": expected basic, create, pool, concurrency, memory, idle, desktop, lifecycle, all "
-            "or egress");
+            ": expected basic, create, pool, concurrency, memory, idle, desktop, lifecycle, all, "
+            "egress or kube");
       }
       suites.push_back(v);
     } else if (a == "--creates") {
@@ -1161,6 +1164,10 @@ int main(int argc, char** argv) {
   // Not part of "all": it starts an agvisord that serves every egress network on the host.
   if (std::find(suites.begin(), suites.end(), "egress") != suites.end()) {
     EgressSuite(image, kTransferRounds, std::max(runs, 200));
+  }
+  // Not part of "all": it starts the Kubernetes API test double (tests/kube/).
+  if (std::find(suites.begin(), suites.end(), "kube") != suites.end()) {
+    KubeSuite(image, colds, runs, std::min(acquires, 10));
   }
   return 0;
 }

@@ -1,22 +1,18 @@
 // The Kubernetes runtime (sandbox/kube_runtime/) end to end against the loopback Kubernetes API
 // test double (tests/kube/kube_double.py), whose pods are real runsc containers on the local
-// dockerd: Sandbox::Create through kube://, exec and files over the agent channel (an exec of
-// `agvisor-agent connect` over the API server's WebSocket), a named sandbox's claim across a
-// stop, network none as a deny-all NetworkPolicy, the refusals, and the agvisor CLI.
+// dockerd: what only Kubernetes has (network none as a deny-all NetworkPolicy, RuntimeClasses, the
+// refusals) and the agvisor CLI through kube://. Exec, files, processes, named workspaces and the
+// channel are the shared suites' (sandbox_lifecycle_kube_test, sandbox_channel_kube_test: the
+// Docker suites' binaries on this runtime).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "agvisor/base/subprocess.h"
-#include "agvisor/sandbox/agent_blob.h"
-#include "agvisor/sandbox/kube_runtime/pod_manifest.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/snapshot.h"
+#include "tests/integration/kube_double.h"
 #include "tests/integration/test_env.h"
 
 namespace agvisor {
@@ -25,73 +21,10 @@ namespace {
 using testing::RunId;
 using testing::TestSpec;
 
-constexpr const char* kHost = "kube://agvisor-double/default";
+constexpr const char* kHost = testing::kKubeHost;
 
-Result<CommandOutput> Sh(const std::string& script, std::string_view input = {}) {
-  return RunCommand({"sh", "-c", script}, input);
-}
-
-// The double, started once for the suite: its kubeconfig in $KUBECONFIG, the agent image built
-// from this build's agent, the gvisor RuntimeClass made.
-class KubeEnv : public ::testing::Environment {
- public:
-  void SetUp() override {
-    char tmpl[] = "/tmp/agvisor-kube-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    kubeconfig_ = dir_ + "/kubeconfig";
-
-    // The agent image: the agent and busybox (the installer's cp), imported as docs/kubernetes.md
-    // says.
-    const std::string root = dir_ + "/agent-root";
-    ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
-    ASSERT_EQ(::mkdir((root + "/bin").c_str(), 0755), 0);
-    {
-      std::ofstream out(root + "/agvisor-agent", std::ios::binary);
-      const auto blob = EmbeddedAgentBinary();
-      out.write(blob.data(), static_cast<std::streamsize>(blob.size()));
-    }
-    ASSERT_EQ(::chmod((root + "/agvisor-agent").c_str(), 0755), 0);
-    auto image = Sh("cp /bin/busybox " + root + "/bin/busybox && tar -C " + root +
-                    " -c . | docker import - " + AgentImageRefForKube());
-    ASSERT_TRUE(image.ok() && image->status.success())
-        << (image.ok() ? image->err : image.error().ToString());
-
-    const char* script = std::getenv("AGVISOR_KUBE_DOUBLE");
-    std::string path = script && *script ? script : AGVISOR_KUBE_DOUBLE;
-    auto p = Subprocess::Spawn(
-        {.argv = {"/usr/bin/python3", path, "--kubeconfig", kubeconfig_, "--namespace", "default"},
-         .pipe_stdout = true});
-    ASSERT_TRUE(p.ok()) << p.error().ToString();
-    double_ = std::make_unique<Subprocess>(std::move(*p));
-    std::string line;
-    char c;
-    while (::read(double_->stdout_fd().get(), &c, 1) == 1 && c != '\n') line += c;
-    ASSERT_EQ(line.rfind("READY https://127.0.0.1:", 0), 0u) << "the double said: " << line;
-    ::setenv("KUBECONFIG", kubeconfig_.c_str(), 1);
-
-    // --validate=false: the double serves no OpenAPI documents (tests/kube/README.md).
-    auto rc = Sh("kubectl --kubeconfig " + kubeconfig_ + " apply --validate=false -f -",
-                 "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: gvisor\n"
-                 "handler: runsc\n---\napiVersion: node.k8s.io/v1\nkind: RuntimeClass\n"
-                 "metadata:\n  name: plain\nhandler: runc\n");
-    ASSERT_TRUE(rc.ok() && rc->status.success()) << (rc.ok() ? rc->err : rc.error().ToString());
-  }
-
-  void TearDown() override {
-    if (double_) {
-      (void)double_->Kill(SIGTERM);  // it removes its containers and volumes
-      (void)double_->WaitFor(std::chrono::seconds(60));
-    }
-    (void)Sh("rm -rf " + dir_);
-  }
-
- private:
-  std::string dir_, kubeconfig_;
-  std::unique_ptr<Subprocess> double_;
-};
-
-::testing::Environment* const kKubeEnv = ::testing::AddGlobalTestEnvironment(new KubeEnv());
+::testing::Environment* const kKubeEnv =
+    ::testing::AddGlobalTestEnvironment(new testing::KubeDoubleEnv());
 
 SandboxSpec KubeSpec(std::optional<std::string> name = std::nullopt) {
   SandboxSpec s = TestSpec();
@@ -101,71 +34,16 @@ SandboxSpec KubeSpec(std::optional<std::string> name = std::nullopt) {
   return s;
 }
 
-TEST(KubeRuntimeTest, CreateExecFilesStop) {
-  auto sb = Sandbox::Create(KubeSpec());
-  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
-  auto r = (*sb)->Exec({"sh", "-c", "echo out; echo err >&2; exit 3"});
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
-  EXPECT_EQ(r->exit_code, 3);
-  EXPECT_EQ(r->out, "out\n");
-  EXPECT_EQ(r->err, "err\n");
-  // The agent is PID 1 and enforces timeouts on the whole tree.
-  auto pid1 = (*sb)->Exec({"cat", "/proc/1/cmdline"});
-  ASSERT_TRUE(pid1.ok());
-  EXPECT_NE(pid1->out.find("agvisor-agent"), std::string::npos);
-  auto slow = (*sb)->Exec({"sleep", "30"}, {.timeout = 1});
-  ASSERT_TRUE(slow.ok());
-  EXPECT_EQ(slow->exit_code, 124);
-
-  std::string data(300 * 1024, '\0');
-  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
-  ASSERT_TRUE((*sb)->WriteFile("/tmp/blob", data).ok());
-  auto back = (*sb)->ReadFile("/tmp/blob");
-  ASSERT_TRUE(back.ok()) << back.error().ToString();
-  EXPECT_EQ(*back, data);
-
-  // A second handle opens its channel with an exec relay, as a resumed one does.
-  auto info = (*sb)->Info();
-  ASSERT_TRUE(info.ok());
-  auto other = Sandbox::Open(info->container_name, kHost);
-  ASSERT_TRUE(other.ok()) << other.error().ToString();
-  auto seen = (*other)->ReadFile("/tmp/blob");
-  ASSERT_TRUE(seen.ok()) << seen.error().ToString();
-  EXPECT_EQ(seen->size(), data.size());
-
-  auto listed = Sandbox::List(kHost);
-  ASSERT_TRUE(listed.ok()) << listed.error().ToString();
-  bool found = false;
-  for (const auto& s : *listed) found |= s.container_name == info->container_name;
-  EXPECT_TRUE(found);
-
-  ASSERT_TRUE((*sb)->Stop().ok());
-  auto gone = Sandbox::Open(info->container_name, kHost);
-  ASSERT_FALSE(gone.ok());
-  EXPECT_EQ(gone.error().code(), ErrorCode::kNotFound);
-}
-
-TEST(KubeRuntimeTest, NamedSandboxKeepsItsWorkspaceClaim) {
-  SandboxSpec spec = KubeSpec("keep");
-  {
-    auto sb = Sandbox::Create(spec);
-    ASSERT_TRUE(sb.ok()) << sb.error().ToString();
-    ASSERT_TRUE((*sb)->WriteFile("/workspace/note", "kept").ok());
-    ASSERT_TRUE((*sb)->Stop().ok());
-  }
-  auto again = Sandbox::Create(spec);
-  ASSERT_TRUE(again.ok()) << again.error().ToString();
-  auto note = (*again)->ReadFile("/workspace/note");
-  ASSERT_TRUE(note.ok()) << note.error().ToString();
-  EXPECT_EQ(*note, "kept");
-  ASSERT_TRUE((*again)->Delete().ok());
-}
-
 TEST(KubeRuntimeTest, NetworkNoneIsADenyAllPolicy) {
   SandboxSpec spec = KubeSpec();
   spec.network = "none";
   auto sb = Sandbox::Create(spec);
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  // The agent is PID 1 (no --channel-stdio: the channel is an exec relay).
+  auto pid1 = (*sb)->Exec({"cat", "/proc/1/cmdline"});
+  ASSERT_TRUE(pid1.ok()) << pid1.error().ToString();
+  EXPECT_NE(pid1->out.find("agvisor-agent"), std::string::npos) << pid1->out;
+  EXPECT_EQ(pid1->out.find("--channel-stdio"), std::string::npos) << pid1->out;
   // The double runs a pod under a deny-all policy with no network: loopback only.
   auto dev = (*sb)->Exec({"cat", "/proc/net/dev"});
   ASSERT_TRUE(dev.ok()) << dev.error().ToString();
@@ -186,29 +64,55 @@ TEST(KubeRuntimeTest, Refusals) {
   e = Sandbox::Create(missing);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.error().message().find("no RuntimeClass 'nosuchclass'"), std::string::npos);
-  auto sb = Sandbox::Create(KubeSpec());
+  // What the Pod API cannot do is refused at create, with the reason (docs/kubernetes.md, "What
+  // differs from Docker").
+  auto refused = [](SandboxSpec s, ErrorCode code, std::string_view words) {
+    auto r = Sandbox::Create(s);
+    ASSERT_FALSE(r.ok()) << "created " << (*r)->container_name();
+    EXPECT_EQ(r.error().code(), code) << r.error().ToString();
+    EXPECT_THAT(r.error().message(), ::testing::HasSubstr(std::string(words)));
+  };
+  SandboxSpec s = KubeSpec();
+  s.platform = "ptrace";
+  refused(s, ErrorCode::kInvalidArgument, "make a RuntimeClass for it");
+  s = KubeSpec();
+  s.egress = egress::EgressRules{.allow_domains = {"example.org"}};
+  refused(s, ErrorCode::kUnsupported, "not available on Kubernetes yet");
+  s = KubeSpec();
+  s.gui = true;  // a desktop: its VNC password goes in before start
+  s.limits.memory = "1g";
+  refused(s, ErrorCode::kUnsupported, "desktops");
+  s = KubeSpec();
+  s.limits.disk = "1g";
+  refused(s, ErrorCode::kUnsupported, "root-disk cap");
+  s = KubeSpec();
+  s.name = "Upper";  // its claim is made first: the API server's 422 names the rule
+  refused(s, ErrorCode::kInvalidArgument, "lowercase RFC 1123");
+
+  // And on a running sandbox: pause, resume, live resize, snapshot and fork; it runs on after.
+  auto sb = Sandbox::Create(KubeSpec("refusals"));
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   auto paused = (*sb)->Pause();
   ASSERT_FALSE(paused.ok());
   EXPECT_EQ(paused.error().code(), ErrorCode::kUnsupported);
-  // The other lifecycle verbs of issue 19 that need the host are refused the same way, saying
-  // why (docs/lifecycle.md); the sandbox runs on.
-  auto resized = (*sb)->Update({.memory = "768m"});
+  EXPECT_THAT(paused.error().message(), ::testing::HasSubstr("no way to freeze"));
+  auto resumed = (*sb)->Resume();
+  EXPECT_TRUE(resumed.ok() || resumed.error().code() == ErrorCode::kUnsupported)
+      << resumed.error().ToString();
+  auto resized = (*sb)->Update({.memory = "1g"});
   ASSERT_FALSE(resized.ok());
   EXPECT_EQ(resized.error().code(), ErrorCode::kUnsupported);
-  EXPECT_NE(resized.error().message().find("fixed at create"), std::string::npos)
-      << resized.error().ToString();
-  SnapshotOptions so;
-  so.image = "agvisor-test/kube-snapshot:refused";
-  auto snap = (*sb)->Snapshot(so);
+  EXPECT_THAT(resized.error().message(), ::testing::HasSubstr("fixed at create"));
+  auto snap = (*sb)->Snapshot({.image = "snap/kube:" + RunId()});
   ASSERT_FALSE(snap.ok());
   EXPECT_EQ(snap.error().code(), ErrorCode::kUnsupported);
-  EXPECT_NE(snap.error().message().find("makes no images"), std::string::npos)
-      << snap.error().ToString();
-  auto still = (*sb)->Exec({"echo", "running"});
-  ASSERT_TRUE(still.ok()) << still.error().ToString();
-  EXPECT_EQ(still->out, "running\n");
-  ASSERT_TRUE((*sb)->Stop().ok());
+  EXPECT_THAT(snap.error().message(), ::testing::HasSubstr("makes no images"));
+  auto fork = Fork(**sb, {.count = 1});
+  ASSERT_FALSE(fork.ok());
+  EXPECT_EQ(fork.error().code(), ErrorCode::kUnsupported);
+  EXPECT_THAT(fork.error().message(), ::testing::HasSubstr("makes no images"));
+  EXPECT_EQ((*sb)->ExecShell("echo alive")->out, "alive\n");
+  ASSERT_TRUE((*sb)->Delete().ok());
 }
 
 TEST(KubeRuntimeTest, CliRunsACommand) {

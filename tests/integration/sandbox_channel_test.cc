@@ -1,6 +1,8 @@
 // Sandbox operations over the agent channel against the real dockerd + runsc (label
 // `integration`): files, upload/download, ports with network=none, PTY processes, and a handle
-// that reconnects after its channel drops.
+// that reconnects after its channel drops. sandbox_channel_kube_test runs the cases of the Runtime
+// seam on the Kubernetes runtime (AGVISOR_TEST_OVER_KUBE=1, against the Kubernetes API test
+// double; tests/integration/CMakeLists.txt names them).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -16,6 +18,7 @@
 
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "tests/integration/kube_double.h"
 #include "tests/integration/test_env.h"
 
 namespace agvisor {
@@ -31,11 +34,24 @@ std::string ForEachRelay(const std::string& action) {
          action + "; fi; done";
 }
 
+// Kills the newest relay: the one a handle opened last (pids grow inside gVisor). On Kubernetes
+// the creating handle's channel is a relay too, older than that of a handle opened after it.
+std::string KillNewestRelay() {
+  return "n=0; " + ForEachRelay("if [ ${p#/proc/} -gt $n ]; then n=${p#/proc/}; fi") +
+         "; kill -9 $n";
+}
+
+// The relays of a creating handle: on Docker it speaks to PID 1's stdio; on Kubernetes it opens
+// an exec relay as every other handle does (docs/kubernetes.md).
+int CreatingHandleRelays() { return testing::OverKube() ? 1 : 0; }
+
+[[maybe_unused]] auto* const over_kube = testing::AddKubeDoubleIfAsked();
+
 namespace fs = std::filesystem;
 
 class SandboxChannelTest : public ::testing::Test {
  protected:
-  static void TearDownTestSuite() { testing::CleanupRun(); }
+  static void TearDownTestSuite() { testing::CleanupRun(testing::TestHost()); }
   static std::unique_ptr<Sandbox> MustCreate(SandboxSpec spec = testing::TestSpec()) {
     auto sb = Sandbox::Create(spec);
     EXPECT_TRUE(sb.ok()) << sb.error().ToString();
@@ -219,7 +235,8 @@ TEST_F(SandboxChannelTest, PortToAServerInsideWithNetworkNone) {
 TEST_F(SandboxChannelTest, PtyProcessAndReconnectAfterTheChannelDrops) {
   auto created = MustCreate();
   ASSERT_TRUE(created);
-  auto sb = Sandbox::Open(created->container_name());  // channel through the connect relay
+  // channel through the connect relay
+  auto sb = Sandbox::Open(created->container_name(), created->host());
   ASSERT_TRUE(sb.ok());
   auto p = (*sb)->StartProcess({"sh"}, {.pty = true, .rows = 20, .cols = 60});
   ASSERT_TRUE(p.ok()) << p.error().ToString();
@@ -231,19 +248,20 @@ TEST_F(SandboxChannelTest, PtyProcessAndReconnectAfterTheChannelDrops) {
   EXPECT_THAT(out, HasSubstr("20 60"));
   EXPECT_THAT(out, HasSubstr("/dev/pts/"));
   // Kill the relay process of this handle: its channel breaks, the next call reconnects.
-  auto killed = (*sb)->ExecShell(ForEachRelay("kill -9 ${p#/proc/}"));
+  auto killed = (*sb)->ExecShell(KillNewestRelay());
   EXPECT_FALSE(killed.ok() && killed->exit_code != 0);
   auto again = (*sb)->ExecShell("echo back");
   ASSERT_TRUE(again.ok()) << again.error().ToString();
   EXPECT_EQ(again->out, "back\n");
-  // The creating handle's channel (PID 1's stdio) was never affected.
+  // The creating handle's channel (PID 1's stdio, or its own older relay) was never affected.
   EXPECT_EQ(created->ExecShell("echo first")->out, "first\n");
 }
 
 TEST_F(SandboxChannelTest, ThreadsOnOneHandleGetThroughARelayDrop) {
   auto created = MustCreate();
   ASSERT_TRUE(created);
-  auto sb = Sandbox::Open(created->container_name());  // channel through the connect relay
+  // channel through the connect relay
+  auto sb = Sandbox::Open(created->container_name(), created->host());
   ASSERT_TRUE(sb.ok());
   constexpr int kThreads = 4;
   std::atomic<bool> killed{false}, stop{false};
@@ -272,7 +290,7 @@ TEST_F(SandboxChannelTest, ThreadsOnOneHandleGetThroughARelayDrop) {
   };
   EXPECT_TRUE(testing::WaitFor([&] { return all(before, 3); }, std::chrono::seconds(60)));
   // Kill this handle's relay from outside it (the creating handle talks to PID 1 directly).
-  auto kill = created->ExecShell(ForEachRelay("kill -9 ${p#/proc/}"));
+  auto kill = created->ExecShell(KillNewestRelay());
   ASSERT_TRUE(kill.ok()) << kill.error().ToString();
   killed = true;
   EXPECT_TRUE(testing::WaitFor([&] { return all(after, 5); }, std::chrono::seconds(60)));
@@ -283,10 +301,10 @@ TEST_F(SandboxChannelTest, ThreadsOnOneHandleGetThroughARelayDrop) {
     EXPECT_GE(after[t], 5) << "thread " << t;
     EXPECT_LE(failed[t], 2) << "thread " << t << ": only calls in flight at the drop may fail";
   }
-  // One reconnect for all of them: a single relay is left.
+  // One reconnect for all of them: a single relay of this handle is left.
   auto relays = created->ExecShell("n=0; " + ForEachRelay("n=$((n+1))") + "; echo $n");
   ASSERT_TRUE(relays.ok());
-  EXPECT_EQ(relays->out, "1\n");
+  EXPECT_EQ(relays->out, std::to_string(1 + CreatingHandleRelays()) + "\n");
 }
 
 // gVisor's own pty: closing stdin types the EOF character, so `cat` ends (after a partial line).
@@ -310,7 +328,7 @@ TEST_F(SandboxChannelTest, ClosingStdinOfAPtyEndsAReader) {
 TEST_F(SandboxChannelTest, StoppedSandboxIsReportedAsDied) {
   auto sb = MustCreate();
   ASSERT_TRUE(sb);
-  auto other = Sandbox::Open(sb->container_name());
+  auto other = Sandbox::Open(sb->container_name(), sb->host());
   ASSERT_TRUE(other.ok());
   ASSERT_TRUE((*other)->ExecShell("true").ok());
   ASSERT_TRUE(sb->Stop().ok());
@@ -323,6 +341,7 @@ TEST_F(SandboxChannelTest, BackgroundProcessOutlivesTheHandleAndReplaysItsOutput
   auto sb = MustCreate();
   ASSERT_TRUE(sb);
   const std::string cname = sb->container_name();
+  const std::string host = sb->host();
   // Tick 1, then wait for /tmp/go, which the test makes only once the attachment below has
   // shown tick 1: so tick 1 came from the replay, delivered at once (not held back until the
   // exit), and ticks 2 and 3 came live. No clock decides it.
@@ -336,7 +355,7 @@ TEST_F(SandboxChannelTest, BackgroundProcessOutlivesTheHandleAndReplaysItsOutput
   ASSERT_TRUE(
       testing::WaitFor([&] { return sb->Stat("/tmp/ticked").ok(); }, std::chrono::seconds(30)));
   sb.reset();
-  auto again = Sandbox::Open(cname);
+  auto again = Sandbox::Open(cname, host);
   ASSERT_TRUE(again.ok()) << again.error().ToString();
   auto list = (*again)->ListProcesses();
   ASSERT_TRUE(list.ok()) << list.error().ToString();

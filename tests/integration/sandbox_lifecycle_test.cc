@@ -1,9 +1,13 @@
 // The seed's lifecycle promises against the real dockerd + runsc (label `integration`).
-// docs/lifecycle.md maps each promise to the test here that proves it. With AGVISOR_TEST_HOST
-// set (scripts/test sets ssh://root@127.0.0.1:PORT with a test sshd), the same suite runs over ssh.
+// docs/lifecycle.md maps each promise to the test here that proves it. Variants (CTest entries
+// running this binary): sandbox_lifecycle_ssh_test (AGVISOR_TEST_OVER_SSH=1: the whole suite over
+// ssh://root@127.0.0.1:PORT with a test sshd) and sandbox_lifecycle_kube_test
+// (AGVISOR_TEST_OVER_KUBE=1: the cases of the Runtime seam on the Kubernetes runtime, against the
+// Kubernetes API test double; tests/integration/CMakeLists.txt names them).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -14,6 +18,7 @@
 #include "agvisor/sandbox/docker_runtime/agent_image.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "tests/integration/kube_double.h"
 #include "tests/integration/sshd.h"
 #include "tests/integration/test_env.h"
 
@@ -28,13 +33,27 @@ using namespace std::chrono_literals;
 class LifecycleTest : public ::testing::Test {
  protected:
   static void TearDownTestSuite() { testing::CleanupRun(Host()); }
-  static std::string Host() {
-    const char* h = std::getenv("AGVISOR_TEST_HOST");
-    return h ? h : "";
-  }
+  static std::string Host() { return testing::TestHost(); }
+  // Whether the host still has the sandbox, running or not (Sandbox::List: any runtime).
   static bool Exists(const std::string& container) {
-    auto docker = HostClient(Host());
-    return (*docker)->InspectContainer(container).ok();
+    auto list = Sandbox::List(Host());
+    EXPECT_TRUE(list.ok()) << list.error().ToString();
+    if (!list.ok()) return false;
+    for (const auto& i : *list) {
+      if (i.container_name == container) return true;
+    }
+    return false;
+  }
+  // Whether the sandbox ended by itself (lifetime, idle_ttl): on Docker its container is removed
+  // (AutoRemove); on Kubernetes its pod stays, exited (docs/kubernetes.md, "AutoRemove").
+  static bool Ended(const std::string& container) {
+    auto list = Sandbox::List(Host());
+    EXPECT_TRUE(list.ok()) << list.error().ToString();
+    if (!list.ok()) return false;
+    for (const auto& i : *list) {
+      if (i.container_name == container) return testing::OverKube() && !i.running;
+    }
+    return true;
   }
   static std::unique_ptr<Sandbox> MustCreate(const SandboxSpec& spec) {
     auto sb = Sandbox::Create(spec);
@@ -204,8 +223,8 @@ TEST_P(LifecycleExecTest, LifetimeEndsAnAnonymousSandboxWithNobodyConnected) {
   ASSERT_TRUE(sb);
   const std::string name = sb->container_name();
   sb.reset();  // no client holds it
-  EXPECT_TRUE(Exists(name));
-  EXPECT_TRUE(WaitFor([&] { return !Exists(name); }, 10s)) << "still there after lifetime";
+  EXPECT_FALSE(Ended(name));
+  EXPECT_TRUE(WaitFor([&] { return Ended(name); }, 10s)) << "still there after lifetime";
 }
 
 TEST_P(LifecycleExecTest, IdleTtlEndsItButActivityKeepsItAlive) {
@@ -225,8 +244,8 @@ TEST_P(LifecycleExecTest, IdleTtlEndsItButActivityKeepsItAlive) {
     EXPECT_EQ(r->exit_code, 0);
   }
   const std::string name = sb->container_name();
-  EXPECT_TRUE(Exists(name));
-  EXPECT_TRUE(WaitFor([&] { return !Exists(name); }, 10s)) << "idle sandbox still there";
+  EXPECT_FALSE(Ended(name));
+  EXPECT_TRUE(WaitFor([&] { return Ended(name); }, 10s)) << "idle sandbox still there";
   auto late = sb->ExecShell("true", {.timeout = 1});
   ASSERT_FALSE(late.ok());
   EXPECT_EQ(late.error().code(), ErrorCode::kSandboxDied);
@@ -247,7 +266,7 @@ TEST_F(LifecycleTest, NamedWorkspaceSurvivesStopAndExpiry) {
   EXPECT_FALSE(again->resumed());
   EXPECT_EQ(again->ExecShell("cat f; echo two >> f", {.timeout = 1})->out, "one\n");
   const std::string name = again->container_name();
-  ASSERT_TRUE(WaitFor([&] { return !Exists(name); }, 10s));
+  ASSERT_TRUE(WaitFor([&] { return Ended(name); }, 10s));
 
   spec.idle_ttl.reset();
   auto third = MustCreate(spec);
@@ -358,10 +377,11 @@ TEST_F(LifecycleTest, TwoClientsRacingOnOneNameEndWithOneContainer) {
     ASSERT_TRUE((*r)->ExecShell("echo x >> shared").ok());
   }
   EXPECT_GE(ok, 1);
-  auto docker = HostClient(Host());
-  auto list = (*docker)->ListContainers(true, {"agvisor.name=" + *spec.name});
-  ASSERT_TRUE(list.ok());
-  EXPECT_EQ(list->size(), 1u);
+  auto list = Sandbox::List(Host());
+  ASSERT_TRUE(list.ok()) << list.error().ToString();
+  EXPECT_EQ(std::count_if(list->begin(), list->end(),
+                          [&](const SandboxInfo& i) { return i.name == spec.name; }),
+            1);
   auto lines = Sandbox::Open(ContainerNameFor(*spec.name), Host());
   ASSERT_TRUE(lines.ok());
   EXPECT_EQ((*lines)->ExecShell("wc -l < shared")->out, std::to_string(ok) + "\n");
@@ -618,6 +638,8 @@ class OverSsh : public ::testing::Environment {
   std::unique_ptr<testing::TestSshd> sshd_;
 };
 
+[[maybe_unused]] auto* const over_kube = testing::AddKubeDoubleIfAsked();
+
 [[maybe_unused]] auto* const over_ssh = [] {
   const char* v = std::getenv("AGVISOR_TEST_OVER_SSH");
   return v && std::string(v) == "1" ? ::testing::AddGlobalTestEnvironment(new OverSsh) : nullptr;
@@ -629,6 +651,8 @@ TEST_F(LifecycleTest, RunsAgainstTheIntendedHost) {
   ASSERT_TRUE(sb);
   if (v && std::string(v) == "1") {
     EXPECT_THAT(sb->host(), ::testing::StartsWith("ssh://root@127.0.0.1:"));
+  } else if (testing::OverKube()) {
+    EXPECT_EQ(sb->host(), testing::kKubeHost);
   } else {
     EXPECT_EQ(sb->host(), "");
   }

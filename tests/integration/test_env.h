@@ -14,6 +14,7 @@
 
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
+#include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::testing {
@@ -50,8 +51,11 @@ inline SandboxSpec TestSpec(std::optional<std::string> name = std::nullopt) {
   return s;
 }
 
-// Removes every container, volume and (egress) network of this run.
+// Removes every container, volume and (egress) network of this run. On a kube:// host (the
+// suites' kube variants) there is nothing to do here: the Kubernetes API test double removes every
+// container and volume it made when it stops (tests/integration/kube_double.h).
 inline void CleanupRun(std::string_view host = "") {
+  if (IsKubernetesHost(host)) return;
   auto docker = HostClient(host);
   ASSERT_TRUE(docker.ok()) << docker.error().ToString();
   const std::string filter = std::string(kRunLabel) + "=" + RunId();
@@ -67,6 +71,13 @@ inline void CleanupRun(std::string_view host = "") {
   if (nets.ok()) {
     for (const auto& n : *nets) (void)(*docker)->RemoveNetwork(n.id);
   }
+}
+
+// The host the suite runs against: $AGVISOR_TEST_HOST (set by the ssh and kube variants), else
+// "" (the local dockerd).
+inline std::string TestHost() {
+  const char* h = std::getenv("AGVISOR_TEST_HOST");
+  return h ? h : "";
 }
 
 // Polls `cond` until it is true or `timeout` passes; returns whether it became true.

@@ -294,7 +294,11 @@ Result<std::vector<InstanceSummary>> KubernetesRuntime::List(
 
 Result<bool> KubernetesRuntime::Remove(std::string_view ref) {
   const std::string name(ref);
-  const bool had = AGVISOR_TRY(client_->DeletePod(name, /*grace_seconds=*/0));
+  // A graceful delete of 1 s, not 0: with 0 the API server drops the object at once while kubelet
+  // still kills the containers, so a "gone" pod could still run (an open exec answered after
+  // Stop, its claim still mounted when deleted). With a grace period the object stays until
+  // kubelet has killed them (SIGTERM, SIGKILL after 1 s; the agent ends at the SIGTERM).
+  const bool had = AGVISOR_TRY(client_->DeletePod(name, /*grace_seconds=*/1));
   // Gone before this returns, as a removed container is: a named sandbox made again at once
   // needs the name, and the network policy must outlive the pod it guards.
   const auto deadline = Clock::now() + std::chrono::seconds(30);
