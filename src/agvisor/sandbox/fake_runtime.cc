@@ -1,6 +1,7 @@
 #include "agvisor/sandbox/fake_runtime.h"
 
 #include <poll.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -203,6 +204,11 @@ void FakeRuntime::FailNext(std::string op, Error error, int times) {
   for (int n = 0; n < times; ++n) failures_[op].push_back(error);
 }
 
+void FakeRuntime::FailNextFirstRelay() {
+  std::lock_guard lock(mu_);
+  fail_next_first_relay_ = true;
+}
+
 void FakeRuntime::BreakNextAgent() {
   std::lock_guard lock(mu_);
   break_next_agent_ = true;
@@ -279,6 +285,20 @@ Result<StartedInstance> FakeRuntime::CreateAndStart(const InstanceSpec& spec, St
   i.agent.emplace(std::move(agent));
   i.state = {.status = "running", .running = true};
   StartedInstance started{.id = i.id, .stdio = std::move(stdio)};
+  if (std::exchange(fail_next_first_relay_, false)) {
+    int text[2], sink[2];
+    if (::pipe2(text, O_CLOEXEC) != 0 || ::pipe2(sink, O_CLOEXEC) != 0) {
+      return Error::FromErrno("fake: pipe", errno);
+    }
+    const std::string failed = "OCI runtime exec failed: exec failed: fake\r\n";
+    (void)!::write(text[1], failed.data(), failed.size());
+    ::close(text[1]);
+    ::close(sink[0]);
+    started.stdio = AGVISOR_TRY(channel::FdTransport::Create(UniqueFd(text[0]), UniqueFd(sink[1])));
+    started.reopen = [this, name = spec.name] {
+      return OpenExecStream(name, {std::string(kAgentPath), "connect", "--wait", "30"}, nullptr);
+    };
+  }
   instances_.emplace(spec.name, std::move(i));
   return started;
 }

@@ -69,6 +69,10 @@ class FakeRuntime final : public Runtime {
   // The next CreateAndStart starts an agent that exits at once (a bad command line): the
   // instance is made and started, its handshake fails.
   void BreakNextAgent();
+  // The next CreateAndStart hands back, as Kubernetes does, a relay rather than PID 1's stdio,
+  // and that first relay did not start: it reads a runtime's error text, then EOF. Its `reopen`
+  // opens a working relay (OpenExecStream of the agent's `connect`).
+  void FailNextFirstRelay();
 
   // ---- Runtime ----
   const std::string& host() const override { return host_; }
@@ -151,6 +155,7 @@ class FakeRuntime final : public Runtime {
   std::set<std::string> networks_;  // by instance name
   int next_id_ = 1;
   bool break_next_agent_ = false;
+  bool fail_next_first_relay_ = false;
 };
 
 }  // namespace agvisor

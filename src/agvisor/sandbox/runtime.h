@@ -143,6 +143,11 @@ struct ResizeSpec {
 struct StartedInstance {
   std::string id;
   std::unique_ptr<channel::Transport> stdio;
+  // Set where `stdio` is a relay into the instance rather than PID 1's own stdio (Kubernetes: an
+  // exec of the agent's `connect`): opens another one. Sandbox::Create uses it once when the
+  // first relay's handshake fails (an exec into a container that has just started can fail to
+  // start under load); PID 1's stdio cannot be had twice, so Docker leaves it empty.
+  std::function<Result<std::unique_ptr<channel::Transport>>()> reopen;
 };
 
 class Runtime {

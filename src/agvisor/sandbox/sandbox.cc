@@ -433,6 +433,13 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     auto start = [&]() -> Result<void> {
       auto ch = channel::Channel::Open(std::move(started->stdio));
       trace.Mark("agent handshake");
+      if (!ch.ok() && started->reopen) {
+        // A relay that did not start (its runtime's error text read as a frame, or nothing):
+        // one more, and the agent's answer to it decides.
+        auto again = started->reopen();
+        if (again.ok()) ch = channel::Channel::Open(std::move(*again));
+        trace.Mark("agent handshake, second relay");
+      }
       if (!ch.ok()) {
         std::string tail = handle->agent_log_->Tail();
         return ch.error().WithContext(

@@ -152,6 +152,19 @@ TEST_F(SandboxCreateUnitTest, AFailureInAnyStepLeavesNothingBehind) {
   EXPECT_TRUE(rt->Snapshot().empty()) << ::testing::PrintToString(rt->Snapshot());
 }
 
+// A runtime whose creating channel is a relay (Kubernetes) gets a second relay when the first
+// did not start; without `reopen` (Docker: PID 1's stdio) a failed handshake fails the create
+// (above).
+TEST_F(SandboxCreateUnitTest, AFirstRelayThatDidNotStartIsOpenedOnceMore) {
+  rt_->FailNextFirstRelay();
+  auto sb = Sandbox::Create(SandboxSpec{});
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  auto r = (*sb)->ExecShell("echo relayed");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->out, "relayed\n");
+  EXPECT_EQ(rt_->CallCount("OpenExecStream"), 1);
+}
+
 TEST_F(SandboxCreateUnitTest, AVolumeThatWasThereIsKeptWhenTheCreateFails) {
   rt_->AddVolume("agvisor-keep", {{"agvisor", "1"}});
   rt_->FailNext("CreateAndStart", Error::Unavailable("injected"));

@@ -252,10 +252,15 @@ Result<StartedInstance> KubernetesRuntime::CreateAndStart(const InstanceSpec& sp
     trace.Mark("pod running");
     // Kubernetes logs PID 1's stdout, so the creating client's channel is an exec relay, not
     // PID 1's stdio; init may not have made its socket yet: the relay waits for it.
-    auto stream = AGVISOR_TRY(OpenExecStream(
-        spec.name, {std::string(kAgentPath), "connect", "--wait", "30"}, std::move(on_stderr)));
+    const std::vector<std::string> relay = {std::string(kAgentPath), "connect", "--wait", "30"};
+    auto stream = AGVISOR_TRY(OpenExecStream(spec.name, relay, on_stderr));
     trace.Mark("exec connect");
-    return StartedInstance{.id = spec.name, .stdio = std::move(stream)};
+    return StartedInstance{
+        .id = spec.name,
+        .stdio = std::move(stream),
+        .reopen = [this, name = spec.name, relay, on_stderr] {
+          return OpenExecStream(name, relay, on_stderr);
+        }};
   }();
   if (!started.ok()) (void)Remove(spec.name);
   return started;
