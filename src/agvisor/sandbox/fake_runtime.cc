@@ -1,7 +1,7 @@
 #include "agvisor/sandbox/fake_runtime.h"
 
-#include <poll.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>

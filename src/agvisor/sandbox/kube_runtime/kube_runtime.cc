@@ -255,12 +255,11 @@ Result<StartedInstance> KubernetesRuntime::CreateAndStart(const InstanceSpec& sp
     const std::vector<std::string> relay = {std::string(kAgentPath), "connect", "--wait", "30"};
     auto stream = AGVISOR_TRY(OpenExecStream(spec.name, relay, on_stderr));
     trace.Mark("exec connect");
-    return StartedInstance{
-        .id = spec.name,
-        .stdio = std::move(stream),
-        .reopen = [this, name = spec.name, relay, on_stderr] {
-          return OpenExecStream(name, relay, on_stderr);
-        }};
+    return StartedInstance{.id = spec.name,
+                           .stdio = std::move(stream),
+                           .reopen = [this, name = spec.name, relay, on_stderr] {
+                             return OpenExecStream(name, relay, on_stderr);
+                           }};
   }();
   if (!started.ok()) (void)Remove(spec.name);
   return started;
