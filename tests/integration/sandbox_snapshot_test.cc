@@ -255,38 +255,6 @@ TEST_F(SnapshotTest, ForkOfTwoCopiesWorkspaceIntoIndependentSandboxes) {
   EXPECT_EQ(again.error().code(), ErrorCode::kConflict) << again.error().ToString();
 }
 
-TEST_F(SnapshotTest, MeasureSnapshotOfBasePlus200MBAndForkOfFour) {
-  auto src = MustCreate(TestSpec("measure-src"));
-  ASSERT_TRUE(src);
-  const std::string hash = Sh(*src,
-                              "mkdir -p /opt/big && for i in 1 2 3 4; do head -c 50000000 "
-                              "/dev/urandom > /opt/big/f$i; done && echo w > /workspace/w && "
-                              "cat /opt/big/f* | sha256sum");
-  SnapshotOptions o;
-  o.image = Image("measure");
-  auto r = src->Snapshot(o);
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
-  EXPECT_GT(r->file_bytes, 200000000u);
-  auto docker = HostClient("");
-  ASSERT_TRUE(docker.ok());
-  auto info = (*docker)->InspectImage(o.image);
-  ASSERT_TRUE(info.ok());
-  std::cout << "[measure] snapshot of the base image + 200 MB: stream " << r->bytes / 1e6
-            << " MB, image " << info->size / 1e6 << " MB, " << r->entries << " entries, "
-            << r->seconds << " s (" << r->bytes / 1e6 / r->seconds << " MB/s)\n";
-  ForkOptions fo;
-  fo.count = 4;
-  fo.prefix = RunId() + "-m";
-  fo.image = Image("measure-fork");
-  fo.spec = TestSpec();
-  auto f = Fork(*src, fo);
-  ASSERT_TRUE(f.ok()) << f.error().ToString();
-  ASSERT_EQ(f->sandboxes.size(), 4u);
-  std::cout << "[measure] fork of 4 (snapshot " << f->snapshot.seconds << " s of "
-            << f->snapshot.bytes / 1e6 << " MB, then 4 creates): " << f->seconds << " s\n";
-  EXPECT_EQ(Sh(*f->sandboxes[3], "cat /opt/big/f* | sha256sum; cat /workspace/w"), hash + "w\n");
-}
-
 class SnapshotFrontEndTest : public SnapshotTest {
  protected:
   static void SetUpTestSuite() {
