@@ -128,7 +128,8 @@ password=ask
 ip=127.0.0.1
 port=5900
 EOF
-exec xrdp --nodaemon --config /run/xrdp/xrdp.ini
+# Line-buffered: its log lines reach desktop.log as they happen, not when a pipe buffer fills.
+exec stdbuf -oL xrdp --nodaemon --config /run/xrdp/xrdp.ini
 )SH";
 
 constexpr std::string_view kXrdpPath = "/usr/sbin/xrdp";
