@@ -257,6 +257,11 @@ TEST_F(RdpTest, FreeRdpLogsInAndShowsTheDesktop) {
   ASSERT_TRUE(shown) << "xfreerdp's window does not show the colour #" << std::hex << kColour
                      << " within 60 s (centre pixel: #" << (last ? last->at(640, 400) : 0) << ")";
   std::printf("xfreerdp start to the colour on its screen: %.2f s\n", secs);
+  // Logged in, and the password is on no command line inside (xrdp's included).
+  auto ps = sandbox_->Exec({"ps", "-eo", "args"});
+  ASSERT_TRUE(ps.ok()) << ps.error().ToString();
+  EXPECT_NE(ps->out.find("xrdp --nodaemon"), std::string::npos) << ps->out;
+  EXPECT_EQ(ps->out.find(password_), std::string::npos) << ps->out;
 }
 
 TEST_F(RdpTest, AWrongPasswordGetsTheLoginWindowNotTheDesktop) {
