@@ -3,6 +3,7 @@
 // Debian's FreeRDP client (xfreerdp, on a virtual X server of the test's own) logs in with the
 // sandbox's password and shows a full-screen window of a known colour drawn inside; with a wrong
 // password it shows xrdp's login window and never the desktop.
+// AGVISOR_DESKTOP_TEST_IMAGE names a desktop image other than agvisor/desktop:latest.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/stat.h>
