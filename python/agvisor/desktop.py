@@ -18,6 +18,10 @@ from . import _core
 # The seed's desktop user, named in its RDP tokens.
 _SEED_RDP_USER = "gnome"
 
+# The RDP port inside a desktop sandbox: xrdp in front of the desktop's Xvnc, the same password
+# as VNC, any user name. Sandbox.rdp_port is a loopback port on this machine forwarded to it.
+RDP_PORT = 3389
+
 
 def make_token(key: bytes, rdp_port: int, password: str, ttl: int = 300) -> str:
     """The seed's RDP token (its format: AES-256-CBC + HMAC-SHA256 under `key`, the 32-byte

@@ -20,7 +20,7 @@ import warnings
 
 from . import _core
 from .limits import Limits, is_default_disk
-from .desktop import Desktop
+from .desktop import RDP_PORT, Desktop
 from .egress import Egress, as_egress
 from .processes import BackgroundProcess, _not_found
 from .streams import FileInfo, PortConnection, PortForward, Shell
@@ -104,9 +104,10 @@ class Sandbox:
               python3 and git, built offline by `agvisor image build base`). The seed's default,
               ubuntu:24.04, needs a registry; pass it explicitly where one is reachable.
     gui       A desktop sandbox (default image agvisor/desktop:latest, memory at least 1g):
-              sb.desktop (screenshots, mouse, keyboard), sb.password (its VNC password),
-              sb.desktop_token(key) for the browser gateway. rdp_port stays None: the desktop
-              is VNC through the agent channel, not a published RDP port.
+              sb.desktop (screenshots, mouse, keyboard), sb.password (its VNC and RDP
+              password), sb.rdp_port (a 127.0.0.1 port forwarded to the desktop's RDP server
+              through the agent channel, for native RDP clients), sb.desktop_token(key) for
+              the browser gateway.
     limits    Limits(...): cpus, memory, pids, shm, disk. See agvisor.Limits.
     network   "bridge" (default), "none", or the name of a Docker network.
     lifetime  Seconds until the sandbox ends itself, even if this process dies.
@@ -154,8 +155,9 @@ class Sandbox:
         self.persistent = name is not None
         self.name = _core.NAME_PREFIX + (name if name is not None else uuid.uuid4().hex[:8])
         self.data_dir = _WORKSPACE if self.persistent else None  # kept across stop()
-        self.rdp_port = None  # the seed's RDP port: agvisor's desktops have none (VNC, in-channel)
-        self.password = None  # a desktop's VNC password, once started
+        self.rdp_port = None  # a desktop's RDP: a 127.0.0.1 port forwarded by this process
+        self.password = None  # a desktop's VNC and RDP password, once started
+        self._rdp_forward = None
         self.resumed = False
         self.disk_warning = None
         self._lock = threading.Lock()
@@ -238,6 +240,12 @@ class Sandbox:
                     raise
             self._core, self._running = core, True
             self.name = core.container_name
+            if self.gui:
+                # RDP as the seed offered it (sb.rdp_port + sb.password), but on a loopback port
+                # this process forwards through the agent channel: it works with network="none"
+                # and publishes nothing.
+                self._rdp_forward = PortForward(self, RDP_PORT)
+                self.rdp_port = self._rdp_forward.local_port
             self.resumed = core.resumed
             self.disk_warning = core.disk_warning or None
         if self.disk_warning:
@@ -371,14 +379,14 @@ class Sandbox:
         for core in out["sandboxes"]:
             sb = self.__class__.__new__(self.__class__)
             sb.__dict__.update({k: v for k, v in self.__dict__.items()
-                                if k not in ("_lock", "_core")})
+                                if k not in ("_lock", "_core", "_rdp_forward")})
             sb._lock = threading.Lock()
             sb._core, sb._running, sb._listed = core, True, False
             sb.image = out["snapshot"]["image"]
             sb.name = core.container_name
             sb.persistent, sb.data_dir = True, _WORKSPACE
             sb.resumed, sb.disk_warning = False, core.disk_warning or None
-            sb.password = None
+            sb.password = sb.rdp_port = sb._rdp_forward = None
             forks.append(sb)
         return forks
 
@@ -648,6 +656,9 @@ class Sandbox:
     def _remove(self, erase_data):
         with self._lock:
             self._core, self._running = None, False
+            forward, self._rdp_forward, self.rdp_port = self._rdp_forward, None, None
+        if forward is not None:
+            forward.close()
         try:
             self._place().remove(self.name, erase_data)
         except RuntimeError as e:
@@ -682,7 +693,7 @@ class Sandbox:
         sb.persistent = False
         sb.name = core.container_name
         sb.data_dir = None
-        sb.rdp_port = sb.password = None
+        sb.rdp_port = sb.password = sb._rdp_forward = None
         sb.resumed, sb.disk_warning = False, core.disk_warning or None
         sb._lock = threading.Lock()
         sb._core = core
@@ -704,7 +715,7 @@ class Sandbox:
         sb.persistent = info["name"] is not None
         sb.name = info["container_name"]
         sb.data_dir = _WORKSPACE if sb.persistent else None
-        sb.rdp_port = sb.password = None
+        sb.rdp_port = sb.password = sb._rdp_forward = None
         sb.resumed, sb.disk_warning = False, None
         sb._lock = threading.Lock()
         sb._core = None
@@ -747,8 +758,9 @@ def create_sandbox(
               a registry this project does not assume).
     gui       True -> a desktop (agvisor/desktop:latest by default; Xvnc + xfce, reached through
               the agent channel): returns once it is drawn (~10 s). sb.desktop controls it,
-              sb.password is its VNC password, sb.desktop_token(key) lets a browser in through
-              the gateway. Headless only: lifetime, idle_ttl.
+              sb.password is its VNC password, also the RDP password for a native RDP client on
+              127.0.0.1:sb.rdp_port (forwarded by this process), sb.desktop_token(key) lets a
+              browser in through the gateway. Headless only: lifetime, idle_ttl.
     limits    Limits(cpus=2.0, memory="2g", pids=512, shm=None, disk="5g") by default; zero,
               negative or malformed values raise ValueError. The default disk cap is skipped,
               with a warning, on hosts that cannot enforce it; an explicit one is refused there.

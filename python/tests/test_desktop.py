@@ -3,6 +3,7 @@ input seen by the X server, keyboard input accepted, bad input refused, and desk
 the gateway's verifier reads back (and the seed's make_token)."""
 import os
 import re
+import socket
 import struct
 import time
 
@@ -30,7 +31,7 @@ def pointer(sb):
 
 
 def test_desktop_sandbox_attributes(sb):
-    assert sb.gui and sb.image == "agvisor/desktop:latest" and sb.rdp_port is None
+    assert sb.gui and sb.image == "agvisor/desktop:latest"
     assert re.fullmatch(r"[A-Za-z0-9]{8}", sb.password)
     assert isinstance(sb.desktop, Desktop) and sb.desktop.password == sb.password
     assert sb.exec("echo still a sandbox").stdout == "still a sandbox\n"
@@ -109,3 +110,25 @@ def test_seed_make_token():
     assert '"port":"3390"' in payload["settings_json"]
     with pytest.raises(ValueError):
         make_token(b"short", 3390, "pw")
+
+
+def test_rdp_port_reaches_xrdp_inside(sb):
+    """sb.rdp_port: a loopback port this process forwards to xrdp in the sandbox (network none).
+    An RDP connection request asking for TLS gets xrdp's confirm choosing TLS."""
+    assert isinstance(sb.rdp_port, int) and 0 < sb.rdp_port < 65536
+    request = bytes([3, 0, 0, 19, 14, 0xE0, 0, 0, 0, 0, 0, 1, 0, 8, 0, 1, 0, 0, 0])
+    deadline = time.monotonic() + 30  # xrdp starts beside the desktop, not before "ready"
+    while True:
+        with socket.create_connection(("127.0.0.1", sb.rdp_port), timeout=30) as c:
+            c.sendall(request)
+            answer = b""
+            while len(answer) < 19:
+                chunk = c.recv(19 - len(answer))
+                if not chunk:
+                    break
+                answer += chunk
+        if answer or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert answer[:2] == b"\x03\x00" and answer[5] == 0xD0, answer  # TPKT, X.224 connection confirm
+    assert answer[11] == 2 and answer[15] == 1, answer  # negotiation response: TLS

@@ -68,6 +68,72 @@ command -v xterm >/dev/null && xterm -xrm '*ptyHandshake: false' &
 wait
 )SH";
 
+// RDP, run as root when the image has xrdp (the desktop image does): a TLS key and self-signed
+// certificate for this container (an image-wide one would be shared by every container), then
+// xrdp in the foreground (it forks a process per connection) with this configuration, all in
+// /run/xrdp (root only). xrdp listens on 127.0.0.1:3389; its one session is its VNC module
+// logging in to Xvnc with the password the RDP client sent (password=ask), at once (autorun):
+// no password here, no second X server, no session manager. Xvnc must answer on ::1 too (see
+// Start). Channels are allowed but each one is off: FreeRDP drops a server that joins none.
+constexpr std::string_view kXrdpScript = R"SH(set -e
+umask 077
+mkdir -p /run/xrdp
+out=$(openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj /CN=agvisor-desktop \
+  -keyout /run/xrdp/key.pem -out /run/xrdp/cert.pem 2>&1) || { echo "$out"; exit 1; }
+cat > /run/xrdp/xrdp.ini <<'EOF'
+[Globals]
+ini_version=1
+fork=true
+port=tcp://127.0.0.1:3389
+use_vsock=false
+tcp_nodelay=true
+security_layer=tls
+crypt_level=high
+certificate=/run/xrdp/cert.pem
+key_file=/run/xrdp/key.pem
+ssl_protocols=TLSv1.2, TLSv1.3
+autorun=desktop
+allow_channels=true
+allow_multimon=false
+max_bpp=24
+new_cursors=true
+use_fastpath=both
+grey=dedede
+ls_title=agvisor desktop
+ls_top_window_bg_color=294466
+ls_bg_color=dedede
+ls_logo_filename=
+
+[Logging]
+LogFile=/dev/null
+LogLevel=INFO
+EnableSyslog=false
+EnableConsole=true
+ConsoleLevel=INFO
+
+[Channels]
+rdpdr=false
+rdpsnd=false
+drdynvc=false
+cliprdr=false
+rail=false
+xrdpvr=false
+tcutils=false
+
+[desktop]
+name=desktop
+lib=libvnc.so
+username=na
+password=ask
+ip=127.0.0.1
+port=5900
+EOF
+# Line-buffered: its log lines reach desktop.log as they happen, not when a pipe buffer fills.
+exec stdbuf -oL xrdp --nodaemon --config /run/xrdp/xrdp.ini
+)SH";
+
+constexpr std::string_view kXrdpPath = "/usr/sbin/xrdp";
+
 // gVisor (runsc 20240729) fails close_range(2) with EINVAL when its last fd is 2^31 or more;
 // callers pass ~0U for "every fd above". glib falls back to walking /proc/self/fd only on ENOSYS,
 // so every g_spawn (the panel's launchers and menu, xfdesktop's icons, xfce4-session) failed with
@@ -168,27 +234,12 @@ Result<std::unique_ptr<Desktop>> Desktop::Start(const DesktopOptions& options, E
   ::chmod("/tmp/.X11-unix", 01777);
 
   SpawnRequest x;
-  x.argv = {"Xvnc",
-            ":0",
-            "-geometry",
-            options.geometry,
-            "-depth",
-            "24",
-            "-rfbport",
-            "5900",
-            "-interface",
-            "127.0.0.1",
-            "-SecurityTypes",
-            "VncAuth",
-            "-PasswordFile",
-            options.dir + "/vnc.passwd",
-            "-AlwaysShared",
-            "-nolisten",
-            "tcp",
-            "-desktop",
-            "agvisor",
-            "-extension",
-            "GLX"};
+  x.argv = {"Xvnc", ":0", "-geometry", options.geometry, "-depth", "24", "-rfbport", "5900",
+            // Loopback only, both 127.0.0.1 and ::1: xrdp's VNC module, told 127.0.0.1, tries
+            // ::1 first and, under gVisor, never falls back (the refused connect does not fail
+            // at once as on Linux).
+            "-localhost", "-SecurityTypes", "VncAuth", "-PasswordFile", options.dir + "/vnc.passwd",
+            "-AlwaysShared", "-nolisten", "tcp", "-desktop", "agvisor", "-extension", "GLX"};
   x.env = BuildEnvironment({}, std::nullopt, false);
   x.cwd = "/";
   auto xvnc = SpawnCommand(x);
@@ -208,6 +259,17 @@ Result<std::unique_ptr<Desktop>> Desktop::Start(const DesktopOptions& options, E
   d->session_pid_ = session->pid;
   AGVISOR_RETURN_IF_ERROR(d->Watch(std::move(session->stdout_pipe), "session: "));
   AGVISOR_RETURN_IF_ERROR(d->Watch(std::move(session->stderr_pipe), "session: "));
+  if (::access(std::string(kXrdpPath).c_str(), X_OK) == 0) {
+    SpawnRequest r;
+    r.argv = {"sh", "-c", std::string(kXrdpScript)};
+    r.env = BuildEnvironment({}, std::nullopt, false);
+    r.cwd = "/";
+    auto xrdp = SpawnCommand(r);
+    if (!xrdp.ok()) return xrdp.error().WithContext("desktop: start xrdp");
+    d->xrdp_pid_ = xrdp->pid;
+    AGVISOR_RETURN_IF_ERROR(d->Watch(std::move(xrdp->stdout_pipe), "xrdp: "));
+    AGVISOR_RETURN_IF_ERROR(d->Watch(std::move(xrdp->stderr_pipe), "xrdp: "));
+  }
   LogLine("desktop: Xvnc (pid " + std::to_string(d->xvnc_pid_) + ") and the session of " +
           options.user + " (pid " + std::to_string(d->session_pid_) + ") started on :0, " +
           options.geometry);
@@ -256,6 +318,14 @@ void Desktop::OnReadable(Output& out) {
 }
 
 bool Desktop::OnChildExited(pid_t pid, int wait_status) {
+  if (pid == xrdp_pid_) {
+    // RDP is gone; VNC (and so the desktop) is not: the desktop stays "ready".
+    xrdp_pid_ = -1;
+    const std::string why = "xrdp " + DescribeExit(wait_status) + " (RDP is down, VNC is not)";
+    Log("desktop: " + why);
+    LogLine("desktop: " + why);
+    return true;
+  }
   if (pid != xvnc_pid_ && pid != session_pid_) return false;
   const bool xvnc = pid == xvnc_pid_;
   const std::string why =

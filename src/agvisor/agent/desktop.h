@@ -1,12 +1,17 @@
 // The desktop of a `--gui` sandbox, started by init (`agvisor-agent init --desktop`).
 //
-// Used by init.cc. Starts two processes and watches them, never blocking the event loop:
-//   - Xvnc (TigerVNC) as root on display :0, VNC on 127.0.0.1:5900 inside the sandbox only,
+// Used by init.cc. Starts two processes (three with xrdp) and watches them, never blocking the
+// event loop:
+//   - Xvnc (TigerVNC) as root on display :0, VNC on port 5900 of loopback (127.0.0.1, ::1) only,
 //     VNC authentication with <dir>/vnc.passwd (put there by the host before start, 0600 root);
 //   - the session, a shell script run as the desktop user: a D-Bus session bus, xfconfd, xfwm4,
 //     then xfce4-panel and xfdesktop; once both are mapped it prints the ready line, then starts
 //     a terminal (xterm: VTE-based terminals cannot open a pty peer under gVisor). Each step has a
-//     deadline, so a broken image fails instead of hanging.
+//     deadline, so a broken image fails instead of hanging;
+//   - when the image has xrdp: xrdp as root on 127.0.0.1:3389 inside, with a TLS key made for
+//     this container in /run/xrdp; its VNC module logs in to Xvnc with the password the RDP
+//     client gives (configuration: /run/xrdp/xrdp.ini, written by it), so RDP needs no second X
+//     server. It is not part of "ready", and its death leaves VNC up (it is logged).
 // Their output goes to <dir>/desktop.log (root only, capped). <dir>/state says where the desktop
 // is: "starting", "ready", or "failed: <why>" (the host polls it through the channel's file
 // reads; see sandbox/desktop.h). No restarts: a desktop that dies says so and stays down.
@@ -64,6 +69,7 @@ class Desktop {
   EventLoop* loop_;
   pid_t xvnc_pid_ = -1;
   pid_t session_pid_ = -1;
+  pid_t xrdp_pid_ = -1;
   bool ready_ = false;
   bool failed_ = false;
   UniqueFd log_;

@@ -22,8 +22,9 @@ namespace {
 int Fail(const Error& e) { return ReportError(e); }
 
 // Listens on 127.0.0.1:port (0 = a free one), prints where and the password, and forwards each
-// connection to the desktop's VNC port through the agent channel until interrupted.
-int Serve(Sandbox& sb, int port, bool json) {
+// connection to the desktop's VNC port (RDP port with `rdp`) through the agent channel until
+// interrupted. The password is the same for both: xrdp passes the RDP client's on to Xvnc.
+int Serve(Sandbox& sb, int port, bool rdp, bool json) {
   auto password = desktop::Password(sb);
   if (!password.ok()) return Fail(password.error());
   if (port < 0 || port > 65535) {
@@ -33,16 +34,26 @@ int Serve(Sandbox& sb, int port, bool json) {
   if (!listening.ok()) return Fail(listening.error());
   const int srv = listening->fd;
   const int bound = listening->port;
+  const std::uint16_t inside = rdp ? desktop::kRdpPort : desktop::kVncPort;
+  const std::string address = "127.0.0.1:" + std::to_string(bound);
   if (json) {
     boost::json::object o{{"sandbox", sb.container_name()},
                           {"host", "127.0.0.1"},
                           {"port", bound},
                           {"password", *password},
-                          {"url", "vnc://127.0.0.1:" + std::to_string(bound)}};
+                          {"url", (rdp ? "rdp://" : "vnc://") + address}};
+    if (rdp) o["user"] = desktop::kDesktopUser;
     std::cout << boost::json::serialize(o) << std::endl;
+  } else if (rdp) {
+    std::cout << "RDP of " << sb.container_name() << ": " << address
+              << "  user: " << desktop::kDesktopUser << "  password: " << *password << "\n"
+              << "(e.g. `xfreerdp /v:" << address << " /u:" << desktop::kDesktopUser
+              << " /cert:ignore`: the certificate is self-signed, made in the sandbox; forwarded "
+                 "through the agent channel until Ctrl-C)"
+              << std::endl;
   } else {
-    std::cout << "VNC of " << sb.container_name() << ": 127.0.0.1:" << bound
-              << "  password: " << *password << "\n"
+    std::cout << "VNC of " << sb.container_name() << ": " << address << "  password: " << *password
+              << "\n"
               << "(e.g. `vncviewer 127.0.0.1::" << bound
               << "`; forwarded through the agent channel until Ctrl-C)" << std::endl;
   }
@@ -52,7 +63,7 @@ int Serve(Sandbox& sb, int port, bool json) {
       if (errno == EINTR) continue;
       return Fail(Error::FromErrno("desktop: accept", errno));
     }
-    auto ps = sb.OpenPort(desktop::kVncPort);
+    auto ps = sb.OpenPort(inside);
     if (!ps.ok()) {
       std::cerr << "agvisor: desktop: " << ps.error().message() << "\n";
       ::close(c);
@@ -81,21 +92,25 @@ void AddDesktop(CLI::App& app, GlobalOptions& g, int* exit_code) {
       "desktop",
       "a --gui sandbox's desktop: without an action, print a 127.0.0.1 port and the VNC "
       "password for a native viewer and forward it through the agent channel (works with "
-      "--network none) until Ctrl-C (--json: one JSON line {host, port, password, url}). "
+      "--network none) until Ctrl-C (--json: one JSON line {host, port, password, url}); "
+      "--rdp: the same for a native RDP client (user 'user', the same password). "
       "Actions: password, size, screenshot FILE, move X Y, click X Y, drag X1 Y1 X2 Y2, "
       "scroll X Y DY [DX], type TEXT, key COMBO...; coordinates are pixels from the top left");
   auto name = AddSandboxArg(*cmd);
   auto port = std::make_shared<int>(0);
   cmd->add_option("--port", *port, "local port to listen on (0 = any free port)")
       ->capture_default_str();
-  cmd->callback([&g, exit_code, cmd, name, port] {
+  auto rdp = std::make_shared<bool>(false);
+  cmd->add_flag("--rdp", *rdp,
+                "forward RDP (xrdp inside, port 3389) instead of VNC; the password is the same");
+  cmd->callback([&g, exit_code, cmd, name, port, rdp] {
     if (!cmd->get_subcommands().empty()) return;  // an action ran
     auto sb = Sandbox::Open(ResolveContainerName(*name), g.host);
     if (!sb.ok()) {
       *exit_code = Fail(sb.error());
       return;
     }
-    *exit_code = Serve(**sb, *port, g.json);
+    *exit_code = Serve(**sb, *port, *rdp, g.json);
   });
   // Actions run in their own callbacks, after the parent's positional is parsed.
   auto run = [&g, exit_code, name](std::function<Result<void>(Sandbox&)> fn) {

@@ -152,6 +152,9 @@ EOF
 # Anti-aliased DejaVu for xterm.
 printf '*faceName: DejaVu Sans Mono\n*faceSize: 11\n*saveLines: 5000\n*ptyHandshake: false\n' \
   >> /etc/X11/app-defaults/XTerm
+# xrdp: the agent runs it with a configuration of its own (agent/desktop.cc); Debian's service
+# links are not needed.
+rm -f /etc/rc?.d/*xrdp* /etc/init.d/xrdp /etc/init.d/xrdp-sesman
 mkdir -p /usr/lib/firefox-esr/distribution
 cat > /usr/lib/firefox-esr/distribution/policies.json <<'EOF'
 {"policies": {"DisableAppUpdate": true, "DisableTelemetry": true,
@@ -180,6 +183,8 @@ Result<ImageRecipe> RecipeFor(std::string_view kind) {
                             // terminal, browser, input automation
                             "tigervnc-standalone-server", "xfwm4", "xfce4-panel", "xfdesktop4",
                             "xterm", "firefox-esr", "xdotool",
+                            // RDP for native clients: xrdp in front of Xvnc (its VNC module)
+                            "xrdp",
                             // the session bus and settings daemon xfce talks to; fonts
                             // and SVG icons (Recommends debootstrap leaves out)
                             "dbus-x11", "xfconf", "fonts-dejavu-core", "librsvg2-common"},

@@ -1,5 +1,6 @@
 #include "agvisor/sandbox/desktop.h"
 
+#include <algorithm>
 #include <set>
 #include <thread>
 
@@ -130,10 +131,31 @@ Result<void> WaitReady(Sandbox& sb, std::chrono::milliseconds timeout) {
 }
 
 Result<std::string> Password(Sandbox& sb) {
-  auto pw = sb.ReadFile(DirPath(kPasswordFile));
-  if (!pw.ok() && pw.error().code() == ErrorCode::kNotFound) {
+  // The file is in the sandbox, which may have replaced it: read at most 9 bytes and take only
+  // what the host wrote there (NewPassword: 8 of [A-Za-z0-9]), since callers print it and hand
+  // it to VNC and RDP clients.
+  std::string pw;
+  auto read = sb.ReadFileTo(
+      DirPath(kPasswordFile),
+      [&pw](std::string_view bytes) -> Result<void> {
+        pw.append(bytes);
+        return Ok();
+      },
+      0, 9);
+  if (!read.ok() && read.error().code() == ErrorCode::kNotFound) {
     return Error::NotFound("sandbox " + sb.container_name() +
                            " has no desktop (create it with gui / --gui)");
+  }
+  if (!read.ok()) return read.error();
+  const bool valid =
+      pw.size() == 8 && std::all_of(pw.begin(), pw.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+      });
+  if (!valid) {
+    return Error::Internal("sandbox " + sb.container_name() + ": its desktop password file " +
+                           std::string(kDesktopDir) + "/" + std::string(kPasswordFile) +
+                           " was changed inside the sandbox (not 8 letters and digits); "
+                           "restart the desktop sandbox for a new one");
   }
   return pw;
 }

@@ -25,6 +25,10 @@ namespace desktop {
 
 // The VNC port inside every desktop sandbox: connect with Sandbox::OpenPort(kVncPort).
 inline constexpr std::uint16_t kVncPort = 5900;
+// The RDP port inside a desktop sandbox whose image has xrdp (agvisor/desktop does): xrdp in
+// front of the same Xvnc; the RDP password is Password(sb), any user name. Reached like VNC,
+// through Sandbox::OpenPort(kRdpPort).
+inline constexpr std::uint16_t kRdpPort = 3389;
 // The desktop user: owns the session; computer-use commands run as it.
 inline constexpr std::string_view kDesktopUser = "user";
 // How long Sandbox::Create waits for a desktop before failing (the target is 10 s; the margin
