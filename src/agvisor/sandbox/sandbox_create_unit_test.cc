@@ -127,6 +127,10 @@ TEST_F(SandboxCreateUnitTest, AFailureInAnyStepLeavesNothingBehind) {
                                      "network agvisor-proj"}));
     for (const auto& c : good->calls()) steps.push_back(c.op);
   }
+  // The first start per host in a process is followed by a sweep of never-started leftovers
+  // (List), best-effort: its failure fails no create, so it is no step here (and whether it ran
+  // depends on which test of this process created first).
+  std::erase(steps, "List");
   EXPECT_EQ(steps, (std::vector<std::string>{"RequireGvisor", "ProbeDiskCap", "EnsureVolume",
                                              "PrepareImage", "Inspect", "EnsureEgressNetwork",
                                              "CreateAndStart"}));
