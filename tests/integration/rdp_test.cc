@@ -85,6 +85,12 @@ std::optional<Rgb> ReadScreen(const std::string& path) {
   return out;
 }
 
+std::string HexColour(std::uint32_t c) {
+  char s[8];
+  std::snprintf(s, sizeof s, "%06x", c & 0xffffffu);
+  return s;
+}
+
 bool Near(std::uint32_t a, std::uint32_t b) {
   for (int s = 0; s < 24; s += 8) {
     const int d = static_cast<int>((a >> s) & 0xff) - static_cast<int>((b >> s) & 0xff);
@@ -101,6 +107,17 @@ bool Filled(const Rgb& s, std::uint32_t colour) {
     }
   }
   return true;
+}
+
+Rgb FromRgb(const vnc::RgbImage& img) {
+  Rgb out{.w = static_cast<int>(img.width), .h = static_cast<int>(img.height), .px = {}};
+  out.px.reserve(img.rgb.size() / 3);
+  for (std::size_t i = 0; i + 2 < img.rgb.size(); i += 3) {
+    out.px.push_back(static_cast<std::uint32_t>(static_cast<unsigned char>(img.rgb[i])) << 16 |
+                     static_cast<std::uint32_t>(static_cast<unsigned char>(img.rgb[i + 1])) << 8 |
+                     static_cast<unsigned char>(img.rgb[i + 2]));
+  }
+  return out;
 }
 
 bool Shows(const Rgb& s, std::uint32_t colour) {
@@ -150,16 +167,37 @@ class RdpTest : public ::testing::Test {
         << image << " has no xrdp: it was built before RDP came; rebuild it with `agvisor image "
         << "build desktop`";
     // A full-screen window of a known colour, drawn inside by the desktop user, for both tests:
-    // one must see it, the other must not.
+    // one must see it, the other must not. The session opens a terminal of its own just after
+    // the desktop is ready; drawn before that one maps, the window ends up under it (and loses
+    // its full screen), so wait for it first.
     ExecOptions o;
     o.user = "user";
     o.env = {"DISPLAY=:0"};
+    o.timeout = 30;
+    auto terminal = sandbox_->ExecShell(
+        "until xdotool search --onlyvisible --class XTerm >/dev/null 2>&1; do sleep 0.1; done", o);
+    ASSERT_TRUE(terminal.ok() && terminal->exit_code == 0)
+        << "the session's terminal did not appear within 30 s: "
+        << (terminal.ok() ? terminal->err : terminal.error().ToString());
     char bg[16];
     std::snprintf(bg, sizeof bg, "#%06x", kColour);
     auto drawn = sandbox_->ExecShell(std::string("xterm -fullscreen -bg '") + bg + "' -fg '" + bg +
                                          "' -e sleep 600 >/dev/null 2>&1 &",
                                      o);
     ASSERT_TRUE(drawn.ok()) << drawn.error().ToString();
+    // Seen through VNC inside (not RDP): the whole screen is that colour, on top of everything.
+    std::optional<Rgb> inside;
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          auto img = desktop::CaptureScreen(*sandbox_);
+          if (!img.ok() || img->width != kWidth || img->height != kHeight) return false;
+          inside = FromRgb(*img);
+          return Filled(*inside, kColour);
+        },
+        std::chrono::seconds(30)))
+        << "the full-screen window did not cover the desktop within 30 s (VNC's capture inside, "
+        << "centre: " << (inside ? "#" + HexColour(inside->at(kWidth / 2, kHeight / 2)) : "none")
+        << ")";
   }
   static void TearDownTestSuite() {
     if (sandbox_) (void)sandbox_->Stop();
@@ -222,6 +260,44 @@ class RdpTest : public ::testing::Test {
 
   std::string Fb() const { return dir_ + "/Xvfb_screen0"; }
 
+  // What a failure needs to be understood from CI's output alone: is xfreerdp still running, what
+  // does the desktop inside show (VNC's own capture, not through RDP), what did xrdp and Xvnc log.
+  std::string Diagnose() {
+    std::string out = "\n  xfreerdp: ";
+    auto st = client_ ? client_->TryWait() : Result<std::optional<ExitStatus>>(std::nullopt);
+    if (!client_) {
+      out += "not started";
+    } else if (!st.ok()) {
+      out += st.error().ToString();
+    } else {
+      out += *st ? "ended, " + (*st)->ToString() : std::string("running");
+    }
+    auto inside = desktop::CaptureScreen(*sandbox_);
+    out += "\n  inside, VNC's capture: ";
+    if (!inside.ok()) {
+      out += inside.error().ToString();
+    } else {
+      const Rgb rgb = FromRgb(*inside);
+      out += std::to_string(rgb.w) + "x" + std::to_string(rgb.h) + ", filled with the colour: " +
+             (Filled(rgb, kColour) ? "yes" : "no");
+    }
+    if (auto png = desktop::Screenshot(*sandbox_); png.ok()) {
+      const std::string path = "/tmp/agvisor-rdp-test-inside-" + std::to_string(::getpid()) + ".png";
+      std::ofstream(path, std::ios::binary) << *png;
+      out += " (kept in " + path + ")";
+    }
+    auto ps = sandbox_->Exec({"ps", "-eo", "pid,ppid,stat,wchan:16,args"});
+    out += "\n  ps inside:\n" + (ps.ok() ? ps->out : ps.error().ToString());
+    auto log = sandbox_->ReadFile("/run/agvisor/desktop/desktop.log");
+    out += "\n  desktop.log (last 40 lines):\n";
+    if (!log.ok()) return out + log.error().ToString();
+    std::size_t from = log->size(), lines = 0;
+    while (from > 0 && lines <= 40) {
+      if ((*log)[--from] == '\n') ++lines;
+    }
+    return out + log->substr(from);
+  }
+
   void StartClient(const std::string& password) {
     SubprocessOptions f;
     f.argv = {"xfreerdp",        "/v:127.0.0.1:" + std::to_string(port_),
@@ -256,7 +332,9 @@ TEST_F(RdpTest, FreeRdpLogsInAndShowsTheDesktop) {
       std::chrono::seconds(60));
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   ASSERT_TRUE(shown) << "xfreerdp's window does not show the colour #" << std::hex << kColour
-                     << " within 60 s (centre pixel: #" << (last ? last->at(640, 400) : 0) << ")";
+                     << " within 60 s (centre pixel: "
+                     << (last ? "#" + HexColour(last->at(640, 400)) : "no screen file") << ")"
+                     << Diagnose();
   std::printf("xfreerdp start to the colour on its screen: %.2f s\n", secs);
   // Logged in, and the password is on no command line inside (xrdp's included).
   auto ps = sandbox_->Exec({"ps", "-eo", "args"});
@@ -277,7 +355,7 @@ TEST_F(RdpTest, AWrongPasswordGetsTheLoginWindowNotTheDesktop) {
         return last && Shows(*last, kLoginGrey);
       },
       std::chrono::seconds(60)))
-      << "xrdp's login window did not appear within 60 s";
+      << "xrdp's login window did not appear within 60 s" << Diagnose();
   // ... and nothing of the desktop (its backdrop, the panel) shows, then or a little later.
   std::this_thread::sleep_for(std::chrono::seconds(2));
   last = ReadScreen(Fb());
