@@ -278,11 +278,12 @@ class RdpTest : public ::testing::Test {
       out += inside.error().ToString();
     } else {
       const Rgb rgb = FromRgb(*inside);
-      out += std::to_string(rgb.w) + "x" + std::to_string(rgb.h) + ", filled with the colour: " +
-             (Filled(rgb, kColour) ? "yes" : "no");
+      out += std::to_string(rgb.w) + "x" + std::to_string(rgb.h) +
+             ", filled with the colour: " + (Filled(rgb, kColour) ? "yes" : "no");
     }
     if (auto png = desktop::Screenshot(*sandbox_); png.ok()) {
-      const std::string path = "/tmp/agvisor-rdp-test-inside-" + std::to_string(::getpid()) + ".png";
+      const std::string path =
+          "/tmp/agvisor-rdp-test-inside-" + std::to_string(::getpid()) + ".png";
       std::ofstream(path, std::ios::binary) << *png;
       out += " (kept in " + path + ")";
     }
