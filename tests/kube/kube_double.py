@@ -1290,9 +1290,10 @@ class KubeDouble:
     async def wait_container(self, key, run, field, c, cid):
         await self.docker.call("POST", f"/containers/{cid}/wait", {"condition": "not-running"})
         info = await self.docker.call("GET", f"/containers/{cid}/json")
-        # dockerd may record a container's OOM event after its exit: a memory-limited container
-        # that was SIGKILLed is looked at again before it is called anything but OOMKilled.
-        for delay in (0.3, 1.0):
+        # dockerd may record a container's OOM event after its exit (seconds later on a loaded
+        # machine): a memory-limited container that was SIGKILLed is looked at again, for up to
+        # 6 s, before it is called anything but OOMKilled.
+        for delay in (0.3, 0.7, 1.0, 1.5, 2.5):
             s = info["State"]
             if s.get("OOMKilled") or s.get("ExitCode") != 137 or not (
                     info.get("HostConfig") or {}).get("Memory"):

@@ -213,7 +213,8 @@ class PythonClientTest(unittest.TestCase):
     def test_oom_killed(self):
         p, _ = self.wait_pod("oom", lambda p: p.status.phase in ("Succeeded", "Failed"))
         term = p.status.container_statuses[0].state.terminated
-        self.assertEqual((p.status.phase, term.reason), ("Failed", "OOMKilled"))
+        self.assertEqual((p.status.phase, term.reason), ("Failed", "OOMKilled"),
+                         f"exit code {term.exit_code}, signal {term.signal}")
 
     def test_deny_all_policy_means_no_network(self):
         p, _ = self.wait_pod("isolated", lambda p: p.status.phase == "Running")
