@@ -18,6 +18,12 @@ function(agvisor_add_test name)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(${name} PRIVATE agvisor_options ${ARG_DEPS} GTest::gtest GTest::gmock
                         GTest::gtest_main)
+  # The test's own code is compiled with -Og: the code under test is the libraries', built with
+  # the preset's optimisation. A test file at -O2 took twice the CPU of one at -Og (-O2 11.6 s,
+  # -O1 8.5 s, -Og 6.4 s for sandbox_lifecycle_test.cc), and test files are most of the build.
+  if(NOT CMAKE_BUILD_TYPE STREQUAL "Debug")
+    target_compile_options(${name} PRIVATE -Og)
+  endif()
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()

@@ -840,6 +840,23 @@ TEST_P(ShellSemanticsTest, SignalsGoToTheWholeGroup) {
     auto r = peer_->RunExec(
         id, Cmd({"sh", "-c", "sleep 100"}), std::nullopt, [&](const proto::Frame& f) {
           if (f.type == Type::kStarted) {
+            // Once `sleep` runs: the shell itself (cold: `sh -c` execs its one command) or the
+            // ready shell's child. A signal sent while a ready shell was still taking its script
+            // was seen lost (about 1 run in 8 here, the shell and its sleep left running, nothing
+            // pending or blocked): a known bug, docs/agent.md "Ready shells".
+            const pid_t started = static_cast<pid_t>(proto::Started::Decode(f.payload)->pid);
+            EXPECT_TRUE(Eventually([&] {
+              auto table = ReadProcessTable();
+              if (!table.ok()) return false;
+              for (const auto& p : *table) {
+                if (p.pid != started && p.ppid != started) continue;
+                std::ifstream cl("/proc/" + std::to_string(p.pid) + "/cmdline");
+                std::string cmd((std::istreambuf_iterator<char>(cl)),
+                                std::istreambuf_iterator<char>());
+                if (cmd.rfind(std::string("sleep\0", 6), 0) == 0) return true;
+              }
+              return false;
+            })) << "sleep did not start";
             peer_->Send(Type::kSignal, id, proto::Signal{static_cast<std::uint8_t>(sig)}.Encode());
           }
           return true;
