@@ -448,7 +448,8 @@ TEST_F(CliChannelTest, DetachPsAttachKill) {
   ASSERT_EQ(sleeper.status.exit_code, 0) << sleeper.err;
   const std::string spid = sleeper.out.substr(0, sleeper.out.find('\n'));
   auto awake = Cli({"--json", "ps", *name_});
-  EXPECT_THAT(awake.out, HasSubstr("\"pid\":" + spid + ",\"state\":\"running\",\"command\":\"sleep\","
+  EXPECT_THAT(awake.out, HasSubstr("\"pid\":" + spid +
+                                   ",\"state\":\"running\",\"command\":\"sleep\","
                                    "\"keep_awake\":true"));
   EXPECT_THAT(Cli({"ps", *name_}).out, HasSubstr("AWAKE"));
   auto kill = Cli({"kill", "-s", "KILL", *name_, spid});

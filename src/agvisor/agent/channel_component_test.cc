@@ -570,9 +570,9 @@ TEST_F(ChannelTest, KeepAwakeBackgroundProcessHoldsIdleTtlUntilItExits) {
   auto relay = Connect();
   Welcome(relay->peer);
   const std::string plain = NewMarker();  // seconds of sleep: outlives the test
-  relay->peer.Send(Type::kExec, 1,
-                   Cmd({"sleep", "2.5"}, 0, proto::kExecBackground | proto::kExecKeepAwake)
-                       .Encode());
+  relay->peer.Send(
+      Type::kExec, 1,
+      Cmd({"sleep", "2.5"}, 0, proto::kExecBackground | proto::kExecKeepAwake).Encode());
   relay->peer.Send(Type::kExec, 3, Cmd({"sleep", plain}, 0, proto::kExecBackground).Encode());
   std::uint32_t awake_pid = 0, plain_pid = 0;
   while (awake_pid == 0 || plain_pid == 0) {
@@ -632,9 +632,8 @@ TEST_F(ChannelTest, KeepAwakeNeedsBackgroundAndVersion6) {
   auto list = relay->peer.Next();
   ASSERT_TRUE(list);
   EXPECT_TRUE(proto::ProcListResult::Decode(list->payload, 5).ok());
-  relay->peer.Send(
-      Type::kExec, 3,
-      Cmd({"true"}, 0, proto::kExecBackground | proto::kExecKeepAwake).Encode());
+  relay->peer.Send(Type::kExec, 3,
+                   Cmd({"true"}, 0, proto::kExecBackground | proto::kExecKeepAwake).Encode());
   auto refused = relay->peer.Next();
   ASSERT_TRUE(refused);
   ASSERT_EQ(refused->type, Type::kError);

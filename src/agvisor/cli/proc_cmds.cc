@@ -43,11 +43,10 @@ void AddPs(CLI::App& app, GlobalOptions& g, int* exit_code) {
         if (g.json) {
           boost::json::array a;
           for (const auto& p : *list) {
-            boost::json::object o{
-                {"pid", p.pid},
-                {"state", p.running ? "running" : "exited"},
-                {"command", p.argv0},
-                {"keep_awake", p.keep_awake}};
+            boost::json::object o{{"pid", p.pid},
+                                  {"state", p.running ? "running" : "exited"},
+                                  {"command", p.argv0},
+                                  {"keep_awake", p.keep_awake}};
             if (p.running) {
               o["exit_code"] = nullptr;
             } else {

@@ -242,10 +242,10 @@ TEST(PayloadTest, GoldenBytesFollowTheDocument) {
   keep.flags = kExecBackground | kExecKeepAwake;
   EXPECT_EQ(keep.Encode(),
             "\x00\x00\x00\x01\x00\x00\x00\x01s"  // argv
-            "\x00\x00\x00\x00"                    // env
-            "\x00\x00\x00\x00"                    // cwd
-            "\x00\x00\x00\x00"                    // user
-            "\x00\x00\x00\x00\x00\x00\x00\x00"    // timeout_ms
+            "\x00\x00\x00\x00"                   // env
+            "\x00\x00\x00\x00"                   // cwd
+            "\x00\x00\x00\x00"                   // user
+            "\x00\x00\x00\x00\x00\x00\x00\x00"   // timeout_ms
             "\x0C\x00\x00\x00\x00"s);            // flags (background | keep-awake) rows cols
 }
 
