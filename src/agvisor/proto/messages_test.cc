@@ -208,7 +208,7 @@ TEST(PayloadTest, OutputIsFdThenRawBytes) {
 }
 
 TEST(PayloadTest, GoldenBytesFollowTheDocument) {
-  EXPECT_EQ(Hello{}.Encode(), "\x00\x05\x00\x40\x00\x00"s);
+  EXPECT_EQ(Hello{}.Encode(), "\x00\x06\x00\x40\x00\x00"s);
   EXPECT_EQ((Hello{1, 65536}.Encode()), "\x00\x01\x00\x01\x00\x00"s);
   EXPECT_EQ((Exit{-2, 3, true}.Encode(2)), "\xFF\xFF\xFF\xFE\x03\x01"s);
   EXPECT_EQ((Exit{-2, 3, true, true}.Encode()), "\xFF\xFF\xFF\xFE\x03\x01\x01"s);
