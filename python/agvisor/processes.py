@@ -119,16 +119,19 @@ class BackgroundProcess:
     argv        What it runs: the whole argv when this handle started it, [argv0] when listed.
     returncode  The exit code once this handle saw the process end (poll, wait, attach,
                 output), else None. 128+N = killed by signal N; 124 = its timeout expired.
+    keep_awake  True when it was started with spawn(keep_awake=True): while it runs, the
+                sandbox is not idle.
 
     Dropping the handle does nothing to the process: it runs on. Use kill() (or terminate()) to
     end it.
     """
 
-    def __init__(self, sandbox, pid, argv, returncode=None):
+    def __init__(self, sandbox, pid, argv, returncode=None, keep_awake=False):
         self.sandbox = sandbox
         self.pid = int(pid)
         self.argv = list(argv)
         self.returncode = returncode
+        self.keep_awake = bool(keep_awake)
 
     def _attach(self, keep_output=True):
         return self.sandbox._handle().attach_process(self.pid, keep_output)
@@ -237,7 +240,7 @@ class BackgroundProcess:
 
     def poll(self):
         """The exit code if the process has ended, else None (one question to the agent)."""
-        for pid, _, running, code in self.sandbox._handle().list_processes():
+        for pid, _, running, code, _ in self.sandbox._handle().list_processes():
             if pid == self.pid:
                 if not running:
                     self.returncode = code

@@ -568,7 +568,7 @@ class Sandbox:
     # ---- background processes: an extension of the seed's API (agvisor.processes) ----------
 
     def spawn(self, cmd, *, env=None, cwd=None, user=None, stdin=False,
-              timeout=None) -> BackgroundProcess:
+              timeout=None, keep_awake=False) -> BackgroundProcess:
         """Starts a background process and returns its BackgroundProcess at once. It keeps
         running when this handle is dropped or this Python process exits; the agent keeps the
         last 1 MiB of its output for whoever attaches later (attach(), iteration, output()).
@@ -579,6 +579,10 @@ class Sandbox:
                   /dev/null.
         timeout   Seconds until the process tree is killed (exit code 124); None = never.
                   Must be below idle_ttl when the sandbox has one.
+        keep_awake  True: while the process runs the sandbox is not idle, so idle_ttl does not
+                  end, stop or pause it; its idle clock starts when the process exits. False
+                  (the default): the process alone does not keep the sandbox awake.
+                  RuntimeError ("unsupported") for a sandbox started by an older agvisor.
         Errors: ValueError, RuntimeError as for run(). A program that cannot be run exits
         with 127 and says why on stderr, as in a shell.
         """
@@ -595,14 +599,14 @@ class Sandbox:
             raise ValueError(f"timeout must be > 0 seconds or None, got {timeout!r}")
         env_list = [f"{k}={v}" for k, v in (env or {}).items()]
         pid = self._handle().start_background(argv, env_list, cwd or "", user or "",
-                                              bool(stdin), seconds)
-        return BackgroundProcess(self, pid, argv)
+                                              bool(stdin), seconds, bool(keep_awake))
+        return BackgroundProcess(self, pid, argv, keep_awake=bool(keep_awake))
 
     def processes(self) -> list[BackgroundProcess]:
         """The sandbox's background processes, running and the newest 64 finished (whoever
         started them), oldest first; a finished one has its returncode set."""
-        return [BackgroundProcess(self, pid, [argv0], None if running else code)
-                for pid, argv0, running, code in self._handle().list_processes()]
+        return [BackgroundProcess(self, pid, [argv0], None if running else code, awake)
+                for pid, argv0, running, code, awake in self._handle().list_processes()]
 
     def process(self, pid) -> BackgroundProcess:
         """The background process `pid` (as processes() lists it). RuntimeError (code

@@ -1083,24 +1083,26 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "start_background",
           [](Handle& h, const std::vector<std::string>& argv, std::vector<std::string> env,
-             std::string cwd, std::string user, bool stdin, double timeout) {
+             std::string cwd, std::string user, bool stdin, double timeout, bool keep_awake) {
             BackgroundOptions o;
             o.env = std::move(env);
             o.cwd = std::move(cwd);
             o.user = std::move(user);
             o.stdin = stdin;
             o.timeout = timeout;
+            o.keep_awake = keep_awake;
             return Blocking([&] { return h.sandbox->StartBackground(argv, o); });
           },
           py::arg("argv"), py::arg("env") = std::vector<std::string>{}, py::arg("cwd") = "",
-          py::arg("user") = "", py::arg("stdin") = false, py::arg("timeout") = 0.0)
-      // [(pid, argv0, running, exit_code)], running and recently finished.
+          py::arg("user") = "", py::arg("stdin") = false, py::arg("timeout") = 0.0,
+          py::arg("keep_awake") = false)
+      // [(pid, argv0, running, exit_code, keep_awake)], running and recently finished.
       .def("list_processes",
            [](Handle& h) {
              std::vector<ProcessInfo> procs = Blocking([&] { return h.sandbox->ListProcesses(); });
              py::list out;
              for (const auto& p : procs) {
-               out.append(py::make_tuple(p.pid, p.argv0, p.running, p.exit_code));
+               out.append(py::make_tuple(p.pid, p.argv0, p.running, p.exit_code, p.keep_awake));
              }
              return out;
            })

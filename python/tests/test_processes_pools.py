@@ -84,6 +84,20 @@ def test_argv_env_cwd_user_and_line_iteration(sb):
     assert p.wait(timeout=30) == 0 and p.returncode == 0
 
 
+def test_keep_awake_is_passed_and_listed(sb):
+    # Its effect on idle_ttl is PauseTest.KeepAwakeBackgroundProcessHoldsOffIdleTtlUntilItExits
+    # (C++, real runsc); here: the flag reaches the agent and comes back in listings, in process
+    # and through agvisord.
+    awake = sb.spawn(gated(sb, "g9", "wait_gate"), keep_awake=True)
+    plain = sb.spawn(["true"])
+    assert awake.keep_awake is True and plain.keep_awake is False
+    listed = {q.pid: q.keep_awake for q in fresh_handle(sb).processes()}
+    assert listed[awake.pid] is True and listed[plain.pid] is False
+    open_gate(sb, "g9")
+    assert awake.wait(timeout=30) == 0 and plain.wait(timeout=30) == 0
+    assert sb.process(awake.pid).keep_awake is True
+
+
 def test_leaving_an_iteration_early_detaches(sb):
     p = sb.spawn(gated(sb, "g2", "echo one; echo two; wait_gate; echo three"))
     for line in p:

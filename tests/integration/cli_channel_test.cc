@@ -440,9 +440,18 @@ TEST_F(CliChannelTest, DetachPsAttachKill) {
   EXPECT_THAT(json.out, HasSubstr("\"pid\":" + pid));
   EXPECT_THAT(json.out, HasSubstr("\"exit_code\":7"));
 
-  auto sleeper = Cli({"exec", "--detach", *name_, "--", "sleep", "300"});
+  // --keep-awake (docs/lifecycle.md, "Idle policy"): only with --detach; ps shows it.
+  auto foreground = Cli({"exec", "--keep-awake", *name_, "--", "true"});
+  EXPECT_NE(foreground.status.exit_code, 0);
+  EXPECT_THAT(foreground.err, HasSubstr("--keep-awake needs --detach"));
+  auto sleeper = Cli({"exec", "--detach", "--keep-awake", *name_, "--", "sleep", "300"});
   ASSERT_EQ(sleeper.status.exit_code, 0) << sleeper.err;
   const std::string spid = sleeper.out.substr(0, sleeper.out.find('\n'));
+  auto awake = Cli({"--json", "ps", *name_});
+  EXPECT_THAT(awake.out, HasSubstr("\"pid\":" + spid +
+                                   ",\"state\":\"running\",\"command\":\"sleep\","
+                                   "\"keep_awake\":true"));
+  EXPECT_THAT(Cli({"ps", *name_}).out, HasSubstr("AWAKE"));
   auto kill = Cli({"kill", "-s", "KILL", *name_, spid});
   EXPECT_EQ(kill.status.exit_code, 0) << kill.err;
   auto killed = Cli({"attach", *name_, spid});

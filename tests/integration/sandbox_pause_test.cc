@@ -295,6 +295,52 @@ TEST_F(PauseTest, IdleTimeStopsWhilePaused) {
       12s));
 }
 
+// Keep-awake (docs/lifecycle.md, "Idle policy"): a background process started with keep_awake
+// holds its sandbox past idle_ttl while it runs, with no client attached or calling; once it
+// exits the idle clock starts and idle_ttl ends the sandbox. A background process without it
+// holds nothing: its sandbox ends at idle_ttl under it.
+TEST_F(PauseTest, KeepAwakeBackgroundProcessHoldsOffIdleTtlUntilItExits) {
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kIdleTtl = 2s;
+  constexpr auto kRuns = 6s;  // the keep-awake process: three times idle_ttl
+  SandboxSpec spec = TestSpec();
+  spec.idle_ttl = 2;
+  auto awake = MustCreate(spec);
+  auto plain = MustCreate(spec);
+  ASSERT_TRUE(awake && plain);
+  auto ended = [](const std::string& name) {
+    const std::string s = ListedState(name);
+    return s == "absent" || s == "exited";
+  };
+  auto pid = awake->StartBackground({"sleep", "6"}, {.keep_awake = true});
+  const auto started = Clock::now();
+  ASSERT_TRUE(pid.ok()) << pid.error().ToString();
+  auto other = plain->StartBackground({"sleep", "60"});
+  ASSERT_TRUE(other.ok()) << other.error().ToString();
+  // Both listed, with the flag as started.
+  for (auto* sb : {awake.get(), plain.get()}) {
+    auto procs = sb->ListProcesses();
+    ASSERT_TRUE(procs.ok()) << procs.error().ToString();
+    ASSERT_EQ(procs->size(), 1u);
+    EXPECT_EQ((*procs)[0].keep_awake, sb == awake.get());
+    EXPECT_TRUE((*procs)[0].running);
+  }
+  // Without the flag: ended at idle_ttl, its sleep of 60 s notwithstanding (bound: a loaded
+  // host's polling and removal).
+  EXPECT_TRUE(testing::WaitFor([&] { return ended(plain->container_name()); }, 10s))
+      << "a background process without keep_awake held its sandbox";
+  // With it: still running at twice idle_ttl and more (the listing above was its last call).
+  std::this_thread::sleep_until(started + 2 * kIdleTtl + 1s);
+  EXPECT_EQ(ListedState(awake->container_name()), "running");
+  // Its process exits at 6 s; idle_ttl later the sandbox ends (bound 10 s for a loaded host).
+  EXPECT_TRUE(testing::WaitFor([&] { return ended(awake->container_name()); }, 12s))
+      << "still there after its keep-awake process ended";
+  const auto took = Clock::now() - started;
+  EXPECT_GE(took, kRuns) << "ended while its keep-awake process ran";
+  std::printf("keep-awake sandbox ended %.1f s after its 6 s process started (idle_ttl 2 s)\n",
+              std::chrono::duration<double>(took).count());
+}
+
 // idle_action stop: at idle_ttl the container ends and stays (exited, end reason idle); the
 // name's next create starts afresh on the same /workspace.
 TEST_F(PauseTest, IdleActionStopKeepsTheContainerAndTheWorkspace) {

@@ -86,6 +86,46 @@ TEST(ActivityTrackerTest, IdleStartsWhenTheLastOfSeveralHoldsEnds) {
   EXPECT_EQ(t.Decide(At(seconds(60))).stop, StopReason::kIdle);
 }
 
+// A keep-awake background process (ChannelProcess::KeepAwake) is one hold from its start to its
+// exit, whatever happens meanwhile: sessions come and go, SET_DEADLINES replaces the policy, the
+// sandbox is frozen and thawed. Idle time starts at its exit.
+TEST(ActivityTrackerTest, AKeepAwakeProcessHoldsAcrossDeadlinesAndAFreezeUntilItExits) {
+  ActivityTracker t({.idle_ttl = seconds(10)}, kT0);
+  t.HoldStarted(At(seconds(1)));  // the process starts (its EXEC stream is a second hold)
+  t.HoldStarted(At(seconds(1)));
+  t.HoldEnded(At(seconds(2)));  // the stream detaches; the process runs on
+  t.SetPolicy({.idle_ttl = seconds(5)}, At(seconds(3)));
+  t.Woke(At(seconds(4)), At(seconds(40)));  // frozen 36 s
+  EXPECT_EQ(t.holders(), 1);
+  auto d = t.Decide(At(seconds(100)));
+  EXPECT_EQ(d.stop, StopReason::kNone);
+  EXPECT_FALSE(d.next_check);
+  EXPECT_EQ(t.IdleFor(At(seconds(100))), milliseconds(0));
+  t.HoldEnded(At(seconds(100)));  // it exits
+  EXPECT_EQ(t.IdleFor(At(seconds(102))), seconds(2));
+  EXPECT_EQ(t.Decide(At(seconds(104))).stop, StopReason::kNone);
+  EXPECT_EQ(t.Decide(At(seconds(105))).stop, StopReason::kIdle);
+}
+
+// The RAII hold a keep-awake process keeps: moved into the process, released once.
+TEST(ActivityTrackerTest, AnActivityHoldIsReleasedOnceWhetherResetMovedOrDestroyed) {
+  ActivityTracker t({.idle_ttl = seconds(10)}, Clock::now());
+  {
+    ActivityHold a(&t);
+    EXPECT_EQ(t.holders(), 1);
+    ActivityHold b;
+    b = std::move(a);
+    EXPECT_FALSE(a.held());
+    EXPECT_EQ(t.holders(), 1);
+    b.Reset();
+    EXPECT_EQ(t.holders(), 0);
+    b.Reset();
+    ActivityHold c(&t);
+    EXPECT_EQ(t.holders(), 1);
+  }
+  EXPECT_EQ(t.holders(), 0);
+}
+
 TEST(ActivityTrackerTest, ExtraDisconnectDoesNotGoNegative) {
   ActivityTracker t({.idle_ttl = seconds(10)}, kT0);
   t.HoldEnded(At(seconds(5)));  // ignored: nobody was connected

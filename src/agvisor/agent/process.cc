@@ -333,8 +333,14 @@ Result<void> ChannelProcess::Resize(std::uint16_t rows, std::uint16_t cols) {
   return ResizePty(pty_.fd.get(), rows, cols);
 }
 
+void ChannelProcess::KeepAwake(ActivityTracker* tracker) {
+  keep_awake_ = true;
+  if (!main_status_) awake_ = ActivityHold(tracker);
+}
+
 void ChannelProcess::OnMainExited(int wait_status) {
   main_status_ = wait_status;
+  awake_.Reset();  // the idle clock starts now
   svc_.timers->Cancel(timeout_timer_);
   timeout_timer_ = 0;
   // Drain what the pipes hold at this moment (without blocking), then close our ends: a
@@ -486,6 +492,7 @@ std::vector<proto::ProcInfo> ProcessRegistry::ListBackground() const {
     info.argv0 = p->argv0();
     info.running = !p->exit().has_value();
     info.exit_code = p->exit() ? p->exit()->exit_code : 0;
+    info.keep_awake = p->keep_awake();
     out.push_back(std::move(info));
   }
   return out;

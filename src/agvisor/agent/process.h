@@ -15,6 +15,7 @@
 //   - background (kExecBackground): the last 1 MiB of output is kept in a ring; the process
 //     survives its session and can be re-attached (replay, then live output and EXIT).
 //   - a non-background process whose session ends is killed like a timeout (no EXIT is sent).
+//   - keep-awake (background only): the process is activity while its main process runs.
 #pragma once
 
 #include <sys/types.h>
@@ -29,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "agvisor/agent/activity.h"
 #include "agvisor/agent/event_loop.h"
 #include "agvisor/agent/spawn.h"
 #include "agvisor/base/error.h"
@@ -79,6 +81,11 @@ class ChannelProcess {
   // It runs in a ready shell (ready_shells.h): its EXIT says so (proto::Exit::prestarted).
   bool prestarted() const { return prestarted_; }
   void set_prestarted() { prestarted_ = true; }
+  // Started with keep-awake (a background process, proto::kExecKeepAwake): until its main
+  // process exits it holds `tracker` active, so idle_ttl does not end the sandbox meanwhile;
+  // the idle clock starts when it exits. Listed in PROC_LIST_RESULT.
+  void KeepAwake(ActivityTracker* tracker);
+  bool keep_awake() const { return keep_awake_; }
 
   // Attaches a sink. `replay`: first send the kept output (PROC_ATTACH). If the process has
   // already finished, the sink gets the replay and EXIT.
@@ -130,6 +137,8 @@ class ChannelProcess {
   std::string argv0_;
   bool background_;
   bool prestarted_ = false;
+  bool keep_awake_ = false;
+  ActivityHold awake_;  // held from KeepAwake until the main process exits
   ProcessSink* sink_ = nullptr;
 
   OutFd stdout_, stderr_, pty_;

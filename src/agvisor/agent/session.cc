@@ -849,6 +849,17 @@ void Session::Open(const Frame& f) {
     case Type::kExec: {
       auto req = proto::ExecRequest::Decode(f.payload);
       if (!req.ok()) return ProtocolError(WireError::kProtocol, req.error().message());
+      const bool keep_awake = (req->flags & proto::kExecKeepAwake) != 0;
+      if (keep_awake && version_ < 6) {
+        return ProtocolError(WireError::kProtocol,
+                             "EXEC's keep-awake flag needs protocol version 6; this session "
+                             "speaks " +
+                                 std::to_string(version_));
+      }
+      if (keep_awake && (req->flags & proto::kExecBackground) == 0) {
+        return error(WireError::kInvalidArgument,
+                     "EXEC: keep-awake is for background processes only");
+      }
       if (req->argv.empty() || req->argv[0].empty()) {
         return error(WireError::kInvalidArgument, "EXEC: empty argv");
       }
@@ -881,6 +892,7 @@ void Session::Open(const Frame& f) {
         if (auto shell = svc_.ready_shells->Take(*req)) {
           auto proc = svc_.processes->Adopt(std::move(*shell), req->argv[0], background, timeout);
           proc->set_prestarted();
+          if (keep_awake) proc->KeepAwake(svc_.tracker);
           SendFrame(FrameOf(Type::kStarted, f.stream,
                             proto::Started{static_cast<std::uint32_t>(proc->pid())}.Encode()));
           return serve(proc, /*stdin_ok=*/false, /*replay=*/false);
@@ -892,6 +904,7 @@ void Session::Open(const Frame& f) {
         return error(proto::ToWireError(proc.error().code()),
                      "EXEC " + req->argv[0] + ": " + proc.error().message());
       }
+      if (keep_awake) (*proc)->KeepAwake(svc_.tracker);
       SendFrame(FrameOf(Type::kStarted, f.stream,
                         proto::Started{static_cast<std::uint32_t>((*proc)->pid())}.Encode()));
       return serve(*proc, sr.pipe_stdin || pty, /*replay=*/false);
@@ -920,7 +933,7 @@ void Session::Open(const Frame& f) {
     }
     case Type::kProcList: {
       proto::ProcListResult r{svc_.processes->ListBackground()};
-      std::string payload = r.Encode();
+      std::string payload = r.Encode(version_);
       if (!proto::FitsInFrame(payload.size())) {
         return error(WireError::kResourceExhausted, "PROC_LIST: too many processes");
       }

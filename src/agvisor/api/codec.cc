@@ -687,10 +687,14 @@ std::string ExecResultJson(const ExecResult& r, bool base64) {
 Result<StartProcessRequest> ParseStartProcessRequest(std::string_view body) {
   auto o = AGVISOR_TRY(ParseObject(body, "start process"));
   AGVISOR_RETURN_IF_ERROR(
-      OnlyKnown(o, "start process", {"argv", "command", "stdin", "timeout", "env", "cwd", "user"}));
+      OnlyKnown(o, "start process",
+                {"argv", "command", "stdin", "timeout", "env", "cwd", "user", "keep_awake"}));
   StartProcessRequest r;
   r.argv = AGVISOR_TRY(GetArgv(o));
   if (auto* v = o.if_contains("stdin")) r.options.stdin = AGVISOR_TRY(GetBool(*v, "stdin"));
+  if (auto* v = o.if_contains("keep_awake")) {
+    r.options.keep_awake = AGVISOR_TRY(GetBool(*v, "keep_awake"));
+  }
   if (auto* v = o.if_contains("timeout")) {
     r.options.timeout = AGVISOR_TRY(GetNumber(*v, "timeout"));
     if (r.options.timeout < 0) return Bad("timeout", "must be >= 0 seconds (0 = none)");
@@ -709,6 +713,7 @@ std::string ProcessListJson(const std::vector<ProcessInfo>& procs) {
     o["argv0"] = SanitizeUtf8(p.argv0);
     o["running"] = p.running;
     o["exit_code"] = p.running ? json::value(nullptr) : json::value(p.exit_code);
+    o["keep_awake"] = p.keep_awake;
     a.push_back(std::move(o));
   }
   json::object o;
@@ -1085,6 +1090,8 @@ Result<std::vector<ProcessInfo>> ParseProcessListJson(std::string_view body) {
     const json::value* r = p.if_contains("running");
     info.running = r && r->is_bool() && r->as_bool();
     info.exit_code = static_cast<std::int32_t>(IntOr(p, "exit_code"));
+    const json::value* k = p.if_contains("keep_awake");
+    info.keep_awake = k && k->is_bool() && k->as_bool();
     out.push_back(std::move(info));
   }
   return out;
@@ -1157,6 +1164,8 @@ std::string StartProcessRequestJson(const std::vector<std::string>& argv,
   json::object o = CommandJson(argv, options.env, options.cwd, options.user);
   if (options.stdin) o["stdin"] = true;
   if (options.timeout > 0) o["timeout"] = options.timeout;
+  // Only when set: an older agvisord refuses fields it does not know.
+  if (options.keep_awake) o["keep_awake"] = true;
   return Serialize(o);
 }
 

@@ -110,7 +110,7 @@ struct StartProcessRequest {
   std::vector<std::string> argv;
   BackgroundOptions options;
 };
-// {"argv" | "command", "stdin": bool, "timeout", "env", "cwd", "user"}
+// {"argv" | "command", "stdin": bool, "timeout", "env", "cwd", "user", "keep_awake": bool}
 Result<StartProcessRequest> ParseStartProcessRequest(std::string_view body);
 std::string ProcessListJson(const std::vector<ProcessInfo>& procs);
 // {"signal": 15} or {"signal": "TERM"} / "SIGTERM"; default SIGTERM for an empty body.

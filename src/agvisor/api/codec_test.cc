@@ -458,10 +458,11 @@ TEST(CodecTest, ClientParsesServerAnswers) {
   EXPECT_FALSE(ParseSandboxJson("{\"x\":1}").ok());
   EXPECT_EQ(ParseSandboxListJson("<html>").error().code(), ErrorCode::kInternal);
 
-  std::vector<ProcessInfo> procs = {{7, "sleep", true, 0}, {9, "sh", false, 3}};
+  std::vector<ProcessInfo> procs = {{7, "sleep", true, 0, true}, {9, "sh", false, 3}};
   auto p = ParseProcessListJson(ProcessListJson(procs));
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(*p, procs);
+  EXPECT_EQ(Obj(ProcessListJson(procs))["processes"].as_array()[0].at("keep_awake"), true);
   EXPECT_EQ(*ParsePidJson("{\"pid\":42}"), 42u);
   EXPECT_FALSE(ParsePidJson("{}").ok());
 
@@ -472,6 +473,16 @@ TEST(CodecTest, ClientParsesServerAnswers) {
   EXPECT_EQ(sp->options.timeout, 5);
   EXPECT_EQ(sp->options.env, std::vector<std::string>{"A=1"});
   EXPECT_EQ(sp->options.cwd, "/w");
+  EXPECT_FALSE(sp->options.keep_awake);
+  // keep_awake: sent only when set (an older agvisord refuses a field it does not know), a
+  // strict bool.
+  EXPECT_EQ(StartProcessRequestJson({"x"}, {}).find("keep_awake"), std::string::npos);
+  auto awake = ParseStartProcessRequest(StartProcessRequestJson({"x"}, {.keep_awake = true}));
+  ASSERT_TRUE(awake.ok()) << awake.error().ToString();
+  EXPECT_TRUE(awake->options.keep_awake);
+  auto not_bool = ParseStartProcessRequest(R"({"argv": ["x"], "keep_awake": 1})");
+  ASSERT_FALSE(not_bool.ok());
+  EXPECT_EQ(not_bool.error().code(), ErrorCode::kInvalidArgument);
 
   docker::ContainerStats st;
   st.cpu_percent = 50.5;

@@ -682,6 +682,12 @@ Error WithPath(const Error& e, std::string_view op, std::string_view path) {
 // ---- Exec ----
 
 Result<std::unique_ptr<Process>> Channel::Start(const proto::ExecRequest& request) {
+  if ((request.flags & proto::kExecKeepAwake) != 0 && agent_.version < 6) {
+    return Error::Unsupported("keep_awake: the sandbox's agent speaks protocol version " +
+                              std::to_string(agent_.version) +
+                              " and keeping it awake needs 6 (a sandbox started by an older "
+                              "agvisor; start a new sandbox)");
+  }
   std::string payload = request.Encode();
   if (!proto::FitsInFrame(payload.size())) {
     return Error::InvalidArgument("exec: the command line and environment (" +
@@ -704,7 +710,7 @@ Result<std::vector<proto::ProcInfo>> Channel::ListProcesses() {
   auto f = Call(Type::kProcList, {});
   if (!f.ok()) return f.error().WithContext("list processes");
   if (f->type != Type::kProcListResult) return Unexpected(*f, "process list");
-  auto r = proto::ProcListResult::Decode(f->payload);
+  auto r = proto::ProcListResult::Decode(f->payload, agent_.version);
   if (!r.ok()) return Unexpected(*f, "process list");
   return std::move(r->procs);
 }

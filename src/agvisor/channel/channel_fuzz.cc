@@ -169,8 +169,8 @@ std::string Payload(Type type, Input& in) {
     case Type::kProcListResult: {
       proto::ProcListResult l;
       for (int i = in.U8() % 4; i > 0; --i) {
-        l.procs.push_back(
-            {in.U32(), in.Bytes(16), in.U8() % 2 == 1, static_cast<std::int32_t>(in.U32())});
+        l.procs.push_back({in.U32(), in.Bytes(16), in.U8() % 2 == 1,
+                           static_cast<std::int32_t>(in.U32()), in.U8() % 2 == 1});
       }
       return l.Encode();
     }

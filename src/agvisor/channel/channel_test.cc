@@ -126,13 +126,13 @@ TEST(ChannelTest, VersionMismatchIsUnsupported) {
   {
     auto [host, agent_end] = MemoryTransport::Pair();
     FakeAgent agent(std::move(agent_end), [](FakeAgent& a, const Frame& f) {
-      if (f.type == Type::kHello) a.Send(Type::kWelcome, 0, proto::Welcome{6, "new", 1}.Encode());
+      if (f.type == Type::kHello) a.Send(Type::kWelcome, 0, proto::Welcome{7, "new", 1}.Encode());
     });
     agent.answer_hello = false;
     auto ch = Channel::Open(std::move(host));
     ASSERT_FALSE(ch.ok());
     EXPECT_EQ(ch.error().code(), ErrorCode::kUnsupported);
-    EXPECT_THAT(ch.error().message(), HasSubstr("version 6"));
+    EXPECT_THAT(ch.error().message(), HasSubstr("version 7"));
   }
   {
     // An older agent answers with its lower version: accepted, and the channel speaks it.
@@ -746,6 +746,45 @@ TEST(ChannelWatchTest, AnOlderAgentIsRefusedBeforeAnythingIsSent) {
   EXPECT_EQ(w.error().code(), ErrorCode::kUnsupported);
   EXPECT_THAT(w.error().message(), HasSubstr("protocol version 3"));
   EXPECT_FALSE((*ch)->broken());
+}
+
+// Keep-awake (version 6): never sent to an older agent (kUnsupported, no EXEC on the wire), and
+// each agent's process list read in the layout of its version.
+TEST(ChannelKeepAwakeTest, RefusedBelowVersion6AndListsReadByVersion) {
+  const proto::ProcListResult list{{{42, "sleep", true, 0, true}}};
+  for (std::uint16_t version : {std::uint16_t{5}, std::uint16_t{6}}) {
+    auto [host, agent_end] = MemoryTransport::Pair();
+    std::atomic<int> execs{0};
+    FakeAgent agent(std::move(agent_end), [&](FakeAgent& a, const Frame& f) {
+      if (f.type == Type::kExec) {
+        ++execs;
+        a.Send(Type::kStarted, f.stream, proto::Started{42}.Encode());
+      }
+      if (f.type == Type::kProcList) a.Send(Type::kProcListResult, f.stream, list.Encode(version));
+    });
+    agent.welcome_version = version;
+    auto ch = Channel::Open(std::move(host));
+    ASSERT_TRUE(ch.ok()) << ch.error().ToString();
+    proto::ExecRequest req;
+    req.argv = {"sleep", "9"};
+    req.flags = proto::kExecBackground | proto::kExecKeepAwake;
+    auto p = (*ch)->Start(req);
+    if (version < 6) {
+      ASSERT_FALSE(p.ok());
+      EXPECT_EQ(p.error().code(), ErrorCode::kUnsupported);
+      EXPECT_THAT(p.error().message(), HasSubstr("keep_awake"));
+    } else {
+      ASSERT_TRUE(p.ok()) << p.error().ToString();
+      auto pid = (*p)->WaitStarted();
+      ASSERT_TRUE(pid.ok()) << pid.error().ToString();
+      EXPECT_EQ(*pid, 42u);
+    }
+    auto procs = (*ch)->ListProcesses();
+    ASSERT_TRUE(procs.ok()) << version << ": " << procs.error().ToString();
+    ASSERT_EQ(procs->size(), 1u);
+    EXPECT_EQ((*procs)[0].keep_awake, version >= 6);
+    EXPECT_EQ(execs.load(), version >= 6 ? 1 : 0);
+  }
 }
 
 // IDLE_QUERY (idle_action pause): the answer as sent; an agent that sends a state that cannot be

@@ -43,8 +43,10 @@ void AddPs(CLI::App& app, GlobalOptions& g, int* exit_code) {
         if (g.json) {
           boost::json::array a;
           for (const auto& p : *list) {
-            boost::json::object o{
-                {"pid", p.pid}, {"state", p.running ? "running" : "exited"}, {"command", p.argv0}};
+            boost::json::object o{{"pid", p.pid},
+                                  {"state", p.running ? "running" : "exited"},
+                                  {"command", p.argv0},
+                                  {"keep_awake", p.keep_awake}};
             if (p.running) {
               o["exit_code"] = nullptr;
             } else {
@@ -55,11 +57,12 @@ void AddPs(CLI::App& app, GlobalOptions& g, int* exit_code) {
           std::cout << boost::json::serialize(a) << "\n";
           return kExitOk;
         }
-        std::printf("%-8s %-8s %-5s %s\n", "PID", "STATE", "EXIT", "COMMAND");
+        // AWAKE: started with exec --detach --keep-awake.
+        std::printf("%-8s %-8s %-5s %-5s %s\n", "PID", "STATE", "EXIT", "AWAKE", "COMMAND");
         for (const auto& p : *list) {
           std::string exit = p.running ? "-" : std::to_string(p.exit_code);
-          std::printf("%-8u %-8s %-5s %s\n", p.pid, p.running ? "running" : "exited", exit.c_str(),
-                      p.argv0.c_str());
+          std::printf("%-8u %-8s %-5s %-5s %s\n", p.pid, p.running ? "running" : "exited",
+                      exit.c_str(), p.keep_awake ? "yes" : "-", p.argv0.c_str());
         }
         return kExitOk;
       });

@@ -226,9 +226,19 @@ void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code) {
   cmd->add_flag("-d,--detach", *detach,
                 "start the command in the background and print its pid; it keeps running after "
                 "this client exits (see ps, attach, kill). No timeout unless -t is given");
-  cmd->callback([&g, exit_code, name, flags, detach, cmd] {
+  auto keep_awake = std::make_shared<bool>(false);
+  cmd->add_flag("--keep-awake", *keep_awake,
+                "with --detach: while the command runs the sandbox is not idle, so its idle_ttl "
+                "does not end, stop or pause it; the idle clock starts when the command exits");
+  cmd->callback([&g, exit_code, name, flags, detach, keep_awake, cmd] {
     if (*detach && flags->stdin_input) {
       *exit_code = ReportError(Error::InvalidArgument("exec: --detach and --stdin do not mix"));
+      return;
+    }
+    if (*keep_awake && !*detach) {
+      *exit_code = ReportError(Error::InvalidArgument(
+          "exec: --keep-awake needs --detach (a command run in the foreground is already "
+          "activity while it runs)"));
       return;
     }
     *exit_code = OnSandbox(g, *name, [&](SandboxHandle& sb) {
@@ -238,6 +248,7 @@ void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code) {
         o.env = flags->env;
         o.cwd = flags->cwd;
         o.user = flags->user;
+        o.keep_awake = *keep_awake;
         auto pid = sb.StartBackground(CommandArgv(flags->command), o);
         if (!pid.ok()) return ReportExecError(pid.error());
         if (g.json) {

@@ -6,6 +6,7 @@
 
 #include <boost/json.hpp>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -24,6 +25,7 @@ struct World {
   std::vector<std::pair<std::string, bool>> removed;  // (container, erase)
   std::map<std::string, std::string> files;
   std::vector<std::string> last_argv;
+  std::optional<bool> last_keep_awake;  // of the last StartBackground
   ExecOptions last_exec;
   std::vector<std::pair<std::string, LimitsUpdate>> updated;
 };
@@ -53,13 +55,15 @@ class FakeHandle final : public client::SandboxHandle {
     return Error::Unsupported("fake");
   }
   Result<std::uint32_t> StartBackground(const std::vector<std::string>& argv,
-                                        const BackgroundOptions&) override {
+                                        const BackgroundOptions& o) override {
     std::lock_guard lock(w_.mu);
     w_.last_argv = argv;
+    w_.last_keep_awake = o.keep_awake;
     return 42u;
   }
   Result<std::vector<ProcessInfo>> ListProcesses() override {
-    return std::vector<ProcessInfo>{{.pid = 42, .argv0 = "sleep", .running = true}};
+    return std::vector<ProcessInfo>{
+        {.pid = 42, .argv0 = "sleep", .running = true, .keep_awake = true}};
   }
   Result<ProcessExit> AttachProcess(std::uint32_t, const channel::ExecCallbacks&) override {
     return Error::Unsupported("fake");
@@ -379,8 +383,13 @@ TEST_F(McpTest, FilesRoundTripTextAndBinary) {
 TEST_F(McpTest, BackgroundProcesses) {
   auto r = Tool("start_process", {{"sandbox", "box"}, {"argv", {"sleep", "100"}}});
   EXPECT_EQ(r.at("structuredContent").at("pid"), 42);
+  EXPECT_EQ(world_.last_keep_awake, false);
+  r = Tool("start_process", {{"sandbox", "box"}, {"argv", {"sleep", "100"}}, {"keep_awake", true}});
+  EXPECT_EQ(r.at("structuredContent").at("pid"), 42);
+  EXPECT_EQ(world_.last_keep_awake, true);
   r = Tool("list_processes", {{"sandbox", "box"}});
   EXPECT_EQ(r.at("structuredContent").at("processes").at(0).at("argv0"), "sleep");
+  EXPECT_EQ(r.at("structuredContent").at("processes").at(0).at("keep_awake"), true);
   r = Tool("kill_process", {{"sandbox", "box"}, {"pid", 42}, {"signal", "KILL"}});
   EXPECT_EQ(r.at("structuredContent").at("signal"), 9);
   r = Tool("kill_process", {{"sandbox", "box"}, {"pid", 42}, {"signal", "NOPE"}});

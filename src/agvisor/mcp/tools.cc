@@ -206,6 +206,7 @@ Result<ToolResult> StartProcess(const json::object& a, CallContext& ctx) {
   o.env = Env(a);
   o.cwd = Str(a, "cwd").value_or("");
   o.user = Str(a, "user").value_or("");
+  o.keep_awake = Bool(a, "keep_awake", false);
   auto sb = AGVISOR_TRY(Open(a, ctx));
   const std::uint32_t pid = AGVISOR_TRY(sb->StartBackground(argv, o));
   return Structured({{"pid", pid}});
@@ -415,7 +416,8 @@ const Tool kTools[] = {
      "keeps running after this call; redirect its output to a file to read it later, e.g. "
      "'python3 -m http.server 8000 > /tmp/server.log 2>&1'.",
      R"js({"type": "object", "additionalProperties": false, "required": ["sandbox"], "properties": { $SANDBOX, $COMMAND,
-  "timeout": {"type": "number", "minimum": 0, "description": "seconds until its process tree is killed (default 0 = none)"}}})js",
+  "timeout": {"type": "number", "minimum": 0, "description": "seconds until its process tree is killed (default 0 = none)"},
+  "keep_awake": {"type": "boolean", "description": "while it runs the sandbox is not idle, so idle_ttl does not end it; the idle clock starts when it exits (default false)"}}})js",
      StartProcess},
     {"list_processes",
      "List a sandbox's background processes (running, and the newest finished ones with their "

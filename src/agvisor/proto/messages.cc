@@ -525,21 +525,22 @@ Result<std::vector<std::string>> ReadStrList(Reader& r, std::string_view field) 
   return list;
 }
 
-// A u32 count, then each record's AppendTo.
-template <typename T>
-void AppendRecords(Writer& w, const std::vector<T>& records) {
+// A u32 count, then each record's AppendTo (`args`: a layout's version, for records that have
+// one).
+template <typename T, typename... Args>
+void AppendRecords(Writer& w, const std::vector<T>& records, Args... args) {
   w.AppendU32(static_cast<std::uint32_t>(records.size()));
-  for (const T& record : records) record.AppendTo(w);
+  for (const T& record : records) record.AppendTo(w, args...);
 }
 
 // What AppendRecords wrote; `field` names the list in messages. The count is checked against
 // the bytes left (T::kMinEncodedSize each) before anything is allocated.
-template <typename T>
-Result<std::vector<T>> ReadRecords(Reader& r, std::string_view field) {
+template <typename T, typename... Args>
+Result<std::vector<T>> ReadRecords(Reader& r, std::string_view field, Args... args) {
   const std::uint32_t count = AGVISOR_TRY(r.ReadCount(field, T::kMinEncodedSize));
   std::vector<T> records;
   records.reserve(count);
-  for (std::uint32_t i = 0; i < count; ++i) records.push_back(AGVISOR_TRY(T::ReadFrom(r)));
+  for (std::uint32_t i = 0; i < count; ++i) records.push_back(AGVISOR_TRY(T::ReadFrom(r, args...)));
   return records;
 }
 
@@ -815,33 +816,35 @@ Result<PortOpen> PortOpen::Decode(std::string_view payload) {
   return m;
 }
 
-void ProcInfo::AppendTo(Writer& w) const {
+void ProcInfo::AppendTo(Writer& w, std::uint16_t version) const {
   w.AppendU32(pid);
   w.AppendStr(argv0);
   w.AppendBool(running);
   w.AppendI32(exit_code);
+  if (version >= 6) w.AppendBool(keep_awake);
 }
 
-Result<ProcInfo> ProcInfo::ReadFrom(Reader& r) {
+Result<ProcInfo> ProcInfo::ReadFrom(Reader& r, std::uint16_t version) {
   ProcInfo p;
   p.pid = AGVISOR_TRY(r.ReadU32("proc.pid"));
   p.argv0 = AGVISOR_TRY(r.ReadStr("proc.argv0"));
   p.running = AGVISOR_TRY(r.ReadBool("proc.running"));
   p.exit_code = AGVISOR_TRY(r.ReadI32("proc.exit_code"));
+  if (version >= 6) p.keep_awake = AGVISOR_TRY(r.ReadBool("proc.keep_awake"));
   return p;
 }
 
-std::string ProcListResult::Encode() const {
+std::string ProcListResult::Encode(std::uint16_t version) const {
   std::string out;
   Writer w(out);
-  AppendRecords(w, procs);
+  AppendRecords(w, procs, version);
   return out;
 }
 
-Result<ProcListResult> ProcListResult::Decode(std::string_view payload) {
+Result<ProcListResult> ProcListResult::Decode(std::string_view payload, std::uint16_t version) {
   Reader r(payload, "PROC_LIST_RESULT");
   ProcListResult m;
-  m.procs = AGVISOR_TRY(ReadRecords<ProcInfo>(r, "procs"));
+  m.procs = AGVISOR_TRY(ReadRecords<ProcInfo>(r, "procs", version));
   AGVISOR_RETURN_IF_ERROR(r.ExpectEnd());
   return m;
 }

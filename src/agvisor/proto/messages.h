@@ -35,10 +35,10 @@ namespace agvisor::proto {
 
 // The newest protocol version this build speaks, and the oldest it still accepts. Version 2 added
 // PROC_SIGNAL and DETACH, 3 EXIT's `prestarted`, 4 WATCH and WATCH_EVENTS, 5 IDLE_QUERY and
-// IDLE_STATE; a session speaks the
+// IDLE_STATE, 6 EXEC's keep-awake flag and PROC_LIST_RESULT's keep_awake; a session speaks the
 // lower of the two sides' versions (WELCOME says which), so a host of this build still drives an
 // agent of version 1 and the other way round.
-inline constexpr std::uint16_t kProtocolVersion = 5;
+inline constexpr std::uint16_t kProtocolVersion = 6;
 inline constexpr std::uint16_t kMinProtocolVersion = 1;
 // Largest payload of one frame (the bytes after type and stream).
 inline constexpr std::size_t kMaxPayload = 1024 * 1024;
@@ -289,7 +289,11 @@ struct Pong {
 inline constexpr std::uint8_t kExecStdin = 1;       // the host will send STDIN (else /dev/null)
 inline constexpr std::uint8_t kExecPty = 2;         // run under a pty of rows x cols
 inline constexpr std::uint8_t kExecBackground = 4;  // survives the session (PROC_LIST/ATTACH)
-inline constexpr std::uint8_t kExecKnownFlags = kExecStdin | kExecPty | kExecBackground;
+// Version 6, with kExecBackground only (the agent answers kInvalidArgument otherwise): while the
+// process runs it is activity, so idle_ttl does not end the sandbox (agent/activity.h).
+inline constexpr std::uint8_t kExecKeepAwake = 8;
+inline constexpr std::uint8_t kExecKnownFlags =
+    kExecStdin | kExecPty | kExecBackground | kExecKeepAwake;
 
 // EXEC (host -> agent). Semantic checks (argv non-empty, env entries contain '=') belong to the
 // agent, which answers them with ERROR kInvalidArgument; Decode checks the wire layout only.
@@ -468,10 +472,12 @@ struct ProcInfo {
   std::string argv0;
   bool running = false;
   std::int32_t exit_code = 0;  // meaningful once !running
+  // Version 6: started with kExecKeepAwake. Absent (false) in versions 1-5.
+  bool keep_awake = false;
 
   static constexpr std::size_t kMinEncodedSize = 4 + 4 + 1 + 4;
-  void AppendTo(Writer& w) const;
-  static Result<ProcInfo> ReadFrom(Reader& r);
+  void AppendTo(Writer& w, std::uint16_t version) const;
+  static Result<ProcInfo> ReadFrom(Reader& r, std::uint16_t version);
   bool operator==(const ProcInfo&) const = default;
 };
 
@@ -479,8 +485,10 @@ struct ProcInfo {
 struct ProcListResult {
   std::vector<ProcInfo> procs;
 
-  std::string Encode() const;
-  static Result<ProcListResult> Decode(std::string_view payload);
+  // The layout of a session of `version`: each item's keep_awake from version 6 on.
+  std::string Encode(std::uint16_t version = kProtocolVersion) const;
+  static Result<ProcListResult> Decode(std::string_view payload,
+                                       std::uint16_t version = kProtocolVersion);
   bool operator==(const ProcListResult&) const = default;
 };
 

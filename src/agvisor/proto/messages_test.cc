@@ -208,7 +208,7 @@ TEST(PayloadTest, OutputIsFdThenRawBytes) {
 }
 
 TEST(PayloadTest, GoldenBytesFollowTheDocument) {
-  EXPECT_EQ(Hello{}.Encode(), "\x00\x05\x00\x40\x00\x00"s);
+  EXPECT_EQ(Hello{}.Encode(), "\x00\x06\x00\x40\x00\x00"s);
   EXPECT_EQ((Hello{1, 65536}.Encode()), "\x00\x01\x00\x01\x00\x00"s);
   EXPECT_EQ((Exit{-2, 3, true}.Encode(2)), "\xFF\xFF\xFF\xFE\x03\x01"s);
   EXPECT_EQ((Exit{-2, 3, true, true}.Encode()), "\xFF\xFF\xFF\xFE\x03\x01\x01"s);
@@ -230,9 +230,54 @@ TEST(PayloadTest, GoldenBytesFollowTheDocument) {
             "\x00\x00\x01\x00\x00\x00\x00\x00"
             "\xFF\xFF\xFF\xFF\xFF\xFF\xFB\x2E"
             "\x00\x00\x00\x09../target"s);
-  EXPECT_EQ((ProcListResult{{{1, "a", true, 2}}}.Encode()),
+  // Version 6 adds each item's keep_awake; a session of version 5 has the old layout.
+  EXPECT_EQ((ProcListResult{{{1, "a", true, 2, true}}}.Encode()),
+            "\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x01"
+            "a\x01\x00\x00\x00\x02\x01"s);
+  EXPECT_EQ((ProcListResult{{{1, "a", true, 2, true}}}.Encode(5)),
             "\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x01"
             "a\x01\x00\x00\x00\x02"s);
+  ExecRequest keep;
+  keep.argv = {"s"};
+  keep.flags = kExecBackground | kExecKeepAwake;
+  EXPECT_EQ(keep.Encode(),
+            "\x00\x00\x00\x01\x00\x00\x00\x01s"  // argv
+            "\x00\x00\x00\x00"                   // env
+            "\x00\x00\x00\x00"                   // cwd
+            "\x00\x00\x00\x00"                   // user
+            "\x00\x00\x00\x00\x00\x00\x00\x00"   // timeout_ms
+            "\x0C\x00\x00\x00\x00"s);            // flags (background | keep-awake) rows cols
+}
+
+// Version 6: EXEC's keep-awake bit and PROC_LIST_RESULT's keep_awake, decoded strictly in the
+// layout of the session's version.
+TEST(PayloadTest, KeepAwakeFlagAndListingByVersion) {
+  ExecRequest e = SampleExec();
+  e.flags = kExecBackground | kExecKeepAwake;
+  auto back = ExecRequest::Decode(e.Encode());
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  EXPECT_EQ(back->flags & kExecKeepAwake, kExecKeepAwake);
+  EXPECT_EQ(*back, e);
+
+  const ProcListResult list{{{42, "sleep", true, 0, true}, {7, "x", false, 3, false}}};
+  for (std::uint16_t v : {std::uint16_t{5}, std::uint16_t{6}}) {
+    auto r = ProcListResult::Decode(list.Encode(v), v);
+    ASSERT_TRUE(r.ok()) << v << ": " << r.error().ToString();
+    ASSERT_EQ(r->procs.size(), 2u);
+    EXPECT_EQ(r->procs[0].keep_awake, v >= 6) << v;  // absent (false) before version 6
+    EXPECT_FALSE(r->procs[1].keep_awake);
+    EXPECT_EQ(r->procs[1].exit_code, 3);
+  }
+  // A layout read as the other version's does not parse.
+  EXPECT_FALSE(ProcListResult::Decode(list.Encode(6), 5).ok());
+  EXPECT_FALSE(ProcListResult::Decode(list.Encode(5), 6).ok());
+  // keep_awake is a strict bool.
+  std::string one = ProcListResult{{{1, "", true, 0, true}}}.Encode();
+  one.back() = '\x02';
+  auto bad = ProcListResult::Decode(one);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("PROC_LIST_RESULT.proc.keep_awake"), std::string::npos)
+      << bad.error().message();
 }
 
 TEST(PayloadTest, NonCanonicalValuesAreRefused) {
@@ -242,8 +287,10 @@ TEST(PayloadTest, NonCanonicalValuesAreRefused) {
     EXPECT_NE(result.error().message().find(needle), std::string::npos) << result.error().message();
   };
   std::string exec = SampleExec().Encode();
-  exec[exec.size() - 5] = '\x08';
-  expect_invalid(ExecRequest::Decode(exec), "EXEC.flags: unknown bits 0x08");
+  exec[exec.size() - 5] = '\x10';
+  expect_invalid(ExecRequest::Decode(exec), "EXEC.flags: unknown bits 0x10");
+  exec[exec.size() - 5] = '\xF4';
+  expect_invalid(ExecRequest::Decode(exec), "EXEC.flags: unknown bits 0xF0");
 
   std::string fw = FileWrite{"/a", 0644, 0}.Encode();
   fw.back() = '\x02';

@@ -119,7 +119,11 @@ struct ProcessOptions {
 
 // A command that keeps running when the client disconnects (StartBackground).
 struct BackgroundOptions {
-  bool stdin = false;            // a stdin pipe the caller may Write through AttachProcess
+  bool stdin = false;  // a stdin pipe the caller may Write through AttachProcess
+  // While it runs, the sandbox is not idle: idle_ttl does not end, stop or pause it; its idle
+  // clock starts when the process exits (docs/lifecycle.md, "Idle policy"). Needs an agent of
+  // protocol 6 (kUnsupported for a sandbox started by an older agvisor).
+  bool keep_awake = false;
   double timeout = 0;            // seconds; 0 = none
   std::vector<std::string> env;  // "K=V"
   std::string cwd;

@@ -161,6 +161,7 @@ Result<std::uint32_t> Sandbox::StartBackground(const std::vector<std::string>& a
                                                         idle_pause_ ? std::nullopt : idle_ttl_));
   req.flags = proto::kExecBackground;
   if (o.stdin) req.flags |= proto::kExecStdin;
+  if (o.keep_awake) req.flags |= proto::kExecKeepAwake;
   // Destroying the Process detaches it (DETACH, or the end of a protocol 1 agent's own
   // session), and it keeps running.
   auto ch = AGVISOR_TRY(ProcessChannel());
