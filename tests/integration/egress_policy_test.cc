@@ -283,7 +283,7 @@ TEST_F(EgressTest, PipInstallsFromAnAllowedIndexOnly) {
     if (f.starts_with("pip-") && f.ends_with(".whl")) wheel = e.path();
   }
   ASSERT_FALSE(wheel.empty()) << "no pip wheel on this host: apt-get install python3-pip-whl "
-                                 "(scripts/setup-host installs it)";
+                                 "(scripts/setup-host --test-deps installs it)";
   auto sb = Sandbox::Create(Spec({"allowed.test"}));
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   ASSERT_TRUE((*sb)->WriteFile("/tmp/ca.pem", ReadAll(CertFile())).ok());

@@ -224,8 +224,9 @@ class RdpTest : public ::testing::Test {
     SubprocessOptions x;
     x.argv = {"Xvfb", display_, "-screen", "0", "1280x800x24", "-fbdir", dir_, "-nolisten", "tcp"};
     auto xvfb = Subprocess::Spawn(x);
-    ASSERT_TRUE(xvfb.ok()) << xvfb.error().ToString()
-                           << " (Xvfb: apt-get install xvfb; scripts/setup-host installs it)";
+    ASSERT_TRUE(xvfb.ok())
+        << xvfb.error().ToString()
+        << " (Xvfb: apt-get install xvfb; scripts/setup-host --test-deps installs it)";
     xvfb_.emplace(std::move(*xvfb));
     ASSERT_TRUE(
         testing::WaitFor([&] { return ReadScreen(Fb()).has_value(); }, std::chrono::seconds(20)))
@@ -310,7 +311,7 @@ class RdpTest : public ::testing::Test {
     auto client = Subprocess::Spawn(f);
     ASSERT_TRUE(client.ok()) << client.error().ToString()
                              << " (xfreerdp: apt-get install freerdp2-x11; scripts/setup-host "
-                                "installs it)";
+                                "--test-deps installs it)";
     client_.emplace(std::move(*client));
   }
 

@@ -50,7 +50,7 @@ except ImportError:  # e.g. a pyenv or virtualenv python3 first on PATH: use Deb
             "/usr/bin/python3"):
         os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
     raise SystemExit("kube_double: needs Debian's python3-aiohttp (apt-get install "
-                     "python3-aiohttp; scripts/setup-host installs it)")
+                     "python3-aiohttp; scripts/setup-host --test-deps installs it)")
 
 LABEL = "agvisor-kube-double"  # on every container and volume the double makes (value "1")
 OWNER_LABEL = LABEL + ".owner"  # "<pid>-<process start time>": which run of the double made it
