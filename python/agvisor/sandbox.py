@@ -794,7 +794,7 @@ def create_sandbox(
               started, so that exec(cmd) (which runs `sh -c cmd`) skips starting its shell:
               ~3x faster for short commands. None = the default (2); 0 = off; at most 16. A ready
               shell costs ~4 MB of the memory limit and shows in `ps` inside as
-              `sh -c : agvisor-agent ready shell ...` (docs/agent.md "Ready shells").
+              `sh -s agvisor-agent ready shell ...` (docs/agent.md "Ready shells").
     platform  An extension of the seed's API: the gVisor platform. None = the default: systrap
               (runsc's own), or for a named sandbox the platform it was first made on (asking a
               named sandbox for another one is a RuntimeError, code "conflict"). "ptrace": an

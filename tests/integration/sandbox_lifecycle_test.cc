@@ -619,7 +619,7 @@ TEST_P(LifecycleExecTest, ShellSignalsEnvUserPtyAndListing) {
         listing = ps->out;
         shells = 0;
         for (std::size_t at = 0;
-             (at = listing.find("\nsh -c : agvisor-agent ready shell", at)) != std::string::npos;
+             (at = listing.find("\nsh -s agvisor-agent ready shell", at)) != std::string::npos;
              ++at) {
           ++shells;
         }

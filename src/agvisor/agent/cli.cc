@@ -46,7 +46,7 @@ serves the channel protocol (docs/protocol.md) on a unix socket and stops the sa
   --desktop-size WxH   the desktop's screen size (default 1280x800; implies --desktop)
   --warm-shells N      keep N shells (0-16, default 0) started and waiting, so an exec of
                        `sh -c SCRIPT` with the default user, cwd and env skips the shell's start;
-                       `ps` shows them as `sh -c : agvisor-agent ready shell ...`
+                       `ps` shows them as `sh -s agvisor-agent ready shell ...`
 SECONDS: a number > 0, fractions allowed (0.5). Both limits are off unless given.
 
 Stopping: SIGTERM to every process, 1 s of grace, then SIGKILL; the reason (lifetime, idle or

@@ -1,42 +1,45 @@
 #include "agvisor/agent/ready_shells.h"
 
+#include <limits.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "agvisor/agent/log.h"
 
 namespace agvisor::agent {
 namespace {
 
-// `read -r` with an empty IFS keeps each line as it is (backslashes, blanks); the loop's last
-// partial line stays in __l, so "$__s$__l" is the script byte for byte. `unset` runs inside the
-// eval, after the expansion, so the script sees neither variable. The agent always ends the
-// script with a newline, so __l is empty in practice.
+// argv of a ready shell. `sh -s` reads its commands from stdin, which is the pipe the agent
+// writes the script into; the words after -s only name the process for `ps` (they become "$1",
+// which the agent's prefix clears).
 //
-// SIGINT: `sh -c` catches it (dash does, to stop at the end of a foreground command), and one that
-// came while the shell was still reading its script was lost (the script then ran: a Ctrl-C or
-// SIGNAL right after STARTED did nothing; ShellSemanticsTest.SignalsGoToTheWholeGroup caught it
-// about one run in four). So until its script runs, a SIGINT makes the shell kill itself with
-// SIGINT, as a cold `sh -c` would die of it; `trap - INT` then gives the script the shell's own
-// handling back.
-constexpr const char* kBootstrap =
-    ": agvisor-agent ready shell, waiting for its command on fd 3; "
-    "trap 'trap - INT; kill -INT $$' INT; "
-    "__s=; while IFS= read -r __l; do __s=\"$__s$__l\n\"; done <&3; exec 3<&-; "
-    "eval \"trap - INT; unset __s __l; $__s$__l\"";
+// Why -s and not a `sh -c` bootstrap that reads the script and evals it: dash running `-c`
+// catches SIGINT, so the child it vforks for a command runs dash's handler until it execs, and
+// that handler drops the signal in a vforked child. A SIGINT sent to the group in that instant
+// was lost (the command ran on; ShellSemanticsTest.SignalsGoToTheWholeGroup, about one run in
+// eight when signalled right after STARTED). A cold `sh -c CMD` never forks there: it execs its
+// one command. Reading commands from stdin, dash leaves SIGINT at its default (killing the shell
+// and the vforked child alike, as a cold shell is killed), needs no trap, and its error messages
+// are those of `sh -c` ("sh: 1: foo: not found").
+constexpr const char* kMarker = "agvisor-agent ready shell, waiting for its command on stdin";
+// Before the script, on its first line (its line numbers stay): clear "$1", and give the
+// script's commands /dev/null for stdin as a cold exec has. dash has read the whole script by
+// then (its first read takes all of one atomic write), so it reads nothing more from the pipe.
+constexpr std::string_view kPrefix = "set --; exec </dev/null; ";
+static_assert(kPrefix.size() + ReadyShells::kMaxScript + 1 <= PIPE_BUF);
 
 }  // namespace
 
-const char* ReadyShellBootstrap() { return kBootstrap; }
-
 ReadyShells::~ReadyShells() {
   timers_->Cancel(fill_timer_);
-  // Closing fd 3's write end makes a ready shell eval an empty script and exit 0; SIGKILL first
-  // so not even that runs. init's stop kills them anyway; this covers tests.
+  // Closing its stdin makes a ready shell read an empty script and exit 0; SIGKILL first so
+  // not even that runs. init's stop kills them anyway; this covers tests.
   for (auto& s : ready_) ::kill(s.pid, SIGKILL);
 }
 
@@ -56,10 +59,10 @@ std::optional<SpawnedProcess> ReadyShells::Take(const proto::ExecRequest& reques
     SpawnedProcess shell = std::move(ready_.front());
     ready_.pop_front();
     ScheduleFill(kRefillQuiet);
-    std::string script = request.argv[2] + "\n";
     // At most PIPE_BUF bytes into an empty pipe: all or nothing, never EAGAIN.
-    ssize_t n = ::write(shell.script_pipe.get(), script.data(), script.size());
-    shell.script_pipe.reset();
+    std::string script = std::string(kPrefix) + request.argv[2] + "\n";
+    ssize_t n = ::write(shell.stdin_pipe.get(), script.data(), script.size());
+    shell.stdin_pipe.reset();
     if (n == static_cast<ssize_t>(script.size())) {
       failures_ = 0;
       return shell;
@@ -108,7 +111,27 @@ void ReadyShells::ScheduleFill(std::chrono::milliseconds after) {
   });
 }
 
+bool ReadyShells::ShellReadsScriptsWhole(const std::vector<std::string>& env) {
+  for (const auto& candidate : ExecCandidates("sh", env)) {
+    if (::access(candidate.c_str(), X_OK) != 0) continue;
+    char resolved[PATH_MAX];
+    if (::realpath(candidate.c_str(), resolved) == nullptr) return false;
+    return std::string_view(resolved).ends_with("/dash");
+  }
+  return false;
+}
+
 void ReadyShells::Fill() {
+  if (!shell_checked_) {
+    shell_checked_ = true;
+    if (!ShellReadsScriptsWhole(BuildEnvironment({}, std::nullopt, /*pty=*/false))) {
+      given_up_ = true;
+      LogLine(
+          "ready shells: this image's sh is not dash; execs start their shell cold "
+          "(docs/agent.md \"Ready shells\")");
+      return;
+    }
+  }
   while (!given_up_ && ready_.size() < count_) {
     if (auto r = StartOne(); !r.ok()) {
       // Out of processes or fds: the cold path will say so to the host; the next take retries.
@@ -120,9 +143,9 @@ void ReadyShells::Fill() {
 
 Result<void> ReadyShells::StartOne() {
   SpawnRequest r;
-  r.argv = {"sh", "-c", kBootstrap, "sh"};
+  r.argv = {"sh", "-s", kMarker};
   r.env = BuildEnvironment({}, std::nullopt, /*pty=*/false);
-  r.script_pipe = true;
+  r.pipe_stdin = true;
   SpawnedProcess shell = AGVISOR_TRY(SpawnCommand(r));
   ready_.push_back(std::move(shell));
   return Ok();

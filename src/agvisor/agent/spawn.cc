@@ -47,8 +47,9 @@ void ChildWrite(const char* s) {
   ::_exit(code);
 }
 
-// Where execvp would look for `program`, in order, using the PATH of the command's own
-// environment `env` (default PATH when it has none). Computed before vfork.
+}  // namespace
+
+// SpawnCommand computes them before vfork (the child may not allocate).
 std::vector<std::string> ExecCandidates(const std::string& program,
                                         const std::vector<std::string>& env) {
   if (program.find('/') != std::string::npos) return {program};
@@ -62,6 +63,8 @@ std::vector<std::string> ExecCandidates(const std::string& program,
   }
   return out;
 }
+
+namespace {
 
 // dup2(from, to), also when from == to (dup2 is then a no-op that would leave CLOEXEC set, and
 // the fd would vanish at execve).
@@ -160,15 +163,8 @@ Result<SpawnedProcess> SpawnCommand(const SpawnRequest& r) {
     child_err = std::move(err_w);
   }
 
-  UniqueFd child_script;
-  if (r.script_pipe) {
-    auto [rd, wr] = AGVISOR_TRY(Pipe());
-    child_script = std::move(rd);
-    out.script_pipe = std::move(wr);
-  }
-
-  for (int fd : {out.stdin_pipe.get(), out.stdout_pipe.get(), out.stderr_pipe.get(),
-                 out.pty_master.get(), out.script_pipe.get()}) {
+  for (int fd :
+       {out.stdin_pipe.get(), out.stdout_pipe.get(), out.stderr_pipe.get(), out.pty_master.get()}) {
     if (fd >= 0) AGVISOR_RETURN_IF_ERROR(SetNonBlocking(fd));
   }
 
@@ -186,7 +182,6 @@ Result<SpawnedProcess> SpawnCommand(const SpawnRequest& r) {
   const std::string gid_text = r.user ? std::to_string(r.user->gid) : std::string();
   const std::string uid_text = r.user ? std::to_string(r.user->uid) : std::string();
   const int in_fd = child_in.get(), out_fd = child_out.get(), err_fd = child_err.get();
-  const int script_fd = child_script.get();
 
   // vfork, not fork: under gVisor a fork copies the agent's whole address space map and costs
   // several milliseconds per exec; vfork shares it until the child execs (measured in bench/).
@@ -204,9 +199,6 @@ Result<SpawnedProcess> SpawnCommand(const SpawnRequest& r) {
         ::_exit(kExecExitAgent);
       }
     }
-    // After 0-2: the agent's own 0-2 are always open, so every child end is >= 3, and one that
-    // was 3 has already been copied to 0-2 when this replaces it.
-    if (script_fd >= 0 && !MoveTo(script_fd, 3)) ::_exit(kExecExitAgent);
     // Failure only means a timeout may miss double-forked descendants; nowhere to report it.
     (void)::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     if (r.user) {

@@ -35,9 +35,6 @@ struct SpawnRequest {
   bool pipe_stdin = false;        // else /dev/null (ignored with a pty)
   bool pty = false;
   std::uint16_t rows = 0, cols = 0;  // pty size; 0 = leave the default
-  // A pipe whose read end is the child's fd 3 (a ready shell reads its script there,
-  // ready_shells.h); its write end is SpawnedProcess::script_pipe.
-  bool script_pipe = false;
 };
 
 struct SpawnedProcess {
@@ -46,7 +43,6 @@ struct SpawnedProcess {
   UniqueFd stdout_pipe;  // read end (no pty)
   UniqueFd stderr_pipe;  // read end (no pty)
   UniqueFd pty_master;   // read: output, write: input, ioctl: resize
-  UniqueFd script_pipe;  // write end of the child's fd 3 (SpawnRequest::script_pipe)
 };
 
 // The environment of an exec: the agent's own, then HOME/USER/LOGNAME of `user` (when it has a
@@ -57,6 +53,11 @@ std::vector<std::string> BuildEnvironment(const std::vector<std::string>& added,
 // Forks and starts the command. Every returned fd is non-blocking and CLOEXEC. Errors (nothing
 // was started): those of pipe2 / posix_openpt / open / fork.
 Result<SpawnedProcess> SpawnCommand(const SpawnRequest& request);
+
+// Where execvp would look for `program`, in order, using the PATH of the environment `env`
+// (default PATH when it has none): the paths SpawnCommand tries.
+std::vector<std::string> ExecCandidates(const std::string& program,
+                                        const std::vector<std::string>& env);
 
 // Sets a pty's window size (TIOCSWINSZ). Errors: ioctl's.
 Result<void> ResizePty(int master, std::uint16_t rows, std::uint16_t cols);

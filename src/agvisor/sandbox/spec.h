@@ -97,7 +97,7 @@ struct SandboxSpec {
   std::optional<egress::EgressRules> egress;
   // Shells the agent starts beforehand so an exec of `sh -c CMD` with the default user, cwd
   // and env skips the shell's own start (docs/agent.md "Ready shells"); 0 = off, at most
-  // kMaxWarmShells. They show in `ps` inside as `sh -c : agvisor-agent ready shell ...`.
+  // kMaxWarmShells. They show in `ps` inside as `sh -s agvisor-agent ready shell ...`.
   int warm_shells = kDefaultWarmShells;
   // The gVisor platform: "systrap" (runsc's default) or "ptrace". "" = a named sandbox's own (the
   // one it was first made on, kept on its volume), else systrap. The runtime maps it to a runtime
