@@ -463,5 +463,60 @@ TEST_F(CliChannelTest, DetachPsAttachKill) {
   EXPECT_EQ(bad_signal.status.exit_code, 2);
 }
 
+// `agvisor shell` and `agvisor attach` on a sandbox paused by another process (`agvisor pause`;
+// docs/lifecycle.md, "Pause and resume"): with --no-resume each is refused, naming how to resume
+// (shell exit 1, attach 125 as exec); without it each resumes the sandbox (the relay's exec
+// refused by Docker as paused) and works: the shell runs under its pty and exits with its code,
+// attach replays the kept output and exits with the process's code.
+TEST_F(CliChannelTest, ShellAndAttachResumeAPausedSandboxAndNoResumeRefuses) {
+  // Whatever fails below, the suite's sandbox is left running for the other cases.
+  struct Thaw {
+    ~Thaw() { (void)Cli({"resume", *name_}); }
+  } thaw;
+  auto started = Cli({"exec", "-d", *name_, "--", "echo one; sleep 1; echo two; exit 7"});
+  ASSERT_EQ(started.status.exit_code, 0) << started.err;
+  const std::string pid = started.out.substr(0, started.out.find('\n'));
+  ASSERT_FALSE(pid.empty()) << started.out;
+  auto pause = [&] {
+    auto p = Cli({"pause", *name_});
+    ASSERT_EQ(p.status.exit_code, 0) << p.err;
+  };
+  auto refused = [&](const CommandOutput& r, int code) {
+    EXPECT_EQ(r.status.exit_code, code) << r.out << r.err;
+    EXPECT_THAT(r.err, HasSubstr("is paused"));
+    EXPECT_THAT(r.err, HasSubstr("agvisor resume " + *name_));
+    EXPECT_EQ(r.out, "");
+  };
+  ASSERT_NO_FATAL_FAILURE(pause());
+  {
+    SCOPED_TRACE("shell --no-resume");
+    refused(Cli({"--no-resume", "shell", *name_}, "echo ran; exit 4\n"), 1);
+  }
+  {
+    SCOPED_TRACE("attach --no-resume");
+    refused(Cli({"--no-resume", "attach", *name_, pid}), 125);
+  }
+  // Still paused (our line of `ls`): the refusals resumed nothing. Then a shell resumes it.
+  const std::string ls = Cli({"ls"}).out;
+  const auto at = ls.find("agvisor-" + *name_ + " ");
+  ASSERT_NE(at, std::string::npos) << ls;
+  EXPECT_THAT(ls.substr(at, ls.find('\n', at) - at), HasSubstr(" paused "));
+  auto ms = [](auto d) {
+    return static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  auto shell = Cli({"shell", *name_}, "tty; echo $((6*7)); exit 4\n");
+  std::printf("shell on a paused sandbox: %lld ms\n", ms(std::chrono::steady_clock::now() - t0));
+  EXPECT_EQ(shell.status.exit_code, 4) << shell.err;
+  EXPECT_THAT(shell.out, HasSubstr("/dev/pts/"));
+  EXPECT_THAT(shell.out, HasSubstr("42"));
+  ASSERT_NO_FATAL_FAILURE(pause());
+  t0 = std::chrono::steady_clock::now();
+  auto attach = Cli({"attach", *name_, pid});
+  std::printf("attach on a paused sandbox: %lld ms\n", ms(std::chrono::steady_clock::now() - t0));
+  EXPECT_EQ(attach.status.exit_code, 7) << attach.err;
+  EXPECT_EQ(attach.out, "one\ntwo\n");
+}
+
 }  // namespace
 }  // namespace agvisor

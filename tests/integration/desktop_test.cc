@@ -1,16 +1,31 @@
 // Desktops against real runsc (agvisor/desktop, network none): ready and drawn, VNC over the
 // agent channel (RFB 3.8, VNC authentication with the sandbox's password), a PNG screenshot of
-// the screen, typing into the terminal (ASCII and beyond) runs commands in the sandbox, and a
+// the screen, typing into the terminal (ASCII and beyond) runs commands in the sandbox, a paused
+// desktop resumes for a screenshot and its VNC stream (library and `agvisor desktop`), and a
 // named desktop keeps its home.
 #include "agvisor/sandbox/desktop.h"
 
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <set>
+#include <span>
 #include <thread>
 
+#include "agvisor/base/subprocess.h"
+#include "agvisor/base/unique_fd.h"
 #include "agvisor/desktop/password.h"
 #include "agvisor/desktop/vnc.h"
 #include "agvisor/docker/client.h"
@@ -46,6 +61,75 @@ std::string AsUser(Sandbox& sb, const std::string& command) {
   auto r = sb.ExecShell(command, o);
   EXPECT_TRUE(r.ok()) << r.error().ToString();
   return r.ok() ? r->out : "";
+}
+
+// The CLI as a user runs it, to its end.
+CommandOutput Cli(std::vector<std::string> args) {
+  args.insert(args.begin(), AGVISOR_CLI_BINARY);
+  auto r = RunCommand(std::move(args));
+  EXPECT_TRUE(r.ok()) << r.error().ToString();
+  return r.ok() ? *r : CommandOutput{};
+}
+
+// Reads one line from `fd` within `timeout` (what a CLI prints first).
+std::string ReadLine(int fd, std::chrono::milliseconds timeout) {
+  std::string line;
+  const auto deadline = Clock::now() + timeout;
+  char c;
+  while (Clock::now() < deadline) {
+    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    if (::read(fd, &c, 1) != 1 || c == '\n') break;
+    line.push_back(c);
+  }
+  return line;
+}
+
+// What is left to read on `fd` up to its end (a pipe from a process that has exited).
+std::string ReadToEnd(int fd) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return out;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+// A VNC viewer's handshake on 127.0.0.1:port (a native viewer of `agvisor desktop NAME`); a
+// read that waits 30 s fails (a stalled forward).
+Result<vnc::ServerInit> HandshakeOnLoopback(int port, const std::string& password) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return Error::FromErrno("socket", errno);
+  const timeval patience{.tv_sec = 30, .tv_usec = 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    return Error::FromErrno("connect to 127.0.0.1:" + std::to_string(port), errno);
+  }
+  const int s = fd.get();
+  vnc::ByteStream stream{.read = [s](std::span<char> b) -> Result<std::size_t> {
+                           ssize_t n;
+                           do {
+                             n = ::read(s, b.data(), b.size());
+                           } while (n < 0 && errno == EINTR);
+                           if (n < 0) return Error::FromErrno("read", errno);
+                           return static_cast<std::size_t>(n);
+                         },
+                         .write = [s](std::string_view d) -> Result<void> {
+                           while (!d.empty()) {
+                             ssize_t n = ::write(s, d.data(), d.size());
+                             if (n < 0 && errno == EINTR) continue;
+                             if (n < 0) return Error::FromErrno("write", errno);
+                             d.remove_prefix(static_cast<std::size_t>(n));
+                           }
+                           return Ok();
+                         }};
+  return vnc::Handshake(stream, password);
 }
 
 class DesktopTest : public ::testing::Test {
@@ -153,6 +237,118 @@ TEST_F(DesktopTest, ScreenshotIsAPngOfTheScreenAndNotBlank) {
                    static_cast<std::uint8_t>(img->rgb[i + 2]));
   }
   EXPECT_GE(colours.size(), 8u);
+}
+
+// A paused desktop (docs/lifecycle.md, "Pause and resume": any call resumes it first): a
+// screenshot and the VNC stream resume it and work, whether this process paused it (the library
+// checks before the call) or another one did (`agvisor pause`: the next process finds it when
+// Docker refuses the relay's exec as paused), through the library and through `agvisor desktop
+// NAME` (screenshot, and the viewer forward's first VNC connection); with --no-resume both CLI
+// forms are refused, naming how to resume, and leave it paused. On the suite's desktop.
+TEST_F(DesktopTest, APausedDesktopResumesForAScreenshotAndItsVncStream) {
+  using namespace std::chrono_literals;
+  using ::testing::HasSubstr;
+  Sandbox& sb = *sandbox_;
+  const std::string c = sb.container_name();
+  // Whatever fails below, the desktop is left running for the other cases.
+  struct Thaw {
+    Sandbox& sb;
+    ~Thaw() { (void)sb.Resume(); }
+  } thaw{sb};
+  auto docker_state = [&] {  // the runtime's word (one inspect; Info resumes nothing)
+    auto i = sb.Info();
+    return i.ok() ? i->state : i.error().ToString();
+  };
+  auto screen_of = [](const std::string& png) {
+    auto img = vnc::DecodePng(png);
+    return img.ok() ? std::to_string(img->width) + "x" + std::to_string(img->height)
+                    : img.error().ToString();
+  };
+  auto ms_since = [](Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  };
+  const auto pw = desktop::Password(sb);
+  ASSERT_TRUE(pw.ok()) << pw.error().ToString();
+
+  // The library, paused by this process: a screenshot, then a VNC stream (password known).
+  ASSERT_TRUE(sb.Pause().ok());
+  ASSERT_EQ(docker_state(), "paused");
+  auto t0 = Clock::now();
+  auto png = desktop::Screenshot(sb);
+  ASSERT_TRUE(png.ok()) << png.error().ToString();
+  EXPECT_EQ(screen_of(*png), "1280x800");
+  std::printf("paused desktop, library screenshot: %.0f ms\n", ms_since(t0));
+  ASSERT_TRUE(sb.Pause().ok());
+  ASSERT_EQ(docker_state(), "paused");
+  t0 = Clock::now();
+  {
+    auto port = sb.OpenPort(desktop::kVncPort);
+    ASSERT_TRUE(port.ok()) << port.error().ToString();
+    auto init = vnc::Handshake(StreamOf(**port), *pw);
+    ASSERT_TRUE(init.ok()) << init.error().ToString();
+    EXPECT_EQ(init->width, 1280);
+  }
+  std::printf("paused desktop, library VNC handshake: %.0f ms\n", ms_since(t0));
+
+  // The CLI, paused by another process. From here until a CLI call resumes it, this process's
+  // handle (its channel open) is left alone: it would stall (docs/lifecycle.md).
+  ASSERT_EQ(Cli({"pause", c}).status.exit_code, 0);
+  ASSERT_EQ(docker_state(), "paused");
+  const std::string file = (std::filesystem::temp_directory_path() /
+                            ("agvisor-paused-shot-" + testing::RunId() + ".png"))
+                               .string();
+  std::filesystem::remove(file);
+  auto refused = [&](const CommandOutput& r) {
+    EXPECT_EQ(r.status.exit_code, 1) << r.out << r.err;
+    EXPECT_THAT(r.err, HasSubstr("is paused"));
+    EXPECT_THAT(r.err, HasSubstr("agvisor resume " + c));
+  };
+  {
+    SCOPED_TRACE("desktop screenshot --no-resume");
+    refused(Cli({"--no-resume", "desktop", c, "screenshot", file}));
+    EXPECT_FALSE(std::filesystem::exists(file));
+  }
+  {
+    // The forward serves until killed: one still running after 30 s did not refuse.
+    SCOPED_TRACE("desktop (viewer forward) --no-resume");
+    auto fwd = Subprocess::Spawn({.argv = {AGVISOR_CLI_BINARY, "--no-resume", "desktop", c},
+                                  .pipe_stdout = true,
+                                  .pipe_stderr = true});
+    ASSERT_TRUE(fwd.ok()) << fwd.error().ToString();
+    auto st = fwd->WaitFor(30s);
+    ASSERT_TRUE(st.ok()) << st.error().ToString() << ": it printed "
+                         << ReadLine(fwd->stdout_fd().get(), 1s);
+    refused({.status = *st,
+             .out = ReadToEnd(fwd->stdout_fd().get()),
+             .err = ReadToEnd(fwd->stderr_fd().get())});
+  }
+  EXPECT_EQ(docker_state(), "paused") << "a refused call resumed it";
+  t0 = Clock::now();
+  auto shot = Cli({"desktop", c, "screenshot", file});
+  ASSERT_EQ(shot.status.exit_code, 0) << shot.err;
+  EXPECT_EQ(screen_of(testing::ReadAll(file)), "1280x800");
+  std::printf("paused desktop, `agvisor desktop NAME screenshot`: %.0f ms\n", ms_since(t0));
+  std::filesystem::remove(file);
+
+  ASSERT_EQ(Cli({"pause", c}).status.exit_code, 0);
+  ASSERT_EQ(docker_state(), "paused");
+  t0 = Clock::now();
+  auto viewer =
+      Subprocess::Spawn({.argv = {AGVISOR_CLI_BINARY, "desktop", c}, .pipe_stdout = true});
+  ASSERT_TRUE(viewer.ok()) << viewer.error().ToString();
+  // "VNC of NAME: 127.0.0.1:PORT  password: PW", printed once it listens.
+  const std::string line = ReadLine(viewer->stdout_fd().get(), 30s);
+  const auto at = line.find("127.0.0.1:");
+  ASSERT_NE(at, std::string::npos) << "agvisor desktop printed: " << line;
+  EXPECT_THAT(line, HasSubstr("password: " + *pw));
+  auto init = HandshakeOnLoopback(std::atoi(line.c_str() + at + 10), *pw);
+  ASSERT_TRUE(init.ok()) << init.error().ToString();
+  EXPECT_EQ(init->width, 1280);
+  EXPECT_EQ(init->height, 800);
+  std::printf("paused desktop, `agvisor desktop NAME` to a viewer's VNC handshake: %.0f ms\n",
+              ms_since(t0));
+  (void)viewer->Kill(SIGTERM);
+  (void)viewer->Wait();
 }
 
 // The terminal the session starts once the desktop is ready (xterm), focused.

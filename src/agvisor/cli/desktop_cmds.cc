@@ -76,10 +76,19 @@ int Serve(Sandbox& sb, int port, bool rdp, bool json) {
   }
 }
 
+// The named sandbox, opened by the library on the Docker host (desktop verbs are the library's;
+// `desktop` is refused with --server), not through GlobalOptions::OpenSandbox: so --no-resume is
+// applied here, as the client layer applies it to the other commands.
+Result<std::unique_ptr<Sandbox>> OpenDesktop(const GlobalOptions& g, const std::string& name) {
+  auto sb = AGVISOR_TRY(Sandbox::Open(ResolveContainerName(name), g.host));
+  sb->set_auto_resume(!g.no_resume);
+  return sb;
+}
+
 // Opens the named sandbox and runs `fn` on it; reports errors.
 int WithSandbox(const GlobalOptions& g, const std::string& name,
                 const std::function<Result<void>(Sandbox&)>& fn) {
-  auto sb = Sandbox::Open(ResolveContainerName(name), g.host);
+  auto sb = OpenDesktop(g, name);
   if (!sb.ok()) return Fail(sb.error());
   auto r = fn(**sb);
   return r.ok() ? kExitOk : Fail(r.error());
@@ -105,7 +114,7 @@ void AddDesktop(CLI::App& app, GlobalOptions& g, int* exit_code) {
                 "forward RDP (xrdp inside, port 3389) instead of VNC; the password is the same");
   cmd->callback([&g, exit_code, cmd, name, port, rdp] {
     if (!cmd->get_subcommands().empty()) return;  // an action ran
-    auto sb = Sandbox::Open(ResolveContainerName(*name), g.host);
+    auto sb = OpenDesktop(g, *name);
     if (!sb.ok()) {
       *exit_code = Fail(sb.error());
       return;
