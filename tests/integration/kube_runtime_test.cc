@@ -152,6 +152,14 @@ TEST(KubeRuntimeTest, DoctorReportsTheCluster) {
   EXPECT_EQ(runc->status.exit_code, 1);
   EXPECT_THAT(runc->out, HasSubstr("\"check\":\"runtime class\",\"status\":\"fail\""));
   EXPECT_THAT(runc->out, HasSubstr("has handler 'runc', not runsc or gvisor"));
+
+  // A context the kubeconfig does not have: the first check fails and the others are not run.
+  auto lost =
+      RunCommand({AGVISOR_CLI_BINARY, "--host", "kube://no-such-context/default", "doctor"});
+  ASSERT_TRUE(lost.ok()) << lost.error().ToString();
+  EXPECT_EQ(lost->status.exit_code, 1);
+  EXPECT_THAT(lost->out, ContainsRegex("^FAIL +kubernetes +.*no-such-context"));
+  EXPECT_THAT(lost->out, ::testing::Not(HasSubstr("runtime class")));
 }
 
 TEST(KubeRuntimeTest, CliRunsACommand) {
