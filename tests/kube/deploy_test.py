@@ -11,9 +11,11 @@
   container's args are flags agvisord accepts (the built agvisord run with them and --check);
 - the real kubectl applies rbac.yaml and runtimeclass.yaml to the Kubernetes test double, and
   `kubectl auth can-i` (a SelfSubjectAccessReview) answers by that Role. agvisord.yaml is not
-  applied: the double serves no Deployments, Services or bindings (tests/kube/README.md).
+  applied: the double serves no Deployments, Services or bindings (tests/kube/README.md);
+- `agvisor doctor` against a double whose Role lacks the pods/exec rule names the two permissions
+  denied (its other lines: kube_runtime_test's DoctorReportsTheCluster).
 
-    /usr/bin/python3 tests/kube/deploy_test.py AGVISORD [-v]
+    /usr/bin/python3 tests/kube/deploy_test.py AGVISORD AGVISOR [-v]
 """
 
 import glob
@@ -22,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import unittest
 
 import yaml  # python3-yaml
@@ -32,7 +35,7 @@ DEPLOY = os.path.join(ROOT, "deploy")
 sys.path.insert(0, HERE)
 from double_fixture import Double  # noqa: E402
 
-AGVISORD = None  # argv[1]
+AGVISORD = AGVISOR = None  # argv[1], argv[2]
 
 API_VERSIONS = {
     "Role": "rbac.authorization.k8s.io/v1", "ClusterRole": "rbac.authorization.k8s.io/v1",
@@ -193,6 +196,28 @@ class DeployTest(unittest.TestCase):
             double.stop()
 
 
+    def test_doctor_names_the_permissions_a_role_lacks(self):
+        docs = load("rbac.yaml")
+        role = one(docs, "Role")
+        role["rules"] = [r for r in role["rules"] if r["resources"] != ["pods/exec"]]
+        double = None
+        try:
+            with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+                yaml.safe_dump_all(docs, f)
+                f.flush()
+                double = Double(extra_args=("--rbac", f.name))
+            run = subprocess.run([AGVISOR, "--host", "kube:", "doctor"], capture_output=True,
+                                 text=True, env=dict(os.environ, KUBECONFIG=double.kubeconfig))
+            self.assertEqual(run.returncode, 1, run.stdout + run.stderr)
+            self.assertRegex(run.stdout, r"(?m)^FAIL +rbac +namespace default: denied 2 of 12 "
+                                         r"permissions the runtime uses: core/pods/exec create, "
+                                         r"core/pods/exec get\n +fix: kubectl apply -n default "
+                                         r"-f deploy/rbac\.yaml")
+        finally:
+            if double:
+                double.stop()
+
+
 if __name__ == "__main__":
-    AGVISORD = sys.argv.pop(1)
+    AGVISORD, AGVISOR = sys.argv.pop(1), sys.argv.pop(1)
     unittest.main()
