@@ -115,6 +115,53 @@ TEST(KubeRuntimeTest, Refusals) {
   ASSERT_TRUE((*sb)->Delete().ok());
 }
 
+// `agvisor doctor --host kube://...`: the context and server, the namespace, the RuntimeClass,
+// RBAC (the double answers SelfSubjectAccessReviews by deploy/rbac.yaml: double_process.h) and the
+// agent image; a missing RuntimeClass and one whose handler is runc are FAIL lines and exit 1.
+TEST(KubeRuntimeTest, DoctorReportsTheCluster) {
+  auto ok = RunCommand({AGVISOR_CLI_BINARY, "--host", kHost, "doctor"});
+  ASSERT_TRUE(ok.ok()) << ok.error().ToString();
+  EXPECT_EQ(ok->status.exit_code, 0) << ok->out << ok->err;
+  using ::testing::ContainsRegex;
+  using ::testing::HasSubstr;
+  EXPECT_THAT(ok->out, ContainsRegex("ok +kubernetes +credentials from \\$KUBECONFIG \\(.*\\), "
+                                     "context agvisor-double \\(https://127.0.0.1:[0-9]+\\), "
+                                     "namespace default: Kubernetes v1.32.0-agvisor-kube-double"));
+  EXPECT_THAT(ok->out, ContainsRegex("ok +namespace +namespace default: [0-9]+ agvisor pod"));
+  EXPECT_THAT(ok->out,
+              ContainsRegex("ok +runtime class +RuntimeClass gvisor has a gVisor handler"));
+  EXPECT_THAT(ok->out, ContainsRegex("ok +rbac +namespace default: all 12 permissions the runtime "
+                                     "uses are allowed"));
+  EXPECT_THAT(ok->out, ContainsRegex("info +agent image +agvisor/agent:[0-9a-f]{16} "));
+  EXPECT_THAT(ok->out, HasSubstr("this host can run agvisor sandboxes"));
+
+  auto missing = RunCommand({"env", "AGVISOR_KUBE_RUNTIME_CLASS=no-such-class", AGVISOR_CLI_BINARY,
+                             "--host", kHost, "doctor"});
+  ASSERT_TRUE(missing.ok()) << missing.error().ToString();
+  EXPECT_EQ(missing->status.exit_code, 1) << missing->out;
+  EXPECT_THAT(missing->out,
+              ContainsRegex("FAIL +runtime class +sandboxes run only on gVisor: .*has "
+                            "no RuntimeClass 'no-such-class'"));
+  EXPECT_THAT(missing->out, HasSubstr("fix: kubectl apply -f deploy/runtimeclass.yaml"));
+  EXPECT_THAT(missing->out, ContainsRegex("ok +rbac "));  // the other checks still run
+  EXPECT_THAT(missing->out, HasSubstr("cannot run agvisor sandboxes: see FAIL above"));
+
+  auto runc = RunCommand({"env", "AGVISOR_KUBE_RUNTIME_CLASS=plain", AGVISOR_CLI_BINARY, "--json",
+                          "--host", kHost, "doctor"});
+  ASSERT_TRUE(runc.ok()) << runc.error().ToString();
+  EXPECT_EQ(runc->status.exit_code, 1);
+  EXPECT_THAT(runc->out, HasSubstr("\"check\":\"runtime class\",\"status\":\"fail\""));
+  EXPECT_THAT(runc->out, HasSubstr("has handler 'runc', not runsc or gvisor"));
+
+  // A context the kubeconfig does not have: the first check fails and the others are not run.
+  auto lost =
+      RunCommand({AGVISOR_CLI_BINARY, "--host", "kube://no-such-context/default", "doctor"});
+  ASSERT_TRUE(lost.ok()) << lost.error().ToString();
+  EXPECT_EQ(lost->status.exit_code, 1);
+  EXPECT_THAT(lost->out, ContainsRegex("^FAIL +kubernetes +.*no-such-context"));
+  EXPECT_THAT(lost->out, ::testing::Not(HasSubstr("runtime class")));
+}
+
 TEST(KubeRuntimeTest, CliRunsACommand) {
   auto out = RunCommand({AGVISOR_CLI_BINARY, "--host", kHost, "run", "--", "echo", "hi"});
   ASSERT_TRUE(out.ok()) << out.error().ToString();

@@ -2,9 +2,11 @@
 // caller, ready for the Kubernetes runtime: started with a kubeconfig of its own, the agent image
 // imported from this build's agent (as docs/kubernetes.md says: the static agent and busybox), and
 // the RuntimeClasses `gvisor` (handler runsc) and `plain` (handler runc) made with the real
-// kubectl. Used by the integration tests' environment (tests/integration/kube_double.h) and by
-// `agvisor_bench --suite kube`. Destroying it stops the double, which removes every container and
-// volume it made, and removes its directory.
+// kubectl. Its SelfSubjectAccessReviews answer by deploy/rbac.yaml (kube_double.py --rbac), so
+// `agvisor doctor` checks that Role against the permissions the runtime uses. Used by the
+// integration tests' environment (tests/integration/kube_double.h) and by `agvisor_bench --suite
+// kube`. Destroying it stops the double, which removes every container and volume it made, and
+// removes its directory.
 #pragma once
 
 #include <signal.h>
@@ -55,10 +57,16 @@ class KubeDoubleProcess {
                                          " -c . | docker import - " + AgentImageRefForKube()));
 
     d->log_ = quiet ? d->dir_ + "/double.log" : "/dev/stderr";
+    // deploy/ of the same checkout as the script (tests/kube/kube_double.py).
+    const std::string rbac = script.substr(0, script.rfind('/') + 1) + "../../deploy/rbac.yaml";
+    if (::access(rbac.c_str(), R_OK) != 0) {
+      return Error::Unavailable("no " + rbac + " beside the double's script " + script);
+    }
     auto p = AGVISOR_TRY(Subprocess::Spawn(
         {.argv = {"sh", "-c",
-                  "exec /usr/bin/python3 \"$0\" --kubeconfig \"$1\" --namespace default 2>>\"$2\"",
-                  script, d->kubeconfig_, d->log_},
+                  "exec /usr/bin/python3 \"$0\" --kubeconfig \"$1\" --namespace default "
+                  "--rbac \"$3\" 2>>\"$2\"",
+                  script, d->kubeconfig_, d->log_, rbac},
          .pipe_stdout = true}));
     d->double_ = std::make_unique<Subprocess>(std::move(p));
     std::string line;

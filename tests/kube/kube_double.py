@@ -8,7 +8,7 @@ containers on the local dockerd under gVisor (runsc). README.md beside this file
 implements, what it does not, and why.
 
     python3 tests/kube/kube_double.py --kubeconfig OUT [--namespace default] [--pids-limit N]
-                                      [--name-prefix kd-]
+                                      [--name-prefix kd-] [--rbac deploy/rbac.yaml]
 
 It prints `READY https://127.0.0.1:PORT` once serving, and serves until SIGTERM/SIGINT, then removes
 every container and volume it made. Needs Debian's python3-aiohttp, the `docker` CLI, `openssl`.
@@ -74,10 +74,73 @@ RESOURCES = {
                         ["create", "delete", "deletecollection", "get", "list", "watch"]),
     "runtimeclasses": ("node.k8s.io", "v1", "RuntimeClass", False, [],
                        ["create", "delete", "deletecollection", "get", "list", "watch"]),
+    # Stored only (kubectl apply -f deploy/rbac.yaml); requests are not authorized by them.
+    "roles": ("rbac.authorization.k8s.io", "v1", "Role", True, [],
+              ["create", "delete", "get", "list", "watch"]),
+    "clusterroles": ("rbac.authorization.k8s.io", "v1", "ClusterRole", False, [],
+                     ["create", "delete", "get", "list", "watch"]),
+    # Never stored: a POST is answered (SelfSubjectAccessReview below).
+    "selfsubjectaccessreviews": ("authorization.k8s.io", "v1", "SelfSubjectAccessReview", False,
+                                 [], ["create"]),
 }
+GROUPS = sorted({r[0] for r in RESOURCES.values() if r[0]})
 POD_SUBRESOURCES = {"attach": "PodAttachOptions", "exec": "PodExecOptions", "log": "Pod"}
 # Real deletes of these return the object; the others return a Status (as the real registries do).
 RETURNS_DELETED_OBJECT = ("pods", "persistentvolumeclaims")
+
+
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+
+
+def protobuf_fields(data):
+    """The fields of one protobuf message: {number: [value, ...]}, length-delimited values as
+    bytes, varints as ints (the wire format; no schema)."""
+    def varint(i):
+        n = shift = 0
+        while True:
+            if i >= len(data):
+                raise bad_request("truncated protobuf body")
+            b = data[i]
+            n |= (b & 0x7F) << shift
+            i, shift = i + 1, shift + 7
+            if not b & 0x80:
+                return n, i
+    fields, i = {}, 0
+    while i < len(data):
+        key, i = varint(i)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = varint(i)
+        elif wire == 2:
+            size, i = varint(i)
+            value, i = data[i:i + size], i + size
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            value, i = data[i:i + size], i + size
+        else:
+            raise bad_request(f"protobuf wire type {wire} is not served here")
+        fields.setdefault(number, []).append(value)
+    return fields
+
+
+def self_subject_access_review_of_protobuf(body):
+    """A SelfSubjectAccessReview sent as Kubernetes protobuf ("k8s\\0" + runtime.Unknown whose
+    raw (2) is the object: spec (2) > resourceAttributes (1) > namespace 1, verb 2, group 3,
+    version 4, resource 5, subresource 6, name 7; k8s.io/api/authorization/v1/generated.proto),
+    as the JSON form."""
+    if not body.startswith(b"k8s\x00"):
+        raise ApiError(415, "UnsupportedMediaType", "a protobuf body must start with k8s\\0")
+    raw = protobuf_fields(body[4:]).get(2, [b""])[0]
+    spec = protobuf_fields(raw).get(2, [b""])[0]
+    attrs = protobuf_fields(spec).get(1)
+    out = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+           "metadata": {}, "spec": {}}
+    if attrs:
+        names = {1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource",
+                 6: "subresource", 7: "name"}
+        out["spec"]["resourceAttributes"] = {
+            names[n]: v[0].decode() for n, v in protobuf_fields(attrs[0]).items() if n in names}
+    return out
 
 
 def now_rfc3339():
@@ -422,6 +485,14 @@ class KubeDouble:
         self.docker = Docker()
         self.port = None
         self.stopping = False
+        self.rbac_rules = None  # [(a Role's rule, the rule)] from --rbac, else everything allowed
+        if args.rbac:
+            import yaml  # python3-yaml, which python3-kubernetes depends on
+            with open(args.rbac) as f:
+                docs = [d for d in yaml.safe_load_all(f) if d]
+            self.rbac_rules = [(d["kind"] == "Role", rule) for d in docs
+                               if d.get("kind") in ("Role", "ClusterRole")
+                               for rule in d.get("rules") or []]
         for ns in sorted({self.namespace, "default", "kube-system"}):
             self.store["namespaces"][("", ns)] = {
                 "apiVersion": "v1", "kind": "Namespace",
@@ -509,7 +580,7 @@ class KubeDouble:
                                                 "serverAddress": f"127.0.0.1:{self.port}"}]})
         if path == "/apis":
             groups = []
-            for group in ("networking.k8s.io", "node.k8s.io"):
+            for group in GROUPS:
                 gv = {"groupVersion": f"{group}/v1", "version": "v1"}
                 groups.append({"name": group, "versions": [gv], "preferredVersion": gv})
             return web.json_response({"kind": "APIGroupList", "apiVersion": "v1",
@@ -517,11 +588,9 @@ class KubeDouble:
         parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/")]
         if parts[:2] == ["api", "v1"]:
             group, rest = "", parts[2:]
-        elif len(parts) >= 3 and parts[0] == "apis" and parts[2] == "v1" and parts[1] in (
-                "networking.k8s.io", "node.k8s.io"):
+        elif len(parts) >= 3 and parts[0] == "apis" and parts[2] == "v1" and parts[1] in GROUPS:
             group, rest = parts[1], parts[3:]
-        elif len(parts) == 2 and parts[0] == "apis" and parts[1] in ("networking.k8s.io",
-                                                                     "node.k8s.io"):
+        elif len(parts) == 2 and parts[0] == "apis" and parts[1] in GROUPS:
             gv = {"groupVersion": f"{parts[1]}/v1", "version": "v1"}
             return web.json_response({"kind": "APIGroup", "apiVersion": "v1", "name": parts[1],
                                       "versions": [gv], "preferredVersion": gv})
@@ -563,6 +632,15 @@ class KubeDouble:
             if method not in ("GET", "POST"):
                 raise method_not_allowed()
             return await self.pod_stream(request, pod, sub)
+        if plural == "selfsubjectaccessreviews":
+            if name is not None or method != "POST":
+                raise method_not_allowed()
+            ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
+            if ctype == PROTOBUF:  # kubectl's typed client (auth can-i) sends these as protobuf
+                review = self_subject_access_review_of_protobuf(await request.read())
+            else:
+                review = await self.body(request)
+            return web.json_response(self.review_access(review), status=201)
         if name is None:
             if method == "GET":
                 lsel = parse_label_selector(query.get("labelSelector", ""))
@@ -600,6 +678,34 @@ class KubeDouble:
         if method == "PATCH" and plural == "pods":
             return web.json_response(await self.patch_pod(request, ns, name))
         raise method_not_allowed()
+
+    def review_access(self, review):
+        """A SelfSubjectAccessReview for the double's one token: allowed by the rules of the Roles
+        and ClusterRoles of --rbac FILE as if both were bound to it (a Role's rules grant only
+        namespaced resources), else allowed everything."""
+        attrs = (review.get("spec") or {}).get("resourceAttributes")
+        if not isinstance(attrs, dict) or not attrs.get("verb") or not attrs.get("resource"):
+            raise invalid("selfsubjectaccessreviews", "", [(
+                "spec.resourceAttributes", "FieldValueRequired",
+                "Required value: verb and resource (non-resource URLs are not served here)")])
+        resource = attrs["resource"] + (f"/{attrs['subresource']}" if attrs.get("subresource")
+                                        else "")
+        namespaced = RESOURCES.get(attrs["resource"], (None, None, None, True))[3]
+        if self.rbac_rules is None:
+            allowed, reason = True, "the agvisor Kubernetes test double allows its token everything"
+        else:
+            allowed = any(
+                (namespaced or not role_scoped)
+                and any(g in ("*", attrs.get("group", "")) for g in rule.get("apiGroups", []))
+                and any(r in ("*", resource) for r in rule.get("resources", []))
+                and any(v in ("*", attrs["verb"]) for v in rule.get("verbs", []))
+                for role_scoped, rule in self.rbac_rules)
+            reason = f"by the rules of {self.args.rbac}" if allowed else ""
+        out = copy.deepcopy(review)
+        out.update({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview"})
+        out.setdefault("metadata", {})["creationTimestamp"] = None
+        out["status"] = {"allowed": allowed, "reason": reason}
+        return out
 
     def resource_list(self, group):
         resources = []
@@ -1879,6 +1985,9 @@ def main():
     parser.add_argument("--namespace", default="default", help="the namespace that exists")
     parser.add_argument("--pids-limit", type=int, default=0,
                         help="the node's pod pids limit (docker --pids-limit); 0: none")
+    parser.add_argument("--rbac", default="",
+                        help="answer SelfSubjectAccessReviews by the Roles and ClusterRoles of "
+                             "this YAML file (as if bound to the token); default: all allowed")
     parser.add_argument("--name-prefix", default="kd-",
                         help="prefix of the docker containers and volumes made")
     args = parser.parse_args()

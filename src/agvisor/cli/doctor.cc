@@ -13,6 +13,8 @@
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/docker_runtime/host_caps.h"
 #include "agvisor/sandbox/docker_runtime/runtime_check.h"
+#include "agvisor/sandbox/kube_runtime/kube_doctor.h"
+#include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::cli {
@@ -138,6 +140,16 @@ Check NetworkCheck(std::string_view host, const std::string& image, const std::s
 
 std::vector<Check> RunDoctor(std::string_view host) {
   std::vector<Check> checks;
+  if (IsKubernetesHost(host)) {
+    for (auto& k : DiagnoseKubeHost(host)) {
+      const Status status = k.status == KubeCheck::Status::kOk     ? Status::kOk
+                            : k.status == KubeCheck::Status::kWarn ? Status::kWarn
+                            : k.status == KubeCheck::Status::kFail ? Status::kFail
+                                                                   : Status::kInfo;
+      checks.push_back({std::move(k.name), status, std::move(k.detail), std::move(k.fix)});
+    }
+    return checks;
+  }
   const std::string where = host.empty() ? "this host" : std::string(host);
 
   // 1. Docker reachable, and its API version.
@@ -414,8 +426,10 @@ void AddDoctor(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto* cmd = app.add_subcommand(
       "doctor",
       "check a Docker host: docker and its API version, gVisor runtimes, a real sandbox start "
-      "(timed), network modes, the sandbox firewall, root-disk caps, cgroups; exits 1 when the "
-      "host cannot run sandboxes");
+      "(timed), network modes, the sandbox firewall, root-disk caps, cgroups; or a kube:// "
+      "host: the context and API server version, the namespace, the gVisor RuntimeClass, the "
+      "RBAC permissions used, the images the nodes pull. Exits 1 when the host cannot run "
+      "sandboxes");
   cmd->callback([&g, exit_code] {
     auto checks = RunDoctor(g.host);
     std::cout << (g.json ? FormatJson(checks) + "\n" : FormatReport(checks));

@@ -1,5 +1,6 @@
-// `agvisor doctor`: checks a Docker host and says exactly what works, what does not, and how to
-// fix it. Used by the CLI (cmd in doctor.cc) and its tests.
+// `agvisor doctor`: checks a Docker host (or a Kubernetes one: sandbox/kube_runtime/kube_doctor.h)
+// and says exactly what works, what does not, and how to fix it. Used by the CLI (cmd in doctor.cc)
+// and its tests.
 #pragma once
 
 #include <string>
@@ -16,7 +17,8 @@ struct Check {
   std::string fix;     // for kWarn/kFail: what to do
 };
 
-// Runs every check against `host` ("" = local). Never fails: a failure is a kFail check.
+// Runs every check against `host` ("" = local; a kube: address: DiagnoseKubeHost's checks). Never
+// fails: a failure is a kFail check.
 std::vector<Check> RunDoctor(std::string_view host);
 // True when sandboxes can run on the host (no kFail).
 bool HostUsable(const std::vector<Check>& checks);

@@ -194,7 +194,10 @@ Result<int> ExecStream::ExitCode() const {
 // ---- Client ----
 
 Client::Client(Credentials credentials, std::shared_ptr<http::Client> http)
-    : credentials_(std::move(credentials)), http_(std::move(http)) {}
+    : credentials_(std::move(credentials)),
+      http_(std::move(http)),
+      token_(credentials_.token),
+      token_read_(std::chrono::steady_clock::now()) {}
 
 Client::~Client() = default;
 
@@ -230,14 +233,26 @@ std::string Client::CollectionPath(Collection collection) const {
   return "";
 }
 
+std::string Client::BearerToken() {
+  if (credentials_.token_file.empty()) return credentials_.token;
+  std::lock_guard lock(token_mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (now - token_read_ >= std::chrono::minutes(1)) {
+    token_read_ = now;
+    // A file that cannot be read now keeps the last token: the server says if it expired.
+    if (auto t = ReadTokenFile(credentials_.token_file); t.ok() && !t->empty()) token_ = *t;
+  }
+  return token_;
+}
+
 Result<std::string> Client::Call(std::string_view method, const std::string& path, std::string body,
                                  std::string_view what) {
   http::Request r;
   r.method = std::string(method);
   r.target = Target(path);
   r.headers.push_back({"Accept", "application/json"});
-  if (!credentials_.token.empty()) {
-    r.headers.push_back({"Authorization", "Bearer " + credentials_.token});
+  if (std::string token = BearerToken(); !token.empty()) {
+    r.headers.push_back({"Authorization", "Bearer " + token});
   }
   if (!body.empty()) {
     r.body = std::move(body);
@@ -318,6 +333,52 @@ Result<std::optional<std::string>> Client::RuntimeClassHandler(std::string_view 
   return std::optional<std::string>(AGVISOR_TRY(DecodeRuntimeClassHandler(*r)));
 }
 
+Result<std::string> Client::ServerVersion() {
+  auto body = AGVISOR_TRY(Call("GET", "/version", "", "get the API server's version"));
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  const json::value* git = !ec && v.is_object() ? v.as_object().if_contains("gitVersion") : nullptr;
+  if (!git || !git->is_string()) {
+    return Error::Unavailable("the API server's /version has no gitVersion");
+  }
+  return std::string(git->as_string());
+}
+
+Result<AccessReview> Client::ReviewAccess(const Access& access) {
+  json::object attrs;
+  attrs["namespace"] = namespace_name();
+  attrs["group"] = access.group;
+  attrs["verb"] = access.verb;
+  const auto slash = access.resource.find('/');
+  attrs["resource"] = access.resource.substr(0, slash);
+  if (slash != std::string::npos) attrs["subresource"] = access.resource.substr(slash + 1);
+  json::object review;
+  review["apiVersion"] = "authorization.k8s.io/v1";
+  review["kind"] = "SelfSubjectAccessReview";
+  json::object spec;
+  spec["resourceAttributes"] = std::move(attrs);
+  review["spec"] = std::move(spec);
+  auto body = AGVISOR_TRY(Call("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                               json::serialize(review),
+                               "review access to " + access.verb + " " + access.resource));
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  const json::value* status = !ec && v.is_object() ? v.as_object().if_contains("status") : nullptr;
+  if (!status || !status->is_object()) {
+    return Error::Unavailable("the API server's SelfSubjectAccessReview has no status");
+  }
+  AccessReview out;
+  const json::object& st = status->as_object();
+  if (const json::value* a = st.if_contains("allowed"); a && a->is_bool())
+    out.allowed = a->as_bool();
+  for (std::string_view k : {"reason", "evaluationError"}) {
+    if (const json::value* r = st.if_contains(k); r && r->is_string() && !r->as_string().empty()) {
+      out.reason += (out.reason.empty() ? "" : "; ") + std::string(r->as_string()).substr(0, 500);
+    }
+  }
+  return out;
+}
+
 Result<std::unique_ptr<ExecStream>> Client::Upgrade(const std::string& path,
                                                     std::string_view what) {
   const std::string key = NewWebSocketKey();
@@ -329,8 +390,8 @@ Result<std::unique_ptr<ExecStream>> Client::Upgrade(const std::string& path,
   r.headers.push_back({"Sec-WebSocket-Key", key});
   r.headers.push_back(
       {"Sec-WebSocket-Protocol", std::string(kChannelV5) + ", " + std::string(kChannelV4)});
-  if (!credentials_.token.empty()) {
-    r.headers.push_back({"Authorization", "Bearer " + credentials_.token});
+  if (std::string token = BearerToken(); !token.empty()) {
+    r.headers.push_back({"Authorization", "Bearer " + token});
   }
   r.max_body_bytes = kMaxJsonBytes;
   auto h = http_->Hijack(r);

@@ -5,12 +5,16 @@
 // pods/attach as a WebSocket stream (ExecStream: v5.channel.k8s.io, v4 as the fallback).
 // Knows nothing of sandboxes: the Kubernetes runtime (sandbox/kube_runtime/) builds the objects.
 //
+// For `agvisor doctor`: the server's version and SelfSubjectAccessReviews (what the credentials
+// may do).
+//
 // Everything the server sends is bounded: JSON answers (8 MiB), WebSocket messages (1 MiB), the
 // exec's status. Every method is safe from many threads. Errors are StatusError's (codec.h) for
 // the API's answers, and http::Client's for the connection.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -35,6 +39,19 @@ class WsDecoder;
 
 // The namespaced collections agvisor makes objects in besides pods.
 enum class Collection { kPersistentVolumeClaims, kNetworkPolicies };
+
+// One permission, as RBAC names it: API group ("" = core), resource ("pods", "pods/exec"), verb.
+struct Access {
+  std::string group;
+  std::string resource;
+  std::string verb;
+};
+
+// What a SelfSubjectAccessReview answered.
+struct AccessReview {
+  bool allowed = false;
+  std::string reason;  // the authorizer's reason or evaluation error ("" when none)
+};
 
 // A process in a pod over the WebSocket channel protocol (websocket.h): its stdin, its stdout,
 // its stderr to a sink, and its exit status at the end. ReadStdout from one thread, Write and
@@ -112,6 +129,15 @@ class Client {
   // The handler of RuntimeClass `name`, nullopt when the cluster has none of that name.
   Result<std::optional<std::string>> RuntimeClassHandler(std::string_view name);
 
+  // ---- Diagnosis (agvisor doctor) ----
+  // GET /version: its gitVersion ("v1.32.0"). Errors: kPermissionDenied, kUnavailable.
+  Result<std::string> ServerVersion();
+  // Whether these credentials may do `access` in the client's namespace (cluster-scoped
+  // resources: namespace ignored by the server), asked with a SelfSubjectAccessReview (every
+  // authenticated user may create one). Errors: kNotFound (the server does not serve
+  // authorization.k8s.io/v1), kPermissionDenied, kUnavailable.
+  Result<AccessReview> ReviewAccess(const Access& access);
+
   // Starts `argv` in `container` of pod `pod` (pods/exec) with stdin, stdout and stderr, over
   // WebSocket (v5.channel.k8s.io, else v4). Errors: kNotFound (no such pod or container),
   // kConflict (the pod is not running), kPermissionDenied, kUnavailable.
@@ -131,9 +157,15 @@ class Client {
   Result<std::string> Call(std::string_view method, const std::string& path, std::string body,
                            std::string_view what);
   Result<std::unique_ptr<ExecStream>> Upgrade(const std::string& path, std::string_view what);
+  // The token to send: credentials_.token, or the token file's content read at most once a
+  // minute (kubelet rotates a pod's service account token in place).
+  std::string BearerToken();
 
   Credentials credentials_;
   std::shared_ptr<http::Client> http_;
+  std::mutex token_mu_;
+  std::string token_;                                 // guarded by token_mu_
+  std::chrono::steady_clock::time_point token_read_;  // guarded by token_mu_
 };
 
 }  // namespace agvisor::kube

@@ -324,6 +324,10 @@ Result<Credentials> ResolveContext(const Kubeconfig& config, const KubeAddress& 
   return c;
 }
 
+Result<std::string> ReadTokenFile(const std::string& path) {
+  return TrimSpace(AGVISOR_TRY(ReadCredentialFile(path, "tokenFile")));
+}
+
 Result<Credentials> LoadCredentials(const KubeAddress& address) {
   std::vector<std::string> files;
   if (const char* env = std::getenv("KUBECONFIG"); env != nullptr && *env != '\0') {
@@ -383,7 +387,8 @@ Result<Credentials> LoadCredentials(const KubeAddress& address) {
   if (auto us = config.users.find(user_name); us != config.users.end()) {
     const KubeconfigUser& user = us->second;
     if (creds.token.empty() && !user.token_file.empty()) {
-      creds.token = TrimSpace(AGVISOR_TRY(ReadCredentialFile(user.token_file, "tokenFile")));
+      creds.token = AGVISOR_TRY(ReadTokenFile(user.token_file));
+      creds.token_file = user.token_file;
     }
     if (creds.cert_pem.empty() && !user.cert_file.empty()) {
       creds.cert_pem = AGVISOR_TRY(ReadCredentialFile(user.cert_file, "client-certificate"));

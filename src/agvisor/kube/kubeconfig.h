@@ -86,6 +86,9 @@ struct Credentials {
   std::string path_prefix;  // the server URL's path ("" or "/k8s/clusters/c-1"), no trailing '/'
   std::string ca_pem;       // "" = the system's trust store
   std::string token;        // bearer token, or ""
+  // The file `token` was read from (a tokenFile; in a pod, the service account's token, which
+  // kubelet rotates): kube::Client reads it again once a minute. "" = a fixed token.
+  std::string token_file;
   std::string cert_pem, key_pem;
   std::vector<std::string> exec_argv, exec_env;  // an exec plugin to ask for a token
   std::string namespace_;  // the namespace to use (the address's, the context's, or "default")
@@ -104,6 +107,10 @@ Result<Credentials> ResolveContext(const Kubeconfig& config, const KubeAddress& 
 // files the kubeconfig names (CA, certificate, key, token file). Errors: those of
 // ResolveContext, kNotFound (no kubeconfig and not in a cluster; a named file missing).
 Result<Credentials> LoadCredentials(const KubeAddress& address);
+
+// A bearer token file's token (trailing whitespace dropped). Errors: kNotFound (cannot be read),
+// kInvalidArgument (over 1 MiB).
+Result<std::string> ReadTokenFile(const std::string& path);
 
 // Base64 (RFC 4648, padding optional, whitespace skipped) to bytes. nullopt when malformed.
 std::optional<std::string> DecodeBase64(std::string_view text);

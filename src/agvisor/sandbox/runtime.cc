@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 
+#include "agvisor/http/client.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/kube_runtime/kube_runtime.h"
 
@@ -19,6 +20,12 @@ std::map<std::string, std::shared_ptr<Runtime>, std::less<>>& Overrides() {
 }  // namespace
 
 bool IsKubernetesHost(std::string_view host) { return host.rfind("kube:", 0) == 0; }
+
+Result<void> CheckHostAddress(std::string_view host) {
+  if (IsKubernetesHost(host)) return CheckKubeAddress(host);
+  AGVISOR_RETURN_IF_ERROR(http::ParseEndpoint(host));
+  return Ok();
+}
 
 Result<std::shared_ptr<Runtime>> RuntimeFor(std::string_view host) {
   {

@@ -267,6 +267,9 @@ Result<std::shared_ptr<Runtime>> RuntimeFor(std::string_view host);
 
 // Whether `host` addresses a Kubernetes namespace ("kube:...").
 bool IsKubernetesHost(std::string_view host);
+// Whether `host` is an address RuntimeFor takes, without reaching it (agvisord --check). Errors:
+// kInvalidArgument (says which forms are accepted).
+Result<void> CheckHostAddress(std::string_view host);
 
 // Tests: RuntimeFor(host) answers `runtime` while the guard lives.
 class ScopedRuntimeOverride {

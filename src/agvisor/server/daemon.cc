@@ -21,6 +21,7 @@
 #include "agvisor/desktop/token.h"
 #include "agvisor/egress/host.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
+#include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
 #include "agvisor/server/console_route.h"
@@ -122,6 +123,7 @@ int DaemonMain(int argc, char** argv) {
   std::string egress_resolver, egress_state_dir;
   bool no_egress = false;
   bool console = false;
+  bool check_only = false;
   app.add_option("--socket", socket_path,
                  "unix socket to listen on (default: /run/agvisord.sock for root, else "
                  "$XDG_RUNTIME_DIR/agvisord.sock)");
@@ -134,9 +136,11 @@ int DaemonMain(int argc, char** argv) {
   app.add_option("--token-file", token_file,
                  "bearer token file (default: /var/lib/agvisor/agvisord.token for root, else "
                  "~/.config/agvisor/agvisord.token); created 0600 when missing");
-  app.add_option("-H,--docker-host", docker_host,
-                 "Docker host of the sandboxes: unix:///path, tcp://host:port, ssh://user@host "
-                 "(default: $DOCKER_HOST, else the local socket)")
+  app.add_option("-H,--host,--docker-host", docker_host,
+                 "where the sandboxes run: a Docker host (unix:///path, tcp://host:port, "
+                 "ssh://user@host) or a Kubernetes namespace (kube:[//CONTEXT][/NAMESPACE]; in a "
+                 "pod, kube: is its service account's namespace: deploy/agvisord.yaml) (default: "
+                 "$DOCKER_HOST, else the local socket)")
       ->envname("DOCKER_HOST");
   app.add_option("--max-connections", max_connections,
                  "connections served at once; more are answered 503 (default 64)")
@@ -181,6 +185,10 @@ int DaemonMain(int argc, char** argv) {
   app.add_option("--egress-state-dir", egress_state_dir,
                  "where live egress policy changes are kept across restarts (default: "
                  "/var/lib/agvisor/egress for root, else not kept)");
+  app.add_flag("--check", check_only,
+               "check the options (listen address, sizes, the Docker or kube: host's address) "
+               "and exit 0 without binding, reading the token or reaching the host; 2 when one "
+               "is wrong. deploy/agvisord.yaml's args are checked this way");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -220,16 +228,23 @@ int DaemonMain(int argc, char** argv) {
   so.max_body_bytes = static_cast<std::size_t>(*body);
   so.idle_timeout = std::chrono::seconds(idle_timeout);
   so.shutdown_grace = std::chrono::seconds(shutdown_grace);
+  if (console && listen.empty()) {
+    return fail(Error::InvalidArgument(
+        "--console needs --listen 127.0.0.1:PORT (a browser cannot reach a unix socket)"));
+  }
+  if (check_only) {
+    if (!listen.empty()) {
+      if (auto l = ParseListen(listen, allow_remote); !l.ok()) return fail(l.error());
+    }
+    if (auto h = CheckHostAddress(docker_host); !h.ok()) return fail(h.error());
+    LogEvent("info", "agvisord options checked", {{"host", docker_host}});
+    return 0;
+  }
   if (token_file.empty()) token_file = api::DefaultTokenPath();
   bool created = false;
   auto token = LoadOrCreateToken(token_file, &created);
   if (!token.ok()) return fail(token.error());
   so.token = *token;
-
-  if (console && listen.empty()) {
-    return fail(Error::InvalidArgument(
-        "--console needs --listen 127.0.0.1:PORT (a browser cannot reach a unix socket)"));
-  }
 
   auto server = Server::Bind(so);
   if (!server.ok()) return fail(server.error());

@@ -122,6 +122,11 @@ Result<std::shared_ptr<Runtime>> KubernetesRuntimeFor(std::string_view host) {
   return runtime;
 }
 
+Result<void> CheckKubeAddress(std::string_view host) {
+  AGVISOR_RETURN_IF_ERROR(kube::ParseKubeAddress(host));
+  return Ok();
+}
+
 KubernetesRuntime::Options KubernetesRuntime::DefaultOptions() {
   Options o;
   o.pod.agent_image = AgentImageRefForKube();

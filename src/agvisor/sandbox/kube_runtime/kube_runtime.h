@@ -37,6 +37,8 @@ Labels LabelsOfPod(const kube::Pod& pod);
 // The runtime of `host` (a kube: address), shared process-wide while anyone holds it. Errors:
 // those of kube::ParseKubeAddress, kube::LoadCredentials and kube::Client::Connect.
 Result<std::shared_ptr<Runtime>> KubernetesRuntimeFor(std::string_view host);
+// Whether `host` is a kube: address (kube::ParseKubeAddress), without reading any kubeconfig.
+Result<void> CheckKubeAddress(std::string_view host);
 
 class KubernetesRuntime final : public Runtime {
  public:

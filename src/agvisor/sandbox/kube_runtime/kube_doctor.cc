@@ -1,0 +1,179 @@
+#include "agvisor/sandbox/kube_runtime/kube_doctor.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "agvisor/kube/client.h"
+#include "agvisor/kube/kubeconfig.h"
+#include "agvisor/sandbox/kube_runtime/kube_runtime.h"
+#include "agvisor/sandbox/spec.h"
+
+namespace agvisor {
+namespace {
+
+using Status = KubeCheck::Status;
+
+// Every call KubernetesRuntime makes through kube::Client, as the permission it needs. Exec over
+// WebSocket is a GET that the API server authorizes as "get" on pods/exec, and since 1.30 also as
+// "create" (the AuthorizePodWebsocketUpgradeCreatePermission gate, on by default): both.
+const std::vector<kube::Access>& RuntimeAccess() {
+  static const std::vector<kube::Access> access = {
+      {"", "pods", "create"},                              // CreatePod
+      {"", "pods", "get"},                                 // GetPod (waits, Inspect)
+      {"", "pods", "list"},                                // ListPods (list, sweep, pools)
+      {"", "pods", "delete"},                              // DeletePod
+      {"", "pods/exec", "create"},                         // Exec (the channel, RunExec)
+      {"", "pods/exec", "get"},                            //
+      {"", "persistentvolumeclaims", "create"},            // named sandboxes' workspaces
+      {"", "persistentvolumeclaims", "get"},               // VolumeLabels
+      {"", "persistentvolumeclaims", "delete"},            // delete --erase
+      {"networking.k8s.io", "networkpolicies", "create"},  // network none
+      {"networking.k8s.io", "networkpolicies", "delete"},  //
+      {"node.k8s.io", "runtimeclasses", "get"},            // RequireGvisor (cluster-scoped)
+  };
+  return access;
+}
+
+std::string Name(const kube::Access& a) {
+  return (a.group.empty() ? "core" : a.group) + "/" + a.resource + " " + a.verb;
+}
+
+std::string Ms(std::chrono::steady_clock::duration d) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0f ms", std::chrono::duration<double, std::milli>(d).count());
+  return b;
+}
+
+// Where LoadCredentials took them from (kubeconfig.h), in words.
+std::string CredentialSource(const kube::Credentials& c) {
+  const char* env = std::getenv("KUBECONFIG");
+  if (env != nullptr && *env != '\0') return "$KUBECONFIG (" + std::string(env) + ")";
+  if (c.context == "in-cluster") return "the pod's service account";
+  return "~/.kube/config";
+}
+
+}  // namespace
+
+std::vector<std::string> KubeRuntimePermissions() {
+  std::vector<std::string> out;
+  for (const auto& a : RuntimeAccess()) out.push_back(Name(a));
+  return out;
+}
+
+std::vector<KubeCheck> DiagnoseKubeHost(std::string_view host) {
+  std::vector<KubeCheck> checks;
+  const std::string fix_credentials =
+      "set KUBECONFIG or ~/.kube/config to a context that reaches the cluster (kubectl "
+      "--context CONTEXT version must work); inside a pod, the service account is used "
+      "(deploy/agvisord.yaml)";
+
+  // 1. Credentials and the API server.
+  auto address = kube::ParseKubeAddress(host);
+  if (!address.ok()) {
+    checks.push_back({"kubernetes", Status::kFail, address.error().message(),
+                      "write the host as kube://[CONTEXT][/NAMESPACE] (docs/kubernetes.md)"});
+    return checks;
+  }
+  auto credentials = kube::LoadCredentials(*address);
+  if (!credentials.ok()) {
+    checks.push_back({"kubernetes", Status::kFail, credentials.error().message(), fix_credentials});
+    return checks;
+  }
+  const std::string source = CredentialSource(*credentials);
+  const std::string where = credentials->ToString();
+  auto t0 = std::chrono::steady_clock::now();
+  auto client = kube::Client::Connect(*credentials);
+  auto version = client.ok() ? (*client)->ServerVersion() : Result<std::string>(client.error());
+  if (!version.ok()) {
+    checks.push_back({"kubernetes", Status::kFail,
+                      "credentials from " + source + ", " + where +
+                          ": the API server does not answer: " + version.error().message(),
+                      fix_credentials});
+    return checks;
+  }
+  checks.push_back({"kubernetes", Status::kOk,
+                    "credentials from " + source + ", " + where + ": Kubernetes " + *version +
+                        ", answered in " + Ms(std::chrono::steady_clock::now() - t0)});
+
+  // 2. The namespace: agvisor's pods there.
+  const std::string ns = (*client)->namespace_name();
+  if (auto pods = (*client)->ListPods("agvisor"); !pods.ok()) {
+    checks.push_back({"namespace", Status::kFail,
+                      "namespace " + ns + ": cannot list pods: " + pods.error().message(),
+                      "create the namespace, or name another one: kube://CONTEXT/NAMESPACE"});
+  } else {
+    checks.push_back({"namespace", Status::kOk,
+                      "namespace " + ns + ": " + std::to_string(pods->size()) +
+                          " agvisor pod(s) (label agvisor)"});
+  }
+
+  // 3. The RuntimeClass, checked as every create checks it.
+  auto options = KubernetesRuntime::DefaultOptions();
+  KubernetesRuntime runtime(std::string(host), *client, options);
+  if (auto cls = runtime.RequireGvisor("runsc", "", false); !cls.ok()) {
+    checks.push_back({"runtime class", Status::kFail, cls.error().message(),
+                      "kubectl apply -f deploy/runtimeclass.yaml (handler runsc: the nodes need "
+                      "containerd's runsc shim), or on GKE a node pool with GKE Sandbox (class "
+                      "gvisor); set AGVISOR_KUBE_RUNTIME_CLASS to use another class"});
+  } else {
+    checks.push_back(
+        {"runtime class", Status::kOk,
+         "RuntimeClass " + *cls + " has a gVisor handler (runsc or gvisor): sandboxes run on it" +
+             (std::getenv("AGVISOR_KUBE_RUNTIME_CLASS") ? " ($AGVISOR_KUBE_RUNTIME_CLASS)" : "")});
+  }
+
+  // 4. RBAC: one SelfSubjectAccessReview per permission used.
+  {
+    std::vector<std::string> denied;
+    std::string unknown;
+    for (const auto& a : RuntimeAccess()) {
+      auto r = (*client)->ReviewAccess(a);
+      if (!r.ok()) {
+        unknown = r.error().message();
+        break;
+      }
+      if (!r->allowed)
+        denied.push_back(Name(a) + (r->reason.empty() ? "" : " (" + r->reason + ")"));
+    }
+    const std::string n = std::to_string(RuntimeAccess().size());
+    if (!unknown.empty()) {
+      checks.push_back({"rbac", Status::kWarn,
+                        "could not check the " + n +
+                            " permissions the runtime uses (SelfSubjectAccessReview: " + unknown +
+                            ")",
+                        "compare your role with deploy/rbac.yaml"});
+    } else if (!denied.empty()) {
+      std::string list;
+      for (const auto& d : denied) list += (list.empty() ? "" : ", ") + d;
+      checks.push_back({"rbac", Status::kFail,
+                        "namespace " + ns + ": denied " + std::to_string(denied.size()) + " of " +
+                            n + " permissions the runtime uses: " + list,
+                        "kubectl apply -n " + ns +
+                            " -f deploy/rbac.yaml, and bind the Role agvisor and the ClusterRole "
+                            "agvisor-runtimeclasses to these credentials (deploy/agvisord.yaml "
+                            "binds them to agvisord's service account)"});
+    } else {
+      checks.push_back({"rbac", Status::kOk,
+                        "namespace " + ns + ": all " + n +
+                            " permissions the runtime uses are allowed (SelfSubjectAccessReview)"});
+    }
+  }
+
+  // 5. The images the nodes pull.
+  checks.push_back({"agent image", Status::kInfo,
+                    options.pod.agent_image +
+                        (std::getenv("AGVISOR_KUBE_AGENT_IMAGE")
+                             ? " ($AGVISOR_KUBE_AGENT_IMAGE)"
+                             : " (this build's agent; $AGVISOR_KUBE_AGENT_IMAGE names another)") +
+                        ": the nodes must be able to pull it (docs/kubernetes.md makes it)"});
+  checks.push_back({"sandbox image", Status::kInfo,
+                    std::string(kDefaultImage) +
+                        " by default: the nodes pull it (no image is built on a cluster)"});
+  checks.push_back({"sandbox", Status::kInfo,
+                    "no pod is started by doctor on a cluster: `agvisor --host " +
+                        std::string(host) + " run -- true` starts one"});
+  return checks;
+}
+
+}  // namespace agvisor

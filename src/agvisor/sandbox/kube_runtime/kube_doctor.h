@@ -1,0 +1,34 @@
+// `agvisor doctor --host kube://...`: what a cluster offers the Kubernetes runtime
+// (kube_runtime.h), checked without starting a pod. Used by cli/doctor.cc, which formats the
+// checks as it does a Docker host's. Kubernetes types stay out of this header: the CLI may not
+// include kube/ (tests/layering_test.sh).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace agvisor {
+
+struct KubeCheck {
+  enum class Status { kOk, kWarn, kFail, kInfo };
+  std::string name;  // "kubernetes", "namespace", "runtime class", "rbac", "agent image", ...
+  Status status = Status::kOk;
+  std::string detail;
+  std::string fix;  // for kWarn/kFail
+};
+
+// The checks of `host` (a kube: address), in order: "kubernetes" (the credentials' source, the
+// context, the API server and its version), "namespace" (agvisor's pods listed there),
+// "runtime class" (the one sandboxes use exists with a gVisor handler, as every create checks),
+// "rbac" (a SelfSubjectAccessReview per permission the runtime uses; a warning when the server
+// serves none), "agent image" and "sandbox image" (kInfo: what the nodes must pull). Stops after
+// "kubernetes" when the server cannot be reached. Never fails: a failure is a kFail check.
+std::vector<KubeCheck> DiagnoseKubeHost(std::string_view host);
+
+// The permissions the Kubernetes runtime's calls need, as RBAC rules would grant them:
+// "GROUP/RESOURCE VERB" with "core" for the core group ("core/pods create"). deploy/rbac.yaml
+// grants exactly these.
+std::vector<std::string> KubeRuntimePermissions();
+
+}  // namespace agvisor
