@@ -12,6 +12,14 @@
   token in a temporary directory (--no-egress: it serves no egress networks, so test_egress's
   daemons stay the only ones). Tests written against `av` run both ways; a test that differs by
   path takes it (or a fixture built on it, such as `sb`).
+- `@pytest.mark.kube` on a test written against `av` adds a third place: `host="kube://..."`,
+  the Kubernetes runtime against the loopback Kubernetes API test double (tests/kube/), whose
+  pods are real runsc containers on this dockerd. The double is started once for the session
+  (`kube_host`) with the agent image of this build and a `gvisor` RuntimeClass, as the C++
+  suites' kube variants do (tests/kube/double_process.h); its sandboxes are removed before it
+  stops, and it must stop having removed every container and volume it made. Those runs carry
+  the marker `on_kube`: `python/test-wheel BUILD -m on_kube` runs only them,
+  `-m "not on_kube"` everything else. A test that differs by runtime asks `on_kube(x)`.
 - `sshd` starts a real sshd on 127.0.0.1 with keys generated here and points the C++ ssh
   transport at them through $AGVISOR_SSH_ARGS: ssh:// examples reach this machine's dockerd.
 A missing daemon or sshd is a failure, not a skip.
@@ -22,6 +30,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -35,6 +44,36 @@ import agvisor.sandbox
 
 RUN_ID = "py" + uuid.uuid4().hex[:6]
 DOCKER_SOCKET = "/var/run/docker.sock"
+# The Kubernetes API test double and its fixture (the repository's tests/kube).
+KUBE_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir,
+                          "tests", "kube")
+# The context and namespace of the double's kubeconfig (tests/kube/double_process.h: kKubeHost).
+KUBE_HOST = "kube://agvisor-double/default"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "kube: the test also runs with `av` on the Kubernetes "
+                            "runtime (host=kube://... against tests/kube's API double)")
+    config.addinivalue_line("markers", "on_kube: set on the runs of `kube` tests on the "
+                            "Kubernetes runtime (-m on_kube selects them)")
+
+
+def pytest_generate_tests(metafunc):
+    """`av`'s places: in process and agvisord for every test using it, plus kube for `kube`
+    tests (module scope: a module's sandboxes are made once per place)."""
+    if "av" in metafunc.fixturenames:
+        places = ["in_process", "agvisord"]
+        if metafunc.definition.get_closest_marker("kube"):
+            places.append("kube")
+        metafunc.parametrize("av", places, indirect=True, scope="module")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("av") == "kube":
+            item.add_marker("on_kube")
 
 
 def pytest_report_header(config):
@@ -113,7 +152,9 @@ def recorder():
         mp.setattr(agvisor.sandbox.Sandbox, "start", recording_start)
         yield rec
     leftovers = []
-    for cname, (_, persistent) in rec.started.items():
+    for cname, (host, persistent) in rec.started.items():
+        if on_kube(host):
+            continue  # removed by kube_host before the double stopped
         try:
             # Through the local socket: the test sshd forwards to this same dockerd, and it is
             # gone by now.
@@ -248,10 +289,105 @@ def agvisord_daemon():
     daemon.stop()
 
 
-@pytest.fixture(scope="module", params=["in_process", "agvisord"])
+class OnHost:
+    """The package's module-level calls with `host` given: what `av` is on the Kubernetes
+    runtime (host="kube://...")."""
+
+    def __init__(self, host):
+        self.host = host
+
+    def create_sandbox(self, *args, **kwargs):
+        return agvisor.create_sandbox(*args, host=self.host, **kwargs)
+
+    def list_sandboxes(self):
+        return agvisor.list_sandboxes(self.host)
+
+    def __repr__(self):
+        return f"<agvisor on {self.host}>"
+
+
+def on_kube(x):
+    """Whether `x` (an `av`, a Sandbox, or a host string) is on the Kubernetes runtime."""
+    host = x if isinstance(x, str) or x is None else getattr(x, "host", None)
+    return bool(host) and host.startswith("kube:")
+
+
+def fnv1a64(data):
+    """agvisor::AgentHashOf (src/agvisor/sandbox/agent_blob.cc): the agent image's tag."""
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def import_agent_image(workdir):
+    """agvisor/agent:HASH from this build's embedded agent (docs/kubernetes.md: the static agent
+    at /agvisor-agent and busybox at /bin/busybox), unless it is there already: its tag is the
+    hash of its content."""
+    build = os.environ.get("AGVISOR_TEST_BUILD_DIR")
+    assert build, "AGVISOR_TEST_BUILD_DIR is unset: run the tests with python/test-wheel BUILD_DIR"
+    agent = os.path.join(build, "src", "agvisor", "sandbox", "agvisor-agent.stripped")
+    with open(agent, "rb") as f:
+        blob = f.read()
+    ref = "agvisor/agent:" + fnv1a64(blob)
+    if subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode == 0:
+        return ref
+    root = os.path.join(workdir, "agent-root")
+    os.makedirs(os.path.join(root, "bin"))
+    shutil.copy("/bin/busybox", os.path.join(root, "bin", "busybox"))
+    shutil.copy(agent, os.path.join(root, "agvisor-agent"))
+    os.chmod(os.path.join(root, "agvisor-agent"), 0o755)
+    tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
+    imported = subprocess.run(["docker", "import", "-", ref], stdin=tar.stdout,
+                              capture_output=True, text=True)
+    tar.stdout.close()
+    assert tar.wait() == 0 and imported.returncode == 0, f"docker import: {imported.stderr}"
+    return ref
+
+
+@pytest.fixture(scope="session")
+def kube_host(recorder):
+    """KUBE_HOST, served by a fresh Kubernetes API test double for the session ($KUBECONFIG
+    names its kubeconfig meanwhile)."""
+    sys.path.insert(0, os.path.abspath(KUBE_TESTS))
+    from double_fixture import Double  # noqa: E402 (tests/kube)
+    double = Double(namespace="default")
+    previous = os.environ.get("KUBECONFIG")
+    try:
+        import_agent_image(double.dir)
+        # --validate=false: the double serves no OpenAPI documents (tests/kube/README.md).
+        made = subprocess.run(
+            ["kubectl", "--kubeconfig", double.kubeconfig, "apply", "--validate=false", "-f", "-"],
+            input="apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: gvisor\n"
+                  "handler: runsc\n", capture_output=True, text=True)
+        assert made.returncode == 0, f"kubectl apply RuntimeClass gvisor: {made.stderr}"
+        os.environ["KUBECONFIG"] = double.kubeconfig
+        yield KUBE_HOST
+        # What this session made there, removed through the runtime (pods, claims, policies)
+        # while the double still serves.
+        for cname, (host, persistent) in sorted(recorder.started.items()):
+            if not on_kube(host):
+                continue
+            try:
+                agvisor.sandbox._core.Place.in_process(host).remove(cname, persistent)
+            except RuntimeError as e:
+                if getattr(e, "code", None) != "not_found":
+                    raise
+    finally:
+        if previous is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = previous
+        double.stop()  # fails the session if it left a container or volume, or logged a traceback
+
+
+@pytest.fixture(scope="module")
 def av(request):
-    """`agvisor` (in process) or a Connection to this module's agvisord: the same API."""
+    """`agvisor` (in process), a Connection to this module's agvisord, or (`kube` tests) the
+    package on the Kubernetes runtime: the same API."""
     if request.param == "in_process":
         return agvisor
+    if request.param == "kube":
+        return OnHost(request.getfixturevalue("kube_host"))
     daemon = request.getfixturevalue("agvisord_daemon")
     return agvisor.connect("unix:" + daemon.socket, token=daemon.token)

@@ -1,6 +1,7 @@
 """Files, ports and pty shells against real runsc: read/write/stat/listdir/mkdir/remove,
 upload/download, open_port and forward_port to a server inside a network="none" sandbox, and
-open_shell under a real pty."""
+open_shell under a real pty. The `kube` tests run on the Kubernetes runtime too (conftest.py): the
+same calls ride the agent channel there, through an exec relay into the pod."""
 import os
 import stat
 import threading
@@ -23,6 +24,7 @@ def sb(av):
 
 # ---- files --------------------------------------------------------------------------------------
 
+@pytest.mark.kube
 def test_binary_round_trip(sb):
     data = bytes(range(256)) * 64 + b"\x00\x00\xff\xfe\x80 not utf-8 \xc3"
     sb.write_file("/tmp/rt/deep/blob.bin", data)  # parents created
@@ -38,6 +40,7 @@ def test_large_file_round_trip(sb):
     assert sb.read_file("/tmp/large.bin") == data
 
 
+@pytest.mark.kube
 def test_text_and_mode(sb):
     sb.write_file("/tmp/t.sh", "#!/bin/sh\necho héllo\n", mode=0o755)
     assert sb.read_file("/tmp/t.sh") == "#!/bin/sh\necho héllo\n".encode()
@@ -77,6 +80,7 @@ def test_stat_listdir_mkdir_remove(sb):
         sb.stat("/tmp/tree")
 
 
+@pytest.mark.kube
 def test_file_errors(sb):
     with pytest.raises(FileNotFoundError) as e:
         sb.read_file("/no/such/file")
@@ -96,6 +100,7 @@ def test_file_errors(sb):
     assert e.value.code == "conflict"
 
 
+@pytest.mark.kube
 def test_upload_download_tree(sb, tmp_path):
     src = tmp_path / "proj"
     (src / "pkg" / "sub").mkdir(parents=True)
@@ -178,6 +183,7 @@ def http_get(conn, path):
         out += chunk
 
 
+@pytest.mark.kube
 def test_open_port_http_get(sb, http_port):
     with sb.open_port(http_port) as conn:
         reply = http_get(conn, "/hello.txt")
@@ -237,6 +243,7 @@ while True:
         conn.sendall(b"x")
 
 
+@pytest.mark.kube
 def test_forward_port_with_urllib(sb, http_port):
     with sb.forward_port(http_port) as fwd:
         assert fwd.local_port > 0
@@ -262,6 +269,7 @@ def test_forward_port_with_urllib(sb, http_port):
 
 # ---- pty ----------------------------------------------------------------------------------------
 
+@pytest.mark.kube
 def test_shell_tty_and_size(sb):
     with sb.open_shell(["sh"], rows=33, cols=101) as sh:
         sh.write("tty; stty size; echo done-$((6*7))\n")

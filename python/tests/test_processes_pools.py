@@ -8,6 +8,8 @@ Pools: acquire hands out ready members as ordinary Sandbox objects, many threads
 at once, stats count it, close removes the members not handed out.
 
 Processes wait on FIFOs inside the sandbox, never on sleeps: the test says when they go on.
+The `kube` tests run on the Kubernetes runtime too (conftest.py), where each handle's channel is
+an exec relay into the pod.
 """
 import json
 import signal
@@ -31,7 +33,8 @@ def sb(av):
 
 def fresh_handle(sb):
     """Another handle on the same sandbox, as list_sandboxes() makes it: its own channel."""
-    [other] = [s for s in (sb.connection or agvisor).list_sandboxes() if s.name == sb.name]
+    listed = sb.connection.list_sandboxes() if sb.connection else agvisor.list_sandboxes(sb.host)
+    [other] = [s for s in listed if s.name == sb.name]
     assert other is not sb
     return other
 
@@ -46,6 +49,7 @@ def open_gate(sb, name, text="go"):
     sb.exec(f"echo {text} > /tmp/{name}", timeout=30)
 
 
+@pytest.mark.kube
 def test_survives_the_handle_and_replays_its_output(sb):
     p = sb.spawn(gated(sb, "g1", 'echo "before $1"; echo warn >&2; wait_gate; echo "got $line";'
                                  " exit 3"))
@@ -76,6 +80,7 @@ def test_survives_the_handle_and_replays_its_output(sb):
     assert sb.process(pid).wait(timeout=30) == 3
 
 
+@pytest.mark.kube
 def test_argv_env_cwd_user_and_line_iteration(sb):
     p = sb.spawn(["sh", "-c", 'echo "$A"; pwd; id -un; printf "no newline"'], env={"A": "x y"},
                  cwd="/tmp", user="nobody")
@@ -143,6 +148,7 @@ def test_attach_timeout_detaches_and_wait_timeout(sb):
     assert p.wait(timeout=30) == 128 + signal.SIGKILL
 
 
+@pytest.mark.kube
 def test_terminate_while_this_handle_is_attached(sb):
     p = sb.spawn("trap 'echo got TERM; exit 5' TERM; echo ready; while :; do sleep 0.05; done")
     lines = []
@@ -155,6 +161,7 @@ def test_terminate_while_this_handle_is_attached(sb):
     assert p.returncode == 5 and p.wait(timeout=30) == 5  # the iteration saw the exit
 
 
+@pytest.mark.kube
 def test_kill_and_wait_while_another_client_is_attached(sb):
     p = sb.spawn(gated(sb, "g4", "echo ready; wait_gate; sleep 1000"))
     with p.attached() as att:
@@ -188,6 +195,7 @@ def test_kill_while_this_handle_is_still_attaching(sb):
             assert e.value.code == "conflict"
 
 
+@pytest.mark.kube
 def test_stdin(sb):
     p = sb.spawn(["sh", "-c", "cat; echo done >&2"], stdin=True)
     with p.attached() as att:
@@ -200,6 +208,7 @@ def test_stdin(sb):
         assert att.wait(timeout=30) == 0
 
 
+@pytest.mark.kube
 def test_spawn_timeout_and_errors(sb):
     assert sb.spawn("sleep 100", timeout=0.5).wait(timeout=30) == 124
     missing = sb.spawn(["/no/such/program"]).output(timeout=30)  # as in a shell: 127

@@ -1,5 +1,8 @@
 """The package's behaviour against real runsc: exec semantics, errors, callbacks, threads,
-list handles, resume, expiry and the run() extension."""
+list handles, resume, expiry and the run() extension. The `kube` tests run on the Kubernetes
+runtime too (conftest.py): exec, run, resume of a named sandbox on its claim, a sandbox stopped
+from another handle, list/stop/delete, and what differs there (a missing image, and pause, live
+resize, snapshot and fork refused with the reason)."""
 import json
 import threading
 import time
@@ -9,7 +12,7 @@ import pytest
 
 import agvisor
 from agvisor import Limits, Sandbox, create_sandbox, list_sandboxes
-from conftest import engine, unique
+from conftest import engine, on_kube, unique
 
 SMALL = Limits(cpus=1, memory="512m")
 
@@ -60,17 +63,20 @@ def test_exec_on_a_sandbox_never_started():
 
 # ---- exec -------------------------------------------------------------------------------------
 
+@pytest.mark.kube
 def test_exec_result(sb):
     r = sb.exec("echo out; echo err >&2; exit 3")
     assert (r.args, r.returncode, r.stdout, r.stderr) == (
         "echo out; echo err >&2; exit 3", 3, "out\n", "err\n")
 
 
+@pytest.mark.kube
 def test_exec_input_and_binary_output(sb):
     assert sb.exec("tr a-z A-Z", input="hello").stdout == "HELLO"
     assert sb.exec("printf 'a\\377b'").stdout == "a\ufffdb"  # undecodable -> U+FFFD
 
 
+@pytest.mark.kube
 def test_exec_timeout_is_124_and_kills_the_tree(sb):
     start = time.monotonic()
     r = sb.exec("(sleep 100; echo leaked > /tmp/leak) & sleep 100", timeout=1)
@@ -114,6 +120,7 @@ def test_callback_exception_is_raised_after_exec_returns(sb):
     assert sb.exec("echo still fine").stdout == "still fine\n"
 
 
+@pytest.mark.kube
 def test_run_extension(sb):
     r = sb.run(["sh", "-c", 'echo "$GREETING"; pwd; id -un; echo e >&2'],
                env={"GREETING": "hi"}, cwd="/tmp", user="nobody")
@@ -129,6 +136,7 @@ def test_run_extension(sb):
         sb.run("echo a shell string")
 
 
+@pytest.mark.kube
 def test_info(sb):
     info = sb.info()
     assert info["running"] and info["container_name"] == sb.name
@@ -149,6 +157,7 @@ def test_start_is_idempotent_and_attributes():
     box.stop()  # twice is fine
 
 
+@pytest.mark.kube
 def test_named_sandbox_left_running_is_resumed(av):
     name = unique("resume")
     first = av.create_sandbox(name=name, limits=SMALL)
@@ -160,6 +169,7 @@ def test_named_sandbox_left_running_is_resumed(av):
     second.delete()
 
 
+@pytest.mark.kube
 def test_dead_sandbox_raises_runtime_error_with_the_reason(av):
     box = av.create_sandbox(limits=SMALL)
     (handle,) = [h for h in av.list_sandboxes() if h.name == box.name]
@@ -169,8 +179,13 @@ def test_dead_sandbox_raises_runtime_error_with_the_reason(av):
     assert e.value.code == "sandbox_died"
 
 
+@pytest.mark.kube
 def test_missing_image_is_a_runtime_error(av):
-    with pytest.raises(RuntimeError, match="not found") as e:
+    # Docker: the image is looked up before anything is made; Kubernetes: the pod is made and
+    # kubelet says its image cannot be had (the double never pulls: ErrImageNeverPull), then
+    # the pod is removed.
+    words = "not available to the cluster's nodes" if on_kube(av) else "not found"
+    with pytest.raises(RuntimeError, match=words) as e:
         av.create_sandbox("agvisor/no-such-image:0", limits=SMALL)
     assert e.value.code == "not_found"
 
@@ -192,6 +207,7 @@ def test_disk_default_explicit_and_none():
         assert box.disk_warning is None
 
 
+@pytest.mark.kube
 def test_list_handles_exec_stop_delete(av):
     name = unique("listed")
     named = av.create_sandbox(name=name, limits=SMALL)
@@ -290,7 +306,14 @@ def test_gil_is_released_and_one_handle_serves_threads(sb):
     assert ticks[0] > 100, "Python threads did not run while execs were blocked"
 
 
+@pytest.mark.kube
 def test_pause_resume_auto_resume_and_list_state(sb):
+    if on_kube(sb):  # the Pod API cannot freeze a pod's processes (docs/kubernetes.md)
+        with pytest.raises(RuntimeError, match="no way to freeze a pod's processes") as e:
+            sb.pause()
+        assert e.value.code == "unsupported"
+        assert sb.info()["state"] == "running" and sb.exec("echo on").stdout == "on\n"
+        return
     sb.exec("echo kept > /tmp/f")
     sb.pause()
     sb.pause()  # idempotent
@@ -311,11 +334,17 @@ def test_pause_resume_auto_resume_and_list_state(sb):
     assert sb.read_file("/tmp/f") == b"kept\n"
 
 
+@pytest.mark.kube
 def test_update_resizes_live_and_is_enforced(av):
     """A live resize (docs/lifecycle.md, "Live resize"), in process and through agvisord."""
     with av.create_sandbox(limits=Limits(cpus=1, memory="256m")) as box:
         with pytest.raises(ValueError, match="at least one"):
             box.update()
+        if on_kube(av):  # a pod's limits are fixed at create there (docs/kubernetes.md)
+            with pytest.raises(RuntimeError, match="fixed at create") as e:
+                box.update(memory="1g")
+            assert e.value.code == "unsupported" and box.limits.memory == "256m"
+            return
         with pytest.raises(ValueError, match="limits.memory"):
             box.update(memory="lots")
         with pytest.raises(ValueError, match="shm and disk"):
@@ -340,12 +369,24 @@ def test_update_resizes_live_and_is_enforced(av):
         assert died.value.code == "sandbox_died"
 
 
+@pytest.mark.kube
 def test_snapshot_then_create_from_it_and_fork(av):
     """sb.snapshot(tag) keeps what was written outside /workspace; Sandbox(image=tag) starts from
     it; sb.fork(2) gives two sandboxes with their own copy of /workspace (docs/lifecycle.md,
     "Snapshots and forks"). In process and through agvisord."""
     name = unique("snap")
     src = av.create_sandbox(name=name, limits=SMALL)
+    if on_kube(av):  # the Kubernetes runtime makes no images (docs/kubernetes.md)
+        try:
+            for refused in (lambda: src.snapshot(f"agvisor-test/py-snap:{name}"),
+                            lambda: src.fork(1, tag=f"agvisor-test/py-fork:{name}")):
+                with pytest.raises(RuntimeError, match="makes no images") as e:
+                    refused()
+                assert e.value.code == "unsupported"
+            assert src.exec("echo alive").stdout == "alive\n"
+        finally:
+            src.delete()
+        return
     tag = f"agvisor-test/py-snap:{name}"
     fork_tag = f"agvisor-test/py-fork:{name}"
     forks, copy = [], None

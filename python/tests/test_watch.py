@@ -1,7 +1,7 @@
 """sb.watch() against real runsc, in process and through agvisord (the `av` fixture runs each
 test both ways, conftest.py): an exec's changes arrive as WatchEvents, close() from another
 thread ends the iterator, a deleted directory ends it, a missing path and a file are clear
-errors."""
+errors. The first runs on the Kubernetes runtime too (`kube`)."""
 import threading
 import time
 
@@ -30,6 +30,7 @@ def collect(w, until_path):
     return got
 
 
+@pytest.mark.kube
 def test_an_execs_changes_arrive_as_events(sb):
     sb.exec("rm -rf /tmp/w && mkdir /tmp/w")
     with sb.watch("/tmp/w") as w:

@@ -7,9 +7,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "agvisor/base/subprocess.h"
+#include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/snapshot.h"
 #include "tests/integration/kube_double.h"
@@ -112,6 +115,27 @@ TEST(KubeRuntimeTest, Refusals) {
   EXPECT_EQ(fork.error().code(), ErrorCode::kUnsupported);
   EXPECT_THAT(fork.error().message(), ::testing::HasSubstr("makes no images"));
   EXPECT_EQ((*sb)->ExecShell("echo alive")->out, "alive\n");
+
+  // An exec the container runtime cannot start: kubelet (and the double) answer with a Failure
+  // Status on the error stream, which the runtime's exec stream reports with its message, where
+  // the channel's handshake and RunExec find it (sandbox.cc reopens a relay once on it).
+  auto runtime = RuntimeFor(kHost);
+  ASSERT_TRUE(runtime.ok()) << runtime.error().ToString();
+  auto relay = (*runtime)->OpenExecStream((*sb)->container_name(), {"/no/such/program"}, nullptr);
+  ASSERT_TRUE(relay.ok()) << relay.error().ToString();
+  char buf[256];
+  auto read = (*relay)->Read(std::span<char>(buf, sizeof buf));
+  ASSERT_FALSE(read.ok()) << "read " << *read
+                          << " bytes: " << std::string_view(buf, read.ok() ? *read : 0);
+  EXPECT_EQ(read.error().code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(read.error().message(),
+              ::testing::HasSubstr("exec of /no/such/program in pod " + (*sb)->container_name() +
+                                   ": exec failed: Internal error occurred: error executing "
+                                   "command in container: OCI runtime exec failed"));
+  auto ran = (*runtime)->RunExec((*sb)->container_name(), {"/no/such/program"},
+                                 [](std::string_view) -> Result<void> { return Ok(); }, nullptr);
+  ASSERT_FALSE(ran.ok()) << "exit code " << *ran;
+  EXPECT_THAT(ran.error().message(), ::testing::HasSubstr("Internal error occurred"));
   ASSERT_TRUE((*sb)->Delete().ok());
 }
 

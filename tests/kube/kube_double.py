@@ -59,6 +59,11 @@ NODE_NAME = "agvisor-kube-double"
 GVISOR_HANDLERS = ("runsc", "gvisor")
 STREAM_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 STREAM_CLOSE = 255  # v5.channel.k8s.io: [255, N] closes stream N (only stdin, 0, means anything)
+# What dockerd writes into an exec's attached stdout, and nothing else, when the exec could not be
+# started (its error text and CRLF; the docker CLI copies it to its stdout). kubelet never relays
+# that as output: it answers with a Failure Status on the error stream (StreamSession.run).
+EXEC_START_FAILED = b"OCI runtime exec failed"
+EXEC_START_FAILURE = re.compile(rb"OCI runtime exec failed[^\n]*\r\n")
 DOCKER_API = "http://docker/v1.41"  # Engine API 1.41 = Docker 20.10, the oldest daemon we meet
 WATCH_LOG_SIZE = 10000  # events kept for watches that resume from a resourceVersion
 
@@ -1697,6 +1702,9 @@ class StreamSession:
         self.send_lock = asyncio.Lock()
         self.proc = None
         self.master = None  # PTY master (tty sessions)
+        # An exec's first stdout bytes, held while they may be dockerd's "could not start" text
+        # (EXEC_START_FAILED): sent as output only once they are not (the end of run()).
+        self.held = b"" if command is not None else None
 
     async def send(self, channel, data):
         async with self.send_lock:
@@ -1709,6 +1717,13 @@ class StreamSession:
                 data = await reader.read(65536)
                 if not data:
                     return
+                if channel == 1 and self.held is not None:
+                    self.held += data
+                    if self.held.startswith(EXEC_START_FAILED):
+                        continue  # held until the end: maybe the exec never started
+                    if EXEC_START_FAILED.startswith(self.held):
+                        continue  # too short to tell yet
+                    data, self.held = self.held, None
                 if self.want["stdout"] if channel == 1 else self.want["stderr"]:
                     await self.send(channel, data)
         except (OSError, ConnectionError):  # EIO from a PTY master whose slave closed
@@ -1837,6 +1852,18 @@ class StreamSession:
                 self.proc.terminate()
             code = await proc_done
             await asyncio.gather(*readers)
+            if self.held and code != 0 and EXEC_START_FAILURE.fullmatch(self.held):
+                # The process never ran. kubelet's answer (the CRI runtime's start error):
+                # Failure with reason InternalError on the error stream, no exit code.
+                cause = ("error executing command in container: "
+                         + self.held.decode(errors="replace").strip())
+                status = ApiError(500, "InternalError", "Internal error occurred: " + cause,
+                                  {"causes": [{"message": cause}]}).status()
+                await self.send(3, json.dumps(status).encode())
+                await self.ws.close()
+                return
+            if self.held and self.want["stdout"]:  # output after all
+                await self.send(1, self.held)
             if self.command is not None and code != 0:
                 status = {
                     "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The real `kubectl` drives the Kubernetes test double (tests/kube/kube_double.py): apply, get -o
-json, wait, exec -i with stdin, an exit code, cp both ways, logs, attach -i, label and field
-selectors, a PersistentVolumeClaim that outlives its pod, RuntimeClasses (a missing one refused),
-refusals, delete. Every pod is a real gVisor container on the local dockerd.
+json, wait, exec -i with stdin, an exit code, an exec that cannot start, cp both ways, logs,
+attach -i, label and field selectors, a PersistentVolumeClaim that outlives its pod,
+RuntimeClasses (a missing one refused), refusals, delete. Every pod is a real gVisor container on
+the local dockerd.
 
 `kubectl apply` runs with --validate=false: the double serves no OpenAPI documents, which
 kubectl's validation (client-side schema, or the check that the server does strict field
@@ -210,6 +211,13 @@ class KubectlTest(unittest.TestCase):
         self.assertEqual(p.returncode, 3, p.stderr)
         self.assertEqual(p.stdout, "out\n")
         self.assertIn("err", p.stderr)
+        # An exec that cannot start: kubelet's Failure Status (InternalError) on the error
+        # stream, which kubectl prints as an error; nothing of it on stdout.
+        p = self.kubectl("exec", "kd-main", "--", "/no/such/program", check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertEqual(p.stdout, "")
+        self.assertIn("Internal error occurred: error executing command in container: OCI "
+                      "runtime exec failed", p.stderr)
 
     def test_04_cp_both_ways(self):
         data = os.urandom(300_000)

@@ -110,20 +110,16 @@ Result<std::size_t> ExecStream::ReadStdout(std::span<char> buf,
         if (closed_) return std::size_t{0};
         return Error::Unavailable("exec stream: " + n.error().message());
       }
-      if (*n == 0) {
-        ended_ = true;
-        return std::size_t{0};
-      }
+      if (*n == 0) return End();
       decoder_->Feed(std::string_view(chunk, *n));
       continue;
     }
     WsMessage& m = **next;
     switch (m.opcode) {
       case WsOpcode::kClose:
-        ended_ = true;
         (void)SendFrame(static_cast<int>(WsOpcode::kClose),
                         std::string_view(m.payload).substr(0, 2));
-        return std::size_t{0};
+        return End();
       case WsOpcode::kPing:
         (void)SendFrame(static_cast<int>(WsOpcode::kPong), m.payload);
         continue;
@@ -157,6 +153,17 @@ Result<std::size_t> ExecStream::ReadStdout(std::span<char> buf,
         continue;
     }
   }
+}
+
+Result<std::size_t> ExecStream::End() {
+  ended_ = true;
+  if (status_.empty()) return std::size_t{0};
+  // kubelet answers an exec the runtime could not start (or that failed other than by its exit
+  // code) with a Failure Status that is not NonZeroExitCode, and no output: an end of file then
+  // would hide why (a relay's handshake would read "the agent closed the stream").
+  auto code = ExitCodeOfStatus(status_);
+  if (!code.ok() && code.error().code() == ErrorCode::kUnavailable) return code.error();
+  return std::size_t{0};
 }
 
 Result<void> ExecStream::Write(std::string_view data) {

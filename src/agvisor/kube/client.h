@@ -67,7 +67,8 @@ class ExecStream {
   const std::string& protocol() const { return protocol_; }
   // Up to buf.size() bytes of stdout; stderr bytes go to `on_stderr` meanwhile. 0 at the end
   // (the process ended and the server closed, or Close). Errors: kUnavailable (the connection
-  // broke, or the server broke the protocol).
+  // broke, or the server broke the protocol; or, at the end, the error stream carried a Failure
+  // other than an exit code: the exec failed or never started, "exec failed: " + its message).
   Result<std::size_t> ReadStdout(std::span<char> buf,
                                  const std::function<void(std::string_view)>& on_stderr);
   // All of `data` to stdin. Errors: kUnavailable.
@@ -83,6 +84,8 @@ class ExecStream {
 
  private:
   Result<void> SendFrame(int opcode, std::string_view payload);
+  // The server ended the stream: 0, or the error its status says.
+  Result<std::size_t> End();
 
   std::unique_ptr<http::RawStream> stream_;
   std::string protocol_;

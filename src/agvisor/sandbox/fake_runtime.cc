@@ -31,6 +31,18 @@ class ProcessTransport : public channel::Transport {
   std::unique_ptr<channel::FdTransport> fds_;
 };
 
+// A relay whose exec did not start: reading it gives `error` (kube::ExecStream's end then).
+class FailedRelay : public channel::Transport {
+ public:
+  explicit FailedRelay(Error error) : error_(std::move(error)) {}
+  Result<std::size_t> Read(std::span<char>) override { return error_; }
+  Result<void> Write(std::string_view) override { return Ok(); }
+  void Close() override {}
+
+ private:
+  Error error_;
+};
+
 bool Matches(const Labels& labels, const std::string& filter) {
   const auto eq = filter.find('=');
   if (eq == std::string::npos) return labels.count(filter) > 0;
@@ -209,6 +221,12 @@ void FakeRuntime::FailNextFirstRelay() {
   fail_next_first_relay_ = true;
 }
 
+void FakeRuntime::FailNextRelaysWith(Error error, int reopens_failing) {
+  std::lock_guard lock(mu_);
+  relay_error_ = std::move(error);
+  relay_error_reopens_ = reopens_failing;
+}
+
 void FakeRuntime::BreakNextAgent() {
   std::lock_guard lock(mu_);
   break_next_agent_ = true;
@@ -296,6 +314,19 @@ Result<StartedInstance> FakeRuntime::CreateAndStart(const InstanceSpec& spec, St
     ::close(sink[0]);
     started.stdio = AGVISOR_TRY(channel::FdTransport::Create(UniqueFd(text[0]), UniqueFd(sink[1])));
     started.reopen = [this, name = spec.name] {
+      return OpenExecStream(name, {std::string(kAgentPath), "connect", "--wait", "30"}, nullptr);
+    };
+  }
+  if (relay_error_) {
+    Error error = *std::exchange(relay_error_, std::nullopt);
+    auto failing = std::make_shared<int>(std::exchange(relay_error_reopens_, 0));
+    started.stdio = std::make_unique<FailedRelay>(error);
+    started.reopen = [this, name = spec.name, error,
+                      failing]() -> Result<std::unique_ptr<channel::Transport>> {
+      if (*failing > 0) {
+        --*failing;
+        return std::unique_ptr<channel::Transport>(std::make_unique<FailedRelay>(error));
+      }
       return OpenExecStream(name, {std::string(kAgentPath), "connect", "--wait", "30"}, nullptr);
     };
   }

@@ -73,6 +73,10 @@ class FakeRuntime final : public Runtime {
   // and that first relay did not start: it reads a runtime's error text, then EOF. Its `reopen`
   // opens a working relay (OpenExecStream of the agent's `connect`).
   void FailNextFirstRelay();
+  // As FailNextFirstRelay, but as the Kubernetes client reports an exec that did not start (a
+  // Failure Status on the error stream): the first relay's read fails with `error`, and so do
+  // the next `reopens_failing` relays its `reopen` opens; later ones work.
+  void FailNextRelaysWith(Error error, int reopens_failing);
 
   // ---- Runtime ----
   const std::string& host() const override { return host_; }
@@ -156,6 +160,8 @@ class FakeRuntime final : public Runtime {
   int next_id_ = 1;
   bool break_next_agent_ = false;
   bool fail_next_first_relay_ = false;
+  std::optional<Error> relay_error_;  // FailNextRelaysWith
+  int relay_error_reopens_ = 0;
 };
 
 }  // namespace agvisor

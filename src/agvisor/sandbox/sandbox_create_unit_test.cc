@@ -169,6 +169,32 @@ TEST_F(SandboxCreateUnitTest, AFirstRelayThatDidNotStartIsOpenedOnceMore) {
   EXPECT_EQ(rt_->CallCount("OpenExecStream"), 1);
 }
 
+// What the Kubernetes client reads when kubelet answers the relay's exec with a Failure Status
+// (kube::ExecStream::ReadStdout): an error carrying the Status's message, not stray output.
+const char* const kExecDidNotStart =
+    "exec of /.agvisor/agvisor-agent in pod agvisor-x: exec failed: Internal error occurred: error "
+    "executing command in container: OCI runtime exec failed: exec failed: fake";
+
+TEST_F(SandboxCreateUnitTest, ARelayEndingWithAFailureStatusIsOpenedOnceMore) {
+  rt_->FailNextRelaysWith(Error::Unavailable(kExecDidNotStart), 0);
+  auto sb = Sandbox::Create(SandboxSpec{});
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  auto r = (*sb)->ExecShell("echo relayed");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->out, "relayed\n");
+  EXPECT_EQ(rt_->CallCount("OpenExecStream"), 1);
+}
+
+TEST_F(SandboxCreateUnitTest, TwoRelaysThatDidNotStartFailTheCreateWithTheReason) {
+  rt_->FailNextRelaysWith(Error::Unavailable(kExecDidNotStart), 1);
+  auto sb = Sandbox::Create(SandboxSpec{});
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().code(), ErrorCode::kUnavailable) << sb.error().ToString();
+  EXPECT_THAT(sb.error().message(), HasSubstr("agent handshake"));
+  EXPECT_THAT(sb.error().message(), HasSubstr(kExecDidNotStart));
+  EXPECT_TRUE(rt_->Snapshot().empty()) << ::testing::PrintToString(rt_->Snapshot());
+}
+
 TEST_F(SandboxCreateUnitTest, AVolumeThatWasThereIsKeptWhenTheCreateFails) {
   rt_->AddVolume("agvisor-keep", {{"agvisor", "1"}});
   rt_->FailNext("CreateAndStart", Error::Unavailable("injected"));

@@ -16,16 +16,20 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // A process's stdio over a Kubernetes exec stream: its stdin and its stdout; stderr goes to
-// `on_stderr`.
+// `on_stderr`. A read error names `what` (the exec and its pod): an exec that never started ends
+// with the server's reason (kube::ExecStream::ReadStdout), which a channel's handshake reports.
 class KubeExecTransport : public channel::Transport {
  public:
-  KubeExecTransport(std::unique_ptr<kube::ExecStream> stream, StderrSink on_stderr)
-      : stream_(std::move(stream)), on_stderr_(std::move(on_stderr)) {}
+  KubeExecTransport(std::unique_ptr<kube::ExecStream> stream, StderrSink on_stderr,
+                    std::string what)
+      : stream_(std::move(stream)), on_stderr_(std::move(on_stderr)), what_(std::move(what)) {}
   ~KubeExecTransport() override { Close(); }
   Result<std::size_t> Read(std::span<char> buf) override {
-    return stream_->ReadStdout(buf, [this](std::string_view b) {
+    auto n = stream_->ReadStdout(buf, [this](std::string_view b) {
       if (on_stderr_) on_stderr_(b);
     });
+    if (!n.ok()) return n.error().WithContext(what_);
+    return n;
   }
   Result<void> Write(std::string_view data) override { return stream_->Write(data); }
   void Close() override { stream_->Close(); }
@@ -33,6 +37,7 @@ class KubeExecTransport : public channel::Transport {
  private:
   std::unique_ptr<kube::ExecStream> stream_;
   StderrSink on_stderr_;
+  std::string what_;
 };
 
 const char* Env(const char* name) {
@@ -393,8 +398,9 @@ bool KubernetesRuntime::EndedByMemoryLimit(std::string_view id) {
 Result<std::unique_ptr<channel::Transport>> KubernetesRuntime::OpenExecStream(
     std::string_view id, const std::vector<std::string>& argv, StderrSink on_stderr) {
   auto stream = AGVISOR_TRY(client_->Exec(id, kPodSandboxContainer, argv));
-  return std::unique_ptr<channel::Transport>(
-      std::make_unique<KubeExecTransport>(std::move(stream), std::move(on_stderr)));
+  return std::unique_ptr<channel::Transport>(std::make_unique<KubeExecTransport>(
+      std::move(stream), std::move(on_stderr),
+      "exec of " + (argv.empty() ? std::string() : argv.front()) + " in pod " + std::string(id)));
 }
 
 Result<int> KubernetesRuntime::RunExec(std::string_view id, const std::vector<std::string>& argv,
