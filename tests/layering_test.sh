@@ -30,10 +30,17 @@ allowed[mcp]="client api base"
 allowed[cli]+=" mcp"
 allowed[server]+=" mcp client"
 # desktop/: the pure desktop codecs (VNC, RFB, PNG, passwords, tokens) on base/ only, used by the
-# sandbox's desktop verbs, the gateway and agvisord.
+# sandbox's desktop verbs, the gateway, agvisord and (passwords only) the agent.
 allowed[desktop]="base"
 for layer in sandbox gateway server; do allowed[$layer]+=" desktop"; done
+# The agent writes a desktop's password files: it may use desktop_password (des.h, password.h),
+# on base/ alone, and nothing else of desktop/ (checked below).
+allowed[agent]+=" desktop"
 status=0
+while IFS= read -r line; do
+  echo "layering: ${line%%:*} includes more of desktop/ than des.h and password.h (the agent links desktop_password only)" >&2
+  status=1
+done < <(grep -rn '#include "agvisor/desktop/' agent | grep -vE 'agvisor/desktop/(des|password)\.h"' || true)
 for dir in */; do
   layer=${dir%/}
   if [ -z "${allowed[$layer]+x}" ]; then

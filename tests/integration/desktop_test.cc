@@ -31,12 +31,16 @@
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "tests/integration/kube_double.h"
 #include "tests/integration/test_env.h"
 
 namespace agvisor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// desktop_kube_test runs part of this suite on the Kubernetes runtime (CMakeLists.txt).
+[[maybe_unused]] auto* const over_kube = testing::AddKubeDoubleIfAsked();
 
 SandboxSpec DesktopSpec(std::optional<std::string> name = std::nullopt) {
   SandboxSpec s = testing::TestSpec(std::move(name));
@@ -151,7 +155,7 @@ class DesktopTest : public ::testing::Test {
     if (sandbox_) (void)sandbox_->Stop();
     delete sandbox_;
     sandbox_ = nullptr;
-    testing::CleanupRun();
+    testing::CleanupRun(testing::TestHost());
   }
   void SetUp() override {
     if (sandbox_ == nullptr) GTEST_SKIP() << "the desktop sandbox was not created (see above)";
@@ -193,6 +197,16 @@ TEST_F(DesktopTest, PasswordIsRandomAndRootOnly) {
   auto r = sandbox_->Exec({"cat", "/run/agvisor/desktop/password"}, o);
   ASSERT_TRUE(r.ok());
   EXPECT_NE(r->exit_code, 0);
+  // The agent made both files, root's alone, in a directory of root's alone.
+  auto st = sandbox_->Exec({"stat", "-c", "%a %U %n", "/run/agvisor/desktop",
+                            "/run/agvisor/desktop/password", "/run/agvisor/desktop/vnc.passwd"});
+  ASSERT_TRUE(st.ok()) << st.error().ToString();
+  EXPECT_EQ(st->out,
+            "700 root /run/agvisor/desktop\n600 root /run/agvisor/desktop/password\n"
+            "600 root /run/agvisor/desktop/vnc.passwd\n");
+  auto file = sandbox_->ReadFile("/run/agvisor/desktop/vnc.passwd");
+  ASSERT_TRUE(file.ok()) << file.error().ToString();
+  EXPECT_EQ(*file, vnc::VncPasswordFile(*pw));
 }
 
 TEST_F(DesktopTest, VncOverTheChannelSpeaksRfb38AndChecksThePassword) {
@@ -502,7 +516,7 @@ TEST(NamedDesktopTest, HomeIsKeptAcrossStopAndStart) {
   ASSERT_TRUE(pw2.ok());
   EXPECT_NE(*pw2, *pw1);
   EXPECT_TRUE((*second)->Delete().ok());
-  testing::CleanupRun();
+  testing::CleanupRun(testing::TestHost());
 }
 
 }  // namespace

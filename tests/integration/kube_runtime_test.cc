@@ -82,10 +82,6 @@ TEST(KubeRuntimeTest, Refusals) {
   s.egress = egress::EgressRules{.allow_domains = {"example.org"}};
   refused(s, ErrorCode::kUnsupported, "not available on Kubernetes yet");
   s = KubeSpec();
-  s.gui = true;  // a desktop: its VNC password goes in before start
-  s.limits.memory = "1g";
-  refused(s, ErrorCode::kUnsupported, "desktops");
-  s = KubeSpec();
   s.limits.disk = "1g";
   refused(s, ErrorCode::kUnsupported, "root-disk cap");
   s = KubeSpec();

@@ -169,16 +169,25 @@ class RdpTest : public ::testing::Test {
     // A full-screen window of a known colour, drawn inside by the desktop user, for both tests:
     // one must see it, the other must not. The session opens a terminal of its own just after
     // the desktop is ready; drawn before that one maps, the window ends up under it (and loses
-    // its full screen), so wait for it first.
+    // its full screen), so wait until it is mapped, or until there is no xterm process (twice, a
+    // second apart: the session starts it just after reporting ready): then none will map.
     ExecOptions o;
     o.user = "user";
     o.env = {"DISPLAY=:0"};
-    o.timeout = 30;
+    o.timeout = 60;
     auto terminal = sandbox_->ExecShell(
-        "until xdotool search --onlyvisible --class XTerm >/dev/null 2>&1; do sleep 0.1; done", o);
-    ASSERT_TRUE(terminal.ok() && terminal->exit_code == 0)
-        << "the session's terminal did not appear within 30 s: "
-        << (terminal.ok() ? terminal->err : terminal.error().ToString());
+        "until xdotool search --onlyvisible --class XTerm >/dev/null 2>&1; do\n"
+        "  pgrep -x xterm >/dev/null || { sleep 1; pgrep -x xterm >/dev/null || exit 3; }\n"
+        "  sleep 0.1\n"
+        "done",
+        o);
+    ASSERT_TRUE(terminal.ok() && (terminal->exit_code == 0 || terminal->exit_code == 3))
+        << "the session's terminal did not map within 60 s though it runs: "
+        << (terminal.ok() ? terminal->err : terminal.error().ToString()) << Inside();
+    if (terminal->exit_code == 3) {
+      std::fprintf(stderr, "note: the session's terminal is not running (ignored)%s\n",
+                   Inside().c_str());
+    }
     char bg[16];
     std::snprintf(bg, sizeof bg, "#%06x", kColour);
     auto drawn = sandbox_->ExecShell(std::string("xterm -fullscreen -bg '") + bg + "' -fg '" + bg +
@@ -288,8 +297,13 @@ class RdpTest : public ::testing::Test {
       std::ofstream(path, std::ios::binary) << *png;
       out += " (kept in " + path + ")";
     }
+    return out + Inside();
+  }
+
+  // The processes inside and the desktop's log.
+  static std::string Inside() {
     auto ps = sandbox_->Exec({"ps", "-eo", "pid,ppid,stat,wchan:16,args"});
-    out += "\n  ps inside:\n" + (ps.ok() ? ps->out : ps.error().ToString());
+    std::string out = "\n  ps inside:\n" + (ps.ok() ? ps->out : ps.error().ToString());
     auto log = sandbox_->ReadFile("/run/agvisor/desktop/desktop.log");
     out += "\n  desktop.log (last 40 lines):\n";
     if (!log.ok()) return out + log.error().ToString();

@@ -39,8 +39,8 @@ serves the channel protocol (docs/protocol.md) on a unix socket and stops the sa
                        created 0700 and also receives the file `exit-reason`)
   --channel-stdio      also serve one session on stdin/stdout (EOF on stdin ends that session,
                        not the sandbox); log lines go to stderr only
-  --desktop            start the desktop: Xvnc on :0 (VNC on loopback port 5900 inside, password
-                       file /run/agvisor/desktop/vnc.passwd), an xfce session of the user
+  --desktop            start the desktop: Xvnc on :0 (VNC on loopback port 5900 inside, a new
+                       random password in /run/agvisor/desktop), an xfce session of the user
                        `user` and, if installed, xrdp (RDP on 127.0.0.1:3389 inside); its state
                        is in /run/agvisor/desktop/state (docs/desktop.md)
   --desktop-size WxH   the desktop's screen size (default 1280x800; implies --desktop)

@@ -22,6 +22,8 @@
 #include "agvisor/agent/log.h"
 #include "agvisor/agent/spawn.h"
 #include "agvisor/agent/user.h"
+#include "agvisor/desktop/des.h"
+#include "agvisor/desktop/password.h"
 
 namespace agvisor::agent {
 namespace {
@@ -192,6 +194,22 @@ void WriteSmallFile(const std::string& path, std::string_view text) {
   }
 }
 
+// Writes `text` to `path` through a new file beside it, mode 0600, and renames it over `path`
+// (which an image or a snapshot may hold: it is replaced, never reused).
+Result<void> WriteSecretFile(const std::string& path, std::string_view text) {
+  const std::string tmp = path + ".tmp";
+  ::unlink(tmp.c_str());
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd.valid()) return Error::FromErrno("desktop: create " + tmp, errno);
+  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    return Error::FromErrno("desktop: write " + tmp, errno);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Error::FromErrno("desktop: rename " + tmp, errno);
+  }
+  return Ok();
+}
+
 }  // namespace
 
 struct Desktop::Output {
@@ -211,9 +229,23 @@ Desktop::~Desktop() {
 Result<std::unique_ptr<Desktop>> Desktop::Start(const DesktopOptions& options, EventLoop* loop) {
   auto d = std::unique_ptr<Desktop>(new Desktop(options, loop));
   const UserIds user = AGVISOR_TRY(LookupUser(options.user));
+  // The directory is root's alone (an image may have made it otherwise).
+  const std::string parent = options.dir.substr(0, options.dir.rfind('/'));
+  if (!parent.empty() && ::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Error::FromErrno("mkdir " + parent, errno);
+  }
   if (::mkdir(options.dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return Error::FromErrno("mkdir " + options.dir, errno);
   }
+  if (::chown(options.dir.c_str(), 0, 0) != 0 || ::chmod(options.dir.c_str(), 0700) != 0) {
+    return Error::FromErrno("chown/chmod " + options.dir, errno);
+  }
+  // A new password for every start of the desktop, before Xvnc reads it.
+  const std::string password = desktop::NewPassword();
+  AGVISOR_RETURN_IF_ERROR(WriteSecretFile(
+      options.dir + "/" + std::string(desktop::kVncPasswordFile), vnc::VncPasswordFile(password)));
+  AGVISOR_RETURN_IF_ERROR(
+      WriteSecretFile(options.dir + "/" + std::string(desktop::kPasswordFile), password));
   const std::string log_path = options.dir + "/desktop.log";
   d->log_ = UniqueFd(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (!d->log_.valid()) return Error::FromErrno("open " + log_path, errno);

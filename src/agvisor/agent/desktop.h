@@ -3,7 +3,9 @@
 // Used by init.cc. Starts two processes (three with xrdp) and watches them, never blocking the
 // event loop:
 //   - Xvnc (TigerVNC) as root on display :0, VNC on port 5900 of loopback (127.0.0.1, ::1) only,
-//     VNC authentication with <dir>/vnc.passwd (put there by the host before start, 0600 root);
+//     VNC authentication with a new random password (desktop/password.h) written first as
+//     <dir>/password (plain, which the host reads back) and <dir>/vnc.passwd (Xvnc's), 0600 root
+//     in a 0700 directory, so the desktop user cannot read them;
 //   - the session, a shell script run as the desktop user: a D-Bus session bus, xfconfd, xfwm4,
 //     then xfce4-panel and xfdesktop; once both are mapped it prints the ready line, then starts
 //     a terminal (xterm: VTE-based terminals cannot open a pty peer under gVisor). Each step has a
@@ -31,18 +33,16 @@
 
 #include "agvisor/base/error.h"
 #include "agvisor/base/unique_fd.h"
+#include "agvisor/desktop/password.h"
 
 namespace agvisor::agent {
 
 class EventLoop;
 
-// Where the desktop's files live: the password files the host uploads, the state and the log.
-inline constexpr std::string_view kDesktopDir = "/run/agvisor/desktop";
-
 struct DesktopOptions {
   std::string user = "user";  // the desktop user (its home and ids come from /etc/passwd)
   std::string geometry = "1280x800";
-  std::string dir{kDesktopDir};
+  std::string dir{desktop::kDesktopDir};  // the password files, the state and the log
 };
 
 class Desktop {

@@ -2,11 +2,11 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
-#include "agvisor/base/tar.h"
-#include "agvisor/desktop/vnc.h"
+#include "agvisor/desktop/des.h"
 
 namespace agvisor::desktop {
 
@@ -30,19 +30,10 @@ std::string NewPassword() {
   return out;
 }
 
-Result<std::string> PasswordArchive(std::string_view password) {
-  if (password.empty() || password.size() > vnc::kMaxPasswordLength) {
-    return Error::InvalidArgument("desktop password: 1 to 8 characters");
-  }
-  const std::string dir(kDesktopDir.substr(1));  // archive paths are relative to /
-  TarWriter w;
-  AGVISOR_RETURN_IF_ERROR(w.AddDirectory("run", 0755));
-  AGVISOR_RETURN_IF_ERROR(w.AddDirectory("run/agvisor", 0700));
-  AGVISOR_RETURN_IF_ERROR(w.AddDirectory(dir, 0700));
-  AGVISOR_RETURN_IF_ERROR(w.AddFile(dir + "/" + std::string(kPasswordFile), password, 0600));
-  AGVISOR_RETURN_IF_ERROR(
-      w.AddFile(dir + "/" + std::string(kVncPasswordFile), vnc::VncPasswordFile(password), 0600));
-  return w.Finish();
+bool IsPassword(std::string_view s) {
+  return s.size() == vnc::kMaxPasswordLength && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+         });
 }
 
 }  // namespace agvisor::desktop

@@ -1,30 +1,28 @@
-// A desktop's VNC password and the files that carry it into the sandbox.
+// A desktop's VNC password and where it lives inside a desktop sandbox.
 //
-// Used by Sandbox::Create (a new password for every desktop container, put in before start as
-// PasswordArchive) and by sandbox/desktop.cc, which reads the plain password back for the
-// desktop verbs. Inside, the agent's desktop (agent/desktop.h) hands the Xvnc password file to
-// Xvnc. Pure apart from the kernel's random numbers: no I/O.
+// On base/ only (with des.h), for the in-sandbox agent: a desktop's agent makes a new password
+// each time it starts the desktop (agent/desktop.h) and writes both files below, root only;
+// sandbox/desktop.cc reads the plain one back through the channel for the desktop verbs and
+// checks it with IsPassword (the sandbox may have replaced it). Pure apart from the kernel's
+// random numbers: no I/O.
 #pragma once
 
 #include <string>
 #include <string_view>
 
-#include "agvisor/base/error.h"
-
 namespace agvisor::desktop {
 
 // Where the agent keeps the desktop's password files, state and log (root only).
 inline constexpr std::string_view kDesktopDir = "/run/agvisor/desktop";
-// In kDesktopDir: the plain password (read back by the host) and the Xvnc password file.
+// In kDesktopDir: the plain password (read back by the host) and the Xvnc password file
+// (vnc::VncPasswordFile).
 inline constexpr std::string_view kPasswordFile = "password";
 inline constexpr std::string_view kVncPasswordFile = "vnc.passwd";
 
 // A new random VNC password: 8 characters from [A-Za-z0-9] (VNC uses at most 8).
 std::string NewPassword();
 
-// The tar archive (paths relative to /) the host uploads before start: kDesktopDir with the
-// plain password and the Xvnc password file (vnc::VncPasswordFile), both 0600 root. Errors:
-// kInvalidArgument (a password of 0 or more than 8 characters).
-Result<std::string> PasswordArchive(std::string_view password);
+// Whether `s` is what NewPassword makes: exactly 8 of [A-Za-z0-9].
+bool IsPassword(std::string_view s);
 
 }  // namespace agvisor::desktop

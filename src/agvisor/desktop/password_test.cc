@@ -2,36 +2,14 @@
 
 #include <gtest/gtest.h>
 
-#include <map>
+#include <cctype>
 #include <set>
+#include <string>
 
-#include "agvisor/desktop/vnc.h"
+#include "agvisor/desktop/des.h"
 
 namespace agvisor::desktop {
 namespace {
-
-struct Entry {
-  char type = 0;
-  unsigned mode = 0;
-  std::string contents;
-};
-
-// The entries of a ustar archive by name (just enough of the format for TarWriter's output).
-std::map<std::string, Entry> ReadUstar(const std::string& tar) {
-  std::map<std::string, Entry> out;
-  for (std::size_t at = 0; at + 512 <= tar.size();) {
-    const std::string name = tar.substr(at, 100).c_str();
-    if (name.empty()) break;  // the end-of-archive blocks
-    Entry e;
-    e.mode = static_cast<unsigned>(std::stoul(tar.substr(at + 100, 8), nullptr, 8));
-    const std::size_t size = std::stoul(tar.substr(at + 124, 12), nullptr, 8);
-    e.type = tar[at + 156];
-    e.contents = tar.substr(at + 512, size);
-    out[name] = e;
-    at += 512 + (size + 511) / 512 * 512;
-  }
-  return out;
-}
 
 TEST(Password, NewPasswordsAreEightAlphanumericsAndDiffer) {
   std::set<std::string> seen;
@@ -45,25 +23,15 @@ TEST(Password, NewPasswordsAreEightAlphanumericsAndDiffer) {
   EXPECT_EQ(seen.size(), 100u);
 }
 
-TEST(Password, ArchiveHoldsBothFilesForRootOnly) {
-  auto tar = PasswordArchive("s3cret");
-  ASSERT_TRUE(tar.ok()) << tar.error().message();
-  const auto entries = ReadUstar(*tar);
-  ASSERT_EQ(entries.size(), 5u);
-  const Entry& dir = entries.at("run/agvisor/desktop/");
-  EXPECT_EQ(dir.type, '5');
-  EXPECT_EQ(dir.mode, 0700u);
-  const Entry& plain = entries.at("run/agvisor/desktop/password");
-  EXPECT_EQ(plain.contents, "s3cret");
-  EXPECT_EQ(plain.mode, 0600u);
-  const Entry& vnc = entries.at("run/agvisor/desktop/vnc.passwd");
-  EXPECT_EQ(vnc.contents, vnc::VncPasswordFile("s3cret"));
-  EXPECT_EQ(vnc.mode, 0600u);
-}
-
-TEST(Password, ArchiveRefusesPasswordsVncCannotUse) {
-  EXPECT_EQ(PasswordArchive("").error().code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(PasswordArchive("123456789").error().code(), ErrorCode::kInvalidArgument);
+TEST(Password, IsPasswordAcceptsOnlyWhatNewPasswordMakes) {
+  EXPECT_TRUE(IsPassword(NewPassword()));
+  EXPECT_TRUE(IsPassword("aZ09bY18"));
+  EXPECT_FALSE(IsPassword(""));
+  EXPECT_FALSE(IsPassword("aZ09bY1"));    // 7
+  EXPECT_FALSE(IsPassword("aZ09bY18x"));  // 9
+  EXPECT_FALSE(IsPassword("aZ09bY1\n"));
+  EXPECT_FALSE(IsPassword("aZ09bY1\x1b"));  // an escape sequence for the terminal that prints it
+  EXPECT_FALSE(IsPassword(std::string("aZ09bY1\0", 8)));
 }
 
 }  // namespace

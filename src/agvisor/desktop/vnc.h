@@ -1,19 +1,13 @@
 // The VNC (RFB) pieces agvisor needs on the host side, pure and unit-tested (vnc_test.cc):
-//   - VNC authentication: DES of the server's challenge keyed by the password (RFC 6143 7.2.2),
-//     and the obfuscated password file TigerVNC's Xvnc reads (-PasswordFile);
+//   - VNC authentication: DES of the server's challenge keyed by the password (RFC 6143 7.2.2);
 //   - a minimal RFB client over any byte stream: the handshake (rfb.h's state machine, which the
 //     gateway drives too), then one full framebuffer capture (Raw encoding, 32-bit true colour)
 //     or key events;
 //   - PNG encoding of an RGB image (zlib).
 //
-// Used by password.h (the password file put into a desktop sandbox), sandbox/desktop.cc
-// (Screenshot and TypeText through Sandbox::OpenPort(5900)), rfb.cc (VncAuthResponse) and the
-// integration tests.
-//
-// DES is implemented here (about 100 lines of tables and loops) rather than taken from OpenSSL:
-// OpenSSL 3 deprecates its DES API and only offers single DES through the legacy provider. VNC
-// uses DES with each key byte's bits reversed (the reference implementation's bit order); that
-// quirk is applied by the VNC functions, DesEncryptBlock is textbook DES (FIPS 46-3).
+// Used by sandbox/desktop.cc (Screenshot and TypeText through Sandbox::OpenPort(5900)), rfb.cc
+// (VncAuthResponse) and the integration tests. DES and the Xvnc password file are in des.h
+// (shared with the agent).
 #pragma once
 
 #include <array>
@@ -25,24 +19,14 @@
 #include <vector>
 
 #include "agvisor/base/error.h"
+#include "agvisor/desktop/des.h"
 
 namespace agvisor::vnc {
-
-// VNC passwords are at most 8 bytes (longer ones are cut by every VNC server).
-inline constexpr std::size_t kMaxPasswordLength = 8;
-
-// Textbook single DES, one 8-byte block, encryption.
-std::array<std::uint8_t, 8> DesEncryptBlock(std::span<const std::uint8_t, 8> key,
-                                            std::span<const std::uint8_t, 8> block);
 
 // The 16-byte answer to a VNC authentication challenge: the challenge DES-encrypted (two
 // blocks, ECB) with the first 8 bytes of `password` (zero padded) as the bit-reversed key.
 std::array<std::uint8_t, 16> VncAuthResponse(std::string_view password,
                                              std::span<const std::uint8_t, 16> challenge);
-
-// The contents of a VNC password file (what `vncpasswd -f` writes): the password (zero padded to
-// 8 bytes) encrypted with VNC's fixed obfuscation key. 8 bytes.
-std::string VncPasswordFile(std::string_view password);
 
 // A byte stream the RFB client reads and writes (a Sandbox::OpenPort stream, a socket, a test
 // double). `read` returns 0 at end of stream.

@@ -1,6 +1,5 @@
 #include "agvisor/sandbox/desktop.h"
 
-#include <algorithm>
 #include <set>
 #include <thread>
 
@@ -131,9 +130,9 @@ Result<void> WaitReady(Sandbox& sb, std::chrono::milliseconds timeout) {
 }
 
 Result<std::string> Password(Sandbox& sb) {
-  // The file is in the sandbox, which may have replaced it: read at most 9 bytes and take only
-  // what the host wrote there (NewPassword: 8 of [A-Za-z0-9]), since callers print it and hand
-  // it to VNC and RDP clients.
+  // The file is the sandbox's (its agent made it): read at most 9 bytes and take only what
+  // NewPassword makes (8 of [A-Za-z0-9]), since callers print it and hand it to VNC and RDP
+  // clients.
   std::string pw;
   auto read = sb.ReadFileTo(
       DirPath(kPasswordFile),
@@ -147,11 +146,7 @@ Result<std::string> Password(Sandbox& sb) {
                            " has no desktop (create it with gui / --gui)");
   }
   if (!read.ok()) return read.error();
-  const bool valid =
-      pw.size() == 8 && std::all_of(pw.begin(), pw.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-      });
-  if (!valid) {
+  if (!IsPassword(pw)) {
     return Error::Internal("sandbox " + sb.container_name() + ": its desktop password file " +
                            std::string(kDesktopDir) + "/" + std::string(kPasswordFile) +
                            " was changed inside the sandbox (not 8 letters and digits); "

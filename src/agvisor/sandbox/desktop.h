@@ -1,6 +1,6 @@
 // Desktops: what a `gui` sandbox offers beyond exec and files (docs/desktop.md).
 //
-// Used by Sandbox::Create (WaitReady; the password files it puts in are desktop/password.h), the
+// Used by Sandbox::Create (WaitReady; the agent writes the password files, desktop/password.h), the
 // CLI (`agvisor desktop`), agvisord and the Python binding: free functions on a Sandbox, plain
 // values in and out. The protocols (VNC, RFB, PNG) are the pure code of desktop/.
 //

@@ -191,7 +191,6 @@ TEST(InstanceSpecTest, NeutralFieldsOfANamedSandbox) {
   EXPECT_EQ(i->runtime, "runsc");
   EXPECT_EQ(i->requested_runtime, "runsc");
   EXPECT_EQ(i->source_image, "agvisor/base:latest");
-  EXPECT_TRUE(i->pre_start_tar.empty());
   spec.warm_shells = 0;  // off: the agent is not asked for any
   i = BuildInstanceSpec(spec, Decide(spec));
   ASSERT_TRUE(i.ok()) << i.error().ToString();

@@ -129,7 +129,6 @@ struct InstanceSpec {
   std::optional<std::string> disk_cap;   // "5g": set only where ProbeDiskCap said supported
   bool remove_on_exit = false;           // gone when PID 1 ends (lifetime / idle_ttl)
   std::optional<std::string> workspace;  // a volume's name, mounted at /workspace
-  std::string pre_start_tar;             // a tar of files put at / before start ("" = none)
 };
 
 // A live resize (Runtime::Resize): the limits to change, in the runtime's units; unset = kept.
@@ -173,7 +172,7 @@ class Runtime {
   virtual Result<std::string> PrepareImage(std::string_view image) = 0;
 
   // ---- Instances ----
-  // Makes the instance, puts spec.pre_start_tar in, attaches PID 1's stdio (its stderr to
+  // Makes the instance, attaches PID 1's stdio (its stderr to
   // `on_stderr`) and starts it, marking the steps on `trace`; on any error nothing it made is
   // left. A prepared image that vanished is prepared again once from spec.source_image. Errors:
   // kConflict (an instance of that name exists: a named sandbox's race), kNotFound (no image),

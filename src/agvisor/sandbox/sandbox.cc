@@ -24,7 +24,6 @@
 
 #include "agvisor/base/subprocess.h"
 #include "agvisor/base/tar_stream.h"
-#include "agvisor/desktop/password.h"
 #include "agvisor/proto/exit_codes.h"
 #include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/egress_network.h"
@@ -412,10 +411,6 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
       const SandboxNetwork net =
           AGVISOR_TRY(runtime->EnsureEgressNetwork(cname, rules, spec.labels));
       ApplyEgressNetwork(instance, net, rules);
-    }
-    if (spec.gui) {
-      // A desktop's VNC password: new for every instance (docs/desktop.md).
-      instance.pre_start_tar = AGVISOR_TRY(desktop::PasswordArchive(desktop::NewPassword()));
     }
     // At most a few starts at once per host, the rest queued (start_gate.h): past that the
     // runtime slows every start down. Held until the handshake is done.

@@ -148,9 +148,6 @@ Result<StartedInstance> DockerRuntime::CreateAndStart(const InstanceSpec& spec, 
       return id.error();
     }
     auto start = [&]() -> Result<StartedInstance> {
-      if (!spec.pre_start_tar.empty()) {
-        AGVISOR_RETURN_IF_ERROR(client_->PutArchive(*id, "/", spec.pre_start_tar));
-      }
       auto stream = AGVISOR_TRY(client_->AttachContainer(*id, true, true, true));
       trace.Mark("attach");
       AGVISOR_RETURN_IF_ERROR(client_->StartContainer(*id));

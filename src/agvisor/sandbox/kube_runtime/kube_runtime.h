@@ -3,7 +3,7 @@
 // channel is an exec of `agvisor-agent connect` over the API server's WebSocket exec stream;
 // a named sandbox's volume is a PersistentVolumeClaim; network none is a deny-all NetworkPolicy
 // made before the pod. Addressed as kube://[CONTEXT][/NAMESPACE] (kube/kubeconfig.h). What a
-// cluster cannot do (pause, egress networks, disk caps, desktops' files before start) is refused
+// cluster cannot do (pause, egress networks, disk caps, snapshots, live resize) is refused
 // with kUnsupported and the reason. docs/kubernetes.md is the user's view.
 //
 // Everything of the sandbox layer that speaks Kubernetes is in this folder (the layering test

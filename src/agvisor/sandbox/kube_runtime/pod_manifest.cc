@@ -79,10 +79,6 @@ Result<std::string> PodManifest(const InstanceSpec& spec, const PodOptions& opti
     return Error::Unsupported(
         "a root-disk cap cannot be enforced on Kubernetes (docs/kubernetes.md)");
   }
-  if (!spec.pre_start_tar.empty()) {
-    return Error::Unsupported(
-        "files put into a sandbox before it starts (desktops) are not supported on Kubernetes yet");
-  }
   if (spec.network != "bridge" && spec.network != "none") {
     return Error::Unsupported("network '" + spec.network +
                               "': on Kubernetes a sandbox's network is the pod network (bridge) "

@@ -41,7 +41,7 @@ std::string InstanceLabelValue(std::string_view name);
 // label, no service account token, no service links, no privilege escalation, capabilities ALL
 // dropped but kSandboxCapabilities. Errors: kInvalidArgument (a name that is not a DNS-1123
 // subdomain: Kubernetes' rule for pod names), kUnsupported (what a pod cannot carry: a disk cap,
-// files before start, a network other than bridge or none).
+// a network other than bridge or none).
 Result<std::string> PodManifest(const InstanceSpec& spec, const PodOptions& options);
 
 // The NetworkPolicy `name` that denies all ingress and egress of the pod labelled

@@ -115,9 +115,6 @@ TEST(PodManifestTest, Refusals) {
   i.disk_cap = "5g";
   EXPECT_EQ(PodManifest(i, {}).error().code(), ErrorCode::kUnsupported);
   i = Named();
-  i.pre_start_tar = "x";
-  EXPECT_EQ(PodManifest(i, {}).error().code(), ErrorCode::kUnsupported);
-  i = Named();
   i.network = "agvisor-egress-x";
   EXPECT_EQ(PodManifest(i, {}).error().code(), ErrorCode::kUnsupported);
 }
