@@ -13,7 +13,8 @@
   `kubectl auth can-i` (a SelfSubjectAccessReview) answers by that Role. agvisord.yaml is not
   applied: the double serves no Deployments, Services or bindings (tests/kube/README.md);
 - `agvisor doctor` against a double whose Role lacks the pods/exec rule names the two permissions
-  denied (its other lines: kube_runtime_test's DoctorReportsTheCluster).
+  denied, and against one that answers no SelfSubjectAccessReview (403) warns that it could not
+  check them, without failing (its other lines: kube_runtime_test's DoctorReportsTheCluster).
 
     /usr/bin/python3 tests/kube/deploy_test.py AGVISORD AGVISOR [-v]
 """
@@ -216,6 +217,20 @@ class DeployTest(unittest.TestCase):
         finally:
             if double:
                 double.stop()
+
+    def test_doctor_warns_when_the_server_answers_no_access_review(self):
+        double = Double(extra_args=("--deny-access-reviews",))
+        try:
+            run = subprocess.run([AGVISOR, "--host", "kube:", "doctor"], capture_output=True,
+                                 text=True, env=dict(os.environ, KUBECONFIG=double.kubeconfig))
+            # A warning, not a failure: the permissions may well be there. (This double has no
+            # RuntimeClass: that line fails, and so does the exit code.)
+            self.assertRegex(run.stdout, r"(?m)^warn +rbac +could not check the 12 permissions "
+                                         r"the runtime uses \(SelfSubjectAccessReview: .*forbidden"
+                                         r".*\)\n +fix: compare your role with deploy/rbac\.yaml")
+            self.assertNotRegex(run.stdout, r"(?m)^FAIL +rbac")
+        finally:
+            double.stop()
 
 
 if __name__ == "__main__":

@@ -640,6 +640,13 @@ class KubeDouble:
         if plural == "selfsubjectaccessreviews":
             if name is not None or method != "POST":
                 raise method_not_allowed()
+            if self.args.deny_access_reviews:  # a cluster whose authorizer denies even these
+                raise ApiError(403, "Forbidden",
+                               'selfsubjectaccessreviews.authorization.k8s.io is forbidden: User '
+                               '"agvisor-test" cannot create resource "selfsubjectaccessreviews" '
+                               'in API group "authorization.k8s.io" at the cluster scope',
+                               {"group": "authorization.k8s.io",
+                                "kind": "selfsubjectaccessreviews"})
             ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
             if ctype == PROTOBUF:  # kubectl's typed client (auth can-i) sends these as protobuf
                 review = self_subject_access_review_of_protobuf(await request.read())
@@ -2015,6 +2022,8 @@ def main():
     parser.add_argument("--rbac", default="",
                         help="answer SelfSubjectAccessReviews by the Roles and ClusterRoles of "
                              "this YAML file (as if bound to the token); default: all allowed")
+    parser.add_argument("--deny-access-reviews", action="store_true",
+                        help="answer every SelfSubjectAccessReview 403 Forbidden")
     parser.add_argument("--name-prefix", default="kd-",
                         help="prefix of the docker containers and volumes made")
     args = parser.parse_args()
