@@ -312,37 +312,12 @@ def on_kube(x):
     return bool(host) and host.startswith("kube:")
 
 
-def fnv1a64(data):
-    """agvisor::AgentHashOf (src/agvisor/sandbox/agent_blob.cc): the agent image's tag."""
-    h = 0xcbf29ce484222325
-    for b in data:
-        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return f"{h:016x}"
-
-
-def import_agent_image(workdir):
-    """agvisor/agent:HASH from this build's embedded agent (docs/kubernetes.md: the static agent
-    at /agvisor-agent and busybox at /bin/busybox), unless it is there already: its tag is the
-    hash of its content."""
-    build = os.environ.get("AGVISOR_TEST_BUILD_DIR")
-    assert build, "AGVISOR_TEST_BUILD_DIR is unset: run the tests with python/test-wheel BUILD_DIR"
-    agent = os.path.join(build, "src", "agvisor", "sandbox", "agvisor-agent.stripped")
-    with open(agent, "rb") as f:
-        blob = f.read()
-    ref = "agvisor/agent:" + fnv1a64(blob)
-    if subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode == 0:
-        return ref
-    root = os.path.join(workdir, "agent-root")
-    os.makedirs(os.path.join(root, "bin"))
-    shutil.copy("/bin/busybox", os.path.join(root, "bin", "busybox"))
-    shutil.copy(agent, os.path.join(root, "agvisor-agent"))
-    os.chmod(os.path.join(root, "agvisor-agent"), 0o755)
-    tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
-    imported = subprocess.run(["docker", "import", "-", ref], stdin=tar.stdout,
-                              capture_output=True, text=True)
-    tar.stdout.close()
-    assert tar.wait() == 0 and imported.returncode == 0, f"docker import: {imported.stderr}"
-    return ref
+def import_agent_image():
+    """agvisor/agent:HASH of this build (the agent the wheel embeds too), as a user makes it:
+    `agvisor image build kube-agent` (docs/kubernetes.md)."""
+    made = subprocess.run([build_binary("agvisor"), "image", "build", "kube-agent"],
+                          capture_output=True, text=True)
+    assert made.returncode == 0, f"agvisor image build kube-agent: {made.stderr}"
 
 
 @pytest.fixture(scope="session")
@@ -354,7 +329,7 @@ def kube_host(recorder):
     double = Double(namespace="default")
     previous = os.environ.get("KUBECONFIG")
     try:
-        import_agent_image(double.dir)
+        import_agent_image()
         # --validate=false: the double serves no OpenAPI documents (tests/kube/README.md).
         made = subprocess.run(
             ["kubectl", "--kubeconfig", double.kubeconfig, "apply", "--validate=false", "-f", "-"],

@@ -12,6 +12,8 @@
 - the real kubectl applies rbac.yaml and runtimeclass.yaml to the Kubernetes test double, and
   `kubectl auth can-i` (a SelfSubjectAccessReview) answers by that Role. agvisord.yaml is not
   applied: the double serves no Deployments, Services or bindings (tests/kube/README.md);
+- deploy/build-agvisord-image's image runs `agvisord --check` with the Deployment's args under
+  runsc with a read-only root and no capabilities (every library it loads is in), and has no shell;
 - `agvisor doctor` against a double whose Role lacks the pods/exec rule names the two permissions
   denied, and against one that answers no SelfSubjectAccessReview (403) warns that it could not
   check them, without failing (its other lines: kube_runtime_test's DoctorReportsTheCluster).
@@ -166,6 +168,31 @@ class DeployTest(unittest.TestCase):
         for bad in (no_remote, [*args, "--no-such-flag"], bad_host):
             run = subprocess.run([AGVISORD, "--check", *bad], capture_output=True, text=True)
             self.assertNotEqual(run.returncode, 0, bad)
+
+    def test_the_agvisord_image_runs_the_manifest_args(self):
+        """deploy/build-agvisord-image's image, run as the Deployment runs it (read-only root, no
+        capabilities, no privilege escalation, under runsc), has what agvisord loads: --check
+        passes with the manifest's args, and it holds no shell."""
+        tag = f"agvisor/agvisord:deploy-test-{os.getpid()}"
+        built = subprocess.run([os.path.join(DEPLOY, "build-agvisord-image"), AGVISORD,
+                                "--tag", tag], capture_output=True, text=True)
+        self.assertEqual(built.returncode, 0, built.stderr)
+        try:
+            args = one(load("agvisord.yaml"), "Deployment")["spec"]["template"]["spec"][
+                "containers"][0]["args"]
+            run = subprocess.run(["docker", "run", "--rm", "--runtime=runsc", "--read-only",
+                                  "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+                                  "--network", "none", tag, "--check", *args],
+                                 capture_output=True, text=True, timeout=60)
+            self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+            self.assertIn("agvisord options checked", run.stderr)
+            # Nothing but agvisord and its libraries: no shell to run.
+            shell = subprocess.run(["docker", "run", "--rm", "--runtime=runsc",
+                                    "--entrypoint", "/bin/sh", tag, "-c", "true"],
+                                   capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(shell.returncode, 0, shell.stdout)
+        finally:
+            subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
 
     def test_kubectl_applies_rbac_and_runtimeclass_to_the_double(self):
         double = Double(extra_args=("--rbac", os.path.join(DEPLOY, "rbac.yaml")))

@@ -1,6 +1,7 @@
 // The loopback Kubernetes API test double (kube_double.py, this folder) as a process of the
 // caller, ready for the Kubernetes runtime: started with a kubeconfig of its own, the agent image
-// imported from this build's agent (as docs/kubernetes.md says: the static agent and busybox), and
+// imported from this build's agent (images::BuildKubeAgentImage, as `agvisor image build
+// kube-agent` does), and
 // the RuntimeClasses `gvisor` (handler runsc) and `plain` (handler runc) made with the real
 // kubectl. Its SelfSubjectAccessReviews answer by deploy/rbac.yaml (kube_double.py --rbac), so
 // `agvisor doctor` checks that Role against the permissions the runtime uses. Used by the
@@ -10,17 +11,17 @@
 #pragma once
 
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
 #include <memory>
 #include <string>
 
 #include "agvisor/base/error.h"
 #include "agvisor/base/subprocess.h"
+#include "agvisor/images/kube_agent_image.h"
 #include "agvisor/sandbox/agent_blob.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/kube_runtime/pod_manifest.h"
 
 namespace agvisor::testing {
@@ -40,21 +41,11 @@ class KubeDoubleProcess {
     d->dir_ = tmpl;
     d->kubeconfig_ = d->dir_ + "/kubeconfig";
 
-    const std::string root = d->dir_ + "/agent-root";
-    if (::mkdir(root.c_str(), 0755) != 0 || ::mkdir((root + "/bin").c_str(), 0755) != 0) {
-      return Error::Unavailable("cannot make " + root);
-    }
-    {
-      std::ofstream out(root + "/agvisor-agent", std::ios::binary);
-      const auto blob = EmbeddedAgentBinary();
-      out.write(blob.data(), static_cast<std::streamsize>(blob.size()));
-    }
-    if (::chmod((root + "/agvisor-agent").c_str(), 0755) != 0) {
-      return Error::Unavailable("cannot chmod the agent");
-    }
-    AGVISOR_RETURN_IF_ERROR(
-        Sh("import the agent image", "cp /bin/busybox " + root + "/bin/busybox && tar -C " + root +
-                                         " -c . | docker import - " + AgentImageRefForKube()));
+    // What `agvisor image build kube-agent` makes, on the local dockerd the double runs pods on.
+    auto docker = AGVISOR_TRY(HostClient(""));
+    auto imported = images::BuildKubeAgentImage(*docker, EmbeddedAgentBinary(),
+                                                {.name = AgentImageRefForKube()});
+    if (!imported.ok()) return imported.error().WithContext("import the agent image");
 
     d->log_ = quiet ? d->dir_ + "/double.log" : "/dev/stderr";
     // deploy/ of the same checkout as the script (tests/kube/kube_double.py).

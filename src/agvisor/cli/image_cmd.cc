@@ -1,10 +1,13 @@
-// image build.
+// image build: base and desktop (images/builder.h), kube-agent (images/kube_agent_image.h).
 #include <iostream>
 
 #include "agvisor/cli/common.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/images/builder.h"
+#include "agvisor/images/kube_agent_image.h"
+#include "agvisor/sandbox/agent_blob.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
+#include "agvisor/sandbox/kube_runtime/pod_manifest.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::cli {
@@ -14,34 +17,58 @@ void AddImage(CLI::App& app, GlobalOptions& g, int* exit_code) {
   image->require_subcommand(1);
   auto* build = image->add_subcommand(
       "build",
-      "build an image offline from Debian packages (debootstrap, then a streamed import "
-      "into Docker); needs root. Kinds: base (" +
+      "build an image and import it into Docker (streamed into the Engine API: no docker CLI, "
+      "no registry). Kinds: base (" +
           images::ImageNameFor("base") +
-          ": minbase + python3, git, coreutils, procps, "
-          "ca-certificates; the default image), desktop (" +
+          ": Debian minbase + python3, git, coreutils, procps, ca-certificates; the default "
+          "image), desktop (" +
           images::ImageNameFor("desktop") +
-          ": base + Xvnc, xfwm4, xfce4-panel, xfdesktop, xfce4-terminal, Firefox, xdotool; "
-          "the image of --gui sandboxes)");
+          ": base + Xvnc, xfwm4, xfce4-panel, xfdesktop, xterm, Firefox, xdotool, xrdp; the "
+          "image of --gui sandboxes): both offline from Debian packages (debootstrap), as root. "
+          "kube-agent (" +
+          AgentImageRefForKube() +
+          ": this build's agent and a static busybox, what a Kubernetes cluster's sandbox pods "
+          "copy the agent from; push it where the nodes pull from: docs/kubernetes.md): "
+          "seconds, no root");
   auto kind = std::make_shared<std::string>();
   auto opts = std::make_shared<images::BuildOptions>();
-  build->add_option("kind", *kind, "what to build: base or desktop")->required();
-  build->add_option("--tag", opts->name, "image name (default agvisor/KIND:latest)");
+  auto busybox = std::make_shared<std::string>("/bin/busybox");
+  build->add_option("kind", *kind, "what to build: base, desktop or kube-agent")
+      ->required()
+      ->check(CLI::IsMember({"base", "desktop", "kube-agent"}));
+  build->add_option("--tag", opts->name,
+                    "image name (default agvisor/KIND:latest; kube-agent: agvisor/agent:HASH, "
+                    "the name the Kubernetes runtime uses unless $AGVISOR_KUBE_AGENT_IMAGE "
+                    "names another)");
   build->add_option("--mirror", opts->mirror, "Debian mirror URL (default: debootstrap's)");
   build->add_option("--workdir", opts->workdir, "where to assemble the root file system")
       ->capture_default_str();
-  build->callback([&g, exit_code, kind, opts] {
-    auto recipe = images::RecipeFor(*kind);
-    if (!recipe.ok()) {
-      *exit_code = ReportError(recipe.error());
-      return;
-    }
-    auto docker = HostClient(g.host);
+  build->add_option("--busybox", *busybox, "kube-agent: the static busybox to put in")
+      ->capture_default_str();
+  build->callback([&g, exit_code, kind, opts, busybox] {
+    // Images go to a Docker host: with a kube:// host, this machine's (then pushed by hand).
+    auto docker = HostClient(IsKubernetesHost(g.host) ? "" : g.host);
     if (!docker.ok()) {
       *exit_code = ReportError(docker.error());
       return;
     }
-    opts->progress = [](std::string_view line) { std::cerr << line << "\n"; };
-    auto id = images::BuildImage(**docker, *recipe, *opts);
+    auto progress = [](std::string_view line) { std::cerr << line << "\n"; };
+    Result<std::string> id = Error::Internal("unset");
+    if (*kind == "kube-agent") {
+      images::KubeAgentImageOptions ko{
+          .name = opts->name.empty() ? AgentImageRefForKube() : opts->name,
+          .busybox = *busybox,
+          .progress = progress};
+      id = images::BuildKubeAgentImage(**docker, EmbeddedAgentBinary(), ko);
+    } else {
+      auto recipe = images::RecipeFor(*kind);
+      if (!recipe.ok()) {
+        *exit_code = ReportError(recipe.error());
+        return;
+      }
+      opts->progress = progress;
+      id = images::BuildImage(**docker, *recipe, *opts);
+    }
     if (!id.ok()) {
       *exit_code = ReportError(id.error());
       return;

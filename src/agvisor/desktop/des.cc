@@ -119,7 +119,6 @@ std::array<std::uint8_t, 8> VncKey(std::string_view password) {
   return key;
 }
 
-
 std::string VncPasswordFile(std::string_view password) {
   // VNC's fixed obfuscation key, the same in every VNC implementation (not a secret: the file
   // is protected by its permissions, the encryption only hides it from a glance).
