@@ -189,5 +189,60 @@ TEST(KubeRuntimeTest, CliRunsACommand) {
   EXPECT_EQ(out->out, "hi\n");
 }
 
+// The CLI's lifecycle through kube:// (issue 18's "done when"): create a named sandbox, exec,
+// cp both ways, shell on a real terminal (util-linux `script` gives it one), ls, stop (the claim
+// stays), rm (the claim goes).
+TEST(KubeRuntimeTest, CliCreateExecCpShellLsStopRm) {
+  const std::string name = RunId() + "-cli";
+  auto cli = [](std::vector<std::string> args) {
+    args.insert(args.begin(), {AGVISOR_CLI_BINARY, "--host", kHost});
+    auto r = RunCommand(args);
+    EXPECT_TRUE(r.ok()) << r.error().ToString();
+    return r.ok() ? *r : CommandOutput{};
+  };
+  struct Remove {
+    std::string name;
+    ~Remove() { (void)RunCommand({AGVISOR_CLI_BINARY, "--host", kHost, "rm", name}); }
+  } remove{name};
+  auto created = cli({"create", "--name", name});
+  ASSERT_TRUE(created.status.success()) << created.err;
+  auto exec = cli({"exec", name, "--", "sh", "-c", "echo made > /workspace/out.txt; id -u"});
+  EXPECT_TRUE(exec.status.success()) << exec.err;
+  EXPECT_EQ(exec.out, "0\n");
+
+  char tmpl[] = "/tmp/agvisor-kube-cli-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  ASSERT_TRUE(RunCommand({"sh", "-c", "echo sent > \"$0\"/in.txt", dir}).ok());
+  auto up = cli({"cp", dir + "/in.txt", name + ":/workspace"});
+  EXPECT_TRUE(up.status.success()) << up.err;
+  auto down = cli({"cp", name + ":/workspace/out.txt", dir});
+  EXPECT_TRUE(down.status.success()) << down.err;
+  auto got = RunCommand({"cat", dir + "/out.txt"});
+  EXPECT_EQ(got.ok() ? got->out : "", "made\n");
+
+  // A terminal: the shell's stdin is a tty inside, and what it reads is the uploaded file.
+  auto shell = RunCommand({"script", "-q", "-e", "-c",
+                           std::string(AGVISOR_CLI_BINARY) + " --host " + kHost + " shell " + name +
+                               " -- sh -c 'test -t 0 && echo tty; cat /workspace/in.txt'",
+                           "/dev/null"});
+  ASSERT_TRUE(shell.ok()) << shell.error().ToString();
+  EXPECT_TRUE(shell->status.success()) << shell->out << shell->err;
+  EXPECT_THAT(shell->out, ::testing::HasSubstr("tty\r\nsent\r\n"));
+
+  auto ls = cli({"ls"});
+  EXPECT_THAT(ls.out, ::testing::HasSubstr(name)) << ls.err;
+  auto stopped = cli({"stop", name});
+  EXPECT_TRUE(stopped.status.success()) << stopped.err;
+  // Stopped, its /workspace (the claim) stays: a new create finds the file.
+  auto again = cli({"run", "--name", name, "--", "cat", "/workspace/out.txt"});
+  EXPECT_EQ(again.out, "made\n") << again.err;
+  auto removed = cli({"rm", name});
+  EXPECT_TRUE(removed.status.success()) << removed.err;
+  auto after = cli({"run", "--name", name, "--", "sh", "-c", "ls /workspace | wc -l"});
+  EXPECT_EQ(after.out, "0\n") << after.err;
+  (void)RunCommand({"rm", "-rf", dir});
+}
+
 }  // namespace
 }  // namespace agvisor
