@@ -189,6 +189,34 @@ TEST(KubeRuntimeTest, CliRunsACommand) {
   EXPECT_EQ(out->out, "hi\n");
 }
 
+// `agvisor image build kube-agent` (made by this suite's double too, through the same function):
+// a busybox that needs a libc, or none, is refused naming the package; a good one makes an image
+// whose init container can copy the agent with it.
+TEST(KubeRuntimeTest, CliBuildsTheAgentImageAndRefusesABusyboxThatNeedsALibc) {
+  auto dynamic = RunCommand({AGVISOR_CLI_BINARY, "image", "build", "kube-agent", "--busybox",
+                             "/bin/ls", "--tag", "agvisor/agent:never-made"});
+  ASSERT_TRUE(dynamic.ok());
+  EXPECT_EQ(dynamic->status.exit_code, 2) << dynamic->err;
+  EXPECT_THAT(dynamic->err, ::testing::HasSubstr("/bin/ls is not a statically linked"));
+  EXPECT_THAT(dynamic->err, ::testing::HasSubstr("busybox-static"));
+  auto missing = RunCommand(
+      {AGVISOR_CLI_BINARY, "image", "build", "kube-agent", "--busybox", "/no/such/busybox"});
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(missing->status.exit_code, 1) << missing->err;
+  EXPECT_THAT(missing->err, ::testing::HasSubstr("no busybox at /no/such/busybox"));
+  const std::string tag = "agvisor/agent:kube-test-" + RunId();
+  auto made = RunCommand({AGVISOR_CLI_BINARY, "image", "build", "kube-agent", "--tag", tag});
+  ASSERT_TRUE(made.ok());
+  ASSERT_TRUE(made->status.success()) << made->err;
+  // What the pod's init container runs: busybox's cp of the agent, in that image alone.
+  auto cp = RunCommand({"docker", "run", "--rm", "--runtime=runsc", "--network=none", tag,
+                        "/bin/busybox", "sh", "-c", "cp /agvisor-agent /tmp/a && /tmp/a --help"});
+  (void)RunCommand({"docker", "rmi", "-f", tag});
+  ASSERT_TRUE(cp.ok());
+  EXPECT_TRUE(cp->status.success()) << cp->err;
+  EXPECT_THAT(cp->out + cp->err, ::testing::HasSubstr("agvisor"));
+}
+
 // The CLI's lifecycle through kube:// (issue 18's "done when"): create a named sandbox, exec,
 // cp both ways, shell on a real terminal (util-linux `script` gives it one), ls, stop (the claim
 // stays), rm (the claim goes).
