@@ -311,7 +311,19 @@ TEST_F(CliChannelTest, ShellOnARealTerminalIsRawSizedAndResizable) {
     t.Type("stty size\n");
     resized = t.WaitFor("40 120", std::chrono::seconds(1));
   }
-  EXPECT_TRUE(resized) << t.screen();
+  if (!resized) {
+    // Seen once in ~80 runs (2026-12-02, cause not found): which side lost it? The sizes of the
+    // terminals inside say whether the agent resized one.
+    auto inside = RunCommand({AGVISOR_CLI_BINARY, "exec", *name_, "--", "sh", "-c",
+                              "for p in /dev/pts/[0-9]*; do echo \"$p $(stty size < $p)\"; done"});
+    winsize here{};
+    ::ioctl(t.slave(), TIOCGWINSZ, &here);
+    ADD_FAILURE() << "the new size 40x120 never showed; our terminal is " << here.ws_row << "x"
+                  << here.ws_col << "; inside: "
+                  << (inside.ok() ? inside->out + inside->err : inside.error().ToString())
+                  << "\nscreen:\n"
+                  << t.screen();
+  }
   t.Type("exit 3\n");
   EXPECT_EQ(t.Wait(), 3) << t.screen();
   // The terminal is given back as it was.
