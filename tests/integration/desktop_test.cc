@@ -209,6 +209,29 @@ TEST_F(DesktopTest, PasswordIsRandomAndRootOnly) {
   EXPECT_EQ(*file, vnc::VncPasswordFile(*pw));
 }
 
+// The agent makes the password, so the sandbox can write anything there: the host takes only 8
+// letters and digits, never prints the rest (a terminal's escape sequence here), and says which
+// file and what to do (docs/security.md, "The host boundary").
+TEST_F(DesktopTest, APasswordFileChangedInsideIsRefusedNotPrinted) {
+  auto pw = desktop::Password(*sandbox_);
+  ASSERT_TRUE(pw.ok()) << pw.error().ToString();
+  const std::string file = "/run/agvisor/desktop/password";
+  // 8 bytes, one of them ESC: a window-title sequence if it reached a terminal.
+  const std::string hostile = std::string("a\x1b]2;ow") + '\a';
+  ASSERT_TRUE(sandbox_->WriteFile(file, hostile, 0600).ok());
+  auto bad = desktop::Password(*sandbox_);
+  auto cli = Cli({"desktop", sandbox_->container_name(), "password"});
+  ASSERT_TRUE(sandbox_->WriteFile(file, *pw, 0600).ok());  // put back for the other cases
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code(), ErrorCode::kInternal);
+  EXPECT_THAT(bad.error().message(), ::testing::HasSubstr(file + " was changed inside"));
+  EXPECT_NE(cli.status.exit_code, 0);
+  EXPECT_EQ(cli.out, "");
+  EXPECT_EQ((cli.out + cli.err).find('\x1b'), std::string::npos) << cli.err;
+  EXPECT_THAT(cli.err, ::testing::HasSubstr("restart the desktop sandbox"));
+  EXPECT_EQ(*desktop::Password(*sandbox_), *pw);
+}
+
 TEST_F(DesktopTest, VncOverTheChannelSpeaksRfb38AndChecksThePassword) {
   auto pw = desktop::Password(*sandbox_);
   ASSERT_TRUE(pw.ok()) << pw.error().ToString();
