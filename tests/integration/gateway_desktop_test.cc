@@ -14,6 +14,7 @@
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/server/desktop_route.h"
 #include "agvisor/server/server.h"
+#include "tests/integration/kube_double.h"
 #include "tests/integration/test_env.h"
 
 namespace agvisor::gateway {
@@ -27,6 +28,9 @@ using ::testing::HasSubstr;
 using testing::ViewerClient;
 
 constexpr const char* kDesktopImage = "agvisor/desktop:latest";
+
+// gateway_desktop_kube_test runs part of this suite on the Kubernetes runtime (CMakeLists.txt).
+[[maybe_unused]] auto* const over_kube = agvisor::testing::AddKubeDoubleIfAsked();
 
 TokenKey Key() {
   return *ParseTokenKey("00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
@@ -54,7 +58,7 @@ class GatewayDesktopTest : public ::testing::Test {
   static void TearDownTestSuite() {
     delete sandbox_;
     sandbox_ = nullptr;
-    agvisor::testing::CleanupRun();
+    agvisor::testing::CleanupRun(agvisor::testing::TestHost());
   }
   void SetUp() override {
     gateway_ = std::make_unique<Gateway>(GatewayOptions{.key = Key()});

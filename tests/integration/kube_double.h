@@ -1,7 +1,7 @@
 // The loopback Kubernetes API test double (tests/kube/double_process.h) as a gtest environment,
 // for the suites that run on the Kubernetes runtime: kube_runtime_test, and the shared suites'
 // kube variants (AGVISOR_TEST_OVER_KUBE=1: sandbox_lifecycle_kube_test, sandbox_channel_kube_test,
-// desktop_kube_test).
+// desktop_kube_test, rdp_kube_test, gateway_desktop_kube_test).
 // SetUp starts the double (agent image and RuntimeClasses made), puts its kubeconfig in
 // $KUBECONFIG and points $AGVISOR_TEST_HOST (testing::TestSpec) at kKubeHost. TearDown stops it:
 // it removes its containers and volumes.

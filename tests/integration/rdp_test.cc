@@ -21,12 +21,16 @@
 #include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "tests/integration/kube_double.h"
 #include "tests/integration/test_env.h"
 
 namespace agvisor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// rdp_kube_test runs this suite on the Kubernetes runtime (CMakeLists.txt).
+[[maybe_unused]] auto* const over_kube = testing::AddKubeDoubleIfAsked();
 
 constexpr int kWidth = 1280;
 constexpr int kHeight = 800;
@@ -212,7 +216,7 @@ class RdpTest : public ::testing::Test {
     if (sandbox_) (void)sandbox_->Stop();
     delete sandbox_;
     sandbox_ = nullptr;
-    testing::CleanupRun();
+    testing::CleanupRun(testing::TestHost());
   }
 
   void SetUp() override {
@@ -243,6 +247,9 @@ class RdpTest : public ::testing::Test {
     // The forward, as a user runs it: `agvisor desktop NAME --rdp --json`.
     SubprocessOptions c;
     c.argv = {AGVISOR_CLI_BINARY, "--json", "desktop", sandbox_->container_name(), "--rdp"};
+    if (const std::string host = testing::TestHost(); !host.empty()) {
+      c.argv.insert(c.argv.begin() + 1, {"--host", host});  // rdp_kube_test: the double
+    }
     c.pipe_stdout = true;
     auto cli = Subprocess::Spawn(c);
     ASSERT_TRUE(cli.ok()) << cli.error().ToString();
