@@ -73,7 +73,8 @@ Result<LiveLimits> ReadCgroupLimits(const CgroupPaths& paths);
 
 // Writes PlanCgroupResize's files in order; when one fails, the ones written before it get their
 // old contents back. Returns ReadCgroupLimits afterwards. Errors: kConflict (memory: the kernel
-// could not reclaim the container's memory down to the new cap, EBUSY; the message says how much
+// could not reclaim the container's memory down to the new cap, EBUSY for 2 s of retries, since
+// gVisor returns freed memory to the host shortly after the free; the message says how much
 // it uses; pids at or below pids.current, which would end the sandbox at its next process),
 // kInvalidArgument (the kernel refused a value, EINVAL), kPermissionDenied (not root), kNotFound
 // (the container ended meanwhile), kInternal.
