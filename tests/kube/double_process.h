@@ -19,6 +19,7 @@
 
 #include "agvisor/base/error.h"
 #include "agvisor/base/subprocess.h"
+#include "agvisor/docker/client.h"
 #include "agvisor/images/kube_agent_image.h"
 #include "agvisor/sandbox/agent_blob.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
@@ -41,11 +42,15 @@ class KubeDoubleProcess {
     d->dir_ = tmpl;
     d->kubeconfig_ = d->dir_ + "/kubeconfig";
 
-    // What `agvisor image build kube-agent` makes, on the local dockerd the double runs pods on.
+    // What `agvisor image build kube-agent` makes, on the local dockerd the double runs pods on;
+    // its tag is the agent's hash, so one that exists holds this agent (importing it again
+    // would leave the old one behind untagged).
     auto docker = AGVISOR_TRY(HostClient(""));
-    auto imported = images::BuildKubeAgentImage(*docker, EmbeddedAgentBinary(),
-                                                {.name = AgentImageRefForKube()});
-    if (!imported.ok()) return imported.error().WithContext("import the agent image");
+    if (!docker->InspectImage(AgentImageRefForKube()).ok()) {
+      auto imported = images::BuildKubeAgentImage(*docker, EmbeddedAgentBinary(),
+                                                  {.name = AgentImageRefForKube()});
+      if (!imported.ok()) return imported.error().WithContext("import the agent image");
+    }
 
     d->log_ = quiet ? d->dir_ + "/double.log" : "/dev/stderr";
     // deploy/ of the same checkout as the script (tests/kube/kube_double.py).

@@ -73,10 +73,13 @@ Result<std::string> BuildKubeAgentImage(docker::Client& client, std::string_view
   };
   say("importing " + options.name + " (the agent, " + std::to_string(agent.size()) +
       " bytes, and busybox from " + options.busybox + ")");
+  // The image this one replaces under the name: removed after, not left behind untagged.
+  auto before = client.InspectImage(options.name);
   auto id =
       client.ImportImage(options.name.substr(0, colon), options.name.substr(colon + 1), source,
                          [&](std::string_view line) { say("docker: " + std::string(line)); });
   if (!id.ok()) return id.error().WithContext("import image " + options.name);
+  if (before.ok() && before->id != *id) (void)client.RemoveImage(before->id);
   return id;
 }
 

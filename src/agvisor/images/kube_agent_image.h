@@ -26,7 +26,8 @@ struct KubeAgentImageOptions {
   std::function<void(std::string_view line)> progress;
 };
 
-// Imports the image and returns its id. Errors: kInvalidArgument (no name, a name without a
+// Imports the image and returns its id; the image the name held before is removed (unless a
+// container uses it). Errors: kInvalidArgument (no name, a name without a
 // tag, an empty agent, a busybox that is not a static ELF executable: names busybox-static),
 // kNotFound (no busybox there), and the import's errors.
 Result<std::string> BuildKubeAgentImage(docker::Client& client, std::string_view agent,
