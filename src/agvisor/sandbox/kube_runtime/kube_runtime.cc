@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "agvisor/base/strings.h"
 #include "agvisor/kube/client.h"
 #include "agvisor/kube/kubeconfig.h"
 #include "agvisor/sandbox/agent_paths.h"
@@ -43,6 +44,19 @@ class KubeExecTransport : public channel::Transport {
 const char* Env(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+// The comma-separated entries of $name, blanks around them dropped, empty ones skipped.
+std::vector<std::string> EnvList(const char* name) {
+  std::vector<std::string> out;
+  const char* v = Env(name);
+  if (v == nullptr) return out;
+  for (std::string_view e : Split(v, ',')) {
+    while (!e.empty() && (e.front() == ' ' || e.front() == '\t')) e.remove_prefix(1);
+    while (!e.empty() && (e.back() == ' ' || e.back() == '\t')) e.remove_suffix(1);
+    if (!e.empty()) out.emplace_back(e);
+  }
+  return out;
 }
 
 // Waiting reasons that mean the pod will never start by itself.
@@ -135,6 +149,8 @@ Result<void> CheckKubeAddress(std::string_view host) {
 KubernetesRuntime::Options KubernetesRuntime::DefaultOptions() {
   Options o;
   o.pod.agent_image = AgentImageRefForKube();
+  o.pod.blocked_cidrs = EnvList("AGVISOR_KUBE_BLOCKED_CIDRS");
+  o.pod.dns_servers = EnvList("AGVISOR_KUBE_DNS");
   if (const char* c = Env("AGVISOR_KUBE_RUNTIME_CLASS")) o.default_runtime_class = c;
   if (const char* s = Env("AGVISOR_KUBE_WORKSPACE_SIZE")) o.workspace_size = s;
   return o;
@@ -237,22 +253,39 @@ Result<void> KubernetesRuntime::WaitRunning(const std::string& name) {
   }
 }
 
+Result<void> KubernetesRuntime::CreatePolicy(const std::string& name, const std::string& policy) {
+  if (AGVISOR_TRY(client_->CreateObject(kube::Collection::kNetworkPolicies, policy))) return Ok();
+  // One of that name is there. With a pod of the name it is that pod's: leave both alone (the
+  // name is taken). Without, it was left by an earlier sandbox of the name (a removal that timed
+  // out, a client that died before its pod), maybe of the other network: never reuse it, since
+  // it could let this pod reach more than its own would.
+  auto existing = client_->GetPod(name);
+  if (existing.ok()) {
+    return Error::Conflict("create pod " + name + ": a pod of that name exists (" +
+                           Describe(*existing) + ")");
+  }
+  if (existing.error().code() != ErrorCode::kNotFound) return existing.error();
+  (void)AGVISOR_TRY(client_->DeleteObject(kube::Collection::kNetworkPolicies, name));
+  if (!AGVISOR_TRY(client_->CreateObject(kube::Collection::kNetworkPolicies, policy))) {
+    return Error::Conflict("create network policy " + name +
+                           ": another client made one of that name meanwhile");
+  }
+  return Ok();
+}
+
 Result<StartedInstance> KubernetesRuntime::CreateAndStart(const InstanceSpec& spec,
                                                           StepTrace& trace, StderrSink on_stderr) {
   const std::string manifest = AGVISOR_TRY(PodManifest(spec, options_.pod));
-  bool made_policy = false;
-  if (spec.network == "none") {
-    // Before the pod, so that it never runs a moment without it. A policy of that name left by
-    // an earlier pod of the name selects this one as well (its selector is the name's).
-    made_policy = AGVISOR_TRY(client_->CreateObject(kube::Collection::kNetworkPolicies,
-                                                    DenyAllPolicyManifest(spec.name, spec.labels)));
-    trace.Mark("create network policy");
-  }
+  const std::string policy = AGVISOR_TRY(NetworkPolicyManifest(spec, options_.pod));
+  // The policy before the pod, so that the pod never runs a moment without it.
+  AGVISOR_RETURN_IF_ERROR(CreatePolicy(spec.name, policy));
+  trace.Mark("create network policy");
   auto pod = client_->CreatePod(manifest);
   trace.Mark("create pod");
   if (!pod.ok()) {
-    // A conflict is another client's pod of this name, which the policy now guards.
-    if (made_policy && pod.error().code() != ErrorCode::kConflict) {
+    // A conflict is another client's pod of this name, which the policy guards (CreatePolicy
+    // found that pod and stopped, or it came after the policy).
+    if (pod.error().code() != ErrorCode::kConflict) {
       (void)client_->DeleteObject(kube::Collection::kNetworkPolicies, spec.name);
     }
     return pod.error();
