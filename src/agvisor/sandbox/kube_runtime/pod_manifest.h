@@ -30,7 +30,7 @@ struct PodOptions {
   // Kubernetes kills the pod this much later if the agent did not.
   std::int64_t deadline_margin_seconds = 60;
   // A bridge pod's NetworkPolicy (NetworkPolicyManifest), as the operator wrote them (checked
-  // where the policy is made): blocks it must not reach besides kBridgePodBlockedCidrs (the
+  // where the policy is made): blocks it must not reach besides kBridgePodBlockedV4/V6 (the
   // cluster's pod and service CIDRs where they are outside those ranges, a public API server
   // address), and resolvers it may ask on port 53 besides the kube-dns pods of kube-system (a
   // node-local cache, the kube-dns Service's address for a CNI that judges before the Service's
