@@ -133,8 +133,10 @@ TEST(KubeRuntimeTest, BridgePodHasItsNetworkPolicyFromBeforeItsStartUntilItIsGon
 
 // A policy of the name that outlived its pod (a removal that timed out, a client that died
 // between the two) may be a bridge one, wider than the new sandbox's: it is replaced, never
-// reused. On main the create reused it, and a network-none pod had the pod network.
-TEST(KubeRuntimeTest, ALeftoverPolicyOfTheNameIsReplacedNotReused) {
+// reused. On main the create reused it, and a network-none pod had the pod network. And a
+// removal deletes its pod's own policy only: once the pod is gone, a create of the name may have
+// made another one (here: replaced by hand), which must stay (on main it was deleted by name).
+TEST(KubeRuntimeTest, ALeftoverPolicyIsReplacedAndARemovalDeletesOnlyItsOwn) {
   SandboxSpec spec = KubeSpec("leftover");
   spec.network = "none";
   const std::string name = "agvisor-" + *spec.name;
@@ -153,7 +155,16 @@ TEST(KubeRuntimeTest, ALeftoverPolicyOfTheNameIsReplacedNotReused) {
   auto egress = Kubectl({"get", "networkpolicy", name, "-o", "jsonpath=egress={.spec.egress}"});
   ASSERT_TRUE(egress.ok());
   EXPECT_EQ(egress->out, "egress=");
+
+  auto replaced = Kubectl({"delete", "networkpolicy", name});
+  ASSERT_TRUE(replaced.ok() && replaced->status.success()) << (replaced.ok() ? replaced->err : "");
+  made = Kubectl({"apply", "--validate=false", "-f", "-"}, leftover);
+  ASSERT_TRUE(made.ok() && made->status.success()) << (made.ok() ? made->err : "");
   ASSERT_TRUE((*sb)->Delete().ok());
+  auto kept = Kubectl({"get", "networkpolicy", name, "-o", "jsonpath={.metadata.name}"});
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->out, name) << kept->err;
+  (void)Kubectl({"delete", "networkpolicy", name});
 }
 
 TEST(KubeRuntimeTest, Refusals) {

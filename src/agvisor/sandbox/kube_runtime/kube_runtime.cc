@@ -120,6 +120,7 @@ InstanceState InstanceStateOfPod(const kube::Pod& pod) {
 Labels LabelsOfPod(const kube::Pod& pod) {
   Labels out = pod.labels;
   for (const auto& [k, v] : pod.annotations) {
+    if (k == kAnnotationPolicyUid) continue;  // the runtime's own bookkeeping
     if (k == "agvisor" || k.rfind("agvisor.", 0) == 0 || out.count(k) == 0) out[k] = v;
   }
   return out;
@@ -253,8 +254,10 @@ Result<void> KubernetesRuntime::WaitRunning(const std::string& name) {
   }
 }
 
-Result<void> KubernetesRuntime::CreatePolicy(const std::string& name, const std::string& policy) {
-  if (AGVISOR_TRY(client_->CreateObject(kube::Collection::kNetworkPolicies, policy))) return Ok();
+Result<std::string> KubernetesRuntime::CreatePolicy(const std::string& name,
+                                                    const std::string& policy) {
+  auto uid = AGVISOR_TRY(client_->CreateObject(kube::Collection::kNetworkPolicies, policy));
+  if (uid) return *uid;
   // One of that name is there. With a pod of the name it is that pod's: leave both alone (the
   // name is taken). Without, it was left by an earlier sandbox of the name (a removal that timed
   // out, a client that died before its pod), maybe of the other network: never reuse it, since
@@ -266,27 +269,29 @@ Result<void> KubernetesRuntime::CreatePolicy(const std::string& name, const std:
   }
   if (existing.error().code() != ErrorCode::kNotFound) return existing.error();
   (void)AGVISOR_TRY(client_->DeleteObject(kube::Collection::kNetworkPolicies, name));
-  if (!AGVISOR_TRY(client_->CreateObject(kube::Collection::kNetworkPolicies, policy))) {
+  uid = AGVISOR_TRY(client_->CreateObject(kube::Collection::kNetworkPolicies, policy));
+  if (!uid) {
     return Error::Conflict("create network policy " + name +
                            ": another client made one of that name meanwhile");
   }
-  return Ok();
+  return *uid;
 }
 
 Result<StartedInstance> KubernetesRuntime::CreateAndStart(const InstanceSpec& spec,
                                                           StepTrace& trace, StderrSink on_stderr) {
-  const std::string manifest = AGVISOR_TRY(PodManifest(spec, options_.pod));
+  // Both checked before anything is made.
+  AGVISOR_RETURN_IF_ERROR(PodManifest(spec, options_.pod));
   const std::string policy = AGVISOR_TRY(NetworkPolicyManifest(spec, options_.pod));
-  // The policy before the pod, so that the pod never runs a moment without it.
-  AGVISOR_RETURN_IF_ERROR(CreatePolicy(spec.name, policy));
+  // The policy before the pod, so that the pod never runs a moment without it; the pod names it.
+  const std::string policy_uid = AGVISOR_TRY(CreatePolicy(spec.name, policy));
   trace.Mark("create network policy");
-  auto pod = client_->CreatePod(manifest);
+  auto pod = client_->CreatePod(AGVISOR_TRY(PodManifest(spec, options_.pod, policy_uid)));
   trace.Mark("create pod");
   if (!pod.ok()) {
-    // A conflict is another client's pod of this name, which the policy guards (CreatePolicy
-    // found that pod and stopped, or it came after the policy).
+    // A conflict is a pod of this name made by another client meanwhile (its own policy guards
+    // it), or one older than policies (ours guards it now): either way the policy stays.
     if (pod.error().code() != ErrorCode::kConflict) {
-      (void)client_->DeleteObject(kube::Collection::kNetworkPolicies, spec.name);
+      (void)client_->DeleteObject(kube::Collection::kNetworkPolicies, spec.name, policy_uid);
     }
     return pod.error();
   }
@@ -341,6 +346,14 @@ Result<std::vector<InstanceSummary>> KubernetesRuntime::List(
 
 Result<bool> KubernetesRuntime::Remove(std::string_view ref) {
   const std::string name(ref);
+  // The policy the pod was made with; empty for a pod of an older agvisor, or none.
+  std::string policy_uid;
+  if (auto pod = client_->GetPod(name); pod.ok()) {
+    if (auto it = pod->annotations.find(std::string(kAnnotationPolicyUid));
+        it != pod->annotations.end()) {
+      policy_uid = it->second;
+    }
+  }
   // A graceful delete of 1 s, not 0: with 0 the API server drops the object at once while kubelet
   // still kills the containers, so a "gone" pod could still run (an open exec answered after
   // Stop, its claim still mounted when deleted). With a grace period the object stays until
@@ -360,7 +373,11 @@ Result<bool> KubernetesRuntime::Remove(std::string_view ref) {
     std::this_thread::sleep_for(delay);
     delay = std::min(delay * 2, std::chrono::milliseconds(250));
   }
-  if (gone) (void)client_->DeleteObject(kube::Collection::kNetworkPolicies, name);
+  // Only that policy: a create of the name may have replaced it since the pod went (a pod of an
+  // older agvisor names none: its policy by name). Without a pod, a policy of the name is a
+  // leftover or a create's under way, which must keep it: the next create replaces a leftover.
+  if (gone && had)
+    (void)client_->DeleteObject(kube::Collection::kNetworkPolicies, name, policy_uid);
   return had;
 }
 
@@ -456,8 +473,10 @@ Result<int> KubernetesRuntime::RunExec(std::string_view id, const std::vector<st
 }
 
 Result<bool> KubernetesRuntime::EnsureVolume(std::string_view name, const Labels& labels) {
-  return client_->CreateObject(kube::Collection::kPersistentVolumeClaims,
-                               ClaimManifest(name, labels, options_.workspace_size));
+  auto uid =
+      AGVISOR_TRY(client_->CreateObject(kube::Collection::kPersistentVolumeClaims,
+                                        ClaimManifest(name, labels, options_.workspace_size)));
+  return uid.has_value();
 }
 
 Result<std::optional<Labels>> KubernetesRuntime::VolumeLabels(std::string_view name) {

@@ -84,7 +84,8 @@ class KubernetesRuntime final : public Runtime {
                                          StderrSink on_stderr) override;
   Result<InstanceInfo> Inspect(std::string_view ref) override;
   Result<std::vector<InstanceSummary>> List(const std::vector<std::string>& label_filters) override;
-  // Deletes the pod at once and waits (up to 30 s) until it is gone, then its network policy.
+  // Deletes the pod at once and waits (up to 30 s) until it is gone, then its network policy
+  // (the one of the uid its annotation names; none when there was no pod).
   Result<bool> Remove(std::string_view ref) override;
   Result<void> Pause(std::string_view id) override;                                 // kUnsupported
   Result<void> Unpause(std::string_view id) override;                               // kUnsupported
@@ -118,7 +119,8 @@ class KubernetesRuntime final : public Runtime {
  private:
   Result<void> WaitRunning(const std::string& name);
   // Creates NetworkPolicy `policy` named `name`, replacing one of the name that no pod has.
-  Result<void> CreatePolicy(const std::string& name, const std::string& policy);
+  // Returns its uid.
+  Result<std::string> CreatePolicy(const std::string& name, const std::string& policy);
 
   std::string host_;
   std::shared_ptr<kube::Client> client_;

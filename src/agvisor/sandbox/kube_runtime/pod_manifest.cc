@@ -132,7 +132,8 @@ std::string InstanceLabelValue(std::string_view name) {
   return "h-" + std::string(buf);
 }
 
-Result<std::string> PodManifest(const InstanceSpec& spec, const PodOptions& options) {
+Result<std::string> PodManifest(const InstanceSpec& spec, const PodOptions& options,
+                                std::string_view policy_uid) {
   if (!IsDnsSubdomain(spec.name)) {
     return Error::InvalidArgument(
         "sandbox name " + spec.name +
@@ -218,10 +219,16 @@ Result<std::string> PodManifest(const InstanceSpec& spec, const PodOptions& opti
       pod_spec["activeDeadlineSeconds"] = lifetime + options.deadline_margin_seconds;
     }
   }
+  json::object metadata = Metadata(spec.name, labels);
+  if (!policy_uid.empty()) {
+    auto& annotations = metadata["annotations"];
+    if (!annotations.is_object()) annotations = json::object{};
+    annotations.as_object()[kAnnotationPolicyUid] = policy_uid;
+  }
   json::object pod{
       {"apiVersion", "v1"},
       {"kind", "Pod"},
-      {"metadata", Metadata(spec.name, labels)},
+      {"metadata", std::move(metadata)},
       {"spec", std::move(pod_spec)},
   };
   return json::serialize(pod);

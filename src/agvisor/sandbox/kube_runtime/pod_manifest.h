@@ -20,6 +20,9 @@ inline constexpr std::string_view kPodAgentInstaller = "agvisor-agent";
 // The label that selects one sandbox's pod (its NetworkPolicy's selector): the pod's name, or a
 // hash of it where the name is longer than a label value may be.
 inline constexpr std::string_view kLabelInstance = "agvisor.instance";
+// The pod's annotation naming the metadata.uid of its NetworkPolicy: its removal deletes that
+// policy only, never one a later create of the name made meanwhile.
+inline constexpr std::string_view kAnnotationPolicyUid = "agvisor.policy-uid";
 // Where the agent image keeps the agent and busybox (the installer copies the one with the other).
 inline constexpr std::string_view kAgentImageBinary = "/agvisor-agent";
 inline constexpr std::string_view kAgentImageBusybox = "/bin/busybox";
@@ -65,8 +68,10 @@ std::string InstanceLabelValue(std::string_view name);
 // label, no service account token, no service links, no privilege escalation, capabilities ALL
 // dropped but kSandboxCapabilities. Errors: kInvalidArgument (a name that is not a DNS-1123
 // subdomain: Kubernetes' rule for pod names), kUnsupported (what a pod cannot carry: a disk cap,
-// a network other than bridge or none).
-Result<std::string> PodManifest(const InstanceSpec& spec, const PodOptions& options);
+// a network other than bridge or none). `policy_uid`: its NetworkPolicy's, as the annotation
+// kAnnotationPolicyUid (none when empty).
+Result<std::string> PodManifest(const InstanceSpec& spec, const PodOptions& options,
+                                std::string_view policy_uid = {});
 
 // The NetworkPolicy spec.name that selects the pod labelled
 // kLabelInstance=InstanceLabelValue(name), made before the pod for every sandbox. Both policy

@@ -177,6 +177,19 @@ TEST(PodManifestTest, BridgePolicyAllowsTheInternetAndTheClusterResolverOnly) {
             R"([{"protocol":"UDP","port":53},{"protocol":"TCP","port":53}])");
 }
 
+// The pod names its policy's uid, so that its removal deletes that policy only; it is no label.
+TEST(PodManifestTest, PodNamesItsPolicy) {
+  auto m = PodManifest(Named(), {.agent_image = "a"}, "0f1e-uid");
+  ASSERT_TRUE(m.ok()) << m.error().ToString();
+  const json::object meta = json::parse(*m).as_object().at("metadata").as_object();
+  EXPECT_EQ(meta.at("annotations").as_object().at("agvisor.policy-uid"), "0f1e-uid");
+  EXPECT_EQ(meta.at("annotations").as_object().at("agvisor.image"), "agvisor/base:latest");
+  kube::Pod pod;
+  pod.annotations = {{"agvisor.policy-uid", "0f1e-uid"}, {"agvisor.image", "x"}};
+  EXPECT_EQ(LabelsOfPod(pod).count("agvisor.policy-uid"), 0u);
+  EXPECT_EQ(LabelsOfPod(pod).at("agvisor.image"), "x");
+}
+
 TEST(PodManifestTest, BridgePolicyRefusesOptionsItCannotUse) {
   const InstanceSpec i = Named();
   auto refused = [&](PodOptions o, std::string_view words) {
