@@ -91,21 +91,24 @@ TEST(KubeRuntimeTest, BridgePodHasItsNetworkPolicyFromBeforeItsStartUntilItIsGon
   auto sb = Sandbox::Create(KubeSpec());
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   const std::string name = (*sb)->container_name();
-  const long long policy_version =
-      CreatedVersion("/apis/networking.k8s.io/v1/namespaces/default/networkpolicies", name);
+  // Nothing changes a policy once made: its resourceVersion now is the one it was made with.
+  auto policy = Kubectl(
+      {"get", "networkpolicy", name, "-o",
+       "jsonpath={.metadata.resourceVersion}|{.spec.podSelector.matchLabels.agvisor\\.instance} "
+       "{.spec.policyTypes} ingress={.spec.ingress} {.spec.egress[0].to[0].ipBlock.except} "
+       "{.spec.egress[1].ports[*].port}"});
+  ASSERT_TRUE(policy.ok() && policy->status.success())
+      << "no network policy " << name << ": " << (policy.ok() ? policy->err : "");
+  const std::size_t bar = policy->out.find('|');
+  ASSERT_NE(bar, std::string::npos) << policy->out;
+  const long long policy_version = std::stoll(policy->out.substr(0, bar));
   const long long pod_version = CreatedVersion("/api/v1/namespaces/default/pods", name);
   ASSERT_GT(pod_version, 0) << "no pod " << name << " was seen created";
-  ASSERT_GT(policy_version, 0) << "no network policy " << name << " was made";
   EXPECT_LT(policy_version, pod_version) << "the policy came after the pod";
-  auto policy =
-      Kubectl({"get", "networkpolicy", name, "-o",
-               "jsonpath={.spec.podSelector.matchLabels.agvisor\\.instance} "
-               "{.spec.policyTypes} ingress={.spec.ingress} {.spec.egress[0].to[0].ipBlock.except} "
-               "{.spec.egress[1].ports[*].port}"});
-  ASSERT_TRUE(policy.ok() && policy->status.success()) << (policy.ok() ? policy->err : "");
-  EXPECT_EQ(policy->out, name + R"( ["Ingress","Egress"] ingress= ["10.0.0.0/8","172.16.0.0/12",)"
-                                R"("192.168.0.0/16","100.64.0.0/10","169.254.0.0/16",)"
-                                R"("192.0.0.0/24","168.63.129.16/32"] 53 53)");
+  EXPECT_EQ(policy->out.substr(bar + 1),
+            name + R"( ["Ingress","Egress"] ingress= ["10.0.0.0/8","172.16.0.0/12",)"
+                   R"("192.168.0.0/16","100.64.0.0/10","169.254.0.0/16",)"
+                   R"("192.0.0.0/24","168.63.129.16/32"] 53 53)");
   auto dev = (*sb)->Exec({"cat", "/proc/net/dev"});
   ASSERT_TRUE(dev.ok()) << dev.error().ToString();
   EXPECT_NE(dev->out.find("eth0:"), std::string::npos) << dev->out;
