@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <regex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -53,6 +54,120 @@ TEST(KubeRuntimeTest, NetworkNoneIsADenyAllPolicy) {
   EXPECT_NE(dev->out.find("lo:"), std::string::npos) << dev->out;
   EXPECT_EQ(dev->out.find("eth0:"), std::string::npos) << dev->out;
   ASSERT_TRUE((*sb)->Stop().ok());
+}
+
+// kubectl against the double ($KUBECONFIG: KubeDoubleEnv).
+Result<CommandOutput> Kubectl(std::vector<std::string> args, std::string_view input = {}) {
+  args.insert(args.begin(), "kubectl");
+  return RunCommand(std::move(args), input);
+}
+
+// The resourceVersion `kind` NAME was created with, from the ADDED event of a watch that starts
+// at the beginning of the double's event log (a later version of a pod is its status's): 0 when
+// none was seen.
+long long CreatedVersion(const std::string& plural_path, const std::string& name) {
+  auto w = Kubectl({"get", "--raw",
+                    plural_path + "?watch=1&resourceVersion=1&timeoutSeconds=1&fieldSelector=" +
+                        "metadata.name%3D" + name});
+  if (!w.ok() || !w->status.success()) return 0;
+  static const std::regex kAdded(R"re(^\{"type": "ADDED".*?"resourceVersion": "([0-9]+)")re");
+  std::smatch m;
+  for (std::size_t pos = 0; pos < w->out.size();) {
+    std::size_t end = w->out.find('\n', pos);
+    if (end == std::string::npos) end = w->out.size();
+    const std::string line = w->out.substr(pos, end - pos);
+    if (std::regex_search(line, m, kAdded)) return std::stoll(m[1]);
+    pos = end + 1;
+  }
+  return 0;
+}
+
+// Issue 32, point 6: a bridge pod had no NetworkPolicy, so on a cluster it reached other sandbox
+// pods, Services, the kubelet, the API server and cloud metadata. Now its policy (the manifest's
+// blocks: pod_manifest_test) is made before the pod, stays while the pod runs, and goes with it,
+// on stop and on a create that failed after it. The double stores it and, as it is no deny-all,
+// gives the pod its network: enforcement is the CNI's, which the double does not play.
+TEST(KubeRuntimeTest, BridgePodHasItsNetworkPolicyFromBeforeItsStartUntilItIsGone) {
+  auto sb = Sandbox::Create(KubeSpec());
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  const std::string name = (*sb)->container_name();
+  // Nothing changes a policy once made: its resourceVersion now is the one it was made with.
+  auto policy = Kubectl(
+      {"get", "networkpolicy", name, "-o",
+       "jsonpath={.metadata.resourceVersion}|{.spec.podSelector.matchLabels.agvisor\\.instance} "
+       "{.spec.policyTypes} ingress={.spec.ingress} {.spec.egress[0].to[0].ipBlock.except} "
+       "{.spec.egress[1].ports[*].port}"});
+  ASSERT_TRUE(policy.ok() && policy->status.success())
+      << "no network policy " << name << ": " << (policy.ok() ? policy->err : "");
+  const std::size_t bar = policy->out.find('|');
+  ASSERT_NE(bar, std::string::npos) << policy->out;
+  const long long policy_version = std::stoll(policy->out.substr(0, bar));
+  const long long pod_version = CreatedVersion("/api/v1/namespaces/default/pods", name);
+  ASSERT_GT(pod_version, 0) << "no pod " << name << " was seen created";
+  EXPECT_LT(policy_version, pod_version) << "the policy came after the pod";
+  EXPECT_EQ(policy->out.substr(bar + 1),
+            name + R"( ["Ingress","Egress"] ingress= ["10.0.0.0/8","172.16.0.0/12",)"
+                   R"("192.168.0.0/16","100.64.0.0/10","169.254.0.0/16",)"
+                   R"("192.0.0.0/24","168.63.129.16/32"] 53 53)");
+  auto dev = (*sb)->Exec({"cat", "/proc/net/dev"});
+  ASSERT_TRUE(dev.ok()) << dev.error().ToString();
+  EXPECT_NE(dev->out.find("eth0:"), std::string::npos) << dev->out;
+
+  ASSERT_TRUE((*sb)->Stop().ok());
+  auto gone = Kubectl({"get", "networkpolicy", name});
+  ASSERT_TRUE(gone.ok());
+  EXPECT_FALSE(gone->status.success()) << gone->out;
+  EXPECT_THAT(gone->err, ::testing::HasSubstr("NotFound"));
+
+  // A create that fails once the policy is made (an image the nodes do not have) removes it.
+  SandboxSpec missing = KubeSpec("no-image");
+  missing.image = "agvisor/no-such-image:" + RunId();
+  auto failed = Sandbox::Create(missing);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error().code(), ErrorCode::kNotFound) << failed.error().ToString();
+  const std::string failed_name = "agvisor-" + *missing.name;
+  EXPECT_GT(
+      CreatedVersion("/apis/networking.k8s.io/v1/namespaces/default/networkpolicies", failed_name),
+      0);
+  auto left = Kubectl({"get", "networkpolicy", failed_name});
+  ASSERT_TRUE(left.ok());
+  EXPECT_FALSE(left->status.success()) << left->out;
+}
+
+// A policy of the name that outlived its pod (a removal that timed out, a client that died
+// between the two) may be a bridge one, wider than the new sandbox's: it is replaced, never
+// reused. On main the create reused it, and a network-none pod had the pod network. And a
+// removal deletes its pod's own policy only: once the pod is gone, a create of the name may have
+// made another one (here: replaced by hand), which must stay (on main it was deleted by name).
+TEST(KubeRuntimeTest, ALeftoverPolicyIsReplacedAndARemovalDeletesOnlyItsOwn) {
+  SandboxSpec spec = KubeSpec("leftover");
+  spec.network = "none";
+  const std::string name = "agvisor-" + *spec.name;
+  // Everything out, as a leftover bridge policy would let it (wider still).
+  const std::string leftover =
+      R"({"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{"name":")" + name +
+      R"("},"spec":{"podSelector":{"matchLabels":{"agvisor.instance":")" + name +
+      R"("}},"policyTypes":["Ingress","Egress"],"egress":[{}]}})";
+  auto made = Kubectl({"apply", "--validate=false", "-f", "-"}, leftover);
+  ASSERT_TRUE(made.ok() && made->status.success()) << (made.ok() ? made->err : "");
+  auto sb = Sandbox::Create(spec);
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  auto dev = (*sb)->Exec({"cat", "/proc/net/dev"});
+  ASSERT_TRUE(dev.ok()) << dev.error().ToString();
+  EXPECT_EQ(dev->out.find("eth0:"), std::string::npos) << dev->out;
+  auto egress = Kubectl({"get", "networkpolicy", name, "-o", "jsonpath=egress={.spec.egress}"});
+  ASSERT_TRUE(egress.ok());
+  EXPECT_EQ(egress->out, "egress=");
+
+  auto replaced = Kubectl({"delete", "networkpolicy", name});
+  ASSERT_TRUE(replaced.ok() && replaced->status.success()) << (replaced.ok() ? replaced->err : "");
+  made = Kubectl({"apply", "--validate=false", "-f", "-"}, leftover);
+  ASSERT_TRUE(made.ok() && made->status.success()) << (made.ok() ? made->err : "");
+  ASSERT_TRUE((*sb)->Delete().ok());
+  auto kept = Kubectl({"get", "networkpolicy", name, "-o", "jsonpath={.metadata.name}"});
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->out, name) << kept->err;
+  (void)Kubectl({"delete", "networkpolicy", name});
 }
 
 TEST(KubeRuntimeTest, Refusals) {
@@ -152,8 +267,30 @@ TEST(KubeRuntimeTest, DoctorReportsTheCluster) {
               ContainsRegex("ok +runtime class +RuntimeClass gvisor has a gVisor handler"));
   EXPECT_THAT(ok->out, ContainsRegex("ok +rbac +namespace default: all 12 permissions the runtime "
                                      "uses are allowed"));
-  EXPECT_THAT(ok->out, ContainsRegex("info +agent image +agvisor/agent:[0-9a-f]{16} "));
+  // Issue 32, point 6: the policy every pod gets, and that no client can see the CNI enforce it;
+  // an agent image without a registry is one a real cluster looks for in a public registry.
+  EXPECT_THAT(ok->out, ContainsRegex("warn +network policy +every sandbox pod gets a "
+                                     "NetworkPolicy \\(network none: deny-all; bridge: no "
+                                     "ingress, egress to every address but 10.0.0.0/8, .*"
+                                     "169.254.0.0/16, .*fc00::/7, fe80::/10, DNS to the kube-dns "
+                                     "pods of kube-system\\); whether the cluster's CNI enforces "
+                                     "NetworkPolicies cannot be verified from outside"));
+  EXPECT_THAT(ok->out, ContainsRegex("warn +agent image +agvisor/agent:[0-9a-f]{16} .*names no "
+                                     "registry"));
+  EXPECT_THAT(ok->out, HasSubstr("fix: push it to the registry your nodes pull from and set "
+                                 "$AGVISOR_KUBE_REGISTRY"));
   EXPECT_THAT(ok->out, HasSubstr("this host can run agvisor sandboxes"));
+
+  // Options the policy cannot be made of fail the line (and every create).
+  auto bad_cidr = RunCommand({"env", "AGVISOR_KUBE_BLOCKED_CIDRS=10.96.0.0/12, 0.0.0.0/0",
+                              "AGVISOR_KUBE_REGISTRY=registry.example.invalid", AGVISOR_CLI_BINARY,
+                              "--host", kHost, "doctor"});
+  ASSERT_TRUE(bad_cidr.ok()) << bad_cidr.error().ToString();
+  EXPECT_EQ(bad_cidr->status.exit_code, 1) << bad_cidr->out;
+  EXPECT_THAT(bad_cidr->out, ContainsRegex("FAIL +network policy +\\$AGVISOR_KUBE_BLOCKED_CIDRS: "
+                                           "0.0.0.0/0 blocks every address"));
+  EXPECT_THAT(bad_cidr->out, ContainsRegex("info +agent image +registry.example.invalid/agvisor/"
+                                           "agent:[0-9a-f]{16} "));
 
   auto missing = RunCommand({"env", "AGVISOR_KUBE_RUNTIME_CLASS=no-such-class", AGVISOR_CLI_BINARY,
                              "--host", kHost, "doctor"});

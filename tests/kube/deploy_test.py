@@ -12,6 +12,8 @@
 - the real kubectl applies rbac.yaml and runtimeclass.yaml to the Kubernetes test double, and
   `kubectl auth can-i` (a SelfSubjectAccessReview) answers by that Role. agvisord.yaml is not
   applied: the double serves no Deployments, Services or bindings (tests/kube/README.md);
+- images are named with a registry (a placeholder to replace): the Deployment's, the agent
+  image's (AGVISOR_KUBE_REGISTRY), the build script's default tag and docs/kubernetes.md agree;
 - deploy/build-agvisord-image's image runs `agvisord --check` with the Deployment's args under
   runsc with a read-only root and no capabilities (every library it loads is in), and has no shell;
 - `agvisor doctor` against a double whose Role lacks the pods/exec rule names the two permissions
@@ -154,6 +156,25 @@ class DeployTest(unittest.TestCase):
         self.assertEqual([i["path"] for i in secret["items"]], [os.path.basename(token)])
         self.assertEqual(container["securityContext"]["runAsUser"], 0)  # a Secret's files: root's
         self.assertEqual(container["readinessProbe"]["httpGet"]["path"], "/v1/health")
+
+    def test_images_name_a_placeholder_registry_the_build_script_agrees_with(self):
+        """Issue 32, point 6: an image name without a registry ("agvisor/agvisord:latest") is
+        looked up by a real cluster's nodes in a public registry, where anyone may publish under
+        it. deploy/ names a registry, a placeholder that cannot resolve (.invalid, RFC 2606) for
+        the operator to replace, and the build script's default tag is the Deployment's image."""
+        (container,) = one(load("agvisord.yaml"), "Deployment")["spec"]["template"]["spec"][
+            "containers"]
+        image = container["image"]
+        registry = image.split("/", 1)[0]
+        self.assertEqual(registry, "registry.example.invalid", image)
+        # The agent image of the sandboxes it makes comes from the same registry.
+        env = {e["name"]: e.get("value") for e in container.get("env", [])}
+        self.assertEqual(env.get("AGVISOR_KUBE_REGISTRY"), registry)
+        with open(os.path.join(DEPLOY, "build-agvisord-image")) as f:
+            tags = re.findall(r"^tag=(\S+)$", f.read(), re.M)
+        self.assertEqual(tags, [image])
+        with open(os.path.join(ROOT, "docs/kubernetes.md")) as f:
+            self.assertIn(image, f.read())
 
     def test_agvisord_accepts_the_manifest_args(self):
         args = one(load("agvisord.yaml"), "Deployment")["spec"]["template"]["spec"][

@@ -25,6 +25,7 @@ import collections
 import copy
 import datetime
 import fcntl
+import ipaddress
 import json
 import os
 import pty
@@ -203,6 +204,47 @@ def invalid(plural, name, causes):
     if group:
         d["group"] = group
     return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {text}', d)
+
+
+def networkpolicy_peer_errors(peer, field):
+    """The real validation of a NetworkPolicyPeer (pkg/apis/networking/validation): one kind of
+    peer; an ipBlock's cidr a CIDR, each except a CIDR strictly inside it."""
+    if "ipBlock" in peer:
+        if "podSelector" in peer or "namespaceSelector" in peer:
+            return [(field, "FieldValueForbidden",
+                     "may not specify both ipBlock and another peer")]
+        block, errs = peer["ipBlock"], []
+        try:
+            cidr = ipaddress.ip_network(block.get("cidr", ""), strict=False)
+        except ValueError:
+            return [(f"{field}.ipBlock.cidr", "FieldValueInvalid",
+                     f'Invalid value: "{block.get("cidr", "")}": must be a valid CIDR')]
+        for k, text in enumerate(block.get("except") or []):
+            try:
+                ex = ipaddress.ip_network(text, strict=False)
+            except ValueError:
+                errs.append((f"{field}.ipBlock.except[{k}]", "FieldValueInvalid",
+                             f'Invalid value: "{text}": must be a valid CIDR'))
+                continue
+            if (ex.version != cidr.version or ex.prefixlen <= cidr.prefixlen
+                    or not ex.subnet_of(cidr)):
+                errs.append((f"{field}.ipBlock.except[{k}]", "FieldValueInvalid",
+                             f'Invalid value: "{text}": must be a strict subset of `cidr`'))
+        return errs
+    if "podSelector" not in peer and "namespaceSelector" not in peer:
+        return [(field, "FieldValueRequired", "must specify a peer")]
+    return []
+
+
+def networkpolicy_port_errors(port, field):
+    protocol, number = port.get("protocol", "TCP"), port.get("port")
+    if protocol not in ("TCP", "UDP", "SCTP"):
+        return [(f"{field}.protocol", "FieldValueNotSupported",
+                 f'Unsupported value: "{protocol}": supported values: "SCTP", "TCP", "UDP"')]
+    if isinstance(number, int) and not 1 <= number <= 65535:
+        return [(f"{field}.port", "FieldValueInvalid",
+                 f"Invalid value: {number}: must be between 1 and 65535, inclusive")]
+    return []
 
 
 def parse_bool(value, default=False):
@@ -947,6 +989,16 @@ class KubeDouble:
                 raise invalid("networkpolicies", name, [(
                     "spec.policyTypes", "FieldValueNotSupported",
                     f'Unsupported value: "{t}": supported values: "Egress", "Ingress"')])
+        errs = []
+        for direction, peers in (("ingress", "from"), ("egress", "to")):
+            for i, rule in enumerate(spec.get(direction) or []):
+                at = f"spec.{direction}[{i}]"
+                for j, peer in enumerate(rule.get(peers) or []):
+                    errs += networkpolicy_peer_errors(peer, f"{at}.{peers}[{j}]")
+                for j, port in enumerate(rule.get("ports") or []):
+                    errs += networkpolicy_port_errors(port, f"{at}.ports[{j}]")
+        if errs:
+            raise invalid("networkpolicies", name, errs)
 
     def admit_runtimeclass(self, rc):
         name = rc["metadata"]["name"]

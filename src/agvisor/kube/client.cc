@@ -303,12 +303,13 @@ Result<bool> Client::DeletePod(std::string_view name, int grace_seconds) {
   return r.error();
 }
 
-Result<bool> Client::CreateObject(Collection collection, std::string_view manifest) {
+Result<std::optional<std::string>> Client::CreateObject(Collection collection,
+                                                        std::string_view manifest) {
   auto r = Call(
       "POST", CollectionPath(collection), std::string(manifest),
       "create " + CollectionPath(collection).substr(CollectionPath(collection).rfind('/') + 1));
-  if (r.ok()) return true;
-  if (r.error().code() == ErrorCode::kConflict) return false;
+  if (r.ok()) return std::optional<std::string>(AGVISOR_TRY(DecodeObjectUid(*r)));
+  if (r.error().code() == ErrorCode::kConflict) return std::optional<std::string>();
   return r.error();
 }
 
@@ -322,11 +323,15 @@ Result<std::optional<Labels>> Client::ObjectLabels(Collection collection, std::s
   return std::optional<Labels>(AGVISOR_TRY(DecodeObjectLabels(*r)));
 }
 
-Result<bool> Client::DeleteObject(Collection collection, std::string_view name) {
-  auto r = Call("DELETE", CollectionPath(collection) + "/" + PathEscape(name), "",
-                "delete " + std::string(name));
+Result<bool> Client::DeleteObject(Collection collection, std::string_view name,
+                                  std::string_view uid) {
+  // A precondition that fails is a 409 Conflict ("Precondition failed: UID in precondition").
+  auto r =
+      Call("DELETE", CollectionPath(collection) + "/" + PathEscape(name),
+           uid.empty() ? std::string() : DeleteOptionsWithUid(uid), "delete " + std::string(name));
   if (r.ok()) return true;
   if (r.error().code() == ErrorCode::kNotFound) return false;
+  if (!uid.empty() && r.error().code() == ErrorCode::kConflict) return false;
   return r.error();
 }
 

@@ -122,12 +122,15 @@ class Client {
   Result<bool> DeletePod(std::string_view name, int grace_seconds);
 
   // ---- Other namespaced objects ----
-  // Returns false when one of that name exists already (nothing is changed then).
-  Result<bool> CreateObject(Collection collection, std::string_view manifest);
+  // The new object's metadata.uid; nullopt when one of that name exists already (nothing is
+  // changed then).
+  Result<std::optional<std::string>> CreateObject(Collection collection, std::string_view manifest);
   // The labels (merged with agvisor's annotations, codec.h) of the object, nullopt when none.
   Result<std::optional<Labels>> ObjectLabels(Collection collection, std::string_view name);
-  // Returns whether it was there.
-  Result<bool> DeleteObject(Collection collection, std::string_view name);
+  // Returns whether it was there. With `uid`, only the object of that metadata.uid is deleted
+  // (DeleteOptions preconditions): false too when another object holds the name now.
+  Result<bool> DeleteObject(Collection collection, std::string_view name,
+                            std::string_view uid = {});
 
   // The handler of RuntimeClass `name`, nullopt when the cluster has none of that name.
   Result<std::optional<std::string>> RuntimeClassHandler(std::string_view name);

@@ -161,6 +161,21 @@ Result<Labels> DecodeObjectLabels(std::string_view text) {
   return out;
 }
 
+Result<std::string> DecodeObjectUid(std::string_view text) {
+  auto v = AGVISOR_TRY(Parse(text, "object"));
+  const json::object* o = Obj(&v);
+  const json::object* meta = o ? Obj(*o, "metadata") : nullptr;
+  std::string uid = meta ? Str(meta, "uid") : "";
+  if (uid.empty()) return Error::Internal("the API server's object has no metadata.uid");
+  return uid;
+}
+
+std::string DeleteOptionsWithUid(std::string_view uid) {
+  return json::serialize(json::object{{"apiVersion", "v1"},
+                                      {"kind", "DeleteOptions"},
+                                      {"preconditions", json::object{{"uid", uid}}}});
+}
+
 Result<std::string> DecodeRuntimeClassHandler(std::string_view text) {
   auto v = AGVISOR_TRY(Parse(text, "runtime class"));
   const json::object* o = Obj(&v);

@@ -47,6 +47,10 @@ Result<Pod> DecodePod(std::string_view json);
 Result<std::vector<Pod>> DecodePodList(std::string_view json);
 // metadata.labels and metadata.annotations of any object, merged (annotations win).
 Result<Labels> DecodeObjectLabels(std::string_view json);
+// metadata.uid of any object. Errors: kInternal (none).
+Result<std::string> DecodeObjectUid(std::string_view json);
+// DeleteOptions that delete only the object of metadata.uid `uid` (preconditions.uid).
+std::string DeleteOptionsWithUid(std::string_view uid);
 // A RuntimeClass's handler ("runsc"). Errors: kInternal.
 Result<std::string> DecodeRuntimeClassHandler(std::string_view json);
 

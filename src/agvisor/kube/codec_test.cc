@@ -73,6 +73,15 @@ TEST(KubeCodecTest, ObjectLabelsMergeAgvisorAnnotations) {
   EXPECT_EQ(l->at("agvisor"), "1");
 }
 
+TEST(KubeCodecTest, ObjectUidAndDeleteOptionsNamingIt) {
+  auto uid = DecodeObjectUid(R"({"kind": "NetworkPolicy", "metadata": {"uid": "u-1"}})");
+  ASSERT_TRUE(uid.ok()) << uid.error().ToString();
+  EXPECT_EQ(*uid, "u-1");
+  EXPECT_EQ(DecodeObjectUid(R"({"metadata": {}})").error().code(), ErrorCode::kInternal);
+  EXPECT_EQ(DeleteOptionsWithUid("u-1"),
+            R"({"apiVersion":"v1","kind":"DeleteOptions","preconditions":{"uid":"u-1"}})");
+}
+
 TEST(KubeCodecTest, RuntimeClass) {
   auto h = DecodeRuntimeClassHandler(
       R"({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "gvisor"},

@@ -3,10 +3,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <span>
 
 #include "agvisor/kube/client.h"
 #include "agvisor/kube/kubeconfig.h"
 #include "agvisor/sandbox/kube_runtime/kube_runtime.h"
+#include "agvisor/sandbox/kube_runtime/pod_manifest.h"
 #include "agvisor/sandbox/spec.h"
 
 namespace agvisor {
@@ -51,6 +53,38 @@ std::string CredentialSource(const kube::Credentials& c) {
   if (env != nullptr && *env != '\0') return "$KUBECONFIG (" + std::string(env) + ")";
   if (c.context == "in-cluster") return "the pod's service account";
   return "~/.kube/config";
+}
+
+std::string Joined(std::span<const std::string_view> fixed, const std::vector<std::string>& more) {
+  std::string out;
+  for (auto f : fixed) out += (out.empty() ? "" : ", ") + std::string(f);
+  for (const auto& m : more) out += (out.empty() ? "" : ", ") + m;
+  return out;
+}
+
+KubeCheck NetworkPolicyCheck(const PodOptions& options) {
+  InstanceSpec probe;
+  probe.name = "agvisor-doctor";
+  probe.network = "bridge";
+  if (auto policy = NetworkPolicyManifest(probe, options); !policy.ok()) {
+    return {"network policy", Status::kFail, policy.error().message(),
+            "write comma-separated CIDR blocks in $AGVISOR_KUBE_BLOCKED_CIDRS and addresses in "
+            "$AGVISOR_KUBE_DNS (docs/kubernetes.md)"};
+  }
+  std::vector<std::string> blocked;
+  for (auto v6 : kBridgePodBlockedV6) blocked.emplace_back(v6);
+  blocked.insert(blocked.end(), options.blocked_cidrs.begin(), options.blocked_cidrs.end());
+  std::string dns = "the kube-dns pods of kube-system";
+  for (const auto& d : options.dns_servers) dns += ", " + d;
+  return {"network policy", Status::kWarn,
+          "every sandbox pod gets a NetworkPolicy (network none: deny-all; bridge: no ingress, "
+          "egress to every address but " +
+              Joined(kBridgePodBlockedV4, blocked) + ", DNS to " + dns +
+              "); whether the cluster's CNI enforces NetworkPolicies cannot be verified from "
+              "outside (one that does not ignores them silently, and bridge pods then reach the "
+              "cluster)",
+          "use a CNI that enforces NetworkPolicies (Calico, Cilium, GKE Dataplane V2); name the "
+          "pod and service CIDRs outside private ranges in $AGVISOR_KUBE_BLOCKED_CIDRS"};
 }
 
 }  // namespace
@@ -160,16 +194,30 @@ std::vector<KubeCheck> DiagnoseKubeHost(std::string_view host) {
     }
   }
 
-  // 5. The images the nodes pull.
-  checks.push_back({"agent image", Status::kInfo,
-                    options.pod.agent_image +
-                        (std::getenv("AGVISOR_KUBE_AGENT_IMAGE")
-                             ? " ($AGVISOR_KUBE_AGENT_IMAGE)"
-                             : " (this build's agent; $AGVISOR_KUBE_AGENT_IMAGE names another)") +
-                        ": the nodes must be able to pull it (docs/kubernetes.md makes it)"});
+  // 5. The NetworkPolicy of every sandbox pod: made as a create makes it; whether the cluster
+  // enforces it is the CNI's business, which nothing outside the cluster's nodes can see.
+  checks.push_back(NetworkPolicyCheck(options.pod));
+
+  // 6. The images the nodes pull.
+  const std::string& agent = options.pod.agent_image;
+  const bool agent_qualified = ImageNamesRegistry(agent);
+  checks.push_back(
+      {"agent image", agent_qualified ? Status::kInfo : Status::kWarn,
+       agent +
+           (std::getenv("AGVISOR_KUBE_AGENT_IMAGE")
+                ? " ($AGVISOR_KUBE_AGENT_IMAGE)"
+                : " (this build's agent; $AGVISOR_KUBE_AGENT_IMAGE names another)") +
+           ": the nodes must be able to pull it (docs/kubernetes.md makes it)" +
+           (agent_qualified ? ""
+                            : "; it names no registry, so a real cluster's nodes look for it in "
+                              "a public one, where anyone may publish that name"),
+       "push it to the registry your nodes pull from and set $AGVISOR_KUBE_REGISTRY to that "
+       "registry (or $AGVISOR_KUBE_AGENT_IMAGE to the whole name)"});
   checks.push_back({"sandbox image", Status::kInfo,
                     std::string(kDefaultImage) +
-                        " by default: the nodes pull it (no image is built on a cluster)"});
+                        " by default: the nodes pull it (no image is built on a cluster); on a "
+                        "real cluster name images with their registry (--image "
+                        "REGISTRY/agvisor/base:latest)"});
   checks.push_back({"sandbox", Status::kInfo,
                     "no pod is started by doctor on a cluster: `agvisor --host " +
                         std::string(host) + " run -- true` starts one"});

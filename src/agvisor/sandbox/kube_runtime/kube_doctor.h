@@ -22,8 +22,11 @@ struct KubeCheck {
 // context, the API server and its version), "namespace" (agvisor's pods listed there),
 // "runtime class" (the one sandboxes use exists with a gVisor handler, as every create checks),
 // "rbac" (a SelfSubjectAccessReview per permission the runtime uses; a warning when the server
-// serves none), "agent image" and "sandbox image" (kInfo: what the nodes must pull). Stops after
-// "kubernetes" when the server cannot be reached. Never fails: a failure is a kFail check.
+// serves none), "network policy" (what every sandbox pod's policy allows, as a warning: whether
+// the CNI enforces it cannot be seen from outside; a FAIL when $AGVISOR_KUBE_BLOCKED_CIDRS or
+// $AGVISOR_KUBE_DNS do not parse), "agent image" and "sandbox image" (kInfo: what the nodes must
+// pull). Stops after "kubernetes" when the server cannot be reached. Never fails: a failure is a
+// kFail check.
 std::vector<KubeCheck> DiagnoseKubeHost(std::string_view host);
 
 // The permissions the Kubernetes runtime's calls need, as RBAC rules would grant them:

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "agvisor/base/strings.h"
 #include "agvisor/kube/client.h"
 #include "agvisor/kube/kubeconfig.h"
 #include "agvisor/sandbox/agent_paths.h"
@@ -43,6 +44,19 @@ class KubeExecTransport : public channel::Transport {
 const char* Env(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+// The comma-separated entries of $name, blanks around them dropped, empty ones skipped.
+std::vector<std::string> EnvList(const char* name) {
+  std::vector<std::string> out;
+  const char* v = Env(name);
+  if (v == nullptr) return out;
+  for (std::string_view e : Split(v, ',')) {
+    while (!e.empty() && (e.front() == ' ' || e.front() == '\t')) e.remove_prefix(1);
+    while (!e.empty() && (e.back() == ' ' || e.back() == '\t')) e.remove_suffix(1);
+    if (!e.empty()) out.emplace_back(e);
+  }
+  return out;
 }
 
 // Waiting reasons that mean the pod will never start by itself.
@@ -106,6 +120,7 @@ InstanceState InstanceStateOfPod(const kube::Pod& pod) {
 Labels LabelsOfPod(const kube::Pod& pod) {
   Labels out = pod.labels;
   for (const auto& [k, v] : pod.annotations) {
+    if (k == kAnnotationPolicyUid) continue;  // the runtime's own bookkeeping
     if (k == "agvisor" || k.rfind("agvisor.", 0) == 0 || out.count(k) == 0) out[k] = v;
   }
   return out;
@@ -135,6 +150,8 @@ Result<void> CheckKubeAddress(std::string_view host) {
 KubernetesRuntime::Options KubernetesRuntime::DefaultOptions() {
   Options o;
   o.pod.agent_image = AgentImageRefForKube();
+  o.pod.blocked_cidrs = EnvList("AGVISOR_KUBE_BLOCKED_CIDRS");
+  o.pod.dns_servers = EnvList("AGVISOR_KUBE_DNS");
   if (const char* c = Env("AGVISOR_KUBE_RUNTIME_CLASS")) o.default_runtime_class = c;
   if (const char* s = Env("AGVISOR_KUBE_WORKSPACE_SIZE")) o.workspace_size = s;
   return o;
@@ -237,23 +254,44 @@ Result<void> KubernetesRuntime::WaitRunning(const std::string& name) {
   }
 }
 
+Result<std::string> KubernetesRuntime::CreatePolicy(const std::string& name,
+                                                    const std::string& policy) {
+  auto uid = AGVISOR_TRY(client_->CreateObject(kube::Collection::kNetworkPolicies, policy));
+  if (uid) return *uid;
+  // One of that name is there. With a pod of the name it is that pod's: leave both alone (the
+  // name is taken). Without, it was left by an earlier sandbox of the name (a removal that timed
+  // out, a client that died before its pod), maybe of the other network: never reuse it, since
+  // it could let this pod reach more than its own would.
+  auto existing = client_->GetPod(name);
+  if (existing.ok()) {
+    return Error::Conflict("create pod " + name + ": a pod of that name exists (" +
+                           Describe(*existing) + ")");
+  }
+  if (existing.error().code() != ErrorCode::kNotFound) return existing.error();
+  (void)AGVISOR_TRY(client_->DeleteObject(kube::Collection::kNetworkPolicies, name));
+  uid = AGVISOR_TRY(client_->CreateObject(kube::Collection::kNetworkPolicies, policy));
+  if (!uid) {
+    return Error::Conflict("create network policy " + name +
+                           ": another client made one of that name meanwhile");
+  }
+  return *uid;
+}
+
 Result<StartedInstance> KubernetesRuntime::CreateAndStart(const InstanceSpec& spec,
                                                           StepTrace& trace, StderrSink on_stderr) {
-  const std::string manifest = AGVISOR_TRY(PodManifest(spec, options_.pod));
-  bool made_policy = false;
-  if (spec.network == "none") {
-    // Before the pod, so that it never runs a moment without it. A policy of that name left by
-    // an earlier pod of the name selects this one as well (its selector is the name's).
-    made_policy = AGVISOR_TRY(client_->CreateObject(kube::Collection::kNetworkPolicies,
-                                                    DenyAllPolicyManifest(spec.name, spec.labels)));
-    trace.Mark("create network policy");
-  }
-  auto pod = client_->CreatePod(manifest);
+  // Both checked before anything is made.
+  AGVISOR_RETURN_IF_ERROR(PodManifest(spec, options_.pod));
+  const std::string policy = AGVISOR_TRY(NetworkPolicyManifest(spec, options_.pod));
+  // The policy before the pod, so that the pod never runs a moment without it; the pod names it.
+  const std::string policy_uid = AGVISOR_TRY(CreatePolicy(spec.name, policy));
+  trace.Mark("create network policy");
+  auto pod = client_->CreatePod(AGVISOR_TRY(PodManifest(spec, options_.pod, policy_uid)));
   trace.Mark("create pod");
   if (!pod.ok()) {
-    // A conflict is another client's pod of this name, which the policy now guards.
-    if (made_policy && pod.error().code() != ErrorCode::kConflict) {
-      (void)client_->DeleteObject(kube::Collection::kNetworkPolicies, spec.name);
+    // A conflict is a pod of this name made by another client meanwhile (its own policy guards
+    // it), or one older than policies (ours guards it now): either way the policy stays.
+    if (pod.error().code() != ErrorCode::kConflict) {
+      (void)client_->DeleteObject(kube::Collection::kNetworkPolicies, spec.name, policy_uid);
     }
     return pod.error();
   }
@@ -308,6 +346,14 @@ Result<std::vector<InstanceSummary>> KubernetesRuntime::List(
 
 Result<bool> KubernetesRuntime::Remove(std::string_view ref) {
   const std::string name(ref);
+  // The policy the pod was made with; empty for a pod of an older agvisor, or none.
+  std::string policy_uid;
+  if (auto pod = client_->GetPod(name); pod.ok()) {
+    if (auto it = pod->annotations.find(std::string(kAnnotationPolicyUid));
+        it != pod->annotations.end()) {
+      policy_uid = it->second;
+    }
+  }
   // A graceful delete of 1 s, not 0: with 0 the API server drops the object at once while kubelet
   // still kills the containers, so a "gone" pod could still run (an open exec answered after
   // Stop, its claim still mounted when deleted). With a grace period the object stays until
@@ -327,7 +373,11 @@ Result<bool> KubernetesRuntime::Remove(std::string_view ref) {
     std::this_thread::sleep_for(delay);
     delay = std::min(delay * 2, std::chrono::milliseconds(250));
   }
-  if (gone) (void)client_->DeleteObject(kube::Collection::kNetworkPolicies, name);
+  // Only that policy: a create of the name may have replaced it since the pod went (a pod of an
+  // older agvisor names none: its policy by name). Without a pod, a policy of the name is a
+  // leftover or a create's under way, which must keep it: the next create replaces a leftover.
+  if (gone && had)
+    (void)client_->DeleteObject(kube::Collection::kNetworkPolicies, name, policy_uid);
   return had;
 }
 
@@ -423,8 +473,10 @@ Result<int> KubernetesRuntime::RunExec(std::string_view id, const std::vector<st
 }
 
 Result<bool> KubernetesRuntime::EnsureVolume(std::string_view name, const Labels& labels) {
-  return client_->CreateObject(kube::Collection::kPersistentVolumeClaims,
-                               ClaimManifest(name, labels, options_.workspace_size));
+  auto uid =
+      AGVISOR_TRY(client_->CreateObject(kube::Collection::kPersistentVolumeClaims,
+                                        ClaimManifest(name, labels, options_.workspace_size)));
+  return uid.has_value();
 }
 
 Result<std::optional<Labels>> KubernetesRuntime::VolumeLabels(std::string_view name) {

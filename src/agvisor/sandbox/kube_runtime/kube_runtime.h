@@ -1,10 +1,11 @@
 // KubernetesRuntime: the Runtime (runtime.h) of a Kubernetes namespace, over kube::Client
 // (kube/). A sandbox is a Pod (pod_manifest.h) with runtimeClassName a gVisor RuntimeClass; its
 // channel is an exec of `agvisor-agent connect` over the API server's WebSocket exec stream;
-// a named sandbox's volume is a PersistentVolumeClaim; network none is a deny-all NetworkPolicy
-// made before the pod. Addressed as kube://[CONTEXT][/NAMESPACE] (kube/kubeconfig.h). What a
-// cluster cannot do (pause, egress networks, disk caps, snapshots, live resize) is refused
-// with kUnsupported and the reason. docs/kubernetes.md is the user's view.
+// a named sandbox's volume is a PersistentVolumeClaim; every pod gets a NetworkPolicy made
+// before it (pod_manifest.h: deny-all for network none, the internet only for bridge). Addressed as
+// kube://[CONTEXT][/NAMESPACE] (kube/kubeconfig.h). What a cluster cannot do (pause, egress
+// networks, disk caps, snapshots, live resize) is refused with kUnsupported and the reason.
+// docs/kubernetes.md is the user's view.
 //
 // Everything of the sandbox layer that speaks Kubernetes is in this folder (the layering test
 // checks it).
@@ -43,6 +44,9 @@ Result<void> CheckKubeAddress(std::string_view host);
 class KubernetesRuntime final : public Runtime {
  public:
   struct Options {
+    // The agent image ($AGVISOR_KUBE_AGENT_IMAGE), and what a bridge pod's NetworkPolicy also
+    // blocks and lets it ask for names: $AGVISOR_KUBE_BLOCKED_CIDRS and $AGVISOR_KUBE_DNS,
+    // comma-separated (docs/kubernetes.md).
     PodOptions pod;
     // The RuntimeClass for the default runtime ("runsc"): $AGVISOR_KUBE_RUNTIME_CLASS or gvisor.
     std::string default_runtime_class = "gvisor";
@@ -71,14 +75,17 @@ class KubernetesRuntime final : public Runtime {
   // The image itself: the agent comes from the installer init container, not a derived image.
   Result<std::string> PrepareImage(std::string_view image) override;
 
-  // Network policy (network none), pod, wait until it runs, then the channel: an exec of
-  // `agvisor-agent connect --wait 30`. Marks "create network policy", "create pod", "pod
-  // running", "exec connect".
+  // Network policy (NetworkPolicyManifest; one of the name without a pod is replaced), pod,
+  // wait until it runs, then the channel: an exec of `agvisor-agent connect --wait 30`. Marks
+  // "create network policy", "create pod", "pod running", "exec connect". Errors: also
+  // kInvalidArgument for options the policy cannot be made of, kConflict when a pod of the name
+  // exists.
   Result<StartedInstance> CreateAndStart(const InstanceSpec& spec, StepTrace& trace,
                                          StderrSink on_stderr) override;
   Result<InstanceInfo> Inspect(std::string_view ref) override;
   Result<std::vector<InstanceSummary>> List(const std::vector<std::string>& label_filters) override;
-  // Deletes the pod at once and waits (up to 30 s) until it is gone, then its network policy.
+  // Deletes the pod at once and waits (up to 30 s) until it is gone, then its network policy
+  // (the one of the uid its annotation names; none when there was no pod).
   Result<bool> Remove(std::string_view ref) override;
   Result<void> Pause(std::string_view id) override;                                 // kUnsupported
   Result<void> Unpause(std::string_view id) override;                               // kUnsupported
@@ -111,6 +118,9 @@ class KubernetesRuntime final : public Runtime {
 
  private:
   Result<void> WaitRunning(const std::string& name);
+  // Creates NetworkPolicy `policy` named `name`, replacing one of the name that no pod has.
+  // Returns its uid.
+  Result<std::string> CreatePolicy(const std::string& name, const std::string& policy);
 
   std::string host_;
   std::shared_ptr<kube::Client> client_;

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <span>
 
+#include "agvisor/egress/address.h"
 #include "agvisor/kube/codec.h"
 #include "agvisor/sandbox/agent_blob.h"
 #include "agvisor/sandbox/agent_paths.h"
@@ -60,6 +62,67 @@ json::object SecurityContext() {
 
 std::string Quantity(std::int64_t bytes) { return std::to_string(bytes); }
 
+Result<void> CheckNetwork(std::string_view network) {
+  if (network != "bridge" && network != "none") {
+    return Error::Unsupported("network '" + std::string(network) +
+                              "': on Kubernetes a sandbox's network is the pod network (bridge, "
+                              "the internet only) or none (a deny-all NetworkPolicy)");
+  }
+  return Ok();
+}
+
+// Everything of one address family but `blocked` and the options' blocks of that family.
+Result<json::object> InternetBlock(std::string_view all, bool v4,
+                                   std::span<const std::string_view> blocked,
+                                   const std::vector<std::string>& extra) {
+  json::array except;
+  for (auto b : blocked) except.emplace_back(b);
+  for (const auto& text : extra) {
+    auto cidr = egress::ParseCidr(text);
+    if (!cidr.ok()) {
+      return Error::InvalidArgument("$AGVISOR_KUBE_BLOCKED_CIDRS: " + cidr.error().message());
+    }
+    if (cidr->base.is_v4() != v4) continue;
+    if (cidr->prefix == 0) {
+      return Error::InvalidArgument(
+          "$AGVISOR_KUBE_BLOCKED_CIDRS: " + text +
+          " blocks every address; name the cluster's pod and service CIDRs there, and use "
+          "network none for a sandbox with no network");
+    }
+    except.emplace_back(egress::FormatCidr(*cidr));
+  }
+  return json::object{{"ipBlock", json::object{{"cidr", all}, {"except", std::move(except)}}}};
+}
+
+// A bridge pod's egress rules: the internet, and DNS to the cluster's resolver.
+Result<json::array> BridgeEgress(const PodOptions& options) {
+  json::object v4 =
+      AGVISOR_TRY(InternetBlock("0.0.0.0/0", true, kBridgePodBlockedV4, options.blocked_cidrs));
+  json::object v6 =
+      AGVISOR_TRY(InternetBlock("::/0", false, kBridgePodBlockedV6, options.blocked_cidrs));
+  json::array internet{std::move(v4), std::move(v6)};
+  json::array resolvers{json::object{
+      {"namespaceSelector",
+       json::object{{"matchLabels", json::object{{kKubeDnsNamespaceLabel, "kube-system"}}}}},
+      {"podSelector", json::object{{"matchLabels", json::object{{kKubeDnsPodLabel, "kube-dns"}}}}},
+  }};
+  for (const auto& text : options.dns_servers) {
+    auto address = egress::ParseIpAddress(text);
+    if (!address.ok()) {
+      return Error::InvalidArgument("$AGVISOR_KUBE_DNS: " + address.error().message());
+    }
+    const egress::Cidr one{.base = *address, .prefix = address->is_v4() ? 32 : 128};
+    resolvers.emplace_back(
+        json::object{{"ipBlock", json::object{{"cidr", egress::FormatCidr(one)}}}});
+  }
+  json::array dns_ports{json::object{{"protocol", "UDP"}, {"port", 53}},
+                        json::object{{"protocol", "TCP"}, {"port", 53}}};
+  return json::array{
+      json::object{{"to", std::move(internet)}},
+      json::object{{"to", std::move(resolvers)}, {"ports", std::move(dns_ports)}},
+  };
+}
+
 }  // namespace
 
 std::string InstanceLabelValue(std::string_view name) {
@@ -69,7 +132,8 @@ std::string InstanceLabelValue(std::string_view name) {
   return "h-" + std::string(buf);
 }
 
-Result<std::string> PodManifest(const InstanceSpec& spec, const PodOptions& options) {
+Result<std::string> PodManifest(const InstanceSpec& spec, const PodOptions& options,
+                                std::string_view policy_uid) {
   if (!IsDnsSubdomain(spec.name)) {
     return Error::InvalidArgument(
         "sandbox name " + spec.name +
@@ -79,11 +143,7 @@ Result<std::string> PodManifest(const InstanceSpec& spec, const PodOptions& opti
     return Error::Unsupported(
         "a root-disk cap cannot be enforced on Kubernetes (docs/kubernetes.md)");
   }
-  if (spec.network != "bridge" && spec.network != "none") {
-    return Error::Unsupported("network '" + spec.network +
-                              "': on Kubernetes a sandbox's network is the pod network (bridge) "
-                              "or none (a deny-all NetworkPolicy)");
-  }
+  AGVISOR_RETURN_IF_ERROR(CheckNetwork(spec.network));
   Labels labels = spec.labels;
   labels[std::string(kLabelInstance)] = InstanceLabelValue(spec.name);
 
@@ -159,27 +219,38 @@ Result<std::string> PodManifest(const InstanceSpec& spec, const PodOptions& opti
       pod_spec["activeDeadlineSeconds"] = lifetime + options.deadline_margin_seconds;
     }
   }
+  json::object metadata = Metadata(spec.name, labels);
+  if (!policy_uid.empty()) {
+    auto& annotations = metadata["annotations"];
+    if (!annotations.is_object()) annotations = json::object{};
+    annotations.as_object()[kAnnotationPolicyUid] = policy_uid;
+  }
   json::object pod{
       {"apiVersion", "v1"},
       {"kind", "Pod"},
-      {"metadata", Metadata(spec.name, labels)},
+      {"metadata", std::move(metadata)},
       {"spec", std::move(pod_spec)},
   };
   return json::serialize(pod);
 }
 
-std::string DenyAllPolicyManifest(std::string_view name, const Labels& labels) {
+Result<std::string> NetworkPolicyManifest(const InstanceSpec& spec, const PodOptions& options) {
+  AGVISOR_RETURN_IF_ERROR(CheckNetwork(spec.network));
+  json::object policy_spec{
+      {"podSelector", json::object{{"matchLabels", json::object{{kLabelInstance,
+                                                                 InstanceLabelValue(spec.name)}}}}},
+      // Both types: what no rule allows is denied. No ingress rule: nothing comes in.
+      {"policyTypes", json::array{"Ingress", "Egress"}},
+  };
+  if (spec.network == "bridge") {
+    json::array egress = AGVISOR_TRY(BridgeEgress(options));
+    policy_spec["egress"] = std::move(egress);
+  }
   json::object policy{
       {"apiVersion", "networking.k8s.io/v1"},
       {"kind", "NetworkPolicy"},
-      {"metadata", Metadata(name, labels)},
-      {"spec",
-       json::object{
-           {"podSelector", json::object{{"matchLabels", json::object{{kLabelInstance,
-                                                                      InstanceLabelValue(name)}}}}},
-           // Both types with no rule: nothing in, nothing out.
-           {"policyTypes", json::array{"Ingress", "Egress"}},
-       }},
+      {"metadata", Metadata(spec.name, spec.labels)},
+      {"spec", std::move(policy_spec)},
   };
   return json::serialize(policy);
 }
@@ -202,7 +273,17 @@ std::string AgentImageRefForKube() {
   if (const char* env = std::getenv("AGVISOR_KUBE_AGENT_IMAGE"); env != nullptr && *env != '\0') {
     return env;
   }
-  return "agvisor/agent:" + EmbeddedAgentHash();
+  std::string registry;
+  if (const char* env = std::getenv("AGVISOR_KUBE_REGISTRY"); env != nullptr) registry = env;
+  while (!registry.empty() && registry.back() == '/') registry.pop_back();
+  return (registry.empty() ? "" : registry + "/") + "agvisor/agent:" + EmbeddedAgentHash();
+}
+
+bool ImageNamesRegistry(std::string_view image) {
+  const auto slash = image.find('/');
+  if (slash == std::string_view::npos) return false;
+  const std::string_view first = image.substr(0, slash);
+  return first == "localhost" || first.find_first_of(".:") != std::string_view::npos;
 }
 
 }  // namespace agvisor
