@@ -99,6 +99,9 @@ class Gateway {
   // it from one thread per viewer.
   SessionEnd Serve(const ViewerRequest& request, http::WebSocket& socket);
 
+  // GatewayOptions::handshake_timeout (the standalone listener bounds the upgrade request by it).
+  std::chrono::seconds handshake_timeout() const { return options_.handshake_timeout; }
+
   // Whether `origin` may open desktops (exposed for the tests and the daemon's logs).
   bool OriginAllowed(std::string_view origin) const;
 

@@ -5,11 +5,15 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "agvisor/base/unique_fd.h"
 #include "agvisor/gateway/listener.h"
 #include "agvisor/gateway/testing/viewer_client.h"
 
@@ -184,6 +188,24 @@ TEST_F(GatewayTest, ViewersWithoutATokenYetAreCapped) {
   ASSERT_TRUE(next.SendText("bad"));
   EXPECT_TRUE(next.WaitClosed());
   EXPECT_EQ(next.close_code(), kCloseTokenRejected);
+}
+
+// Before any WebSocket: a client that connects and sends no request is closed at the handshake
+// deadline (2 s here), not held for good.
+TEST_F(GatewayTest, AConnectionWithoutARequestIsClosedAtTheDeadline) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(listener_->port());
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::send(fd.get(), "GET / HTTP/1.1\r\n", 16, MSG_NOSIGNAL), 16);  // and no more
+  const auto start = std::chrono::steady_clock::now();
+  pollfd p{fd.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 8000), 1) << "still open 8 s after a 2 s deadline";
+  char c;
+  EXPECT_LE(::recv(fd.get(), &c, 1, 0), 0);  // closed, nothing sent
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(8));
 }
 
 TEST(ListenerTest, RefusesNonLoopbackAddressesUnlessAllowed) {
