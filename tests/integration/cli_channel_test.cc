@@ -475,6 +475,76 @@ TEST_F(CliChannelTest, DetachPsAttachKill) {
   EXPECT_EQ(bad_signal.status.exit_code, 2);
 }
 
+// Names a sandbox chooses reach the user's terminal escaped (docs/cli.md, "Output"): a file
+// named ESC ] 0 ; owned BEL ESC [ 2 J would retitle and clear the terminal of `agvisor watch`,
+// a process whose argv[0] is that name the terminal of `agvisor ps`. The human output shows
+// `\e]0;owned\x07\e[2J` and holds no ESC byte; --json keeps the exact name.
+TEST_F(CliChannelTest, SandboxChosenNamesReachTheTerminalEscaped) {
+  const std::string hostile = "\x1b]0;owned\x07\x1b[2J";
+  const std::string shown = R"(\e]0;owned\x07\e[2J)";
+  const std::string dir = "/tmp/esc-" + testing::RunId();
+  ASSERT_EQ(Cli({"exec", *name_, "--", "mkdir", "-p", dir}).status.exit_code, 0);
+  using Clock = std::chrono::steady_clock;
+  auto read_until = [](UniqueFd& fd, std::string& into, const std::string& what) {
+    const auto end = Clock::now() + std::chrono::seconds(20);
+    char buf[4096];
+    while (into.find(what) == std::string::npos && Clock::now() < end) {
+      pollfd pfd{fd.get(), POLLIN, 0};
+      if (::poll(&pfd, 1, 100) != 1) continue;
+      ssize_t n = ::read(fd.get(), buf, sizeof buf);
+      if (n <= 0) break;
+      into.append(buf, static_cast<std::size_t>(n));
+    }
+    return into.find(what) != std::string::npos;
+  };
+  // `agvisor watch` and `agvisor --json watch` while the sandbox makes the file.
+  std::vector<Subprocess> watchers;
+  for (bool json : {false, true}) {
+    std::vector<std::string> argv = {AGVISOR_CLI_BINARY, "watch", *name_, dir};
+    if (json) argv.insert(argv.begin() + 1, "--json");
+    auto w = Subprocess::Spawn({.argv = argv, .pipe_stdout = true, .pipe_stderr = true});
+    ASSERT_TRUE(w.ok()) << w.error().ToString();
+    std::string err;
+    ASSERT_TRUE(read_until(w->stderr_fd(), err, "watching")) << err;
+    watchers.push_back(std::move(*w));
+  }
+  ASSERT_EQ(
+      Cli({"exec", *name_, "--", "touch", dir + "/" + hostile, dir + "/done"}).status.exit_code, 0);
+  std::string plain, json;
+  EXPECT_TRUE(read_until(watchers[0].stdout_fd(), plain, "create done")) << plain;
+  EXPECT_TRUE(read_until(watchers[1].stdout_fd(), json, R"("path":"done")")) << json;
+  for (auto& w : watchers) {
+    (void)w.Kill(SIGINT);
+    (void)w.WaitFor(std::chrono::seconds(10));
+  }
+  EXPECT_EQ(plain.find('\x1b'), std::string::npos) << "watch printed a raw ESC";
+  EXPECT_THAT(plain, HasSubstr("create " + shown + "\n"));
+  // JSON escapes the controls itself: the exact name, and still no raw ESC.
+  EXPECT_EQ(json.find('\x1b'), std::string::npos) << json;
+  EXPECT_THAT(json, HasSubstr(R"("path":"\u001b]0;owned\u0007\u001b[2J")"));
+
+  // ps: a background process whose argv[0] is the hostile name (a copy of sleep).
+  const std::string program = dir + "/" + hostile;
+  ASSERT_EQ(Cli({"exec", *name_, "--", "cp", "/bin/sleep", program}).status.exit_code, 0);
+  auto started = Cli({"exec", "-d", *name_, "--", program, "300"});
+  ASSERT_EQ(started.status.exit_code, 0) << started.err;
+  const std::string pid = started.out.substr(0, started.out.find('\n'));
+  auto ps = Cli({"ps", *name_});
+  EXPECT_EQ(ps.status.exit_code, 0) << ps.err;
+  EXPECT_EQ(ps.out.find('\x1b'), std::string::npos) << "ps printed a raw ESC";
+  EXPECT_THAT(ps.out, HasSubstr(dir + "/" + shown));
+  auto ps_json = Cli({"--json", "ps", *name_});
+  EXPECT_EQ(ps_json.out.find('\x1b'), std::string::npos) << ps_json.out;
+  EXPECT_THAT(ps_json.out, HasSubstr(R"(/\u001b]0;owned\u0007\u001b[2J")"));
+  (void)Cli({"kill", "-s", "KILL", *name_, pid});
+
+  // An error that quotes a path: escaped too.
+  auto missing = Cli({"watch", *name_, dir + "/" + hostile + "-missing"});
+  EXPECT_NE(missing.status.exit_code, 0);
+  EXPECT_EQ(missing.err.find('\x1b'), std::string::npos) << "an error printed a raw ESC";
+  EXPECT_THAT(missing.err, HasSubstr(shown + "-missing"));
+}
+
 // `agvisor shell` and `agvisor attach` on a sandbox paused by another process (`agvisor pause`;
 // docs/lifecycle.md, "Pause and resume"): with --no-resume each is refused, naming how to resume
 // (shell exit 1, attach 125 as exec); without it each resumes the sandbox (the relay's exec

@@ -4,6 +4,7 @@
 // sandbox's password and shows a full-screen window of a known colour drawn inside; with a wrong
 // password it shows xrdp's login window and never the desktop.
 // AGVISOR_DESKTOP_TEST_IMAGE names a desktop image other than agvisor/desktop:latest.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/stat.h>
@@ -364,6 +365,29 @@ TEST_F(RdpTest, FreeRdpLogsInAndShowsTheDesktop) {
   ASSERT_TRUE(ps.ok()) << ps.error().ToString();
   EXPECT_NE(ps->out.find("xrdp --nodaemon"), std::string::npos) << ps->out;
   EXPECT_EQ(ps->out.find(password_), std::string::npos) << ps->out;
+}
+
+// The xfreerdp line `agvisor desktop NAME --rdp` suggests keeps the clipboard to the host
+// (`-clipboard`): a shared one lets the sandbox read what the user copies and fill the user's
+// clipboard. `--clipboard` asks for it (`+clipboard`).
+TEST_F(RdpTest, TheSuggestedClientLineKeepsTheClipboardOffUnlessAsked) {
+  for (bool asked : {false, true}) {
+    SubprocessOptions c;
+    c.argv = {AGVISOR_CLI_BINARY, "desktop", sandbox_->container_name(), "--rdp"};
+    if (asked) c.argv.push_back("--clipboard");
+    if (const std::string host = testing::TestHost(); !host.empty()) {
+      c.argv.insert(c.argv.begin() + 1, {"--host", host});
+    }
+    c.pipe_stdout = true;
+    auto cli = Subprocess::Spawn(c);
+    ASSERT_TRUE(cli.ok()) << cli.error().ToString();
+    const std::string first = ReadLine(cli->stdout_fd().get(), std::chrono::seconds(30));
+    const std::string hint = ReadLine(cli->stdout_fd().get(), std::chrono::seconds(5));
+    EXPECT_THAT(first, ::testing::HasSubstr("RDP of " + sandbox_->container_name()));
+    EXPECT_THAT(hint, ::testing::HasSubstr("xfreerdp /v:127.0.0.1:"));
+    EXPECT_THAT(hint, ::testing::HasSubstr(asked ? " +clipboard`" : " -clipboard`")) << hint;
+    EXPECT_EQ(hint.find(asked ? " -clipboard`" : " +clipboard`"), std::string::npos) << hint;
+  }
 }
 
 TEST_F(RdpTest, AWrongPasswordGetsTheLoginWindowNotTheDesktop) {

@@ -1,9 +1,11 @@
 // Small string helpers without third-party code, for the host and the static agent alike.
 //
 // Used by base/tar_stream.cc (tar entry names and link targets, split on '/') and the agent's
-// spawn (the directories of $PATH, split on ':').
+// spawn (the directories of $PATH, split on ':'); EscapeForTerminal by every line the `agvisor`
+// CLI prints for people (src/agvisor/cli).
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -23,5 +25,19 @@ inline std::vector<std::string_view> Split(std::string_view s, char sep) {
     pos = end + 1;
   }
 }
+
+// `bytes` made safe to print on a terminal: what they say stays readable and nothing in them can
+// act on the terminal (move the cursor, clear the screen, set the window title, hide text, ...).
+// A sandbox chooses file names, argv, host names in its requests; printed raw, a name such as
+// $'\e]0;owned\a\e[2J' would retitle and clear the user's terminal. Escaped, one for one:
+//   \\ for a backslash (so the output is unambiguous), \e for ESC, \t \n \r, \xHH for the
+//   other C0 controls and DEL, \xHH for each byte that is not part of valid UTF-8 (overlong
+//   forms, surrogates and code points past U+10FFFF included), \uHHHH for the C1 controls
+//   (U+0080-U+009F: CSI, OSC, ... for terminals that honour them), for the bidirectional
+//   formatting characters (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069: they reorder
+//   what is shown) and for the line and paragraph separators U+2028, U+2029.
+// Every other character (printable ASCII, the rest of valid UTF-8) is kept as is. Machine output
+// (--json) never goes through this: JSON escapes controls itself and keeps the exact bytes.
+std::string EscapeForTerminal(std::string_view bytes);
 
 }  // namespace agvisor

@@ -20,5 +20,56 @@ TEST(SplitTest, AStringWithoutTheSeparatorIsOneField) {
   EXPECT_THAT(Split("", '/'), ElementsAre(""));
 }
 
+TEST(EscapeForTerminalTest, TheTitleAndClearSequenceOfAFileNameIsShownNotActedOn) {
+  const std::string name = "\x1b]0;owned\a\x1b[2J";
+  const std::string shown = EscapeForTerminal(name);
+  EXPECT_EQ(shown, R"(\e]0;owned\x07\e[2J)");
+  EXPECT_EQ(shown.find('\x1b'), std::string::npos);
+}
+
+TEST(EscapeForTerminalTest, EveryC0ControlAndDelIsEscaped) {
+  for (int c = 0; c < 0x20; ++c) {
+    const std::string shown = EscapeForTerminal(std::string(1, static_cast<char>(c)));
+    EXPECT_EQ(shown[0], '\\') << c;
+    EXPECT_GE(shown.size(), 2u) << c;
+  }
+  EXPECT_EQ(EscapeForTerminal("\x7f"), R"(\x7f)");
+  EXPECT_EQ(EscapeForTerminal(std::string("a\0b", 3)), R"(a\x00b)");
+  EXPECT_EQ(EscapeForTerminal("a\tb\nc\rd"), R"(a\tb\nc\rd)");
+}
+
+TEST(EscapeForTerminalTest, ABackslashIsEscapedSoTheOutputIsUnambiguous) {
+  EXPECT_EQ(EscapeForTerminal(R"(\e)"), R"(\\e)");
+  EXPECT_NE(EscapeForTerminal(R"(\e)"), EscapeForTerminal("\x1b"));
+}
+
+TEST(EscapeForTerminalTest, C1ControlsAndBidiOverridesAreEscaped) {
+  EXPECT_EQ(EscapeForTerminal("\xc2\x9b"
+                              "2J"),
+            R"(\u009b2J)");  // CSI as a character
+  EXPECT_EQ(EscapeForTerminal("a\xe2\x80\xae"
+                              "b"),
+            R"(a\u202eb)");  // right-to-left override
+  EXPECT_EQ(EscapeForTerminal("\xe2\x81\xa6"), R"(\u2066)");
+  EXPECT_EQ(EscapeForTerminal("\xe2\x80\xa8"), R"(\u2028)");
+}
+
+TEST(EscapeForTerminalTest, InvalidUtf8BytesAreEscapedOneByOne) {
+  EXPECT_EQ(EscapeForTerminal("\x9b"
+                              "2J"),
+            R"(\x9b2J)");                                                   // a raw 8-bit CSI
+  EXPECT_EQ(EscapeForTerminal("\xc0\xaf"), R"(\xc0\xaf)");                  // overlong '/'
+  EXPECT_EQ(EscapeForTerminal("\xed\xa0\x80"), R"(\xed\xa0\x80)");          // a surrogate
+  EXPECT_EQ(EscapeForTerminal("\xf4\x90\x80\x80"), R"(\xf4\x90\x80\x80)");  // > U+10FFFF
+  EXPECT_EQ(EscapeForTerminal("\xe2\x82"), R"(\xe2\x82)");                  // truncated
+  EXPECT_EQ(EscapeForTerminal("\xe2\x82x"), R"(\xe2\x82x)");
+}
+
+TEST(EscapeForTerminalTest, PrintableTextAndUtf8AreKept) {
+  const std::string text = "src/caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80 ~!@#$%^&*()";
+  EXPECT_EQ(EscapeForTerminal(text), text);
+  EXPECT_EQ(EscapeForTerminal(""), "");
+}
+
 }  // namespace
 }  // namespace agvisor

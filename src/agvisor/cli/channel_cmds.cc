@@ -144,8 +144,8 @@ int RunPortForward(SandboxHandle& sb, const std::string& spec) {
   if (!listening.ok()) return Fail(listening.error());
   const int srv = listening->fd;
   // The line scripts wait for (the port is open when it is printed).
-  std::cout << "forwarding 127.0.0.1:" << listening->port << " -> " << sb.container_name() << ":"
-            << remote << std::endl;
+  std::cout << "forwarding 127.0.0.1:" << listening->port << " -> "
+            << EscapeForTerminal(sb.container_name()) << ":" << remote << std::endl;
   for (;;) {
     int c = ::accept4(srv, nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) {
@@ -154,7 +154,7 @@ int RunPortForward(SandboxHandle& sb, const std::string& spec) {
     }
     auto port = sb.OpenPort(static_cast<std::uint16_t>(remote));
     if (!port.ok()) {
-      std::cerr << "agvisor: port-forward: " << port.error().message() << "\n";
+      std::cerr << "agvisor: port-forward: " << EscapeForTerminal(port.error().message()) << "\n";
       ::close(c);
       if (port.error().code() == ErrorCode::kSandboxDied) return ExitCodeFor(port.error());
       continue;

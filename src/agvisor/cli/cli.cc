@@ -31,7 +31,16 @@ int ExitCodeFor(const Error& e) {
 }
 
 int ReportError(const Error& e) {
-  std::cerr << "agvisor: " << e.message() << "\n";
+  // A message may quote what a sandbox chose (a path, a name, its agent's words): escaped, line
+  // by line (the line breaks of a multi-line message are ours).
+  std::string shown;
+  bool first = true;
+  for (std::string_view line : Split(e.message(), '\n')) {
+    if (!first) shown += "\n";
+    first = false;
+    shown += EscapeForTerminal(line);
+  }
+  std::cerr << "agvisor: " << shown << "\n";
   return ExitCodeFor(e);
 }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "agvisor/base/error.h"
+#include "agvisor/base/strings.h"
 #include "agvisor/client/place.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
@@ -47,7 +48,12 @@ struct GlobalOptions {
   std::unique_ptr<Place> place_;
 };
 
-// Prints "agvisor: <message>" to stderr and returns the exit code for the error's code.
+// Every line printed for people passes what a sandbox or a caller chose (names, paths, argv,
+// image names, error messages quoting them) through EscapeForTerminal (base/strings.h): no byte
+// of it can act on the user's terminal. --json output is exact (JSON escapes controls itself).
+
+// Prints "agvisor: <message>" to stderr, each line of the message through EscapeForTerminal, and
+// returns the exit code for the error's code.
 int ReportError(const Error& e);
 // The exit code for an error (kInvalidArgument -> 2, kSandboxDied -> 3, else 1).
 int ExitCodeFor(const Error& e);

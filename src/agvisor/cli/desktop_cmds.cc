@@ -24,7 +24,9 @@ int Fail(const Error& e) { return ReportError(e); }
 // Listens on 127.0.0.1:port (0 = a free one), prints where and the password, and forwards each
 // connection to the desktop's VNC port (RDP port with `rdp`) through the agent channel until
 // interrupted. The password is the same for both: xrdp passes the RDP client's on to Xvnc.
-int Serve(Sandbox& sb, int port, bool rdp, bool json) {
+// The suggested xfreerdp line turns clipboard redirection off (`-clipboard`) unless `clipboard`:
+// with it on, the sandbox reads what the user copies on the host and fills the host's clipboard.
+int Serve(Sandbox& sb, int port, bool rdp, bool clipboard, bool json) {
   auto password = desktop::Password(sb);
   if (!password.ok()) return Fail(password.error());
   if (port < 0 || port > 65535) {
@@ -45,15 +47,18 @@ int Serve(Sandbox& sb, int port, bool rdp, bool json) {
     if (rdp) o["user"] = desktop::kDesktopUser;
     std::cout << boost::json::serialize(o) << std::endl;
   } else if (rdp) {
-    std::cout << "RDP of " << sb.container_name() << ": " << address
+    std::cout << "RDP of " << EscapeForTerminal(sb.container_name()) << ": " << address
               << "  user: " << desktop::kDesktopUser << "  password: " << *password << "\n"
               << "(e.g. `xfreerdp /v:" << address << " /u:" << desktop::kDesktopUser
-              << " /cert:ignore`: the certificate is self-signed, made in the sandbox; forwarded "
-                 "through the agent channel until Ctrl-C)"
-              << std::endl;
+              << " /cert:ignore " << (clipboard ? "+clipboard" : "-clipboard")
+              << "`: the certificate is self-signed, made in the sandbox; "
+              << (clipboard ? "the clipboard is shared with the sandbox (--clipboard); "
+                            : "the clipboard is not shared with the sandbox (--clipboard shares "
+                              "it); ")
+              << "forwarded through the agent channel until Ctrl-C)" << std::endl;
   } else {
-    std::cout << "VNC of " << sb.container_name() << ": " << address << "  password: " << *password
-              << "\n"
+    std::cout << "VNC of " << EscapeForTerminal(sb.container_name()) << ": " << address
+              << "  password: " << *password << "\n"
               << "(e.g. `vncviewer 127.0.0.1::" << bound
               << "`; forwarded through the agent channel until Ctrl-C)" << std::endl;
   }
@@ -65,7 +70,7 @@ int Serve(Sandbox& sb, int port, bool rdp, bool json) {
     }
     auto ps = sb.OpenPort(inside);
     if (!ps.ok()) {
-      std::cerr << "agvisor: desktop: " << ps.error().message() << "\n";
+      std::cerr << "agvisor: desktop: " << EscapeForTerminal(ps.error().message()) << "\n";
       ::close(c);
       if (ps.error().code() == ErrorCode::kSandboxDied) return ExitCodeFor(ps.error());
       continue;
@@ -112,14 +117,20 @@ void AddDesktop(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto rdp = std::make_shared<bool>(false);
   cmd->add_flag("--rdp", *rdp,
                 "forward RDP (xrdp inside, port 3389) instead of VNC; the password is the same");
-  cmd->callback([&g, exit_code, cmd, name, port, rdp] {
+  auto clipboard = std::make_shared<bool>(false);
+  cmd->add_flag("--clipboard", *clipboard,
+                "with --rdp: suggest an xfreerdp line that shares the clipboard with the sandbox "
+                "(+clipboard); by default it is off (-clipboard): a hostile sandbox would read "
+                "what you copy and fill your clipboard")
+      ->needs("--rdp");
+  cmd->callback([&g, exit_code, cmd, name, port, rdp, clipboard] {
     if (!cmd->get_subcommands().empty()) return;  // an action ran
     auto sb = OpenDesktop(g, *name);
     if (!sb.ok()) {
       *exit_code = Fail(sb.error());
       return;
     }
-    *exit_code = Serve(**sb, *port, *rdp, g.json);
+    *exit_code = Serve(**sb, *port, *rdp, *clipboard, g.json);
   });
   // Actions run in their own callbacks, after the parent's positional is parsed.
   auto run = [&g, exit_code, name](std::function<Result<void>(Sandbox&)> fn) {

@@ -394,9 +394,10 @@ std::string FormatReport(const std::vector<Check>& checks) {
     char head[64];
     std::snprintf(head, sizeof head, "%-5s %-19s ", std::string(StatusWord(c.status)).c_str(),
                   c.name.c_str());
-    out += head + c.detail + "\n";
+    // A detail may quote what a sandbox printed (its interfaces, a probe's error): escaped.
+    out += head + EscapeForTerminal(c.detail) + "\n";
     if (!c.fix.empty() && (c.status == Status::kWarn || c.status == Status::kFail)) {
-      out += "      fix: " + c.fix + "\n";
+      out += "      fix: " + EscapeForTerminal(c.fix) + "\n";
     }
   }
   out += HostUsable(checks) ? "this host can run agvisor sandboxes\n"

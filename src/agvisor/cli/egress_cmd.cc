@@ -45,15 +45,17 @@ egress::EgressRules Apply(egress::EgressRules r, const EgressChange& c) {
   return r;
 }
 
+// The decisions name what the sandbox asked for (SNI, Host, names it resolved): every field is
+// escaped.
 void Print(const std::string& name, const api::EgressView& v) {
-  std::printf("sandbox %s: network %s, enforcer %s\n", name.c_str(), v.network.c_str(),
-              v.gateway.c_str());
-  std::printf("policy: %s\n", v.describe.c_str());
+  std::printf("sandbox %s: network %s, enforcer %s\n", EscapeForTerminal(name).c_str(),
+              EscapeForTerminal(v.network).c_str(), EscapeForTerminal(v.gateway).c_str());
+  std::printf("policy: %s\n", EscapeForTerminal(v.describe).c_str());
   std::printf("decisions: %llu allowed, %llu denied\n",
               static_cast<unsigned long long>(v.counters.allowed),
               static_cast<unsigned long long>(v.counters.denied));
   if (!v.recent_lines.empty()) std::printf("recent (oldest first):\n");
-  for (const auto& line : v.recent_lines) std::printf("  %s\n", line.c_str());
+  for (const auto& line : v.recent_lines) std::printf("  %s\n", EscapeForTerminal(line).c_str());
 }
 
 }  // namespace

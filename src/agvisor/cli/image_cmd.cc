@@ -52,7 +52,7 @@ void AddImage(CLI::App& app, GlobalOptions& g, int* exit_code) {
       *exit_code = ReportError(docker.error());
       return;
     }
-    auto progress = [](std::string_view line) { std::cerr << line << "\n"; };
+    auto progress = [](std::string_view line) { std::cerr << EscapeForTerminal(line) << "\n"; };
     Result<std::string> id = Error::Internal("unset");
     if (*kind == "kube-agent") {
       images::KubeAgentImageOptions ko{
@@ -73,7 +73,7 @@ void AddImage(CLI::App& app, GlobalOptions& g, int* exit_code) {
       *exit_code = ReportError(id.error());
       return;
     }
-    std::cout << *id << "\n";
+    std::cout << EscapeForTerminal(*id) << "\n";
   });
 }
 

@@ -62,7 +62,7 @@ void AddPs(CLI::App& app, GlobalOptions& g, int* exit_code) {
         for (const auto& p : *list) {
           std::string exit = p.running ? "-" : std::to_string(p.exit_code);
           std::printf("%-8u %-8s %-5s %-5s %s\n", p.pid, p.running ? "running" : "exited",
-                      exit.c_str(), p.keep_awake ? "yes" : "-", p.argv0.c_str());
+                      exit.c_str(), p.keep_awake ? "yes" : "-", EscapeForTerminal(p.argv0).c_str());
         }
         return kExitOk;
       });

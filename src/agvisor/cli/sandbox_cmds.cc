@@ -89,7 +89,7 @@ void PrintWarning(const Created& c) {
   static bool warned = false;
   if (!c.disk_warning.empty() && !warned) {
     warned = true;
-    std::cerr << "agvisor: warning: " << c.disk_warning << "\n";
+    std::cerr << "agvisor: warning: " << EscapeForTerminal(c.disk_warning) << "\n";
   }
 }
 
@@ -111,7 +111,7 @@ Result<void> EnsureDesktopImage(const GlobalOptions& g) {
             << " is not on this host yet: building it once (debootstrap of Xvnc, xfce and "
                "Firefox, then an import; about 4 minutes on 2 cores)\n";
   images::BuildOptions options;
-  options.progress = [](std::string_view line) { std::cerr << line << "\n"; };
+  options.progress = [](std::string_view line) { std::cerr << EscapeForTerminal(line) << "\n"; };
   auto recipe = AGVISOR_TRY(images::RecipeFor("desktop"));
   AGVISOR_TRY(images::BuildImage(*docker, recipe, options));
   return Ok();
@@ -163,7 +163,7 @@ void AddCreate(CLI::App& app, GlobalOptions& g, int* exit_code) {
       o["data_dir"] = sb->name ? "/workspace" : "";
       std::cout << boost::json::serialize(o) << "\n";
     } else {
-      std::cout << sb->handle->container_name() << "\n";
+      std::cout << EscapeForTerminal(sb->handle->container_name()) << "\n";
     }
   });
 }
@@ -201,7 +201,7 @@ void AddRun(CLI::App& app, GlobalOptions& g, int* exit_code) {
       // Gone already: an anonymous sandbox that ended (lifetime, OOM) removes itself.
       if (!s.ok() && s.error().code() != ErrorCode::kNotFound) ReportError(s.error());
     } else {
-      std::cerr << "agvisor: sandbox " << cname << " left running\n";
+      std::cerr << "agvisor: sandbox " << EscapeForTerminal(cname) << " left running\n";
     }
     if (!r.ok()) {
       int rc = ReportError(r.error());
@@ -288,9 +288,11 @@ void AddList(CLI::App& app, GlobalOptions& g, int* exit_code) {
     }
     std::printf("%-32s %-20s %-10s %-8s %s\n", "CONTAINER", "NAME", "STATE", "PLATFORM", "IMAGE");
     for (const auto& i : *list) {
-      std::printf("%-32s %-20s %-10s %-8s %s\n", i.container_name.c_str(),
-                  i.name ? i.name->c_str() : "-", i.state.c_str(),
-                  i.platform.empty() ? "-" : i.platform.c_str(), i.image.c_str());
+      std::printf("%-32s %-20s %-10s %-8s %s\n", EscapeForTerminal(i.container_name).c_str(),
+                  i.name ? EscapeForTerminal(*i.name).c_str() : "-",
+                  EscapeForTerminal(i.state).c_str(),
+                  i.platform.empty() ? "-" : EscapeForTerminal(i.platform).c_str(),
+                  EscapeForTerminal(i.image).c_str());
     }
   });
 }
@@ -309,7 +311,7 @@ void ForEachSandbox(const std::vector<std::string>& names, GlobalOptions& g, int
     if (auto r = (*place)->Remove(cname, erase); !r.ok()) {
       *exit_code = ReportError(r.error());
     } else if (!g.json) {
-      std::cout << cname << "\n";
+      std::cout << EscapeForTerminal(cname) << "\n";
     }
   }
 }
@@ -327,7 +329,7 @@ void PauseEach(const std::vector<std::string>& names, GlobalOptions& g, int* exi
     if (!r.ok()) {
       *exit_code = ReportError(r.error());
     } else if (!g.json) {
-      std::cout << cname << "\n";
+      std::cout << EscapeForTerminal(cname) << "\n";
     }
   }
 }
@@ -401,7 +403,8 @@ void AddUpdate(CLI::App& app, GlobalOptions& g, int* exit_code) {
     auto none = [](bool unset, std::string v) { return unset ? std::string("none") : v; };
     char cpu_text[32];
     std::snprintf(cpu_text, sizeof cpu_text, "%g", live->cpus);
-    std::cout << cname << ": cpus " << none(live->cpus == 0, cpu_text) << ", memory "
+    std::cout << EscapeForTerminal(cname) << ": cpus " << none(live->cpus == 0, cpu_text)
+              << ", memory "
               << none(live->memory_bytes == 0, std::to_string(live->memory_bytes >> 20) + "m")
               << ", pids " << none(live->pids == 0, std::to_string(live->pids)) << "\n";
   });

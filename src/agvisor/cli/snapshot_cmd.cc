@@ -34,8 +34,8 @@ std::function<void(std::uint64_t)> ProgressLine(const std::string& what) {
     const auto now = std::chrono::steady_clock::now();
     if (now - *last < std::chrono::seconds(1)) return;
     *last = now;
-    std::cerr << (tty ? "\r" : "") << "agvisor: " << what << ": " << Megabytes(bytes)
-              << " checked and sent" << (tty ? "" : "\n") << std::flush;
+    std::cerr << (tty ? "\r" : "") << "agvisor: " << EscapeForTerminal(what) << ": "
+              << Megabytes(bytes) << " checked and sent" << (tty ? "" : "\n") << std::flush;
   };
 }
 
@@ -75,9 +75,9 @@ void AddSnapshot(CLI::App& app, GlobalOptions& g, int* exit_code) {
         if (g.json) {
           std::cout << boost::json::serialize(SnapshotJson(*r)) << "\n";
         } else {
-          std::cerr << "agvisor: " << r->image << ": " << Megabytes(r->bytes) << ", " << r->entries
-                    << " entries in " << r->seconds << " s\n";
-          std::cout << r->image << "\n";
+          std::cerr << "agvisor: " << EscapeForTerminal(r->image) << ": " << Megabytes(r->bytes)
+                    << ", " << r->entries << " entries in " << r->seconds << " s\n";
+          std::cout << EscapeForTerminal(r->image) << "\n";
         }
         return 0;
       });
@@ -144,10 +144,12 @@ void AddFork(CLI::App& app, GlobalOptions& g, int* exit_code) {
       std::cout << boost::json::serialize(out) << "\n";
       return;
     }
-    std::cerr << "agvisor: " << r->snapshot.image << ": " << Megabytes(r->snapshot.bytes) << " in "
-              << r->snapshot.seconds << " s; " << r->sandboxes.size() << " forks in " << r->seconds
-              << " s in all\n";
-    for (const auto& c : r->sandboxes) std::cout << c.handle->container_name() << "\n";
+    std::cerr << "agvisor: " << EscapeForTerminal(r->snapshot.image) << ": "
+              << Megabytes(r->snapshot.bytes) << " in " << r->snapshot.seconds << " s; "
+              << r->sandboxes.size() << " forks in " << r->seconds << " s in all\n";
+    for (const auto& c : r->sandboxes) {
+      std::cout << EscapeForTerminal(c.handle->container_name()) << "\n";
+    }
   });
 }
 

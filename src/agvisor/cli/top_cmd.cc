@@ -73,18 +73,20 @@ void Print(const GlobalOptions& g, const std::vector<Row>& rows) {
   std::printf("%-32s %-20s %7s %23s %11s\n", "CONTAINER", "NAME", "CPU %", "MEMORY / LIMIT",
               "PIDS");
   for (const Row& r : rows) {
-    const char* name = r.info.name ? r.info.name->c_str() : "-";
+    const std::string shown_name = r.info.name ? EscapeForTerminal(*r.info.name) : "-";
+    const std::string container = EscapeForTerminal(r.info.container_name);
+    const char* name = shown_name.c_str();
     if (!r.stats.ok()) {
       // Ended between the list and the sample, most often.
-      std::printf("%-32s %-20s %s\n", r.info.container_name.c_str(), name,
-                  r.stats.error().message().c_str());
+      std::printf("%-32s %-20s %s\n", container.c_str(), name,
+                  EscapeForTerminal(r.stats.error().message()).c_str());
       continue;
     }
     const std::string mem = Mib(r.stats->memory_bytes) + " / " + Mib(r.stats->memory_limit_bytes);
     const std::string pids = std::to_string(r.stats->pids) + " / " +
                              (r.stats->pids_limit ? std::to_string(r.stats->pids_limit) : "-");
-    std::printf("%-32s %-20s %7.1f %23s %11s\n", r.info.container_name.c_str(), name,
-                r.stats->cpu_percent, mem.c_str(), pids.c_str());
+    std::printf("%-32s %-20s %7.1f %23s %11s\n", container.c_str(), name, r.stats->cpu_percent,
+                mem.c_str(), pids.c_str());
   }
   if (rows.empty()) std::printf("(no running sandboxes)\n");
 }

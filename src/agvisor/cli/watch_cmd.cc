@@ -16,16 +16,18 @@ volatile std::sig_atomic_t g_interrupted = 0;
 
 void OnInterrupt(int) { g_interrupted = 1; }
 
-// "create src/a.txt", "create src/" (a directory), "move old -> new", "overflow ...".
+// "create src/a.txt", "create src/" (a directory), "move old -> new", "overflow ...". The paths
+// are the sandbox's choice: escaped.
 std::string EventLine(const WatchEvent& e) {
   const std::string dir = e.is_dir ? "/" : "";
   switch (e.kind) {
     case WatchEventKind::kMove:
-      return "move " + e.old_path + dir + " -> " + e.path + dir;
+      return "move " + EscapeForTerminal(e.old_path) + dir + " -> " + EscapeForTerminal(e.path) +
+             dir;
     case WatchEventKind::kOverflow:
       return "overflow (events were lost: the reader was too slow; rescan what you need)";
     default:
-      return std::string(proto::WatchEventKindName(e.kind)) + " " + e.path + dir;
+      return std::string(proto::WatchEventKindName(e.kind)) + " " + EscapeForTerminal(e.path) + dir;
   }
 }
 
@@ -33,13 +35,15 @@ int RunWatch(SandboxHandle& sb, const std::string& name, const std::string& path
              bool json) {
   auto w = sb.Watch(path, recursive);
   if (!w.ok()) return ReportError(w.error());
+  // For the lines printed here (ReportError escapes the messages it prints itself).
+  const std::string where = EscapeForTerminal(name) + ":" + EscapeForTerminal(path);
   // Ctrl-C ends the watch cleanly (the agent's side is closed) instead of killing us mid-line.
   struct sigaction sa {};
   sa.sa_handler = OnInterrupt;
   ::sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
-  std::cerr << "agvisor: watching " << name << ":" << path << (recursive ? " (recursive)" : "")
+  std::cerr << "agvisor: watching " << where << (recursive ? " (recursive)" : "")
             << "; Ctrl-C to stop\n";
   while (!g_interrupted) {
     // Short waits, so an interrupt is seen within a quarter second.
@@ -48,7 +52,7 @@ int RunWatch(SandboxHandle& sb, const std::string& name, const std::string& path
       return ReportError(batch.error().WithContext("watch " + name + ":" + path));
     }
     if (!batch->has_value()) {
-      std::cerr << "agvisor: watch " << name << ":" << path
+      std::cerr << "agvisor: watch " << where
                 << " ended: the directory was deleted or moved away\n";
       return kExitOk;
     }

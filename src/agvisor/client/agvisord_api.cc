@@ -408,6 +408,22 @@ std::string ServerAddressString(const http::Endpoint& ep) {
   return "http://" + ep.host + ":" + std::to_string(ep.port);
 }
 
+Result<void> CheckAgvisordPeer(int fd, std::string_view address) {
+  ucred peer{};
+  socklen_t len = sizeof peer;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) {
+    return Error::FromErrno("getsockopt(SO_PEERCRED) on agvisord's socket " + std::string(address),
+                            errno);
+  }
+  const uid_t me = ::geteuid();
+  if (peer.uid == 0 || peer.uid == me) return Ok();
+  return Error::PermissionDenied(
+      "refusing to send agvisord's token to " + std::string(address) +
+      ": the process serving that socket runs as uid " + std::to_string(peer.uid) +
+      ", neither root nor you (uid " + std::to_string(me) +
+      "); agvisord runs as root or as you: check the socket path (--server) and who made it");
+}
+
 Result<RemoteToken> ReadTokenFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -476,7 +492,11 @@ Result<std::unique_ptr<RemoteClient>> RemoteClient::Connect(const http::Endpoint
     std::memcpy(a.sun_path, endpoint.path.c_str(), endpoint.path.size() + 1);
     UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!fd) return Error::FromErrno("socket(AF_UNIX)", errno);
-    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) err = errno;
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      err = errno;
+    } else {
+      AGVISOR_RETURN_IF_ERROR(CheckAgvisordPeer(fd.get(), addr));
+    }
   } else {
     net::io_context ioc;
     net::ip::tcp::socket s(ioc);
@@ -497,7 +517,12 @@ Result<std::unique_ptr<RemoteClient>> RemoteClient::Connect(const http::Endpoint
     return Error::Unavailable("cannot reach agvisord at " + addr + ": " + why + " (" +
                               StartHint(endpoint) + ")");
   }
-  auto http = AGVISOR_TRY(http::Client::Connect(endpoint));
+  http::ClientOptions options;
+  if (endpoint.kind == http::Endpoint::Kind::kUnix) {
+    // Each connection of the pool again: the socket's path may be swapped after this check.
+    options.check_unix_peer = [addr](int fd) { return CheckAgvisordPeer(fd, addr); };
+  }
+  auto http = AGVISOR_TRY(http::Client::Connect(endpoint, std::move(options)));
   return std::unique_ptr<RemoteClient>(new RemoteClient(endpoint, std::move(token), http));
 }
 
@@ -782,6 +807,10 @@ Result<std::unique_ptr<WsConnection>> RemoteClient::OpenWebSocket(
     net::local::stream_protocol::endpoint ep(socket_endpoint_.path);
     sock.open(net::generic::stream_protocol(AF_UNIX, 0), ec);
     if (!ec) sock.connect(net::generic::stream_protocol::endpoint(ep), ec);
+    if (!ec) {
+      AGVISOR_RETURN_IF_ERROR(
+          CheckAgvisordPeer(sock.native_handle(), ServerAddressString(socket_endpoint_)));
+    }
   } else {
     net::ip::tcp::resolver resolver(conn->ioc());
     auto results = resolver.resolve(endpoint_.host, std::to_string(endpoint_.port), ec);

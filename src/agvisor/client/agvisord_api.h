@@ -47,6 +47,14 @@ struct RemoteToken {
   std::string token;
   std::string source;
 };
+// Whether the process at the other end of the connected unix socket `fd` (SO_PEERCRED: the
+// server's uid when it accepted, which a later swap of the socket's path cannot change) may be
+// sent the token: root's or this user's (effective uid). A socket path that another user made
+// (under /tmp, in a shared directory) would otherwise collect the token. `address` names the
+// server in the error. Errors: kPermissionDenied (names the uid, and what to check), errno
+// codes of getsockopt. RemoteClient checks every unix connection it opens.
+Result<void> CheckAgvisordPeer(int fd, std::string_view address);
+
 // Reads a token file (surrounding whitespace dropped); never creates one. Errors: kNotFound (no
 // such file: says agvisord writes it at start), kInvalidArgument (empty), errno codes.
 Result<RemoteToken> ReadTokenFile(const std::string& path);

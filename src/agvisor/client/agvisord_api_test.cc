@@ -1,8 +1,22 @@
-// Where agvisord is reached (pure parsing): the ssh:// form and the agvisord of a Docker host.
+// Where agvisord is reached (pure parsing): the ssh:// form and the agvisord of a Docker host;
+// and to whom the token goes: a unix socket served by a process of another user (a real one,
+// forked and made `nobody`) never gets it.
 #include "agvisor/client/agvisord_api.h"
 
+#include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstring>
+
+#include "agvisor/base/unique_fd.h"
 #include "agvisor/client/agvisord.h"
 
 namespace agvisor::client {
@@ -47,6 +61,101 @@ TEST(EgressAgvisordAddressTest, AnSshDockerHostsAgvisordRunsOnThatHost) {
   if (local.ok()) {
     EXPECT_TRUE(local->starts_with("unix:/")) << *local;
   }
+}
+
+constexpr char kSecret[] = "s3cret-agvisord-token";
+
+// A stand-in agvisord on a unix socket, served by a child process running as `uid`: it answers
+// every request with 200 and an empty sandbox list, and writes 'T' to a pipe each time a request
+// carried kSecret.
+class PeerServer {
+ public:
+  explicit PeerServer(uid_t uid) {
+    char dir[] = "/tmp/agvisor-peer-test-XXXXXX";
+    EXPECT_NE(::mkdtemp(dir), nullptr);
+    dir_ = dir;
+    path_ = dir_ + "/agvisord.sock";
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strcpy(a.sun_path, path_.c_str());
+    // Bound by us (root): the socket file is root's; only the serving process is another user's.
+    EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    ::chmod(path_.c_str(), 0666);
+    int report[2], ready[2];
+    EXPECT_EQ(::pipe2(report, O_CLOEXEC), 0);
+    EXPECT_EQ(::pipe2(ready, O_CLOEXEC), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(report[0]);
+      if (::setgid(uid == 0 ? 0 : 65534) != 0 || ::setuid(uid) != 0) ::_exit(2);
+      // SO_PEERCRED names who called listen(): the uid set just above.
+      if (::listen(fd.get(), 8) != 0) ::_exit(3);
+      ::close(ready[1]);  // listening: the parent's read ends
+      for (;;) {
+        int c = ::accept(fd.get(), nullptr, nullptr);
+        if (c < 0) ::_exit(4);
+        char buf[16384];
+        std::size_t got = 0;
+        while (got < sizeof buf && !::memmem(buf, got, "\r\n\r\n", 4)) {
+          ssize_t n = ::read(c, buf + got, sizeof buf - got);
+          if (n <= 0) break;
+          got += static_cast<std::size_t>(n);
+        }
+        if (::memmem(buf, got, kSecret, sizeof kSecret - 1)) (void)!::write(report[1], "T", 1);
+        static const char kAnswer[] =
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 16\r\n"
+            "Connection: close\r\n\r\n{\"sandboxes\":[]}";
+        (void)!::send(c, kAnswer, sizeof kAnswer - 1, MSG_NOSIGNAL);
+        ::close(c);
+      }
+    }
+    ::close(report[1]);
+    ::close(ready[1]);
+    char c;
+    EXPECT_EQ(::read(ready[0], &c, 1), 0);  // end of file: the child listens (or died)
+    ::close(ready[0]);
+    report_ = UniqueFd(report[0]);
+  }
+  ~PeerServer() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    ::unlink(path_.c_str());
+    ::rmdir(dir_.c_str());
+  }
+  std::string address() const { return "unix:" + path_; }
+  // Whether a request carried the token (waits a moment for the child's report).
+  bool GotToken() const {
+    pollfd p{report_.get(), POLLIN, 0};
+    return ::poll(&p, 1, 200) == 1 && (p.revents & POLLIN);
+  }
+
+ private:
+  std::string dir_, path_;
+  pid_t pid_ = -1;
+  UniqueFd report_;
+};
+
+TEST(AgvisordPeerTest, TheTokenIsNotSentToASocketServedByAnotherUser) {
+  ASSERT_EQ(::geteuid(), 0u) << "the test makes a server of another user: run it as root";
+  PeerServer nobody(65534);
+  auto place = Agvisord(nobody.address(), "", kSecret);
+  if (place.ok()) (void)(*place)->List();  // would send the token
+  EXPECT_FALSE(nobody.GotToken()) << "the token went to uid 65534's socket";
+  ASSERT_FALSE(place.ok());
+  EXPECT_EQ(place.error().code(), ErrorCode::kPermissionDenied);
+  EXPECT_THAT(place.error().message(), ::testing::HasSubstr("uid 65534, neither root nor you"));
+}
+
+TEST(AgvisordPeerTest, RootsOrOwnSocketGetsTheToken) {
+  PeerServer root(0);
+  auto place = Agvisord(root.address(), "", kSecret);
+  ASSERT_TRUE(place.ok()) << place.error().ToString();
+  auto list = (*place)->List();
+  ASSERT_TRUE(list.ok()) << list.error().ToString();
+  EXPECT_TRUE(root.GotToken());
 }
 
 }  // namespace

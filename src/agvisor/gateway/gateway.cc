@@ -73,6 +73,11 @@ int Gateway::active_sessions() const {
   return active_;
 }
 
+int Gateway::unauthenticated_sessions() const {
+  std::lock_guard lock(mu_);
+  return unauthenticated_;
+}
+
 Result<std::shared_ptr<Sandbox>> Gateway::OpenSandbox(const desktop::VncTarget& target) {
   const std::string key = target.docker_host + "\n" + target.container;
   {
@@ -103,17 +108,34 @@ SessionEnd Gateway::Serve(const ViewerRequest& request, http::WebSocket& socket)
     socket.Close(code, end.reason);
     return end;
   };
+  // Counted as unauthenticated from the start (in the same step as active_, so a caller that
+  // sees a session active sees it counted) until its token is accepted.
+  bool over_cap;
   {
     std::lock_guard lock(mu_);
     ++active_;
+    over_cap = unauthenticated_ >= options_.max_unauthenticated;
+    if (!over_cap) ++unauthenticated_;
   }
   struct Count {
     Gateway* g;
+    bool unauthenticated;
+    void Authenticated() {
+      std::lock_guard lock(g->mu_);
+      if (unauthenticated) --g->unauthenticated_;
+      unauthenticated = false;
+    }
     ~Count() {
       std::lock_guard lock(g->mu_);
       --g->active_;
+      if (unauthenticated) --g->unauthenticated_;
     }
-  } count{this};
+  } count{this, !over_cap};
+  if (over_cap) {
+    return finish(kCloseTryAgainLater, "too many viewers are sending their token right now (" +
+                                           std::to_string(options_.max_unauthenticated) +
+                                           " at most): try again");
+  }
 
   if (!(options_.allow_same_origin && request.same_origin) && !OriginAllowed(request.origin)) {
     return finish(kCloseOriginRefused,
@@ -147,6 +169,7 @@ SessionEnd Gateway::Serve(const ViewerRequest& request, http::WebSocket& socket)
                   "this gateway serves vnc desktops only; a \"" + payload->type.substr(0, 16) +
                       "\" token (the seed's rdp) is not served: mint a vnc token");
   }
+  count.Authenticated();
   const desktop::VncTarget& target = payload->vnc;
   end.container = target.container;
 

@@ -5,6 +5,10 @@
 // the standalone listener (listener.h) that tests and embedders use without agvisord.
 //
 // One viewer's session, as Gateway::Serve runs it:
+//   0. Cap: a viewer whose token is not accepted yet is "unauthenticated"; past
+//      GatewayOptions::max_unauthenticated of them at once, a new one is closed at once (1013,
+//      try again later). Anyone who can reach the gateway can open WebSockets; without the cap
+//      each could hold a connection and a thread for the whole handshake timeout, unbounded.
 //   1. Origin: a browser's Origin header must be in the allowlist ("*" allows any); a request
 //      without Origin (not a browser: a native client, a test) passes. The token still decides.
 //   2. Token: the `token` query parameter, or else the first WebSocket message (text). The
@@ -48,6 +52,7 @@ inline constexpr int kCloseOriginRefused = 4003;       // Origin not in the allo
 inline constexpr int kCloseSandboxUnavailable = 4004;  // no such sandbox, no desktop, VNC refused
 inline constexpr int kCloseSandboxEnded = 4005;    // the sandbox or its desktop ended mid-session
 inline constexpr int kCloseViewerProtocol = 4006;  // the browser did not speak RFB / no token
+inline constexpr int kCloseTryAgainLater = 1013;   // too many viewers without a token yet
 inline constexpr int kCloseInternal = 1011;
 
 struct GatewayOptions {
@@ -60,6 +65,9 @@ struct GatewayOptions {
   bool allow_same_origin = false;
   // How long a viewer may take to send its token and finish the RFB handshake.
   std::chrono::seconds handshake_timeout{30};
+  // Viewers whose token is not accepted yet, at once (step 0 above). A browser sends its token
+  // right after the upgrade, so a few are plenty even with many viewers arriving together.
+  int max_unauthenticated = 16;
 };
 
 // The request facts the gateway checks.
@@ -91,11 +99,15 @@ class Gateway {
   // it from one thread per viewer.
   SessionEnd Serve(const ViewerRequest& request, http::WebSocket& socket);
 
+  // GatewayOptions::handshake_timeout (the standalone listener bounds the upgrade request by it).
+  std::chrono::seconds handshake_timeout() const { return options_.handshake_timeout; }
+
   // Whether `origin` may open desktops (exposed for the tests and the daemon's logs).
   bool OriginAllowed(std::string_view origin) const;
 
-  // Number of sessions being served now.
+  // Number of sessions being served now, and of those whose token is not accepted yet.
   int active_sessions() const;
+  int unauthenticated_sessions() const;
 
  private:
   // The shared handle on a sandbox, opened on first use and kept while a viewer uses it.
@@ -105,6 +117,7 @@ class Gateway {
   mutable std::mutex mu_;
   std::map<std::string, std::weak_ptr<Sandbox>> sandboxes_;  // "host\ncontainer" -> handle
   int active_ = 0;
+  int unauthenticated_ = 0;
 };
 
 }  // namespace agvisor::gateway

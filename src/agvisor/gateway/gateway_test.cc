@@ -5,7 +5,15 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "agvisor/base/unique_fd.h"
 #include "agvisor/gateway/listener.h"
 #include "agvisor/gateway/testing/viewer_client.h"
 
@@ -144,6 +152,60 @@ TEST_F(GatewayTest, ManyRefusedViewersAtOnce) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(gateway_->active_sessions(), 0);
+}
+
+TEST_F(GatewayTest, ViewersWithoutATokenYetAreCapped) {
+  // 16 (the default cap) viewers hold their connections without sending a token...
+  const int cap = GatewayOptions{}.max_unauthenticated;
+  std::vector<std::unique_ptr<ViewerClient>> silent;
+  for (int i = 0; i < cap; ++i) {
+    silent.push_back(std::make_unique<ViewerClient>());
+    ASSERT_EQ(silent.back()->Connect(listener_->port(), {}), "");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (gateway_->active_sessions() < cap && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(gateway_->active_sessions(), cap);
+  // ...so the next one is closed at once (not at the 2 s handshake deadline), saying why.
+  ViewerClient over;
+  ASSERT_EQ(over.Connect(listener_->port(), {}), "");
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(over.WaitClosed());
+  EXPECT_EQ(over.close_code(), kCloseTryAgainLater);
+  EXPECT_THAT(over.close_reason(), HasSubstr("try again"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500));
+  // A refused token frees its place: the next viewer gets as far as the token check.
+  ASSERT_TRUE(silent[0]->SendText("bad"));
+  EXPECT_TRUE(silent[0]->WaitClosed());
+  EXPECT_EQ(silent[0]->close_code(), kCloseTokenRejected);
+  const auto freed = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (gateway_->unauthenticated_sessions() >= cap && std::chrono::steady_clock::now() < freed) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ViewerClient next;
+  ASSERT_EQ(next.Connect(listener_->port(), {}), "");
+  ASSERT_TRUE(next.SendText("bad"));
+  EXPECT_TRUE(next.WaitClosed());
+  EXPECT_EQ(next.close_code(), kCloseTokenRejected);
+}
+
+// Before any WebSocket: a client that connects and sends no request is closed at the handshake
+// deadline (2 s here), not held for good.
+TEST_F(GatewayTest, AConnectionWithoutARequestIsClosedAtTheDeadline) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(listener_->port());
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::send(fd.get(), "GET / HTTP/1.1\r\n", 16, MSG_NOSIGNAL), 16);  // and no more
+  const auto start = std::chrono::steady_clock::now();
+  pollfd p{fd.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 8000), 1) << "still open 8 s after a 2 s deadline";
+  char c;
+  EXPECT_LE(::recv(fd.get(), &c, 1, 0), 0);  // closed, nothing sent
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(8));
 }
 
 TEST(ListenerTest, RefusesNonLoopbackAddressesUnlessAllowed) {

@@ -15,6 +15,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
@@ -220,8 +221,30 @@ void Listener::ServeConn(const std::shared_ptr<Conn>& conn) {
       c.finished = true;
     }
   } mark_done{*conn};
-  bhttp::read(conn->ws.next_layer(), buf, req, ec);
-  if (ec) return;
+  // The upgrade request must be complete within the handshake timeout: a client that connects
+  // and sends nothing (or a byte now and then) would otherwise hold this thread for good, before
+  // the gateway's cap on viewers without a token (Gateway::Serve) ever sees it.
+  {
+    bool late = false;
+    net::steady_timer deadline(conn->ioc, gateway_.handshake_timeout());
+    deadline.async_wait([&](beast::error_code e) {
+      if (e) return;
+      late = true;
+      beast::error_code ignored;
+      conn->ws.next_layer().cancel(ignored);
+    });
+    bhttp::async_read(conn->ws.next_layer(), buf, req, [&](beast::error_code e, std::size_t) {
+      ec = e;
+      deadline.cancel();
+    });
+    conn->ioc.run();
+    conn->ioc.restart();
+    if (ec || late) {
+      // The fd itself goes with the Conn (AcceptLoop's clean-up); the client is told now.
+      ::shutdown(conn->ws.next_layer().native_handle(), SHUT_RDWR);
+      return;
+    }
+  }
   if (!bws::is_upgrade(req)) {
     bhttp::response<bhttp::string_body> res{bhttp::status::upgrade_required, req.version()};
     res.set(bhttp::field::content_type, "text/plain");

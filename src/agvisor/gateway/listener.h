@@ -2,8 +2,9 @@
 //
 // Used by the gateway's tests and by programs that embed the gateway without agvisord (agvisord
 // mounts Gateway::Serve on its own server instead). Serves `GET <any path>[?token=...]` with an
-// HTTP Upgrade to WebSocket; anything else gets 426 (or 400 for malformed requests). No TLS: put
-// a reverse proxy in front for wss://, as for agvisord.
+// HTTP Upgrade to WebSocket; anything else gets 426 (or 400 for malformed requests). The request
+// must be complete within the gateway's handshake timeout, else the connection is closed. No TLS:
+// put a reverse proxy in front for wss://, as for agvisord.
 #pragma once
 
 #include <atomic>

@@ -297,6 +297,11 @@ struct Client::Impl {
     switch (endpoint.kind) {
       case Endpoint::Kind::kUnix:
         fd = internal::ConnectUnix(endpoint.path, d);
+        if (fd.ok() && options.check_unix_peer) {
+          if (auto checked = options.check_unix_peer(fd->get()); !checked.ok()) {
+            return checked.error();
+          }
+        }
         break;
       case Endpoint::Kind::kTcp:
       case Endpoint::Kind::kHttps:

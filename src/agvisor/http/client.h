@@ -129,6 +129,10 @@ struct ClientOptions {
   std::vector<std::string> ssh_args;
   // https only.
   TlsConfig tls;
+  // unix only: run on each new connection before anything is sent on it; an error refuses the
+  // connection (and is the request's error). agvisord's client checks who serves the socket
+  // before it sends its token there (client/agvisord_api.h CheckAgvisordPeer).
+  std::function<Result<void>(int fd)> check_unix_peer;
 };
 
 // The argv that runs `remote_command` (one shell command line, run by the remote user's shell)

@@ -1,11 +1,15 @@
 #include "agvisor/server/mcp_route.h"
 
+#include <arpa/inet.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
+#include <cctype>
 #include <list>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "agvisor/api/codec.h"
 #include "agvisor/client/place.h"
@@ -40,6 +44,25 @@ HttpResponse JsonRpcError(int status, int code, std::string message) {
           {}};
 }
 
+// The refusals every /mcp request gets before its session is looked at (nullopt: none).
+std::optional<HttpResponse> RefuseHeaders(const HttpRequest& req) {
+  if (!McpOriginAllowed(req.header("origin"))) {
+    return JsonRpcError(403, -32600,
+                        "a web page of another origin may not use /mcp (only loopback origins "
+                        "and clients that send no Origin may: docs/mcp.md)");
+  }
+  const std::string version = req.header("mcp-protocol-version");
+  if (!version.empty() &&
+      std::find(std::begin(mcp::kProtocolVersions), std::end(mcp::kProtocolVersions), version) ==
+          std::end(mcp::kProtocolVersions)) {
+    std::string known;
+    for (auto v : mcp::kProtocolVersions) known += (known.empty() ? "" : ", ") + std::string(v);
+    return JsonRpcError(400, -32600,
+                        "unsupported MCP-Protocol-Version header: this server speaks " + known);
+  }
+  return std::nullopt;
+}
+
 Result<std::string> NewSessionId() {
   unsigned char raw[16];
   if (RAND_bytes(raw, sizeof raw) != 1) return Error::Internal("mcp: RAND_bytes failed");
@@ -53,6 +76,7 @@ Result<std::string> NewSessionId() {
 }
 
 HttpResponse Post(McpState& st, const HttpRequest& req, HttpStream& io) {
+  if (auto refused = RefuseHeaders(req)) return *refused;
   std::string body;
   char buf[64 * 1024];
   for (;;) {
@@ -116,6 +140,44 @@ HttpResponse Post(McpState& st, const HttpRequest& req, HttpStream& io) {
 
 }  // namespace
 
+bool McpOriginAllowed(std::string_view origin) {
+  if (origin.empty()) return true;
+  std::string o(origin);
+  for (auto& c : o) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string_view rest = o;
+  if (rest.starts_with("http://")) {
+    rest.remove_prefix(7);
+  } else if (rest.starts_with("https://")) {
+    rest.remove_prefix(8);
+  } else {
+    return false;  // "null" (a sandboxed frame, a file:), another scheme
+  }
+  // HOST or HOST:PORT, nothing else (an origin has no path, query or userinfo).
+  std::string_view host = rest;
+  std::string_view port;
+  if (rest.starts_with("[")) {
+    const auto close = rest.find(']');
+    if (close == std::string_view::npos) return false;
+    host = rest.substr(0, close + 1);
+    const std::string_view after = rest.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return false;
+      port = after.substr(1);
+    }
+  } else if (const auto colon = rest.find(':'); colon != std::string_view::npos) {
+    host = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
+    if (port.empty()) return false;
+  }
+  if (!port.empty() &&
+      (port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos)) {
+    return false;
+  }
+  if (host == "localhost" || host == "[::1]") return true;
+  in_addr a{};
+  return inet_pton(AF_INET, std::string(host).c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
 Result<void> MountMcp(Server& server, McpRouteOptions options) {
   auto st = std::make_shared<McpState>();
   st->place = client::InProcess(options.docker_host);
@@ -138,6 +200,7 @@ Result<void> MountMcp(Server& server, McpRouteOptions options) {
   return server.AddHttpRoute(
       {"DELETE", kMcpRoutePath, api::RouteId::kExtension},
       [st](const HttpRequest& req, const api::RouteMatch&) {
+        if (auto refused = RefuseHeaders(req)) return *refused;
         const std::string id = req.header("mcp-session-id");
         std::shared_ptr<mcp::Session> session;
         {

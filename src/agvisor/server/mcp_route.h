@@ -7,11 +7,18 @@
 // answers 405 (no server-initiated stream). Tools run in the daemon on an in-process place, so
 // the desktop tools work here too.
 //
+// Before the token's use, as the transport asks of servers: a request with an Origin header
+// (a browser's) whose origin is not loopback (McpOriginAllowed) is refused with 403, which keeps
+// a web page that reaches a loopback agvisord through DNS rebinding out; a request whose
+// MCP-Protocol-Version header names a version this server does not speak
+// (mcp::kProtocolVersions) gets 400. Without the header the version agreed at initialize holds.
+//
 // Used by daemon.cc and the MCP interoperability test (web/test/mcp.test.mjs).
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "agvisor/base/error.h"
 #include "agvisor/mcp/session.h"
@@ -28,6 +35,12 @@ struct McpRouteOptions {
   // end at their lifetime).
   std::size_t max_sessions = 64;
 };
+
+// Whether a browser page of `origin` (the Origin header) may use /mcp: "" (not a browser: an MCP
+// client, curl), or http(s) on a loopback host (localhost, 127.0.0.0/8, [::1]) with any port or
+// none. Anything else ("null", another host, a path, a userinfo part) is refused. Compared
+// without case.
+bool McpOriginAllowed(std::string_view origin);
 
 // Adds POST, GET and DELETE /mcp. Errors: those of Server::AddStreamRoute / AddHttpRoute
 // (kConflict when mounted twice).
