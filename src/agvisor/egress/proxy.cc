@@ -116,6 +116,10 @@ class Deadline {
 // A refused later request waits at most this long for the answers to the requests before it
 // (the upstream was told the requests ended), then the connection closes without its refusal.
 constexpr std::chrono::seconds kAnswersBeforeRefusal{10};
+// After a later request's refusal, the client's unread bytes are drained for this long (at
+// most kMaxLingerBytes) before the close.
+constexpr std::chrono::seconds kLingerAfterRefusal{2};
+constexpr std::size_t kMaxLingerBytes = 256 * 1024;
 // The head of the answer to an Upgrade request that is read to see whether it is a 101.
 constexpr std::size_t kMaxUpgradeAnswerHead = 64 * 1024;
 
@@ -671,6 +675,20 @@ class EgressProxy::Impl {
     if (!s.final_to_client.empty()) {
       co_await net::async_write(s.client, net::buffer(s.final_to_client),
                                 net::redirect_error(net::use_awaitable, ec));
+      s.client.shutdown(tcp::socket::shutdown_send, ec);
+      s.upstream.close(ec);
+      // A lingering close: closing with unread bytes makes the kernel send a reset, which can
+      // destroy the refusal before the client has read it. Its bytes are drained for a moment.
+      Deadline deadline(io_, kLingerAfterRefusal, [&s] {
+        error_code ignored;
+        s.client.close(ignored);
+      });
+      char sink[4096];
+      for (std::size_t drained = 0; drained < kMaxLingerBytes;) {
+        drained += co_await s.client.async_read_some(net::buffer(sink),
+                                                     net::redirect_error(net::use_awaitable, ec));
+        if (ec) break;
+      }
       s.Close();
       co_return;
     }
