@@ -204,6 +204,16 @@ HttpRequestSniff ParseRequestHead(std::string_view head) {
       out.chunked = true;
     } else if (EqualsIgnoreCase(name, "upgrade")) {
       out.upgrade = true;
+      // HTTP/2 after a 101 carries requests (with an :authority each) the enforcer would not
+      // read: the upgrade to cleartext HTTP/2 is refused (prior knowledge fails at the version).
+      std::string_view rest = value;
+      while (!rest.empty()) {
+        const std::size_t comma = rest.find(',');
+        if (EqualsIgnoreCase(TrimOws(rest.substr(0, comma)), "h2c")) {
+          return RefuseHttp("Upgrade to h2c (cleartext HTTP/2 is not checked: use HTTP/1.1)");
+        }
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      }
     }
   }
   if (has_length && has_encoding) {

@@ -274,6 +274,8 @@ TEST(SniffHttpTest, RefusesMalformedAndAmbiguousRequests) {
        "chunked\r\n\r\n",
        "more than one Transfer-Encoding"},
       {"POST / HTTP/1.0\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n", "HTTP/1.0"},
+      {"GET / HTTP/1.1\r\nHost: a\r\nUpgrade: foo, H2C\r\n\r\n", "Upgrade to h2c"},
+      {"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "not HTTP/1.0 or 1.1"},
   };
   for (const Case& c : cases) {
     auto s = SniffHttpRequest(c.request);
