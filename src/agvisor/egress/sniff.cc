@@ -399,7 +399,11 @@ HttpRequestStream::Step HttpRequestStream::Next(std::string_view in) {
       }
       // The method is checked before the head is complete, so that a TLS record or random
       // bytes are refused at once, not after the cap.
-      for (; !method_done_ && lead_ + method_scanned_ < in.size(); ++method_scanned_) {
+      // (A CR where the request line would start is the start of an empty line, or a bare CR
+      // that the line scan refuses: not a method's end.)
+      const bool line_started = in.size() > lead_ && in[lead_] != '\r';
+      for (; line_started && !method_done_ && lead_ + method_scanned_ < in.size();
+           ++method_scanned_) {
         const char c = in[lead_ + method_scanned_];
         if (c == ' ' || c == '\r' || c == '\n') {
           method_done_ = true;
