@@ -542,12 +542,42 @@ TEST_F(EgressTest, PolicyChangedLiveThroughTheCli) {
   EXPECT_THAT(shown.out, HasSubstr("other.test:80 denied (no rule allows other.test)"));
   EXPECT_THAT(shown.out, HasSubstr("1 denied"));
 
+  // A connection to allowed.test held open across the change (one kept-alive request
+  // answered, then waiting): the narrowed policy closes it.
+  ASSERT_TRUE((*sb)
+                  ->WriteFile("/tmp/held.py", R"py(import socket
+s = socket.create_connection(("allowed.test", 80), 10)
+s.sendall(b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: keep-alive\r\n\r\n")
+s.settimeout(30)
+first = s.recv(65536)
+open("/tmp/held.out", "w").write("answered\n")
+try:
+    rest = s.recv(65536)
+    open("/tmp/held.out", "w").write("closed\n" if not rest else "more\n")
+except socket.timeout:
+    open("/tmp/held.out", "w").write("still open\n")
+)py")
+                  .ok());
+  ASSERT_EQ(Run(**sb, "python3 /tmp/held.py >/dev/null 2>&1 </dev/null & echo started"),
+            "started\n");
+  ASSERT_TRUE(WaitFor([&] { return Run(**sb, "cat /tmp/held.out 2>/dev/null") == "answered\n"; },
+                      std::chrono::seconds(20)));
   auto changed = cli({"--json", "egress", name, "--allow-domain", "other.test", "--remove-domain",
                       "allowed.test"});
   ASSERT_EQ(changed.status.exit_code, 0) << changed.err;
   EXPECT_THAT(changed.out, HasSubstr("\"allow_domains\":[\"other.test\"]"));
   EXPECT_EQ(Run(**sb, get_other), "hello from other.test\n");
   EXPECT_EQ(Run(**sb, kGetAllowed), "http 403\n");
+  std::string held;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        held = Run(**sb, "cat /tmp/held.out");
+        return held != "answered\n";
+      },
+      std::chrono::seconds(40)));
+  EXPECT_EQ(held, "closed\n");
+  EXPECT_THAT(ReadAll(DaemonLog()),
+              HasSubstr("open connection closed, the policy changed: no rule allows allowed.test"));
 
   // A bad rule changes nothing and says what was wrong.
   auto bad = cli({"egress", name, "--allow-domain", "*.com"});
