@@ -631,8 +631,7 @@ class EgressProxy::Impl {
         s->upgrade = Splice::Upgrade::kRefused;
         s->upgrade_wait.cancel();
         if (ec == net::error::eof) {
-          s->client.shutdown(tcp::socket::shutdown_send, ec);
-          s->down_ended = true;
+          co_await EndOfUpstream(*s);
         } else {
           s->Close();
         }
