@@ -19,10 +19,12 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <csignal>
+#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
 
+#include "agvisor/base/accept.h"
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/egress/dns.h"
 #include "agvisor/egress/dns_cache.h"
@@ -39,6 +41,8 @@ using net::ip::udp;
 // A client may split its ClientHello into 1-byte records (5 bytes of header each): the sniffers
 // cap the message itself; this caps what is read before a verdict whatever the framing.
 constexpr std::size_t kMaxSniffBytes = 6 * kMaxClientHelloBytes;
+// Reads of a plain-HTTP client's requests after the first (RequestPump).
+constexpr std::size_t kReadChunk = 64 * 1024;
 
 net::ip::address ToAsio(const IpAddress& a) {
   if (a.is_v4()) {
@@ -109,10 +113,59 @@ class Deadline {
   std::shared_ptr<State> state_;
 };
 
-// A socket pair being spliced; shared by the two directions, freed when both have ended.
+// A refused later request waits at most this long for the answers to the requests before it
+// (the upstream was told the requests ended), then the connection closes without its refusal.
+constexpr std::chrono::seconds kAnswersBeforeRefusal{10};
+// After a later request's refusal, the client's unread bytes are drained for this long (at
+// most kMaxLingerBytes) before the close.
+constexpr std::chrono::seconds kLingerAfterRefusal{2};
+constexpr std::size_t kMaxLingerBytes = 256 * 1024;
+// The head of the answer to an Upgrade request that is read to see whether it is a 101.
+constexpr std::size_t kMaxUpgradeAnswerHead = 64 * 1024;
+
+struct Splice;
+
+// What the proxy keeps of an open connection to judge it again when the policy changes.
+struct Tracked {
+  std::weak_ptr<Splice> splice;
+  std::string via;
+  Target target;
+  IpAddress address;
+};
+
+// A socket pair being relayed; shared by the two directions, freed when both have ended.
 struct Splice {
+  enum class Upgrade : std::uint8_t { kNone, kPending, kSwitched, kRefused };
+
+  Splice(net::io_context& io, tcp::socket c, tcp::socket u)
+      : client(std::move(c)), upstream(std::move(u)), idle_timer(io), upgrade_wait(io) {
+    upgrade_wait.expires_at(net::steady_timer::time_point::max());
+  }
+  ~Splice() {
+    if (registry != nullptr) registry->erase(this);
+  }
+  Splice(const Splice&) = delete;
+  Splice& operator=(const Splice&) = delete;
+
+  void Close() {
+    error_code ignored;
+    client.close(ignored);
+    upstream.close(ignored);
+  }
+  void Touch() { last_active = std::chrono::steady_clock::now(); }
+
   tcp::socket client;
   tcp::socket upstream;
+  std::chrono::steady_clock::time_point last_active = std::chrono::steady_clock::now();
+  net::steady_timer idle_timer;
+  // Sent to the client once the upstream's stream has ended (the refusal of a later request,
+  // after the answers to the requests before it), then both sockets close.
+  std::string final_to_client;
+  bool down_ended = false;  // the upstream-to-client direction has passed its end on
+  // The first request asked for an Upgrade: the client's next bytes wait for the answer.
+  Upgrade upgrade = Upgrade::kNone;
+  net::steady_timer upgrade_wait;  // cancelled when `upgrade` leaves kPending
+  std::map<Splice*, Tracked>* registry = nullptr;
 };
 
 }  // namespace
@@ -196,8 +249,11 @@ class EgressProxy::Impl {
 
   void SetPolicy(EgressPolicy policy) {
     auto next = std::make_shared<const EgressPolicy>(std::move(policy));
-    std::lock_guard lock(mu_);
-    policy_ = std::move(next);
+    {
+      std::lock_guard lock(mu_);
+      policy_ = std::move(next);
+    }
+    net::post(io_, [this] { JudgeOpenConnections(); });
   }
   std::shared_ptr<const EgressPolicy> policy() const {
     std::lock_guard lock(mu_);
@@ -206,15 +262,25 @@ class EgressProxy::Impl {
 
  private:
   // Counts a connection while it is open.
+  // Counts a connection while it is open (and holds its share of a shared budget).
   class OpenGuard {
    public:
     explicit OpenGuard(std::atomic<std::size_t>* n) : n_(n) { ++*n_; }
-    ~OpenGuard() { --*n_; }
+    ~OpenGuard() {
+      --*n_;
+      if (budget_) budget_->Give();
+    }
     OpenGuard(const OpenGuard&) = delete;
     OpenGuard& operator=(const OpenGuard&) = delete;
+    bool Take(const std::shared_ptr<ConnectionBudget>& budget) {
+      if (!budget->TryTake()) return false;
+      budget_ = budget;
+      return true;
+    }
 
    private:
     std::atomic<std::size_t>* n_;
+    std::shared_ptr<ConnectionBudget> budget_;
   };
 
   net::awaitable<void> Accept(tcp::acceptor& acceptor) {
@@ -224,8 +290,9 @@ class EgressProxy::Impl {
           co_await acceptor.async_accept(net::redirect_error(net::use_awaitable, ec));
       if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
       if (ec) {
-        // E.g. EMFILE: the listener goes on after a pause rather than spinning on the error.
-        net::steady_timer pause(io_, std::chrono::milliseconds(50));
+        // E.g. EMFILE: the listener goes on after a pause rather than spinning on the error
+        // (base/accept.h).
+        net::steady_timer pause(io_, kAcceptBackoff);
         co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
         continue;
       }
@@ -256,9 +323,17 @@ class EgressProxy::Impl {
                   "too many open connections (" + std::to_string(options_.max_connections) + ")"});
       co_return;
     }
+    if (options_.shared_budget && !guard->Take(options_.shared_budget)) {
+      Record({.via = "tcp",
+              .reason = "too many open connections on this host (" +
+                        std::to_string(options_.shared_budget->limit()) + ")"});
+      co_return;
+    }
     // 1. Sniff: read until a sniffer decides, within the deadline and the byte cap.
     std::vector<std::uint8_t> head;
     bool is_tls = false;
+    ClientHelloSniffer tls_sniffer;  // both resume where they stopped (sniff.h)
+    HttpRequestStream requests;
     ClientHelloSniff tls;
     HttpRequestSniff http;
     {
@@ -283,14 +358,17 @@ class EgressProxy::Impl {
         SniffStatus status;
         std::string reason;
         if (is_tls) {
-          tls = SniffClientHello(head);
+          tls = tls_sniffer.Feed(head);
           status = tls.status;
           reason = tls.reason;
         } else {
-          http = SniffHttpRequest(
+          HttpRequestStream::Step step = requests.Next(
               std::string_view(reinterpret_cast<const char*>(head.data()), head.size()));
-          status = http.status;
-          reason = http.reason;
+          status = step.kind == HttpRequestStream::Step::Kind::kHead      ? SniffStatus::kDone
+                   : step.kind == HttpRequestStream::Step::Kind::kRefused ? SniffStatus::kRefused
+                                                                          : SniffStatus::kNeedMore;
+          reason = std::move(step.reason);
+          if (status == SniffStatus::kDone) http = std::move(step.request);
         }
         if (status == SniffStatus::kNeedMore && head.size() >= kMaxSniffBytes) {
           status = SniffStatus::kRefused;
@@ -367,6 +445,7 @@ class EgressProxy::Impl {
     // 4. Dial the first address that answers.
     tcp::socket upstream(io_);
     std::string dial_error;
+    IpAddress dialled;
     for (const IpAddress& a : dialable) {
       tcp::socket s(io_);
       {
@@ -380,6 +459,7 @@ class EgressProxy::Impl {
       if (!ec && s.is_open()) {
         upstream = std::move(s);
         d.address = FormatIpAddress(a);
+        dialled = a;
         break;
       }
       dial_error = FormatIpAddress(a) + ": " + (ec ? ec.message() : "connect timed out");
@@ -394,23 +474,283 @@ class EgressProxy::Impl {
     d.allowed = true;
     d.reason = verdict.reason;
     Record(d);
-    // 5. Replay what was read, then splice.
+    // 5. Replay what was read, then relay. TLS and CONNECT: every byte after the head, both
+    // ways, spliced. Plain HTTP: the first head now; the client's side then goes through
+    // RequestPump, which checks every later request.
+    const bool plain_http = !is_tls && http.form != HttpRequestSniff::Form::kConnect;
     std::size_t replay_from = 0;
+    std::size_t replay_to = head.size();
     if (!is_tls && http.form == HttpRequestSniff::Form::kConnect) {
       replay_from = http.head_bytes;
       co_await Reply(client, "HTTP/1.1 200 Connection established\r\n\r\n");
     }
-    if (replay_from < head.size()) {
+    if (plain_http) replay_to = http.head_bytes;
+    if (replay_from < replay_to) {
       co_await net::async_write(upstream,
-                                net::buffer(head.data() + replay_from, head.size() - replay_from),
+                                net::buffer(head.data() + replay_from, replay_to - replay_from),
                                 net::redirect_error(net::use_awaitable, ec));
       if (ec) co_return;
-      bytes_up_.fetch_add(head.size() - replay_from, std::memory_order_relaxed);
+      bytes_up_.fetch_add(replay_to - replay_from, std::memory_order_relaxed);
     }
+    std::string rest(head.begin() + static_cast<std::ptrdiff_t>(replay_to), head.end());
     head = {};
-    auto splice = std::make_shared<Splice>(Splice{std::move(client), std::move(upstream)});
-    net::co_spawn(io_, Relay(splice, guard, true), net::detached);
-    co_await Relay(splice, guard, false);
+    auto splice = std::make_shared<Splice>(io_, std::move(client), std::move(upstream));
+    Track(splice, {.via = d.via, .target = target, .address = dialled}, policy.get());
+    if (options_.idle_timeout.count() > 0) net::co_spawn(io_, IdleWatch(splice), net::detached);
+    if (!plain_http) {
+      net::co_spawn(io_, Relay(splice, guard, true), net::detached);
+      co_await Relay(splice, guard, false);
+      co_return;
+    }
+    if (http.upgrade) splice->upgrade = Splice::Upgrade::kPending;
+    net::co_spawn(io_, RequestPump(splice, guard, std::move(requests), std::move(rest), target),
+                  net::detached);
+    if (http.upgrade) {
+      co_await UpgradeAnswerPump(splice, guard);
+    } else {
+      co_await Relay(splice, guard, false);
+    }
+  }
+
+  // Why a later request on a plain-HTTP connection is refused ("" when it is not), and the
+  // status to answer. The connection was dialled for `allowed` only: a request for any other
+  // name or port (even one the policy allows) would reach the wrong server (issue 32: behind a
+  // CDN one allowed name would open every site on it).
+  static std::pair<int, std::string> LaterRequestRefusal(const HttpRequestSniff& r,
+                                                         const Target& allowed) {
+    const std::string wanted = r.target.host + ":" + std::to_string(r.target.port);
+    const std::string dialled = allowed.host + ":" + std::to_string(allowed.port);
+    if (r.form == HttpRequestSniff::Form::kConnect) {
+      return {400, "CONNECT after another request on one connection (open a new connection)"};
+    }
+    if (!(r.target == allowed)) {
+      return {403, "a request for " + wanted + " on a connection opened for " + dialled +
+                       " (one connection, one destination: open a new connection)"};
+    }
+    if (r.upgrade) {
+      return {400, "Upgrade only on the first request of a connection (open a new connection)"};
+    }
+    return {0, ""};
+  }
+
+  // The client-to-upstream direction of a plain-HTTP connection, in user space: the request
+  // stream is followed (HttpRequestStream) so that every head is checked before it is sent on.
+  // `pending` holds the client's bytes read after the first head.
+  net::awaitable<void> RequestPump(std::shared_ptr<Splice> s, std::shared_ptr<OpenGuard> guard,
+                                   HttpRequestStream requests, std::string pending,
+                                   Target allowed) {
+    error_code ec;
+    std::unique_ptr<char[]> buffer = std::make_unique_for_overwrite<char[]>(kReadChunk);
+    while (true) {
+      while (!pending.empty() &&
+             !(s->upgrade != Splice::Upgrade::kNone && requests.at_request_start())) {
+        HttpRequestStream::Step step = requests.Next(pending);
+        if (step.kind == HttpRequestStream::Step::Kind::kNeedMore) break;
+        if (step.kind == HttpRequestStream::Step::Kind::kRefused) {
+          Record({.via = "http", .reason = step.reason});
+          EndAfterAnswers(s, HttpRefusal(400, "Bad Request", step.reason));
+          co_return;
+        }
+        if (step.kind == HttpRequestStream::Step::Kind::kHead) {
+          auto [status, why] = LaterRequestRefusal(step.request, allowed);
+          if (status != 0) {
+            Record({.via = "http",
+                    .name = step.request.target.host,
+                    .port = step.request.target.port,
+                    .reason = why});
+            EndAfterAnswers(s,
+                            HttpRefusal(status, status == 403 ? "Forbidden" : "Bad Request", why));
+            co_return;
+          }
+        }
+        co_await net::async_write(s->upstream, net::buffer(pending.data(), step.bytes),
+                                  net::redirect_error(net::use_awaitable, ec));
+        if (ec) {
+          s->Close();
+          co_return;
+        }
+        bytes_up_.fetch_add(step.bytes, std::memory_order_relaxed);
+        s->Touch();
+        pending.erase(0, step.bytes);
+      }
+      if (s->upgrade != Splice::Upgrade::kNone && requests.at_request_start()) {
+        // The first request asked to switch protocols and has been sent whole: nothing more
+        // goes until its answer says whether the rest is HTTP.
+        if (s->upgrade == Splice::Upgrade::kPending) {
+          co_await s->upgrade_wait.async_wait(net::redirect_error(net::use_awaitable, ec));
+        }
+        if (!s->client.is_open() || !s->upstream.is_open()) co_return;
+        if (s->upgrade == Splice::Upgrade::kSwitched) {
+          if (!pending.empty()) {
+            co_await net::async_write(s->upstream, net::buffer(pending),
+                                      net::redirect_error(net::use_awaitable, ec));
+            if (ec) {
+              s->Close();
+              co_return;
+            }
+            bytes_up_.fetch_add(pending.size(), std::memory_order_relaxed);
+          }
+          co_await Relay(std::move(s), std::move(guard), true);
+          co_return;
+        }
+        // Not switched: the connection ends after that answer (its end is not known here).
+        s->upstream.shutdown(tcp::socket::shutdown_send, ec);
+        co_return;
+      }
+      const std::size_t n = co_await s->client.async_read_some(
+          net::buffer(buffer.get(), kReadChunk), net::redirect_error(net::use_awaitable, ec));
+      if (ec == net::error::eof) {
+        s->upstream.shutdown(tcp::socket::shutdown_send, ec);
+        co_return;
+      }
+      if (ec) {
+        s->Close();
+        co_return;
+      }
+      pending.append(buffer.get(), n);
+      s->Touch();
+    }
+  }
+
+  // The upstream-to-client direction after an Upgrade request: the answer's head is read in
+  // user space (and passed on as it comes) to see whether it is a 101; then spliced as usual.
+  net::awaitable<void> UpgradeAnswerPump(std::shared_ptr<Splice> s,
+                                         std::shared_ptr<OpenGuard> guard) {
+    std::string head;
+    char buf[4096];
+    error_code ec;
+    bool switched = false;
+    while (head.find("\r\n\r\n") == std::string::npos && head.size() < kMaxUpgradeAnswerHead) {
+      const std::size_t n = co_await s->upstream.async_read_some(
+          net::buffer(buf), net::redirect_error(net::use_awaitable, ec));
+      if (!ec) {
+        co_await net::async_write(s->client, net::buffer(buf, n),
+                                  net::redirect_error(net::use_awaitable, ec));
+      }
+      if (ec) {
+        s->upgrade = Splice::Upgrade::kRefused;
+        s->upgrade_wait.cancel();
+        if (ec == net::error::eof) {
+          co_await EndOfUpstream(*s);
+        } else {
+          s->Close();
+        }
+        co_return;
+      }
+      bytes_down_.fetch_add(n, std::memory_order_relaxed);
+      s->Touch();
+      head.append(buf, n);
+    }
+    // "HTTP/1.1 101 Switching Protocols": only this answer makes the rest opaque.
+    switched = head.size() >= 13 && head.starts_with("HTTP/1.") && head.compare(8, 5, " 101 ") == 0;
+    s->upgrade = switched ? Splice::Upgrade::kSwitched : Splice::Upgrade::kRefused;
+    s->upgrade_wait.cancel();
+    co_await Relay(std::move(s), std::move(guard), false);
+  }
+
+  // A later request is refused: nothing more of the client's goes upstream, the upstream is
+  // told the requests have ended, and `refusal` follows the answers to the requests before it
+  // (the upstream-to-client pump sends it at the upstream's end, then closes). A server that
+  // keeps its side open is not waited for past kAnswersBeforeRefusal.
+  void EndAfterAnswers(const std::shared_ptr<Splice>& s, std::string refusal) {
+    if (s->down_ended) {
+      s->Close();  // the upstream already ended: the client's write side is shut
+      return;
+    }
+    s->final_to_client = std::move(refusal);
+    error_code ec;
+    s->upstream.shutdown(tcp::socket::shutdown_send, ec);
+    auto timer = std::make_shared<net::steady_timer>(io_, kAnswersBeforeRefusal);
+    timer->async_wait([timer, weak = std::weak_ptr<Splice>(s)](error_code e) {
+      if (e) return;
+      if (auto alive = weak.lock()) alive->Close();
+    });
+  }
+
+  // Called at the end of the upstream's stream: the refusal waiting for it, if any, goes to
+  // the client and both sockets close; else the end is passed on (half-close).
+  net::awaitable<void> EndOfUpstream(Splice& s) {
+    error_code ec;
+    if (!s.final_to_client.empty()) {
+      co_await net::async_write(s.client, net::buffer(s.final_to_client),
+                                net::redirect_error(net::use_awaitable, ec));
+      s.client.shutdown(tcp::socket::shutdown_send, ec);
+      s.upstream.close(ec);
+      // A lingering close: closing with unread bytes makes the kernel send a reset, which can
+      // destroy the refusal before the client has read it. Its bytes are drained for a moment.
+      Deadline deadline(io_, kLingerAfterRefusal, [&s] {
+        error_code ignored;
+        s.client.close(ignored);
+      });
+      char sink[4096];
+      for (std::size_t drained = 0; drained < kMaxLingerBytes;) {
+        drained += co_await s.client.async_read_some(net::buffer(sink),
+                                                     net::redirect_error(net::use_awaitable, ec));
+        if (ec) break;
+      }
+      s.Close();
+      co_return;
+    }
+    s.client.shutdown(tcp::socket::shutdown_send, ec);
+    s.down_ended = true;
+  }
+
+  // Registers an open connection so that a policy change judges it again; judged at once if
+  // the policy changed while it was being dialled (`decided_by` is the policy that allowed it).
+  void Track(const std::shared_ptr<Splice>& s, Tracked t, const EgressPolicy* decided_by) {
+    t.splice = s;
+    s->registry = &tracked_;
+    auto it = tracked_.emplace(s.get(), std::move(t)).first;
+    if (policy().get() != decided_by) JudgeAgain(it->second);
+  }
+
+  // Closes the connection when the current policy no longer allows it; true when it did.
+  bool JudgeAgain(const Tracked& t) {
+    auto s = t.splice.lock();
+    if (!s) return false;
+    std::shared_ptr<const EgressPolicy> p = policy();
+    Verdict v = p->Decide(t.target);
+    if (v.allowed) {
+      Verdict a = p->CheckResolved(t.address, options_.host_addresses);
+      if (!a.allowed) v.reason = "resolves to a refused address: " + a.reason;
+      v.allowed = a.allowed;
+    }
+    if (v.allowed) return false;
+    Record({.via = t.via,
+            .name = t.target.host,
+            .port = t.target.port,
+            .reason = "open connection closed, the policy changed: " + v.reason,
+            .address = FormatIpAddress(t.address)});
+    s->Close();
+    return true;
+  }
+
+  void JudgeOpenConnections() {
+    std::vector<Tracked> open;
+    for (const auto& [ptr, t] : tracked_) open.push_back(t);
+    for (const Tracked& t : open) (void)JudgeAgain(t);
+  }
+
+  // Closes a relayed connection that moved no byte either way for options_.idle_timeout.
+  net::awaitable<void> IdleWatch(std::weak_ptr<Splice> weak) {
+    while (true) {
+      net::steady_timer* timer = nullptr;
+      {
+        auto s = weak.lock();
+        if (!s || (!s->client.is_open() && !s->upstream.is_open())) co_return;
+        if (std::chrono::steady_clock::now() - s->last_active >= options_.idle_timeout) {
+          s->Close();
+          co_return;
+        }
+        s->idle_timer.expires_at(s->last_active + options_.idle_timeout);
+        timer = &s->idle_timer;
+      }
+      // The Splice may go while this waits: its timer's destructor cancels the wait, and the
+      // timer is not touched again.
+      error_code ec;
+      co_await timer->async_wait(net::redirect_error(net::use_awaitable, ec));
+      if (ec) co_return;
+    }
   }
 
   // One direction of a connection: through a pipe with splice(2) (SplicePump), or, when no pipe
@@ -498,6 +838,7 @@ class EgressProxy::Impl {
         const ssize_t m = ::splice(pipe_out.get(), nullptr, to.native_handle(), nullptr, in_pipe,
                                    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
         if (m > 0) {
+          splice->Touch();
           in_pipe -= static_cast<std::size_t>(m);
           since_turn += static_cast<std::size_t>(m);
           counter.fetch_add(static_cast<std::uint64_t>(m), std::memory_order_relaxed);
@@ -522,7 +863,11 @@ class EgressProxy::Impl {
         continue;
       }
       if (source_ended) {
-        to.shutdown(tcp::socket::shutdown_send, ec);
+        if (!client_to_upstream) {
+          co_await EndOfUpstream(*splice);
+        } else {
+          to.shutdown(tcp::socket::shutdown_send, ec);
+        }
         co_return;
       }
     }
@@ -543,10 +888,15 @@ class EgressProxy::Impl {
           co_await from.async_read_some(net::buffer(buffer.get(), options_.buffer_bytes),
                                         net::redirect_error(net::use_awaitable, ec));
       if (ec == net::error::eof) {
-        to.shutdown(tcp::socket::shutdown_send, ec);
+        if (!client_to_upstream) {
+          co_await EndOfUpstream(*splice);
+        } else {
+          to.shutdown(tcp::socket::shutdown_send, ec);
+        }
         co_return;
       }
       if (!ec) {
+        splice->Touch();
         co_await net::async_write(to, net::buffer(buffer.get(), n),
                                   net::redirect_error(net::use_awaitable, ec));
         // One relaxed add per buffer's worth: no cost the bench can see.
@@ -658,6 +1008,9 @@ class EgressProxy::Impl {
   std::shared_ptr<const EgressPolicy> policy_;
   std::shared_ptr<DecisionLog> log_;
   DnsCache dns_cache_;  // touched on the io thread only
+  // Open relayed connections, for JudgeOpenConnections (io thread only). Declared before io_:
+  // Splices destroyed with io_'s handlers take themselves out of it.
+  std::map<Splice*, Tracked> tracked_;
   std::atomic<std::size_t> open_{0};
   std::atomic<std::uint64_t> bytes_up_{0};
   std::atomic<std::uint64_t> bytes_down_{0};
@@ -669,6 +1022,16 @@ class EgressProxy::Impl {
   std::uint16_t dns_port_ = 0;
   std::thread thread_;
 };
+
+bool ConnectionBudget::TryTake() {
+  std::size_t n = taken_.load();
+  do {
+    if (n >= limit_) return false;
+  } while (!taken_.compare_exchange_weak(n, n + 1));
+  return true;
+}
+
+void ConnectionBudget::Give() { taken_.fetch_sub(1); }
 
 EgressProxy::EgressProxy(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 EgressProxy::~EgressProxy() = default;

@@ -6,15 +6,20 @@
 // resolves the name itself through the DNS server it was given (never the system resolver, never
 // an address the client named), refuses restricted addresses after resolution (DNS rebinding),
 // dials the address it resolved, and relays bytes both ways (splice(2) through a pipe per
-// direction: they never pass through user space). No TLS is terminated. Optionally it also
-// answers the sandbox's DNS questions from the policy (serve_dns).
-// Every decision goes to the DecisionLog. A new policy applies to the next connection.
+// direction: they never pass through user space). No TLS is terminated. On a plain-HTTP
+// connection the client's side is read in user space instead, so that every later request is
+// checked against the connection's verdict (same name and port, else 403; ambiguous framing 400);
+// after a 101 answer to the first request's Upgrade the bytes are opaque, as in a tunnel.
+// Optionally it also answers the sandbox's DNS questions from the policy (serve_dns).
+// Every decision goes to the DecisionLog. A new policy applies to the next connection, and open
+// connections it no longer allows are closed (SetPolicy).
 //
 // Runs on its own thread (one io_context; connections are coroutines on it). Boost.Asio stays
 // inside proxy.cc. Used by agvisord once wired (docs/egress.md, "Wiring"); tests and bench/ run it
 // on loopback.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -29,6 +34,22 @@
 #include "agvisor/egress/policy.h"
 
 namespace agvisor::egress {
+
+// Connections counted across proxies (agvisord's cap on tunnels over every sandbox, so that
+// together they fit its file descriptors). Thread-safe.
+class ConnectionBudget {
+ public:
+  explicit ConnectionBudget(std::size_t limit) : limit_(limit) {}
+  // Takes one; false when `limit` are taken.
+  bool TryTake();
+  void Give();
+  std::size_t taken() const { return taken_.load(); }
+  std::size_t limit() const { return limit_; }
+
+ private:
+  const std::size_t limit_;
+  std::atomic<std::size_t> taken_{0};
+};
 
 struct ProxyOptions {
   std::string sandbox;  // the name decisions are logged under
@@ -61,6 +82,12 @@ struct ProxyOptions {
   std::size_t buffer_bytes = 1024 * 1024;
   // Connections over this are closed at once (and logged as denied).
   std::size_t max_connections = 1024;
+  // When set, each connection also takes one from this budget (shared with other proxies) and
+  // is closed at once (logged as denied) when none is left.
+  std::shared_ptr<ConnectionBudget> shared_budget;
+  // A connection past its verdict that moves no byte either way for this long is closed
+  // (0: never).
+  std::chrono::milliseconds idle_timeout{std::chrono::minutes(5)};
   // When set, connections and DNS questions from addresses outside this block are dropped
   // without an answer (a sandbox's own network: nothing else is served, whatever routes exist).
   std::optional<Cidr> clients;
@@ -98,7 +125,9 @@ class EgressProxy {
   std::uint16_t port() const;
   // The in-sandbox resolver's UDP port (0 unless options.serve_dns).
   std::uint16_t dns_port() const;
-  // Replaces the policy; connections accepted from now on are decided by it (open ones go on).
+  // Replaces the policy; connections accepted from now on are decided by it, and open ones are
+  // judged again: those it no longer allows (their name, port or dialled address) are closed,
+  // each logged as a denied decision.
   void SetPolicy(EgressPolicy policy);
   EgressPolicy policy() const;
   // Connections accepted and not yet closed.

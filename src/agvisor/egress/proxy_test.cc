@@ -42,6 +42,68 @@ void EchoHandler(int fd) {
   shutdown(fd, SHUT_WR);
 }
 
+// Reads one response: its head, then Content-Length bytes of body ("" at the end of stream).
+std::string ReadResponse(int fd) {
+  std::string head = ReadHead(fd);
+  std::size_t at = head.find("Content-Length: ");
+  if (!head.ends_with("\r\n\r\n") || at == std::string::npos) return head;
+  std::size_t n = std::stoul(head.substr(at + 16));
+  std::string body(n, '\0');
+  std::size_t got = 0;
+  while (got < n) {
+    ssize_t r = recv(fd, body.data() + got, n - got, 0);
+    if (r <= 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  return head + body.substr(0, got);
+}
+
+// A keep-alive HTTP server: answers every request of a connection with "host=<Host>
+// line=<request line>" (Content-Length bodies are read) until the client's end, and keeps the
+// request lines it saw. A request with "Upgrade: echo" is answered 101, then every byte after it
+// is echoed; "Upgrade: ignored" is answered like any request.
+class KeepAliveServer {
+ public:
+  KeepAliveServer()
+      : server_([this](int fd) {
+          while (true) {
+            std::string head = ReadHead(fd);
+            if (!head.ends_with("\r\n\r\n")) return;
+            std::string line = head.substr(0, head.find("\r\n"));
+            {
+              std::lock_guard lock(mu_);
+              lines_.push_back(line);
+            }
+            std::string host;
+            if (std::size_t h = head.find("\r\nHost: "); h != std::string::npos) {
+              host = head.substr(h + 8, head.find("\r\n", h + 8) - h - 8);
+            }
+            if (std::size_t at = head.find("\r\nContent-Length: "); at != std::string::npos) {
+              std::string body(std::stoul(head.substr(at + 18)), '\0');
+              if (!body.empty() && recv(fd, body.data(), body.size(), MSG_WAITALL) <= 0) return;
+            }
+            if (head.find("\r\nUpgrade: echo\r\n") != std::string::npos) {
+              SendAll(fd, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\n\r\n");
+              EchoHandler(fd);
+              return;
+            }
+            std::string body = "host=" + host + " line=" + line;
+            SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
+                            "\r\n\r\n" + body);
+          }
+        }) {}
+  std::uint16_t port() const { return server_.port(); }
+  std::vector<std::string> lines() const {
+    std::lock_guard lock(mu_);
+    return lines_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> lines_;
+  TcpServer server_;
+};
+
 class EgressProxyTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -49,6 +111,7 @@ class EgressProxyTest : public ::testing::Test {
     server_ctx_ = std::make_unique<SslCtxPtr>(ServerContext(identity_));
     client_ctx_ = std::make_unique<SslCtxPtr>(ClientContext(identity_));
     http_ = std::make_unique<TcpServer>(HttpHandler);
+    keep_ = std::make_unique<KeepAliveServer>();
     echo_ = std::make_unique<TcpServer>(EchoHandler);
     tls_ = std::make_unique<TcpServer>([this](int fd) {
       SslPtr ssl(SSL_new(server_ctx_->get()), SSL_free);
@@ -89,7 +152,7 @@ class EgressProxyTest : public ::testing::Test {
   }
 
   EgressPolicy MakePolicy(std::vector<std::string> domains) {
-    std::vector<std::uint16_t> ports = {http_->port(), tls_->port(), echo_->port()};
+    std::vector<std::uint16_t> ports = {http_->port(), tls_->port(), echo_->port(), keep_->port()};
     auto p = EgressPolicy::Create(domains, std::vector<std::string>{"127.0.0.1/32"}, ports);
     EXPECT_TRUE(p.ok());
     return std::move(p).value();
@@ -136,6 +199,7 @@ class EgressProxyTest : public ::testing::Test {
   std::unique_ptr<SslCtxPtr> server_ctx_;
   std::unique_ptr<SslCtxPtr> client_ctx_;
   std::unique_ptr<TcpServer> http_;
+  std::unique_ptr<KeepAliveServer> keep_;
   std::unique_ptr<TcpServer> echo_;
   std::unique_ptr<TcpServer> tls_;
   std::unique_ptr<FakeDns> dns_;
@@ -490,6 +554,228 @@ TEST_F(EgressProxyTest, OnlyTheClientNetworkIsServed) {
   SendAll(d.get(), request);
   EXPECT_NE(ReadAll(d.get()).find("200 OK"), std::string::npos);
   EXPECT_FALSE(AskDns(here->dns_port(), 10, "allowed.test", DnsType::kA, 5).empty());
+}
+
+// ---- Every request of a plain-HTTP connection is checked (issue 32, point 0) ----
+
+std::string Request(const std::string& target, const std::string& host,
+                    const std::string& extra = "") {
+  return "GET " + target + " HTTP/1.1\r\nHost: " + host + "\r\n" + extra + "\r\n";
+}
+
+// A kept-alive connection to an allowed name (transparent, origin form): a later request for
+// another name, allowed or not, would reach the first name's server (behind a CDN: another
+// site). It is answered 403 and never reaches the server.
+TEST_F(EgressProxyTest, ALaterRequestForAnotherHostIsRefused) {
+  const std::string allowed = HostPort("allowed.test", keep_->port());
+  for (const std::string other : {"www.allowed.test", "evil.test"}) {
+    UniqueFd c = ConnectLoopback(proxy_->port());
+    SendAll(c.get(), Request("/1", allowed));
+    EXPECT_NE(ReadResponse(c.get()).find("host=" + allowed), std::string::npos);
+    SendAll(c.get(), Request("/2", HostPort(other, keep_->port())));
+    const std::string refused = ReadAll(c.get());
+    EXPECT_NE(refused.find("HTTP/1.1 403 Forbidden"), std::string::npos) << refused;
+    EXPECT_NE(refused.find("on a connection opened for " + allowed), std::string::npos) << refused;
+  }
+  EXPECT_EQ(keep_->lines(), (std::vector<std::string>{"GET /1 HTTP/1.1", "GET /1 HTTP/1.1"}));
+  WaitForDecisions(4);
+  EXPECT_EQ(log_->Counters("sb-test").denied, 2u);
+  EXPECT_EQ(LastDecision().name, "evil.test");
+}
+
+// The same through the proxy port with absolute URIs (a proxy client reusing its connection).
+TEST_F(EgressProxyTest, ALaterAbsoluteUriToAnotherHostIsRefused) {
+  const std::string allowed = HostPort("allowed.test", keep_->port());
+  const std::string evil = HostPort("evil.test", keep_->port());
+  UniqueFd c = ConnectLoopback(proxy_->port());
+  SendAll(c.get(), Request("http://" + allowed + "/1", allowed));
+  EXPECT_NE(ReadResponse(c.get()).find("200 OK"), std::string::npos);
+  SendAll(c.get(), Request("http://" + allowed + "/2", allowed));
+  EXPECT_NE(ReadResponse(c.get()).find("line=GET http://" + allowed + "/2"), std::string::npos);
+  SendAll(c.get(), Request("http://" + evil + "/3", evil));
+  EXPECT_NE(ReadAll(c.get()).find("403 Forbidden"), std::string::npos);
+  EXPECT_EQ(keep_->lines().size(), 2u);
+}
+
+// A pipelined pair in one segment: the first is answered, then the second's refusal follows.
+TEST_F(EgressProxyTest, APipelinedRequestForAnotherHostIsRefusedAfterTheFirstsAnswer) {
+  const std::string allowed = HostPort("allowed.test", keep_->port());
+  UniqueFd c = ConnectLoopback(proxy_->port());
+  SendAll(c.get(), Request("/1", allowed) + Request("/2", HostPort("evil.test", keep_->port())));
+  const std::string got = ReadAll(c.get());
+  const std::size_t ok = got.find("HTTP/1.1 200 OK");
+  const std::size_t refused = got.find("HTTP/1.1 403 Forbidden");
+  ASSERT_NE(ok, std::string::npos) << got;
+  ASSERT_NE(refused, std::string::npos) << got;
+  EXPECT_LT(ok, refused);
+  EXPECT_EQ(keep_->lines(), std::vector<std::string>{"GET /1 HTTP/1.1"});
+}
+
+// Bodies are followed, not read as requests: a body that looks like a request for another name
+// reaches the server as a body; a request after it is still checked.
+TEST_F(EgressProxyTest, BodiesAreFollowedAndTheRequestAfterThemIsChecked) {
+  const std::string allowed = HostPort("allowed.test", keep_->port());
+  const std::string inner = Request("/smuggled", HostPort("evil.test", keep_->port()));
+  UniqueFd c = ConnectLoopback(proxy_->port());
+  SendAll(c.get(), "POST /1 HTTP/1.1\r\nHost: " + allowed + "\r\nContent-Length: " +
+                       std::to_string(inner.size()) + "\r\n\r\n" + inner + Request("/2", allowed));
+  EXPECT_NE(ReadResponse(c.get()).find("line=POST /1"), std::string::npos);
+  EXPECT_NE(ReadResponse(c.get()).find("line=GET /2"), std::string::npos);
+  SendAll(c.get(), Request("/3", HostPort("evil.test", keep_->port())));
+  EXPECT_NE(ReadAll(c.get()).find("403"), std::string::npos);
+  EXPECT_EQ(keep_->lines(), (std::vector<std::string>{"POST /1 HTTP/1.1", "GET /2 HTTP/1.1"}));
+}
+
+// Framing a server could read differently from the proxy is refused with 400 and the
+// connection closed, as a first request and as a later one; the server never sees it.
+TEST_F(EgressProxyTest, AmbiguousFramingIsRefusedWith400) {
+  const std::string allowed = HostPort("allowed.test", keep_->port());
+  const std::string h = "POST /x HTTP/1.1\r\nHost: " + allowed + "\r\n";
+  const std::string cases[] = {
+      h + "Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\nabc",
+      h + "Content-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
+      h + "Content-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+      h + "X-Folded: a\r\n b\r\nContent-Length: 3\r\n\r\nabc",
+      "POST /x HTTP/1.1\nHost: " + allowed + "\nContent-Length: 3\n\nabc",
+  };
+  for (const std::string& bad : cases) {
+    const std::string first = HttpVia(bad);
+    EXPECT_NE(first.find("400 Bad Request"), std::string::npos) << bad << " -> " << first;
+    UniqueFd c = ConnectLoopback(proxy_->port());
+    SendAll(c.get(), Request("/ok", allowed));
+    EXPECT_NE(ReadResponse(c.get()).find("200 OK"), std::string::npos);
+    SendAll(c.get(), bad);
+    const std::string later = ReadAll(c.get());
+    EXPECT_NE(later.find("400 Bad Request"), std::string::npos) << bad << " -> " << later;
+  }
+  for (const std::string& line : keep_->lines()) EXPECT_EQ(line, "GET /ok HTTP/1.1");
+}
+
+// After a 101 the bytes are opaque (a WebSocket's frames are not HTTP); an Upgrade the server
+// ignores ends the connection after its answer, so a request after it cannot slip through
+// unchecked.
+TEST_F(EgressProxyTest, OnlyA101MakesTheRestOpaque) {
+  const std::string allowed = HostPort("allowed.test", keep_->port());
+  const std::string evil = Request("/2", HostPort("evil.test", keep_->port()));
+  UniqueFd up = ConnectLoopback(proxy_->port());
+  SendAll(up.get(), Request("/ws", allowed, "Upgrade: echo\r\nConnection: Upgrade\r\n"));
+  EXPECT_EQ(ReadHead(up.get()), "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\n\r\n");
+  SendAll(up.get(), evil);
+  std::string echoed(evil.size(), '\0');
+  ASSERT_EQ(recv(up.get(), echoed.data(), echoed.size(), MSG_WAITALL),
+            static_cast<ssize_t>(evil.size()));
+  EXPECT_EQ(echoed, evil);
+
+  UniqueFd ignored = ConnectLoopback(proxy_->port());
+  SendAll(ignored.get(), Request("/1", allowed, "Upgrade: ignored\r\nConnection: Upgrade\r\n"));
+  EXPECT_NE(ReadResponse(ignored.get()).find("200 OK"), std::string::npos);
+  SendAll(ignored.get(), evil);
+  EXPECT_EQ(ReadAll(ignored.get()), "");
+  EXPECT_EQ(keep_->lines(), (std::vector<std::string>{"GET /ws HTTP/1.1", "GET /1 HTTP/1.1"}));
+}
+
+// ---- Open connections follow the policy (issue 32, point 8) and are bounded (point 2) ----
+
+// Whether the peer closes `fd` within `wait` (unread bytes are drained).
+bool ClosedWithin(int fd, milliseconds wait) {
+  const auto until = steady_clock::now() + wait;
+  char buf[4096];
+  while (steady_clock::now() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN)) return true;
+  }
+  return false;
+}
+
+UniqueFd Tunnel(std::uint16_t proxy_port, const std::string& target) {
+  UniqueFd c = ConnectLoopback(proxy_port);
+  SendAll(c.get(), "CONNECT " + target + " HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(ReadHead(c.get()), "HTTP/1.1 200 Connection established\r\n\r\n") << target;
+  return c;
+}
+
+bool Echoes(int fd) {
+  if (!SendAll(fd, "ping")) return false;
+  char buf[4];
+  return recv(fd, buf, 4, MSG_WAITALL) == 4 && std::string_view(buf, 4) == "ping";
+}
+
+TEST_F(EgressProxyTest, NarrowingThePolicyClosesTunnelsItNoLongerAllows) {
+  UniqueFd kept = Tunnel(proxy_->port(), HostPort("allowed.test", echo_->port()));
+  UniqueFd dropped = Tunnel(proxy_->port(), HostPort("www.allowed.test", echo_->port()));
+  UniqueFd http = ConnectLoopback(proxy_->port());
+  SendAll(http.get(), Request("/1", HostPort("www.allowed.test", keep_->port())));
+  EXPECT_NE(ReadResponse(http.get()).find("200 OK"), std::string::npos);
+  ASSERT_TRUE(Echoes(dropped.get()));
+  proxy_->SetPolicy(MakePolicy({"allowed.test"}));
+  EXPECT_TRUE(ClosedWithin(dropped.get(), milliseconds(3000)));
+  EXPECT_TRUE(ClosedWithin(http.get(), milliseconds(3000)));
+  EXPECT_TRUE(Echoes(kept.get()));
+  WaitForDecisions(5);
+  std::size_t closed = 0;
+  for (const Decision& d : log_->Recent("sb-test")) {
+    if (d.reason.starts_with("open connection closed, the policy changed: no rule allows "
+                             "www.allowed.test")) {
+      ++closed;
+      EXPECT_FALSE(d.allowed);
+    }
+  }
+  EXPECT_EQ(closed, 2u);
+}
+
+TEST_F(EgressProxyTest, IdleTunnelsAreClosedBusyOnesKept) {
+  ProxyOptions o;
+  o.sandbox = "sb-test";
+  o.resolver_address = Ip("127.0.0.1");
+  o.resolver_port = dns_->port();
+  o.idle_timeout = milliseconds(400);
+  auto p = EgressProxy::Start(o, MakePolicy({"allowed.test"}), log_);
+  ASSERT_TRUE(p.ok());
+  UniqueFd idle = Tunnel((*p)->port(), HostPort("allowed.test", echo_->port()));
+  UniqueFd busy = Tunnel((*p)->port(), HostPort("allowed.test", echo_->port()));
+  const auto start = steady_clock::now();
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(Echoes(busy.get())) << i;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_TRUE(ClosedWithin(idle.get(), milliseconds(3000)));
+  EXPECT_GE(steady_clock::now() - start, milliseconds(400));
+  EXPECT_TRUE(Echoes(busy.get()));
+}
+
+// agvisord's cap over every sandbox: proxies sharing a budget refuse past it, and a closed
+// connection gives its share back.
+TEST_F(EgressProxyTest, ASharedBudgetCapsConnectionsAcrossProxies) {
+  auto budget = std::make_shared<ConnectionBudget>(3);
+  auto start = [&] {
+    ProxyOptions o;
+    o.sandbox = "sb-test";
+    o.resolver_address = Ip("127.0.0.1");
+    o.resolver_port = dns_->port();
+    o.shared_budget = budget;
+    auto p = EgressProxy::Start(o, MakePolicy({"allowed.test"}), log_);
+    EXPECT_TRUE(p.ok());
+    return std::move(p).value();
+  };
+  auto a = start();
+  auto b = start();
+  const std::string echo = HostPort("allowed.test", echo_->port());
+  std::vector<UniqueFd> open;
+  open.push_back(Tunnel(a->port(), echo));
+  open.push_back(Tunnel(a->port(), echo));
+  open.push_back(Tunnel(b->port(), echo));
+  UniqueFd over = ConnectLoopback(b->port());
+  EXPECT_TRUE(ClosedWithin(over.get(), milliseconds(3000)));
+  EXPECT_EQ(LastDecision().reason, "too many open connections on this host (3)");
+  open.pop_back();
+  auto until = steady_clock::now() + std::chrono::seconds(5);
+  while (budget->taken() > 2 && steady_clock::now() < until) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  UniqueFd again = Tunnel(b->port(), echo);
+  EXPECT_TRUE(Echoes(again.get()));
 }
 
 TEST(EgressProxyStartTest, RefusesBadOptions) {

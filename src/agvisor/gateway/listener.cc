@@ -22,6 +22,8 @@
 #include <cerrno>
 #include <future>
 
+#include "agvisor/base/accept.h"
+
 namespace agvisor::gateway {
 
 namespace net = boost::asio;
@@ -190,7 +192,11 @@ void Listener::AcceptLoop() {
     }
     if (stopping_ || (fds[1].revents & POLLIN)) return;
     int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
+    if (fd < 0) {
+      // Out of descriptors: pause rather than spin on the queued connection (base/accept.h).
+      (void)BackOffAfterAcceptError(errno);
+      continue;
+    }
     auto conn = std::make_shared<Conn>();
     beast::error_code ec;
     conn->ws.next_layer().assign(tcp::v4(), fd, ec);

@@ -4,6 +4,7 @@
 #include <openssl/rand.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <thread>
@@ -100,6 +102,31 @@ constexpr std::string_view kDescription =
     "  curl --unix-socket /tmp/agvisord.sock -H \"Authorization: Bearer $(cat "
     "/tmp/agvisord.token)\" http://agvisord/v1/sandboxes";
 
+// Raises the soft limit on open files to the hard one and logs both: a service manager's default
+// soft limit (1,024 under systemd) is a few hundred egress tunnels, after which accept(2) and
+// every open fail (issue 32: one sandbox holding 256 TLS connections starved the API). Returns
+// the soft limit in force.
+std::uint64_t RaiseOpenFilesLimit() {
+  rlimit nofile{};
+  ::getrlimit(RLIMIT_NOFILE, &nofile);
+  const rlim_t at_start = nofile.rlim_cur;
+  if (nofile.rlim_cur < nofile.rlim_max) {
+    rlimit raised = nofile;
+    raised.rlim_cur = nofile.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+      nofile = raised;
+    } else {
+      LogEvent("warn", "cannot raise the open files limit",
+               {{"errno", std::strerror(errno)}, {"hard", std::to_string(nofile.rlim_max)}});
+    }
+  }
+  LogEvent("info", "open files limit",
+           {{"soft_at_start", std::to_string(at_start)},
+            {"soft", std::to_string(nofile.rlim_cur)},
+            {"hard", std::to_string(nofile.rlim_max)}});
+  return nofile.rlim_cur;
+}
+
 sigset_t StopSignals() {
   sigset_t set;
   sigemptyset(&set);
@@ -121,6 +148,7 @@ int DaemonMain(int argc, char** argv) {
   std::string desktop_key_file;
   std::vector<std::string> desktop_origins;
   std::string egress_resolver, egress_state_dir;
+  int egress_idle_timeout = 300;
   bool no_egress = false;
   bool console = false;
   bool check_only = false;
@@ -185,6 +213,10 @@ int DaemonMain(int argc, char** argv) {
   app.add_option("--egress-state-dir", egress_state_dir,
                  "where live egress policy changes are kept across restarts (default: "
                  "/var/lib/agvisor/egress for root, else not kept)");
+  app.add_option("--egress-idle-timeout", egress_idle_timeout,
+                 "seconds an egress tunnel may move no byte either way before it is closed "
+                 "(default 300; 0 = never)")
+      ->check(CLI::Range(0, 86400));
   app.add_flag("--check", check_only,
                "check the options (listen address, sizes, the Docker or kube: host's address) "
                "and exit 0 without binding, reading the token or reaching the host; 2 when one "
@@ -240,6 +272,7 @@ int DaemonMain(int argc, char** argv) {
     LogEvent("info", "agvisord options checked", {{"host", docker_host}});
     return 0;
   }
+  const std::uint64_t open_files = RaiseOpenFilesLimit();
   if (token_file.empty()) token_file = api::DefaultTokenPath();
   bool created = false;
   auto token = LoadOrCreateToken(token_file, &created);
@@ -304,6 +337,8 @@ int DaemonMain(int argc, char** argv) {
       eo.resolver = *a->literal;
       eo.resolver_port = a->port;
     }
+    eo.caps = ComputeEgressCaps(open_files);
+    eo.idle_timeout = std::chrono::seconds(egress_idle_timeout);
     eo.state_dir = !egress_state_dir.empty() ? egress_state_dir
                    : ::geteuid() == 0        ? "/var/lib/agvisor/egress"
                                              : "";
@@ -313,7 +348,11 @@ int DaemonMain(int argc, char** argv) {
     if (!started.ok()) return fail(started.error().WithContext("egress"));
     egress_host = std::move(*started);
     LogEvent("info", "egress enforcers started",
-             {{"serving", std::to_string(egress_host->served())}});
+             {{"serving", std::to_string(egress_host->served())},
+              {"max_tunnels", std::to_string(eo.caps.max_tunnels)},
+              {"max_tunnels_per_sandbox", std::to_string(eo.caps.max_tunnels_per_sandbox)},
+              {"reserved_fds", std::to_string(eo.caps.reserved_fds)},
+              {"idle_timeout_s", std::to_string(egress_idle_timeout)}});
   }
   Service service({.docker_host = docker_host,
                    .desktop_key = desktop_key,

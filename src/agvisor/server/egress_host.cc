@@ -2,6 +2,7 @@
 
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,9 +29,6 @@ constexpr std::chrono::seconds kOrphanGrace{60};
 // A network that could not be served (its policy unreadable, its gateway taken by another
 // process) is tried again after this, not every period (and logged once per try).
 constexpr std::chrono::seconds kRetryPause{5};
-// Connections one sandbox may hold open through its enforcer (a pipe of up to 1 MiB per
-// direction, plus the sockets' own buffers).
-constexpr std::size_t kMaxConnectionsPerSandbox = 256;
 // Decision log lines per sandbox per second; the rest are counted and summarised (the ring and
 // the counters keep every decision): a sandbox cannot flood agvisord's log.
 constexpr int kLogLinesPerSecond = 20;
@@ -142,6 +140,17 @@ std::vector<std::vector<std::string>> StaleOpenings(std::string_view listing,
   return out;
 }
 
+EgressCaps ComputeEgressCaps(std::uint64_t open_files_limit) {
+  EgressCaps c;
+  const std::uint64_t floor = std::min<std::uint64_t>(512, open_files_limit / 2);
+  c.reserved_fds =
+      static_cast<std::size_t>(std::clamp<std::uint64_t>(open_files_limit / 4, floor, 8192));
+  c.max_tunnels = static_cast<std::size_t>((open_files_limit - c.reserved_fds) / kFdsPerTunnel);
+  c.max_tunnels_per_sandbox =
+      std::min<std::size_t>(std::max<std::size_t>(c.max_tunnels / 4, 1), 1024);
+  return c;
+}
+
 std::vector<egress::IpAddress> HostInterfaceAddresses() {
   std::vector<egress::IpAddress> out;
   ifaddrs* list = nullptr;
@@ -184,7 +193,8 @@ EgressHost::EgressHost(std::shared_ptr<docker::Client> docker, EgressHostOptions
     : docker_(std::move(docker)),
       options_(std::move(options)),
       host_addresses_(HostInterfaceAddresses()),
-      log_(std::make_shared<egress::DecisionLog>()) {}
+      log_(std::make_shared<egress::DecisionLog>()),
+      budget_(std::make_shared<egress::ConnectionBudget>(options_.caps.max_tunnels)) {}
 
 Result<std::unique_ptr<EgressHost>> EgressHost::Start(std::shared_ptr<docker::Client> docker,
                                                       EgressHostOptions options) {
@@ -196,6 +206,11 @@ Result<std::unique_ptr<EgressHost>> EgressHost::Start(std::shared_ptr<docker::Cl
           "nameserver): pass --egress-resolver ADDRESS[:PORT]");
     }
     options.resolver = *ns;
+  }
+  if (options.caps.max_tunnels == 0) {
+    rlimit nofile{};
+    ::getrlimit(RLIMIT_NOFILE, &nofile);
+    options.caps = ComputeEgressCaps(nofile.rlim_cur);
   }
   if (!options.state_dir.empty()) {
     std::error_code ec;
@@ -344,7 +359,9 @@ Result<void> EgressHost::Serve(const std::string& container, Served s) {
   o.dns_answer_v4 = gateway;
   // Only the sandbox's own network is served (the firewall lets nothing else in either).
   o.clients = AGVISOR_TRY(egress::ParseCidr(s.subnet));
-  o.max_connections = kMaxConnectionsPerSandbox;
+  o.max_connections = options_.caps.max_tunnels_per_sandbox;
+  o.shared_budget = budget_;
+  o.idle_timeout = options_.idle_timeout;
   o.on_decision = [limiter = std::make_shared<LogLimiter>()](const egress::Decision& d) {
     limiter->Log(d);
   };

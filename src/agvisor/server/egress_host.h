@@ -38,6 +38,23 @@ class Client;
 
 namespace server {
 
+// A tunnel holds up to this many of agvisord's file descriptors: the sandbox's socket, the
+// upstream socket, and a pipe (two descriptors) per direction for splice(2).
+inline constexpr std::size_t kFdsPerTunnel = 6;
+
+// How agvisord's open-file limit is shared out (docs/egress.md, "Limits"): `reserved_fds` stay
+// for the API's connections, Docker, agent channels, listeners and files (a quarter of the
+// limit, at least 512 or half of a small limit, at most 8192); the rest is for tunnels at
+// kFdsPerTunnel each, over every sandbox (`max_tunnels`), and one sandbox may hold a quarter of
+// them, at most 1024 (`max_tunnels_per_sandbox`), so one sandbox cannot starve the API or the
+// others. Pure.
+struct EgressCaps {
+  std::size_t reserved_fds = 0;
+  std::size_t max_tunnels = 0;
+  std::size_t max_tunnels_per_sandbox = 0;
+};
+EgressCaps ComputeEgressCaps(std::uint64_t open_files_limit);
+
 struct EgressHostOptions {
   // The DNS server enforcers resolve allowed names with (udp). Default: the first nameserver
   // of /etc/resolv.conf.
@@ -48,6 +65,10 @@ struct EgressHostOptions {
   bool manage_firewall = true;
   // Where live policy changes are kept ("" = not kept across restarts).
   std::string state_dir;
+  // Tunnel caps; all zero: computed from the process's soft RLIMIT_NOFILE at Start.
+  EgressCaps caps;
+  // A tunnel that moves no byte either way for this long is closed (0: never).
+  std::chrono::milliseconds idle_timeout{std::chrono::minutes(5)};
 };
 
 // One sandbox's egress counters, for the metrics route: decisions since its enforcer started
@@ -76,6 +97,7 @@ class EgressHost {
   // Totals over every sandbox, for the metrics route.
   egress::DecisionCounters Totals() const { return log_->Totals(); }
   std::size_t served() const;
+  const EgressCaps& caps() const { return options_.caps; }
 
  private:
   struct Served {
@@ -101,6 +123,7 @@ class EgressHost {
   EgressHostOptions options_;
   std::vector<egress::IpAddress> host_addresses_;
   std::shared_ptr<egress::DecisionLog> log_;
+  std::shared_ptr<egress::ConnectionBudget> budget_;  // options_.caps.max_tunnels, all sandboxes
   mutable std::mutex mu_;
   std::map<std::string, Served> served_;                                       // by container name
   std::map<std::string, std::chrono::steady_clock::time_point> orphan_since_;  // network ids

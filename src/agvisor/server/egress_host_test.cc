@@ -51,5 +51,21 @@ TEST(FirstNameserverTest, TakesTheFirstAddressLine) {
   EXPECT_EQ(FirstNameserver("search x\n").error().code(), ErrorCode::kNotFound);
 }
 
+TEST(EgressCapsTest, TunnelsFitTheOpenFilesLimitWithRoomForTheApi) {
+  for (std::uint64_t limit : {256u, 1024u, 20000u, 1048576u}) {
+    const EgressCaps c = ComputeEgressCaps(limit);
+    EXPECT_LE(c.reserved_fds + c.max_tunnels * kFdsPerTunnel, limit) << limit;
+    EXPECT_GE(c.reserved_fds, std::min<std::uint64_t>(512, limit / 2)) << limit;
+    EXPECT_GE(c.max_tunnels_per_sandbox, 1u) << limit;
+    EXPECT_LE(c.max_tunnels_per_sandbox * 4, std::max<std::size_t>(c.max_tunnels, 4)) << limit;
+  }
+  // systemd's default soft limit, when the hard one is no higher.
+  const EgressCaps service = ComputeEgressCaps(1024);
+  EXPECT_EQ(service.reserved_fds, 512u);
+  EXPECT_EQ(service.max_tunnels, 85u);
+  EXPECT_EQ(service.max_tunnels_per_sandbox, 21u);
+  EXPECT_EQ(ComputeEgressCaps(1048576).max_tunnels_per_sandbox, 1024u);
+}
+
 }  // namespace
 }  // namespace agvisor::server

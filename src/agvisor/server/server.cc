@@ -33,6 +33,7 @@
 #include <thread>
 
 #include "agvisor/api/codec.h"
+#include "agvisor/base/accept.h"
 #include "agvisor/http/ws_sync.h"
 #include "agvisor/server/log.h"
 
@@ -534,6 +535,7 @@ void Server::Shutdown() {
 
 std::size_t Server::Run() {
   std::uint64_t next_id = 1;
+  bool short_of_fds = false;  // logged once per shortage
   while (!stopping_) {
     pollfd pfds[3];
     int n = 0;
@@ -555,7 +557,17 @@ std::size_t Server::Run() {
         family = ss.ss_family;
       }
       int fd = ::accept4(pfds[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) continue;
+      if (fd < 0) {
+        const int err = errno;
+        // Out of descriptors: pause rather than spin on the queued connection (base/accept.h).
+        if (BackOffAfterAcceptError(err) && !short_of_fds) {
+          short_of_fds = true;
+          LogEvent("warn", "accept: out of file descriptors or memory; pausing between tries",
+                   {{"errno", std::strerror(err)}});
+        }
+        continue;
+      }
+      short_of_fds = false;
       std::unique_lock lock(mu_);
       if (conns_.size() >= options_.max_connections) {
         lock.unlock();

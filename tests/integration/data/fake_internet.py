@@ -6,7 +6,10 @@ every question it receives, one name a line, to QUESTIONS_LOG. HTTP on tcp ADDR:
 request with "hello from HOST" (the Host header); with CERT and KEY, HTTPS on tcp ADDR:443 does
 the same behind TLS. Both also answer GET /bytes/N with N bytes (downloads for bench/); with ROOT,
 any other path but "/" is a file under ROOT (a directory: its index.html), else 404, enough for
-git's dumb HTTP protocol and a pip simple index. Prints "ready" once all listen.
+git's dumb HTTP protocol and a pip simple index. A "hello" request that says "Connection:
+keep-alive" is answered keep-alive, and the next request on the connection is read (the
+egress tests check that the enforcer lets none through for another name). Prints "ready" once
+all listen.
 
 usage: fake_internet.py ADDR QUESTIONS_LOG [CERT KEY [ROOT]]
 """
@@ -68,53 +71,64 @@ ROOT = os.path.realpath(sys.argv[5]) if len(sys.argv) > 5 else None
 CHUNK = bytes(1 << 20)
 
 
-def reply(c, status, body, ctype="text/plain", length=None, head=False):
+def reply(c, status, body, ctype="text/plain", length=None, head=False, keep=False):
     n = len(body) if length is None else length
     # One write: the tests read a small answer with a single recv (one TLS record).
     c.sendall(b"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n"
-              b"Connection: close\r\n\r\n" % (status.encode(), ctype.encode(), n)
+              b"Connection: %s\r\n\r\n" % (status.encode(), ctype.encode(), n,
+                                           b"keep-alive" if keep else b"close")
               + (b"" if head else body))
 
 
 def serve(c):
     with c:
         data = b""
-        while b"\r\n\r\n" not in data and len(data) < 65536:
-            more = c.recv(4096)
-            if not more:
+        while True:
+            while b"\r\n\r\n" not in data and len(data) < 65536:
+                more = c.recv(4096)
+                if not more:
+                    return
+                data += more
+            head, _, data = data.partition(b"\r\n\r\n")
+            if not answer(c, head):
                 return
-            data += more
-        lines = data.split(b"\r\n")
-        parts = lines[0].decode("ascii", "replace").split(" ")
-        method = parts[0]
-        path = parts[1].split("?", 1)[0] if len(parts) > 1 else "/"
-        if path.startswith("http://"):  # absolute form
-            path = "/" + path.split("/", 3)[3] if path.count("/") >= 3 else "/"
-        host = "?"
-        for line in lines[1:]:
-            if line.lower().startswith(b"host:"):
-                host = line[5:].strip().decode("ascii", "replace").split(":")[0]
-        if path.startswith("/bytes/") and path[7:].isdigit():
-            left = int(path[7:])
-            reply(c, "200 OK", b"", "application/octet-stream", left, head=True)
-            while left > 0:
-                n = min(left, len(CHUNK))
-                c.sendall(CHUNK[:n] if n < len(CHUNK) else CHUNK)
-                left -= n
+
+
+def answer(c, data):
+    """Answers one request (its head); True when the connection stays open for the next."""
+    lines = data.split(b"\r\n")
+    parts = lines[0].decode("ascii", "replace").split(" ")
+    method = parts[0]
+    path = parts[1].split("?", 1)[0] if len(parts) > 1 else "/"
+    if path.startswith("http://"):  # absolute form
+        path = "/" + path.split("/", 3)[3] if path.count("/") >= 3 else "/"
+    host = "?"
+    for line in lines[1:]:
+        if line.lower().startswith(b"host:"):
+            host = line[5:].strip().decode("ascii", "replace").split(":")[0]
+    if path.startswith("/bytes/") and path[7:].isdigit():
+        left = int(path[7:])
+        reply(c, "200 OK", b"", "application/octet-stream", left, head=True)
+        while left > 0:
+            n = min(left, len(CHUNK))
+            c.sendall(CHUNK[:n] if n < len(CHUNK) else CHUNK)
+            left -= n
+        return
+    if ROOT and path != "/":
+        f = os.path.realpath(os.path.join(ROOT, path.lstrip("/")))
+        if os.path.isdir(f):
+            f = os.path.join(f, "index.html")
+        if not f.startswith(ROOT + os.sep) or not os.path.isfile(f):
+            reply(c, "404 Not Found", b"not found\n", head=method == "HEAD")
             return
-        if ROOT and path != "/":
-            f = os.path.realpath(os.path.join(ROOT, path.lstrip("/")))
-            if os.path.isdir(f):
-                f = os.path.join(f, "index.html")
-            if not f.startswith(ROOT + os.sep) or not os.path.isfile(f):
-                reply(c, "404 Not Found", b"not found\n", head=method == "HEAD")
-                return
-            with open(f, "rb") as fh:
-                body = fh.read()
-            ctype = mimetypes.guess_type(f)[0] or "application/octet-stream"
-            reply(c, "200 OK", body, ctype, head=method == "HEAD")
-            return
-        reply(c, "200 OK", ("hello from %s\n" % host).encode())
+        with open(f, "rb") as fh:
+            body = fh.read()
+        ctype = mimetypes.guess_type(f)[0] or "application/octet-stream"
+        reply(c, "200 OK", body, ctype, head=method == "HEAD")
+        return
+    keep = b"\r\nconnection: keep-alive" in data.lower()
+    reply(c, "200 OK", ("hello from %s\n" % host).encode(), keep=keep)
+    return keep
 
 
 udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
