@@ -952,19 +952,18 @@ std::string SnapshotForkRounds(const std::string& image, int rounds, int forks,
   for (int i = 0; i < rounds; ++i) {
     std::fprintf(stderr, "lifecycle: snapshot %d/%d ...\n", i + 1, rounds);
     SnapshotOptions o;
-    o.image = "agvisor-bench/snapshot:" + tag;
+    o.image = "bench-snapshot-" + tag;
     last = Must(src->Snapshot(o), "snapshot");
     ms["snapshot"].push_back(last.seconds * 1000);
   }
   auto docker = Must(HostClient(""), "docker");
-  const auto image_size =
-      Must(docker->InspectImage("agvisor-bench/snapshot:" + tag), "inspect").size;
+  const auto image_size = Must(docker->InspectImage(last.image), "inspect").size;
   for (int i = 0; i < forks; ++i) {
     std::fprintf(stderr, "lifecycle: fork of 4, %d/%d ...\n", i + 1, forks);
     ForkOptions o;
     o.count = 4;
     o.prefix = "bench-fork-" + tag + "-" + std::to_string(i);
-    o.image = "agvisor-bench/fork:" + tag + "-" + std::to_string(i);
+    o.image = "bench-fork-" + tag + "-" + std::to_string(i);
     o.spec = BenchSpec(image);
     auto f = Must(Fork(*src, o), "fork of 4");
     ms["fork"].push_back(f.seconds * 1000);

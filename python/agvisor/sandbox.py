@@ -348,14 +348,17 @@ class Sandbox:
     # ---- snapshots and forks (docs/lifecycle.md, "Snapshots and forks") ------------------------
 
     def snapshot(self, tag: str, *, workspace: bool = False, max_bytes: int | None = None) -> dict:
-        """Makes image `tag` ("repo[:tag]", ":latest" when no tag) of the sandbox's root file
+        """Makes snapshot `tag` (a tag: letters, digits, _ . -), the image
+        agvisor/snapshot:TAG (agvisord: its --snapshot-repository), of the sandbox's root file
         system as the sandbox sees it: files written anywhere (/opt, /usr, ...) are in it;
         /proc, /sys, /dev, the agent's files and, unless workspace=True, /workspace are not.
         Running processes are not kept. The sandbox's tar stream is checked on the host before
         it reaches Docker; a refused or oversize stream (max_bytes, default 8 GiB) leaves no
         image (ValueError for a refused entry or bad argument, RuntimeError with code
-        "resource_exhausted" past the cap). Sandbox(image=tag) starts from it. Returns
-        {"image", "image_id", "bytes", "entries", "file_bytes", "seconds"}."""
+        "resource_exhausted" past the cap). Another repository's name is refused (ValueError),
+        and an existing image of that name is replaced only when it is a snapshot
+        (RuntimeError, code "conflict"). Sandbox(image="snapshot:" + tag) starts from it.
+        Returns {"image", "image_id", "bytes", "entries", "file_bytes", "seconds"}."""
         cap = _core.DEFAULT_SNAPSHOT_MAX_BYTES if max_bytes is None else int(max_bytes)
         return self._handle().snapshot(tag, workspace, cap)
 
@@ -364,7 +367,7 @@ class Sandbox:
         """A snapshot of this named sandbox with its /workspace, then `count` (1-16) running
         sandboxes from it named PREFIX-1..PREFIX-N (default "<name>-fork"), each with its own
         copy of /workspace and this sandbox's limits, network and runtime. Processes are not
-        kept. The snapshot's image is `tag` (default agvisor/fork:<name>-<unix seconds>) and
+        kept. The snapshot is `tag` (as for snapshot(); default fork-<name>-<unix seconds>) and
         stays. Names already taken raise RuntimeError (code "conflict") before anything is
         made. Returns the forks, started."""
         if not self.persistent:

@@ -371,15 +371,16 @@ def test_update_resizes_live_and_is_enforced(av):
 
 @pytest.mark.kube
 def test_snapshot_then_create_from_it_and_fork(av):
-    """sb.snapshot(tag) keeps what was written outside /workspace; Sandbox(image=tag) starts from
-    it; sb.fork(2) gives two sandboxes with their own copy of /workspace (docs/lifecycle.md,
-    "Snapshots and forks"). In process and through agvisord."""
+    """sb.snapshot(tag) keeps what was written outside /workspace; Sandbox(image="snapshot:TAG")
+    starts from it; sb.fork(2) gives two sandboxes with their own copy of /workspace
+    (docs/lifecycle.md, "Snapshots and forks"); another repository's name is refused. In process
+    and through agvisord."""
     name = unique("snap")
     src = av.create_sandbox(name=name, limits=SMALL)
     if on_kube(av):  # the Kubernetes runtime makes no images (docs/kubernetes.md)
         try:
-            for refused in (lambda: src.snapshot(f"agvisor-test/py-snap:{name}"),
-                            lambda: src.fork(1, tag=f"agvisor-test/py-fork:{name}")):
+            for refused in (lambda: src.snapshot(f"py-snap-{name}"),
+                            lambda: src.fork(1, tag=f"py-fork-{name}")):
                 with pytest.raises(RuntimeError, match="makes no images") as e:
                     refused()
                 assert e.value.code == "unsupported"
@@ -387,16 +388,17 @@ def test_snapshot_then_create_from_it_and_fork(av):
         finally:
             src.delete()
         return
-    tag = f"agvisor-test/py-snap:{name}"
-    fork_tag = f"agvisor-test/py-fork:{name}"
+    tag = f"py-snap-{name}"
+    fork_tag = f"py-fork-{name}"
     forks, copy = [], None
     try:
         src.exec("echo rootfs > /opt/py-mark && echo ws > /workspace/ws")
-        with pytest.raises(ValueError):
-            src.snapshot("-bad")
+        for bad in ("-bad", "agvisor/base:latest", "debian:bookworm"):
+            with pytest.raises(ValueError, match="snapshot"):
+                src.snapshot(bad)
         made = src.snapshot(tag)
-        assert made["image"] == tag and made["bytes"] > 1_000_000
-        copy = av.create_sandbox(image=tag, limits=SMALL)
+        assert made["image"] == f"agvisor/snapshot:{tag}" and made["bytes"] > 1_000_000
+        copy = av.create_sandbox(image=f"snapshot:{tag}", limits=SMALL)
         assert copy.exec("cat /opt/py-mark; ls /workspace").stdout == "rootfs\n"
         forks = src.fork(2, prefix=f"{name}-f", tag=fork_tag)
         assert [f.name for f in forks] == [f"agvisor-{name}-f-1", f"agvisor-{name}-f-2"]

@@ -217,7 +217,7 @@ TEST(KubeRuntimeTest, Refusals) {
   ASSERT_FALSE(resized.ok());
   EXPECT_EQ(resized.error().code(), ErrorCode::kUnsupported);
   EXPECT_THAT(resized.error().message(), ::testing::HasSubstr("fixed at create"));
-  auto snap = (*sb)->Snapshot({.image = "snap/kube:" + RunId()});
+  auto snap = (*sb)->Snapshot({.image = "kube-" + RunId()});
   ASSERT_FALSE(snap.ok());
   EXPECT_EQ(snap.error().code(), ErrorCode::kUnsupported);
   EXPECT_THAT(snap.error().message(), ::testing::HasSubstr("makes no images"));

@@ -294,7 +294,7 @@ TEST_F(IntegrityTest, SnapshotThenForkCarriesBothTreesAndAnIdleStopKeepsOnlyTheW
   ForkOptions o;
   o.count = 1;
   o.prefix = RunId() + "-ifk";
-  o.image = "agvisor-test/integrity:" + RunId();
+  o.image = "integrity-" + RunId();
   o.spec = TestSpec();
   o.spec.idle_ttl = kIdleTtl;
   o.spec.idle_action = "stop";

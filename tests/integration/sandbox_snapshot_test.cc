@@ -6,6 +6,8 @@
 // symlink then a file through it) and each is refused with no image left; a fork of 2 copies
 // /workspace (owners kept) into forks that are independent of each other and of the source;
 // and the figures of the issue (snapshot of the base image plus 200 MB, fork of 4), printed.
+// A snapshot never replaces an image agvisor did not make as one (issue 32 point 1): the default
+// image, a host container's image, a tag someone put in the snapshot repository.
 // The CLI (in process, with its progress on stderr) and agvisord (a fork through its API) too:
 // the suite starts an agvisord, so run it under `flock /tmp/agvisor-egress.lock`.
 #include <gmock/gmock.h>
@@ -30,8 +32,18 @@ using ::testing::HasSubstr;
 using testing::RunId;
 using testing::TestSpec;
 
-std::string Image(std::string_view what) {
-  return "agvisor-test/" + std::string(what) + ":" + RunId();
+// A snapshot's tag for this run, and the image it is made as (snapshot.h).
+std::string Tag(std::string_view what) { return "test-" + std::string(what) + "-" + RunId(); }
+std::string Ref(std::string_view what) {
+  return std::string(kDefaultSnapshotRepository) + ":" + Tag(what);
+}
+
+// The id of image `ref`, "" when there is none.
+std::string ImageId(const std::string& ref) {
+  auto docker = HostClient("");
+  if (!docker.ok()) return "";
+  auto info = (*docker)->InspectImage(ref);
+  return info.ok() ? info->id : "";
 }
 
 // Removes the images a snapshot of `name` made, and the images with the agent derived from them
@@ -50,7 +62,7 @@ class SnapshotTest : public ::testing::Test {
  protected:
   static void TearDownTestSuite() {
     testing::CleanupRun();
-    for (const char* n : {"snap-src", "snap-hostile", "fork-src", "measure-src"}) {
+    for (const char* n : {"snap-src", "snap-hostile", "snap-tags", "fork-src", "measure-src"}) {
       RemoveSnapshotsOf(RunId() + "-" + n);
     }
   }
@@ -94,10 +106,10 @@ TEST_F(SnapshotTest, KeepsRootFsChangesLeavesOutProcSysDevAgentAndWorkspace) {
          "chmod 4750 /opt/x/data.bin && ln -s /opt/x/data.bin /opt/abs-link && "
          "echo ws > /workspace/w.txt && sha256sum /opt/x/data.bin");
   ASSERT_FALSE(hash.empty());
-  const std::string image = Image("snap");
+  const std::string image = Ref("snap");
   std::uint64_t last_progress = 0;
   SnapshotOptions o;
-  o.image = image;
+  o.image = Tag("snap");
   o.progress = [&](std::uint64_t b) { last_progress = b; };
   auto r = src->Snapshot(o);
   ASSERT_TRUE(r.ok()) << r.error().ToString();
@@ -131,9 +143,9 @@ TEST_F(SnapshotTest, KeepsRootFsChangesLeavesOutProcSysDevAgentAndWorkspace) {
   ASSERT_TRUE(base.ok());
   EXPECT_EQ(info->env, base->env);
 
-  // A sandbox from it: the hashed file, its mode and the symlink are there.
+  // A sandbox from it, named the short way: the hashed file, its mode and the symlink are there.
   SandboxSpec s = TestSpec();
-  s.image = image;
+  s.image = "snapshot:" + Tag("snap");
   auto copy = MustCreate(s);
   ASSERT_TRUE(copy);
   EXPECT_EQ(Sh(*copy, "sha256sum /opt/x/data.bin"), hash);
@@ -197,9 +209,9 @@ TEST_F(SnapshotTest, HostileStreamsAreRefusedAndLeaveNoImage) {
     SCOPED_TRACE(c.mode);
     // This handle's channel is PID 1's own stdio (no relay runs the replaced binary).
     Sh(*sb, std::string("echo ") + c.mode + " > /tmp/mode");
-    const std::string image = Image(std::string("hostile-") + c.mode);
+    const std::string image = Ref(std::string("hostile-") + c.mode);
     SnapshotOptions o;
-    o.image = image;
+    o.image = Tag(std::string("hostile-") + c.mode);
     o.max_bytes = 64u << 20;
     const auto start = std::chrono::steady_clock::now();
     auto r = sb->Snapshot(o);
@@ -218,6 +230,53 @@ TEST_F(SnapshotTest, HostileStreamsAreRefusedAndLeaveNoImage) {
   EXPECT_TRUE(left->empty());
 }
 
+// Issue 32 point 1. A hostile sandbox's snapshot, named as the caller was talked into: a tag in
+// the snapshot repository that is no snapshot (the default image, tagged there by hand), the
+// default image itself, a host container's image. Each is refused before a byte moves and the
+// name still points to the image it did. The tag in the repository comes first: a build without
+// the check replaces only that test-made tag (and each replaced name is put back at once).
+TEST_F(SnapshotTest, NeverReplacesAnImageItDidNotMakeAsASnapshot) {
+  auto sb = MustCreate(TestSpec("snap-tags"));
+  ASSERT_TRUE(sb);
+  Sh(*sb, "echo hostile > /opt/hostile");
+  const std::string base(kDefaultImage);
+  const std::string taken = Ref("taken");
+  auto tagged = RunCommand({"docker", "tag", base, taken});
+  ASSERT_TRUE(tagged.ok() && tagged->status.success()) << (tagged.ok() ? tagged->err : "");
+  struct Untag {
+    std::string ref;
+    ~Untag() { (void)RunCommand({"docker", "rmi", ref}); }  // the tag only: base keeps its own
+  } untag{taken};
+  struct Case {
+    std::string name;  // as the caller passes it
+    std::string ref;   // the image that name would replace
+    ErrorCode code;
+    const char* why;
+  } cases[] = {
+      {taken, taken, ErrorCode::kConflict, "was not made as a snapshot"},
+      {"snapshot:" + Tag("taken"), taken, ErrorCode::kConflict, "was not made as a snapshot"},
+      {base, base, ErrorCode::kInvalidArgument, "outside agvisor's snapshot repository"},
+      {"debian:bookworm", "debian:bookworm", ErrorCode::kInvalidArgument,
+       "outside agvisor's snapshot repository"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string before = ImageId(c.ref);
+    SnapshotOptions o;
+    o.image = c.name;
+    auto r = sb->Snapshot(o);
+    const std::string after = ImageId(c.ref);
+    if (after != before) {  // put the name back before anything else runs on this host
+      (void)RunCommand(before.empty() ? std::vector<std::string>{"docker", "rmi", c.ref}
+                                      : std::vector<std::string>{"docker", "tag", before, c.ref});
+    }
+    ASSERT_FALSE(r.ok()) << "a snapshot replaced " << c.ref;
+    EXPECT_EQ(r.error().code(), c.code) << r.error().ToString();
+    EXPECT_THAT(r.error().message(), HasSubstr(c.why));
+    EXPECT_EQ(after, before) << c.ref << " points to another image";
+  }
+}
+
 TEST_F(SnapshotTest, ForkOfTwoCopiesWorkspaceIntoIndependentSandboxes) {
   auto src = MustCreate(TestSpec("fork-src"));
   ASSERT_TRUE(src);
@@ -229,7 +288,7 @@ TEST_F(SnapshotTest, ForkOfTwoCopiesWorkspaceIntoIndependentSandboxes) {
   ForkOptions o;
   o.count = 2;
   o.prefix = RunId() + "-fk";
-  o.image = Image("fork");
+  o.image = Tag("fork");
   o.spec = TestSpec();
   auto f = Fork(*src, o);
   ASSERT_TRUE(f.ok()) << f.error().ToString();
@@ -294,22 +353,39 @@ TEST_F(SnapshotFrontEndTest, TheCliSnapshotsWithProgressAndAgvisordForks) {
   const std::string hash = Sh(*src,
                               "head -c 30000000 /dev/urandom > /opt/cli.bin && echo ws > "
                               "/workspace/ws && sha256sum /opt/cli.bin");
-  // The CLI, in process: the image on stdout, progress on stderr.
-  const std::string image = Image("cli");
-  auto cli = RunCommand({AGVISOR_CLI_BINARY, "snapshot", *src->name(), image});
+  // The CLI, in process: the image on stdout, progress and how to start from it on stderr.
+  const std::string image = Ref("cli");
+  auto cli = RunCommand({AGVISOR_CLI_BINARY, "snapshot", *src->name(), Tag("cli")});
   ASSERT_TRUE(cli.ok());
   EXPECT_TRUE(cli->status.success()) << cli->err;
   EXPECT_EQ(cli->out, image + "\n");
   EXPECT_THAT(cli->err, HasSubstr("checked and sent"));
+  EXPECT_THAT(cli->err, HasSubstr("agvisor create --image snapshot:" + Tag("cli")));
   EXPECT_TRUE(ImageExists(image));
+  // `create --image snapshot:TAG` starts from it.
+  const std::string copy = RunId() + "-cli-copy";
+  auto made = RunCommand({AGVISOR_CLI_BINARY, "create", "--name", copy, "--image",
+                          "snapshot:" + Tag("cli"), "--disk", "none", "--memory", "256m", "--label",
+                          std::string(testing::kRunLabel) + "=" + RunId()});
+  ASSERT_TRUE(made.ok());
+  ASSERT_TRUE(made->status.success()) << made->err;
+  auto copied = RunCommand({AGVISOR_CLI_BINARY, "exec", copy, "--", "sha256sum /opt/cli.bin"});
+  ASSERT_TRUE(copied.ok());
+  EXPECT_EQ(copied->out, hash) << copied->err;
+  (void)RunCommand({AGVISOR_CLI_BINARY, "rm", copy});
+  // Another repository's image: exit 2, nothing made.
+  auto elsewhere = RunCommand({AGVISOR_CLI_BINARY, "snapshot", *src->name(), "debian:bookworm"});
+  ASSERT_TRUE(elsewhere.ok());
+  EXPECT_EQ(elsewhere->status.exit_code, 2) << elsewhere->err;
+  EXPECT_THAT(elsewhere->err, HasSubstr("agvisor/snapshot:TAG"));
   // A bad tag: exit 2 (invalid argument), nothing made.
   auto bad = RunCommand({AGVISOR_CLI_BINARY, "snapshot", *src->name(), "-bad"});
   ASSERT_TRUE(bad.ok());
   EXPECT_EQ(bad->status.exit_code, 2) << bad->err;
   // A size cap below the stream: exit 1, no image.
-  const std::string capped = Image("cli-capped");
-  auto cap =
-      RunCommand({AGVISOR_CLI_BINARY, "snapshot", *src->name(), capped, "--max-size", "10m"});
+  const std::string capped = Ref("cli-capped");
+  auto cap = RunCommand(
+      {AGVISOR_CLI_BINARY, "snapshot", *src->name(), Tag("cli-capped"), "--max-size", "10m"});
   ASSERT_TRUE(cap.ok());
   EXPECT_EQ(cap->status.exit_code, 1) << cap->err;
   EXPECT_THAT(cap->err, HasSubstr("size cap"));
@@ -321,15 +397,15 @@ TEST_F(SnapshotFrontEndTest, TheCliSnapshotsWithProgressAndAgvisordForks) {
   auto h = (*place)->Open(src->container_name());
   ASSERT_TRUE(h.ok()) << h.error().ToString();
   SnapshotOptions so;
-  so.image = Image("daemon");
+  so.image = Tag("daemon");
   auto snap = (*h)->Snapshot(so);
   ASSERT_TRUE(snap.ok()) << snap.error().ToString();
-  EXPECT_EQ(snap->image, so.image);
+  EXPECT_EQ(snap->image, Ref("daemon"));
   EXPECT_GT(snap->file_bytes, 30000000u);
   ForkOptions fo;
   fo.count = 1;
   fo.prefix = RunId() + "-dfk";
-  fo.image = Image("daemon-fork");
+  fo.image = Tag("daemon-fork");
   fo.spec = TestSpec();
   auto forked = (*place)->Fork(src->container_name(), fo);
   ASSERT_TRUE(forked.ok()) << forked.error().ToString();

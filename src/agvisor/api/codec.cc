@@ -1360,7 +1360,7 @@ Result<SnapshotOptions> ParseSnapshotRequest(std::string_view body) {
   AGVISOR_RETURN_IF_ERROR(OnlyKnown(o, "snapshot", {"image", "workspace", "max_bytes"}));
   SnapshotOptions r;
   const json::value* image = o.if_contains("image");
-  if (!image) return Bad("image", "missing: the image to make (repo[:tag])");
+  if (!image) return Bad("image", "missing: the snapshot's tag");
   r.image = AGVISOR_TRY(GetString(*image, "image"));
   if (auto* v = o.if_contains("workspace"))
     r.include_workspace = AGVISOR_TRY(GetBool(*v, "workspace"));

@@ -207,7 +207,8 @@ void SpecOptions::Add(CLI::App& cmd) {
                  "expiry; creating the same name again re-attaches to a running one");
   cmd.add_option("--image", spec.image,
                  "image to run (default " + std::string(kDefaultImage) + ", " +
-                     std::string(kDefaultDesktopImage) + " with --gui)");
+                     std::string(kDefaultDesktopImage) +
+                     " with --gui); snapshot:TAG is the snapshot TAG (`agvisor snapshot`)");
   cmd.add_flag("--gui", spec.gui,
                "a desktop: Xvnc + xfce inside, ready when drawn; see `agvisor desktop --help`");
   cmd.add_option("--cpus", spec.limits.cpus, "CPU cores, fractions allowed")->capture_default_str();

@@ -58,8 +58,9 @@ void AddSnapshot(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto max_bytes = std::make_shared<std::string>("8g");
   auto* cmd = AddSandboxCommand(
       app, g, exit_code, "snapshot",
-      "make an image of a sandbox's root file system as the sandbox sees it (its processes are "
-      "not kept); `create --image TAG` starts from it",
+      "make a snapshot of a sandbox's root file system as the sandbox sees it (its processes "
+      "are not kept), the image agvisor/snapshot:TAG; `create --image snapshot:TAG` starts "
+      "from it",
       [&g, image, workspace, max_bytes](SandboxHandle& sb) {
         auto cap = ParseMemorySize("--max-size", *max_bytes);
         if (!cap.ok()) return ReportError(cap.error());
@@ -76,12 +77,19 @@ void AddSnapshot(CLI::App& app, GlobalOptions& g, int* exit_code) {
           std::cout << boost::json::serialize(SnapshotJson(*r)) << "\n";
         } else {
           std::cerr << "agvisor: " << EscapeForTerminal(r->image) << ": " << Megabytes(r->bytes)
-                    << ", " << r->entries << " entries in " << r->seconds << " s\n";
+                    << ", " << r->entries << " entries in " << r->seconds
+                    << " s; `agvisor create --image " << kSnapshotImagePrefix
+                    << EscapeForTerminal(r->image.substr(r->image.rfind(':') + 1))
+                    << "` starts from it\n";
           std::cout << EscapeForTerminal(r->image) << "\n";
         }
         return 0;
       });
-  cmd->add_option("tag", *image, "the image to make: repo[:tag] (:latest when no tag)")->required();
+  cmd->add_option("tag", *image,
+                  "the snapshot's tag (letters, digits, _ . -), made as agvisor/snapshot:TAG "
+                  "(agvisord: its --snapshot-repository); an existing image of that name is "
+                  "replaced only when it is a snapshot")
+      ->required();
   cmd->add_flag("--workspace", *workspace,
                 "include /workspace (default: left out; a named sandbox keeps it in its volume)");
   cmd->add_option("--max-size", *max_bytes,
@@ -105,7 +113,7 @@ void AddFork(CLI::App& app, GlobalOptions& g, int* exit_code) {
   cmd->add_option("-n,--count", *count, "how many forks (1-16)")->capture_default_str();
   cmd->add_option("--prefix", *prefix, "name the forks PREFIX-1..PREFIX-N (default NAME-fork)");
   cmd->add_option("--tag", *tag,
-                  "the snapshot's image, repo[:tag] (default agvisor/fork:NAME-<unix seconds>)");
+                  "the snapshot's tag, as for `snapshot` (default fork-NAME-<unix seconds>)");
   cmd->add_option("--max-size", *max_bytes, "the snapshot's size cap, as for `snapshot`")
       ->capture_default_str();
   opts->Add(*cmd);

@@ -375,11 +375,12 @@ const Tool kTools[] = {
   "pids": {"type": "integer", "minimum": 1, "description": "most processes and threads"}}})js",
      UpdateSandbox},
     {"snapshot_sandbox",
-     "Make a Docker image of a sandbox's root file system as the sandbox sees it (files written "
-     "anywhere, /workspace only with 'workspace'); running processes are not kept. "
-     "create_sandbox with 'image' set to the returned image starts from it.",
+     "Make a snapshot (a Docker image in agvisor's snapshot repository) of a sandbox's root "
+     "file system as the sandbox sees it (files written anywhere, /workspace only with "
+     "'workspace'); running processes are not kept. create_sandbox with 'image' set to "
+     "'snapshot:TAG' (or the returned image) starts from it.",
      R"js({"type": "object", "additionalProperties": false, "required": ["sandbox", "image"], "properties": { $SANDBOX,
-  "image": {"type": "string", "description": "the image to make, repo[:tag] (:latest when no tag)"},
+  "image": {"type": "string", "description": "the snapshot's tag (letters, digits, _ . -), made as agvisor/snapshot:TAG; an image of that name that is no snapshot is never replaced"},
   "workspace": {"type": "boolean", "description": "include /workspace (default false)"}}})js",
      SnapshotSandbox},
     {"exec",

@@ -184,6 +184,11 @@ void FakeRuntime::AddVolume(const std::string& name, Labels labels) {
   volumes_[name] = std::move(labels);
 }
 
+void FakeRuntime::AddImage(const std::string& ref, ImageConfig config) {
+  std::lock_guard lock(mu_);
+  images_[ref] = std::move(config);
+}
+
 void FakeRuntime::AddNetwork(const std::string& instance_name) {
   std::lock_guard lock(mu_);
   networks_.insert(instance_name);
@@ -355,11 +360,16 @@ Error NoImages(std::string_view what) {
 }  // namespace
 
 Result<ImageConfig> FakeRuntime::ImageConfigOf(std::string_view image) {
+  std::lock_guard lock(mu_);
+  if (auto e = Record("ImageConfigOf", image)) return *e;
+  if (auto it = images_.find(std::string(image)); it != images_.end()) return it->second;
   return NoImages("inspect image " + std::string(image));
 }
 Result<std::string> FakeRuntime::ImportImage(std::string_view ref, const ImageConfig&,
                                              const channel::ByteSource&,
                                              const std::function<void(std::string_view)>&) {
+  std::lock_guard lock(mu_);
+  if (auto e = Record("ImportImage", ref)) return *e;
   return NoImages("import image " + std::string(ref));
 }
 Result<std::vector<std::string>> FakeRuntime::ImagesWithLabel(std::string_view label) {

@@ -57,6 +57,9 @@ class FakeRuntime final : public Runtime {
   void SetEndedByMemoryLimit(const std::string& name, bool yes);
   void AddVolume(const std::string& name, Labels labels = {});
   void AddNetwork(const std::string& instance_name);
+  // An image ImageConfigOf then answers for (it makes none itself: every other image, and every
+  // import, is kUnsupported).
+  void AddImage(const std::string& ref, ImageConfig config);
   bool HasInstance(const std::string& name) const;
   bool HasVolume(const std::string& name) const;
   bool HasNetwork(const std::string& instance_name) const;
@@ -156,7 +159,8 @@ class FakeRuntime final : public Runtime {
   std::map<std::string, Instance> instances_;    // by name
   std::map<std::string, InstanceSpec> created_;  // by name
   std::map<std::string, Labels> volumes_;
-  std::set<std::string> networks_;  // by instance name
+  std::set<std::string> networks_;             // by instance name
+  std::map<std::string, ImageConfig> images_;  // AddImage's
   int next_id_ = 1;
   bool break_next_agent_ = false;
   bool fail_next_first_relay_ = false;

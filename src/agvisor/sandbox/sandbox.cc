@@ -264,8 +264,9 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
   }
   decisions.runtime =
       AGVISOR_TRY(runtime->RequireGvisor(spec.runtime, decisions.platform, spec.network == "none"));
+  // "snapshot:TAG" is a snapshot in this process's snapshot repository (snapshot.h).
   const std::string image = !spec.image.empty()
-                                ? spec.image
+                                ? AGVISOR_TRY(ResolveSnapshotImage(spec.image))
                                 : std::string(spec.gui ? kDefaultDesktopImage : kDefaultImage);
 
   auto handle = std::unique_ptr<Sandbox>(new Sandbox());

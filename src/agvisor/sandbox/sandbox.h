@@ -344,12 +344,14 @@ class Sandbox {
   Result<LiveLimits> Update(const LimitsUpdate& update);
 
   // ---- Snapshots (snapshot.h; docs/lifecycle.md, "Snapshots and forks") ----
-  // Makes image options.image of the sandbox's root file system as the sandbox sees it (the
-  // agent's tar of "/", checked on the host, streamed into the runtime's image import), keeping
-  // the image's env, working directory and user, labelled agvisor.snapshot.of=<name>. Processes
-  // are not kept. Resumes a sandbox this process paused (as every call does). Errors:
-  // kInvalidArgument (options; a stream the host's checker refused, naming the entry),
-  // kResourceExhausted (past options.max_bytes), kConflict (paused and not to be resumed),
+  // Makes snapshot options.image, the image "REPOSITORY:TAG" in the snapshot repository
+  // (snapshot.h), of the sandbox's root file system as the sandbox sees it (the agent's tar of
+  // "/", checked on the host, streamed into the runtime's image import), keeping the image's env,
+  // working directory and user, labelled agvisor.snapshot.of=<name>. Processes are not kept.
+  // Resumes a sandbox this process paused (as every call does). Errors: kInvalidArgument
+  // (options, a name outside the snapshot repository; a stream the host's checker refused,
+  // naming the entry), kResourceExhausted (past options.max_bytes), kConflict (an image of that
+  // name exists that is no snapshot: never replaced; paused and not to be resumed),
   // kUnsupported (the runtime makes no images; an agent that predates snapshots),
   // kSandboxDied, kUnavailable. On any error no image of this call is left.
   Result<SnapshotResult> Snapshot(const SnapshotOptions& options);

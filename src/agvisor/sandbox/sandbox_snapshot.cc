@@ -11,6 +11,7 @@
 #include <span>
 #include <thread>
 
+#include "agvisor/base/strings.h"
 #include "agvisor/base/tar_check.h"
 #include "agvisor/proto/exit_codes.h"
 #include "agvisor/sandbox/runtime.h"
@@ -21,9 +22,9 @@ namespace agvisor {
 namespace {
 
 constexpr std::string_view kAgentImageRepo = "agvisor/with-agent";
-// Labels every snapshot carries (docs/lifecycle.md, "Snapshots and forks").
+// Labels every snapshot carries (docs/lifecycle.md, "Snapshots and forks"); kLabelSnapshotId is
+// in snapshot.h.
 constexpr std::string_view kLabelSnapshotOf = "agvisor.snapshot.of";
-constexpr std::string_view kLabelSnapshotId = "agvisor.snapshot.id";
 constexpr std::string_view kLabelSnapshotWorkspace = "agvisor.snapshot.workspace";
 constexpr std::string_view kLabelSnapshotCreated = "agvisor.snapshot.created";
 // How much of the agent's stream may wait between the exec's reader and the import's writer.
@@ -107,30 +108,152 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// A caller's string in a message: at most 128 bytes, control bytes shown as '?'.
+std::string Shown(std::string_view s) {
+  std::string out(s.substr(0, 128));
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return out + (s.size() > 128 ? "..." : "");
+}
+
+bool LowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+// A path component of a Docker repository: [a-z0-9]+ joined by '.', '_', '__' or '-'+.
+bool PathComponentOk(std::string_view c) {
+  std::size_t i = 0;
+  while (true) {
+    if (i == c.size() || !LowerAlnum(c[i])) return false;
+    while (i < c.size() && LowerAlnum(c[i])) ++i;
+    if (i == c.size()) return true;
+    if (c[i] == '.') {
+      ++i;
+    } else if (c[i] == '_') {
+      i += (i + 1 < c.size() && c[i + 1] == '_') ? 2 : 1;
+    } else if (c[i] == '-') {
+      while (i < c.size() && c[i] == '-') ++i;
+    } else {
+      return false;
+    }
+  }
+}
+
+// A registry host: dot-separated [A-Za-z0-9-] labels (no '-' at either end), with an optional
+// :PORT.
+bool RegistryHostOk(std::string_view d) {
+  const auto colon = d.find(':');
+  if (colon != std::string_view::npos) {
+    const std::string_view port = d.substr(colon + 1);
+    if (port.empty() || port.size() > 5) return false;
+    for (char c : port) {
+      if (c < '0' || c > '9') return false;
+    }
+    d = d.substr(0, colon);
+  }
+  for (std::string_view label : Split(d, '.')) {
+    if (label.empty() || label.front() == '-' || label.back() == '-') return false;
+    for (char c : label) {
+      if (!LowerAlnum(c) && !(c >= 'A' && c <= 'Z') && c != '-') return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
-Result<std::string> NormalizeSnapshotImage(std::string_view image) {
+Result<void> ValidateSnapshotTag(std::string_view tag) {
+  auto word = [](char c) { return LowerAlnum(c) || (c >= 'A' && c <= 'Z') || c == '_'; };
+  bool ok = !tag.empty() && tag.size() <= 128 && word(tag.front());
+  for (char c : tag) ok = ok && (word(c) || c == '.' || c == '-');
+  if (!ok) {
+    return Error::InvalidArgument("snapshot tag '" + Shown(tag) +
+                                  "' is not a tag: 1 to 128 letters, digits, '_', '.' or '-', "
+                                  "starting with a letter, digit or '_'");
+  }
+  return Ok();
+}
+
+Result<void> ValidateSnapshotRepository(std::string_view repository) {
   auto refuse = [&](const std::string& why) {
-    return Error::InvalidArgument("snapshot image '" + std::string(image) + "': " + why);
+    return Error::InvalidArgument("snapshot repository '" + Shown(repository) + "' " + why);
   };
-  if (image.empty()) return refuse("is empty (give repo[:tag], e.g. snap/app:v1)");
-  if (image.front() == '-') return refuse("must not start with '-'");
-  if (image.find('@') != std::string_view::npos)
-    return refuse("a digest cannot be made, only a tag");
-  if (image.size() > 255) return refuse("is longer than 255 characters");
-  for (char c : image) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-                    c == '-' || c == '/' || c == ':' || (c >= 'A' && c <= 'Z');
-    if (!ok) return refuse("has a character other than letters, digits and ._-/:");
+  if (repository.empty()) return refuse("is empty (the default is agvisor/snapshot)");
+  if (repository.size() > 200) return refuse("is longer than 200 characters");
+  std::vector<std::string_view> parts = Split(repository, '/');
+  const std::string_view first = parts.front();
+  const bool host = parts.size() > 1 &&
+                    (first.find_first_of(".:") != std::string_view::npos || first == "localhost");
+  if (host && !RegistryHostOk(first))
+    return refuse("has a bad registry host '" + Shown(first) + "'");
+  for (std::size_t i = host ? 1 : 0; i < parts.size(); ++i) {
+    if (!PathComponentOk(parts[i])) {
+      return refuse(
+          "is not a repository name: [HOST[:PORT]/]path, path components of lower-case letters "
+          "and digits joined by '.', '_' or '-', no tag or digest (e.g. agvisor/snapshot)");
+    }
   }
-  std::string ref(image);
-  const auto slash = ref.rfind('/');
-  const auto colon = ref.rfind(':');
-  if (colon == std::string::npos || (slash != std::string::npos && colon < slash)) ref += ":latest";
-  if (ref.starts_with(std::string(kAgentImageRepo) + ":")) {
-    return refuse("agvisor/with-agent is agvisor's own repository (the images with the agent)");
+  // agvisor/ holds agvisor's own images (base, desktop, with-agent, agent, probe): a snapshot
+  // there could stand in for the image with the agent of some image, or for a default image.
+  const std::string def(kDefaultSnapshotRepository);
+  if ((repository == "agvisor" || repository.starts_with("agvisor/")) && repository != def &&
+      !repository.starts_with(def + "/")) {
+    return refuse("is in agvisor/, the repositories of agvisor's own images; use " + def +
+                  "[/...] or a repository of your own");
   }
-  return ref;
+  return Ok();
+}
+
+namespace {
+std::mutex& RepositoryMutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::string& RepositoryValue() {
+  static std::string repo(kDefaultSnapshotRepository);
+  return repo;
+}
+}  // namespace
+
+std::string SnapshotRepository() {
+  std::lock_guard lock(RepositoryMutex());
+  return RepositoryValue();
+}
+
+Result<void> SetSnapshotRepository(std::string_view repository) {
+  AGVISOR_RETURN_IF_ERROR(ValidateSnapshotRepository(repository));
+  std::lock_guard lock(RepositoryMutex());
+  RepositoryValue() = std::string(repository);
+  return Ok();
+}
+
+Result<std::string> NormalizeSnapshotImage(std::string_view name, std::string_view repository) {
+  std::string_view tag = name;
+  if (tag.starts_with(kSnapshotImagePrefix)) {
+    tag.remove_prefix(kSnapshotImagePrefix.size());
+  } else if (tag.size() > repository.size() && tag.starts_with(repository) &&
+             tag[repository.size()] == ':') {
+    tag.remove_prefix(repository.size() + 1);
+  }
+  if (tag.find_first_of("/:@") != std::string_view::npos) {
+    return Error::InvalidArgument(
+        "snapshot name '" + Shown(name) +
+        "' names an image outside agvisor's snapshot repository: a snapshot is named by a tag "
+        "(e.g. app-v1) and made only as " +
+        std::string(repository) +
+        ":TAG, so that it can never replace another image; `create "
+        "--image snapshot:TAG` starts from it");
+  }
+  AGVISOR_RETURN_IF_ERROR(ValidateSnapshotTag(tag));
+  return std::string(repository) + ":" + std::string(tag);
+}
+
+Result<std::string> NormalizeSnapshotImage(std::string_view name) {
+  return NormalizeSnapshotImage(name, SnapshotRepository());
+}
+
+Result<std::string> ResolveSnapshotImage(std::string_view image) {
+  if (!image.starts_with(kSnapshotImagePrefix)) return std::string(image);
+  return NormalizeSnapshotImage(image);
 }
 
 std::vector<std::string> SnapshotExcludes(bool include_workspace) {
@@ -149,6 +272,19 @@ Result<SnapshotResult> Sandbox::Snapshot(const SnapshotOptions& options) {
   }
   const std::string shown = name_ ? *name_ : container_name_;
   const std::string what = "snapshot of " + shown + " as " + ref;
+  // A tag that exists is replaced only when it is a snapshot (snapshot.h): only the host's
+  // import sets kLabelSnapshotId. Checked before the sandbox is woken or read.
+  if (auto existing = runtime_->ImageConfigOf(ref); existing.ok()) {
+    if (!existing->labels.contains(std::string(kLabelSnapshotId))) {
+      return Error::Conflict(what + ": image " + ref +
+                             " exists and was not made as a snapshot (it has no " +
+                             std::string(kLabelSnapshotId) +
+                             " label); a snapshot never replaces it: pick another tag, or "
+                             "remove that image yourself if it is yours to drop");
+    }
+  } else if (existing.error().code() != ErrorCode::kNotFound) {
+    return existing.error().WithContext(what);
+  }
   AGVISOR_RETURN_IF_ERROR(WakeIfPausedHere());
   auto info = runtime_->Inspect(container_id_);
   if (!info.ok()) {
@@ -313,7 +449,7 @@ Result<ForkResult> Fork(Sandbox& source, const ForkOptions& options) {
   SnapshotOptions so;
   so.image = options.image;
   if (so.image.empty()) {
-    so.image = "agvisor/fork:" + src + "-" +
+    so.image = "fork-" + src + "-" +
                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
                                   std::chrono::system_clock::now().time_since_epoch())
                                   .count());

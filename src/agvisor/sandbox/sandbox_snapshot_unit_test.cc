@@ -15,16 +15,85 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-TEST(SnapshotUnitTest, ImageNamesGetATagAndBadOnesAreRefused) {
-  EXPECT_EQ(NormalizeSnapshotImage("snap/app").value(), "snap/app:latest");
-  EXPECT_EQ(NormalizeSnapshotImage("snap/app:v1").value(), "snap/app:v1");
-  EXPECT_EQ(NormalizeSnapshotImage("localhost:5000/app").value(), "localhost:5000/app:latest");
-  for (const char* bad : {"", "-rm", "app@sha256:00", "a b", "app;rm", "agvisor/with-agent:x",
-                          "agvisor/with-agent"}) {
+// Issue 32 point 1: a snapshot is a tag in agvisor's snapshot repository, never another
+// repository's image (the default image, a host container's image).
+TEST(SnapshotUnitTest, SnapshotsGoOnlyToTheSnapshotRepository) {
+  EXPECT_EQ(NormalizeSnapshotImage("v1").value(), "agvisor/snapshot:v1");
+  EXPECT_EQ(NormalizeSnapshotImage("snapshot:app-v1").value(), "agvisor/snapshot:app-v1");
+  EXPECT_EQ(NormalizeSnapshotImage("agvisor/snapshot:App_1.2").value(), "agvisor/snapshot:App_1.2");
+  EXPECT_EQ(NormalizeSnapshotImage("debian").value(), "agvisor/snapshot:debian");
+  for (const char* bad : {"agvisor/base:latest",
+                          "agvisor/base",
+                          "debian:bookworm",
+                          "agvisor/desktop:latest",
+                          "agvisor/with-agent:x",
+                          "agvisor/with-agent",
+                          "localhost:5000/app",
+                          "snap/app:v1",
+                          "agvisor/snapshot",
+                          "agvisor/snapshot:",
+                          "agvisor/snapshot/x:v1",
+                          "snapshot:",
+                          "snapshot:a:b",
+                          "",
+                          "-rm",
+                          ".x",
+                          "app@sha256:00",
+                          "a b",
+                          "app;rm",
+                          "a\nb"}) {
     auto r = NormalizeSnapshotImage(bad);
+    ASSERT_FALSE(r.ok()) << bad << " -> " << r.value();
+    EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+  }
+  EXPECT_FALSE(NormalizeSnapshotImage(std::string(129, 'a')).ok());
+  EXPECT_TRUE(NormalizeSnapshotImage(std::string(128, 'a')).ok());
+  EXPECT_THAT(NormalizeSnapshotImage("debian:bookworm").error().message(),
+              HasSubstr("made only as agvisor/snapshot:TAG"));
+}
+
+TEST(SnapshotUnitTest, TheRepositoryIsConfigurableButNeverOneOfAgvisorsOwn) {
+  EXPECT_EQ(NormalizeSnapshotImage("v1", "registry.local:5000/team/snaps").value(),
+            "registry.local:5000/team/snaps:v1");
+  EXPECT_EQ(
+      NormalizeSnapshotImage("registry.local:5000/team/snaps:v1", "registry.local:5000/team/snaps")
+          .value(),
+      "registry.local:5000/team/snaps:v1");
+  EXPECT_FALSE(NormalizeSnapshotImage("agvisor/snapshot:v1", "team/snaps").ok());
+  for (const char* ok :
+       {"agvisor/snapshot", "snaps", "team/my_snaps", "a.b-c/d__e", "localhost/snaps",
+        "localhost:5000/snaps", "Reg.Example:443/x", "agvisor/snapshot/team", "agvisor-snaps"}) {
+    EXPECT_TRUE(ValidateSnapshotRepository(ok).ok()) << ok;
+  }
+  for (const char* bad : {"", "agvisor/with-agent", "agvisor/base", "agvisor/desktop", "agvisor",
+                          "agvisor/agent", "agvisor/snapshots", "agvisor/snapshot-x",
+                          "Agvisor/snapshot", "snaps:v1", "snaps@sha256:00", "/snaps", "snaps/",
+                          "a//b", "-x/y", "x-/y", "reg:port/x", "a b", "x_-y"}) {
+    auto r = ValidateSnapshotRepository(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
   }
+  // The process's repository (agvisord's --snapshot-repository), put back at the end.
+  struct Restore {
+    ~Restore() { (void)SetSnapshotRepository(kDefaultSnapshotRepository); }
+  } restore;
+  EXPECT_EQ(SnapshotRepository(), kDefaultSnapshotRepository);
+  EXPECT_FALSE(SetSnapshotRepository("agvisor/base").ok());
+  EXPECT_EQ(SnapshotRepository(), kDefaultSnapshotRepository);
+  ASSERT_TRUE(SetSnapshotRepository("team/snaps").ok());
+  EXPECT_EQ(NormalizeSnapshotImage("v1").value(), "team/snaps:v1");
+  EXPECT_EQ(ResolveSnapshotImage("snapshot:v1").value(), "team/snaps:v1");
+}
+
+TEST(SnapshotUnitTest, CreateResolvesSnapshotTagsAndLeavesOtherImagesAlone) {
+  EXPECT_EQ(ResolveSnapshotImage("snapshot:v1").value(), "agvisor/snapshot:v1");
+  EXPECT_EQ(ResolveSnapshotImage("debian:bookworm").value(), "debian:bookworm");
+  EXPECT_EQ(ResolveSnapshotImage("agvisor/snapshot:v1").value(), "agvisor/snapshot:v1");
+  EXPECT_EQ(ResolveSnapshotImage("snapshot:a/b").error().code(), ErrorCode::kInvalidArgument);
+  // The spec's check refuses a bad snapshot tag before any request.
+  EXPECT_TRUE(ValidateImage("snapshot:v1").ok());
+  EXPECT_EQ(ValidateImage("snapshot:-x").error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(ValidateImage("snapshot:").error().code(), ErrorCode::kInvalidArgument);
 }
 
 TEST(SnapshotUnitTest, TheExcludedPaths) {
@@ -80,13 +149,64 @@ TEST(SnapshotUnitTest, ImportChangesAreQuotedSoNothingExpandsOrSplits) {
 
 constexpr const char* kHost = "";
 
+// `create --image snapshot:TAG` starts from the snapshot: what the runtime is asked to prepare.
+TEST(SnapshotUnitTest, CreateFromSnapshotTagPreparesTheSnapshotImage) {
+  auto rt = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
+  ScopedRuntimeOverride guard{kHost, rt};
+  SandboxSpec spec;
+  spec.image = "snapshot:v1";
+  auto sb = Sandbox::Create(spec);
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  auto made = rt->CreatedSpec((*sb)->container_name());
+  ASSERT_TRUE(made);
+  EXPECT_EQ(made->source_image, "agvisor/snapshot:v1");
+  EXPECT_EQ(made->image, "fake/with-agent:agvisor/snapshot:v1");
+  (void)(*sb)->Stop();
+}
+
+// A tag in the snapshot repository that exists but was not made as a snapshot (no
+// agvisor.snapshot.id: someone tagged an image there) is never replaced; one that is a snapshot
+// may be (the fake then refuses the import itself).
+TEST(SnapshotUnitTest, AnExistingTagThatIsNoSnapshotIsNeverReplaced) {
+  auto rt = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
+  ScopedRuntimeOverride guard{kHost, rt};
+  ImageConfig tagged;
+  tagged.labels = {{"org.example", "x"}, {"agvisor.snapshot.of", "forged"}};
+  rt->AddImage("agvisor/snapshot:taken", tagged);
+  ImageConfig snapshot;
+  snapshot.labels = {{std::string(kLabelSnapshotId), "0123456789abcdef"}};
+  rt->AddImage("agvisor/snapshot:mine", snapshot);
+  auto sb = Sandbox::Create(SandboxSpec{});
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  for (const char* name : {"taken", "snapshot:taken", "agvisor/snapshot:taken"}) {
+    SnapshotOptions o;
+    o.image = name;
+    auto r = (*sb)->Snapshot(o);
+    ASSERT_FALSE(r.ok()) << name;
+    EXPECT_EQ(r.error().code(), ErrorCode::kConflict) << r.error().ToString();
+    EXPECT_THAT(r.error().message(), HasSubstr("was not made as a snapshot"));
+  }
+  EXPECT_EQ(rt->CallCount("ImportImage"), 0);
+  EXPECT_EQ(rt->ImageConfigOf("agvisor/snapshot:taken").value().labels, tagged.labels);
+  // A snapshot's tag passes the check; the fake makes no images.
+  SnapshotOptions o;
+  o.image = "mine";
+  auto r = (*sb)->Snapshot(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kUnsupported) << r.error().ToString();
+  // A runtime error while looking is returned as it is, before anything else.
+  rt->FailNext("ImageConfigOf", Error::Unavailable("inspect image: connection reset"));
+  EXPECT_EQ((*sb)->Snapshot(o).error().code(), ErrorCode::kUnavailable);
+  (void)(*sb)->Stop();
+}
+
 TEST(SnapshotUnitTest, TheFakeRuntimeRefusesSnapshotsAndAnonymousSandboxesCannotFork) {
   auto rt = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
   ScopedRuntimeOverride guard{kHost, rt};
   auto sb = Sandbox::Create(SandboxSpec{});
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   SnapshotOptions o;
-  o.image = "snap/x:1";
+  o.image = "x-1";
   auto r = (*sb)->Snapshot(o);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kUnsupported) << r.error().ToString();

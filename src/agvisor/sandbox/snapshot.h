@@ -20,6 +20,15 @@
 // /workspace volume is empty when its container is made, so the runtime copies the image's
 // /workspace into it (Docker copies an image's content into an empty volume mounted over it,
 // with owners and modes): each fork starts with its own copy of the source's /workspace.
+//
+// Where snapshots go: a snapshot is named by a tag and made only in agvisor's snapshot repository
+// (kDefaultSnapshotRepository unless agvisord's --snapshot-repository says otherwise), as
+// "REPOSITORY:TAG"; `create --image snapshot:TAG` starts from it (ResolveSnapshotImage, in
+// Sandbox::Create, so every door resolves it alike). A snapshot replaces an existing tag only
+// when that image is itself a snapshot: it carries kLabelSnapshotId, which only the host's import
+// sets (the labels of the source image that start with "agvisor" are dropped, and a tar stream
+// sets no labels). So a hostile sandbox (or a caller talked into it) can never replace the
+// default image, a host container's image or one a user tagged by hand.
 #pragma once
 
 #include <cstdint>
@@ -36,14 +45,24 @@ namespace agvisor {
 
 class Sandbox;
 
+// The repository snapshots are made in by default ("agvisor/snapshot:TAG").
+inline constexpr std::string_view kDefaultSnapshotRepository = "agvisor/snapshot";
+// How a create's image names a snapshot: "snapshot:TAG" (ResolveSnapshotImage). It shadows a
+// Docker image of that name (docker.io/library/snapshot), which is still reachable spelled out.
+inline constexpr std::string_view kSnapshotImagePrefix = "snapshot:";
+// The label only the host's import sets on a snapshot (a random id per import): an image without
+// it was not made as a snapshot and is never replaced by one.
+inline constexpr std::string_view kLabelSnapshotId = "agvisor.snapshot.id";
+
 // The default cap on a snapshot's tar stream.
 inline constexpr std::uint64_t kDefaultSnapshotMaxBytes = std::uint64_t{8} << 30;
 // The most sandboxes one fork makes.
 inline constexpr int kMaxForkCount = 16;
 
 struct SnapshotOptions {
-  // The image to make: "repo[:tag]" (":latest" when no tag), e.g. "snap/app:v1". Refused: names
-  // starting with '-', digests, agvisor's own "agvisor/with-agent" repository.
+  // The snapshot's name: a tag, e.g. "app-v1", made as "REPOSITORY:TAG" in the snapshot
+  // repository (SnapshotRepository()); "snapshot:TAG" and "REPOSITORY:TAG" name it too.
+  // Anything else (another repository, a digest, a bad tag) is refused: NormalizeSnapshotImage.
   std::string image;
   // Include /workspace (the named sandbox's volume, as the sandbox sees it).
   bool include_workspace = false;
@@ -56,7 +75,7 @@ struct SnapshotOptions {
 };
 
 struct SnapshotResult {
-  std::string image;        // "repo:tag"
+  std::string image;        // "REPOSITORY:TAG"
   std::string image_id;     // "sha256:..."
   std::uint64_t bytes = 0;  // of the tar stream
   std::uint64_t entries = 0;
@@ -64,9 +83,28 @@ struct SnapshotResult {
   double seconds = 0;
 };
 
-// "repo[:tag]" -> "repo:tag" after the checks of SnapshotOptions::image. Pure. Errors:
-// kInvalidArgument naming the rule.
-Result<std::string> NormalizeSnapshotImage(std::string_view image);
+// The image of snapshot `name` in `repository`: "TAG", "snapshot:TAG" or "REPOSITORY:TAG" ->
+// "REPOSITORY:TAG". A tag is Docker's: [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}. Pure. Errors:
+// kInvalidArgument naming the rule and the accepted spellings.
+Result<std::string> NormalizeSnapshotImage(std::string_view name, std::string_view repository);
+// As above in this process's snapshot repository.
+Result<std::string> NormalizeSnapshotImage(std::string_view name);
+// A create's image: "snapshot:TAG" -> "REPOSITORY:TAG" (this process's repository); any other
+// image as it is. Errors: kInvalidArgument (a bad TAG).
+Result<std::string> ResolveSnapshotImage(std::string_view image);
+// Whether `tag` is a Docker tag (pure). Errors: kInvalidArgument naming the rule.
+Result<void> ValidateSnapshotTag(std::string_view tag);
+
+// A repository snapshots may go to: a Docker repository name ([HOST[:PORT]/]path, lower-case
+// path components), neither a digest nor a tag, and under agvisor/ only agvisor/snapshot[/...]
+// (agvisor/ holds agvisor's own images: base, desktop, with-agent, ...). Pure. Errors:
+// kInvalidArgument.
+Result<void> ValidateSnapshotRepository(std::string_view repository);
+// This process's snapshot repository: kDefaultSnapshotRepository unless set (agvisord's
+// --snapshot-repository sets it once at start). Thread-safe.
+std::string SnapshotRepository();
+// Errors: ValidateSnapshotRepository's (then nothing changed).
+Result<void> SetSnapshotRepository(std::string_view repository);
 
 // The absolute paths a snapshot leaves out (pure): see the file comment.
 std::vector<std::string> SnapshotExcludes(bool include_workspace);
@@ -76,7 +114,7 @@ struct ForkOptions {
   // The forks are named PREFIX-1 .. PREFIX-N; "" = "<source name>-fork". Each must be a valid
   // sandbox name (ValidateName) and no sandbox or volume of that name may exist.
   std::string prefix;
-  // The snapshot's image; "" = "agvisor/fork:<source name>-<unix seconds>".
+  // The snapshot's name (SnapshotOptions::image); "" = "fork-<source name>-<unix seconds>".
   std::string image;
   // The forks' spec: limits, network, lifetime, ... Its name, image and host are Fork's.
   SandboxSpec spec;

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "agvisor/sandbox/snapshot.h"
+
 namespace agvisor {
 namespace {
 
@@ -170,7 +172,10 @@ Result<void> ValidateRuntime(std::string_view runtime) {
 }
 
 Result<void> ValidateImage(std::string_view image) {
-  if (image.empty()) return Ok();  // the default image
+  if (image.empty()) return Ok();                 // the default image
+  if (image.starts_with(kSnapshotImagePrefix)) {  // a snapshot's tag (snapshot.h)
+    return ValidateSnapshotTag(image.substr(kSnapshotImagePrefix.size()));
+  }
   if (image.front() == '-') {
     return Error::InvalidArgument("image " + Quote(image) +
                                   " is invalid: an image name cannot start with '-'");

@@ -25,6 +25,7 @@
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/snapshot.h"
 #include "agvisor/sandbox/spec.h"
 #include "agvisor/server/console_route.h"
 #include "agvisor/server/desktop_route.h"
@@ -152,6 +153,7 @@ int DaemonMain(int argc, char** argv) {
   bool no_egress = false;
   bool console = false;
   bool check_only = false;
+  std::string snapshot_repository(kDefaultSnapshotRepository);
   app.add_option("--socket", socket_path,
                  "unix socket to listen on (default: /run/agvisord.sock for root, else "
                  "$XDG_RUNTIME_DIR/agvisord.sock)");
@@ -217,6 +219,10 @@ int DaemonMain(int argc, char** argv) {
                  "seconds an egress tunnel may move no byte either way before it is closed "
                  "(default 300; 0 = never)")
       ->check(CLI::Range(0, 86400));
+  app.add_option("--snapshot-repository", snapshot_repository,
+                 "the repository snapshots and forks are made in, as REPOSITORY:TAG; `create "
+                 "--image snapshot:TAG` starts from one (default agvisor/snapshot; under "
+                 "agvisor/, where agvisor's own images are, only agvisor/snapshot[/...])");
   app.add_flag("--check", check_only,
                "check the options (listen address, sizes, the Docker or kube: host's address) "
                "and exit 0 without binding, reading the token or reaching the host; 2 when one "
@@ -263,6 +269,10 @@ int DaemonMain(int argc, char** argv) {
   if (console && listen.empty()) {
     return fail(Error::InvalidArgument(
         "--console needs --listen 127.0.0.1:PORT (a browser cannot reach a unix socket)"));
+  }
+  // Before any sandbox call: every door (API, MCP, console) resolves snapshots in it.
+  if (auto r = SetSnapshotRepository(snapshot_repository); !r.ok()) {
+    return fail(r.error().WithContext("--snapshot-repository"));
   }
   if (check_only) {
     if (!listen.empty()) {
