@@ -132,9 +132,13 @@ SessionEnd Gateway::Serve(const ViewerRequest& request, http::WebSocket& socket)
     }
   } count{this, !over_cap};
   if (over_cap) {
-    return finish(kCloseTryAgainLater, "too many viewers are sending their token right now (" +
-                                           std::to_string(options_.max_unauthenticated) +
-                                           " at most): try again");
+    // Dropped at once: a peer that never answers the close frame must not hold its connection
+    // (and, under agvisord, one of the server's connection slots) for the close handshake.
+    end.close_code = kCloseTryAgainLater;
+    end.reason = ShortReason("too many viewers are sending their token right now (" +
+                             std::to_string(options_.max_unauthenticated) + " at most): try again");
+    socket.CloseAtOnce(end.close_code, end.reason);
+    return end;
   }
 
   if (!(options_.allow_same_origin && request.same_origin) && !OriginAllowed(request.origin)) {
@@ -170,6 +174,7 @@ SessionEnd Gateway::Serve(const ViewerRequest& request, http::WebSocket& socket)
                       "\" token (the seed's rdp) is not served: mint a vnc token");
   }
   count.Authenticated();
+  socket.MarkAuthenticated();
   const desktop::VncTarget& target = payload->vnc;
   end.container = target.container;
 

@@ -208,6 +208,31 @@ TEST_F(GatewayTest, AConnectionWithoutARequestIsClosedAtTheDeadline) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(8));
 }
 
+// Connections past the listener's bound (64 by default) are closed as they are accepted, before a
+// thread starts for them: silent ones would otherwise each hold a thread until the 2 s deadline.
+TEST_F(GatewayTest, ConnectionsPastTheListenersBoundAreClosedAtOnce) {
+  auto connect = [&] {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(listener_->port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    return fd;
+  };
+  std::vector<UniqueFd> held;
+  for (int i = 0; i < 64; ++i) held.push_back(connect());
+  UniqueFd over = connect();
+  const auto start = std::chrono::steady_clock::now();
+  pollfd p{over.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 5000), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1000))
+      << "held until the handshake deadline, as if within the bound";
+  // The bounded ones are still held (until their deadline).
+  pollfd q{held.back().get(), POLLIN, 0};
+  EXPECT_EQ(::poll(&q, 1, 0), 0);
+}
+
 TEST(ListenerTest, RefusesNonLoopbackAddressesUnlessAllowed) {
   Gateway g(GatewayOptions{.key = Key()});
   auto l = Listener::Start(g, "0.0.0.0", 0);

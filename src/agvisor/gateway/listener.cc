@@ -131,10 +131,29 @@ struct Listener::Conn : http::WebSocket {
     });
     closed_frame.get_future().wait();
   }
+
+  void CloseAtOnce(int code, std::string_view reason) override {
+    std::lock_guard lock(write_mu);
+    if (closed.exchange(true)) return;
+    if (!io_running) {
+      ::shutdown(ws.next_layer().native_handle(), SHUT_RDWR);
+      return;
+    }
+    // async_close writes its frame as it starts; the shutdown then ends its wait for the peer's.
+    std::promise<void> started;
+    net::post(ioc, [&] {
+      ws.async_close(bws::close_reason(static_cast<bws::close_code>(code), std::string(reason)),
+                     [](beast::error_code) {});
+      started.set_value();
+    });
+    started.get_future().wait();
+    ::shutdown(ws.next_layer().native_handle(), SHUT_RDWR);
+  }
 };
 
 Result<std::unique_ptr<Listener>> Listener::Start(Gateway& gateway, std::string address,
-                                                  std::uint16_t port, bool allow_remote) {
+                                                  std::uint16_t port, bool allow_remote,
+                                                  std::size_t max_connections) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
@@ -146,7 +165,7 @@ Result<std::unique_ptr<Listener>> Listener::Start(Gateway& gateway, std::string 
     return Error::InvalidArgument("gateway listener: " + address +
                                   " is not a loopback address; allow it explicitly");
   }
-  std::unique_ptr<Listener> l(new Listener(gateway));
+  std::unique_ptr<Listener> l(new Listener(gateway, max_connections));
   l->listen_fd_ = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (l->listen_fd_.get() < 0) return Error::FromErrno("gateway listener: socket", errno);
   int one = 1;
@@ -197,13 +216,6 @@ void Listener::AcceptLoop() {
       (void)BackOffAfterAcceptError(errno);
       continue;
     }
-    auto conn = std::make_shared<Conn>();
-    beast::error_code ec;
-    conn->ws.next_layer().assign(tcp::v4(), fd, ec);
-    if (ec) {
-      ::close(fd);
-      continue;
-    }
     std::lock_guard lock(mu_);
     // Join and forget finished connections.
     std::erase_if(conns_, [](const std::shared_ptr<Conn>& c) {
@@ -211,6 +223,19 @@ void Listener::AcceptLoop() {
       c->thread.join();
       return true;
     });
+    if (conns_.size() >= max_connections_) {
+      // Over the bound: closed before any thread starts (a thread each, for up to the handshake
+      // timeout, is what the bound is for).
+      ::close(fd);
+      continue;
+    }
+    auto conn = std::make_shared<Conn>();
+    beast::error_code ec;
+    conn->ws.next_layer().assign(tcp::v4(), fd, ec);
+    if (ec) {
+      ::close(fd);
+      continue;
+    }
     conns_.push_back(conn);
     conn->thread = std::thread([this, conn] { ServeConn(conn); });
   }

@@ -31,6 +31,14 @@ class WebSocket {
   // Sends a close frame (RFC 6455 code, e.g. 1000 normal, 1001 going away, 1008 policy, 1011
   // error; `reason` at most 123 bytes) and ends the connection. Idempotent.
   virtual void Close(int code, std::string_view reason) = 0;
+  // Sends the close frame if it goes out without waiting and ends the connection at once, with
+  // no wait for the peer's close frame: for peers refused before they proved anything (a peer
+  // that never answers would otherwise hold the connection for Close's whole wait).
+  virtual void CloseAtOnce(int code, std::string_view reason) = 0;
+  // The route's own check accepted the peer (the desktop gateway's token, for a route without
+  // the server's bearer token): the server stops counting the connection as unauthenticated,
+  // the kind it closes to make room (ServerOptions::max_unauthenticated). No-op elsewhere.
+  virtual void MarkAuthenticated() {}
 };
 
 }  // namespace agvisor::http

@@ -81,7 +81,10 @@ void RunAll(net::io_context& ioc) {
 // The Beast WebSocket behind the WebSocket interface: operations are posted to the io thread.
 class BeastWebSocket final : public WebSocket {
  public:
-  BeastWebSocket(net::io_context& ioc, bws::stream<Stream>& ws) : ioc_(ioc), ws_(ws) {}
+  // `on_authenticated`: what MarkAuthenticated does (the server's bookkeeping of its connection).
+  BeastWebSocket(net::io_context& ioc, bws::stream<Stream>& ws,
+                 std::function<void()> on_authenticated = nullptr)
+      : ioc_(ioc), ws_(ws), on_authenticated_(std::move(on_authenticated)) {}
 
   Result<void> Send(std::string_view data, bool binary) override {
     std::lock_guard lock(send_mu_);
@@ -127,6 +130,30 @@ class BeastWebSocket final : public WebSocket {
     if (fut.wait_for(std::chrono::seconds(5)) != std::future_status::ready) Abort();
   }
 
+  void CloseAtOnce(int code, std::string_view reason) override {
+    std::unique_lock lock(send_mu_, std::try_to_lock);
+    if (!lock.owns_lock() || closed_) {
+      Abort();
+      return;
+    }
+    closed_ = true;
+    std::string why(reason.substr(0, 120));
+    // async_close writes its frame as it starts (nothing else is being written: send_mu_ is
+    // ours); the socket then closes under it, so its wait for the peer's frame ends at once.
+    std::promise<void> started;
+    net::post(ioc_, [&] {
+      ws_.async_close(bws::close_reason(static_cast<bws::close_code>(code), why),
+                      [](error_code) {});
+      started.set_value();
+    });
+    started.get_future().wait();
+    ::shutdown(beast::get_lowest_layer(ws_).socket().native_handle(), SHUT_RDWR);
+  }
+
+  void MarkAuthenticated() override {
+    if (on_authenticated_) on_authenticated_();
+  }
+
   // Closes the socket: every pending operation ends with an error.
   void Abort() {
     net::post(ioc_, [this] {
@@ -138,6 +165,7 @@ class BeastWebSocket final : public WebSocket {
  private:
   net::io_context& ioc_;
   bws::stream<Stream>& ws_;
+  std::function<void()> on_authenticated_;
   std::mutex send_mu_, recv_mu_;
   bool closed_ = false;  // guarded by send_mu_
 };
@@ -818,8 +846,11 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
         if (route && resp.body.empty() && is_ws) {
           // ---- WebSocket ----
           set_interrupt(nullptr);
-          if (!first_message_auth) {
-            // Past the header phase: never evicted (the socket moves into the WebSocket).
+          if (route->auth && !first_message_auth) {
+            // The bearer token was seen: never evicted. A route without the server's token (the
+            // desktop gateway's) stays unauthenticated, evictable, until its handler accepts its
+            // own credential (WebSocket::MarkAuthenticated): upgrades that never send one must
+            // not hold connection slots (eviction shuts the socket: its reads end at once).
             std::lock_guard lock(conn->mu);
             conn->authenticated = true;
           }
@@ -842,7 +873,10 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
           auto guard = net::make_work_guard(ioc);
           ioc.restart();
           std::thread io([&] { ioc.run(); });
-          BeastWebSocket wsock(ioc, ws);
+          BeastWebSocket wsock(ioc, ws, [conn] {
+            std::lock_guard lock(conn->mu);
+            conn->authenticated = true;
+          });
           set_interrupt([&] { wsock.Close(1001, "agvisord is shutting down"); });
           bool allowed = true;
           if (first_message_auth) {
@@ -872,6 +906,10 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
           set_interrupt(nullptr);
           wsock.Abort();
           guard.reset();
+          // After the abort (posted first: one thread runs them in order), the I/O thread
+          // stops: a WebSocket whose read ended at EOF (an evicted one) keeps Beast's idle
+          // timer pending, which would hold run() until it expired.
+          net::post(ioc, [&ioc] { ioc.stop(); });
           io.join();
           LogEvent("info", "websocket closed",
                    {{"path", std::string(route->path)},

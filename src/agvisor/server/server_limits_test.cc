@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "agvisor/base/unique_fd.h"
+#include "agvisor/desktop/token.h"
+#include "agvisor/server/desktop_route.h"
 #include "agvisor/server/server.h"
 
 namespace agvisor::server {
@@ -28,7 +30,8 @@ using Clock = std::chrono::steady_clock;
 // is in the target.
 class RunningServer {
  public:
-  explicit RunningServer(ServerOptions so) {
+  // `desktop`: the desktop gateway is mounted too (GET /v1/desktop/ws, auth by its own token).
+  explicit RunningServer(ServerOptions so, bool desktop = false) {
     so.tcp_listen = "127.0.0.1:0";
     so.token = "t";
     so.shutdown_grace = std::chrono::seconds(2);
@@ -41,6 +44,11 @@ class RunningServer {
           return HttpResponse{200, "application/json", "{\"ok\":true}", {}};
         },
         [](const HttpRequest&, const api::RouteMatch&, WebSocket&) {});
+    if (desktop) {
+      auto mounted =
+          MountDesktopGateway(*server_, {.key = *desktop::ParseTokenKey(std::string(64, '7'))});
+      EXPECT_TRUE(mounted.ok()) << mounted.error().ToString();
+    }
     thread_ = std::thread([this] { server_->Run(); });
   }
   ~RunningServer() {
@@ -108,6 +116,30 @@ TEST(ServerLimitsTest, SilentConnectionsCannotKeepOthersOut) {
   // The oldest went to make room; the newest are still open.
   EXPECT_TRUE(ClosedWithin(idle.front().get(), std::chrono::milliseconds(2000)));
   EXPECT_FALSE(ClosedWithin(idle.back().get(), std::chrono::milliseconds(100)));
+}
+
+// The desktop gateway's route has no bearer token (its own token comes after the upgrade): a flood
+// of upgrades that never send that token must not fill the server's connection slots (issue 32
+// review: each held a slot as "authenticated" for up to 5 s past the gateway's cap, so a few
+// upgrades a second kept the API at 503). They count as unauthenticated, the oldest evicted, and
+// the gateway drops those over its cap at once.
+TEST(ServerLimitsTest, AFloodOfDesktopUpgradesWithoutTokensLeavesTheApiServing) {
+  ServerOptions so;
+  so.max_connections = 24;
+  so.max_unauthenticated = 4;
+  RunningServer srv(so, /*desktop=*/true);
+  const std::string upgrade =
+      "GET /v1/desktop/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+  std::vector<UniqueFd> flood;  // never send a token, never answer a close frame
+  for (int i = 0; i < 40; ++i) {
+    flood.push_back(Connect(srv.port()));
+    ASSERT_EQ(::send(flood.back().get(), upgrade.data(), upgrade.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(upgrade.size()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(Request(srv.port(), "/v1/health"), 200);
+  flood.clear();
 }
 
 TEST(ServerLimitsTest, AnUnfinishedHeaderIsCutOffAtTheHeaderTimeout) {
