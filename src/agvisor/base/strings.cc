@@ -13,9 +13,11 @@ void AppendHexByte(std::string& out, unsigned char c) {
   out += kHex[c & 15];
 }
 
+// "\uXXXX", or "\UXXXXXXXX" past U+FFFF.
 void AppendCodePoint(std::string& out, std::uint32_t cp) {
-  out += "\\u";
-  for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(cp >> shift) & 15];
+  const bool wide = cp > 0xFFFF;
+  out += wide ? "\\U" : "\\u";
+  for (int shift = wide ? 28 : 12; shift >= 0; shift -= 4) out += kHex[(cp >> shift) & 15];
 }
 
 // The code point of the UTF-8 sequence at the start of `s` and its length; length 0 when it is
@@ -44,11 +46,15 @@ std::pair<std::uint32_t, std::size_t> DecodeUtf8(std::string_view s) {
   return {cp, len};
 }
 
-// Characters that are valid but act on the terminal or on how the line is shown.
+// Characters that are valid but act on the terminal or on how the line is shown: C1 controls,
+// bidirectional controls, line and paragraph separators, and invisible format characters (zero
+// widths, invisible operators, deprecated format controls, the BOM, interlinear annotation
+// marks, tag characters), which would make two different names look the same.
 bool IsHiddenControl(std::uint32_t cp) {
-  return (cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F ||
-         (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0x2028 ||
-         cp == 0x2029;
+  return (cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || (cp >= 0x200B && cp <= 0x200F) ||
+         (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2060 && cp <= 0x2064) ||
+         (cp >= 0x2066 && cp <= 0x206F) || cp == 0x2028 || cp == 0x2029 || cp == 0xFEFF ||
+         (cp >= 0xFFF9 && cp <= 0xFFFB) || (cp >= 0xE0000 && cp <= 0xE007F);
 }
 
 }  // namespace

@@ -35,7 +35,10 @@ inline std::vector<std::string_view> Split(std::string_view s, char sep) {
 //   forms, surrogates and code points past U+10FFFF included), \uHHHH for the C1 controls
 //   (U+0080-U+009F: CSI, OSC, ... for terminals that honour them), for the bidirectional
 //   formatting characters (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069: they reorder
-//   what is shown) and for the line and paragraph separators U+2028, U+2029.
+//   what is shown), for the line and paragraph separators U+2028, U+2029, and for invisible
+//   format characters (U+200B-U+200D zero widths, U+2060-U+2064, U+206A-U+206F, U+FEFF,
+//   U+FFF9-U+FFFB: two names that differ only by them look the same); \UHHHHHHHH for the tag
+//   characters U+E0000-U+E007F (invisible, past U+FFFF).
 // Every other character (printable ASCII, the rest of valid UTF-8) is kept as is. Machine output
 // (--json) never goes through this: JSON escapes controls itself and keeps the exact bytes.
 std::string EscapeForTerminal(std::string_view bytes);

@@ -54,6 +54,27 @@ TEST(EscapeForTerminalTest, C1ControlsAndBidiOverridesAreEscaped) {
   EXPECT_EQ(EscapeForTerminal("\xe2\x80\xa8"), R"(\u2028)");
 }
 
+// Invisible format characters: "ab" and "a<ZWSP>b" would print alike (a spoofed name or path).
+TEST(EscapeForTerminalTest, InvisibleFormatCharactersAreEscaped) {
+  EXPECT_EQ(EscapeForTerminal("a\xe2\x80\x8b"
+                              "b"),
+            R"(a\u200bb)");                                   // zero width space
+  EXPECT_EQ(EscapeForTerminal("\xe2\x80\x8d"), R"(\u200d)");  // zero width joiner
+  EXPECT_EQ(EscapeForTerminal("\xe2\x81\xa0"), R"(\u2060)");  // word joiner
+  EXPECT_EQ(EscapeForTerminal("\xe2\x81\xa4"), R"(\u2064)");  // invisible plus
+  EXPECT_EQ(EscapeForTerminal("\xe2\x81\xaa"), R"(\u206a)");
+  EXPECT_EQ(EscapeForTerminal("\xe2\x81\xaf"), R"(\u206f)");
+  EXPECT_EQ(EscapeForTerminal("\xef\xbb\xbf"), R"(\ufeff)");  // byte order mark
+  EXPECT_EQ(EscapeForTerminal("\xef\xbf\xb9"), R"(\ufff9)");
+  EXPECT_EQ(EscapeForTerminal("\xef\xbf\xbb"), R"(\ufffb)");
+  // Tag characters, past U+FFFF: the 8-digit form.
+  EXPECT_EQ(EscapeForTerminal("\xf3\xa0\x80\x80"), R"(\U000e0000)");
+  EXPECT_EQ(EscapeForTerminal("\xf3\xa0\x81\xbf"), R"(\U000e007f)");
+  // Their visible neighbours stay: U+FFFC (object replacement), U+200A (hair space).
+  EXPECT_EQ(EscapeForTerminal("\xef\xbf\xbc"), "\xef\xbf\xbc");
+  EXPECT_EQ(EscapeForTerminal("\xe2\x80\x8a"), "\xe2\x80\x8a");  // hair space: visible width
+}
+
 TEST(EscapeForTerminalTest, InvalidUtf8BytesAreEscapedOneByOne) {
   EXPECT_EQ(EscapeForTerminal("\x9b"
                               "2J"),

@@ -189,7 +189,10 @@ Result<void> MountMcp(Server& server, McpRouteOptions options) {
                             }));
   AGVISOR_RETURN_IF_ERROR(server.AddHttpRoute(
       {"GET", kMcpRoutePath, api::RouteId::kExtension},
-      [](const HttpRequest&, const api::RouteMatch&) {
+      [](const HttpRequest& req, const api::RouteMatch&) {
+        // Every method gets the Origin and version checks, this refusal too: a page of another
+        // origin learns nothing here, not even that /mcp exists.
+        if (auto refused = RefuseHeaders(req)) return *refused;
         return HttpResponse{405,
                             "application/json",
                             api::ErrorJsonSlug("unsupported",

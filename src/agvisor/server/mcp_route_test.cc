@@ -91,6 +91,10 @@ TEST_F(McpRouteTest, APageOfAnotherOriginIsRefused) {
   }
   EXPECT_EQ(Status(Send("DELETE", {{"Origin", "http://evil.example"}, {"Mcp-Session-Id", "x"}})),
             403);
+  // GET too (it answers 405 to everyone else): every method passes the checks.
+  EXPECT_EQ(Status(Send("GET", {{"Origin", "http://evil.example"}})), 403);
+  EXPECT_EQ(Status(Send("GET", {{"MCP-Protocol-Version", "1999-01-01"}})), 400);
+  EXPECT_EQ(Status(Send("GET", {})), 405);
 }
 
 TEST_F(McpRouteTest, AnUnknownProtocolVersionHeaderIsRefused) {
