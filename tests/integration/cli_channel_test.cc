@@ -543,6 +543,12 @@ TEST_F(CliChannelTest, SandboxChosenNamesReachTheTerminalEscaped) {
   EXPECT_NE(missing.status.exit_code, 0);
   EXPECT_EQ(missing.err.find('\x1b'), std::string::npos) << "an error printed a raw ESC";
   EXPECT_THAT(missing.err, HasSubstr(shown + "-missing"));
+  // A line break the sandbox chose is shown as text, never a new line that could pass for one
+  // of agvisor's own ("agvisor: warning: ...").
+  auto forged = Cli({"watch", *name_, dir + "/x\nagvisor: warning: forged"});
+  EXPECT_NE(forged.status.exit_code, 0);
+  EXPECT_EQ(forged.err.find("\nagvisor: warning: forged"), std::string::npos) << forged.err;
+  EXPECT_THAT(forged.err, HasSubstr(R"(x\nagvisor: warning: forged)"));
 }
 
 // `agvisor shell` and `agvisor attach` on a sandbox paused by another process (`agvisor pause`;

@@ -31,16 +31,10 @@ int ExitCodeFor(const Error& e) {
 }
 
 int ReportError(const Error& e) {
-  // A message may quote what a sandbox chose (a path, a name, its agent's words): escaped, line
-  // by line (the line breaks of a multi-line message are ours).
-  std::string shown;
-  bool first = true;
-  for (std::string_view line : Split(e.message(), '\n')) {
-    if (!first) shown += "\n";
-    first = false;
-    shown += EscapeForTerminal(line);
-  }
-  std::cerr << "agvisor: " << shown << "\n";
+  // A message may quote what a sandbox chose (a path, a name, its agent's words): escaped whole,
+  // its line breaks included. Split into lines, a quoted "\nagvisor: warning: ..." would print
+  // as a line of agvisor's own; our messages are one line each.
+  std::cerr << "agvisor: " << EscapeForTerminal(e.message()) << "\n";
   return ExitCodeFor(e);
 }
 

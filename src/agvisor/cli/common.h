@@ -52,8 +52,9 @@ struct GlobalOptions {
 // image names, error messages quoting them) through EscapeForTerminal (base/strings.h): no byte
 // of it can act on the user's terminal. --json output is exact (JSON escapes controls itself).
 
-// Prints "agvisor: <message>" to stderr, each line of the message through EscapeForTerminal, and
-// returns the exit code for the error's code.
+// Prints "agvisor: <message>" to stderr on one line, the message through EscapeForTerminal (its
+// line breaks shown as \n: a sandbox-quoted one cannot start a line that looks like agvisor's),
+// and returns the exit code for the error's code.
 int ReportError(const Error& e);
 // The exit code for an error (kInvalidArgument -> 2, kSandboxDied -> 3, else 1).
 int ExitCodeFor(const Error& e);
