@@ -841,6 +841,14 @@ TEST_F(EgressTest, WithoutTheFirewallNothingIsServedAndCreatesAreRefused) {
   SandboxSpec none = testing::TestSpec();
   none.network = "none";
   EXPECT_TRUE(Sandbox::Create(none).ok());  // no network: nothing to protect
+  // The opt-out of a host that isolates sandboxes by other means: recorded for this boot, and
+  // never overwritten by agvisord.
+  auto external = RunCommand({AGVISOR_SOURCE_DIR "/scripts/sandbox-firewall", "external"});
+  ASSERT_TRUE(external.ok()) << external.error().ToString();
+  EXPECT_TRUE(external->status.success()) << external->err;
+  EXPECT_THAT(ReadAll(state), HasSubstr("state external"));
+  EXPECT_TRUE(Sandbox::Create(testing::TestSpec()).ok());
+  fs::remove(state);
 
   StopDaemon();
   StartDaemon({"AGVISOR_FIREWALL_STATE=" + state});
