@@ -206,6 +206,19 @@ class EgressTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.error().ToString();
     return r.ok() ? r->out + r->err : "";
   }
+
+  // An agvisord that just started serves `sb` within a period (250 ms); 30 s is for a loaded
+  // host.
+  static void ExpectServedAgain(Sandbox& sb) {
+    std::string got;
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          got = Run(sb, kGetAllowed);
+          return got == "hello from allowed.test\n";
+        },
+        std::chrono::seconds(30)))
+        << got;
+  }
 };
 
 // The policy's names work through the proxy variables and without them; every other name,
@@ -470,15 +483,7 @@ TEST_F(EgressTest, AStoppedEnforcerFailsClosedAndComesBack) {
   EXPECT_THAT(Run(**sb, kRawAllowed), HasSubstr("error:"));
   EXPECT_THAT(Run(**sb, kDirect), HasSubstr("error:"));
   StartDaemon();
-  // agvisord's reconcile serves it within a period (250 ms); 30 s is for a loaded host.
-  std::string got;
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        got = Run(**sb, kGetAllowed);
-        return got == "hello from allowed.test\n";
-      },
-      std::chrono::seconds(30)))
-      << got;
+  ExpectServedAgain(**sb);
 }
 
 // The firewall openings of an agvisord killed with SIGKILL stay behind (nothing ran to take them
@@ -530,15 +535,7 @@ TEST_F(EgressTest, PolicyChangedLiveThroughTheCli) {
   auto sb = Sandbox::Create(Spec({"allowed.test"}));
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   const std::string name = (*sb)->container_name();
-  auto cli = [&](std::vector<std::string> args) {
-    std::vector<std::string> argv = {AGVISOR_CLI_BINARY, "--server",
-                                     "unix:" + dir_ + "/agvisord.sock", "--token-file",
-                                     dir_ + "/token"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    auto r = RunCommand(argv);
-    EXPECT_TRUE(r.ok()) << r.error().ToString();
-    return r.ok() ? *r : CommandOutput{};
-  };
+  const auto cli = Cli;
   const std::string get_other =
       Py("    print(urllib.request.urlopen(\"http://other.test/\", timeout=10).read().decode(), "
          "end=\"\")");
@@ -858,14 +855,7 @@ TEST_F(EgressTest, WithoutTheFirewallNothingIsServedAndCreatesAreRefused) {
   auto served = Sandbox::Create(Spec({"allowed.test"}));
   ASSERT_TRUE(served.ok()) << served.error().ToString();
   EXPECT_EQ(Run(**served, kGetAllowed), "hello from allowed.test\n");
-  std::string got;
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        got = Run(**existing, kGetAllowed);
-        return got == "hello from allowed.test\n";
-      },
-      std::chrono::seconds(30)))
-      << got;
+  ExpectServedAgain(**existing);
 }
 
 TEST_F(EgressTest, PoliciesThatCannotWorkAreRefusedUpFront) {

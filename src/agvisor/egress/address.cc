@@ -117,6 +117,27 @@ bool IsUnspecifiedOrLoopbackV6(const IpAddress& a, std::uint8_t last) {
   return a.bytes[15] == last;
 }
 
+// An IPv6 address's class; with `never_dialled`, only the classes no CIDR rule opens
+// (NeverDialledReason), else every restricted one (RestrictedAddressReason).
+std::optional<std::string> V6Reason(const IpAddress& address, bool never_dialled) {
+  if (IsUnspecifiedOrLoopbackV6(address, 0)) return "unspecified";
+  if (IsUnspecifiedOrLoopbackV6(address, 1)) return "loopback";
+  if (auto e = EmbeddedIpv4Of(address)) {
+    return Prefixed(e->form, never_dialled ? V4NeverReason(e->v4) : V4Reason(e->v4));
+  }
+  const auto& b = address.bytes;
+  if (b[0] == 0xff) return "multicast";
+  if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) return "link-local";
+  if (never_dialled) {
+    // AWS's IPv6 metadata endpoint (Nitro), inside ULA fc00::/7, which a CIDR rule may open.
+    if (address == *ParseIpAddress("fd00:ec2::254")) return "cloud metadata (AWS)";
+    return std::nullopt;
+  }
+  if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0) return "site-local (deprecated)";
+  if ((b[0] & 0xfe) == 0xfc) return "unique local (fc00::/7)";
+  return std::nullopt;
+}
+
 }  // namespace
 
 IpAddress IpAddress::V4(std::uint8_t a, std::uint8_t b, std::uint8_t c, std::uint8_t d) {
@@ -210,29 +231,11 @@ std::string FormatCidr(const Cidr& cidr) {
 }
 
 std::optional<std::string> RestrictedAddressReason(const IpAddress& address) {
-  if (address.is_v4()) return V4Reason(address);
-  if (IsUnspecifiedOrLoopbackV6(address, 0)) return "unspecified";
-  if (IsUnspecifiedOrLoopbackV6(address, 1)) return "loopback";
-  if (auto e = EmbeddedIpv4Of(address)) return Prefixed(e->form, V4Reason(e->v4));
-  const auto& b = address.bytes;
-  if (b[0] == 0xff) return "multicast";
-  if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) return "link-local";
-  if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0) return "site-local (deprecated)";
-  if ((b[0] & 0xfe) == 0xfc) return "unique local (fc00::/7)";
-  return std::nullopt;
+  return address.is_v4() ? V4Reason(address) : V6Reason(address, /*never_dialled=*/false);
 }
 
 std::optional<std::string> NeverDialledReason(const IpAddress& address) {
-  if (address.is_v4()) return V4NeverReason(address);
-  if (IsUnspecifiedOrLoopbackV6(address, 0)) return "unspecified";
-  if (IsUnspecifiedOrLoopbackV6(address, 1)) return "loopback";
-  if (auto e = EmbeddedIpv4Of(address)) return Prefixed(e->form, V4NeverReason(e->v4));
-  const auto& b = address.bytes;
-  if (b[0] == 0xff) return "multicast";
-  if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) return "link-local";
-  // AWS's IPv6 metadata endpoint (Nitro), inside ULA fc00::/7, which a CIDR rule may open.
-  if (address == *ParseIpAddress("fd00:ec2::254")) return "cloud metadata (AWS)";
-  return std::nullopt;
+  return address.is_v4() ? V4NeverReason(address) : V6Reason(address, /*never_dialled=*/true);
 }
 
 }  // namespace agvisor::egress
