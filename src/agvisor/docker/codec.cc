@@ -671,6 +671,7 @@ NetworkInfo ReadNetwork(const Obj& o) {
   NetworkInfo n;
   n.id = o.Str("Id");
   n.name = o.Str("Name");
+  n.driver = o.Str("Driver");
   n.internal = o.Bool("Internal");
   n.bridge_name = o.StrMap("Options")[std::string(kBridgeNameOption)];
   n.labels = o.StrMap("Labels");

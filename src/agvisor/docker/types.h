@@ -186,6 +186,7 @@ struct NetworkConfig {
 struct NetworkInfo {
   std::string id;
   std::string name;
+  std::string driver;  // "bridge", "macvlan", "ipvlan", "overlay", "null", "host", ...
   bool internal = false;
   std::string bridge_name;  // Options["com.docker.network.bridge.name"], "" when not set
   std::string subnet;       // the first IPAM config's, e.g. "172.18.0.0/16"

@@ -428,7 +428,7 @@ class EgressProxy::Impl {
     std::vector<IpAddress> dialable;
     Verdict refused;
     for (const IpAddress& a : lookup.addresses) {
-      Verdict v = policy->CheckResolved(a, options_.host_addresses);
+      Verdict v = policy->CheckResolved(a, options_.host_addresses, options_.test_only_dialable);
       if (v.allowed) {
         dialable.push_back(a);
       } else if (refused.reason.empty()) {

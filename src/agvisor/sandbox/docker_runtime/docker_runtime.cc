@@ -124,6 +124,14 @@ DockerRuntime::~DockerRuntime() = default;
 
 Result<StartedInstance> DockerRuntime::CreateAndStart(const InstanceSpec& spec, StepTrace& trace,
                                                       StderrSink on_stderr) {
+  if (spec.network != "none") {
+    // A network the sandbox firewall does not cover, or another sandbox's egress network, is
+    // refused; so is any network on a host known to be without the firewall (egress_network.h).
+    if (spec.network != "bridge") {
+      AGVISOR_RETURN_IF_ERROR(CheckJoinableNetwork(*client_, spec.network, spec.name));
+    }
+    AGVISOR_RETURN_IF_ERROR(RequireFirewall(host_, HostFirewallStatus(host_)));
+  }
   docker::ContainerConfig c = ToContainerConfig(spec);
   bool remade = false;
   for (;;) {
@@ -470,6 +478,8 @@ Result<bool> DockerRuntime::RemoveVolume(std::string_view name) {
 Result<SandboxNetwork> DockerRuntime::EnsureEgressNetwork(std::string_view name,
                                                           const egress::EgressRules& rules,
                                                           const Labels& labels) {
+  // Before anything is made: without the firewall an egress sandbox reaches its gateway's ports.
+  AGVISOR_RETURN_IF_ERROR(RequireFirewall(host_, HostFirewallStatus(host_)));
   auto net = AGVISOR_TRY(agvisor::EnsureEgressNetwork(*client_, name, rules, labels));
   // Up before the sandbox runs: with no enforcer the sandbox would start cut off.
   AGVISOR_RETURN_IF_ERROR(WaitForEnforcer(host_, net.gateway, std::chrono::seconds(10)));
