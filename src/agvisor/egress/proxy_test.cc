@@ -765,6 +765,7 @@ TEST_F(EgressProxyTest, IdleTunnelsAreClosedBusyOnesKept) {
   o.sandbox = "sb-test";
   o.resolver_address = Ip("127.0.0.1");
   o.resolver_port = dns_->port();
+  o.test_only_dialable = {*ParseCidr("127.0.0.1/32")};
   o.idle_timeout = milliseconds(400);
   auto p = EgressProxy::Start(o, MakePolicy({"allowed.test"}), log_);
   ASSERT_TRUE(p.ok());
@@ -789,6 +790,7 @@ TEST_F(EgressProxyTest, ASharedBudgetCapsConnectionsAcrossProxies) {
     o.sandbox = "sb-test";
     o.resolver_address = Ip("127.0.0.1");
     o.resolver_port = dns_->port();
+    o.test_only_dialable = {*ParseCidr("127.0.0.1/32")};
     o.shared_budget = budget;
     auto p = EgressProxy::Start(o, MakePolicy({"allowed.test"}), log_);
     EXPECT_TRUE(p.ok());
