@@ -84,9 +84,22 @@ TEST_F(CliTest, BadInputExits2WithAClearMessage) {
   r = Agvisor({"run", "--disk", "3g", "--", "true"});
   EXPECT_EQ(r.status.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("cannot be enforced"));
+  // Issue 33: Docker's "docker inspect container ...: No such container" was printed; every
+  // verb on a missing sandbox says the core's one sentence (NoSuchSandbox).
+  const std::string none =
+      "agvisor: no sandbox named no-such-sandbox-xyz (`agvisor ls` lists them)\n";
   r = Agvisor({"exec", "no-such-sandbox-xyz", "--", "true"});
   EXPECT_NE(r.status.exit_code, 0);
-  EXPECT_THAT(r.err, HasSubstr("agvisor-no-such-sandbox-xyz"));
+  EXPECT_EQ(r.err, none);
+  for (std::vector<std::string> verb :
+       {std::vector<std::string>{"cp", "/etc/hostname", "no-such-sandbox-xyz:/tmp"},
+        {"ps", "no-such-sandbox-xyz"},
+        {"stop", "no-such-sandbox-xyz"},
+        {"pause", "no-such-sandbox-xyz"}}) {
+    r = Agvisor(verb);
+    EXPECT_EQ(r.status.exit_code, 1) << verb[0];
+    EXPECT_EQ(r.err, none) << verb[0];
+  }
   r = Agvisor({"frobnicate"});
   EXPECT_EQ(r.status.exit_code, 2);
 }

@@ -72,7 +72,7 @@ class FakeHandle final : public client::SandboxHandle {
     if (pid != 42) return Error::NotFound("signal: no process " + std::to_string(pid));
     return Ok();
   }
-  Result<void> Upload(std::string_view, std::string_view) override {
+  Result<void> Upload(std::string_view, std::string_view, const UploadOptions&) override {
     return Error::Unsupported("fake");
   }
   Result<void> Download(std::string_view, std::string_view, const DownloadOptions&) override {

@@ -26,7 +26,8 @@ TEST_F(SandboxLifecycleUnitTest, OpenRefusesAContainerAgvisorDidNotMake) {
   auto sb = Sandbox::Open("someone-else", kHost);
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code(), ErrorCode::kNotFound);
-  EXPECT_THAT(sb.error().message(), HasSubstr("is not an agvisor sandbox"));
+  EXPECT_THAT(sb.error().message(),
+              HasSubstr("no sandbox named someone-else (`agvisor ls` lists them)"));
   auto missing = Sandbox::Open("agvisor-nope", kHost);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code(), ErrorCode::kNotFound);
@@ -158,7 +159,7 @@ TEST_F(SandboxLifecycleUnitTest, RemoveTakesWhatThereIsAndSaysWhenThereIsNothing
   auto none = Sandbox::Remove("agvisor-v", kHost, /*erase_data=*/true);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error().code(), ErrorCode::kNotFound);
-  EXPECT_THAT(none.error().message(), HasSubstr("no sandbox agvisor-v on fake://lifecycle"));
+  EXPECT_THAT(none.error().message(), HasSubstr("no sandbox named v (`agvisor ls` lists them)"));
   EXPECT_EQ(rt_->CallCount("RemoveEgressNetwork"), 2);  // asked either way
 }
 

@@ -132,15 +132,9 @@ Result<std::shared_ptr<Sandbox>> Service::Get(const std::string& id) {
     std::lock_guard lock(mu_);
     if (auto it = handles_.find(id); it != handles_.end()) return it->second;
   }
-  auto h = Sandbox::Open(cname, options_.docker_host);
-  if (!h.ok()) {
-    if (h.error().code() == ErrorCode::kNotFound) {
-      return Error::NotFound("no sandbox '" + id + "' (GET /v1/sandboxes lists them)");
-    }
-    return h.error();
-  }
+  auto h = AGVISOR_TRY(Sandbox::Open(cname, options_.docker_host));  // NoSuchSandbox's words
   std::lock_guard lock(mu_);
-  auto [it, inserted] = handles_.emplace(id, std::shared_ptr<Sandbox>(std::move(*h)));
+  auto [it, inserted] = handles_.emplace(id, std::shared_ptr<Sandbox>(std::move(h)));
   return it->second;
 }
 
@@ -274,11 +268,7 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
     case api::RouteId::kDeleteSandbox: {
       const std::string cname = AGVISOR_TRY(api::ContainerNameForId(id));
       const bool erase = AGVISOR_TRY(api::QueryBool(m.query, "erase_data", true));
-      auto r = Sandbox::Remove(cname, options_.docker_host, erase);
-      if (!r.ok() && r.error().code() == ErrorCode::kNotFound) {
-        return Error::NotFound("no sandbox '" + id + "' (GET /v1/sandboxes lists them)");
-      }
-      AGVISOR_RETURN_IF_ERROR(r);
+      AGVISOR_RETURN_IF_ERROR(Sandbox::Remove(cname, options_.docker_host, erase));
       Forget(id, EndReason::kStopped);
       LogEvent("info", "sandbox deleted", {{"id", id}, {"erase_data", erase ? "1" : "0"}});
       return NoContent();
