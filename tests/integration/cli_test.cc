@@ -137,11 +137,24 @@ TEST_F(CliTest, CreateExecLsStopRmNamedSandbox) {
   EXPECT_TRUE(found) << ls.out;
   EXPECT_EQ(Agvisor({"stop", name}).status.exit_code, 0);
   EXPECT_NE(Agvisor({"exec", name, "--", "true"}).status.exit_code, 0);
+  // Issue 33: a stopped named sandbox vanished from ls; it is listed as stopped, with the verbs.
+  auto stopped = Agvisor({"ls"});
+  EXPECT_THAT(stopped.out, ::testing::ContainsRegex("agvisor-" + name + " +" + name + " +stopped"));
+  EXPECT_THAT(stopped.err, HasSubstr("`agvisor create --name NAME` resumes on it"));
+  auto stopped_json = boost::json::parse(Agvisor({"--json", "ls"}).out);
+  bool listed_stopped = false;
+  for (const auto& v : stopped_json.as_array()) {
+    if (v.at("container").as_string() == "agvisor-" + name) {
+      listed_stopped = v.at("state").as_string() == "stopped" && !v.at("running").as_bool();
+    }
+  }
+  EXPECT_TRUE(listed_stopped) << boost::json::serialize(stopped_json);
   auto again = Agvisor({"--json", "create", "--name", name, "--disk", "none"});
   ASSERT_EQ(again.status.exit_code, 0);
   EXPECT_THAT(again.out, HasSubstr("\"resumed\":false"));
   EXPECT_EQ(Agvisor({"exec", name, "--", "cat f"}).out, "data\n");
   EXPECT_EQ(Agvisor({"rm", name}).status.exit_code, 0);
+  EXPECT_THAT(Agvisor({"ls"}).out, ::testing::Not(HasSubstr("agvisor-" + name + " ")));
   auto gone = Agvisor({"rm", name});
   EXPECT_EQ(gone.status.exit_code, 1);
   EXPECT_THAT(gone.err, HasSubstr("no sandbox"));

@@ -267,7 +267,9 @@ void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code) {
 void AddList(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto* cmd = app.add_subcommand("ls",
                                  "list every agvisor sandbox on the host, running or not "
-                                 "(anonymous leftovers of crashed clients included)");
+                                 "(anonymous leftovers of crashed clients included), and the "
+                                 "named ones that were stopped (state `stopped`: their "
+                                 "/workspace kept; `create --name` resumes, `rm` erases)");
   cmd->alias("list");
   cmd->callback([&g, exit_code] {
     auto place = g.GetPlace();
@@ -287,10 +289,17 @@ void AddList(CLI::App& app, GlobalOptions& g, int* exit_code) {
       return;
     }
     std::printf("%-32s %-20s %-10s %-8s %s\n", "CONTAINER", "NAME", "STATE", "PLATFORM", "IMAGE");
+    bool stopped = false;
     for (const auto& i : *list) {
+      stopped = stopped || i.state == "stopped";
       std::printf("%-32s %-20s %-10s %-8s %s\n", i.container_name.c_str(),
                   i.name ? i.name->c_str() : "-", i.state.c_str(),
-                  i.platform.empty() ? "-" : i.platform.c_str(), i.image.c_str());
+                  i.platform.empty() ? "-" : i.platform.c_str(),
+                  i.image.empty() ? "-" : i.image.c_str());
+    }
+    if (stopped) {
+      std::cerr << "agvisor: stopped: only /workspace is kept; `agvisor create --name NAME` "
+                   "resumes on it, `agvisor rm NAME` erases it\n";
     }
   });
 }

@@ -538,6 +538,25 @@ Result<std::vector<SandboxInfo>> Sandbox::List(std::string_view host) {
     }
     out.push_back(std::move(i));
   }
+  // Named sandboxes that were stopped (or expired): no container, their /workspace volume kept.
+  // Listed so that a user finds what to resume (`create --name`) or erase (`rm`).
+  auto volumes = AGVISOR_TRY(runtime->VolumesWithLabel(kLabelManaged));
+  for (auto& [volume, labels] : volumes) {
+    const bool has_container = std::any_of(
+        out.begin(), out.end(), [&](const SandboxInfo& s) { return s.container_name == volume; });
+    auto name = labels.find(std::string(kLabelName));
+    if (has_container || name == labels.end()) continue;
+    SandboxInfo i;
+    i.container_name = volume;
+    i.name = name->second;
+    if (auto it = labels.find(std::string(kLabelPlatform)); it != labels.end()) {
+      i.platform = it->second;
+    }
+    i.state = "stopped";
+    i.end_reason = EndReason::kStopped;
+    i.host = std::string(host);
+    out.push_back(std::move(i));
+  }
   return out;
 }
 

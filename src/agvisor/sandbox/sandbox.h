@@ -144,7 +144,9 @@ struct SandboxInfo {
   std::optional<std::string> name;  // set for named (persistent) sandboxes
   std::string container_id;
   std::string image;
-  std::string state;     // Docker's: "running", "paused", "exited", "created", ...
+  // Docker's: "running", "paused", "exited", "created", ...; "stopped" for a named sandbox
+  // whose container is gone and whose /workspace volume is kept (List only).
+  std::string state;
   bool running = false;  // alive: "running" or "paused" (a paused one keeps its processes)
   EndReason end_reason = EndReason::kNone;
   int exit_code = 0;
@@ -215,7 +217,8 @@ class Sandbox {
   // Errors: kNotFound (NoSuchSandbox's words), kUnavailable.
   static Result<std::unique_ptr<Sandbox>> Open(std::string_view container_name,
                                                std::string_view host = "");
-  // Every agvisor sandbox on the host, running or not, anonymous leftovers included.
+  // Every agvisor sandbox on the host, running or not, anonymous leftovers included, and the
+  // named ones that were stopped (state "stopped": only their volume is left).
   static Result<std::vector<SandboxInfo>> List(std::string_view host = "");
 
   // Removes the sandbox's container whether it runs or not, and with `erase_data` its volume.

@@ -183,5 +183,29 @@ TEST_F(SandboxLifecycleUnitTest, ListSkipsTheRuntimesHelpersAndReadsLabels) {
   EXPECT_EQ(i.host, kHost);
 }
 
+// Issue 33: a named sandbox whose container was stopped keeps its volume and is listed as
+// "stopped"; one that still runs is listed once, and volumes of nothing named are not listed.
+TEST_F(SandboxLifecycleUnitTest, ListShowsStoppedNamedSandboxesByTheirVolume) {
+  const Labels named = {{"agvisor", "1"}, {"agvisor.name", "kept"}, {"agvisor.platform", "ptrace"}};
+  rt_->AddVolume("agvisor-kept", named);
+  rt_->AddVolume("agvisor-up", {{"agvisor", "1"}, {"agvisor.name", "up"}});
+  rt_->AddVolume("agvisor-snapshot-scratch", {{"agvisor", "1"}});
+  rt_->AddVolume("someone-elses", {{"agvisor.name", "x"}});
+  ASSERT_TRUE(
+      rt_->AddInstance("agvisor-up", {.labels = {{"agvisor", "1"}, {"agvisor.name", "up"}}}).ok());
+  auto list = Sandbox::List(kHost);
+  ASSERT_TRUE(list.ok()) << list.error().ToString();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ(list->at(0).container_name, "agvisor-up");
+  EXPECT_TRUE(list->at(0).running);
+  const SandboxInfo& kept = list->at(1);
+  EXPECT_EQ(kept.container_name, "agvisor-kept");
+  EXPECT_EQ(kept.name, "kept");
+  EXPECT_EQ(kept.state, "stopped");
+  EXPECT_FALSE(kept.running);
+  EXPECT_EQ(kept.end_reason, EndReason::kStopped);
+  EXPECT_EQ(kept.platform, "ptrace");
+}
+
 }  // namespace
 }  // namespace agvisor
