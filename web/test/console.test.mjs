@@ -176,7 +176,26 @@ test("its terminal runs commands; Ctrl-C interrupts; the size follows the box", 
   await page.keyboard.type("clear\n");
   const narrow = await size("narrow");
   assert.ok(narrow.cols < wide.cols - 20, `${JSON.stringify(narrow)} after ${JSON.stringify(wide)}`);
+  // Issue 33: the terminal was 420 px high whatever the window; it fills the view and follows
+  // its height both ways.
+  assert.ok(wide.rows > 30, `900 px high: ${JSON.stringify(wide)}`);
+  await page.setViewportSize({ width: 700, height: 600 });
+  await new Promise((r) => setTimeout(r, 500));
+  await page.keyboard.type("clear\n");
+  const short = await size("short");
+  assert.ok(short.rows < narrow.rows - 10, `${JSON.stringify(short)} after ${JSON.stringify(narrow)}`);
+  // Below ~1000 px the table broke words ("runnin g"): the state is one line at 700 px.
+  const lines = await cell(shell.id, 1).evaluate((td) => {
+    const r = document.createRange();
+    r.selectNodeContents(td);
+    return new Set([...r.getClientRects()].map((c) => Math.round(c.top))).size;
+  });
+  assert.equal(lines, 1, "the state cell's word is broken across lines");
   await page.setViewportSize({ width: 1200, height: 900 });
+  await new Promise((r) => setTimeout(r, 500));
+  await page.keyboard.type("clear\n");
+  const tall = await size("tall");
+  assert.ok(tall.rows > short.rows + 10, `${JSON.stringify(tall)} after ${JSON.stringify(short)}`);
   mark("terminal");
 });
 

@@ -413,14 +413,22 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
                                   ": it has no metrics");
       }
       auto docker = AGVISOR_TRY(HostClient(options_.docker_host));
-      auto stats = AGVISOR_TRY(docker->GetContainerStats(sb->container_name()));
+      auto stats = docker->GetContainerStats(sb->container_name());
+      if (!stats.ok()) {
+        // Removed while its stats were read: Docker cuts the stream short ("invalid JSON"). That
+        // is a sandbox gone (410), not a daemon failure (500, logged as an error).
+        if (auto now = sb->Info(); !now.ok() || !now->running) {
+          return Error::SandboxDied("sandbox " + id + " ended while its metrics were read");
+        }
+        return stats.error();
+      }
       // A sandbox with an egress policy also gets its enforcer's counters ("egress"; sandboxes
       // without one have no such member).
       std::optional<api::EgressTraffic> traffic;
       if (options_.egress != nullptr) {
         if (auto t = options_.egress->Traffic(sb->container_name()); t.ok()) traffic = *t;
       }
-      return Json(200, api::MetricsJson(id, stats, traffic ? &*traffic : nullptr));
+      return Json(200, api::MetricsJson(id, *stats, traffic ? &*traffic : nullptr));
     }
     case api::RouteId::kGetEgress:
     case api::RouteId::kSetEgress: {
