@@ -259,6 +259,11 @@ test("delete asks first, then removes the sandbox", async () => {
   await page.locator(".detail-header button.danger").click();
   await page.locator("dialog.confirm").getByRole("button", { name: "Delete" }).click();
   await row(shell.id).waitFor({ state: "detached", timeout: 15000 });
+  // Issue 33: the list refresh overwrote "deleted" with "... is gone.".
+  await poll("the notice", async () =>
+    (await page.locator('[data-role="notice"]').innerText()) === `console-${run} deleted.`);
+  await new Promise((r) => setTimeout(r, 2500)); // a list refresh passes: the notice stays
+  assert.equal(await page.locator('[data-role="notice"]').innerText(), `console-${run} deleted.`);
   const after = await api("GET", "/v1/sandboxes");
   assert.ok(!after.sandboxes.some((s) => s.id === shell.id));
   mark("deleted");

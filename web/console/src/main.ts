@@ -298,13 +298,16 @@ class ConsoleView {
   }
 
   async #act(call: () => Promise<unknown>, done: string): Promise<void> {
+    let said: string;
     try {
       await call();
-      this.#notice.textContent = done;
+      said = done;
     } catch (e) {
-      this.#notice.textContent = (e as Error).message;
+      said = (e as Error).message;
     }
     await this.#refresh();
+    // After the refresh: it finds the sandbox gone and says "X is gone.", which is not news here.
+    this.#notice.textContent = said;
   }
 }
 
