@@ -149,6 +149,20 @@ TEST_F(CliTest, CreateExecLsStopRmNamedSandbox) {
     }
   }
   EXPECT_TRUE(listed_stopped) << boost::json::serialize(stopped_json);
+  // Its volume's size only with --size (Docker walks the volume): /workspace holds "data\n".
+  EXPECT_THAT(stopped.out, ::testing::Not(HasSubstr("SIZE")));
+  auto sized = Agvisor({"--json", "ls", "--size"});
+  ASSERT_EQ(sized.status.exit_code, 0) << sized.err;
+  const auto sized_json = boost::json::parse(sized.out);
+  for (const auto& v : sized_json.as_array()) {
+    if (v.at("container").as_string() == "agvisor-" + name) {
+      ASSERT_TRUE(v.at("volume_bytes").is_int64()) << sized.out;
+      EXPECT_GE(v.at("volume_bytes").as_int64(), 5);
+    }
+  }
+  EXPECT_THAT(
+      Agvisor({"ls", "--size"}).out,
+      ::testing::ContainsRegex("agvisor-" + name + " +" + name + " +stopped +[a-z]+ +0\\.0 MiB"));
   auto again = Agvisor({"--json", "create", "--name", name, "--disk", "none"});
   ASSERT_EQ(again.status.exit_code, 0);
   EXPECT_THAT(again.out, HasSubstr("\"resumed\":false"));
