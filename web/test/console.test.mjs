@@ -138,7 +138,9 @@ test("a sandbox made through the API appears with its limits and metrics", async
   shell = await createSandbox({ name: `console-${run}`, limits: { cpus: 1, memory: "512m", disk: "none" } });
   await row(shell.id).waitFor({ timeout: 10000 });
   assert.equal(await cell(shell.id, 0).innerText(), `console-${run}`);
-  assert.equal(await cell(shell.id, 1).innerText(), "running");
+  // A refresh between the volume and the container of a named create may list it as stopped
+  // for a moment (ls lists a named sandbox's volume without a container so).
+  await poll("running", async () => (await cell(shell.id, 1).innerText()) === "running", 5000);
   assert.equal(await cell(shell.id, 3).innerText(), "1 CPU · 512m");
   await poll("CPU and memory from the metrics", async () =>
     /%$/.test(await cell(shell.id, 5).innerText()) && /MiB/.test(await cell(shell.id, 6).innerText()));
@@ -244,6 +246,27 @@ test("a desktop sandbox's screen shows and changes", async () => {
   await poll("the new window's pixels", async () => (await magenta()) > 0.05);
   await shot("desktop.png");
   mark("desktop");
+});
+
+// Issue 33: a stopped named sandbox vanished from the console; it is listed as stopped, with
+// Resume (a new container on its /workspace) and Erase.
+test("a stopped named sandbox can be resumed or erased", async () => {
+  const kept = await createSandbox({ name: `console-kept-${run}`, limits: { memory: "256m", disk: "none" } });
+  await api("POST", `/v1/sandboxes/${kept.id}/processes`, { argv: ["sh", "-c", "echo kept > /workspace/f"] });
+  await api("POST", `/v1/sandboxes/${kept.id}/stop`);
+  await poll("listed as stopped", async () => (await cell(kept.id, 1).innerText()) === "stopped", 10000);
+  assert.equal(await row(kept.id).getByRole("button", { name: "Open" }).count(), 0);
+  await row(kept.id).getByRole("button", { name: "Resume" }).click();
+  await poll("resumed", async () => (await cell(kept.id, 1).innerText()) === "running", 20000);
+  assert.equal(await page.locator('[data-role="notice"]').innerText(), `console-kept-${run} resumed.`);
+  await api("POST", `/v1/sandboxes/${kept.id}/stop`);
+  await poll("stopped again", async () => (await cell(kept.id, 1).innerText()) === "stopped", 10000);
+  await row(kept.id).getByRole("button", { name: "Erase" }).click();
+  await page.locator("dialog.confirm").getByRole("button", { name: "Erase" }).click();
+  await row(kept.id).waitFor({ state: "detached", timeout: 15000 });
+  const left = await api("GET", "/v1/sandboxes");
+  assert.ok(!left.sandboxes.some((s) => s.id === kept.id), "erased: nothing of it is listed");
+  mark("stopped: resumed and erased");
 });
 
 test("delete asks first, then removes the sandbox", async () => {
