@@ -172,6 +172,9 @@ struct VolumeInfo {
   std::string created_at;
   std::string scope;
   std::map<std::string, std::string> labels;
+  // Bytes used (UsageData.Size): only in GET /system/df, which walks the disk to count them
+  // (-1 there: not computed); unset in other answers.
+  std::optional<std::int64_t> size;
 };
 
 // POST /networks/create: a bridge network. Only the fields agvisor needs.

@@ -461,6 +461,13 @@ Result<bool> DockerRuntime::EnsureVolume(std::string_view name, const Labels& la
 }
 
 // Docker releases a volume a moment after its container is gone: retry while it says "in use".
+Result<std::map<std::string, Labels>> DockerRuntime::VolumesWithLabel(std::string_view label) {
+  auto list = AGVISOR_TRY(client_->ListVolumes({std::string(label)}));
+  std::map<std::string, Labels> out;
+  for (auto& v : list) out[v.name] = std::move(v.labels);
+  return out;
+}
+
 Result<bool> DockerRuntime::RemoveVolume(std::string_view name) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   for (;;) {
