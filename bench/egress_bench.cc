@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
   o.sandbox = "bench";
   o.resolver_address = IpAddress::V4(127, 0, 0, 1);
   o.resolver_port = dns.port();
+  o.test_only_dialable = {*ParseCidr("127.0.0.1/32")};  // the bench's servers
   if (buffer_kib > 0) o.buffer_bytes = buffer_kib * 1024;
   std::vector<std::uint16_t> ports = {small.port(), bulk.port()};
   auto policy = EgressPolicy::Create(std::vector<std::string>{"bench.test"},

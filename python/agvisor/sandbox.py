@@ -55,11 +55,16 @@ def _whole_seconds(what, value):
     return math.ceil(value)
 
 
+def _runtime_error(message, code):
+    """A RuntimeError carrying `code`, as the core's errors do (docs/python.md, "Errors")."""
+    e = RuntimeError(message)
+    e.code = code
+    return e
+
+
 def _unsupported(message):
     """The RuntimeError (code "unsupported") of what does not work through agvisord."""
-    e = RuntimeError(message)
-    e.code = "unsupported"
-    return e
+    return _runtime_error(message, "unsupported")
 
 
 def _decode(data: bytes) -> str:
@@ -257,8 +262,9 @@ class Sandbox:
             if self._core is not None:
                 return self._core
             if not (self._running or self._listed):
-                raise RuntimeError(f"sandbox {self.name} is not started: call start() first, "
-                                   "or use create_sandbox()")
+                # Never started, or stopped by this handle: a state, as a paused one's is.
+                raise _runtime_error(f"sandbox {self.name} is not started (or was stopped): "
+                                     "call start() first, or use create_sandbox()", "conflict")
         core = self._place().open(self.name)
         if not getattr(self, "_auto_resume", True):
             core.auto_resume = False

@@ -1039,7 +1039,7 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "upload",
           [](Handle& h, const std::string& local_path, const std::string& sandbox_dir) {
-            FileOp(local_path, [&] { return h.sandbox->Upload(local_path, sandbox_dir); });
+            FileOp(local_path, [&] { return h.sandbox->Upload(local_path, sandbox_dir, {}); });
           },
           py::arg("local_path"), py::arg("sandbox_dir"))
       .def(

@@ -57,8 +57,30 @@ def test_on_output_with_input_is_refused(sb):
 
 
 def test_exec_on_a_sandbox_never_started():
-    with pytest.raises(RuntimeError, match="not started"):
+    with pytest.raises(RuntimeError, match="not started") as e:
         Sandbox().exec("true")
+    assert e.value.code == "conflict"
+
+
+def test_exec_after_stop_and_on_no_such_sandbox_carry_a_code(av):
+    box = av.create_sandbox(limits=SMALL)
+    box.stop()
+    with pytest.raises(RuntimeError, match="was stopped") as e:
+        box.exec("true")
+    assert e.value.code == "conflict"  # issue 33: it was None
+
+    # A handle list_sandboxes() gave, on a sandbox removed since (from another handle).
+    listed = av.create_sandbox(limits=SMALL)
+    (handle,) = [h for h in av.list_sandboxes() if h.name == listed.name]
+    listed.stop()
+    with pytest.raises(RuntimeError) as e:
+        handle.exec("true")
+    if av is agvisor:  # in process the handle opens now, on nothing: the core's one wording
+        assert e.value.code == "not_found"
+        short = listed.name[len("agvisor-"):]
+        assert str(e.value) == f"no sandbox named {short} (`agvisor ls` lists them)"
+    else:  # through agvisord the handle had seen it: it ended, and why
+        assert e.value.code == "sandbox_died"
 
 
 # ---- exec -------------------------------------------------------------------------------------

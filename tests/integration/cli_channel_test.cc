@@ -61,6 +61,7 @@ TEST_F(CliChannelTest, CpUploadsAndDownloads) {
   EXPECT_EQ(up.status.exit_code, 0) << up.err;
   auto cat = Cli({"exec", *name_, "--", "cat", "/workspace/proj/main.c"});
   EXPECT_EQ(cat.out, "int main(){}\n");
+  fs::create_directories(local / "back");
   auto down = Cli({"cp", *name_ + ":/workspace/proj/main.c", (local / "back").string()});
   EXPECT_EQ(down.status.exit_code, 0) << down.err;
   std::ifstream in(local / "back" / "main.c");
@@ -77,6 +78,75 @@ TEST_F(CliChannelTest, CpUploadsAndDownloads) {
 
 // Symlinks and `..` made by the sandbox cannot make `cp` read or write the host outside the
 // named local directory, and paths on the sandbox side resolve inside the sandbox.
+// Issue 33: `agvisor cp f NAME:/tmp/new.txt` made a directory /tmp/new.txt holding f. docker
+// cp's rules now, both ways: into an existing directory, as a missing name (a directory as its
+// contents), over an existing file; a directory onto a file, a file to a missing "dir/", and a
+// missing parent are refused.
+TEST_F(CliChannelTest, CpFollowsDockerCpRulesBothWays) {
+  const fs::path local = fs::temp_directory_path() / ("agvisor-cp-rules-" + testing::RunId());
+  fs::remove_all(local);
+  fs::create_directories(local / "tree" / "sub");
+  std::ofstream(local / "f.txt") << "one\n";
+  std::ofstream(local / "tree" / "sub" / "g") << "two\n";
+  const std::string box = *name_ + ":/tmp/rules";
+  ASSERT_EQ(Cli({"exec", *name_, "--", "sh", "-c",
+                 "rm -rf /tmp/rules; mkdir -p /tmp/rules/in; "
+                 "echo old > /tmp/rules/old"})
+                .status.exit_code,
+            0);
+  auto ok = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "cp");
+    auto r = Cli(args);
+    EXPECT_EQ(r.status.exit_code, 0) << args[1] << " -> " << args[2] << ": " << r.err;
+  };
+  ok({(local / "f.txt").string(), box + "/new.txt"});
+  ok({(local / "f.txt").string(), box + "/in"});
+  ok({(local / "f.txt").string(), box + "/old"});
+  ok({(local / "tree").string(), box + "/copy"});
+  ok({(local / "tree").string(), box + "/in/"});
+  auto listed = Cli({"exec", *name_, "--", "sh", "-c",
+                     "cd /tmp/rules && find . -type f | sort | xargs head -v -n 9"});
+  EXPECT_EQ(listed.out,
+            "==> ./copy/sub/g <==\ntwo\n\n==> ./in/f.txt <==\none\n\n"
+            "==> ./in/tree/sub/g <==\ntwo\n\n==> ./new.txt <==\none\n\n==> ./old <==\none\n")
+      << listed.err;
+  auto refused = [&](std::vector<std::string> args, std::string_view why) {
+    args.insert(args.begin(), "cp");
+    auto r = Cli(args);
+    EXPECT_NE(r.status.exit_code, 0) << args[1] << " -> " << args[2];
+    EXPECT_THAT(r.err, HasSubstr(why)) << args[1] << " -> " << args[2];
+  };
+  refused({(local / "tree").string(), box + "/old"}, "cannot copy a directory onto the file");
+  refused({(local / "f.txt").string(), box + "/nodir/"}, "must be an existing directory");
+  refused({(local / "f.txt").string(), box + "/no/such"}, "the directory of");
+
+  // Downloads, the same rules on this machine.
+  fs::create_directories(local / "down" / "in");
+  std::ofstream(local / "down" / "old") << "old\n";
+  const fs::path down = local / "down";
+  ok({box + "/new.txt", (down / "file").string()});
+  ok({box + "/new.txt", (down / "in").string()});
+  ok({box + "/new.txt", (down / "old").string()});
+  ok({box + "/copy", (down / "tree").string()});
+  ok({box + "/copy", (down / "in/").string()});
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  EXPECT_EQ(read(down / "file"), "one\n");
+  EXPECT_EQ(read(down / "in" / "new.txt"), "one\n");
+  EXPECT_EQ(read(down / "old"), "one\n");
+  EXPECT_EQ(read(down / "tree" / "sub" / "g"), "two\n");
+  EXPECT_EQ(read(down / "in" / "copy" / "sub" / "g"), "two\n");
+  refused({box + "/copy", (down / "old").string()}, "cannot copy a directory onto the file");
+  refused({box + "/new.txt", (down / "nodir/").string()}, "must be an existing directory");
+  refused({box + "/new.txt", (down / "no" / "such").string()}, "the directory of");
+  EXPECT_FALSE(fs::exists(down / "no"));
+  fs::remove_all(local);
+}
+
 TEST_F(CliChannelTest, CpSymlinkAndDotDotTricksStayInside) {
   fs::path local = fs::temp_directory_path() / ("agvisor-cp-esc-" + testing::RunId());
   fs::remove_all(local);
@@ -116,7 +186,7 @@ TEST_F(CliChannelTest, CpSymlinkAndDotDotTricksStayInside) {
     fs::remove_all(local / "got");
     auto got = Cli({"cp", *name_ + ":" + path, (local / "got").string()});
     ASSERT_EQ(got.status.exit_code, 0) << path << ": " << got.err;
-    std::ifstream in(local / "got" / "agvisor-marker");
+    std::ifstream in(local / "got");  // a file copied to a new name (docker cp's rules)
     std::stringstream ss;
     ss << in.rdbuf();
     EXPECT_EQ(ss.str(), marker + "\n") << path;
@@ -148,6 +218,7 @@ TEST_F(CliChannelTest, CpDropsSetuidBitsAndKeepsToItsByteBudget) {
                     "cp /bin/sh /workspace/suid/sh; chmod 4755 /workspace/suid/sh; "
                     "chmod 3777 /workspace/suid/g; head -c 3000 /dev/zero > /workspace/suid/z"});
   ASSERT_EQ(setup.status.exit_code, 0) << setup.err;
+  fs::create_directories(local);  // an existing directory: the download goes into it
   auto down = Cli({"cp", *name_ + ":/workspace/suid", local.string()});
   ASSERT_EQ(down.status.exit_code, 0) << down.err;
   struct stat st;

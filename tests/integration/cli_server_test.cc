@@ -109,6 +109,9 @@ TEST_F(CliServerTest, CreateExecCpPsPortForwardStopRm) {
   const std::string blob = RandomBytes(5'000'000, 11);
   std::ofstream(src + "/tree/blob.bin", std::ios::binary) << blob;
   std::filesystem::create_symlink("a/b/deep.txt", src + "/tree/link");
+  // Existing directories on both sides: the copy goes into them (docker cp's rules).
+  ASSERT_EQ(Agvisor({"exec", name, "--", "mkdir -p /workspace/in"}).status.exit_code, 0);
+  std::filesystem::create_directories(dir_ + "/out");
   auto up = Agvisor({"cp", src + "/tree", name + ":/workspace/in"});
   ASSERT_EQ(up.status.exit_code, 0) << up.err;
   EXPECT_EQ(Agvisor({"exec", name, "--", "readlink in/tree/link"}).out, "a/b/deep.txt\n");
@@ -258,7 +261,8 @@ TEST_F(CliServerTest, SandboxKilledDuringADownloadIsReportedAsDied) {
                                .pipe_stderr = true});
   ASSERT_TRUE(cp.ok()) << cp.error().ToString();
   // Once bytes arrive, the download is under way: kill the sandbox.
-  const std::string part = dir_ + "/down/big/f";
+  // down does not exist: big's contents land as down (docker cp's rules).
+  const std::string part = dir_ + "/down/f";
   ASSERT_TRUE(WaitFor(
       [&] {
         std::error_code ec;
@@ -297,6 +301,7 @@ TEST_F(CliServerTest, DownloadsThroughTheDaemonAreSafeOnThisMachine) {
   sh("mkdir -p /tmp/t/d; cp /bin/sh /tmp/t/suid; chmod 4755 /tmp/t/suid; chmod 2775 /tmp/t/d; "
      "ln -s .. /tmp/t/up");
   const std::string res = dir_ + "/res";
+  std::filesystem::create_directories(res);  // an existing directory: the copy goes into it
   auto down = Agvisor({"cp", name + ":/tmp/t", res});
   ASSERT_EQ(down.status.exit_code, 0) << down.err;
   struct stat st;

@@ -84,9 +84,22 @@ TEST_F(CliTest, BadInputExits2WithAClearMessage) {
   r = Agvisor({"run", "--disk", "3g", "--", "true"});
   EXPECT_EQ(r.status.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("cannot be enforced"));
+  // Issue 33: Docker's "docker inspect container ...: No such container" was printed; every
+  // verb on a missing sandbox says the core's one sentence (NoSuchSandbox).
+  const std::string none =
+      "agvisor: no sandbox named no-such-sandbox-xyz (`agvisor ls` lists them)\n";
   r = Agvisor({"exec", "no-such-sandbox-xyz", "--", "true"});
   EXPECT_NE(r.status.exit_code, 0);
-  EXPECT_THAT(r.err, HasSubstr("agvisor-no-such-sandbox-xyz"));
+  EXPECT_EQ(r.err, none);
+  for (std::vector<std::string> verb :
+       {std::vector<std::string>{"cp", "/etc/hostname", "no-such-sandbox-xyz:/tmp"},
+        {"ps", "no-such-sandbox-xyz"},
+        {"stop", "no-such-sandbox-xyz"},
+        {"pause", "no-such-sandbox-xyz"}}) {
+    r = Agvisor(verb);
+    EXPECT_EQ(r.status.exit_code, 1) << verb[0];
+    EXPECT_EQ(r.err, none) << verb[0];
+  }
   r = Agvisor({"frobnicate"});
   EXPECT_EQ(r.status.exit_code, 2);
 }
@@ -124,11 +137,38 @@ TEST_F(CliTest, CreateExecLsStopRmNamedSandbox) {
   EXPECT_TRUE(found) << ls.out;
   EXPECT_EQ(Agvisor({"stop", name}).status.exit_code, 0);
   EXPECT_NE(Agvisor({"exec", name, "--", "true"}).status.exit_code, 0);
+  // Issue 33: a stopped named sandbox vanished from ls; it is listed as stopped, with the verbs.
+  auto stopped = Agvisor({"ls"});
+  EXPECT_THAT(stopped.out, ::testing::ContainsRegex("agvisor-" + name + " +" + name + " +stopped"));
+  EXPECT_THAT(stopped.err, HasSubstr("`agvisor create --name NAME` resumes on it"));
+  auto stopped_json = boost::json::parse(Agvisor({"--json", "ls"}).out);
+  bool listed_stopped = false;
+  for (const auto& v : stopped_json.as_array()) {
+    if (v.at("container").as_string() == "agvisor-" + name) {
+      listed_stopped = v.at("state").as_string() == "stopped" && !v.at("running").as_bool();
+    }
+  }
+  EXPECT_TRUE(listed_stopped) << boost::json::serialize(stopped_json);
+  // Its volume's size only with --size (Docker walks the volume): /workspace holds "data\n".
+  EXPECT_THAT(stopped.out, ::testing::Not(HasSubstr("SIZE")));
+  auto sized = Agvisor({"--json", "ls", "--size"});
+  ASSERT_EQ(sized.status.exit_code, 0) << sized.err;
+  const auto sized_json = boost::json::parse(sized.out);
+  for (const auto& v : sized_json.as_array()) {
+    if (v.at("container").as_string() == "agvisor-" + name) {
+      ASSERT_TRUE(v.at("volume_bytes").is_int64()) << sized.out;
+      EXPECT_GE(v.at("volume_bytes").as_int64(), 5);
+    }
+  }
+  EXPECT_THAT(
+      Agvisor({"ls", "--size"}).out,
+      ::testing::ContainsRegex("agvisor-" + name + " +" + name + " +stopped +[a-z]+ +0\\.0 MiB"));
   auto again = Agvisor({"--json", "create", "--name", name, "--disk", "none"});
   ASSERT_EQ(again.status.exit_code, 0);
   EXPECT_THAT(again.out, HasSubstr("\"resumed\":false"));
   EXPECT_EQ(Agvisor({"exec", name, "--", "cat f"}).out, "data\n");
   EXPECT_EQ(Agvisor({"rm", name}).status.exit_code, 0);
+  EXPECT_THAT(Agvisor({"ls"}).out, ::testing::Not(HasSubstr("agvisor-" + name + " ")));
   auto gone = Agvisor({"rm", name});
   EXPECT_EQ(gone.status.exit_code, 1);
   EXPECT_THAT(gone.err, HasSubstr("no sandbox"));

@@ -161,14 +161,16 @@ class EgressTest : public ::testing::Test {
   }
 
   // agvisord starts with the soft limit on open files that a systemd service gets (1,024), as
-  // it would in production; it raises that to the hard limit itself.
-  static void StartDaemon() {
+  // it would in production; it raises that to the hard limit itself. `env`: extra "K=V" entries
+  // for agvisord (a test's firewall chain or state file).
+  static void StartDaemon(std::vector<std::string> env = {}) {
     auto p = Subprocess::Spawn(
         {.argv = {"sh", "-c",
                   "exec prlimit --nofile=1024: \"$0\" --socket \"$1/agvisord.sock\" --token-file "
                   "\"$1/token\" --egress-resolver \"$2\" --egress-state-dir \"$1/state\" "
                   "2>>\"$3\"",
-                  AGVISORD_BINARY, dir_, kInternet, DaemonLog()}});
+                  AGVISORD_BINARY, dir_, kInternet, DaemonLog()},
+         .env = std::move(env)});
     ASSERT_TRUE(p.ok()) << p.error().ToString();
     daemon_.emplace(std::move(*p));
     ASSERT_TRUE(
@@ -192,10 +194,34 @@ class EgressTest : public ::testing::Test {
     return s;
   }
 
+  // The CLI through the suite's agvisord.
+  static CommandOutput Cli(std::vector<std::string> args) {
+    std::vector<std::string> argv = {AGVISOR_CLI_BINARY, "--server",
+                                     "unix:" + dir_ + "/agvisord.sock", "--token-file",
+                                     dir_ + "/token"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = RunCommand(argv);
+    EXPECT_TRUE(r.ok()) << r.error().ToString();
+    return r.ok() ? *r : CommandOutput{};
+  }
+
   static std::string Run(Sandbox& sb, const std::string& cmd) {
     auto r = sb.ExecShell(cmd);
     EXPECT_TRUE(r.ok()) << r.error().ToString();
     return r.ok() ? r->out + r->err : "";
+  }
+
+  // An agvisord that just started serves `sb` within a period (250 ms); 30 s is for a loaded
+  // host.
+  static void ExpectServedAgain(Sandbox& sb) {
+    std::string got;
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          got = Run(sb, kGetAllowed);
+          return got == "hello from allowed.test\n";
+        },
+        std::chrono::seconds(30)))
+        << got;
   }
 };
 
@@ -461,15 +487,7 @@ TEST_F(EgressTest, AStoppedEnforcerFailsClosedAndComesBack) {
   EXPECT_THAT(Run(**sb, kRawAllowed), HasSubstr("error:"));
   EXPECT_THAT(Run(**sb, kDirect), HasSubstr("error:"));
   StartDaemon();
-  // agvisord's reconcile serves it within a period (250 ms); 30 s is for a loaded host.
-  std::string got;
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        got = Run(**sb, kGetAllowed);
-        return got == "hello from allowed.test\n";
-      },
-      std::chrono::seconds(30)))
-      << got;
+  ExpectServedAgain(**sb);
 }
 
 // The firewall openings of an agvisord killed with SIGKILL stay behind (nothing ran to take them
@@ -521,15 +539,7 @@ TEST_F(EgressTest, PolicyChangedLiveThroughTheCli) {
   auto sb = Sandbox::Create(Spec({"allowed.test"}));
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   const std::string name = (*sb)->container_name();
-  auto cli = [&](std::vector<std::string> args) {
-    std::vector<std::string> argv = {AGVISOR_CLI_BINARY, "--server",
-                                     "unix:" + dir_ + "/agvisord.sock", "--token-file",
-                                     dir_ + "/token"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    auto r = RunCommand(argv);
-    EXPECT_TRUE(r.ok()) << r.error().ToString();
-    return r.ok() ? *r : CommandOutput{};
-  };
+  const auto cli = Cli;
   const std::string get_other =
       Py("    print(urllib.request.urlopen(\"http://other.test/\", timeout=10).read().decode(), "
          "end=\"\")");
@@ -844,6 +854,166 @@ time.sleep(60)
   ASSERT_TRUE(second.ok()) << second.error().ToString();
   EXPECT_EQ(Run(**second, kGetAllowed), "hello from allowed.test\n");
   (void)Run(**sb, "kill $(cat /tmp/hold.pid)");
+}
+
+// Issue 32, point 3: a CIDR rule over loopback or over the host's own address opens neither. The
+// enforcer dials from the host, so before this rule a host service on 127.0.0.2 (and one on an
+// address of the host) answered the sandbox. A rule over every address is refused at create.
+TEST_F(EgressTest, ACidrRuleNeverOpensTheHostItself) {
+  const std::string server =
+      "import http.server, sys\n"
+      "class H(http.server.BaseHTTPRequestHandler):\n"
+      "    def do_GET(self):\n"
+      "        self.send_response(200); self.end_headers(); self.wfile.write(b'host service')\n"
+      "s = http.server.HTTPServer((sys.argv[1], 0), H)\n"
+      "open(sys.argv[2] + '.tmp', 'w').write(str(s.server_port))\n"
+      "__import__('os').rename(sys.argv[2] + '.tmp', sys.argv[2])\n"
+      "s.serve_forever()\n";
+  std::vector<Subprocess> servers;
+  std::vector<std::string> urls;
+  std::vector<std::uint16_t> ports;
+  for (const char* address : {"127.0.0.2", kHostSide}) {
+    const std::string port_file = dir_ + "/port-" + address;
+    auto p = Subprocess::Spawn({.argv = {"python3", "-c", server, address, port_file}});
+    ASSERT_TRUE(p.ok()) << p.error().ToString();
+    servers.push_back(std::move(*p));
+    ASSERT_TRUE(WaitFor([&] { return !ReadAll(port_file).empty(); }, std::chrono::seconds(10)));
+    const std::string port = ReadAll(port_file);
+    ports.push_back(static_cast<std::uint16_t>(std::stoi(port)));
+    urls.push_back("http://" + std::string(address) + ":" + port + "/");
+    // The service answers from the host: what the sandbox must not get.
+    auto direct = RunCommand({"python3", "-c",
+                              "import urllib.request, sys; "
+                              "print(urllib.request.urlopen(sys.argv[1]).read().decode())",
+                              urls.back()});
+    ASSERT_TRUE(direct.ok() && direct->status.success());
+    ASSERT_EQ(direct->out, "host service\n");
+  }
+  SandboxSpec spec = Spec({"allowed.test"});
+  spec.egress->allow_cidrs = {"127.0.0.0/8", std::string(kHostSide) + "/32"};
+  spec.egress->ports = ports;
+  auto sb = Sandbox::Create(spec);
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  for (const std::string& url : urls) {
+    EXPECT_EQ(Run(**sb, Py("    print(urllib.request.urlopen(\"" + url +
+                           "\", timeout=10).read().decode())")),
+              "http 403\n")
+        << url;
+  }
+  EXPECT_TRUE(WaitFor(
+      [] {
+        return ReadAll(DaemonLog()).find("is loopback (no rule opens it)") != std::string::npos;
+      },
+      std::chrono::seconds(5)));
+  for (Subprocess& p : servers) (void)p.Kill(SIGKILL);
+
+  SandboxSpec all = Spec({"allowed.test"});
+  all.egress->allow_cidrs = {"0.0.0.0/0"};
+  auto refused = Sandbox::Create(all);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(refused.error().message(), HasSubstr("default bridge network already reaches the "
+                                                   "open internet"));
+}
+
+// Issue 32, point 8: a named sandbox made again while the egress network of its predecessor
+// lingers (the container removed by Docker alone, so nothing removed the network, and
+// agvisord still holds a live change that widened that policy) starts with the policy it is
+// created with.
+TEST_F(EgressTest, ANamedSandboxMadeAgainStartsWithThePolicyItIsCreatedWith) {
+  SandboxSpec spec = Spec({"allowed.test"});
+  spec.name = testing::RunId() + "-again";
+  const std::string get_other =
+      Py("    print(urllib.request.urlopen(\"http://other.test/\", timeout=10).read().decode(), "
+         "end=\"\")");
+  auto first = Sandbox::Create(spec);
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  const std::string name = (*first)->container_name();
+  auto widened = Cli({"egress", name, "--allow-domain", "other.test"});
+  ASSERT_EQ(widened.status.exit_code, 0) << widened.err;
+  ASSERT_EQ(Run(**first, get_other), "hello from other.test\n");
+  first->reset();
+  auto docker = HostClient("");
+  ASSERT_TRUE(docker.ok());
+  ASSERT_TRUE((*docker)->RemoveContainer(name, /*force=*/true).ok());
+  ASSERT_TRUE((*docker)->InspectNetwork(EgressNetworkName(name)).ok());  // it lingers
+
+  auto again = Sandbox::Create(spec);
+  ASSERT_TRUE(again.ok()) << again.error().ToString();
+  EXPECT_FALSE((*again)->resumed());
+  EXPECT_EQ(Run(**again, get_other), "http 403\n");
+  EXPECT_EQ(Run(**again, kGetAllowed), "hello from allowed.test\n");
+  auto shown = Cli({"--json", "egress", name});
+  EXPECT_THAT(shown.out, HasSubstr("\"allow_domains\":[\"allowed.test\"]"));
+}
+
+// Issue 32, point 5: another sandbox's egress network is not a network to join: its enforcer
+// serves that sandbox's policy.
+TEST_F(EgressTest, AnotherSandboxsEgressNetworkCannotBeJoined) {
+  auto owner = Sandbox::Create(Spec({"allowed.test"}));
+  ASSERT_TRUE(owner.ok()) << owner.error().ToString();
+  SandboxSpec intruder = testing::TestSpec();
+  intruder.network = EgressNetworkName((*owner)->container_name());
+  auto r = Sandbox::Create(intruder);
+  ASSERT_FALSE(r.ok()) << "joined " << intruder.network;
+  EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(r.error().message(),
+              HasSubstr("egress network of sandbox " + (*owner)->container_name()));
+}
+
+// Issue 32, point 4: agvisord checks the sandbox firewall's hooks itself. With one missing (here:
+// the egress chain pointed at one that does not exist, so the host's real rules stay as they
+// are) it serves no egress network, says so in its log and in the host's firewall state, and
+// creates are refused at once naming the fix; with the real rules it records "protected" and
+// serves.
+TEST_F(EgressTest, WithoutTheFirewallNothingIsServedAndCreatesAreRefused) {
+  const std::string state = dir_ + "/firewall.state";
+  auto existing = Sandbox::Create(Spec({"allowed.test"}));
+  ASSERT_TRUE(existing.ok()) << existing.error().ToString();
+  ASSERT_EQ(Run(**existing, kGetAllowed), "hello from allowed.test\n");
+  StopDaemon();
+  StartDaemon(
+      {"AGVISOR_TEST_FIREWALL_CHAIN=AGVISOR-EGRESS-NOT-THERE", "AGVISOR_FIREWALL_STATE=" + state});
+  ASSERT_TRUE(WaitFor([&] { return ReadAll(state).find("state unprotected") != std::string::npos; },
+                      std::chrono::seconds(10)))
+      << ReadAll(state);
+  EXPECT_THAT(ReadAll(state), HasSubstr("AGVISOR-EGRESS-NOT-THERE"));
+  EXPECT_THAT(ReadAll(DaemonLog()), HasSubstr("run scripts/sandbox-firewall block"));
+  EXPECT_THAT(Run(**existing, kGetAllowed), HasSubstr("error:"));  // cut off, not open
+
+  ASSERT_EQ(::setenv("AGVISOR_FIREWALL_STATE", state.c_str(), 1), 0);
+  struct Unset {
+    ~Unset() { ::unsetenv("AGVISOR_FIREWALL_STATE"); }
+  } unset;
+  for (SandboxSpec spec : {Spec({"allowed.test"}), testing::TestSpec()}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = Sandbox::Create(spec);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code(), ErrorCode::kUnavailable);
+    EXPECT_THAT(r.error().message(), HasSubstr("scripts/sandbox-firewall block"));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));  // no 10 s wait
+  }
+  SandboxSpec none = testing::TestSpec();
+  none.network = "none";
+  EXPECT_TRUE(Sandbox::Create(none).ok());  // no network: nothing to protect
+  // The opt-out of a host that isolates sandboxes by other means: recorded for this boot, and
+  // never overwritten by agvisord.
+  auto external = RunCommand({AGVISOR_SOURCE_DIR "/scripts/sandbox-firewall", "external"});
+  ASSERT_TRUE(external.ok()) << external.error().ToString();
+  EXPECT_TRUE(external->status.success()) << external->err;
+  EXPECT_THAT(ReadAll(state), HasSubstr("state external"));
+  EXPECT_TRUE(Sandbox::Create(testing::TestSpec()).ok());
+  fs::remove(state);
+
+  StopDaemon();
+  StartDaemon({"AGVISOR_FIREWALL_STATE=" + state});
+  ASSERT_TRUE(WaitFor([&] { return ReadAll(state).find("state protected") != std::string::npos; },
+                      std::chrono::seconds(10)))
+      << ReadAll(state);
+  auto served = Sandbox::Create(Spec({"allowed.test"}));
+  ASSERT_TRUE(served.ok()) << served.error().ToString();
+  EXPECT_EQ(Run(**served, kGetAllowed), "hello from allowed.test\n");
+  ExpectServedAgain(**existing);
 }
 
 TEST_F(EgressTest, PoliciesThatCannotWorkAreRefusedUpFront) {

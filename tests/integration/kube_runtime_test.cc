@@ -91,14 +91,20 @@ TEST(KubeRuntimeTest, BridgePodHasItsNetworkPolicyFromBeforeItsStartUntilItIsGon
   auto sb = Sandbox::Create(KubeSpec());
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   const std::string name = (*sb)->container_name();
+  // The pod names its policy: NAME-TOKEN (8 random hex digits of this create).
+  auto named =
+      Kubectl({"get", "pod", name, "-o", "jsonpath={.metadata.annotations.agvisor\\.policy}"});
+  ASSERT_TRUE(named.ok() && named->status.success()) << (named.ok() ? named->err : "");
+  const std::string policy_name = named->out;
+  EXPECT_THAT(policy_name, ::testing::MatchesRegex(name + "-[0-9a-f]{8}"));
   // Nothing changes a policy once made: its resourceVersion now is the one it was made with.
   auto policy = Kubectl(
-      {"get", "networkpolicy", name, "-o",
+      {"get", "networkpolicy", policy_name, "-o",
        "jsonpath={.metadata.resourceVersion}|{.spec.podSelector.matchLabels.agvisor\\.instance} "
        "{.spec.policyTypes} ingress={.spec.ingress} {.spec.egress[0].to[0].ipBlock.except} "
        "{.spec.egress[1].ports[*].port}"});
   ASSERT_TRUE(policy.ok() && policy->status.success())
-      << "no network policy " << name << ": " << (policy.ok() ? policy->err : "");
+      << "no network policy " << policy_name << ": " << (policy.ok() ? policy->err : "");
   const std::size_t bar = policy->out.find('|');
   ASSERT_NE(bar, std::string::npos) << policy->out;
   const long long policy_version = std::stoll(policy->out.substr(0, bar));
@@ -106,15 +112,15 @@ TEST(KubeRuntimeTest, BridgePodHasItsNetworkPolicyFromBeforeItsStartUntilItIsGon
   ASSERT_GT(pod_version, 0) << "no pod " << name << " was seen created";
   EXPECT_LT(policy_version, pod_version) << "the policy came after the pod";
   EXPECT_EQ(policy->out.substr(bar + 1),
-            name + R"( ["Ingress","Egress"] ingress= ["10.0.0.0/8","172.16.0.0/12",)"
-                   R"("192.168.0.0/16","100.64.0.0/10","169.254.0.0/16",)"
-                   R"("192.0.0.0/24","168.63.129.16/32"] 53 53)");
+            policy_name + R"( ["Ingress","Egress"] ingress= ["10.0.0.0/8","172.16.0.0/12",)"
+                          R"("192.168.0.0/16","100.64.0.0/10","169.254.0.0/16",)"
+                          R"("192.0.0.0/24","168.63.129.16/32"] 53 53)");
   auto dev = (*sb)->Exec({"cat", "/proc/net/dev"});
   ASSERT_TRUE(dev.ok()) << dev.error().ToString();
   EXPECT_NE(dev->out.find("eth0:"), std::string::npos) << dev->out;
 
   ASSERT_TRUE((*sb)->Stop().ok());
-  auto gone = Kubectl({"get", "networkpolicy", name});
+  auto gone = Kubectl({"get", "networkpolicy", policy_name});
   ASSERT_TRUE(gone.ok());
   EXPECT_FALSE(gone->status.success()) << gone->out;
   EXPECT_THAT(gone->err, ::testing::HasSubstr("NotFound"));
@@ -126,48 +132,79 @@ TEST(KubeRuntimeTest, BridgePodHasItsNetworkPolicyFromBeforeItsStartUntilItIsGon
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.error().code(), ErrorCode::kNotFound) << failed.error().ToString();
   const std::string failed_name = "agvisor-" + *missing.name;
-  EXPECT_GT(
-      CreatedVersion("/apis/networking.k8s.io/v1/namespaces/default/networkpolicies", failed_name),
-      0);
-  auto left = Kubectl({"get", "networkpolicy", failed_name});
+  auto failed_pod = Kubectl({"get", "--raw",
+                             "/api/v1/namespaces/default/pods?watch=1&resourceVersion=1&"
+                             "timeoutSeconds=1&fieldSelector=metadata.name%3D" +
+                                 failed_name});
+  ASSERT_TRUE(failed_pod.ok());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(failed_pod->out, m,
+                                std::regex(R"re("agvisor\.policy": "([a-z0-9.-]+)")re")))
+      << failed_pod->out;
+  const std::string failed_policy = m[1];
+  EXPECT_GT(CreatedVersion("/apis/networking.k8s.io/v1/namespaces/default/networkpolicies",
+                           failed_policy),
+            0);
+  auto left = Kubectl({"get", "networkpolicy", failed_policy});
   ASSERT_TRUE(left.ok());
   EXPECT_FALSE(left->status.success()) << left->out;
 }
 
-// A policy of the name that outlived its pod (a removal that timed out, a client that died
-// between the two) may be a bridge one, wider than the new sandbox's: it is replaced, never
-// reused. On main the create reused it, and a network-none pod had the pod network. And a
-// removal deletes its pod's own policy only: once the pod is gone, a create of the name may have
-// made another one (here: replaced by hand), which must stay (on main it was deleted by name).
-TEST(KubeRuntimeTest, ALeftoverPolicyIsReplacedAndARemovalDeletesOnlyItsOwn) {
-  SandboxSpec spec = KubeSpec("leftover");
+// A policy of the old form `agvisor-NAME`, selecting agvisor.instance=NAME and letting everything
+// out: one left by a removal that timed out, or another create's of the name under way.
+std::string PolicyOfTheName(const std::string& name) {
+  return R"({"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{"name":")" +
+         name + R"("},"spec":{"podSelector":{"matchLabels":{"agvisor.instance":")" + name +
+         R"("}},"policyTypes":["Ingress","Egress"],"egress":[{}]}})";
+}
+
+// Review of issue 32, point 6: a create that found a policy of its name with no pod deleted it by
+// name and made its own. That policy may be another create's of the name, made a moment before
+// its pod: then that create's pod (network none) started under this one's (bridge) policy. Now a
+// create makes a policy of its own (a random token in its name and selector) and deletes nothing
+// of another's; the policy found is left alone and selects no pod of this create. On main the
+// found policy was replaced (another uid). A removal deletes its pod's own policy only.
+TEST(KubeRuntimeTest, ACreateNeverReplacesAPolicyOfItsNameNorRunsUnderIt) {
+  SandboxSpec spec = KubeSpec("rival");
   spec.network = "none";
   const std::string name = "agvisor-" + *spec.name;
-  // Everything out, as a leftover bridge policy would let it (wider still).
-  const std::string leftover =
-      R"({"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{"name":")" + name +
-      R"("},"spec":{"podSelector":{"matchLabels":{"agvisor.instance":")" + name +
-      R"("}},"policyTypes":["Ingress","Egress"],"egress":[{}]}})";
-  auto made = Kubectl({"apply", "--validate=false", "-f", "-"}, leftover);
+  auto made = Kubectl({"apply", "--validate=false", "-f", "-"}, PolicyOfTheName(name));
   ASSERT_TRUE(made.ok() && made->status.success()) << (made.ok() ? made->err : "");
+  struct Cleanup {
+    std::string name;
+    ~Cleanup() { (void)Kubectl({"delete", "networkpolicy", name}); }
+  } cleanup{name};
+  auto uid_of = [](const std::string& policy) {
+    auto uid = Kubectl({"get", "networkpolicy", policy, "-o", "jsonpath={.metadata.uid}"});
+    return uid.ok() && uid->status.success() ? uid->out : std::string("(none)");
+  };
+  const std::string rival_uid = uid_of(name);
+
   auto sb = Sandbox::Create(spec);
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  EXPECT_EQ(uid_of(name), rival_uid) << "the create replaced the policy of its name";
+  // The pod is selected by its own deny-all policy only, of another name and selector.
+  auto pod = Kubectl({"get", "pod", name, "-o",
+                      "jsonpath={.metadata.labels.agvisor\\.instance} "
+                      "{.metadata.annotations.agvisor\\.policy}"});
+  ASSERT_TRUE(pod.ok() && pod->status.success()) << (pod.ok() ? pod->err : "");
+  const std::string instance = pod->out.substr(0, pod->out.find(' '));
+  const std::string own = pod->out.substr(pod->out.find(' ') + 1);
+  EXPECT_THAT(instance, ::testing::MatchesRegex(name + "-[0-9a-f]{8}"));
+  EXPECT_EQ(own, instance);  // this name is short: the policy's name is the selector's value
+  auto policy = Kubectl({"get", "networkpolicy", own, "-o",
+                         "jsonpath={.spec.podSelector.matchLabels.agvisor\\.instance} "
+                         "egress={.spec.egress}"});
+  ASSERT_TRUE(policy.ok() && policy->status.success()) << (policy.ok() ? policy->err : "");
+  EXPECT_EQ(policy->out, instance + " egress=");
   auto dev = (*sb)->Exec({"cat", "/proc/net/dev"});
   ASSERT_TRUE(dev.ok()) << dev.error().ToString();
   EXPECT_EQ(dev->out.find("eth0:"), std::string::npos) << dev->out;
-  auto egress = Kubectl({"get", "networkpolicy", name, "-o", "jsonpath=egress={.spec.egress}"});
-  ASSERT_TRUE(egress.ok());
-  EXPECT_EQ(egress->out, "egress=");
 
-  auto replaced = Kubectl({"delete", "networkpolicy", name});
-  ASSERT_TRUE(replaced.ok() && replaced->status.success()) << (replaced.ok() ? replaced->err : "");
-  made = Kubectl({"apply", "--validate=false", "-f", "-"}, leftover);
-  ASSERT_TRUE(made.ok() && made->status.success()) << (made.ok() ? made->err : "");
+  // The removal deletes the pod's policy, not the one of the name.
   ASSERT_TRUE((*sb)->Delete().ok());
-  auto kept = Kubectl({"get", "networkpolicy", name, "-o", "jsonpath={.metadata.name}"});
-  ASSERT_TRUE(kept.ok());
-  EXPECT_EQ(kept->out, name) << kept->err;
-  (void)Kubectl({"delete", "networkpolicy", name});
+  EXPECT_EQ(uid_of(own), "(none)");
+  EXPECT_EQ(uid_of(name), rival_uid);
 }
 
 TEST(KubeRuntimeTest, Refusals) {
@@ -272,7 +309,9 @@ TEST(KubeRuntimeTest, DoctorReportsTheCluster) {
   EXPECT_THAT(ok->out, ContainsRegex("warn +network policy +every sandbox pod gets a "
                                      "NetworkPolicy \\(network none: deny-all; bridge: no "
                                      "ingress, egress to every address but 10.0.0.0/8, .*"
-                                     "169.254.0.0/16, .*fc00::/7, fe80::/10, DNS to the kube-dns "
+                                     "169.254.0.0/16, .*fc00::/7, fe80::/10, 64:ff9b:1::/48, "
+                                     "the IPv4 ones inside NAT64's 64:ff9b::/96, DNS to the "
+                                     "kube-dns "
                                      "pods of kube-system\\); whether the cluster's CNI enforces "
                                      "NetworkPolicies cannot be verified from outside"));
   EXPECT_THAT(ok->out, ContainsRegex("warn +agent image +agvisor/agent:[0-9a-f]{16} .*names no "

@@ -288,6 +288,25 @@ std::vector<std::string> HostAddresses() {
   return out;
 }
 
+// Removes networks a test made, their members first (only the test's sandboxes are on them),
+// then `link` (the parent of a macvlan network), if any.
+struct NetworkRemover {
+  std::vector<std::string> networks;
+  std::string link;
+  ~NetworkRemover() {
+    for (const std::string& net : networks) {
+      auto ids = RunCommand({"docker", "ps", "-aq", "--filter", "network=" + net});
+      if (ids.ok()) {
+        std::istringstream in(ids->out);
+        for (std::string id; in >> id;) (void)Sh({"docker", "rm", "-f", id});
+      }
+      std::string e = Sh({"docker", "network", "rm", net});
+      if (!e.empty() && e.find("not found") == std::string::npos) ADD_FAILURE() << "cleanup: " << e;
+    }
+    if (!link.empty()) (void)Sh({"ip", "link", "del", link});
+  }
+};
+
 class NetworkReachTest : public ::testing::Test {
  protected:
   // One lock and one restore for the suite; each test installs the rules afresh (tests change
@@ -436,19 +455,7 @@ TEST_F(NetworkReachTest, MembersOfAUserNetworkReachEachOtherNotTheHost) {
   ASSERT_EQ(Sh({"docker", "network", "create", "--label",
                 std::string(testing::kRunLabel) + "=" + testing::RunId(), net}),
             "");
-  struct NetworkRemover {
-    std::string net;
-    ~NetworkRemover() {
-      // its members first (only this test's sandboxes are on it), then the network
-      auto ids = RunCommand({"docker", "ps", "-aq", "--filter", "network=" + net});
-      if (ids.ok()) {
-        std::istringstream in(ids->out);
-        for (std::string id; in >> id;) (void)Sh({"docker", "rm", "-f", id});
-      }
-      std::string e = Sh({"docker", "network", "rm", net});
-      if (!e.empty()) ADD_FAILURE() << "cleanup: " << e;
-    }
-  } remover{net};
+  NetworkRemover remover{{net}};
   auto spec = TestSpec();
   spec.network = net;
   auto a = MustCreate(spec), b = MustCreate(spec);
@@ -472,6 +479,54 @@ TEST_F(NetworkReachTest, MembersOfAUserNetworkReachEachOtherNotTheHost) {
   auto got = Reach(*a, {b_ip + ":8080", gateway + ":8080"});
   EXPECT_EQ(got[b_ip + ":8080"], "ok");
   EXPECT_EQ(got[gateway + ":8080"], kRejected);
+}
+
+// Issue 32, point 5: the firewall matches bridges named docker0 and br-* only, so a network
+// whose traffic never crosses such a bridge is refused before anything is made, with the reason:
+// a bridge given an interface name of its own, and a macvlan network (its parent one end of a
+// veth pair this test makes: this kernel has no dummy links). A network made with `agvisor network
+// create` is joined.
+TEST_F(NetworkReachTest, NetworksTheFirewallDoesNotCoverAreRefused) {
+  const std::string tag = std::to_string(RunNumber() % 100000);
+  const std::string label = std::string(testing::kRunLabel) + "=" + testing::RunId();
+  const std::string named = "agvnr-named-" + testing::RunId();
+  const std::string macvlan = "agvnr-macvlan-" + testing::RunId();
+  const std::string parent = "agvnrv" + tag;
+  const std::string ours = "agvnr-ours-" + testing::RunId();
+  NetworkRemover remover{{named, macvlan, ours}, parent};
+  ASSERT_EQ(Sh({"docker", "network", "create", "--label", label, "-o",
+                "com.docker.network.bridge.name=agvnrb" + tag, named}),
+            "");
+  ASSERT_EQ(Sh({"ip", "link", "add", parent, "type", "veth", "peer", "name", "agvnrp" + tag}), "");
+  ASSERT_EQ(Sh({"docker", "network", "create", "--label", label, "-d", "macvlan", "-o",
+                "parent=" + parent, macvlan}),
+            "");
+  const std::pair<std::string, std::string> refused[] = {
+      {named, "its bridge interface is named agvnrb" + tag},
+      {macvlan, "its driver is macvlan"},
+  };
+  for (const auto& [network, reason] : refused) {
+    auto spec = TestSpec();
+    spec.network = network;
+    auto sb = Sandbox::Create(spec);
+    ASSERT_FALSE(sb.ok()) << "a sandbox joined " << network;
+    EXPECT_EQ(sb.error().code(), ErrorCode::kInvalidArgument) << sb.error().ToString();
+    EXPECT_THAT(sb.error().message(), HasSubstr(reason));
+    EXPECT_THAT(sb.error().message(), HasSubstr("agvisor network create"));
+  }
+  auto made = RunCommand({AGVISOR_CLI_BINARY, "network", "create", ours});
+  ASSERT_TRUE(made.ok()) << made.error().ToString();
+  ASSERT_EQ(made->status.exit_code, 0) << made->err;
+  auto labels = RunCommand({"docker", "network", "inspect", "-f", "{{json .Labels}}", ours});
+  ASSERT_TRUE(labels.ok() && labels->status.success());
+  EXPECT_THAT(labels->out, HasSubstr("\"agvisor\":\"1\""));
+  auto spec = TestSpec();
+  spec.network = ours;
+  auto sb = MustCreate(spec);
+  ASSERT_TRUE(sb);
+  auto r = sb->ExecShell("echo joined");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->out, "joined\n");
 }
 
 // `agvisor doctor` reports what a bridge sandbox meets: ok with the rules, a warning with the

@@ -138,7 +138,9 @@ test("a sandbox made through the API appears with its limits and metrics", async
   shell = await createSandbox({ name: `console-${run}`, limits: { cpus: 1, memory: "512m", disk: "none" } });
   await row(shell.id).waitFor({ timeout: 10000 });
   assert.equal(await cell(shell.id, 0).innerText(), `console-${run}`);
-  assert.equal(await cell(shell.id, 1).innerText(), "running");
+  // A refresh between the volume and the container of a named create may list it as stopped
+  // for a moment (ls lists a named sandbox's volume without a container so).
+  await poll("running", async () => (await cell(shell.id, 1).innerText()) === "running", 5000);
   assert.equal(await cell(shell.id, 3).innerText(), "1 CPU · 512m");
   await poll("CPU and memory from the metrics", async () =>
     /%$/.test(await cell(shell.id, 5).innerText()) && /MiB/.test(await cell(shell.id, 6).innerText()));
@@ -176,7 +178,26 @@ test("its terminal runs commands; Ctrl-C interrupts; the size follows the box", 
   await page.keyboard.type("clear\n");
   const narrow = await size("narrow");
   assert.ok(narrow.cols < wide.cols - 20, `${JSON.stringify(narrow)} after ${JSON.stringify(wide)}`);
+  // Issue 33: the terminal was 420 px high whatever the window; it fills the view and follows
+  // its height both ways.
+  assert.ok(wide.rows > 30, `900 px high: ${JSON.stringify(wide)}`);
+  await page.setViewportSize({ width: 700, height: 600 });
+  await new Promise((r) => setTimeout(r, 500));
+  await page.keyboard.type("clear\n");
+  const short = await size("short");
+  assert.ok(short.rows < narrow.rows - 10, `${JSON.stringify(short)} after ${JSON.stringify(narrow)}`);
+  // Below ~1000 px the table broke words ("runnin g"): the state is one line at 700 px.
+  const lines = await cell(shell.id, 1).evaluate((td) => {
+    const r = document.createRange();
+    r.selectNodeContents(td);
+    return new Set([...r.getClientRects()].map((c) => Math.round(c.top))).size;
+  });
+  assert.equal(lines, 1, "the state cell's word is broken across lines");
   await page.setViewportSize({ width: 1200, height: 900 });
+  await new Promise((r) => setTimeout(r, 500));
+  await page.keyboard.type("clear\n");
+  const tall = await size("tall");
+  assert.ok(tall.rows > short.rows + 10, `${JSON.stringify(tall)} after ${JSON.stringify(short)}`);
   mark("terminal");
 });
 
@@ -227,6 +248,27 @@ test("a desktop sandbox's screen shows and changes", async () => {
   mark("desktop");
 });
 
+// Issue 33: a stopped named sandbox vanished from the console; it is listed as stopped, with
+// Resume (a new container on its /workspace) and Erase.
+test("a stopped named sandbox can be resumed or erased", async () => {
+  const kept = await createSandbox({ name: `console-kept-${run}`, limits: { memory: "256m", disk: "none" } });
+  await api("POST", `/v1/sandboxes/${kept.id}/processes`, { argv: ["sh", "-c", "echo kept > /workspace/f"] });
+  await api("POST", `/v1/sandboxes/${kept.id}/stop`);
+  await poll("listed as stopped", async () => (await cell(kept.id, 1).innerText()) === "stopped", 10000);
+  assert.equal(await row(kept.id).getByRole("button", { name: "Open" }).count(), 0);
+  await row(kept.id).getByRole("button", { name: "Resume" }).click();
+  await poll("resumed", async () => (await cell(kept.id, 1).innerText()) === "running", 20000);
+  assert.equal(await page.locator('[data-role="notice"]').innerText(), `console-kept-${run} resumed.`);
+  await api("POST", `/v1/sandboxes/${kept.id}/stop`);
+  await poll("stopped again", async () => (await cell(kept.id, 1).innerText()) === "stopped", 10000);
+  await row(kept.id).getByRole("button", { name: "Erase" }).click();
+  await page.locator("dialog.confirm").getByRole("button", { name: "Erase" }).click();
+  await row(kept.id).waitFor({ state: "detached", timeout: 15000 });
+  const left = await api("GET", "/v1/sandboxes");
+  assert.ok(!left.sandboxes.some((s) => s.id === kept.id), "erased: nothing of it is listed");
+  mark("stopped: resumed and erased");
+});
+
 test("delete asks first, then removes the sandbox", async () => {
   await row(shell.id).getByRole("button", { name: "Open" }).click();
   await page.locator(".detail-header button.danger").click();
@@ -240,6 +282,11 @@ test("delete asks first, then removes the sandbox", async () => {
   await page.locator(".detail-header button.danger").click();
   await page.locator("dialog.confirm").getByRole("button", { name: "Delete" }).click();
   await row(shell.id).waitFor({ state: "detached", timeout: 15000 });
+  // Issue 33: the list refresh overwrote "deleted" with "... is gone.".
+  await poll("the notice", async () =>
+    (await page.locator('[data-role="notice"]').innerText()) === `console-${run} deleted.`);
+  await new Promise((r) => setTimeout(r, 2500)); // a list refresh passes: the notice stays
+  assert.equal(await page.locator('[data-role="notice"]').innerText(), `console-${run} deleted.`);
   const after = await api("GET", "/v1/sandboxes");
   assert.ok(!after.sandboxes.some((s) => s.id === shell.id));
   mark("deleted");

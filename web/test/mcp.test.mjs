@@ -107,6 +107,39 @@ async function session(client) {
   const missing = await client.callTool({ name: 'read_file', arguments: { sandbox, path: '/no/such' } });
   assert.equal(missing.isError, true);
   assert.match(text(missing), /^agvisor: .*\/no\/such/);
+  // Issue 33: list_files's description named fields its result lacked. Each field it names
+  // ("the fields a; b (...); ...") is in each entry, and no other.
+  const described = tools.find((t) => t.name === 'list_files').description;
+  const fields = described.slice(described.indexOf('the fields ') + 11, described.lastIndexOf('.'))
+    .split(';').map((f) => f.trim().split(' ')[0]);
+  const files = await client.callTool({ name: 'list_files', arguments: { sandbox, path: '/tmp/mcp/dir' } });
+  assert.ok(!files.isError, text(files));
+  assert.equal(files.structuredContent.entries.length, 1);
+  for (const e of files.structuredContent.entries) {
+    assert.deepEqual(Object.keys(e).sort(), fields.filter((f) => f !== 'link_target').sort(), described);
+  }
+
+  // Issue 33: a cancelled exec ran on to its timeout. The SDK sends notifications/cancelled when
+  // the caller aborts; the command is killed then.
+  const abort = new AbortController();
+  const pending = client.callTool({ name: 'exec', arguments: { sandbox, command: 'sleep 77', timeout: 120 } },
+    undefined, { signal: abort.signal });
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  abort.abort('the test gave up');
+  await assert.rejects(pending);
+  let left = '';
+  for (let i = 0; i < 50; i++) {
+    const ps = await client.callTool({ name: 'exec', arguments: { sandbox, command: 'pgrep -x sleep || echo none' } });
+    left = ps.structuredContent.stdout;
+    if (left === 'none\n') break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  assert.equal(left, 'none\n', 'the cancelled exec still runs');
+
+  // Issue 33: Docker's "No such container" came through; the core's one sentence now.
+  const ghost = await client.callTool({ name: 'exec', arguments: { sandbox: 'no-such-mcp-box', command: 'true' } });
+  assert.equal(ghost.isError, true);
+  assert.equal(text(ghost), 'agvisor: no sandbox named no-such-mcp-box (`agvisor ls` lists them)');
   return sandbox;
 }
 

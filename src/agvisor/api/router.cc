@@ -146,13 +146,19 @@ Router::Router() : routes_(kBuiltin.begin(), kBuiltin.end()) {}
 
 Result<void> Router::AddExtension(const RouteDef& def) {
   auto segs = Segments(def.path);
-  bool ok = !segs.empty();
-  for (auto s : segs) {
-    if (s.empty() || (s.find_first_of("{}") != std::string_view::npos && !IsParam(s))) ok = false;
+  bool ok = !segs.empty() && !segs.front().empty();
+  for (std::size_t i = 0; i < segs.size(); ++i) {
+    // An empty segment only at the end: a trailing slash ("/console/", a page's other spelling).
+    const std::string_view s = segs[i];
+    if ((s.empty() && i + 1 != segs.size()) ||
+        (s.find_first_of("{}") != std::string_view::npos && !IsParam(s))) {
+      ok = false;
+    }
   }
   if (!ok) {
     return Error::InvalidArgument("route template '" + std::string(def.path) +
-                                  "': use /segment/{param}/... (no empty segments)");
+                                  "': use /segment/{param}/... (no empty segments but a "
+                                  "trailing slash)");
   }
   for (const auto& r : routes_) {
     if (r.method == def.method && r.path == def.path) {

@@ -438,6 +438,12 @@ TarStreamReader::~TarStreamReader() {
 Result<std::unique_ptr<TarStreamReader>> TarStreamReader::Open(std::string_view dest,
                                                                const TarReaderOptions& options) {
   if (dest.empty()) return Error::InvalidArgument("tar: empty destination");
+  const std::string& top = options.top_name;
+  if (!top.empty() && (top == "." || top == ".." || top.find('/') != std::string::npos ||
+                       top.find('\0') != std::string::npos)) {
+    return Error::InvalidArgument("tar: the name to extract as, '" + top +
+                                  "', must be one path component");
+  }
   std::string d(dest);
   int fd = open(d.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return SysError("tar: open destination " + d, errno);
@@ -546,11 +552,23 @@ Result<void> CheckSymlinkTarget(std::string_view target, std::size_t depth,
 
 }  // namespace
 
+Result<void> TarStreamReader::RenameTop(std::vector<std::string>& comps, const std::string& entry) {
+  if (options_.top_name.empty() || comps.empty()) return Ok();
+  if (top_seen_.empty()) top_seen_ = comps.front();
+  if (comps.front() != top_seen_) {
+    return Error::InvalidArgument("tar entry '" + entry + "': outside the archive's top entry '" +
+                                  top_seen_ + "' (refused)");
+  }
+  comps.front() = options_.top_name;
+  return Ok();
+}
+
 Result<void> TarStreamReader::StartEntry(const Header& h) {
   entry_name_ = h.name;
   auto comps_r = SplitName(h.name, h.name, "name");
   if (!comps_r.ok()) return comps_r.error();
   std::vector<std::string> comps = std::move(comps_r).value();
+  AGVISOR_RETURN_IF_ERROR(RenameTop(comps, h.name));
   char type = h.type;
   if ((type == '0' || type == '\0') && !h.name.empty() && h.name.back() == '/') type = '5';
   bool has_data = type == '0' || type == '\0' || type == '7';
@@ -664,6 +682,7 @@ Result<void> TarStreamReader::StartEntry(const Header& h) {
   auto target_r = SplitName(h.link, h.name, "hard link target '" + h.link + "'");
   if (!target_r.ok()) return target_r.error();
   std::vector<std::string> target = std::move(target_r).value();
+  AGVISOR_RETURN_IF_ERROR(RenameTop(target, h.name));
   if (target.empty()) {
     return Error::InvalidArgument("tar entry '" + h.name + "': hard link to the destination");
   }

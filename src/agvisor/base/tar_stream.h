@@ -113,6 +113,11 @@ struct TarReaderOptions {
   // Host rules: the memory kept to undo the extraction (per entry its relative name plus about
   // 100 bytes: 64 MiB holds ~400,000 entries of 60-byte names).
   std::size_t max_bookkeeping_bytes = std::size_t{64} << 20;
+  // Non-empty: the archive's top entry is extracted under this name instead (a file or directory
+  // copied to a new name: `agvisor cp NAME:/a/f ./g`). Every entry's first name component, and
+  // a hard link target's, must then be the first entry's (else kInvalidArgument); it is replaced
+  // by `top_name`, one component (no '/', not "." or "..": Open refuses it).
+  std::string top_name;
 };
 
 // Extracts an archive under a directory. Rules (each refusal is kInvalidArgument naming the
@@ -170,6 +175,8 @@ class TarStreamReader {
   Result<void> Fail(Error error);
   Result<void> OnHeaderBlock();
   Result<void> StartEntry(const Header& h);
+  // With options_.top_name: `comps` (of entry `entry`) renamed under it.
+  Result<void> RenameTop(std::vector<std::string>& comps, const std::string& entry);
   Result<void> FinishFile();
   Result<void> OnMetaBody();
   // Host rules: records an entry this extraction created at `name` (`st` of what it made).
@@ -188,6 +195,7 @@ class TarStreamReader {
   TarReaderOptions options_;
   UniqueFd dest_;
   std::string dest_name_;
+  std::string top_seen_;  // with options_.top_name: the archive's own first component
   State state_ = State::kHeader;
   std::string block_;  // partial 512-byte block
   int zero_blocks_ = 0;

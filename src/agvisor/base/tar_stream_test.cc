@@ -527,6 +527,35 @@ TEST_F(TarHostRulesTest, BadNamesAreRefusedNamingTheEntryAndUndone) {
   EXPECT_FALSE(fs::exists(t_ / "x"));
 }
 
+// top_name (`agvisor cp` to a new name): the top entry lands under the new name, hard links
+// follow it, and an entry outside the top one, or a name that is not one component, is refused.
+TEST_F(TarHostRulesTest, TopNameRenamesTheArchivesTopEntry) {
+  TarReaderOptions o;
+  o.top_name = "renamed";
+  auto r = Run(Entry("src/", '5') + Entry("src/a", '0', "a") +
+                   Entry("./src/sub/b", '1', {}, "src/a") + End(),
+               o);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(ReadFile(t_ / "dest/renamed/a"), "a");
+  EXPECT_EQ(ReadFile(t_ / "dest/renamed/sub/b"), "a");
+  EXPECT_FALSE(fs::exists(t_ / "dest/src"));
+  o.top_name = "file.txt";
+  r = Run(Entry("hostname", '0', "one") + End(), o);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(ReadFile(t_ / "dest/file.txt"), "one");
+  o.top_name = "x";
+  ExpectRefusedAndUndone(Entry("f", '0', "f") + Entry("other", '0', "evil") + End(), "'other'",
+                         ErrorCode::kInvalidArgument, o);
+  ExpectRefusedAndUndone(Entry("f", '0', "f") + Entry("g", '1', {}, "secret") + End(), "'g'",
+                         ErrorCode::kInvalidArgument, o);
+  for (const char* bad : {"..", ".", "a/b"}) {
+    o.top_name = bad;
+    auto open = TarStreamReader::Open(t_ / "dest", o);
+    ASSERT_FALSE(open.ok()) << bad;
+    EXPECT_EQ(open.error().code(), ErrorCode::kInvalidArgument);
+  }
+}
+
 TEST_F(TarHostRulesTest, NothingIsWrittenThroughASymlink) {
   // One the archive made a moment ago...
   ExpectRefusedAndUndone(Entry("keep/l", '2', {}, "old") + Entry("d", '2', {}, "keep") +

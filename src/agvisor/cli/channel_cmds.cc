@@ -9,6 +9,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <iostream>
 #include <thread>
 
@@ -34,6 +36,103 @@ std::optional<SandboxPath> ParseSandboxPath(const std::string& s) {
 }
 
 int Fail(const Error& e) { return ReportError(e); }
+
+// ---- cp: where a copy lands, by docker cp's rules (docs/cli.md, "cp") ----
+
+// What a destination path is on its side.
+enum class Found { kMissing, kDirectory, kOther };
+using Look = std::function<Result<Found>(const std::string& path)>;
+
+// Where a copy goes: into `dir`, an existing directory, as `name` ("" = its own name).
+struct CopyTarget {
+  std::string dir;
+  std::string name;
+};
+
+// docker cp's rules: an existing directory receives the source under its own name; a missing
+// destination (whose parent exists) becomes the source under the destination's name, a file as
+// a file, a directory as a directory of the source's contents; an existing file is replaced by a
+// file and refused for a directory; a missing destination written with a trailing '/' must be a
+// directory, which a file cannot make. `look` asks the destination's side, `shown` names the
+// destination in errors.
+Result<CopyTarget> WhereCopyLands(bool source_is_dir, std::string dst, const std::string& shown,
+                                  const Look& look) {
+  const Found found = AGVISOR_TRY(look(dst));
+  if (found == Found::kDirectory) return CopyTarget{dst, ""};
+  if (found == Found::kOther && source_is_dir) {
+    return Error::InvalidArgument("cp: cannot copy a directory onto the file " + shown +
+                                  ": name a directory or a new path");
+  }
+  const bool dir_only = dst.ends_with('/');
+  while (dst.size() > 1 && dst.ends_with('/')) dst.pop_back();
+  const std::filesystem::path p(dst);
+  const std::string name = p.filename().string();
+  std::string parent = p.parent_path().string();
+  if (parent.empty()) parent = ".";
+  if (found == Found::kMissing) {
+    if (dir_only && !source_is_dir) {
+      return Error::NotFound("cp: " + shown +
+                             " does not exist: a destination ending in / must be an existing "
+                             "directory (drop the / to copy the file to that name)");
+    }
+    if (name.empty() || name == "." || name == ".." ||
+        AGVISOR_TRY(look(parent)) != Found::kDirectory) {
+      return Error::NotFound("cp: the directory of " + shown +
+                             " does not exist: make it first, or name an existing directory");
+    }
+  }
+  return CopyTarget{parent, name};
+}
+
+// The source's name as an archive names it: a copy under that name needs no renaming.
+std::string OwnName(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.ends_with('/')) p.pop_back();
+  return std::filesystem::path(p).lexically_normal().filename().string();
+}
+
+Result<void> RunCopy(SandboxHandle& sb, const std::string& src, const std::string& dst,
+                     const std::optional<SandboxPath>& s, const std::optional<SandboxPath>& d,
+                     DownloadOptions download) {
+  namespace fs = std::filesystem;
+  if (s) {  // download: the sandbox's file or directory, this machine's destination
+    const FileEntry entry = AGVISOR_TRY(sb.Stat(s->path));
+    auto target = AGVISOR_TRY(WhereCopyLands(
+        entry.kind == proto::EntryKind::kDir, dst, dst,
+        [](const std::string& path) -> Result<Found> {
+          std::error_code ec;
+          const auto st = fs::status(path, ec);  // a link to a directory is that directory
+          if (!fs::exists(st)) return Found::kMissing;
+          return fs::is_directory(st) ? Found::kDirectory : Found::kOther;
+        }));
+    if (target.name != OwnName(s->path)) download.name = target.name;
+    return sb.Download(s->path, target.dir, download);
+  }
+  std::error_code ec;
+  const auto st = fs::symlink_status(src, ec);  // a link is copied as a link
+  if (!fs::exists(st)) {
+    return Error::NotFound("cp: no such local file or directory: " + src);
+  }
+  auto target =
+      AGVISOR_TRY(WhereCopyLands(fs::is_directory(st), d->path, d->sandbox + ":" + d->path,
+                                 [&sb](const std::string& path) -> Result<Found> {
+                                   auto e = sb.Stat(path);
+                                   if (!e.ok()) {
+                                     if (e.error().code() == ErrorCode::kNotFound)
+                                       return Found::kMissing;
+                                     return e.error();
+                                   }
+                                   // A link inside is resolved by the agent in the sandbox's own
+                                   // tree, as a directory.
+                                   return e->kind == proto::EntryKind::kFile ||
+                                                  e->kind == proto::EntryKind::kOther
+                                              ? Found::kOther
+                                              : Found::kDirectory;
+                                 }));
+  UploadOptions upload;
+  if (target.name != OwnName(src)) upload.name = target.name;
+  return sb.Upload(src, target.dir, upload);
+}
 
 // ---- shell: the terminal in raw mode for the session's length ----
 
@@ -170,16 +269,20 @@ int RunPortForward(SandboxHandle& sb, const std::string& spec) {
 void AddCopy(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto* cmd = app.add_subcommand(
       "cp",
-      "copy files or directories between this machine and a sandbox: `agvisor cp ./src "
-      "NAME:/workspace` uploads ./src into /workspace (as /workspace/src); `agvisor cp "
-      "NAME:/workspace/out ./results` downloads into ./results. Sandbox paths are absolute, "
-      "written NAME:/path. Downloads keep regular files, directories and links that stay "
-      "inside DST, drop setuid/setgid/sticky bits, and are all or nothing (docs/security.md)");
+      "copy a file or directory between this machine and a sandbox, by docker cp's rules: "
+      "into DST when it is a directory (`agvisor cp ./src NAME:/workspace` makes "
+      "/workspace/src); as DST when it does not exist (`agvisor cp f NAME:/tmp/new.txt` makes "
+      "the file /tmp/new.txt, a directory copied so holds the source's contents); over DST "
+      "when both are files. Sandbox paths are absolute, written NAME:/path. Downloads keep "
+      "regular files, directories and links that stay inside the destination, drop "
+      "setuid/setgid/sticky bits, and are all or nothing (docs/security.md; docs/cli.md, "
+      "\"cp\")");
   auto src = std::make_shared<std::string>();
   auto dst = std::make_shared<std::string>();
   auto max_bytes = std::make_shared<std::string>();
   cmd->add_option("SRC", *src, "local path or NAME:/path")->required();
-  cmd->add_option("DST", *dst, "a directory: local, or NAME:/dir in the sandbox")->required();
+  cmd->add_option("DST", *dst, "local path or NAME:/path: an existing directory, or a new name")
+      ->required();
   cmd->add_option("--max-bytes", *max_bytes,
                   "downloads only: refuse (and undo) a download whose files add up to more "
                   "than SIZE (e.g. 500m, 2g), checked at each file's header before its data is "
@@ -212,7 +315,7 @@ void AddCopy(CLI::App& app, GlobalOptions& g, int* exit_code) {
       *exit_code = Fail(sb.error());
       return;
     }
-    auto r = s ? (*sb)->Download(s->path, *dst, options) : (*sb)->Upload(*src, d->path);
+    auto r = RunCopy(**sb, *src, *dst, s, d, options);
     if (!r.ok()) *exit_code = Fail(r.error());
   });
 }

@@ -304,9 +304,10 @@ int RunCli(int argc, char** argv) {
   app.set_version_flag("--version", "agvisor 0.1.0");
   int exit_code = 0;
   for (Subcommand* add :
-       {AddCreate,      AddRun,     AddExec,     AddPs,   AddAttach, AddKill,  AddShell,  AddCopy,
-        AddPortForward, AddDesktop, AddList,     AddTop,  AddEgress, AddStop,  AddRemove, AddPause,
-        AddResume,      AddUpdate,  AddSnapshot, AddFork, AddWatch,  AddImage, AddDoctor}) {
+       {AddCreate,   AddRun,  AddExec,        AddPs,      AddAttach, AddKill,
+        AddShell,    AddCopy, AddPortForward, AddDesktop, AddList,   AddTop,
+        AddEgress,   AddStop, AddRemove,      AddPause,   AddResume, AddUpdate,
+        AddSnapshot, AddFork, AddWatch,       AddImage,   AddDoctor, AddNetwork}) {
     add(app, g, &exit_code);
   }
   AddMcp(app, g, &exit_code);  // the MCP server on stdio (docs/mcp.md)
@@ -314,7 +315,7 @@ int RunCli(int argc, char** argv) {
   app.parse_complete_callback([&] {
     g.host_flag = app.count("--host") > 0;
     if (g.server.empty()) return;
-    for (const char* local_only : {"desktop", "image", "doctor"}) {
+    for (const char* local_only : {"desktop", "image", "doctor", "network"}) {
       if (app.got_subcommand(local_only)) {
         throw CLI::ValidationError(
             "--server", std::string("`agvisor ") + local_only +

@@ -130,5 +130,7 @@ Subcommand AddPause, AddResume, AddUpdate;
 Subcommand AddSnapshot, AddFork;
 // watch (watch_cmd.cc).
 Subcommand AddWatch;
+// network create (network_cmd.cc).
+Subcommand AddNetwork;
 
 }  // namespace agvisor::cli

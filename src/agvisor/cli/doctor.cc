@@ -13,6 +13,7 @@
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/docker_runtime/host_caps.h"
 #include "agvisor/sandbox/docker_runtime/runtime_check.h"
+#include "agvisor/sandbox/egress_network.h"
 #include "agvisor/sandbox/kube_runtime/kube_doctor.h"
 #include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/sandbox.h"
@@ -355,7 +356,29 @@ std::vector<Check> RunDoctor(std::string_view host) {
 
   // 6. Which network modes work.
   Check firewall{.name = "sandbox firewall", .status = Status::kInfo, .detail = "not probed"};
-  checks.push_back(NetworkCheck(host, image, "bridge", &firewall));
+  // What the host recorded (egress_network.h): while it says unprotected, creates are refused.
+  const FirewallStatus recorded = HostFirewallStatus(host);
+  if (recorded.state == FirewallState::kUnprotected) {
+    checks.push_back({"network bridge", Status::kWarn,
+                      "not started: sandboxes with a network are refused on this host until the "
+                      "sandbox firewall is in place (below)",
+                      ""});
+    firewall.status = Status::kWarn;
+    firewall.detail = "not in place (" +
+                      (recorded.detail.empty() ? std::string("recorded") : recorded.detail) +
+                      "): bridge and egress sandboxes are refused until it is";
+    firewall.fix =
+        "sudo scripts/sandbox-firewall block (scripts/setup-host installs it; docs/security.md)";
+  } else {
+    checks.push_back(NetworkCheck(host, image, "bridge", &firewall));
+    firewall.detail += recorded.state == FirewallState::kExternal
+                           ? "; this host declared that it isolates sandboxes by other means "
+                             "(scripts/sandbox-firewall external)"
+                       : recorded.state == FirewallState::kUnknown
+                           ? "; no state recorded this boot (agvisord and scripts/sandbox-firewall "
+                             "write it)"
+                           : "";
+  }
   checks.push_back(std::move(firewall));
   checks.push_back(NetworkCheck(host, image, "none"));
 

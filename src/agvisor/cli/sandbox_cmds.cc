@@ -1,10 +1,13 @@
 // create, run, exec, ls, stop, rm, pause, resume, update.
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <map>
+#include <memory>
 
 #include "agvisor/cli/common.h"
 #include "agvisor/docker/client.h"
@@ -107,7 +110,7 @@ Result<void> EnsureDesktopImage(const GlobalOptions& g) {
                            "needs root: run `sudo agvisor image build desktop` once (about 4 "
                            "minutes on 2 cores), then this command again");
   }
-  std::cerr << "agvisor: the desktop image " << image
+  std::cerr << "agvisor: the desktop image " << EscapeForTerminal(image)
             << " is not on this host yet: building it once (debootstrap of Xvnc, xfce and "
                "Firefox, then an import; about 4 minutes on 2 cores)\n";
   images::BuildOptions options;
@@ -264,12 +267,34 @@ void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code) {
   });
 }
 
+namespace {
+
+// The bytes each volume of the Docker host uses, by name (`ls --size`). Through agvisord the
+// daemon's host is not reachable from here: refused, naming why.
+Result<std::map<std::string, std::int64_t>> VolumeSizes(const GlobalOptions& g) {
+  if (!g.server.empty()) {
+    return Error::Unsupported("ls --size: not through agvisord yet (run it on the daemon's host)");
+  }
+  auto docker = AGVISOR_TRY(HostClient(g.host));
+  std::map<std::string, std::int64_t> out;
+  for (const auto& v : AGVISOR_TRY(docker->VolumeSizes())) out[v.name] = v.size.value_or(-1);
+  return out;
+}
+
+}  // namespace
+
 void AddList(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto* cmd = app.add_subcommand("ls",
                                  "list every agvisor sandbox on the host, running or not "
-                                 "(anonymous leftovers of crashed clients included)");
+                                 "(anonymous leftovers of crashed clients included), and the "
+                                 "named ones that were stopped (state `stopped`: their "
+                                 "/workspace kept; `create --name` resumes, `rm` erases)");
   cmd->alias("list");
-  cmd->callback([&g, exit_code] {
+  auto size = std::make_shared<bool>(false);
+  cmd->add_flag("--size", *size,
+                "also the size of each named sandbox's /workspace volume (SIZE; --json: "
+                "volume_bytes). Docker walks every volume to count it: slow on big ones");
+  cmd->callback([&g, exit_code, size] {
     auto place = g.GetPlace();
     if (!place.ok()) {
       *exit_code = ReportError(place.error());
@@ -280,19 +305,57 @@ void AddList(CLI::App& app, GlobalOptions& g, int* exit_code) {
       *exit_code = ReportError(list.error());
       return;
     }
+    // The volumes' sizes, by volume name (= the container name of a named sandbox).
+    std::map<std::string, std::int64_t> sizes;
+    if (*size) {
+      auto v = VolumeSizes(g);
+      if (!v.ok()) {
+        *exit_code = ReportError(v.error());
+        return;
+      }
+      sizes = std::move(*v);
+    }
+    auto size_of = [&](const SandboxInfo& i) -> std::optional<std::int64_t> {
+      auto it = sizes.find(i.container_name);
+      if (!i.name || it == sizes.end() || it->second < 0) return std::nullopt;
+      return it->second;
+    };
     if (g.json) {
       boost::json::array a;
-      for (const auto& i : *list) a.push_back(InfoJson(i));
+      for (const auto& i : *list) {
+        auto o = InfoJson(i);
+        if (*size) {
+          auto n = size_of(i);
+          o["volume_bytes"] = n ? boost::json::value(*n) : boost::json::value(nullptr);
+        }
+        a.push_back(std::move(o));
+      }
       std::cout << boost::json::serialize(a) << "\n";
       return;
     }
-    std::printf("%-32s %-20s %-10s %-8s %s\n", "CONTAINER", "NAME", "STATE", "PLATFORM", "IMAGE");
+    std::printf("%-32s %-20s %-10s %-8s %s%s\n", "CONTAINER", "NAME", "STATE", "PLATFORM",
+                *size ? "SIZE       " : "", "IMAGE");
+    bool stopped = false;
     for (const auto& i : *list) {
-      std::printf("%-32s %-20s %-10s %-8s %s\n", EscapeForTerminal(i.container_name).c_str(),
+      stopped = stopped || i.state == "stopped";
+      std::string shown_size;
+      if (*size) {
+        char buf[32] = "-";
+        if (auto n = size_of(i)) {
+          std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(*n) / (1 << 20));
+        }
+        shown_size = buf;
+        shown_size.resize(std::max<std::size_t>(shown_size.size() + 1, 11), ' ');
+      }
+      std::printf("%-32s %-20s %-10s %-8s %s%s\n", EscapeForTerminal(i.container_name).c_str(),
                   i.name ? EscapeForTerminal(*i.name).c_str() : "-",
                   EscapeForTerminal(i.state).c_str(),
                   i.platform.empty() ? "-" : EscapeForTerminal(i.platform).c_str(),
-                  EscapeForTerminal(i.image).c_str());
+                  shown_size.c_str(), i.image.empty() ? "-" : EscapeForTerminal(i.image).c_str());
+    }
+    if (stopped) {
+      std::cerr << "agvisor: stopped: only /workspace is kept; `agvisor create --name NAME` "
+                   "resumes on it, `agvisor rm NAME` erases it\n";
     }
   });
 }

@@ -16,6 +16,52 @@
 #include "agvisor/sandbox/docker_runtime/runtime_check.h"
 
 namespace agvisor::client {
+
+ProcessOptions ProcessOptionsFor(const ExecOptions& o) {
+  ProcessOptions po;
+  po.stdin = o.input.has_value();
+  po.timeout = o.timeout;
+  po.env = o.env;
+  po.cwd = o.cwd;
+  po.user = o.user;
+  return po;
+}
+
+Result<ExecResult> RunToEnd(Command& command, const ExecOptions& o) {
+  // stdin goes on a thread of its own: a command that answers before it read everything must
+  // not wait for us to stop writing.
+  std::thread feeder;
+  if (o.input) {
+    feeder = std::thread([&command, &o] {
+      if (command.Write(*o.input).ok()) (void)command.CloseStdin();
+    });
+  }
+  ExecResult res;
+  const bool streaming = o.on_stdout || o.on_stderr || o.on_output;
+  // Each stream's bytes to its own callback and on_output, then kept (a tail when streaming).
+  auto take = [&](std::string& kept, const std::function<void(std::string_view)>& own,
+                  std::string_view b) {
+    if (own) own(b);
+    if (o.on_output) o.on_output(b);
+    if (streaming) {
+      AppendOutputTail(kept, b, res.truncated);
+    } else {
+      kept.append(b);
+    }
+  };
+  channel::ExecCallbacks cb;
+  cb.on_stdout = [&](std::string_view b) { take(res.out, o.on_stdout, b); };
+  cb.on_stderr = [&](std::string_view b) { take(res.err, o.on_stderr, b); };
+  auto exit = command.Wait(cb);
+  if (!exit.ok()) command.Close();  // unblocks the feeder
+  if (feeder.joinable()) feeder.join();
+  if (!exit.ok()) return exit.error();
+  if (streaming) FinishOutputTail(res);
+  res.exit_code = exit->exit_code;
+  res.timed_out = exit->timed_out;
+  return res;
+}
+
 namespace {
 
 class RemoteHandle final : public SandboxHandle {
@@ -33,46 +79,11 @@ class RemoteHandle final : public SandboxHandle {
     // The library's rule (a run needs a timeout: 0 or less is refused), here before the server's
     // exec WebSocket, where 0 means none.
     AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(o.timeout, std::nullopt));
-    ProcessOptions po;
-    po.stdin = o.input.has_value();
-    po.timeout = o.timeout;
-    po.env = o.env;
-    po.cwd = o.cwd;
-    po.user = o.user;
+    const ProcessOptions po = ProcessOptionsFor(o);
     std::unique_ptr<Command> stream = AGVISOR_TRY(Checked(client_->Exec(id_, argv, po)));
-    // stdin goes on a thread of its own: a command that answers before it read everything must
-    // not wait for us to stop writing.
-    std::thread feeder;
-    if (o.input) {
-      Command* s = stream.get();
-      feeder = std::thread([s, &o] {
-        if (s->Write(*o.input).ok()) (void)s->CloseStdin();
-      });
-    }
-    ExecResult res;
-    const bool streaming = o.on_stdout || o.on_stderr || o.on_output;
-    // Each stream's bytes to its own callback and on_output, then kept (a tail when streaming).
-    auto take = [&](std::string& kept, const std::function<void(std::string_view)>& own,
-                    std::string_view b) {
-      if (own) own(b);
-      if (o.on_output) o.on_output(b);
-      if (streaming) {
-        AppendOutputTail(kept, b, res.truncated);
-      } else {
-        kept.append(b);
-      }
-    };
-    channel::ExecCallbacks cb;
-    cb.on_stdout = [&](std::string_view b) { take(res.out, o.on_stdout, b); };
-    cb.on_stderr = [&](std::string_view b) { take(res.err, o.on_stderr, b); };
-    auto exit = stream->Wait(cb);
-    if (!exit.ok()) stream->Close();  // unblocks the feeder
-    if (feeder.joinable()) feeder.join();
-    if (!exit.ok()) return Diagnose(exit.error());
-    if (streaming) FinishOutputTail(res);
-    res.exit_code = exit->exit_code;
-    res.timed_out = exit->timed_out;
-    return res;
+    auto r = RunToEnd(*stream, o);
+    if (!r.ok()) return Diagnose(r.error());
+    return r;
   }
 
   Result<std::unique_ptr<Command>> Start(const std::vector<std::string>& argv,
@@ -93,10 +104,14 @@ class RemoteHandle final : public SandboxHandle {
   Result<void> Signal(std::uint32_t pid, int signal) override {
     return Checked(client_->SignalProcess(id_, pid, signal));
   }
-  Result<void> Upload(std::string_view local_path, std::string_view sandbox_dir) override {
-    return PackLocalPath(local_path, [&](const channel::ByteSource& source) {
-      return Checked(client_->PutArchive(id_, sandbox_dir, source));
-    });
+  Result<void> Upload(std::string_view local_path, std::string_view sandbox_dir,
+                      const UploadOptions& options) override {
+    return PackLocalPath(
+        local_path,
+        [&](const channel::ByteSource& source) {
+          return Checked(client_->PutArchive(id_, sandbox_dir, source));
+        },
+        options);
   }
   Result<void> Download(std::string_view sandbox_path, std::string_view local_dir,
                         const DownloadOptions& options) override {

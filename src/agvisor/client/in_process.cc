@@ -79,8 +79,9 @@ class LocalHandle final : public SandboxHandle {
     return sb_->AttachProcess(pid, cb);
   }
   Result<void> Signal(std::uint32_t pid, int signal) override { return sb_->Signal(pid, signal); }
-  Result<void> Upload(std::string_view local_path, std::string_view sandbox_dir) override {
-    return sb_->Upload(local_path, sandbox_dir);
+  Result<void> Upload(std::string_view local_path, std::string_view sandbox_dir,
+                      const UploadOptions& options) override {
+    return sb_->Upload(local_path, sandbox_dir, options);
   }
   Result<void> Download(std::string_view sandbox_path, std::string_view local_dir,
                         const DownloadOptions& options) override {

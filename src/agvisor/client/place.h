@@ -62,6 +62,14 @@ class Command {
   virtual std::uint32_t pid() const = 0;
 };
 
+// Exec through a Command (agvisord's exec WebSocket; an MCP exec its client may cancel): the
+// ProcessOptions that start it as ExecOptions `o` says, then RunToEnd feeds `o.input` on a thread
+// of its own, hands the output to o's callbacks, keeps it (the tails when streaming, as
+// Sandbox::Exec) and returns how the command ended. Closing `command` from another thread kills
+// it: RunToEnd then fails with the stream's error. Errors: those of Command::Wait.
+ProcessOptions ProcessOptionsFor(const ExecOptions& o);
+Result<ExecResult> RunToEnd(Command& command, const ExecOptions& o);
+
 // A directory watch inside a sandbox (SandboxHandle::Watch): Sandbox::Watch's events, in process
 // or through agvisord's watch WebSocket. Next and Close may run on different threads at once.
 class DirWatch {
@@ -100,7 +108,8 @@ class SandboxHandle {
   virtual Result<void> Signal(std::uint32_t pid, int signal) = 0;
   // As Sandbox::Upload / Download (a tar stream each way; downloads extracted by
   // UnpackIntoLocalDir's host rules, on this machine, in either place).
-  virtual Result<void> Upload(std::string_view local_path, std::string_view sandbox_dir) = 0;
+  virtual Result<void> Upload(std::string_view local_path, std::string_view sandbox_dir,
+                              const UploadOptions& options) = 0;
   virtual Result<void> Download(std::string_view sandbox_path, std::string_view local_dir,
                                 const DownloadOptions& options) = 0;
   virtual Result<std::unique_ptr<ByteStream>> OpenPort(std::uint16_t port) = 0;

@@ -618,6 +618,10 @@ Result<void> Client::RemoveVolume(std::string_view name, bool force) {
               "remove volume", name);
 }
 
+Result<std::vector<VolumeInfo>> Client::VolumeSizes() {
+  return Get("/system/df", "disk usage", "", DecodeDiskUsageVolumes);
+}
+
 Result<std::vector<VolumeInfo>> Client::ListVolumes(const std::vector<std::string>& label_filters) {
   return Get("/volumes" + ListQuery({}, label_filters), "list volumes", "", DecodeVolumeList);
 }

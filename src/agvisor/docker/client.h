@@ -218,6 +218,9 @@ class Client {
   // Errors: kConflict (in use by a container), kNotFound.
   Result<void> RemoveVolume(std::string_view name, bool force = false);
   Result<std::vector<VolumeInfo>> ListVolumes(const std::vector<std::string>& label_filters = {});
+  // Every volume with the bytes it uses (GET /system/df: the daemon walks each volume, which
+  // takes a while on big ones).
+  Result<std::vector<VolumeInfo>> VolumeSizes();
 
   // ---- Images ----
   using ProgressCallback = std::function<void(std::string_view status_line)>;

@@ -662,6 +662,7 @@ VolumeInfo ReadVolume(const Obj& o) {
   v.created_at = o.Str("CreatedAt");
   v.scope = o.Str("Scope");
   v.labels = o.StrMap("Labels");
+  v.size = o.Child("UsageData").OptInt("Size");
   return v;
 }
 }  // namespace
@@ -671,6 +672,7 @@ NetworkInfo ReadNetwork(const Obj& o) {
   NetworkInfo n;
   n.id = o.Str("Id");
   n.name = o.Str("Name");
+  n.driver = o.Str("Driver");
   n.internal = o.Bool("Internal");
   n.bridge_name = o.StrMap("Options")[std::string(kBridgeNameOption)];
   n.labels = o.StrMap("Labels");
@@ -699,6 +701,11 @@ Result<VolumeInfo> DecodeVolume(std::string_view body) {
 Result<std::vector<VolumeInfo>> DecodeVolumeList(std::string_view body) {
   return DecodeObject<std::vector<VolumeInfo>>(
       body, "volume list", [](const Obj& o) { return o.Items("Volumes", ReadVolume); });
+}
+
+Result<std::vector<VolumeInfo>> DecodeDiskUsageVolumes(std::string_view body) {
+  return DecodeObject<std::vector<VolumeInfo>>(
+      body, "disk usage", [](const Obj& o) { return o.Items("Volumes", ReadVolume); });
 }
 
 Result<ImageInfo> DecodeImageInspect(std::string_view body) {

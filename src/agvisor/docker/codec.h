@@ -84,6 +84,8 @@ Result<SystemInfo> DecodeInfo(std::string_view body);
 Result<VolumeInfo> DecodeVolume(std::string_view body);
 // {"Volumes": [...], "Warnings": ...}
 Result<std::vector<VolumeInfo>> DecodeVolumeList(std::string_view body);
+// GET /system/df: its volumes, each with its size.
+Result<std::vector<VolumeInfo>> DecodeDiskUsageVolumes(std::string_view body);
 Result<ImageInfo> DecodeImageInspect(std::string_view body);
 // GET /events with an `until`: one JSON object per line; their "Action"s in order.
 Result<std::vector<std::string>> DecodeEventActions(std::string_view body);

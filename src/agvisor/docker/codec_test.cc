@@ -381,6 +381,15 @@ TEST(CodecTest, DecodesVolumes) {
   auto none = DecodeVolumeList(R"({"Volumes":null,"Warnings":null})");
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
+  EXPECT_FALSE((*l)[0].size.has_value()) << "GET /volumes does not size them";
+  // GET /system/df (as Docker 20.10 answers it, trimmed): sizes, -1 where not computed.
+  auto df = DecodeDiskUsageVolumes(
+      R"({"LayersSize":1,"Images":[],"Containers":[],"Volumes":[{"Name":"agvisor-kept","Labels":{"agvisor":"1"},"UsageData":{"Size":4096,"RefCount":0}},{"Name":"other","Labels":null,"UsageData":{"Size":-1,"RefCount":1}}],"BuildCache":[]})");
+  ASSERT_TRUE(df.ok()) << df.error().ToString();
+  ASSERT_EQ(df->size(), 2u);
+  EXPECT_EQ((*df)[0].size, 4096);
+  EXPECT_EQ((*df)[0].labels.at("agvisor"), "1");
+  EXPECT_EQ((*df)[1].size, -1);
 }
 
 TEST(CodecTest, DecodesImageInspect) {

@@ -172,6 +172,9 @@ struct VolumeInfo {
   std::string created_at;
   std::string scope;
   std::map<std::string, std::string> labels;
+  // Bytes used (UsageData.Size): only in GET /system/df, which walks the disk to count them
+  // (-1 there: not computed); unset in other answers.
+  std::optional<std::int64_t> size;
 };
 
 // POST /networks/create: a bridge network. Only the fields agvisor needs.
@@ -186,6 +189,7 @@ struct NetworkConfig {
 struct NetworkInfo {
   std::string id;
   std::string name;
+  std::string driver;  // "bridge", "macvlan", "ipvlan", "overlay", "null", "host", ...
   bool internal = false;
   std::string bridge_name;  // Options["com.docker.network.bridge.name"], "" when not set
   std::string subnet;       // the first IPAM config's, e.g. "172.18.0.0/16"

@@ -65,9 +65,77 @@ std::optional<std::string> V4Reason(const IpAddress& a) {
   return std::nullopt;
 }
 
+// The part of the IPv4 classes that reaches this host or a machine's metadata service.
+std::optional<std::string> V4NeverReason(const IpAddress& a) {
+  const auto& b = a.bytes;
+  if (b[0] == 0 || b[0] == 127 || (b[0] == 169 && b[1] == 254) || (b[0] & 0xf0) == 224 ||
+      (b[0] == 168 && b[1] == 63 && b[2] == 129 && b[3] == 16) ||
+      (b[0] == 255 && b[1] == 255 && b[2] == 255 && b[3] == 255)) {
+    return V4Reason(a);
+  }
+  // Metadata services inside blocks that a CIDR rule may otherwise open (docs/security.md,
+  // "Cloud metadata addresses"): Alibaba's in CGNAT, Oracle's older one in 192.0.0.0/24.
+  if (a == IpAddress::V4(100, 100, 100, 200)) return "cloud metadata (Alibaba Cloud)";
+  if (a == IpAddress::V4(192, 0, 0, 192)) return "cloud metadata (Oracle Cloud)";
+  return std::nullopt;
+}
+
 std::optional<std::string> Prefixed(const char* form, std::optional<std::string> inner) {
   if (!inner) return std::nullopt;
   return std::string(form) + ": " + *inner;
+}
+
+// An IPv6 address that some stack routes as the IPv4 address it embeds: the form's name and that
+// address. "::" and "::1" are not IPv4-compatible addresses (unspecified and loopback).
+struct EmbeddedIpv4 {
+  const char* form;
+  IpAddress v4;
+};
+std::optional<EmbeddedIpv4> EmbeddedIpv4Of(const IpAddress& address) {
+  const auto& b = address.bytes;
+  bool zero_first_10 = true;
+  for (int i = 0; i < 10; ++i) zero_first_10 = zero_first_10 && b[i] == 0;
+  if (zero_first_10 && b[10] == 0xff && b[11] == 0xff) {
+    return EmbeddedIpv4{"IPv4-mapped", EmbeddedV4(address, 12)};
+  }
+  if (zero_first_10 && b[10] == 0 && b[11] == 0) {
+    if (b[12] == 0 && b[13] == 0 && b[14] == 0 && b[15] <= 1) return std::nullopt;
+    // IPv4-compatible (deprecated, RFC 4291 2.5.5.1): some stacks still route it as IPv4.
+    return EmbeddedIpv4{"IPv4-compatible", EmbeddedV4(address, 12)};
+  }
+  if (StartsWith(address, {0x00, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0})) {
+    return EmbeddedIpv4{"NAT64", EmbeddedV4(address, 12)};
+  }
+  if (b[0] == 0x20 && b[1] == 0x02) return EmbeddedIpv4{"6to4", EmbeddedV4(address, 2)};
+  return std::nullopt;
+}
+
+bool IsUnspecifiedOrLoopbackV6(const IpAddress& a, std::uint8_t last) {
+  for (int i = 0; i < 15; ++i) {
+    if (a.bytes[i] != 0) return false;
+  }
+  return a.bytes[15] == last;
+}
+
+// An IPv6 address's class; with `never_dialled`, only the classes no CIDR rule opens
+// (NeverDialledReason), else every restricted one (RestrictedAddressReason).
+std::optional<std::string> V6Reason(const IpAddress& address, bool never_dialled) {
+  if (IsUnspecifiedOrLoopbackV6(address, 0)) return "unspecified";
+  if (IsUnspecifiedOrLoopbackV6(address, 1)) return "loopback";
+  if (auto e = EmbeddedIpv4Of(address)) {
+    return Prefixed(e->form, never_dialled ? V4NeverReason(e->v4) : V4Reason(e->v4));
+  }
+  const auto& b = address.bytes;
+  if (b[0] == 0xff) return "multicast";
+  if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) return "link-local";
+  if (never_dialled) {
+    // AWS's IPv6 metadata endpoint (Nitro), inside ULA fc00::/7, which a CIDR rule may open.
+    if (address == *ParseIpAddress("fd00:ec2::254")) return "cloud metadata (AWS)";
+    return std::nullopt;
+  }
+  if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0) return "site-local (deprecated)";
+  if ((b[0] & 0xfe) == 0xfc) return "unique local (fc00::/7)";
+  return std::nullopt;
 }
 
 }  // namespace
@@ -163,29 +231,11 @@ std::string FormatCidr(const Cidr& cidr) {
 }
 
 std::optional<std::string> RestrictedAddressReason(const IpAddress& address) {
-  if (address.is_v4()) return V4Reason(address);
-  const auto& b = address.bytes;
-  bool zero_first_10 = true;
-  for (int i = 0; i < 10; ++i) zero_first_10 = zero_first_10 && b[i] == 0;
-  if (zero_first_10 && b[10] == 0xff && b[11] == 0xff) {
-    return Prefixed("IPv4-mapped", V4Reason(EmbeddedV4(address, 12)));
-  }
-  if (zero_first_10 && b[10] == 0 && b[11] == 0) {
-    bool zero_first_15 = b[12] == 0 && b[13] == 0 && b[14] == 0;
-    if (zero_first_15 && b[15] == 0) return "unspecified";
-    if (zero_first_15 && b[15] == 1) return "loopback";
-    // IPv4-compatible (deprecated, RFC 4291 2.5.5.1): some stacks still route it as IPv4.
-    return Prefixed("IPv4-compatible", V4Reason(EmbeddedV4(address, 12)));
-  }
-  if (StartsWith(address, {0x00, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0})) {
-    return Prefixed("NAT64", V4Reason(EmbeddedV4(address, 12)));
-  }
-  if (b[0] == 0x20 && b[1] == 0x02) return Prefixed("6to4", V4Reason(EmbeddedV4(address, 2)));
-  if (b[0] == 0xff) return "multicast";
-  if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) return "link-local";
-  if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0) return "site-local (deprecated)";
-  if ((b[0] & 0xfe) == 0xfc) return "unique local (fc00::/7)";
-  return std::nullopt;
+  return address.is_v4() ? V4Reason(address) : V6Reason(address, /*never_dialled=*/false);
+}
+
+std::optional<std::string> NeverDialledReason(const IpAddress& address) {
+  return address.is_v4() ? V4NeverReason(address) : V6Reason(address, /*never_dialled=*/true);
 }
 
 }  // namespace agvisor::egress

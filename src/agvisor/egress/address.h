@@ -60,4 +60,14 @@ std::string FormatCidr(const Cidr& cidr);
 // (cloud metadata)".
 std::optional<std::string> RestrictedAddressReason(const IpAddress& address);
 
+// Why the enforcer never dials `address`, whatever a policy's CIDR rules say, or nullopt: the
+// classes that reach the host itself or a machine's credentials. Unspecified and 0.0.0.0/8,
+// loopback (127.0.0.0/8, ::1), link-local (169.254.0.0/16, which holds cloud metadata services;
+// fe80::/10), multicast, broadcast, and the metadata addresses inside blocks a CIDR rule may
+// open: Azure's 168.63.129.16, Alibaba's 100.100.100.200, Oracle's 192.0.0.192, AWS's
+// fd00:ec2::254; the same for the IPv4 address an IPv4-mapped, IPv4-compatible, NAT64 or 6to4
+// form embeds. Every one of these is also a RestrictedAddressReason. (The host's own interface
+// addresses are the other such class: EgressPolicy::CheckResolved is given them.)
+std::optional<std::string> NeverDialledReason(const IpAddress& address);
+
 }  // namespace agvisor::egress

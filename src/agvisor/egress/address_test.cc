@@ -111,5 +111,24 @@ TEST(AddressTest, RestrictedAddressesAreNamed) {
   }
 }
 
+TEST(AddressTest, NeverDialledIsASubsetOfRestricted) {
+  for (std::string_view a :
+       {"127.0.0.2", "0.1.2.3", "169.254.169.254", "168.63.129.16", "100.100.100.200",
+        "192.0.0.192", "239.1.1.1", "255.255.255.255", "::1", "::", "fe80::1", "ff02::1",
+        "fd00:ec2::254", "::ffff:169.254.169.254", "::7f00:1", "64:ff9b::7f00:1",
+        "2002:a9fe:a9fe::1"}) {
+    EXPECT_TRUE(NeverDialledReason(Ip(a)).has_value()) << a;
+    EXPECT_TRUE(RestrictedAddressReason(Ip(a)).has_value()) << a;
+  }
+  // Restricted, yet openable by a CIDR rule on purpose (a private service).
+  for (std::string_view a : {"10.0.0.1", "172.16.0.1", "192.168.1.1", "100.64.0.1", "192.0.0.8",
+                             "198.18.0.1", "fd12::1", "::ffff:10.0.0.1"}) {
+    EXPECT_FALSE(NeverDialledReason(Ip(a)).has_value()) << a;
+    EXPECT_TRUE(RestrictedAddressReason(Ip(a)).has_value()) << a;
+  }
+  EXPECT_EQ(NeverDialledReason(Ip("::ffff:127.0.0.1")), "IPv4-mapped: loopback");
+  EXPECT_FALSE(NeverDialledReason(Ip("151.101.0.223")).has_value());
+}
+
 }  // namespace
 }  // namespace agvisor::egress

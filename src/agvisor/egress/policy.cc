@@ -48,6 +48,13 @@ Result<EgressPolicy> EgressPolicy::Create(std::span<const std::string> allow_dom
   for (const std::string& d : deny_domains) policy.deny_.insert(AGVISOR_TRY(ParseDomainPattern(d)));
   for (const std::string& c : allow_cidrs) {
     Cidr cidr = AGVISOR_TRY(ParseCidr(c));
+    if (cidr.prefix == 0) {
+      return Error::InvalidArgument(
+          "CIDR rule " + c +
+          " allows every address: a sandbox on the default bridge network already reaches the "
+          "open internet (drop the egress policy for that), while a policy names what it may "
+          "reach (write the blocks, e.g. 203.0.113.0/24)");
+    }
     bool known = false;
     for (const Cidr& have : policy.cidrs_) known = known || have == cidr;
     if (!known) policy.cidrs_.push_back(cidr);
@@ -159,12 +166,14 @@ Verdict EgressPolicy::Decide(const Target& target) const {
 }
 
 Verdict EgressPolicy::CheckResolved(const IpAddress& address,
-                                    std::span<const IpAddress> host_addresses) const {
-  for (const Cidr& c : cidrs_) {
-    if (c.Contains(address)) return {true, "allowed by " + FormatCidr(c)};
-  }
-  if (auto why = RestrictedAddressReason(address)) {
-    return {false, FormatIpAddress(address) + " is " + *why};
+                                    std::span<const IpAddress> host_addresses,
+                                    std::span<const Cidr> test_only_dialable) const {
+  bool exempt = false;  // a test's own servers on loopback (ProxyOptions::test_only_dialable)
+  for (const Cidr& c : test_only_dialable) exempt = exempt || c.Contains(address);
+  // The host itself and metadata services first: no CIDR rule opens them (a policy must never
+  // make a sandbox reach more of the host than none would).
+  if (auto why = NeverDialledReason(address); why && !exempt) {
+    return {false, FormatIpAddress(address) + " is " + *why + " (no rule opens it)"};
   }
   // An IPv4-mapped answer (::ffff:a.b.c.d) reaches the same host as a.b.c.d.
   IpAddress plain = address;
@@ -175,8 +184,14 @@ Verdict EgressPolicy::CheckResolved(const IpAddress& address,
         IpAddress::V4(address.bytes[12], address.bytes[13], address.bytes[14], address.bytes[15]);
   }
   for (const IpAddress& own : host_addresses) {
-    if (own == address || own == plain)
-      return {false, FormatIpAddress(address) + " is the host's own address"};
+    if (!exempt && (own == address || own == plain))
+      return {false, FormatIpAddress(address) + " is the host's own address (no rule opens it)"};
+  }
+  for (const Cidr& c : cidrs_) {
+    if (c.Contains(address)) return {true, "allowed by " + FormatCidr(c)};
+  }
+  if (auto why = RestrictedAddressReason(address)) {
+    return {false, FormatIpAddress(address) + " is " + *why};
   }
   return {true, "public address"};
 }

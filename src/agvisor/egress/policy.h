@@ -66,8 +66,9 @@ class EgressPolicy {
   static constexpr std::uint16_t kDefaultPorts[] = {80, 443};
 
   // Builds a policy from user input; the first bad rule is the error (kInvalidArgument, naming
-  // it). `ports` empty means kDefaultPorts. A name in `deny_domains` is refused even when an
-  // allow rule matches it (deny rules take the same pattern syntax).
+  // it). A CIDR rule of prefix 0 (0.0.0.0/0, ::/0) is refused: it would allow everything. `ports`
+  // empty means kDefaultPorts. A name in `deny_domains` is refused even when an allow rule matches
+  // it (deny rules take the same pattern syntax).
   static Result<EgressPolicy> Create(const EgressRules& rules) {
     return Create(rules.allow_domains, rules.allow_cidrs, rules.ports, rules.deny_domains);
   }
@@ -82,10 +83,15 @@ class EgressPolicy {
   Verdict Decide(const Target& target) const;
   // May the name (normalised) be answered by the in-sandbox DNS? The domain rules only.
   Verdict DecideName(std::string_view normalised_name) const;
-  // After resolution: may the enforcer dial `address`? A CIDR rule that contains it allows it
-  // (that is how a private service is opened on purpose); otherwise restricted addresses
-  // (RestrictedAddressReason) and the host's own addresses are refused.
-  Verdict CheckResolved(const IpAddress& address, std::span<const IpAddress> host_addresses) const;
+  // After resolution: may the enforcer dial `address`? Never the host itself or a metadata
+  // service, whatever the CIDR rules say: NeverDialledReason and the host's own addresses
+  // (`host_addresses`, IPv4-mapped forms too) are refused first. Then a CIDR rule that contains
+  // it allows it (that is how a private service, e.g. 10.1.2.3, is opened on purpose); other
+  // restricted addresses (RestrictedAddressReason) are refused. `test_only_dialable`: blocks
+  // exempt from the first step, for tests and benchmarks whose servers listen on loopback
+  // (ProxyOptions::test_only_dialable); they still need a CIDR rule. agvisord never passes it.
+  Verdict CheckResolved(const IpAddress& address, std::span<const IpAddress> host_addresses,
+                        std::span<const Cidr> test_only_dialable = {}) const;
 
   const std::set<DomainPattern>& allow_domains() const { return allow_; }
   const std::set<DomainPattern>& deny_domains() const { return deny_; }

@@ -86,18 +86,74 @@ TEST(PolicyTest, ResolvedAddressesAreCheckedUnlessACidrNamesThem) {
     return policy.CheckResolved(*ParseIpAddress(a), host);
   };
   EXPECT_TRUE(check(p, "151.101.0.223").allowed);
-  EXPECT_EQ(check(p, "127.0.0.1").reason, "127.0.0.1 is loopback");
-  EXPECT_EQ(check(p, "169.254.169.254").reason, "169.254.169.254 is link-local (cloud metadata)");
+  EXPECT_EQ(check(p, "127.0.0.1").reason, "127.0.0.1 is loopback (no rule opens it)");
+  EXPECT_EQ(check(p, "169.254.169.254").reason,
+            "169.254.169.254 is link-local (cloud metadata) (no rule opens it)");
   EXPECT_FALSE(check(p, "10.0.0.5").allowed);
   EXPECT_FALSE(check(p, "::ffff:10.0.0.5").allowed);
-  EXPECT_EQ(check(p, "198.51.100.7").reason, "198.51.100.7 is the host's own address");
+  EXPECT_EQ(check(p, "198.51.100.7").reason,
+            "198.51.100.7 is the host's own address (no rule opens it)");
   EXPECT_EQ(check(p, "::ffff:198.51.100.7").reason,
-            "::ffff:198.51.100.7 is the host's own address");
-  auto opened = Make({"pypi.org"}, {"10.0.0.0/8", "198.51.100.7/32"});
+            "::ffff:198.51.100.7 is the host's own address (no rule opens it)");
+  auto opened = Make({"pypi.org"}, {"10.0.0.0/8", "fc00::/7"});
   EXPECT_TRUE(check(opened, "10.0.0.5").allowed);
   EXPECT_EQ(check(opened, "10.0.0.5").reason, "allowed by 10.0.0.0/8");
-  EXPECT_TRUE(check(opened, "198.51.100.7").allowed);
+  EXPECT_TRUE(check(opened, "fd12::1").allowed);
+  EXPECT_FALSE(check(opened, "fd00:ec2::254").allowed);  // AWS metadata inside the opened ULA
   EXPECT_FALSE(check(opened, "127.0.0.1").allowed);
+}
+
+// Issue 32, point 3: a CIDR rule that holds the host's own addresses, loopback or a metadata
+// service opens none of them; the enforcer dials from the host.
+TEST(PolicyTest, NoCidrRuleOpensTheHostLoopbackOrMetadata) {
+  std::vector<IpAddress> host = {*ParseIpAddress("198.51.100.7"), *ParseIpAddress("10.1.0.1")};
+  auto wide = Make({"pypi.org"}, {"0.0.0.0/1", "128.0.0.0/1", "::/1", "8000::/1"});
+  for (std::string_view a : {"127.0.0.1",
+                             "127.0.0.2",
+                             "0.0.0.0",
+                             "169.254.169.254",
+                             "168.63.129.16",
+                             "100.100.100.200",
+                             "192.0.0.192",
+                             "224.0.0.1",
+                             "255.255.255.255",
+                             "::1",
+                             "::",
+                             "fe80::1",
+                             "fd00:ec2::254",
+                             "::ffff:127.0.0.2",
+                             "::ffff:169.254.169.254",
+                             "64:ff9b::a9fe:a9fe",
+                             "2002:7f00:1::1",
+                             "198.51.100.7",
+                             "10.1.0.1",
+                             "::ffff:10.1.0.1"}) {
+    Verdict v = wide.CheckResolved(*ParseIpAddress(a), host);
+    EXPECT_FALSE(v.allowed) << a << ": " << v.reason;
+    EXPECT_NE(v.reason.find("(no rule opens it)"), std::string::npos) << a << ": " << v.reason;
+  }
+  // What the rules are for still opens: a public address, a private service, CGNAT.
+  for (std::string_view a : {"151.101.0.223", "10.1.0.2", "100.64.0.1", "192.0.0.8"}) {
+    EXPECT_TRUE(wide.CheckResolved(*ParseIpAddress(a), host).allowed) << a;
+  }
+  // Only a test's own servers, when the proxy is told so, and only through a CIDR rule.
+  const std::vector<Cidr> exempt = {*ParseCidr("127.0.0.1/32")};
+  EXPECT_TRUE(wide.CheckResolved(*ParseIpAddress("127.0.0.1"), host, exempt).allowed);
+  EXPECT_FALSE(wide.CheckResolved(*ParseIpAddress("127.0.0.2"), host, exempt).allowed);
+  EXPECT_FALSE(
+      Make({"pypi.org"}).CheckResolved(*ParseIpAddress("127.0.0.1"), host, exempt).allowed);
+}
+
+TEST(PolicyTest, CidrRulesOverEveryAddressAreRefused) {
+  for (std::string_view all : {"0.0.0.0/0", "::/0"}) {
+    auto p = EgressPolicy::Create(EgressRules{.allow_cidrs = {std::string(all)}});
+    ASSERT_FALSE(p.ok()) << all;
+    EXPECT_EQ(p.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(p.error().message().find("default bridge network already reaches the open internet"),
+              std::string::npos)
+        << p.error().message();
+  }
+  EXPECT_TRUE(EgressPolicy::Create(EgressRules{.allow_cidrs = {"0.0.0.0/1"}}).ok());
 }
 
 TEST(PolicyTest, DescribeListsEveryRule) {

@@ -428,7 +428,7 @@ class EgressProxy::Impl {
     std::vector<IpAddress> dialable;
     Verdict refused;
     for (const IpAddress& a : lookup.addresses) {
-      Verdict v = policy->CheckResolved(a, options_.host_addresses);
+      Verdict v = policy->CheckResolved(a, options_.host_addresses, options_.test_only_dialable);
       if (v.allowed) {
         dialable.push_back(a);
       } else if (refused.reason.empty()) {
@@ -711,7 +711,7 @@ class EgressProxy::Impl {
     std::shared_ptr<const EgressPolicy> p = policy();
     Verdict v = p->Decide(t.target);
     if (v.allowed) {
-      Verdict a = p->CheckResolved(t.address, options_.host_addresses);
+      Verdict a = p->CheckResolved(t.address, options_.host_addresses, options_.test_only_dialable);
       if (!a.allowed) v.reason = "resolves to a refused address: " + a.reason;
       v.allowed = a.allowed;
     }

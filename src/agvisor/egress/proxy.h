@@ -67,6 +67,10 @@ struct ProxyOptions {
   // Addresses of the host itself: refused after resolution like loopback (a name that resolves
   // to the host must not reach its services).
   std::vector<IpAddress> host_addresses;
+  // Tests and benchmarks only, whose servers listen on loopback: blocks exempt from the classes
+  // no policy opens (EgressPolicy::CheckResolved); a CIDR rule must still name them. agvisord
+  // never sets it.
+  std::vector<Cidr> test_only_dialable;
   // A connection that has not said where it goes within this time is closed (and logged).
   std::chrono::milliseconds sniff_timeout{5000};
   // Per DNS attempt (two attempts per address type).

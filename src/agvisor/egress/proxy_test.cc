@@ -1,7 +1,8 @@
 // Component tests of the egress proxy on loopback: real clients (plain sockets, OpenSSL) talk to
 // the proxy, which resolves through a fake DNS server and dials real servers in the test.
-// Loopback is refused by default; the test's policy opens 127.0.0.1/32 with a CIDR rule (the
-// explicit way to allow a restricted address), so every other loopback address stays refused.
+// Loopback is never dialled by the enforcer; the test's proxies exempt 127.0.0.1/32 (the test's
+// servers: ProxyOptions::test_only_dialable) and its policy names it with a CIDR rule, so every
+// other loopback address stays refused, whatever the policy says.
 #include "agvisor/egress/proxy.h"
 
 #include <gtest/gtest.h>
@@ -139,6 +140,7 @@ class EgressProxyTest : public ::testing::Test {
     o.resolver_port = dns_->port();
     o.tls_port = tls_->port();
     o.host_addresses = {Ip("198.51.100.7")};
+    o.test_only_dialable = {*ParseCidr("127.0.0.1/32")};
     // Generous: a refusal measured against these proves it waited for none of them.
     o.resolve_timeout = milliseconds(3000);
     o.sniff_timeout = milliseconds(300);
@@ -348,12 +350,16 @@ TEST_F(EgressProxyTest, AllowedNamesResolvingToRestrictedAddressesAreRefused) {
     const char* reason;
   };
   const Case cases[] = {
-      {"rebind.allowed.test", "resolves to a refused address: 127.0.0.3 is loopback"},
+      {"rebind.allowed.test",
+       "resolves to a refused address: 127.0.0.3 is loopback (no rule opens it)"},
       {"metadata.allowed.test",
-       "resolves to a refused address: 169.254.169.254 is link-local (cloud metadata)"},
+       "resolves to a refused address: 169.254.169.254 is link-local (cloud metadata) (no rule "
+       "opens it)"},
       {"mapped.allowed.test",
-       "resolves to a refused address: ::ffff:127.0.0.2 is IPv4-mapped: loopback"},
-      {"own.allowed.test", "resolves to a refused address: 198.51.100.7 is the host's own address"},
+       "resolves to a refused address: ::ffff:127.0.0.2 is IPv4-mapped: loopback (no rule opens "
+       "it)"},
+      {"own.allowed.test",
+       "resolves to a refused address: 198.51.100.7 is the host's own address (no rule opens it)"},
       {"missing.allowed.test", "DNS: missing.allowed.test does not exist (NXDOMAIN)"},
   };
   std::size_t n = 0;
@@ -436,6 +442,7 @@ TEST_F(EgressProxyTest, ResolverDownIsADenialNotAHang) {
   o.resolver_address = Ip("127.0.0.1");
   o.resolver_port = dns_->port();
   o.resolve_timeout = milliseconds(100);
+  o.test_only_dialable = {*ParseCidr("127.0.0.1/32")};
   auto proxy = EgressProxy::Start(o, MakePolicy({"allowed.test"}), log_);
   ASSERT_TRUE(proxy.ok());
   proxy_ = std::move(proxy).value();
@@ -524,6 +531,33 @@ TEST_F(EgressProxyTest, InSandboxResolverAnswersAllowedNamesOnlyAndForwardsNothi
   EXPECT_EQ(log_->Counters("sb-test").denied, 4u);
 }
 
+// A CIDR rule over loopback, link-local or the host's own address opens none of them: the
+// enforcer dials from the host, so such a rule would hand the sandbox the host's own services
+// and the metadata service (issue 32, point 3). A private block stays openable on purpose.
+TEST_F(EgressProxyTest, BroadCidrRulesNeverOpenTheHostOrMetadata) {
+  proxy_->SetPolicy(EgressPolicy::Create(std::vector<std::string>{"*.allowed.test"},
+                                         std::vector<std::string>{"127.0.0.0/8", "169.254.0.0/16",
+                                                                  "198.51.100.0/24", "::/1"},
+                                         std::vector<std::uint16_t>{http_->port()})
+                        .value());
+  const std::pair<std::string, std::string> cases[] = {
+      {HostPort("rebind.allowed.test", http_->port()), "127.0.0.3 is loopback (no rule opens it)"},
+      {HostPort("127.0.0.2", http_->port()), "127.0.0.2 is loopback (no rule opens it)"},
+      {HostPort("metadata.allowed.test", http_->port()),
+       "169.254.169.254 is link-local (cloud metadata) (no rule opens it)"},
+      {HostPort("own.allowed.test", http_->port()),
+       "198.51.100.7 is the host's own address (no rule opens it)"},
+      {HostPort("mapped.allowed.test", http_->port()),
+       "::ffff:127.0.0.2 is IPv4-mapped: loopback (no rule opens it)"},
+  };
+  for (const auto& [target, reason] : cases) {
+    std::string response = Get(target);
+    EXPECT_NE(response.find("403 Forbidden"), std::string::npos) << target << ": " << response;
+    EXPECT_NE(response.find(reason), std::string::npos) << target << ": " << response;
+  }
+  EXPECT_EQ(http_->accepted(), 0);
+}
+
 // A proxy told which network its clients are on serves nobody else: connections from elsewhere
 // are closed unanswered and DNS questions get no answer (none can be reflected elsewhere).
 TEST_F(EgressProxyTest, OnlyTheClientNetworkIsServed) {
@@ -534,6 +568,7 @@ TEST_F(EgressProxyTest, OnlyTheClientNetworkIsServed) {
     o.resolver_port = dns_->port();
     o.serve_dns = true;
     o.clients = *ParseCidr(clients);
+    o.test_only_dialable = {*ParseCidr("127.0.0.1/32")};
     auto p = EgressProxy::Start(o, MakePolicy({"allowed.test"}), log_);
     EXPECT_TRUE(p.ok()) << p.error().ToString();
     return std::move(p).value();
@@ -730,6 +765,7 @@ TEST_F(EgressProxyTest, IdleTunnelsAreClosedBusyOnesKept) {
   o.sandbox = "sb-test";
   o.resolver_address = Ip("127.0.0.1");
   o.resolver_port = dns_->port();
+  o.test_only_dialable = {*ParseCidr("127.0.0.1/32")};
   o.idle_timeout = milliseconds(400);
   auto p = EgressProxy::Start(o, MakePolicy({"allowed.test"}), log_);
   ASSERT_TRUE(p.ok());
@@ -754,6 +790,7 @@ TEST_F(EgressProxyTest, ASharedBudgetCapsConnectionsAcrossProxies) {
     o.sandbox = "sb-test";
     o.resolver_address = Ip("127.0.0.1");
     o.resolver_port = dns_->port();
+    o.test_only_dialable = {*ParseCidr("127.0.0.1/32")};
     o.shared_budget = budget;
     auto p = EgressProxy::Start(o, MakePolicy({"allowed.test"}), log_);
     EXPECT_TRUE(p.ok());

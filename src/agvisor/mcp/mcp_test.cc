@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <boost/json.hpp>
+#include <condition_variable>
 #include <map>
 #include <optional>
 #include <set>
@@ -26,33 +27,73 @@ struct World {
   std::map<std::string, std::string> files;
   std::vector<std::string> last_argv;
   std::optional<bool> last_keep_awake;  // of the last StartBackground
-  ExecOptions last_exec;
+  ProcessOptions last_exec;             // of the last exec (started as a command)
+  std::string last_stdin;               // what it was given on stdin
+  std::condition_variable cv;
+  bool exec_started = false;  // a "hang" exec is waiting for a signal
+  std::optional<int> signalled;
   std::vector<std::pair<std::string, LimitsUpdate>> updated;
+};
+
+// An exec's command: says "hello ", "oops" (stderr), "world\xff" and exits 3; "hang" instead
+// waits until it is signalled (exit 128+N).
+class FakeCommand final : public client::Command {
+ public:
+  FakeCommand(bool hang, World& w) : hang_(hang), w_(w) {}
+  Result<void> Write(std::string_view data) override {
+    std::lock_guard lock(w_.mu);
+    w_.last_stdin.append(data);
+    return Ok();
+  }
+  Result<void> CloseStdin() override { return Ok(); }
+  Result<void> Resize(std::uint16_t, std::uint16_t) override { return Ok(); }
+  Result<void> Signal(int signal) override {
+    std::lock_guard lock(w_.mu);
+    w_.signalled = signal;
+    w_.cv.notify_all();
+    return Ok();
+  }
+  Result<ProcessExit> Wait(const channel::ExecCallbacks& cb) override {
+    ProcessExit exit;
+    if (hang_) {
+      std::unique_lock lock(w_.mu);
+      w_.exec_started = true;
+      w_.cv.notify_all();
+      w_.cv.wait(lock, [&] { return w_.signalled.has_value(); });
+      exit.exit_code = 128 + *w_.signalled;
+      return exit;
+    }
+    cb.on_stdout("hello ");
+    cb.on_stderr("oops");
+    cb.on_stdout("world\xff");
+    exit.exit_code = 3;
+    return exit;
+  }
+  void Close() override {}
+  std::uint32_t pid() const override { return 7; }
+
+ private:
+  bool hang_;
+  World& w_;
 };
 
 class FakeHandle final : public client::SandboxHandle {
  public:
   FakeHandle(std::string name, World& w) : name_(std::move(name)), w_(w) {}
   const std::string& container_name() const override { return name_; }
-  Result<ExecResult> Exec(const std::vector<std::string>& argv, const ExecOptions& o) override {
+  Result<ExecResult> Exec(const std::vector<std::string>&, const ExecOptions&) override {
+    return Error::Unsupported("fake: MCP's exec starts a command (it may be cancelled)");
+  }
+  Result<std::unique_ptr<client::Command>> Start(const std::vector<std::string>& argv,
+                                                 const ProcessOptions& o) override {
     {
       std::lock_guard lock(w_.mu);
       w_.last_argv = argv;
       w_.last_exec = o;
     }
     if (argv.back() == "missing") return Error::NotFound("exec: no such program 'missing'");
-    if (o.on_stdout) o.on_stdout("hello ");
-    if (o.on_stderr) o.on_stderr("oops");
-    if (o.on_stdout) o.on_stdout("world\xff");
-    ExecResult r;
-    r.exit_code = 3;
-    r.out = "hello world\xff";
-    r.err = "oops";
-    return r;
-  }
-  Result<std::unique_ptr<client::Command>> Start(const std::vector<std::string>&,
-                                                 const ProcessOptions&) override {
-    return Error::Unsupported("fake");
+    return std::unique_ptr<client::Command>(
+        std::make_unique<FakeCommand>(argv.back() == "hang", w_));
   }
   Result<std::uint32_t> StartBackground(const std::vector<std::string>& argv,
                                         const BackgroundOptions& o) override {
@@ -72,7 +113,7 @@ class FakeHandle final : public client::SandboxHandle {
     if (pid != 42) return Error::NotFound("signal: no process " + std::to_string(pid));
     return Ok();
   }
-  Result<void> Upload(std::string_view, std::string_view) override {
+  Result<void> Upload(std::string_view, std::string_view, const UploadOptions&) override {
     return Error::Unsupported("fake");
   }
   Result<void> Download(std::string_view, std::string_view, const DownloadOptions&) override {
@@ -335,7 +376,8 @@ TEST_F(McpTest, ExecStreamsProgressWhenAskedAndReturnsTheResult) {
   const auto& r = a.at("result").as_object();
   ASSERT_FALSE(r.contains("isError")) << Text(r);
   EXPECT_EQ(world_.last_argv, (std::vector<std::string>{"sh", "-c", "echo hi"}));
-  EXPECT_EQ(world_.last_exec.input, "in");
+  EXPECT_TRUE(world_.last_exec.stdin);
+  EXPECT_EQ(world_.last_stdin, "in");
   EXPECT_EQ(world_.last_exec.env, std::vector<std::string>{"A=b"});
   EXPECT_EQ(world_.last_exec.cwd, "/tmp");
   const auto& s = r.at("structuredContent").as_object();
@@ -360,6 +402,74 @@ TEST_F(McpTest, ExecStreamsProgressWhenAskedAndReturnsTheResult) {
       R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"exec","arguments":{"sandbox":"box","command":"x"}}})",
       &notes);
   EXPECT_TRUE(notes.empty());
+}
+
+// Issue 33: a notifications/cancelled for an exec in flight was ignored (the command ran on to
+// its timeout); it kills the command now, and the call says so.
+TEST_F(McpTest, CancelledNotificationStopsTheExecInFlight) {
+  std::string answer;
+  std::thread call([&] {
+    answer = session_.Handle(
+        R"({"jsonrpc":"2.0","id":"run-1","method":"tools/call","params":{"name":"exec","arguments":{"sandbox":"box","argv":["hang"],"timeout":600}}})");
+  });
+  {
+    std::unique_lock lock(world_.mu);
+    world_.cv.wait(lock, [&] { return world_.exec_started; });
+  }
+  // Another id: nothing happens; then the call's own.
+  EXPECT_EQ(
+      session_.Handle(
+          R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"run-2"}})"),
+      "");
+  EXPECT_EQ(
+      session_.Handle(
+          R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"run-1","reason":"user"}})"),
+      "");
+  call.join();
+  EXPECT_EQ(world_.signalled, SIGKILL);
+  auto a = json::parse(answer).as_object();
+  EXPECT_EQ(a.at("id"), "run-1");
+  EXPECT_EQ(a.at("result").at("isError"), true);
+  EXPECT_THAT(Text(a.at("result").as_object()), HasSubstr("cancelled by the client"));
+}
+
+TEST_F(McpTest, MessagesWithoutJsonRpc20AreRefused) {
+  for (const char* m :
+       {R"({"id":1,"method":"ping"})", R"({"jsonrpc":"1.0","id":1,"method":"ping"})"}) {
+    auto a = Call(m);
+    EXPECT_EQ(a.at("error").at("code"), -32600) << m;
+    EXPECT_THAT(std::string(a.at("error").at("message").as_string()),
+                HasSubstr("\"jsonrpc\": \"2.0\""));
+  }
+}
+
+// Issue 33: list_files's description named fields its result did not have ("type", "mtime").
+// Each field the description names in "entries (...)" is in every entry, and no other.
+TEST_F(McpTest, ListFilesDescriptionNamesTheFieldsOfItsResult) {
+  auto tools = json::parse(ToolListJson()).at("tools").as_array();
+  std::string description;
+  for (const auto& t : tools) {
+    if (t.at("name") == "list_files") description = std::string(t.at("description").as_string());
+  }
+  const auto open = description.find("the fields ");
+  ASSERT_NE(open, std::string::npos) << description;
+  std::set<std::string> named;
+  const std::string list = description.substr(open + 11, description.rfind('.') - open - 11);
+  for (std::size_t pos = 0; pos <= list.size();) {
+    auto end = std::min(list.find(';', pos), list.size());
+    std::string item = list.substr(pos, end - pos);
+    item.erase(0, item.find_first_not_of(' '));
+    named.insert(item.substr(0, item.find(' ')));
+    pos = end + 1;
+  }
+  world_.files["/w/a.txt"] = "abc";
+  auto r = Tool("list_files", {{"sandbox", "box"}, {"path", "/w"}});
+  const auto& entry = r.at("structuredContent").at("entries").at(0).as_object();
+  std::set<std::string> got;
+  for (const auto& kv : entry) got.insert(std::string(kv.key()));
+  got.insert("link_target");  // symlinks only: the description says so
+  EXPECT_EQ(got, named) << description;
+  EXPECT_THAT(description, HasSubstr("link_target (symlinks only)"));
 }
 
 TEST_F(McpTest, FilesRoundTripTextAndBinary) {

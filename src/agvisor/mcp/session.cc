@@ -109,13 +109,22 @@ std::optional<json::object> HandleOne(Session& s, const json::value& msg, const 
     return ErrorAnswer(nullptr,
                        {kInvalidRequest, "a request's \"id\" must be a string or an integer"});
   }
-  if (!method->is_string() || (o->contains("jsonrpc") && o->at("jsonrpc") != "2.0")) {
+  if (!method->is_string() || !o->contains("jsonrpc") || o->at("jsonrpc") != "2.0") {
     return ErrorAnswer(the_id, {kInvalidRequest,
                                 "not a JSON-RPC 2.0 request: needs \"jsonrpc\": \"2.0\" and a "
                                 "string \"method\""});
   }
   const std::string m(method->as_string());
-  if (!id) return std::nullopt;  // notifications: initialized, cancelled, ... need no answer
+  if (!id) {
+    // notifications: initialized, cancelled, ... need no answer. A cancel names a request in
+    // flight (the spec: the server should stop it); one it does not know is ignored.
+    if (m == "notifications/cancelled") {
+      const auto* p = o->if_contains("params");
+      const auto* req = p && p->is_object() ? p->as_object().if_contains("requestId") : nullptr;
+      if (req) s.Cancel(json::serialize(*req));
+    }
+    return std::nullopt;
+  }
   json::object params;
   if (const auto* p = o->if_contains("params")) {
     if (!p->is_object()) {
@@ -185,8 +194,11 @@ std::optional<json::object> HandleOne(Session& s, const json::value& msg, const 
       };
     }
     auto valid = internal::ValidateArguments(tool->name, internal::SchemaOf(*tool), args);
+    const std::string key = json::serialize(the_id);
+    s.Begin(key, ctx.cancellation);
     Result<internal::ToolResult> r =
         valid.ok() ? tool->run(args, ctx) : Result<internal::ToolResult>(valid.error());
+    s.End(key);
     json::object result;
     if (!r.ok()) {
       // As the CLI prints it (cli.cc ReportError), so an agent and a person read the same text.
@@ -254,6 +266,27 @@ Result<std::shared_ptr<client::SandboxHandle>> Session::HandleFor(
   std::shared_ptr<client::SandboxHandle> h = AGVISOR_TRY(place_.Open(container_name));
   std::lock_guard lock(mu_);
   return handles_.try_emplace(container_name, std::move(h)).first->second;
+}
+
+void Session::Begin(const std::string& id, std::shared_ptr<internal::Cancellation> c) {
+  std::lock_guard lock(mu_);
+  in_flight_[id] = std::move(c);
+}
+
+void Session::End(const std::string& id) {
+  std::lock_guard lock(mu_);
+  in_flight_.erase(id);
+}
+
+void Session::Cancel(const std::string& id) {
+  std::shared_ptr<internal::Cancellation> c;
+  {
+    std::lock_guard lock(mu_);
+    auto it = in_flight_.find(id);
+    if (it == in_flight_.end()) return;
+    c = it->second;
+  }
+  c->Cancel();
 }
 
 void Session::Track(const std::string& container_name,

@@ -8,8 +8,9 @@
 // description), tools/call. A tool's failure is a result with isError true whose text is what
 // the CLI prints for the same error ("agvisor: <message>"); arguments are checked against the
 // tool's schema first (a wrong type or an unknown argument names the argument and the rule).
-// Malformed JSON, unknown methods and unknown tools are JSON-RPC errors (-32700, -32601,
-// -32602).
+// Malformed JSON, a message without "jsonrpc": "2.0", unknown methods and unknown tools are
+// JSON-RPC errors (-32700, -32600, -32601, -32602). notifications/cancelled stops the tools/call
+// it names (an exec's process group is killed; the call answers with an error saying so).
 //
 // Sandboxes created through a session are tracked: EndSandboxes() removes them (stdio: when stdin
 // closes, i.e. the client went away). Each also carries a lifetime (SessionOptions::
@@ -33,6 +34,9 @@
 #include "agvisor/client/place.h"
 
 namespace agvisor::mcp {
+namespace internal {
+class Cancellation;
+}
 
 // Newest first; the first is what a session offers when the client asks for another one.
 inline constexpr std::string_view kProtocolVersions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
@@ -92,6 +96,11 @@ class Session {
   void Track(const std::string& container_name, std::shared_ptr<client::SandboxHandle> handle);
   void Forget(const std::string& container_name);
   client::Place& place() { return place_; }
+  // For session.cc: the tools/call requests in flight by their serialized id, so that
+  // notifications/cancelled reaches the one it names.
+  void Begin(const std::string& id, std::shared_ptr<internal::Cancellation> c);
+  void End(const std::string& id);
+  void Cancel(const std::string& id);
   const SessionOptions& options() const { return options_; }
 
  private:
@@ -101,6 +110,7 @@ class Session {
   std::string protocol_version_;
   std::map<std::string, std::shared_ptr<client::SandboxHandle>> handles_;
   std::set<std::string> tracked_;
+  std::map<std::string, std::shared_ptr<internal::Cancellation>> in_flight_;
 };
 
 // The tools' descriptions and schemas, as tools/list answers them ({"tools": [...]}), for tests.

@@ -3,6 +3,7 @@
 #include "agvisor/mcp/tools.h"
 
 #include <atomic>
+#include <csignal>
 #include <map>
 #include <mutex>
 
@@ -11,6 +12,32 @@
 
 namespace agvisor::mcp::internal {
 namespace json = boost::json;
+
+void Cancellation::OnCancel(std::function<void()> stop) {
+  std::unique_lock lock(mu_);
+  if (cancelled_ && stop) {
+    lock.unlock();
+    stop();
+    return;
+  }
+  stop_ = std::move(stop);
+}
+
+void Cancellation::Cancel() {
+  std::function<void()> stop;
+  {
+    std::lock_guard lock(mu_);
+    cancelled_ = true;
+    stop.swap(stop_);
+  }
+  if (stop) stop();
+}
+
+bool Cancellation::cancelled() const {
+  std::lock_guard lock(mu_);
+  return cancelled_;
+}
+
 namespace {
 
 // ---- Arguments (already checked against the schema: the types are right) ----
@@ -188,7 +215,19 @@ Result<ToolResult> Exec(const json::object& a, CallContext& ctx) {
   o.on_stdout = piece;
   o.on_stderr = piece;
   auto sb = AGVISOR_TRY(Open(a, ctx));
-  auto r = AGVISOR_TRY(sb->Exec(argv, o));
+  // Started as a command, so that notifications/cancelled can kill it (the spec says a server
+  // should stop what the client gave up on) instead of letting it run to its timeout.
+  std::shared_ptr<client::Command> command =
+      AGVISOR_TRY(sb->Start(argv, client::ProcessOptionsFor(o)));
+  ctx.cancellation->OnCancel([command] { (void)command->Signal(SIGKILL); });
+  auto ran = client::RunToEnd(*command, o);
+  ctx.cancellation->OnCancel(nullptr);
+  if (ctx.cancellation->cancelled()) {
+    return Error::Conflict(
+        "exec: cancelled by the client (notifications/cancelled): its "
+        "process group was killed");
+  }
+  auto r = AGVISOR_TRY(std::move(ran));
   return Structured({{"exit_code", r.exit_code},
                      {"timed_out", r.timed_out},
                      {"stdout", api::SanitizeUtf8(r.out)},
@@ -408,8 +447,9 @@ const Tool kTools[] = {
   "make_parents": {"type": "boolean", "description": "create missing parent directories (default true)"}}})js",
      WriteFile},
     {"list_files",
-     "List a directory in a sandbox: name, type (file, dir, symlink, other), size, mode, "
-     "mtime.",
+     "List a directory in a sandbox. Returns its path and entries, each with the fields name; "
+     "kind (file, dir, symlink or other); mode (the permission bits); size (bytes); "
+     "mtime_unix_ms (milliseconds since the epoch); link_target (symlinks only).",
      R"js({"type": "object", "additionalProperties": false, "required": ["sandbox", "path"], "properties": { $SANDBOX, "path": {"type": "string", "description": "absolute path of a directory inside the sandbox"}}})js",
      ListFiles},
     {"start_process",

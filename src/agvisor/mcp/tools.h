@@ -4,6 +4,8 @@
 
 #include <boost/json.hpp>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -20,10 +22,27 @@ struct ToolResult {
   std::string png;  // non-empty: an image result
 };
 
+// A tools/call in flight that the client may cancel (notifications/cancelled with its id): the
+// tool hands over how to stop what it runs (OnCancel), the session calls Cancel.
+class Cancellation {
+ public:
+  // `stop` runs on Cancel, or at once when the call was cancelled already; replaces the last.
+  void OnCancel(std::function<void()> stop);
+  void Cancel();
+  bool cancelled() const;
+
+ private:
+  mutable std::mutex mu_;
+  bool cancelled_ = false;
+  std::function<void()> stop_;
+};
+
 struct CallContext {
   Session& session;
   // Set when the client asked for progress: `progress` so far (output bytes) and the new piece.
   std::function<void(double progress, std::string_view message)> progress;
+  // Never null while a tools/call runs.
+  std::shared_ptr<Cancellation> cancellation = std::make_shared<Cancellation>();
 };
 
 struct Tool {

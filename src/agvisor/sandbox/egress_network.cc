@@ -5,7 +5,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "agvisor/base/subprocess.h"
@@ -136,6 +143,152 @@ Result<void> WaitForEnforcer(std::string_view host, std::string_view gateway,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+}  // namespace agvisor
+
+namespace agvisor {
+namespace {
+
+std::string ReadSmall(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str().substr(0, 4096);
+}
+
+std::string_view StateWord(FirewallState s) {
+  switch (s) {
+    case FirewallState::kProtected:
+      return "protected";
+    case FirewallState::kUnprotected:
+      return "unprotected";
+    case FirewallState::kExternal:
+      return "external";
+    case FirewallState::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+std::string Trimmed(std::string_view s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) {
+    s.remove_suffix(1);
+  }
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  return std::string(s);
+}
+
+}  // namespace
+
+std::string FirewallStatePath() {
+  const char* env = std::getenv("AGVISOR_FIREWALL_STATE");
+  return env && *env ? env : std::string(kFirewallStateFile);
+}
+
+std::string CurrentBootId() { return Trimmed(ReadSmall("/proc/sys/kernel/random/boot_id")); }
+
+FirewallStatus ParseFirewallState(std::string_view text, std::string_view boot_id) {
+  FirewallStatus out;
+  std::string boot;
+  std::istringstream in{std::string(text)};
+  for (std::string line; std::getline(in, line);) {
+    const std::size_t space = line.find(' ');
+    const std::string key = line.substr(0, space);
+    const std::string value = space == std::string::npos ? "" : Trimmed(line.substr(space + 1));
+    if (key == "boot") boot = value;
+    if (key == "detail") out.detail = value;
+    if (key == "state") {
+      for (FirewallState s :
+           {FirewallState::kProtected, FirewallState::kUnprotected, FirewallState::kExternal}) {
+        if (value == StateWord(s)) out.state = s;
+      }
+    }
+  }
+  if (boot_id.empty() || boot != boot_id) return {};  // of another boot: the rules are gone
+  return out;
+}
+
+std::string FormatFirewallState(const FirewallStatus& status, std::string_view boot_id) {
+  std::string detail = status.detail;
+  for (char& c : detail) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return "boot " + std::string(boot_id) + "\nstate " + std::string(StateWord(status.state)) + "\n" +
+         (detail.empty() ? "" : "detail " + detail + "\n");
+}
+
+Result<void> WriteFirewallState(const FirewallStatus& status) {
+  namespace fs = std::filesystem;
+  const fs::path path = FirewallStatePath();
+  std::error_code ec;
+  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
+  const fs::path tmp = path.string() + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << FormatFirewallState(status, CurrentBootId());
+    if (!out.flush()) return Error::Unavailable("cannot write " + tmp.string());
+  }
+  fs::permissions(tmp, fs::perms(0644), ec);
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return Error::Unavailable("cannot write " + path.string() + ": " + ec.message());
+  }
+  return Ok();
+}
+
+FirewallStatus HostFirewallStatus(std::string_view host) {
+  if (IsKubernetesHost(host)) return {};
+  auto ep = http::ParseEndpoint(host);
+  if (!ep.ok() || ep->kind == http::Endpoint::Kind::kTcp ||
+      ep->kind == http::Endpoint::Kind::kHttps) {
+    return {};
+  }
+  if (ep->kind != http::Endpoint::Kind::kSsh) {
+    return ParseFirewallState(ReadSmall(FirewallStatePath()), CurrentBootId());
+  }
+  // An ssh:// host: its own file and boot id, asked at most once a minute per host.
+  struct Kept {
+    FirewallStatus status;
+    std::chrono::steady_clock::time_point at;
+  };
+  static std::mutex mu;
+  static std::map<std::string, Kept, std::less<>> kept;
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(mu);
+    if (auto it = kept.find(host);
+        it != kept.end() && now - it->second.at < std::chrono::minutes(1))
+      return it->second.status;
+  }
+  http::ClientOptions options;
+  options.ssh_args = HostSshArgs();
+  auto r = RunCommand(http::SshRemoteCommandLine(*ep, options,
+                                                 "cat /proc/sys/kernel/random/boot_id; cat " +
+                                                     std::string(kFirewallStateFile) +
+                                                     " 2>/dev/null; true"));
+  FirewallStatus status;
+  if (r.ok() && r->status.success()) {
+    const std::size_t nl = r->out.find('\n');
+    const std::string boot = Trimmed(r->out.substr(0, nl));
+    status = ParseFirewallState(nl == std::string::npos ? "" : r->out.substr(nl + 1), boot);
+  }
+  std::lock_guard lock(mu);
+  kept[std::string(host)] = Kept{status, now};
+  return status;
+}
+
+Result<void> RequireFirewall(std::string_view host, const FirewallStatus& status) {
+  if (status.state != FirewallState::kUnprotected) return Ok();
+  const std::string where = host.empty() ? "this host" : std::string(host);
+  return Error::Unavailable(
+      "the sandbox firewall is not in place on " + where +
+      (status.detail.empty() ? "" : " (" + status.detail + ")") +
+      ", so a sandbox would reach the host's own services and its private network: run "
+      "`scripts/sandbox-firewall block` as root there (scripts/setup-host does; the rules do not "
+      "survive a reboot). A host that isolates sandboxes by other means says so with "
+      "`scripts/sandbox-firewall external` (docs/security.md)");
 }
 
 }  // namespace agvisor

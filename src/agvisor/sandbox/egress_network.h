@@ -55,4 +55,46 @@ Result<void> WaitForEnforcer(std::string_view gateway, std::chrono::milliseconds
 Result<void> WaitForEnforcer(std::string_view host, std::string_view gateway,
                              std::chrono::milliseconds wait);
 
+// ---- The sandbox firewall's state on a Docker host (docs/security.md, "The sandbox firewall")
+// ---- Its rules do not survive a reboot or an iptables flush, and without them a bridge sandbox
+// reaches the host's services and an egress sandbox every port of its gateway. So the host keeps
+// one small file saying whether they are in place, for this boot: scripts/sandbox-firewall writes
+// it (block, unblock, status, external) and so does agvisord, which checks the rules itself at
+// start and every few seconds (server/egress_host.h). Creates read it (no probe per create) and
+// are refused while it says the host is unprotected.
+//
+//   boot 114c4900-2f25-49bd-ab4a-43678c47e69c     (/proc/sys/kernel/random/boot_id)
+//   state protected | unprotected | external
+//   detail what is missing (one line, optional)
+//
+// "external" is the opt-out of a host whose sandboxes are isolated by other means: written by
+// `scripts/sandbox-firewall external`, never overwritten by agvisord.
+inline constexpr std::string_view kFirewallStateFile = "/run/agvisor/sandbox-firewall.state";
+// The file's path: $AGVISOR_FIREWALL_STATE when set (for tests: another file, so that a test can
+// say "unprotected" without touching the host's rules or other runs), else kFirewallStateFile.
+std::string FirewallStatePath();
+
+enum class FirewallState { kUnknown, kProtected, kUnprotected, kExternal };
+struct FirewallStatus {
+  FirewallState state = FirewallState::kUnknown;
+  std::string detail;
+};
+// This machine's boot id ("" when it cannot be read).
+std::string CurrentBootId();
+// The file's text as of boot `boot_id`: kUnknown when it is empty, malformed or of another boot.
+FirewallStatus ParseFirewallState(std::string_view text, std::string_view boot_id);
+std::string FormatFirewallState(const FirewallStatus& status, std::string_view boot_id);
+// Writes the file for this boot (atomically: a temporary file renamed over it), making its
+// directory. Errors: kUnavailable with the path.
+Result<void> WriteFirewallState(const FirewallStatus& status);
+// What the file of Docker host `host` says now: read here for the local host; on an ssh:// host
+// over ssh (`cat`), kept for a minute per host, so a burst of creates costs one round trip;
+// kUnknown for tcp:// and Kubernetes hosts (no file to read) and when ssh fails.
+FirewallStatus HostFirewallStatus(std::string_view host);
+// kUnavailable when `status` says the host is unprotected, naming the fix
+// (`scripts/sandbox-firewall block` as root on that host) and the opt-out
+// (`scripts/sandbox-firewall external`). Used by every create of a sandbox with a network
+// (DockerRuntime), before anything is made.
+Result<void> RequireFirewall(std::string_view host, const FirewallStatus& status);
+
 }  // namespace agvisor

@@ -569,6 +569,16 @@ Result<std::optional<Labels>> FakeRuntime::VolumeLabels(std::string_view name) {
   return std::optional<Labels>(it->second);
 }
 
+// A read: not recorded.
+Result<std::map<std::string, Labels>> FakeRuntime::VolumesWithLabel(std::string_view label) {
+  std::lock_guard lock(mu_);
+  std::map<std::string, Labels> out;
+  for (const auto& [name, labels] : volumes_) {
+    if (labels.count(std::string(label))) out[name] = labels;
+  }
+  return out;
+}
+
 Result<bool> FakeRuntime::RemoveVolume(std::string_view name) {
   std::lock_guard lock(mu_);
   if (auto e = Record("RemoveVolume", name)) return *e;

@@ -121,6 +121,7 @@ class FakeRuntime final : public Runtime {
   Result<bool> EnsureVolume(std::string_view name, const Labels& labels) override;
   Result<std::optional<Labels>> VolumeLabels(std::string_view name) override;
   Result<bool> RemoveVolume(std::string_view name) override;
+  Result<std::map<std::string, Labels>> VolumesWithLabel(std::string_view label) override;
   Result<SandboxNetwork> EnsureEgressNetwork(std::string_view name,
                                              const egress::EgressRules& rules,
                                              const Labels& labels) override;

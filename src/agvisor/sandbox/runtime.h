@@ -246,6 +246,13 @@ class Runtime {
   // Removes volume `name`, waiting up to 15 s while an instance that just went still holds it.
   // Returns whether one was there. Errors: kConflict (still in use), kUnavailable.
   virtual Result<bool> RemoveVolume(std::string_view name) = 0;
+  // Every volume carrying `label` (a key): its name and labels. What `ls` lists of the named
+  // sandboxes that are stopped (their volume kept, no instance). A runtime that cannot list
+  // them yet (Kubernetes: its claims) lists none. Errors: kUnavailable.
+  virtual Result<std::map<std::string, Labels>> VolumesWithLabel(std::string_view label) {
+    (void)label;
+    return std::map<std::string, Labels>{};
+  }
 
   // ---- Private networks (egress policies, docs/egress.md) ----
   // The network of instance `name`, made when missing, once its enforcer answers there. Errors:

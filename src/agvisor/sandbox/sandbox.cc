@@ -465,14 +465,22 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
                          "try again");
 }
 
+Error NoSuchSandbox(std::string_view container_name) {
+  std::string_view name = container_name;
+  if (name.starts_with(kNamePrefix)) name.remove_prefix(kNamePrefix.size());
+  return Error::NotFound("no sandbox named " + std::string(name) + " (`agvisor ls` lists them)");
+}
+
 Result<std::unique_ptr<Sandbox>> Sandbox::Open(std::string_view container_name,
                                                std::string_view host) {
   auto runtime = AGVISOR_TRY(RuntimeFor(host));
-  auto info = AGVISOR_TRY(runtime->Inspect(container_name));
-  if (info.labels.count(std::string(kLabelManaged)) == 0) {
-    return Error::NotFound("container " + std::string(container_name) +
-                           " is not an agvisor sandbox");
+  auto inspected = runtime->Inspect(container_name);
+  if (!inspected.ok() && inspected.error().code() == ErrorCode::kNotFound) {
+    return NoSuchSandbox(container_name);
   }
+  auto info = AGVISOR_TRY(std::move(inspected));
+  // A container of that name that agvisor did not make is no sandbox either.
+  if (info.labels.count(std::string(kLabelManaged)) == 0) return NoSuchSandbox(container_name);
   auto handle = std::unique_ptr<Sandbox>(new Sandbox());
   handle->runtime_ = runtime;
   handle->host_ = host;
@@ -529,6 +537,25 @@ Result<std::vector<SandboxInfo>> Sandbox::List(std::string_view host) {
         i.end_reason = EndReason::kLifetime;
       }
     }
+    out.push_back(std::move(i));
+  }
+  // Named sandboxes that were stopped (or expired): no container, their /workspace volume kept.
+  // Listed so that a user finds what to resume (`create --name`) or erase (`rm`).
+  auto volumes = AGVISOR_TRY(runtime->VolumesWithLabel(kLabelManaged));
+  for (auto& [volume, labels] : volumes) {
+    const bool has_container = std::any_of(
+        out.begin(), out.end(), [&](const SandboxInfo& s) { return s.container_name == volume; });
+    auto name = labels.find(std::string(kLabelName));
+    if (has_container || name == labels.end()) continue;
+    SandboxInfo i;
+    i.container_name = volume;
+    i.name = name->second;
+    if (auto it = labels.find(std::string(kLabelPlatform)); it != labels.end()) {
+      i.platform = it->second;
+    }
+    i.state = "stopped";
+    i.end_reason = EndReason::kStopped;
+    i.host = std::string(host);
     out.push_back(std::move(i));
   }
   return out;
@@ -629,11 +656,7 @@ Result<void> Sandbox::Remove(std::string_view container_name, std::string_view h
   AGVISOR_RETURN_IF_ERROR(runtime->RemoveEgressNetwork(container_name));
   bool had_volume = false;
   if (erase_data) had_volume = AGVISOR_TRY(runtime->RemoveVolume(container_name));
-  if (!had_container && !had_volume) {
-    return Error::NotFound("no sandbox " + std::string(container_name) + " on " +
-                           (host.empty() ? std::string("this host") : std::string(host)) +
-                           " (`agvisor ls` lists them)");
-  }
+  if (!had_container && !had_volume) return NoSuchSandbox(container_name);
   return Ok();
 }
 

@@ -144,7 +144,9 @@ struct SandboxInfo {
   std::optional<std::string> name;  // set for named (persistent) sandboxes
   std::string container_id;
   std::string image;
-  std::string state;     // Docker's: "running", "paused", "exited", "created", ...
+  // Docker's: "running", "paused", "exited", "created", ...; "stopped" for a named sandbox
+  // whose container is gone and whose /workspace volume is kept (List only).
+  std::string state;
   bool running = false;  // alive: "running" or "paused" (a paused one keeps its processes)
   EndReason end_reason = EndReason::kNone;
   int exit_code = 0;
@@ -169,11 +171,22 @@ struct DownloadOptions {
   // declared size passes it is refused at its header, before any of its data is written
   // (kResourceExhausted), and the download is undone.
   std::uint64_t max_bytes = 0;
+  // Non-empty: the sandbox file or directory lands in the local directory under this name
+  // instead of its own (one path component; `agvisor cp NAME:/a/f ./g` makes the file ./g).
+  std::string name;
+};
+
+// How an upload writes into the sandbox.
+struct UploadOptions {
+  // Non-empty: the local file or directory lands in the sandbox directory under this name
+  // instead of its own (one path component, no newline; `agvisor cp f NAME:/tmp/new.txt`).
+  std::string name;
 };
 
 // The local halves of Sandbox::Upload / Download, for anything that carries the archive to a
 // sandbox another way (the CLI through agvisord): PackLocalPath runs the system's `tar` on the
-// local file or directory `local_path` (the user's own files) and hands its archive to `send`;
+// local file or directory `local_path` (the user's own files) and hands its archive to `send`
+// (the top entry named options.name when given: tar's --transform);
 // UnpackIntoLocalDir creates `local_dir` and extracts there what `receive` delivers to its sink
 // with the project's reader under its host rules (base/tar_stream.h, TarReaderOptions;
 // docs/security.md, "Downloads"): never the system's `tar`, since the archive comes from the
@@ -182,11 +195,16 @@ struct DownloadOptions {
 // kInternal (tar failed: its message); for downloads kInvalidArgument (a refused or malformed
 // entry, named) and kResourceExhausted (the byte budget, the bookkeeping bound, a full disk).
 Result<void> PackLocalPath(std::string_view local_path,
-                           const std::function<Result<void>(const channel::ByteSource&)>& send);
+                           const std::function<Result<void>(const channel::ByteSource&)>& send,
+                           const UploadOptions& options = {});
 Result<void> UnpackIntoLocalDir(
     std::string_view local_dir,
     const std::function<Result<void>(const channel::ByteSink&)>& receive,
     const DownloadOptions& options = {});
+
+// The kNotFound every door gives for a sandbox that does not exist (a typo, one removed or
+// expired): "no sandbox named NAME (`agvisor ls` lists them)", NAME without "agvisor-".
+Error NoSuchSandbox(std::string_view container_name);
 
 class Sandbox {
  public:
@@ -196,9 +214,11 @@ class Sandbox {
   // kConflict (another client holds the name in a state we cannot attach to), kUnavailable.
   static Result<std::unique_ptr<Sandbox>> Create(const SandboxSpec& spec);
   // A handle on an existing container by its container name ("agvisor-x"), as list returns it.
+  // Errors: kNotFound (NoSuchSandbox's words), kUnavailable.
   static Result<std::unique_ptr<Sandbox>> Open(std::string_view container_name,
                                                std::string_view host = "");
-  // Every agvisor sandbox on the host, running or not, anonymous leftovers included.
+  // Every agvisor sandbox on the host, running or not, anonymous leftovers included, and the
+  // named ones that were stopped (state "stopped": only their volume is left).
   static Result<std::vector<SandboxInfo>> List(std::string_view host = "");
 
   // Removes the sandbox's container whether it runs or not, and with `erase_data` its volume.
@@ -264,7 +284,8 @@ class Sandbox {
   // Copies the local file or directory `local_path` into the sandbox directory `sandbox_dir`
   // (created if missing), as a tar stream (the system's `tar` packs it). Errors: as above, plus
   // kNotFound for a missing local path.
-  Result<void> Upload(std::string_view local_path, std::string_view sandbox_dir);
+  Result<void> Upload(std::string_view local_path, std::string_view sandbox_dir,
+                      const UploadOptions& options = {});
   // Copies the sandbox file or directory `sandbox_path` into the local directory `local_dir`
   // (created if missing), by UnpackIntoLocalDir's rules: regular files, directories and links
   // that stay inside `local_dir` only, modes & 0777, all or nothing.

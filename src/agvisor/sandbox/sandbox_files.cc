@@ -219,8 +219,30 @@ Result<void> TarFinished(Subprocess& tar, std::string_view what) {
 
 }  // namespace
 
+namespace {
+
+// GNU tar's --transform expression naming the archive's top entry `name` (its first name
+// component replaced; symlink targets left alone: flag S). In the replacement `\`, `&` and the
+// delimiter are special: each is escaped with a backslash.
+Result<std::string> RenameTopTransform(std::string_view name) {
+  if (name.empty() || name == "." || name == ".." ||
+      name.find_first_of(std::string_view("/\n\0", 3)) != std::string_view::npos) {
+    return Error::InvalidArgument("upload: the name to copy as, '" + std::string(name) +
+                                  "', must be one path component without a newline");
+  }
+  std::string escaped;
+  for (char c : name) {
+    if (c == '\\' || c == '&' || c == '|') escaped += '\\';
+    escaped += c;
+  }
+  return "s|^[^/]*|" + escaped + "|S";
+}
+
+}  // namespace
+
 Result<void> PackLocalPath(std::string_view local_path,
-                           const std::function<Result<void>(const channel::ByteSource&)>& send) {
+                           const std::function<Result<void>(const channel::ByteSource&)>& send,
+                           const UploadOptions& options) {
   std::error_code ec;
   std::filesystem::path local(local_path);
   if (!std::filesystem::exists(std::filesystem::symlink_status(local, ec))) {
@@ -230,10 +252,13 @@ Result<void> PackLocalPath(std::string_view local_path,
   if (local.filename().empty()) local = local.parent_path();
   const std::string parent = local.has_parent_path() ? local.parent_path().string() : "/";
   // The system's tar packs (links, modes, long names); the agent extracts under sandbox_dir.
+  std::vector<std::string> argv = {"tar", "-C", parent, "-cf", "-"};
+  if (!options.name.empty()) {
+    argv.push_back("--transform=" + AGVISOR_TRY(RenameTopTransform(options.name)));
+  }
+  argv.insert(argv.end(), {"--", local.filename().string()});
   auto tar = AGVISOR_TRY(
-      Subprocess::Spawn({.argv = {"tar", "-C", parent, "-cf", "-", "--", local.filename().string()},
-                         .pipe_stdout = true,
-                         .pipe_stderr = true}));
+      Subprocess::Spawn({.argv = std::move(argv), .pipe_stdout = true, .pipe_stderr = true}));
   auto r = send(FdSource(tar.stdout_fd().get()));
   if (!r.ok()) {
     (void)tar.Kill(SIGKILL);
@@ -242,11 +267,12 @@ Result<void> PackLocalPath(std::string_view local_path,
   return TarFinished(tar, "upload " + std::string(local_path));
 }
 
-Result<void> Sandbox::Upload(std::string_view local_path, std::string_view sandbox_dir) {
+Result<void> Sandbox::Upload(std::string_view local_path, std::string_view sandbox_dir,
+                             const UploadOptions& options) {
   AGVISOR_RETURN_IF_ERROR(CheckAbsolute("upload", sandbox_dir));
-  return PackLocalPath(local_path, [&](const channel::ByteSource& source) {
-    return UploadTar(sandbox_dir, source);
-  });
+  return PackLocalPath(
+      local_path, [&](const channel::ByteSource& source) { return UploadTar(sandbox_dir, source); },
+      options);
 }
 
 Result<void> Sandbox::UploadTar(std::string_view sandbox_dir, const channel::ByteSource& source) {
@@ -304,6 +330,7 @@ Result<void> UnpackIntoLocalDir(
   TarReaderOptions ro;
   ro.host_rules = true;
   ro.max_bytes = options.max_bytes;
+  ro.top_name = options.name;
   auto reader_r = TarStreamReader::Open(local_dir, ro);
   if (!reader_r.ok()) {
     remove_made();

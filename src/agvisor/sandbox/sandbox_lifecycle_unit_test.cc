@@ -26,7 +26,8 @@ TEST_F(SandboxLifecycleUnitTest, OpenRefusesAContainerAgvisorDidNotMake) {
   auto sb = Sandbox::Open("someone-else", kHost);
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code(), ErrorCode::kNotFound);
-  EXPECT_THAT(sb.error().message(), HasSubstr("is not an agvisor sandbox"));
+  EXPECT_THAT(sb.error().message(),
+              HasSubstr("no sandbox named someone-else (`agvisor ls` lists them)"));
   auto missing = Sandbox::Open("agvisor-nope", kHost);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code(), ErrorCode::kNotFound);
@@ -158,7 +159,7 @@ TEST_F(SandboxLifecycleUnitTest, RemoveTakesWhatThereIsAndSaysWhenThereIsNothing
   auto none = Sandbox::Remove("agvisor-v", kHost, /*erase_data=*/true);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error().code(), ErrorCode::kNotFound);
-  EXPECT_THAT(none.error().message(), HasSubstr("no sandbox agvisor-v on fake://lifecycle"));
+  EXPECT_THAT(none.error().message(), HasSubstr("no sandbox named v (`agvisor ls` lists them)"));
   EXPECT_EQ(rt_->CallCount("RemoveEgressNetwork"), 2);  // asked either way
 }
 
@@ -180,6 +181,30 @@ TEST_F(SandboxLifecycleUnitTest, ListSkipsTheRuntimesHelpersAndReadsLabels) {
   EXPECT_EQ(i.image, "img:1");
   EXPECT_TRUE(i.running);
   EXPECT_EQ(i.host, kHost);
+}
+
+// Issue 33: a named sandbox whose container was stopped keeps its volume and is listed as
+// "stopped"; one that still runs is listed once, and volumes of nothing named are not listed.
+TEST_F(SandboxLifecycleUnitTest, ListShowsStoppedNamedSandboxesByTheirVolume) {
+  const Labels named = {{"agvisor", "1"}, {"agvisor.name", "kept"}, {"agvisor.platform", "ptrace"}};
+  rt_->AddVolume("agvisor-kept", named);
+  rt_->AddVolume("agvisor-up", {{"agvisor", "1"}, {"agvisor.name", "up"}});
+  rt_->AddVolume("agvisor-snapshot-scratch", {{"agvisor", "1"}});
+  rt_->AddVolume("someone-elses", {{"agvisor.name", "x"}});
+  ASSERT_TRUE(
+      rt_->AddInstance("agvisor-up", {.labels = {{"agvisor", "1"}, {"agvisor.name", "up"}}}).ok());
+  auto list = Sandbox::List(kHost);
+  ASSERT_TRUE(list.ok()) << list.error().ToString();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ(list->at(0).container_name, "agvisor-up");
+  EXPECT_TRUE(list->at(0).running);
+  const SandboxInfo& kept = list->at(1);
+  EXPECT_EQ(kept.container_name, "agvisor-kept");
+  EXPECT_EQ(kept.name, "kept");
+  EXPECT_EQ(kept.state, "stopped");
+  EXPECT_FALSE(kept.running);
+  EXPECT_EQ(kept.end_reason, EndReason::kStopped);
+  EXPECT_EQ(kept.platform, "ptrace");
 }
 
 }  // namespace

@@ -143,5 +143,19 @@ TEST(SpecTest, LifetimeIdleAndExecTimeout) {
   EXPECT_FALSE(ValidateExecTimeout(0, std::nullopt).ok());
 }
 
+// Issue 32, point 3: a policy over every address is refused before anything is made, at every
+// door (CLI, Python, agvisord, MCP and pools all validate the spec).
+TEST(SpecTest, EgressCidrOverEveryAddressIsRefused) {
+  SandboxSpec s;
+  for (const char* all : {"0.0.0.0/0", "::/0"}) {
+    s.egress = egress::EgressRules{.allow_domains = {"pypi.org"}, .allow_cidrs = {all}};
+    EXPECT_THAT(Msg(ValidateSpec(s)),
+                HasSubstr("default bridge network already reaches the open internet"))
+        << all;
+  }
+  s.egress = egress::EgressRules{.allow_domains = {"pypi.org"}, .allow_cidrs = {"10.0.0.0/8"}};
+  EXPECT_TRUE(ValidateSpec(s).ok());
+}
+
 }  // namespace
 }  // namespace agvisor

@@ -72,26 +72,36 @@ std::string ConsoleContentSecurityPolicy(std::string_view host) {
 }
 
 Result<void> MountConsole(Server& server) {
-  static const api::RouteDef kPage{"GET", kConsolePath, api::RouteId::kExtension,
-                                   /*websocket=*/false, /*auth=*/false};
-  static const api::RouteDef kAsset{"GET", "/console/{asset}", api::RouteId::kExtension,
-                                    /*websocket=*/false, /*auth=*/false};
-  AGVISOR_RETURN_IF_ERROR(
-      server.AddHttpRoute(kPage, [](const HttpRequest& req, const api::RouteMatch&) {
-        return Serve(*FindConsoleAsset("index.html"), req);
-      }));
-  return server.AddHttpRoute(kAsset, [](const HttpRequest& req, const api::RouteMatch& m) {
-    auto it = m.params.find("asset");
-    const ConsoleAsset* a = it == m.params.end() ? nullptr : FindConsoleAsset(it->second);
-    if (!a || a->name == "index.html") {
-      return HttpResponse{
-          404,
-          "application/json",
-          api::ErrorJson(Error::NotFound("no such console file (the console is at /console)")),
-          {}};
-    }
-    return Serve(*a, req);
-  });
+  // GET and HEAD (as GET, without the body: a link checker, a proxy's health check); "/console/"
+  // is the page too. Issue 33 found a 405 and a JSON 404 for those.
+  static const api::RouteDef kRoutes[] = {
+      {"GET", kConsolePath, api::RouteId::kExtension, /*websocket=*/false, /*auth=*/false},
+      {"GET", "/console/{asset}", api::RouteId::kExtension, /*websocket=*/false, /*auth=*/false},
+      {"HEAD", kConsolePath, api::RouteId::kExtension, /*websocket=*/false, /*auth=*/false},
+      {"HEAD", "/console/{asset}", api::RouteId::kExtension, /*websocket=*/false, /*auth=*/false},
+      {"GET", "/console/", api::RouteId::kExtension, /*websocket=*/false, /*auth=*/false},
+      {"HEAD", "/console/", api::RouteId::kExtension, /*websocket=*/false, /*auth=*/false},
+  };
+  for (const api::RouteDef& def : kRoutes) {
+    const bool head = def.method == "HEAD";
+    AGVISOR_RETURN_IF_ERROR(server.AddHttpRoute(def, [head](const HttpRequest& req,
+                                                            const api::RouteMatch& m) {
+      auto it = m.params.find("asset");
+      const bool page = it == m.params.end() || it->second.empty();
+      const ConsoleAsset* a = FindConsoleAsset(page ? "index.html" : it->second);
+      if (!a || (!page && a->name == "index.html")) {
+        return HttpResponse{
+            404,
+            "application/json",
+            api::ErrorJson(Error::NotFound("no such console file (the console is at /console)")),
+            {}};
+      }
+      HttpResponse r = Serve(*a, req);
+      if (head) r.body.clear();
+      return r;
+    }));
+  }
+  return Ok();
 }
 
 }  // namespace agvisor::server

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -29,6 +30,10 @@ constexpr std::chrono::seconds kOrphanGrace{60};
 // A network that could not be served (its policy unreadable, its gateway taken by another
 // process) is tried again after this, not every period (and logged once per try).
 constexpr std::chrono::seconds kRetryPause{5};
+// How often the sandbox firewall's hooks are checked (a few `iptables -C` calls).
+constexpr std::chrono::seconds kFirewallCheck{5};
+// The comment scripts/sandbox-firewall puts on every rule of its own.
+constexpr std::string_view kFirewallTag = "agvisor-sandbox-firewall";
 // Decision log lines per sandbox per second; the rest are counted and summarised (the ring and
 // the counters keep every decision): a sandbox cannot flood agvisord's log.
 constexpr int kLogLinesPerSecond = 20;
@@ -175,6 +180,17 @@ std::vector<egress::IpAddress> HostInterfaceAddresses() {
   return out;
 }
 
+std::vector<std::vector<std::string>> FirewallHooks(const std::string& egress_chain) {
+  std::vector<std::vector<std::string>> out;
+  for (const char* bridge : {"docker0", "br-+"}) {
+    out.push_back({"DOCKER-USER", bridge, "AGVISOR-FORWARD"});
+    out.push_back({"INPUT", bridge, "AGVISOR-INPUT"});
+  }
+  out.push_back({"DOCKER-USER", std::string(kEgressBridgePrefix) + "+", egress_chain});
+  out.push_back({"INPUT", std::string(kEgressBridgePrefix) + "+", egress_chain});
+  return out;
+}
+
 Result<egress::IpAddress> FirstNameserver(std::string_view text) {
   std::istringstream in{std::string(text)};
   std::string line;
@@ -220,8 +236,16 @@ Result<std::unique_ptr<EgressHost>> EgressHost::Start(std::shared_ptr<docker::Cl
                                 ec.message());
     }
   }
+  if (options.firewall_chain.empty()) {
+    const char* test_chain = std::getenv("AGVISOR_TEST_FIREWALL_CHAIN");
+    options.firewall_chain = test_chain && *test_chain ? test_chain : "AGVISOR-EGRESS";
+  }
   auto host = std::unique_ptr<EgressHost>(new EgressHost(std::move(docker), std::move(options)));
-  if (host->options_.manage_firewall) host->ClearStaleOpenings();
+  host->ClearStaleState();
+  if (host->options_.manage_firewall) {
+    host->ClearStaleOpenings();
+    host->CheckFirewall();
+  }
   if (auto first = host->Reconcile(); !first.ok()) {
     LogEvent("warn", "egress: cannot list egress networks yet (tried again every period)",
              {{"error", first.error().ToString()}});
@@ -244,10 +268,16 @@ EgressHost::~EgressHost() {
 
 void EgressHost::Loop() {
   auto last_orphan_check = std::chrono::steady_clock::now();
+  auto last_firewall_check = std::chrono::steady_clock::now();
   for (;;) {
     {
       std::unique_lock lock(stop_mu_);
       if (stop_cv_.wait_for(lock, options_.period, [&] { return stopping_; })) return;
+    }
+    if (options_.manage_firewall &&
+        std::chrono::steady_clock::now() - last_firewall_check >= kFirewallCheck) {
+      last_firewall_check = std::chrono::steady_clock::now();
+      CheckFirewall();
     }
     if (auto r = Reconcile(); !r.ok()) {
       LogEvent("warn", "egress: cannot list egress networks", {{"error", r.error().ToString()}});
@@ -285,6 +315,9 @@ Result<void> EgressHost::Reconcile() {
   auto nets = AGVISOR_TRY(docker_->ListNetworks({std::string(kLabelEgress)}));
   std::lock_guard lock(mu_);
   std::map<std::string, bool> seen;
+  // Without the firewall's hooks nothing is served (and what was, is dropped below): the
+  // sandboxes stay cut off rather than reach the host through their gateway.
+  if (!firewall_in_place_) nets.clear();
   for (const auto& n : nets) {
     auto c = n.labels.find(std::string(kLabelEgressSandbox));
     auto r = n.labels.find(std::string(kLabelEgress));
@@ -444,6 +477,66 @@ Result<void> EgressHost::Firewall(const Served& s, bool add) {
     }
   }
   return Ok();
+}
+
+void EgressHost::ClearStaleState() {
+  if (options_.state_dir.empty()) return;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(options_.state_dir, ec)) {
+    const std::string id = entry.path().filename().string();
+    // Network ids are 64 hex digits; anything else (a ".tmp" of an interrupted write) goes too.
+    auto n = docker_->InspectNetwork(id.substr(0, 64));
+    if (id.size() == 64 && (n.ok() || n.error().code() != ErrorCode::kNotFound)) continue;
+    fs::remove(entry.path(), ec);
+    LogEvent("info", "egress: removed the live-change state of a network that is gone",
+             {{"network", id}});
+  }
+}
+
+void EgressHost::CheckFirewall() {
+  std::string missing;
+  for (const auto& hook : FirewallHooks(options_.firewall_chain)) {
+    auto r = RunCommand({"iptables", "-w", "-C", hook[0], "-i", hook[1], "-m", "comment",
+                         "--comment", std::string(kFirewallTag), "-j", hook[2]});
+    if (!r.ok() || !r->status.success()) {
+      missing += (missing.empty() ? "" : ", ") + hook[0] + " -i " + hook[1] + " -j " + hook[2];
+    }
+  }
+  const FirewallStatus recorded =
+      ParseFirewallState(ReadSmallFile(FirewallStatePath()), CurrentBootId());
+  const bool external = recorded.state == FirewallState::kExternal;
+  const bool in_place = missing.empty() || external;
+  if (!external) {
+    FirewallStatus now{
+        .state = missing.empty() ? FirewallState::kProtected : FirewallState::kUnprotected,
+        .detail = missing.empty() ? "" : "missing: " + missing};
+    if (now.state != recorded.state || now.detail != recorded.detail) {
+      if (auto w = WriteFirewallState(now); !w.ok()) {
+        LogEvent("warn", "egress: cannot record the sandbox firewall's state",
+                 {{"error", w.error().ToString()}});
+      }
+    }
+  }
+  std::lock_guard lock(mu_);
+  if (in_place != firewall_in_place_ || (!in_place && missing != firewall_missing_)) {
+    if (in_place) {
+      LogEvent("info", external ? "egress: serving without the sandbox firewall (this host "
+                                  "declared external isolation: scripts/sandbox-firewall external)"
+                                : "egress: the sandbox firewall is in place; serving");
+    } else {
+      LogEvent("error",
+               "egress: the sandbox firewall is not in place; no egress network is served and "
+               "creates are refused until it is: run scripts/sandbox-firewall block as root",
+               {{"missing", missing}});
+    }
+  }
+  firewall_in_place_ = in_place;
+  firewall_missing_ = missing;
+}
+
+bool EgressHost::firewall_in_place() const {
+  std::lock_guard lock(mu_);
+  return firewall_in_place_;
 }
 
 Result<api::EgressView> EgressHost::View(const std::string& container) const {

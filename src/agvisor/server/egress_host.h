@@ -11,7 +11,15 @@
 // running (SIGKILL, a crash) are taken out first (StaleOpenings).
 //
 // The policy comes from the network's label; a live change (SetRules) is kept in memory and in
-// `state_dir`, so it outlives a restart of agvisord.
+// `state_dir` (one file per network id, so a network made again for a sandbox of the same name
+// never inherits it), so it outlives a restart of agvisord.
+//
+// The sandbox firewall's hooks (FirewallHooks: every jump `scripts/sandbox-firewall block` adds)
+// are checked at start and every 5 s. While one is missing no egress network is served (their
+// sandboxes stay cut off), the error is logged with the fix, and the host's firewall state file
+// says "unprotected", so creates of sandboxes with a network are refused before anything is made
+// (sandbox/egress_network.h); once they are back, "protected" and served again. A host that
+// declared `scripts/sandbox-firewall external` is served without them.
 #pragma once
 
 #include <chrono>
@@ -69,6 +77,10 @@ struct EgressHostOptions {
   EgressCaps caps;
   // A tunnel that moves no byte either way for this long is closed (0: never).
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(5)};
+  // The chain scripts/sandbox-firewall hooks agve+ bridges into, from INPUT and DOCKER-USER.
+  // "" = $AGVISOR_TEST_FIREWALL_CHAIN when set (tests only: a chain that does not exist shows
+  // the refusal without touching the host's rules), else AGVISOR-EGRESS.
+  std::string firewall_chain;
 };
 
 // One sandbox's egress counters, for the metrics route: decisions since its enforcer started
@@ -98,6 +110,8 @@ class EgressHost {
   egress::DecisionCounters Totals() const { return log_->Totals(); }
   std::size_t served() const;
   const EgressCaps& caps() const { return options_.caps; }
+  // Whether the firewall's hooks were in place (or the host declared external) at the last check.
+  bool firewall_in_place() const;
 
  private:
   struct Served {
@@ -116,6 +130,10 @@ class EgressHost {
   Result<void> Firewall(const Served& s, bool add);
   // Deletes the AGVISOR-ALLOW openings of agvisords that are gone (StaleOpenings).
   void ClearStaleOpenings();
+  // Deletes live-change files of networks that no longer exist.
+  void ClearStaleState();
+  // Checks the hooks, records the result (firewall_in_place_, the state file) and logs changes.
+  void CheckFirewall();
   std::string StatePath(const std::string& network_id) const;
   void Loop();
 
@@ -129,6 +147,8 @@ class EgressHost {
   std::map<std::string, std::chrono::steady_clock::time_point> orphan_since_;  // network ids
   // Networks that could not be served, by id: tried again after a pause, not every period.
   std::map<std::string, std::chrono::steady_clock::time_point> retry_after_;
+  bool firewall_in_place_ = true;  // under mu_
+  std::string firewall_missing_;   // under mu_: what the last check found missing
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;
@@ -137,6 +157,10 @@ class EgressHost {
 
 // The host's own interface addresses (v4 and v6): refused as destinations by every enforcer.
 std::vector<egress::IpAddress> HostInterfaceAddresses();
+// The jumps `scripts/sandbox-firewall block` adds to iptables (IPv4), as "CHAIN IFACE TARGET":
+// docker0 and br-+ from DOCKER-USER to AGVISOR-FORWARD and from INPUT to AGVISOR-INPUT, agve+
+// from both to `egress_chain`. Keep in step with the script's hooks().
+std::vector<std::vector<std::string>> FirewallHooks(const std::string& egress_chain);
 // The first `nameserver` of a resolv.conf text; kNotFound when there is none.
 Result<egress::IpAddress> FirstNameserver(std::string_view resolv_conf);
 

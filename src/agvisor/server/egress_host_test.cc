@@ -1,7 +1,15 @@
-// EgressHost's pure helpers: which firewall openings are stale, and the resolver from resolv.conf.
+// EgressHost's pure helpers: which firewall openings are stale, the resolver from resolv.conf,
+// the firewall hooks it checks and the host's firewall state file (sandbox/egress_network.h).
 #include "agvisor/server/egress_host.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "agvisor/sandbox/egress_network.h"
 
 namespace agvisor::server {
 namespace {
@@ -65,6 +73,67 @@ TEST(EgressCapsTest, TunnelsFitTheOpenFilesLimitWithRoomForTheApi) {
   EXPECT_EQ(service.max_tunnels, 85u);
   EXPECT_EQ(service.max_tunnels_per_sandbox, 21u);
   EXPECT_EQ(ComputeEgressCaps(1048576).max_tunnels_per_sandbox, 1024u);
+}
+
+// The jumps agvisord checks are the ones scripts/sandbox-firewall's hooks() adds (IPv4), with
+// the egress chain replaceable for tests.
+TEST(FirewallHooksTest, MatchTheScriptsJumps) {
+  const auto hooks = FirewallHooks("AGVISOR-EGRESS");
+  std::ifstream script(std::string(AGVISOR_SOURCE_DIR) + "/scripts/sandbox-firewall");
+  std::stringstream text;
+  text << script.rdbuf();
+  ASSERT_NE(text.str().find("bridges=(docker0 br-+)"), std::string::npos);
+  ASSERT_NE(text.str().find("egress_bridges=agve+"), std::string::npos);
+  const std::vector<std::vector<std::string>> want = {
+      {"DOCKER-USER", "docker0", "AGVISOR-FORWARD"}, {"INPUT", "docker0", "AGVISOR-INPUT"},
+      {"DOCKER-USER", "br-+", "AGVISOR-FORWARD"},    {"INPUT", "br-+", "AGVISOR-INPUT"},
+      {"DOCKER-USER", "agve+", "AGVISOR-EGRESS"},    {"INPUT", "agve+", "AGVISOR-EGRESS"}};
+  EXPECT_EQ(hooks, want);
+  EXPECT_EQ(FirewallHooks("X").back(), (std::vector<std::string>{"INPUT", "agve+", "X"}));
+}
+
+TEST(FirewallStateTest, OnlyThisBootsStateCounts) {
+  const std::string text = FormatFirewallState(
+      {.state = FirewallState::kUnprotected, .detail = "missing: INPUT\n-i agve+"}, "boot-a");
+  EXPECT_EQ(text, "boot boot-a\nstate unprotected\ndetail missing: INPUT -i agve+\n");
+  const FirewallStatus same = ParseFirewallState(text, "boot-a");
+  EXPECT_EQ(same.state, FirewallState::kUnprotected);
+  EXPECT_EQ(same.detail, "missing: INPUT -i agve+");
+  EXPECT_EQ(ParseFirewallState(text, "boot-b").state, FirewallState::kUnknown);  // rebooted
+  EXPECT_EQ(ParseFirewallState("", "boot-a").state, FirewallState::kUnknown);
+  EXPECT_EQ(ParseFirewallState("boot boot-a\nstate maybe\n", "boot-a").state,
+            FirewallState::kUnknown);
+  EXPECT_EQ(ParseFirewallState("boot boot-a\nstate external\n", "boot-a").state,
+            FirewallState::kExternal);
+  // The script writes the same lines (record()).
+  EXPECT_EQ(ParseFirewallState("boot boot-a\nstate protected\n", "boot-a").state,
+            FirewallState::kProtected);
+}
+
+TEST(FirewallStateTest, AnUnprotectedHostRefusesNamingTheFixAndTheOptOut) {
+  EXPECT_TRUE(RequireFirewall("", {}).ok());
+  EXPECT_TRUE(RequireFirewall("", {.state = FirewallState::kProtected}).ok());
+  EXPECT_TRUE(RequireFirewall("", {.state = FirewallState::kExternal}).ok());
+  auto r = RequireFirewall("ssh://root@h", {.state = FirewallState::kUnprotected, .detail = "x"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kUnavailable);
+  EXPECT_NE(r.error().message().find("not in place on ssh://root@h (x)"), std::string::npos);
+  EXPECT_NE(r.error().message().find("scripts/sandbox-firewall block"), std::string::npos);
+  EXPECT_NE(r.error().message().find("scripts/sandbox-firewall external"), std::string::npos);
+}
+
+TEST(FirewallStateTest, WrittenAndReadBackThroughTheTestPath) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("agvisor-fw-" + std::to_string(::getpid())))
+          .string();
+  ASSERT_EQ(::setenv("AGVISOR_FIREWALL_STATE", path.c_str(), 1), 0);
+  EXPECT_EQ(FirewallStatePath(), path);
+  ASSERT_TRUE(WriteFirewallState({.state = FirewallState::kUnprotected, .detail = "d"}).ok());
+  EXPECT_EQ(HostFirewallStatus("").state, FirewallState::kUnprotected);
+  EXPECT_EQ(HostFirewallStatus("tcp://127.0.0.1:2375").state, FirewallState::kUnknown);
+  ::unsetenv("AGVISOR_FIREWALL_STATE");
+  std::filesystem::remove(path);
+  EXPECT_EQ(FirewallStatePath(), std::string(kFirewallStateFile));
 }
 
 }  // namespace

@@ -104,15 +104,15 @@ class Client {
   std::optional<bws::stream<net::ip::tcp::socket>> ws_;
 };
 
-// One GET on a new connection; the whole answer (status line, headers, body).
-std::string Get(std::uint16_t port, const std::string& target) {
+// One GET (or `method`) on a new connection; the whole answer (status line, headers, body).
+std::string Get(std::uint16_t port, const std::string& target, const std::string& method = "GET") {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  std::string req = "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) +
+  std::string req = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) +
                     "\r\nConnection: close\r\n\r\n";
   EXPECT_EQ(::send(fd.get(), req.data(), req.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(req.size()));
@@ -231,6 +231,18 @@ TEST(ConsoleRouteTest, ThePageAndItsBundleComeWithAStrictPolicyAndNoToken) {
   EXPECT_GT(js.size(), 100000u);  // the bundle: the console, xterm.js, noVNC
   EXPECT_EQ(Get(srv.port(), "/console/console.css").rfind("HTTP/1.1 200 ", 0), 0u);
   EXPECT_EQ(Get(srv.port(), "/console/secrets").rfind("HTTP/1.1 404 ", 0), 0u);
+  // Issue 33: "/console/" was a JSON 404 and HEAD a 405; the page has an icon of its own (no
+  // favicon request that 404s in every browser console).
+  const std::string slash = Get(srv.port(), "/console/");
+  ASSERT_EQ(slash.rfind("HTTP/1.1 200 ", 0), 0u) << slash.substr(0, 200);
+  EXPECT_NE(slash.find("Content-Type: text/html"), std::string::npos);
+  EXPECT_NE(page.find("<link rel=\"icon\" href=\"data:image/svg+xml,"), std::string::npos);
+  for (const char* target : {"/console", "/console/"}) {
+    const std::string head = Get(srv.port(), target, "HEAD");
+    ASSERT_EQ(head.rfind("HTTP/1.1 200 ", 0), 0u) << target << ": " << head.substr(0, 200);
+    EXPECT_NE(head.find("Content-Security-Policy: default-src 'none'"), std::string::npos);
+    EXPECT_EQ(head.find("<!doctype html>"), std::string::npos) << "HEAD has no body";
+  }
   // A Host that is not a plain host[:port] is not written into the policy.
   EXPECT_EQ(ConsoleContentSecurityPolicy("x; script-src *").find("script-src *"),
             std::string::npos);

@@ -132,15 +132,9 @@ Result<std::shared_ptr<Sandbox>> Service::Get(const std::string& id) {
     std::lock_guard lock(mu_);
     if (auto it = handles_.find(id); it != handles_.end()) return it->second;
   }
-  auto h = Sandbox::Open(cname, options_.docker_host);
-  if (!h.ok()) {
-    if (h.error().code() == ErrorCode::kNotFound) {
-      return Error::NotFound("no sandbox '" + id + "' (GET /v1/sandboxes lists them)");
-    }
-    return h.error();
-  }
+  auto h = AGVISOR_TRY(Sandbox::Open(cname, options_.docker_host));  // NoSuchSandbox's words
   std::lock_guard lock(mu_);
-  auto [it, inserted] = handles_.emplace(id, std::shared_ptr<Sandbox>(std::move(*h)));
+  auto [it, inserted] = handles_.emplace(id, std::shared_ptr<Sandbox>(std::move(h)));
   return it->second;
 }
 
@@ -274,11 +268,7 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
     case api::RouteId::kDeleteSandbox: {
       const std::string cname = AGVISOR_TRY(api::ContainerNameForId(id));
       const bool erase = AGVISOR_TRY(api::QueryBool(m.query, "erase_data", true));
-      auto r = Sandbox::Remove(cname, options_.docker_host, erase);
-      if (!r.ok() && r.error().code() == ErrorCode::kNotFound) {
-        return Error::NotFound("no sandbox '" + id + "' (GET /v1/sandboxes lists them)");
-      }
-      AGVISOR_RETURN_IF_ERROR(r);
+      AGVISOR_RETURN_IF_ERROR(Sandbox::Remove(cname, options_.docker_host, erase));
       Forget(id, EndReason::kStopped);
       LogEvent("info", "sandbox deleted", {{"id", id}, {"erase_data", erase ? "1" : "0"}});
       return NoContent();
@@ -423,14 +413,22 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
                                   ": it has no metrics");
       }
       auto docker = AGVISOR_TRY(HostClient(options_.docker_host));
-      auto stats = AGVISOR_TRY(docker->GetContainerStats(sb->container_name()));
+      auto stats = docker->GetContainerStats(sb->container_name());
+      if (!stats.ok()) {
+        // Removed while its stats were read: Docker cuts the stream short ("invalid JSON"). That
+        // is a sandbox gone (410), not a daemon failure (500, logged as an error).
+        if (auto now = sb->Info(); !now.ok() || !now->running) {
+          return Error::SandboxDied("sandbox " + id + " ended while its metrics were read");
+        }
+        return stats.error();
+      }
       // A sandbox with an egress policy also gets its enforcer's counters ("egress"; sandboxes
       // without one have no such member).
       std::optional<api::EgressTraffic> traffic;
       if (options_.egress != nullptr) {
         if (auto t = options_.egress->Traffic(sb->container_name()); t.ok()) traffic = *t;
       }
-      return Json(200, api::MetricsJson(id, stats, traffic ? &*traffic : nullptr));
+      return Json(200, api::MetricsJson(id, *stats, traffic ? &*traffic : nullptr));
     }
     case api::RouteId::kGetEgress:
     case api::RouteId::kSetEgress: {

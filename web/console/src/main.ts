@@ -55,8 +55,9 @@ function showLogin(message = ""): void {
 
 interface Row {
   tr: HTMLTableRowElement;
-  cells: Record<"name" | "state" | "image" | "limits" | "age" | "cpu" | "memory", HTMLElement>;
+  cells: Record<"name" | "state" | "image" | "limits" | "age" | "cpu" | "memory" | "actions", HTMLElement>;
   sandbox: Sandbox;
+  stoppedActions?: boolean; // which buttons the actions cell holds
   metrics?: Metrics;
   metricsAt: number;
   metricsBusy: boolean;
@@ -162,6 +163,7 @@ class ConsoleView {
       age: cell(),
       cpu: cell(),
       memory: cell(),
+      actions: cell(),
     };
     const tr = h(
       "tr",
@@ -173,7 +175,7 @@ class ConsoleView {
       cells.age,
       cells.cpu,
       cells.memory,
-      h("td", {}, button("Open", () => this.#openDetail(s.id))),
+      cells.actions,
     );
     return { tr, cells, sandbox: s, metricsAt: 0, metricsBusy: false };
   }
@@ -181,7 +183,19 @@ class ConsoleView {
   #render(row: Row): void {
     const s = row.sandbox;
     row.cells.name.textContent = s.name ?? s.id;
-    row.cells.state.textContent = s.end_reason ? `${s.state} (${s.end_reason})` : s.state;
+    row.cells.state.textContent =
+      s.end_reason && s.end_reason !== s.state ? `${s.state} (${s.end_reason})` : s.state;
+    // A stopped named sandbox is only its /workspace: resume it (a new container on it) or
+    // erase it; the others open.
+    const stopped = s.state === "stopped";
+    if (row.stoppedActions !== stopped) {
+      row.stoppedActions = stopped;
+      row.cells.actions.replaceChildren(
+        ...(stopped
+          ? [button("Resume", () => this.#resume(row.sandbox)), button("Erase", () => this.#erase(row.sandbox), "danger")]
+          : [button("Open", () => this.#openDetail(s.id))]),
+      );
+    }
     row.cells.image.textContent = s.image;
     const limits: string[] = [];
     if (s.limits?.cpus) limits.push(`${s.limits.cpus} CPU`);
@@ -297,14 +311,28 @@ class ConsoleView {
     await this.#act(() => this.#api.call("DELETE", sandboxPath(s.id)), `${label} deleted.`);
   }
 
+  async #resume(s: Sandbox): Promise<void> {
+    const label = s.name ?? s.id;
+    await this.#act(() => this.#api.call("POST", "/v1/sandboxes", { name: label }), `${label} resumed.`);
+  }
+
+  async #erase(s: Sandbox): Promise<void> {
+    const label = s.name ?? s.id;
+    if (!(await confirmDialog(`Erase ${label}? Its /workspace is deleted.`, "Erase"))) return;
+    await this.#act(() => this.#api.call("DELETE", sandboxPath(s.id)), `${label} erased.`);
+  }
+
   async #act(call: () => Promise<unknown>, done: string): Promise<void> {
+    let said: string;
     try {
       await call();
-      this.#notice.textContent = done;
+      said = done;
     } catch (e) {
-      this.#notice.textContent = (e as Error).message;
+      said = (e as Error).message;
     }
     await this.#refresh();
+    // After the refresh: it finds the sandbox gone and says "X is gone.", which is not news here.
+    this.#notice.textContent = said;
   }
 }
 

@@ -124,6 +124,14 @@ DockerRuntime::~DockerRuntime() = default;
 
 Result<StartedInstance> DockerRuntime::CreateAndStart(const InstanceSpec& spec, StepTrace& trace,
                                                       StderrSink on_stderr) {
+  if (spec.network != "none") {
+    // A network the sandbox firewall does not cover, or another sandbox's egress network, is
+    // refused; so is any network on a host known to be without the firewall (egress_network.h).
+    if (spec.network != "bridge") {
+      AGVISOR_RETURN_IF_ERROR(CheckJoinableNetwork(*client_, spec.network, spec.name));
+    }
+    AGVISOR_RETURN_IF_ERROR(RequireFirewall(host_, HostFirewallStatus(host_)));
+  }
   docker::ContainerConfig c = ToContainerConfig(spec);
   bool remade = false;
   for (;;) {
@@ -453,6 +461,13 @@ Result<bool> DockerRuntime::EnsureVolume(std::string_view name, const Labels& la
 }
 
 // Docker releases a volume a moment after its container is gone: retry while it says "in use".
+Result<std::map<std::string, Labels>> DockerRuntime::VolumesWithLabel(std::string_view label) {
+  auto list = AGVISOR_TRY(client_->ListVolumes({std::string(label)}));
+  std::map<std::string, Labels> out;
+  for (auto& v : list) out[v.name] = std::move(v.labels);
+  return out;
+}
+
 Result<bool> DockerRuntime::RemoveVolume(std::string_view name) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   for (;;) {
@@ -470,6 +485,8 @@ Result<bool> DockerRuntime::RemoveVolume(std::string_view name) {
 Result<SandboxNetwork> DockerRuntime::EnsureEgressNetwork(std::string_view name,
                                                           const egress::EgressRules& rules,
                                                           const Labels& labels) {
+  // Before anything is made: without the firewall an egress sandbox reaches its gateway's ports.
+  AGVISOR_RETURN_IF_ERROR(RequireFirewall(host_, HostFirewallStatus(host_)));
   auto net = AGVISOR_TRY(agvisor::EnsureEgressNetwork(*client_, name, rules, labels));
   // Up before the sandbox runs: with no enforcer the sandbox would start cut off.
   AGVISOR_RETURN_IF_ERROR(WaitForEnforcer(host_, net.gateway, std::chrono::seconds(10)));

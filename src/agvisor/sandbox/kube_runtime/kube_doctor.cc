@@ -66,7 +66,10 @@ KubeCheck NetworkPolicyCheck(const PodOptions& options) {
   InstanceSpec probe;
   probe.name = "agvisor-doctor";
   probe.network = "bridge";
-  if (auto policy = NetworkPolicyManifest(probe, options); !policy.ok()) {
+  const std::string token(kPolicyTokenLength, '0');
+  if (auto policy = NetworkPolicyManifest(probe, options,
+                                          {.name = PolicyName(probe.name, token), .token = token});
+      !policy.ok()) {
     return {"network policy", Status::kFail, policy.error().message(),
             "write comma-separated CIDR blocks in $AGVISOR_KUBE_BLOCKED_CIDRS and addresses in "
             "$AGVISOR_KUBE_DNS (docs/kubernetes.md)"};
@@ -74,6 +77,7 @@ KubeCheck NetworkPolicyCheck(const PodOptions& options) {
   std::vector<std::string> blocked;
   for (auto v6 : kBridgePodBlockedV6) blocked.emplace_back(v6);
   blocked.insert(blocked.end(), options.blocked_cidrs.begin(), options.blocked_cidrs.end());
+  blocked.emplace_back("the IPv4 ones inside NAT64's 64:ff9b::/96");
   std::string dns = "the kube-dns pods of kube-system";
   for (const auto& d : options.dns_servers) dns += ", " + d;
   return {"network policy", Status::kWarn,

@@ -120,7 +120,8 @@ InstanceState InstanceStateOfPod(const kube::Pod& pod) {
 Labels LabelsOfPod(const kube::Pod& pod) {
   Labels out = pod.labels;
   for (const auto& [k, v] : pod.annotations) {
-    if (k == kAnnotationPolicyUid) continue;  // the runtime's own bookkeeping
+    // The runtime's own bookkeeping.
+    if (k == kAnnotationPolicyUid || k == kAnnotationPolicyName) continue;
     if (k == "agvisor" || k.rfind("agvisor.", 0) == 0 || out.count(k) == 0) out[k] = v;
   }
   return out;
@@ -254,45 +255,36 @@ Result<void> KubernetesRuntime::WaitRunning(const std::string& name) {
   }
 }
 
-Result<std::string> KubernetesRuntime::CreatePolicy(const std::string& name,
-                                                    const std::string& policy) {
-  auto uid = AGVISOR_TRY(client_->CreateObject(kube::Collection::kNetworkPolicies, policy));
-  if (uid) return *uid;
-  // One of that name is there. With a pod of the name it is that pod's: leave both alone (the
-  // name is taken). Without, it was left by an earlier sandbox of the name (a removal that timed
-  // out, a client that died before its pod), maybe of the other network: never reuse it, since
-  // it could let this pod reach more than its own would.
-  auto existing = client_->GetPod(name);
-  if (existing.ok()) {
-    return Error::Conflict("create pod " + name + ": a pod of that name exists (" +
-                           Describe(*existing) + ")");
-  }
-  if (existing.error().code() != ErrorCode::kNotFound) return existing.error();
-  (void)AGVISOR_TRY(client_->DeleteObject(kube::Collection::kNetworkPolicies, name));
-  uid = AGVISOR_TRY(client_->CreateObject(kube::Collection::kNetworkPolicies, policy));
+Result<PolicyRef> KubernetesRuntime::CreatePolicy(const InstanceSpec& spec) {
+  PolicyRef policy{.token = AGVISOR_TRY(NewPolicyToken())};
+  policy.name = PolicyName(spec.name, policy.token);
+  const std::string manifest = AGVISOR_TRY(NetworkPolicyManifest(spec, options_.pod, policy));
+  // A fresh name: nothing of another create's, nor a leftover, is ever replaced or reused (a
+  // leftover selects no pod made since, whose token differs). One of the name is a 1 in 2^32
+  // coincidence.
+  auto uid = AGVISOR_TRY(client_->CreateObject(kube::Collection::kNetworkPolicies, manifest));
   if (!uid) {
-    return Error::Conflict("create network policy " + name +
-                           ": another client made one of that name meanwhile");
+    return Error::Conflict("create network policy " + policy.name +
+                           ": one of that name exists; create the sandbox again");
   }
-  return *uid;
+  policy.uid = *uid;
+  return policy;
 }
 
 Result<StartedInstance> KubernetesRuntime::CreateAndStart(const InstanceSpec& spec,
                                                           StepTrace& trace, StderrSink on_stderr) {
-  // Both checked before anything is made.
+  // The pod is checked before anything is made, the policy before it is made.
   AGVISOR_RETURN_IF_ERROR(PodManifest(spec, options_.pod));
-  const std::string policy = AGVISOR_TRY(NetworkPolicyManifest(spec, options_.pod));
-  // The policy before the pod, so that the pod never runs a moment without it; the pod names it.
-  const std::string policy_uid = AGVISOR_TRY(CreatePolicy(spec.name, policy));
+  // The policy before the pod, so that the pod never runs a moment without it; the pod carries
+  // its token (the selector's value) and names it.
+  const PolicyRef policy = AGVISOR_TRY(CreatePolicy(spec));
   trace.Mark("create network policy");
-  auto pod = client_->CreatePod(AGVISOR_TRY(PodManifest(spec, options_.pod, policy_uid)));
+  auto pod = client_->CreatePod(AGVISOR_TRY(PodManifest(spec, options_.pod, policy)));
   trace.Mark("create pod");
   if (!pod.ok()) {
-    // A conflict is a pod of this name made by another client meanwhile (its own policy guards
-    // it), or one older than policies (ours guards it now): either way the policy stays.
-    if (pod.error().code() != ErrorCode::kConflict) {
-      (void)client_->DeleteObject(kube::Collection::kNetworkPolicies, spec.name, policy_uid);
-    }
+    // Also on a conflict (a pod of the name made by another create, under that create's own
+    // policy): this policy selects no pod but the one not made.
+    (void)client_->DeleteObject(kube::Collection::kNetworkPolicies, policy.name, policy.uid);
     return pod.error();
   }
   auto started = [&]() -> Result<StartedInstance> {
@@ -346,13 +338,15 @@ Result<std::vector<InstanceSummary>> KubernetesRuntime::List(
 
 Result<bool> KubernetesRuntime::Remove(std::string_view ref) {
   const std::string name(ref);
-  // The policy the pod was made with; empty for a pod of an older agvisor, or none.
-  std::string policy_uid;
+  // The policy the pod was made with (its name and uid); none for a pod of an older agvisor.
+  std::string policy_name, policy_uid;
   if (auto pod = client_->GetPod(name); pod.ok()) {
-    if (auto it = pod->annotations.find(std::string(kAnnotationPolicyUid));
-        it != pod->annotations.end()) {
-      policy_uid = it->second;
-    }
+    auto annotation = [&](std::string_view key) {
+      auto it = pod->annotations.find(std::string(key));
+      return it == pod->annotations.end() ? std::string() : it->second;
+    };
+    policy_name = annotation(kAnnotationPolicyName);
+    policy_uid = annotation(kAnnotationPolicyUid);
   }
   // A graceful delete of 1 s, not 0: with 0 the API server drops the object at once while kubelet
   // still kills the containers, so a "gone" pod could still run (an open exec answered after
@@ -373,11 +367,12 @@ Result<bool> KubernetesRuntime::Remove(std::string_view ref) {
     std::this_thread::sleep_for(delay);
     delay = std::min(delay * 2, std::chrono::milliseconds(250));
   }
-  // Only that policy: a create of the name may have replaced it since the pod went (a pod of an
-  // older agvisor names none: its policy by name). Without a pod, a policy of the name is a
-  // leftover or a create's under way, which must keep it: the next create replaces a leftover.
-  if (gone && had)
-    (void)client_->DeleteObject(kube::Collection::kNetworkPolicies, name, policy_uid);
+  // Only that policy, and only if it is still the one of that uid. Nothing is deleted by name
+  // alone: without a pod there is no policy to find (a leftover selects no later pod; see
+  // docs/kubernetes.md on sweeping them).
+  if (gone && had && !policy_name.empty() && !policy_uid.empty()) {
+    (void)client_->DeleteObject(kube::Collection::kNetworkPolicies, policy_name, policy_uid);
+  }
   return had;
 }
 

@@ -75,7 +75,7 @@ class KubernetesRuntime final : public Runtime {
   // The image itself: the agent comes from the installer init container, not a derived image.
   Result<std::string> PrepareImage(std::string_view image) override;
 
-  // Network policy (NetworkPolicyManifest; one of the name without a pod is replaced), pod,
+  // Network policy (NetworkPolicyManifest, under a fresh token: PolicyRef), pod,
   // wait until it runs, then the channel: an exec of `agvisor-agent connect --wait 30`. Marks
   // "create network policy", "create pod", "pod running", "exec connect". Errors: also
   // kInvalidArgument for options the policy cannot be made of, kConflict when a pod of the name
@@ -85,7 +85,7 @@ class KubernetesRuntime final : public Runtime {
   Result<InstanceInfo> Inspect(std::string_view ref) override;
   Result<std::vector<InstanceSummary>> List(const std::vector<std::string>& label_filters) override;
   // Deletes the pod at once and waits (up to 30 s) until it is gone, then its network policy
-  // (the one of the uid its annotation names; none when there was no pod).
+  // (the one of the name and uid its annotations name; none when there was no pod).
   Result<bool> Remove(std::string_view ref) override;
   Result<void> Pause(std::string_view id) override;                                 // kUnsupported
   Result<void> Unpause(std::string_view id) override;                               // kUnsupported
@@ -118,9 +118,9 @@ class KubernetesRuntime final : public Runtime {
 
  private:
   Result<void> WaitRunning(const std::string& name);
-  // Creates NetworkPolicy `policy` named `name`, replacing one of the name that no pod has.
-  // Returns its uid.
-  Result<std::string> CreatePolicy(const std::string& name, const std::string& policy);
+  // Creates the NetworkPolicy of `spec` (NetworkPolicyManifest) under a fresh token. Errors: those
+  // of the manifest; kConflict when one of its name exists (never replaced).
+  Result<PolicyRef> CreatePolicy(const InstanceSpec& spec);
 
   std::string host_;
   std::shared_ptr<kube::Client> client_;

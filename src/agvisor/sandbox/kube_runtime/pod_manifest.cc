@@ -1,5 +1,8 @@
 #include "agvisor/sandbox/kube_runtime/pod_manifest.h"
 
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
 #include <boost/json.hpp>
 #include <cmath>
 #include <cstdio>
@@ -71,25 +74,65 @@ Result<void> CheckNetwork(std::string_view network) {
   return Ok();
 }
 
-// Everything of one address family but `blocked` and the options' blocks of that family.
+std::string Hex(std::span<const unsigned char> bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
+// `pod`, or "h-" and the first 40 hex digits of its SHA-256 where `pod` is longer than `max`.
+std::string ShortName(std::string_view pod, std::size_t max) {
+  if (pod.size() <= max) return std::string(pod);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  // SHA-256 cannot fail on a memory buffer short of an OpenSSL without it, which Debian's is not.
+  EVP_Digest(pod.data(), pod.size(), digest, &size, EVP_sha256(), nullptr);
+  return "h-" + Hex(std::span<const unsigned char>(digest, 20));
+}
+
+// `v4` as it appears inside NAT64's well-known prefix 64:ff9b::/96 (RFC 6052).
+egress::Cidr Nat64Of(const egress::Cidr& v4) {
+  egress::Cidr out{.base = {.family = egress::IpAddress::Family::kV6}, .prefix = 96 + v4.prefix};
+  out.base.bytes[1] = 0x64;
+  out.base.bytes[2] = 0xff;
+  out.base.bytes[3] = 0x9b;
+  for (int i = 0; i < 4; ++i) out.base.bytes[12 + i] = v4.base.bytes[i];
+  return out;
+}
+
+// Everything of one address family but `blocked` and the options' blocks of that family; for
+// IPv6 also the IPv4 blocks of both inside NAT64's prefix.
 Result<json::object> InternetBlock(std::string_view all, bool v4,
                                    std::span<const std::string_view> blocked,
                                    const std::vector<std::string>& extra) {
   json::array except;
   for (auto b : blocked) except.emplace_back(b);
+  if (!v4) {
+    for (auto b : kBridgePodBlockedV4) {
+      auto cidr = egress::ParseCidr(b);
+      if (cidr.ok()) except.emplace_back(egress::FormatCidr(Nat64Of(*cidr)));
+    }
+  }
   for (const auto& text : extra) {
     auto cidr = egress::ParseCidr(text);
     if (!cidr.ok()) {
       return Error::InvalidArgument("$AGVISOR_KUBE_BLOCKED_CIDRS: " + cidr.error().message());
     }
-    if (cidr->base.is_v4() != v4) continue;
     if (cidr->prefix == 0) {
       return Error::InvalidArgument(
           "$AGVISOR_KUBE_BLOCKED_CIDRS: " + text +
           " blocks every address; name the cluster's pod and service CIDRs there, and use "
           "network none for a sandbox with no network");
     }
-    except.emplace_back(egress::FormatCidr(*cidr));
+    if (cidr->base.is_v4() == v4) {
+      except.emplace_back(egress::FormatCidr(*cidr));
+    } else if (!v4) {
+      except.emplace_back(egress::FormatCidr(Nat64Of(*cidr)));
+    }
   }
   return json::object{{"ipBlock", json::object{{"cidr", all}, {"except", std::move(except)}}}};
 }
@@ -125,15 +168,26 @@ Result<json::array> BridgeEgress(const PodOptions& options) {
 
 }  // namespace
 
-std::string InstanceLabelValue(std::string_view name) {
-  if (IsLabelValue(name)) return std::string(name);
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(AgentHashOf(name)));
-  return "h-" + std::string(buf);
+Result<std::string> NewPolicyToken() {
+  unsigned char raw[kPolicyTokenLength / 2];
+  if (RAND_bytes(raw, sizeof raw) != 1) {
+    return Error::Internal("make a network policy's name: RAND_bytes failed");
+  }
+  return Hex(raw);
+}
+
+std::string PolicyName(std::string_view pod, std::string_view token) {
+  // 253: a DNS-1123 subdomain, the rule for a NetworkPolicy's name.
+  return ShortName(pod, 253 - 1 - kPolicyTokenLength) + "-" + std::string(token);
+}
+
+std::string InstanceLabelValue(std::string_view pod, std::string_view token) {
+  // 63: a label value's limit. A pod name's characters are a label value's.
+  return ShortName(pod, 63 - 1 - kPolicyTokenLength) + "-" + std::string(token);
 }
 
 Result<std::string> PodManifest(const InstanceSpec& spec, const PodOptions& options,
-                                std::string_view policy_uid) {
+                                const PolicyRef& policy) {
   if (!IsDnsSubdomain(spec.name)) {
     return Error::InvalidArgument(
         "sandbox name " + spec.name +
@@ -145,7 +199,10 @@ Result<std::string> PodManifest(const InstanceSpec& spec, const PodOptions& opti
   }
   AGVISOR_RETURN_IF_ERROR(CheckNetwork(spec.network));
   Labels labels = spec.labels;
-  labels[std::string(kLabelInstance)] = InstanceLabelValue(spec.name);
+  labels.erase(std::string(kLabelInstance));
+  if (!policy.token.empty()) {
+    labels[std::string(kLabelInstance)] = InstanceLabelValue(spec.name, policy.token);
+  }
 
   // The agent's own command line, minus --channel-stdio: the channel comes through an exec.
   json::array command;
@@ -220,10 +277,11 @@ Result<std::string> PodManifest(const InstanceSpec& spec, const PodOptions& opti
     }
   }
   json::object metadata = Metadata(spec.name, labels);
-  if (!policy_uid.empty()) {
+  if (!policy.name.empty()) {
     auto& annotations = metadata["annotations"];
     if (!annotations.is_object()) annotations = json::object{};
-    annotations.as_object()[kAnnotationPolicyUid] = policy_uid;
+    annotations.as_object()[kAnnotationPolicyName] = policy.name;
+    annotations.as_object()[kAnnotationPolicyUid] = policy.uid;
   }
   json::object pod{
       {"apiVersion", "v1"},
@@ -234,11 +292,13 @@ Result<std::string> PodManifest(const InstanceSpec& spec, const PodOptions& opti
   return json::serialize(pod);
 }
 
-Result<std::string> NetworkPolicyManifest(const InstanceSpec& spec, const PodOptions& options) {
+Result<std::string> NetworkPolicyManifest(const InstanceSpec& spec, const PodOptions& options,
+                                          const PolicyRef& policy) {
   AGVISOR_RETURN_IF_ERROR(CheckNetwork(spec.network));
   json::object policy_spec{
-      {"podSelector", json::object{{"matchLabels", json::object{{kLabelInstance,
-                                                                 InstanceLabelValue(spec.name)}}}}},
+      {"podSelector",
+       json::object{{"matchLabels",
+                     json::object{{kLabelInstance, InstanceLabelValue(spec.name, policy.token)}}}}},
       // Both types: what no rule allows is denied. No ingress rule: nothing comes in.
       {"policyTypes", json::array{"Ingress", "Egress"}},
   };
@@ -246,13 +306,13 @@ Result<std::string> NetworkPolicyManifest(const InstanceSpec& spec, const PodOpt
     json::array egress = AGVISOR_TRY(BridgeEgress(options));
     policy_spec["egress"] = std::move(egress);
   }
-  json::object policy{
+  json::object manifest{
       {"apiVersion", "networking.k8s.io/v1"},
       {"kind", "NetworkPolicy"},
-      {"metadata", Metadata(spec.name, spec.labels)},
+      {"metadata", Metadata(policy.name, spec.labels)},
       {"spec", std::move(policy_spec)},
   };
-  return json::serialize(policy);
+  return json::serialize(manifest);
 }
 
 std::string ClaimManifest(std::string_view name, const Labels& labels, std::string_view size) {
