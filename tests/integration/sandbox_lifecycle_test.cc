@@ -45,13 +45,15 @@ class LifecycleTest : public ::testing::Test {
     return false;
   }
   // Whether the sandbox ended by itself (lifetime, idle_ttl): on Docker its container is removed
-  // (AutoRemove); on Kubernetes its pod stays, exited (docs/kubernetes.md, "AutoRemove").
+  // (AutoRemove), and a named one is listed as `stopped` by its kept volume; on Kubernetes its
+  // pod stays, exited (docs/kubernetes.md, "AutoRemove").
   static bool Ended(const std::string& container) {
     auto list = Sandbox::List(Host());
     EXPECT_TRUE(list.ok()) << list.error().ToString();
     if (!list.ok()) return false;
     for (const auto& i : *list) {
-      if (i.container_name == container) return testing::OverKube() && !i.running;
+      if (i.container_name != container) continue;
+      return i.state == "stopped" || (testing::OverKube() && !i.running);
     }
     return true;
   }
