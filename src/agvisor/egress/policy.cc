@@ -48,12 +48,23 @@ Result<EgressPolicy> EgressPolicy::Create(std::span<const std::string> allow_dom
   for (const std::string& d : deny_domains) policy.deny_.insert(AGVISOR_TRY(ParseDomainPattern(d)));
   for (const std::string& c : allow_cidrs) {
     Cidr cidr = AGVISOR_TRY(ParseCidr(c));
-    if (cidr.prefix == 0) {
+    // A block wider than /8 (IPv4) or /16 (IPv6) holds every private network at once, as two
+    // /1 rules hold everything; an IPv6 block over IPv4-mapped addresses (::ffff:0:0/96) is
+    // measured as the IPv4 block it reaches.
+    const Cidr mapped{.base = ParseIpAddress("::ffff:0.0.0.0").value(), .prefix = 96};
+    const bool reaches_v4 = !cidr.base.is_v4() && (cidr.prefix <= 96 ? cidr.Contains(mapped.base)
+                                                                     : mapped.Contains(cidr.base));
+    const int v4_prefix = cidr.base.is_v4() ? cidr.prefix
+                          : reaches_v4      ? cidr.prefix - 96
+                                            : kMinCidrPrefixV4;
+    if (v4_prefix < kMinCidrPrefixV4 || (!cidr.base.is_v4() && cidr.prefix < kMinCidrPrefixV6)) {
       return Error::InvalidArgument(
-          "CIDR rule " + c +
-          " allows every address: a sandbox on the default bridge network already reaches the "
-          "open internet (drop the egress policy for that), while a policy names what it may "
-          "reach (write the blocks, e.g. 203.0.113.0/24)");
+          "CIDR rule " + c + " is wider than /" + std::to_string(kMinCidrPrefixV4) +
+          " (IPv4) or /" + std::to_string(kMinCidrPrefixV6) +
+          " (IPv6): a sandbox on the default bridge network already reaches the open internet "
+          "(drop the egress policy for that), while a policy names what it may reach: pass the "
+          "names (--allow-domain) or the narrower blocks themselves (e.g. 203.0.113.0/24, "
+          "10.1.0.0/16)");
     }
     bool known = false;
     for (const Cidr& have : policy.cidrs_) known = known || have == cidr;

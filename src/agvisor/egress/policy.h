@@ -52,6 +52,10 @@ struct EgressRules {
 
 // At most this many rules in all: a policy travels in a Docker label.
 inline constexpr std::size_t kMaxEgressRules = 512;
+// The widest CIDR rule: a shorter prefix holds every private network of its family at once.
+// An IPv6 rule over IPv4-mapped addresses (::ffff:0:0/96) counts as the IPv4 block it reaches.
+inline constexpr int kMinCidrPrefixV4 = 8;
+inline constexpr int kMinCidrPrefixV6 = 16;
 
 // One line that round-trips through DecodeEgressRules, for a label:
 // "allow=pypi.org,*.pythonhosted.org;cidr=203.0.113.0/24;ports=443;deny=".
@@ -66,9 +70,10 @@ class EgressPolicy {
   static constexpr std::uint16_t kDefaultPorts[] = {80, 443};
 
   // Builds a policy from user input; the first bad rule is the error (kInvalidArgument, naming
-  // it). A CIDR rule of prefix 0 (0.0.0.0/0, ::/0) is refused: it would allow everything. `ports`
-  // empty means kDefaultPorts. A name in `deny_domains` is refused even when an allow rule matches
-  // it (deny rules take the same pattern syntax).
+  // it). A CIDR rule wider than kMinCidrPrefixV4 / kMinCidrPrefixV6 is refused (0.0.0.0/1 and
+  // 128.0.0.0/1 would allow everything between them). `ports` empty means kDefaultPorts. A
+  // name in `deny_domains` is refused even when an allow rule matches it (deny rules take the
+  // same pattern syntax).
   static Result<EgressPolicy> Create(const EgressRules& rules) {
     return Create(rules.allow_domains, rules.allow_cidrs, rules.ports, rules.deny_domains);
   }

@@ -95,7 +95,7 @@ TEST(PolicyTest, ResolvedAddressesAreCheckedUnlessACidrNamesThem) {
             "198.51.100.7 is the host's own address (no rule opens it)");
   EXPECT_EQ(check(p, "::ffff:198.51.100.7").reason,
             "::ffff:198.51.100.7 is the host's own address (no rule opens it)");
-  auto opened = Make({"pypi.org"}, {"10.0.0.0/8", "fc00::/7"});
+  auto opened = Make({"pypi.org"}, {"10.0.0.0/8", "fd12::/16", "fd00::/16"});
   EXPECT_TRUE(check(opened, "10.0.0.5").allowed);
   EXPECT_EQ(check(opened, "10.0.0.5").reason, "allowed by 10.0.0.0/8");
   EXPECT_TRUE(check(opened, "fd12::1").allowed);
@@ -107,7 +107,11 @@ TEST(PolicyTest, ResolvedAddressesAreCheckedUnlessACidrNamesThem) {
 // service opens none of them; the enforcer dials from the host.
 TEST(PolicyTest, NoCidrRuleOpensTheHostLoopbackOrMetadata) {
   std::vector<IpAddress> host = {*ParseIpAddress("198.51.100.7"), *ParseIpAddress("10.1.0.1")};
-  auto wide = Make({"pypi.org"}, {"0.0.0.0/1", "128.0.0.0/1", "::/1", "8000::/1"});
+  auto wide = Make({"pypi.org"},
+                   {"0.0.0.0/8", "10.0.0.0/8", "100.0.0.0/8", "127.0.0.0/8", "151.0.0.0/8",
+                    "168.0.0.0/8", "169.0.0.0/8", "192.0.0.0/8", "198.0.0.0/8", "224.0.0.0/8",
+                    "255.0.0.0/8", "::/96", "::ffff:127.0.0.0/104", "::ffff:169.0.0.0/104",
+                    "::ffff:10.0.0.0/104", "fe80::/16", "fd00::/16", "64:ff9b::/96", "2002::/16"});
   for (std::string_view a : {"127.0.0.1",
                              "127.0.0.2",
                              "0.0.0.0",
@@ -153,7 +157,28 @@ TEST(PolicyTest, CidrRulesOverEveryAddressAreRefused) {
               std::string::npos)
         << p.error().message();
   }
-  EXPECT_TRUE(EgressPolicy::Create(EgressRules{.allow_cidrs = {"0.0.0.0/1"}}).ok());
+}
+
+// Two /1 rules open as much as one /0: every rule wider than /8 (IPv4) or /16 (IPv6) is refused,
+// naming it and what to pass instead; an IPv6 rule over IPv4-mapped addresses counts as IPv4.
+TEST(PolicyTest, CidrRulesWiderThanAPrivateNetworkAreRefused) {
+  for (std::string_view wide :
+       {"0.0.0.0/1", "128.0.0.0/1", "10.0.0.0/7", "::/1", "8000::/1", "2000::/15", "fc00::/7",
+        "::/16", "::ffff:0:0/96", "::ffff:0:0/103"}) {
+    auto p = EgressPolicy::Create(EgressRules{.allow_cidrs = {std::string(wide)}});
+    ASSERT_FALSE(p.ok()) << wide;
+    EXPECT_EQ(p.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(p.error().message().find("CIDR rule " + std::string(wide) + " is wider than /8"),
+              std::string::npos)
+        << p.error().message();
+    EXPECT_NE(p.error().message().find("pass the names (--allow-domain) or the narrower blocks"),
+              std::string::npos)
+        << p.error().message();
+  }
+  for (std::string_view narrow : {"10.0.0.0/8", "2001::/16", "::ffff:10.0.0.0/104", "::/96"}) {
+    EXPECT_TRUE(EgressPolicy::Create(EgressRules{.allow_cidrs = {std::string(narrow)}}).ok())
+        << narrow;
+  }
 }
 
 TEST(PolicyTest, DescribeListsEveryRule) {

@@ -66,6 +66,22 @@ IpAddress FromAsio(const net::ip::address& a) {
   return out;
 }
 
+// Is `a` an address of this host now? The kernel picks a local destination itself as the
+// source of a route to it, so a UDP socket connect()ed to `a` (which sends nothing) has `a` as
+// its own address exactly when `a` is local: an address added after the start and a gateway of
+// a network made later are seen too. No route, no socket: not an address of this host (a TCP
+// dial would fail the same way).
+bool IsHostAddressNow(net::io_context& io, const IpAddress& a) {
+  const udp::endpoint to(ToAsio(a), 9);
+  udp::socket s(io);
+  error_code ec;
+  s.open(to.protocol(), ec);
+  if (!ec) s.connect(to, ec);
+  if (ec) return false;
+  const udp::endpoint local = s.local_endpoint(ec);
+  return !ec && FromAsio(local.address()) == a;
+}
+
 // The outcome of a lookup; a struct rather than Result<> (an awaitable's value must be
 // default-constructible).
 struct Lookup {
@@ -428,7 +444,7 @@ class EgressProxy::Impl {
     std::vector<IpAddress> dialable;
     Verdict refused;
     for (const IpAddress& a : lookup.addresses) {
-      Verdict v = policy->CheckResolved(a, options_.host_addresses, options_.test_only_dialable);
+      Verdict v = CheckAddress(*policy, a);
       if (v.allowed) {
         dialable.push_back(a);
       } else if (refused.reason.empty()) {
@@ -695,6 +711,18 @@ class EgressProxy::Impl {
     s.down_ended = true;
   }
 
+  // EgressPolicy::CheckResolved with this proxy's options, then the kernel's word on whether the
+  // address is the host's own now (host_addresses is a list taken at one moment).
+  Verdict CheckAddress(const EgressPolicy& policy, const IpAddress& a) {
+    Verdict v = policy.CheckResolved(a, options_.host_addresses, options_.test_only_dialable);
+    for (const Cidr& c : options_.test_only_dialable) {
+      if (c.Contains(a)) return v;
+    }
+    if (v.allowed && IsHostAddressNow(io_, a))
+      return {false, FormatIpAddress(a) + " is the host's own address (no rule opens it)"};
+    return v;
+  }
+
   // Registers an open connection so that a policy change judges it again; judged at once if
   // the policy changed while it was being dialled (`decided_by` is the policy that allowed it).
   void Track(const std::shared_ptr<Splice>& s, Tracked t, const EgressPolicy* decided_by) {
@@ -711,7 +739,7 @@ class EgressProxy::Impl {
     std::shared_ptr<const EgressPolicy> p = policy();
     Verdict v = p->Decide(t.target);
     if (v.allowed) {
-      Verdict a = p->CheckResolved(t.address, options_.host_addresses, options_.test_only_dialable);
+      Verdict a = CheckAddress(*p, t.address);
       if (!a.allowed) v.reason = "resolves to a refused address: " + a.reason;
       v.allowed = a.allowed;
     }

@@ -65,7 +65,9 @@ struct ProxyOptions {
   // sandbox's original destination port).
   std::uint16_t tls_port = 443;
   // Addresses of the host itself: refused after resolution like loopback (a name that resolves
-  // to the host must not reach its services).
+  // to the host must not reach its services). Before each dial the proxy also asks the kernel
+  // whether the address is local now, which covers addresses (a gateway of a network made later)
+  // that appeared after this list was taken.
   std::vector<IpAddress> host_addresses;
   // Tests and benchmarks only, whose servers listen on loopback: blocks exempt from the classes
   // no policy opens (EgressPolicy::CheckResolved); a CIDR rule must still name them. agvisord

@@ -6,6 +6,8 @@
 #include "agvisor/egress/proxy.h"
 
 #include <gtest/gtest.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 
 #include <algorithm>
 #include <chrono>
@@ -535,11 +537,12 @@ TEST_F(EgressProxyTest, InSandboxResolverAnswersAllowedNamesOnlyAndForwardsNothi
 // enforcer dials from the host, so such a rule would hand the sandbox the host's own services
 // and the metadata service (issue 32, point 3). A private block stays openable on purpose.
 TEST_F(EgressProxyTest, BroadCidrRulesNeverOpenTheHostOrMetadata) {
-  proxy_->SetPolicy(EgressPolicy::Create(std::vector<std::string>{"*.allowed.test"},
-                                         std::vector<std::string>{"127.0.0.0/8", "169.254.0.0/16",
-                                                                  "198.51.100.0/24", "::/1"},
-                                         std::vector<std::uint16_t>{http_->port()})
-                        .value());
+  proxy_->SetPolicy(
+      EgressPolicy::Create(std::vector<std::string>{"*.allowed.test"},
+                           std::vector<std::string>{"127.0.0.0/8", "169.254.0.0/16",
+                                                    "198.51.100.0/24", "::ffff:127.0.0.0/104"},
+                           std::vector<std::uint16_t>{http_->port()})
+          .value());
   const std::pair<std::string, std::string> cases[] = {
       {HostPort("rebind.allowed.test", http_->port()), "127.0.0.3 is loopback (no rule opens it)"},
       {HostPort("127.0.0.2", http_->port()), "127.0.0.2 is loopback (no rule opens it)"},
@@ -556,6 +559,37 @@ TEST_F(EgressProxyTest, BroadCidrRulesNeverOpenTheHostOrMetadata) {
     EXPECT_NE(response.find(reason), std::string::npos) << target << ": " << response;
   }
   EXPECT_EQ(http_->accepted(), 0);
+}
+
+// An address of this machine that the proxy was not told about (a bridge gateway made after
+// agvisord started, an address added later) is still the host's own: the proxy asks the kernel
+// before it dials. Any IPv4 address of an interface other than loopback will do (docker0's
+// gateway on a Docker host).
+TEST_F(EgressProxyTest, AnAddressOfThisHostOutsideHostAddressesIsRefused) {
+  std::optional<IpAddress> own;
+  ifaddrs* list = nullptr;
+  ASSERT_EQ(getifaddrs(&list), 0);
+  for (ifaddrs* i = list; i != nullptr && !own; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    const auto* in = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+    const auto* b = reinterpret_cast<const std::uint8_t*>(&in->sin_addr);
+    if (b[0] != 127) own = IpAddress::V4(b[0], b[1], b[2], b[3]);
+  }
+  freeifaddrs(list);
+  if (!own) GTEST_SKIP() << "no IPv4 address on this machine but loopback";
+  const std::string text = FormatIpAddress(*own);
+  proxy_->SetPolicy(EgressPolicy::Create(std::vector<std::string>{"allowed.test"},
+                                         std::vector<std::string>{text},
+                                         std::vector<std::uint16_t>{http_->port()})
+                        .value());
+  const std::string response = Get(HostPort(text, http_->port()));
+  EXPECT_NE(response.find("403 Forbidden"), std::string::npos) << response;
+  EXPECT_NE(response.find(text + " is the host's own address (no rule opens it)"),
+            std::string::npos)
+      << response;
+  // The exempt test server on 127.0.0.1 is still reached (the kernel check honours the exemption).
+  proxy_->SetPolicy(MakePolicy({"allowed.test"}));
+  EXPECT_NE(Get(HostPort("allowed.test", http_->port())).find("200 OK"), std::string::npos);
 }
 
 // A proxy told which network its clients are on serves nobody else: connections from elsewhere

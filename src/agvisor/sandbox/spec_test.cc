@@ -147,7 +147,7 @@ TEST(SpecTest, LifetimeIdleAndExecTimeout) {
 // door (CLI, Python, agvisord, MCP and pools all validate the spec).
 TEST(SpecTest, EgressCidrOverEveryAddressIsRefused) {
   SandboxSpec s;
-  for (const char* all : {"0.0.0.0/0", "::/0"}) {
+  for (const char* all : {"0.0.0.0/0", "::/0", "0.0.0.0/1", "128.0.0.0/1", "::/1"}) {
     s.egress = egress::EgressRules{.allow_domains = {"pypi.org"}, .allow_cidrs = {all}};
     EXPECT_THAT(Msg(ValidateSpec(s)),
                 HasSubstr("default bridge network already reaches the open internet"))
