@@ -114,7 +114,8 @@ class Sandbox:
               through the agent channel, for native RDP clients), sb.desktop_token(key) for
               the browser gateway.
     limits    Limits(...): cpus, memory, pids, shm, disk. See agvisor.Limits.
-    network   "bridge" (default), "none", or the name of a Docker network.
+    network   "bridge" (default), "none", or a network made with
+              `agvisor network create NAME`.
     lifetime  Seconds until the sandbox ends itself, even if this process dies.
     idle_ttl  Seconds without activity (an exec) until the sandbox ends itself; exec(timeout=)
               must be shorter.
@@ -777,7 +778,8 @@ def create_sandbox(
     limits    Limits(cpus=2.0, memory="2g", pids=512, shm=None, disk="5g") by default; zero,
               negative or malformed values raise ValueError. The default disk cap is skipped,
               with a warning, on hosts that cannot enforce it; an explicit one is refused there.
-    network   "bridge" (default), "none" or a Docker network's name.
+    network   "bridge" (default), "none" or a network made with
+              `agvisor network create NAME`.
     lifetime  Seconds until the sandbox removes itself, enforced inside it: it holds when this
               process dies.
     idle_ttl  Seconds without an exec() until the sandbox removes itself; exec(timeout=) must

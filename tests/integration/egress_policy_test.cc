@@ -932,7 +932,6 @@ TEST_F(EgressTest, ANamedSandboxMadeAgainStartsWithThePolicyItIsCreatedWith) {
   auto widened = Cli({"egress", name, "--allow-domain", "other.test"});
   ASSERT_EQ(widened.status.exit_code, 0) << widened.err;
   ASSERT_EQ(Run(**first, get_other), "hello from other.test\n");
-  first->reset();
   auto docker = HostClient("");
   ASSERT_TRUE(docker.ok());
   ASSERT_TRUE((*docker)->RemoveContainer(name, /*force=*/true).ok());
@@ -959,6 +958,38 @@ TEST_F(EgressTest, AnotherSandboxsEgressNetworkCannotBeJoined) {
   EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(r.error().message(),
               HasSubstr("egress network of sandbox " + (*owner)->container_name()));
+}
+
+// Issue 32, point 5: the egress network an earlier sandbox of this name left (its container
+// removed without agvisor) carries that sandbox's name as its owner, and its enforcer may serve a
+// live-changed policy for it: a new sandbox of the name without a policy that names it is refused,
+// by name and by id. Only the create that makes an egress network joins it.
+TEST_F(EgressTest, ALeftoverEgressNetworkOfTheSameNameCannotBeJoined) {
+  SandboxSpec spec = Spec({"allowed.test"});
+  spec.name = testing::RunId() + "-left";
+  const std::string cname = ContainerNameFor(*spec.name);
+  struct Cleanup {
+    std::string name;
+    ~Cleanup() { (void)Sandbox::Remove(name, "", /*erase_data=*/true); }
+  } cleanup{cname};
+  auto first = Sandbox::Create(spec);
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  auto rm = RunCommand({"docker", "rm", "-f", cname});
+  ASSERT_TRUE(rm.ok() && rm->status.success());
+  auto docker = HostClient("");
+  ASSERT_TRUE(docker.ok());
+  auto left = (*docker)->InspectNetwork(EgressNetworkName(cname));
+  ASSERT_TRUE(left.ok()) << left.error().ToString();
+  for (const std::string& network : {left->name, left->id}) {
+    SandboxSpec again = testing::TestSpec();
+    again.name = spec.name;
+    again.network = network;
+    auto r = Sandbox::Create(again);
+    ASSERT_FALSE(r.ok()) << "joined the leftover " << network;
+    EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument) << r.error().ToString();
+    EXPECT_THAT(r.error().message(), HasSubstr("egress network of sandbox " + cname));
+    EXPECT_THAT(r.error().message(), HasSubstr("only the create that makes"));
+  }
 }
 
 // Issue 32, point 4: agvisord checks the sandbox firewall's hooks itself. With one missing (here:

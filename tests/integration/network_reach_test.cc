@@ -31,6 +31,7 @@
 
 #include "agvisor/base/subprocess.h"
 #include "agvisor/base/unique_fd.h"
+#include "agvisor/sandbox/docker_runtime/egress_bridge.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "tests/integration/test_env.h"
 
@@ -453,7 +454,8 @@ TEST_F(NetworkReachTest, CloudMetadataAddressesAreUnreachable) {
 TEST_F(NetworkReachTest, MembersOfAUserNetworkReachEachOtherNotTheHost) {
   const std::string net = "agvnr-" + testing::RunId();
   ASSERT_EQ(Sh({"docker", "network", "create", "--label",
-                std::string(testing::kRunLabel) + "=" + testing::RunId(), net}),
+                std::string(testing::kRunLabel) + "=" + testing::RunId(), "--label",
+                std::string(kLabelUserNetwork) + "=1", net}),
             "");
   NetworkRemover remover{{net}};
   auto spec = TestSpec();
@@ -493,17 +495,23 @@ TEST_F(NetworkReachTest, NetworksTheFirewallDoesNotCoverAreRefused) {
   const std::string macvlan = "agvnr-macvlan-" + testing::RunId();
   const std::string parent = "agvnrv" + tag;
   const std::string ours = "agvnr-ours-" + testing::RunId();
-  NetworkRemover remover{{named, macvlan, ours}, parent};
-  ASSERT_EQ(Sh({"docker", "network", "create", "--label", label, "-o",
+  // A plain bridge of Docker's naming (br-<id>), as a compose project's `myapp_default`: the
+  // firewall covers it but lets its members reach each other (issue 32, point 5).
+  const std::string plain = "agvnr-plain-" + testing::RunId();
+  const std::string user = std::string(kLabelUserNetwork) + "=1";
+  NetworkRemover remover{{named, macvlan, ours, plain}, parent};
+  ASSERT_EQ(Sh({"docker", "network", "create", "--label", label, "--label", user, "-o",
                 "com.docker.network.bridge.name=agvnrb" + tag, named}),
             "");
   ASSERT_EQ(Sh({"ip", "link", "add", parent, "type", "veth", "peer", "name", "agvnrp" + tag}), "");
-  ASSERT_EQ(Sh({"docker", "network", "create", "--label", label, "-d", "macvlan", "-o",
-                "parent=" + parent, macvlan}),
+  ASSERT_EQ(Sh({"docker", "network", "create", "--label", label, "--label", user, "-d", "macvlan",
+                "-o", "parent=" + parent, macvlan}),
             "");
+  ASSERT_EQ(Sh({"docker", "network", "create", "--label", label, plain}), "");
   const std::pair<std::string, std::string> refused[] = {
       {named, "its bridge interface is named agvnrb" + tag},
       {macvlan, "its driver is macvlan"},
+      {plain, "not made by `agvisor network create`"},
   };
   for (const auto& [network, reason] : refused) {
     auto spec = TestSpec();

@@ -213,7 +213,8 @@ void SpecOptions::Add(CLI::App& cmd) {
   cmd.add_option("--disk", disk,
                  "root file system cap, e.g. 5g; 'none' for no cap. Default: 5g where the host "
                  "can enforce it, else uncapped with a warning");
-  cmd.add_option("--network", spec.network, "bridge, none, or a Docker network name")
+  cmd.add_option("--network", spec.network,
+                 "bridge, none, or a network made with `agvisor network create NAME`")
       ->capture_default_str();
   cmd.add_option("--lifetime", spec.lifetime,
                  "seconds until the sandbox ends itself, even if this client dies");

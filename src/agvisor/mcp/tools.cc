@@ -382,7 +382,7 @@ const Tool kTools[] = {
   "memory": {"type": "string", "description": "RAM cap in Docker syntax, e.g. 512m, 2g (default 2g; no swap)"},
   "pids": {"type": "integer", "minimum": 1, "description": "most processes and threads (default 512)"},
   "disk": {"type": "string", "description": "root file system cap, e.g. 5g, or none"},
-  "network": {"type": "string", "description": "bridge (default: the internet, not the host), none, or a Docker network name"},
+  "network": {"type": "string", "description": "bridge (default: the internet, not the host), none, or a network made with `agvisor network create NAME`"},
   "lifetime": {"type": "integer", "minimum": 1, "description": "seconds until the sandbox ends itself, even if this server dies (default 3600)"},
   "idle_ttl": {"type": "integer", "minimum": 1, "description": "seconds without activity (exec, file calls) until the sandbox ends itself"},
   "egress": {"type": "object", "additionalProperties": false, "description": "an egress policy: the sandbox reaches only what it allows (needs network bridge and agvisord on the Docker host)", "properties": {

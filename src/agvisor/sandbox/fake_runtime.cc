@@ -590,7 +590,9 @@ Result<SandboxNetwork> FakeRuntime::EnsureEgressNetwork(std::string_view name,
   std::lock_guard lock(mu_);
   if (auto e = Record("EnsureEgressNetwork", name)) return *e;
   networks_.insert(std::string(name));
-  return SandboxNetwork{.name = std::string(name) + "-egress", .gateway = "127.0.0.1"};
+  return SandboxNetwork{.name = std::string(name) + "-egress",
+                        .id = std::string(name) + "-egress",
+                        .gateway = "127.0.0.1"};
 }
 
 Result<void> FakeRuntime::RemoveEgressNetwork(std::string_view name) {

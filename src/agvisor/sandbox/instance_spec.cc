@@ -67,6 +67,7 @@ Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDe
 void ApplyEgressNetwork(InstanceSpec& i, const SandboxNetwork& net,
                         const egress::EgressRules& rules) {
   i.network = net.name;
+  i.egress_network_id = net.id;
   i.dns = {net.gateway};
   i.env = EgressProxyEnv(net.gateway);
   i.labels[std::string(kLabelEgress)] = egress::EncodeEgressRules(rules);

@@ -57,9 +57,11 @@ struct HostCapacity {
   std::string source;             // where the figure comes from, for messages
 };
 
-// A sandbox's private network (egress policies): its name and the enforcer's address.
+// A sandbox's private network (egress policies): its name, the runtime's id of the network this
+// call made, and the enforcer's address.
 struct SandboxNetwork {
   std::string name;
+  std::string id;
   std::string gateway;
 };
 
@@ -119,8 +121,11 @@ struct InstanceSpec {
   // stack (the instance gets no network of its own).
   std::string runtime;
   std::string requested_runtime;
-  std::string platform;          // the gVisor platform (SandboxSpec::platform, resolved)
-  std::string network;           // "bridge", "none", or a network's name (EnsureEgressNetwork)
+  std::string platform;  // the gVisor platform (SandboxSpec::platform, resolved)
+  std::string network;   // "bridge", "none", or a network's name (EnsureEgressNetwork)
+  // The id of the egress network EnsureEgressNetwork made for this create (ApplyEgressNetwork),
+  // "" for none: the only egress network the instance may join (NetworkJoinRefusal).
+  std::string egress_network_id;
   std::vector<std::string> dns;  // resolver addresses; empty = the runtime's
   double cpus = 0;
   std::int64_t memory_bytes = 0;  // also the memory+swap cap: no swap

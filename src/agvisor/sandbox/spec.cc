@@ -195,7 +195,8 @@ Result<void> ValidateImage(std::string_view image) {
 
 Result<void> ValidateNetwork(std::string_view network) {
   AGVISOR_RETURN_IF_ERROR(CheckDockerName(
-      "network", network, "use \"bridge\", \"none\" or the name of a Docker network"));
+      "network", network,
+      "use \"bridge\", \"none\" or a network made with `agvisor network create NAME`"));
   if (network == "host") {
     return Error::InvalidArgument(
         "network \"host\" is refused: it would share the host's network "

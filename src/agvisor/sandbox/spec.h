@@ -77,7 +77,7 @@ struct SandboxSpec {
   // kMinDesktopMemory, shm 1g unless set; Create returns once the desktop is drawn.
   bool gui = false;
   Limits limits;
-  std::string network = "bridge";        // "bridge", "none" or the name of a Docker network
+  std::string network = "bridge";  // "bridge", "none" or a network of `agvisor network create`
   std::optional<std::int64_t> lifetime;  // seconds until the sandbox ends itself
   std::optional<std::int64_t> idle_ttl;  // seconds without activity until it ends itself
   // What idle_ttl does (docs/lifecycle.md "Idle policy"): "destroy" (the container ends and is

@@ -125,10 +125,11 @@ DockerRuntime::~DockerRuntime() = default;
 Result<StartedInstance> DockerRuntime::CreateAndStart(const InstanceSpec& spec, StepTrace& trace,
                                                       StderrSink on_stderr) {
   if (spec.network != "none") {
-    // A network the sandbox firewall does not cover, or another sandbox's egress network, is
-    // refused; so is any network on a host known to be without the firewall (egress_network.h).
+    // A network the sandbox firewall does not cover, one not made for sandboxes, or an egress
+    // network this create did not make, is refused; so is any network on a host known to be
+    // without the firewall (egress_network.h).
     if (spec.network != "bridge") {
-      AGVISOR_RETURN_IF_ERROR(CheckJoinableNetwork(*client_, spec.network, spec.name));
+      AGVISOR_RETURN_IF_ERROR(CheckJoinableNetwork(*client_, spec.network, spec.egress_network_id));
     }
     AGVISOR_RETURN_IF_ERROR(RequireFirewall(host_, HostFirewallStatus(host_)));
   }
@@ -490,7 +491,7 @@ Result<SandboxNetwork> DockerRuntime::EnsureEgressNetwork(std::string_view name,
   auto net = AGVISOR_TRY(agvisor::EnsureEgressNetwork(*client_, name, rules, labels));
   // Up before the sandbox runs: with no enforcer the sandbox would start cut off.
   AGVISOR_RETURN_IF_ERROR(WaitForEnforcer(host_, net.gateway, std::chrono::seconds(10)));
-  return SandboxNetwork{.name = net.name, .gateway = net.gateway};
+  return SandboxNetwork{.name = net.name, .id = net.id, .gateway = net.gateway};
 }
 
 Result<void> DockerRuntime::RemoveEgressNetwork(std::string_view name) {

@@ -73,19 +73,20 @@ Result<EgressNetwork> EnsureEgressNetwork(docker::Client& docker, std::string_vi
 }
 
 std::optional<std::string> NetworkJoinRefusal(const docker::NetworkInfo& n,
-                                              std::string_view container_name) {
+                                              std::string_view made_egress_network) {
   if (auto owner = n.labels.find(std::string(kLabelEgressSandbox));
       owner != n.labels.end() || n.labels.contains(std::string(kLabelEgress))) {
-    if (owner != n.labels.end() && owner->second == container_name) {
+    if (!made_egress_network.empty() && n.id == made_egress_network) {
       if (n.driver == "bridge" && n.internal && n.bridge_name.starts_with(kEgressBridgePrefix)) {
-        return std::nullopt;  // its own, as EnsureEgressNetwork made it
+        return std::nullopt;  // the one this create made, as EnsureEgressNetwork made it
       }
       return "it is labelled as an agvisor egress network but is not one (internal, bridge " +
              std::string(kEgressBridgePrefix) + "...); remove it";
     }
     return "it is the egress network of " +
            (owner == n.labels.end() ? std::string("another sandbox") : "sandbox " + owner->second) +
-           ", served with that sandbox's policy; give this sandbox a policy of its own "
+           ", served with the policy that sandbox was made with (or changed to); only the create "
+           "that makes an egress network joins it. Give this sandbox a policy of its own "
            "(--allow-domain ...) instead";
   }
   if (n.driver != "bridge") {
@@ -101,11 +102,19 @@ std::optional<std::string> NetworkJoinRefusal(const docker::NetworkInfo& n,
            " (com.docker.network.bridge.name), which the sandbox firewall's rules (docker0, br-*) "
            "do not match";
   }
+  auto user = n.labels.find(std::string(kLabelUserNetwork));
+  if (n.name != "bridge" && (user == n.labels.end() || user->second != "1")) {
+    return "it was not made by `agvisor network create` (no label " +
+           std::string(kLabelUserNetwork) +
+           "=1): the sandbox firewall lets traffic within a bridge through, so a sandbox there "
+           "would reach every container on it (a compose project's database, say); make one "
+           "for sandboxes with `agvisor network create NAME`";
+  }
   return std::nullopt;
 }
 
 Result<void> CheckJoinableNetwork(docker::Client& docker, std::string_view network,
-                                  std::string_view container_name) {
+                                  std::string_view made_egress_network) {
   auto n = docker.InspectNetwork(network);
   if (!n.ok() && n.error().code() == ErrorCode::kNotFound) {
     return Error::NotFound("network '" + std::string(network) +
@@ -113,7 +122,7 @@ Result<void> CheckJoinableNetwork(docker::Client& docker, std::string_view netwo
                            std::string(network) + "`, or use network bridge or none");
   }
   if (!n.ok()) return n.error();
-  if (auto why = NetworkJoinRefusal(*n, container_name)) {
+  if (auto why = NetworkJoinRefusal(*n, made_egress_network)) {
     return Error::InvalidArgument("network '" + std::string(network) + "' is refused: " + *why +
                                   ". Use bridge, none, or a network made with `agvisor network "
                                   "create NAME`");

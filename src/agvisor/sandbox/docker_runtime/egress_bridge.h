@@ -41,18 +41,22 @@ Result<EgressNetwork> EnsureEgressNetwork(docker::Client& docker, std::string_vi
 // On the network of `agvisor network create`: a plain bridge with Docker's interface naming.
 inline constexpr std::string_view kLabelUserNetwork = "agvisor.network";
 
-// Why a sandbox whose container is `container_name` may not join Docker network `n`, or nullopt
-// when it may. The sandbox firewall (scripts/sandbox-firewall) matches bridges named docker0 and
-// br-* only: a network of another driver (macvlan, ipvlan, overlay, host, ...) or a bridge whose
-// interface has another name (com.docker.network.bridge.name) escapes every rule. An agvisor
-// egress network belongs to its own sandbox (its enforcer serves that sandbox's policy): joining
-// another sandbox's is refused.
+// Why a sandbox may not join Docker network `n`, or nullopt when it may. `made_egress_network`
+// is the id of the egress network the create asking made for itself (EnsureEgressNetwork), ""
+// when it made none. The sandbox firewall (scripts/sandbox-firewall) matches bridges named
+// docker0 and br-* only: a network of another driver (macvlan, ipvlan, overlay, host, ...) or a
+// bridge whose interface has another name (com.docker.network.bridge.name) escapes every rule.
+// And it lets traffic within one bridge through: besides Docker's default `bridge`, only a network
+// of `agvisor network create` (kLabelUserNetwork) is joined, never a bridge other containers use
+// (a compose project's, with its database). An agvisor egress network is joined only by the
+// create that just made it: never by one that names it (its enforcer serves the policy of the
+// sandbox it was made for, perhaps a live-changed one, even when that sandbox's name is the same).
 std::optional<std::string> NetworkJoinRefusal(const docker::NetworkInfo& n,
-                                              std::string_view container_name);
+                                              std::string_view made_egress_network);
 // The same for a network by name or id, inspected through `docker`. kInvalidArgument with the
 // reason and what to use instead; kNotFound when there is no such network.
 Result<void> CheckJoinableNetwork(docker::Client& docker, std::string_view network,
-                                  std::string_view container_name);
+                                  std::string_view made_egress_network);
 
 // `agvisor network create NAME`: a bridge network a sandbox may join (Docker names its interface
 // br-<id>, which the sandbox firewall covers), labelled agvisor=1 and kLabelUserNetwork. Returns
