@@ -119,7 +119,7 @@ HttpResponse Post(McpState& st, const HttpRequest& req, HttpStream& io) {
   }
   if (!peek.has_request) {
     (void)session->Handle(body);
-    return {202, "application/json", "", headers};
+    return {202, "", "", headers};  // accepted, no body: no Content-Type either
   }
   if (!peek.wants_progress) {
     return {200, "application/json", session->Handle(body), headers};

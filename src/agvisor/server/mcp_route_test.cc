@@ -117,6 +117,22 @@ TEST_F(McpRouteTest, LoopbackOriginsKnownVersionsAndNoOriginAreServed) {
   }
 }
 
+// A notification is accepted with 202 and no body, so no Content-Type claims one (issue 33).
+TEST_F(McpRouteTest, ANotificationIsAcceptedWithoutABodyOrItsType) {
+  const std::string init = Send("POST", {}, kInitialize);
+  ASSERT_EQ(Status(init), 200) << init;
+  const auto at = init.find("Mcp-Session-Id: ");
+  ASSERT_NE(at, std::string::npos) << init;
+  const auto start = at + std::string("Mcp-Session-Id: ").size();
+  const std::string id = init.substr(start, init.find("\r\n", start) - start);
+  const std::string got = Send("POST", {{"Mcp-Session-Id", id}},
+                               R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+  EXPECT_EQ(Status(got), 202) << got;
+  const std::string head = got.substr(0, got.find("\r\n\r\n"));
+  EXPECT_EQ(head.find("Content-Type"), std::string::npos) << got;
+  EXPECT_NE(head.find("Content-Length: 0"), std::string::npos) << got;
+}
+
 TEST(McpOriginAllowedTest, LoopbackOnly) {
   EXPECT_TRUE(McpOriginAllowed(""));
   EXPECT_TRUE(McpOriginAllowed("http://127.0.0.1"));
