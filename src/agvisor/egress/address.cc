@@ -135,6 +135,10 @@ std::optional<std::string> V6Reason(const IpAddress& address, bool never_dialled
   }
   if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0) return "site-local (deprecated)";
   if ((b[0] & 0xfe) == 0xfc) return "unique local (fc00::/7)";
+  // Local-use NAT64 (RFC 8215): the operator picks where in it the IPv4 address sits, so it may
+  // translate to any private one. Teredo (RFC 4380): its IPv4 addresses are in the address too.
+  if (StartsWith(address, {0x00, 0x64, 0xff, 0x9b, 0x00, 0x01})) return "local-use NAT64";
+  if (StartsWith(address, {0x20, 0x01, 0x00, 0x00})) return "Teredo (2001::/32)";
   return std::nullopt;
 }
 

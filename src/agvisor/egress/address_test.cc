@@ -98,6 +98,9 @@ TEST(AddressTest, RestrictedAddressesAreNamed) {
       {"fc00::1", "unique local (fc00::/7)"},
       {"fd12:3456::1", "unique local (fc00::/7)"},
       {"ff02::1", "multicast"},
+      {"64:ff9b:1::a00:1", "local-use NAT64"},
+      {"64:ff9b:2::1", nullptr},
+      {"2001:0:4136:e378:8000:63bf:3fff:fdd2", "Teredo (2001::/32)"},
       {"2001:db8::1", nullptr},
       {"2606:4700::1111", nullptr},
   };
