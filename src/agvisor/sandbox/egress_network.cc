@@ -1,8 +1,10 @@
 #include "agvisor/sandbox/egress_network.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -223,13 +225,19 @@ Result<void> WriteFirewallState(const FirewallStatus& status) {
   const fs::path path = FirewallStatePath();
   std::error_code ec;
   if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
-  const fs::path tmp = path.string() + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << FormatFirewallState(status, CurrentBootId());
-    if (!out.flush()) return Error::Unavailable("cannot write " + tmp.string());
+  // A new file of our own (mkstemp: O_EXCL, no link followed), then renamed over the state, so a
+  // reader never sees half a file and a planted link in a shared directory is never written to.
+  std::string tmp_name = path.string() + ".XXXXXX";
+  UniqueFd fd(::mkostemp(tmp_name.data(), O_CLOEXEC));
+  if (!fd) return Error::FromErrno("mkostemp " + tmp_name, errno);
+  const fs::path tmp = tmp_name;
+  const std::string text = FormatFirewallState(status, CurrentBootId());
+  if (::fchmod(fd.get(), 0644) != 0 ||
+      ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    const int err = errno;
+    fs::remove(tmp, ec);
+    return Error::FromErrno("cannot write " + tmp.string(), err);
   }
-  fs::permissions(tmp, fs::perms(0644), ec);
   fs::rename(tmp, path, ec);
   if (ec) {
     fs::remove(tmp, ec);

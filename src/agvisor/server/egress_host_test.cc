@@ -128,7 +128,17 @@ TEST(FirewallStateTest, WrittenAndReadBackThroughTheTestPath) {
           .string();
   ASSERT_EQ(::setenv("AGVISOR_FIREWALL_STATE", path.c_str(), 1), 0);
   EXPECT_EQ(FirewallStatePath(), path);
+  // A link planted at the state's path is replaced, never written through; no temporary is left.
+  const std::string target = path + ".target";
+  std::filesystem::create_symlink(target, path);
   ASSERT_TRUE(WriteFirewallState({.state = FirewallState::kUnprotected, .detail = "d"}).ok());
+  EXPECT_FALSE(std::filesystem::exists(target));
+  EXPECT_FALSE(std::filesystem::is_symlink(path));
+  EXPECT_EQ(std::filesystem::status(path).permissions(), std::filesystem::perms(0644));
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::filesystem::path(path).parent_path())) {
+    EXPECT_FALSE(e.path().string().starts_with(path + ".")) << e.path();
+  }
   EXPECT_EQ(HostFirewallStatus("").state, FirewallState::kUnprotected);
   EXPECT_EQ(HostFirewallStatus("tcp://127.0.0.1:2375").state, FirewallState::kUnknown);
   ::unsetenv("AGVISOR_FIREWALL_STATE");
