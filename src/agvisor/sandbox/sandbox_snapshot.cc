@@ -194,9 +194,13 @@ Result<void> ValidateSnapshotRepository(std::string_view repository) {
   }
   // agvisor/ holds agvisor's own images (base, desktop, with-agent, agent, probe): a snapshot
   // there could stand in for the image with the agent of some image, or for a default image.
+  // Judged without a registry host in front: on the default registry, HOST/agvisor/base is
+  // agvisor/base.
+  const std::string_view path =
+      host ? repository.substr(first.size() + 1) : std::string_view(repository);
   const std::string def(kDefaultSnapshotRepository);
-  if ((repository == "agvisor" || repository.starts_with("agvisor/")) && repository != def &&
-      !repository.starts_with(def + "/")) {
+  if ((path == "agvisor" || path.starts_with("agvisor/")) && path != def &&
+      !path.starts_with(def + "/")) {
     return refuse("is in agvisor/, the repositories of agvisor's own images; use " + def +
                   "[/...] or a repository of your own");
   }

@@ -62,13 +62,31 @@ TEST(SnapshotUnitTest, TheRepositoryIsConfigurableButNeverOneOfAgvisorsOwn) {
   EXPECT_FALSE(NormalizeSnapshotImage("agvisor/snapshot:v1", "team/snaps").ok());
   for (const char* ok :
        {"agvisor/snapshot", "snaps", "team/my_snaps", "a.b-c/d__e", "localhost/snaps",
-        "localhost:5000/snaps", "Reg.Example:443/x", "agvisor/snapshot/team", "agvisor-snaps"}) {
+        "localhost:5000/snaps", "Reg.Example:443/x", "agvisor/snapshot/team", "agvisor-snaps",
+        "reg.example/agvisor/snapshot"}) {
     EXPECT_TRUE(ValidateSnapshotRepository(ok).ok()) << ok;
   }
-  for (const char* bad : {"", "agvisor/with-agent", "agvisor/base", "agvisor/desktop", "agvisor",
-                          "agvisor/agent", "agvisor/snapshots", "agvisor/snapshot-x",
-                          "Agvisor/snapshot", "snaps:v1", "snaps@sha256:00", "/snaps", "snaps/",
-                          "a//b", "-x/y", "x-/y", "reg:port/x", "a b", "x_-y"}) {
+  for (const char* bad : {"",
+                          "agvisor/with-agent",
+                          "agvisor/base",
+                          "agvisor/desktop",
+                          "agvisor",
+                          "agvisor/agent",
+                          "agvisor/snapshots",
+                          "agvisor/snapshot-x",
+                          "Agvisor/snapshot",
+                          "snaps:v1",
+                          "snaps@sha256:00",
+                          "/snaps",
+                          "snaps/",
+                          "a//b",
+                          "-x/y",
+                          "x-/y",
+                          "reg:port/x",
+                          "a b",
+                          "x_-y",
+                          "reg.example/agvisor/base",
+                          "localhost:5000/agvisor/with-agent"}) {
     auto r = ValidateSnapshotRepository(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);

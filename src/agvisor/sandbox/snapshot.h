@@ -48,7 +48,7 @@ class Sandbox;
 // The repository snapshots are made in by default ("agvisor/snapshot:TAG").
 inline constexpr std::string_view kDefaultSnapshotRepository = "agvisor/snapshot";
 // How a create's image names a snapshot: "snapshot:TAG" (ResolveSnapshotImage). It shadows a
-// Docker image of that name (docker.io/library/snapshot), which is still reachable spelled out.
+// Docker image of that name, still reachable with its registry spelled out in front.
 inline constexpr std::string_view kSnapshotImagePrefix = "snapshot:";
 // The label only the host's import sets on a snapshot (a random id per import): an image without
 // it was not made as a snapshot and is never replaced by one.
