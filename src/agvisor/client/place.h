@@ -22,6 +22,7 @@
 #include "agvisor/channel/channel.h"
 #include "agvisor/channel/transport.h"
 #include "agvisor/docker/types.h"
+#include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
 
@@ -158,6 +159,15 @@ struct Created {
   std::string disk_warning;
 };
 
+// A warm pool of a place (Place::CreatePool, ListPools): its name, the random id its members
+// carry in the agvisor.pool label, what it was made with and its counters now.
+struct PoolInfo {
+  std::string name;
+  std::string id;
+  PoolOptions options;
+  PoolStats stats;
+};
+
 // What Fork reports: the snapshot and the running forks, PREFIX-1 first.
 struct Forked {
   SnapshotResult snapshot;
@@ -194,6 +204,33 @@ class Place {
     (void)options;
     return Error::Unsupported("fork of " + std::string(container_name) +
                               ": this place does not make forks");
+  }
+  // Warm pools (docs/pools.md), named within the place: in process they live as long as the
+  // Place object (closed with it); through agvisord as long as the daemon (POST/GET/DELETE
+  // /v1/pools). Every door (CLI, Python, agvisord's routes, MCP) manages pools through these.
+  // CreatePool: as Pool::Create, under `name` (the pool-name rules of api/codec.h); kConflict
+  // when the place has a pool of that name. The default (a place that cannot): kUnsupported.
+  virtual Result<PoolInfo> CreatePool(std::string_view name, const PoolOptions& options) {
+    (void)options;
+    return Error::Unsupported("pool " + std::string(name) + ": this place has no warm pools");
+  }
+  // A member of pool `name` with the caller's deadlines (Pool::Acquire; kNotFound: no such
+  // pool). Created::resumed is false; the handle is the member's.
+  virtual Result<Created> Acquire(std::string_view name, const AcquireOptions& options) {
+    (void)options;
+    return Error::Unsupported("pool " + std::string(name) + ": this place has no warm pools");
+  }
+  // Every pool of the place with its counters, by name.
+  virtual Result<std::vector<PoolInfo>> ListPools() { return std::vector<PoolInfo>{}; }
+  // Blocks until pool `name` has `size` members ready (Pool::WaitReady; through agvisord by
+  // polling GET /v1/pools). Errors: kNotFound, kTimeout (with the last start error).
+  virtual Result<void> WaitPoolReady(std::string_view name, std::chrono::milliseconds timeout) {
+    (void)timeout;
+    return Error::Unsupported("pool " + std::string(name) + ": this place has no warm pools");
+  }
+  // Closes pool `name`: its members not handed out are removed (Pool::Close). kNotFound.
+  virtual Result<void> ClosePool(std::string_view name) {
+    return Error::Unsupported("pool " + std::string(name) + ": this place has no warm pools");
   }
   // One sample of the runtime's stats for a running sandbox (about a second).
   virtual Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) = 0;
