@@ -698,12 +698,7 @@ py::dict LimitsDict(const LiveLimits& l) {
 
 py::dict SnapshotDict(const SnapshotResult& r) {
   py::dict d;
-  d["image"] = r.image;
-  d["image_id"] = r.image_id;
-  d["bytes"] = r.bytes;
-  d["entries"] = r.entries;
-  d["file_bytes"] = r.file_bytes;
-  d["seconds"] = r.seconds;
+  api::ForEachSnapshotField(r, [&](const char* name, const auto& value) { d[name] = value; });
   return d;
 }
 

@@ -1383,12 +1383,7 @@ std::string SnapshotRequestJson(const SnapshotOptions& options) {
 namespace {
 json::object SnapshotObject(const SnapshotResult& r) {
   json::object o;
-  o["image"] = r.image;
-  o["image_id"] = r.image_id;
-  o["bytes"] = r.bytes;
-  o["entries"] = r.entries;
-  o["file_bytes"] = r.file_bytes;
-  o["seconds"] = r.seconds;
+  ForEachSnapshotField(r, [&](const char* name, const auto& value) { o[name] = value; });
   return o;
 }
 

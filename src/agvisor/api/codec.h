@@ -136,6 +136,19 @@ Result<CreatePoolRequest> ParseCreatePoolRequest(std::string_view body);
 // {"name", "id", "size", "max_age", "image", "stats": {"ready", "starting", "acquired", "cold",
 //  "started", "start_failures", "recycled", "discarded", "last_error"}}
 std::string PoolJson(std::string_view name, const Pool& pool);
+// Calls fn(name, value) for each field of a snapshot's result, named as in the "snapshot" JSON of
+// POST .../snapshot and .../fork: the one list of them, for the API's codec, the CLI's --json,
+// the MCP tool's answer and the Python package's dict.
+template <typename Fn>
+void ForEachSnapshotField(const SnapshotResult& r, Fn&& fn) {
+  fn("image", r.image);
+  fn("image_id", r.image_id);
+  fn("bytes", r.bytes);
+  fn("entries", r.entries);
+  fn("file_bytes", r.file_bytes);
+  fn("seconds", r.seconds);
+}
+
 // Calls fn(name, value) for each member of `s`, named as in a pool's "stats" object, in that
 // order: the one list of them, for PoolJson and the Python package's Pool.stats().
 template <typename Fn>

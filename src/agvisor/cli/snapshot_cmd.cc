@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 
+#include "agvisor/api/codec.h"
 #include "agvisor/cli/common.h"
 #include "agvisor/sandbox/snapshot.h"
 #include "agvisor/sandbox/spec.h"
@@ -41,12 +42,7 @@ std::function<void(std::uint64_t)> ProgressLine(const std::string& what) {
 
 boost::json::object SnapshotJson(const SnapshotResult& r) {
   boost::json::object o;
-  o["image"] = r.image;
-  o["image_id"] = r.image_id;
-  o["bytes"] = r.bytes;
-  o["entries"] = r.entries;
-  o["file_bytes"] = r.file_bytes;
-  o["seconds"] = r.seconds;
+  api::ForEachSnapshotField(r, [&](const char* name, const auto& value) { o[name] = value; });
   return o;
 }
 

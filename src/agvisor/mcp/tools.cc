@@ -186,11 +186,7 @@ Result<ToolResult> SnapshotSandbox(const json::object& a, CallContext& ctx) {
   o.include_workspace = Bool(a, "workspace", false);
   auto r = AGVISOR_TRY(sb->Snapshot(o));
   json::object out;
-  out["image"] = r.image;
-  out["image_id"] = r.image_id;
-  out["bytes"] = r.bytes;
-  out["entries"] = r.entries;
-  out["seconds"] = r.seconds;
+  api::ForEachSnapshotField(r, [&](const char* name, const auto& value) { out[name] = value; });
   return Structured(std::move(out));
 }
 
