@@ -60,6 +60,29 @@ ErrorCode CodeForErrno(int err) {
 }
 }  // namespace
 
+std::optional<ErrorCode> ErrorCodeForHttpStatus(int status) {
+  switch (status) {
+    case 400:
+    case 422:
+      return ErrorCode::kInvalidArgument;
+    case 401:
+    case 403:
+      return ErrorCode::kPermissionDenied;
+    case 404:
+      return ErrorCode::kNotFound;
+    case 409:
+    case 410:
+      return ErrorCode::kConflict;
+    case 429:
+    case 503:
+      return ErrorCode::kUnavailable;
+    case 504:
+      return ErrorCode::kTimeout;
+    default:
+      return std::nullopt;
+  }
+}
+
 Error Error::FromErrno(std::string what, int err) {
   Error e(CodeForErrno(err), what + ": " + std::strerror(err));
   e.set_errno(err);

@@ -6,34 +6,17 @@
 #include <vector>
 
 #include "agvisor/base/strings.h"
+#include "agvisor/base/tar_header.h"
 
 namespace agvisor {
 namespace {
 
-constexpr std::size_t kBlock = 512;
+using tar::Field;
+using tar::kBlock;
+using tar::PadOf;
 constexpr std::uint64_t kMaxPaxBody = 1024 * 1024;
 constexpr std::size_t kMaxName = 4096;
 constexpr std::size_t kMaxComponent = 255;
-
-std::uint64_t PadOf(std::uint64_t size) { return (kBlock - size % kBlock) % kBlock; }
-
-// An octal field as the writer makes it: optional leading spaces or NULs, octal digits, then
-// only spaces or NULs. No base-256 (other readers accept it; the writer never makes it).
-std::optional<std::uint64_t> Octal(const char* f, std::size_t width) {
-  std::size_t i = 0;
-  while (i < width && (f[i] == ' ' || f[i] == '\0')) ++i;
-  std::uint64_t v = 0;
-  for (; i < width && f[i] >= '0' && f[i] <= '7'; ++i) {
-    if (v >> 60) return std::nullopt;
-    v = v * 8 + static_cast<std::uint64_t>(f[i] - '0');
-  }
-  for (; i < width; ++i) {
-    if (f[i] != ' ' && f[i] != '\0') return std::nullopt;
-  }
-  return v;
-}
-
-std::string Field(const char* f, std::size_t width) { return std::string(f, strnlen(f, width)); }
 
 bool AllDigits(std::string_view v, std::size_t max_len) {
   return !v.empty() && v.size() <= max_len &&
@@ -195,12 +178,10 @@ Result<void> TarStreamChecker::OnHeader() {
     return Ok();
   }
   if (zero_blocks_ != 0) return Error::InvalidArgument("tar: a lone zero block " + after);
-  auto stored = Octal(h + 148, 8);
-  unsigned sum = 0;
-  for (std::size_t i = 0; i < kBlock; ++i) {
-    sum += static_cast<unsigned char>((i >= 148 && i < 156) ? ' ' : h[i]);
-  }
-  if (!stored || *stored != sum) {
+  // Numeric fields as the writer makes them: octal only, no base-256 (other readers accept it;
+  // the writer never makes it).
+  auto stored = tar::ParseOctal(h + 148, 8);
+  if (!stored || *stored != tar::HeaderChecksums(h).sum) {
     return Error::InvalidArgument("tar: bad header checksum " + after +
                                   " (not a tar stream, or corrupt)");
   }
@@ -221,11 +202,11 @@ Result<void> TarStreamChecker::OnHeader() {
                                   "': uses the ustar name prefix (refused: long names come in "
                                   "pax headers)");
   }
-  auto mode = Octal(h + 100, 8);
-  auto uid = Octal(h + 108, 8);
-  auto gid = Octal(h + 116, 8);
-  auto size = Octal(h + 124, 12);
-  auto mtime = Octal(h + 136, 12);
+  auto mode = tar::ParseOctal(h + 100, 8);
+  auto uid = tar::ParseOctal(h + 108, 8);
+  auto gid = tar::ParseOctal(h + 116, 8);
+  auto size = tar::ParseOctal(h + 124, 12);
+  auto mtime = tar::ParseOctal(h + 136, 12);
   if (!mode || !uid || !gid || !size || !mtime || *mode > 07777) {
     return Error::InvalidArgument("tar entry '" + name + "': malformed numeric field");
   }

@@ -16,18 +16,21 @@
 
 #include "agvisor/base/fs.h"
 #include "agvisor/base/strings.h"
+#include "agvisor/base/tar_header.h"
 
 namespace agvisor {
 namespace {
 
-constexpr std::size_t kBlock = 512;
+using tar::Field;
+using tar::kBlock;
+using tar::PadOf;
+using tar::ParseNumber;
+using tar::PutOctal;
 // Largest pax / GNU long-name body the reader buffers.
 constexpr std::uint64_t kMaxMetaBody = 1024 * 1024;
 // Bounds of ustar's octal fields: 7 digits (mode, uid, gid), 11 digits (size, mtime).
 constexpr std::uint64_t kMax7 = (std::uint64_t{1} << 21) - 1;
 constexpr std::uint64_t kMax11 = (std::uint64_t{1} << 33) - 1;
-
-std::size_t PadOf(std::uint64_t size) { return (kBlock - size % kBlock) % kBlock; }
 
 // "what: strerror" with errno kept; ENOSPC / EDQUOT say plainly that the disk is full.
 Error SysError(const std::string& what, int err) {
@@ -36,15 +39,6 @@ Error SysError(const std::string& what, int err) {
     return Error(ErrorCode::kResourceExhausted, e.message() + " (the disk is full)").set_errno(err);
   }
   return e;
-}
-
-// Writes `value` as zero-padded octal into field[0..width-1) followed by NUL.
-void PutOctal(char* field, std::size_t width, std::uint64_t value) {
-  field[width - 1] = '\0';
-  for (std::size_t i = width - 1; i-- > 0;) {
-    field[i] = static_cast<char>('0' + (value & 7));
-    value >>= 3;
-  }
 }
 
 // A pax record "<len> key=value\n", where <len> counts the whole record including itself.
@@ -58,13 +52,6 @@ void AppendPaxRecord(std::string& out, std::string_view key, std::string_view va
   out += '=';
   out += value;
   out += '\n';
-}
-
-void SetChecksum(std::array<char, kBlock>& h) {
-  std::memset(h.data() + 148, ' ', 8);
-  unsigned sum = 0;
-  for (char c : h) sum += static_cast<unsigned char>(c);
-  PutOctal(h.data() + 148, 7, sum);  // six digits, NUL, and the space already there
 }
 
 struct EntryMeta {
@@ -91,7 +78,7 @@ std::array<char, kBlock> UstarBlock(std::string_view name, char type, std::uint3
   std::memcpy(h.data() + 157, link.data(), std::min<std::size_t>(link.size(), 100));
   std::memcpy(h.data() + 257, "ustar", 6);  // magic "ustar\0"
   std::memcpy(h.data() + 263, "00", 2);     // version
-  SetChecksum(h);
+  tar::SetChecksum(h.data());
   return h;
 }
 
@@ -365,34 +352,6 @@ struct TarStreamReader::Header {
 };
 
 namespace {
-
-// A numeric header field: octal (leading spaces / NULs, ended by space or NUL), or GNU base-256
-// (first byte's high bit set). nullopt when malformed.
-std::optional<std::uint64_t> ParseNumber(const char* f, std::size_t width) {
-  auto b = [&](std::size_t i) { return static_cast<unsigned char>(f[i]); };
-  if (b(0) & 0x80) {
-    if (b(0) != 0x80) return std::nullopt;  // negative or > 2^64: not for us
-    std::uint64_t v = 0;
-    for (std::size_t i = 1; i < width; ++i) {
-      if (v >> 56) return std::nullopt;
-      v = (v << 8) | b(i);
-    }
-    return v;
-  }
-  std::size_t i = 0;
-  while (i < width && (f[i] == ' ' || f[i] == '\0')) ++i;
-  std::uint64_t v = 0;
-  for (; i < width && f[i] >= '0' && f[i] <= '7'; ++i) {
-    if (v >> 61) return std::nullopt;
-    v = v * 8 + static_cast<std::uint64_t>(f[i] - '0');
-  }
-  for (; i < width; ++i) {
-    if (f[i] != ' ' && f[i] != '\0') return std::nullopt;
-  }
-  return v;
-}
-
-std::string Field(const char* f, std::size_t width) { return std::string(f, strnlen(f, width)); }
 
 // The components of an archive name: "." and empty ones dropped; absolute names and ".." refused.
 // `entry` names the entry in errors, `what` the value checked ("name", "hard link target 'x'").
@@ -928,14 +887,8 @@ Result<void> TarStreamReader::OnHeaderBlock() {
     return Error::InvalidArgument("tar: a lone zero block " + after);
   }
   auto stored = ParseNumber(h + 148, 8);
-  unsigned usum = 0;
-  int ssum = 0;
-  for (std::size_t i = 0; i < kBlock; ++i) {
-    char c = (i >= 148 && i < 156) ? ' ' : h[i];
-    usum += static_cast<unsigned char>(c);
-    ssum += static_cast<signed char>(c);
-  }
-  if (!stored || (*stored != usum && static_cast<std::int64_t>(*stored) != ssum)) {
+  const tar::Checksums sums = tar::HeaderChecksums(h);
+  if (!stored || (*stored != sums.sum && static_cast<std::int64_t>(*stored) != sums.signed_sum)) {
     return Error::InvalidArgument("tar: bad header checksum " + after +
                                   " (not a tar archive, or corrupt)");
   }
