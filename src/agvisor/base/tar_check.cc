@@ -121,32 +121,21 @@ Result<void> TarStreamChecker::OnPaxBody() {
                                   " (refused)");
   };
   while (!b.empty()) {
-    const std::size_t sp = b.find(' ');
-    if (sp == std::string_view::npos || !AllDigits(b.substr(0, sp), 8)) {
-      return bad("malformed record length");
-    }
-    std::uint64_t len = 0;
-    for (char c : b.substr(0, sp)) len = len * 10 + static_cast<std::uint64_t>(c - '0');
-    if (len <= sp + 1 || len > b.size() || b[len - 1] != '\n') return bad("malformed record");
-    std::string_view rec = b.substr(sp + 1, len - sp - 2);
-    b.remove_prefix(len);
-    const std::size_t eq = rec.find('=');
-    if (eq == std::string_view::npos) return bad("a record without '='");
-    const std::string_view key = rec.substr(0, eq), value = rec.substr(eq + 1);
+    auto record = tar::NextPaxRecord(b);
+    if (!record.ok()) return bad(record.error().message());
+    const auto [key, value] = *record;
     if (value.find('\0') != std::string_view::npos) {
       return bad("record '" + std::string(key) + "' contains a NUL byte");
     }
     if (key == "path") {
-      pax_path_ = std::string(value);
-      pax_path_set_ = true;
+      pax_path_.emplace(value);
     } else if (key == "linkpath") {
-      pax_link_ = std::string(value);
-      pax_link_set_ = true;
+      pax_link_.emplace(value);
     } else if (key == "size") {
       if (!AllDigits(value, 19)) return bad("size '" + std::string(value) + "' is not a number");
-      pax_size_ = 0;
-      for (char c : value) pax_size_ = pax_size_ * 10 + static_cast<std::uint64_t>(c - '0');
-      pax_size_set_ = true;
+      std::uint64_t size = 0;
+      for (char c : value) size = size * 10 + static_cast<std::uint64_t>(c - '0');
+      pax_size_ = size;
     } else if (key == "mtime" || key == "atime" || key == "ctime") {
       if (!PaxTime(value)) return bad(std::string(key) + " '" + std::string(value) + "'");
     } else if (key == "uid" || key == "gid") {
@@ -167,7 +156,7 @@ Result<void> TarStreamChecker::OnHeader() {
   const char* h = block_.data();
   const std::string after =
       last_name_.empty() ? "at the start of the stream" : "after entry '" + last_name_ + "'";
-  if (std::all_of(block_.begin(), block_.end(), [](char c) { return c == '\0'; })) {
+  if (tar::AllZero(block_)) {
     if (has_pax_) {
       return Error::InvalidArgument("tar: a pax header " + after + " is followed by the end");
     }
@@ -192,7 +181,7 @@ Result<void> TarStreamChecker::OnHeader() {
     return Error::InvalidArgument("tar: header " + after +
                                   " is not POSIX ustar (GNU and old formats are refused)");
   }
-  if (std::any_of(h + 500, h + kBlock, [](char c) { return c != '\0'; })) {
+  if (!tar::AllZero(std::string_view(h + 500, kBlock - 500))) {
     return Error::InvalidArgument("tar: header " + after +
                                   " has bytes in its unused tail (a star trailer?) (refused)");
   }
@@ -229,32 +218,17 @@ Result<void> TarStreamChecker::OnHeader() {
   std::string link = Field(h + 157, 100);
   std::uint64_t data = *size;
   if (has_pax_) {
-    if (pax_path_set_) name = pax_path_;
-    if (pax_link_set_) link = pax_link_;
-    if (pax_size_set_) data = pax_size_;
-    has_pax_ = pax_path_set_ = pax_link_set_ = pax_size_set_ = false;
+    name = pax_path_.value_or(name);
+    link = pax_link_.value_or(link);
+    data = pax_size_.value_or(data);
+    has_pax_ = false;
+    pax_path_.reset();
+    pax_link_.reset();
+    pax_size_.reset();
   }
   last_name_ = name.substr(0, 512);
   const std::string entry = "tar entry '" + last_name_ + "': ";
-  switch (type) {
-    case '0':
-    case '5':
-    case '2':
-    case '1':
-      break;
-    case '3':
-    case '4':
-      return Error::InvalidArgument(entry +
-                                    "device nodes are refused (a node names a host device by its "
-                                    "numbers; the image would hand it to every container)");
-    case '6':
-      return Error::InvalidArgument(entry + "FIFOs are refused");
-    default:
-      return Error::InvalidArgument(
-          entry + "entry type " + std::to_string(static_cast<unsigned char>(type)) + " ('" +
-          (type >= 0x20 && type < 0x7f ? std::string(1, type) : std::string("?")) +
-          "') is refused (regular files, directories, symlinks and hard links only)");
-  }
+  AGVISOR_RETURN_IF_ERROR(tar::CheckEntryType(type, last_name_, /*legacy_files=*/false));
   std::string why;
   auto comps = Canonical(name, type == '5', &why);
   if (!comps) return Error::InvalidArgument(entry + "name " + why + " (refused)");
@@ -356,7 +330,7 @@ Result<void> TarStreamChecker::Push(std::string_view bytes) {
       }
       case State::kPadding: {
         const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(pad_left_, bytes.size()));
-        if (bytes.substr(0, n).find_first_not_of('\0') != std::string_view::npos) {
+        if (!tar::AllZero(bytes.substr(0, n))) {
           return Fail(Error::InvalidArgument("tar entry '" + last_name_ +
                                              "': padding after its data is not zero (refused)"));
         }
@@ -367,9 +341,8 @@ Result<void> TarStreamChecker::Push(std::string_view bytes) {
         break;
       }
       case State::kEnded:
-        if (bytes.find_first_not_of('\0') != std::string_view::npos) {
-          return Fail(Error::InvalidArgument("tar: data after the end of the stream (refused)"));
-        }
+        if (auto r = tar::ExpectOnlyPaddingAfterEnd(bytes, "stream"); !r.ok())
+          return Fail(r.error());
         stats_.bytes += bytes.size();
         bytes = {};
         break;

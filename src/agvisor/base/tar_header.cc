@@ -40,6 +40,60 @@ void PutOctal(char* field, std::size_t width, std::uint64_t value) {
   }
 }
 
+Result<void> ExpectOnlyPaddingAfterEnd(std::string_view bytes, std::string_view what) {
+  if (AllZero(bytes)) return Ok();
+  return Error::InvalidArgument("tar: data after the end of the " + std::string(what) +
+                                " (refused)");
+}
+
+Result<void> CheckEntryType(char type, std::string_view entry, bool legacy_files) {
+  const std::string prefix = "tar entry '" + std::string(entry) + "': ";
+  switch (type) {
+    case '\0':
+    case '7':
+      if (legacy_files) return Ok();
+      break;
+    case '0':
+    case '5':
+    case '2':
+    case '1':
+      return Ok();
+    case '3':
+    case '4':
+      return Error::InvalidArgument(prefix +
+                                    "device nodes are refused (a node names a host device by its "
+                                    "numbers; the image would hand it to every container)");
+    case '6':
+      return Error::InvalidArgument(prefix + "FIFOs are refused");
+    default:
+      break;
+  }
+  return Error::InvalidArgument(
+      prefix + "entry type " + std::to_string(static_cast<unsigned char>(type)) + " ('" +
+      (type >= 0x20 && type < 0x7f ? std::string(1, type) : std::string("?")) +
+      "') is refused (regular files, directories, symlinks and hard links only)");
+}
+
+Result<PaxRecord> NextPaxRecord(std::string_view& body) {
+  const std::size_t sp = body.find(' ');
+  if (sp == std::string_view::npos || sp == 0 || sp > 8) {
+    return Error::InvalidArgument("malformed record length");
+  }
+  std::uint64_t len = 0;
+  for (char c : body.substr(0, sp)) {
+    if (c < '0' || c > '9') return Error::InvalidArgument("malformed record length");
+    len = len * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (len <= sp + 1 || len > body.size() || body[len - 1] != '\n') {
+    return Error::InvalidArgument("malformed record");
+  }
+  const std::string_view rec = body.substr(sp + 1, len - sp - 2);
+  const std::size_t eq = rec.find('=');
+  if (eq == std::string_view::npos) return Error::InvalidArgument("a record without '='");
+  body.remove_prefix(len);
+  return PaxRecord{rec.substr(0, eq), rec.substr(eq + 1)};
+}
+
 Checksums HeaderChecksums(const char* h) {
   Checksums c;
   for (std::size_t i = 0; i < kBlock; ++i) {

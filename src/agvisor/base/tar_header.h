@@ -7,6 +7,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+
+#include "agvisor/base/error.h"
 
 namespace agvisor::tar {
 
@@ -14,6 +17,21 @@ inline constexpr std::size_t kBlock = 512;
 
 // The zero bytes that follow `size` bytes of data up to the next block.
 inline std::uint64_t PadOf(std::uint64_t size) { return (kBlock - size % kBlock) % kBlock; }
+
+// Whether `bytes` are all NUL (an end-of-archive block, padding, what may follow the end).
+inline bool AllZero(std::string_view bytes) {
+  return bytes.find_first_not_of('\0') == std::string_view::npos;
+}
+
+// After an archive's two end blocks only NUL bytes may come (writers pad to a record size).
+// kInvalidArgument "tar: data after the end of the <what> (refused)" otherwise.
+Result<void> ExpectOnlyPaddingAfterEnd(std::string_view bytes, std::string_view what);
+
+// Takes regular files ('0'; with `legacy_files` also '\0' and '7', older spellings of one),
+// directories ('5'), symlinks ('2') and hard links ('1'). kInvalidArgument naming `entry` for
+// the rest: device nodes ('3', '4': a node names a host device by its numbers), FIFOs ('6') and
+// every other type.
+Result<void> CheckEntryType(char type, std::string_view entry, bool legacy_files);
 
 // An octal field: optional leading spaces or NULs, octal digits, then only spaces or NULs.
 // nullopt for anything else (base-256 included).
@@ -36,6 +54,17 @@ struct Checksums {
   int signed_sum = 0;
 };
 Checksums HeaderChecksums(const char* header);
+
+// One record of a pax extended header's body: "<len> <key>=<value>\n", where <len> (1 to 8
+// decimal digits) counts the whole record, itself included.
+struct PaxRecord {
+  std::string_view key;
+  std::string_view value;
+};
+// Splits the first record off `body` (the views point into it). Errors: kInvalidArgument saying
+// what is malformed (the length, the record's end, a record without '='); `body` is then left
+// as it was.
+Result<PaxRecord> NextPaxRecord(std::string_view& body);
 
 // Computes the unsigned checksum of `header` and stores it in its checksum field.
 void SetChecksum(char* header);

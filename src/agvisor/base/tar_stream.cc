@@ -535,23 +535,7 @@ Result<void> TarStreamReader::StartEntry(const Header& h) {
   pad_left_ = PadOf(h.size);
   state_ = State::kSkipData;
 
-  switch (type) {
-    case '0':
-    case '\0':
-    case '7':
-    case '5':
-    case '2':
-    case '1':
-      break;
-    case '3':
-    case '4':
-      return Error::InvalidArgument("tar entry '" + h.name + "': device nodes are refused");
-    case '6':
-      return Error::InvalidArgument("tar entry '" + h.name + "': FIFOs are refused");
-    default:
-      return Error::InvalidArgument("tar entry '" + h.name + "': unsupported entry type '" +
-                                    std::string(1, type) + "' (refused)");
-  }
+  AGVISOR_RETURN_IF_ERROR(tar::CheckEntryType(type, h.name, /*legacy_files=*/true));
   if (comps.empty()) {
     if (type == '5') return Ok();  // "./": the destination itself, kept as it is
     return Error::InvalidArgument("tar entry '" + h.name + "': names the destination itself");
@@ -811,10 +795,8 @@ Result<void> TarStreamReader::OnMetaBody() {
   };
   if (meta_type_ == 'L') {
     next_path_ = AGVISOR_TRY(until_nul(meta_body_));
-    has_next_path_ = true;
   } else if (meta_type_ == 'K') {
     next_link_ = AGVISOR_TRY(until_nul(meta_body_));
-    has_next_link_ = true;
   } else if (meta_type_ == 'x') {
     std::string_view b = meta_body_;
     auto bad = [&]() {
@@ -823,19 +805,9 @@ Result<void> TarStreamReader::OnMetaBody() {
     };
     while (!b.empty()) {
       if (b.front() == '\0') break;  // some writers pad the body with NULs
-      std::size_t sp = b.find(' ');
-      if (sp == std::string_view::npos || sp == 0 || sp > 20) return bad();
-      std::uint64_t len = 0;
-      for (std::size_t i = 0; i < sp; ++i) {
-        if (b[i] < '0' || b[i] > '9') return bad();
-        len = len * 10 + static_cast<std::uint64_t>(b[i] - '0');
-      }
-      if (len <= sp + 1 || len > b.size() || b[len - 1] != '\n') return bad();
-      std::string_view rec = b.substr(sp + 1, len - sp - 2);
-      b.remove_prefix(len);
-      std::size_t eq = rec.find('=');
-      if (eq == std::string_view::npos) return bad();
-      std::string_view key = rec.substr(0, eq), value = rec.substr(eq + 1);
+      auto record = tar::NextPaxRecord(b);
+      if (!record.ok()) return bad();
+      const auto [key, value] = *record;
       auto parse_int = [&](std::string_view v, bool allow_sign) -> std::optional<std::int64_t> {
         bool neg = false;
         if (allow_sign && !v.empty() && v.front() == '-') {
@@ -853,21 +825,17 @@ Result<void> TarStreamReader::OnMetaBody() {
         return neg ? -n : n;
       };
       if (key == "path") {
-        next_path_ = std::string(value);
-        has_next_path_ = true;
+        next_path_.emplace(value);
       } else if (key == "linkpath") {
-        next_link_ = std::string(value);
-        has_next_link_ = true;
+        next_link_.emplace(value);
       } else if (key == "size") {
         auto n = parse_int(value, false);
         if (!n) return bad();
         next_size_ = static_cast<std::uint64_t>(*n);
-        has_next_size_ = true;
       } else if (key == "mtime") {
         auto n = parse_int(value, true);
         if (!n) return bad();
         next_mtime_ = *n;
-        has_next_mtime_ = true;
       }
     }
   }
@@ -877,7 +845,7 @@ Result<void> TarStreamReader::OnMetaBody() {
 
 Result<void> TarStreamReader::OnHeaderBlock() {
   const char* h = block_.data();
-  if (std::all_of(block_.begin(), block_.end(), [](char c) { return c == '\0'; })) {
+  if (tar::AllZero(block_)) {
     if (++zero_blocks_ == 2) state_ = State::kEnded;
     return Ok();
   }
@@ -925,11 +893,10 @@ Result<void> TarStreamReader::OnHeaderBlock() {
     }
     return Ok();
   }
-  if (has_next_path_) hd.name = next_path_;
-  if (has_next_link_) hd.link = next_link_;
-  if (has_next_size_) hd.size = next_size_;
-  if (has_next_mtime_) hd.mtime = next_mtime_;
-  has_next_path_ = has_next_link_ = has_next_size_ = has_next_mtime_ = false;
+  hd.name = std::exchange(next_path_, std::nullopt).value_or(hd.name);
+  hd.link = std::exchange(next_link_, std::nullopt).value_or(hd.link);
+  hd.size = std::exchange(next_size_, std::nullopt).value_or(hd.size);
+  hd.mtime = std::exchange(next_mtime_, std::nullopt).value_or(hd.mtime);
   AGVISOR_RETURN_IF_ERROR(StartEntry(hd));
   if (state_ == State::kFileData && data_left_ == 0) {
     state_ = State::kHeader;  // empty file, already finished
@@ -995,9 +962,7 @@ Result<void> TarStreamReader::Push(std::string_view bytes) {
         break;
       }
       case State::kEnded:
-        if (bytes.find_first_not_of('\0') != std::string_view::npos) {
-          return Fail(Error::InvalidArgument("tar: data after the end of the archive"));
-        }
+        if (auto r = tar::ExpectOnlyPaddingAfterEnd(bytes, "archive"); !r.ok()) return fail(r);
         bytes = {};
         break;
     }
