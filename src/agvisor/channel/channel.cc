@@ -183,14 +183,13 @@ PortStream::PortStream(std::shared_ptr<Channel> channel, std::shared_ptr<StreamS
 PortStream::~PortStream() { Close(); }
 
 Result<std::size_t> PortStream::Read(std::span<char> buf) {
-  while (current_pos_ == current_.size()) {
+  while (current_.empty()) {
     if (eof_ || closed_) return std::size_t{0};
     Frame f = AGVISOR_TRY(channel_->Next(*stream_));
     switch (f.type) {
       case Type::kData:
         channel_->Consumed(*stream_, f.payload.size());
-        current_ = std::move(f.payload);
-        current_pos_ = 0;
+        current_.Assign(std::move(f.payload));
         break;
       case Type::kClose:
       case Type::kEnd:
@@ -203,10 +202,7 @@ Result<std::size_t> PortStream::Read(std::span<char> buf) {
         return channel_->Unexpected(f, "port");
     }
   }
-  std::size_t n = std::min(buf.size(), current_.size() - current_pos_);
-  std::memcpy(buf.data(), current_.data() + current_pos_, n);
-  current_pos_ += n;
-  return n;
+  return current_.Take(buf);
 }
 
 Result<void> PortStream::Write(std::string_view data) {

@@ -38,6 +38,7 @@
 #include <thread>
 
 #include "agvisor/base/error.h"
+#include "agvisor/base/pending_bytes.h"
 #include "agvisor/channel/transport.h"
 #include "agvisor/proto/messages.h"
 
@@ -155,8 +156,7 @@ class PortStream {
   PortStream(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream);
   std::shared_ptr<Channel> channel_;
   std::shared_ptr<StreamState> stream_;
-  std::string current_;  // the DATA payload being read
-  std::size_t current_pos_ = 0;
+  PendingBytes current_;  // the DATA payload being read
   bool eof_ = false;
   bool write_closed_ = false;
   bool closed_ = false;

@@ -86,26 +86,24 @@ Result<std::shared_ptr<TlsContext>> TlsContext::Create(const TlsConfig& config) 
           "TLS: a client certificate needs its key, and a key its certificate");
     }
     auto cbio = MemBio(config.cert_pem);
-    X509* cert = PEM_read_bio_X509(cbio.get(), nullptr, nullptr, nullptr);
-    if (cert == nullptr || SSL_CTX_use_certificate(ctx, cert) != 1) {
-      if (cert) X509_free(cert);
+    const std::unique_ptr<X509, decltype(&X509_free)> cert(
+        PEM_read_bio_X509(cbio.get(), nullptr, nullptr, nullptr), X509_free);
+    if (!cert || SSL_CTX_use_certificate(ctx, cert.get()) != 1) {
       return Error::InvalidArgument("TLS: the client certificate is not a PEM certificate: " +
                                     OpenSslErrors());
     }
-    X509_free(cert);
     // The rest of the PEM data: intermediate certificates sent with it.
     while (X509* extra = PEM_read_bio_X509(cbio.get(), nullptr, nullptr, nullptr)) {
       if (SSL_CTX_add_extra_chain_cert(ctx, extra) != 1) X509_free(extra);
     }
     ERR_clear_error();
     auto kbio = MemBio(config.key_pem);
-    EVP_PKEY* key = PEM_read_bio_PrivateKey(kbio.get(), nullptr, nullptr, nullptr);
-    if (key == nullptr || SSL_CTX_use_PrivateKey(ctx, key) != 1) {
-      if (key) EVP_PKEY_free(key);
+    const std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+        PEM_read_bio_PrivateKey(kbio.get(), nullptr, nullptr, nullptr), EVP_PKEY_free);
+    if (!key || SSL_CTX_use_PrivateKey(ctx, key.get()) != 1) {
       return Error::InvalidArgument("TLS: the client key is not an unencrypted PEM key: " +
                                     OpenSslErrors());
     }
-    EVP_PKEY_free(key);
     if (SSL_CTX_check_private_key(ctx) != 1) {
       return Error::InvalidArgument(
           "TLS: the client key does not belong to the client certificate");
