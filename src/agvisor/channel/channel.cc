@@ -69,10 +69,7 @@ std::uint64_t WindowedBytes(const Frame& f) {
 
 Process::Process(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream,
                  bool background, std::uint32_t pid)
-    : channel_(std::move(channel)),
-      stream_(std::move(stream)),
-      pid_(pid),
-      background_(background) {}
+    : StreamHandle(std::move(channel), std::move(stream)), pid_(pid), background_(background) {}
 
 Process::~Process() {
   // A background process keeps running: CLOSE would close its stdin, SIGKILL would end it.
@@ -178,7 +175,7 @@ Result<std::uint32_t> Process::WaitStarted() {
 // ---- PortStream ----
 
 PortStream::PortStream(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream)
-    : channel_(std::move(channel)), stream_(std::move(stream)) {}
+    : StreamHandle(std::move(channel), std::move(stream)) {}
 
 PortStream::~PortStream() { Close(); }
 
@@ -226,7 +223,7 @@ void PortStream::Close() {
 // ---- WatchStream ----
 
 WatchStream::WatchStream(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream)
-    : channel_(std::move(channel)), stream_(std::move(stream)) {}
+    : StreamHandle(std::move(channel), std::move(stream)) {}
 
 WatchStream::~WatchStream() { Close(); }
 
