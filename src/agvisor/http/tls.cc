@@ -43,6 +43,19 @@ bool IsIpAddress(const std::string& host) {
          ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
+// Reads one PEM object from `bio` and hands it to `ctx` with `use` (which takes a reference of its
+// own). kInvalidArgument "TLS: the client <what>: <OpenSSL's errors>" when either step fails.
+template <typename T>
+Result<void> UsePemObject(SSL_CTX* ctx, BIO* bio, T* (*read)(BIO*, T**, pem_password_cb*, void*),
+                          int (*use)(SSL_CTX*, T*), void (*free_object)(T*),
+                          std::string_view what) {
+  const std::unique_ptr<T, void (*)(T*)> object(read(bio, nullptr, nullptr, nullptr), free_object);
+  if (!object || use(ctx, object.get()) != 1) {
+    return Error::InvalidArgument("TLS: the client " + std::string(what) + ": " + OpenSslErrors());
+  }
+  return Ok();
+}
+
 // Waits for what OpenSSL asked for. While another thread may run the session (a write beside a
 // read), records it consumes would not wake poll: the wait is cut into 100 ms steps.
 int WaitFor(int fd, int ssl_error, Deadline deadline) {
@@ -86,24 +99,18 @@ Result<std::shared_ptr<TlsContext>> TlsContext::Create(const TlsConfig& config) 
           "TLS: a client certificate needs its key, and a key its certificate");
     }
     auto cbio = MemBio(config.cert_pem);
-    const std::unique_ptr<X509, decltype(&X509_free)> cert(
-        PEM_read_bio_X509(cbio.get(), nullptr, nullptr, nullptr), X509_free);
-    if (!cert || SSL_CTX_use_certificate(ctx, cert.get()) != 1) {
-      return Error::InvalidArgument("TLS: the client certificate is not a PEM certificate: " +
-                                    OpenSslErrors());
-    }
+    AGVISOR_RETURN_IF_ERROR(UsePemObject(ctx, cbio.get(), PEM_read_bio_X509,
+                                         SSL_CTX_use_certificate, X509_free,
+                                         "certificate is not a PEM certificate"));
     // The rest of the PEM data: intermediate certificates sent with it.
     while (X509* extra = PEM_read_bio_X509(cbio.get(), nullptr, nullptr, nullptr)) {
       if (SSL_CTX_add_extra_chain_cert(ctx, extra) != 1) X509_free(extra);
     }
     ERR_clear_error();
     auto kbio = MemBio(config.key_pem);
-    const std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
-        PEM_read_bio_PrivateKey(kbio.get(), nullptr, nullptr, nullptr), EVP_PKEY_free);
-    if (!key || SSL_CTX_use_PrivateKey(ctx, key.get()) != 1) {
-      return Error::InvalidArgument("TLS: the client key is not an unencrypted PEM key: " +
-                                    OpenSslErrors());
-    }
+    AGVISOR_RETURN_IF_ERROR(UsePemObject(ctx, kbio.get(), PEM_read_bio_PrivateKey,
+                                         SSL_CTX_use_PrivateKey, EVP_PKEY_free,
+                                         "key is not an unencrypted PEM key"));
     if (SSL_CTX_check_private_key(ctx) != 1) {
       return Error::InvalidArgument(
           "TLS: the client key does not belong to the client certificate");
