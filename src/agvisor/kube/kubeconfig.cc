@@ -154,6 +154,18 @@ Result<void> ReadNamed(const YAML::Node& root, const char* list, const char* fie
   return Ok();
 }
 
+// The `kind` (cluster, user) `key` that context `context` names. Errors: kNotFound.
+template <typename Map>
+Result<const typename Map::mapped_type*> NamedBy(const Map& map, const std::string& context,
+                                                 std::string_view kind, const std::string& key) {
+  auto it = map.find(key);
+  if (it == map.end()) {
+    return Error::NotFound("context '" + context + "' names " + std::string(kind) + " '" + key +
+                           "', which the kubeconfig does not have");
+  }
+  return &it->second;
+}
+
 }  // namespace
 
 Result<Kubeconfig> ParseKubeconfig(std::string_view yaml, std::string_view base_dir,
@@ -244,12 +256,8 @@ Result<Credentials> ResolveContext(const Kubeconfig& config, const KubeAddress& 
     return Error::NotFound("no context '" + name + "' in the kubeconfig (contexts: " +
                            (known.empty() ? std::string("none") : known) + ")");
   }
-  auto cl = config.clusters.find(ctx->second.cluster);
-  if (cl == config.clusters.end()) {
-    return Error::NotFound("context '" + name + "' names cluster '" + ctx->second.cluster +
-                           "', which the kubeconfig does not have");
-  }
-  const KubeconfigCluster& cluster = cl->second;
+  const KubeconfigCluster& cluster =
+      *AGVISOR_TRY(NamedBy(config.clusters, name, "cluster", ctx->second.cluster));
   if (cluster.insecure_skip_tls_verify) {
     return Error::PermissionDenied(
         "cluster '" + ctx->second.cluster +
@@ -314,12 +322,8 @@ Result<Credentials> ResolveContext(const Kubeconfig& config, const KubeAddress& 
   }
   c.ca_pem = cluster.ca_pem;
   if (!ctx->second.user.empty()) {
-    auto us = config.users.find(ctx->second.user);
-    if (us == config.users.end()) {
-      return Error::NotFound("context '" + name + "' names user '" + ctx->second.user +
-                             "', which the kubeconfig does not have");
-    }
-    const KubeconfigUser& user = us->second;
+    const KubeconfigUser& user =
+        *AGVISOR_TRY(NamedBy(config.users, name, "user", ctx->second.user));
     if (user.auth_provider) {
       return Error::Unsupported("user '" + ctx->second.user +
                                 "' uses an auth-provider plugin, which agvisor does not run: "
