@@ -908,10 +908,7 @@ Result<void> Channel::ReadFileTo(std::string_view path, const ByteSink& sink) {
 
 Result<std::string> Channel::ReadFile(std::string_view path) {
   std::string out;
-  AGVISOR_RETURN_IF_ERROR(ReadFileTo(path, [&](std::string_view b) -> Result<void> {
-    out.append(b);
-    return Ok();
-  }));
+  AGVISOR_RETURN_IF_ERROR(ReadFileTo(path, AppendingSink(out)));
   return out;
 }
 

@@ -81,6 +81,15 @@ using ByteSource = std::function<Result<std::size_t>(std::span<char> buf)>;
 // Receives bytes as they arrive; an error aborts the operation and is returned.
 using ByteSink = std::function<Result<void>(std::string_view bytes)>;
 
+// A ByteSink that appends everything to `out` (which must outlive it): for reading a whole file
+// into memory, grown as bytes arrive (never sized from what the sandbox says it will send).
+inline ByteSink AppendingSink(std::string& out) {
+  return [&out](std::string_view bytes) -> Result<void> {
+    out.append(bytes);
+    return Ok();
+  };
+}
+
 class Channel;
 struct StreamState;
 
