@@ -274,11 +274,7 @@ Result<std::unique_ptr<Desktop>> Desktop::Start(const DesktopOptions& options, E
             "-AlwaysShared", "-nolisten", "tcp", "-desktop", "agvisor", "-extension", "GLX"};
   x.env = BuildEnvironment({}, std::nullopt, false);
   x.cwd = "/";
-  auto xvnc = SpawnCommand(x);
-  if (!xvnc.ok()) return xvnc.error().WithContext("desktop: start Xvnc");
-  d->xvnc_pid_ = xvnc->pid;
-  AGVISOR_RETURN_IF_ERROR(d->Watch(std::move(xvnc->stdout_pipe), "Xvnc: "));
-  AGVISOR_RETURN_IF_ERROR(d->Watch(std::move(xvnc->stderr_pipe), "Xvnc: "));
+  d->xvnc_pid_ = AGVISOR_TRY(d->Launch(x, "Xvnc"));
 
   SpawnRequest s;
   s.argv = {"sh", "-c", std::string(kSessionScript)};
@@ -286,26 +282,27 @@ Result<std::unique_ptr<Desktop>> Desktop::Start(const DesktopOptions& options, E
                            user, false);
   s.cwd = user.home.empty() ? "/" : user.home;
   s.user = user;
-  auto session = SpawnCommand(s);
-  if (!session.ok()) return session.error().WithContext("desktop: start the session");
-  d->session_pid_ = session->pid;
-  AGVISOR_RETURN_IF_ERROR(d->Watch(std::move(session->stdout_pipe), "session: "));
-  AGVISOR_RETURN_IF_ERROR(d->Watch(std::move(session->stderr_pipe), "session: "));
+  d->session_pid_ = AGVISOR_TRY(d->Launch(s, "session"));
   if (::access(std::string(kXrdpPath).c_str(), X_OK) == 0) {
     SpawnRequest r;
     r.argv = {"sh", "-c", std::string(kXrdpScript)};
     r.env = BuildEnvironment({}, std::nullopt, false);
     r.cwd = "/";
-    auto xrdp = SpawnCommand(r);
-    if (!xrdp.ok()) return xrdp.error().WithContext("desktop: start xrdp");
-    d->xrdp_pid_ = xrdp->pid;
-    AGVISOR_RETURN_IF_ERROR(d->Watch(std::move(xrdp->stdout_pipe), "xrdp: "));
-    AGVISOR_RETURN_IF_ERROR(d->Watch(std::move(xrdp->stderr_pipe), "xrdp: "));
+    d->xrdp_pid_ = AGVISOR_TRY(d->Launch(r, "xrdp"));
   }
   LogLine("desktop: Xvnc (pid " + std::to_string(d->xvnc_pid_) + ") and the session of " +
           options.user + " (pid " + std::to_string(d->session_pid_) + ") started on :0, " +
           options.geometry);
   return d;
+}
+
+Result<pid_t> Desktop::Launch(const SpawnRequest& request, std::string_view name) {
+  auto spawned = SpawnCommand(request);
+  if (!spawned.ok()) return spawned.error().WithContext("desktop: start " + std::string(name));
+  const std::string prefix = std::string(name) + ": ";
+  AGVISOR_RETURN_IF_ERROR(Watch(std::move(spawned->stdout_pipe), prefix));
+  AGVISOR_RETURN_IF_ERROR(Watch(std::move(spawned->stderr_pipe), prefix));
+  return spawned->pid;
 }
 
 Result<void> Desktop::Watch(UniqueFd fd, std::string prefix) {

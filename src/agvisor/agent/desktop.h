@@ -31,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agvisor/agent/spawn.h"
 #include "agvisor/base/error.h"
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/desktop/password.h"
@@ -60,6 +61,9 @@ class Desktop {
  private:
   struct Output;
   Desktop(const DesktopOptions& options, EventLoop* loop);
+  // Starts one of the desktop's processes, its output logged line by line behind "<name>: ";
+  // its pid. Errors: SpawnCommand's, "desktop: start <name>: ...".
+  Result<pid_t> Launch(const SpawnRequest& request, std::string_view name);
   Result<void> Watch(UniqueFd fd, std::string prefix);
   void OnReadable(Output& out);
   void Log(std::string_view line);

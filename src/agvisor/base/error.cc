@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <initializer_list>
+#include <span>
 
 namespace agvisor {
 
@@ -33,12 +34,23 @@ std::string_view ErrorCodeName(ErrorCode code) {
 }
 
 namespace {
-// The code of each errno a failing call is reported with; any other is kInternal.
-struct ErrnoGroup {
+// Numbers (errno values, HTTP statuses) grouped by the code they stand for.
+struct CodeGroup {
   ErrorCode code;
-  std::initializer_list<int> errnos;
+  std::initializer_list<int> values;
 };
-const ErrnoGroup kErrnoGroups[] = {
+
+std::optional<ErrorCode> CodeOf(std::span<const CodeGroup> groups, int value) {
+  for (const auto& group : groups) {
+    for (int v : group.values) {
+      if (v == value) return group.code;
+    }
+  }
+  return std::nullopt;
+}
+
+// The code of each errno a failing call is reported with; any other is kInternal.
+const CodeGroup kErrnoGroups[] = {
     {ErrorCode::kNotFound, {ENOENT, ESRCH}},
     {ErrorCode::kConflict, {EEXIST, EBUSY}},
     {ErrorCode::kPermissionDenied, {EACCES, EPERM}},
@@ -50,15 +62,22 @@ const ErrnoGroup kErrnoGroups[] = {
     {ErrorCode::kUnsupported, {ENOSYS, EOPNOTSUPP}},
 };
 
-ErrorCode CodeForErrno(int err) {
-  for (const auto& group : kErrnoGroups) {
-    for (int e : group.errnos) {
-      if (e == err) return group.code;
-    }
-  }
-  return ErrorCode::kInternal;
-}
+// The HTTP statuses that say a code by themselves (ErrorCodeForHttpStatus).
+const CodeGroup kHttpStatusGroups[] = {
+    {ErrorCode::kInvalidArgument, {400, 422}},
+    {ErrorCode::kPermissionDenied, {401, 403}},
+    {ErrorCode::kNotFound, {404}},
+    {ErrorCode::kConflict, {409, 410}},
+    {ErrorCode::kUnavailable, {429, 503}},
+    {ErrorCode::kTimeout, {504}},
+};
+
+ErrorCode CodeForErrno(int err) { return CodeOf(kErrnoGroups, err).value_or(ErrorCode::kInternal); }
 }  // namespace
+
+std::optional<ErrorCode> ErrorCodeForHttpStatus(int status) {
+  return CodeOf(kHttpStatusGroups, status);
+}
 
 Error Error::FromErrno(std::string what, int err) {
   Error e(CodeForErrno(err), what + ": " + std::strerror(err));

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -30,6 +31,12 @@ enum class ErrorCode : std::uint8_t {
 };
 
 std::string_view ErrorCodeName(ErrorCode code);
+
+// The code an HTTP error status from a daemon's API stands for, where the status alone says it:
+// 400/422 kInvalidArgument, 401/403 kPermissionDenied, 404 kNotFound, 409/410 kConflict,
+// 429/503 kUnavailable, 504 kTimeout. nullopt for the rest (500 and the like: the caller reads
+// the body, or picks its own fallback). Used by the error decoders of docker/ and kube/.
+std::optional<ErrorCode> ErrorCodeForHttpStatus(int status);
 
 class Error {
  public:

@@ -90,5 +90,21 @@ TEST(ErrorTest, FromErrnoGivesEachErrnoItsCode) {
   }
 }
 
+TEST(ErrorTest, HttpStatusGivesACodeOnlyWhereItSaysOne) {
+  EXPECT_EQ(ErrorCodeForHttpStatus(400), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(ErrorCodeForHttpStatus(422), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(ErrorCodeForHttpStatus(401), ErrorCode::kPermissionDenied);
+  EXPECT_EQ(ErrorCodeForHttpStatus(403), ErrorCode::kPermissionDenied);
+  EXPECT_EQ(ErrorCodeForHttpStatus(404), ErrorCode::kNotFound);
+  EXPECT_EQ(ErrorCodeForHttpStatus(409), ErrorCode::kConflict);
+  EXPECT_EQ(ErrorCodeForHttpStatus(410), ErrorCode::kConflict);
+  EXPECT_EQ(ErrorCodeForHttpStatus(429), ErrorCode::kUnavailable);
+  EXPECT_EQ(ErrorCodeForHttpStatus(503), ErrorCode::kUnavailable);
+  EXPECT_EQ(ErrorCodeForHttpStatus(504), ErrorCode::kTimeout);
+  for (int status : {200, 302, 405, 500, 502}) {
+    EXPECT_EQ(ErrorCodeForHttpStatus(status), std::nullopt) << status;
+  }
+}
+
 }  // namespace
 }  // namespace agvisor

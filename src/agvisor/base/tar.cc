@@ -4,22 +4,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "agvisor/base/tar_header.h"
+
 namespace agvisor {
-namespace {
-
-constexpr std::size_t kBlock = 512;
-
-// Writes `value` as zero-padded octal into field[0..width-1) followed by NUL.
-void Octal(char* field, std::size_t width, std::uint64_t value) {
-  field[width - 1] = '\0';
-  for (std::size_t i = width - 1; i-- > 0;) {
-    field[i] = static_cast<char>('0' + (value & 7));
-    value >>= 3;
-  }
-}
-
-}  // namespace
-
 Result<void> TarWriter::AddDirectory(std::string_view path, std::uint32_t mode) {
   std::string p(path);
   if (!p.empty() && p.back() != '/') p += '/';
@@ -49,30 +36,26 @@ Result<void> TarWriter::AddEntry(std::string_view path, char type, std::string_v
     prefix = path.substr(0, cut);
     name = path.substr(cut + 1);
   }
-  std::array<char, kBlock> h{};
+  std::array<char, tar::kBlock> h{};
   std::memcpy(h.data(), name.data(), name.size());
-  Octal(h.data() + 100, 8, mode);
-  Octal(h.data() + 108, 8, 0);  // uid root
-  Octal(h.data() + 116, 8, 0);  // gid root
-  Octal(h.data() + 124, 12, contents.size());
-  Octal(h.data() + 136, 12, 0);  // mtime
+  tar::PutOctal(h.data() + 100, 8, mode);
+  tar::PutOctal(h.data() + 108, 8, 0);  // uid root
+  tar::PutOctal(h.data() + 116, 8, 0);  // gid root
+  tar::PutOctal(h.data() + 124, 12, contents.size());
+  tar::PutOctal(h.data() + 136, 12, 0);  // mtime
   h[156] = type;
   std::memcpy(h.data() + 257, "ustar", 6);  // magic "ustar\0"
   std::memcpy(h.data() + 263, "00", 2);     // version
   std::memcpy(h.data() + 345, prefix.data(), prefix.size());
-  // The checksum is computed with its own field read as spaces.
-  std::memset(h.data() + 148, ' ', 8);
-  unsigned sum = 0;
-  for (char c : h) sum += static_cast<unsigned char>(c);
-  Octal(h.data() + 148, 7, sum);  // six digits, NUL, and the space already there
-  out_.append(h.data(), kBlock);
+  tar::SetChecksum(h.data());
+  out_.append(h.data(), tar::kBlock);
   out_.append(contents);
-  out_.append((kBlock - contents.size() % kBlock) % kBlock, '\0');
+  out_.append(tar::PadOf(contents.size()), '\0');
   return Ok();
 }
 
 std::string TarWriter::Finish() {
-  out_.append(2 * kBlock, '\0');
+  out_.append(2 * tar::kBlock, '\0');
   return std::exchange(out_, {});
 }
 

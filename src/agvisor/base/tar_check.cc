@@ -6,34 +6,17 @@
 #include <vector>
 
 #include "agvisor/base/strings.h"
+#include "agvisor/base/tar_header.h"
 
 namespace agvisor {
 namespace {
 
-constexpr std::size_t kBlock = 512;
+using tar::Field;
+using tar::kBlock;
+using tar::PadOf;
 constexpr std::uint64_t kMaxPaxBody = 1024 * 1024;
 constexpr std::size_t kMaxName = 4096;
 constexpr std::size_t kMaxComponent = 255;
-
-std::uint64_t PadOf(std::uint64_t size) { return (kBlock - size % kBlock) % kBlock; }
-
-// An octal field as the writer makes it: optional leading spaces or NULs, octal digits, then
-// only spaces or NULs. No base-256 (other readers accept it; the writer never makes it).
-std::optional<std::uint64_t> Octal(const char* f, std::size_t width) {
-  std::size_t i = 0;
-  while (i < width && (f[i] == ' ' || f[i] == '\0')) ++i;
-  std::uint64_t v = 0;
-  for (; i < width && f[i] >= '0' && f[i] <= '7'; ++i) {
-    if (v >> 60) return std::nullopt;
-    v = v * 8 + static_cast<std::uint64_t>(f[i] - '0');
-  }
-  for (; i < width; ++i) {
-    if (f[i] != ' ' && f[i] != '\0') return std::nullopt;
-  }
-  return v;
-}
-
-std::string Field(const char* f, std::size_t width) { return std::string(f, strnlen(f, width)); }
 
 bool AllDigits(std::string_view v, std::size_t max_len) {
   return !v.empty() && v.size() <= max_len &&
@@ -138,32 +121,21 @@ Result<void> TarStreamChecker::OnPaxBody() {
                                   " (refused)");
   };
   while (!b.empty()) {
-    const std::size_t sp = b.find(' ');
-    if (sp == std::string_view::npos || !AllDigits(b.substr(0, sp), 8)) {
-      return bad("malformed record length");
-    }
-    std::uint64_t len = 0;
-    for (char c : b.substr(0, sp)) len = len * 10 + static_cast<std::uint64_t>(c - '0');
-    if (len <= sp + 1 || len > b.size() || b[len - 1] != '\n') return bad("malformed record");
-    std::string_view rec = b.substr(sp + 1, len - sp - 2);
-    b.remove_prefix(len);
-    const std::size_t eq = rec.find('=');
-    if (eq == std::string_view::npos) return bad("a record without '='");
-    const std::string_view key = rec.substr(0, eq), value = rec.substr(eq + 1);
+    auto record = tar::NextPaxRecord(b);
+    if (!record.ok()) return bad(record.error().message());
+    const auto [key, value] = *record;
     if (value.find('\0') != std::string_view::npos) {
       return bad("record '" + std::string(key) + "' contains a NUL byte");
     }
     if (key == "path") {
-      pax_path_ = std::string(value);
-      pax_path_set_ = true;
+      pax_path_.emplace(value);
     } else if (key == "linkpath") {
-      pax_link_ = std::string(value);
-      pax_link_set_ = true;
+      pax_link_.emplace(value);
     } else if (key == "size") {
       if (!AllDigits(value, 19)) return bad("size '" + std::string(value) + "' is not a number");
-      pax_size_ = 0;
-      for (char c : value) pax_size_ = pax_size_ * 10 + static_cast<std::uint64_t>(c - '0');
-      pax_size_set_ = true;
+      std::uint64_t size = 0;
+      for (char c : value) size = size * 10 + static_cast<std::uint64_t>(c - '0');
+      pax_size_ = size;
     } else if (key == "mtime" || key == "atime" || key == "ctime") {
       if (!PaxTime(value)) return bad(std::string(key) + " '" + std::string(value) + "'");
     } else if (key == "uid" || key == "gid") {
@@ -184,7 +156,7 @@ Result<void> TarStreamChecker::OnHeader() {
   const char* h = block_.data();
   const std::string after =
       last_name_.empty() ? "at the start of the stream" : "after entry '" + last_name_ + "'";
-  if (std::all_of(block_.begin(), block_.end(), [](char c) { return c == '\0'; })) {
+  if (tar::AllZero(block_)) {
     if (has_pax_) {
       return Error::InvalidArgument("tar: a pax header " + after + " is followed by the end");
     }
@@ -195,12 +167,10 @@ Result<void> TarStreamChecker::OnHeader() {
     return Ok();
   }
   if (zero_blocks_ != 0) return Error::InvalidArgument("tar: a lone zero block " + after);
-  auto stored = Octal(h + 148, 8);
-  unsigned sum = 0;
-  for (std::size_t i = 0; i < kBlock; ++i) {
-    sum += static_cast<unsigned char>((i >= 148 && i < 156) ? ' ' : h[i]);
-  }
-  if (!stored || *stored != sum) {
+  // Numeric fields as the writer makes them: octal only, no base-256 (other readers accept it;
+  // the writer never makes it).
+  auto stored = tar::ParseOctal(h + 148, 8);
+  if (!stored || *stored != tar::HeaderChecksums(h).sum) {
     return Error::InvalidArgument("tar: bad header checksum " + after +
                                   " (not a tar stream, or corrupt)");
   }
@@ -211,7 +181,7 @@ Result<void> TarStreamChecker::OnHeader() {
     return Error::InvalidArgument("tar: header " + after +
                                   " is not POSIX ustar (GNU and old formats are refused)");
   }
-  if (std::any_of(h + 500, h + kBlock, [](char c) { return c != '\0'; })) {
+  if (!tar::AllZero(std::string_view(h + 500, kBlock - 500))) {
     return Error::InvalidArgument("tar: header " + after +
                                   " has bytes in its unused tail (a star trailer?) (refused)");
   }
@@ -221,11 +191,11 @@ Result<void> TarStreamChecker::OnHeader() {
                                   "': uses the ustar name prefix (refused: long names come in "
                                   "pax headers)");
   }
-  auto mode = Octal(h + 100, 8);
-  auto uid = Octal(h + 108, 8);
-  auto gid = Octal(h + 116, 8);
-  auto size = Octal(h + 124, 12);
-  auto mtime = Octal(h + 136, 12);
+  auto mode = tar::ParseOctal(h + 100, 8);
+  auto uid = tar::ParseOctal(h + 108, 8);
+  auto gid = tar::ParseOctal(h + 116, 8);
+  auto size = tar::ParseOctal(h + 124, 12);
+  auto mtime = tar::ParseOctal(h + 136, 12);
   if (!mode || !uid || !gid || !size || !mtime || *mode > 07777) {
     return Error::InvalidArgument("tar entry '" + name + "': malformed numeric field");
   }
@@ -248,32 +218,17 @@ Result<void> TarStreamChecker::OnHeader() {
   std::string link = Field(h + 157, 100);
   std::uint64_t data = *size;
   if (has_pax_) {
-    if (pax_path_set_) name = pax_path_;
-    if (pax_link_set_) link = pax_link_;
-    if (pax_size_set_) data = pax_size_;
-    has_pax_ = pax_path_set_ = pax_link_set_ = pax_size_set_ = false;
+    name = pax_path_.value_or(name);
+    link = pax_link_.value_or(link);
+    data = pax_size_.value_or(data);
+    has_pax_ = false;
+    pax_path_.reset();
+    pax_link_.reset();
+    pax_size_.reset();
   }
   last_name_ = name.substr(0, 512);
   const std::string entry = "tar entry '" + last_name_ + "': ";
-  switch (type) {
-    case '0':
-    case '5':
-    case '2':
-    case '1':
-      break;
-    case '3':
-    case '4':
-      return Error::InvalidArgument(entry +
-                                    "device nodes are refused (a node names a host device by its "
-                                    "numbers; the image would hand it to every container)");
-    case '6':
-      return Error::InvalidArgument(entry + "FIFOs are refused");
-    default:
-      return Error::InvalidArgument(
-          entry + "entry type " + std::to_string(static_cast<unsigned char>(type)) + " ('" +
-          (type >= 0x20 && type < 0x7f ? std::string(1, type) : std::string("?")) +
-          "') is refused (regular files, directories, symlinks and hard links only)");
-  }
+  AGVISOR_RETURN_IF_ERROR(tar::CheckEntryType(type, last_name_, /*legacy_files=*/false));
   std::string why;
   auto comps = Canonical(name, type == '5', &why);
   if (!comps) return Error::InvalidArgument(entry + "name " + why + " (refused)");
@@ -375,7 +330,7 @@ Result<void> TarStreamChecker::Push(std::string_view bytes) {
       }
       case State::kPadding: {
         const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(pad_left_, bytes.size()));
-        if (bytes.substr(0, n).find_first_not_of('\0') != std::string_view::npos) {
+        if (!tar::AllZero(bytes.substr(0, n))) {
           return Fail(Error::InvalidArgument("tar entry '" + last_name_ +
                                              "': padding after its data is not zero (refused)"));
         }
@@ -386,9 +341,8 @@ Result<void> TarStreamChecker::Push(std::string_view bytes) {
         break;
       }
       case State::kEnded:
-        if (bytes.find_first_not_of('\0') != std::string_view::npos) {
-          return Fail(Error::InvalidArgument("tar: data after the end of the stream (refused)"));
-        }
+        if (auto r = tar::ExpectOnlyPaddingAfterEnd(bytes, "stream"); !r.ok())
+          return Fail(r.error());
         stats_.bytes += bytes.size();
         bytes = {};
         break;

@@ -38,6 +38,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -96,9 +97,9 @@ class TarStreamChecker {
   std::uint64_t pad_left_ = 0;
   std::string pax_body_;
   bool has_pax_ = false;  // a pax header waits for its entry
-  bool pax_path_set_ = false, pax_link_set_ = false, pax_size_set_ = false;
-  std::string pax_path_, pax_link_;
-  std::uint64_t pax_size_ = 0;
+  // What that pax header sets for its entry.
+  std::optional<std::string> pax_path_, pax_link_;
+  std::optional<std::uint64_t> pax_size_;
   std::string last_name_;  // for messages
   std::unordered_map<std::string, Kind> names_;
   std::size_t bookkeeping_ = 0;

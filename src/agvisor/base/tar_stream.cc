@@ -16,18 +16,21 @@
 
 #include "agvisor/base/fs.h"
 #include "agvisor/base/strings.h"
+#include "agvisor/base/tar_header.h"
 
 namespace agvisor {
 namespace {
 
-constexpr std::size_t kBlock = 512;
+using tar::Field;
+using tar::kBlock;
+using tar::PadOf;
+using tar::ParseNumber;
+using tar::PutOctal;
 // Largest pax / GNU long-name body the reader buffers.
 constexpr std::uint64_t kMaxMetaBody = 1024 * 1024;
 // Bounds of ustar's octal fields: 7 digits (mode, uid, gid), 11 digits (size, mtime).
 constexpr std::uint64_t kMax7 = (std::uint64_t{1} << 21) - 1;
 constexpr std::uint64_t kMax11 = (std::uint64_t{1} << 33) - 1;
-
-std::size_t PadOf(std::uint64_t size) { return (kBlock - size % kBlock) % kBlock; }
 
 // "what: strerror" with errno kept; ENOSPC / EDQUOT say plainly that the disk is full.
 Error SysError(const std::string& what, int err) {
@@ -36,15 +39,6 @@ Error SysError(const std::string& what, int err) {
     return Error(ErrorCode::kResourceExhausted, e.message() + " (the disk is full)").set_errno(err);
   }
   return e;
-}
-
-// Writes `value` as zero-padded octal into field[0..width-1) followed by NUL.
-void PutOctal(char* field, std::size_t width, std::uint64_t value) {
-  field[width - 1] = '\0';
-  for (std::size_t i = width - 1; i-- > 0;) {
-    field[i] = static_cast<char>('0' + (value & 7));
-    value >>= 3;
-  }
 }
 
 // A pax record "<len> key=value\n", where <len> counts the whole record including itself.
@@ -58,13 +52,6 @@ void AppendPaxRecord(std::string& out, std::string_view key, std::string_view va
   out += '=';
   out += value;
   out += '\n';
-}
-
-void SetChecksum(std::array<char, kBlock>& h) {
-  std::memset(h.data() + 148, ' ', 8);
-  unsigned sum = 0;
-  for (char c : h) sum += static_cast<unsigned char>(c);
-  PutOctal(h.data() + 148, 7, sum);  // six digits, NUL, and the space already there
 }
 
 struct EntryMeta {
@@ -91,7 +78,7 @@ std::array<char, kBlock> UstarBlock(std::string_view name, char type, std::uint3
   std::memcpy(h.data() + 157, link.data(), std::min<std::size_t>(link.size(), 100));
   std::memcpy(h.data() + 257, "ustar", 6);  // magic "ustar\0"
   std::memcpy(h.data() + 263, "00", 2);     // version
-  SetChecksum(h);
+  tar::SetChecksum(h.data());
   return h;
 }
 
@@ -366,34 +353,6 @@ struct TarStreamReader::Header {
 
 namespace {
 
-// A numeric header field: octal (leading spaces / NULs, ended by space or NUL), or GNU base-256
-// (first byte's high bit set). nullopt when malformed.
-std::optional<std::uint64_t> ParseNumber(const char* f, std::size_t width) {
-  auto b = [&](std::size_t i) { return static_cast<unsigned char>(f[i]); };
-  if (b(0) & 0x80) {
-    if (b(0) != 0x80) return std::nullopt;  // negative or > 2^64: not for us
-    std::uint64_t v = 0;
-    for (std::size_t i = 1; i < width; ++i) {
-      if (v >> 56) return std::nullopt;
-      v = (v << 8) | b(i);
-    }
-    return v;
-  }
-  std::size_t i = 0;
-  while (i < width && (f[i] == ' ' || f[i] == '\0')) ++i;
-  std::uint64_t v = 0;
-  for (; i < width && f[i] >= '0' && f[i] <= '7'; ++i) {
-    if (v >> 61) return std::nullopt;
-    v = v * 8 + static_cast<std::uint64_t>(f[i] - '0');
-  }
-  for (; i < width; ++i) {
-    if (f[i] != ' ' && f[i] != '\0') return std::nullopt;
-  }
-  return v;
-}
-
-std::string Field(const char* f, std::size_t width) { return std::string(f, strnlen(f, width)); }
-
 // The components of an archive name: "." and empty ones dropped; absolute names and ".." refused.
 // `entry` names the entry in errors, `what` the value checked ("name", "hard link target 'x'").
 Result<std::vector<std::string>> SplitName(std::string_view name, const std::string& entry,
@@ -576,23 +535,7 @@ Result<void> TarStreamReader::StartEntry(const Header& h) {
   pad_left_ = PadOf(h.size);
   state_ = State::kSkipData;
 
-  switch (type) {
-    case '0':
-    case '\0':
-    case '7':
-    case '5':
-    case '2':
-    case '1':
-      break;
-    case '3':
-    case '4':
-      return Error::InvalidArgument("tar entry '" + h.name + "': device nodes are refused");
-    case '6':
-      return Error::InvalidArgument("tar entry '" + h.name + "': FIFOs are refused");
-    default:
-      return Error::InvalidArgument("tar entry '" + h.name + "': unsupported entry type '" +
-                                    std::string(1, type) + "' (refused)");
-  }
+  AGVISOR_RETURN_IF_ERROR(tar::CheckEntryType(type, h.name, /*legacy_files=*/true));
   if (comps.empty()) {
     if (type == '5') return Ok();  // "./": the destination itself, kept as it is
     return Error::InvalidArgument("tar entry '" + h.name + "': names the destination itself");
@@ -852,10 +795,8 @@ Result<void> TarStreamReader::OnMetaBody() {
   };
   if (meta_type_ == 'L') {
     next_path_ = AGVISOR_TRY(until_nul(meta_body_));
-    has_next_path_ = true;
   } else if (meta_type_ == 'K') {
     next_link_ = AGVISOR_TRY(until_nul(meta_body_));
-    has_next_link_ = true;
   } else if (meta_type_ == 'x') {
     std::string_view b = meta_body_;
     auto bad = [&]() {
@@ -864,19 +805,9 @@ Result<void> TarStreamReader::OnMetaBody() {
     };
     while (!b.empty()) {
       if (b.front() == '\0') break;  // some writers pad the body with NULs
-      std::size_t sp = b.find(' ');
-      if (sp == std::string_view::npos || sp == 0 || sp > 20) return bad();
-      std::uint64_t len = 0;
-      for (std::size_t i = 0; i < sp; ++i) {
-        if (b[i] < '0' || b[i] > '9') return bad();
-        len = len * 10 + static_cast<std::uint64_t>(b[i] - '0');
-      }
-      if (len <= sp + 1 || len > b.size() || b[len - 1] != '\n') return bad();
-      std::string_view rec = b.substr(sp + 1, len - sp - 2);
-      b.remove_prefix(len);
-      std::size_t eq = rec.find('=');
-      if (eq == std::string_view::npos) return bad();
-      std::string_view key = rec.substr(0, eq), value = rec.substr(eq + 1);
+      auto record = tar::NextPaxRecord(b);
+      if (!record.ok()) return bad();
+      const auto [key, value] = *record;
       auto parse_int = [&](std::string_view v, bool allow_sign) -> std::optional<std::int64_t> {
         bool neg = false;
         if (allow_sign && !v.empty() && v.front() == '-') {
@@ -894,21 +825,17 @@ Result<void> TarStreamReader::OnMetaBody() {
         return neg ? -n : n;
       };
       if (key == "path") {
-        next_path_ = std::string(value);
-        has_next_path_ = true;
+        next_path_.emplace(value);
       } else if (key == "linkpath") {
-        next_link_ = std::string(value);
-        has_next_link_ = true;
+        next_link_.emplace(value);
       } else if (key == "size") {
         auto n = parse_int(value, false);
         if (!n) return bad();
         next_size_ = static_cast<std::uint64_t>(*n);
-        has_next_size_ = true;
       } else if (key == "mtime") {
         auto n = parse_int(value, true);
         if (!n) return bad();
         next_mtime_ = *n;
-        has_next_mtime_ = true;
       }
     }
   }
@@ -918,7 +845,7 @@ Result<void> TarStreamReader::OnMetaBody() {
 
 Result<void> TarStreamReader::OnHeaderBlock() {
   const char* h = block_.data();
-  if (std::all_of(block_.begin(), block_.end(), [](char c) { return c == '\0'; })) {
+  if (tar::AllZero(block_)) {
     if (++zero_blocks_ == 2) state_ = State::kEnded;
     return Ok();
   }
@@ -928,14 +855,8 @@ Result<void> TarStreamReader::OnHeaderBlock() {
     return Error::InvalidArgument("tar: a lone zero block " + after);
   }
   auto stored = ParseNumber(h + 148, 8);
-  unsigned usum = 0;
-  int ssum = 0;
-  for (std::size_t i = 0; i < kBlock; ++i) {
-    char c = (i >= 148 && i < 156) ? ' ' : h[i];
-    usum += static_cast<unsigned char>(c);
-    ssum += static_cast<signed char>(c);
-  }
-  if (!stored || (*stored != usum && static_cast<std::int64_t>(*stored) != ssum)) {
+  const tar::Checksums sums = tar::HeaderChecksums(h);
+  if (!stored || (*stored != sums.sum && static_cast<std::int64_t>(*stored) != sums.signed_sum)) {
     return Error::InvalidArgument("tar: bad header checksum " + after +
                                   " (not a tar archive, or corrupt)");
   }
@@ -972,11 +893,10 @@ Result<void> TarStreamReader::OnHeaderBlock() {
     }
     return Ok();
   }
-  if (has_next_path_) hd.name = next_path_;
-  if (has_next_link_) hd.link = next_link_;
-  if (has_next_size_) hd.size = next_size_;
-  if (has_next_mtime_) hd.mtime = next_mtime_;
-  has_next_path_ = has_next_link_ = has_next_size_ = has_next_mtime_ = false;
+  hd.name = std::exchange(next_path_, std::nullopt).value_or(hd.name);
+  hd.link = std::exchange(next_link_, std::nullopt).value_or(hd.link);
+  hd.size = std::exchange(next_size_, std::nullopt).value_or(hd.size);
+  hd.mtime = std::exchange(next_mtime_, std::nullopt).value_or(hd.mtime);
   AGVISOR_RETURN_IF_ERROR(StartEntry(hd));
   if (state_ == State::kFileData && data_left_ == 0) {
     state_ = State::kHeader;  // empty file, already finished
@@ -1042,9 +962,7 @@ Result<void> TarStreamReader::Push(std::string_view bytes) {
         break;
       }
       case State::kEnded:
-        if (bytes.find_first_not_of('\0') != std::string_view::npos) {
-          return Fail(Error::InvalidArgument("tar: data after the end of the archive"));
-        }
+        if (auto r = tar::ExpectOnlyPaddingAfterEnd(bytes, "archive"); !r.ok()) return fail(r);
         bytes = {};
         break;
     }

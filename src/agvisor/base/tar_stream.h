@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -204,11 +205,9 @@ class TarStreamReader {
   char meta_type_ = 0;     // 'x', 'g', 'L', 'K' while reading its body
   std::string meta_body_;  // its bytes
   // Overrides for the next entry, from 'x' / 'L' / 'K'.
-  std::string next_path_, next_link_;
-  bool has_next_path_ = false, has_next_link_ = false, has_next_size_ = false,
-       has_next_mtime_ = false;
-  std::uint64_t next_size_ = 0;
-  std::int64_t next_mtime_ = 0;
+  std::optional<std::string> next_path_, next_link_;
+  std::optional<std::uint64_t> next_size_;
+  std::optional<std::int64_t> next_mtime_;
   // The regular file being written.
   UniqueFd file_;
   std::string entry_name_;

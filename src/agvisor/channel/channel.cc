@@ -69,10 +69,7 @@ std::uint64_t WindowedBytes(const Frame& f) {
 
 Process::Process(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream,
                  bool background, std::uint32_t pid)
-    : channel_(std::move(channel)),
-      stream_(std::move(stream)),
-      pid_(pid),
-      background_(background) {}
+    : StreamHandle(std::move(channel), std::move(stream)), pid_(pid), background_(background) {}
 
 Process::~Process() {
   // A background process keeps running: CLOSE would close its stdin, SIGKILL would end it.
@@ -178,19 +175,18 @@ Result<std::uint32_t> Process::WaitStarted() {
 // ---- PortStream ----
 
 PortStream::PortStream(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream)
-    : channel_(std::move(channel)), stream_(std::move(stream)) {}
+    : StreamHandle(std::move(channel), std::move(stream)) {}
 
 PortStream::~PortStream() { Close(); }
 
 Result<std::size_t> PortStream::Read(std::span<char> buf) {
-  while (current_pos_ == current_.size()) {
+  while (current_.empty()) {
     if (eof_ || closed_) return std::size_t{0};
     Frame f = AGVISOR_TRY(channel_->Next(*stream_));
     switch (f.type) {
       case Type::kData:
         channel_->Consumed(*stream_, f.payload.size());
-        current_ = std::move(f.payload);
-        current_pos_ = 0;
+        current_.Assign(std::move(f.payload));
         break;
       case Type::kClose:
       case Type::kEnd:
@@ -203,10 +199,7 @@ Result<std::size_t> PortStream::Read(std::span<char> buf) {
         return channel_->Unexpected(f, "port");
     }
   }
-  std::size_t n = std::min(buf.size(), current_.size() - current_pos_);
-  std::memcpy(buf.data(), current_.data() + current_pos_, n);
-  current_pos_ += n;
-  return n;
+  return current_.Take(buf);
 }
 
 Result<void> PortStream::Write(std::string_view data) {
@@ -230,7 +223,7 @@ void PortStream::Close() {
 // ---- WatchStream ----
 
 WatchStream::WatchStream(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream)
-    : channel_(std::move(channel)), stream_(std::move(stream)) {}
+    : StreamHandle(std::move(channel), std::move(stream)) {}
 
 WatchStream::~WatchStream() { Close(); }
 
@@ -915,10 +908,7 @@ Result<void> Channel::ReadFileTo(std::string_view path, const ByteSink& sink) {
 
 Result<std::string> Channel::ReadFile(std::string_view path) {
   std::string out;
-  AGVISOR_RETURN_IF_ERROR(ReadFileTo(path, [&](std::string_view b) -> Result<void> {
-    out.append(b);
-    return Ok();
-  }));
+  AGVISOR_RETURN_IF_ERROR(ReadFileTo(path, AppendingSink(out)));
   return out;
 }
 

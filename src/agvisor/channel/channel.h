@@ -38,6 +38,7 @@
 #include <thread>
 
 #include "agvisor/base/error.h"
+#include "agvisor/base/pending_bytes.h"
 #include "agvisor/channel/transport.h"
 #include "agvisor/proto/messages.h"
 
@@ -80,8 +81,27 @@ using ByteSource = std::function<Result<std::size_t>(std::span<char> buf)>;
 // Receives bytes as they arrive; an error aborts the operation and is returned.
 using ByteSink = std::function<Result<void>(std::string_view bytes)>;
 
+// A ByteSink that appends everything to `out` (which must outlive it): for reading a whole file
+// into memory, grown as bytes arrive (never sized from what the sandbox says it will send).
+inline ByteSink AppendingSink(std::string& out) {
+  return [&out](std::string_view bytes) -> Result<void> {
+    out.append(bytes);
+    return Ok();
+  };
+}
+
 class Channel;
 struct StreamState;
+
+// What each handle on one of a channel's streams (Process, PortStream, WatchStream) holds: the
+// channel, kept alive while the handle lives, and the stream's state.
+class StreamHandle {
+ protected:
+  StreamHandle(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream)
+      : channel_(std::move(channel)), stream_(std::move(stream)) {}
+  std::shared_ptr<Channel> channel_;
+  std::shared_ptr<StreamState> stream_;
+};
 
 // A started command (Channel::Start) or an attached background process (Channel::AttachProcess).
 // Write/CloseStdin/Resize/Signal may be called from any thread while another thread is in Wait.
@@ -89,7 +109,7 @@ struct StreamState;
 // the stream, except for a background one (kExecBackground, or attached): it keeps running and
 // is detached (DETACH; with an agent of protocol version 1, which has no detach, it stays
 // attached to this session until the session ends).
-class Process {
+class Process : private StreamHandle {
  public:
   ~Process();
   Process(const Process&) = delete;
@@ -125,8 +145,6 @@ class Process {
   friend class Channel;
   Process(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream, bool background,
           std::uint32_t pid);
-  std::shared_ptr<Channel> channel_;
-  std::shared_ptr<StreamState> stream_;
   std::uint32_t pid_ = 0;
   bool exited_ = false;  // the stream is over (EXIT, ERROR, or OK after DETACH)
   bool background_ = false;
@@ -135,7 +153,7 @@ class Process {
 
 // A TCP connection to a port inside the sandbox (Channel::OpenPort). Read and Write may run on
 // different threads at once. Destroying it closes it.
-class PortStream {
+class PortStream : private StreamHandle {
  public:
   ~PortStream();
   PortStream(const PortStream&) = delete;
@@ -153,10 +171,7 @@ class PortStream {
  private:
   friend class Channel;
   PortStream(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream);
-  std::shared_ptr<Channel> channel_;
-  std::shared_ptr<StreamState> stream_;
-  std::string current_;  // the DATA payload being read
-  std::size_t current_pos_ = 0;
+  PendingBytes current_;  // the DATA payload being read
   bool eof_ = false;
   bool write_closed_ = false;
   bool closed_ = false;
@@ -165,7 +180,7 @@ class PortStream {
 // A directory watch inside the sandbox (Channel::Watch): inotify events, relative to the watched
 // directory. Next and Close may run on different threads at once (Close wakes a waiting Next).
 // Destroying it closes it.
-class WatchStream {
+class WatchStream : private StreamHandle {
  public:
   ~WatchStream();
   WatchStream(const WatchStream&) = delete;
@@ -183,8 +198,6 @@ class WatchStream {
  private:
   friend class Channel;
   WatchStream(std::shared_ptr<Channel> channel, std::shared_ptr<StreamState> stream);
-  std::shared_ptr<Channel> channel_;
-  std::shared_ptr<StreamState> stream_;
   bool ended_ = false;  // END came, or Close: Next says nullopt
   std::atomic<bool> closed_{false};
 };

@@ -784,28 +784,9 @@ Error DecodeDaemonError(int http_status, std::string_view body, std::string_view
     }
     if (message.empty()) message = "HTTP status " + std::to_string(http_status);
   }
-  ErrorCode code;
-  switch (http_status) {
-    case 400:
-      code = ErrorCode::kInvalidArgument;
-      break;
-    case 401:
-    case 403:
-      code = ErrorCode::kPermissionDenied;
-      break;
-    case 404:
-      code = ErrorCode::kNotFound;
-      break;
-    case 409:
-      code = ErrorCode::kConflict;
-      break;
-    case 503:
-      code = ErrorCode::kUnavailable;
-      break;
-    default:
-      code = CodeFromMessage(message, ErrorCode::kInternal);
-      break;
-  }
+  // Docker answers 500 for most failures; its message tells them apart.
+  const ErrorCode code =
+      ErrorCodeForHttpStatus(http_status).value_or(CodeFromMessage(message, ErrorCode::kInternal));
   std::string text = "docker " + std::string(operation);
   if (!object.empty()) text += " " + std::string(object);
   Error e(code, text + ": " + message);

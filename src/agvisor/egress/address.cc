@@ -5,6 +5,12 @@
 #include <cstring>
 
 namespace agvisor::egress {
+
+Error InvalidValue(std::string_view what, std::string_view value, std::string_view why,
+                   std::size_t shown) {
+  return Error::InvalidArgument(std::string(what) + " '" + std::string(value.substr(0, shown)) +
+                                "': " + std::string(why));
+}
 namespace {
 
 // Dotted quad, four decimal parts 0..255, no leading zeros, nothing else. inet_aton would accept

@@ -17,6 +17,11 @@
 
 namespace agvisor::egress {
 
+// kInvalidArgument "<what> '<value, its first `shown` bytes>': <why>": how the egress parsers
+// refuse a rule, an authority or a name (a hostile value is clipped, never echoed whole).
+Error InvalidValue(std::string_view what, std::string_view value, std::string_view why,
+                   std::size_t shown = 80);
+
 struct IpAddress {
   enum class Family : std::uint8_t { kV4, kV6 };
   Family family = Family::kV4;

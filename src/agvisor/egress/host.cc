@@ -58,10 +58,7 @@ Result<Target> TargetFromHost(std::string_view host, std::uint16_t port) {
 }
 
 Result<Target> ParseAuthority(std::string_view authority, std::uint16_t default_port) {
-  auto bad = [&](std::string_view why) {
-    return Error::InvalidArgument("authority '" + std::string(authority.substr(0, 80)) +
-                                  "': " + std::string(why));
-  };
+  auto bad = [&](std::string_view why) { return InvalidValue("authority", authority, why); };
   std::string_view host;
   std::string_view rest;
   if (!authority.empty() && authority[0] == '[') {

@@ -10,10 +10,7 @@ bool DomainPattern::Matches(std::string_view name) const {
 }
 
 Result<DomainPattern> ParseDomainPattern(std::string_view text) {
-  auto bad = [&](std::string_view why) {
-    return Error::InvalidArgument("domain rule '" + std::string(text.substr(0, 80)) +
-                                  "': " + std::string(why));
-  };
+  auto bad = [&](std::string_view why) { return InvalidValue("domain rule", text, why); };
   DomainPattern pattern;
   std::string_view rest = text;
   if (rest.starts_with("*.")) {
@@ -117,10 +114,7 @@ std::string EncodeEgressRules(const EgressRules& rules) {
 }
 
 Result<EgressRules> DecodeEgressRules(std::string_view text) {
-  auto bad = [&](std::string_view why) {
-    return Error::InvalidArgument("egress rules '" + std::string(text.substr(0, 200)) +
-                                  "': " + std::string(why));
-  };
+  auto bad = [&](std::string_view why) { return InvalidValue("egress rules", text, why, 200); };
   EgressRules r;
   std::string_view rest = text;
   for (std::string_view key : {"allow", "cidr", "ports", "deny"}) {

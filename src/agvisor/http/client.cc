@@ -465,9 +465,8 @@ struct Client::Impl {
         // Beast may already hold the first bytes of the raw stream (they can share a packet
         // with the headers): Read hands them out first.
         std::string early(static_cast<const char*>(buf.data().data()), buf.size());
-        out.stream = conn.tls ? internal::MakeTlsRawStream(std::move(conn.fd), std::move(conn.tls),
-                                                           std::move(early))
-                              : internal::MakeSocketRawStream(std::move(conn.fd), std::move(early));
+        out.stream = internal::MakeSocketRawStream(std::move(conn.fd), std::move(conn.tls),
+                                                   std::move(early));
         return out;
       }
       bhttp::read(s, buf, p, ec);

@@ -110,26 +110,18 @@ Result<Endpoint> ParseEndpoint(std::string_view spec) {
     ep.path = std::string(rest);
     return ep;
   }
-  if (scheme == "tcp") {
+  if (scheme == "tcp" || scheme == "https") {
+    // tcp://HOST:PORT (Docker's daemon socket); https://HOST[:PORT] (an API server, port 443).
+    const bool https = scheme == "https";
     if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
-    if (rest.find('/') != std::string_view::npos || rest.find('@') != std::string_view::npos) {
-      return Invalid(spec, "tcp:// takes only HOST:PORT");
+    if (rest.find_first_of("/@") != std::string_view::npos) {
+      return Invalid(spec,
+                     https ? "https:// takes only HOST[:PORT]" : "tcp:// takes only HOST:PORT");
     }
-    auto hp = AGVISOR_TRY(ParseHostPort(spec, rest, /*port_required=*/true));
-    ep.kind = Endpoint::Kind::kTcp;
+    auto hp = AGVISOR_TRY(ParseHostPort(spec, rest, /*port_required=*/!https));
+    ep.kind = https ? Endpoint::Kind::kHttps : Endpoint::Kind::kTcp;
     ep.host = std::move(hp.first);
-    ep.port = hp.second;
-    return ep;
-  }
-  if (scheme == "https") {
-    if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
-    if (rest.find('/') != std::string_view::npos || rest.find('@') != std::string_view::npos) {
-      return Invalid(spec, "https:// takes only HOST[:PORT]");
-    }
-    auto hp = AGVISOR_TRY(ParseHostPort(spec, rest, /*port_required=*/false));
-    ep.kind = Endpoint::Kind::kHttps;
-    ep.host = std::move(hp.first);
-    ep.port = hp.second == 0 ? 443 : hp.second;
+    ep.port = https && hp.second == 0 ? 443 : hp.second;
     return ep;
   }
   if (scheme == "ssh") {

@@ -10,11 +10,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <vector>
+
+#include "agvisor/base/pending_bytes.h"
+#include "agvisor/http/tls.h"
 
 namespace agvisor::http::internal {
 namespace {
@@ -36,14 +40,18 @@ int PollTimeout(Deadline deadline) {
 
 Error ErrnoError(std::string what, int err) { return Error::FromErrno(std::move(what), err); }
 
-// A RawStream over a socket. Read and Write may run on two threads at once (the fd is
-// non-blocking and each call polls on its own). Close() may race with both: it shuts the socket
-// down (which wakes a blocked poll with POLLHUP), then waits for the calls in flight to leave
-// before closing the fd, so that no thread ever touches an fd number the process has reused.
+// The RawStream over a socket, plain or TLS (`tls_` set). Read and Write may run on two threads at
+// once (the fd is non-blocking and each call polls on its own). Close() may race with both: it
+// shuts the socket down (which wakes a blocked poll with POLLHUP), then waits for the calls in
+// flight to leave before releasing the TLS session and closing the fd, so that no thread ever
+// touches an fd number the process has reused.
 class SocketRawStream final : public RawStream {
  public:
-  SocketRawStream(UniqueFd fd, std::string initial)
-      : fd_(std::move(fd)), pending_(std::move(initial)) {}
+  SocketRawStream(UniqueFd fd, std::unique_ptr<TlsConn> tls, std::string initial)
+      : fd_(std::move(fd)),
+        tls_(std::move(tls)),
+        what_(tls_ ? "TLS stream" : "hijacked stream"),
+        pending_(std::move(initial)) {}
   ~SocketRawStream() override { Close(); }
 
   Result<std::size_t> ReadUntil(std::span<char> buf, Deadline deadline) override {
@@ -51,46 +59,45 @@ class SocketRawStream final : public RawStream {
     {
       std::lock_guard lock(mu_);
       if (closed_) return std::size_t{0};
-      if (pending_pos_ < pending_.size()) {
-        std::size_t n = std::min(buf.size(), pending_.size() - pending_pos_);
-        std::memcpy(buf.data(), pending_.data() + pending_pos_, n);
-        pending_pos_ += n;
-        if (pending_pos_ == pending_.size()) {
-          pending_.clear();
-          pending_.shrink_to_fit();
-          pending_pos_ = 0;
-        }
-        return n;
-      }
+      if (!pending_.empty()) return pending_.Take(buf);
       ++active_;
     }
     iovec iov{buf.data(), buf.size()};
-    ssize_t n = RecvSome(fd_.get(), &iov, 1, deadline);
+    ssize_t n = tls_ ? tls_->Recv(buf.data(), buf.size(), deadline)
+                     : RecvSome(fd_.get(), &iov, 1, deadline);
     Leave();
     if (n >= 0) return static_cast<std::size_t>(n);
-    if (-n == ECONNRESET) return std::size_t{0};  // the peer went away: same as EOF to a reader
+    // The peer went away, or Close() cut a read short: the same as EOF to a reader.
+    if (-n == ECONNRESET || closed_.load()) return std::size_t{0};
     if (-n == ETIMEDOUT && deadline != Deadline::max() && Clock::now() >= deadline) {
-      return Error::Timeout("read from hijacked stream: nothing arrived in time");
+      return Error::Timeout(std::string("read from ") + what_ + ": nothing arrived in time");
     }
-    return ErrnoError("read from hijacked stream", static_cast<int>(-n));
+    if (tls_ && -n == EPROTO) return Error::Unavailable("read from TLS stream: TLS error");
+    return ErrnoError(std::string("read from ") + what_, static_cast<int>(-n));
   }
 
   Result<void> Write(std::string_view data) override {
-    if (!Enter()) return Error::Unavailable("write to hijacked stream: stream closed");
+    if (!Enter()) return Error::Unavailable(std::string("write to ") + what_ + ": stream closed");
     iovec iov{const_cast<char*>(data.data()), data.size()};
     std::size_t sent = 0;
-    int err = SendAll(fd_.get(), &iov, 1, Deadline::max(), &sent);
+    int err = tls_ ? tls_->SendAll(&iov, 1, Deadline::max(), &sent)
+                   : SendAll(fd_.get(), &iov, 1, Deadline::max(), &sent);
     Leave();
-    if (err != 0) return ErrnoError("write to hijacked stream", err);
+    if (err != 0) return ErrnoError(std::string("write to ") + what_, err);
     return Ok();
   }
 
   Result<void> CloseWrite() override {
-    if (!Enter()) return Error::Unavailable("half-close hijacked stream: stream closed");
-    int rc = ::shutdown(fd_.get(), SHUT_WR);
-    int err = errno;
+    const std::string what = std::string("half-close ") + what_;
+    if (!Enter()) return Error::Unavailable(what + ": stream closed");
+    int err = 0;
+    if (tls_) {
+      tls_->Shutdown();  // close_notify; the socket stays open for reading
+    } else if (::shutdown(fd_.get(), SHUT_WR) != 0) {
+      err = errno;
+    }
     Leave();
-    if (rc != 0 && err != ENOTCONN) return ErrnoError("shutdown(SHUT_WR) of hijacked stream", err);
+    if (err != 0 && err != ENOTCONN) return ErrnoError(what + " (shutdown SHUT_WR)", err);
     return Ok();
   }
 
@@ -100,6 +107,7 @@ class SocketRawStream final : public RawStream {
     closed_ = true;
     ::shutdown(fd_.get(), SHUT_RDWR);
     idle_.wait(lock, [&] { return active_ == 0; });
+    tls_.reset();  // before the socket closes: the session refers to the fd number
     fd_.reset();
   }
 
@@ -116,12 +124,13 @@ class SocketRawStream final : public RawStream {
   }
 
   UniqueFd fd_;
+  std::unique_ptr<TlsConn> tls_;  // null for a plain socket
+  const char* what_;              // names the stream in errors
   std::mutex mu_;
   std::condition_variable idle_;
   int active_ = 0;  // Read/Write/CloseWrite calls using fd_ right now
-  bool closed_ = false;
-  std::string pending_;  // bytes read past the response headers, not yet handed out
-  std::size_t pending_pos_ = 0;
+  std::atomic<bool> closed_{false};
+  PendingBytes pending_;  // bytes read past the response headers, not yet handed out
 };
 
 }  // namespace
@@ -276,8 +285,9 @@ bool IdleConnectionUsable(int fd) {
   return rc == 0;
 }
 
-std::unique_ptr<RawStream> MakeSocketRawStream(UniqueFd fd, std::string initial) {
-  return std::make_unique<SocketRawStream>(std::move(fd), std::move(initial));
+std::unique_ptr<RawStream> MakeSocketRawStream(UniqueFd fd, std::unique_ptr<TlsConn> tls,
+                                               std::string initial) {
+  return std::make_unique<SocketRawStream>(std::move(fd), std::move(tls), std::move(initial));
 }
 
 }  // namespace agvisor::http::internal

@@ -49,8 +49,12 @@ int SendAll(int fd, const iovec* iov, int iovcnt, Deadline deadline, std::size_t
 // nobody asked for): it must not be reused.
 bool IdleConnectionUsable(int fd);
 
-// Wraps a connected socket as a RawStream; `initial` is delivered by Read before anything read
-// from the socket (bytes the HTTP parser had already buffered after the response headers).
-std::unique_ptr<RawStream> MakeSocketRawStream(UniqueFd fd, std::string initial);
+class TlsConn;  // tls.h
+
+// Wraps a connected socket as a RawStream, through the TLS session `tls` when it is set (after an
+// upgrade on an https connection), else plain. `initial` is delivered by Read before anything
+// read from the socket (bytes the HTTP parser had already buffered after the response headers).
+std::unique_ptr<RawStream> MakeSocketRawStream(UniqueFd fd, std::unique_ptr<TlsConn> tls,
+                                               std::string initial);
 
 }  // namespace agvisor::http::internal

@@ -9,10 +9,8 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <climits>
-#include <condition_variable>
 #include <cstring>
 
 namespace agvisor::http::internal {
@@ -43,6 +41,19 @@ bool IsIpAddress(const std::string& host) {
   unsigned char buf[16];
   return ::inet_pton(AF_INET, host.c_str(), buf) == 1 ||
          ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+// Reads one PEM object from `bio` and hands it to `ctx` with `use` (which takes a reference of its
+// own). kInvalidArgument "TLS: the client <what>: <OpenSSL's errors>" when either step fails.
+template <typename T>
+Result<void> UsePemObject(SSL_CTX* ctx, BIO* bio, T* (*read)(BIO*, T**, pem_password_cb*, void*),
+                          int (*use)(SSL_CTX*, T*), void (*free_object)(T*),
+                          std::string_view what) {
+  const std::unique_ptr<T, void (*)(T*)> object(read(bio, nullptr, nullptr, nullptr), free_object);
+  if (!object || use(ctx, object.get()) != 1) {
+    return Error::InvalidArgument("TLS: the client " + std::string(what) + ": " + OpenSslErrors());
+  }
+  return Ok();
 }
 
 // Waits for what OpenSSL asked for. While another thread may run the session (a write beside a
@@ -88,26 +99,18 @@ Result<std::shared_ptr<TlsContext>> TlsContext::Create(const TlsConfig& config) 
           "TLS: a client certificate needs its key, and a key its certificate");
     }
     auto cbio = MemBio(config.cert_pem);
-    X509* cert = PEM_read_bio_X509(cbio.get(), nullptr, nullptr, nullptr);
-    if (cert == nullptr || SSL_CTX_use_certificate(ctx, cert) != 1) {
-      if (cert) X509_free(cert);
-      return Error::InvalidArgument("TLS: the client certificate is not a PEM certificate: " +
-                                    OpenSslErrors());
-    }
-    X509_free(cert);
+    AGVISOR_RETURN_IF_ERROR(UsePemObject(ctx, cbio.get(), PEM_read_bio_X509,
+                                         SSL_CTX_use_certificate, X509_free,
+                                         "certificate is not a PEM certificate"));
     // The rest of the PEM data: intermediate certificates sent with it.
     while (X509* extra = PEM_read_bio_X509(cbio.get(), nullptr, nullptr, nullptr)) {
       if (SSL_CTX_add_extra_chain_cert(ctx, extra) != 1) X509_free(extra);
     }
     ERR_clear_error();
     auto kbio = MemBio(config.key_pem);
-    EVP_PKEY* key = PEM_read_bio_PrivateKey(kbio.get(), nullptr, nullptr, nullptr);
-    if (key == nullptr || SSL_CTX_use_PrivateKey(ctx, key) != 1) {
-      if (key) EVP_PKEY_free(key);
-      return Error::InvalidArgument("TLS: the client key is not an unencrypted PEM key: " +
-                                    OpenSslErrors());
-    }
-    EVP_PKEY_free(key);
+    AGVISOR_RETURN_IF_ERROR(UsePemObject(ctx, kbio.get(), PEM_read_bio_PrivateKey,
+                                         SSL_CTX_use_PrivateKey, EVP_PKEY_free,
+                                         "key is not an unencrypted PEM key"));
     if (SSL_CTX_check_private_key(ctx) != 1) {
       return Error::InvalidArgument(
           "TLS: the client key does not belong to the client certificate");
@@ -224,100 +227,6 @@ void TlsConn::Shutdown() {
   std::lock_guard lock(mu_);
   (void)SSL_shutdown(ssl_);
   ERR_clear_error();
-}
-
-namespace {
-
-class TlsRawStream final : public RawStream {
- public:
-  TlsRawStream(UniqueFd fd, std::unique_ptr<TlsConn> tls, std::string initial)
-      : fd_(std::move(fd)), tls_(std::move(tls)), pending_(std::move(initial)) {}
-  ~TlsRawStream() override {
-    Close();
-    tls_.reset();  // before the socket closes
-  }
-
-  Result<std::size_t> ReadUntil(std::span<char> buf, Deadline deadline) override {
-    if (buf.empty()) return std::size_t{0};
-    {
-      std::lock_guard lock(mu_);
-      if (closed_) return std::size_t{0};
-      if (pending_pos_ < pending_.size()) {
-        std::size_t n = std::min(buf.size(), pending_.size() - pending_pos_);
-        std::memcpy(buf.data(), pending_.data() + pending_pos_, n);
-        pending_pos_ += n;
-        if (pending_pos_ == pending_.size()) {
-          pending_.clear();
-          pending_pos_ = 0;
-        }
-        return n;
-      }
-      ++active_;
-    }
-    ssize_t n = tls_->Recv(buf.data(), buf.size(), deadline);
-    Leave();
-    if (n >= 0) return static_cast<std::size_t>(n);
-    if (-n == ECONNRESET || closed_.load()) return std::size_t{0};
-    if (-n == ETIMEDOUT && deadline != Deadline::max() && Clock::now() >= deadline) {
-      return Error::Timeout("read from TLS stream: nothing arrived in time");
-    }
-    if (-n == EPROTO) return Error::Unavailable("read from TLS stream: TLS error");
-    return Error::FromErrno("read from TLS stream", static_cast<int>(-n));
-  }
-
-  Result<void> Write(std::string_view data) override {
-    if (!Enter()) return Error::Unavailable("write to TLS stream: stream closed");
-    iovec iov{const_cast<char*>(data.data()), data.size()};
-    std::size_t sent = 0;
-    int err = tls_->SendAll(&iov, 1, Deadline::max(), &sent);
-    Leave();
-    if (err != 0)
-      return Error::Unavailable(std::string("write to TLS stream: ") + std::strerror(err));
-    return Ok();
-  }
-
-  Result<void> CloseWrite() override {
-    if (!Enter()) return Error::Unavailable("half-close TLS stream: stream closed");
-    tls_->Shutdown();
-    Leave();
-    return Ok();
-  }
-
-  void Close() override {
-    std::unique_lock lock(mu_);
-    if (closed_) return;
-    closed_ = true;
-    ::shutdown(fd_.get(), SHUT_RDWR);
-    idle_.wait(lock, [&] { return active_ == 0; });
-  }
-
- private:
-  bool Enter() {
-    std::lock_guard lock(mu_);
-    if (closed_) return false;
-    ++active_;
-    return true;
-  }
-  void Leave() {
-    std::lock_guard lock(mu_);
-    if (--active_ == 0) idle_.notify_all();
-  }
-
-  UniqueFd fd_;
-  std::unique_ptr<TlsConn> tls_;
-  std::mutex mu_;
-  std::condition_variable idle_;
-  int active_ = 0;
-  std::atomic<bool> closed_{false};
-  std::string pending_;
-  std::size_t pending_pos_ = 0;
-};
-
-}  // namespace
-
-std::unique_ptr<RawStream> MakeTlsRawStream(UniqueFd fd, std::unique_ptr<TlsConn> tls,
-                                            std::string initial) {
-  return std::make_unique<TlsRawStream>(std::move(fd), std::move(tls), std::move(initial));
 }
 
 }  // namespace agvisor::http::internal

@@ -70,8 +70,4 @@ class TlsConn {
   int fd_;
 };
 
-// The RawStream over a TLS session after an upgrade; `initial` as for MakeSocketRawStream.
-std::unique_ptr<RawStream> MakeTlsRawStream(UniqueFd fd, std::unique_ptr<TlsConn> tls,
-                                            std::string initial);
-
 }  // namespace agvisor::http::internal

@@ -87,16 +87,7 @@ Result<void> ExecStream::SendFrame(int opcode, std::string_view payload) {
 Result<std::size_t> ExecStream::ReadStdout(std::span<char> buf,
                                            const std::function<void(std::string_view)>& on_stderr) {
   for (;;) {
-    if (pending_pos_ < pending_.size()) {
-      std::size_t n = std::min(buf.size(), pending_.size() - pending_pos_);
-      std::memcpy(buf.data(), pending_.data() + pending_pos_, n);
-      pending_pos_ += n;
-      if (pending_pos_ == pending_.size()) {
-        pending_.clear();
-        pending_pos_ = 0;
-      }
-      return n;
-    }
+    if (!pending_.empty()) return pending_.Take(buf);
     if (ended_ || closed_) return std::size_t{0};
     auto next = decoder_->Next();
     if (!next.ok()) {
@@ -136,8 +127,7 @@ Result<std::size_t> ExecStream::ReadStdout(std::span<char> buf,
     if (msg->data.empty()) continue;
     switch (msg->stream) {
       case KubeStream::kStdout:
-        pending_.assign(msg->data);
-        pending_pos_ = 0;
+        pending_.Assign(std::string(msg->data));
         continue;
       case KubeStream::kStderr:
         if (on_stderr) on_stderr(msg->data);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "agvisor/base/error.h"
+#include "agvisor/base/pending_bytes.h"
 #include "agvisor/kube/codec.h"
 #include "agvisor/kube/kubeconfig.h"
 
@@ -91,9 +92,8 @@ class ExecStream {
   std::string protocol_;
   std::unique_ptr<WsDecoder> decoder_;
   std::mutex write_mu_;
-  std::string pending_;  // stdout bytes decoded but not yet handed out
-  std::size_t pending_pos_ = 0;
-  std::string status_;  // the error stream's bytes (bounded)
+  PendingBytes pending_;  // stdout bytes decoded but not yet handed out
+  std::string status_;    // the error stream's bytes (bounded)
   bool ended_ = false;
   std::atomic<bool> closed_{false};
 };

@@ -200,33 +200,13 @@ Error StatusError(int http_status, std::string_view body, std::string_view what)
     message = body.empty() ? "HTTP " + std::to_string(http_status) : Clip(body, 300);
   message = Clip(message, 1000);
   std::string text = std::string(what) + ": " + message;
-  ErrorCode code = ErrorCode::kInternal;
-  switch (http_status) {
-    case 400:
-    case 422:
-      code = ErrorCode::kInvalidArgument;
-      break;
-    case 401:
-      code = ErrorCode::kPermissionDenied;
-      text += " (the API server did not accept the credentials of the kubeconfig)";
-      break;
-    case 403:
-      code = ErrorCode::kPermissionDenied;
-      text += " (RBAC: deploy/rbac.yaml lists the verbs agvisor needs)";
-      break;
-    case 404:
-      code = ErrorCode::kNotFound;
-      break;
-    case 409:
-    case 410:
-      code = ErrorCode::kConflict;
-      break;
-    case 504:
-      code = ErrorCode::kTimeout;
-      break;
-    default:
-      if (http_status == 429 || http_status >= 500) code = ErrorCode::kUnavailable;
-      break;
+  const ErrorCode code =
+      ErrorCodeForHttpStatus(http_status)
+          .value_or(http_status >= 500 ? ErrorCode::kUnavailable : ErrorCode::kInternal);
+  if (http_status == 401) {
+    text += " (the API server did not accept the credentials of the kubeconfig)";
+  } else if (http_status == 403) {
+    text += " (RBAC: deploy/rbac.yaml lists the verbs agvisor needs)";
   }
   Error e(code, std::move(text));
   e.set_http_status(http_status);

@@ -134,6 +134,40 @@ std::optional<std::string> DecodeBase64(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// Reads one of a kubeconfig's named lists (clusters, users, contexts: items of the shape
+// {name: N, <field>: {...}}) into `out` with `read(field node, where it is) -> Result<T>`. An
+// item without a name or without its field is skipped; every other is read (and may refuse the
+// file), and of two items of one name the first wins.
+template <typename Map, typename Fn>
+Result<void> ReadNamed(const YAML::Node& root, const char* list, const char* field,
+                       const std::string& where, Map& out, Fn read) {
+  for (const auto& item : root[list]) {
+    const std::string name = Str(item, "name");
+    const YAML::Node node = item[field];
+    if (name.empty() || !node) continue;
+    const std::string at =
+        "kubeconfig " + where + ": " + list + "[" + name + "]." + std::string(field);
+    out.emplace(name, AGVISOR_TRY(read(node, at)));
+  }
+  return Ok();
+}
+
+// The `kind` (cluster, user) `key` that context `context` names. Errors: kNotFound.
+template <typename Map>
+Result<const typename Map::mapped_type*> NamedBy(const Map& map, const std::string& context,
+                                                 std::string_view kind, const std::string& key) {
+  auto it = map.find(key);
+  if (it == map.end()) {
+    return Error::NotFound("context '" + context + "' names " + std::string(kind) + " '" + key +
+                           "', which the kubeconfig does not have");
+  }
+  return &it->second;
+}
+
+}  // namespace
+
 Result<Kubeconfig> ParseKubeconfig(std::string_view yaml, std::string_view base_dir,
                                    std::string_view origin) {
   const std::string where(origin);
@@ -146,54 +180,50 @@ Result<Kubeconfig> ParseKubeconfig(std::string_view yaml, std::string_view base_
     if (!root || root.IsNull()) return config;  // an empty file, as kubectl allows
     if (!root.IsMap()) return Error::InvalidArgument("kubeconfig " + where + ": not a mapping");
     config.current_context = Str(root, "current-context");
-    for (const auto& item : root["clusters"]) {
-      const std::string name = Str(item, "name");
-      const YAML::Node c = item["cluster"];
-      if (name.empty() || !c) continue;
-      const std::string at = "kubeconfig " + where + ": clusters[" + name + "].cluster";
-      KubeconfigCluster k;
-      k.server = Str(c, "server");
-      k.ca_pem = AGVISOR_TRY(Base64Field(c, "certificate-authority-data", at));
-      k.ca_file = Absolute(Str(c, "certificate-authority"), base_dir);
-      k.insecure_skip_tls_verify =
-          c["insecure-skip-tls-verify"] && c["insecure-skip-tls-verify"].as<bool>();
-      k.tls_server_name = Str(c, "tls-server-name");
-      config.clusters.emplace(name, std::move(k));
-    }
-    for (const auto& item : root["users"]) {
-      const std::string name = Str(item, "name");
-      const YAML::Node u = item["user"];
-      if (name.empty() || !u) continue;
-      const std::string at = "kubeconfig " + where + ": users[" + name + "].user";
-      KubeconfigUser k;
-      k.token = Str(u, "token");
-      k.token_file = Absolute(Str(u, "tokenFile"), base_dir);
-      k.cert_pem = AGVISOR_TRY(Base64Field(u, "client-certificate-data", at));
-      k.cert_file = Absolute(Str(u, "client-certificate"), base_dir);
-      k.key_pem = AGVISOR_TRY(Base64Field(u, "client-key-data", at));
-      k.key_file = Absolute(Str(u, "client-key"), base_dir);
-      if (const YAML::Node e = u["exec"]) {
-        k.exec_argv.push_back(Str(e, "command"));
-        for (const auto& arg : e["args"]) k.exec_argv.push_back(arg.as<std::string>());
-        for (const auto& env : e["env"]) {
-          k.exec_env.push_back(Str(env, "name") + "=" + Str(env, "value"));
-        }
-        if (k.exec_argv.front().empty()) {
-          return Error::InvalidArgument(at + ".exec: no command");
-        }
-      }
-      k.auth_provider = static_cast<bool>(u["auth-provider"]);
-      k.basic_auth = !Str(u, "username").empty() || !Str(u, "password").empty();
-      config.users.emplace(name, std::move(k));
-    }
-    for (const auto& item : root["contexts"]) {
-      const std::string name = Str(item, "name");
-      const YAML::Node c = item["context"];
-      if (name.empty() || !c) continue;
-      config.contexts.emplace(name, KubeconfigContext{.cluster = Str(c, "cluster"),
-                                                      .user = Str(c, "user"),
-                                                      .namespace_ = Str(c, "namespace")});
-    }
+    AGVISOR_RETURN_IF_ERROR(
+        ReadNamed(root, "clusters", "cluster", where, config.clusters,
+                  [&](const YAML::Node& c, const std::string& at) -> Result<KubeconfigCluster> {
+                    KubeconfigCluster k;
+                    k.server = Str(c, "server");
+                    k.ca_pem = AGVISOR_TRY(Base64Field(c, "certificate-authority-data", at));
+                    k.ca_file = Absolute(Str(c, "certificate-authority"), base_dir);
+                    k.insecure_skip_tls_verify =
+                        c["insecure-skip-tls-verify"] && c["insecure-skip-tls-verify"].as<bool>();
+                    k.tls_server_name = Str(c, "tls-server-name");
+                    return k;
+                  }));
+    AGVISOR_RETURN_IF_ERROR(
+        ReadNamed(root, "users", "user", where, config.users,
+                  [&](const YAML::Node& u, const std::string& at) -> Result<KubeconfigUser> {
+                    KubeconfigUser k;
+                    k.token = Str(u, "token");
+                    k.token_file = Absolute(Str(u, "tokenFile"), base_dir);
+                    k.cert_pem = AGVISOR_TRY(Base64Field(u, "client-certificate-data", at));
+                    k.cert_file = Absolute(Str(u, "client-certificate"), base_dir);
+                    k.key_pem = AGVISOR_TRY(Base64Field(u, "client-key-data", at));
+                    k.key_file = Absolute(Str(u, "client-key"), base_dir);
+                    if (const YAML::Node e = u["exec"]) {
+                      k.exec_argv.push_back(Str(e, "command"));
+                      for (const auto& arg : e["args"])
+                        k.exec_argv.push_back(arg.as<std::string>());
+                      for (const auto& env : e["env"]) {
+                        k.exec_env.push_back(Str(env, "name") + "=" + Str(env, "value"));
+                      }
+                      if (k.exec_argv.front().empty()) {
+                        return Error::InvalidArgument(at + ".exec: no command");
+                      }
+                    }
+                    k.auth_provider = static_cast<bool>(u["auth-provider"]);
+                    k.basic_auth = !Str(u, "username").empty() || !Str(u, "password").empty();
+                    return k;
+                  }));
+    AGVISOR_RETURN_IF_ERROR(
+        ReadNamed(root, "contexts", "context", where, config.contexts,
+                  [](const YAML::Node& c, const std::string&) -> Result<KubeconfigContext> {
+                    return KubeconfigContext{.cluster = Str(c, "cluster"),
+                                             .user = Str(c, "user"),
+                                             .namespace_ = Str(c, "namespace")};
+                  }));
   } catch (const YAML::Exception& e) {
     return Error::InvalidArgument("kubeconfig " + where + ": " + e.what());
   }
@@ -226,12 +256,8 @@ Result<Credentials> ResolveContext(const Kubeconfig& config, const KubeAddress& 
     return Error::NotFound("no context '" + name + "' in the kubeconfig (contexts: " +
                            (known.empty() ? std::string("none") : known) + ")");
   }
-  auto cl = config.clusters.find(ctx->second.cluster);
-  if (cl == config.clusters.end()) {
-    return Error::NotFound("context '" + name + "' names cluster '" + ctx->second.cluster +
-                           "', which the kubeconfig does not have");
-  }
-  const KubeconfigCluster& cluster = cl->second;
+  const KubeconfigCluster& cluster =
+      *AGVISOR_TRY(NamedBy(config.clusters, name, "cluster", ctx->second.cluster));
   if (cluster.insecure_skip_tls_verify) {
     return Error::PermissionDenied(
         "cluster '" + ctx->second.cluster +
@@ -296,12 +322,8 @@ Result<Credentials> ResolveContext(const Kubeconfig& config, const KubeAddress& 
   }
   c.ca_pem = cluster.ca_pem;
   if (!ctx->second.user.empty()) {
-    auto us = config.users.find(ctx->second.user);
-    if (us == config.users.end()) {
-      return Error::NotFound("context '" + name + "' names user '" + ctx->second.user +
-                             "', which the kubeconfig does not have");
-    }
-    const KubeconfigUser& user = us->second;
+    const KubeconfigUser& user =
+        *AGVISOR_TRY(NamedBy(config.users, name, "user", ctx->second.user));
     if (user.auth_provider) {
       return Error::Unsupported("user '" + ctx->second.user +
                                 "' uses an auth-provider plugin, which agvisor does not run: "

@@ -329,76 +329,21 @@ Result<void> ExpectEmpty(Type type, std::string_view payload) {
 }
 
 Result<void> CheckPayload(Type type, std::string_view p) {
-  switch (type) {
-    case Type::kHello:
-      return Check(Hello::Decode(p));
-    case Type::kWelcome:
-      return Check(Welcome::Decode(p));
-    case Type::kPing:
-      return Check(Ping::Decode(p));
-    case Type::kPong:
-      return Check(Pong::Decode(p));
-    case Type::kWindow:
-      return Check(Window::Decode(p));
-    case Type::kError:
-      return Check(ErrorPayload::Decode(p));
-    case Type::kExec:
-      return Check(ExecRequest::Decode(p));
-    case Type::kStarted:
-      return Check(Started::Decode(p));
-    case Type::kOutput:
-      return Check(Output::DecodeOutputView(p));
-    case Type::kExit:
-      return Check(Exit::Decode(p));
-    case Type::kSignal:
-      return Check(Signal::Decode(p));
-    case Type::kResize:
-      return Check(Resize::Decode(p));
-    case Type::kFileRead:
-    case Type::kStat:
-    case Type::kList:
-    case Type::kTarRead:
-    case Type::kTarWrite:
-      return Check(PathRequest::Decode(p));
-    case Type::kFileWrite:
-      return Check(FileWrite::Decode(p));
-    case Type::kMkdir:
-      return Check(Mkdir::Decode(p));
-    case Type::kRemove:
-      return Check(Remove::Decode(p));
-    case Type::kStatResult:
-      return Check(StatResult::Decode(p));
-    case Type::kListResult:
-      return Check(ListResult::Decode(p));
-    case Type::kPortOpen:
-      return Check(PortOpen::Decode(p));
-    case Type::kProcListResult:
-      return Check(ProcListResult::Decode(p));
-    case Type::kProcAttach:
-      return Check(ProcAttach::Decode(p));
-    case Type::kProcSignal:
-      return Check(ProcSignal::Decode(p));
-    case Type::kSetDeadlines:
-      return Check(SetDeadlines::Decode(p));
-    case Type::kIdleState:
-      return Check(IdleState::Decode(p));
-    case Type::kWatch:
-      return Check(WatchRequest::Decode(p));
-    case Type::kWatchEvents:
-      return Check(WatchEvents::Decode(p));
-    case Type::kStdin:
-    case Type::kData:
-      return Ok();  // raw bytes
-    case Type::kClose:
-    case Type::kStdinEof:
-    case Type::kEnd:
-    case Type::kOk:
-    case Type::kProcList:
-    case Type::kDetach:
-    case Type::kIdleQuery:
+  auto checked = VisitPayloadType(type, [&]<typename P>(std::type_identity<P>) -> Result<void> {
+    if constexpr (std::is_same_v<P, RawPayload>) {
+      return Ok();
+    } else if constexpr (std::is_same_v<P, EmptyPayload>) {
       return ExpectEmpty(type, p);
+    } else if constexpr (std::is_same_v<P, Output>) {
+      return Check(Output::DecodeOutputView(p));  // the same rules, without copying the bytes
+    } else {
+      return Check(P::Decode(p));
+    }
+  });
+  if (!checked) {
+    return Error::InvalidArgument("unknown frame type " + Hex2(static_cast<unsigned>(type)));
   }
-  return Error::InvalidArgument("unknown frame type " + Hex2(static_cast<unsigned>(type)));
+  return *std::move(checked);
 }
 
 // ---------------------------------------------------------------------------------------------

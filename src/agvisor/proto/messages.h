@@ -19,9 +19,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -606,5 +608,90 @@ struct WatchEvents {
   static Result<WatchEvents> Decode(std::string_view payload);
   bool operator==(const WatchEvents&) const = default;
 };
+
+// ---------------------------------------------------------------------------------------------
+// Which payload each frame type carries: the one table CheckPayload and the fuzzer (and any other
+// code that must treat every type) dispatch through, so that none of them can miss a type.
+
+// Tags for the types without a payload struct.
+struct RawPayload {};    // STDIN, DATA: any bytes
+struct EmptyPayload {};  // CLOSE, STDIN_EOF, END, OK, PROC_LIST, DETACH, IDLE_QUERY
+
+// fn(std::type_identity<P>{}) with P the payload struct of `type` (or RawPayload /
+// EmptyPayload); nullopt for a byte that is no known type.
+template <typename Fn>
+auto VisitPayloadType(Type type, Fn&& fn)
+    -> std::optional<decltype(fn(std::type_identity<Hello>{}))> {
+  switch (type) {
+    case Type::kHello:
+      return fn(std::type_identity<Hello>{});
+    case Type::kWelcome:
+      return fn(std::type_identity<Welcome>{});
+    case Type::kPing:
+      return fn(std::type_identity<Ping>{});
+    case Type::kPong:
+      return fn(std::type_identity<Pong>{});
+    case Type::kWindow:
+      return fn(std::type_identity<Window>{});
+    case Type::kError:
+      return fn(std::type_identity<ErrorPayload>{});
+    case Type::kExec:
+      return fn(std::type_identity<ExecRequest>{});
+    case Type::kStarted:
+      return fn(std::type_identity<Started>{});
+    case Type::kOutput:
+      return fn(std::type_identity<Output>{});
+    case Type::kExit:
+      return fn(std::type_identity<Exit>{});
+    case Type::kSignal:
+      return fn(std::type_identity<Signal>{});
+    case Type::kResize:
+      return fn(std::type_identity<Resize>{});
+    case Type::kFileRead:
+    case Type::kStat:
+    case Type::kList:
+    case Type::kTarRead:
+    case Type::kTarWrite:
+      return fn(std::type_identity<PathRequest>{});
+    case Type::kFileWrite:
+      return fn(std::type_identity<FileWrite>{});
+    case Type::kMkdir:
+      return fn(std::type_identity<Mkdir>{});
+    case Type::kRemove:
+      return fn(std::type_identity<Remove>{});
+    case Type::kStatResult:
+      return fn(std::type_identity<StatResult>{});
+    case Type::kListResult:
+      return fn(std::type_identity<ListResult>{});
+    case Type::kPortOpen:
+      return fn(std::type_identity<PortOpen>{});
+    case Type::kProcListResult:
+      return fn(std::type_identity<ProcListResult>{});
+    case Type::kProcAttach:
+      return fn(std::type_identity<ProcAttach>{});
+    case Type::kProcSignal:
+      return fn(std::type_identity<ProcSignal>{});
+    case Type::kSetDeadlines:
+      return fn(std::type_identity<SetDeadlines>{});
+    case Type::kIdleState:
+      return fn(std::type_identity<IdleState>{});
+    case Type::kWatch:
+      return fn(std::type_identity<WatchRequest>{});
+    case Type::kWatchEvents:
+      return fn(std::type_identity<WatchEvents>{});
+    case Type::kStdin:
+    case Type::kData:
+      return fn(std::type_identity<RawPayload>{});
+    case Type::kClose:
+    case Type::kStdinEof:
+    case Type::kEnd:
+    case Type::kOk:
+    case Type::kProcList:
+    case Type::kDetach:
+    case Type::kIdleQuery:
+      return fn(std::type_identity<EmptyPayload>{});
+  }
+  return std::nullopt;
+}
 
 }  // namespace agvisor::proto

@@ -64,76 +64,18 @@ bool CanonicalExit(std::string_view payload) {
 
 // Decodes `payload` with the struct of `type`; whether it parsed.
 bool DecodeAs(Type type, std::string_view p) {
-  switch (type) {
-    case Type::kHello:
-      return Canonical<Hello>(p);
-    case Type::kWelcome:
-      return Canonical<Welcome>(p);
-    case Type::kPing:
-      return Canonical<Ping>(p);
-    case Type::kPong:
-      return Canonical<Pong>(p);
-    case Type::kWindow:
-      return Canonical<Window>(p);
-    case Type::kError:
-      return Canonical<ErrorPayload>(p);
-    case Type::kExec:
-      return Canonical<ExecRequest>(p);
-    case Type::kStarted:
-      return Canonical<Started>(p);
-    case Type::kOutput:
-      return Canonical<Output>(p);
-    case Type::kExit:
-      return CanonicalExit(p);
-    case Type::kSignal:
-      return Canonical<Signal>(p);
-    case Type::kResize:
-      return Canonical<Resize>(p);
-    case Type::kFileRead:
-    case Type::kStat:
-    case Type::kList:
-    case Type::kTarRead:
-    case Type::kTarWrite:
-      return Canonical<PathRequest>(p);
-    case Type::kFileWrite:
-      return Canonical<FileWrite>(p);
-    case Type::kMkdir:
-      return Canonical<Mkdir>(p);
-    case Type::kRemove:
-      return Canonical<Remove>(p);
-    case Type::kStatResult:
-      return Canonical<StatResult>(p);
-    case Type::kListResult:
-      return Canonical<ListResult>(p);
-    case Type::kPortOpen:
-      return Canonical<PortOpen>(p);
-    case Type::kProcListResult:
-      return Canonical<ProcListResult>(p);
-    case Type::kProcAttach:
-      return Canonical<ProcAttach>(p);
-    case Type::kProcSignal:
-      return Canonical<ProcSignal>(p);
-    case Type::kSetDeadlines:
-      return Canonical<SetDeadlines>(p);
-    case Type::kIdleState:
-      return Canonical<IdleState>(p);
-    case Type::kWatch:
-      return Canonical<WatchRequest>(p);
-    case Type::kWatchEvents:
-      return Canonical<WatchEvents>(p);
-    case Type::kStdin:
-    case Type::kData:
+  auto parsed = VisitPayloadType(type, [&]<typename P>(std::type_identity<P>) {
+    if constexpr (std::is_same_v<P, RawPayload>) {
       return true;
-    case Type::kClose:
-    case Type::kStdinEof:
-    case Type::kEnd:
-    case Type::kOk:
-    case Type::kProcList:
-    case Type::kDetach:
-    case Type::kIdleQuery:
+    } else if constexpr (std::is_same_v<P, EmptyPayload>) {
       return p.empty();
-  }
-  return false;
+    } else if constexpr (std::is_same_v<P, Exit>) {
+      return CanonicalExit(p);
+    } else {
+      return Canonical<P>(p);
+    }
+  });
+  return parsed.value_or(false);
 }
 
 void FuzzOne(std::string_view in) {
