@@ -16,6 +16,8 @@ declare -A allowed=(
   [images]="docker http base"
   [gateway]="sandbox egress channel docker http proto base"
 )
+# The gateway opens sandboxes through client/ (agvisord's shared handles, issue 34).
+allowed[gateway]+=" client api"
 # The caller seam and agvisord's pure API (issue 17 items 3-4): the CLI reaches sandboxes through
 # client/ (in process or agvisord) and never includes the daemon; api/ (routes, codecs, default
 # paths) is shared by the daemon and the client and does no I/O (checked below).

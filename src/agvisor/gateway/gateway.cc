@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "agvisor/desktop/rfb.h"
-#include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::gateway {
 namespace {
@@ -78,26 +77,20 @@ int Gateway::unauthenticated_sessions() const {
   return unauthenticated_;
 }
 
-Result<std::shared_ptr<Sandbox>> Gateway::OpenSandbox(const desktop::VncTarget& target) {
-  const std::string key = target.docker_host + "\n" + target.container;
-  {
+Result<std::shared_ptr<client::SandboxHandle>> Gateway::OpenSandbox(
+    const desktop::VncTarget& target) {
+  std::shared_ptr<client::HandleCache> cache = options_.sandboxes;
+  if (cache && target.docker_host != options_.docker_host) {
+    return Error::PermissionDenied("host '" + target.docker_host + "' is not served here (only '" +
+                                   options_.docker_host + "')");
+  }
+  if (!cache) {
     std::lock_guard lock(mu_);
-    auto it = sandboxes_.find(key);
-    if (it != sandboxes_.end()) {
-      if (auto sb = it->second.lock()) return sb;
-    }
+    auto& own = hosts_[target.docker_host];
+    if (!own) own = std::make_shared<client::HandleCache>(client::InProcess(target.docker_host));
+    cache = own;
   }
-  // Opened outside the lock (it talks to Docker); two first viewers may both open one, and the
-  // later one's handle is the one kept: both work.
-  auto opened = Sandbox::Open(target.container, target.docker_host);
-  if (!opened.ok()) return opened.error();
-  std::shared_ptr<Sandbox> sb(std::move(*opened));
-  std::lock_guard lock(mu_);
-  for (auto it = sandboxes_.begin(); it != sandboxes_.end();) {
-    it = it->second.expired() ? sandboxes_.erase(it) : std::next(it);
-  }
-  sandboxes_[key] = sb;
-  return sb;
+  return cache->Get(target.container);
 }
 
 SessionEnd Gateway::Serve(const ViewerRequest& request, http::WebSocket& socket) {
@@ -190,7 +183,7 @@ SessionEnd Gateway::Serve(const ViewerRequest& request, http::WebSocket& socket)
                   "sandbox " + target.container + " has no desktop running (VNC port " +
                       std::to_string(target.port) + "): " + port.error().message());
   }
-  PortStream& vnc = **port;
+  client::ByteStream& vnc = **port;
   std::array<char, 64 * 1024> buf;
 
   // 3. RFB towards the sandbox: VNC authentication with the token's password.

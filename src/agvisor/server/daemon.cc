@@ -307,11 +307,16 @@ int DaemonMain(int argc, char** argv) {
     }
     desktop_key = std::move(key);
   }
+  // Every door of the daemon (the API's routes, the desktop gateway, /mcp) reaches sandboxes
+  // through this one place and its one set of handles.
+  auto sandboxes = std::make_shared<client::HandleCache>(client::InProcess(docker_host));
   if (desktop_key) {
     auto mounted = MountDesktopGateway(**server, gateway::GatewayOptions{
                                                      .key = *desktop_key,
                                                      .allowed_origins = desktop_origins,
                                                      .allow_same_origin = console,
+                                                     .sandboxes = sandboxes,
+                                                     .docker_host = docker_host,
                                                  });
     if (!mounted.ok()) return fail(mounted.error());
     LogEvent("info", "desktop gateway mounted",
@@ -323,7 +328,7 @@ int DaemonMain(int argc, char** argv) {
     if (auto mounted = MountConsole(**server); !mounted.ok()) return fail(mounted.error());
   }
   // MCP for agents over HTTP (docs/mcp.md), bearer token as on every route.
-  if (auto mcp = MountMcp(**server, {.docker_host = docker_host}); !mcp.ok()) {
+  if (auto mcp = MountMcp(**server, {.sandboxes = sandboxes}); !mcp.ok()) {
     return fail(mcp.error());
   }
 
@@ -364,7 +369,8 @@ int DaemonMain(int argc, char** argv) {
               {"reserved_fds", std::to_string(eo.caps.reserved_fds)},
               {"idle_timeout_s", std::to_string(egress_idle_timeout)}});
   }
-  Service service({.docker_host = docker_host,
+  Service service({.sandboxes = sandboxes,
+                   .docker_host = docker_host,
                    .desktop_key = desktop_key,
                    .max_exec_output = static_cast<std::size_t>(*exec_cap),
                    .egress = egress_host.get()});
