@@ -83,5 +83,15 @@ while IFS= read -r file; do
        status=1 ;;
   esac
 done < <(grep -rl '#include "agvisor/kube/' sandbox || true)
+# The daemon, its gateway and MCP reach sandboxes through client/ (one Place): none speaks Docker
+# or includes the Docker runtime, but for the one place that makes the Docker side of the egress
+# enforcers (server/daemon.cc; tests may reach the runtime's pure helpers).
+while IFS= read -r file; do
+  case "$file" in
+    server/daemon.cc|*_test.cc) ;;
+    *) echo "layering: $file includes agvisor/docker/ or sandbox/docker_runtime/ (only server/daemon.cc may, to make the egress enforcers' Docker side)" >&2
+       status=1 ;;
+  esac
+done < <(grep -rlE '#include "agvisor/(docker|sandbox/docker_runtime)/' server gateway mcp || true)
 [ $status = 0 ] && echo "layering: ok"
 exit $status

@@ -22,7 +22,8 @@
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/desktop/token.h"
 #include "agvisor/egress/host.h"
-#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
+// The one include of the Docker runtime in server/: the egress enforcers' host side is made here.
+#include "agvisor/sandbox/docker_runtime/egress_host.h"
 #include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/snapshot.h"
@@ -357,9 +358,9 @@ int DaemonMain(int argc, char** argv) {
     eo.state_dir = !egress_state_dir.empty() ? egress_state_dir
                    : ::geteuid() == 0        ? "/var/lib/agvisor/egress"
                                              : "";
-    auto docker = HostClient(docker_host);
-    if (!docker.ok()) return fail(docker.error());
-    auto started = EgressHost::Start(*docker, eo);
+    auto runtime = DockerEgressHost(docker_host);
+    if (!runtime.ok()) return fail(runtime.error());
+    auto started = EgressHost::Start(std::move(*runtime), eo);
     if (!started.ok()) return fail(started.error().WithContext("egress"));
     egress_host = std::move(*started);
     LogEvent("info", "egress enforcers started",
