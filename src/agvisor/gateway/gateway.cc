@@ -77,8 +77,7 @@ int Gateway::unauthenticated_sessions() const {
   return unauthenticated_;
 }
 
-Result<std::shared_ptr<client::SandboxHandle>> Gateway::OpenSandbox(
-    const desktop::VncTarget& target) {
+Result<std::shared_ptr<client::HandleCache>> Gateway::HandlesFor(const desktop::VncTarget& target) {
   std::shared_ptr<client::HandleCache> cache = options_.sandboxes;
   if (cache && target.docker_host != options_.docker_host) {
     return Error::PermissionDenied("host '" + target.docker_host + "' is not served here (only '" +
@@ -90,7 +89,7 @@ Result<std::shared_ptr<client::SandboxHandle>> Gateway::OpenSandbox(
     if (!own) own = std::make_shared<client::HandleCache>(client::InProcess(target.docker_host));
     cache = own;
   }
-  return cache->Get(target.container);
+  return cache;
 }
 
 SessionEnd Gateway::Serve(const ViewerRequest& request, http::WebSocket& socket) {
@@ -172,7 +171,9 @@ SessionEnd Gateway::Serve(const ViewerRequest& request, http::WebSocket& socket)
   end.container = target.container;
 
   // 2. The sandbox's VNC server, through its agent channel.
-  auto sandbox = OpenSandbox(target);
+  auto handles = HandlesFor(target);
+  auto sandbox = handles.ok() ? (*handles)->Get(target.container)
+                              : Result<std::shared_ptr<client::SandboxHandle>>(handles.error());
   if (!sandbox.ok()) {
     return finish(kCloseSandboxUnavailable,
                   "sandbox " + target.container + ": " + sandbox.error().message());
@@ -271,6 +272,7 @@ SessionEnd Gateway::Serve(const ViewerRequest& request, http::WebSocket& socket)
     // closes its VNC server first (SIGTERM) and ends a moment later: look for a few seconds
     // before blaming the VNC server alone.
     std::string why = "the desktop's VNC server closed the connection";
+    bool gone = true;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
     for (;;) {
       auto info = (*sandbox)->Info();
@@ -286,9 +288,15 @@ SessionEnd Gateway::Serve(const ViewerRequest& request, http::WebSocket& socket)
         }
         break;
       }
-      if (std::chrono::steady_clock::now() >= deadline) break;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        gone = false;
+        break;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
+    // A sandbox that ended: its handle is of no more use to anyone (a standalone gateway would
+    // keep it for good otherwise).
+    if (gone) (*handles)->Forget(target.container);
     finish(kCloseSandboxEnded, "sandbox " + target.container + ": " + why);
   }
   up.join();

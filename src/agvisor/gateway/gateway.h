@@ -113,9 +113,9 @@ class Gateway {
   int unauthenticated_sessions() const;
 
  private:
-  // The shared handle on the token's sandbox (GatewayOptions::sandboxes). Errors: kPermissionDenied
-  // (a host this gateway does not serve), those of HandleCache::Get.
-  Result<std::shared_ptr<client::SandboxHandle>> OpenSandbox(const desktop::VncTarget& target);
+  // The handles the token's sandbox is opened from (GatewayOptions::sandboxes, or this gateway's
+  // own for the token's host). Errors: kPermissionDenied (a host this gateway does not serve).
+  Result<std::shared_ptr<client::HandleCache>> HandlesFor(const desktop::VncTarget& target);
 
   GatewayOptions options_;
   mutable std::mutex mu_;
