@@ -16,6 +16,8 @@ declare -A allowed=(
   [images]="docker http base"
   [gateway]="sandbox egress channel docker http proto base"
 )
+# The gateway opens sandboxes through client/ (agvisord's shared handles, issue 34).
+allowed[gateway]+=" client api"
 # The caller seam and agvisord's pure API (issue 17 items 3-4): the CLI reaches sandboxes through
 # client/ (in process or agvisord) and never includes the daemon; api/ (routes, codecs, default
 # paths) is shared by the daemon and the client and does no I/O (checked below).
@@ -81,5 +83,15 @@ while IFS= read -r file; do
        status=1 ;;
   esac
 done < <(grep -rl '#include "agvisor/kube/' sandbox || true)
+# The daemon, its gateway and MCP reach sandboxes through client/ (one Place): none speaks Docker
+# or includes the Docker runtime, but for the one place that makes the Docker side of the egress
+# enforcers (server/daemon.cc; tests may reach the runtime's pure helpers).
+while IFS= read -r file; do
+  case "$file" in
+    server/daemon.cc|*_test.cc) ;;
+    *) echo "layering: $file includes agvisor/docker/ or sandbox/docker_runtime/ (only server/daemon.cc may, to make the egress enforcers' Docker side)" >&2
+       status=1 ;;
+  esac
+done < <(grep -rlE '#include "agvisor/(docker|sandbox/docker_runtime)/' server gateway mcp || true)
 [ $status = 0 ] && echo "layering: ok"
 exit $status

@@ -728,8 +728,9 @@ TEST_F(AgvisordTest, IdleActionPauseTheSweepFreezesItAndACallWakesIt) {
 }
 
 // Desktop tokens: minted for a desktop sandbox with its VNC password (verified here with the
-// gateway's key), refused for a headless one and for a bad ttl.
-TEST_F(AgvisordTest, DesktopTokensForDesktopSandboxesOnly) {
+// gateway's key), refused for a headless one and for a bad ttl. The desktop verbs for HTTP
+// callers (screenshot, input) on the same sandbox: their effect seen inside, bad actions 400.
+TEST_F(AgvisordTest, DesktopTokensScreenshotAndInputForDesktopSandboxesOnly) {
   const std::string headless = CreateSandbox();
   ASSERT_FALSE(headless.empty());
   auto none = daemon_->Post("/v1/sandboxes/" + headless + "/desktop/token", "{}");
@@ -765,6 +766,41 @@ TEST_F(AgvisordTest, DesktopTokensForDesktopSandboxesOnly) {
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
   EXPECT_NEAR(static_cast<double>(payload->expiration_ms - now_ms), 60000.0, 5000.0);
+
+  const std::string desk = "/v1/sandboxes/" + id + "/desktop/";
+  auto shot = daemon_->Curl("GET", desk + "screenshot");
+  ASSERT_EQ(shot.status, 200) << shot.body.substr(0, 300);
+  EXPECT_TRUE(shot.body.starts_with("\x89PNG\r\n\x1a\n")) << shot.body.substr(0, 16);
+  auto headless_shot = daemon_->Curl("GET", "/v1/sandboxes/" + headless + "/desktop/screenshot");
+  EXPECT_EQ(headless_shot.status, 404) << headless_shot.body;
+  EXPECT_NE(headless_shot.body.find("has no desktop"), std::string::npos) << headless_shot.body;
+  auto input = [&](const std::string& body) { return daemon_->Post(desk + "input", body); };
+  auto pointer = [&] {
+    auto got = daemon_->Post(
+        "/v1/sandboxes/" + id + "/exec",
+        R"({"argv":["xdotool","getmouselocation"],"user":"user","env":{"DISPLAY":":0"}})");
+    return got.status == 200 && got.Json()["exit_code"] == 0
+               ? std::string(got.Json()["stdout"].as_string())
+               : got.body;
+  };
+  EXPECT_EQ(input(R"({"action":"move","x":321,"y":123})").status, 204);
+  EXPECT_TRUE(pointer().starts_with("x:321 y:123 ")) << pointer();
+  EXPECT_EQ(input(R"({"action":"drag","x":10,"y":20,"to_x":200,"to_y":100})").status, 204);
+  EXPECT_TRUE(pointer().starts_with("x:200 y:100 ")) << pointer();
+  EXPECT_EQ(input(R"({"action":"click","x":5,"y":6,"button":"right","count":2})").status, 204);
+  EXPECT_EQ(input(R"({"action":"scroll","x":50,"y":60,"dy":-2})").status, 204);
+  EXPECT_EQ(input(R"({"action":"key","keys":"Escape"})").status, 204);
+  EXPECT_EQ(input(R"({"action":"type","text":"ok"})").status, 204);
+  // Hostile or mistaken actions: refused, naming what was wrong, before anything runs.
+  for (const char* bad :
+       {R"({"action":"explode"})", R"({"x":1,"y":1})", R"({"action":"move","x":-1,"y":0})",
+        R"({"action":"move","x":1})", R"({"action":"move","x":1,"y":2,"text":"a"})",
+        R"({"action":"click","x":1,"y":2,"button":"--help"})",
+        R"({"action":"key","keys":"--window 1 Return"})", "[1]"}) {
+    auto refused = input(bad);
+    EXPECT_EQ(refused.status, 400) << bad << " -> " << refused.body;
+  }
+  EXPECT_TRUE(pointer().starts_with("x:50 y:60 ")) << pointer();  // where scroll left it
 }
 
 TEST_F(AgvisordTest, PoolHandsOutWarmSandboxesAndRefills) {

@@ -211,11 +211,20 @@ TEST_F(GatewayDesktopTest, NoDesktopRunningIsReported) {
 }
 
 // Last: it ends the shared sandbox.
+// On handles shared as agvisord shares them: the ended sandbox's handle is dropped too.
 TEST_F(GatewayDesktopTest, ZSandboxEndingClosesTheViewerWithAReason) {
+  const char* host = std::getenv("AGVISOR_TEST_HOST");
+  GatewayOptions o{.key = Key()};
+  o.docker_host = host ? host : "";
+  o.sandboxes = std::make_shared<client::HandleCache>(client::InProcess(o.docker_host));
+  Gateway shared(o);
+  auto l = Listener::Start(shared);
+  ASSERT_TRUE(l.ok()) << l.error().ToString();
   ViewerClient c;
-  ASSERT_EQ(c.Connect(listener_->port(), {}), "");
+  ASSERT_EQ(c.Connect((*l)->port(), {}), "");
   ASSERT_TRUE(c.SendText(Token(sandbox_->container_name())));
   ASSERT_TRUE(c.RfbHandshake());
+  EXPECT_EQ(o.sandboxes->size(), 1u);
   const auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE(sandbox_->Stop().ok());
   EXPECT_TRUE(c.WaitClosed());
@@ -225,6 +234,7 @@ TEST_F(GatewayDesktopTest, ZSandboxEndingClosesTheViewerWithAReason) {
   // The viewer is closed once the sandbox is gone (not left hanging): the stop and the close
   // took 16.1 s on a loaded 2-core host (load average 12-18), bound 3.1x that.
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(50));
+  EXPECT_EQ(o.sandboxes->size(), 0u) << "the ended sandbox's handle was kept";
 }
 
 }  // namespace

@@ -759,6 +759,86 @@ Result<std::int64_t> ParseDesktopTokenRequest(std::string_view body) {
   return ttl;
 }
 
+namespace {
+
+struct InputAction {
+  std::string_view name;
+  DesktopInput::Action action;
+  std::initializer_list<std::string_view> fields;  // "action" and these; the first `required`
+  std::size_t required;
+};
+
+constexpr std::string_view kInputActions = "move, click, drag, scroll, type, key";
+
+}  // namespace
+
+Result<DesktopInput> ParseDesktopInputRequest(std::string_view body) {
+  using A = DesktopInput::Action;
+  static const InputAction kActions[] = {
+      {"move", A::kMove, {"x", "y"}, 2},
+      {"click", A::kClick, {"x", "y", "button", "count"}, 2},
+      {"drag", A::kDrag, {"x", "y", "to_x", "to_y", "button"}, 4},
+      {"scroll", A::kScroll, {"x", "y", "dy", "dx"}, 2},
+      {"type", A::kType, {"text"}, 1},
+      {"key", A::kKey, {"keys"}, 1},
+  };
+  auto o = AGVISOR_TRY(ParseObject(body, "desktop input"));
+  const json::value* a = o.if_contains("action");
+  if (a == nullptr) {
+    return Bad("action", "is required: one of " + std::string(kInputActions));
+  }
+  const std::string name = AGVISOR_TRY(GetString(*a, "action"));
+  const InputAction* spec = nullptr;
+  for (const auto& k : kActions) {
+    if (k.name == name) spec = &k;
+  }
+  if (spec == nullptr) {
+    return Bad("action", "'" + SanitizeUtf8(name.substr(0, 32)) + "' is none of " +
+                             std::string(kInputActions));
+  }
+  const std::string what = "desktop input (" + name + ")";
+  for (const auto& kv : o) {
+    const bool known = kv.key() == "action" || std::find(spec->fields.begin(), spec->fields.end(),
+                                                         kv.key()) != spec->fields.end();
+    if (!known) {
+      std::string list;
+      for (auto f : spec->fields) list += (list.empty() ? "" : ", ") + std::string(f);
+      return Error::InvalidArgument(what + ": unknown field \"" + std::string(kv.key()) + "\" (" +
+                                    name + " takes " + list + ")");
+    }
+  }
+  for (std::size_t i = 0; i < spec->required; ++i) {
+    const std::string_view f = spec->fields.begin()[i];
+    if (!o.contains(f))
+      return Error::InvalidArgument(what + ": \"" + std::string(f) + "\" is required");
+  }
+  DesktopInput in;
+  in.action = spec->action;
+  auto number = [&](std::string_view field, int& out, std::int64_t lo,
+                    std::int64_t hi) -> Result<void> {
+    const json::value* v = o.if_contains(field);
+    if (v == nullptr) return Ok();
+    const std::int64_t n = AGVISOR_TRY(GetInt(*v, field));
+    if (n < lo || n > hi) {
+      return Bad(field, "must be " + std::to_string(lo) + ".." + std::to_string(hi));
+    }
+    out = static_cast<int>(n);
+    return Ok();
+  };
+  AGVISOR_RETURN_IF_ERROR(number("x", in.x, 0, 65535));
+  AGVISOR_RETURN_IF_ERROR(number("y", in.y, 0, 65535));
+  AGVISOR_RETURN_IF_ERROR(number("to_x", in.to_x, 0, 65535));
+  AGVISOR_RETURN_IF_ERROR(number("to_y", in.to_y, 0, 65535));
+  AGVISOR_RETURN_IF_ERROR(number("count", in.count, 1, 10));
+  AGVISOR_RETURN_IF_ERROR(number("dy", in.dy, -100, 100));
+  AGVISOR_RETURN_IF_ERROR(number("dx", in.dx, -100, 100));
+  if (const json::value* v = o.if_contains("button"))
+    in.button = AGVISOR_TRY(GetString(*v, "button"));
+  if (const json::value* v = o.if_contains("text")) in.text = AGVISOR_TRY(GetString(*v, "text"));
+  if (const json::value* v = o.if_contains("keys")) in.text = AGVISOR_TRY(GetString(*v, "keys"));
+  return in;
+}
+
 // ---- Files ----
 
 std::string FileEntryJson(const FileEntry& e) { return Serialize(EntryObject(e)); }

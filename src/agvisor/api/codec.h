@@ -118,6 +118,22 @@ Result<int> ParseSignalRequest(std::string_view body);
 // POST /v1/sandboxes/{id}/desktop/token: {"ttl": seconds} (optional, default 300, 1..86400);
 // an empty body is the default.
 Result<std::int64_t> ParseDesktopTokenRequest(std::string_view body);
+// POST /v1/sandboxes/{id}/desktop/input: one action, named by "action", with its fields only:
+//   move {x, y}; click {x, y, button?, count?}; drag {x, y, to_x, to_y, button?};
+//   scroll {x, y, dy?, dx?}; type {text}; key {keys}.
+// Coordinates are screen pixels (0..65535), button "left" (default), "middle" or "right", count
+// (default 1), dy/dx wheel steps (default 0); the desktop verbs check their ranges and text.
+// Errors: kInvalidArgument (no or an unknown action, a missing, unknown or mistyped field).
+struct DesktopInput {
+  enum class Action { kMove, kClick, kDrag, kScroll, kType, kKey };
+  Action action = Action::kMove;
+  int x = 0, y = 0, to_x = 0, to_y = 0;
+  std::string button = "left";
+  int count = 1;
+  int dy = 0, dx = 0;
+  std::string text;  // type: the text; key: the key combinations
+};
+Result<DesktopInput> ParseDesktopInputRequest(std::string_view body);
 // "15", "TERM", "SIGTERM", "KILL", ... -> the number. Errors: kInvalidArgument.
 Result<int> ParseSignal(std::string_view text);
 

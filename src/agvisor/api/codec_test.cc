@@ -178,6 +178,57 @@ TEST(CodecTest, ParseExecRequestWebSocket) {
   EXPECT_FALSE(ParseExecRequest(R"({"argv":["a"],"encoding":"text"})", true).ok());
 }
 
+TEST(CodecTest, ParseDesktopInputRequest) {
+  using A = DesktopInput::Action;
+  auto move = ParseDesktopInputRequest(R"({"action":"move","x":3,"y":4})");
+  ASSERT_TRUE(move.ok()) << move.error().ToString();
+  EXPECT_EQ(move->action, A::kMove);
+  EXPECT_EQ(move->x, 3);
+  EXPECT_EQ(move->y, 4);
+  auto click = ParseDesktopInputRequest(R"({"action":"click","x":1,"y":2})");
+  ASSERT_TRUE(click.ok());
+  EXPECT_EQ(click->button, "left");
+  EXPECT_EQ(click->count, 1);
+  auto drag = ParseDesktopInputRequest(
+      R"({"action":"drag","x":1,"y":2,"to_x":30,"to_y":40,"button":"middle"})");
+  ASSERT_TRUE(drag.ok());
+  EXPECT_EQ(drag->action, A::kDrag);
+  EXPECT_EQ(drag->to_x, 30);
+  EXPECT_EQ(drag->to_y, 40);
+  EXPECT_EQ(drag->button, "middle");
+  auto scroll = ParseDesktopInputRequest(R"({"action":"scroll","x":1,"y":2,"dx":-3})");
+  ASSERT_TRUE(scroll.ok());
+  EXPECT_EQ(scroll->dy, 0);
+  EXPECT_EQ(scroll->dx, -3);
+  EXPECT_EQ(ParseDesktopInputRequest(R"({"action":"type","text":"h\u00e9\n"})")->text,
+            "h\xc3\xa9\n");
+  EXPECT_EQ(ParseDesktopInputRequest(R"({"action":"key","keys":"ctrl+c"})")->text, "ctrl+c");
+  // Each refusal names the field (or the action) that was wrong.
+  const std::pair<const char*, const char*> bad[] = {
+      {"", "action"},
+      {R"({"action":"explode"})", "none of move, click"},
+      {R"({"action":7})", "action"},
+      {R"({"action":"move","x":1})", "\"y\" is required"},
+      {R"({"action":"move","x":-1,"y":0})", "x: must be 0..65535"},
+      {R"({"action":"move","x":1e12,"y":0})", "x: must be 0..65535"},
+      {R"({"action":"move","x":1.5,"y":0})", "x: must be a whole number"},
+      {R"({"action":"move","x":1,"y":2,"text":"a"})", "unknown field \"text\""},
+      {R"({"action":"drag","x":1,"y":2,"to_x":3})", "\"to_y\" is required"},
+      {R"({"action":"click","x":1,"y":2,"count":0})", "count: must be 1..10"},
+      {R"({"action":"scroll","x":1,"y":2,"dy":1000})", "dy: must be -100..100"},
+      {R"({"action":"type"})", "\"text\" is required"},
+      {R"({"action":"key","keys":["a"]})", "keys: must be a string"},
+      {"[1]", "JSON object"},
+  };
+  for (const auto& [body, words] : bad) {
+    auto r = ParseDesktopInputRequest(body);
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument) << body;
+    EXPECT_NE(r.error().message().find(words), std::string::npos)
+        << body << ": " << r.error().message();
+  }
+}
+
 TEST(CodecTest, ExecResultJson) {
   ExecResult r;
   r.exit_code = 3;

@@ -36,6 +36,8 @@ constexpr std::array kBuiltin = {
     RouteDef{"GET", "/v1/sandboxes/{id}/watch/ws", RouteId::kWatchWs, true},
     RouteDef{"GET", "/v1/sandboxes/{id}/metrics", RouteId::kMetrics},
     RouteDef{"POST", "/v1/sandboxes/{id}/desktop/token", RouteId::kDesktopToken},
+    RouteDef{"GET", "/v1/sandboxes/{id}/desktop/screenshot", RouteId::kDesktopScreenshot},
+    RouteDef{"POST", "/v1/sandboxes/{id}/desktop/input", RouteId::kDesktopInput},
     RouteDef{"GET", "/v1/sandboxes/{id}/egress", RouteId::kGetEgress},
     RouteDef{"PUT", "/v1/sandboxes/{id}/egress", RouteId::kSetEgress},
     RouteDef{"GET", "/v1/pools", RouteId::kListPools},

@@ -46,6 +46,8 @@ enum class RouteId {
   kWatchWs,
   kMetrics,
   kDesktopToken,
+  kDesktopScreenshot,
+  kDesktopInput,
   kGetEgress,
   kSetEgress,
   kListPools,

@@ -68,6 +68,9 @@ class LocalHandle final : public SandboxHandle {
   Result<std::unique_ptr<Command>> Start(const std::vector<std::string>& argv,
                                          const ProcessOptions& o) override {
     auto p = AGVISOR_TRY(sb_->StartProcess(argv, o));
+    // Started (its pid known) before it is handed out, as through agvisord: a command that
+    // cannot start fails here.
+    if (auto pid = p->WaitStarted(); !pid.ok()) return sb_->Diagnose(pid.error());
     return std::unique_ptr<Command>(std::make_unique<LocalCommand>(std::move(p), *sb_));
   }
   Result<std::uint32_t> StartBackground(const std::vector<std::string>& argv,
@@ -120,6 +123,17 @@ class LocalHandle final : public SandboxHandle {
   }
   void SetAutoResume(bool yes) override { sb_->set_auto_resume(yes); }
   bool auto_resume() const override { return sb_->auto_resume(); }
+  Result<void> RefuseIfPaused() override { return sb_->RefuseIfPaused(); }
+  Result<void> ReadFileTo(std::string_view path, const channel::ByteSink& sink,
+                          std::uint64_t offset, std::optional<std::uint64_t> length) override {
+    return sb_->ReadFileTo(path, sink, offset, length);
+  }
+  Result<void> UploadTar(std::string_view sandbox_dir, const channel::ByteSource& source) override {
+    return sb_->UploadTar(sandbox_dir, source);
+  }
+  Result<void> DownloadTar(std::string_view sandbox_path, const channel::ByteSink& sink) override {
+    return sb_->DownloadTar(sandbox_path, sink);
+  }
   Sandbox* library() override { return sb_.get(); }
 
  private:

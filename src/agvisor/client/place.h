@@ -146,9 +146,35 @@ class SandboxHandle {
     return Error::Unsupported("snapshot of " + container_name() +
                               ": this place does not make snapshots");
   }
+  // For agvisord's routes (the daemon serves its callers through an in-process place; other
+  // handles answer kUnsupported):
+  // As Sandbox::RefuseIfPaused: kConflict, naming the state and how to resume, when the sandbox
+  // is paused now (one inspect), for a request that asked not to resume it.
+  virtual Result<void> RefuseIfPaused() { return Unsupported("the paused check"); }
+  // As Sandbox::ReadFileTo: the file's bytes to `sink` as they come (bounded memory).
+  virtual Result<void> ReadFileTo(std::string_view path, const channel::ByteSink& sink,
+                                  std::uint64_t offset, std::optional<std::uint64_t> length) {
+    (void)path, (void)sink, (void)offset, (void)length;
+    return Unsupported("a streamed file read");
+  }
+  // As Sandbox::UploadTar / DownloadTar: a tar stream each way, extracted or made inside.
+  virtual Result<void> UploadTar(std::string_view sandbox_dir, const channel::ByteSource& source) {
+    (void)sandbox_dir, (void)source;
+    return Unsupported("a tar upload");
+  }
+  virtual Result<void> DownloadTar(std::string_view sandbox_path, const channel::ByteSink& sink) {
+    (void)sandbox_path, (void)sink;
+    return Unsupported("a tar download");
+  }
   // The library's Sandbox behind an in-process handle, for what only the library offers (the
   // desktop verbs of sandbox/desktop.h, the sandbox's idle_ttl); nullptr through agvisord.
   virtual Sandbox* library() { return nullptr; }
+
+ private:
+  Error Unsupported(std::string_view what) const {
+    return Error::Unsupported(std::string(what) + " of " + container_name() +
+                              ": this place offers it in process only");
+  }
 };
 
 // What Create reports.

@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "agvisor/desktop/rfb.h"
-#include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::gateway {
 namespace {
@@ -78,26 +77,19 @@ int Gateway::unauthenticated_sessions() const {
   return unauthenticated_;
 }
 
-Result<std::shared_ptr<Sandbox>> Gateway::OpenSandbox(const desktop::VncTarget& target) {
-  const std::string key = target.docker_host + "\n" + target.container;
-  {
+Result<std::shared_ptr<client::HandleCache>> Gateway::HandlesFor(const desktop::VncTarget& target) {
+  std::shared_ptr<client::HandleCache> cache = options_.sandboxes;
+  if (cache && target.docker_host != options_.docker_host) {
+    return Error::PermissionDenied("host '" + target.docker_host + "' is not served here (only '" +
+                                   options_.docker_host + "')");
+  }
+  if (!cache) {
     std::lock_guard lock(mu_);
-    auto it = sandboxes_.find(key);
-    if (it != sandboxes_.end()) {
-      if (auto sb = it->second.lock()) return sb;
-    }
+    auto& own = hosts_[target.docker_host];
+    if (!own) own = std::make_shared<client::HandleCache>(client::InProcess(target.docker_host));
+    cache = own;
   }
-  // Opened outside the lock (it talks to Docker); two first viewers may both open one, and the
-  // later one's handle is the one kept: both work.
-  auto opened = Sandbox::Open(target.container, target.docker_host);
-  if (!opened.ok()) return opened.error();
-  std::shared_ptr<Sandbox> sb(std::move(*opened));
-  std::lock_guard lock(mu_);
-  for (auto it = sandboxes_.begin(); it != sandboxes_.end();) {
-    it = it->second.expired() ? sandboxes_.erase(it) : std::next(it);
-  }
-  sandboxes_[key] = sb;
-  return sb;
+  return cache;
 }
 
 SessionEnd Gateway::Serve(const ViewerRequest& request, http::WebSocket& socket) {
@@ -179,7 +171,9 @@ SessionEnd Gateway::Serve(const ViewerRequest& request, http::WebSocket& socket)
   end.container = target.container;
 
   // 2. The sandbox's VNC server, through its agent channel.
-  auto sandbox = OpenSandbox(target);
+  auto handles = HandlesFor(target);
+  auto sandbox = handles.ok() ? (*handles)->Get(target.container)
+                              : Result<std::shared_ptr<client::SandboxHandle>>(handles.error());
   if (!sandbox.ok()) {
     return finish(kCloseSandboxUnavailable,
                   "sandbox " + target.container + ": " + sandbox.error().message());
@@ -190,7 +184,7 @@ SessionEnd Gateway::Serve(const ViewerRequest& request, http::WebSocket& socket)
                   "sandbox " + target.container + " has no desktop running (VNC port " +
                       std::to_string(target.port) + "): " + port.error().message());
   }
-  PortStream& vnc = **port;
+  client::ByteStream& vnc = **port;
   std::array<char, 64 * 1024> buf;
 
   // 3. RFB towards the sandbox: VNC authentication with the token's password.
@@ -278,6 +272,7 @@ SessionEnd Gateway::Serve(const ViewerRequest& request, http::WebSocket& socket)
     // closes its VNC server first (SIGTERM) and ends a moment later: look for a few seconds
     // before blaming the VNC server alone.
     std::string why = "the desktop's VNC server closed the connection";
+    bool gone = true;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
     for (;;) {
       auto info = (*sandbox)->Info();
@@ -293,9 +288,15 @@ SessionEnd Gateway::Serve(const ViewerRequest& request, http::WebSocket& socket)
         }
         break;
       }
-      if (std::chrono::steady_clock::now() >= deadline) break;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        gone = false;
+        break;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
+    // A sandbox that ended: its handle is of no more use to anyone (a standalone gateway would
+    // keep it for good otherwise).
+    if (gone) (*handles)->Forget(target.container);
     finish(kCloseSandboxEnded, "sandbox " + target.container + ": " + why);
   }
   up.join();

@@ -15,7 +15,8 @@
 //      element sends it as a message, which keeps it out of URLs and access logs.
 //   3. VerifyToken (desktop/token.h). Only "vnc" tokens are served; the seed's "rdp" ones are
 //      refused.
-//   4. Sandbox::Open + OpenPort(port) on a handle shared by every viewer of that sandbox.
+//   4. The sandbox's handle from the gateway's client::HandleCache (agvisord's, shared with its
+//      routes and /mcp; a standalone gateway keeps its own per host) + OpenPort(port).
 //   5. RFB handshakes (desktop/rfb.h): VNC authentication with the token's password towards
 //      the sandbox, security type None towards the browser (which never sees the password).
 //   6. Relay: binary messages both ways, until either side ends. Many viewers of one desktop
@@ -35,12 +36,9 @@
 #include <vector>
 
 #include "agvisor/base/error.h"
+#include "agvisor/client/handle_cache.h"
 #include "agvisor/desktop/token.h"
 #include "agvisor/http/websocket.h"
-
-namespace agvisor {
-class Sandbox;
-}
 
 namespace agvisor::gateway {
 
@@ -68,6 +66,11 @@ struct GatewayOptions {
   // Viewers whose token is not accepted yet, at once (step 0 above). A browser sends its token
   // right after the upgrade, so a few are plenty even with many viewers arriving together.
   int max_unauthenticated = 16;
+  // Where viewers' sandboxes are opened: agvisord's shared handles, serving tokens that name
+  // `docker_host` (its place's host) only; a token naming another host is refused (4004). Null
+  // (a standalone gateway): one in-process place per host the tokens name.
+  std::shared_ptr<client::HandleCache> sandboxes;
+  std::string docker_host;
 };
 
 // The request facts the gateway checks.
@@ -110,12 +113,14 @@ class Gateway {
   int unauthenticated_sessions() const;
 
  private:
-  // The shared handle on a sandbox, opened on first use and kept while a viewer uses it.
-  Result<std::shared_ptr<Sandbox>> OpenSandbox(const desktop::VncTarget& target);
+  // The handles the token's sandbox is opened from (GatewayOptions::sandboxes, or this gateway's
+  // own for the token's host). Errors: kPermissionDenied (a host this gateway does not serve).
+  Result<std::shared_ptr<client::HandleCache>> HandlesFor(const desktop::VncTarget& target);
 
   GatewayOptions options_;
   mutable std::mutex mu_;
-  std::map<std::string, std::weak_ptr<Sandbox>> sandboxes_;  // "host\ncontainer" -> handle
+  // A standalone gateway's handles, by the host tokens name.
+  std::map<std::string, std::shared_ptr<client::HandleCache>> hosts_;
   int active_ = 0;
   int unauthenticated_ = 0;
 };

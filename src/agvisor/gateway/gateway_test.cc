@@ -233,6 +233,29 @@ TEST_F(GatewayTest, ConnectionsPastTheListenersBoundAreClosedAtOnce) {
   EXPECT_EQ(::poll(&q, 1, 0), 0);
 }
 
+// agvisord's gateway opens sandboxes through the daemon's place only: a token naming another
+// host (signed with the key, e.g. by another daemon that shares it) is refused without reaching
+// that host, and nothing is opened.
+TEST(GatewaySharedHandlesTest, TokenNamingAnotherHostIsRefused) {
+  const std::string host = "unix:///nonexistent/agvisor-gw-test.sock";
+  GatewayOptions o;
+  o.key = Key();
+  o.sandboxes = std::make_shared<client::HandleCache>(client::InProcess(host));
+  o.docker_host = host;
+  Gateway g(o);
+  auto l = Listener::Start(g);
+  ASSERT_TRUE(l.ok()) << l.error().ToString();
+  VncTarget t{.container = "agvisor-x", .docker_host = "tcp://127.0.0.1:9", .password = "pw"};
+  ViewerClient c;
+  ASSERT_EQ(c.Connect((*l)->port(), {}), "");
+  ASSERT_TRUE(c.SendText(*MintVncToken(Key(), t, std::chrono::seconds(60))));
+  EXPECT_TRUE(c.WaitClosed());
+  EXPECT_EQ(c.close_code(), kCloseSandboxUnavailable);
+  EXPECT_THAT(c.close_reason(), HasSubstr("tcp://127.0.0.1:9"));
+  EXPECT_THAT(c.close_reason(), HasSubstr("(only '" + host + "')"));
+  EXPECT_EQ(o.sandboxes->size(), 0u);
+}
+
 TEST(ListenerTest, RefusesNonLoopbackAddressesUnlessAllowed) {
   Gateway g(GatewayOptions{.key = Key()});
   auto l = Listener::Start(g, "0.0.0.0", 0);

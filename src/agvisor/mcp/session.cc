@@ -58,8 +58,8 @@ bool OlderThan(std::string_view version, std::string_view than) { return version
 
 }  // namespace
 
-Session::Session(client::Place& place, SessionOptions options)
-    : place_(place), options_(std::move(options)) {}
+Session::Session(client::Place& place, SessionOptions options, client::HandleCache* shared)
+    : place_(place), options_(std::move(options)), shared_(shared) {}
 
 Session::~Session() = default;
 
@@ -263,6 +263,7 @@ Result<std::shared_ptr<client::SandboxHandle>> Session::HandleFor(
     std::lock_guard lock(mu_);
     if (auto it = handles_.find(container_name); it != handles_.end()) return it->second;
   }
+  if (shared_ != nullptr) return shared_->Get(container_name);
   std::shared_ptr<client::SandboxHandle> h = AGVISOR_TRY(place_.Open(container_name));
   std::lock_guard lock(mu_);
   return handles_.try_emplace(container_name, std::move(h)).first->second;
@@ -291,12 +292,14 @@ void Session::Cancel(const std::string& id) {
 
 void Session::Track(const std::string& container_name,
                     std::shared_ptr<client::SandboxHandle> handle) {
+  if (shared_ != nullptr) shared_->Put(handle);
   std::lock_guard lock(mu_);
   handles_[container_name] = std::move(handle);
   tracked_.insert(container_name);
 }
 
 void Session::Forget(const std::string& container_name) {
+  if (shared_ != nullptr) shared_->Forget(container_name);
   std::lock_guard lock(mu_);
   handles_.erase(container_name);
   tracked_.erase(container_name);

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "agvisor/base/error.h"
+#include "agvisor/client/handle_cache.h"
 #include "agvisor/client/place.h"
 
 namespace agvisor::mcp {
@@ -62,7 +63,9 @@ using Notify = std::function<void(std::string_view message)>;
 
 class Session {
  public:
-  Session(client::Place& place, SessionOptions options = {});
+  // `shared`: handles kept beyond this session (agvisord's, on `place`, shared with its other
+  // doors); null: the session keeps its own.
+  Session(client::Place& place, SessionOptions options = {}, client::HandleCache* shared = nullptr);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -106,6 +109,7 @@ class Session {
  private:
   client::Place& place_;
   SessionOptions options_;
+  client::HandleCache* shared_;
   mutable std::mutex mu_;
   std::string protocol_version_;
   std::map<std::string, std::shared_ptr<client::SandboxHandle>> handles_;

@@ -22,7 +22,8 @@
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/desktop/token.h"
 #include "agvisor/egress/host.h"
-#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
+// The one include of the Docker runtime in server/: the egress enforcers' host side is made here.
+#include "agvisor/sandbox/docker_runtime/egress_host.h"
 #include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/snapshot.h"
@@ -307,11 +308,16 @@ int DaemonMain(int argc, char** argv) {
     }
     desktop_key = std::move(key);
   }
+  // Every door of the daemon (the API's routes, the desktop gateway, /mcp) reaches sandboxes
+  // through this one place and its one set of handles.
+  auto sandboxes = std::make_shared<client::HandleCache>(client::InProcess(docker_host));
   if (desktop_key) {
     auto mounted = MountDesktopGateway(**server, gateway::GatewayOptions{
                                                      .key = *desktop_key,
                                                      .allowed_origins = desktop_origins,
                                                      .allow_same_origin = console,
+                                                     .sandboxes = sandboxes,
+                                                     .docker_host = docker_host,
                                                  });
     if (!mounted.ok()) return fail(mounted.error());
     LogEvent("info", "desktop gateway mounted",
@@ -323,7 +329,7 @@ int DaemonMain(int argc, char** argv) {
     if (auto mounted = MountConsole(**server); !mounted.ok()) return fail(mounted.error());
   }
   // MCP for agents over HTTP (docs/mcp.md), bearer token as on every route.
-  if (auto mcp = MountMcp(**server, {.docker_host = docker_host}); !mcp.ok()) {
+  if (auto mcp = MountMcp(**server, {.sandboxes = sandboxes}); !mcp.ok()) {
     return fail(mcp.error());
   }
 
@@ -352,9 +358,9 @@ int DaemonMain(int argc, char** argv) {
     eo.state_dir = !egress_state_dir.empty() ? egress_state_dir
                    : ::geteuid() == 0        ? "/var/lib/agvisor/egress"
                                              : "";
-    auto docker = HostClient(docker_host);
-    if (!docker.ok()) return fail(docker.error());
-    auto started = EgressHost::Start(*docker, eo);
+    auto runtime = DockerEgressHost(docker_host);
+    if (!runtime.ok()) return fail(runtime.error());
+    auto started = EgressHost::Start(std::move(*runtime), eo);
     if (!started.ok()) return fail(started.error().WithContext("egress"));
     egress_host = std::move(*started);
     LogEvent("info", "egress enforcers started",
@@ -364,7 +370,8 @@ int DaemonMain(int argc, char** argv) {
               {"reserved_fds", std::to_string(eo.caps.reserved_fds)},
               {"idle_timeout_s", std::to_string(egress_idle_timeout)}});
   }
-  Service service({.docker_host = docker_host,
+  Service service({.sandboxes = sandboxes,
+                   .docker_host = docker_host,
                    .desktop_key = desktop_key,
                    .max_exec_output = static_cast<std::size_t>(*exec_cap),
                    .egress = egress_host.get()});

@@ -12,8 +12,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "agvisor/base/subprocess.h"
-#include "agvisor/docker/client.h"
 #include "agvisor/sandbox/egress_network.h"
 #include "agvisor/server/log.h"
 
@@ -24,16 +22,11 @@ namespace fs = std::filesystem;
 
 // How often networks whose sandbox is gone are looked for (an inspect per network).
 constexpr std::chrono::seconds kOrphanCheck{5};
-// A network without its sandbox this long is removed (a create may be between the network and
-// the container).
-constexpr std::chrono::seconds kOrphanGrace{60};
 // A network that could not be served (its policy unreadable, its gateway taken by another
 // process) is tried again after this, not every period (and logged once per try).
 constexpr std::chrono::seconds kRetryPause{5};
 // How often the sandbox firewall's hooks are checked (a few `iptables -C` calls).
 constexpr std::chrono::seconds kFirewallCheck{5};
-// The comment scripts/sandbox-firewall puts on every rule of its own.
-constexpr std::string_view kFirewallTag = "agvisor-sandbox-firewall";
 // Decision log lines per sandbox per second; the rest are counted and summarised (the ring and
 // the counters keep every decision): a sandbox cannot flood agvisord's log.
 constexpr int kLogLinesPerSecond = 20;
@@ -78,72 +71,7 @@ std::string ReadSmallFile(const std::string& path) {
   return ss.str();
 }
 
-constexpr std::string_view kOpeningComment = "agvisor egress ";
-
-// Words of one `iptables -S` line; a double-quoted word (a comment with spaces) is one word.
-std::vector<std::string> IptablesWords(std::string_view line) {
-  std::vector<std::string> words;
-  std::size_t i = 0;
-  while (i < line.size()) {
-    if (line[i] == ' ') {
-      ++i;
-      continue;
-    }
-    std::string word;
-    if (line[i] == '"') {
-      std::size_t end = line.find('"', i + 1);
-      if (end == std::string_view::npos) end = line.size();
-      word = std::string(line.substr(i + 1, end - i - 1));
-      i = end + 1;
-    } else {
-      std::size_t end = line.find(' ', i);
-      if (end == std::string_view::npos) end = line.size();
-      word = std::string(line.substr(i, end - i));
-      i = end;
-    }
-    words.push_back(std::move(word));
-  }
-  return words;
-}
-
-// Whether `pid` is an agvisord now running (a pid reused by another program is not).
-bool AgvisordRunning(int pid) {
-  if (pid == ::getpid()) return true;
-  return ReadSmallFile("/proc/" + std::to_string(pid) + "/comm").starts_with("agvisord");
-}
-
 }  // namespace
-
-std::vector<std::vector<std::string>> StaleOpenings(std::string_view listing,
-                                                    const std::function<bool(int pid)>& running) {
-  std::vector<std::vector<std::string>> out;
-  std::istringstream in{std::string(listing)};
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> words = IptablesWords(line);
-    if (words.size() < 2 || words[0] != "-A" || words[1] != "AGVISOR-ALLOW") continue;
-    auto comment = std::find(words.begin(), words.end(), "--comment");
-    if (comment == words.end() || comment + 1 == words.end()) continue;
-    const std::string& text = *(comment + 1);
-    if (!text.starts_with(kOpeningComment)) continue;
-    // "agvisor egress SANDBOX pid PID", or "agvisor egress SANDBOX" from before pids were kept.
-    std::vector<std::string> parts = IptablesWords(text);
-    if (parts.size() == 5 && parts[3] == "pid") {
-      int pid = 0;
-      try {
-        pid = std::stoi(parts[4]);
-      } catch (const std::exception&) {
-        continue;  // not a comment this code wrote
-      }
-      if (running(pid)) continue;
-    } else if (parts.size() != 3) {
-      continue;
-    }
-    words[0] = "-D";
-    out.push_back(std::move(words));
-  }
-  return out;
-}
 
 EgressCaps ComputeEgressCaps(std::uint64_t open_files_limit) {
   EgressCaps c;
@@ -180,17 +108,6 @@ std::vector<egress::IpAddress> HostInterfaceAddresses() {
   return out;
 }
 
-std::vector<std::vector<std::string>> FirewallHooks(const std::string& egress_chain) {
-  std::vector<std::vector<std::string>> out;
-  for (const char* bridge : {"docker0", "br-+"}) {
-    out.push_back({"DOCKER-USER", bridge, "AGVISOR-FORWARD"});
-    out.push_back({"INPUT", bridge, "AGVISOR-INPUT"});
-  }
-  out.push_back({"DOCKER-USER", std::string(kEgressBridgePrefix) + "+", egress_chain});
-  out.push_back({"INPUT", std::string(kEgressBridgePrefix) + "+", egress_chain});
-  return out;
-}
-
 Result<egress::IpAddress> FirstNameserver(std::string_view text) {
   std::istringstream in{std::string(text)};
   std::string line;
@@ -205,14 +122,14 @@ Result<egress::IpAddress> FirstNameserver(std::string_view text) {
   return Error::NotFound("no nameserver line with an IP address");
 }
 
-EgressHost::EgressHost(std::shared_ptr<docker::Client> docker, EgressHostOptions options)
-    : docker_(std::move(docker)),
+EgressHost::EgressHost(std::unique_ptr<EgressHostRuntime> runtime, EgressHostOptions options)
+    : runtime_(std::move(runtime)),
       options_(std::move(options)),
       host_addresses_(HostInterfaceAddresses()),
       log_(std::make_shared<egress::DecisionLog>()),
       budget_(std::make_shared<egress::ConnectionBudget>(options_.caps.max_tunnels)) {}
 
-Result<std::unique_ptr<EgressHost>> EgressHost::Start(std::shared_ptr<docker::Client> docker,
+Result<std::unique_ptr<EgressHost>> EgressHost::Start(std::unique_ptr<EgressHostRuntime> runtime,
                                                       EgressHostOptions options) {
   if (!options.resolver) {
     auto ns = FirstNameserver(ReadSmallFile("/etc/resolv.conf"));
@@ -236,14 +153,13 @@ Result<std::unique_ptr<EgressHost>> EgressHost::Start(std::shared_ptr<docker::Cl
                                 ec.message());
     }
   }
-  if (options.firewall_chain.empty()) {
-    const char* test_chain = std::getenv("AGVISOR_TEST_FIREWALL_CHAIN");
-    options.firewall_chain = test_chain && *test_chain ? test_chain : "AGVISOR-EGRESS";
-  }
-  auto host = std::unique_ptr<EgressHost>(new EgressHost(std::move(docker), std::move(options)));
+  auto host = std::unique_ptr<EgressHost>(new EgressHost(std::move(runtime), std::move(options)));
   host->ClearStaleState();
   if (host->options_.manage_firewall) {
-    host->ClearStaleOpenings();
+    if (const int removed = host->runtime_->ClearStaleOpenings(); removed > 0) {
+      LogEvent("info", "egress: removed firewall openings of an agvisord that is gone",
+               {{"rules", std::to_string(removed)}});
+    }
     host->CheckFirewall();
   }
   if (auto first = host->Reconcile(); !first.ok()) {
@@ -284,25 +200,10 @@ void EgressHost::Loop() {
     }
     if (std::chrono::steady_clock::now() - last_orphan_check < kOrphanCheck) continue;
     last_orphan_check = std::chrono::steady_clock::now();
-    // Networks whose sandbox is gone (it expired and Docker removed it): removed after a grace.
-    auto nets = docker_->ListNetworks({std::string(kLabelEgress)});
-    if (!nets.ok()) continue;
-    const auto now = std::chrono::steady_clock::now();
-    for (const auto& n : *nets) {
-      auto it = n.labels.find(std::string(kLabelEgressSandbox));
-      if (it == n.labels.end()) continue;
-      auto c = docker_->InspectContainer(it->second);
-      if (c.ok() || c.error().code() != ErrorCode::kNotFound) {
-        orphan_since_.erase(n.id);
-        continue;
-      }
-      auto [since, fresh] = orphan_since_.emplace(n.id, now);
-      if (fresh || now - since->second < kOrphanGrace) continue;
-      if (docker_->RemoveNetwork(n.id).ok()) {
-        LogEvent("info", "egress: removed the network of a sandbox that is gone",
-                 {{"network", n.name}, {"sandbox", it->second}});
-      }
-      orphan_since_.erase(n.id);
+    // Networks whose sandbox is gone (it expired and was removed): removed after a grace.
+    for (const auto& [network, sandbox] : runtime_->RemoveOrphanNetworks()) {
+      LogEvent("info", "egress: removed the network of a sandbox that is gone",
+               {{"network", network}, {"sandbox", sandbox}});
     }
   }
 }
@@ -312,22 +213,16 @@ std::string EgressHost::StatePath(const std::string& network_id) const {
 }
 
 Result<void> EgressHost::Reconcile() {
-  auto nets = AGVISOR_TRY(docker_->ListNetworks({std::string(kLabelEgress)}));
+  auto nets = AGVISOR_TRY(runtime_->Networks());
   std::lock_guard lock(mu_);
   std::map<std::string, bool> seen;
   // Without the firewall's hooks nothing is served (and what was, is dropped below): the
   // sandboxes stay cut off rather than reach the host through their gateway.
   if (!firewall_in_place_) nets.clear();
-  for (const auto& n : nets) {
-    auto c = n.labels.find(std::string(kLabelEgressSandbox));
-    auto r = n.labels.find(std::string(kLabelEgress));
-    if (c == n.labels.end() || r == n.labels.end()) continue;
-    if (!n.internal || n.bridge_name.rfind(kEgressBridgePrefix, 0) != 0 || n.gateway.empty()) {
-      continue;  // not one of ours: never served (its sandbox, if any, stays cut off)
-    }
-    seen[c->second] = true;
-    auto have = served_.find(c->second);
-    if (have != served_.end() && have->second.network_id == n.id) continue;
+  for (auto& n : nets) {
+    seen[n.container] = true;
+    auto have = served_.find(n.container);
+    if (have != served_.end() && have->second.net.id == n.id) continue;
     if (auto retry = retry_after_.find(n.id);
         retry != retry_after_.end() && std::chrono::steady_clock::now() < retry->second) {
       continue;
@@ -337,31 +232,25 @@ Result<void> EgressHost::Reconcile() {
       served_.erase(have);
     }
     // A live change kept from before a restart wins over the label.
-    std::string text = r->second;
+    std::string text = n.rules;
     if (std::string path = StatePath(n.id); !path.empty() && fs::exists(path)) {
       text = ReadSmallFile(path);
     }
     auto rules = egress::DecodeEgressRules(text);
     if (!rules.ok()) {
       LogEvent("error", "egress: unreadable policy; the sandbox stays cut off",
-               {{"sandbox", c->second}, {"error", rules.error().ToString()}});
+               {{"sandbox", n.container}, {"error", rules.error().ToString()}});
       retry_after_[n.id] = std::chrono::steady_clock::now() + kRetryPause;
       continue;
     }
-    Served s{.network_id = n.id,
-             .network = n.name,
-             .bridge = n.bridge_name,
-             .gateway = n.gateway,
-             .subnet = n.subnet,
-             .container = c->second,
-             .rules = *rules,
-             .proxy = nullptr};
-    if (auto served = Serve(c->second, std::move(s)); !served.ok()) {
+    const std::string container = n.container;
+    const std::string id = n.id;
+    if (auto served = Serve(container, Served{std::move(n), *rules, nullptr}); !served.ok()) {
       LogEvent("error", "egress: cannot serve a sandbox; it stays cut off",
-               {{"sandbox", c->second}, {"error", served.error().ToString()}});
-      retry_after_[n.id] = std::chrono::steady_clock::now() + kRetryPause;
+               {{"sandbox", container}, {"error", served.error().ToString()}});
+      retry_after_[id] = std::chrono::steady_clock::now() + kRetryPause;
     } else {
-      retry_after_.erase(n.id);
+      retry_after_.erase(id);
     }
   }
   for (auto it = served_.begin(); it != served_.end();) {
@@ -378,7 +267,7 @@ Result<void> EgressHost::Reconcile() {
 
 Result<void> EgressHost::Serve(const std::string& container, Served s) {
   auto policy = AGVISOR_TRY(egress::EgressPolicy::Create(s.rules));
-  const auto gateway = AGVISOR_TRY(egress::ParseIpAddress(s.gateway));
+  const auto gateway = AGVISOR_TRY(egress::ParseIpAddress(s.net.gateway));
   egress::ProxyOptions o;
   o.sandbox = container;
   o.listen_address = gateway;
@@ -391,7 +280,7 @@ Result<void> EgressHost::Serve(const std::string& container, Served s) {
   o.dns_port = kEgressDnsPort;
   o.dns_answer_v4 = gateway;
   // Only the sandbox's own network is served (the firewall lets nothing else in either).
-  o.clients = AGVISOR_TRY(egress::ParseCidr(s.subnet));
+  o.clients = AGVISOR_TRY(egress::ParseCidr(s.net.subnet));
   o.max_connections = options_.caps.max_tunnels_per_sandbox;
   o.shared_budget = budget_;
   o.idle_timeout = options_.idle_timeout;
@@ -400,15 +289,15 @@ Result<void> EgressHost::Serve(const std::string& container, Served s) {
   };
   s.proxy = AGVISOR_TRY(egress::EgressProxy::Start(std::move(o), std::move(policy), log_));
   if (options_.manage_firewall) {
-    if (auto fw = Firewall(s, /*add=*/true); !fw.ok()) {
+    if (auto fw = runtime_->Firewall(s.net, /*open=*/true); !fw.ok()) {
       LogEvent("error", "egress: cannot open the host firewall for an enforcer",
                {{"sandbox", container}, {"error", fw.error().ToString()}});
     }
   }
   LogEvent("info", "egress: serving",
            {{"sandbox", container},
-            {"gateway", s.gateway},
-            {"bridge", s.bridge},
+            {"gateway", s.net.gateway},
+            {"bridge", s.net.bridge},
             {"policy", s.proxy->policy().Describe()}});
   served_[container] = std::move(s);
   return Ok();
@@ -416,67 +305,13 @@ Result<void> EgressHost::Serve(const std::string& container, Served s) {
 
 void EgressHost::Drop(Served& s) {
   s.proxy.reset();
-  if (options_.manage_firewall) (void)Firewall(s, /*add=*/false);
-  if (std::string path = StatePath(s.network_id); !path.empty()) {
+  if (options_.manage_firewall) (void)runtime_->Firewall(s.net, /*open=*/false);
+  if (std::string path = StatePath(s.net.id); !path.empty()) {
     std::error_code ec;
     // Kept while the network exists (a restart serves it again); gone with it.
-    if (!docker_->InspectNetwork(s.network_id).ok()) fs::remove(path, ec);
+    if (!runtime_->NetworkMayExist(s.net.id)) fs::remove(path, ec);
   }
-  LogEvent("info", "egress: stopped serving", {{"sandbox", s.container}});
-}
-
-void EgressHost::ClearStaleOpenings() {
-  auto listing = RunCommand({"iptables", "-w", "-S", "AGVISOR-ALLOW"});
-  if (!listing.ok() || !listing->status.success()) return;  // no firewall: nothing was opened
-  int removed = 0;
-  for (std::vector<std::string> rule : StaleOpenings(listing->out, AgvisordRunning)) {
-    rule.insert(rule.begin(), {"iptables", "-w"});
-    auto out = RunCommand(rule);
-    if (out.ok() && out->status.success()) ++removed;
-  }
-  if (removed > 0) {
-    LogEvent("info", "egress: removed firewall openings of an agvisord that is gone",
-             {{"rules", std::to_string(removed)}});
-  }
-}
-
-Result<void> EgressHost::Firewall(const Served& s, bool add) {
-  const std::string comment =
-      std::string(kOpeningComment) + s.container + " pid " + std::to_string(::getpid());
-  auto rule = [&](std::vector<std::string> match) {
-    std::vector<std::string> r = {"-i", s.bridge, "-d", s.gateway + "/32"};
-    r.insert(r.end(), match.begin(), match.end());
-    r.insert(r.end(), {"-m", "comment", "--comment", comment, "-j", "ACCEPT"});
-    return r;
-  };
-  const std::vector<std::vector<std::string>> rules = {
-      rule({"-p", "tcp", "-m", "multiport", "--dports",
-            std::to_string(kEgressHttpPort) + "," + std::to_string(kEgressTlsPort) + "," +
-                std::to_string(kEgressProxyPort)}),
-      rule({"-p", "udp", "--dport", std::to_string(kEgressDnsPort)})};
-  for (const auto& r : rules) {
-    auto run = [&](const char* op) -> Result<CommandOutput> {
-      std::vector<std::string> argv = {"iptables", "-w", op, "AGVISOR-ALLOW"};
-      argv.insert(argv.end(), r.begin(), r.end());
-      return RunCommand(argv);
-    };
-    if (add) {
-      auto have = AGVISOR_TRY(run("-C"));
-      if (have.status.success()) continue;
-      auto out = AGVISOR_TRY(run("-A"));
-      if (!out.status.success()) {
-        return Error::Unavailable(
-            "iptables -A AGVISOR-ALLOW: " + out.err +
-            " (is the sandbox firewall installed? scripts/sandbox-firewall block)");
-      }
-    } else {
-      for (int i = 0; i < 8; ++i) {
-        auto out = AGVISOR_TRY(run("-D"));
-        if (!out.status.success()) break;
-      }
-    }
-  }
-  return Ok();
+  LogEvent("info", "egress: stopped serving", {{"sandbox", s.net.container}});
 }
 
 void EgressHost::ClearStaleState() {
@@ -485,8 +320,7 @@ void EgressHost::ClearStaleState() {
   for (const auto& entry : fs::directory_iterator(options_.state_dir, ec)) {
     const std::string id = entry.path().filename().string();
     // Network ids are 64 hex digits; anything else (a ".tmp" of an interrupted write) goes too.
-    auto n = docker_->InspectNetwork(id.substr(0, 64));
-    if (id.size() == 64 && (n.ok() || n.error().code() != ErrorCode::kNotFound)) continue;
+    if (id.size() == 64 && runtime_->NetworkMayExist(id)) continue;
     fs::remove(entry.path(), ec);
     LogEvent("info", "egress: removed the live-change state of a network that is gone",
              {{"network", id}});
@@ -494,29 +328,14 @@ void EgressHost::ClearStaleState() {
 }
 
 void EgressHost::CheckFirewall() {
-  std::string missing;
-  for (const auto& hook : FirewallHooks(options_.firewall_chain)) {
-    auto r = RunCommand({"iptables", "-w", "-C", hook[0], "-i", hook[1], "-m", "comment",
-                         "--comment", std::string(kFirewallTag), "-j", hook[2]});
-    if (!r.ok() || !r->status.success()) {
-      missing += (missing.empty() ? "" : ", ") + hook[0] + " -i " + hook[1] + " -j " + hook[2];
-    }
+  const SandboxFirewallCheck check = runtime_->CheckSandboxFirewall();
+  if (!check.record_error.empty()) {
+    LogEvent("warn", "egress: cannot record the sandbox firewall's state",
+             {{"error", check.record_error}});
   }
-  const FirewallStatus recorded =
-      ParseFirewallState(ReadSmallFile(FirewallStatePath()), CurrentBootId());
-  const bool external = recorded.state == FirewallState::kExternal;
-  const bool in_place = missing.empty() || external;
-  if (!external) {
-    FirewallStatus now{
-        .state = missing.empty() ? FirewallState::kProtected : FirewallState::kUnprotected,
-        .detail = missing.empty() ? "" : "missing: " + missing};
-    if (now.state != recorded.state || now.detail != recorded.detail) {
-      if (auto w = WriteFirewallState(now); !w.ok()) {
-        LogEvent("warn", "egress: cannot record the sandbox firewall's state",
-                 {{"error", w.error().ToString()}});
-      }
-    }
-  }
+  const bool in_place = check.in_place;
+  const bool external = check.external;
+  const std::string& missing = check.missing;
   std::lock_guard lock(mu_);
   if (in_place != firewall_in_place_ || (!in_place && missing != firewall_missing_)) {
     if (in_place) {
@@ -546,8 +365,8 @@ Result<api::EgressView> EgressHost::View(const std::string& container) const {
   const Served& s = it->second;
   api::EgressView v;
   v.container = container;
-  v.network = s.network;
-  v.gateway = s.gateway;
+  v.network = s.net.name;
+  v.gateway = s.net.gateway;
   const egress::EgressPolicy policy = s.proxy->policy();
   v.rules = policy.Rules();
   v.describe = policy.Describe();
@@ -575,7 +394,7 @@ Result<api::EgressView> EgressHost::SetRules(const std::string& container,
     auto it = served_.find(container);
     if (it == served_.end()) return NotServed(container);
     Served& s = it->second;
-    if (std::string path = StatePath(s.network_id); !path.empty()) {
+    if (std::string path = StatePath(s.net.id); !path.empty()) {
       const std::string tmp = path + ".tmp";
       {
         std::ofstream out(tmp, std::ios::trunc);

@@ -1,6 +1,9 @@
-// agvisord's egress enforcers (docs/egress.md): one EgressProxy per egress network on its Docker
-// host (sandbox/egress_network.h), listening on the network's gateway: the explicit proxy port,
+// agvisord's egress enforcers (docs/egress.md): one EgressProxy per egress network on its host
+// (sandbox/egress_network.h), listening on the network's gateway: the explicit proxy port,
 // 80 and 443 for clients that ignore proxy variables, and the in-sandbox resolver on udp 53.
+// The networks, the host firewall and the sandbox firewall's hooks are the runtime's
+// (sandbox/egress_host_runtime.h; Docker's: sandbox/docker_runtime/egress_host.h, which daemon.cc
+// makes): this file only serves enforcers, and includes neither Docker nor iptables.
 //
 // Networks are found by label every `period`, so sandboxes made by the CLI, by Python, before a
 // restart of agvisord or while it was down are served like its own. For each it also opens the
@@ -8,13 +11,13 @@
 // chain AGVISOR-ALLOW that scripts/sandbox-firewall leaves to the enforcer; everything else from
 // agve+ bridges is rejected there; its comment names the sandbox and agvisord's pid). A network
 // whose sandbox is gone is removed. At start, openings left by an agvisord that is no longer
-// running (SIGKILL, a crash) are taken out first (StaleOpenings).
+// running (SIGKILL, a crash) are taken out first.
 //
 // The policy comes from the network's label; a live change (SetRules) is kept in memory and in
 // `state_dir` (one file per network id, so a network made again for a sandbox of the same name
 // never inherits it), so it outlives a restart of agvisord.
 //
-// The sandbox firewall's hooks (FirewallHooks: every jump `scripts/sandbox-firewall block` adds)
+// The sandbox firewall's hooks (every jump `scripts/sandbox-firewall block` adds)
 // are checked at start and every 5 s. While one is missing no egress network is served (their
 // sandboxes stay cut off), the error is logged with the fix, and the host's firewall state file
 // says "unprotected", so creates of sandboxes with a network are refused before anything is made
@@ -38,12 +41,9 @@
 #include "agvisor/egress/decision_log.h"
 #include "agvisor/egress/policy.h"
 #include "agvisor/egress/proxy.h"
+#include "agvisor/sandbox/egress_host_runtime.h"
 
 namespace agvisor {
-namespace docker {
-class Client;
-}
-
 namespace server {
 
 // A tunnel holds up to this many of agvisord's file descriptors: the sandbox's socket, the
@@ -77,10 +77,6 @@ struct EgressHostOptions {
   EgressCaps caps;
   // A tunnel that moves no byte either way for this long is closed (0: never).
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(5)};
-  // The chain scripts/sandbox-firewall hooks agve+ bridges into, from INPUT and DOCKER-USER.
-  // "" = $AGVISOR_TEST_FIREWALL_CHAIN when set (tests only: a chain that does not exist shows
-  // the refusal without touching the host's rules), else AGVISOR-EGRESS.
-  std::string firewall_chain;
 };
 
 // One sandbox's egress counters, for the metrics route: decisions since its enforcer started
@@ -90,7 +86,7 @@ class EgressHost {
  public:
   // Serves what is there now (one reconcile), then keeps reconciling on a thread. Errors:
   // kInvalidArgument (no resolver), kUnavailable (the state directory cannot be made).
-  static Result<std::unique_ptr<EgressHost>> Start(std::shared_ptr<docker::Client> docker,
+  static Result<std::unique_ptr<EgressHost>> Start(std::unique_ptr<EgressHostRuntime> runtime,
                                                    EgressHostOptions options);
   // Stops the thread and every enforcer, and takes its firewall rules out again.
   ~EgressHost();
@@ -115,21 +111,13 @@ class EgressHost {
 
  private:
   struct Served {
-    std::string network_id;
-    std::string network;
-    std::string bridge;
-    std::string gateway;
-    std::string subnet;
-    std::string container;
+    EgressNetworkInfo net;
     egress::EgressRules rules;
     std::unique_ptr<egress::EgressProxy> proxy;
   };
-  EgressHost(std::shared_ptr<docker::Client> docker, EgressHostOptions options);
+  EgressHost(std::unique_ptr<EgressHostRuntime> runtime, EgressHostOptions options);
   Result<void> Serve(const std::string& container, Served s);
   void Drop(Served& s);
-  Result<void> Firewall(const Served& s, bool add);
-  // Deletes the AGVISOR-ALLOW openings of agvisords that are gone (StaleOpenings).
-  void ClearStaleOpenings();
   // Deletes live-change files of networks that no longer exist.
   void ClearStaleState();
   // Checks the hooks, records the result (firewall_in_place_, the state file) and logs changes.
@@ -137,14 +125,13 @@ class EgressHost {
   std::string StatePath(const std::string& network_id) const;
   void Loop();
 
-  std::shared_ptr<docker::Client> docker_;
+  std::unique_ptr<EgressHostRuntime> runtime_;
   EgressHostOptions options_;
   std::vector<egress::IpAddress> host_addresses_;
   std::shared_ptr<egress::DecisionLog> log_;
   std::shared_ptr<egress::ConnectionBudget> budget_;  // options_.caps.max_tunnels, all sandboxes
   mutable std::mutex mu_;
-  std::map<std::string, Served> served_;                                       // by container name
-  std::map<std::string, std::chrono::steady_clock::time_point> orphan_since_;  // network ids
+  std::map<std::string, Served> served_;  // by container name
   // Networks that could not be served, by id: tried again after a pause, not every period.
   std::map<std::string, std::chrono::steady_clock::time_point> retry_after_;
   bool firewall_in_place_ = true;  // under mu_
@@ -157,19 +144,8 @@ class EgressHost {
 
 // The host's own interface addresses (v4 and v6): refused as destinations by every enforcer.
 std::vector<egress::IpAddress> HostInterfaceAddresses();
-// The jumps `scripts/sandbox-firewall block` adds to iptables (IPv4), as "CHAIN IFACE TARGET":
-// docker0 and br-+ from DOCKER-USER to AGVISOR-FORWARD and from INPUT to AGVISOR-INPUT, agve+
-// from both to `egress_chain`. Keep in step with the script's hooks().
-std::vector<std::vector<std::string>> FirewallHooks(const std::string& egress_chain);
 // The first `nameserver` of a resolv.conf text; kNotFound when there is none.
 Result<egress::IpAddress> FirstNameserver(std::string_view resolv_conf);
-
-// The openings in `listing` (the output of `iptables -S AGVISOR-ALLOW`) whose enforcer is gone:
-// rules commented "agvisor egress SANDBOX pid PID" for which `running(PID)` is false, and rules
-// of the form before the pid was written ("agvisor egress SANDBOX"). Each comes back as the
-// arguments that delete it ("-D", "AGVISOR-ALLOW", ...). Other rules are never returned.
-std::vector<std::vector<std::string>> StaleOpenings(std::string_view listing,
-                                                    const std::function<bool(int pid)>& running);
 
 }  // namespace server
 }  // namespace agvisor

@@ -1,5 +1,6 @@
-// EgressHost's pure helpers: which firewall openings are stale, the resolver from resolv.conf,
-// the firewall hooks it checks and the host's firewall state file (sandbox/egress_network.h).
+// EgressHost's pure helpers (the resolver from resolv.conf, the tunnel caps) and the Docker
+// runtime's side of it (sandbox/docker_runtime/egress_host.h: which firewall openings are stale,
+// the firewall hooks it checks), and the host's firewall state file (sandbox/egress_network.h).
 #include "agvisor/server/egress_host.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "agvisor/sandbox/docker_runtime/egress_host.h"
 #include "agvisor/sandbox/egress_network.h"
 
 namespace agvisor::server {

@@ -19,7 +19,6 @@ namespace {
 
 struct McpState {
   McpRouteOptions options;
-  std::unique_ptr<client::Place> place;
   std::mutex mu;
   // Most recently used last.
   std::list<std::pair<std::string, std::shared_ptr<mcp::Session>>> sessions;
@@ -98,7 +97,8 @@ HttpResponse Post(McpState& st, const HttpRequest& req, HttpStream& io) {
   if (peek.initialize) {
     auto id = NewSessionId();
     if (!id.ok()) return JsonRpcError(500, -32603, "cannot make a session id");
-    session = std::make_shared<mcp::Session>(*st.place, st.options.session);
+    session = std::make_shared<mcp::Session>(st.options.sandboxes->place(), st.options.session,
+                                             st.options.sandboxes.get());
     std::lock_guard lock(st.mu);
     st.sessions.emplace_back(*id, session);
     while (st.sessions.size() > st.options.max_sessions) st.sessions.pop_front();
@@ -180,8 +180,10 @@ bool McpOriginAllowed(std::string_view origin) {
 
 Result<void> MountMcp(Server& server, McpRouteOptions options) {
   auto st = std::make_shared<McpState>();
-  st->place = client::InProcess(options.docker_host);
   st->options = std::move(options);
+  if (!st->options.sandboxes) {
+    st->options.sandboxes = std::make_shared<client::HandleCache>(client::InProcess(""));
+  }
   AGVISOR_RETURN_IF_ERROR(
       server.AddStreamRoute({"POST", kMcpRoutePath, api::RouteId::kExtension},
                             [st](const HttpRequest& req, const api::RouteMatch&, HttpStream& io) {

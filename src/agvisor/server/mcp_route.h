@@ -5,7 +5,8 @@
 // session (the Mcp-Session-Id header of its answer, required on later requests: 400 without,
 // 404 for one this daemon does not know); DELETE /mcp ends it and removes its sandboxes; GET
 // answers 405 (no server-initiated stream). Tools run in the daemon on an in-process place, so
-// the desktop tools work here too.
+// the desktop tools work here too: the daemon's one place, whose handles its sessions share
+// with the API's routes and the desktop gateway.
 //
 // Before the token's use, as the transport asks of servers: a request with an Origin header
 // (a browser's) whose origin is not loopback (McpOriginAllowed) is refused with 403, which keeps
@@ -21,6 +22,7 @@
 #include <string_view>
 
 #include "agvisor/base/error.h"
+#include "agvisor/client/handle_cache.h"
 #include "agvisor/mcp/session.h"
 #include "agvisor/server/server.h"
 
@@ -29,7 +31,8 @@ namespace agvisor::server {
 inline constexpr std::string_view kMcpRoutePath = "/mcp";
 
 struct McpRouteOptions {
-  std::string docker_host;  // "" = $DOCKER_HOST or the local socket
+  // The daemon's place and handles (null: an in-process place on $DOCKER_HOST, for tests).
+  std::shared_ptr<client::HandleCache> sandboxes;
   mcp::SessionOptions session;
   // Sessions kept at once; a new one past it forgets the least recently used (its sandboxes
   // end at their lifetime).

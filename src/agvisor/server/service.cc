@@ -6,9 +6,8 @@
 #include <thread>
 
 #include "agvisor/api/codec.h"
-#include "agvisor/docker/client.h"
+#include "agvisor/client/desktop.h"
 #include "agvisor/sandbox/desktop.h"
-#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/server/egress_host.h"
 #include "agvisor/server/log.h"
 
@@ -89,25 +88,23 @@ void FailWs(WebSocket& ws, const Error& e, int code = 1011) {
 Service::Service(ServiceOptions options) : options_(std::move(options)) {}
 
 Result<std::size_t> Service::Recover() {
-  auto list = AGVISOR_TRY(Sandbox::List(options_.docker_host));
+  auto list = AGVISOR_TRY(place().List());
   std::size_t served = 0;
   for (const auto& info : list) {
     if (!info.running) continue;
-    auto h = Sandbox::Open(info.container_name, options_.docker_host);
+    auto h = options_.sandboxes->Get(info.container_name);
     if (!h.ok()) {
       LogEvent("warn", "cannot open a sandbox found by label",
                {{"container", info.container_name}, {"error", h.error().ToString()}});
       continue;
     }
-    std::lock_guard lock(mu_);
-    handles_[api::SandboxIdFor(info.container_name)] = std::shared_ptr<Sandbox>(std::move(*h));
     ++served;
   }
   return served;
 }
 
 void Service::SweepPaused() {
-  auto list = Sandbox::List(options_.docker_host);
+  auto list = place().List();
   if (!list.ok()) return;  // the next sweep tries again
   for (const auto& info : *list) {
     if (info.state != "removed" || info.end_reason != EndReason::kLifetime) continue;
@@ -126,29 +123,36 @@ void Service::ClosePools() {
   for (auto& [name, p] : pools) p->Close();
 }
 
-Result<std::shared_ptr<Sandbox>> Service::Get(const std::string& id) {
+Result<std::shared_ptr<client::SandboxHandle>> Service::Get(const std::string& id) {
   const std::string cname = AGVISOR_TRY(api::ContainerNameForId(id));
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = handles_.find(id); it != handles_.end()) return it->second;
-  }
-  auto h = AGVISOR_TRY(Sandbox::Open(cname, options_.docker_host));  // NoSuchSandbox's words
-  std::lock_guard lock(mu_);
-  auto [it, inserted] = handles_.emplace(id, std::shared_ptr<Sandbox>(std::move(h)));
-  return it->second;
+  return options_.sandboxes->Get(cname);  // the place's words for a missing one
 }
 
-void Service::Forget(const std::string& id, EndReason reason) {
-  std::lock_guard lock(mu_);
-  auto it = handles_.find(id);
-  SandboxInfo info;
-  if (it != handles_.end()) {
-    info.container_name = it->second->container_name();
-    info.name = it->second->name();
-    handles_.erase(it);
-  } else {
-    info.container_name = std::string(kNamePrefix) + id;
+api::SandboxView Service::Adopt(client::Created created) {
+  std::shared_ptr<client::SandboxHandle> h = options_.sandboxes->Put(std::move(created.handle));
+  const std::string sid = api::SandboxIdFor(h->container_name());
+  {
+    std::lock_guard lock(mu_);
+    if (ended_.erase(sid)) std::erase(ended_order_, sid);
   }
+  api::SandboxView v{sid, {}, created.resumed, std::move(created.disk_warning)};
+  if (auto info = h->Info(); info.ok()) {
+    v.info = std::move(*info);
+  } else {
+    v.info.container_name = h->container_name();
+    v.info.name = std::move(created.name);
+    v.info.state = "running";
+    v.info.running = true;
+  }
+  return v;
+}
+
+void Service::Forget(const std::string& id, EndReason reason, std::optional<std::string> name) {
+  SandboxInfo info;
+  info.container_name = std::string(kNamePrefix) + id;
+  options_.sandboxes->Forget(info.container_name);
+  std::lock_guard lock(mu_);
+  info.name = std::move(name);
   info.state = "removed";
   info.end_reason = reason;
   info.host = options_.docker_host;
@@ -190,16 +194,12 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
   AGVISOR_RETURN_IF_ERROR(RefuseIfPausedAndAsked(m));
   switch (m.route->id) {
     case api::RouteId::kHealth: {
-      std::size_t n;
-      {
-        std::lock_guard lock(mu_);
-        n = handles_.size();
-      }
+      const std::size_t n = options_.sandboxes->size();
       return Json(200, "{\"status\":\"ok\",\"version\":\"" + options_.version +
                            "\",\"open_handles\":" + std::to_string(n) + "}");
     }
     case api::RouteId::kListSandboxes: {
-      auto list = AGVISOR_TRY(Sandbox::List(options_.docker_host));
+      auto list = AGVISOR_TRY(place().List());
       std::vector<api::SandboxView> views;
       for (auto& info : list) {
         api::SandboxView v{api::SandboxIdFor(info.container_name), std::move(info), {}, {}};
@@ -215,7 +215,7 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
     }
     case api::RouteId::kCreateSandbox: {
       auto cr = AGVISOR_TRY(api::ParseCreateRequest(req.body));
-      std::shared_ptr<Sandbox> sb;
+      client::Created created;
       if (cr.pool) {
         std::shared_ptr<Pool> pool;
         {
@@ -226,30 +226,18 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
           return Error::NotFound("no pool '" + *cr.pool +
                                  "' (GET /v1/pools lists them; POST /v1/pools makes one)");
         }
-        sb = AGVISOR_TRY(
+        auto sb = AGVISOR_TRY(
             pool->Acquire({.lifetime = cr.spec.lifetime, .idle_ttl = cr.spec.idle_ttl}));
+        created.name = sb->name();
+        created.disk_warning = sb->disk_warning();
+        created.handle = client::WrapSandbox(std::move(sb));
       } else {
-        cr.spec.host = options_.docker_host;
-        sb = AGVISOR_TRY(Sandbox::Create(cr.spec));
+        created = AGVISOR_TRY(place().Create(cr.spec));
       }
-      const std::string sid = api::SandboxIdFor(sb->container_name());
-      {
-        std::lock_guard lock(mu_);
-        handles_[sid] = sb;
-        if (ended_.erase(sid)) std::erase(ended_order_, sid);
-      }
-      api::SandboxView v{sid, {}, sb->resumed(), sb->disk_warning()};
-      auto info = sb->Info();
-      if (info.ok()) {
-        v.info = std::move(*info);
-      } else {
-        v.info.container_name = sb->container_name();
-        v.info.name = sb->name();
-        v.info.state = "running";
-        v.info.running = true;
-      }
-      LogEvent("info", "sandbox created", {{"id", sid}, {"resumed", sb->resumed() ? "1" : "0"}});
-      return Json(sb->resumed() ? 200 : 201, api::SandboxJson(v));
+      const api::SandboxView v = Adopt(std::move(created));
+      const bool resumed = v.resumed.value_or(false);
+      LogEvent("info", "sandbox created", {{"id", v.id}, {"resumed", resumed ? "1" : "0"}});
+      return Json(resumed ? 200 : 201, api::SandboxJson(v));
     }
     case api::RouteId::kGetSandbox: {
       auto h = Get(id);
@@ -268,15 +256,17 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
     case api::RouteId::kDeleteSandbox: {
       const std::string cname = AGVISOR_TRY(api::ContainerNameForId(id));
       const bool erase = AGVISOR_TRY(api::QueryBool(m.query, "erase_data", true));
-      AGVISOR_RETURN_IF_ERROR(Sandbox::Remove(cname, options_.docker_host, erase));
+      AGVISOR_RETURN_IF_ERROR(place().Remove(cname, erase));
       Forget(id, EndReason::kStopped);
       LogEvent("info", "sandbox deleted", {{"id", id}, {"erase_data", erase ? "1" : "0"}});
       return NoContent();
     }
     case api::RouteId::kStopSandbox: {
       auto sb = AGVISOR_TRY(Get(id));
-      AGVISOR_RETURN_IF_ERROR(sb->Stop());
-      Forget(id, EndReason::kStopped);
+      auto info = AGVISOR_TRY(sb->Info());
+      // Removes the container; a named sandbox keeps its volume.
+      AGVISOR_RETURN_IF_ERROR(place().Remove(sb->container_name(), /*erase_data=*/false));
+      Forget(id, EndReason::kStopped, std::move(info.name));
       LogEvent("info", "sandbox stopped", {{"id", id}});
       std::lock_guard lock(mu_);
       return Json(200, api::SandboxJson({id, ended_[id], {}, {}}));
@@ -285,7 +275,7 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
     case api::RouteId::kResumeSandbox: {
       const bool pause = m.route->id == api::RouteId::kPauseSandbox;
       auto sb = AGVISOR_TRY(Get(id));
-      auto r = pause ? sb->Pause() : sb->Resume();
+      auto r = pause ? place().Pause(sb->container_name()) : place().Resume(sb->container_name());
       AGVISOR_RETURN_IF_ERROR(r);
       LogEvent("info", pause ? "sandbox paused" : "sandbox resumed", {{"id", id}});
       auto info = AGVISOR_TRY(sb->Info());
@@ -294,7 +284,7 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
     case api::RouteId::kUpdateSandbox: {
       auto update = AGVISOR_TRY(api::ParseUpdateRequest(req.body));
       auto sb = AGVISOR_TRY(Get(id));
-      auto live = AGVISOR_TRY(sb->Update(update));
+      auto live = AGVISOR_TRY(place().Update(sb->container_name(), update));
       LogEvent("info", "sandbox resized",
                {{"id", id},
                 {"cpus", std::to_string(live.cpus)},
@@ -314,23 +304,11 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
     case api::RouteId::kForkSandbox: {
       ForkOptions o = AGVISOR_TRY(api::ParseForkRequest(req.body));
       auto sb = AGVISOR_TRY(Get(id));
-      auto forked = AGVISOR_TRY(Fork(*sb, o));
+      auto forked = AGVISOR_TRY(place().Fork(sb->container_name(), o));
       api::ForkView view;
-      view.snapshot = forked.snapshot;
+      view.snapshot = std::move(forked.snapshot);
       view.seconds = forked.seconds;
-      for (auto& f : forked.sandboxes) {
-        std::shared_ptr<Sandbox> made = std::move(f);
-        const std::string sid = api::SandboxIdFor(made->container_name());
-        {
-          std::lock_guard lock(mu_);
-          handles_[sid] = made;
-          if (ended_.erase(sid)) std::erase(ended_order_, sid);
-        }
-        api::SandboxView v{sid, {}, false, made->disk_warning()};
-        auto info = made->Info();
-        if (info.ok()) v.info = std::move(*info);
-        view.sandboxes.push_back(std::move(v));
-      }
+      for (auto& f : forked.sandboxes) view.sandboxes.push_back(Adopt(std::move(f)));
       LogEvent("info", "sandbox forked",
                {{"id", id},
                 {"image", view.snapshot.image},
@@ -362,7 +340,7 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
       auto path = AGVISOR_TRY(api::QueryPath(m.query));
       auto recursive = AGVISOR_TRY(api::QueryBool(m.query, "recursive", false));
       auto sb = AGVISOR_TRY(Get(id));
-      AGVISOR_RETURN_IF_ERROR(sb->Remove(path, recursive));
+      AGVISOR_RETURN_IF_ERROR(sb->RemovePath(path, recursive));
       return NoContent();
     }
     case api::RouteId::kStatFile: {
@@ -412,8 +390,7 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
                                   (why.empty() ? "" : " (end reason: " + why + ")") +
                                   ": it has no metrics");
       }
-      auto docker = AGVISOR_TRY(HostClient(options_.docker_host));
-      auto stats = docker->GetContainerStats(sb->container_name());
+      auto stats = place().Stats(info);
       if (!stats.ok()) {
         // Removed while its stats were read: Docker cuts the stream short ("invalid JSON"). That
         // is a sandbox gone (410), not a daemon failure (500, logged as an error).
@@ -453,7 +430,10 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
       }
       const std::int64_t ttl = AGVISOR_TRY(api::ParseDesktopTokenRequest(req.body));
       auto sb = AGVISOR_TRY(Get(id));
-      const std::string password = AGVISOR_TRY(desktop::Password(*sb));
+      // The library's verb until client/desktop.h has the password (an in-process handle).
+      Sandbox* library = sb->library();
+      if (library == nullptr) return Error::Internal("desktop token: no in-process handle");
+      const std::string password = AGVISOR_TRY(desktop::Password(*library));
       const std::string token =
           AGVISOR_TRY(desktop::MintVncToken(*options_.desktop_key,
                                             {.container = sb->container_name(),
@@ -466,6 +446,15 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
       o["expires_in"] = ttl;
       o["gateway_path"] = "/v1/desktop/ws";
       return Json(200, boost::json::serialize(o));
+    }
+    case api::RouteId::kDesktopScreenshot: {
+      auto sb = AGVISOR_TRY(Get(id));
+      return HttpResponse{200, "image/png", AGVISOR_TRY(client::DesktopScreenshot(*sb)), {}};
+    }
+    case api::RouteId::kDesktopInput: {
+      auto sb = AGVISOR_TRY(Get(id));
+      AGVISOR_RETURN_IF_ERROR(DesktopInput(*sb, req.body));
+      return NoContent();
     }
     case api::RouteId::kListPools: {
       std::lock_guard lock(pools_mu_);
@@ -509,6 +498,30 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
     default:
       return Error::Internal("route " + std::string(m.route->path) + " has no HTTP handler");
   }
+}
+
+Result<void> Service::DesktopInput(client::SandboxHandle& sb, std::string_view body) {
+  const api::DesktopInput in = AGVISOR_TRY(api::ParseDesktopInputRequest(body));
+  switch (in.action) {
+    case api::DesktopInput::Action::kMove:
+      return client::DesktopMove(sb, in.x, in.y);
+    case api::DesktopInput::Action::kClick:
+      return client::DesktopClick(sb, in.x, in.y, in.button, in.count);
+    case api::DesktopInput::Action::kDrag: {
+      // The library's verb until client/desktop.h has drag (an in-process handle).
+      Sandbox* library = sb.library();
+      if (library == nullptr) return Error::Internal("desktop drag: no in-process handle");
+      const auto button = AGVISOR_TRY(desktop::ParseMouseButton(in.button));
+      return desktop::Drag(*library, in.x, in.y, in.to_x, in.to_y, button);
+    }
+    case api::DesktopInput::Action::kScroll:
+      return client::DesktopScroll(sb, in.x, in.y, in.dy, in.dx);
+    case api::DesktopInput::Action::kType:
+      return client::DesktopType(sb, in.text);
+    case api::DesktopInput::Action::kKey:
+      return client::DesktopKey(sb, in.text);
+  }
+  return Error::Internal("desktop input: an action without a verb");
 }
 
 // ---- Streaming routes ----
@@ -589,7 +602,7 @@ namespace {
 
 // Feeds a process's stdin and control messages from the client until the client closes (then
 // `on_gone` runs) or the command ended (`finished`).
-void PumpClientToProcess(WebSocket& ws, Process& p, const std::atomic<bool>& finished,
+void PumpClientToProcess(WebSocket& ws, client::Command& p, const std::atomic<bool>& finished,
                          const std::function<void()>& on_gone) {
   for (;;) {
     auto msg = ws.Receive();
@@ -628,7 +641,7 @@ void PumpClientToProcess(WebSocket& ws, Process& p, const std::atomic<bool>& fin
 }
 
 // Delivers a process's output as tagged binary messages, then its exit, and closes.
-void PumpProcessToClient(WebSocket& ws, Process& p, std::atomic<bool>& finished,
+void PumpProcessToClient(WebSocket& ws, client::Command& p, std::atomic<bool>& finished,
                          std::string_view what) {
   channel::ExecCallbacks cb;
   cb.on_stdout = [&](std::string_view b) { (void)ws.Send(Tagged(api::kTagStdout, b), true); };
@@ -647,7 +660,7 @@ void PumpProcessToClient(WebSocket& ws, Process& p, std::atomic<bool>& finished,
 // Serves process `pid` over `ws` until it ends: its STARTED message, the client's input to it
 // (`on_gone` when the client leaves first), its output and exit to the client (`what` names the
 // operation in an error).
-void ServeProcess(WebSocket& ws, Process& proc, std::uint32_t pid,
+void ServeProcess(WebSocket& ws, client::Command& proc, std::uint32_t pid,
                   const std::function<void()>& on_gone, std::string_view what) {
   (void)ws.Send(api::WsStartedJson(pid), false);
   std::atomic<bool> finished{false};
@@ -658,7 +671,7 @@ void ServeProcess(WebSocket& ws, Process& proc, std::uint32_t pid,
 
 }  // namespace
 
-void Service::ExecWs(Sandbox& sb, WebSocket& ws) {
+void Service::ExecWs(client::SandboxHandle& sb, WebSocket& ws) {
   auto first = ws.Receive();
   if (!first.ok() || !first->has_value()) return;
   if ((*first)->binary) {
@@ -679,32 +692,30 @@ void Service::ExecWs(Sandbox& sb, WebSocket& ws) {
   o.env = er->env;
   o.cwd = er->cwd;
   o.user = er->user;
-  auto p = sb.StartProcess(er->argv, o);
+  auto p = sb.Start(er->argv, o);  // started: its pid is known
   if (!p.ok()) return FailWs(ws, p.error());
-  auto pid = (*p)->WaitStarted();
-  if (!pid.ok()) return FailWs(ws, pid.error());
-  Process& proc = **p;
+  client::Command& proc = **p;
   // A client that goes away takes its command with it (as a terminal would).
   ServeProcess(
-      ws, proc, *pid, [&] { (void)proc.Signal(SIGKILL); }, "exec");
+      ws, proc, proc.pid(), [&] { (void)proc.Signal(SIGKILL); }, "exec");
 }
 
-void Service::AttachWs(Sandbox& sb, std::uint32_t pid, WebSocket& ws) {
-  auto p = sb.AttachProcess(pid);
+void Service::AttachWs(client::SandboxHandle& sb, std::uint32_t pid, WebSocket& ws) {
+  auto p = sb.Attach(pid);
   if (!p.ok()) return FailWs(ws, p.error());
-  Process& proc = **p;
+  client::Command& proc = **p;
   // A client that goes away detaches: Wait ends, the process runs on.
   ServeProcess(
-      ws, proc, pid, [&] { (void)proc.Detach(); }, "attach");
+      ws, proc, pid, [&] { proc.Close(); }, "attach");
 }
 
-void Service::PortWs(Sandbox& sb, std::uint16_t port, WebSocket& ws) {
+void Service::PortWs(client::SandboxHandle& sb, std::uint16_t port, WebSocket& ws) {
   auto s = sb.OpenPort(port);
   if (!s.ok()) return FailWs(ws, s.error());
   // The connection inside is made: say so first, so a client knows at once whether anything
   // listens (as the library's OpenPort does) rather than at its first read.
   if (!ws.Send(api::WsStartedJson(0), false).ok()) return;
-  PortStream& stream = **s;
+  client::ByteStream& stream = **s;
   std::thread in([&] {
     bool write_closed = false;
     for (;;) {
@@ -738,11 +749,12 @@ void Service::PortWs(Sandbox& sb, std::uint16_t port, WebSocket& ws) {
   in.join();
 }
 
-void Service::WatchWs(Sandbox& sb, const std::string& path, bool recursive, WebSocket& ws) {
+void Service::WatchWs(client::SandboxHandle& sb, const std::string& path, bool recursive,
+                      WebSocket& ws) {
   auto w = sb.Watch(path, recursive);
   if (!w.ok()) return FailWs(ws, w.error());
   if (!ws.Send(api::WsStartedJson(0), false).ok()) return;
-  WatchStream& watch = **w;
+  client::DirWatch& watch = **w;
   // The client's side carries nothing but its close, which ends the watch (Close wakes Next).
   std::thread in([&] {
     for (;;) {
@@ -757,8 +769,8 @@ void Service::WatchWs(Sandbox& sb, const std::string& path, bool recursive, WebS
     // window stops the agent, whose bounded queue then reports an overflow.
     auto batch = watch.Next(std::chrono::seconds(60));
     if (!batch.ok()) {
-      (void)ws.Send(api::WsErrorJson(sb.Diagnose(batch.error()).WithContext("watch " + path)),
-                    false);
+      // Diagnosed by the handle: a broken channel of a sandbox that died says why.
+      (void)ws.Send(api::WsErrorJson(batch.error().WithContext("watch " + path)), false);
       ws.Close(1011, "failed");
       break;
     }
