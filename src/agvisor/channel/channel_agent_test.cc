@@ -28,6 +28,10 @@ using ::testing::HasSubstr;
 class ChannelComponentTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // The transport writes to the agent's stdin pipe: a write racing with a killed agent
+    // (AgentDeathFailsInFlightOperations) must fail with EPIPE, not kill the test with SIGPIPE
+    // (as the CLI and agvisord ignore it too).
+    ::signal(SIGPIPE, SIG_IGN);
     char tmpl[] = "/tmp/agvisor-chan-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
