@@ -45,10 +45,7 @@ bool IsBulk(const Result<FileEntry>& st) {
 Result<std::string> Sandbox::ReadFile(std::string_view path) {
   // Grown as bytes arrive, never sized from the STAT: that size is the sandbox's word.
   std::string data;
-  AGVISOR_RETURN_IF_ERROR(ReadFileTo(path, [&](std::string_view b) -> Result<void> {
-    data.append(b);
-    return Ok();
-  }));
+  AGVISOR_RETURN_IF_ERROR(ReadFileTo(path, channel::AppendingSink(data)));
   return data;
 }
 
