@@ -34,6 +34,8 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -205,12 +207,69 @@ class Callbacks {
 
 py::bytes ToBytes(const std::string& s) { return py::bytes(s.data(), s.size()); }
 
+// `data` as bytes, or (`text`) as str decoded as UTF-8 with undecodable bytes replaced by U+FFFD
+// (what bytes.decode(errors="replace") gives, without the bytes object in between). Needs the
+// GIL.
+py::object ToPython(std::string_view data, bool text) {
+  if (!text) return py::bytes(data.data(), data.size());
+  PyObject* str =
+      PyUnicode_DecodeUTF8(data.data(), static_cast<Py_ssize_t>(data.size()), "replace");
+  if (str == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(str);
+}
+
+// One stream's collected output on its way to Python: the bytes as they arrive, up to `cap`
+// (0 = no cap; the rest is read and dropped, as ExecOptions::max_output_bytes does), in a block
+// grown with realloc. Why not the std::string ExecResult collects into: 50 MB of output there
+// is copied at every doubling into freshly mapped pages, then copied again into the Python
+// object (and decoded into a third for exec's text). glibc grows a large block with mremap
+// instead (no copy; the pages already written stay), so each page is written once here and
+// once more into the one Python object made from it. Appended without the GIL.
+class OutputBlock {
+ public:
+  explicit OutputBlock(std::size_t cap) : cap_(cap) {}
+  OutputBlock(const OutputBlock&) = delete;
+  OutputBlock& operator=(const OutputBlock&) = delete;
+  ~OutputBlock() { std::free(data_); }
+
+  void Append(std::string_view b) {
+    const std::size_t room = cap_ == 0 ? b.size() : cap_ - std::min(cap_, size_);
+    const std::size_t n = std::min(room, b.size());
+    dropped_ += b.size() - n;
+    if (n == 0) return;
+    if (size_ + n > capacity_) {
+      std::size_t want = std::max({size_ + n, 2 * capacity_, std::size_t{64} << 10});
+      if (cap_ != 0) want = std::min(want, std::max(cap_, size_ + n));
+      void* grown = std::realloc(data_, want);
+      if (grown == nullptr) {  // kept as the cap would: read and dropped (nothing may throw here)
+        dropped_ += n;
+        return;
+      }
+      data_ = static_cast<char*>(grown);
+      capacity_ = want;
+    }
+    std::memcpy(data_ + size_, b.data(), n);
+    size_ += n;
+  }
+
+  std::uint64_t dropped() const { return dropped_; }
+  std::string_view view() const { return {data_ != nullptr ? data_ : "", size_}; }
+
+ private:
+  char* data_ = nullptr;
+  std::size_t size_ = 0, capacity_ = 0;
+  const std::size_t cap_;
+  std::uint64_t dropped_ = 0;
+};
+
 // Sandbox::Exec with Python arguments; returns (exit_code, timed_out, stdout, stderr,
-// truncated) with the outputs as bytes.
+// truncated) with the outputs as bytes, or (`text`) str as exec() returns them. Without Python
+// callbacks the output is collected by OutputBlocks through the handle's streaming callbacks:
+// the handle then keeps only a tail, which is not used.
 py::tuple Exec(client::SandboxHandle& sandbox, std::vector<std::string> argv,
                std::optional<py::bytes> input, double timeout, std::vector<std::string> env,
                std::string cwd, std::string user, const py::object& on_output,
-               const py::object& on_stdout, const py::object& on_stderr) {
+               const py::object& on_stdout, const py::object& on_stderr, bool text) {
   ExecOptions options;
   if (input) options.input = std::string(*input);
   options.timeout = timeout;
@@ -221,11 +280,22 @@ py::tuple Exec(client::SandboxHandle& sandbox, std::vector<std::string> argv,
   options.on_output = callbacks.Wrap(on_output);
   options.on_stdout = callbacks.Wrap(on_stdout);
   options.on_stderr = callbacks.Wrap(on_stderr);
+  const bool collect = !options.on_output && !options.on_stdout && !options.on_stderr;
+  OutputBlock out(options.max_output_bytes), err(options.max_output_bytes);
+  if (collect) {
+    options.on_stdout = [&out](std::string_view b) { out.Append(b); };
+    options.on_stderr = [&err](std::string_view b) { err.Append(b); };
+  }
   Result<ExecResult> result = Released([&] { return sandbox.Exec(argv, options); });
   // The callback's own exception comes first: it is what the caller's code did.
   callbacks.RaiseIfFailed();
   ExecResult r = Unwrap(std::move(result));
-  return py::make_tuple(r.exit_code, r.timed_out, ToBytes(r.out), ToBytes(r.err), r.truncated);
+  if (!collect) {
+    return py::make_tuple(r.exit_code, r.timed_out, ToPython(r.out, text), ToPython(r.err, text),
+                          r.truncated);
+  }
+  return py::make_tuple(r.exit_code, r.timed_out, ToPython(out.view(), text),
+                        ToPython(err.view(), text), out.dropped() + err.dropped() > 0);
 }
 
 // A FileEntry as the tuple agvisor.FileInfo is built from: (name, kind, mode, size, mtime in
@@ -985,16 +1055,16 @@ PYBIND11_MODULE(_core, m) {
           "exec",
           [](Handle& h, std::vector<std::string> argv, std::optional<py::bytes> input,
              double timeout, std::vector<std::string> env, std::string cwd, std::string user,
-             const py::object& on_output, const py::object& on_stdout,
-             const py::object& on_stderr) {
+             const py::object& on_output, const py::object& on_stdout, const py::object& on_stderr,
+             bool text) {
             return agvisor::python::Exec(*h.sandbox, std::move(argv), std::move(input), timeout,
                                          std::move(env), std::move(cwd), std::move(user), on_output,
-                                         on_stdout, on_stderr);
+                                         on_stdout, on_stderr, text);
           },
           py::arg("argv"), py::arg("input") = py::none(), py::arg("timeout") = 120.0,
           py::arg("env") = std::vector<std::string>{}, py::arg("cwd") = "", py::arg("user") = "",
           py::arg("on_output") = py::none(), py::arg("on_stdout") = py::none(),
-          py::arg("on_stderr") = py::none())
+          py::arg("on_stderr") = py::none(), py::arg("text") = false)
       .def(
           "read_file",
           [](Handle& h, const std::string& path) {
