@@ -109,6 +109,14 @@ def test_exec_and_run_collect_megabytes_whole(sb):
     assert (b.stdout, b.stderr, b.truncated) == ("é\n".encode() * 1_000_000, b"tail\n", False)
 
 
+def test_collected_output_is_capped_through_every_place(sb):
+    # A sandbox that floods its output must not fill this process's memory, through agvisord as
+    # in process: the first 256 MiB are kept (the library's max_output_bytes), the rest dropped.
+    cap = 256 << 20
+    r = sb.run(["sh", "-c", f"head -c {cap + 4096} /dev/zero; echo e >&2"])
+    assert (r.returncode, len(r.stdout), r.stderr, r.truncated) == (0, cap, b"e\n", True)
+
+
 @pytest.mark.kube
 def test_exec_timeout_is_124_and_kills_the_tree(sb):
     start = time.monotonic()
