@@ -4,10 +4,11 @@
 //
 //   agvisor_bench [--seed DIR] [--image IMG] [--runs N] [--suite NAME]... [suite options]
 //
-// Suites: basic (default: create, exec, output, transfers, stop), create (cold creates, bridge
-// and none, interleaved rounds; then `docker stop`), pool (warm-pool acquire vs cold create),
-// concurrency (20 concurrent creates per start-gate bound, 200 concurrent execs), memory (idle
-// sandbox host memory), idle (idle and paused sandbox host CPU per gVisor platform), desktop
+// Suites: basic (default: create, exec, output, transfers, stop; exec and output through each door:
+// the C++ client in process and through agvisord, and the Python package), create (cold creates,
+// bridge and none, interleaved rounds; then `docker stop`), pool (warm-pool acquire vs cold
+// create), concurrency (20 concurrent creates per start-gate bound, 200 concurrent execs), memory
+// (idle sandbox host memory), idle (idle and paused sandbox host CPU per gVisor platform), desktop
 // (gui create to ready), lifecycle (pause, resume, resume-on-call, live resize, snapshot, fork of
 // 4), all; and egress
 // (bench/egress_suite.h: starts agvisord, so only when named, under `flock
@@ -39,6 +40,8 @@
 #include <vector>
 
 #include "agvisor/base/subprocess.h"
+#include "agvisor/client/agvisord.h"
+#include "agvisor/client/place.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
@@ -47,6 +50,7 @@
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/snapshot.h"
 #include "agvisor/sandbox/start_gate.h"
+#include "bench_agvisord.h"
 #include "egress_suite.h"
 #include "kube_suite.h"
 
@@ -69,12 +73,12 @@ double Since(Clock::time_point t) {
 }
 
 template <typename T>
-T Must(Result<T> r, const char* what) {
-  if (!r.ok()) Die(std::string(what) + ": " + r.error().ToString());
+T Must(Result<T> r, const std::string& what) {
+  if (!r.ok()) Die(what + ": " + r.error().ToString());
   return std::move(*r);
 }
-void Must(Result<void> r, const char* what) {
-  if (!r.ok()) Die(std::string(what) + ": " + r.error().ToString());
+void Must(Result<void> r, const std::string& what) {
+  if (!r.ok()) Die(what + ": " + r.error().ToString());
 }
 
 std::string ReadAll(const std::string& path) {
@@ -89,6 +93,35 @@ using Timings = std::map<std::string, double>;
 // Output and transfers: the median of this many rounds (both sides; seed_bench.py's ROUNDS): one
 // run swings with the machine's I/O.
 constexpr int kTransferRounds = 5;
+
+// The transport ceiling once: `cat` of the 50 MB file through a raw Engine API exec stream of
+// `container`, no agent (the best Docker's exec path does). Seconds.
+double TimeCeiling(docker::Client& docker, const std::string& container) {
+  auto t0 = Clock::now();
+  docker::ExecConfig ec;
+  ec.cmd = {"cat", "/tmp/f50"};
+  auto raw = Must(docker.RunExec(container, ec), "raw exec");
+  if (raw.out.size() != kOutputBytes) Die("raw exec output has the wrong size");
+  return Since(t0);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Stores one operation's rounds as t[key] (the median seconds) and t[key + "_vs_ceiling"]: the
+// median over rounds of its throughput over that round's ceiling throughput (`ceiling[i]`
+// seconds for the 50 MB output), since the machine's I/O drifts from round to round.
+void PutRounds(Timings& t, const std::string& key, const std::vector<double>& secs,
+               const std::vector<double>& ceiling, double bytes) {
+  t[key] = Median(secs);
+  std::vector<double> ratio;
+  for (std::size_t i = 0; i < secs.size() && i < ceiling.size(); ++i) {
+    ratio.push_back((bytes / secs[i]) / (kOutputBytes / ceiling[i]));
+  }
+  t[key + "_vs_ceiling"] = Median(ratio);
+}
 
 Timings RunOurs(const std::string& image, int runs) {
   Timings t;
@@ -136,13 +169,7 @@ Timings RunOurs(const std::string& image, int runs) {
     secs[key].push_back(Since(t1));
   };
   for (int i = 0; i < kTransferRounds; ++i) {
-    // The ceiling: the same bytes through a raw Engine API exec stream, no agent.
-    timed("ceiling", [&] {
-      docker::ExecConfig ec;
-      ec.cmd = {"cat", "/tmp/f50"};
-      auto raw = Must(docker->RunExec(sb->container_name(), ec), "raw exec");
-      if (raw.out.size() != kOutputBytes) Die("raw exec output has the wrong size");
-    });
+    secs["ceiling"].push_back(TimeCeiling(*docker, sb->container_name()));
     timed("output_collected", [&] {
       auto collected = Must(sb->Exec({"cat", "/tmp/f50"}), "cat collected");
       if (collected.out.size() != kOutputBytes) Die("collected output has the wrong size");
@@ -160,19 +187,11 @@ Timings RunOurs(const std::string& image, int runs) {
       if (back.size() != kTransferBytes) Die("download has the wrong size");
     });
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
+  t["ceiling"] = Median(secs["ceiling"]);
   for (const auto& [key, v] : secs) {
-    t[key] = median(v);
     if (key == "ceiling") continue;
-    const double bytes = key == "upload" || key == "download" ? kTransferBytes : kOutputBytes;
-    std::vector<double> ratio;  // throughput over the round's ceiling throughput
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      ratio.push_back((bytes / v[i]) / (kOutputBytes / secs["ceiling"][i]));
-    }
-    t[key + "_vs_ceiling"] = median(ratio);
+    PutRounds(t, key, v, secs["ceiling"],
+              key == "upload" || key == "download" ? kTransferBytes : kOutputBytes);
   }
 
   t0 = Clock::now();
@@ -240,36 +259,6 @@ std::string MakeDockerWrapper(const std::string& dir) {
   w.close();
   ::chmod((dir + "/docker").c_str(), 0755);
   return dir;
-}
-
-std::optional<Timings> RunSeed(const std::string& seed, const std::string& image, int runs) {
-  char tmpl[] = "/tmp/agvisor-bench-XXXXXX";
-  if (!::mkdtemp(tmpl)) Die("mkdtemp");
-  const std::string dir = MakeDockerWrapper(tmpl);
-  const char* path = std::getenv("PATH");
-  auto p = Must(
-      Subprocess::Spawn(
-          {.argv = {"python3", AGVISOR_BENCH_DIR "/seed_bench.py", image, std::to_string(runs),
-                    PlatformRuntimeOf("runsc", g_platform)},
-           .env = {"PATH=" + dir + ":" + (path ? path : "/usr/bin:/bin"), "PYTHONPATH=" + seed},
-           .pipe_stdout = true}),
-      "run the seed");
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(p.stdout_fd().get(), buf, sizeof buf)) > 0) out.append(buf, n);
-  auto st = Must(p.Wait(), "wait for the seed");
-  std::filesystem::remove_all(dir);
-  if (!st.success()) {
-    std::fprintf(stderr, "agvisor_bench: the seed failed (%s)\n", st.ToString().c_str());
-    return std::nullopt;
-  }
-  Timings t;
-  std::istringstream in(out);
-  std::string k;
-  double v;
-  while (in >> k >> v) t[k] = v;
-  return t;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -341,23 +330,24 @@ void StopAll(std::vector<std::unique_ptr<Sandbox>>& boxes) {
   boxes.clear();
 }
 
-// The seed's bench/seed_concurrency.py with `args`, its stdout as `name seconds` pairs (a
-// `container NAME` line goes to `on_container`, which runs while the seed waits on stdin).
-std::optional<Timings> RunSeedScript(
-    const std::string& seed, const std::vector<std::string>& args,
+// Python script `script` of bench/ with `args` and PYTHONPATH `pythonpath` (the seed's, with the
+// docker wrapper first on PATH; or this build's package), its stdout as `name seconds` pairs (a
+// `container NAME` line goes to `on_container`, which runs while the script waits on stdin).
+std::optional<Timings> RunPythonScript(
+    const std::string& script, const std::string& pythonpath, const std::vector<std::string>& args,
     const std::function<void(const std::string&)>& on_container = nullptr) {
   char tmpl[] = "/tmp/agvisor-bench-XXXXXX";
   if (!::mkdtemp(tmpl)) Die("mkdtemp");
   const std::string dir = MakeDockerWrapper(tmpl);
   const char* path = std::getenv("PATH");
-  std::vector<std::string> argv = {"python3", AGVISOR_BENCH_DIR "/seed_concurrency.py"};
+  std::vector<std::string> argv = {"python3", AGVISOR_BENCH_DIR "/" + script};
   argv.insert(argv.end(), args.begin(), args.end());
   auto p = Must(Subprocess::Spawn({.argv = argv,
                                    .env = {"PATH=" + dir + ":" + (path ? path : "/usr/bin:/bin"),
-                                           "PYTHONPATH=" + seed},
+                                           "PYTHONPATH=" + pythonpath},
                                    .pipe_stdin = true,
                                    .pipe_stdout = true}),
-                "run the seed");
+                "run " + script);
   Timings t;
   std::string pending;
   char buf[4096];
@@ -378,14 +368,27 @@ std::optional<Timings> RunSeedScript(
       }
     }
   }
-  auto st = Must(p.Wait(), "wait for the seed");
+  auto st = Must(p.Wait(), "wait for " + script);
   std::filesystem::remove_all(dir);
   if (!st.success()) {
-    std::fprintf(stderr, "agvisor_bench: the seed (%s) failed (%s)\n", args[0].c_str(),
-                 st.ToString().c_str());
+    std::fprintf(stderr, "agvisor_bench: %s %s failed (%s)\n", script.c_str(),
+                 args.empty() ? "" : args[0].c_str(), st.ToString().c_str());
     return std::nullopt;
   }
   return t;
+}
+
+// The seed's bench/seed_concurrency.py with `args` (RunPythonScript).
+std::optional<Timings> RunSeedScript(
+    const std::string& seed, const std::vector<std::string>& args,
+    const std::function<void(const std::string&)>& on_container = nullptr) {
+  return RunPythonScript("seed_concurrency.py", seed, args, on_container);
+}
+
+// The seed's side of the basic suite: bench/seed_bench.py.
+std::optional<Timings> RunSeed(const std::string& seed, const std::string& image, int runs) {
+  return RunPythonScript("seed_bench.py", seed,
+                         {image, std::to_string(runs), PlatformRuntimeOf("runsc", g_platform)});
 }
 
 // The values of `t` whose keys start with `prefix` ("create_", "exec_").
@@ -812,7 +815,97 @@ void IdleSuite(const std::string& image, int seconds, int settle) {
   }
 }
 
+// The 1-minute load average now (the basic suite prints it at its start and end).
+std::string LoadAverage() {
+  const std::string load = ReadAll("/proc/loadavg");
+  return load.substr(0, load.find(' '));
+}
+
+// The doors side by side: the C++ client (client/place.h) in process and through this build's
+// agvisord on a unix socket (started here, --no-egress), one sandbox each, same spec. Exec round
+// trips alternate between the two, `runs` each; then kTransferRounds rounds of, per door, the
+// ceiling on its sandbox and a collected `cat` of 50 MB through it. Keys door_{local,agvisord}_...
+void RunDoors(const std::string& image, int runs, Timings& t) {
+  char tmpl[] = "/tmp/agvisor-bench-XXXXXX";
+  if (!::mkdtemp(tmpl)) Die("mkdtemp");
+  const std::string dir = tmpl;
+  Subprocess daemon = Must(StartBenchAgvisord(dir, {"--no-egress"}), "start agvisord");
+  auto remote = Must(client::Agvisord("unix:" + dir + "/agvisord.sock", dir + "/token"),
+                     "connect to agvisord");
+  auto local = client::InProcess("");
+  const SandboxSpec spec = BenchSpec(image);
+  struct Door {
+    const char* key;
+    client::Place* place;
+    std::unique_ptr<client::SandboxHandle> sb;
+    std::vector<double> exec, collected, ceiling;
+  };
+  std::array<Door, 2> doors = {Door{"local", local.get()}, Door{"agvisord", remote.get()}};
+  for (auto& d : doors) {
+    d.sb = Must(d.place->Create(spec), std::string("create through ") + d.key).handle;
+    auto made =
+        Must(d.sb->Exec({"sh", "-c", "head -c 50000000 /dev/zero | tr '\\0' a > /tmp/f50"}, {}),
+             "make file");
+    if (made.exit_code != 0) Die("make file: " + made.err);
+  }
+  for (int i = 0; i < runs; ++i) {
+    for (auto& d : doors) {
+      auto t0 = Clock::now();
+      auto r = Must(d.sb->Exec({"true"}, {}), std::string("exec true through ") + d.key);
+      d.exec.push_back(Since(t0));
+      if (r.exit_code != 0) Die("exec true failed");
+    }
+  }
+  auto docker = Must(HostClient(""), "docker");
+  for (int i = 0; i < kTransferRounds; ++i) {
+    for (auto& d : doors) {
+      d.ceiling.push_back(TimeCeiling(*docker, d.sb->container_name()));
+      auto t0 = Clock::now();
+      auto r = Must(d.sb->Exec({"cat", "/tmp/f50"}, {}), std::string("cat through ") + d.key);
+      d.collected.push_back(Since(t0));
+      if (r.out.size() != kOutputBytes) Die("collected output has the wrong size");
+    }
+  }
+  for (auto& d : doors) {
+    const std::string key = std::string("door_") + d.key;
+    Spread e = SpreadOf(d.exec);
+    t[key + "_exec_median"] = e.p50;
+    t[key + "_exec_p95"] = e.p95;
+    PutRounds(t, key + "_output_collected", d.collected, d.ceiling, kOutputBytes);
+    (void)d.place->Remove(d.sb->container_name(), /*erase_data=*/true);
+  }
+  StopBenchAgvisord(daemon);
+  std::filesystem::remove_all(dir);
+}
+
+// agvisor's Python door: bench/py_bench.py with this build's package, in process (the seed's
+// API: exec("true"), exec("cat FILE") collected and with on_output), each output round against
+// a ceiling taken on its sandbox just before. Keys py_...; none without the Python package.
+void RunPython(const std::string& image, int runs, Timings& t) {
+#ifdef AGVISOR_PYTHON_PACKAGE
+  auto docker = Must(HostClient(""), "docker");
+  std::vector<double> ceiling;
+  // AGVISOR_BENCH_PYTHON_PACKAGE: another build's staged package (e.g. one from before a change)
+  // for a before/after comparison in the same minutes; default: this build's.
+  const char* other = std::getenv("AGVISOR_BENCH_PYTHON_PACKAGE");
+  auto py = RunPythonScript(
+      "py_bench.py", other != nullptr && *other != '\0' ? other : AGVISOR_PYTHON_PACKAGE,
+      {image, std::to_string(runs), std::to_string(kTransferRounds), g_platform},
+      [&](const std::string& container) { ceiling.push_back(TimeCeiling(*docker, container)); });
+  if (!py) Die("py_bench.py failed (its error is above)");
+  t["py_exec_median"] = (*py)["py_exec_median"];
+  t["py_exec_p95"] = (*py)["py_exec_p95"];
+  for (const std::string key : {"py_output_collected", "py_output_streamed"}) {
+    PutRounds(t, key, Series(*py, key + "_"), ceiling, kOutputBytes);
+  }
+#else
+  (void)image, (void)runs, (void)t;
+  std::fprintf(stderr, "built without the Python package (AGVISOR_PYTHON=OFF): no Python rows\n");
+#endif
+}
+
 void BasicSuite(const std::string& seed, const std::string& image, int runs) {
+  const std::string load_start = LoadAverage();
   std::optional<Timings> s;
   if (!seed.empty()) {
     std::fprintf(stderr, "running the seed (%s) ...\n", seed.c_str());
@@ -823,6 +916,10 @@ void BasicSuite(const std::string& seed, const std::string& image, int runs) {
   std::fprintf(stderr, "running agvisor's exec pacing (ready shells on, then off) ...\n");
   RunExecPacing(image, runs, kDefaultWarmShells, o);
   RunExecPacing(image, runs, 0, o);
+  std::fprintf(stderr, "running the doors: in process and through agvisord ...\n");
+  RunDoors(image, runs, o);
+  std::fprintf(stderr, "running agvisor's Python package ...\n");
+  RunPython(image, runs, o);
 
   struct Row {
     std::string key;
@@ -863,8 +960,29 @@ void BasicSuite(const std::string& seed, const std::string& image, int runs) {
            {"upload", "100 MB upload", 100},
            {"download", "100 MB download", 100},
            {"stop", "stop"},
+           // The doors (RunDoors: paired, alternating) and the Python package (RunPython).
+           {"door_local_exec_median", "exec `true` round trip, C++ client in process, median", 0,
+            "exec_median"},
+           {"door_agvisord_exec_median",
+            "exec `true` round trip, C++ client through agvisord (unix socket), median", 0,
+            "exec_median"},
+           {"door_local_exec_p95", "exec `true` round trip, C++ client in process, p95", 0,
+            "exec_p95"},
+           {"door_agvisord_exec_p95", "exec `true` round trip, C++ client through agvisord, p95", 0,
+            "exec_p95"},
+           {"door_local_output_collected", "50 MB output (cat), collected, C++ client in process",
+            50, "output_collected"},
+           {"door_agvisord_output_collected",
+            "50 MB output (cat), collected, C++ client through agvisord", 50, "output_collected"},
+           {"py_exec_median", "exec `true` round trip, Python `sb.exec` (sh -c), median", 0,
+            "exec_median"},
+           {"py_exec_p95", "exec `true` round trip, Python `sb.exec` (sh -c), p95", 0, "exec_p95"},
+           {"py_output_collected", "50 MB output (cat), collected, Python `sb.exec`", 50,
+            "output_collected"},
+           {"py_output_streamed", "50 MB output (cat), streamed, Python `sb.exec(on_output=)`", 50,
+            "output_streamed"},
        }) {
-    rows.push_back(r);
+    if (o.count(r.key)) rows.push_back(r);
   }
   const double ceiling = o["ceiling"];
   std::printf(
@@ -917,6 +1035,13 @@ void BasicSuite(const std::string& seed, const std::string& image, int runs) {
       spaced == 0 ? " (NONE: the \"ready shells\" rows measured cold starts)" : "",
       static_cast<int>(o["exec_sh_b2b_prestarted_w0"]), runs,
       static_cast<int>(o["exec_sh_spaced_prestarted_w0"]), runs);
+  std::printf(
+      "\nexec `true` p50 through agvisord / in process (C++ client, alternating calls): %.2f "
+      "(%s / %s)\n",
+      o["door_agvisord_exec_median"] / o["door_local_exec_median"],
+      Ms(o["door_agvisord_exec_median"]).c_str(), Ms(o["door_local_exec_median"]).c_str());
+  std::printf("1-minute load average: %s at the start, %s at the end\n", load_start.c_str(),
+              LoadAverage().c_str());
 }
 
 }  // namespace

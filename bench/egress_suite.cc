@@ -28,6 +28,7 @@
 
 #include "agvisor/base/subprocess.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "bench_agvisord.h"
 
 namespace agvisor {
 namespace {
@@ -110,10 +111,7 @@ class Rig {
   }
   ~Rig() {
     for (const auto& name : sandboxes_) (void)Sandbox::Remove(name, "", true);
-    if (daemon_) {
-      (void)daemon_->Kill(SIGTERM);
-      if (!daemon_->WaitFor(std::chrono::seconds(30)).ok()) (void)daemon_->Kill(SIGKILL);
-    }
+    if (daemon_) StopBenchAgvisord(*daemon_);
     if (internet_) (void)internet_->Kill(SIGKILL);
     if (made_link_) (void)RunCommand({"ip", "link", "del", host_if_});
     if (made_ns_) (void)RunCommand({"ip", "netns", "del", ns_});
@@ -148,24 +146,9 @@ class Rig {
   }
 
   void StartDaemon() {
-    // AGVISOR_BENCH_AGVISORD runs another agvisord build (e.g. one from before a change, for a
-    // before/after comparison in the same minutes); default: this build's.
-    const char* other = std::getenv("AGVISOR_BENCH_AGVISORD");
-    const std::string binary = other != nullptr && *other != '\0' ? other : AGVISORD_BINARY;
-    daemon_.emplace(
-        Need(Subprocess::Spawn({.argv = {"sh", "-c",
-                                         "exec \"$0\" --socket \"$1/agvisord.sock\" --token-file "
-                                         "\"$1/token\" --egress-resolver \"$2\" --egress-state-dir "
-                                         "\"$1/state\" 2>>\"$1/agvisord.log\"",
-                                         binary, dir_, kInternet}}),
-             "start agvisord"));
-    if (!WaitUntil(
-            [&] {
-              return Slurp(dir_ + "/agvisord.log").find("agvisord listening") != std::string::npos;
-            },
-            std::chrono::seconds(20))) {
-      Fail("agvisord did not start: " + Slurp(dir_ + "/agvisord.log"));
-    }
+    daemon_.emplace(Need(StartBenchAgvisord(dir_, {"--egress-resolver", kInternet,
+                                                   "--egress-state-dir", dir_ + "/state"}),
+                         "start agvisord"));
   }
 
   std::unique_ptr<Sandbox> Create(SandboxSpec spec) {

@@ -7,6 +7,7 @@ import sys
 import time
 
 from agvisor import Limits, create_sandbox
+from seed_api_ops import collected, exec_true, make_output_file, out, streamed
 
 image, runs = sys.argv[1], int(sys.argv[2])
 runtime = sys.argv[3] if len(sys.argv) > 3 else "runsc"  # agvisor_bench --platform: its runtime
@@ -14,50 +15,18 @@ limits = Limits(cpus=1, memory="512m")
 ROUNDS = 5  # output and transfer timings: the median of this many (agvisor_bench's kTransferRounds)
 
 
-def out(name, value):
-    print(f"{name} {value:.6f}", flush=True)
-
-
 t = time.perf_counter()
 sb = create_sandbox(image, limits=limits, runtime=runtime)
 out("create", time.perf_counter() - t)
 try:
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        r = sb.exec("true")
-        times.append(time.perf_counter() - t)
-        assert r.returncode == 0, r
-    times.sort()
-    out("exec_median", statistics.median(times))
-    out("exec_p95", times[int(len(times) * 0.95) - 1])
+    median, p95 = exec_true(sb, runs)
+    out("exec_median", median)
+    out("exec_p95", p95)
     # The same, 200 ms apart (agvisor_bench's kExecSpacing): an agent thinking between calls.
-    times = []
-    for _ in range(runs):
-        time.sleep(0.2)
-        t = time.perf_counter()
-        r = sb.exec("true")
-        times.append(time.perf_counter() - t)
-        assert r.returncode == 0, r
-    times.sort()
-    out("exec_spaced_median", statistics.median(times))
-    out("exec_spaced_p95", times[int(len(times) * 0.95) - 1])
-    r = sb.exec("head -c 50000000 /dev/zero | tr '\\0' a > /tmp/f50")
-    assert r.returncode == 0, r
-
-
-    def collected():
-        r = sb.exec("cat /tmp/f50")
-        assert len(r.stdout) == 50000000, len(r.stdout)
-
-    def streamed():
-        seen = [0]
-
-        def on(text):
-            seen[0] += len(text)
-
-        sb.exec("cat /tmp/f50", on_output=on)
-        assert seen[0] == 50000000, seen[0]
+    median, p95 = exec_true(sb, runs, pause=0.2)
+    out("exec_spaced_median", median)
+    out("exec_spaced_p95", p95)
+    make_output_file(sb)
 
     data = "u" * 100000000
 
@@ -70,8 +39,8 @@ try:
         assert len(r.stdout) == 100000000, len(r.stdout)
 
     # Rounds of every operation in turn, as agvisor_bench measures its side.
-    ops = {"output_collected": collected, "output_streamed": streamed, "upload": upload,
-           "download": download}
+    ops = {"output_collected": lambda: collected(sb), "output_streamed": lambda: streamed(sb),
+           "upload": upload, "download": download}
     times = {name: [] for name in ops}
     for _ in range(ROUNDS):
         for name, fn in ops.items():

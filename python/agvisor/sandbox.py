@@ -67,10 +67,6 @@ def _unsupported(message):
     return _runtime_error(message, "unsupported")
 
 
-def _decode(data: bytes) -> str:
-    return data.decode("utf-8", errors="replace")
-
-
 class _TextStream:
     """Turns exec's output chunks into text for on_output and keeps the last _KEEP_CHARS of it.
 
@@ -306,8 +302,9 @@ class Sandbox:
         core = self._handle()
         argv = ["sh", "-c", cmd]
         if on_output is None:
-            code, _, out, err, _ = core.exec(argv, data, seconds)
-            return subprocess.CompletedProcess(cmd, code, _decode(out), _decode(err))
+            # text: decoded by the core from the collected bytes (UTF-8, errors replaced).
+            code, _, out, err, _ = core.exec(argv, data, seconds, text=True)
+            return subprocess.CompletedProcess(cmd, code, out, err)
         stream = _TextStream(on_output)
         code, _, _, _, _ = core.exec(argv, None, seconds, on_output=stream.feed)
         return subprocess.CompletedProcess(cmd, code, stream.finish(), "")

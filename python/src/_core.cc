@@ -34,6 +34,8 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -205,12 +207,156 @@ class Callbacks {
 
 py::bytes ToBytes(const std::string& s) { return py::bytes(s.data(), s.size()); }
 
+// `data` as bytes, or (`text`) as str decoded as UTF-8 with undecodable bytes replaced by U+FFFD
+// (what bytes.decode(errors="replace") gives, without the bytes object in between). Needs the
+// GIL.
+py::object ToPython(std::string_view data, bool text) {
+  if (!text) return py::bytes(data.data(), data.size());
+  PyObject* str =
+      PyUnicode_DecodeUTF8(data.data(), static_cast<Py_ssize_t>(data.size()), "replace");
+  if (str == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(str);
+}
+
+// Whether every byte of `b` is below 0x80.
+bool IsAscii(std::string_view b) {
+  std::uint64_t seen = 0;
+  std::size_t i = 0;
+  for (; i + 8 <= b.size(); i += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, b.data() + i, 8);
+    seen |= word;
+  }
+  for (; i < b.size(); ++i) seen |= static_cast<unsigned char>(b[i]);
+  return (seen & 0x8080808080808080ULL) == 0;
+}
+
+// One stream's collected output on its way to Python: the bytes as they arrive, up to `cap`
+// (0 = no cap; the rest is read and dropped, as ExecOptions::max_output_bytes does). Why not the
+// std::string ExecResult collects into: 50 MB of output there is copied at every doubling into
+// freshly mapped pages, then copied again into the Python object (and decoded into a third for
+// exec's text). Here it is written into fresh memory once (plus once more for non-ASCII text):
+//   - text (exec()) while every byte is ASCII, as most output is: straight into the str that
+//     will be the result, grown in place (PyUnicode_Resize of an unshared str reallocates it,
+//     and glibc moves a large block with mremap: no copy, the pages written stay);
+//   - otherwise into a block grown the same way with realloc (at the first non-ASCII byte the
+//     text so far moves there), made into bytes, or decoded as UTF-8 with errors replaced, at
+//     the end.
+// Append runs without the GIL (it takes it only to grow or drop the str); the rest needs it, the
+// destructor included.
+class OutputSink {
+ public:
+  OutputSink(std::size_t cap, bool text) : cap_(cap), ascii_(text) {}
+  OutputSink(const OutputSink&) = delete;
+  OutputSink& operator=(const OutputSink&) = delete;
+  ~OutputSink() {
+    Py_XDECREF(str_);
+    std::free(data_);
+  }
+
+  void Append(std::string_view b) {
+    const std::size_t kept = ascii_ ? str_size_ : size_;
+    const std::size_t n = std::min(b.size(), cap_ == 0 ? b.size() : cap_ - std::min(cap_, kept));
+    dropped_ += b.size() - n;
+    b = b.substr(0, n);
+    if (b.empty()) return;
+    if (ascii_) {
+      if (IsAscii(b) && GrowStr(str_size_ + b.size())) {
+        std::memcpy(PyUnicode_1BYTE_DATA(str_) + str_size_, b.data(), b.size());
+        str_size_ += b.size();
+        return;
+      }
+      LeaveStr();
+    }
+    if (!GrowBlock(size_ + b.size())) {  // kept as the cap would: read and dropped
+      dropped_ += b.size();
+      return;
+    }
+    std::memcpy(data_ + size_, b.data(), b.size());
+    size_ += b.size();
+  }
+
+  std::uint64_t dropped() const { return dropped_; }
+
+  // The output as exec() or run() return it: str for text, else bytes.
+  py::object Finish(bool text) {
+    if (ascii_ && str_ != nullptr) {
+      PyObject* str = std::exchange(str_, nullptr);
+      if (PyUnicode_Resize(&str, static_cast<Py_ssize_t>(str_size_)) != 0) {
+        Py_DECREF(str);
+        throw py::error_already_set();
+      }
+      return py::reinterpret_steal<py::object>(str);
+    }
+    return ToPython({data_ != nullptr ? data_ : "", size_}, text);
+  }
+
+ private:
+  // The growth both buffers share: at least `need`, doubling, 64 KiB first, never past the cap.
+  std::size_t NextCapacity(std::size_t need, std::size_t capacity) const {
+    std::size_t want = std::max({need, 2 * capacity, std::size_t{64} << 10});
+    return cap_ == 0 ? want : std::min(want, std::max(cap_, need));
+  }
+
+  bool GrowStr(std::size_t need) {
+    if (need <= str_capacity_) return true;
+    const std::size_t want = NextCapacity(need, str_capacity_);
+    py::gil_scoped_acquire acquire;
+    if (str_ == nullptr) {
+      str_ = PyUnicode_New(static_cast<Py_ssize_t>(want), 127);
+    } else if (PyUnicode_Resize(&str_, static_cast<Py_ssize_t>(want)) != 0) {
+      PyErr_Clear();  // str_ is unchanged: the text moves to the block
+      return false;
+    }
+    if (str_ == nullptr) {
+      PyErr_Clear();
+      return false;
+    }
+    str_capacity_ = want;
+    return true;
+  }
+
+  // The text so far into the block; from now on every byte goes there.
+  void LeaveStr() {
+    ascii_ = false;
+    if (str_ == nullptr) return;
+    if (GrowBlock(str_size_)) {
+      std::memcpy(data_, PyUnicode_1BYTE_DATA(str_), str_size_);
+      size_ = str_size_;
+    } else {
+      dropped_ += str_size_;
+    }
+    py::gil_scoped_acquire acquire;
+    Py_CLEAR(str_);
+  }
+
+  bool GrowBlock(std::size_t need) {
+    if (need <= capacity_) return true;
+    const std::size_t want = NextCapacity(need, capacity_);
+    void* grown = std::realloc(data_, want);
+    if (grown == nullptr) return false;
+    data_ = static_cast<char*>(grown);
+    capacity_ = want;
+    return true;
+  }
+
+  const std::size_t cap_;
+  std::uint64_t dropped_ = 0;
+  bool ascii_;  // text, and no byte >= 0x80 so far: the bytes are in str_
+  PyObject* str_ = nullptr;
+  std::size_t str_size_ = 0, str_capacity_ = 0;
+  char* data_ = nullptr;
+  std::size_t size_ = 0, capacity_ = 0;
+};
+
 // Sandbox::Exec with Python arguments; returns (exit_code, timed_out, stdout, stderr,
-// truncated) with the outputs as bytes.
+// truncated) with the outputs as bytes, or (`text`) str as exec() returns them. Without Python
+// callbacks the output is collected by OutputSinks through the handle's streaming callbacks:
+// the handle then keeps only a tail, which is not used.
 py::tuple Exec(client::SandboxHandle& sandbox, std::vector<std::string> argv,
                std::optional<py::bytes> input, double timeout, std::vector<std::string> env,
                std::string cwd, std::string user, const py::object& on_output,
-               const py::object& on_stdout, const py::object& on_stderr) {
+               const py::object& on_stdout, const py::object& on_stderr, bool text) {
   ExecOptions options;
   if (input) options.input = std::string(*input);
   options.timeout = timeout;
@@ -221,11 +367,22 @@ py::tuple Exec(client::SandboxHandle& sandbox, std::vector<std::string> argv,
   options.on_output = callbacks.Wrap(on_output);
   options.on_stdout = callbacks.Wrap(on_stdout);
   options.on_stderr = callbacks.Wrap(on_stderr);
+  const bool collect = !options.on_output && !options.on_stdout && !options.on_stderr;
+  OutputSink out(options.max_output_bytes, text), err(options.max_output_bytes, text);
+  if (collect) {
+    options.on_stdout = [&out](std::string_view b) { out.Append(b); };
+    options.on_stderr = [&err](std::string_view b) { err.Append(b); };
+  }
   Result<ExecResult> result = Released([&] { return sandbox.Exec(argv, options); });
   // The callback's own exception comes first: it is what the caller's code did.
   callbacks.RaiseIfFailed();
   ExecResult r = Unwrap(std::move(result));
-  return py::make_tuple(r.exit_code, r.timed_out, ToBytes(r.out), ToBytes(r.err), r.truncated);
+  if (!collect) {
+    return py::make_tuple(r.exit_code, r.timed_out, ToPython(r.out, text), ToPython(r.err, text),
+                          r.truncated);
+  }
+  return py::make_tuple(r.exit_code, r.timed_out, out.Finish(text), err.Finish(text),
+                        out.dropped() + err.dropped() > 0);
 }
 
 // A FileEntry as the tuple agvisor.FileInfo is built from: (name, kind, mode, size, mtime in
@@ -980,16 +1137,16 @@ PYBIND11_MODULE(_core, m) {
           "exec",
           [](Handle& h, std::vector<std::string> argv, std::optional<py::bytes> input,
              double timeout, std::vector<std::string> env, std::string cwd, std::string user,
-             const py::object& on_output, const py::object& on_stdout,
-             const py::object& on_stderr) {
+             const py::object& on_output, const py::object& on_stdout, const py::object& on_stderr,
+             bool text) {
             return agvisor::python::Exec(*h.sandbox, std::move(argv), std::move(input), timeout,
                                          std::move(env), std::move(cwd), std::move(user), on_output,
-                                         on_stdout, on_stderr);
+                                         on_stdout, on_stderr, text);
           },
           py::arg("argv"), py::arg("input") = py::none(), py::arg("timeout") = 120.0,
           py::arg("env") = std::vector<std::string>{}, py::arg("cwd") = "", py::arg("user") = "",
           py::arg("on_output") = py::none(), py::arg("on_stdout") = py::none(),
-          py::arg("on_stderr") = py::none())
+          py::arg("on_stderr") = py::none(), py::arg("text") = false)
       .def(
           "read_file",
           [](Handle& h, const std::string& path) {

@@ -98,6 +98,25 @@ def test_exec_input_and_binary_output(sb):
     assert sb.exec("printf 'a\\377b'").stdout == "a\ufffdb"  # undecodable -> U+FFFD
 
 
+def test_exec_and_run_collect_megabytes_whole(sb):
+    # Several MB arrive in many pieces, some splitting a two-byte character: the text is decoded
+    # once, whole, so no piece boundary shows (and run() gets the same bytes).
+    cmd = "yes é | head -c 3000000; echo tail >&2"
+    r = sb.exec(cmd)
+    assert (r.returncode, r.stderr) == (0, "tail\n")
+    assert r.stdout == "é\n" * 1_000_000
+    b = sb.run(["sh", "-c", cmd])
+    assert (b.stdout, b.stderr, b.truncated) == ("é\n".encode() * 1_000_000, b"tail\n", False)
+
+
+def test_collected_output_is_capped_through_every_place(sb):
+    # A sandbox that floods its output must not fill this process's memory, through agvisord as
+    # in process: the first 256 MiB are kept (the library's max_output_bytes), the rest dropped.
+    cap = 256 << 20
+    r = sb.run(["sh", "-c", f"head -c {cap + 4096} /dev/zero; echo e >&2"])
+    assert (r.returncode, len(r.stdout), r.stderr, r.truncated) == (0, cap, b"e\n", True)
+
+
 @pytest.mark.kube
 def test_exec_timeout_is_124_and_kills_the_tree(sb):
     start = time.monotonic()
