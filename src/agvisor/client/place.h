@@ -124,6 +124,9 @@ class SandboxHandle {
   // Through agvisord a FileEntry's mode is its permission and type bits (an "other" entry's,
   // a fifo's or a device's, has no type bits).
   virtual Result<std::string> ReadFile(std::string_view path) = 0;
+  // The file's first `max_bytes` bytes at most (all of a shorter one): bounded memory whatever
+  // size the sandbox claims (through agvisord the files route's `length`). Errors: as ReadFile.
+  virtual Result<std::string> ReadFilePrefix(std::string_view path, std::uint64_t max_bytes) = 0;
   virtual Result<void> WriteFile(std::string_view path, std::string_view data,
                                  std::uint32_t mode) = 0;
   virtual Result<FileEntry> Stat(std::string_view path) = 0;
@@ -146,9 +149,6 @@ class SandboxHandle {
     return Error::Unsupported("snapshot of " + container_name() +
                               ": this place does not make snapshots");
   }
-  // The library's Sandbox behind an in-process handle, for what only the library offers (the
-  // desktop verbs of sandbox/desktop.h, the sandbox's idle_ttl); nullptr through agvisord.
-  virtual Sandbox* library() { return nullptr; }
 };
 
 // What Create reports.
@@ -238,7 +238,8 @@ class Place {
 
 // The library on Docker host `host` ("" = $DOCKER_HOST or the local socket).
 std::unique_ptr<Place> InProcess(std::string host);
-// A handle on a sandbox the library made (a warm pool's member, Pool::Acquire).
-std::unique_ptr<SandboxHandle> WrapSandbox(std::unique_ptr<Sandbox> sandbox);
+// A handle on a sandbox the library made (a warm pool's member, Pool::Acquire; agvisord's own
+// sandboxes): the handle shares it.
+std::unique_ptr<SandboxHandle> WrapSandbox(std::shared_ptr<Sandbox> sandbox);
 
 }  // namespace agvisor::client

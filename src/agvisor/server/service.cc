@@ -6,8 +6,8 @@
 #include <thread>
 
 #include "agvisor/api/codec.h"
+#include "agvisor/client/desktop.h"
 #include "agvisor/docker/client.h"
-#include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/server/egress_host.h"
 #include "agvisor/server/log.h"
@@ -226,8 +226,10 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
           return Error::NotFound("no pool '" + *cr.pool +
                                  "' (GET /v1/pools lists them; POST /v1/pools makes one)");
         }
-        sb = AGVISOR_TRY(
-            pool->Acquire({.lifetime = cr.spec.lifetime, .idle_ttl = cr.spec.idle_ttl}));
+        sb = AGVISOR_TRY(pool->Acquire({.lifetime = cr.spec.lifetime,
+                                        .idle_ttl = cr.spec.idle_ttl,
+                                        .wait = cr.pool_wait,
+                                        .cold_create = cr.pool_cold_create}));
       } else {
         cr.spec.host = options_.docker_host;
         sb = AGVISOR_TRY(Sandbox::Create(cr.spec));
@@ -453,7 +455,7 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
       }
       const std::int64_t ttl = AGVISOR_TRY(api::ParseDesktopTokenRequest(req.body));
       auto sb = AGVISOR_TRY(Get(id));
-      const std::string password = AGVISOR_TRY(desktop::Password(*sb));
+      const std::string password = AGVISOR_TRY(desktop::Password(*client::WrapSandbox(sb)));
       const std::string token =
           AGVISOR_TRY(desktop::MintVncToken(*options_.desktop_key,
                                             {.container = sb->container_name(),
