@@ -788,8 +788,7 @@ std::string FileListJson(std::string_view path, const std::vector<FileEntry>& en
 
 // ---- Metrics ----
 
-std::string MetricsJson(std::string_view id, const docker::ContainerStats& s,
-                        const EgressTraffic* egress) {
+std::string MetricsJson(std::string_view id, const SandboxStats& s, const EgressTraffic* egress) {
   json::object o;
   o["id"] = id;
   o["read"] = s.read;
@@ -1261,10 +1260,10 @@ Result<std::uint32_t> ParsePidJson(std::string_view body) {
   return static_cast<std::uint32_t>(pid);
 }
 
-Result<docker::ContainerStats> ParseMetricsJson(std::string_view body) {
+Result<SandboxStats> ParseMetricsJson(std::string_view body) {
   auto o = AGVISOR_TRY(ParseReply(body, "metrics"));
   if (!o.contains("memory_bytes")) return Malformed("metrics", body);
-  docker::ContainerStats s;
+  SandboxStats s;
   s.read = StringOr(o, "read");
   if (const json::value* c = o.if_contains("cpu_percent")) {
     auto n = GetNumber(*c, "cpu_percent");

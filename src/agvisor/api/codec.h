@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "agvisor/base/error.h"
-#include "agvisor/docker/types.h"
 #include "agvisor/egress/decision_log.h"
 #include "agvisor/egress/policy.h"
 #include "agvisor/sandbox/pool.h"
+#include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
 
@@ -180,7 +180,7 @@ struct EgressTraffic {
 // {"id", "read", "cpu_percent", "online_cpus", "memory_bytes", "memory_limit_bytes", "pids",
 //  "pids_limit"} and, when `egress` is given (a sandbox with a policy), "egress": {"allowed",
 //  "denied", "bytes_up", "bytes_down", "open_connections"}.
-std::string MetricsJson(std::string_view id, const docker::ContainerStats& s,
+std::string MetricsJson(std::string_view id, const SandboxStats& s,
                         const EgressTraffic* egress = nullptr);
 
 // ---- Query parameters ----
@@ -299,7 +299,7 @@ std::string StartProcessRequestJson(const std::vector<std::string>& argv,
 // {"pid": N}. Errors: kInternal.
 Result<std::uint32_t> ParsePidJson(std::string_view body);
 // A Metrics object. Errors: kInternal.
-Result<docker::ContainerStats> ParseMetricsJson(std::string_view body);
+Result<SandboxStats> ParseMetricsJson(std::string_view body);
 // The first message of an exec WebSocket (timeout 0 = none).
 std::string WsExecRequestJson(const std::vector<std::string>& argv, const ProcessOptions& options);
 // A control message to the server: {"type":"eof"} | resize | signal.

@@ -393,7 +393,7 @@ TEST(CodecTest, PoolRequestsAndAnswersRoundTrip) {
 }
 
 TEST(CodecTest, MetricsJson) {
-  docker::ContainerStats s;
+  SandboxStats s;
   s.cpu_percent = 12.3456;
   s.memory_bytes = 1000;
   s.memory_limit_bytes = 4000;
@@ -541,7 +541,7 @@ TEST(CodecTest, ClientParsesServerAnswers) {
   ASSERT_FALSE(not_bool.ok());
   EXPECT_EQ(not_bool.error().code(), ErrorCode::kInvalidArgument);
 
-  docker::ContainerStats st;
+  SandboxStats st;
   st.cpu_percent = 50.5;
   st.memory_bytes = 1 << 20;
   st.memory_limit_bytes = 512 << 20;

@@ -310,7 +310,7 @@ class RemotePlace final : public AgvisordPlace {
   }
   Result<void> ClosePool(std::string_view name) override { return client_->DeletePool(name); }
 
-  Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) override {
+  Result<SandboxStats> Stats(const SandboxInfo& sandbox) override {
     return client_->Metrics(api::SandboxIdFor(sandbox.container_name));
   }
   Result<api::EgressView> GetEgress(std::string_view container_name) override {

@@ -788,7 +788,7 @@ Result<void> RemoteClient::SignalProcess(std::string_view id, std::uint32_t pid,
   return Ok();
 }
 
-Result<docker::ContainerStats> RemoteClient::Metrics(std::string_view id) {
+Result<SandboxStats> RemoteClient::Metrics(std::string_view id) {
   auto r = AGVISOR_TRY(Call({.method = "GET", .target = SandboxPath(id) + "/metrics"}));
   return api::ParseMetricsJson(r.body);
 }

@@ -26,7 +26,6 @@
 #include "agvisor/base/error.h"
 #include "agvisor/channel/channel.h"
 #include "agvisor/client/place.h"
-#include "agvisor/docker/types.h"
 #include "agvisor/http/client.h"
 #include "agvisor/sandbox/sandbox.h"
 
@@ -116,7 +115,7 @@ class RemoteClient {
   Result<std::vector<ProcessInfo>> ListProcesses(std::string_view id);
   Result<void> SignalProcess(std::string_view id, std::uint32_t pid, int signal);
   // GET .../metrics.
-  Result<docker::ContainerStats> Metrics(std::string_view id);
+  Result<SandboxStats> Metrics(std::string_view id);
   // GET .../egress: the policy and recent decisions; PUT replaces the policy.
   Result<api::EgressView> GetEgress(std::string_view id);
   Result<api::EgressView> SetEgress(std::string_view id, const egress::EgressRules& rules);

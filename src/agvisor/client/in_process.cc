@@ -4,8 +4,7 @@
 
 #include "agvisor/api/codec.h"
 #include "agvisor/client/place.h"
-#include "agvisor/docker/client.h"
-#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
+#include "agvisor/sandbox/runtime.h"
 
 namespace agvisor::client {
 namespace {
@@ -253,16 +252,11 @@ class LocalPlace final : public Place {
     return Ok();
   }
 
-  Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) override {
-    std::shared_ptr<docker::Client> docker;
-    {
-      // One client for every sample (top calls this from many threads): on an ssh:// host a new
-      // one would be a new ssh connection.
-      std::lock_guard lock(mu_);
-      if (!docker_) docker_ = AGVISOR_TRY(HostClient(host_));
-      docker = docker_;
-    }
-    return docker->GetContainerStats(sandbox.container_id);
+  Result<SandboxStats> Stats(const SandboxInfo& sandbox) override {
+    // The host's runtime, shared by every sample (top calls this from many threads): on an
+    // ssh:// host a new client would be a new ssh connection.
+    auto runtime = AGVISOR_TRY(RuntimeFor(host_));
+    return runtime->Stats(sandbox.container_id);
   }
 
  private:
@@ -286,7 +280,6 @@ class LocalPlace final : public Place {
   std::string host_;
   bool auto_resume_ = true;
   std::mutex mu_;
-  std::shared_ptr<docker::Client> docker_;                           // guarded by mu_
   std::map<std::string, std::shared_ptr<Pool>, std::less<>> pools_;  // guarded by mu_
 };
 

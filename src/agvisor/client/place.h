@@ -21,8 +21,8 @@
 #include "agvisor/base/error.h"
 #include "agvisor/channel/channel.h"
 #include "agvisor/channel/transport.h"
-#include "agvisor/docker/types.h"
 #include "agvisor/sandbox/pool.h"
+#include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
 
@@ -232,8 +232,9 @@ class Place {
   virtual Result<void> ClosePool(std::string_view name) {
     return Error::Unsupported("pool " + std::string(name) + ": this place has no warm pools");
   }
-  // One sample of the runtime's stats for a running sandbox (about a second).
-  virtual Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) = 0;
+  // One sample of the runtime's stats for a running sandbox (Runtime::Stats; about a second).
+  // Errors: Runtime::Stats's (kUnsupported on Kubernetes, saying why), kNotFound.
+  virtual Result<SandboxStats> Stats(const SandboxInfo& sandbox) = 0;
 };
 
 // The library on Docker host `host` ("" = $DOCKER_HOST or the local socket).

@@ -203,9 +203,7 @@ class FakePlace final : public client::Place {
                       .source = "fake"};
   }
   void SetAutoResume(bool) override {}
-  Result<docker::ContainerStats> Stats(const SandboxInfo&) override {
-    return Error::Unsupported("fake");
-  }
+  Result<SandboxStats> Stats(const SandboxInfo&) override { return Error::Unsupported("fake"); }
 
  private:
   World& w_;

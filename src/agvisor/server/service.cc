@@ -414,8 +414,8 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
                                   (why.empty() ? "" : " (end reason: " + why + ")") +
                                   ": it has no metrics");
       }
-      auto docker = AGVISOR_TRY(HostClient(options_.docker_host));
-      auto stats = docker->GetContainerStats(sb->container_name());
+      auto runtime = AGVISOR_TRY(RuntimeFor(options_.docker_host));
+      auto stats = runtime->Stats(sb->container_name());
       if (!stats.ok()) {
         // Removed while its stats were read: Docker cuts the stream short ("invalid JSON"). That
         // is a sandbox gone (410), not a daemon failure (500, logged as an error).
