@@ -42,8 +42,8 @@
 #include "agvisor/base/subprocess.h"
 #include "agvisor/client/agvisord.h"
 #include "agvisor/client/place.h"
+#include "agvisor/client/desktop.h"
 #include "agvisor/docker/client.h"
-#include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/docker_runtime/runtime_check.h"
 #include "agvisor/sandbox/pool.h"
@@ -1178,9 +1178,9 @@ void DesktopSuite(int runs) {
   for (int i = 0; i <= runs; ++i) {
     std::fprintf(stderr, "desktop: create %d/%d ...\n", i, runs);
     auto t0 = std::chrono::steady_clock::now();
-    auto sb = Must(Sandbox::Create(spec), "create a desktop");
+    std::shared_ptr<Sandbox> sb = Must(Sandbox::Create(spec), "create a desktop");
     auto t1 = std::chrono::steady_clock::now();
-    (void)Must(desktop::Screenshot(*sb), "screenshot");
+    (void)Must(desktop::Screenshot(*client::WrapSandbox(sb)), "screenshot");
     auto t2 = std::chrono::steady_clock::now();
     if (i > 0) {
       ready.push_back(std::chrono::duration<double>(t1 - t0).count());

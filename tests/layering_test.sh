@@ -32,9 +32,10 @@ allowed[mcp]="client api base"
 allowed[cli]+=" mcp"
 allowed[server]+=" mcp client"
 # desktop/: the pure desktop codecs (VNC, RFB, PNG, passwords, tokens) on base/ only, used by the
-# sandbox's desktop verbs, the gateway, agvisord and (passwords only) the agent.
+# desktop verbs (client/desktop.h), the sandbox's WaitReady, the gateway, agvisord and (passwords
+# only) the agent.
 allowed[desktop]="base"
-for layer in sandbox gateway server; do allowed[$layer]+=" desktop"; done
+for layer in sandbox gateway server client; do allowed[$layer]+=" desktop"; done
 # The agent writes a desktop's password files: it may use desktop_password (des.h, password.h),
 # on base/ alone, and nothing else of desktop/ (checked below).
 allowed[agent]+=" desktop"

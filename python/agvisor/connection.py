@@ -1,17 +1,18 @@
 """agvisor.connect(): the package's API through agvisord instead of in process.
 
 A Connection has the module's entry points (create_sandbox, list_sandboxes, Sandbox, Pool) and
-hands out the same Sandbox class, so agent code written against the module runs unchanged
-against a daemon: `av = agvisor.connect(...)` (or `av = agvisor` in process), then
-`av.create_sandbox(...)`. The C++ core reaches the daemon through the client layer the CLI uses
-(the same address forms, token files and error messages). What does not work through agvisord
-raises RuntimeError with code "unsupported" (docs/python.md, "Through agvisord").
+hands out the same Sandbox and Pool classes, so agent code written against the module runs
+unchanged against a daemon: `av = agvisor.connect(...)` (or `av = agvisor` in process), then
+`av.create_sandbox(...)`, `av.Pool(...)`. The C++ core reaches the daemon through the client
+layer the CLI uses (the same address forms, token files and error messages); desktops and pools
+work as in process (docs/python.md, "Through agvisord").
 """
 import os
 
 from . import _core
 from .limits import Limits
-from .sandbox import Sandbox, _unsupported
+from .pool import Pool
+from .sandbox import Sandbox
 
 
 class Connection:
@@ -56,11 +57,19 @@ class Connection:
                              "Docker host; leave host None")
         return [Sandbox._listed_handle(info, None, self) for info in self._place.list()]
 
-    def Pool(self, *args, **kwargs):
-        """Warm pools are in process only for now: RuntimeError (code "unsupported")."""
-        raise _unsupported("agvisor.Pool through agvisord: the Python package runs warm pools "
-                           "in process only; agvisord's own pools are reached with its API "
-                           "(POST /v1/pools) or `agvisor pool`")
+    def Pool(self, image=None, *, limits=Limits(), network="bridge", size=2, max_age=300,
+             host=None, runtime="runsc", fill_parallelism=None, platform=None) -> Pool:
+        """agvisor.Pool(...) kept by the daemon (its POST /v1/pools, under a random name):
+        acquire() hands out sandboxes of this connection; close() deletes the pool. `host` must
+        be None (the daemon's Docker host is used)."""
+        if host is not None:
+            raise ValueError(f"host={host!r} with agvisor.connect(): pools live on the daemon's "
+                             "Docker host; leave host None")
+        pool = Pool.__new__(Pool)
+        pool._conn = self
+        pool.__init__(image, limits=limits, network=network, size=size, max_age=max_age,
+                      runtime=runtime, fill_parallelism=fill_parallelism, platform=platform)
+        return pool
 
 
 def connect(address=None, *, token=None, token_file=None) -> Connection:

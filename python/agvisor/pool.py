@@ -4,14 +4,17 @@
         with pool.acquire(lifetime=3600, idle_ttl=300) as sb:   # an ordinary Sandbox
             sb.exec("echo hi")
 
-agvisor::Pool (docs/pools.md) underneath: members start in background threads of the C++ core
-(through the host's start gate), carry the label agvisor.pool=<pool id> and a safety lifetime of
-max_age + 60 s, so members of a process that died end on their own. acquire() pops a ready member
+A pool of the place the sandboxes live in (client::Place's pools, docs/pools.md): in process its
+members start in background threads of the C++ core (through the host's start gate); through
+agvisor.connect() (`av.Pool(...)`) the daemon keeps the pool. Members carry the label
+agvisor.pool=<pool id> and a safety lifetime of max_age + 60 s, so members of a process that died
+end on their own. acquire() pops a ready member
 and gives it the caller's lifetime / idle_ttl (one message to its agent); when none is ready it
 waits up to `wait` seconds for one being started, then creates one the normal way (stats().cold
 counts those). Thread-safe: many threads may acquire at once.
 """
 import dataclasses
+import uuid
 
 from . import _core
 from ._context import ClosesOnExit
@@ -85,7 +88,12 @@ class Pool(ClosesOnExit):
             spec.platform = platform
         if fill_parallelism is None:
             fill_parallelism = min(2, size) if size >= 1 else 1
-        self._core = _core.Pool.create(spec, size, self.max_age, fill_parallelism)
+        conn = getattr(self, "_conn", None)
+        place = conn._place if conn is not None else _core.Place.in_process(spec.host)
+        # A name of its own in the place: pools of other Pool objects (or the daemon's own) never
+        # meet it.
+        self._core = _core.Pool.create(place, "py-" + uuid.uuid4().hex[:12], spec, size,
+                                       self.max_age, fill_parallelism)
         self.id = self._core.id
 
     def acquire(self, lifetime=None, idle_ttl=None, *, wait=0, cold_create=True) -> Sandbox:
@@ -105,7 +113,7 @@ class Pool(ClosesOnExit):
         return Sandbox._from_core(core, image=self.image, limits=self.limits,
                                   network=self.network, lifetime=lifetime, idle_ttl=idle_ttl,
                                   host=self.host, runtime=self.runtime,
-                                  platform=self.platform)
+                                  platform=self.platform, conn=getattr(self, "_conn", None))
 
     def wait_ready(self, timeout=120) -> None:
         """Blocks until `size` members are ready; RuntimeError (code "timeout", with the last

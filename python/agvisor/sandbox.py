@@ -228,10 +228,6 @@ class Sandbox:
             if self._running:
                 return self
             name = self.name[len(_core.NAME_PREFIX):] if self.persistent else None
-            if self.gui and self._conn is not None:
-                raise _unsupported("desktop sandboxes (gui=True) through agvisord: the Python "
-                                   "package drives desktops in process only (docs/python.md, "
-                                   "\"Through agvisord\")")
             place = self._place()
             core = place.create(self._spec(name))  # a desktop: returns once it is drawn
             if self.gui:
@@ -658,9 +654,6 @@ class Sandbox:
                     raise
                 raise ValueError(f"{self.name} is not a desktop sandbox: create it with "
                                  "gui=True") from None
-        if self._conn is not None:
-            raise _unsupported("desktop_token through agvisord: ask the daemon (POST "
-                               "/v1/sandboxes/{id}/desktop/token) or mint on its host")
         return _core.mint_desktop_token(bytes(key), self.name, self.host or "", password,
                                         math.ceil(ttl))
 

@@ -1,9 +1,8 @@
 // agvisor._core: the pybind11 extension under the `agvisor` Python package.
 //
 // A thin layer over the client layer (src/agvisor/client/place.h): a Place (the library in
-// process, or agvisord through connect()) and its SandboxHandles, so one binding serves both;
-// warm pools and the desktop verbs are the library's (agvisor::Pool, sandbox/desktop.h) and
-// work in process only (through agvisord they raise RuntimeError "unsupported"). The Python modules
+// process, or agvisord through connect()) and its SandboxHandles, so one binding serves both,
+// warm pools (Place's) and the desktop verbs (client/desktop.h) included. The Python modules
 // (python/agvisor/*.py) give it the seed's API; this file only converts values, maps errors and
 // handles the GIL:
 //   - every call that may block (create, open, list, remove, exec, stop, delete, info) runs with
@@ -51,12 +50,10 @@
 #include "agvisor/api/codec.h"
 #include "agvisor/base/error.h"
 #include "agvisor/client/agvisord.h"
+#include "agvisor/client/desktop.h"
 #include "agvisor/client/place.h"
 #include "agvisor/desktop/token.h"
 #include "agvisor/egress/policy.h"
-#include "agvisor/sandbox/desktop.h"
-#include "agvisor/sandbox/pool.h"
-#include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
 
 namespace py = pybind11;
@@ -780,28 +777,32 @@ struct Handle {
   std::shared_ptr<client::SandboxHandle> sandbox;
   bool resumed = false;
   std::string disk_warning;
+  // The sandbox's idle_ttl (exec timeouts are checked against it before each exec): known at
+  // create and acquire, else asked of the place once (Info). Guarded by mu.
+  std::mutex mu;
+  std::optional<std::optional<std::int64_t>> idle_ttl;
+
+  std::optional<std::int64_t> IdleTtl() {
+    {
+      std::lock_guard lock(mu);
+      if (idle_ttl) return *idle_ttl;
+    }
+    const auto known = Blocking([&] { return sandbox->Info(); }).idle_ttl;
+    std::lock_guard lock(mu);
+    idle_ttl = known;
+    return known;
+  }
 };
 
-// The library's Sandbox behind `h`, for the verbs only the library has; RuntimeError
-// "unsupported" naming `what` through agvisord. Needs the GIL.
-Sandbox& Library(Handle& h, const char* what) {
-  Sandbox* s = h.sandbox->library();
-  if (s == nullptr) {
-    Raise(Error::Unsupported(std::string(what) + " of sandbox " + h.sandbox->container_name() +
-                             ": not offered through agvisord by the Python package; use "
-                             "agvisor's own functions on the daemon's host (docs/python.md, "
-                             "\"Through agvisord\")"));
-  }
-  return *s;
-}
-
-// A Pool for Python: the destructor (which closes the pool: removes members, waits for starts)
-// runs without the GIL.
+// A warm pool for Python: one of its place's pools (Place::CreatePool; pool.py names it at
+// random so that the pools of many Python objects never meet); it keeps the place alive. close()
+// and the destructor close it, the destructor without the GIL (it waits for starts in flight).
 class PoolHandle {
  public:
-  explicit PoolHandle(std::unique_ptr<Pool> pool) : pool_(std::move(pool)) {}
+  PoolHandle(std::shared_ptr<client::Place> place, client::PoolInfo info)
+      : place_(std::move(place)), info_(std::move(info)) {}
   ~PoolHandle() {
-    WithoutGil([this] { pool_.reset(); });
+    WithoutGil([this] { (void)CloseOnce(); });
   }
   PoolHandle(const PoolHandle&) = delete;
   PoolHandle& operator=(const PoolHandle&) = delete;
@@ -814,33 +815,66 @@ class PoolHandle {
     o.idle_ttl = idle_ttl;
     o.wait = std::chrono::milliseconds(static_cast<std::int64_t>(std::max(0.0, wait) * 1000));
     o.cold_create = cold_create;
-    std::unique_ptr<Sandbox> sb = Blocking([&] { return pool_->Acquire(o); });
+    client::Created c = Blocking([&]() -> Result<client::Created> {
+      AGVISOR_RETURN_IF_ERROR(Open());
+      return place_->Acquire(info_.name, o);
+    });
     auto h = std::make_shared<Handle>();
-    h->disk_warning = sb->disk_warning();
-    h->sandbox = client::WrapSandbox(std::move(sb));
+    h->disk_warning = c.disk_warning;
+    h->sandbox = std::move(c.handle);
+    h->idle_ttl = idle_ttl;
     return h;
   }
 
   void WaitReady(double timeout) {
     auto ms = std::chrono::milliseconds(static_cast<std::int64_t>(std::max(0.0, timeout) * 1000));
-    Blocking([&] { return pool_->WaitReady(ms); });
+    Blocking([&]() -> Result<void> {
+      AGVISOR_RETURN_IF_ERROR(Open());
+      return place_->WaitPoolReady(info_.name, ms);
+    });
   }
 
-  py::dict Stats() const {
+  // The counters now; after close(), the last ones read.
+  py::dict Stats() {
+    Blocking([&]() -> Result<void> {
+      if (closed_) return Ok();
+      for (auto& p : AGVISOR_TRY(place_->ListPools())) {
+        if (p.name == info_.name) info_.stats = p.stats;
+      }
+      return Ok();
+    });
     py::dict d;
-    api::ForEachPoolStat(pool_->Stats(),
-                         [&d](const char* key, const auto& value) { d[key] = value; });
+    api::ForEachPoolStat(info_.stats, [&d](const char* key, const auto& value) { d[key] = value; });
     return d;
   }
 
   void Close() {
-    Released([this] { pool_->Close(); });
+    Blocking([this] { return CloseOnce(); });
   }
 
-  const std::string& id() const { return pool_->id(); }
+  const std::string& id() const { return info_.id; }
 
  private:
-  std::unique_ptr<Pool> pool_;
+  Result<void> Open() const {
+    if (!closed_) return Ok();
+    return Error::Unavailable("pool " + info_.id + " is closed");
+  }
+  // Idempotent: the first call closes the place's pool (its last counters kept for Stats).
+  Result<void> CloseOnce() {
+    if (closed_.exchange(true)) return Ok();
+    if (auto pools = place_->ListPools(); pools.ok()) {
+      for (auto& p : *pools) {
+        if (p.name == info_.name) info_.stats = p.stats;
+      }
+    }
+    auto closed = place_->ClosePool(info_.name);
+    if (!closed.ok() && closed.error().code() == ErrorCode::kNotFound) return Ok();
+    return closed;
+  }
+
+  std::shared_ptr<client::Place> place_;
+  client::PoolInfo info_;
+  std::atomic<bool> closed_{false};
 };
 
 // A running sandbox's limits now (Sandbox::Update, Info): memory in bytes, 0 = no cap.
@@ -889,7 +923,6 @@ PYBIND11_MODULE(_core, m) {
   using agvisor::python::FileOp;
   using agvisor::python::Handle;
   using agvisor::python::InfoDict;
-  using agvisor::python::Library;
   using agvisor::python::LimitsDict;
   using agvisor::python::PoolHandle;
   using agvisor::python::Port;
@@ -1059,6 +1092,7 @@ PYBIND11_MODULE(_core, m) {
             h->sandbox = std::move(c.handle);
             h->resumed = c.resumed;
             h->disk_warning = c.disk_warning;
+            if (!c.resumed) h->idle_ttl = spec.idle_ttl;
             return h;
           },
           py::arg("spec"))
@@ -1273,64 +1307,54 @@ PYBIND11_MODULE(_core, m) {
           py::arg("pid"), py::arg("signal"))
       // ---- desktops (desktop.h): a gui sandbox's password, screen and input ----
       .def("desktop_password",
-           [](Handle& h) {
-             Sandbox& lib = Library(h, "the desktop password");
-             return Blocking([&] { return desktop::Password(lib); });
-           })
+           [](Handle& h) { return Blocking([&] { return desktop::Password(*h.sandbox); }); })
       .def("screenshot",
            [](Handle& h) {
-             Sandbox& lib = Library(h, "a screenshot");
-             std::string png = Blocking([&] { return desktop::Screenshot(lib); });
+             std::string png = Blocking([&] { return desktop::Screenshot(*h.sandbox); });
              return py::bytes(png.data(), png.size());
            })
       .def("screen_size",
            [](Handle& h) {
-             Sandbox& lib = Library(h, "the screen size");
-             desktop::ScreenSize size = Blocking([&] { return desktop::GetScreenSize(lib); });
+             desktop::ScreenSize size =
+                 Blocking([&] { return desktop::GetScreenSize(*h.sandbox); });
              return py::make_tuple(size.width, size.height);
            })
       .def(
           "mouse_move",
           [](Handle& h, int x, int y) {
-            Sandbox& lib = Library(h, "mouse input");
-            Blocking([&] { return desktop::MouseMove(lib, x, y); });
+            Blocking([&] { return desktop::MouseMove(*h.sandbox, x, y); });
           },
           py::arg("x"), py::arg("y"))
       .def(
           "click",
           [](Handle& h, int x, int y, const std::string& button, int count) {
-            Sandbox& lib = Library(h, "mouse input");
             desktop::MouseButton b = Unwrap(desktop::ParseMouseButton(button));
-            Blocking([&] { return desktop::Click(lib, x, y, b, count); });
+            Blocking([&] { return desktop::Click(*h.sandbox, x, y, b, count); });
           },
           py::arg("x"), py::arg("y"), py::arg("button"), py::arg("count"))
       .def(
           "drag",
           [](Handle& h, int x1, int y1, int x2, int y2, const std::string& button) {
-            Sandbox& lib = Library(h, "mouse input");
             desktop::MouseButton b = Unwrap(desktop::ParseMouseButton(button));
-            Blocking([&] { return desktop::Drag(lib, x1, y1, x2, y2, b); });
+            Blocking([&] { return desktop::Drag(*h.sandbox, x1, y1, x2, y2, b); });
           },
           py::arg("x1"), py::arg("y1"), py::arg("x2"), py::arg("y2"), py::arg("button"))
       .def(
           "scroll",
           [](Handle& h, int x, int y, int dy, int dx) {
-            Sandbox& lib = Library(h, "mouse input");
-            Blocking([&] { return desktop::Scroll(lib, x, y, dy, dx); });
+            Blocking([&] { return desktop::Scroll(*h.sandbox, x, y, dy, dx); });
           },
           py::arg("x"), py::arg("y"), py::arg("dy"), py::arg("dx"))
       .def(
           "type_text",
           [](Handle& h, const std::string& text) {
-            Sandbox& lib = Library(h, "typing");
-            Blocking([&] { return desktop::TypeText(lib, text); });
+            Blocking([&] { return desktop::TypeText(*h.sandbox, text); });
           },
           py::arg("text"))
       .def(
           "key",
           [](Handle& h, const std::string& combo) {
-            Sandbox& lib = Library(h, "key input");
-            Blocking([&] { return desktop::Key(lib, combo); });
+            Blocking([&] { return desktop::Key(*h.sandbox, combo); });
           },
           py::arg("combo"))
       .def_property(
@@ -1351,26 +1375,25 @@ PYBIND11_MODULE(_core, m) {
                              [](const Handle& h) { return h.sandbox->container_name(); })
       .def_property_readonly("resumed", [](const Handle& h) { return h.resumed; })
       .def_property_readonly("disk_warning", [](const Handle& h) { return h.disk_warning; })
-      // The sandbox's idle_ttl as the library knows it; None through agvisord.
-      .def_property_readonly("idle_ttl", [](const Handle& h) -> std::optional<std::int64_t> {
-        Sandbox* s = h.sandbox->library();
-        if (s == nullptr) return std::nullopt;
-        return s->idle_ttl();
-      });
+      // The sandbox's idle_ttl as its place knows it (None: none).
+      .def_property_readonly("idle_ttl", [](Handle& h) { return h.IdleTtl(); });
 
-  py::class_<PoolHandle, std::shared_ptr<PoolHandle>>(m, "Pool", "agvisor::Pool (warm sandboxes).")
+  py::class_<PoolHandle, std::shared_ptr<PoolHandle>>(m, "Pool",
+                                                      "A warm pool of a Place (client::Place).")
       .def_static(
           "create",
-          [](const SandboxSpec& spec, int size, double max_age, int fill_parallelism) {
+          [](std::shared_ptr<client::Place> place, const std::string& name, const SandboxSpec& spec,
+             int size, double max_age, int fill_parallelism) {
             PoolOptions o;
             o.spec = spec;
             o.size = size;
             o.max_age = std::chrono::seconds(static_cast<std::int64_t>(max_age));
             o.fill_parallelism = fill_parallelism;
-            return std::make_shared<PoolHandle>(
-                Blocking([&] { return Pool::Create(std::move(o)); }));
+            client::PoolInfo info = Blocking([&] { return place->CreatePool(name, o); });
+            return std::make_shared<PoolHandle>(std::move(place), std::move(info));
           },
-          py::arg("spec"), py::arg("size"), py::arg("max_age"), py::arg("fill_parallelism"))
+          py::arg("place"), py::arg("name"), py::arg("spec"), py::arg("size"), py::arg("max_age"),
+          py::arg("fill_parallelism"))
       .def("acquire", &PoolHandle::Acquire, py::arg("lifetime") = py::none(),
            py::arg("idle_ttl") = py::none(), py::arg("wait") = 0.0, py::arg("cold_create") = true)
       .def("wait_ready", &PoolHandle::WaitReady, py::arg("timeout"))

@@ -1,6 +1,7 @@
 """Desktop sandboxes (gui=True) against real runsc: the VNC password, screenshots as PNG, mouse
 input seen by the X server, keyboard input accepted, bad input refused, and desktop tokens that
-the gateway's verifier reads back (and the seed's make_token)."""
+the gateway's verifier reads back (and the seed's make_token). In process and through agvisord
+(`av`, conftest.py): the verbs need only the sandbox handle (exec, files, the port stream)."""
 import os
 import re
 import socket
@@ -10,15 +11,15 @@ import time
 import pytest
 
 import agvisor
-from agvisor import Limits, create_sandbox
+from agvisor import Limits
 from agvisor.desktop import Desktop, make_token
 
 X = {"DISPLAY": ":0"}
 
 
 @pytest.fixture(scope="module")
-def sb():
-    with create_sandbox(gui=True, limits=Limits(cpus=1, memory="1g"), network="none") as box:
+def sb(av):
+    with av.create_sandbox(gui=True, limits=Limits(cpus=1, memory="1g"), network="none") as box:
         yield box
 
 
@@ -90,13 +91,14 @@ def test_desktop_token_names_the_sandbox_and_its_password(sb):
     with pytest.raises(ValueError):
         sb.desktop_token(key, ttl=0)
     # A handle from list_sandboxes() does not know it is a desktop: it asks the sandbox.
-    [listed] = [s for s in agvisor.list_sandboxes() if s.name == sb.name]
+    listed_all = sb.connection.list_sandboxes() if sb.connection else agvisor.list_sandboxes()
+    [listed] = [s for s in listed_all if s.name == sb.name]
     assert agvisor._core.verify_desktop_token(key, listed.desktop_token(key))["password"] == \
         sb.password
 
 
-def test_headless_sandboxes_have_no_desktop():
-    with create_sandbox(limits=Limits(cpus=1, memory="256m"), network="none") as box:
+def test_headless_sandboxes_have_no_desktop(av):
+    with av.create_sandbox(limits=Limits(cpus=1, memory="256m"), network="none") as box:
         with pytest.raises(ValueError, match="not a desktop"):
             box.desktop_token(os.urandom(32))
         with pytest.raises(RuntimeError):

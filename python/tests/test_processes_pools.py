@@ -5,7 +5,8 @@ attaches and gets the kept output replayed, then the live output), signals and k
 agent, with this handle, another client or nobody attached, and while an attach is being refused),
 stdin, timeouts, callback exceptions (propagated, detached, the process runs on), conflicts.
 Pools: acquire hands out ready members as ordinary Sandbox objects, many threads acquire and exec
-at once, stats count it, close removes the members not handed out.
+at once, stats count it, close removes the members not handed out; in process and through
+agvisord (`av.Pool`: the daemon keeps the pool).
 
 Processes wait on FIFOs inside the sandbox, never on sleeps: the test says when they go on.
 The `kube` tests run on the Kubernetes runtime too (conftest.py), where each handle's channel is
@@ -265,8 +266,9 @@ def pool_containers(pool_id):
     return {c["Names"][0].lstrip("/") for c in body}
 
 
-def test_pool_acquire_threads_stats_close():
-    with Pool(limits=Limits(cpus=1, memory="256m"), network="none", size=2) as pool:
+def test_pool_acquire_threads_stats_close(av):
+    with av.Pool(limits=Limits(cpus=1, memory="256m"), network="none", size=2) as pool:
+        assert isinstance(pool, Pool)
         pool.wait_ready(timeout=120)
         s = pool.stats()
         assert isinstance(s, PoolStats)
@@ -313,14 +315,14 @@ def test_pool_acquire_threads_stats_close():
     pool.close()  # idempotent
 
 
-def test_pool_refuses_bad_arguments():
+def test_pool_refuses_bad_arguments(av):
     with pytest.raises(ValueError):
-        Pool(size=0)
+        av.Pool(size=0)
     with pytest.raises(ValueError):
-        Pool(max_age=1)
+        av.Pool(max_age=1)
     with pytest.raises(TypeError):
-        Pool(limits={"cpus": 1})
-    with Pool(limits=Limits(cpus=1, memory="256m"), size=1) as pool:
+        av.Pool(limits={"cpus": 1})
+    with av.Pool(limits=Limits(cpus=1, memory="256m"), size=1) as pool:
         with pytest.raises(ValueError):
             pool.acquire(lifetime=0)
         with pytest.raises(ValueError):

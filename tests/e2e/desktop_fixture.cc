@@ -21,9 +21,9 @@
 #include <string>
 #include <thread>
 
+#include "agvisor/client/desktop.h"
 #include "agvisor/gateway/gateway.h"
 #include "agvisor/gateway/listener.h"
-#include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace {
@@ -114,9 +114,10 @@ int main(int argc, char** argv) {
       std::exit(Fail(r.error()));
     }
   };
-  auto password = desktop::Password(sandbox);
+  auto handle = client::WrapSandbox(std::shared_ptr<Sandbox>(std::shared_ptr<Sandbox>(), &sandbox));
+  auto password = desktop::Password(*handle);
   if (!password.ok()) must(password.error());
-  auto screen = desktop::GetScreenSize(sandbox);
+  auto screen = desktop::GetScreenSize(*handle);
   if (!screen.ok()) must(screen.error());
   ExecOptions as_user;
   as_user.user = std::string(desktop::kDesktopUser);

@@ -3,6 +3,8 @@
 // independent of the server's use of it), against a real dockerd + runsc. Checks the statuses and
 // the required fields that docs/openapi.yaml documents for the main calls, auth failures, a daemon
 // restart with a sandbox alive, and the graceful close of WebSockets at SIGTERM.
+#include "agvisor/client/agvisord.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -22,8 +24,8 @@
 
 #include "agvisor/api/codec.h"
 #include "agvisor/base/subprocess.h"
+#include "agvisor/client/desktop.h"
 #include "agvisor/desktop/token.h"
-#include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "tests/integration/test_env.h"
 
@@ -757,11 +759,29 @@ TEST_F(AgvisordTest, DesktopTokensScreenshotAndInputForDesktopSandboxesOnly) {
   ASSERT_TRUE(payload.ok()) << payload.error().ToString();
   EXPECT_EQ(payload->type, "vnc");
   EXPECT_EQ(payload->vnc.container, "agvisor-" + id);
-  auto sb = Sandbox::Open("agvisor-" + id);
+  // The desktop verbs through client::Agvisord, as the CLI and Python with a server use them:
+  // the password (the files route, bounded), the screen (VNC over the port WebSocket) and input
+  // (exec of xdotool).
+  auto place = client::Agvisord("unix:" + daemon_->socket(), daemon_->token_file());
+  ASSERT_TRUE(place.ok()) << place.error().ToString();
+  auto sb = (*place)->Open("agvisor-" + id);
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   auto password = desktop::Password(**sb);
   ASSERT_TRUE(password.ok()) << password.error().ToString();
   EXPECT_EQ(payload->vnc.password, *password);
+  auto size = desktop::GetScreenSize(**sb);
+  ASSERT_TRUE(size.ok()) << size.error().ToString();
+  EXPECT_EQ(size->width, 1280);
+  EXPECT_EQ(size->height, 800);
+  auto moved = desktop::MouseMove(**sb, 101, 202);
+  ASSERT_TRUE(moved.ok()) << moved.error().ToString();
+  ExecOptions as_user;
+  as_user.env = {"DISPLAY=:0"};
+  as_user.user = "user";
+  as_user.timeout = 30;
+  auto where = (*sb)->Exec({"xdotool", "getmouselocation", "--shell"}, as_user);
+  ASSERT_TRUE(where.ok()) << where.error().ToString();
+  EXPECT_NE(where->out.find("X=101\nY=202\n"), std::string::npos) << where->out << where->err;
   const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();

@@ -244,6 +244,32 @@ TEST_F(CliServerTest, RunAndTheDaemonsErrorsMapToExitCodes) {
   EXPECT_THAT(desk.err, HasSubstr("not through agvisord"));
 }
 
+// `agvisor desktop` through the daemon (one Place for every verb): the password over the files
+// route, the screen over the ports WebSocket (VNC), input over exec. Before issue 34 the CLI
+// refused `desktop` with --server.
+TEST_F(CliServerTest, DesktopVerbsGoThroughTheDaemon) {
+  const std::string label = std::string(kRunLabel) + "=" + RunId();
+  auto c = Agvisor({"create", "--gui", "--network", "none", "--label", label, "--disk", "none",
+                    "--memory", "1g"});
+  ASSERT_EQ(c.status.exit_code, 0) << c.err;
+  const std::string name = c.out.substr(0, c.out.find('\n'));
+  auto pw = Agvisor({"desktop", name, "password"});
+  EXPECT_EQ(pw.status.exit_code, 0) << pw.err;
+  EXPECT_EQ(pw.out.size(), 9u) << pw.out;  // 8 letters and digits, a newline
+  auto size = Agvisor({"desktop", name, "size"});
+  EXPECT_EQ(size.out, "1280x800\n") << size.err;
+  auto shot = Agvisor({"desktop", name, "screenshot", "-"});
+  ASSERT_EQ(shot.status.exit_code, 0) << shot.err;
+  EXPECT_EQ(shot.out.substr(0, 8), "\x89PNG\r\n\x1a\n");
+  ASSERT_EQ(Agvisor({"desktop", name, "move", "101", "202"}).status.exit_code, 0);
+  auto where = Agvisor({"exec", "-u", "user", "--env=DISPLAY=:0", name, "--", "xdotool",
+                        "getmouselocation", "--shell"});
+  EXPECT_THAT(where.out, HasSubstr("X=101\nY=202\n")) << where.err;
+  auto bad = Agvisor({"desktop", name, "key", "Return;", "true"});
+  EXPECT_EQ(bad.status.exit_code, 2) << bad.err;  // invalid_argument, before anything runs
+  EXPECT_EQ(Agvisor({"rm", name}).status.exit_code, 0);
+}
+
 // A sandbox killed in the middle of `cp` out of it: the daemon can only drop the stream it has
 // begun, and the CLI then asks about the sandbox and reports it died (exit 3), not a dropped
 // connection.

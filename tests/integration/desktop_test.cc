@@ -3,7 +3,7 @@
 // the screen, typing into the terminal (ASCII and beyond) runs commands in the sandbox, a paused
 // desktop resumes for a screenshot and its VNC stream (library and `agvisor desktop`), and a
 // named desktop keeps its home.
-#include "agvisor/sandbox/desktop.h"
+#include "agvisor/client/desktop.h"
 
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
@@ -36,6 +36,11 @@
 
 namespace agvisor {
 namespace {
+
+// A client handle on a sandbox this test holds (not owned): the desktop verbs take one.
+std::unique_ptr<client::SandboxHandle> Handle(Sandbox& sb) {
+  return client::WrapSandbox(std::shared_ptr<Sandbox>(std::shared_ptr<Sandbox>(), &sb));
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -187,7 +192,7 @@ TEST_F(DesktopTest, ReadyWithNetworkNone) {
 }
 
 TEST_F(DesktopTest, PasswordIsRandomAndRootOnly) {
-  auto pw = desktop::Password(*sandbox_);
+  auto pw = desktop::Password(*Handle(*sandbox_));
   ASSERT_TRUE(pw.ok()) << pw.error().ToString();
   EXPECT_EQ(pw->size(), 8u);
   EXPECT_NE(*pw, desktop::NewPassword());
@@ -213,13 +218,13 @@ TEST_F(DesktopTest, PasswordIsRandomAndRootOnly) {
 // letters and digits, never prints the rest (a terminal's escape sequence here), and says which
 // file and what to do (docs/security.md, "The host boundary").
 TEST_F(DesktopTest, APasswordFileChangedInsideIsRefusedNotPrinted) {
-  auto pw = desktop::Password(*sandbox_);
+  auto pw = desktop::Password(*Handle(*sandbox_));
   ASSERT_TRUE(pw.ok()) << pw.error().ToString();
   const std::string file = "/run/agvisor/desktop/password";
   // 8 bytes, one of them ESC: a window-title sequence if it reached a terminal.
   const std::string hostile = std::string("a\x1b]2;ow") + '\a';
   ASSERT_TRUE(sandbox_->WriteFile(file, hostile, 0600).ok());
-  auto bad = desktop::Password(*sandbox_);
+  auto bad = desktop::Password(*Handle(*sandbox_));
   auto cli = Cli({"desktop", sandbox_->container_name(), "password"});
   ASSERT_TRUE(sandbox_->WriteFile(file, *pw, 0600).ok());  // put back for the other cases
   ASSERT_FALSE(bad.ok());
@@ -229,11 +234,11 @@ TEST_F(DesktopTest, APasswordFileChangedInsideIsRefusedNotPrinted) {
   EXPECT_EQ(cli.out, "");
   EXPECT_EQ((cli.out + cli.err).find('\x1b'), std::string::npos) << cli.err;
   EXPECT_THAT(cli.err, ::testing::HasSubstr("restart the desktop sandbox"));
-  EXPECT_EQ(*desktop::Password(*sandbox_), *pw);
+  EXPECT_EQ(*desktop::Password(*Handle(*sandbox_)), *pw);
 }
 
 TEST_F(DesktopTest, VncOverTheChannelSpeaksRfb38AndChecksThePassword) {
-  auto pw = desktop::Password(*sandbox_);
+  auto pw = desktop::Password(*Handle(*sandbox_));
   ASSERT_TRUE(pw.ok()) << pw.error().ToString();
   {
     auto port = sandbox_->OpenPort(desktop::kVncPort);
@@ -258,7 +263,7 @@ TEST_F(DesktopTest, VncOverTheChannelSpeaksRfb38AndChecksThePassword) {
 
 TEST_F(DesktopTest, ScreenshotIsAPngOfTheScreenAndNotBlank) {
   auto start = Clock::now();
-  auto png = desktop::Screenshot(*sandbox_);
+  auto png = desktop::Screenshot(*Handle(*sandbox_));
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
   ASSERT_TRUE(png.ok()) << png.error().ToString();
   std::printf("screenshot: %zu bytes of PNG in %lld ms\n", png->size(), static_cast<long long>(ms));
@@ -304,14 +309,14 @@ TEST_F(DesktopTest, APausedDesktopResumesForAScreenshotAndItsVncStream) {
   auto ms_since = [](Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   };
-  const auto pw = desktop::Password(sb);
+  const auto pw = desktop::Password(*Handle(sb));
   ASSERT_TRUE(pw.ok()) << pw.error().ToString();
 
   // The library, paused by this process: a screenshot, then a VNC stream (password known).
   ASSERT_TRUE(sb.Pause().ok());
   ASSERT_EQ(docker_state(), "paused");
   auto t0 = Clock::now();
-  auto png = desktop::Screenshot(sb);
+  auto png = desktop::Screenshot(*Handle(sb));
   ASSERT_TRUE(png.ok()) << png.error().ToString();
   EXPECT_EQ(screen_of(*png), "1280x800");
   std::printf("paused desktop, library screenshot: %.0f ms\n", ms_since(t0));
@@ -421,15 +426,16 @@ std::string WaitForFile(Sandbox& sb, const std::string& path, const std::string&
 TEST_F(DesktopTest, TypingIntoTheTerminalRunsACommand) {
   FocusTerminal(*sandbox_);
   if (HasFatalFailure()) return;
-  ASSERT_TRUE(desktop::TypeText(*sandbox_, "echo typed-$((6*7)) > /tmp/typed").ok());
-  ASSERT_TRUE(desktop::Key(*sandbox_, "Return").ok());
+  ASSERT_TRUE(desktop::TypeText(*Handle(*sandbox_), "echo typed-$((6*7)) > /tmp/typed").ok());
+  ASSERT_TRUE(desktop::Key(*Handle(*sandbox_), "Return").ok());
   EXPECT_EQ(WaitForFile(*sandbox_, "/tmp/typed", "typed-42\n"), "typed-42\n")
       << "the typed command did not run";
   // The shell has the terminal as its controlling tty: Ctrl-C interrupts a command.
-  ASSERT_TRUE(desktop::TypeText(*sandbox_, "sleep 60; echo not-interrupted > /tmp/int\n").ok());
+  ASSERT_TRUE(
+      desktop::TypeText(*Handle(*sandbox_), "sleep 60; echo not-interrupted > /tmp/int\n").ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  ASSERT_TRUE(desktop::Key(*sandbox_, "ctrl+c").ok());
-  ASSERT_TRUE(desktop::TypeText(*sandbox_, "echo status-$? > /tmp/int\n").ok());
+  ASSERT_TRUE(desktop::Key(*Handle(*sandbox_), "ctrl+c").ok());
+  ASSERT_TRUE(desktop::TypeText(*Handle(*sandbox_), "echo status-$? > /tmp/int\n").ok());
   EXPECT_EQ(WaitForFile(*sandbox_, "/tmp/int", "status-130\n"), "status-130\n");
 }
 
@@ -442,7 +448,8 @@ TEST_F(DesktopTest, TypingTextBeyondAsciiReachesTheWindow) {
   const std::string second = "μνξοπρστυφχψω ßçñ";
   for (const std::string& text : {first, second}) {
     auto start = Clock::now();
-    auto typed = desktop::TypeText(*sandbox_, "printf '%s\\n' '" + text + "' > /tmp/utf8\n");
+    auto typed =
+        desktop::TypeText(*Handle(*sandbox_), "printf '%s\\n' '" + text + "' > /tmp/utf8\n");
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     ASSERT_TRUE(typed.ok()) << typed.error().ToString();
     std::printf("typed %zu bytes of UTF-8 in %.2f s\n", text.size(), seconds);
@@ -452,7 +459,8 @@ TEST_F(DesktopTest, TypingTextBeyondAsciiReachesTheWindow) {
   ASSERT_TRUE(log.ok());
   EXPECT_EQ(log->find("Failure adding new keysym"), std::string::npos);
   // Invalid UTF-8 is refused before anything is typed.
-  EXPECT_EQ(desktop::TypeText(*sandbox_, "ab\xc3").error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(desktop::TypeText(*Handle(*sandbox_), "ab\xc3").error().code(),
+            ErrorCode::kInvalidArgument);
 }
 
 TEST_F(DesktopTest, ThePanelsLauncherStartsATerminal) {
@@ -473,7 +481,7 @@ TEST_F(DesktopTest, ThePanelsLauncherStartsATerminal) {
   const std::string before = count();
   // The panel (the image's layout: applications menu, then the terminal's launcher) is 30 px
   // high along the top; the terminal's icon is at about x = 124.
-  ASSERT_TRUE(desktop::Click(*sandbox_, 124, 14).ok());
+  ASSERT_TRUE(desktop::Click(*Handle(*sandbox_), 124, 14).ok());
   std::string after;
   EXPECT_TRUE(testing::WaitFor(
       [&] {
@@ -485,21 +493,23 @@ TEST_F(DesktopTest, ThePanelsLauncherStartsATerminal) {
 }
 
 TEST_F(DesktopTest, MouseMovesClicksDragsAndScrolls) {
-  ASSERT_TRUE(desktop::MouseMove(*sandbox_, 321, 234).ok());
+  ASSERT_TRUE(desktop::MouseMove(*Handle(*sandbox_), 321, 234).ok());
   EXPECT_EQ(AsUser(*sandbox_, "xdotool getmouselocation --shell | head -2 | tr '\\n' ' '"),
             "X=321 Y=234 ");
-  auto click = desktop::Click(*sandbox_, 640, 400, desktop::MouseButton::kLeft, 2);
+  auto click = desktop::Click(*Handle(*sandbox_), 640, 400, desktop::MouseButton::kLeft, 2);
   EXPECT_TRUE(click.ok()) << click.error().ToString();
-  auto drag = desktop::Drag(*sandbox_, 600, 500, 700, 550);
+  auto drag = desktop::Drag(*Handle(*sandbox_), 600, 500, 700, 550);
   EXPECT_TRUE(drag.ok()) << drag.error().ToString();
   EXPECT_EQ(AsUser(*sandbox_, "xdotool getmouselocation --shell | head -2 | tr '\\n' ' '"),
             "X=700 Y=550 ");
-  auto scroll = desktop::Scroll(*sandbox_, 640, 400, 3);
+  auto scroll = desktop::Scroll(*Handle(*sandbox_), 640, 400, 3);
   EXPECT_TRUE(scroll.ok()) << scroll.error().ToString();
   // Bad input is refused before anything runs.
-  EXPECT_EQ(desktop::MouseMove(*sandbox_, -1, 5).error().code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(desktop::Key(*sandbox_, "--help").error().code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(desktop::Scroll(*sandbox_, 1, 1, 0, 0).error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(desktop::MouseMove(*Handle(*sandbox_), -1, 5).error().code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(desktop::Key(*Handle(*sandbox_), "--help").error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(desktop::Scroll(*Handle(*sandbox_), 1, 1, 0, 0).error().code(),
+            ErrorCode::kInvalidArgument);
 }
 
 TEST(DesktopSpecTest, TooLittleMemoryIsRefused) {
@@ -520,13 +530,13 @@ TEST(NamedDesktopTest, HomeIsKeptAcrossStopAndStart) {
   ASSERT_TRUE(w.ok()) << w.error().ToString();
   EXPECT_EQ(w->exit_code, 0) << w->err;
   EXPECT_EQ(w->out, "user\n/workspace\n");
-  auto pw1 = desktop::Password(**first);
+  auto pw1 = desktop::Password(*Handle(**first));
   ASSERT_TRUE(pw1.ok());
   // Re-attaching to the running desktop reads the same password back.
   auto again = Sandbox::Create(DesktopSpec("home"));
   ASSERT_TRUE(again.ok()) << again.error().ToString();
   EXPECT_TRUE((*again)->resumed());
-  EXPECT_EQ(*desktop::Password(**again), *pw1);
+  EXPECT_EQ(*desktop::Password(*Handle(**again)), *pw1);
   ASSERT_TRUE((*first)->Stop().ok());
 
   auto second = Sandbox::Create(DesktopSpec("home"));
@@ -535,7 +545,7 @@ TEST(NamedDesktopTest, HomeIsKeptAcrossStopAndStart) {
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->out, "kept\nuser\nuser\n") << r->err;
   // A new container, a new password.
-  auto pw2 = desktop::Password(**second);
+  auto pw2 = desktop::Password(*Handle(**second));
   ASSERT_TRUE(pw2.ok());
   EXPECT_NE(*pw2, *pw1);
   EXPECT_TRUE((*second)->Delete().ok());

@@ -262,6 +262,12 @@ TEST(KubeRuntimeTest, Refusals) {
   ASSERT_FALSE(fork.ok());
   EXPECT_EQ(fork.error().code(), ErrorCode::kUnsupported);
   EXPECT_THAT(fork.error().message(), ::testing::HasSubstr("makes no images"));
+  auto info = (*sb)->Info();
+  ASSERT_TRUE(info.ok()) << info.error().ToString();
+  auto stats = (*RuntimeFor(kHost))->Stats(info->container_id);  // `agvisor top`, the metrics route
+  ASSERT_FALSE(stats.ok());
+  EXPECT_EQ(stats.error().code(), ErrorCode::kUnsupported);
+  EXPECT_THAT(stats.error().message(), ::testing::HasSubstr("metrics.k8s.io"));
   EXPECT_EQ((*sb)->ExecShell("echo alive")->out, "alive\n");
 
   // An exec the container runtime cannot start: kubelet (and the double) answer with a Failure

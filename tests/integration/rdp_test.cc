@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "agvisor/base/subprocess.h"
-#include "agvisor/sandbox/desktop.h"
+#include "agvisor/client/desktop.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "tests/integration/kube_double.h"
@@ -27,6 +27,11 @@
 
 namespace agvisor {
 namespace {
+
+// A client handle on a sandbox this test holds (not owned): the desktop verbs take one.
+std::unique_ptr<client::SandboxHandle> Handle(Sandbox& sb) {
+  return client::WrapSandbox(std::shared_ptr<Sandbox>(std::shared_ptr<Sandbox>(), &sb));
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -203,7 +208,7 @@ class RdpTest : public ::testing::Test {
     std::optional<Rgb> inside;
     ASSERT_TRUE(testing::WaitFor(
         [&] {
-          auto img = desktop::CaptureScreen(*sandbox_);
+          auto img = desktop::CaptureScreen(*Handle(*sandbox_));
           if (!img.ok() || img->width != kWidth || img->height != kHeight) return false;
           inside = FromRgb(*img);
           return Filled(*inside, kColour);
@@ -264,7 +269,7 @@ class RdpTest : public ::testing::Test {
     password_ = std::string(o.at("password").as_string());
     EXPECT_EQ(o.at("user").as_string(), "user");
     EXPECT_EQ(std::string(o.at("url").as_string()), "rdp://127.0.0.1:" + std::to_string(port_));
-    auto pw = desktop::Password(*sandbox_);
+    auto pw = desktop::Password(*Handle(*sandbox_));
     ASSERT_TRUE(pw.ok()) << pw.error().ToString();
     EXPECT_EQ(password_, *pw);
   }
@@ -290,7 +295,7 @@ class RdpTest : public ::testing::Test {
     } else {
       out += *st ? "ended, " + (*st)->ToString() : std::string("running");
     }
-    auto inside = desktop::CaptureScreen(*sandbox_);
+    auto inside = desktop::CaptureScreen(*Handle(*sandbox_));
     out += "\n  inside, VNC's capture: ";
     if (!inside.ok()) {
       out += inside.error().ToString();
@@ -299,7 +304,7 @@ class RdpTest : public ::testing::Test {
       out += std::to_string(rgb.w) + "x" + std::to_string(rgb.h) +
              ", filled with the colour: " + (Filled(rgb, kColour) ? "yes" : "no");
     }
-    if (auto png = desktop::Screenshot(*sandbox_); png.ok()) {
+    if (auto png = desktop::Screenshot(*Handle(*sandbox_)); png.ok()) {
       const std::string path =
           "/tmp/agvisor-rdp-test-inside-" + std::to_string(::getpid()) + ".png";
       std::ofstream(path, std::ios::binary) << *png;

@@ -428,10 +428,10 @@ Result<void> ParseSpecFields(const json::object& o, SandboxSpec& s) {
 
 Result<CreateRequest> ParseCreateRequest(std::string_view body) {
   auto o = AGVISOR_TRY(ParseObject(body, "create sandbox"));
-  AGVISOR_RETURN_IF_ERROR(
-      OnlyKnown(o, "create sandbox",
-                {"image", "gui", "limits", "network", "lifetime", "idle_ttl", "idle_action", "name",
-                 "runtime", "labels", "pool", "egress", "warm_shells", "platform"}));
+  AGVISOR_RETURN_IF_ERROR(OnlyKnown(
+      o, "create sandbox",
+      {"image", "gui", "limits", "network", "lifetime", "idle_ttl", "idle_action", "name",
+       "runtime", "labels", "pool", "egress", "warm_shells", "platform", "wait", "cold_create"}));
   CreateRequest req;
   SandboxSpec& s = req.spec;
   AGVISOR_RETURN_IF_ERROR(ParseSpecFields(o, s));
@@ -452,15 +452,32 @@ Result<CreateRequest> ParseCreateRequest(std::string_view body) {
   }
   if (req.pool) {
     for (const auto& kv : o) {
-      if (kv.key() != "pool" && kv.key() != "lifetime" && kv.key() != "idle_ttl") {
+      if (kv.key() != "pool" && kv.key() != "lifetime" && kv.key() != "idle_ttl" &&
+          kv.key() != "wait" && kv.key() != "cold_create") {
         return Bad("pool",
-                   "a sandbox from a pool has the pool's specification: only "
-                   "\"lifetime\" and \"idle_ttl\" may come with \"pool\" (got \"" +
+                   "a sandbox from a pool has the pool's specification: only \"lifetime\", "
+                   "\"idle_ttl\", \"wait\" and \"cold_create\" may come with \"pool\" (got \"" +
                        std::string(kv.key()) + "\")");
       }
     }
+    if (auto* v = o.if_contains("wait"); v && !v->is_null()) {
+      const double wait = AGVISOR_TRY(GetNumber(*v, "wait"));
+      if (!(wait >= 0 && wait <= 3600)) return Bad("wait", "must be 0..3600 seconds");
+      req.pool_wait = std::chrono::milliseconds(static_cast<std::int64_t>(wait * 1000));
+    }
+    if (auto* v = o.if_contains("cold_create")) {
+      req.pool_cold_create = AGVISOR_TRY(GetBool(*v, "cold_create"));
+    }
+  } else if (o.contains("wait") || o.contains("cold_create")) {
+    return Bad("pool", "\"wait\" and \"cold_create\" come only with \"pool\"");
   }
   return req;
+}
+
+Result<void> ValidatePoolName(std::string_view name) {
+  if (ValidateName(name).ok()) return Ok();
+  return Bad("name", "pool name '" + SanitizeUtf8(name) +
+                         "' is invalid ([A-Za-z0-9][A-Za-z0-9_.-]*, at most 63 characters)");
 }
 
 Result<CreatePoolRequest> ParseCreatePoolRequest(std::string_view body) {
@@ -473,11 +490,7 @@ Result<CreatePoolRequest> ParseCreatePoolRequest(std::string_view body) {
   const json::value* name = o.if_contains("name");
   if (!name) return Bad("name", "missing: a pool needs a name (creates then say {\"pool\": name})");
   r.name = AGVISOR_TRY(GetString(*name, "name"));
-  if (auto v = ValidateName(r.name); !v.ok()) {
-    return Bad("name", "'" + SanitizeUtf8(r.name) +
-                           "' is invalid ([A-Za-z0-9][A-Za-z0-9_.-]*, at "
-                           "most 63 characters)");
-  }
+  AGVISOR_RETURN_IF_ERROR(ValidatePoolName(r.name));
   AGVISOR_RETURN_IF_ERROR(ParseSpecFields(o, r.options.spec));
   if (auto* v = o.if_contains("size")) {
     r.options.size =
@@ -566,6 +579,7 @@ json::object SandboxObject(const SandboxView& v) {
   o["exit_code"] = v.info.exit_code;
   if (!v.info.platform.empty()) o["platform"] = v.info.platform;
   o["created"] = v.info.created_unix > 0 ? json::value(v.info.created_unix) : json::value(nullptr);
+  if (v.info.idle_ttl) o["idle_ttl"] = *v.info.idle_ttl;
   json::object limits;
   if (!v.info.cpus.empty()) limits["cpus"] = v.info.cpus;
   if (!v.info.memory.empty()) limits["memory"] = v.info.memory;
@@ -854,8 +868,7 @@ std::string FileListJson(std::string_view path, const std::vector<FileEntry>& en
 
 // ---- Metrics ----
 
-std::string MetricsJson(std::string_view id, const docker::ContainerStats& s,
-                        const EgressTraffic* egress) {
+std::string MetricsJson(std::string_view id, const SandboxStats& s, const EgressTraffic* egress) {
   json::object o;
   o["id"] = id;
   o["read"] = s.read;
@@ -1071,6 +1084,9 @@ Result<SandboxView> SandboxFromObject(const json::object& o, std::string_view bo
   v.info.exit_code = static_cast<int>(IntOr(o, "exit_code"));
   v.info.platform = StringOr(o, "platform");
   v.info.created_unix = IntOr(o, "created");
+  if (const json::value* t = o.if_contains("idle_ttl"); t && t->is_int64()) {
+    v.info.idle_ttl = t->as_int64();
+  }
   if (const json::value* l = o.if_contains("limits"); l && l->is_object()) {
     v.info.cpus = StringOr(l->as_object(), "cpus");
     v.info.memory = StringOr(l->as_object(), "memory");
@@ -1111,7 +1127,8 @@ json::object EgressRulesObject(const egress::EgressRules& r) {
 }
 }  // namespace
 
-std::string CreateRequestJson(const SandboxSpec& spec) {
+namespace {
+json::object SpecObject(const SandboxSpec& spec) {
   json::object limits;
   limits["cpus"] = spec.limits.cpus;
   limits["memory"] = spec.limits.memory;
@@ -1136,7 +1153,82 @@ std::string CreateRequestJson(const SandboxSpec& spec) {
   if (spec.egress) o["egress"] = EgressRulesObject(*spec.egress);
   if (spec.warm_shells != kDefaultWarmShells) o["warm_shells"] = spec.warm_shells;
   if (!spec.platform.empty()) o["platform"] = spec.platform;
+  return o;
+}
+
+// The array `key` of a reply, each element an object made into a T by `from_object`.
+template <typename T>
+Result<std::vector<T>> ParseListReply(std::string_view body, std::string_view what,
+                                      std::string_view key,
+                                      Result<T> (*from_object)(const json::object&,
+                                                               std::string_view)) {
+  auto o = AGVISOR_TRY(ParseReply(body, what));
+  const json::value* a = o.if_contains(key);
+  if (!a || !a->is_array()) return Malformed(what, body);
+  std::vector<T> out;
+  for (const auto& e : a->as_array()) {
+    if (!e.is_object()) return Malformed(what, body);
+    out.push_back(AGVISOR_TRY(from_object(e.as_object(), body)));
+  }
+  return out;
+}
+
+PoolStats PoolStatsFromObject(const json::object& o) {
+  PoolStats s;
+  s.ready = static_cast<int>(IntOr(o, "ready"));
+  s.starting = static_cast<int>(IntOr(o, "starting"));
+  s.acquired = static_cast<std::uint64_t>(IntOr(o, "acquired"));
+  s.cold = static_cast<std::uint64_t>(IntOr(o, "cold"));
+  s.started = static_cast<std::uint64_t>(IntOr(o, "started"));
+  s.start_failures = static_cast<std::uint64_t>(IntOr(o, "start_failures"));
+  s.recycled = static_cast<std::uint64_t>(IntOr(o, "recycled"));
+  s.discarded = static_cast<std::uint64_t>(IntOr(o, "discarded"));
+  s.last_error = StringOr(o, "last_error");
+  return s;
+}
+
+Result<PoolView> PoolFromObject(const json::object& o, std::string_view body) {
+  if (!o.contains("name") || !o.contains("id")) return Malformed("pool", body);
+  PoolView v{.name = StringOr(o, "name"), .id = StringOr(o, "id")};
+  v.options.size = static_cast<int>(IntOr(o, "size"));
+  v.options.max_age = std::chrono::seconds(IntOr(o, "max_age"));
+  v.options.spec.image = StringOr(o, "image");
+  v.options.spec.platform = StringOr(o, "platform");
+  if (const json::value* st = o.if_contains("stats"); st && st->is_object()) {
+    v.stats = PoolStatsFromObject(st->as_object());
+  }
+  return v;
+}
+}  // namespace
+
+std::string CreateRequestJson(const SandboxSpec& spec) { return Serialize(SpecObject(spec)); }
+
+std::string AcquireRequestJson(std::string_view name, const AcquireOptions& options) {
+  json::object o;
+  o["pool"] = name;
+  if (options.lifetime) o["lifetime"] = *options.lifetime;
+  if (options.idle_ttl) o["idle_ttl"] = *options.idle_ttl;
+  if (options.wait.count() > 0) o["wait"] = static_cast<double>(options.wait.count()) / 1000;
+  if (!options.cold_create) o["cold_create"] = false;
   return Serialize(o);
+}
+
+std::string CreatePoolRequestJson(std::string_view name, const PoolOptions& options) {
+  json::object o = SpecObject(options.spec);
+  o["name"] = name;
+  o["size"] = options.size;
+  o["max_age"] = options.max_age.count();
+  o["fill_parallelism"] = options.fill_parallelism;
+  return Serialize(o);
+}
+
+Result<PoolView> ParsePoolJson(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseReply(body, "pool"));
+  return PoolFromObject(o, body);
+}
+
+Result<std::vector<PoolView>> ParsePoolListJson(std::string_view body) {
+  return ParseListReply(body, "pool list", "pools", PoolFromObject);
 }
 
 Result<SandboxView> ParseSandboxJson(std::string_view body) {
@@ -1145,15 +1237,7 @@ Result<SandboxView> ParseSandboxJson(std::string_view body) {
 }
 
 Result<std::vector<SandboxView>> ParseSandboxListJson(std::string_view body) {
-  auto o = AGVISOR_TRY(ParseReply(body, "sandbox list"));
-  const json::value* a = o.if_contains("sandboxes");
-  if (!a || !a->is_array()) return Malformed("sandbox list", body);
-  std::vector<SandboxView> out;
-  for (const auto& e : a->as_array()) {
-    if (!e.is_object()) return Malformed("sandbox list", body);
-    out.push_back(AGVISOR_TRY(SandboxFromObject(e.as_object(), body)));
-  }
-  return out;
+  return ParseListReply(body, "sandbox list", "sandboxes", SandboxFromObject);
 }
 
 Result<std::vector<ProcessInfo>> ParseProcessListJson(std::string_view body) {
@@ -1256,10 +1340,10 @@ Result<std::uint32_t> ParsePidJson(std::string_view body) {
   return static_cast<std::uint32_t>(pid);
 }
 
-Result<docker::ContainerStats> ParseMetricsJson(std::string_view body) {
+Result<SandboxStats> ParseMetricsJson(std::string_view body) {
   auto o = AGVISOR_TRY(ParseReply(body, "metrics"));
   if (!o.contains("memory_bytes")) return Malformed("metrics", body);
-  docker::ContainerStats s;
+  SandboxStats s;
   s.read = StringOr(o, "read");
   if (const json::value* c = o.if_contains("cpu_percent")) {
     auto n = GetNumber(*c, "cpu_percent");

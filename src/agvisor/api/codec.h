@@ -8,6 +8,7 @@
 // wrong and what is accepted.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -16,10 +17,10 @@
 #include <vector>
 
 #include "agvisor/base/error.h"
-#include "agvisor/docker/types.h"
 #include "agvisor/egress/decision_log.h"
 #include "agvisor/egress/policy.h"
 #include "agvisor/sandbox/pool.h"
+#include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
 
@@ -59,10 +60,15 @@ Result<std::string> ContainerNameForId(std::string_view id);
 struct CreateRequest {
   SandboxSpec spec;                 // host is the daemon's; never taken from the request
   std::optional<std::string> pool;  // take a warm sandbox from this pool
+  // With `pool` (Pool::Acquire's AcquireOptions): how long to wait for a member being started
+  // when none is ready, and whether a cold create may follow.
+  std::chrono::milliseconds pool_wait{0};
+  bool pool_cold_create = true;
 };
 // {"image", "gui", "limits": {"cpus", "memory", "pids", "shm", "disk"}, "network", "lifetime",
 //  "idle_ttl", "name", "runtime", "labels": {k: v}, "pool"}; every field optional, unknown
-// fields refused. The spec is not validated here (Sandbox::Create does that).
+// fields refused. With "pool" only "lifetime", "idle_ttl", "wait" (seconds >= 0) and
+// "cold_create" (bool) may come. The spec is not validated here (Sandbox::Create does that).
 Result<CreateRequest> ParseCreateRequest(std::string_view body);
 
 // What the API says about one sandbox.
@@ -142,6 +148,9 @@ std::string FileEntryJson(const FileEntry& e);
 std::string FileListJson(std::string_view path, const std::vector<FileEntry>& entries);
 
 // ---- Pools ----
+// A pool's name in the API and in a client::Place: [A-Za-z0-9][A-Za-z0-9_.-]*, at most 63
+// characters. Errors: kInvalidArgument naming the name and the rule.
+Result<void> ValidatePoolName(std::string_view name);
 struct CreatePoolRequest {
   std::string name;  // the pool's name in the API ([A-Za-z0-9][A-Za-z0-9_.-]*)
   PoolOptions options;
@@ -180,6 +189,14 @@ void ForEachPoolStat(const PoolStats& s, Fn&& fn) {
   fn("last_error", s.last_error);
 }
 std::string PoolListJson(const std::vector<std::pair<std::string, const Pool*>>& pools);
+// A pool as the API describes it (PoolJson): what a client reads back. options has the size,
+// max_age, image and platform the daemon reports.
+struct PoolView {
+  std::string name;
+  std::string id;
+  PoolOptions options;
+  PoolStats stats;
+};
 
 // ---- Metrics ----
 // A sandbox's traffic through its egress enforcer (the metrics route's "egress").
@@ -192,7 +209,7 @@ struct EgressTraffic {
 // {"id", "read", "cpu_percent", "online_cpus", "memory_bytes", "memory_limit_bytes", "pids",
 //  "pids_limit"} and, when `egress` is given (a sandbox with a policy), "egress": {"allowed",
 //  "denied", "bytes_up", "bytes_down", "open_connections"}.
-std::string MetricsJson(std::string_view id, const docker::ContainerStats& s,
+std::string MetricsJson(std::string_view id, const SandboxStats& s,
                         const EgressTraffic* egress = nullptr);
 
 // ---- Query parameters ----
@@ -268,6 +285,13 @@ Result<ForkView> ParseForkResultJson(std::string_view body);
 // ---- The client's side (client/agvisord_api.h) ----
 // The body of POST /v1/sandboxes for `spec` (its host is not sent: the daemon has its own).
 std::string CreateRequestJson(const SandboxSpec& spec);
+// The body of POST /v1/sandboxes taking a member of pool `name` with `options`' deadlines.
+std::string AcquireRequestJson(std::string_view name, const AcquireOptions& options);
+// The body of POST /v1/pools.
+std::string CreatePoolRequestJson(std::string_view name, const PoolOptions& options);
+// A Pool object / the {"pools": [...]} list. Errors: kInternal (not the documented shape).
+Result<PoolView> ParsePoolJson(std::string_view body);
+Result<std::vector<PoolView>> ParsePoolListJson(std::string_view body);
 
 // ---- Egress (GET/PUT /v1/sandboxes/{id}/egress) ----
 // A sandbox's egress policy as its enforcer serves it, and its recent decisions.
@@ -304,7 +328,7 @@ std::string StartProcessRequestJson(const std::vector<std::string>& argv,
 // {"pid": N}. Errors: kInternal.
 Result<std::uint32_t> ParsePidJson(std::string_view body);
 // A Metrics object. Errors: kInternal.
-Result<docker::ContainerStats> ParseMetricsJson(std::string_view body);
+Result<SandboxStats> ParseMetricsJson(std::string_view body);
 // The first message of an exec WebSocket (timeout 0 = none).
 std::string WsExecRequestJson(const std::vector<std::string>& argv, const ProcessOptions& options);
 // A control message to the server: {"type":"eof"} | resize | signal.

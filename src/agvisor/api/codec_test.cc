@@ -386,8 +386,65 @@ TEST(CodecTest, ParseCreatePoolRequest) {
   EXPECT_TRUE(ParseCreateRequest(R"({"pool":"p","lifetime":60,"idle_ttl":10})").ok());
 }
 
+// The client's pool requests (client::Agvisord) read back as the daemon parses them, and a pool
+// list as the daemon writes it.
+TEST(CodecTest, PoolRequestsAndAnswersRoundTrip) {
+  PoolOptions o;
+  o.spec.image = "i";
+  o.spec.limits.memory = "1g";
+  o.spec.platform = "ptrace";
+  o.size = 3;
+  o.max_age = std::chrono::seconds(60);
+  o.fill_parallelism = 2;
+  auto pr = ParseCreatePoolRequest(CreatePoolRequestJson("warm", o));
+  ASSERT_TRUE(pr.ok()) << pr.error().ToString();
+  EXPECT_EQ(pr->name, "warm");
+  EXPECT_EQ(pr->options.size, 3);
+  EXPECT_EQ(pr->options.max_age.count(), 60);
+  EXPECT_EQ(pr->options.fill_parallelism, 2);
+  EXPECT_EQ(pr->options.spec.image, "i");
+  EXPECT_EQ(pr->options.spec.limits.memory, "1g");
+  EXPECT_EQ(pr->options.spec.platform, "ptrace");
+
+  auto cr = ParseCreateRequest(AcquireRequestJson("warm", {.lifetime = 60,
+                                                           .idle_ttl = 10,
+                                                           .wait = std::chrono::milliseconds(1500),
+                                                           .cold_create = false}));
+  ASSERT_TRUE(cr.ok()) << cr.error().ToString();
+  EXPECT_EQ(cr->pool, "warm");
+  EXPECT_EQ(cr->spec.lifetime, 60);
+  EXPECT_EQ(cr->spec.idle_ttl, 10);
+  EXPECT_EQ(cr->pool_wait.count(), 1500);
+  EXPECT_FALSE(cr->pool_cold_create);
+  auto plain = ParseCreateRequest(AcquireRequestJson("warm", {}));
+  ASSERT_TRUE(plain.ok()) << plain.error().ToString();
+  EXPECT_EQ(plain->pool_wait.count(), 0);
+  EXPECT_TRUE(plain->pool_cold_create);
+  EXPECT_FALSE(ParseCreateRequest(R"({"wait":1})").ok());  // only with a pool
+  EXPECT_FALSE(ParseCreateRequest(R"({"pool":"p","wait":-1})").ok());
+  EXPECT_FALSE(ParseCreateRequest(R"({"pool":"p","cold_create":"no"})").ok());
+
+  auto list = ParsePoolListJson(
+      R"({"pools":[{"name":"warm","id":"abc","size":3,"max_age":60,"image":"i",)"
+      R"("platform":"ptrace","stats":{"ready":2,"starting":1,"acquired":5,"cold":1,)"
+      R"("started":7,"start_failures":1,"recycled":0,"discarded":0,"last_error":"x"}}]})");
+  ASSERT_TRUE(list.ok()) << list.error().ToString();
+  ASSERT_EQ(list->size(), 1u);
+  const PoolView& v = list->front();
+  EXPECT_EQ(v.name, "warm");
+  EXPECT_EQ(v.id, "abc");
+  EXPECT_EQ(v.options.size, 3);
+  EXPECT_EQ(v.stats.ready, 2);
+  EXPECT_EQ(v.stats.acquired, 5u);
+  EXPECT_EQ(v.stats.start_failures, 1u);
+  EXPECT_EQ(v.stats.last_error, "x");
+  EXPECT_FALSE(ParsePoolListJson(R"({"pools":[{"id":"abc"}]})").ok());  // no name
+  EXPECT_FALSE(ValidatePoolName("a/b").ok());
+  EXPECT_TRUE(ValidatePoolName("py-0123abcd").ok());
+}
+
 TEST(CodecTest, MetricsJson) {
-  docker::ContainerStats s;
+  SandboxStats s;
   s.cpu_percent = 12.3456;
   s.memory_bytes = 1000;
   s.memory_limit_bytes = 4000;
@@ -535,7 +592,7 @@ TEST(CodecTest, ClientParsesServerAnswers) {
   ASSERT_FALSE(not_bool.ok());
   EXPECT_EQ(not_bool.error().code(), ErrorCode::kInvalidArgument);
 
-  docker::ContainerStats st;
+  SandboxStats st;
   st.cpu_percent = 50.5;
   st.memory_bytes = 1 << 20;
   st.memory_limit_bytes = 512 << 20;

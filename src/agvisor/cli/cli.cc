@@ -316,7 +316,7 @@ int RunCli(int argc, char** argv) {
   app.parse_complete_callback([&] {
     g.host_flag = app.count("--host") > 0;
     if (g.server.empty()) return;
-    for (const char* local_only : {"desktop", "image", "doctor", "network"}) {
+    for (const char* local_only : {"image", "doctor", "network"}) {
       if (app.got_subcommand(local_only)) {
         throw CLI::ValidationError(
             "--server", std::string("`agvisor ") + local_only +

@@ -13,8 +13,7 @@
 #include <thread>
 
 #include "agvisor/cli/common.h"
-#include "agvisor/sandbox/desktop.h"
-#include "agvisor/sandbox/sandbox.h"
+#include "agvisor/client/desktop.h"
 
 namespace agvisor::cli {
 namespace {
@@ -26,7 +25,7 @@ int Fail(const Error& e) { return ReportError(e); }
 // interrupted. The password is the same for both: xrdp passes the RDP client's on to Xvnc.
 // The suggested xfreerdp line turns clipboard redirection off (`-clipboard`) unless `clipboard`:
 // with it on, the sandbox reads what the user copies on the host and fills the host's clipboard.
-int Serve(Sandbox& sb, int port, bool rdp, bool clipboard, bool json) {
+int Serve(SandboxHandle& sb, int port, bool rdp, bool clipboard, bool json) {
   auto password = desktop::Password(sb);
   if (!password.ok()) return Fail(password.error());
   if (port < 0 || port > 65535) {
@@ -75,25 +74,15 @@ int Serve(Sandbox& sb, int port, bool rdp, bool clipboard, bool json) {
       if (ps.error().code() == ErrorCode::kSandboxDied) return ExitCodeFor(ps.error());
       continue;
     }
-    std::thread(RelayPortConnection,
-                std::shared_ptr<ByteStream>(client::WrapPortStream(std::move(*ps))), c)
-        .detach();
+    std::thread(RelayPortConnection, std::shared_ptr<ByteStream>(std::move(*ps)), c).detach();
   }
 }
 
-// The named sandbox, opened by the library on the Docker host (desktop verbs are the library's;
-// `desktop` is refused with --server), not through GlobalOptions::OpenSandbox: so --no-resume is
-// applied here, as the client layer applies it to the other commands.
-Result<std::unique_ptr<Sandbox>> OpenDesktop(const GlobalOptions& g, const std::string& name) {
-  auto sb = AGVISOR_TRY(Sandbox::Open(ResolveContainerName(name), g.host));
-  sb->set_auto_resume(!g.no_resume);
-  return sb;
-}
-
-// Opens the named sandbox and runs `fn` on it; reports errors.
-int WithSandbox(const GlobalOptions& g, const std::string& name,
-                const std::function<Result<void>(Sandbox&)>& fn) {
-  auto sb = OpenDesktop(g, name);
+// Opens the named sandbox where this run's sandboxes live (in process or through agvisord) and
+// runs `fn` on it; reports errors.
+int WithSandbox(GlobalOptions& g, const std::string& name,
+                const std::function<Result<void>(SandboxHandle&)>& fn) {
+  auto sb = g.OpenSandbox(name);
   if (!sb.ok()) return Fail(sb.error());
   auto r = fn(**sb);
   return r.ok() ? kExitOk : Fail(r.error());
@@ -125,7 +114,7 @@ void AddDesktop(CLI::App& app, GlobalOptions& g, int* exit_code) {
       ->needs("--rdp");
   cmd->callback([&g, exit_code, cmd, name, port, rdp, clipboard] {
     if (!cmd->get_subcommands().empty()) return;  // an action ran
-    auto sb = OpenDesktop(g, *name);
+    auto sb = g.OpenSandbox(*name);
     if (!sb.ok()) {
       *exit_code = Fail(sb.error());
       return;
@@ -133,12 +122,12 @@ void AddDesktop(CLI::App& app, GlobalOptions& g, int* exit_code) {
     *exit_code = Serve(**sb, *port, *rdp, *clipboard, g.json);
   });
   // Actions run in their own callbacks, after the parent's positional is parsed.
-  auto run = [&g, exit_code, name](std::function<Result<void>(Sandbox&)> fn) {
+  auto run = [&g, exit_code, name](std::function<Result<void>(SandboxHandle&)> fn) {
     *exit_code = WithSandbox(g, *name, fn);
   };
 
   cmd->add_subcommand("password", "print the VNC password")->callback([run, &g] {
-    run([&g](Sandbox& sb) -> Result<void> {
+    run([&g](SandboxHandle& sb) -> Result<void> {
       auto pw = AGVISOR_TRY(desktop::Password(sb));
       if (g.json) {
         std::cout << boost::json::serialize(boost::json::object{{"password", pw}}) << "\n";
@@ -150,7 +139,7 @@ void AddDesktop(CLI::App& app, GlobalOptions& g, int* exit_code) {
   });
 
   cmd->add_subcommand("size", "print the screen size (WIDTHxHEIGHT)")->callback([run, &g] {
-    run([&g](Sandbox& sb) -> Result<void> {
+    run([&g](SandboxHandle& sb) -> Result<void> {
       auto s = AGVISOR_TRY(desktop::GetScreenSize(sb));
       if (g.json) {
         std::cout << boost::json::serialize(
@@ -167,7 +156,7 @@ void AddDesktop(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto file = std::make_shared<std::string>();
   shot->add_option("file", *file, "where to write the PNG")->required();
   shot->callback([run, file] {
-    run([file](Sandbox& sb) -> Result<void> {
+    run([file](SandboxHandle& sb) -> Result<void> {
       auto png = AGVISOR_TRY(desktop::Screenshot(sb));
       if (*file == "-") {
         WriteAll(1, png);
@@ -184,8 +173,9 @@ void AddDesktop(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto xy = std::make_shared<std::vector<int>>();
   auto* move = cmd->add_subcommand("move", "move the mouse pointer to X Y");
   move->add_option("xy", *xy, "X Y")->required()->expected(2);
-  move->callback(
-      [run, xy] { run([xy](Sandbox& sb) { return desktop::MouseMove(sb, (*xy)[0], (*xy)[1]); }); });
+  move->callback([run, xy] {
+    run([xy](SandboxHandle& sb) { return desktop::MouseMove(sb, (*xy)[0], (*xy)[1]); });
+  });
 
   auto button = std::make_shared<std::string>("left");
   auto count = std::make_shared<int>(1);
@@ -194,7 +184,7 @@ void AddDesktop(CLI::App& app, GlobalOptions& g, int* exit_code) {
   click->add_option("-b,--button", *button, "left, middle or right")->capture_default_str();
   click->add_option("-n,--count", *count, "clicks (2 = double click)")->capture_default_str();
   click->callback([run, xy, button, count] {
-    run([=](Sandbox& sb) -> Result<void> {
+    run([=](SandboxHandle& sb) -> Result<void> {
       auto b = AGVISOR_TRY(desktop::ParseMouseButton(*button));
       return desktop::Click(sb, (*xy)[0], (*xy)[1], b, *count);
     });
@@ -204,7 +194,7 @@ void AddDesktop(CLI::App& app, GlobalOptions& g, int* exit_code) {
   drag->add_option("points", *xy, "X1 Y1 X2 Y2")->required()->expected(4);
   drag->add_option("-b,--button", *button, "left, middle or right")->capture_default_str();
   drag->callback([run, xy, button] {
-    run([=](Sandbox& sb) -> Result<void> {
+    run([=](SandboxHandle& sb) -> Result<void> {
       auto b = AGVISOR_TRY(desktop::ParseMouseButton(*button));
       return desktop::Drag(sb, (*xy)[0], (*xy)[1], (*xy)[2], (*xy)[3], b);
     });
@@ -214,7 +204,7 @@ void AddDesktop(CLI::App& app, GlobalOptions& g, int* exit_code) {
       "scroll", "turn the wheel at X Y: DY steps (> 0 down, < 0 up), optional DX (> 0 right)");
   scroll->add_option("args", *xy, "X Y DY [DX]")->required()->expected(3, 4);
   scroll->callback([run, xy] {
-    run([xy](Sandbox& sb) {
+    run([xy](SandboxHandle& sb) {
       return desktop::Scroll(sb, (*xy)[0], (*xy)[1], (*xy)[2], xy->size() > 3 ? (*xy)[3] : 0);
     });
   });
@@ -223,14 +213,14 @@ void AddDesktop(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto* type = cmd->add_subcommand("type", "type TEXT into the focused window");
   type->add_option("text", *text, "the text (UTF-8)")->required();
   type->callback(
-      [run, text] { run([text](Sandbox& sb) { return desktop::TypeText(sb, *text); }); });
+      [run, text] { run([text](SandboxHandle& sb) { return desktop::TypeText(sb, *text); }); });
 
   auto combos = std::make_shared<std::vector<std::string>>();
   auto* key = cmd->add_subcommand(
       "key", "press key combinations in turn: Return, ctrl+alt+t, shift+Tab, ctrl+c ...");
   key->add_option("combo", *combos, "X key names joined by '+'")->required();
   key->callback([run, combos] {
-    run([combos](Sandbox& sb) {
+    run([combos](SandboxHandle& sb) {
       std::string all;
       for (const auto& c : *combos) all += (all.empty() ? "" : " ") + c;
       return desktop::Key(sb, all);

@@ -1,5 +1,6 @@
-// `agvisor top`: CPU, memory and pids of the running sandboxes on a host, from Docker's stats
-// (one sample each, taken in parallel: Docker needs about a second per sample).
+// `agvisor top`: CPU, memory and pids of the running sandboxes of a place, from its runtime's
+// stats (Place::Stats: one sample each, taken in parallel: Docker needs about a second per
+// sample; the Kubernetes runtime has none yet and says so per row).
 #include <boost/json.hpp>
 #include <chrono>
 #include <cstdio>
@@ -16,7 +17,7 @@ namespace {
 
 struct Row {
   SandboxInfo info;
-  Result<docker::ContainerStats> stats = Error::Unavailable("not sampled");
+  Result<SandboxStats> stats = Error::Unavailable("not sampled");
 };
 
 std::string Mib(std::uint64_t bytes) {
@@ -96,8 +97,8 @@ void Print(const GlobalOptions& g, const std::vector<Row>& rows) {
 void AddTop(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto* cmd = app.add_subcommand(
       "top",
-      "CPU, memory and pids of every running sandbox on the host (Docker's stats, one sample "
-      "of about a second each, taken in parallel); --watch N repeats every N seconds");
+      "CPU, memory and pids of every running sandbox on the host (the runtime's stats, one "
+      "sample of about a second each, taken in parallel); --watch N repeats every N seconds");
   auto watch = std::make_shared<double>(0);
   cmd->add_option("-w,--watch", *watch, "repeat every this many seconds until Ctrl-C (0 = once)")
       ->check(CLI::NonNegativeNumber);

@@ -132,6 +132,9 @@ class RemoteHandle final : public SandboxHandle {
   Result<std::string> ReadFile(std::string_view path) override {
     return Checked(client_->ReadFile(id_, path));
   }
+  Result<std::string> ReadFilePrefix(std::string_view path, std::uint64_t max_bytes) override {
+    return Checked(client_->ReadFile(id_, path, max_bytes));
+  }
   Result<void> WriteFile(std::string_view path, std::string_view data,
                          std::uint32_t mode) override {
     return Checked(client_->WriteFile(id_, path, data, mode));
@@ -204,6 +207,13 @@ class RemoteHandle final : public SandboxHandle {
   std::atomic<bool> auto_resume_{true};
 };
 
+PoolInfo InfoOf(api::PoolView v) {
+  return PoolInfo{.name = std::move(v.name),
+                  .id = std::move(v.id),
+                  .options = std::move(v.options),
+                  .stats = std::move(v.stats)};
+}
+
 class RemotePlace final : public AgvisordPlace {
  public:
   explicit RemotePlace(std::shared_ptr<RemoteClient> client) : client_(std::move(client)) {}
@@ -259,7 +269,48 @@ class RemotePlace final : public AgvisordPlace {
     return out;
   }
   void SetAutoResume(bool yes) override { client_->set_auto_resume(yes); }
-  Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) override {
+
+  Result<PoolInfo> CreatePool(std::string_view name, const PoolOptions& options) override {
+    AGVISOR_RETURN_IF_ERROR(api::ValidatePoolName(name));  // before any request
+    return InfoOf(AGVISOR_TRY(client_->CreatePool(name, options)));
+  }
+  Result<Created> Acquire(std::string_view name, const AcquireOptions& options) override {
+    auto v = AGVISOR_TRY(client_->AcquireFromPool(name, options));
+    Created c;
+    c.disk_warning = v.disk_warning;
+    c.handle = std::make_unique<RemoteHandle>(client_, v.info.container_name, /*seen=*/true);
+    return c;
+  }
+  Result<std::vector<PoolInfo>> ListPools() override {
+    std::vector<PoolInfo> out;
+    for (auto& v : AGVISOR_TRY(client_->ListPools())) out.push_back(InfoOf(std::move(v)));
+    return out;
+  }
+  // The daemon has no wait route: its pool list, polled until the pool is full.
+  Result<void> WaitPoolReady(std::string_view name, std::chrono::milliseconds timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      std::optional<PoolInfo> pool;
+      for (auto& p : AGVISOR_TRY(ListPools())) {
+        if (p.name == name) pool = std::move(p);
+      }
+      if (!pool) return Error::NotFound("no pool '" + std::string(name) + "' in agvisord");
+      if (pool->stats.ready >= pool->options.size) return Ok();
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return Error::Timeout("pool '" + std::string(name) +
+                              "': " + std::to_string(pool->stats.ready) + " of " +
+                              std::to_string(pool->options.size) + " members ready after " +
+                              std::to_string(timeout.count()) + " ms" +
+                              (pool->stats.last_error.empty()
+                                   ? ""
+                                   : " (last start error: " + pool->stats.last_error + ")"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  Result<void> ClosePool(std::string_view name) override { return client_->DeletePool(name); }
+
+  Result<SandboxStats> Stats(const SandboxInfo& sandbox) override {
     return client_->Metrics(api::SandboxIdFor(sandbox.container_name));
   }
   Result<api::EgressView> GetEgress(std::string_view container_name) override {

@@ -606,6 +606,37 @@ Result<api::SandboxView> RemoteClient::CreateSandbox(const SandboxSpec& spec) {
   return api::ParseSandboxJson(r.body);
 }
 
+Result<api::SandboxView> RemoteClient::AcquireFromPool(std::string_view pool,
+                                                       const AcquireOptions& options) {
+  http::Request req{.method = "POST", .target = "/v1/sandboxes"};
+  req.body = api::AcquireRequestJson(pool, options);
+  req.content_type = "application/json";
+  req.timeout = std::chrono::minutes(10) + options.wait;  // a cold create may follow the wait
+  auto r = AGVISOR_TRY(Call(std::move(req)));
+  return api::ParseSandboxJson(r.body);
+}
+
+Result<api::PoolView> RemoteClient::CreatePool(std::string_view name, const PoolOptions& options) {
+  http::Request req{.method = "POST", .target = "/v1/pools"};
+  req.body = api::CreatePoolRequestJson(name, options);
+  req.content_type = "application/json";
+  auto r = AGVISOR_TRY(Call(std::move(req)));
+  return api::ParsePoolJson(r.body);
+}
+
+Result<std::vector<api::PoolView>> RemoteClient::ListPools() {
+  auto r = AGVISOR_TRY(Call({.method = "GET", .target = "/v1/pools"}));
+  return api::ParsePoolListJson(r.body);
+}
+
+Result<void> RemoteClient::DeletePool(std::string_view name) {
+  // Closing waits for the pool's starts in flight.
+  http::Request req{.method = "DELETE", .target = "/v1/pools/" + http::UrlEncode(name)};
+  req.timeout = std::chrono::minutes(10);
+  AGVISOR_RETURN_IF_ERROR(Call(std::move(req)));
+  return Ok();
+}
+
 Result<std::vector<api::SandboxView>> RemoteClient::ListSandboxes() {
   auto r = AGVISOR_TRY(Call({.method = "GET", .target = "/v1/sandboxes"}));
   return api::ParseSandboxListJson(r.body);
@@ -660,12 +691,18 @@ std::string OctalMode(std::uint32_t mode) {
 
 }  // namespace
 
-Result<std::string> RemoteClient::ReadFile(std::string_view id, std::string_view path) {
-  http::Request req{.method = "GET", .target = SandboxPath(id) + "/files" + PathQuery(path)};
+Result<std::string> RemoteClient::ReadFile(std::string_view id, std::string_view path,
+                                           std::optional<std::uint64_t> length) {
+  std::string target = SandboxPath(id) + "/files" + PathQuery(path);
+  if (length) target += "&length=" + std::to_string(*length);
+  http::Request req{.method = "GET", .target = std::move(target)};
   req.headers.push_back({"Authorization", "Bearer " + token_.token});
   req.timeout = kArchiveTimeout;
   std::string data;
   auto r = http_->SendStreamingResponse(req, [&](std::string_view bytes) -> Result<void> {
+    if (length && data.size() + bytes.size() > *length) {
+      bytes = bytes.substr(0, *length - data.size());  // the daemon's, but never more than asked
+    }
     data.append(bytes);
     return Ok();
   });
@@ -751,7 +788,7 @@ Result<void> RemoteClient::SignalProcess(std::string_view id, std::uint32_t pid,
   return Ok();
 }
 
-Result<docker::ContainerStats> RemoteClient::Metrics(std::string_view id) {
+Result<SandboxStats> RemoteClient::Metrics(std::string_view id) {
   auto r = AGVISOR_TRY(Call({.method = "GET", .target = SandboxPath(id) + "/metrics"}));
   return api::ParseMetricsJson(r.body);
 }

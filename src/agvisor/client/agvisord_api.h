@@ -26,7 +26,6 @@
 #include "agvisor/base/error.h"
 #include "agvisor/channel/channel.h"
 #include "agvisor/client/place.h"
-#include "agvisor/docker/types.h"
 #include "agvisor/http/client.h"
 #include "agvisor/sandbox/sandbox.h"
 
@@ -74,13 +73,22 @@ class RemoteClient {
 
   // POST /v1/sandboxes.
   Result<api::SandboxView> CreateSandbox(const SandboxSpec& spec);
+  // POST /v1/sandboxes {"pool": name, ...}: a member of the daemon's pool `pool`.
+  Result<api::SandboxView> AcquireFromPool(std::string_view pool, const AcquireOptions& options);
+  // POST /v1/pools, GET /v1/pools, DELETE /v1/pools/{name}. Errors: the daemon's (kConflict,
+  // kNotFound, kInvalidArgument, kResourceExhausted).
+  Result<api::PoolView> CreatePool(std::string_view name, const PoolOptions& options);
+  Result<std::vector<api::PoolView>> ListPools();
+  Result<void> DeletePool(std::string_view name);
   // GET /v1/sandboxes.
   Result<std::vector<api::SandboxView>> ListSandboxes();
   // GET /v1/sandboxes/{id}. Errors: kNotFound.
   Result<api::SandboxView> GetSandbox(std::string_view id);
   // The file routes: GET/PUT/DELETE .../files, GET .../files/stat, .../files/list, POST
-  // .../files/mkdir (modes sent as octal permission bits). ReadFile holds the whole file.
-  Result<std::string> ReadFile(std::string_view id, std::string_view path);
+  // .../files/mkdir (modes sent as octal permission bits). ReadFile holds the whole file, or its
+  // first `length` bytes at most when given (the route's `length`; more is never kept).
+  Result<std::string> ReadFile(std::string_view id, std::string_view path,
+                               std::optional<std::uint64_t> length = std::nullopt);
   Result<void> WriteFile(std::string_view id, std::string_view path, std::string_view data,
                          std::uint32_t mode);
   Result<FileEntry> Stat(std::string_view id, std::string_view path);
@@ -107,7 +115,7 @@ class RemoteClient {
   Result<std::vector<ProcessInfo>> ListProcesses(std::string_view id);
   Result<void> SignalProcess(std::string_view id, std::uint32_t pid, int signal);
   // GET .../metrics.
-  Result<docker::ContainerStats> Metrics(std::string_view id);
+  Result<SandboxStats> Metrics(std::string_view id);
   // GET .../egress: the policy and recent decisions; PUT replaces the policy.
   Result<api::EgressView> GetEgress(std::string_view id);
   Result<api::EgressView> SetEgress(std::string_view id, const egress::EgressRules& rules);

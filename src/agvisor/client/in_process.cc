@@ -1,9 +1,10 @@
-// The in-process Place: each call is the library's (Sandbox) on one Docker host.
+// The in-process Place: each call is the library's (Sandbox, Pool) on one Docker host.
+#include <map>
 #include <mutex>
 
+#include "agvisor/api/codec.h"
 #include "agvisor/client/place.h"
-#include "agvisor/docker/client.h"
-#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
+#include "agvisor/sandbox/runtime.h"
 
 namespace agvisor::client {
 namespace {
@@ -60,7 +61,7 @@ class LocalWatch final : public DirWatch {
 
 class LocalHandle final : public SandboxHandle {
  public:
-  explicit LocalHandle(std::unique_ptr<Sandbox> sb) : sb_(std::move(sb)) {}
+  explicit LocalHandle(std::shared_ptr<Sandbox> sb) : sb_(std::move(sb)) {}
   const std::string& container_name() const override { return sb_->container_name(); }
   Result<ExecResult> Exec(const std::vector<std::string>& argv, const ExecOptions& o) override {
     return sb_->Exec(argv, o);
@@ -103,6 +104,17 @@ class LocalHandle final : public SandboxHandle {
     return std::unique_ptr<Command>(std::make_unique<LocalCommand>(std::move(p), *sb_));
   }
   Result<std::string> ReadFile(std::string_view path) override { return sb_->ReadFile(path); }
+  Result<std::string> ReadFilePrefix(std::string_view path, std::uint64_t max_bytes) override {
+    std::string data;
+    AGVISOR_RETURN_IF_ERROR(sb_->ReadFileTo(
+        path,
+        [&data](std::string_view bytes) -> Result<void> {
+          data.append(bytes);
+          return Ok();
+        },
+        0, max_bytes));
+    return data;
+  }
   Result<void> WriteFile(std::string_view path, std::string_view data,
                          std::uint32_t mode) override {
     return sb_->WriteFile(path, data, mode);
@@ -134,15 +146,27 @@ class LocalHandle final : public SandboxHandle {
   Result<void> DownloadTar(std::string_view sandbox_path, const channel::ByteSink& sink) override {
     return sb_->DownloadTar(sandbox_path, sink);
   }
-  Sandbox* library() override { return sb_.get(); }
 
  private:
-  std::unique_ptr<Sandbox> sb_;
+  std::shared_ptr<Sandbox> sb_;
 };
+
+PoolInfo InfoOf(const std::string& name, const Pool& pool) {
+  return PoolInfo{.name = name, .id = pool.id(), .options = pool.options(), .stats = pool.Stats()};
+}
 
 class LocalPlace final : public Place {
  public:
   explicit LocalPlace(std::string host) : host_(std::move(host)) {}
+  // The place's pools go with it (their members not handed out are removed).
+  ~LocalPlace() override {
+    std::map<std::string, std::shared_ptr<Pool>, std::less<>> pools;
+    {
+      std::lock_guard lock(mu_);
+      pools.swap(pools_);
+    }
+    for (auto& [name, pool] : pools) pool->Close();
+  }
 
   Result<Created> Create(const SandboxSpec& spec) override {
     SandboxSpec s = spec;
@@ -196,23 +220,81 @@ class LocalPlace final : public Place {
     return out;
   }
   void SetAutoResume(bool yes) override { auto_resume_ = yes; }
-  Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) override {
-    std::shared_ptr<docker::Client> docker;
-    {
-      // One client for every sample (top calls this from many threads): on an ssh:// host a new
-      // one would be a new ssh connection.
-      std::lock_guard lock(mu_);
-      if (!docker_) docker_ = AGVISOR_TRY(HostClient(host_));
-      docker = docker_;
+
+  Result<PoolInfo> CreatePool(std::string_view name, const PoolOptions& options) override {
+    AGVISOR_RETURN_IF_ERROR(api::ValidatePoolName(name));
+    PoolOptions o = options;
+    o.spec.host = host_;
+    if (AGVISOR_TRY(FindPool(name, /*must_exist=*/false))) return PoolExists(name);
+    std::shared_ptr<Pool> pool = AGVISOR_TRY(Pool::Create(std::move(o)));
+    std::lock_guard lock(mu_);
+    if (!pools_.emplace(std::string(name), pool).second) {
+      pool->Close();
+      return PoolExists(name);
     }
-    return docker->GetContainerStats(sandbox.container_id);
+    return InfoOf(std::string(name), *pool);
+  }
+  Result<Created> Acquire(std::string_view name, const AcquireOptions& options) override {
+    std::shared_ptr<Pool> pool = AGVISOR_TRY(FindPool(name, /*must_exist=*/true));
+    std::unique_ptr<Sandbox> sb = AGVISOR_TRY(pool->Acquire(options));
+    sb->set_auto_resume(auto_resume_);
+    Created c;
+    c.disk_warning = sb->disk_warning();
+    c.handle = std::make_unique<LocalHandle>(std::move(sb));
+    return c;
+  }
+  Result<std::vector<PoolInfo>> ListPools() override {
+    std::lock_guard lock(mu_);
+    std::vector<PoolInfo> out;
+    for (const auto& [name, pool] : pools_) out.push_back(InfoOf(name, *pool));
+    return out;
+  }
+  Result<void> WaitPoolReady(std::string_view name, std::chrono::milliseconds timeout) override {
+    std::shared_ptr<Pool> pool = AGVISOR_TRY(FindPool(name, /*must_exist=*/true));
+    return pool->WaitReady(timeout);
+  }
+  Result<void> ClosePool(std::string_view name) override {
+    std::shared_ptr<Pool> pool;
+    {
+      std::lock_guard lock(mu_);
+      auto it = pools_.find(name);
+      if (it == pools_.end()) return NoPool(name);
+      pool = std::move(it->second);
+      pools_.erase(it);
+    }
+    pool->Close();  // outside the lock: it waits for starts in flight
+    return Ok();
+  }
+
+  Result<SandboxStats> Stats(const SandboxInfo& sandbox) override {
+    // The host's runtime, shared by every sample (top calls this from many threads): on an
+    // ssh:// host a new client would be a new ssh connection.
+    auto runtime = AGVISOR_TRY(RuntimeFor(host_));
+    return runtime->Stats(sandbox.container_id);
   }
 
  private:
+  static Error NoPool(std::string_view name) {
+    return Error::NotFound("no pool '" + std::string(name) +
+                           "' in this place (ListPools names them; CreatePool makes one)");
+  }
+  static Error PoolExists(std::string_view name) {
+    return Error::Conflict("pool '" + std::string(name) +
+                           "' exists in this place (ClosePool it first, or pick another name)");
+  }
+  // Pool `name`, or nullptr (kNotFound when `must_exist`).
+  Result<std::shared_ptr<Pool>> FindPool(std::string_view name, bool must_exist) {
+    std::lock_guard lock(mu_);
+    auto it = pools_.find(name);
+    if (it != pools_.end()) return it->second;
+    if (must_exist) return NoPool(name);
+    return std::shared_ptr<Pool>();
+  }
+
   std::string host_;
   bool auto_resume_ = true;
   std::mutex mu_;
-  std::shared_ptr<docker::Client> docker_;
+  std::map<std::string, std::shared_ptr<Pool>, std::less<>> pools_;  // guarded by mu_
 };
 
 }  // namespace
@@ -221,7 +303,7 @@ std::unique_ptr<ByteStream> WrapPortStream(std::shared_ptr<PortStream> stream) {
   return std::make_unique<LocalPort>(std::move(stream));
 }
 
-std::unique_ptr<SandboxHandle> WrapSandbox(std::unique_ptr<Sandbox> sandbox) {
+std::unique_ptr<SandboxHandle> WrapSandbox(std::shared_ptr<Sandbox> sandbox) {
   return std::make_unique<LocalHandle>(std::move(sandbox));
 }
 

@@ -21,8 +21,8 @@
 #include "agvisor/base/error.h"
 #include "agvisor/channel/channel.h"
 #include "agvisor/channel/transport.h"
-#include "agvisor/docker/types.h"
 #include "agvisor/sandbox/pool.h"
+#include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
 
@@ -124,6 +124,9 @@ class SandboxHandle {
   // Through agvisord a FileEntry's mode is its permission and type bits (an "other" entry's,
   // a fifo's or a device's, has no type bits).
   virtual Result<std::string> ReadFile(std::string_view path) = 0;
+  // The file's first `max_bytes` bytes at most (all of a shorter one): bounded memory whatever
+  // size the sandbox claims (through agvisord the files route's `length`). Errors: as ReadFile.
+  virtual Result<std::string> ReadFilePrefix(std::string_view path, std::uint64_t max_bytes) = 0;
   virtual Result<void> WriteFile(std::string_view path, std::string_view data,
                                  std::uint32_t mode) = 0;
   virtual Result<FileEntry> Stat(std::string_view path) = 0;
@@ -166,10 +169,6 @@ class SandboxHandle {
     (void)sandbox_path, (void)sink;
     return Unsupported("a tar download");
   }
-  // The library's Sandbox behind an in-process handle, for what only the library offers (the
-  // desktop verbs of sandbox/desktop.h, the sandbox's idle_ttl); nullptr through agvisord.
-  virtual Sandbox* library() { return nullptr; }
-
  private:
   Error Unsupported(std::string_view what) const {
     return Error::Unsupported(std::string(what) + " of " + container_name() +
@@ -258,13 +257,15 @@ class Place {
   virtual Result<void> ClosePool(std::string_view name) {
     return Error::Unsupported("pool " + std::string(name) + ": this place has no warm pools");
   }
-  // One sample of the runtime's stats for a running sandbox (about a second).
-  virtual Result<docker::ContainerStats> Stats(const SandboxInfo& sandbox) = 0;
+  // One sample of the runtime's stats for a running sandbox (Runtime::Stats; about a second).
+  // Errors: Runtime::Stats's (kUnsupported on Kubernetes, saying why), kNotFound.
+  virtual Result<SandboxStats> Stats(const SandboxInfo& sandbox) = 0;
 };
 
 // The library on Docker host `host` ("" = $DOCKER_HOST or the local socket).
 std::unique_ptr<Place> InProcess(std::string host);
-// A handle on a sandbox the library made (a warm pool's member, Pool::Acquire).
-std::unique_ptr<SandboxHandle> WrapSandbox(std::unique_ptr<Sandbox> sandbox);
+// A handle on a sandbox the library made (a warm pool's member, Pool::Acquire; agvisord's own
+// sandboxes): the handle shares it.
+std::unique_ptr<SandboxHandle> WrapSandbox(std::shared_ptr<Sandbox> sandbox);
 
 }  // namespace agvisor::client

@@ -132,6 +132,9 @@ class FakeHandle final : public client::SandboxHandle {
       return Error::NotFound("read " + std::string(path) + ": no such file");
     return it->second;
   }
+  Result<std::string> ReadFilePrefix(std::string_view path, std::uint64_t max_bytes) override {
+    return AGVISOR_TRY(ReadFile(path)).substr(0, max_bytes);
+  }
   Result<void> WriteFile(std::string_view path, std::string_view data, std::uint32_t) override {
     std::lock_guard lock(w_.mu);
     w_.files[std::string(path)] = std::string(data);
@@ -200,9 +203,7 @@ class FakePlace final : public client::Place {
                       .source = "fake"};
   }
   void SetAutoResume(bool) override {}
-  Result<docker::ContainerStats> Stats(const SandboxInfo&) override {
-    return Error::Unsupported("fake");
-  }
+  Result<SandboxStats> Stats(const SandboxInfo&) override { return Error::Unsupported("fake"); }
 
  private:
   World& w_;
@@ -506,11 +507,15 @@ TEST_F(McpTest, BackgroundProcesses) {
   EXPECT_EQ(r.at("isError"), true);
 }
 
-TEST_F(McpTest, DesktopVerbsNeedTheLibrary) {
-  // The fake is like agvisord: no library behind the handle.
+TEST_F(McpTest, DesktopVerbsGoThroughTheHandle) {
+  // The verbs need only the handle (client/desktop.h): on a sandbox without a desktop they say
+  // so, and bad input is refused before anything runs.
   auto r = Tool("desktop_screenshot", {{"sandbox", "box"}});
   EXPECT_EQ(r.at("isError"), true);
-  EXPECT_THAT(Text(r), HasSubstr("not through agvisord"));
+  EXPECT_THAT(Text(r), HasSubstr("has no desktop"));
+  r = Tool("desktop_click", {{"sandbox", "box"}, {"x", 1}, {"y", 1}, {"button", "fourth"}});
+  EXPECT_EQ(r.at("isError"), true);
+  EXPECT_THAT(Text(r), HasSubstr("'button'"));
 }
 
 TEST_F(McpTest, OlderProtocolsGetNoStructuredContent) {

@@ -312,7 +312,7 @@ Result<ToolResult> ListFiles(const json::object& a, CallContext& ctx) {
 
 Result<ToolResult> Screenshot(const json::object& a, CallContext& ctx) {
   auto sb = AGVISOR_TRY(Open(a, ctx));
-  return ToolResult{{}, AGVISOR_TRY(client::DesktopScreenshot(*sb))};
+  return ToolResult{{}, AGVISOR_TRY(desktop::Screenshot(*sb))};
 }
 
 int Coord(const json::object& a, std::string_view k) { return static_cast<int>(*Int(a, k)); }
@@ -324,27 +324,27 @@ Result<ToolResult> Done(Result<void> r) {
 
 Result<ToolResult> Move(const json::object& a, CallContext& ctx) {
   auto sb = AGVISOR_TRY(Open(a, ctx));
-  return Done(client::DesktopMove(*sb, Coord(a, "x"), Coord(a, "y")));
+  return Done(desktop::MouseMove(*sb, Coord(a, "x"), Coord(a, "y")));
 }
 Result<ToolResult> Click(const json::object& a, CallContext& ctx) {
   auto sb = AGVISOR_TRY(Open(a, ctx));
-  return Done(client::DesktopClick(*sb, Coord(a, "x"), Coord(a, "y"),
-                                   Str(a, "button").value_or("left"),
-                                   static_cast<int>(Int(a, "count").value_or(1))));
+  const auto button = AGVISOR_TRY(desktop::ParseMouseButton(Str(a, "button").value_or("left")));
+  return Done(desktop::Click(*sb, Coord(a, "x"), Coord(a, "y"), button,
+                             static_cast<int>(Int(a, "count").value_or(1))));
 }
 Result<ToolResult> Scroll(const json::object& a, CallContext& ctx) {
   auto sb = AGVISOR_TRY(Open(a, ctx));
-  return Done(client::DesktopScroll(*sb, Coord(a, "x"), Coord(a, "y"),
-                                    static_cast<int>(Int(a, "dy").value_or(0)),
-                                    static_cast<int>(Int(a, "dx").value_or(0))));
+  return Done(desktop::Scroll(*sb, Coord(a, "x"), Coord(a, "y"),
+                              static_cast<int>(Int(a, "dy").value_or(0)),
+                              static_cast<int>(Int(a, "dx").value_or(0))));
 }
 Result<ToolResult> Type(const json::object& a, CallContext& ctx) {
   auto sb = AGVISOR_TRY(Open(a, ctx));
-  return Done(client::DesktopType(*sb, *Str(a, "text")));
+  return Done(desktop::TypeText(*sb, *Str(a, "text")));
 }
 Result<ToolResult> Key(const json::object& a, CallContext& ctx) {
   auto sb = AGVISOR_TRY(Open(a, ctx));
-  return Done(client::DesktopKey(*sb, *Str(a, "keys")));
+  return Done(desktop::Key(*sb, *Str(a, "keys")));
 }
 
 // ---- The table ----

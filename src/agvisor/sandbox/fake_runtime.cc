@@ -464,6 +464,11 @@ Result<LiveLimits> FakeRuntime::Resize(std::string_view id, const ResizeSpec& sp
   return i->limits;
 }
 
+Result<SandboxStats> FakeRuntime::Stats(std::string_view id) {
+  return Error::Unsupported("stats of container " + std::string(id) +
+                            ": the fake runtime has none");
+}
+
 Result<LiveLimits> FakeRuntime::ReadLimits(std::string_view id) {
   std::lock_guard lock(mu_);
   if (auto e = Record("ReadLimits", id)) return *e;

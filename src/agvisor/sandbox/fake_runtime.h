@@ -111,6 +111,7 @@ class FakeRuntime final : public Runtime {
   // one with none): enforced by nothing. kConflict when not running.
   Result<LiveLimits> Resize(std::string_view id, const ResizeSpec& spec) override;
   Result<LiveLimits> ReadLimits(std::string_view id) override;
+  Result<SandboxStats> Stats(std::string_view id) override;  // kUnsupported
   void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) override;
   bool EndedByMemoryLimit(std::string_view id) override;
   Result<std::unique_ptr<channel::Transport>> OpenExecStream(std::string_view id,

@@ -136,6 +136,22 @@ struct InstanceSpec {
   std::optional<std::string> workspace;  // a volume's name, mounted at /workspace
 };
 
+// One sample of an instance's resource use (Runtime::Stats: `agvisor top`, agvisord's metrics
+// route), the same whatever runtime took it.
+struct SandboxStats {
+  std::string read;  // the sample's time (RFC 3339)
+  // CPU use over the sample's interval in percent of one core (200 = two cores busy); 0 when
+  // the runtime had no earlier reading to compare with.
+  double cpu_percent = 0;
+  std::uint64_t cpu_total_ns = 0;  // CPU time used since the start
+  int online_cpus = 0;
+  // Memory in use, without the inactive page cache (what `docker stats` shows).
+  std::uint64_t memory_bytes = 0;
+  std::uint64_t memory_limit_bytes = 0;
+  std::uint64_t pids = 0;
+  std::uint64_t pids_limit = 0;  // 0 = none reported
+};
+
 // A live resize (Runtime::Resize): the limits to change, in the runtime's units; unset = kept.
 struct ResizeSpec {
   std::optional<double> cpus;
@@ -209,6 +225,10 @@ class Runtime {
   // The limits a running instance has now (LiveLimits::source says from where). Errors:
   // kNotFound, kConflict (not running), kUnavailable.
   virtual Result<LiveLimits> ReadLimits(std::string_view id) = 0;
+  // One sample of a running instance's resource use (about a second: CPU use is the difference
+  // of two readings). Errors: kNotFound, kConflict (not running), kUnsupported (this runtime
+  // cannot: says why and the way out), kUnavailable.
+  virtual Result<SandboxStats> Stats(std::string_view id) = 0;
   // Waits at most `timeout` for the instance to stop running (a death being recorded).
   virtual void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) = 0;
   // Whether an instance that ended by SIGKILL was killed by its memory limit (a record that

@@ -563,6 +563,7 @@ Result<std::vector<SandboxInfo>> Sandbox::List(std::string_view host) {
 
 Result<SandboxInfo> Sandbox::Info() {
   auto i = AGVISOR_TRY(InfoLocked());
+  i.idle_ttl = idle_ttl_;
   if (i.running) {
     // Best effort: a sandbox that ended between the two calls just shows no limits.
     if (auto l = runtime_->ReadLimits(i.container_id); l.ok()) i.limits = std::move(*l);

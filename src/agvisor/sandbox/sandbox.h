@@ -163,6 +163,9 @@ struct SandboxInfo {
   std::int64_t created_unix = 0;
   std::string cpus;
   std::string memory;
+  // Its idle_ttl in seconds as the handle knows it (Info only; a pool member's is the one
+  // Acquire gave it); nullopt: none, or unknown.
+  std::optional<std::int64_t> idle_ttl;
 };
 
 // How a download writes to this machine.

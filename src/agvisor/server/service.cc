@@ -7,7 +7,6 @@
 
 #include "agvisor/api/codec.h"
 #include "agvisor/client/desktop.h"
-#include "agvisor/sandbox/desktop.h"
 #include "agvisor/server/egress_host.h"
 #include "agvisor/server/log.h"
 
@@ -226,8 +225,10 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
           return Error::NotFound("no pool '" + *cr.pool +
                                  "' (GET /v1/pools lists them; POST /v1/pools makes one)");
         }
-        auto sb = AGVISOR_TRY(
-            pool->Acquire({.lifetime = cr.spec.lifetime, .idle_ttl = cr.spec.idle_ttl}));
+        auto sb = AGVISOR_TRY(pool->Acquire({.lifetime = cr.spec.lifetime,
+                                             .idle_ttl = cr.spec.idle_ttl,
+                                             .wait = cr.pool_wait,
+                                             .cold_create = cr.pool_cold_create}));
         created.name = sb->name();
         created.disk_warning = sb->disk_warning();
         created.handle = client::WrapSandbox(std::move(sb));
@@ -430,10 +431,7 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
       }
       const std::int64_t ttl = AGVISOR_TRY(api::ParseDesktopTokenRequest(req.body));
       auto sb = AGVISOR_TRY(Get(id));
-      // The library's verb until client/desktop.h has the password (an in-process handle).
-      Sandbox* library = sb->library();
-      if (library == nullptr) return Error::Internal("desktop token: no in-process handle");
-      const std::string password = AGVISOR_TRY(desktop::Password(*library));
+      const std::string password = AGVISOR_TRY(desktop::Password(*sb));
       const std::string token =
           AGVISOR_TRY(desktop::MintVncToken(*options_.desktop_key,
                                             {.container = sb->container_name(),
@@ -449,7 +447,7 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
     }
     case api::RouteId::kDesktopScreenshot: {
       auto sb = AGVISOR_TRY(Get(id));
-      return HttpResponse{200, "image/png", AGVISOR_TRY(client::DesktopScreenshot(*sb)), {}};
+      return HttpResponse{200, "image/png", AGVISOR_TRY(desktop::Screenshot(*sb)), {}};
     }
     case api::RouteId::kDesktopInput: {
       auto sb = AGVISOR_TRY(Get(id));
@@ -504,22 +502,21 @@ Result<void> Service::DesktopInput(client::SandboxHandle& sb, std::string_view b
   const api::DesktopInput in = AGVISOR_TRY(api::ParseDesktopInputRequest(body));
   switch (in.action) {
     case api::DesktopInput::Action::kMove:
-      return client::DesktopMove(sb, in.x, in.y);
-    case api::DesktopInput::Action::kClick:
-      return client::DesktopClick(sb, in.x, in.y, in.button, in.count);
-    case api::DesktopInput::Action::kDrag: {
-      // The library's verb until client/desktop.h has drag (an in-process handle).
-      Sandbox* library = sb.library();
-      if (library == nullptr) return Error::Internal("desktop drag: no in-process handle");
+      return desktop::MouseMove(sb, in.x, in.y);
+    case api::DesktopInput::Action::kClick: {
       const auto button = AGVISOR_TRY(desktop::ParseMouseButton(in.button));
-      return desktop::Drag(*library, in.x, in.y, in.to_x, in.to_y, button);
+      return desktop::Click(sb, in.x, in.y, button, in.count);
+    }
+    case api::DesktopInput::Action::kDrag: {
+      const auto button = AGVISOR_TRY(desktop::ParseMouseButton(in.button));
+      return desktop::Drag(sb, in.x, in.y, in.to_x, in.to_y, button);
     }
     case api::DesktopInput::Action::kScroll:
-      return client::DesktopScroll(sb, in.x, in.y, in.dy, in.dx);
+      return desktop::Scroll(sb, in.x, in.y, in.dy, in.dx);
     case api::DesktopInput::Action::kType:
-      return client::DesktopType(sb, in.text);
+      return desktop::TypeText(sb, in.text);
     case api::DesktopInput::Action::kKey:
-      return client::DesktopKey(sb, in.text);
+      return desktop::Key(sb, in.text);
   }
   return Error::Internal("desktop input: an action without a verb");
 }

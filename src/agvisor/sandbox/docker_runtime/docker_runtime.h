@@ -71,6 +71,7 @@ class DockerRuntime final : public Runtime {
   // The cgroup's values on a local host ("cgroup"), else Docker's record of create time
   // ("created": HostConfig's NanoCpus, Memory, PidsLimit).
   Result<LiveLimits> ReadLimits(std::string_view id) override;
+  Result<SandboxStats> Stats(std::string_view id) override;  // Docker's stats, one sample
   void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) override;
   bool EndedByMemoryLimit(std::string_view id) override;
 

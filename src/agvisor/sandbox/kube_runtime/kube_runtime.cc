@@ -425,6 +425,16 @@ Result<LiveLimits> KubernetesRuntime::ReadLimits(std::string_view id) {
                             ": the Kubernetes runtime reports only the create-time limits");
 }
 
+Result<SandboxStats> KubernetesRuntime::Stats(std::string_view id) {
+  // Pods' CPU and memory come from the metrics API (metrics.k8s.io), which only a cluster with
+  // metrics-server serves, and pids not at all: not read here yet.
+  return Error::Unsupported("stats of sandbox " + std::string(id) +
+                            ": the Kubernetes runtime reads no stats yet (the cluster's "
+                            "metrics.k8s.io API would give CPU and memory where metrics-server "
+                            "runs); meanwhile `kubectl top pod " +
+                            std::string(id) + "` shows them");
+}
+
 void KubernetesRuntime::WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   for (;;) {

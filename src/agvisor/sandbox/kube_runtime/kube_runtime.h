@@ -91,6 +91,7 @@ class KubernetesRuntime final : public Runtime {
   Result<void> Unpause(std::string_view id) override;                               // kUnsupported
   Result<LiveLimits> Resize(std::string_view id, const ResizeSpec& spec) override;  // kUnsupported
   Result<LiveLimits> ReadLimits(std::string_view id) override;                      // kUnsupported
+  Result<SandboxStats> Stats(std::string_view id) override;                         // kUnsupported
   // Images live in registries a cluster pulls from; snapshots need a node's image store.
   Result<ImageConfig> ImageConfigOf(std::string_view image) override;  // kUnsupported
   Result<std::string> ImportImage(
