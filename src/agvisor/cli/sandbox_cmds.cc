@@ -70,16 +70,12 @@ std::vector<std::string> CommandArgv(const std::vector<std::string>& command) {
 Result<ExecResult> RunIn(SandboxHandle& sb, const ExecFlags& f) {
   auto o = AGVISOR_TRY(f.Build());
   if (!f.stdin_input) return sb.Exec(CommandArgv(f.command), o);
-  // A given -t must be > 0, as for Exec (StartProcess would take 0 as "none").
-  if (f.HasTimeout()) AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(o.timeout, std::nullopt));
   // --stdin: streamed as it comes (any size, in bounded memory; a command that reads a line
-  // at a time answers before stdin ends), through a process with the same exit semantics.
-  ProcessOptions po;
+  // at a time answers before stdin ends), through a process with the same exit semantics. A
+  // given -t is checked as for Exec (a process would take 0 as "none").
+  ProcessOptions po = AGVISOR_TRY(client::ProcessOptionsFor(o));
   po.stdin = true;
-  po.timeout = f.HasTimeout() ? o.timeout : 0;  // 0: none
-  po.env = o.env;
-  po.cwd = o.cwd;
-  po.user = o.user;
+  if (!f.HasTimeout()) po.timeout = 0;  // none
   auto p = AGVISOR_TRY(sb.Start(CommandArgv(f.command), po));
   auto exit = AGVISOR_TRY(RunFeedingStdin(*p, {o.on_stdout, o.on_stderr}, /*pty=*/false));
   ExecResult r;

@@ -64,11 +64,13 @@ class Command {
 };
 
 // Exec through a Command (agvisord's exec WebSocket; an MCP exec its client may cancel): the
-// ProcessOptions that start it as ExecOptions `o` says, then RunToEnd feeds `o.input` on a thread
-// of its own, hands the output to o's callbacks, keeps it (the tails when streaming, as
-// Sandbox::Exec) and returns how the command ended. Closing `command` from another thread kills
-// it: RunToEnd then fails with the stream's error. Errors: those of Command::Wait.
-ProcessOptions ProcessOptionsFor(const ExecOptions& o);
+// ProcessOptions that start it as ExecOptions `o` says (the one conversion; kInvalidArgument
+// from ValidateExecTimeout: a run needs a timeout, where a process takes 0 as none), then
+// RunToEnd feeds `o.input` on a thread of its own and collects the output as Sandbox::Exec does
+// (ExecOutputCollector: callbacks, tails, the cap, dropped counts, which path ran) and returns
+// how the command ended. Closing `command` from another thread kills it: RunToEnd then fails
+// with the stream's error. Errors: those of Command::Wait.
+Result<ProcessOptions> ProcessOptionsFor(const ExecOptions& o);
 Result<ExecResult> RunToEnd(Command& command, const ExecOptions& o);
 
 // A directory watch inside a sandbox (SandboxHandle::Watch): Sandbox::Watch's events, in process

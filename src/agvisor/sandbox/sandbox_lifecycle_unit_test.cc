@@ -50,6 +50,15 @@ TEST_F(SandboxLifecycleUnitTest, OpenReadsTheLabelsAndTheFirstExecOpensOneRelay)
     EXPECT_EQ(r->out, "hi\n");
   }
   EXPECT_EQ(rt_->CallCount("OpenExecStream"), 1);
+  // A process's timeout is checked by the core before anything starts (every door passes
+  // here): below 0 is refused (it was taken as none), and idle_ttl (from the label) bounds it.
+  auto negative = (*sb)->StartBackground({"sleep", "100"}, {.timeout = -1});
+  ASSERT_FALSE(negative.ok()) << "started pid " << *negative;
+  EXPECT_EQ(negative.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(negative.error().message(), HasSubstr("must be > 0 seconds (or 0 for none), got -1"));
+  auto past_idle = (*sb)->StartProcess({"sleep", "100"}, {.timeout = 700});
+  ASSERT_FALSE(past_idle.ok());
+  EXPECT_THAT(past_idle.error().message(), HasSubstr("must stay below idle_ttl=600s"));
   auto info = (*sb)->Info();
   ASSERT_TRUE(info.ok());
   EXPECT_TRUE(info->running);

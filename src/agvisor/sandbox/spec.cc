@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 
@@ -302,9 +303,17 @@ Result<void> ValidateSpec(const SandboxSpec& s) {
   return Ok();
 }
 
+namespace {
+std::string Seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+}  // namespace
+
 Result<void> ValidateExecTimeout(double timeout, std::optional<std::int64_t> idle_ttl) {
   if (!(timeout > 0) || !std::isfinite(timeout)) {
-    return Error::InvalidArgument("timeout must be > 0 seconds, got " + std::to_string(timeout));
+    return Error::InvalidArgument("timeout must be > 0 seconds, got " + Seconds(timeout));
   }
   if (idle_ttl && timeout >= static_cast<double>(*idle_ttl)) {
     return Error::InvalidArgument(
@@ -314,6 +323,15 @@ Result<void> ValidateExecTimeout(double timeout, std::optional<std::int64_t> idl
         "sandbox with a longer idle_ttl");
   }
   return Ok();
+}
+
+Result<void> ValidateProcessTimeout(double timeout, std::optional<std::int64_t> idle_ttl) {
+  if (timeout == 0) return Ok();  // none: the process lives until it ends or is signalled
+  if (!(timeout > 0) || !std::isfinite(timeout)) {
+    return Error::InvalidArgument("timeout must be > 0 seconds (or 0 for none), got " +
+                                  Seconds(timeout));
+  }
+  return ValidateExecTimeout(timeout, idle_ttl);
 }
 
 std::string ContainerNameFor(std::string_view name) {
