@@ -312,11 +312,12 @@ int RunCli(int argc, char** argv) {
     add(app, g, &exit_code);
   }
   AddMcp(app, g, &exit_code);  // the MCP server on stdio (docs/mcp.md)
-  // Host-side commands have no agvisord equivalent: refused before they run.
+  // Host-side commands with no agvisord equivalent and no Place verb yet: refused before they
+  // run (doctor, image and network answer through their Place).
   app.parse_complete_callback([&] {
     g.host_flag = app.count("--host") > 0;
     if (g.server.empty()) return;
-    for (const char* local_only : {"desktop", "image", "doctor", "network"}) {
+    for (const char* local_only : {"desktop"}) {
       if (app.got_subcommand(local_only)) {
         throw CLI::ValidationError(
             "--server", std::string("`agvisor ") + local_only +

@@ -11,7 +11,6 @@
 
 #include "agvisor/cli/common.h"
 #include "agvisor/docker/client.h"
-#include "agvisor/images/builder.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 
@@ -95,24 +94,27 @@ void PrintWarning(const Created& c) {
 // The desktop image is not built with the host (scripts/setup-host builds only what the first
 // run needs): the first --gui create on a host builds it, here, with debootstrap's progress.
 // Through agvisord the daemon's host is not reachable from here: its create names the fix.
-Result<void> EnsureDesktopImage(const GlobalOptions& g) {
-  auto docker = AGVISOR_TRY(HostClient(g.host));
+Result<void> EnsureDesktopImage(GlobalOptions& g) {
+  Place* place = AGVISOR_TRY(g.GetPlace());
   const std::string image(kDefaultDesktopImage);
-  auto found = docker->InspectImage(image);
-  if (found.ok() || found.error().code() != ErrorCode::kNotFound) return Ok();
-  if (geteuid() != 0) {
+  client::ImageBuildOptions o{.kind = "desktop", .name = image, .if_missing = true};
+  bool missing = false;
+  o.on_build = [&missing, &image] {
+    missing = true;
+    if (geteuid() != 0) return;  // refused by the build: said below
+    std::cerr << "agvisor: the desktop image " << EscapeForTerminal(image)
+              << " is not on this host yet: building it once (debootstrap of Xvnc, xfce and "
+                 "Firefox, then an import; about 4 minutes on 2 cores)\n";
+  };
+  o.progress = [](std::string_view line) { std::cerr << EscapeForTerminal(line) << "\n"; };
+  auto built = place->BuildImage(o);
+  if (!built.ok() && missing && geteuid() != 0) {
     return Error::NotFound("the desktop image " + image +
                            " is not on this host yet; the first --gui sandbox builds it, which "
                            "needs root: run `sudo agvisor image build desktop` once (about 4 "
                            "minutes on 2 cores), then this command again");
   }
-  std::cerr << "agvisor: the desktop image " << EscapeForTerminal(image)
-            << " is not on this host yet: building it once (debootstrap of Xvnc, xfce and "
-               "Firefox, then an import; about 4 minutes on 2 cores)\n";
-  images::BuildOptions options;
-  options.progress = [](std::string_view line) { std::cerr << EscapeForTerminal(line) << "\n"; };
-  auto recipe = AGVISOR_TRY(images::RecipeFor("desktop"));
-  AGVISOR_TRY(images::BuildImage(*docker, recipe, options));
+  if (!built.ok()) return built.error();
   return Ok();
 }
 

@@ -251,8 +251,23 @@ class RemotePlace final : public AgvisordPlace {
                                     const egress::EgressRules& rules) override {
     return client_->SetEgress(api::SandboxIdFor(container_name), rules);
   }
+  // The host's own verbs have no route in agvisord: they run on the daemon's host.
+  Result<std::vector<HostCheck>> HostReport() override { return OnTheHost("doctor"); }
+  Result<std::string> BuildImage(const ImageBuildOptions& options) override {
+    return OnTheHost("image build " + options.kind);
+  }
+  Result<std::string> CreateNetwork(std::string_view name) override {
+    return OnTheHost("network create " + std::string(name));
+  }
 
  private:
+  Error OnTheHost(const std::string& verb) const {
+    return Error::Unsupported("`agvisor " + verb +
+                              "` works on the host where sandboxes run, not through agvisord (" +
+                              ServerAddressString(client_->endpoint()) +
+                              " has no route for it): run it on the daemon's host without "
+                              "--server (and unset AGVISOR_SERVER)");
+  }
   std::shared_ptr<RemoteClient> client_;
 };
 

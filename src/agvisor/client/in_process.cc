@@ -1,6 +1,7 @@
 // The in-process Place: each call is the library's (Sandbox) on one Docker host.
 #include <mutex>
 
+#include "agvisor/client/host_verbs.h"
 #include "agvisor/client/place.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
@@ -192,6 +193,13 @@ class LocalPlace final : public Place {
       docker = docker_;
     }
     return docker->GetContainerStats(sandbox.container_id);
+  }
+  Result<std::vector<HostCheck>> HostReport() override { return CheckHost(host_); }
+  Result<std::string> BuildImage(const ImageBuildOptions& options) override {
+    return BuildHostImage(host_, options);
+  }
+  Result<std::string> CreateNetwork(std::string_view name) override {
+    return CreateHostNetwork(host_, name);
   }
 
  private:
