@@ -239,10 +239,11 @@ TEST_F(CliServerTest, RunAndTheDaemonsErrorsMapToExitCodes) {
   EXPECT_EQ(missing.status.exit_code, 125);
   EXPECT_THAT(missing.err, HasSubstr("no-such-" + RunId()));
   // A verb of the host itself: the agvisord place has no route for it and says where it runs
-  // (kUnsupported, exit 1); the same for image build and network create.
+  // (kUnsupported, exit 1); the same for image build, network create and ls --size.
   for (std::vector<std::string> verb : {std::vector<std::string>{"doctor"},
                                         {"image", "build", "base"},
-                                        {"network", "create", "n-" + RunId()}}) {
+                                        {"network", "create", "n-" + RunId()},
+                                        {"ls", "--size"}}) {
     auto host_verb = Agvisor(verb);
     EXPECT_EQ(host_verb.status.exit_code, 1) << verb[0];
     EXPECT_THAT(host_verb.err, HasSubstr("not through agvisord")) << verb[0];

@@ -10,8 +10,6 @@
 #include <memory>
 
 #include "agvisor/cli/common.h"
-#include "agvisor/docker/client.h"
-#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::cli {
@@ -265,22 +263,6 @@ void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code) {
   });
 }
 
-namespace {
-
-// The bytes each volume of the Docker host uses, by name (`ls --size`). Through agvisord the
-// daemon's host is not reachable from here: refused, naming why.
-Result<std::map<std::string, std::int64_t>> VolumeSizes(const GlobalOptions& g) {
-  if (!g.server.empty()) {
-    return Error::Unsupported("ls --size: not through agvisord yet (run it on the daemon's host)");
-  }
-  auto docker = AGVISOR_TRY(HostClient(g.host));
-  std::map<std::string, std::int64_t> out;
-  for (const auto& v : AGVISOR_TRY(docker->VolumeSizes())) out[v.name] = v.size.value_or(-1);
-  return out;
-}
-
-}  // namespace
-
 void AddList(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto* cmd = app.add_subcommand("ls",
                                  "list every agvisor sandbox on the host, running or not "
@@ -306,7 +288,7 @@ void AddList(CLI::App& app, GlobalOptions& g, int* exit_code) {
     // The volumes' sizes, by volume name (= the container name of a named sandbox).
     std::map<std::string, std::int64_t> sizes;
     if (*size) {
-      auto v = VolumeSizes(g);
+      auto v = (*place)->VolumeSizes();
       if (!v.ok()) {
         *exit_code = ReportError(v.error());
         return;

@@ -259,6 +259,9 @@ class RemotePlace final : public AgvisordPlace {
   Result<std::string> CreateNetwork(std::string_view name) override {
     return OnTheHost("network create " + std::string(name));
   }
+  Result<std::map<std::string, std::int64_t>> VolumeSizes() override {
+    return OnTheHost("ls --size");
+  }
 
  private:
   Error OnTheHost(const std::string& verb) const {

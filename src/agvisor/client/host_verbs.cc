@@ -423,6 +423,17 @@ Result<std::string> BuildHostImage(std::string_view host, const ImageBuildOption
                              .progress = options.progress});
 }
 
+Result<std::map<std::string, std::int64_t>> HostVolumeSizes(std::string_view host) {
+  if (IsKubernetesHost(host)) {
+    return Error::Unsupported("ls --size on " + std::string(host) +
+                              ": the sizes of a cluster's volume claims are not read yet");
+  }
+  auto docker = AGVISOR_TRY(HostClient(host));
+  std::map<std::string, std::int64_t> out;
+  for (const auto& v : AGVISOR_TRY(docker->VolumeSizes())) out[v.name] = v.size.value_or(-1);
+  return out;
+}
+
 Result<std::string> CreateHostNetwork(std::string_view host, std::string_view name) {
   if (IsKubernetesHost(host)) {
     return Error::Unsupported("networks on " + std::string(host) +

@@ -3,6 +3,8 @@
 // callers reach them through their Place.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +22,8 @@ namespace agvisor::client {
 std::vector<HostCheck> CheckHost(std::string_view host);
 // Place::BuildImage on `host`.
 Result<std::string> BuildHostImage(std::string_view host, const ImageBuildOptions& options);
+// Place::VolumeSizes on `host` (kUnsupported on a Kubernetes host: its claims are not walked).
+Result<std::map<std::string, std::int64_t>> HostVolumeSizes(std::string_view host);
 // Place::CreateNetwork on `host`.
 Result<std::string> CreateHostNetwork(std::string_view host, std::string_view name);
 

@@ -201,6 +201,9 @@ class LocalPlace final : public Place {
   Result<std::string> CreateNetwork(std::string_view name) override {
     return CreateHostNetwork(host_, name);
   }
+  Result<std::map<std::string, std::int64_t>> VolumeSizes() override {
+    return HostVolumeSizes(host_);
+  }
 
  private:
   std::string host_;

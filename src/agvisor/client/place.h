@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -272,6 +273,11 @@ class Place {
   // kInvalidArgument (an unknown kind).
   virtual Result<std::string> BuildImage(const ImageBuildOptions& options) {
     return Error::Unsupported("image build of " + options.kind + ": this place builds none");
+  }
+  // VolumeSizes: the bytes each volume of the host uses (Docker counts them by walking each: slow
+  // on big ones), by volume name, the container name of a named sandbox; -1 = not counted.
+  virtual Result<std::map<std::string, std::int64_t>> VolumeSizes() {
+    return Error::Unsupported("volume sizes: this place counts none");
   }
   // CreateNetwork: a bridge network sandboxes may share (`create --network NAME`); its id.
   // Errors: kConflict (it exists), kInvalidArgument (a bad name), kUnsupported (a Kubernetes
