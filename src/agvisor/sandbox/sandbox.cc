@@ -627,8 +627,9 @@ Error SandboxDiedError(const SandboxInfo& info, std::string_view memory) {
   std::string why;
   switch (info.end_reason) {
     case EndReason::kOutOfMemory:
-      why = "it ran out of memory (limits.memory=" + std::string(memory) +
-            "); under gVisor that ends the whole sandbox";
+      why = "it ran out of memory" +
+            (memory.empty() ? std::string() : " (limits.memory=" + std::string(memory) + ")") +
+            "; under gVisor that ends the whole sandbox";
       break;
     case EndReason::kGone:
       why = "its container no longer exists (it expired, was stopped, or hit a limit)";

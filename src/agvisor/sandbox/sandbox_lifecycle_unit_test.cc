@@ -115,6 +115,29 @@ TEST_F(SandboxLifecycleUnitTest, ADeathByTheMemoryLimitIsReportedAsSuch) {
   EXPECT_EQ(info->exit_code, 137);
 }
 
+// A dead sandbox is worded once (SandboxDiedError) for Sandbox's Diagnose and the agvisord
+// handle, which knows only the daemon's view: a name, an end reason, the create-time memory.
+TEST(SandboxDiedErrorTest, OneWordingForEveryDoor) {
+  SandboxInfo oom{
+      .container_name = "agvisor-m", .name = "m", .end_reason = EndReason::kOutOfMemory};
+  Error e = SandboxDiedError(oom, "512m");
+  EXPECT_EQ(e.code(), ErrorCode::kSandboxDied);
+  EXPECT_EQ(e.message(),
+            "sandbox agvisor-m is not running: it ran out of memory (limits.memory=512m); under "
+            "gVisor that ends the whole sandbox; create it again with the same name to get a "
+            "fresh container on the same /workspace");
+  SandboxInfo gone{.container_name = "agvisor-x", .end_reason = EndReason::kGone};
+  EXPECT_EQ(SandboxDiedError(gone, "").message(),
+            "sandbox agvisor-x is not running: its container no longer exists (it expired, was "
+            "stopped, or hit a limit)");
+  SandboxInfo killed{
+      .container_name = "agvisor-k", .end_reason = EndReason::kKilled, .exit_code = 137};
+  EXPECT_THAT(SandboxDiedError(killed, "").message(), HasSubstr("killed (exit code 137;"));
+  oom.name.reset();
+  EXPECT_THAT(SandboxDiedError(oom, "").message(),
+              HasSubstr("ran out of memory; under gVisor that ends the whole sandbox"));
+}
+
 TEST_F(SandboxLifecycleUnitTest, EndReasonsFromTheAgentsExitCodes) {
   ASSERT_TRUE(rt_->AddInstance("agvisor-e", {.labels = {{"agvisor", "1"}}}).ok());
   auto sb = Sandbox::Open("agvisor-e", kHost);
