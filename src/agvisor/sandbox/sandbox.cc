@@ -670,9 +670,8 @@ Result<void> Sandbox::Remove(std::string_view container_name, std::string_view h
 
 Result<void> Sandbox::SetDeadlines(std::optional<std::int64_t> lifetime,
                                    std::optional<std::int64_t> idle_ttl) {
-  if ((lifetime && *lifetime <= 0) || (idle_ttl && *idle_ttl <= 0)) {
-    return Error::InvalidArgument(
-        "set deadlines: lifetime and idle_ttl must be > 0 seconds (leave one unset for none)");
+  if (auto v = ValidateDeadlines(lifetime, idle_ttl); !v.ok()) {
+    return v.error().WithContext("set deadlines");
   }
   auto ch = AGVISOR_TRY(Channel());
   auto ms = [](std::optional<std::int64_t> s) -> std::optional<std::chrono::milliseconds> {

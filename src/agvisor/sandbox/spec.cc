@@ -274,18 +274,7 @@ Result<void> ValidateSpec(const SandboxSpec& s) {
                                   std::to_string(kMaxWarmShells) + ", got " +
                                   std::to_string(s.warm_shells));
   }
-  if (s.lifetime && *s.lifetime <= 0) {
-    return Error::InvalidArgument("lifetime must be > 0 seconds, got " +
-                                  std::to_string(*s.lifetime) +
-                                  " (leave it unset to live until "
-                                  "stop)");
-  }
-  if (s.idle_ttl && *s.idle_ttl <= 0) {
-    return Error::InvalidArgument("idle_ttl must be > 0 seconds, got " +
-                                  std::to_string(*s.idle_ttl) +
-                                  " (leave it unset to never "
-                                  "expire when idle)");
-  }
+  AGVISOR_RETURN_IF_ERROR(ValidateDeadlines(s.lifetime, s.idle_ttl));
   if (s.idle_action != "destroy" && s.idle_action != "stop" && s.idle_action != "pause") {
     return Error::InvalidArgument("idle_action must be destroy, stop or pause, got '" +
                                   s.idle_action + "'");
@@ -299,6 +288,19 @@ Result<void> ValidateSpec(const SandboxSpec& s) {
     return Error::InvalidArgument(
         "idle_action stop keeps /workspace for a later create of the same name: give the "
         "sandbox a name (or use destroy, which ends an anonymous one for good)");
+  }
+  return Ok();
+}
+
+Result<void> ValidateDeadlines(std::optional<std::int64_t> lifetime,
+                               std::optional<std::int64_t> idle_ttl) {
+  if (lifetime && *lifetime <= 0) {
+    return Error::InvalidArgument("lifetime must be > 0 seconds, got " + std::to_string(*lifetime) +
+                                  " (leave it unset to live until stop)");
+  }
+  if (idle_ttl && *idle_ttl <= 0) {
+    return Error::InvalidArgument("idle_ttl must be > 0 seconds, got " + std::to_string(*idle_ttl) +
+                                  " (leave it unset to never expire when idle)");
   }
   return Ok();
 }

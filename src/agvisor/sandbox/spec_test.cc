@@ -146,6 +146,11 @@ TEST(SpecTest, LifetimeIdleAndExecTimeout) {
   EXPECT_FALSE(ValidateExecTimeout(std::numeric_limits<double>::infinity(), std::nullopt).ok());
   // A started process: 0 is none; below 0 is refused saying so; idle_ttl holds as for a run.
   EXPECT_TRUE(ValidateProcessTimeout(0, 60).ok());
+  // Deadlines (create, a pool's acquire, SetDeadlines): > 0 or unset.
+  EXPECT_TRUE(ValidateDeadlines(std::nullopt, 1).ok());
+  EXPECT_THAT(Msg(ValidateDeadlines(0, std::nullopt)),
+              HasSubstr("lifetime must be > 0 seconds, got 0 (leave it unset"));
+  EXPECT_THAT(Msg(ValidateDeadlines(5, -1)), HasSubstr("idle_ttl must be > 0 seconds, got -1"));
   EXPECT_THAT(Msg(ValidateProcessTimeout(-1, std::nullopt)),
               HasSubstr("must be > 0 seconds (or 0 for none), got -1"));
   EXPECT_THAT(Msg(ValidateProcessTimeout(90, 60)), HasSubstr("below idle_ttl"));
