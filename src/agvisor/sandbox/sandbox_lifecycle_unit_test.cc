@@ -56,6 +56,9 @@ TEST_F(SandboxLifecycleUnitTest, OpenReadsTheLabelsAndTheFirstExecOpensOneRelay)
   ASSERT_FALSE(negative.ok()) << "started pid " << *negative;
   EXPECT_EQ(negative.error().code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(negative.error().message(), HasSubstr("must be > 0 seconds (or 0 for none), got -1"));
+  auto empty = (*sb)->StartBackground({}, {});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(empty.error().message(), HasSubstr("the command is empty: name a program"));
   auto past_idle = (*sb)->StartProcess({"sleep", "100"}, {.timeout = 700});
   ASSERT_FALSE(past_idle.ok());
   EXPECT_THAT(past_idle.error().message(), HasSubstr("must stay below idle_ttl=600s"));

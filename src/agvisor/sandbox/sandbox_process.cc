@@ -101,7 +101,7 @@ Result<proto::ExecRequest> BuildExecRequest(const std::vector<std::string>& argv
                                             const std::string& cwd, const std::string& user,
                                             double timeout, bool timeout_optional,
                                             std::optional<std::int64_t> idle_ttl) {
-  if (argv.empty()) return Error::InvalidArgument("exec: empty command");
+  if (argv.empty()) return Error::InvalidArgument("exec: the command is empty: name a program");
   AGVISOR_RETURN_IF_ERROR(timeout_optional ? ValidateProcessTimeout(timeout, idle_ttl)
                                            : ValidateExecTimeout(timeout, idle_ttl));
   AGVISOR_RETURN_IF_ERROR(ValidateExecEnvUser(env, user));
