@@ -22,7 +22,7 @@ allowed[gateway]+=" client api"
 # client/ (in process or agvisord) and never includes the daemon; api/ (routes, codecs, default
 # paths) is shared by the daemon and the client and does no I/O (checked below).
 allowed[api]="sandbox egress channel docker http proto base"
-allowed[client]="api sandbox egress channel docker http proto base"
+allowed[client]="api sandbox egress images channel docker http proto base"
 allowed[cli]="client api sandbox egress images channel docker http proto base"
 allowed[server]="api gateway sandbox egress channel docker http proto base"
 # mcp/: the MCP server (docs/mcp.md) reaches sandboxes only through the client layer (and api/'s

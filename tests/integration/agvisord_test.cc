@@ -25,6 +25,7 @@
 #include "agvisor/api/codec.h"
 #include "agvisor/base/subprocess.h"
 #include "agvisor/client/desktop.h"
+#include "agvisor/client/place.h"
 #include "agvisor/desktop/token.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "tests/integration/test_env.h"
@@ -548,6 +549,55 @@ TEST_F(AgvisordTest, SandboxExecFilesProcessesPortsMetrics) {
 
 // The archive routes: a directory with nested files, a symlink and binary content goes in as a
 // tar and comes back byte for byte; bad paths and refused entries are clear 4xx errors.
+// One exec semantics at both doors of the client layer: the same sandbox, the same assertions on
+// the cap, the dropped counts and which path ran, in process and through agvisord's exec
+// WebSocket. Two ready shells (the default): one for each door's `sh -c`, as a used one is
+// replaced only once the agent has been idle for 100 ms.
+TEST_F(AgvisordTest, ExecResultIsTheSameInProcessAndThroughAgvisord) {
+  const std::string id = CreateSandbox(R"(,"warm_shells":2)");
+  ASSERT_FALSE(id.empty());
+  auto view = daemon_->Curl("GET", "/v1/sandboxes/" + id).Json();
+  const std::string cname(view["container_name"].as_string());
+  auto remote = client::Agvisord("unix:" + daemon_->socket(), daemon_->token_file());
+  ASSERT_TRUE(remote.ok()) << remote.error().ToString();
+  auto local = client::InProcess(TestHost());
+  for (client::Place* place : {local.get(), static_cast<client::Place*>(remote->get())}) {
+    SCOPED_TRACE(place == local.get() ? "in process" : "through agvisord");
+    auto h = place->Open(cname);
+    ASSERT_TRUE(h.ok()) << h.error().ToString();
+    // 100000 bytes of stdout, 3 of stderr; 1000 kept of each.
+    auto r = (*h)->Exec({"sh", "-c", "head -c 100000 /dev/zero; printf err >&2"},
+                        {.timeout = 60, .max_output_bytes = 1000});
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    EXPECT_EQ(r->exit_code, 0);
+    EXPECT_EQ(r->out, std::string(1000, '\0'));
+    EXPECT_EQ(r->stdout_dropped, 99000u);
+    EXPECT_EQ(r->err, "err");
+    EXPECT_EQ(r->stderr_dropped, 0u);
+    EXPECT_TRUE(r->truncated);
+    // `sh -c` with the default environment took a ready shell; a plain argv never does.
+    EXPECT_TRUE(r->prestarted);
+    auto cold = (*h)->Exec({"true"}, {});
+    ASSERT_TRUE(cold.ok()) << cold.error().ToString();
+    EXPECT_FALSE(cold->prestarted);
+    EXPECT_FALSE(cold->truncated);
+    // A run needs a timeout: the core's check and message, before anything runs.
+    auto zero = (*h)->Exec({"true"}, {.timeout = 0});
+    ASSERT_FALSE(zero.ok());
+    EXPECT_EQ(zero.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(zero.error().message().find("timeout must be > 0 seconds, got 0"), std::string::npos)
+        << zero.error().ToString();
+  }
+  // The routes parse a number and leave its range to the core: the same words come back.
+  const std::string base = "/v1/sandboxes/" + id;
+  auto run = daemon_->Post(base + "/exec", R"({"argv":["true"],"timeout":-1})");
+  EXPECT_EQ(run.status, 400) << run.body;
+  EXPECT_NE(run.body.find("timeout must be > 0 seconds, got -1"), std::string::npos) << run.body;
+  auto bg = daemon_->Post(base + "/processes", R"({"argv":["true"],"timeout":-1})");
+  EXPECT_EQ(bg.status, 400) << bg.body;
+  EXPECT_NE(bg.body.find("(or 0 for none), got -1"), std::string::npos) << bg.body;
+}
+
 TEST_F(AgvisordTest, ArchiveRoundTripOfADirectory) {
   const std::string id = CreateSandbox();
   ASSERT_FALSE(id.empty());

@@ -238,10 +238,17 @@ TEST_F(CliServerTest, RunAndTheDaemonsErrorsMapToExitCodes) {
   auto missing = Agvisor({"exec", "no-such-" + RunId(), "--", "true"});
   EXPECT_EQ(missing.status.exit_code, 125);
   EXPECT_THAT(missing.err, HasSubstr("no-such-" + RunId()));
-  // A command that only works on a Docker host.
-  auto desk = Agvisor({"doctor"});
-  EXPECT_EQ(desk.status.exit_code, 2);
-  EXPECT_THAT(desk.err, HasSubstr("not through agvisord"));
+  // A verb of the host itself: the agvisord place has no route for it and says where it runs
+  // (kUnsupported, exit 1); the same for image build, network create and ls --size.
+  for (std::vector<std::string> verb : {std::vector<std::string>{"doctor"},
+                                        {"image", "build", "base"},
+                                        {"network", "create", "n-" + RunId()},
+                                        {"ls", "--size"}}) {
+    auto host_verb = Agvisor(verb);
+    EXPECT_EQ(host_verb.status.exit_code, 1) << verb[0];
+    EXPECT_THAT(host_verb.err, HasSubstr("not through agvisord")) << verb[0];
+    EXPECT_THAT(host_verb.err, HasSubstr("run it on the daemon's host")) << verb[0];
+  }
 }
 
 // `agvisor desktop` through the daemon (one Place for every verb): the password over the files

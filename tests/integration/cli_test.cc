@@ -81,6 +81,10 @@ TEST_F(CliTest, BadInputExits2WithAClearMessage) {
   r = Agvisor({"create", "--name", "bad,name"});
   EXPECT_EQ(r.status.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("name 'bad,name' is invalid"));
+  // The core's timeout check, before a sandbox is made.
+  r = Agvisor({"run", "-t", "0", "--", "true"});
+  EXPECT_EQ(r.status.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("timeout must be > 0 seconds, got 0"));
   r = Agvisor({"run", "--disk", "3g", "--", "true"});
   EXPECT_EQ(r.status.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("cannot be enforced"));

@@ -647,10 +647,8 @@ Result<ExecRequest> ParseExecRequest(std::string_view body, bool websocket) {
   if (websocket) r.timeout = 0;
   r.argv = AGVISOR_TRY(GetArgv(o));
   if (auto* v = o.if_contains("timeout")) {
+    // Its range is the core's (ValidateExecTimeout, ValidateProcessTimeout on a stream).
     r.timeout = AGVISOR_TRY(GetNumber(*v, "timeout"));
-    if (!(r.timeout > 0 || (websocket && r.timeout == 0))) {
-      return Bad("timeout", websocket ? "must be >= 0 seconds (0 = none)" : "must be > 0 seconds");
-    }
   }
   if (auto* v = o.if_contains("env")) r.env = AGVISOR_TRY(GetEnv(*v));
   if (auto* v = o.if_contains("cwd")) r.cwd = AGVISOR_TRY(GetString(*v, "cwd"));
@@ -693,6 +691,7 @@ std::string ExecResultJson(const ExecResult& r, bool base64) {
   o["truncated"] = r.truncated;
   o["stdout_dropped"] = r.stdout_dropped;
   o["stderr_dropped"] = r.stderr_dropped;
+  o["prestarted"] = r.prestarted;
   return Serialize(o);
 }
 
@@ -710,8 +709,8 @@ Result<StartProcessRequest> ParseStartProcessRequest(std::string_view body) {
     r.options.keep_awake = AGVISOR_TRY(GetBool(*v, "keep_awake"));
   }
   if (auto* v = o.if_contains("timeout")) {
+    // Its range is the core's (ValidateProcessTimeout), checked before anything starts.
     r.options.timeout = AGVISOR_TRY(GetNumber(*v, "timeout"));
-    if (r.options.timeout < 0) return Bad("timeout", "must be >= 0 seconds (0 = none)");
   }
   if (auto* v = o.if_contains("env")) r.options.env = AGVISOR_TRY(GetEnv(*v));
   if (auto* v = o.if_contains("cwd")) r.options.cwd = AGVISOR_TRY(GetString(*v, "cwd"));
@@ -1017,6 +1016,7 @@ std::string WsExitJson(const ProcessExit& exit) {
   o["exit_code"] = exit.exit_code;
   o["signal"] = exit.signal;
   o["timed_out"] = exit.timed_out;
+  o["prestarted"] = exit.prestarted;
   return Serialize(o);
 }
 
@@ -1401,6 +1401,8 @@ Result<WsServerMessage> ParseWsServerMessage(std::string_view text) {
     m.exit.signal = static_cast<std::uint8_t>(IntOr(o, "signal"));
     const json::value* t = o.if_contains("timed_out");
     m.exit.timed_out = t && t->is_bool() && t->as_bool();
+    const json::value* p = o.if_contains("prestarted");
+    m.exit.prestarted = p && p->is_bool() && p->as_bool();
   } else if (type == "error") {
     auto e = DecodeErrorJson(text);
     if (!e) return Malformed("stream message", text);

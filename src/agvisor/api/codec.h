@@ -93,7 +93,7 @@ std::string UpdateRequestJson(const LimitsUpdate& update);
 struct ExecRequest {
   std::vector<std::string> argv;     // "argv": [...], or "command": "..." = sh -c command
   std::optional<std::string> input;  // "stdin" (text) or "stdin_b64"
-  double timeout = 120;              // "timeout" seconds (> 0)
+  double timeout = 120;              // "timeout" seconds (range: the core's)
   std::vector<std::string> env;      // "env": {"K": "V"} or ["K=V"]
   std::string cwd;
   std::string user;
@@ -108,7 +108,7 @@ struct ExecRequest {
 // boolean there and a timeout of 0 means none).
 Result<ExecRequest> ParseExecRequest(std::string_view body, bool websocket);
 // {"exit_code", "timed_out", "stdout", "stderr", "encoding", "truncated", "stdout_dropped",
-//  "stderr_dropped"}
+//  "stderr_dropped", "prestarted"}
 std::string ExecResultJson(const ExecResult& r, bool base64);
 
 // ---- Background processes ----
@@ -249,7 +249,8 @@ Result<std::string> ParseWsAuthMessage(std::string_view text);
 std::string WsAuthJson(std::string_view token);
 // {"type":"started","pid":N}
 std::string WsStartedJson(std::uint32_t pid);
-// {"type":"exit","exit_code":N,"signal":S,"timed_out":B}
+// {"type":"exit","exit_code":N,"signal":S,"timed_out":B,"prestarted":B}: all of how it ended, so a
+// client collects the same ExecResult as Sandbox::Exec (ExecOutputCollector).
 std::string WsExitJson(const ProcessExit& exit);
 // {"type":"error","error":{"code","message"}}
 std::string WsErrorJson(const Error& e);

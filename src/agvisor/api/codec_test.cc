@@ -157,7 +157,9 @@ TEST(CodecTest, ParseExecRequest) {
   EXPECT_FALSE(ParseExecRequest("{}", false).ok());
   EXPECT_FALSE(ParseExecRequest(R"({"argv":[]})", false).ok());
   EXPECT_FALSE(ParseExecRequest(R"({"argv":["a"],"command":"b"})", false).ok());
-  EXPECT_FALSE(ParseExecRequest(R"({"argv":["a"],"timeout":0})", false).ok());
+  // A number, whatever its range (the core's check: agvisord_test).
+  EXPECT_TRUE(ParseExecRequest(R"({"argv":["a"],"timeout":0})", false).ok());
+  EXPECT_FALSE(ParseExecRequest(R"({"argv":["a"],"timeout":"1"})", false).ok());
   EXPECT_FALSE(ParseExecRequest(R"({"argv":["a"],"stdin":"x","stdin_b64":"eA=="})", false).ok());
   EXPECT_FALSE(ParseExecRequest(R"({"argv":["a"],"encoding":"hex"})", false).ok());
   EXPECT_FALSE(ParseExecRequest(R"({"argv":["a"],"pty":true})", false).ok());  // WebSocket only
@@ -241,6 +243,9 @@ TEST(CodecTest, ExecResultJson) {
   auto b64 = Obj(ExecResultJson(r, true));
   EXPECT_EQ(b64["stdout"].as_string(), Base64Encode(r.out));
   EXPECT_EQ(b64["timed_out"].as_bool(), false);
+  EXPECT_EQ(b64["prestarted"].as_bool(), false);
+  r.prestarted = true;
+  EXPECT_EQ(Obj(ExecResultJson(r, false))["prestarted"].as_bool(), true);
 }
 
 TEST(CodecTest, SandboxJson) {
@@ -316,7 +321,7 @@ TEST(CodecTest, Processes) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->argv.back(), "sleep 9");
   EXPECT_TRUE(r->options.stdin);
-  EXPECT_FALSE(ParseStartProcessRequest(R"({"argv":["x"],"timeout":-1})").ok());
+  EXPECT_FALSE(ParseStartProcessRequest(R"({"argv":["x"],"timeout":"-1"})").ok());
   auto l = Obj(ProcessListJson({{7, "sleep", true, 0}, {8, "true", false, 0}}));
   auto a = l["processes"].as_array();
   ASSERT_EQ(a.size(), 2u);
@@ -644,6 +649,10 @@ TEST(CodecTest, ClientWebSocketMessages) {
   ASSERT_TRUE(exit.ok());
   EXPECT_EQ(exit->type, WsServerMessage::Type::kExit);
   EXPECT_EQ(exit->exit, (ProcessExit{124, 9, true}));
+  // Which path ran crosses the wire too (the in-process ExecResult has it).
+  auto warm = ParseWsServerMessage(WsExitJson({0, 0, false, true}));
+  ASSERT_TRUE(warm.ok());
+  EXPECT_EQ(warm->exit, (ProcessExit{0, 0, false, true}));
   auto err = ParseWsServerMessage(WsErrorJson(Error::SandboxDied("oom")));
   ASSERT_TRUE(err.ok());
   EXPECT_EQ(err->type, WsServerMessage::Type::kError);

@@ -312,19 +312,7 @@ int RunCli(int argc, char** argv) {
     add(app, g, &exit_code);
   }
   AddMcp(app, g, &exit_code);  // the MCP server on stdio (docs/mcp.md)
-  // Host-side commands have no agvisord equivalent: refused before they run.
-  app.parse_complete_callback([&] {
-    g.host_flag = app.count("--host") > 0;
-    if (g.server.empty()) return;
-    for (const char* local_only : {"image", "doctor", "network"}) {
-      if (app.got_subcommand(local_only)) {
-        throw CLI::ValidationError(
-            "--server", std::string("`agvisor ") + local_only +
-                            "` works on a Docker host, not through agvisord: run it on the "
-                            "daemon's host without --server (and unset AGVISOR_SERVER)");
-      }
-    }
-  });
+  app.parse_complete_callback([&] { g.host_flag = app.count("--host") > 0; });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,14 +1,10 @@
 // image build: base and desktop (images/builder.h), kube-agent (images/kube_agent_image.h).
+// Thin: one call of Place::BuildImage.
 #include <iostream>
 
 #include "agvisor/cli/common.h"
-#include "agvisor/docker/client.h"
 #include "agvisor/images/builder.h"
-#include "agvisor/images/kube_agent_image.h"
-#include "agvisor/sandbox/agent_blob.h"
-#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/kube_runtime/pod_manifest.h"
-#include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::cli {
 
@@ -30,10 +26,8 @@ void AddImage(CLI::App& app, GlobalOptions& g, int* exit_code) {
           ": this build's agent and a static busybox, what a Kubernetes cluster's sandbox pods "
           "copy the agent from; push it where the nodes pull from: docs/kubernetes.md): "
           "seconds, no root");
-  auto kind = std::make_shared<std::string>();
-  auto opts = std::make_shared<images::BuildOptions>();
-  auto busybox = std::make_shared<std::string>("/bin/busybox");
-  build->add_option("kind", *kind, "what to build: base, desktop or kube-agent")
+  auto opts = std::make_shared<client::ImageBuildOptions>();
+  build->add_option("kind", opts->kind, "what to build: base, desktop or kube-agent")
       ->required()
       ->check(CLI::IsMember({"base", "desktop", "kube-agent"}));
   build->add_option("--tag", opts->name,
@@ -43,32 +37,16 @@ void AddImage(CLI::App& app, GlobalOptions& g, int* exit_code) {
   build->add_option("--mirror", opts->mirror, "Debian mirror URL (default: debootstrap's)");
   build->add_option("--workdir", opts->workdir, "where to assemble the root file system")
       ->capture_default_str();
-  build->add_option("--busybox", *busybox, "kube-agent: the static busybox to put in")
+  build->add_option("--busybox", opts->busybox, "kube-agent: the static busybox to put in")
       ->capture_default_str();
-  build->callback([&g, exit_code, kind, opts, busybox] {
-    // Images go to a Docker host: with a kube:// host, this machine's (then pushed by hand).
-    auto docker = HostClient(IsKubernetesHost(g.host) ? "" : g.host);
-    if (!docker.ok()) {
-      *exit_code = ReportError(docker.error());
+  build->callback([&g, exit_code, opts] {
+    auto place = g.GetPlace();
+    if (!place.ok()) {
+      *exit_code = ReportError(place.error());
       return;
     }
-    auto progress = [](std::string_view line) { std::cerr << EscapeForTerminal(line) << "\n"; };
-    Result<std::string> id = Error::Internal("unset");
-    if (*kind == "kube-agent") {
-      images::KubeAgentImageOptions ko{
-          .name = opts->name.empty() ? AgentImageRefForKube() : opts->name,
-          .busybox = *busybox,
-          .progress = progress};
-      id = images::BuildKubeAgentImage(**docker, EmbeddedAgentBinary(), ko);
-    } else {
-      auto recipe = images::RecipeFor(*kind);
-      if (!recipe.ok()) {
-        *exit_code = ReportError(recipe.error());
-        return;
-      }
-      opts->progress = progress;
-      id = images::BuildImage(**docker, *recipe, *opts);
-    }
+    opts->progress = [](std::string_view line) { std::cerr << EscapeForTerminal(line) << "\n"; };
+    auto id = (*place)->BuildImage(*opts);
     if (!id.ok()) {
       *exit_code = ReportError(id.error());
       return;

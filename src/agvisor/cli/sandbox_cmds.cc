@@ -10,9 +10,6 @@
 #include <memory>
 
 #include "agvisor/cli/common.h"
-#include "agvisor/docker/client.h"
-#include "agvisor/images/builder.h"
-#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::cli {
@@ -70,16 +67,12 @@ std::vector<std::string> CommandArgv(const std::vector<std::string>& command) {
 Result<ExecResult> RunIn(SandboxHandle& sb, const ExecFlags& f) {
   auto o = AGVISOR_TRY(f.Build());
   if (!f.stdin_input) return sb.Exec(CommandArgv(f.command), o);
-  // A given -t must be > 0, as for Exec (StartProcess would take 0 as "none").
-  if (f.HasTimeout()) AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(o.timeout, std::nullopt));
   // --stdin: streamed as it comes (any size, in bounded memory; a command that reads a line
-  // at a time answers before stdin ends), through a process with the same exit semantics.
-  ProcessOptions po;
+  // at a time answers before stdin ends), through a process with the same exit semantics. A
+  // given -t is checked as for Exec (a process would take 0 as "none").
+  ProcessOptions po = AGVISOR_TRY(client::ProcessOptionsFor(o));
   po.stdin = true;
-  po.timeout = f.HasTimeout() ? o.timeout : 0;  // 0: none
-  po.env = o.env;
-  po.cwd = o.cwd;
-  po.user = o.user;
+  if (!f.HasTimeout()) po.timeout = 0;  // none
   auto p = AGVISOR_TRY(sb.Start(CommandArgv(f.command), po));
   auto exit = AGVISOR_TRY(RunFeedingStdin(*p, {o.on_stdout, o.on_stderr}, /*pty=*/false));
   ExecResult r;
@@ -99,24 +92,27 @@ void PrintWarning(const Created& c) {
 // The desktop image is not built with the host (scripts/setup-host builds only what the first
 // run needs): the first --gui create on a host builds it, here, with debootstrap's progress.
 // Through agvisord the daemon's host is not reachable from here: its create names the fix.
-Result<void> EnsureDesktopImage(const GlobalOptions& g) {
-  auto docker = AGVISOR_TRY(HostClient(g.host));
+Result<void> EnsureDesktopImage(GlobalOptions& g) {
+  Place* place = AGVISOR_TRY(g.GetPlace());
   const std::string image(kDefaultDesktopImage);
-  auto found = docker->InspectImage(image);
-  if (found.ok() || found.error().code() != ErrorCode::kNotFound) return Ok();
-  if (geteuid() != 0) {
+  client::ImageBuildOptions o{.kind = "desktop", .name = image, .if_missing = true};
+  bool missing = false;
+  o.on_build = [&missing, &image] {
+    missing = true;
+    if (geteuid() != 0) return;  // refused by the build: said below
+    std::cerr << "agvisor: the desktop image " << EscapeForTerminal(image)
+              << " is not on this host yet: building it once (debootstrap of Xvnc, xfce and "
+                 "Firefox, then an import; about 4 minutes on 2 cores)\n";
+  };
+  o.progress = [](std::string_view line) { std::cerr << EscapeForTerminal(line) << "\n"; };
+  auto built = place->BuildImage(o);
+  if (!built.ok() && missing && geteuid() != 0) {
     return Error::NotFound("the desktop image " + image +
                            " is not on this host yet; the first --gui sandbox builds it, which "
                            "needs root: run `sudo agvisor image build desktop` once (about 4 "
                            "minutes on 2 cores), then this command again");
   }
-  std::cerr << "agvisor: the desktop image " << EscapeForTerminal(image)
-            << " is not on this host yet: building it once (debootstrap of Xvnc, xfce and "
-               "Firefox, then an import; about 4 minutes on 2 cores)\n";
-  images::BuildOptions options;
-  options.progress = [](std::string_view line) { std::cerr << EscapeForTerminal(line) << "\n"; };
-  auto recipe = AGVISOR_TRY(images::RecipeFor("desktop"));
-  AGVISOR_TRY(images::BuildImage(*docker, recipe, options));
+  if (!built.ok()) return built.error();
   return Ok();
 }
 
@@ -267,22 +263,6 @@ void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code) {
   });
 }
 
-namespace {
-
-// The bytes each volume of the Docker host uses, by name (`ls --size`). Through agvisord the
-// daemon's host is not reachable from here: refused, naming why.
-Result<std::map<std::string, std::int64_t>> VolumeSizes(const GlobalOptions& g) {
-  if (!g.server.empty()) {
-    return Error::Unsupported("ls --size: not through agvisord yet (run it on the daemon's host)");
-  }
-  auto docker = AGVISOR_TRY(HostClient(g.host));
-  std::map<std::string, std::int64_t> out;
-  for (const auto& v : AGVISOR_TRY(docker->VolumeSizes())) out[v.name] = v.size.value_or(-1);
-  return out;
-}
-
-}  // namespace
-
 void AddList(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto* cmd = app.add_subcommand("ls",
                                  "list every agvisor sandbox on the host, running or not "
@@ -308,7 +288,7 @@ void AddList(CLI::App& app, GlobalOptions& g, int* exit_code) {
     // The volumes' sizes, by volume name (= the container name of a named sandbox).
     std::map<std::string, std::int64_t> sizes;
     if (*size) {
-      auto v = VolumeSizes(g);
+      auto v = (*place)->VolumeSizes();
       if (!v.ok()) {
         *exit_code = ReportError(v.error());
         return;

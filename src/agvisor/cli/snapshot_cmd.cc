@@ -59,8 +59,7 @@ void AddSnapshot(CLI::App& app, GlobalOptions& g, int* exit_code) {
       "from it",
       [&g, image, workspace, max_bytes](SandboxHandle& sb) {
         auto cap = ParseMemorySize("--max-size", *max_bytes);
-        if (!cap.ok()) return ReportError(cap.error());
-        if (*cap <= 0) return ReportError(Error::InvalidArgument("--max-size must be above 0"));
+        if (!cap.ok()) return ReportError(cap.error());  // 0 and below refused there
         SnapshotOptions o;
         o.image = *image;
         o.include_workspace = *workspace;
@@ -124,7 +123,6 @@ void AddFork(CLI::App& app, GlobalOptions& g, int* exit_code) {
     }
     auto cap = ParseMemorySize("--max-size", *max_bytes);
     if (!cap.ok()) return fail(cap.error());
-    if (*cap <= 0) return fail(Error::InvalidArgument("--max-size must be above 0"));
     auto place = g.GetPlace();
     if (!place.ok()) return fail(place.error());
     const std::string cname = ResolveContainerName(*source);

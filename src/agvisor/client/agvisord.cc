@@ -17,7 +17,9 @@
 
 namespace agvisor::client {
 
-ProcessOptions ProcessOptionsFor(const ExecOptions& o) {
+Result<ProcessOptions> ProcessOptionsFor(const ExecOptions& o) {
+  // A run needs a timeout (a started process takes 0 as none): the core's rule.
+  AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(o.timeout, std::nullopt));
   ProcessOptions po;
   po.stdin = o.input.has_value();
   po.timeout = o.timeout;
@@ -36,30 +38,12 @@ Result<ExecResult> RunToEnd(Command& command, const ExecOptions& o) {
       if (command.Write(*o.input).ok()) (void)command.CloseStdin();
     });
   }
-  ExecResult res;
-  const bool streaming = o.on_stdout || o.on_stderr || o.on_output;
-  // Each stream's bytes to its own callback and on_output, then kept (a tail when streaming).
-  auto take = [&](std::string& kept, const std::function<void(std::string_view)>& own,
-                  std::string_view b) {
-    if (own) own(b);
-    if (o.on_output) o.on_output(b);
-    if (streaming) {
-      AppendOutputTail(kept, b, res.truncated);
-    } else {
-      kept.append(b);
-    }
-  };
-  channel::ExecCallbacks cb;
-  cb.on_stdout = [&](std::string_view b) { take(res.out, o.on_stdout, b); };
-  cb.on_stderr = [&](std::string_view b) { take(res.err, o.on_stderr, b); };
-  auto exit = command.Wait(cb);
+  ExecOutputCollector output(o);
+  auto exit = command.Wait(output.Callbacks());
   if (!exit.ok()) command.Close();  // unblocks the feeder
   if (feeder.joinable()) feeder.join();
   if (!exit.ok()) return exit.error();
-  if (streaming) FinishOutputTail(res);
-  res.exit_code = exit->exit_code;
-  res.timed_out = exit->timed_out;
-  return res;
+  return output.Finish(*exit);
 }
 
 namespace {
@@ -76,10 +60,7 @@ class RemoteHandle final : public SandboxHandle {
   const std::string& container_name() const override { return container_name_; }
 
   Result<ExecResult> Exec(const std::vector<std::string>& argv, const ExecOptions& o) override {
-    // The library's rule (a run needs a timeout: 0 or less is refused), here before the server's
-    // exec WebSocket, where 0 means none.
-    AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(o.timeout, std::nullopt));
-    const ProcessOptions po = ProcessOptionsFor(o);
+    const ProcessOptions po = AGVISOR_TRY(ProcessOptionsFor(o));
     std::unique_ptr<Command> stream = AGVISOR_TRY(Checked(client_->Exec(id_, argv, po)));
     auto r = RunToEnd(*stream, o);
     if (!r.ok()) return Diagnose(r.error());
@@ -174,7 +155,8 @@ class RemoteHandle final : public SandboxHandle {
  private:
   // What a failure says when the sandbox ended: through the daemon a removed sandbox is "no
   // sandbox" (kNotFound) and a stopped one breaks or refuses the stream, where the library
-  // says kSandboxDied and why; so does this (one GET of the sandbox, on failures only).
+  // says kSandboxDied and why; so does this, in the library's words (SandboxDiedError), from
+  // one GET of the sandbox, on failures only.
   Error Diagnose(const Error& e) {
     if (e.code() != ErrorCode::kNotFound && e.code() != ErrorCode::kUnavailable &&
         e.code() != ErrorCode::kConflict) {
@@ -185,11 +167,11 @@ class RemoteHandle final : public SandboxHandle {
     // Never seen and unknown to the daemon: there was no such sandbox (kNotFound, as in process).
     if (!v.ok() && !seen_) return e;
     if (v.ok() && v->info.running) return e;
-    const std::string why =
-        v.ok() ? std::string(EndReasonName(v->info.end_reason)) + " (exit code " +
-                     std::to_string(v->info.exit_code) + ")"
-               : "its container no longer exists (it expired, was stopped, or hit a limit)";
-    return Error::SandboxDied("sandbox " + container_name_ + " is not running: " + why);
+    SandboxInfo gone;
+    gone.end_reason = EndReason::kGone;
+    SandboxInfo& info = v.ok() ? v->info : gone;
+    info.container_name = container_name_;
+    return SandboxDiedError(info, info.memory);
   }
   template <typename T>
   Result<T> Checked(Result<T> r) {
@@ -320,8 +302,26 @@ class RemotePlace final : public AgvisordPlace {
                                     const egress::EgressRules& rules) override {
     return client_->SetEgress(api::SandboxIdFor(container_name), rules);
   }
+  // The host's own verbs have no route in agvisord: they run on the daemon's host.
+  Result<std::vector<HostCheck>> HostReport() override { return OnTheHost("doctor"); }
+  Result<std::string> BuildImage(const ImageBuildOptions& options) override {
+    return OnTheHost("image build " + options.kind);
+  }
+  Result<std::string> CreateNetwork(std::string_view name) override {
+    return OnTheHost("network create " + std::string(name));
+  }
+  Result<std::map<std::string, std::int64_t>> VolumeSizes() override {
+    return OnTheHost("ls --size");
+  }
 
  private:
+  Error OnTheHost(const std::string& verb) const {
+    return Error::Unsupported("`agvisor " + verb +
+                              "` works on the host where sandboxes run, not through agvisord (" +
+                              ServerAddressString(client_->endpoint()) +
+                              " has no route for it): run it on the daemon's host without "
+                              "--server (and unset AGVISOR_SERVER)");
+  }
   std::shared_ptr<RemoteClient> client_;
 };
 

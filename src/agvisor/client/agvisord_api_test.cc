@@ -1,6 +1,7 @@
 // Where agvisord is reached (pure parsing): the ssh:// form and the agvisord of a Docker host;
-// and to whom the token goes: a unix socket served by a process of another user (a real one,
-// forked and made `nobody`) never gets it.
+// to whom the token goes: a unix socket served by a process of another user (a real one,
+// forked and made `nobody`) never gets it; and RunToEnd's result from a scripted Command: what
+// Sandbox::Exec keeps (the cap, the dropped counts, the tails, which path ran).
 #include "agvisor/client/agvisord_api.h"
 
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "agvisor/base/unique_fd.h"
@@ -21,6 +23,61 @@
 
 namespace agvisor::client {
 namespace {
+
+// A command that sends `out` and `err` in pieces of `piece` bytes, then ends as `exit` says.
+class ScriptedCommand final : public Command {
+ public:
+  ScriptedCommand(std::string out, std::string err, std::size_t piece, ProcessExit exit)
+      : out_(std::move(out)), err_(std::move(err)), piece_(piece), exit_(exit) {}
+  Result<void> Write(std::string_view) override { return Ok(); }
+  Result<void> CloseStdin() override { return Ok(); }
+  Result<void> Resize(std::uint16_t, std::uint16_t) override { return Ok(); }
+  Result<void> Signal(int) override { return Ok(); }
+  Result<ProcessExit> Wait(const channel::ExecCallbacks& cb) override {
+    for (std::size_t at = 0; at < std::max(out_.size(), err_.size()); at += piece_) {
+      if (at < out_.size()) cb.on_stdout(std::string_view(out_).substr(at, piece_));
+      if (at < err_.size()) cb.on_stderr(std::string_view(err_).substr(at, piece_));
+    }
+    return exit_;
+  }
+  void Close() override {}
+  std::uint32_t pid() const override { return 7; }
+
+ private:
+  std::string out_, err_;
+  std::size_t piece_;
+  ProcessExit exit_;
+};
+
+TEST(RunToEndTest, CollectedOutputStopsAtTheCapAndCountsTheRest) {
+  ScriptedCommand c(std::string(10000, 'o'), "err", 999, {.exit_code = 3, .prestarted = true});
+  auto r = RunToEnd(c, {.max_output_bytes = 4096});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->out, std::string(4096, 'o'));
+  EXPECT_EQ(r->stdout_dropped, 10000u - 4096u);
+  EXPECT_EQ(r->err, "err");
+  EXPECT_EQ(r->stderr_dropped, 0u);
+  EXPECT_TRUE(r->truncated);
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_TRUE(r->prestarted);
+}
+
+TEST(RunToEndTest, StreamedOutputGoesToTheCallbacksAndKeepsTheTail) {
+  const std::size_t n = 3 * kStreamTailBytes;
+  std::string out(n, 'a');
+  out.replace(n - 3, 3, "end");
+  ScriptedCommand c(out, "", 4096, {.exit_code = 0});
+  std::size_t seen = 0;
+  auto r = RunToEnd(
+      c, {.on_stdout = [&](std::string_view b) { seen += b.size(); }, .max_output_bytes = 10});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(seen, n);
+  ASSERT_EQ(r->out.size(), kStreamTailBytes);  // the tail, not the cap
+  EXPECT_EQ(r->out.substr(r->out.size() - 3), "end");
+  EXPECT_EQ(r->stdout_dropped, 0u);
+  EXPECT_TRUE(r->truncated);
+  EXPECT_FALSE(r->prestarted);
+}
 
 TEST(ParseServerAddressTest, SshReachesAgvisordsSocketOnThatHost) {
   auto ep = ParseServerAddress("ssh://root@build1:2222");

@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "agvisor/api/codec.h"
+#include "agvisor/client/host_verbs.h"
 #include "agvisor/client/place.h"
 #include "agvisor/sandbox/runtime.h"
 
@@ -271,6 +272,16 @@ class LocalPlace final : public Place {
     // ssh:// host a new client would be a new ssh connection.
     auto runtime = AGVISOR_TRY(RuntimeFor(host_));
     return runtime->Stats(sandbox.container_id);
+  }
+  Result<std::vector<HostCheck>> HostReport() override { return CheckHost(host_); }
+  Result<std::string> BuildImage(const ImageBuildOptions& options) override {
+    return BuildHostImage(host_, options);
+  }
+  Result<std::string> CreateNetwork(std::string_view name) override {
+    return CreateHostNetwork(host_, name);
+  }
+  Result<std::map<std::string, std::int64_t>> VolumeSizes() override {
+    return HostVolumeSizes(host_);
   }
 
  private:

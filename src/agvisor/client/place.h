@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -64,11 +66,13 @@ class Command {
 };
 
 // Exec through a Command (agvisord's exec WebSocket; an MCP exec its client may cancel): the
-// ProcessOptions that start it as ExecOptions `o` says, then RunToEnd feeds `o.input` on a thread
-// of its own, hands the output to o's callbacks, keeps it (the tails when streaming, as
-// Sandbox::Exec) and returns how the command ended. Closing `command` from another thread kills
-// it: RunToEnd then fails with the stream's error. Errors: those of Command::Wait.
-ProcessOptions ProcessOptionsFor(const ExecOptions& o);
+// ProcessOptions that start it as ExecOptions `o` says (the one conversion; kInvalidArgument
+// from ValidateExecTimeout: a run needs a timeout, where a process takes 0 as none), then
+// RunToEnd feeds `o.input` on a thread of its own and collects the output as Sandbox::Exec does
+// (ExecOutputCollector: callbacks, tails, the cap, dropped counts, which path ran) and returns
+// how the command ended. Closing `command` from another thread kills it: RunToEnd then fails
+// with the stream's error. Errors: those of Command::Wait.
+Result<ProcessOptions> ProcessOptionsFor(const ExecOptions& o);
 Result<ExecResult> RunToEnd(Command& command, const ExecOptions& o);
 
 // A directory watch inside a sandbox (SandboxHandle::Watch): Sandbox::Watch's events, in process
@@ -193,6 +197,29 @@ struct PoolInfo {
   PoolStats stats;
 };
 
+// One check of the host where a place's sandboxes run (Place::HostReport, `agvisor doctor`).
+struct HostCheck {
+  enum class Status { kOk, kWarn, kFail, kInfo };
+  std::string name;  // "docker", "runtime", "sandbox", ...
+  Status status = Status::kOk;
+  std::string detail;  // what was found
+  std::string fix;     // for kWarn/kFail: what to do
+};
+
+// What Place::BuildImage builds (`agvisor image build`, docs/cli.md "Images").
+struct ImageBuildOptions {
+  std::string kind;                      // "base", "desktop" or "kube-agent"
+  std::string name;                      // "repo:tag"; "" = the kind's own
+  std::string mirror;                    // base, desktop: Debian mirror ("" = debootstrap's)
+  std::string workdir = "/var/tmp";      // base, desktop: where the root file system is made
+  std::string busybox = "/bin/busybox";  // kube-agent: the static busybox to put in
+  // true: an image of that name already on the host is kept (the result is then "") and
+  // `on_build` is called before a build starts, so a caller can say why it waits.
+  bool if_missing = false;
+  std::function<void()> on_build;
+  std::function<void(std::string_view line)> progress;
+};
+
 // What Fork reports: the snapshot and the running forks, PREFIX-1 first.
 struct Forked {
   SnapshotResult snapshot;
@@ -256,6 +283,32 @@ class Place {
   // Closes pool `name`: its members not handed out are removed (Pool::Close). kNotFound.
   virtual Result<void> ClosePool(std::string_view name) {
     return Error::Unsupported("pool " + std::string(name) + ": this place has no warm pools");
+  }
+  // The verbs of the host itself rather than of one sandbox (`agvisor doctor`, `image build`,
+  // `network create`). In process they act on the place's host; through agvisord, which has no
+  // route for them, kUnsupported naming the way out (run them on the daemon's host). The
+  // defaults (a place that cannot): kUnsupported.
+  // HostReport: every check of the host; a failed check is a kFail entry, not an error.
+  virtual Result<std::vector<HostCheck>> HostReport() {
+    return Error::Unsupported("host checks: this place has none");
+  }
+  // BuildImage: builds an image into the host's Docker (a Kubernetes host's nodes pull theirs:
+  // it goes to this machine's Docker, to be pushed) and returns its id. Errors: those of
+  // images::BuildImage (kPermissionDenied: not root, kNotFound: debootstrap missing, ...),
+  // kInvalidArgument (an unknown kind).
+  virtual Result<std::string> BuildImage(const ImageBuildOptions& options) {
+    return Error::Unsupported("image build of " + options.kind + ": this place builds none");
+  }
+  // VolumeSizes: the bytes each volume of the host uses (Docker counts them by walking each: slow
+  // on big ones), by volume name, the container name of a named sandbox; -1 = not counted.
+  virtual Result<std::map<std::string, std::int64_t>> VolumeSizes() {
+    return Error::Unsupported("volume sizes: this place counts none");
+  }
+  // CreateNetwork: a bridge network sandboxes may share (`create --network NAME`); its id.
+  // Errors: kConflict (it exists), kInvalidArgument (a bad name), kUnsupported (a Kubernetes
+  // host: pods have the pod network or none).
+  virtual Result<std::string> CreateNetwork(std::string_view name) {
+    return Error::Unsupported("network " + std::string(name) + ": this place makes none");
   }
   // One sample of the runtime's stats for a running sandbox (Runtime::Stats; about a second).
   // Errors: Runtime::Stats's (kUnsupported on Kubernetes, saying why), kNotFound.

@@ -96,11 +96,8 @@ Result<std::vector<std::string>> CommandOf(std::string_view tool, const json::ob
                                   "with sh -c) and 'argv' (a program and its arguments)");
   }
   if (command) return std::vector<std::string>{"sh", "-c", *command};
-  std::vector<std::string> out;
+  std::vector<std::string> out;  // empty: refused by the core (BuildExecRequest)
   for (const auto& v : argv->as_array()) out.emplace_back(v.as_string());
-  if (out.empty()) {
-    return Error::InvalidArgument(std::string(tool) + ": 'argv' is empty: name a program");
-  }
   return out;
 }
 
@@ -196,7 +193,6 @@ Result<ToolResult> Exec(const json::object& a, CallContext& ctx) {
   auto argv = AGVISOR_TRY(CommandOf("exec", a));
   ExecOptions o;
   o.timeout = Num(a, "timeout").value_or(o.timeout);
-  AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(o.timeout, std::nullopt));
   o.input = Str(a, "stdin");
   o.env = Env(a);
   o.cwd = Str(a, "cwd").value_or("");
@@ -210,11 +206,11 @@ Result<ToolResult> Exec(const json::object& a, CallContext& ctx) {
   };
   o.on_stdout = piece;
   o.on_stderr = piece;
+  const ProcessOptions po = AGVISOR_TRY(client::ProcessOptionsFor(o));  // checked before Open
   auto sb = AGVISOR_TRY(Open(a, ctx));
   // Started as a command, so that notifications/cancelled can kill it (the spec says a server
   // should stop what the client gave up on) instead of letting it run to its timeout.
-  std::shared_ptr<client::Command> command =
-      AGVISOR_TRY(sb->Start(argv, client::ProcessOptionsFor(o)));
+  std::shared_ptr<client::Command> command = AGVISOR_TRY(sb->Start(argv, po));
   ctx.cancellation->OnCancel([command] { (void)command->Signal(SIGKILL); });
   auto ran = client::RunToEnd(*command, o);
   ctx.cancellation->OnCancel(nullptr);
@@ -234,10 +230,7 @@ Result<ToolResult> Exec(const json::object& a, CallContext& ctx) {
 Result<ToolResult> StartProcess(const json::object& a, CallContext& ctx) {
   auto argv = AGVISOR_TRY(CommandOf("start_process", a));
   BackgroundOptions o;
-  o.timeout = Num(a, "timeout").value_or(0);
-  if (o.timeout < 0) {
-    return Error::InvalidArgument("start_process: 'timeout' must be >= 0 seconds (0 = none)");
-  }
+  o.timeout = Num(a, "timeout").value_or(0);  // its range: the core's (StartBackground)
   o.env = Env(a);
   o.cwd = Str(a, "cwd").value_or("");
   o.user = Str(a, "user").value_or("");

@@ -208,9 +208,8 @@ void Pool::RemoveMembers(std::vector<std::unique_ptr<Sandbox>> members) {
 }
 
 Result<std::unique_ptr<Sandbox>> Pool::Acquire(const AcquireOptions& o) {
-  if ((o.lifetime && *o.lifetime <= 0) || (o.idle_ttl && *o.idle_ttl <= 0)) {
-    return Error::InvalidArgument(
-        "pool acquire: lifetime and idle_ttl must be > 0 seconds (leave one unset for none)");
+  if (auto v = ValidateDeadlines(o.lifetime, o.idle_ttl); !v.ok()) {
+    return v.error().WithContext("pool acquire");
   }
   const auto deadline = std::chrono::steady_clock::now() + o.wait;
   std::unique_lock lock(mu_);

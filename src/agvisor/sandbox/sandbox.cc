@@ -624,30 +624,38 @@ Result<SandboxInfo> Sandbox::InfoLocked() {
   return i;
 }
 
-Error Sandbox::DiagnoseExecFailure(const Error& e) {
-  auto info = InfoLocked();
-  if (!info.ok() || info->running) return e;
+Error SandboxDiedError(const SandboxInfo& info, std::string_view memory) {
   std::string why;
-  switch (info->end_reason) {
+  switch (info.end_reason) {
     case EndReason::kOutOfMemory:
-      why =
-          "it ran out of memory (limits.memory=" + ResizedMemory(container_id_).value_or(memory_) +
-          "); under gVisor that ends the whole sandbox";
+      why = "it ran out of memory" +
+            (memory.empty() ? std::string() : " (limits.memory=" + std::string(memory) + ")") +
+            "; under gVisor that ends the whole sandbox";
       break;
     case EndReason::kGone:
       why = "its container no longer exists (it expired, was stopped, or hit a limit)";
       break;
     case EndReason::kKilled:
-      why = "it was killed (exit code " + std::to_string(info->exit_code) +
+      why = "it was killed (exit code " + std::to_string(info.exit_code) +
             "; the pids limit or an outside kill)";
       break;
     default:
-      why = std::string(EndReasonName(info->end_reason));
+      why = std::string(EndReasonName(info.end_reason));
   }
-  std::string again = persistent() ? "; create it again with the same name to get a fresh "
-                                     "container on the same /workspace"
-                                   : "";
-  return Error::SandboxDied("sandbox " + container_name_ + " is not running: " + why + again);
+  std::string again = info.name ? "; create it again with the same name to get a fresh "
+                                  "container on the same /workspace"
+                                : "";
+  return Error::SandboxDied("sandbox " + info.container_name + " is not running: " + why + again);
+}
+
+Error Sandbox::DiagnoseExecFailure(const Error& e) {
+  auto info = InfoLocked();
+  if (!info.ok() || info->running) return e;
+  info->container_name = container_name_;
+  info->name = name_;
+  return SandboxDiedError(*info, info->end_reason == EndReason::kOutOfMemory
+                                     ? ResizedMemory(container_id_).value_or(memory_)
+                                     : memory_);
 }
 
 Result<void> Sandbox::Remove(std::string_view container_name, std::string_view host,
@@ -663,9 +671,8 @@ Result<void> Sandbox::Remove(std::string_view container_name, std::string_view h
 
 Result<void> Sandbox::SetDeadlines(std::optional<std::int64_t> lifetime,
                                    std::optional<std::int64_t> idle_ttl) {
-  if ((lifetime && *lifetime <= 0) || (idle_ttl && *idle_ttl <= 0)) {
-    return Error::InvalidArgument(
-        "set deadlines: lifetime and idle_ttl must be > 0 seconds (leave one unset for none)");
+  if (auto v = ValidateDeadlines(lifetime, idle_ttl); !v.ok()) {
+    return v.error().WithContext("set deadlines");
   }
   auto ch = AGVISOR_TRY(Channel());
   auto ms = [](std::optional<std::int64_t> s) -> std::optional<std::chrono::milliseconds> {

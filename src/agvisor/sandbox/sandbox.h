@@ -85,11 +85,29 @@ struct ExecResult {
   bool prestarted = false;
 };
 
-// How a streamed exec's result keeps the tail of its output (the seed's bounded ~100 KB): each
-// piece goes through AppendOutputTail (amortised: trims at twice the bound), and
-// FinishOutputTail cuts `out` and `err` to kStreamTailBytes once the command ended.
-void AppendOutputTail(std::string& kept, std::string_view piece, bool& truncated);
-void FinishOutputTail(ExecResult& result);
+// One exec's output collected into its ExecResult as ExecOptions say, the same at every door:
+// Sandbox::Exec over the agent channel, client::RunToEnd over agvisord's exec WebSocket or an
+// MCP exec. Each piece goes to the options' callbacks, then is kept: streaming, the last
+// kStreamTailBytes of each stream (trimmed at twice that, amortised); collected, the first
+// max_output_bytes, the rest counted in stdout_dropped / stderr_dropped. Not copyable: the
+// callbacks point at it.
+class ExecOutputCollector {
+ public:
+  explicit ExecOutputCollector(const ExecOptions& options);
+  ExecOutputCollector(const ExecOutputCollector&) = delete;
+  ExecOutputCollector& operator=(const ExecOutputCollector&) = delete;
+  // The callbacks to hand the stream; valid while this collector lives.
+  channel::ExecCallbacks Callbacks();
+  // The result once the command ended as `exit` says (exit code, timed out, which path ran).
+  ExecResult Finish(const proto::Exit& exit);
+
+ private:
+  void Take(std::string& kept, std::uint64_t& dropped,
+            const std::function<void(std::string_view)>& own, std::string_view piece);
+  const ExecOptions& options_;
+  const bool streaming_;
+  ExecResult result_;
+};
 
 // A file's metadata as the agent sees it inside the sandbox (Stat, List).
 using FileEntry = proto::Entry;
@@ -167,6 +185,12 @@ struct SandboxInfo {
   // Acquire gave it); nullopt: none, or unknown.
   std::optional<std::int64_t> idle_ttl;
 };
+
+// Why the sandbox `info` describes is not running, worded once for every door (Sandbox's
+// Diagnose in process, the agvisord handle from the daemon's view of it): kSandboxDied naming
+// it, the reason (out of memory names `memory`, the limit it ran under; killed, the exit code)
+// and, for a named sandbox, how to get a fresh container on the same /workspace.
+Error SandboxDiedError(const SandboxInfo& info, std::string_view memory);
 
 // How a download writes to this machine.
 struct DownloadOptions {

@@ -50,6 +50,18 @@ TEST_F(SandboxLifecycleUnitTest, OpenReadsTheLabelsAndTheFirstExecOpensOneRelay)
     EXPECT_EQ(r->out, "hi\n");
   }
   EXPECT_EQ(rt_->CallCount("OpenExecStream"), 1);
+  // A process's timeout is checked by the core before anything starts (every door passes
+  // here): below 0 is refused (it was taken as none), and idle_ttl (from the label) bounds it.
+  auto negative = (*sb)->StartBackground({"sleep", "100"}, {.timeout = -1});
+  ASSERT_FALSE(negative.ok()) << "started pid " << *negative;
+  EXPECT_EQ(negative.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(negative.error().message(), HasSubstr("must be > 0 seconds (or 0 for none), got -1"));
+  auto empty = (*sb)->StartBackground({}, {});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(empty.error().message(), HasSubstr("the command is empty: name a program"));
+  auto past_idle = (*sb)->StartProcess({"sleep", "100"}, {.timeout = 700});
+  ASSERT_FALSE(past_idle.ok());
+  EXPECT_THAT(past_idle.error().message(), HasSubstr("must stay below idle_ttl=600s"));
   auto info = (*sb)->Info();
   ASSERT_TRUE(info.ok());
   EXPECT_TRUE(info->running);
@@ -104,6 +116,29 @@ TEST_F(SandboxLifecycleUnitTest, ADeathByTheMemoryLimitIsReportedAsSuch) {
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->end_reason, EndReason::kOutOfMemory);
   EXPECT_EQ(info->exit_code, 137);
+}
+
+// A dead sandbox is worded once (SandboxDiedError) for Sandbox's Diagnose and the agvisord
+// handle, which knows only the daemon's view: a name, an end reason, the create-time memory.
+TEST(SandboxDiedErrorTest, OneWordingForEveryDoor) {
+  SandboxInfo oom{
+      .container_name = "agvisor-m", .name = "m", .end_reason = EndReason::kOutOfMemory};
+  Error e = SandboxDiedError(oom, "512m");
+  EXPECT_EQ(e.code(), ErrorCode::kSandboxDied);
+  EXPECT_EQ(e.message(),
+            "sandbox agvisor-m is not running: it ran out of memory (limits.memory=512m); under "
+            "gVisor that ends the whole sandbox; create it again with the same name to get a "
+            "fresh container on the same /workspace");
+  SandboxInfo gone{.container_name = "agvisor-x", .end_reason = EndReason::kGone};
+  EXPECT_EQ(SandboxDiedError(gone, "").message(),
+            "sandbox agvisor-x is not running: its container no longer exists (it expired, was "
+            "stopped, or hit a limit)");
+  SandboxInfo killed{
+      .container_name = "agvisor-k", .end_reason = EndReason::kKilled, .exit_code = 137};
+  EXPECT_THAT(SandboxDiedError(killed, "").message(), HasSubstr("killed (exit code 137;"));
+  oom.name.reset();
+  EXPECT_THAT(SandboxDiedError(oom, "").message(),
+              HasSubstr("ran out of memory; under gVisor that ends the whole sandbox"));
 }
 
 TEST_F(SandboxLifecycleUnitTest, EndReasonsFromTheAgentsExitCodes) {

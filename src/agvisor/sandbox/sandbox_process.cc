@@ -11,21 +11,58 @@
 
 namespace agvisor {
 
-void AppendOutputTail(std::string& s, std::string_view piece, bool& truncated) {
-  s.append(piece);
-  if (s.size() > 2 * kStreamTailBytes) {
-    s.erase(0, s.size() - kStreamTailBytes);
-    truncated = true;
+ExecOutputCollector::ExecOutputCollector(const ExecOptions& options)
+    : options_(options), streaming_(options.on_output || options.on_stdout || options.on_stderr) {}
+
+void ExecOutputCollector::Take(std::string& kept, std::uint64_t& dropped,
+                               const std::function<void(std::string_view)>& own,
+                               std::string_view piece) {
+  if (streaming_) {
+    if (own) own(piece);
+    if (options_.on_output) options_.on_output(piece);
+    kept.append(piece);
+    if (kept.size() > 2 * kStreamTailBytes) {
+      kept.erase(0, kept.size() - kStreamTailBytes);
+      result_.truncated = true;
+    }
+    return;
+  }
+  // Past the cap the bytes are still taken (the agent's window is granted back, so the command
+  // runs on at full speed) and only counted.
+  const std::size_t cap = options_.max_output_bytes;
+  const std::size_t room = cap == 0 ? piece.size() : cap - std::min(cap, kept.size());
+  const std::size_t n = std::min(room, piece.size());
+  kept.append(piece.substr(0, n));
+  if (n < piece.size()) {
+    dropped += piece.size() - n;
+    result_.truncated = true;
   }
 }
 
-void FinishOutputTail(ExecResult& r) {
-  for (std::string* s : {&r.out, &r.err}) {
-    if (s->size() > kStreamTailBytes) {
-      s->erase(0, s->size() - kStreamTailBytes);
-      r.truncated = true;
+channel::ExecCallbacks ExecOutputCollector::Callbacks() {
+  channel::ExecCallbacks cb;
+  cb.on_stdout = [this](std::string_view b) {
+    Take(result_.out, result_.stdout_dropped, options_.on_stdout, b);
+  };
+  cb.on_stderr = [this](std::string_view b) {
+    Take(result_.err, result_.stderr_dropped, options_.on_stderr, b);
+  };
+  return cb;
+}
+
+ExecResult ExecOutputCollector::Finish(const proto::Exit& exit) {
+  if (streaming_) {
+    for (std::string* s : {&result_.out, &result_.err}) {
+      if (s->size() > kStreamTailBytes) {
+        s->erase(0, s->size() - kStreamTailBytes);
+        result_.truncated = true;
+      }
     }
   }
+  result_.exit_code = exit.exit_code;
+  result_.timed_out = exit.timed_out;
+  result_.prestarted = exit.prestarted;
+  return std::move(result_);
 }
 
 // The agent's stderr (log lines) from the attach stream: the last few lines, for diagnostics.
@@ -57,17 +94,16 @@ std::uint64_t TimeoutMs(double seconds) {
   return seconds > 0 ? static_cast<std::uint64_t>(std::llround(seconds * 1000)) : 0;
 }
 
-// The EXEC request shared by Exec, StartProcess and StartBackground, validated first. A timeout
-// of 0 means none, where `timeout_optional`.
+// The EXEC request shared by Exec, StartProcess and StartBackground, validated first (every door
+// passes here). A timeout of 0 means none, where `timeout_optional`.
 Result<proto::ExecRequest> BuildExecRequest(const std::vector<std::string>& argv,
                                             const std::vector<std::string>& env,
                                             const std::string& cwd, const std::string& user,
                                             double timeout, bool timeout_optional,
                                             std::optional<std::int64_t> idle_ttl) {
-  if (argv.empty()) return Error::InvalidArgument("exec: empty command");
-  if (!timeout_optional || timeout > 0) {
-    AGVISOR_RETURN_IF_ERROR(ValidateExecTimeout(timeout, idle_ttl));
-  }
+  if (argv.empty()) return Error::InvalidArgument("exec: the command is empty: name a program");
+  AGVISOR_RETURN_IF_ERROR(timeout_optional ? ValidateProcessTimeout(timeout, idle_ttl)
+                                           : ValidateExecTimeout(timeout, idle_ttl));
   AGVISOR_RETURN_IF_ERROR(ValidateExecEnvUser(env, user));
   proto::ExecRequest req;
   req.argv = argv;
@@ -86,38 +122,7 @@ Result<ExecResult> Sandbox::Exec(const std::vector<std::string>& argv, const Exe
                                                         /*timeout_optional=*/false,
                                                         idle_pause_ ? std::nullopt : idle_ttl_));
 
-  ExecResult res;
-  const bool streaming = o.on_output || o.on_stdout || o.on_stderr;
-  channel::ExecCallbacks cb;
-  if (streaming) {
-    cb.on_stdout = [&](std::string_view b) {
-      AppendOutputTail(res.out, b, res.truncated);
-      if (o.on_output) o.on_output(b);
-      if (o.on_stdout) o.on_stdout(b);
-    };
-    cb.on_stderr = [&](std::string_view b) {
-      AppendOutputTail(res.err, b, res.truncated);
-      if (o.on_output) o.on_output(b);
-      if (o.on_stderr) o.on_stderr(b);
-    };
-  } else {
-    // Past the cap the bytes are still taken (the agent's window is granted back, so the command
-    // runs on at full speed) and only counted.
-    auto keep = [&](std::string& kept, std::uint64_t& dropped, std::string_view b) {
-      std::size_t room = o.max_output_bytes == 0            ? b.size()
-                         : kept.size() < o.max_output_bytes ? o.max_output_bytes - kept.size()
-                                                            : 0;
-      std::size_t n = std::min(room, b.size());
-      kept.append(b.substr(0, n));
-      if (n < b.size()) {
-        dropped += b.size() - n;
-        res.truncated = true;
-      }
-    };
-    // By value: `keep` ends with this block, the callbacks run after it.
-    cb.on_stdout = [&res, keep](std::string_view b) { keep(res.out, res.stdout_dropped, b); };
-    cb.on_stderr = [&res, keep](std::string_view b) { keep(res.err, res.stderr_dropped, b); };
-  }
+  ExecOutputCollector output(o);
   std::size_t in_pos = 0;
   channel::ByteSource input = [&](std::span<char> buf) -> Result<std::size_t> {
     std::size_t n = std::min(buf.size(), o.input->size() - in_pos);
@@ -126,13 +131,9 @@ Result<ExecResult> Sandbox::Exec(const std::vector<std::string>& argv, const Exe
     return n;
   };
   auto ch = AGVISOR_TRY(Channel());
-  auto exit = ch->Exec(std::move(req), cb, o.input ? &input : nullptr);
+  auto exit = ch->Exec(std::move(req), output.Callbacks(), o.input ? &input : nullptr);
   if (!exit.ok()) return Diagnose(exit.error().WithContext("exec in " + container_name_));
-  if (streaming) FinishOutputTail(res);
-  res.exit_code = exit->exit_code;
-  res.timed_out = exit->timed_out;
-  res.prestarted = exit->prestarted;
-  return res;
+  return output.Finish(*exit);
 }
 
 Result<std::unique_ptr<Process>> Sandbox::StartProcess(const std::vector<std::string>& argv,

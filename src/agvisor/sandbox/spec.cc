@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 
@@ -273,18 +274,7 @@ Result<void> ValidateSpec(const SandboxSpec& s) {
                                   std::to_string(kMaxWarmShells) + ", got " +
                                   std::to_string(s.warm_shells));
   }
-  if (s.lifetime && *s.lifetime <= 0) {
-    return Error::InvalidArgument("lifetime must be > 0 seconds, got " +
-                                  std::to_string(*s.lifetime) +
-                                  " (leave it unset to live until "
-                                  "stop)");
-  }
-  if (s.idle_ttl && *s.idle_ttl <= 0) {
-    return Error::InvalidArgument("idle_ttl must be > 0 seconds, got " +
-                                  std::to_string(*s.idle_ttl) +
-                                  " (leave it unset to never "
-                                  "expire when idle)");
-  }
+  AGVISOR_RETURN_IF_ERROR(ValidateDeadlines(s.lifetime, s.idle_ttl));
   if (s.idle_action != "destroy" && s.idle_action != "stop" && s.idle_action != "pause") {
     return Error::InvalidArgument("idle_action must be destroy, stop or pause, got '" +
                                   s.idle_action + "'");
@@ -302,9 +292,30 @@ Result<void> ValidateSpec(const SandboxSpec& s) {
   return Ok();
 }
 
+Result<void> ValidateDeadlines(std::optional<std::int64_t> lifetime,
+                               std::optional<std::int64_t> idle_ttl) {
+  if (lifetime && *lifetime <= 0) {
+    return Error::InvalidArgument("lifetime must be > 0 seconds, got " + std::to_string(*lifetime) +
+                                  " (leave it unset to live until stop)");
+  }
+  if (idle_ttl && *idle_ttl <= 0) {
+    return Error::InvalidArgument("idle_ttl must be > 0 seconds, got " + std::to_string(*idle_ttl) +
+                                  " (leave it unset to never expire when idle)");
+  }
+  return Ok();
+}
+
+namespace {
+std::string Seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+}  // namespace
+
 Result<void> ValidateExecTimeout(double timeout, std::optional<std::int64_t> idle_ttl) {
   if (!(timeout > 0) || !std::isfinite(timeout)) {
-    return Error::InvalidArgument("timeout must be > 0 seconds, got " + std::to_string(timeout));
+    return Error::InvalidArgument("timeout must be > 0 seconds, got " + Seconds(timeout));
   }
   if (idle_ttl && timeout >= static_cast<double>(*idle_ttl)) {
     return Error::InvalidArgument(
@@ -314,6 +325,15 @@ Result<void> ValidateExecTimeout(double timeout, std::optional<std::int64_t> idl
         "sandbox with a longer idle_ttl");
   }
   return Ok();
+}
+
+Result<void> ValidateProcessTimeout(double timeout, std::optional<std::int64_t> idle_ttl) {
+  if (timeout == 0) return Ok();  // none: the process lives until it ends or is signalled
+  if (!(timeout > 0) || !std::isfinite(timeout)) {
+    return Error::InvalidArgument("timeout must be > 0 seconds (or 0 for none), got " +
+                                  Seconds(timeout));
+  }
+  return ValidateExecTimeout(timeout, idle_ttl);
 }
 
 std::string ContainerNameFor(std::string_view name) {

@@ -130,8 +130,18 @@ Result<void> ValidateNetwork(std::string_view network);
 Result<void> ValidateLabels(const std::map<std::string, std::string>& labels);
 Result<void> ValidatePlatform(std::string_view platform);  // "", "systrap" or "ptrace"
 Result<void> ValidateSpec(const SandboxSpec& spec);
-// An exec timeout must end before idle_ttl could expire the sandbox under the command.
+// A sandbox's deadlines, at create (ValidateSpec), when a pool hands a member out
+// (Pool::Acquire) and when they are set again (Sandbox::SetDeadlines): each > 0 seconds, or
+// unset for none. kInvalidArgument naming the value.
+Result<void> ValidateDeadlines(std::optional<std::int64_t> lifetime,
+                               std::optional<std::int64_t> idle_ttl);
+// The one check of a caller's timeout, run by the core before anything is sent (Sandbox::Exec,
+// StartProcess, StartBackground) and by client::ProcessOptionsFor; doors only parse a number.
+// A run to its end (Exec) needs one: > 0 and finite, and ending before idle_ttl could expire
+// the sandbox under the command. kInvalidArgument naming the value and the fix.
 Result<void> ValidateExecTimeout(double timeout_seconds, std::optional<std::int64_t> idle_ttl);
+// A started process's (ProcessOptions, BackgroundOptions): 0 = none, else as ValidateExecTimeout.
+Result<void> ValidateProcessTimeout(double timeout_seconds, std::optional<std::int64_t> idle_ttl);
 
 // The container (and volume) name of a sandbox: "agvisor-<name>".
 std::string ContainerNameFor(std::string_view name);

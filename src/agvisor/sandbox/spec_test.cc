@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace agvisor {
 namespace {
 
@@ -140,7 +142,18 @@ TEST(SpecTest, LifetimeIdleAndExecTimeout) {
   EXPECT_TRUE(ValidateExecTimeout(120, std::nullopt).ok());
   EXPECT_TRUE(ValidateExecTimeout(30, 60).ok());
   EXPECT_THAT(Msg(ValidateExecTimeout(60, 60)), HasSubstr("below idle_ttl"));
-  EXPECT_FALSE(ValidateExecTimeout(0, std::nullopt).ok());
+  EXPECT_THAT(Msg(ValidateExecTimeout(0, std::nullopt)), HasSubstr("must be > 0 seconds, got 0"));
+  EXPECT_FALSE(ValidateExecTimeout(std::numeric_limits<double>::infinity(), std::nullopt).ok());
+  // A started process: 0 is none; below 0 is refused saying so; idle_ttl holds as for a run.
+  EXPECT_TRUE(ValidateProcessTimeout(0, 60).ok());
+  // Deadlines (create, a pool's acquire, SetDeadlines): > 0 or unset.
+  EXPECT_TRUE(ValidateDeadlines(std::nullopt, 1).ok());
+  EXPECT_THAT(Msg(ValidateDeadlines(0, std::nullopt)),
+              HasSubstr("lifetime must be > 0 seconds, got 0 (leave it unset"));
+  EXPECT_THAT(Msg(ValidateDeadlines(5, -1)), HasSubstr("idle_ttl must be > 0 seconds, got -1"));
+  EXPECT_THAT(Msg(ValidateProcessTimeout(-1, std::nullopt)),
+              HasSubstr("must be > 0 seconds (or 0 for none), got -1"));
+  EXPECT_THAT(Msg(ValidateProcessTimeout(90, 60)), HasSubstr("below idle_ttl"));
 }
 
 // Issue 32, point 3: a policy over every address is refused before anything is made, at every

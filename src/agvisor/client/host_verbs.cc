@@ -1,0 +1,446 @@
+// The in-process place's host verbs (host_verbs.h): the checks of `agvisor doctor`, image builds
+// and shared networks, on the host the place drives.
+#include "agvisor/client/host_verbs.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "agvisor/docker/client.h"
+#include "agvisor/images/builder.h"
+#include "agvisor/images/kube_agent_image.h"
+#include "agvisor/sandbox/agent_blob.h"
+#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
+#include "agvisor/sandbox/docker_runtime/egress_bridge.h"
+#include "agvisor/sandbox/docker_runtime/host_caps.h"
+#include "agvisor/sandbox/docker_runtime/runtime_check.h"
+#include "agvisor/sandbox/egress_network.h"
+#include "agvisor/sandbox/kube_runtime/kube_doctor.h"
+#include "agvisor/sandbox/kube_runtime/pod_manifest.h"
+#include "agvisor/sandbox/runtime.h"
+#include "agvisor/sandbox/sandbox.h"
+
+namespace agvisor::client {
+namespace {
+
+using Status = HostCheck::Status;
+
+std::string Ms(std::chrono::steady_clock::duration d) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0f ms", std::chrono::duration<double, std::milli>(d).count());
+  return b;
+}
+
+std::string Join(const std::vector<std::string>& v, std::string_view sep = " ") {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : std::string(sep)) + x;
+  return s;
+}
+
+// From inside a bridge sandbox: a TCP connect to its gateway (this host) and to the cloud
+// metadata address. scripts/sandbox-firewall rejects both with ICMP "administratively
+// prohibited", which a connect reports as EHOSTUNREACH at once; without it the gateway answers
+// (connected or ECONNREFUSED) and the metadata address connects or times out. Only a SYN is
+// sent; the probe reads nothing.
+constexpr std::string_view kFirewallProbe =
+    "import errno, socket, struct\n"
+    "gw = None\n"
+    "for line in open('/proc/net/route').read().splitlines()[1:]:\n"
+    "    f = line.split()\n"
+    "    if f[1] == '00000000': gw = socket.inet_ntoa(struct.pack('<I', int(f[2], 16)))\n"
+    "for h, p in ((gw, 9), ('169.254.169.254', 80)):\n"
+    "    try: socket.create_connection((h, p), timeout=2).close(); r = 'connected'\n"
+    "    except socket.timeout: r = 'timeout'\n"
+    "    except OSError as e: r = errno.errorcode.get(e.errno, str(e))\n"
+    "    print(h, r)\n";
+
+HostCheck FirewallCheck(Sandbox& sb) {
+  HostCheck c{.name = "sandbox firewall"};
+  auto r = sb.Exec({"python3", "-c", std::string(kFirewallProbe)}, {.timeout = 30});
+  if (!r.ok() || r->exit_code != 0) {
+    c.status = Status::kInfo;
+    c.detail =
+        "not probed (needs python3 in the image): " + (r.ok() ? r->err : r.error().message());
+    return c;
+  }
+  std::string gateway, gateway_result, metadata_result, ignored;
+  std::istringstream in(r->out);
+  in >> gateway >> gateway_result >> ignored >> metadata_result;
+  const bool host_closed = gateway_result == "EHOSTUNREACH";
+  const bool metadata_closed = metadata_result == "EHOSTUNREACH";
+  if (host_closed && metadata_closed) {
+    c.detail = "a bridge sandbox is refused by this host (" + gateway +
+               ") and by 169.254.169.254 (scripts/sandbox-firewall's rules)";
+    return c;
+  }
+  c.status = Status::kWarn;
+  c.detail =
+      "a bridge sandbox reaches " +
+      std::string(host_closed ? ""
+                              : "this host's ports (" + gateway + ": " + gateway_result + ")") +
+      (host_closed || metadata_closed ? "" : " and ") +
+      (metadata_closed ? ""
+                       : "the cloud metadata address (169.254.169.254: " + metadata_result + ")") +
+      ": the sandbox firewall is not in place, so sandboxes may also reach each other and "
+      "private addresses";
+  c.fix = "sudo scripts/sandbox-firewall block (scripts/setup-host installs it; docs/security.md)";
+  return c;
+}
+
+// Starts a real sandbox with `network` and lists its interfaces from /proc/net/dev; for
+// bridge, also probes the sandbox firewall into `firewall`.
+HostCheck NetworkCheck(std::string_view host, const std::string& image, const std::string& network,
+                       HostCheck* firewall = nullptr) {
+  HostCheck c{.name = "network " + network};
+  SandboxSpec spec;
+  spec.host = host;
+  spec.image = image;
+  spec.network = network;
+  spec.limits.disk = "none";
+  spec.lifetime = 120;
+  auto sb = Sandbox::Create(spec);
+  if (!sb.ok()) {
+    c.status = Status::kFail;
+    c.detail = "a sandbox with network=" + network + " does not start: " + sb.error().message();
+    c.fix =
+        "see the runsc network mode check; scripts/setup-host probes and registers the mode "
+        "that works";
+    return c;
+  }
+  auto r = (*sb)->ExecShell("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '",
+                            {.timeout = 30});
+  if (firewall) *firewall = FirewallCheck(**sb);
+  (void)(*sb)->Stop();
+  if (!r.ok() || r->exit_code != 0) {
+    c.status = Status::kFail;
+    c.detail = "a command in a network=" + network +
+               " sandbox failed: " + (r.ok() ? r->err : r.error().message());
+    return c;
+  }
+  c.detail = "works; interfaces inside: " + r->out;
+  if (network == "none" && r->out.find("eth") != std::string::npos) {
+    c.status = Status::kWarn;
+    c.detail += "(expected only lo)";
+  }
+  return c;
+}
+
+}  // namespace
+
+std::vector<HostCheck> CheckHost(std::string_view host) {
+  std::vector<HostCheck> checks;
+  if (IsKubernetesHost(host)) {
+    for (auto& k : DiagnoseKubeHost(host)) {
+      const Status status = k.status == KubeCheck::Status::kOk     ? Status::kOk
+                            : k.status == KubeCheck::Status::kWarn ? Status::kWarn
+                            : k.status == KubeCheck::Status::kFail ? Status::kFail
+                                                                   : Status::kInfo;
+      checks.push_back({std::move(k.name), status, std::move(k.detail), std::move(k.fix)});
+    }
+    return checks;
+  }
+  const std::string where = host.empty() ? "this host" : std::string(host);
+
+  // 1. Docker reachable, and its API version.
+  auto t0 = std::chrono::steady_clock::now();
+  auto docker = HostClient(host);
+  if (!docker.ok()) {
+    checks.push_back({"docker", Status::kFail, docker.error().message(),
+                      host.empty() || host.starts_with("unix://")
+                          ? "start dockerd: sudo scripts/setup-host (installs and starts it)"
+                          : "check that `ssh` reaches the host without a password prompt and "
+                            "that its user may use /var/run/docker.sock"});
+    return checks;
+  }
+  auto version = (*docker)->Version();
+  auto info = (*docker)->Info();
+  if (!version.ok() || !info.ok()) {
+    checks.push_back({"docker", Status::kFail,
+                      (!version.ok() ? version.error() : info.error()).message(),
+                      "start dockerd: sudo scripts/setup-host"});
+    return checks;
+  }
+  checks.push_back({"docker", Status::kOk,
+                    "Docker " + version->version + " at " + (*docker)->endpoint().ToString() +
+                        ", Engine API " + version->api_version + " (speaking " +
+                        (*docker)->api_version().ToString() + "), answered in " +
+                        Ms(std::chrono::steady_clock::now() - t0)});
+
+  // 2. Runtimes, and which are gVisor: each binary is asked what it is (runtime_check.h), the
+  // check every sandbox create makes.
+  auto identities = IdentifyHostRuntimes(host, **docker);
+  if (!identities.ok()) {
+    checks.push_back({"runtime", Status::kFail, identities.error().message(),
+                      "start dockerd: sudo scripts/setup-host"});
+    return checks;
+  }
+  std::vector<std::string> gvisor, other;
+  std::map<std::string, bool> is_gvisor;
+  for (const auto& id : *identities) {
+    is_gvisor[id.name] = id.gvisor;
+    (id.gvisor ? gvisor : other)
+        .push_back(id.name + " (" + id.path + (id.args.empty() ? "" : " " + Join(id.args)) +
+                   (id.gvisor ? ")" : ": " + id.evidence + ")"));
+  }
+  auto runsc = info->runtimes.find("runsc");
+  const std::string refused = other.empty() ? "none" : Join(other, ", ");
+  if (runsc == info->runtimes.end() || !is_gvisor["runsc"]) {
+    checks.push_back(
+        {"runtime", Status::kFail,
+         "gVisor runtimes: " + (gvisor.empty() ? std::string("none") : Join(gvisor, ", ")) +
+             "; not gVisor (sandboxes refuse them): " + refused +
+             "; the default runtime runsc is missing or not gVisor",
+         "install runsc and register it: sudo scripts/setup-host"});
+    return checks;
+  }
+  checks.push_back({"runtime", Status::kOk,
+                    "gVisor runtimes (asked with --version): " + Join(gvisor, ", ") +
+                        "; not gVisor (sandboxes refuse them): " + refused});
+
+  // 3. runsc's network mode.
+  const auto& args = runsc->second.args;
+  if (std::find(args.begin(), args.end(), "--network=host") != args.end()) {
+    checks.push_back(
+        {"runsc network mode", Status::kWarn,
+         "runsc runs with --network=host (hostinet): gVisor's own network stack does not work "
+         "on this kernel, so sandboxes with a network use the HOST kernel's network stack inside "
+         "their own network namespace. Docker's bridge semantics hold; the network stack is not "
+         "isolated by gVisor",
+         "none on this kernel; on a kernel where runsc's netstack works, re-run sudo "
+         "scripts/setup-host and it registers runsc without --network=host"});
+  } else if (std::find(args.begin(), args.end(), "--network=none") != args.end()) {
+    checks.push_back({"runsc network mode", Status::kWarn,
+                      "runsc runs with --network=none: no sandbox has a network",
+                      "re-run sudo scripts/setup-host to probe the modes again"});
+  } else {
+    checks.push_back({"runsc network mode", Status::kOk, "gVisor's own network stack (netstack)"});
+  }
+
+  // 3b. network none's twin (sandbox/sandbox.cc: network none runs on it where registered).
+  auto twin = info->runtimes.find("runsc-none");
+  if (twin == info->runtimes.end()) {
+    checks.push_back(
+        {"network none runtime", Status::kWarn,
+         "no runsc-none runtime: sandboxes with network none use Docker's network none on runsc "
+         "(its network mode above) and start ~250 ms slower",
+         "sudo scripts/setup-host registers runsc-none (runsc --network=none)"});
+  } else if (!is_gvisor["runsc-none"]) {
+    checks.push_back({"network none runtime", Status::kFail,
+                      "runsc-none is registered but its binary " + twin->second.path +
+                          " is not gVisor: sandboxes with network none are refused",
+                      "sudo scripts/setup-host registers it as runsc --network=none"});
+  } else if (std::find(twin->second.args.begin(), twin->second.args.end(), "--network=none") ==
+             twin->second.args.end()) {
+    checks.push_back({"network none runtime", Status::kWarn,
+                      "runsc-none is registered but without --network=none (" + twin->second.path +
+                          " " + Join(twin->second.args) +
+                          "): sandboxes with network none run on it anyway",
+                      "sudo scripts/setup-host registers it as runsc --network=none"});
+  } else {
+    checks.push_back({"network none runtime", Status::kOk,
+                      "sandboxes with network none run on runsc-none: gVisor's own loopback-only "
+                      "network stack, started without Docker's network hook"});
+  }
+
+  // 4. The default image.
+  std::string image(kDefaultImage);
+  auto img = (*docker)->InspectImage(image);
+  if (!img.ok()) {
+    checks.push_back({"image", Status::kFail,
+                      image + " is not on " + where + ": " + img.error().message(),
+                      "build it: sudo agvisor image build base (scripts/setup-host does it)"});
+    return checks;
+  }
+  char size[32];
+  std::snprintf(size, sizeof size, "%.0f MB", static_cast<double>(img->size) / 1e6);
+  checks.push_back({"image", Status::kOk, image + " present (" + size + ")"});
+
+  // 5. A real sandbox under runsc: create to ready, then an exec round trip.
+  {
+    SandboxSpec spec;
+    spec.host = host;
+    spec.network = "none";
+    spec.limits.disk = "none";
+    spec.lifetime = 120;
+    auto start = std::chrono::steady_clock::now();
+    auto sb = Sandbox::Create(spec);
+    if (!sb.ok()) {
+      checks.push_back({"sandbox", Status::kFail,
+                        "a sandbox does not start under runsc: " + sb.error().message(),
+                        "run `sudo scripts/setup-host`; see the dockerd log for the runtime's "
+                        "error"});
+      return checks;
+    }
+    auto created = std::chrono::steady_clock::now();
+    auto r = (*sb)->Exec({"true"}, {.timeout = 30});
+    auto done = std::chrono::steady_clock::now();
+    auto kernel = (*sb)->Exec({"uname", "-r"}, {.timeout = 30});
+    (void)(*sb)->Stop();
+    if (!r.ok() || r->exit_code != 0) {
+      checks.push_back({"sandbox", Status::kFail,
+                        "a sandbox started but `true` failed inside: " +
+                            (r.ok() ? "exit " + std::to_string(r->exit_code) + " " + r->err
+                                    : r.error().message()),
+                        "report this with the output of `agvisor doctor --json`"});
+      return checks;
+    }
+    std::string k = kernel.ok() ? kernel->out : "";
+    if (!k.empty() && k.back() == '\n') k.pop_back();
+    checks.push_back({"sandbox", Status::kOk,
+                      "a runsc sandbox started in " + Ms(created - start) + "; exec of `true` " +
+                          Ms(done - created) + "; kernel inside: " + k});
+  }
+
+  // 5b. gVisor platforms (SandboxSpec::platform): systrap is runsc's own (proved above); each
+  // other one needs its runtime (runsc-PLATFORM), and works when a sandbox starts on it.
+  {
+    std::vector<std::string> works = {"systrap (runsc, the default)"}, broken, missing;
+    for (std::string_view platform : {kPlatformPtrace}) {
+      const std::string p(platform), rt = PlatformRuntimeOf("runsc", platform);
+      if (auto d = DecidePlatformRuntime(where, "runsc", platform, *info); !d.ok()) {
+        (info->runtimes.contains(rt) ? broken : missing).push_back(p + ": " + d.error().message());
+        continue;
+      }
+      if (!is_gvisor[rt]) {
+        broken.push_back(p + ": " + rt + " is not gVisor");
+        continue;
+      }
+      SandboxSpec spec;
+      spec.host = host;
+      spec.network = "none";
+      spec.limits.disk = "none";
+      spec.lifetime = 120;
+      spec.platform = p;
+      auto start = std::chrono::steady_clock::now();
+      auto sb = Sandbox::Create(spec);
+      if (!sb.ok()) {
+        broken.push_back(p + " (" + rt + "): a sandbox does not start: " + sb.error().message());
+        continue;
+      }
+      auto created = std::chrono::steady_clock::now();
+      auto r = (*sb)->Exec({"true"}, {.timeout = 30});
+      auto done = std::chrono::steady_clock::now();
+      (void)(*sb)->Stop();
+      if (!r.ok() || r->exit_code != 0) {
+        broken.push_back(p + " (" + rt + "): `true` failed inside: " +
+                         (r.ok() ? "exit " + std::to_string(r->exit_code) : r.error().message()));
+        continue;
+      }
+      const std::string none_twin = info->runtimes.contains(NoneTwinOf(rt))
+                                        ? ", " + NoneTwinOf(rt) + " for network none"
+                                        : ", no " + NoneTwinOf(rt);
+      works.push_back(p + " (" + rt + none_twin + "; started in " + Ms(created - start) +
+                      ", exec of `true` " + Ms(done - created) + ")");
+    }
+    std::string detail = "work: " + Join(works, "; ");
+    if (!broken.empty()) detail += ". Registered but failing: " + Join(broken, "; ");
+    if (!missing.empty()) detail += ". Not registered: " + Join(missing, "; ");
+    checks.push_back({"platforms", broken.empty() ? Status::kOk : Status::kWarn, detail,
+                      broken.empty() && missing.empty()
+                          ? ""
+                          : "sudo scripts/setup-host registers runsc-ptrace when it starts here "
+                            "(bench/README.md, \"gVisor platform\": the trade-off)"});
+  }
+
+  // 6. Which network modes work.
+  HostCheck firewall{.name = "sandbox firewall", .status = Status::kInfo, .detail = "not probed"};
+  // What the host recorded (egress_network.h): while it says unprotected, creates are refused.
+  const FirewallStatus recorded = HostFirewallStatus(host);
+  if (recorded.state == FirewallState::kUnprotected) {
+    checks.push_back({"network bridge", Status::kWarn,
+                      "not started: sandboxes with a network are refused on this host until the "
+                      "sandbox firewall is in place (below)",
+                      ""});
+    firewall.status = Status::kWarn;
+    firewall.detail = "not in place (" +
+                      (recorded.detail.empty() ? std::string("recorded") : recorded.detail) +
+                      "): bridge and egress sandboxes are refused until it is";
+    firewall.fix =
+        "sudo scripts/sandbox-firewall block (scripts/setup-host installs it; docs/security.md)";
+  } else {
+    checks.push_back(NetworkCheck(host, image, "bridge", &firewall));
+    firewall.detail += recorded.state == FirewallState::kExternal
+                           ? "; this host declared that it isolates sandboxes by other means "
+                             "(scripts/sandbox-firewall external)"
+                       : recorded.state == FirewallState::kUnknown
+                           ? "; no state recorded this boot (agvisord and scripts/sandbox-firewall "
+                             "write it)"
+                           : "";
+  }
+  checks.push_back(std::move(firewall));
+  checks.push_back(NetworkCheck(host, image, "none"));
+
+  // 7. Root-disk cap.
+  auto disk = ProbeDiskCap(host, **docker, "runsc", image);
+  if (!disk.ok()) {
+    checks.push_back({"disk cap", Status::kWarn, "could not probe: " + disk.error().message(), ""});
+  } else if (disk->supported) {
+    checks.push_back({"disk cap", Status::kOk, "root-disk caps are enforced: " + disk->detail});
+  } else {
+    checks.push_back(
+        {"disk cap", Status::kWarn,
+         "no root-disk cap can be enforced on " + where + ": " + disk->detail +
+             ". Sandboxes with the default limits run uncapped (with a warning); an explicit "
+             "--disk is refused",
+         "use a Docker 24+ daemon (API >= 1.43) and a runsc with overlay2 size= support, or "
+         "pass --disk none to say uncapped is fine"});
+  }
+
+  // 8. cgroups.
+  checks.push_back({"cgroups", Status::kInfo,
+                    "cgroup v" + info->cgroup_version + " (" + info->cgroup_driver +
+                        " driver), storage driver " + info->driver + ", kernel " +
+                        info->kernel_version + ", " + std::to_string(info->ncpu) + " CPUs"});
+  return checks;
+}
+
+Result<std::string> BuildHostImage(std::string_view host, const ImageBuildOptions& options) {
+  // Images go to a Docker host: with a Kubernetes host, this machine's (then pushed by hand).
+  auto docker = AGVISOR_TRY(HostClient(IsKubernetesHost(host) ? "" : host));
+  if (options.if_missing) {
+    const std::string name = !options.name.empty()          ? options.name
+                             : options.kind == "kube-agent" ? AgentImageRefForKube()
+                                                            : images::ImageNameFor(options.kind);
+    auto found = docker->InspectImage(name);
+    if (found.ok()) return std::string();
+    if (found.error().code() != ErrorCode::kNotFound) return found.error();
+    if (options.on_build) options.on_build();
+  }
+  if (options.kind == "kube-agent") {
+    return images::BuildKubeAgentImage(
+        *docker, EmbeddedAgentBinary(),
+        {.name = options.name.empty() ? AgentImageRefForKube() : options.name,
+         .busybox = options.busybox,
+         .progress = options.progress});
+  }
+  const images::ImageRecipe recipe = AGVISOR_TRY(images::RecipeFor(options.kind));
+  return images::BuildImage(*docker, recipe,
+                            {.name = options.name,
+                             .mirror = options.mirror,
+                             .workdir = options.workdir,
+                             .progress = options.progress});
+}
+
+Result<std::map<std::string, std::int64_t>> HostVolumeSizes(std::string_view host) {
+  if (IsKubernetesHost(host)) {
+    return Error::Unsupported("ls --size on " + std::string(host) +
+                              ": the sizes of a cluster's volume claims are not read yet");
+  }
+  auto docker = AGVISOR_TRY(HostClient(host));
+  std::map<std::string, std::int64_t> out;
+  for (const auto& v : AGVISOR_TRY(docker->VolumeSizes())) out[v.name] = v.size.value_or(-1);
+  return out;
+}
+
+Result<std::string> CreateHostNetwork(std::string_view host, std::string_view name) {
+  if (IsKubernetesHost(host)) {
+    return Error::Unsupported("networks on " + std::string(host) +
+                              ": a Kubernetes sandbox has the pod network (bridge) or none");
+  }
+  auto docker = AGVISOR_TRY(HostClient(host));
+  return CreateUserNetwork(*docker, name);
+}
+
+}  // namespace agvisor::client
