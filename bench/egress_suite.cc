@@ -28,6 +28,7 @@
 
 #include "agvisor/base/subprocess.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/testing/kept_runtime.h"
 
 namespace agvisor {
 namespace {
@@ -109,7 +110,7 @@ class Rig {
     host_if_ = "agvb-h" + tag;
   }
   ~Rig() {
-    for (const auto& name : sandboxes_) (void)Sandbox::Remove(name, "", true);
+    for (const auto& name : sandboxes_) (void)RemoveSandbox(name, "", true);
     if (daemon_) {
       (void)daemon_->Kill(SIGTERM);
       if (!daemon_->WaitFor(std::chrono::seconds(30)).ok()) (void)daemon_->Kill(SIGKILL);
@@ -169,7 +170,7 @@ class Rig {
   }
 
   std::unique_ptr<Sandbox> Create(SandboxSpec spec) {
-    auto sb = Need(Sandbox::Create(spec), "create a sandbox (is agvisord's firewall set up?)");
+    auto sb = Need(CreateSandbox(spec), "create a sandbox (is agvisord's firewall set up?)");
     sandboxes_.push_back(sb->container_name());
     Need(sb->WriteFile("/tmp/egress_client.py", Slurp(AGVISOR_BENCH_DIR "/egress_client.py")),
          "copy egress_client.py");

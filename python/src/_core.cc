@@ -54,6 +54,7 @@
 #include "agvisor/egress/policy.h"
 #include "agvisor/sandbox/desktop.h"
 #include "agvisor/sandbox/pool.h"
+#include "agvisor/sandbox/runtimes.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
 
@@ -1215,8 +1216,11 @@ PYBIND11_MODULE(_core, m) {
             o.size = size;
             o.max_age = std::chrono::seconds(static_cast<std::int64_t>(max_age));
             o.fill_parallelism = fill_parallelism;
-            return std::make_shared<PoolHandle>(
-                Blocking([&] { return Pool::Create(std::move(o)); }));
+            return std::make_shared<PoolHandle>(Blocking([&]() -> Result<std::unique_ptr<Pool>> {
+              // A runtime of its own until pools are reached through the Place.
+              auto runtime = AGVISOR_TRY(MakeRuntime(o.spec.host));
+              return Pool::Create(std::move(runtime), std::move(o));
+            }));
           },
           py::arg("spec"), py::arg("size"), py::arg("max_age"), py::arg("fill_parallelism"))
       .def("acquire", &PoolHandle::Acquire, py::arg("lifetime") = py::none(),

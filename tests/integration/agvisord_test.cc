@@ -328,7 +328,7 @@ TEST_F(AgvisordTest, HealthIsOpenEverythingElseNeedsTheToken) {
 }
 
 TEST_F(AgvisordTest, RuntimeThatIsNotGvisorIsRefusedWith400) {
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE(docker.ok());
   const std::string filter = std::string(kRunLabel) + "=" + RunId();
   auto before = (*docker)->ListContainers(true, {filter});
@@ -756,7 +756,7 @@ TEST_F(AgvisordTest, DesktopTokensForDesktopSandboxesOnly) {
   ASSERT_TRUE(payload.ok()) << payload.error().ToString();
   EXPECT_EQ(payload->type, "vnc");
   EXPECT_EQ(payload->vnc.container, "agvisor-" + id);
-  auto sb = Sandbox::Open("agvisor-" + id);
+  auto sb = OpenSandbox("agvisor-" + id);
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   auto password = desktop::Password(**sb);
   ASSERT_TRUE(password.ok()) << password.error().ToString();

@@ -14,6 +14,7 @@
 
 #include "agvisor/cli/common.h"
 #include "agvisor/sandbox/desktop.h"
+#include "agvisor/sandbox/runtimes.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::cli {
@@ -85,7 +86,8 @@ int Serve(Sandbox& sb, int port, bool rdp, bool clipboard, bool json) {
 // `desktop` is refused with --server), not through GlobalOptions::OpenSandbox: so --no-resume is
 // applied here, as the client layer applies it to the other commands.
 Result<std::unique_ptr<Sandbox>> OpenDesktop(const GlobalOptions& g, const std::string& name) {
-  auto sb = AGVISOR_TRY(Sandbox::Open(ResolveContainerName(name), g.host));
+  auto runtime = AGVISOR_TRY(MakeRuntime(g.host));
+  auto sb = AGVISOR_TRY(Sandbox::Open(runtime, ResolveContainerName(name)));
   sb->set_auto_resume(!g.no_resume);
   return sb;
 }

@@ -16,6 +16,7 @@
 #include "agvisor/sandbox/egress_network.h"
 #include "agvisor/sandbox/kube_runtime/kube_doctor.h"
 #include "agvisor/sandbox/runtime.h"
+#include "agvisor/sandbox/runtimes.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::cli {
@@ -101,16 +102,15 @@ Check FirewallCheck(Sandbox& sb) {
 
 // Starts a real sandbox with `network` and lists its interfaces from /proc/net/dev; for
 // bridge, also probes the sandbox firewall into `firewall`.
-Check NetworkCheck(std::string_view host, const std::string& image, const std::string& network,
-                   Check* firewall = nullptr) {
+Check NetworkCheck(const std::shared_ptr<Runtime>& runtime, const std::string& image,
+                   const std::string& network, Check* firewall = nullptr) {
   Check c{.name = "network " + network};
   SandboxSpec spec;
-  spec.host = host;
   spec.image = image;
   spec.network = network;
   spec.limits.disk = "none";
   spec.lifetime = 120;
-  auto sb = Sandbox::Create(spec);
+  auto sb = Sandbox::Create(runtime, spec);
   if (!sb.ok()) {
     c.status = Status::kFail;
     c.detail = "a sandbox with network=" + network + " does not start: " + sb.error().message();
@@ -155,7 +155,7 @@ std::vector<Check> RunDoctor(std::string_view host) {
 
   // 1. Docker reachable, and its API version.
   auto t0 = std::chrono::steady_clock::now();
-  auto docker = HostClient(host);
+  auto docker = ConnectDockerHost(host);
   if (!docker.ok()) {
     checks.push_back({"docker", Status::kFail, docker.error().message(),
                       host.empty() || host.starts_with("unix://")
@@ -180,7 +180,12 @@ std::vector<Check> RunDoctor(std::string_view host) {
 
   // 2. Runtimes, and which are gVisor: each binary is asked what it is (runtime_check.h), the
   // check every sandbox create makes.
-  auto identities = IdentifyHostRuntimes(host, **docker);
+  // The sandboxes below are made on a runtime over this client (one connection: on an ssh:// host,
+  // one ssh process).
+  const std::shared_ptr<Runtime> runtime =
+      std::make_shared<DockerRuntime>(std::string(host), *docker);
+  RuntimeCheckCache runtime_check;
+  auto identities = IdentifyHostRuntimes(runtime_check, **docker);
   if (!identities.ok()) {
     checks.push_back({"runtime", Status::kFail, identities.error().message(),
                       "start dockerd: sudo scripts/setup-host"});
@@ -275,7 +280,7 @@ std::vector<Check> RunDoctor(std::string_view host) {
     spec.limits.disk = "none";
     spec.lifetime = 120;
     auto start = std::chrono::steady_clock::now();
-    auto sb = Sandbox::Create(spec);
+    auto sb = Sandbox::Create(runtime, spec);
     if (!sb.ok()) {
       checks.push_back({"sandbox", Status::kFail,
                         "a sandbox does not start under runsc: " + sb.error().message(),
@@ -324,7 +329,7 @@ std::vector<Check> RunDoctor(std::string_view host) {
       spec.lifetime = 120;
       spec.platform = p;
       auto start = std::chrono::steady_clock::now();
-      auto sb = Sandbox::Create(spec);
+      auto sb = Sandbox::Create(runtime, spec);
       if (!sb.ok()) {
         broken.push_back(p + " (" + rt + "): a sandbox does not start: " + sb.error().message());
         continue;
@@ -370,7 +375,7 @@ std::vector<Check> RunDoctor(std::string_view host) {
     firewall.fix =
         "sudo scripts/sandbox-firewall block (scripts/setup-host installs it; docs/security.md)";
   } else {
-    checks.push_back(NetworkCheck(host, image, "bridge", &firewall));
+    checks.push_back(NetworkCheck(runtime, image, "bridge", &firewall));
     firewall.detail += recorded.state == FirewallState::kExternal
                            ? "; this host declared that it isolates sandboxes by other means "
                              "(scripts/sandbox-firewall external)"
@@ -380,10 +385,11 @@ std::vector<Check> RunDoctor(std::string_view host) {
                            : "";
   }
   checks.push_back(std::move(firewall));
-  checks.push_back(NetworkCheck(host, image, "none"));
+  checks.push_back(NetworkCheck(runtime, image, "none"));
 
   // 7. Root-disk cap.
-  auto disk = ProbeDiskCap(host, **docker, "runsc", image);
+  DiskCapCache disk_caps;
+  auto disk = ProbeDiskCap(disk_caps, **docker, "runsc", image);
   if (!disk.ok()) {
     checks.push_back({"disk cap", Status::kWarn, "could not probe: " + disk.error().message(), ""});
   } else if (disk->supported) {

@@ -8,6 +8,7 @@
 #include "agvisor/sandbox/agent_blob.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/kube_runtime/pod_manifest.h"
+#include "agvisor/sandbox/runtimes.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::cli {
@@ -47,7 +48,7 @@ void AddImage(CLI::App& app, GlobalOptions& g, int* exit_code) {
       ->capture_default_str();
   build->callback([&g, exit_code, kind, opts, busybox] {
     // Images go to a Docker host: with a kube:// host, this machine's (then pushed by hand).
-    auto docker = HostClient(IsKubernetesHost(g.host) ? "" : g.host);
+    auto docker = ConnectDockerHost(IsKubernetesHost(g.host) ? "" : g.host);
     if (!docker.ok()) {
       *exit_code = ReportError(docker.error());
       return;

@@ -1,12 +1,9 @@
 // network create: a Docker network that sandboxes may share (docs/cli.md, docs/security.md
-// "Shared networks"). Thin: one call of docker_runtime/egress_bridge.h's CreateUserNetwork.
+// "Shared networks"). Thin: one call of the host's Runtime::CreateSharedNetwork.
 #include <iostream>
 
 #include "agvisor/cli/common.h"
-#include "agvisor/docker/client.h"
-#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
-#include "agvisor/sandbox/docker_runtime/egress_bridge.h"
-#include "agvisor/sandbox/runtime.h"
+#include "agvisor/sandbox/runtimes.h"
 
 namespace agvisor::cli {
 
@@ -22,17 +19,12 @@ void AddNetwork(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto name = std::make_shared<std::string>();
   create->add_option("name", *name, "the network's name")->required();
   create->callback([&g, exit_code, name] {
-    if (IsKubernetesHost(g.host)) {
-      *exit_code = ReportError(Error::Unsupported(
-          "networks on " + g.host + ": a Kubernetes sandbox has the pod network (bridge) or none"));
+    auto runtime = MakeRuntime(g.host);
+    if (!runtime.ok()) {
+      *exit_code = ReportError(runtime.error());
       return;
     }
-    auto docker = HostClient(g.host);
-    if (!docker.ok()) {
-      *exit_code = ReportError(docker.error());
-      return;
-    }
-    auto id = CreateUserNetwork(**docker, *name);
+    auto id = (*runtime)->CreateSharedNetwork(*name);
     if (!id.ok()) {
       *exit_code = ReportError(id.error());
       return;

@@ -100,7 +100,7 @@ void PrintWarning(const Created& c) {
 // run needs): the first --gui create on a host builds it, here, with debootstrap's progress.
 // Through agvisord the daemon's host is not reachable from here: its create names the fix.
 Result<void> EnsureDesktopImage(const GlobalOptions& g) {
-  auto docker = AGVISOR_TRY(HostClient(g.host));
+  auto docker = AGVISOR_TRY(ConnectDockerHost(g.host));
   const std::string image(kDefaultDesktopImage);
   auto found = docker->InspectImage(image);
   if (found.ok() || found.error().code() != ErrorCode::kNotFound) return Ok();
@@ -275,7 +275,7 @@ Result<std::map<std::string, std::int64_t>> VolumeSizes(const GlobalOptions& g) 
   if (!g.server.empty()) {
     return Error::Unsupported("ls --size: not through agvisord yet (run it on the daemon's host)");
   }
-  auto docker = AGVISOR_TRY(HostClient(g.host));
+  auto docker = AGVISOR_TRY(ConnectDockerHost(g.host));
   std::map<std::string, std::int64_t> out;
   for (const auto& v : AGVISOR_TRY(docker->VolumeSizes())) out[v.name] = v.size.value_or(-1);
   return out;

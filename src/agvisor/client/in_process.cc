@@ -1,9 +1,11 @@
-// The in-process Place: each call is the library's (Sandbox) on one Docker host.
+// The in-process Place: each call is the library's (Sandbox) on one host, through the one Runtime
+// the place makes for it (MakeRuntime, on first use) and hands to every Sandbox.
 #include <mutex>
 
 #include "agvisor/client/place.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
+#include "agvisor/sandbox/runtimes.h"
 
 namespace agvisor::client {
 namespace {
@@ -133,7 +135,8 @@ class LocalPlace final : public Place {
   Result<Created> Create(const SandboxSpec& spec) override {
     SandboxSpec s = spec;
     s.host = host_;
-    auto sb = AGVISOR_TRY(Sandbox::Create(s));
+    auto rt = AGVISOR_TRY(runtime());
+    auto sb = AGVISOR_TRY(Sandbox::Create(std::move(rt), s));
     Created c;
     c.name = sb->name();
     c.resumed = sb->resumed();
@@ -142,29 +145,29 @@ class LocalPlace final : public Place {
     return c;
   }
   Result<std::unique_ptr<SandboxHandle>> Open(std::string_view container_name) override {
-    auto sb = AGVISOR_TRY(Sandbox::Open(container_name, host_));
+    auto sb = AGVISOR_TRY(OpenSandbox(container_name));
     sb->set_auto_resume(auto_resume_);
     return std::unique_ptr<SandboxHandle>(std::make_unique<LocalHandle>(std::move(sb)));
   }
-  Result<std::vector<SandboxInfo>> List() override { return Sandbox::List(host_); }
+  Result<std::vector<SandboxInfo>> List() override { return Sandbox::List(AGVISOR_TRY(runtime())); }
   Result<void> Remove(std::string_view container_name, bool erase_data) override {
-    return Sandbox::Remove(container_name, host_, erase_data);
+    return Sandbox::Remove(AGVISOR_TRY(runtime()), container_name, erase_data);
   }
   Result<void> Pause(std::string_view container_name) override {
-    auto sb = AGVISOR_TRY(Sandbox::Open(container_name, host_));
+    auto sb = AGVISOR_TRY(OpenSandbox(container_name));
     return sb->Pause();
   }
   Result<void> Resume(std::string_view container_name) override {
-    auto sb = AGVISOR_TRY(Sandbox::Open(container_name, host_));
+    auto sb = AGVISOR_TRY(OpenSandbox(container_name));
     return sb->Resume();
   }
   Result<LiveLimits> Update(std::string_view container_name, const LimitsUpdate& update) override {
     AGVISOR_RETURN_IF_ERROR(ValidateLimitsUpdate(update));  // before any request
-    auto sb = AGVISOR_TRY(Sandbox::Open(container_name, host_));
+    auto sb = AGVISOR_TRY(OpenSandbox(container_name));
     return sb->Update(update);
   }
   Result<Forked> Fork(std::string_view container_name, const ForkOptions& options) override {
-    auto sb = AGVISOR_TRY(Sandbox::Open(container_name, host_));
+    auto sb = AGVISOR_TRY(OpenSandbox(container_name));
     sb->set_auto_resume(auto_resume_);
     ForkOptions o = options;
     o.spec.host = host_;
@@ -188,17 +191,24 @@ class LocalPlace final : public Place {
       // One client for every sample (top calls this from many threads): on an ssh:// host a new
       // one would be a new ssh connection.
       std::lock_guard lock(mu_);
-      if (!docker_) docker_ = AGVISOR_TRY(HostClient(host_));
+      if (!docker_) docker_ = AGVISOR_TRY(ConnectDockerHost(host_));
       docker = docker_;
     }
     return docker->GetContainerStats(sandbox.container_id);
   }
 
  private:
+  // The host's runtime, shared by every sandbox of this place.
+  Result<std::shared_ptr<Runtime>> runtime() { return runtime_.Get(); }
+  Result<std::unique_ptr<Sandbox>> OpenSandbox(std::string_view container_name) {
+    return Sandbox::Open(AGVISOR_TRY(runtime()), container_name);
+  }
+
   std::string host_;
   bool auto_resume_ = true;
   std::mutex mu_;
   std::shared_ptr<docker::Client> docker_;
+  LazyRuntime runtime_{host_};  // after host_
 };
 
 }  // namespace

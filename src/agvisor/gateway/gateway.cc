@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "agvisor/desktop/rfb.h"
+#include "agvisor/sandbox/runtimes.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::gateway {
@@ -89,7 +90,14 @@ Result<std::shared_ptr<Sandbox>> Gateway::OpenSandbox(const desktop::VncTarget& 
   }
   // Opened outside the lock (it talks to Docker); two first viewers may both open one, and the
   // later one's handle is the one kept: both work.
-  auto opened = Sandbox::Open(target.container, target.docker_host);
+  LazyRuntime* runtime = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    auto& slot = runtimes_[target.docker_host];
+    if (!slot) slot = std::make_unique<LazyRuntime>(target.docker_host);
+    runtime = slot.get();
+  }
+  auto opened = Sandbox::Open(AGVISOR_TRY(runtime->Get()), target.container);
   if (!opened.ok()) return opened.error();
   std::shared_ptr<Sandbox> sb(std::move(*opened));
   std::lock_guard lock(mu_);

@@ -40,7 +40,8 @@
 
 namespace agvisor {
 class Sandbox;
-}
+class LazyRuntime;
+}  // namespace agvisor
 
 namespace agvisor::gateway {
 
@@ -115,7 +116,8 @@ class Gateway {
 
   GatewayOptions options_;
   mutable std::mutex mu_;
-  std::map<std::string, std::weak_ptr<Sandbox>> sandboxes_;  // "host\ncontainer" -> handle
+  std::map<std::string, std::weak_ptr<Sandbox>> sandboxes_;       // "host\ncontainer" -> handle
+  std::map<std::string, std::unique_ptr<LazyRuntime>> runtimes_;  // by host, kept
   int active_ = 0;
   int unauthenticated_ = 0;
 };

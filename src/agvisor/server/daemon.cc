@@ -24,6 +24,7 @@
 #include "agvisor/egress/host.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/runtime.h"
+#include "agvisor/sandbox/runtimes.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/snapshot.h"
 #include "agvisor/sandbox/spec.h"
@@ -352,7 +353,7 @@ int DaemonMain(int argc, char** argv) {
     eo.state_dir = !egress_state_dir.empty() ? egress_state_dir
                    : ::geteuid() == 0        ? "/var/lib/agvisor/egress"
                                              : "";
-    auto docker = HostClient(docker_host);
+    auto docker = ConnectDockerHost(docker_host);
     if (!docker.ok()) return fail(docker.error());
     auto started = EgressHost::Start(*docker, eo);
     if (!started.ok()) return fail(started.error().WithContext("egress"));

@@ -89,11 +89,12 @@ void FailWs(WebSocket& ws, const Error& e, int code = 1011) {
 Service::Service(ServiceOptions options) : options_(std::move(options)) {}
 
 Result<std::size_t> Service::Recover() {
-  auto list = AGVISOR_TRY(Sandbox::List(options_.docker_host));
+  auto runtime = AGVISOR_TRY(runtime_.Get());
+  auto list = AGVISOR_TRY(Sandbox::List(runtime));
   std::size_t served = 0;
   for (const auto& info : list) {
     if (!info.running) continue;
-    auto h = Sandbox::Open(info.container_name, options_.docker_host);
+    auto h = Sandbox::Open(runtime, info.container_name);
     if (!h.ok()) {
       LogEvent("warn", "cannot open a sandbox found by label",
                {{"container", info.container_name}, {"error", h.error().ToString()}});
@@ -107,8 +108,10 @@ Result<std::size_t> Service::Recover() {
 }
 
 void Service::SweepPaused() {
-  auto list = Sandbox::List(options_.docker_host);
-  if (!list.ok()) return;  // the next sweep tries again
+  auto runtime = runtime_.Get();
+  if (!runtime.ok()) return;  // the next sweep tries again
+  auto list = Sandbox::List(*runtime);
+  if (!list.ok()) return;
   for (const auto& info : *list) {
     if (info.state != "removed" || info.end_reason != EndReason::kLifetime) continue;
     const std::string id = api::SandboxIdFor(info.container_name);
@@ -132,7 +135,8 @@ Result<std::shared_ptr<Sandbox>> Service::Get(const std::string& id) {
     std::lock_guard lock(mu_);
     if (auto it = handles_.find(id); it != handles_.end()) return it->second;
   }
-  auto h = AGVISOR_TRY(Sandbox::Open(cname, options_.docker_host));  // NoSuchSandbox's words
+  auto runtime = AGVISOR_TRY(runtime_.Get());
+  auto h = AGVISOR_TRY(Sandbox::Open(runtime, cname));  // NoSuchSandbox's words
   std::lock_guard lock(mu_);
   auto [it, inserted] = handles_.emplace(id, std::shared_ptr<Sandbox>(std::move(h)));
   return it->second;
@@ -199,7 +203,8 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
                            "\",\"open_handles\":" + std::to_string(n) + "}");
     }
     case api::RouteId::kListSandboxes: {
-      auto list = AGVISOR_TRY(Sandbox::List(options_.docker_host));
+      auto runtime = AGVISOR_TRY(runtime_.Get());
+      auto list = AGVISOR_TRY(Sandbox::List(runtime));
       std::vector<api::SandboxView> views;
       for (auto& info : list) {
         api::SandboxView v{api::SandboxIdFor(info.container_name), std::move(info), {}, {}};
@@ -230,7 +235,8 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
             pool->Acquire({.lifetime = cr.spec.lifetime, .idle_ttl = cr.spec.idle_ttl}));
       } else {
         cr.spec.host = options_.docker_host;
-        sb = AGVISOR_TRY(Sandbox::Create(cr.spec));
+        auto runtime = AGVISOR_TRY(runtime_.Get());
+        sb = AGVISOR_TRY(Sandbox::Create(runtime, cr.spec));
       }
       const std::string sid = api::SandboxIdFor(sb->container_name());
       {
@@ -268,7 +274,7 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
     case api::RouteId::kDeleteSandbox: {
       const std::string cname = AGVISOR_TRY(api::ContainerNameForId(id));
       const bool erase = AGVISOR_TRY(api::QueryBool(m.query, "erase_data", true));
-      AGVISOR_RETURN_IF_ERROR(Sandbox::Remove(cname, options_.docker_host, erase));
+      AGVISOR_RETURN_IF_ERROR(Sandbox::Remove(AGVISOR_TRY(runtime_.Get()), cname, erase));
       Forget(id, EndReason::kStopped);
       LogEvent("info", "sandbox deleted", {{"id", id}, {"erase_data", erase ? "1" : "0"}});
       return NoContent();
@@ -412,7 +418,7 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
                                   (why.empty() ? "" : " (end reason: " + why + ")") +
                                   ": it has no metrics");
       }
-      auto docker = AGVISOR_TRY(HostClient(options_.docker_host));
+      auto docker = AGVISOR_TRY(ConnectDockerHost(options_.docker_host));
       auto stats = docker->GetContainerStats(sb->container_name());
       if (!stats.ok()) {
         // Removed while its stats were read: Docker cuts the stream short ("invalid JSON"). That
@@ -483,7 +489,8 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
                                  " first)");
         }
       }
-      std::shared_ptr<Pool> pool = AGVISOR_TRY(Pool::Create(pr.options));
+      auto runtime = AGVISOR_TRY(runtime_.Get());
+      std::shared_ptr<Pool> pool = AGVISOR_TRY(Pool::Create(runtime, pr.options));
       std::lock_guard lock(pools_mu_);
       if (!pools_.emplace(pr.name, pool).second) {
         return Error::Conflict("pool '" + pr.name + "' was created concurrently");

@@ -21,6 +21,7 @@
 #include "agvisor/api/router.h"
 #include "agvisor/desktop/token.h"
 #include "agvisor/sandbox/pool.h"
+#include "agvisor/sandbox/runtimes.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/server/server.h"
 
@@ -83,6 +84,7 @@ class Service {
   void WatchWs(Sandbox& sb, const std::string& path, bool recursive, WebSocket& ws);
 
   ServiceOptions options_;
+  LazyRuntime runtime_{options_.docker_host};  // the host's runtime, shared by every sandbox
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Sandbox>> handles_;
   // Sandboxes this daemon stopped or deleted, newest last (bounded): GET still answers with
