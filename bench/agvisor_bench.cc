@@ -41,8 +41,8 @@
 
 #include "agvisor/base/subprocess.h"
 #include "agvisor/client/agvisord.h"
-#include "agvisor/client/place.h"
 #include "agvisor/client/desktop.h"
+#include "agvisor/client/place.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/docker_runtime/runtime_check.h"
@@ -50,6 +50,7 @@
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/snapshot.h"
 #include "agvisor/sandbox/start_gate.h"
+#include "agvisor/sandbox/testing/kept_runtime.h"
 #include "bench_agvisord.h"
 #include "egress_suite.h"
 #include "kube_suite.h"
@@ -134,9 +135,9 @@ Timings RunOurs(const std::string& image, int runs) {
   spec.platform = g_platform;
   // Not timed: the first create on a host (or after an agent change) makes the derived agent
   // image once (sandbox/docker_runtime/agent_image.h); every later create reuses it.
-  Must(Must(Sandbox::Create(spec), "warm-up create")->Stop(), "warm-up stop");
+  Must(Must(CreateSandbox(spec), "warm-up create")->Stop(), "warm-up stop");
   auto t0 = Clock::now();
-  auto sb = Must(Sandbox::Create(spec), "create");
+  auto sb = Must(CreateSandbox(spec), "create");
   t["create"] = Since(t0);
 
   std::vector<double> ex;
@@ -160,7 +161,7 @@ Timings RunOurs(const std::string& image, int runs) {
   Must(sb->ExecShell("head -c 50000000 /dev/zero | tr '\\0' a > /tmp/f50"), "make file");
   // Rounds of the ceiling and then each operation: every operation is compared with the ceiling
   // of its own round, since the machine's I/O drifts from round to round.
-  auto docker = Must(HostClient(""), "docker");
+  auto docker = Must(ConnectDockerHost(""), "docker");
   const std::string data(kTransferBytes, 'u');
   std::map<std::string, std::vector<double>> secs;
   auto timed = [&](const char* key, const std::function<void()>& f) {
@@ -216,7 +217,7 @@ void RunExecPacing(const std::string& image, int runs, int warm_shells, Timings&
   spec.labels["bench.run"] = "1";
   spec.warm_shells = warm_shells;
   spec.platform = g_platform;
-  auto sb = Must(Sandbox::Create(spec), "create");
+  auto sb = Must(CreateSandbox(spec), "create");
   const std::string w = "_w" + std::to_string(warm_shells);
   for (const char* pace : {"b2b", "spaced"}) {
     std::vector<double> ex;
@@ -423,7 +424,7 @@ void CreateSuite(const std::string& seed, const std::string& image, int rounds) 
         SandboxSpec spec = BenchSpec(image);
         spec.network = net;
         auto t0 = Clock::now();
-        auto sb = Must(Sandbox::Create(spec), "cold create");
+        auto sb = Must(CreateSandbox(spec), "cold create");
         ours_t[net].push_back(Since(t0));
         t0 = Clock::now();
         Must(sb->Stop(), "stop");
@@ -455,10 +456,10 @@ void CreateSuite(const std::string& seed, const std::string& image, int rounds) 
   // agent_runsc_test checks that it exits 0; this is how long it takes.
   std::fprintf(stderr, "create: docker stop (SIGTERM to the agent) of %d sandboxes ...\n",
                5 * rounds);
-  auto docker = Must(HostClient(""), "docker");
+  auto docker = Must(ConnectDockerHost(""), "docker");
   std::vector<double> sigterm;
   for (int i = 0; i < 5 * rounds; ++i) {
-    auto sb = Must(Sandbox::Create(BenchSpec(image)), "cold create");
+    auto sb = Must(CreateSandbox(BenchSpec(image)), "cold create");
     auto t0 = Clock::now();
     Must(docker->StopContainer(sb->container_name(), 10), "docker stop");
     sigterm.push_back(Since(t0));
@@ -483,7 +484,7 @@ void PoolSuite(const std::string& seed, const std::string& image, int acquires, 
   std::vector<double> cold;
   for (int i = 0; i < colds; ++i) {
     auto t0 = Clock::now();
-    auto sb = Must(Sandbox::Create(BenchSpec(image)), "cold create");
+    auto sb = Must(CreateSandbox(BenchSpec(image)), "cold create");
     cold.push_back(Since(t0));
     Must(sb->Stop(), "stop");
   }
@@ -491,7 +492,7 @@ void PoolSuite(const std::string& seed, const std::string& image, int acquires, 
   PoolOptions po;
   po.spec = BenchSpec(image);
   po.size = 2;
-  auto pool = Must(Pool::Create(po), "pool");
+  auto pool = Must(CreatePool(po), "pool");
   std::vector<double> acquire, first_exec;
   for (int i = 0; i < acquires; ++i) {
     // Measured against a ready pool: the latency a caller sees when the pool keeps up.
@@ -546,7 +547,7 @@ void ConcurrencySuite(const std::string& seed, const std::string& image, int cre
       rows.push_back({"seed (a thread per create)", SpreadOf(Series(*s, "create_")), (*s)["wall"]});
     }
   }
-  StartGate& gate = HostStartGate("");
+  StartGate& gate = KeptRuntime("")->start_gate();
   const StartGateLimits saved = gate.limits();
   for (int k : gates) {
     std::fprintf(stderr, "concurrency: agvisor's %d creates at once, start gate %d ...\n", creates,
@@ -555,7 +556,7 @@ void ConcurrencySuite(const std::string& seed, const std::string& image, int cre
     std::vector<std::unique_ptr<Sandbox>> boxes(static_cast<std::size_t>(creates));
     std::atomic<int> failed{0};
     auto [times, wall] = AtOnce(creates, [&](int i) {
-      auto sb = Sandbox::Create(BenchSpec(image));
+      auto sb = CreateSandbox(BenchSpec(image));
       if (!sb.ok()) {
         std::fprintf(stderr, "  create failed: %s\n", sb.error().ToString().c_str());
         ++failed;
@@ -594,7 +595,7 @@ void ConcurrencySuite(const std::string& seed, const std::string& image, int cre
                sandboxes);
   std::vector<std::unique_ptr<Sandbox>> boxes(static_cast<std::size_t>(sandboxes));
   AtOnce(sandboxes, [&](int i) {
-    boxes[static_cast<std::size_t>(i)] = Must(Sandbox::Create(BenchSpec(image)), "create");
+    boxes[static_cast<std::size_t>(i)] = Must(CreateSandbox(BenchSpec(image)), "create");
   });
   std::atomic<int> failed{0};
   auto [times, wall] = AtOnce(execs, [&](int i) {
@@ -682,7 +683,7 @@ Footprint MeasureContainer(const std::string& container_id) {
 }
 
 void MemorySuite(const std::string& seed, const std::string& image, int settle_s) {
-  auto docker = Must(HostClient(""), "docker");
+  auto docker = Must(ConnectDockerHost(""), "docker");
   std::optional<Footprint> theirs;
   if (!seed.empty()) {
     std::fprintf(stderr, "memory: the seed's idle sandbox ...\n");
@@ -693,7 +694,7 @@ void MemorySuite(const std::string& seed, const std::string& image, int settle_s
     });
   }
   std::fprintf(stderr, "memory: agvisor's idle sandbox ...\n");
-  auto sb = Must(Sandbox::Create(BenchSpec(image)), "create");
+  auto sb = Must(CreateSandbox(BenchSpec(image)), "create");
   std::this_thread::sleep_for(std::chrono::seconds(settle_s));
   Footprint ours = MeasureContainer(Must(sb->Info(), "info").container_id);
   Must(sb->Stop(), "stop");
@@ -761,7 +762,7 @@ void IdleSuite(const std::string& image, int seconds, int settle) {
     std::fprintf(stderr, "idle: a sandbox on %s ...\n", p.c_str());
     SandboxSpec spec = BenchSpec(image);
     spec.platform = p;
-    auto sb = Sandbox::Create(spec);
+    auto sb = CreateSandbox(spec);
     if (!sb.ok()) {
       std::fprintf(stderr, "  skipped: %s\n", sb.error().ToString().c_str());
       continue;
@@ -856,7 +857,7 @@ void RunDoors(const std::string& image, int runs, Timings& t) {
       if (r.exit_code != 0) Die("exec true failed");
     }
   }
-  auto docker = Must(HostClient(""), "docker");
+  auto docker = Must(ConnectDockerHost(""), "docker");
   for (int i = 0; i < kTransferRounds; ++i) {
     for (auto& d : doors) {
       d.ceiling.push_back(TimeCeiling(*docker, d.sb->container_name()));
@@ -883,7 +884,7 @@ void RunDoors(const std::string& image, int runs, Timings& t) {
 // a ceiling taken on its sandbox just before. Keys py_...; none without the Python package.
 void RunPython(const std::string& image, int runs, Timings& t) {
 #ifdef AGVISOR_PYTHON_PACKAGE
-  auto docker = Must(HostClient(""), "docker");
+  auto docker = Must(ConnectDockerHost(""), "docker");
   std::vector<double> ceiling;
   // AGVISOR_BENCH_PYTHON_PACKAGE: another build's staged package (e.g. one from before a change)
   // for a before/after comparison in the same minutes; default: this build's.
@@ -1050,7 +1051,7 @@ void BasicSuite(const std::string& seed, const std::string& image, int runs) {
 // Removes the images the snapshots of sandbox `name` made, and the images with the agent derived
 // from them (they inherit the label), children first.
 void RemoveSnapshotsOf(const std::string& name) {
-  auto docker = Must(HostClient(""), "docker");
+  auto docker = Must(ConnectDockerHost(""), "docker");
   for (int round = 0; round < 3; ++round) {
     auto images = docker->ListImages({"agvisor.snapshot.of=" + name});
     if (!images.ok() || images->empty()) return;
@@ -1067,7 +1068,7 @@ std::string SnapshotForkRounds(const std::string& image, int rounds, int forks,
   const std::string tag = std::to_string(::getpid());
   SandboxSpec spec = BenchSpec(image);
   spec.name = "bench-snap-" + tag;
-  auto src = Must(Sandbox::Create(spec), "create the snapshot source");
+  auto src = Must(CreateSandbox(spec), "create the snapshot source");
   auto made = Must(src->ExecShell("mkdir -p /opt/big && for i in 1 2 3 4; do head -c 50000000 "
                                   "/dev/urandom > /opt/big/f$i; done && echo w > /workspace/w",
                                   {.timeout = 300}),
@@ -1081,7 +1082,7 @@ std::string SnapshotForkRounds(const std::string& image, int rounds, int forks,
     last = Must(src->Snapshot(o), "snapshot");
     ms["snapshot"].push_back(last.seconds * 1000);
   }
-  auto docker = Must(HostClient(""), "docker");
+  auto docker = Must(ConnectDockerHost(""), "docker");
   const auto image_size = Must(docker->InspectImage(last.image), "inspect").size;
   for (int i = 0; i < forks; ++i) {
     std::fprintf(stderr, "lifecycle: fork of 4, %d/%d ...\n", i + 1, forks);
@@ -1119,7 +1120,7 @@ void LifecycleSuite(const std::string& image, int rounds, int snapshot_rounds, i
   spec.limits.disk = "none";
   spec.labels["bench.run"] = "1";
   spec.platform = g_platform;
-  auto sb = Must(Sandbox::Create(spec), "create");
+  auto sb = Must(CreateSandbox(spec), "create");
   Must(sb->Exec({"true"}), "first exec");
   std::map<std::string, std::vector<double>> ms;
   auto timed = [&](const char* key, const std::function<void()>& f) {
@@ -1178,7 +1179,7 @@ void DesktopSuite(int runs) {
   for (int i = 0; i <= runs; ++i) {
     std::fprintf(stderr, "desktop: create %d/%d ...\n", i, runs);
     auto t0 = std::chrono::steady_clock::now();
-    std::shared_ptr<Sandbox> sb = Must(Sandbox::Create(spec), "create a desktop");
+    std::shared_ptr<Sandbox> sb = Must(CreateSandbox(spec), "create a desktop");
     auto t1 = std::chrono::steady_clock::now();
     (void)Must(desktop::Screenshot(*client::WrapSandbox(sb)), "screenshot");
     auto t2 = std::chrono::steady_clock::now();

@@ -28,6 +28,7 @@
 
 #include "agvisor/base/subprocess.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/testing/kept_runtime.h"
 #include "bench_agvisord.h"
 
 namespace agvisor {
@@ -110,7 +111,7 @@ class Rig {
     host_if_ = "agvb-h" + tag;
   }
   ~Rig() {
-    for (const auto& name : sandboxes_) (void)Sandbox::Remove(name, "", true);
+    for (const auto& name : sandboxes_) (void)RemoveSandbox(name, "", true);
     if (daemon_) StopBenchAgvisord(*daemon_);
     if (internet_) (void)internet_->Kill(SIGKILL);
     if (made_link_) (void)RunCommand({"ip", "link", "del", host_if_});
@@ -152,7 +153,7 @@ class Rig {
   }
 
   std::unique_ptr<Sandbox> Create(SandboxSpec spec) {
-    auto sb = Need(Sandbox::Create(spec), "create a sandbox (is agvisord's firewall set up?)");
+    auto sb = Need(CreateSandbox(spec), "create a sandbox (is agvisord's firewall set up?)");
     sandboxes_.push_back(sb->container_name());
     Need(sb->WriteFile("/tmp/egress_client.py", Slurp(AGVISOR_BENCH_DIR "/egress_client.py")),
          "copy egress_client.py");

@@ -18,6 +18,7 @@
 #include "agvisor/sandbox/kube_runtime/pod_manifest.h"
 #include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/testing/kept_runtime.h"
 #include "tests/kube/double_process.h"
 
 namespace agvisor {
@@ -89,7 +90,7 @@ struct Side {
 
 void Creates(const std::string& image, const std::string& host, Side& side) {
   auto t0 = Clock::now();
-  auto sb = Need(Sandbox::Create(Spec(image, host)), "create");
+  auto sb = Need(CreateSandbox(Spec(image, host)), "create");
   side.create.push_back(Since(t0));
   t0 = Clock::now();
   Need(sb->Stop(), "stop");
@@ -97,7 +98,7 @@ void Creates(const std::string& image, const std::string& host, Side& side) {
 }
 
 void Execs(const std::string& image, const std::string& host, int runs, Side& side) {
-  auto sb = Need(Sandbox::Create(Spec(image, host)), "create");
+  auto sb = Need(CreateSandbox(Spec(image, host)), "create");
   (void)Need(sb->Exec({"true"}), "first exec");  // untimed
   for (int i = 0; i < runs; ++i) {
     auto t0 = Clock::now();
@@ -112,7 +113,7 @@ void Acquires(const std::string& image, const std::string& host, int acquires, S
   PoolOptions po;
   po.spec = Spec(image, host);
   po.size = 2;
-  auto pool = Need(Pool::Create(po), "pool");
+  auto pool = Need(CreatePool(po), "pool");
   for (int i = 0; i < acquires; ++i) {
     // Against a ready pool: the latency a caller sees when the pool keeps up.
     Need(pool->WaitReady(std::chrono::seconds(180)), "pool ready");
@@ -144,7 +145,7 @@ void KubeSuite(const std::string& image, int creates, int runs, int acquires) {
 
   // One untimed create per side: Docker's derived agent image, the double's first pod.
   for (const std::string& host : {std::string(), kube}) {
-    Need(Need(Sandbox::Create(Spec(image, host)), "warm-up create")->Stop(), "warm-up stop");
+    Need(Need(CreateSandbox(Spec(image, host)), "warm-up create")->Stop(), "warm-up stop");
   }
   Side d, k;
   std::fprintf(stderr, "kube: %d cold creates per runtime, interleaved ...\n", creates);
@@ -163,12 +164,12 @@ void KubeSuite(const std::string& image, int creates, int runs, int acquires) {
   // does the same on the same dockerd. A pod read is a dictionary lookup behind TLS and HTTP in
   // Python; a pods/exec is a WebSocket upgrade, then the double runs `docker exec`.
   std::fprintf(stderr, "kube: %d bare reads and execs per API ...\n", runs);
-  auto docker = Need(HostClient(""), "docker client");
+  auto docker = Need(ConnectDockerHost(""), "docker client");
   auto address = Need(kube::ParseKubeAddress(kube), "kube address");
   auto api = Need(kube::Client::Connect(Need(kube::LoadCredentials(address), "credentials")),
                   "kube client");
-  auto dsb = Need(Sandbox::Create(Spec(image, "")), "create");
-  auto ksb = Need(Sandbox::Create(Spec(image, kube)), "create");
+  auto dsb = Need(CreateSandbox(Spec(image, "")), "create");
+  auto ksb = Need(CreateSandbox(Spec(image, kube)), "create");
   std::vector<double> d_read, k_read, d_exec, k_exec;
   for (int i = 0; i < runs; ++i) {
     auto t0 = Clock::now();

@@ -94,5 +94,18 @@ while IFS= read -r file; do
        status=1 ;;
   esac
 done < <(grep -rlE '#include "agvisor/(docker|sandbox/docker_runtime)/' server gateway mcp || true)
+# The sandbox core (the files directly in sandbox/, target agvisor_sandbox) and the fake
+# (sandbox/testing/) link neither runtime: they reach a host only through the Runtime they are
+# given (runtime.h). Only the factory (runtimes.h/.cc, target agvisor_sandbox_runtimes) includes
+# both runtimes; tests may pin a runtime's requests.
+while IFS= read -r line; do
+  file=${line%%:*}
+  case "$file" in
+    sandbox/runtimes.cc|sandbox/runtimes.h|*_test.cc) ;;
+    *) echo "layering: $file includes a runtime (${line#*#include }); the sandbox core reaches hosts through runtime.h only" >&2
+       status=1 ;;
+  esac
+done < <(grep -Hn '#include "agvisor/sandbox/\(docker\|kube\)_runtime/' sandbox/*.h sandbox/*.cc \
+           sandbox/testing/* || true)
 [ $status = 0 ] && echo "layering: ok"
 exit $status

@@ -799,7 +799,7 @@ struct Handle {
 // and the destructor close it, the destructor without the GIL (it waits for starts in flight).
 class PoolHandle {
  public:
-  PoolHandle(std::shared_ptr<client::Place> place, client::PoolInfo info)
+  PoolHandle(std::shared_ptr<client::Place> place, PoolInfo info)
       : place_(std::move(place)), info_(std::move(info)) {}
   ~PoolHandle() {
     WithoutGil([this] { (void)CloseOnce(); });
@@ -873,7 +873,7 @@ class PoolHandle {
   }
 
   std::shared_ptr<client::Place> place_;
-  client::PoolInfo info_;
+  PoolInfo info_;
   std::atomic<bool> closed_{false};
 };
 
@@ -1389,7 +1389,7 @@ PYBIND11_MODULE(_core, m) {
             o.size = size;
             o.max_age = std::chrono::seconds(static_cast<std::int64_t>(max_age));
             o.fill_parallelism = fill_parallelism;
-            client::PoolInfo info = Blocking([&] { return place->CreatePool(name, o); });
+            PoolInfo info = Blocking([&] { return place->CreatePool(name, o); });
             return std::make_shared<PoolHandle>(std::move(place), std::move(info));
           },
           py::arg("place"), py::arg("name"), py::arg("spec"), py::arg("size"), py::arg("max_age"),

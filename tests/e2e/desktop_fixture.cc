@@ -25,6 +25,7 @@
 #include "agvisor/gateway/gateway.h"
 #include "agvisor/gateway/listener.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/testing/kept_runtime.h"
 
 namespace {
 
@@ -104,7 +105,7 @@ int main(int argc, char** argv) {
   spec.limits.disk = "none";
   spec.lifetime = 900;  // a killed fixture's sandbox still goes away
   spec.labels["test.run"] = "web-" + RandomHex(3);
-  auto sb = Sandbox::Create(spec);  // returns once the desktop is drawn and VNC answers
+  auto sb = CreateSandbox(spec);  // returns once the desktop is drawn and VNC answers
   if (!sb.ok()) return Fail(sb.error());
   Sandbox& sandbox = **sb;
   auto cleanup = [&] { (void)sandbox.Stop(); };

@@ -331,7 +331,7 @@ TEST_F(AgvisordTest, HealthIsOpenEverythingElseNeedsTheToken) {
 }
 
 TEST_F(AgvisordTest, RuntimeThatIsNotGvisorIsRefusedWith400) {
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE(docker.ok());
   const std::string filter = std::string(kRunLabel) + "=" + RunId();
   auto before = (*docker)->ListContainers(true, {filter});

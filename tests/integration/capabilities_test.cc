@@ -31,7 +31,7 @@ std::uint64_t KeptMask() {
 class CapabilitiesTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto sb = Sandbox::Create(TestSpec("caps"));
+    auto sb = CreateSandbox(TestSpec("caps"));
     ASSERT_TRUE(sb.ok()) << sb.error().ToString();
     sb_ = std::move(*sb).release();
   }

@@ -34,7 +34,7 @@ class CliChannelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     auto spec = testing::TestSpec("cli");
-    auto sb = Sandbox::Create(spec);
+    auto sb = CreateSandbox(spec);
     ASSERT_TRUE(sb.ok()) << sb.error().ToString();
     name_ = new std::string(*spec.name);
   }

@@ -28,7 +28,7 @@ CommandOutput Agvisor(std::vector<std::string> args, std::string_view input = {}
 // How many containers, running or not, carry `label` (KEY=VALUE); SIZE_MAX when Docker cannot
 // say.
 std::size_t ContainersLabelled(const std::string& label) {
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   EXPECT_TRUE(docker.ok()) << docker.error().ToString();
   if (!docker.ok()) return SIZE_MAX;
   auto list = (*docker)->ListContainers(true, {label});
@@ -40,7 +40,7 @@ class CliTest : public ::testing::Test {
  protected:
   static void TearDownTestSuite() {
     for (const char* n : {"cli", "cli-json", "cli-top", "cli-pause"}) {
-      (void)Sandbox::Remove(ContainerNameFor(testing::RunId() + "-" + n), "", true);
+      (void)RemoveSandbox(ContainerNameFor(testing::RunId() + "-" + n), "", true);
     }
   }
 };
@@ -282,7 +282,7 @@ TEST_F(CliTest, DoctorTellsTheTruthAboutThisHost) {
         "network bridge", "sandbox firewall", "network none", "disk cap", "cgroups"}) {
     EXPECT_TRUE(checks.count(name)) << "missing check " << name;
   }
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE(docker.ok());
   auto info = (*docker)->Info();
   ASSERT_TRUE(info.ok());

@@ -144,7 +144,7 @@ Result<vnc::ServerInit> HandshakeOnLoopback(int port, const std::string& passwor
 class DesktopTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto docker = HostClient("");
+    auto docker = ConnectDockerHost("");
     ASSERT_TRUE(docker.ok()) << docker.error().ToString();
     auto image = (*docker)->InspectImage(std::string(kDefaultDesktopImage));
     ASSERT_TRUE(image.ok()) << "the desktop image " << kDefaultDesktopImage
@@ -152,7 +152,7 @@ class DesktopTest : public ::testing::Test {
                                "run scripts/setup-host), then run this test again ("
                             << image.error().ToString() << ")";
     // Not timed: the first create on a host also derives the image with the agent in it.
-    auto sb = Sandbox::Create(DesktopSpec());
+    auto sb = CreateSandbox(DesktopSpec());
     ASSERT_TRUE(sb.ok()) << sb.error().ToString();
     sandbox_ = std::move(*sb).release();
   }
@@ -174,7 +174,7 @@ TEST_F(DesktopTest, ReadyWithNetworkNone) {
   // The 10 s target is measured by `bench/run --suite desktop`, not asserted: on a loaded host a
   // timed test fails by chance. Create itself gives up after desktop::kReadyTimeout (45 s).
   auto start = Clock::now();
-  auto timed = Sandbox::Create(DesktopSpec());
+  auto timed = CreateSandbox(DesktopSpec());
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   ASSERT_TRUE(timed.ok()) << timed.error().ToString();
   std::printf("desktop create to ready: %.2f s\n", seconds);
@@ -515,14 +515,14 @@ TEST_F(DesktopTest, MouseMovesClicksDragsAndScrolls) {
 TEST(DesktopSpecTest, TooLittleMemoryIsRefused) {
   SandboxSpec s = DesktopSpec();
   s.limits.memory = "256m";
-  auto sb = Sandbox::Create(s);
+  auto sb = CreateSandbox(s);
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(sb.error().message().find("at least 1g"), std::string::npos) << sb.error().message();
 }
 
 TEST(NamedDesktopTest, HomeIsKeptAcrossStopAndStart) {
-  auto first = Sandbox::Create(DesktopSpec("home"));
+  auto first = CreateSandbox(DesktopSpec("home"));
   ASSERT_TRUE(first.ok()) << first.error().ToString();
   ExecOptions as_user;
   as_user.user = "user";
@@ -533,13 +533,13 @@ TEST(NamedDesktopTest, HomeIsKeptAcrossStopAndStart) {
   auto pw1 = desktop::Password(*Handle(**first));
   ASSERT_TRUE(pw1.ok());
   // Re-attaching to the running desktop reads the same password back.
-  auto again = Sandbox::Create(DesktopSpec("home"));
+  auto again = CreateSandbox(DesktopSpec("home"));
   ASSERT_TRUE(again.ok()) << again.error().ToString();
   EXPECT_TRUE((*again)->resumed());
   EXPECT_EQ(*desktop::Password(*Handle(**again)), *pw1);
   ASSERT_TRUE((*first)->Stop().ok());
 
-  auto second = Sandbox::Create(DesktopSpec("home"));
+  auto second = CreateSandbox(DesktopSpec("home"));
   ASSERT_TRUE(second.ok()) << second.error().ToString();
   auto r = (*second)->ExecShell("cat ~/notes.txt && stat -c %U ~/notes.txt ~", as_user);
   ASSERT_TRUE(r.ok()) << r.error().ToString();

@@ -64,7 +64,7 @@ void RestartDockerd() {
 
 TEST(DockerdRestartTest, WorkspaceSurvivesEverythingAndFaultsNeverHang) {
   auto spec = TestSpec("durable");
-  auto sb = Sandbox::Create(spec);
+  auto sb = CreateSandbox(spec);
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   auto w = (*sb)->ExecShell(
       "mkdir -p d/e && head -c 3000000 /dev/urandom > d/e/big && seq 100000 > list && "
@@ -75,15 +75,15 @@ TEST(DockerdRestartTest, WorkspaceSurvivesEverythingAndFaultsNeverHang) {
 
   // stop, then create again
   ASSERT_TRUE((*sb)->Stop().ok());
-  sb = Sandbox::Create(spec);
+  sb = CreateSandbox(spec);
   ASSERT_TRUE(sb.ok());
   EXPECT_EQ(WorkspaceHash(**sb), hash) << "after stop/start";
 
   // killed from outside
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE(docker.ok());
   ASSERT_TRUE((*docker)->KillContainer((*sb)->container_name(), "KILL").ok());
-  sb = Sandbox::Create(spec);
+  sb = CreateSandbox(spec);
   ASSERT_TRUE(sb.ok());
   EXPECT_EQ(WorkspaceHash(**sb), hash) << "after kill";
   ASSERT_TRUE((*sb)->Stop().ok());
@@ -91,11 +91,11 @@ TEST(DockerdRestartTest, WorkspaceSurvivesEverythingAndFaultsNeverHang) {
   // idle expiry
   auto idle = spec;
   idle.idle_ttl = 2;
-  sb = Sandbox::Create(idle);
+  sb = CreateSandbox(idle);
   ASSERT_TRUE(sb.ok());
   const std::string name = (*sb)->container_name();
   ASSERT_TRUE(testing::WaitFor([&] { return !(*docker)->InspectContainer(name).ok(); }, 20s));
-  sb = Sandbox::Create(spec);
+  sb = CreateSandbox(spec);
   ASSERT_TRUE(sb.ok());
   EXPECT_EQ(WorkspaceHash(**sb), hash) << "after idle expiry";
 
@@ -107,7 +107,7 @@ TEST(DockerdRestartTest, WorkspaceSurvivesEverythingAndFaultsNeverHang) {
   });
   auto create = std::async(std::launch::async, [&] {
     std::this_thread::sleep_for(300ms);  // fault injection timing: a create racing the stop
-    return Sandbox::Create(TestSpec());
+    return CreateSandbox(TestSpec());
   });
   std::this_thread::sleep_for(500ms);  // let the exec start
   auto t_restart = Clock::now();
@@ -127,10 +127,10 @@ TEST(DockerdRestartTest, WorkspaceSurvivesEverythingAndFaultsNeverHang) {
          created.ok() ? "ok" : std::string(ErrorCodeName(created.error().code())));
 
   // Afterwards: the named sandbox comes back with its data, and list sees every leftover.
-  auto back = Sandbox::Create(spec);
+  auto back = CreateSandbox(spec);
   ASSERT_TRUE(back.ok()) << back.error().ToString();
   EXPECT_EQ(WorkspaceHash(**back), hash) << "after a dockerd restart";
-  auto list = Sandbox::List("");
+  auto list = ListSandboxes("");
   ASSERT_TRUE(list.ok()) << list.error().ToString();
   EXPECT_TRUE((*back)->Delete().ok());
   testing::CleanupRun();

@@ -91,7 +91,7 @@ mode_t ModeOf(const fs::path& p) {
 class DownloadSafetyTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto sb = Sandbox::Create(testing::TestSpec());
+    auto sb = CreateSandbox(testing::TestSpec());
     ASSERT_TRUE(sb.ok()) << sb.error().ToString();
     sb_ = sb->release();
   }

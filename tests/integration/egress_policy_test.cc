@@ -228,7 +228,7 @@ class EgressTest : public ::testing::Test {
 // The policy's names work through the proxy variables and without them; every other name,
 // address literal and rebinding name is refused, and no refused name is ever asked upstream.
 TEST_F(EgressTest, AllowedNamesPassAndEverythingElseIsRefused) {
-  auto sb = Sandbox::Create(Spec({"allowed.test", "rebind.test"}));
+  auto sb = CreateSandbox(Spec({"allowed.test", "rebind.test"}));
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   Sandbox& s = **sb;
 
@@ -259,7 +259,7 @@ TEST_F(EgressTest, AllowedNamesPassAndEverythingElseIsRefused) {
 // verified end to end against the fake server's certificate (no TLS termination in between); a
 // refused name gets no tunnel.
 TEST_F(EgressTest, HttpsPassesByConnectAndBySniAndIsVerifiedEndToEnd) {
-  auto sb = Sandbox::Create(Spec({"allowed.test"}));
+  auto sb = CreateSandbox(Spec({"allowed.test"}));
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   ASSERT_TRUE((*sb)->WriteFile("/tmp/ca.pem", ReadAll(CertFile())).ok());
   const std::string ctx =
@@ -290,7 +290,7 @@ TEST_F(EgressTest, HttpsPassesByConnectAndBySniAndIsVerifiedEndToEnd) {
 // git over HTTPS: git's libcurl takes the proxy variables (CONNECT), the certificate is verified
 // end to end; the same repository under a name the policy does not allow is refused.
 TEST_F(EgressTest, GitClonesOverHttpsOnlyFromAllowedNames) {
-  auto sb = Sandbox::Create(Spec({"allowed.test"}));
+  auto sb = CreateSandbox(Spec({"allowed.test"}));
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   ASSERT_TRUE((*sb)->WriteFile("/tmp/ca.pem", ReadAll(CertFile())).ok());
   const std::string git = "git -c http.sslCAInfo=/tmp/ca.pem clone -q ";
@@ -314,7 +314,7 @@ TEST_F(EgressTest, PipInstallsFromAnAllowedIndexOnly) {
   }
   ASSERT_FALSE(wheel.empty()) << "no pip wheel on this host: apt-get install python3-pip-whl "
                                  "(scripts/setup-host --test-deps installs it)";
-  auto sb = Sandbox::Create(Spec({"allowed.test"}));
+  auto sb = CreateSandbox(Spec({"allowed.test"}));
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   ASSERT_TRUE((*sb)->WriteFile("/tmp/ca.pem", ReadAll(CertFile())).ok());
   const std::string in_sandbox = "/tmp/" + fs::path(wheel).filename().string();
@@ -385,7 +385,7 @@ print("served", ok, "|", got[n].split(" ")[1], "|", [g for g in got[:n] if not g
     for (int i = 0; i < kSandboxes; ++i) {
       names[i] = i % 2 == 0 ? "allowed.test" : "other.test";
       threads.emplace_back([&, i] {
-        auto sb = Sandbox::Create(Spec({names[i]}));
+        auto sb = CreateSandbox(Spec({names[i]}));
         if (!sb.ok()) {
           errors[i] = sb.error().ToString();
           return;
@@ -416,7 +416,7 @@ print("served", ok, "|", got[n].split(" ")[1], "|", [g for g in got[:n] if not g
 
 // agvisord's metrics route carries the sandbox's enforcer counters: decisions and bytes.
 TEST_F(EgressTest, MetricsCountDecisionsAndBytes) {
-  auto sb = Sandbox::Create(Spec({"allowed.test"}));
+  auto sb = CreateSandbox(Spec({"allowed.test"}));
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   std::string token = ReadAll(dir_ + "/token");
   while (!token.empty() && (token.back() == '\n' || token.back() == ' ')) token.pop_back();
@@ -462,9 +462,9 @@ TEST_F(EgressTest, MetricsCountDecisionsAndBytes) {
 
 // Two sandboxes with policies: each on its own internal network, neither reaches the other.
 TEST_F(EgressTest, SandboxesWithPoliciesCannotReachEachOther) {
-  auto a = Sandbox::Create(Spec({"allowed.test"}));
+  auto a = CreateSandbox(Spec({"allowed.test"}));
   ASSERT_TRUE(a.ok()) << a.error().ToString();
-  auto b = Sandbox::Create(Spec({"allowed.test"}));
+  auto b = CreateSandbox(Spec({"allowed.test"}));
   ASSERT_TRUE(b.ok()) << b.error().ToString();
   const std::string b_ip = Run(**b, Py("    print(socket.gethostbyname(socket.gethostname()))"));
   ASSERT_THAT(b_ip, Not(HasSubstr("error"))) << b_ip;
@@ -479,7 +479,7 @@ TEST_F(EgressTest, SandboxesWithPoliciesCannotReachEachOther) {
 // With the enforcer down a sandbox reaches nothing (fail closed); it works again once agvisord
 // is back, which finds the sandbox by its network's labels.
 TEST_F(EgressTest, AStoppedEnforcerFailsClosedAndComesBack) {
-  auto sb = Sandbox::Create(Spec({"allowed.test"}));
+  auto sb = CreateSandbox(Spec({"allowed.test"}));
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   EXPECT_EQ(Run(**sb, kGetAllowed), "hello from allowed.test\n");
   StopDaemon();
@@ -494,7 +494,7 @@ TEST_F(EgressTest, AStoppedEnforcerFailsClosedAndComesBack) {
 // out); the next agvisord deletes them before it serves, then opens its own (comment "agvisor
 // egress SANDBOX pid PID").
 TEST_F(EgressTest, AKilledEnforcersOpeningsAreClearedByTheNextOne) {
-  auto sb = Sandbox::Create(Spec({"allowed.test"}));
+  auto sb = CreateSandbox(Spec({"allowed.test"}));
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   const std::string mark = "agvisor egress " + (*sb)->container_name() + " pid ";
   auto openings = [&] {
@@ -536,7 +536,7 @@ TEST_F(EgressTest, AKilledEnforcersOpeningsAreClearedByTheNextOne) {
 // `agvisor egress NAME` shows the policy and the decisions, and changes the policy of a running
 // sandbox: new connections follow it at once.
 TEST_F(EgressTest, PolicyChangedLiveThroughTheCli) {
-  auto sb = Sandbox::Create(Spec({"allowed.test"}));
+  auto sb = CreateSandbox(Spec({"allowed.test"}));
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   const std::string name = (*sb)->container_name();
   const auto cli = Cli;
@@ -605,20 +605,20 @@ except socket.timeout:
 TEST_F(EgressTest, ReattachingNeedsTheSamePolicy) {
   SandboxSpec spec = Spec({"allowed.test"});
   spec.name = testing::RunId() + "-same";
-  auto first = Sandbox::Create(spec);
+  auto first = CreateSandbox(spec);
   ASSERT_TRUE(first.ok()) << first.error().ToString();
-  auto again = Sandbox::Create(spec);
+  auto again = CreateSandbox(spec);
   ASSERT_TRUE(again.ok()) << again.error().ToString();
   EXPECT_TRUE((*again)->resumed());
   SandboxSpec open = spec;
   open.egress.reset();
-  auto opened = Sandbox::Create(open);
+  auto opened = CreateSandbox(open);
   ASSERT_FALSE(opened.ok());
   EXPECT_EQ(opened.error().code(), ErrorCode::kConflict);
   EXPECT_THAT(opened.error().message(), HasSubstr("allow=allowed.test"));
   SandboxSpec other = spec;
   other.egress = egress::EgressRules{.allow_domains = {"other.test"}};
-  EXPECT_EQ(Sandbox::Create(other).error().code(), ErrorCode::kConflict);
+  EXPECT_EQ(CreateSandbox(other).error().code(), ErrorCode::kConflict);
 }
 
 // No agvisord: a sandbox with a policy is refused (how to start it is in the message) and
@@ -627,17 +627,17 @@ TEST_F(EgressTest, WithoutAnEnforcerCreateIsRefusedAndLeavesNothing) {
   StopDaemon();
   SandboxSpec spec = Spec({"allowed.test"});
   spec.name = testing::RunId() + "-noenf";
-  auto sb = Sandbox::Create(spec);
+  auto sb = CreateSandbox(spec);
   StartDaemon();
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code(), ErrorCode::kUnavailable) << sb.error().ToString();
   EXPECT_THAT(sb.error().message(), HasSubstr("agvisord"));
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE(docker.ok());
   auto net = (*docker)->InspectNetwork(EgressNetworkName(ContainerNameFor(*spec.name)));
   ASSERT_FALSE(net.ok());
   EXPECT_EQ(net.error().code(), ErrorCode::kNotFound);
-  (void)Sandbox::Remove(ContainerNameFor(*spec.name), "", /*erase_data=*/true);
+  (void)RemoveSandbox(ContainerNameFor(*spec.name), "", /*erase_data=*/true);
 }
 
 // A Docker host reached over ssh (a real sshd on loopback, so "the remote host" is this
@@ -672,7 +672,7 @@ TEST_F(EgressTest, OverSshTheHostsAgvisordEnforcesAndTheCliChangesThePolicy) {
   ASSERT_TRUE(ssh.ok());
   SandboxSpec spec = Spec({"allowed.test"});
   spec.host = ssh.url();
-  auto sb = Sandbox::Create(spec);
+  auto sb = CreateSandbox(spec);
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   EXPECT_EQ(Run(**sb, kGetAllowed), "hello from allowed.test\n");
   EXPECT_EQ(Run(**sb, kRawAllowed), "hello from allowed.test\n");
@@ -712,7 +712,7 @@ TEST_F(EgressTest, OverSshWithoutAgvisordThereCreateAndTheCliSayHowToStartIt) {
   SandboxSpec spec = Spec({"allowed.test"});
   spec.host = ssh.url();
   spec.name = testing::RunId() + "-sshnoenf";
-  auto sb = Sandbox::Create(spec);
+  auto sb = CreateSandbox(spec);
   auto cli = RunCommand({AGVISOR_CLI_BINARY, "--server", ssh.server(dir_ + "/agvisord.sock"),
                          "--token-file", dir_ + "/token", "egress", "agvisor-" + *spec.name});
   StartDaemon();
@@ -721,11 +721,11 @@ TEST_F(EgressTest, OverSshWithoutAgvisordThereCreateAndTheCliSayHowToStartIt) {
   EXPECT_THAT(sb.error().message(), HasSubstr("on " + ssh.url()));
   EXPECT_THAT(sb.error().message(), HasSubstr("start it there"));
   EXPECT_THAT(sb.error().message(), HasSubstr("agvisord &"));
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE(docker.ok());
   auto net = (*docker)->InspectNetwork(EgressNetworkName(ContainerNameFor(*spec.name)));
   EXPECT_EQ(net.error().code(), ErrorCode::kNotFound);
-  (void)Sandbox::Remove(ContainerNameFor(*spec.name), "", /*erase_data=*/true);
+  (void)RemoveSandbox(ContainerNameFor(*spec.name), "", /*erase_data=*/true);
 
   ASSERT_TRUE(cli.ok()) << cli.error().ToString();
   EXPECT_NE(cli->status.exit_code, 0);
@@ -736,7 +736,7 @@ TEST_F(EgressTest, OverSshWithoutAgvisordThereCreateAndTheCliSayHowToStartIt) {
 // reach the allowed name's server (the fake internet answers by Host, as a CDN does). The
 // enforcer answers the first and refuses the second with 403; the server never sees it.
 TEST_F(EgressTest, ASecondRequestOnOneConnectionIsCheckedToo) {
-  auto sb = Sandbox::Create(Spec({"allowed.test", "other.test"}));
+  auto sb = CreateSandbox(Spec({"allowed.test", "other.test"}));
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   // Both requests in one segment, on one connection to allowed.test's address; prints what
   // came back until the connection ends (or 8 s pass).
@@ -790,7 +790,7 @@ long long CpuTicks(pid_t pid) {
 // create and allowed request work.
 TEST_F(EgressTest, OneSandboxHoldingManyTunnelsCannotStarveAgvisord) {
   EXPECT_THAT(ReadAll(DaemonLog()), HasSubstr("\"soft_at_start\":1024"));
-  auto sb = Sandbox::Create(Spec({"allowed.test"}));
+  auto sb = CreateSandbox(Spec({"allowed.test"}));
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   ASSERT_TRUE((*sb)->WriteFile("/tmp/ca.pem", ReadAll(CertFile())).ok());
   ASSERT_TRUE((*sb)
@@ -850,7 +850,7 @@ time.sleep(60)
                      static_cast<double>(::sysconf(_SC_CLK_TCK)) / 10.0;
   EXPECT_LT(cpu, 0.10) << "agvisord used " << cpu * 100 << "% of a core";
 
-  auto second = Sandbox::Create(Spec({"allowed.test"}));
+  auto second = CreateSandbox(Spec({"allowed.test"}));
   ASSERT_TRUE(second.ok()) << second.error().ToString();
   EXPECT_EQ(Run(**second, kGetAllowed), "hello from allowed.test\n");
   (void)Run(**sb, "kill $(cat /tmp/hold.pid)");
@@ -892,7 +892,7 @@ TEST_F(EgressTest, ACidrRuleNeverOpensTheHostItself) {
   SandboxSpec spec = Spec({"allowed.test"});
   spec.egress->allow_cidrs = {"127.0.0.0/8", std::string(kHostSide) + "/32"};
   spec.egress->ports = ports;
-  auto sb = Sandbox::Create(spec);
+  auto sb = CreateSandbox(spec);
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   for (const std::string& url : urls) {
     EXPECT_EQ(Run(**sb, Py("    print(urllib.request.urlopen(\"" + url +
@@ -909,7 +909,7 @@ TEST_F(EgressTest, ACidrRuleNeverOpensTheHostItself) {
 
   SandboxSpec all = Spec({"allowed.test"});
   all.egress->allow_cidrs = {"0.0.0.0/0"};
-  auto refused = Sandbox::Create(all);
+  auto refused = CreateSandbox(all);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(refused.error().message(), HasSubstr("default bridge network already reaches the "
@@ -926,18 +926,18 @@ TEST_F(EgressTest, ANamedSandboxMadeAgainStartsWithThePolicyItIsCreatedWith) {
   const std::string get_other =
       Py("    print(urllib.request.urlopen(\"http://other.test/\", timeout=10).read().decode(), "
          "end=\"\")");
-  auto first = Sandbox::Create(spec);
+  auto first = CreateSandbox(spec);
   ASSERT_TRUE(first.ok()) << first.error().ToString();
   const std::string name = (*first)->container_name();
   auto widened = Cli({"egress", name, "--allow-domain", "other.test"});
   ASSERT_EQ(widened.status.exit_code, 0) << widened.err;
   ASSERT_EQ(Run(**first, get_other), "hello from other.test\n");
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE(docker.ok());
   ASSERT_TRUE((*docker)->RemoveContainer(name, /*force=*/true).ok());
   ASSERT_TRUE((*docker)->InspectNetwork(EgressNetworkName(name)).ok());  // it lingers
 
-  auto again = Sandbox::Create(spec);
+  auto again = CreateSandbox(spec);
   ASSERT_TRUE(again.ok()) << again.error().ToString();
   EXPECT_FALSE((*again)->resumed());
   EXPECT_EQ(Run(**again, get_other), "http 403\n");
@@ -949,11 +949,11 @@ TEST_F(EgressTest, ANamedSandboxMadeAgainStartsWithThePolicyItIsCreatedWith) {
 // Issue 32, point 5: another sandbox's egress network is not a network to join: its enforcer
 // serves that sandbox's policy.
 TEST_F(EgressTest, AnotherSandboxsEgressNetworkCannotBeJoined) {
-  auto owner = Sandbox::Create(Spec({"allowed.test"}));
+  auto owner = CreateSandbox(Spec({"allowed.test"}));
   ASSERT_TRUE(owner.ok()) << owner.error().ToString();
   SandboxSpec intruder = testing::TestSpec();
   intruder.network = EgressNetworkName((*owner)->container_name());
-  auto r = Sandbox::Create(intruder);
+  auto r = CreateSandbox(intruder);
   ASSERT_FALSE(r.ok()) << "joined " << intruder.network;
   EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(r.error().message(),
@@ -970,13 +970,13 @@ TEST_F(EgressTest, ALeftoverEgressNetworkOfTheSameNameCannotBeJoined) {
   const std::string cname = ContainerNameFor(*spec.name);
   struct Cleanup {
     std::string name;
-    ~Cleanup() { (void)Sandbox::Remove(name, "", /*erase_data=*/true); }
+    ~Cleanup() { (void)RemoveSandbox(name, "", /*erase_data=*/true); }
   } cleanup{cname};
-  auto first = Sandbox::Create(spec);
+  auto first = CreateSandbox(spec);
   ASSERT_TRUE(first.ok()) << first.error().ToString();
   auto rm = RunCommand({"docker", "rm", "-f", cname});
   ASSERT_TRUE(rm.ok() && rm->status.success());
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE(docker.ok());
   auto left = (*docker)->InspectNetwork(EgressNetworkName(cname));
   ASSERT_TRUE(left.ok()) << left.error().ToString();
@@ -984,7 +984,7 @@ TEST_F(EgressTest, ALeftoverEgressNetworkOfTheSameNameCannotBeJoined) {
     SandboxSpec again = testing::TestSpec();
     again.name = spec.name;
     again.network = network;
-    auto r = Sandbox::Create(again);
+    auto r = CreateSandbox(again);
     ASSERT_FALSE(r.ok()) << "joined the leftover " << network;
     EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument) << r.error().ToString();
     EXPECT_THAT(r.error().message(), HasSubstr("egress network of sandbox " + cname));
@@ -999,7 +999,7 @@ TEST_F(EgressTest, ALeftoverEgressNetworkOfTheSameNameCannotBeJoined) {
 // serves.
 TEST_F(EgressTest, WithoutTheFirewallNothingIsServedAndCreatesAreRefused) {
   const std::string state = dir_ + "/firewall.state";
-  auto existing = Sandbox::Create(Spec({"allowed.test"}));
+  auto existing = CreateSandbox(Spec({"allowed.test"}));
   ASSERT_TRUE(existing.ok()) << existing.error().ToString();
   ASSERT_EQ(Run(**existing, kGetAllowed), "hello from allowed.test\n");
   StopDaemon();
@@ -1018,7 +1018,7 @@ TEST_F(EgressTest, WithoutTheFirewallNothingIsServedAndCreatesAreRefused) {
   } unset;
   for (SandboxSpec spec : {Spec({"allowed.test"}), testing::TestSpec()}) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto r = Sandbox::Create(spec);
+    auto r = CreateSandbox(spec);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().code(), ErrorCode::kUnavailable);
     EXPECT_THAT(r.error().message(), HasSubstr("scripts/sandbox-firewall block"));
@@ -1026,14 +1026,14 @@ TEST_F(EgressTest, WithoutTheFirewallNothingIsServedAndCreatesAreRefused) {
   }
   SandboxSpec none = testing::TestSpec();
   none.network = "none";
-  EXPECT_TRUE(Sandbox::Create(none).ok());  // no network: nothing to protect
+  EXPECT_TRUE(CreateSandbox(none).ok());  // no network: nothing to protect
   // The opt-out of a host that isolates sandboxes by other means: recorded for this boot, and
   // never overwritten by agvisord.
   auto external = RunCommand({AGVISOR_SOURCE_DIR "/scripts/sandbox-firewall", "external"});
   ASSERT_TRUE(external.ok()) << external.error().ToString();
   EXPECT_TRUE(external->status.success()) << external->err;
   EXPECT_THAT(ReadAll(state), HasSubstr("state external"));
-  EXPECT_TRUE(Sandbox::Create(testing::TestSpec()).ok());
+  EXPECT_TRUE(CreateSandbox(testing::TestSpec()).ok());
   fs::remove(state);
 
   StopDaemon();
@@ -1041,7 +1041,7 @@ TEST_F(EgressTest, WithoutTheFirewallNothingIsServedAndCreatesAreRefused) {
   ASSERT_TRUE(WaitFor([&] { return ReadAll(state).find("state protected") != std::string::npos; },
                       std::chrono::seconds(10)))
       << ReadAll(state);
-  auto served = Sandbox::Create(Spec({"allowed.test"}));
+  auto served = CreateSandbox(Spec({"allowed.test"}));
   ASSERT_TRUE(served.ok()) << served.error().ToString();
   EXPECT_EQ(Run(**served, kGetAllowed), "hello from allowed.test\n");
   ExpectServedAgain(**existing);
@@ -1050,11 +1050,11 @@ TEST_F(EgressTest, WithoutTheFirewallNothingIsServedAndCreatesAreRefused) {
 TEST_F(EgressTest, PoliciesThatCannotWorkAreRefusedUpFront) {
   SandboxSpec none = Spec({"allowed.test"});
   none.network = "none";
-  auto r = Sandbox::Create(none);
+  auto r = CreateSandbox(none);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(r.error().message(), HasSubstr("nothing to allow"));
-  auto bad = Sandbox::Create(Spec({"*.com"}));
+  auto bad = CreateSandbox(Spec({"*.com"}));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(bad.error().message(), HasSubstr("egress policy"));

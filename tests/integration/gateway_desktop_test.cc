@@ -43,7 +43,7 @@ class GatewayDesktopTest : public ::testing::Test {
     spec.image = kDesktopImage;
     spec.network = "none";
     spec.limits.memory = "1g";
-    auto sb = Sandbox::Create(spec);
+    auto sb = CreateSandbox(spec);
     ASSERT_TRUE(sb.ok()) << sb.error().ToString();
     sandbox_ = std::move(*sb).release();
     ASSERT_TRUE(sandbox_->WriteFile("/tmp/vncpass", vnc::VncPasswordFile(kPassword), 0600).ok());
@@ -195,7 +195,7 @@ TEST_F(GatewayDesktopTest, MissingSandboxIsReported) {
 }
 
 TEST_F(GatewayDesktopTest, NoDesktopRunningIsReported) {
-  auto other = Sandbox::Create([] {
+  auto other = CreateSandbox([] {
     SandboxSpec s = agvisor::testing::TestSpec();
     s.network = "none";
     return s;

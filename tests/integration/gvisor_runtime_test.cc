@@ -87,7 +87,7 @@ void EditRuntimes(const std::function<void(json::object&)>& edit) {
 }
 
 bool InfoListsAll(const std::vector<std::string>& names, bool present) {
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   if (!docker.ok()) return false;
   auto info = (*docker)->Info();
   if (!info.ok()) return false;
@@ -116,7 +116,7 @@ class GvisorRuntimeTest : public ::testing::Test {
     dir_ = tmpl;
     const std::string runc = Which("runc");
     ASSERT_FALSE(runc.empty()) << "runc is not installed (Docker's default runtime)";
-    auto docker = HostClient("");
+    auto docker = ConnectDockerHost("");
     ASSERT_TRUE(docker.ok()) << docker.error().ToString();
     auto info = (*docker)->Info();
     ASSERT_TRUE(info.ok()) << info.error().ToString();
@@ -155,7 +155,8 @@ class GvisorRuntimeTest : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     testing::CleanupRun();
-    if (auto docker = HostClient(""); docker.ok()) (void)(*docker)->RemoveImage(Image(), true);
+    if (auto docker = ConnectDockerHost(""); docker.ok())
+      (void)(*docker)->RemoveImage(Image(), true);
     if (registered_) {
       EditRuntimes([](json::object& rt) {
         for (const auto& n : All()) rt.erase(n);
@@ -168,7 +169,7 @@ class GvisorRuntimeTest : public ::testing::Test {
   // An image only this run has (never given the agent): a derived one would name it.
   static std::string Image() { return "agvisor-test/rt:" + RunId(); }
   static void ImportImage() {
-    auto docker = HostClient("");
+    auto docker = ConnectDockerHost("");
     ASSERT_TRUE(docker.ok());
     TarWriter w;
     ASSERT_TRUE(w.AddDirectory("etc").ok());
@@ -192,14 +193,14 @@ class GvisorRuntimeTest : public ::testing::Test {
   // is refused with `words` and that nothing was made: no container, volume or derived image.
   static void ExpectRefusedCreatingNothing(const std::string& runtime, const std::string& network,
                                            const std::vector<std::string>& words) {
-    auto docker = HostClient("");
+    auto docker = ConnectDockerHost("");
     ASSERT_TRUE(docker.ok());
     SandboxSpec spec = TestSpec("rt" + std::to_string(cases_));
     spec.runtime = runtime;
     spec.network = network;
     spec.image = Image();
     spec.limits.disk = "";  // the default: a host that probes its disk cap would start a probe
-    auto r = Sandbox::Create(spec);
+    auto r = CreateSandbox(spec);
     ASSERT_FALSE(r.ok()) << runtime << " was accepted";
     EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument) << r.error().ToString();
     for (const auto& w : words) EXPECT_THAT(r.error().message(), HasSubstr(w)) << runtime;
@@ -226,7 +227,7 @@ TEST_F(GvisorRuntimeTest, RuncBehindARunscNameIsRefused) {
 }
 
 TEST_F(GvisorRuntimeTest, RuncByItsOwnAndDefaultNamesIsRefused) {
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE(docker.ok());
   auto info = (*docker)->Info();
   ASSERT_TRUE(info.ok());
@@ -242,10 +243,12 @@ TEST_F(GvisorRuntimeTest, RuncByItsOwnAndDefaultNamesIsRefused) {
 }
 
 TEST_F(GvisorRuntimeTest, NoneTwinMustBeGvisorToo) {
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE(docker.ok());
   // The runtime itself is real gVisor: bridge sandboxes may use it.
-  auto bridge = RequireGvisorRuntime("", **docker, Name("ok"), "systrap", /*network_none=*/false);
+  RuntimeCheckCache cache;
+  auto bridge =
+      RequireGvisorRuntime(cache, "", **docker, Name("ok"), "systrap", /*network_none=*/false);
   ASSERT_TRUE(bridge.ok()) << bridge.error().ToString();
   EXPECT_EQ(*bridge, Name("ok"));
   // Network none would run on its twin, which is runc: refused, not skipped.
@@ -254,15 +257,16 @@ TEST_F(GvisorRuntimeTest, NoneTwinMustBeGvisorToo) {
   // The host's own twin (setup-host registers runsc-none) passes.
   auto info = (*docker)->Info();
   ASSERT_TRUE(info.ok());
-  auto none = RequireGvisorRuntime("", **docker, "runsc", "systrap", true);
+  auto none = RequireGvisorRuntime(cache, "", **docker, "runsc", "systrap", true);
   ASSERT_TRUE(none.ok()) << none.error().ToString();
   EXPECT_EQ(*none, info->runtimes.contains("runsc-none") ? "runsc-none" : "runsc");
 }
 
 TEST_F(GvisorRuntimeTest, DoctorListsWhichRuntimesAreGvisor) {
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE(docker.ok());
-  auto ids = IdentifyHostRuntimes("", **docker);
+  RuntimeCheckCache cache;
+  auto ids = IdentifyHostRuntimes(cache, **docker);
   ASSERT_TRUE(ids.ok()) << ids.error().ToString();
   std::map<std::string, RuntimeIdentity> by_name;
   for (const auto& id : *ids) by_name[id.name] = id;
@@ -277,20 +281,20 @@ TEST_F(GvisorRuntimeTest, DoctorListsWhichRuntimesAreGvisor) {
 TEST_F(GvisorRuntimeTest, CachedCheckCostsNothingMeasurable) {
   // Not a performance target: the figures are printed for bench/README. The bound only proves
   // that a cached check asks neither Docker nor a binary (each of those takes milliseconds).
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE(docker.ok());
-  ForgetHostRuntimes("");
+  RuntimeCheckCache cache;
   auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(RequireGvisorRuntime("", **docker, "runsc", "systrap", false).ok());
+  ASSERT_TRUE(RequireGvisorRuntime(cache, "", **docker, "runsc", "systrap", false).ok());
   auto t1 = std::chrono::steady_clock::now();
   constexpr int kRounds = 1000;
   for (int i = 0; i < kRounds; ++i) {
-    ASSERT_TRUE(RequireGvisorRuntime("", **docker, "runsc", "systrap", false).ok());
+    ASSERT_TRUE(RequireGvisorRuntime(cache, "", **docker, "runsc", "systrap", false).ok());
   }
   auto t2 = std::chrono::steady_clock::now();
   const double first_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   const double cached_us = std::chrono::duration<double, std::micro>(t2 - t1).count() / kRounds;
-  std::printf("runtime check: first (GET /info, identity cached) %.2f ms; cached %.2f us\n",
+  std::printf("runtime check: first (GET /info and the identity) %.2f ms; cached %.2f us\n",
               first_ms, cached_us);
   EXPECT_LT(cached_us, 1000.0);
 }

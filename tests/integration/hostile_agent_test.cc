@@ -254,10 +254,10 @@ class HostileAgentTest : public ::testing::Test {
     dir_ = new std::string(tmpl);
     daemon_ = new Daemon(*dir_);
     daemon_->Start();
-    auto honest = Sandbox::Create(TestSpec());
+    auto honest = CreateSandbox(TestSpec());
     ASSERT_TRUE(honest.ok()) << honest.error().ToString();
     honest_ = honest->release();
-    auto hostile = Sandbox::Create(TestSpec());
+    auto hostile = CreateSandbox(TestSpec());
     ASSERT_TRUE(hostile.ok()) << hostile.error().ToString();
     hostile_ = hostile->release();
     // Root inside replaces the agent binary (PID 1 runs on: its creating handle still works).
@@ -327,7 +327,7 @@ class HostileAgentTest : public ::testing::Test {
     Outcomes o;
     auto lib = std::async(std::launch::async, [&] {
       const auto start = Clock::now();
-      auto sb = Sandbox::Open(hostile_->container_name());
+      auto sb = OpenSandbox(hostile_->container_name());
       std::optional<Error> e;
       if (!sb.ok()) {
         e = sb.error();
@@ -432,7 +432,7 @@ TEST_F(HostileAgentTest, GarbageWatchEventsAreRefused) {
   for (const std::string mode : {"watchbad", "watchbig"}) {
     SetMode(mode);
     const auto start = Clock::now();
-    auto sb = Sandbox::Open(hostile_->container_name());
+    auto sb = OpenSandbox(hostile_->container_name());
     ASSERT_TRUE(sb.ok()) << sb.error().ToString();
     auto w = (*sb)->Watch("/tmp");
     ASSERT_TRUE(w.ok()) << w.error().ToString();
@@ -477,7 +477,7 @@ TEST_F(HostileAgentTest, GarbageWatchEventsAreRefused) {
 TEST_F(HostileAgentTest, AStatOf1TbSizesNothing) {
   SetMode("lie");
   const auto start = Clock::now();
-  auto sb = Sandbox::Open(hostile_->container_name());
+  auto sb = OpenSandbox(hostile_->container_name());
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   auto data = (*sb)->ReadFile("/etc/hostname");
   // The 1 TB claim picks the bulk path; what counts is what came: three bytes.

@@ -41,7 +41,7 @@ SandboxSpec KubeSpec(std::optional<std::string> name = std::nullopt) {
 TEST(KubeRuntimeTest, NetworkNoneIsADenyAllPolicy) {
   SandboxSpec spec = KubeSpec();
   spec.network = "none";
-  auto sb = Sandbox::Create(spec);
+  auto sb = CreateSandbox(spec);
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   // The agent is PID 1 (no --channel-stdio: the channel is an exec relay).
   auto pid1 = (*sb)->Exec({"cat", "/proc/1/cmdline"});
@@ -88,7 +88,7 @@ long long CreatedVersion(const std::string& plural_path, const std::string& name
 // on stop and on a create that failed after it. The double stores it and, as it is no deny-all,
 // gives the pod its network: enforcement is the CNI's, which the double does not play.
 TEST(KubeRuntimeTest, BridgePodHasItsNetworkPolicyFromBeforeItsStartUntilItIsGone) {
-  auto sb = Sandbox::Create(KubeSpec());
+  auto sb = CreateSandbox(KubeSpec());
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   const std::string name = (*sb)->container_name();
   // The pod names its policy: NAME-TOKEN (8 random hex digits of this create).
@@ -128,7 +128,7 @@ TEST(KubeRuntimeTest, BridgePodHasItsNetworkPolicyFromBeforeItsStartUntilItIsGon
   // A create that fails once the policy is made (an image the nodes do not have) removes it.
   SandboxSpec missing = KubeSpec("no-image");
   missing.image = "agvisor/no-such-image:" + RunId();
-  auto failed = Sandbox::Create(missing);
+  auto failed = CreateSandbox(missing);
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.error().code(), ErrorCode::kNotFound) << failed.error().ToString();
   const std::string failed_name = "agvisor-" + *missing.name;
@@ -180,7 +180,7 @@ TEST(KubeRuntimeTest, ACreateNeverReplacesAPolicyOfItsNameNorRunsUnderIt) {
   };
   const std::string rival_uid = uid_of(name);
 
-  auto sb = Sandbox::Create(spec);
+  auto sb = CreateSandbox(spec);
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   EXPECT_EQ(uid_of(name), rival_uid) << "the create replaced the policy of its name";
   // The pod is selected by its own deny-all policy only, of another name and selector.
@@ -210,19 +210,19 @@ TEST(KubeRuntimeTest, ACreateNeverReplacesAPolicyOfItsNameNorRunsUnderIt) {
 TEST(KubeRuntimeTest, Refusals) {
   SandboxSpec plain = KubeSpec();
   plain.runtime = "plain";  // a RuntimeClass whose handler is runc
-  auto e = Sandbox::Create(plain);
+  auto e = CreateSandbox(plain);
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.error().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(e.error().message().find("only on gVisor"), std::string::npos) << e.error().message();
   SandboxSpec missing = KubeSpec();
   missing.runtime = "nosuchclass";
-  e = Sandbox::Create(missing);
+  e = CreateSandbox(missing);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.error().message().find("no RuntimeClass 'nosuchclass'"), std::string::npos);
   // What the Pod API cannot do is refused at create, with the reason (docs/kubernetes.md, "What
   // differs from Docker").
   auto refused = [](SandboxSpec s, ErrorCode code, std::string_view words) {
-    auto r = Sandbox::Create(s);
+    auto r = CreateSandbox(s);
     ASSERT_FALSE(r.ok()) << "created " << (*r)->container_name();
     EXPECT_EQ(r.error().code(), code) << r.error().ToString();
     EXPECT_THAT(r.error().message(), ::testing::HasSubstr(std::string(words)));
@@ -241,7 +241,7 @@ TEST(KubeRuntimeTest, Refusals) {
   refused(s, ErrorCode::kInvalidArgument, "lowercase RFC 1123");
 
   // And on a running sandbox: pause, resume, live resize, snapshot and fork; it runs on after.
-  auto sb = Sandbox::Create(KubeSpec("refusals"));
+  auto sb = CreateSandbox(KubeSpec("refusals"));
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   auto paused = (*sb)->Pause();
   ASSERT_FALSE(paused.ok());
@@ -264,7 +264,7 @@ TEST(KubeRuntimeTest, Refusals) {
   EXPECT_THAT(fork.error().message(), ::testing::HasSubstr("makes no images"));
   auto info = (*sb)->Info();
   ASSERT_TRUE(info.ok()) << info.error().ToString();
-  auto stats = (*RuntimeFor(kHost))->Stats(info->container_id);  // `agvisor top`, the metrics route
+  auto stats = KeptRuntime(kHost)->Stats(info->container_id);  // `agvisor top`, the metrics route
   ASSERT_FALSE(stats.ok());
   EXPECT_EQ(stats.error().code(), ErrorCode::kUnsupported);
   EXPECT_THAT(stats.error().message(), ::testing::HasSubstr("metrics.k8s.io"));
@@ -273,7 +273,7 @@ TEST(KubeRuntimeTest, Refusals) {
   // An exec the container runtime cannot start: kubelet (and the double) answer with a Failure
   // Status on the error stream, which the runtime's exec stream reports with its message, where
   // the channel's handshake and RunExec find it (sandbox.cc reopens a relay once on it).
-  auto runtime = RuntimeFor(kHost);
+  Result<std::shared_ptr<Runtime>> runtime = agvisor::testing::TestRuntime(kHost);
   ASSERT_TRUE(runtime.ok()) << runtime.error().ToString();
   auto relay = (*runtime)->OpenExecStream((*sb)->container_name(), {"/no/such/program"}, nullptr);
   ASSERT_TRUE(relay.ok()) << relay.error().ToString();

@@ -96,7 +96,7 @@ class IntegrityTest : public ::testing::Test {
     testing::CleanupRun();
     // The snapshot image and the image with the agent derived from it (same label), children
     // first.
-    if (auto docker = HostClient(""); docker.ok()) {
+    if (auto docker = ConnectDockerHost(""); docker.ok()) {
       for (int round = 0; round < 3; ++round) {
         auto images = (*docker)->ListImages({"agvisor.snapshot.of=" + SourceName()});
         if (!images.ok() || images->empty()) break;
@@ -213,7 +213,7 @@ class IntegrityTest : public ::testing::Test {
 // file (so every later comparison can fail); then pause/resume keeps both.
 TEST_F(IntegrityTest, HashSeesEveryChangeAndBothTreesSurvivePauseResume) {
   auto t0 = Clock::now();
-  auto sb = Sandbox::Create(SourceSpec());
+  auto sb = CreateSandbox(SourceSpec());
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   source_ = sb->release();
   Figure("integrity_create_ms", std::to_string(MsSince(t0)));
@@ -328,7 +328,7 @@ TEST_F(IntegrityTest, SnapshotThenForkCarriesBothTreesAndAnIdleStopKeepsOnlyTheW
   again.name = *fork.name();
   again.image = f->snapshot.image;
   t0 = Clock::now();
-  auto back = Sandbox::Create(again);
+  auto back = CreateSandbox(again);
   ASSERT_TRUE(back.ok()) << back.error().ToString();
   Figure("integrity_idle_stop_resume_ms", std::to_string(MsSince(t0)));
   EXPECT_EQ(HashWorkspace(**back), *workspace_) << "idle stop: /workspace";
@@ -390,7 +390,7 @@ TEST_F(IntegrityTest, AStopThenResumeKeepsTheWorkspaceAndLosesTheRootFsChange) {
   ASSERT_TRUE(source_ && workspace_);
   auto t0 = Clock::now();
   ASSERT_TRUE(source_->Stop().ok());
-  auto back = Sandbox::Create(SourceSpec());
+  auto back = CreateSandbox(SourceSpec());
   ASSERT_TRUE(back.ok()) << back.error().ToString();
   Figure("integrity_stop_resume_ms", std::to_string(MsSince(t0)));
   auto after = Hash(**back, {kWorkspaceTree, kRootFsTree});

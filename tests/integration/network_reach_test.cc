@@ -319,7 +319,7 @@ class NetworkReachTest : public ::testing::Test {
   }
   void SetUp() override { ASSERT_EQ(firewall_->Install(), ""); }
   static std::unique_ptr<Sandbox> MustCreate(SandboxSpec spec = TestSpec()) {
-    auto sb = Sandbox::Create(spec);
+    auto sb = CreateSandbox(spec);
     EXPECT_TRUE(sb.ok()) << sb.error().ToString();
     return sb.ok() ? std::move(*sb) : nullptr;
   }
@@ -516,7 +516,7 @@ TEST_F(NetworkReachTest, NetworksTheFirewallDoesNotCoverAreRefused) {
   for (const auto& [network, reason] : refused) {
     auto spec = TestSpec();
     spec.network = network;
-    auto sb = Sandbox::Create(spec);
+    auto sb = CreateSandbox(spec);
     ASSERT_FALSE(sb.ok()) << "a sandbox joined " << network;
     EXPECT_EQ(sb.error().code(), ErrorCode::kInvalidArgument) << sb.error().ToString();
     EXPECT_THAT(sb.error().message(), HasSubstr(reason));

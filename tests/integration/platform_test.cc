@@ -28,7 +28,7 @@ class PlatformTest : public ::testing::Test {
   void TearDown() override { testing::CleanupRun(); }
 
   docker::ContainerInfo Inspect(const std::string& container) {
-    auto docker = HostClient(TestSpec().host);
+    auto docker = ConnectDockerHost(TestSpec().host);
     EXPECT_TRUE(docker.ok()) << docker.error().ToString();
     if (!docker.ok()) return {};
     auto info = (*docker)->InspectContainer(container);
@@ -55,7 +55,7 @@ std::string SentryCommandLine(const std::string& container_id) {
 TEST_F(PlatformTest, APtraceSandboxRunsOnThePtraceRuntime) {
   SandboxSpec spec = TestSpec();
   spec.platform = "ptrace";
-  auto sb = Sandbox::Create(spec);
+  auto sb = CreateSandbox(spec);
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   auto r = (*sb)->ExecShell("echo $((6 * 7))");
   ASSERT_TRUE(r.ok()) << r.error().ToString();
@@ -74,7 +74,7 @@ TEST_F(PlatformTest, APtraceSandboxRunsOnThePtraceRuntime) {
   }
 
   // The default stays systrap: runsc itself, whose sentry has no --platform of ours.
-  auto plain = Sandbox::Create(TestSpec());
+  auto plain = CreateSandbox(TestSpec());
   ASSERT_TRUE(plain.ok()) << plain.error().ToString();
   auto pinfo = Inspect((*plain)->container_name());
   EXPECT_EQ(pinfo.host_config.runtime, "runsc");
@@ -83,7 +83,7 @@ TEST_F(PlatformTest, APtraceSandboxRunsOnThePtraceRuntime) {
   if (!psentry.empty()) {
     EXPECT_THAT(psentry, Not(HasSubstr("--platform=ptrace")));
   }
-  auto listed = Sandbox::List(spec.host);
+  auto listed = ListSandboxes(spec.host);
   ASSERT_TRUE(listed.ok()) << listed.error().ToString();
   int seen = 0;
   for (const auto& i : *listed) {
@@ -104,7 +104,7 @@ TEST_F(PlatformTest, NetworkNoneOnPtraceRunsOnItsTwin) {
   SandboxSpec spec = TestSpec();
   spec.platform = "ptrace";
   spec.network = "none";
-  auto sb = Sandbox::Create(spec);
+  auto sb = CreateSandbox(spec);
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   // gVisor's own stack, loopback only: lo and nothing else.
   auto r = (*sb)->ExecShell("cat /proc/net/dev");
@@ -123,19 +123,19 @@ TEST_F(PlatformTest, NetworkNoneOnPtraceRunsOnItsTwin) {
 TEST_F(PlatformTest, ANamedSandboxComesBackOnPtrace) {
   SandboxSpec spec = TestSpec("pt");
   spec.platform = "ptrace";
-  auto first = Sandbox::Create(spec);
+  auto first = CreateSandbox(spec);
   ASSERT_TRUE(first.ok()) << first.error().ToString();
   ASSERT_TRUE((*first)->ExecShell("echo kept > /workspace/f").ok());
   ASSERT_TRUE((*first)->Stop().ok());
 
   SandboxSpec other = TestSpec("pt");
   other.platform = "systrap";
-  auto refused = Sandbox::Create(other);
+  auto refused = CreateSandbox(other);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code(), ErrorCode::kConflict);
   EXPECT_THAT(refused.error().message(), HasSubstr("made on gVisor platform 'ptrace'"));
 
-  auto again = Sandbox::Create(TestSpec("pt"));  // no platform: its own
+  auto again = CreateSandbox(TestSpec("pt"));  // no platform: its own
   ASSERT_TRUE(again.ok()) << again.error().ToString();
   EXPECT_EQ(Inspect((*again)->container_name()).host_config.runtime, "runsc-ptrace");
   auto r = (*again)->ExecShell("cat /workspace/f");
@@ -147,12 +147,12 @@ TEST_F(PlatformTest, ANamedSandboxComesBackOnPtrace) {
 TEST_F(PlatformTest, ABadPlatformIsRefusedBeforeAnythingIsMade) {
   SandboxSpec spec = TestSpec("bad");
   spec.platform = "kvm";
-  auto sb = Sandbox::Create(spec);
+  auto sb = CreateSandbox(spec);
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(sb.error().message(),
               AllOf(HasSubstr("platform 'kvm'"), HasSubstr("systrap"), HasSubstr("ptrace")));
-  auto docker = HostClient(spec.host);
+  auto docker = ConnectDockerHost(spec.host);
   ASSERT_TRUE(docker.ok()) << docker.error().ToString();
   const std::string run = std::string(testing::kRunLabel) + "=" + testing::RunId();
   auto containers = (*docker)->ListContainers(true, {run});

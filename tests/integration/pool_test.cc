@@ -37,14 +37,14 @@ class PoolTest : public ::testing::Test {
     return o;
   }
   static std::unique_ptr<Pool> MustPool(PoolOptions o) {
-    auto p = Pool::Create(std::move(o));
+    auto p = CreatePool(std::move(o));
     EXPECT_TRUE(p.ok()) << p.error().ToString();
     return p.ok() ? std::move(*p) : nullptr;
   }
   // The containers of pool `id` on the host, by name.
   static std::set<std::string> Members(const std::string& id) {
     std::set<std::string> out;
-    auto list = Sandbox::List();
+    auto list = ListSandboxes();
     EXPECT_TRUE(list.ok());
     if (!list.ok()) return out;
     for (const auto& s : *list) {
@@ -53,7 +53,7 @@ class PoolTest : public ::testing::Test {
     return out;
   }
   static bool Exists(const std::string& container) {
-    auto docker = HostClient("");
+    auto docker = ConnectDockerHost("");
     return (*docker)->InspectContainer(container).ok();
   }
 };
@@ -134,7 +134,7 @@ TEST_F(PoolTest, AKilledMemberIsNeverHandedOut) {
   auto members = Members(pool->id());
   ASSERT_EQ(members.size(), 2u);
   const std::string victim = *members.begin();
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE((*docker)->KillContainer(victim).ok());
   // Both acquires come from the pool (no cold create): the survivor, then a replacement.
   for (int i = 0; i < 2; ++i) {
@@ -174,7 +174,7 @@ TEST_F(PoolTest, BadOptionsAndTheHostMemoryBoundAreRefusedBeforeAnythingStarts) 
   auto o = Options(64);
   o.fill_parallelism = 2;
   o.spec.limits.memory = "4g";  // 256 GiB of limits: more than this machine has
-  auto big = Pool::Create(o);
+  auto big = CreatePool(o);
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.error().code(), ErrorCode::kResourceExhausted);
   EXPECT_THAT(big.error().message(), HasSubstr("MemTotal"));
@@ -182,19 +182,19 @@ TEST_F(PoolTest, BadOptionsAndTheHostMemoryBoundAreRefusedBeforeAnythingStarts) 
 
   auto named = Options(1);
   named.spec.name = "x";
-  EXPECT_EQ(Pool::Create(named).error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(CreatePool(named).error().code(), ErrorCode::kInvalidArgument);
   auto with_lifetime = Options(1);
   with_lifetime.spec.lifetime = 10;
-  auto e = Pool::Create(with_lifetime);
+  auto e = CreatePool(with_lifetime);
   ASSERT_FALSE(e.ok());
   EXPECT_THAT(e.error().message(), HasSubstr("give them to Acquire"));
   auto zero = Options(1);
   zero.size = 0;
-  EXPECT_EQ(Pool::Create(zero).error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(CreatePool(zero).error().code(), ErrorCode::kInvalidArgument);
 }
 
 TEST_F(PoolTest, StartGateQueuesThenRefusesWhenTheQueueIsFull) {
-  StartGate& gate = HostStartGate("");
+  StartGate& gate = agvisor::testing::TestRuntime("")->start_gate();
   const StartGateLimits saved = gate.limits();
   gate.SetLimits({.max_concurrent = 1, .max_queued = 1, .max_wait = 60s});
   std::atomic<int> ok{0}, busy{0}, other{0};
@@ -204,7 +204,7 @@ TEST_F(PoolTest, StartGateQueuesThenRefusesWhenTheQueueIsFull) {
   std::vector<std::unique_ptr<Sandbox>> made;
   for (int i = 0; i < 3; ++i) {
     threads.emplace_back([&] {
-      auto sb = Sandbox::Create(TestSpec());
+      auto sb = CreateSandbox(TestSpec());
       std::lock_guard lock(mu);
       if (sb.ok()) {
         ++ok;

@@ -157,7 +157,7 @@ std::string ReadLine(int fd, std::chrono::milliseconds timeout) {
 class RdpTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto docker = HostClient("");
+    auto docker = ConnectDockerHost("");
     ASSERT_TRUE(docker.ok()) << docker.error().ToString();
     SandboxSpec spec = testing::TestSpec();
     spec.gui = true;
@@ -169,7 +169,7 @@ class RdpTest : public ::testing::Test {
     ASSERT_TRUE((*docker)->InspectImage(image).ok())
         << "the desktop image " << image
         << " is missing: build it with `agvisor image build desktop`, then run this test again";
-    auto sb = Sandbox::Create(spec);
+    auto sb = CreateSandbox(spec);
     ASSERT_TRUE(sb.ok()) << sb.error().ToString();
     sandbox_ = std::move(*sb).release();
     auto xrdp = sandbox_->Exec({"test", "-x", "/usr/sbin/xrdp"});

@@ -49,7 +49,7 @@ class ReliabilityTest : public ::testing::Test {
  protected:
   static void TearDownTestSuite() { testing::CleanupRun(); }
   static std::unique_ptr<Sandbox> MustCreate(SandboxSpec spec) {
-    auto sb = Sandbox::Create(spec);
+    auto sb = CreateSandbox(spec);
     EXPECT_TRUE(sb.ok()) << sb.error().ToString();
     return sb.ok() ? std::move(*sb) : nullptr;
   }
@@ -277,7 +277,7 @@ TEST_F(ReliabilityTest, FillingShmAndAnInodeFloodLeaveTheSandboxUsable) {
 TEST_F(ReliabilityTest, ExecIntoADeadSandboxSaysSo) {
   auto sb = MustCreate(TestSpec());
   ASSERT_TRUE(sb);
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE((*docker)->KillContainer(sb->container_name(), "KILL").ok());
   auto t0 = Clock::now();
   auto r = sb->ExecShell("true");
@@ -290,7 +290,7 @@ TEST_F(ReliabilityTest, ExecIntoADeadSandboxSaysSo) {
 // Posture, checked from the host side: runsc (runsc-none for network none), not privileged,
 // nothing added, nothing mounted from the host, no Docker socket.
 TEST_F(ReliabilityTest, PostureOfEverySandboxKind) {
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE(docker.ok());
   // Headless with network none, named on bridge, and a desktop (agvisor/desktop: Xvnc inside).
   std::vector<SandboxSpec> kinds = {TestSpec(), TestSpec("posture"), TestSpec()};
@@ -402,7 +402,7 @@ TEST_F(ReliabilityTest, KilledClientsLeakNothingBeyondLifetimeAndListFindsTheRes
     killed += st->signaled();
   }
   Figure("client_kills", std::to_string(killed));
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE(docker.ok());
   auto before = (*docker)->ListContainers(true, {label});
   ASSERT_TRUE(before.ok());
@@ -422,16 +422,16 @@ TEST_F(ReliabilityTest, KilledClientsLeakNothingBeyondLifetimeAndListFindsTheRes
   for (const auto& c : left)
     EXPECT_EQ(c.state, "created") << "a started sandbox outlived its lifetime";
   Figure("client_kill_leftovers_created_never_started", std::to_string(left.size()));
-  auto list = Sandbox::List("");
+  auto list = ListSandboxes("");
   ASSERT_TRUE(list.ok());
   for (const auto& c : left) {
     bool found = std::any_of(list->begin(), list->end(),
                              [&](const SandboxInfo& i) { return i.container_id == c.id; });
     EXPECT_TRUE(found) << "list does not show leftover " << c.id;
   }
-  // The sweep Sandbox::Create runs once per host removes them (here without its age limit, and
+  // The sweep Sandbox::Create runs once per runtime removes them (here without its age limit, and
   // only this test's: other suites may run at the same time, between a create and its start).
-  auto runtime = RuntimeFor("");
+  Result<std::shared_ptr<Runtime>> runtime = agvisor::testing::TestRuntime("");
   ASSERT_TRUE(runtime.ok()) << runtime.error().ToString();
   auto swept = SweepNeverStarted(**runtime, 0s, label);
   ASSERT_TRUE(swept.ok()) << swept.error().ToString();

@@ -53,7 +53,7 @@ class SandboxChannelTest : public ::testing::Test {
  protected:
   static void TearDownTestSuite() { testing::CleanupRun(testing::TestHost()); }
   static std::unique_ptr<Sandbox> MustCreate(SandboxSpec spec = testing::TestSpec()) {
-    auto sb = Sandbox::Create(spec);
+    auto sb = CreateSandbox(spec);
     EXPECT_TRUE(sb.ok()) << sb.error().ToString();
     return sb.ok() ? std::move(*sb) : nullptr;
   }
@@ -154,7 +154,7 @@ TEST_F(SandboxChannelTest, SandboxKilledDuringALargeReadIsReportedAsDied) {
   ASSERT_TRUE(sb->ExecShell("head -c 200000000 /dev/zero > /tmp/huge")->exit_code == 0);
   auto read = std::async(std::launch::async, [&] { return sb->ReadFile("/tmp/huge"); });
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE(docker.ok());
   ASSERT_TRUE((*docker)->KillContainer(sb->container_name()).ok());
   auto r = read.get();
@@ -236,7 +236,7 @@ TEST_F(SandboxChannelTest, PtyProcessAndReconnectAfterTheChannelDrops) {
   auto created = MustCreate();
   ASSERT_TRUE(created);
   // channel through the connect relay
-  auto sb = Sandbox::Open(created->container_name(), created->host());
+  auto sb = OpenSandbox(created->container_name(), created->host());
   ASSERT_TRUE(sb.ok());
   auto p = (*sb)->StartProcess({"sh"}, {.pty = true, .rows = 20, .cols = 60});
   ASSERT_TRUE(p.ok()) << p.error().ToString();
@@ -261,7 +261,7 @@ TEST_F(SandboxChannelTest, ThreadsOnOneHandleGetThroughARelayDrop) {
   auto created = MustCreate();
   ASSERT_TRUE(created);
   // channel through the connect relay
-  auto sb = Sandbox::Open(created->container_name(), created->host());
+  auto sb = OpenSandbox(created->container_name(), created->host());
   ASSERT_TRUE(sb.ok());
   constexpr int kThreads = 4;
   std::atomic<bool> killed{false}, stop{false};
@@ -328,7 +328,7 @@ TEST_F(SandboxChannelTest, ClosingStdinOfAPtyEndsAReader) {
 TEST_F(SandboxChannelTest, StoppedSandboxIsReportedAsDied) {
   auto sb = MustCreate();
   ASSERT_TRUE(sb);
-  auto other = Sandbox::Open(sb->container_name(), sb->host());
+  auto other = OpenSandbox(sb->container_name(), sb->host());
   ASSERT_TRUE(other.ok());
   ASSERT_TRUE((*other)->ExecShell("true").ok());
   ASSERT_TRUE(sb->Stop().ok());
@@ -355,7 +355,7 @@ TEST_F(SandboxChannelTest, BackgroundProcessOutlivesTheHandleAndReplaysItsOutput
   ASSERT_TRUE(
       testing::WaitFor([&] { return sb->Stat("/tmp/ticked").ok(); }, std::chrono::seconds(30)));
   sb.reset();
-  auto again = Sandbox::Open(cname, host);
+  auto again = OpenSandbox(cname, host);
   ASSERT_TRUE(again.ok()) << again.error().ToString();
   auto list = (*again)->ListProcesses();
   ASSERT_TRUE(list.ok()) << list.error().ToString();

@@ -36,7 +36,7 @@ class LifecycleTest : public ::testing::Test {
   static std::string Host() { return testing::TestHost(); }
   // Whether the host still has the sandbox, running or not (Sandbox::List: any runtime).
   static bool Exists(const std::string& container) {
-    auto list = Sandbox::List(Host());
+    auto list = ListSandboxes(Host());
     EXPECT_TRUE(list.ok()) << list.error().ToString();
     if (!list.ok()) return false;
     for (const auto& i : *list) {
@@ -48,7 +48,7 @@ class LifecycleTest : public ::testing::Test {
   // (AutoRemove), and a named one is listed as `stopped` by its kept volume; on Kubernetes its
   // pod stays, exited (docs/kubernetes.md, "AutoRemove").
   static bool Ended(const std::string& container) {
-    auto list = Sandbox::List(Host());
+    auto list = ListSandboxes(Host());
     EXPECT_TRUE(list.ok()) << list.error().ToString();
     if (!list.ok()) return false;
     for (const auto& i : *list) {
@@ -58,7 +58,7 @@ class LifecycleTest : public ::testing::Test {
     return true;
   }
   static std::unique_ptr<Sandbox> MustCreate(const SandboxSpec& spec) {
-    auto sb = Sandbox::Create(spec);
+    auto sb = CreateSandbox(spec);
     EXPECT_TRUE(sb.ok()) << sb.error().ToString();
     return sb.ok() ? std::move(*sb) : nullptr;
   }
@@ -168,7 +168,7 @@ TEST_F(LifecycleTest, LimitsAreVisibleInside) {
   auto r = sb->ExecShell("grep MemTotal /proc/meminfo");
   ASSERT_TRUE(r.ok());
   EXPECT_THAT(r->out, HasSubstr(std::to_string(384 * 1024) + " kB"));
-  auto docker = HostClient(Host());
+  auto docker = ConnectDockerHost(Host());
   auto info = (*docker)->InspectContainer(sb->container_name());
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->host_config.pids_limit, 200);
@@ -208,7 +208,7 @@ TEST_F(LifecycleTest, NetworkNoneHasAWorkingLoopback) {
     EXPECT_THAT(r->out,
                 ::testing::MatchesRegex("(127\\.0\\.0\\.1|::1) +localhost.*\nconnected\nlo\n"))
         << r->err;
-    auto docker = HostClient(Host());
+    auto docker = ConnectDockerHost(Host());
     auto info = (*docker)->InspectContainer(sb->container_name());
     ASSERT_TRUE(info.ok());
     EXPECT_EQ(info->host_config.network_mode, "none");
@@ -325,11 +325,11 @@ TEST_F(LifecycleTest, ListFindsAnonymousLeftoversRunningOrNot) {
   auto spec = TestSpec();
   auto a = MustCreate(spec);
   ASSERT_TRUE(a);
-  auto docker = HostClient(Host());
+  auto docker = ConnectDockerHost(Host());
   auto b = MustCreate(spec);
   ASSERT_TRUE(b);
   ASSERT_TRUE((*docker)->KillContainer(b->container_name(), "KILL").ok());
-  auto list = Sandbox::List(Host());
+  auto list = ListSandboxes(Host());
   ASSERT_TRUE(list.ok());
   bool saw_a = false, saw_b = false;
   for (const auto& i : *list) {
@@ -339,13 +339,12 @@ TEST_F(LifecycleTest, ListFindsAnonymousLeftoversRunningOrNot) {
   EXPECT_TRUE(saw_a);
   EXPECT_TRUE(saw_b);
   // A handle from the list works: exec on the running one, stop on both.
-  auto opened = Sandbox::Open(a->container_name(), Host());
+  auto opened = OpenSandbox(a->container_name(), Host());
   ASSERT_TRUE(opened.ok());
   EXPECT_EQ((*opened)->ExecShell("echo hi")->out, "hi\n");
-  EXPECT_TRUE(Sandbox::Remove(a->container_name(), Host(), false).ok());
-  EXPECT_TRUE(Sandbox::Remove(b->container_name(), Host(), false).ok());
-  EXPECT_EQ(Sandbox::Remove(b->container_name(), Host(), false).error().code(),
-            ErrorCode::kNotFound);
+  EXPECT_TRUE(RemoveSandbox(a->container_name(), Host(), false).ok());
+  EXPECT_TRUE(RemoveSandbox(b->container_name(), Host(), false).ok());
+  EXPECT_EQ(RemoveSandbox(b->container_name(), Host(), false).error().code(), ErrorCode::kNotFound);
 }
 
 TEST_F(LifecycleTest, TwoClientsRacingOnOneNameEndWithOneContainer) {
@@ -359,7 +358,7 @@ TEST_F(LifecycleTest, TwoClientsRacingOnOneNameEndWithOneContainer) {
   for (int i = 0; i < kClients; ++i) {
     threads.emplace_back([&, i] {
       while (!go) std::this_thread::yield();
-      results[i] = Sandbox::Create(spec);
+      results[i] = CreateSandbox(spec);
     });
   }
   go = true;
@@ -379,12 +378,12 @@ TEST_F(LifecycleTest, TwoClientsRacingOnOneNameEndWithOneContainer) {
     ASSERT_TRUE((*r)->ExecShell("echo x >> shared").ok());
   }
   EXPECT_GE(ok, 1);
-  auto list = Sandbox::List(Host());
+  auto list = ListSandboxes(Host());
   ASSERT_TRUE(list.ok()) << list.error().ToString();
   EXPECT_EQ(std::count_if(list->begin(), list->end(),
                           [&](const SandboxInfo& i) { return i.name == spec.name; }),
             1);
-  auto lines = Sandbox::Open(ContainerNameFor(*spec.name), Host());
+  auto lines = OpenSandbox(ContainerNameFor(*spec.name), Host());
   ASSERT_TRUE(lines.ok());
   EXPECT_EQ((*lines)->ExecShell("wc -l < shared")->out, std::to_string(ok) + "\n");
   ASSERT_TRUE((*lines)->Delete().ok());
@@ -392,13 +391,13 @@ TEST_F(LifecycleTest, TwoClientsRacingOnOneNameEndWithOneContainer) {
 
 TEST_F(LifecycleTest, RefusalsCreateNothing) {
   // Counted by this run's label: other clients of the same daemon may create sandboxes meanwhile.
-  auto docker = HostClient(Host());
+  auto docker = ConnectDockerHost(Host());
   ASSERT_TRUE(docker.ok());
   const std::string run_filter = std::string(testing::kRunLabel) + "=" + testing::RunId();
   auto before = (*docker)->ListContainers(true, {run_filter});
   ASSERT_TRUE(before.ok());
   auto expect_refused = [](SandboxSpec s, ErrorCode code, std::string_view words) {
-    auto r = Sandbox::Create(s);
+    auto r = CreateSandbox(s);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().code(), code) << r.error().ToString();
     EXPECT_THAT(r.error().message(), HasSubstr(std::string(words)));
@@ -449,7 +448,7 @@ TEST_F(LifecycleTest, RefusalsCreateNothing) {
   expect_refused(s, ErrorCode::kNotFound, "not found");
   s = TestSpec();
   s.runtime = "no-such-runtime";
-  auto bad_runtime = Sandbox::Create(s);
+  auto bad_runtime = CreateSandbox(s);
   EXPECT_FALSE(bad_runtime.ok());
   auto after = (*docker)->ListContainers(true, {run_filter});
   ASSERT_TRUE(after.ok());
@@ -457,10 +456,10 @@ TEST_F(LifecycleTest, RefusalsCreateNothing) {
 }
 
 TEST_F(LifecycleTest, DiskCapIsEnforcedOrRefusedNeverDropped) {
-  auto docker = HostClient(Host());
+  auto docker = ConnectDockerHost(Host());
   auto s = TestSpec();
   s.limits.disk = "1g";
-  auto r = Sandbox::Create(s);
+  auto r = CreateSandbox(s);
   if ((*docker)->api_version() < docker::kAnnotationsApiVersion) {
     // This host cannot pass runsc the size: an explicit cap must be refused, naming versions.
     ASSERT_FALSE(r.ok());
@@ -484,7 +483,7 @@ TEST_F(LifecycleTest, DiskCapIsEnforcedOrRefusedNeverDropped) {
 // agent build (src/agvisor/sandbox/docker_runtime/agent_image.h), made again when the image is
 // rebuilt, the old one pruned after a day.
 TEST_F(LifecycleTest, AnyImageWorksEvenOneWithoutAShell) {
-  auto docker = HostClient(Host());
+  auto docker = ConnectDockerHost(Host());
   ASSERT_TRUE(docker.ok());
   const std::string repo = "agvisor-test/empty";
   const std::string ref = repo + ":" + testing::RunId();

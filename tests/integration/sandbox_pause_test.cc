@@ -29,12 +29,12 @@ class PauseTest : public ::testing::Test {
  protected:
   static void TearDownTestSuite() { testing::CleanupRun(); }
   static std::unique_ptr<Sandbox> MustCreate(const SandboxSpec& spec) {
-    auto sb = Sandbox::Create(spec);
+    auto sb = CreateSandbox(spec);
     EXPECT_TRUE(sb.ok()) << sb.error().ToString();
     return sb.ok() ? std::move(*sb) : nullptr;
   }
   static std::string ListedState(const std::string& container, EndReason* reason = nullptr) {
-    auto list = Sandbox::List();
+    auto list = ListSandboxes();
     if (!list.ok()) return list.error().ToString();
     for (const auto& i : *list) {
       if (i.container_name != container) continue;
@@ -109,7 +109,7 @@ TEST_F(PauseTest, AnExecResumesItFirstAndACallerMayRefuse) {
   auto sb = MustCreate(TestSpec());
   ASSERT_TRUE(sb);
   ASSERT_TRUE(sb->Exec({"true"}).ok());
-  auto runtime = RuntimeFor("");
+  Result<std::shared_ptr<Runtime>> runtime = agvisor::testing::TestRuntime("");
   ASSERT_TRUE(runtime.ok());
   auto info = sb->Info();
   ASSERT_TRUE(info.ok());
@@ -148,7 +148,7 @@ TEST_F(PauseTest, AnExecResumesItFirstAndACallerMayRefuse) {
 
   // Asked not to resume: refused, naming the state and the way out; the sandbox stays paused.
   ASSERT_NO_FATAL_FAILURE(MustPause(*sb));
-  auto other = Sandbox::Open(sb->container_name());
+  auto other = OpenSandbox(sb->container_name());
   ASSERT_TRUE(other.ok());
   (*other)->set_auto_resume(false);
   auto refused = (*other)->Exec({"true"});
@@ -158,7 +158,7 @@ TEST_F(PauseTest, AnExecResumesItFirstAndACallerMayRefuse) {
   EXPECT_THAT(refused.error().message(), HasSubstr("agvisor resume"));
   EXPECT_EQ(ListedState(sb->container_name()), "paused");
   // A fresh handle that may resume: the relay's exec is refused by Docker (409), it resumes.
-  auto fresh = Sandbox::Open(sb->container_name());
+  auto fresh = OpenSandbox(sb->container_name());
   ASSERT_TRUE(fresh.ok());
   auto woke = (*fresh)->ReadFile("/etc/hostname");
   EXPECT_TRUE(woke.ok()) << woke.error().ToString();
@@ -360,7 +360,7 @@ TEST_F(PauseTest, IdleActionStopKeepsTheContainerAndTheWorkspace) {
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->end_reason, EndReason::kIdle);
   EXPECT_EQ(ListedState(sb->container_name()), "exited");  // kept, not removed
-  auto back = Sandbox::Create(spec);
+  auto back = CreateSandbox(spec);
   ASSERT_TRUE(back.ok()) << back.error().ToString();
   auto r = (*back)->ExecShell("cat /workspace/f", {.timeout = 2});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
@@ -404,7 +404,7 @@ TEST_F(PauseTest, IdleActionPauseFreezesAtIdleTtlAndTheNextCallWakesIt) {
   ASSERT_TRUE(inspect.ok());
   EXPECT_EQ(inspect->out, "paused\n");
   // Another handle (as another client would open it) wakes it with its call; /workspace intact.
-  auto other = Sandbox::Open(sb->container_name());
+  auto other = OpenSandbox(sb->container_name());
   ASSERT_TRUE(other.ok()) << other.error().ToString();
   auto again = (*other)->ExecShell("sha256sum < /workspace/f", {.timeout = 10});
   ASSERT_TRUE(again.ok()) << again.error().ToString();
@@ -448,7 +448,7 @@ TEST_F(PauseTest, LifetimeRunsOnWhilePausedAndLsOrTheNextCallEndsIt) {
   EXPECT_TRUE(
       testing::WaitFor([&] { return ListedState(listed->container_name()) == "stopped"; }, 15s))
       << ListedState(listed->container_name());
-  auto back = Sandbox::Create(spec);  // the same name: a fresh container on the kept volume
+  auto back = CreateSandbox(spec);  // the same name: a fresh container on the kept volume
   ASSERT_TRUE(back.ok()) << back.error().ToString();
   ASSERT_TRUE((*back)->Delete().ok());
 }

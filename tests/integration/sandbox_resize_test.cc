@@ -38,13 +38,13 @@ class ResizeTest : public ::testing::Test {
     return s;
   }
   static std::unique_ptr<Sandbox> MustCreate(const SandboxSpec& spec) {
-    auto sb = Sandbox::Create(spec);
+    auto sb = CreateSandbox(spec);
     EXPECT_TRUE(sb.ok()) << sb.error().ToString();
     return sb.ok() ? std::move(*sb) : nullptr;
   }
   // The sandbox's cgroup directories on this machine, as the runtime finds them.
   static CgroupPaths Cgroup(Sandbox& sb) {
-    auto docker = HostClient("");
+    auto docker = ConnectDockerHost("");
     EXPECT_TRUE(docker.ok());
     auto c = (*docker)->InspectContainer(sb.container_name());
     EXPECT_TRUE(c.ok());
@@ -262,7 +262,7 @@ TEST_F(ResizeTest, AnSshHostIsRefusedWithTheReason) {
   for (const auto& a : (*sshd)->ssh_args()) args += (args.empty() ? "" : " ") + a;
   ::setenv("AGVISOR_SSH_ARGS", args.c_str(), 1);
   {
-    auto remote = Sandbox::Open(sb->container_name(), (*sshd)->url());
+    auto remote = OpenSandbox(sb->container_name(), (*sshd)->url());
     ASSERT_TRUE(remote.ok()) << remote.error().ToString();
     auto r = (*remote)->Update({.memory = "256m"});
     ASSERT_FALSE(r.ok());

@@ -40,7 +40,7 @@ std::string Ref(std::string_view what) {
 
 // The id of image `ref`, "" when there is none.
 std::string ImageId(const std::string& ref) {
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   if (!docker.ok()) return "";
   auto info = (*docker)->InspectImage(ref);
   return info.ok() ? info->id : "";
@@ -49,7 +49,7 @@ std::string ImageId(const std::string& ref) {
 // Removes the images a snapshot of `name` made, and the images with the agent derived from them
 // (they inherit the label), children first.
 void RemoveSnapshotsOf(const std::string& name) {
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   if (!docker.ok()) return;
   for (int round = 0; round < 3; ++round) {
     auto images = (*docker)->ListImages({"agvisor.snapshot.of=" + name});
@@ -67,7 +67,7 @@ class SnapshotTest : public ::testing::Test {
     }
   }
   static std::unique_ptr<Sandbox> MustCreate(const SandboxSpec& spec) {
-    auto sb = Sandbox::Create(spec);
+    auto sb = CreateSandbox(spec);
     EXPECT_TRUE(sb.ok()) << sb.error().ToString();
     return sb.ok() ? std::move(*sb) : nullptr;
   }
@@ -92,7 +92,7 @@ class SnapshotTest : public ::testing::Test {
     return r.ok() ? r->out : "";
   }
   static bool ImageExists(const std::string& image) {
-    auto docker = HostClient("");
+    auto docker = ConnectDockerHost("");
     return docker.ok() && (*docker)->InspectImage(image).ok();
   }
 };
@@ -131,7 +131,7 @@ TEST_F(SnapshotTest, KeepsRootFsChangesLeavesOutProcSysDevAgentAndWorkspace) {
   EXPECT_THAT(listing, ::testing::Not(HasSubstr(".agvisor/agvisor-agent")));
   EXPECT_THAT(listing, ::testing::Not(HasSubstr("workspace/w.txt")));
   // Labels, and the source image's configuration kept.
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE(docker.ok());
   auto info = (*docker)->InspectImage(image);
   ASSERT_TRUE(info.ok()) << info.error().ToString();
@@ -223,7 +223,7 @@ TEST_F(SnapshotTest, HostileStreamsAreRefusedAndLeaveNoImage) {
     EXPECT_LT(s, 30.0);
     EXPECT_FALSE(ImageExists(image)) << "an image was left";
   }
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   ASSERT_TRUE(docker.ok());
   auto left = (*docker)->ListImages({"agvisor.snapshot.of=" + RunId() + "-snap-hostile"});
   ASSERT_TRUE(left.ok());

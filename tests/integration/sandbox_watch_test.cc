@@ -81,7 +81,7 @@ void ExpectInOrder(const std::vector<std::string>& got) {
 class SandboxWatchTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto sb = Sandbox::Create(TestSpec());
+    auto sb = CreateSandbox(TestSpec());
     ASSERT_TRUE(sb.ok()) << sb.error().ToString();
     sb_ = sb->release();
     char tmpl[] = "/tmp/agvisor-watch-it-XXXXXX";
@@ -243,7 +243,7 @@ TEST_F(SandboxWatchTest, TheCliPrintsOneEventPerLineAndStopsOnCtrlC) {
 }
 
 TEST_F(SandboxWatchTest, AWatchResumesAPausedSandboxAndEndsWhenTheSandboxStops) {
-  auto other = Sandbox::Create(TestSpec());
+  auto other = CreateSandbox(TestSpec());
   ASSERT_TRUE(other.ok()) << other.error().ToString();
   ASSERT_TRUE((*other)->Pause().ok());
   auto w = (*other)->Watch("/tmp");
@@ -261,7 +261,7 @@ TEST_F(SandboxWatchTest, AWatchResumesAPausedSandboxAndEndsWhenTheSandboxStops) 
   }
   EXPECT_NE(std::find(got.begin(), got.end(), "create awake"), got.end());
   // Another handle removes the sandbox: the watch ends with an error, diagnosed as its death.
-  ASSERT_TRUE(Sandbox::Remove((*other)->container_name(), "", false).ok());
+  ASSERT_TRUE(RemoveSandbox((*other)->container_name(), "", false).ok());
   std::optional<Error> error;
   // Docker's removal takes ~0.2-1 s here; 30 s covers the 15 s keep-alive timeout twice.
   const auto until = Clock::now() + seconds(30);

@@ -1,5 +1,6 @@
 // Shared helpers of the integration tests: a unique run id, the label every test sandbox
-// carries, and cleanup by that label (containers and volumes), so a failed test leaks nothing.
+// carries, cleanup by that label (containers and volumes), so a failed test leaks nothing, and the
+// test host's runtime (TestRuntime).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -15,7 +17,9 @@
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/runtime.h"
+#include "agvisor/sandbox/runtimes.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/testing/kept_runtime.h"
 
 namespace agvisor::testing {
 
@@ -56,7 +60,7 @@ inline SandboxSpec TestSpec(std::optional<std::string> name = std::nullopt) {
 // container and volume it made when it stops (tests/integration/kube_double.h).
 inline void CleanupRun(std::string_view host = "") {
   if (IsKubernetesHost(host)) return;
-  auto docker = HostClient(host);
+  auto docker = ConnectDockerHost(host);
   ASSERT_TRUE(docker.ok()) << docker.error().ToString();
   const std::string filter = std::string(kRunLabel) + "=" + RunId();
   auto list = (*docker)->ListContainers(true, {filter});
@@ -78,6 +82,14 @@ inline void CleanupRun(std::string_view host = "") {
 inline std::string TestHost() {
   const char* h = std::getenv("AGVISOR_TEST_HOST");
   return h ? h : "";
+}
+
+// The test host's runtime, kept for the whole test process (the entry points over it,
+// CreateSandbox, OpenSandbox, ..., are sandbox/testing/kept_runtime.h's).
+inline std::shared_ptr<Runtime> TestRuntime(const std::string& host = TestHost()) {
+  auto runtime = KeptRuntime(host);
+  if (!runtime) ADD_FAILURE() << "no runtime for host '" << host << "' (see stderr)";
+  return runtime;
 }
 
 // Polls `cond` until it is true or `timeout` passes; returns whether it became true.

@@ -45,7 +45,7 @@ class KubeDoubleProcess {
     // What `agvisor image build kube-agent` makes, on the local dockerd the double runs pods on;
     // its tag is the agent's hash, so one that exists holds this agent (importing it again
     // would leave the old one behind untagged).
-    auto docker = AGVISOR_TRY(HostClient(""));
+    auto docker = AGVISOR_TRY(ConnectDockerHost(""));
     if (!docker->InspectImage(AgentImageRefForKube()).ok()) {
       auto imported = images::BuildKubeAgentImage(*docker, EmbeddedAgentBinary(),
                                                   {.name = AgentImageRefForKube()});

@@ -42,6 +42,7 @@
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/testing/kept_runtime.h"
 
 namespace agvisor::soak {
 namespace {
@@ -303,7 +304,7 @@ class Soak {
     s.labels["soak.run"] = run_id_;
     if (p.named) s.name = p.name;
     if (p.network_none) s.network = "none";
-    auto sb = Sandbox::Create(s);
+    auto sb = CreateSandbox(s);
     if (!sb.ok()) {
       o.failure = "create: " + sb.error().ToString();
       return o;
@@ -511,7 +512,7 @@ class Soak {
     };
     std::vector<std::string> leaks;
     int never_started = 0, not_listed = 0;
-    auto listed = Sandbox::List("");
+    auto listed = ListSandboxes("");
     for (const auto& c : left) {
       if (c.state != "created") {
         leaks.push_back("container " + c.names.at(0) + " still " + c.state + " after its lifetime");
@@ -531,7 +532,7 @@ class Soak {
     // Named sandboxes whose client died keep /workspace by design: a user erases them.
     int named_kept = 0;
     for (const auto& name : named_) {
-      if (Sandbox::Remove(ContainerNameFor(name), "", true).ok()) ++named_kept;
+      if (RemoveSandbox(ContainerNameFor(name), "", true).ok()) ++named_kept;
     }
     auto vols = docker_->ListVolumes({LabelFilter()});
     auto conts = docker_->ListContainers(true, {LabelFilter()});
@@ -682,7 +683,7 @@ int Main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  auto docker = HostClient("");
+  auto docker = ConnectDockerHost("");
   if (!docker.ok()) {
     std::fprintf(stderr, "agvisor_soak: %s (is dockerd running? scripts/setup-host --no-build)\n",
                  docker.error().ToString().c_str());

@@ -509,9 +509,9 @@ Result<CreatePoolRequest> ParseCreatePoolRequest(std::string_view body) {
 }
 
 namespace {
-json::object PoolObject(std::string_view name, const Pool& pool) {
+json::object PoolObject(const PoolInfo& pool) {
   json::object stats;
-  ForEachPoolStat(pool.Stats(), [&stats](std::string_view key, const auto& value) {
+  ForEachPoolStat(pool.stats, [&stats](std::string_view key, const auto& value) {
     if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::string>) {
       stats[key] = SanitizeUtf8(value);
     } else {
@@ -519,26 +519,24 @@ json::object PoolObject(std::string_view name, const Pool& pool) {
     }
   });
   json::object o;
-  o["name"] = name;
-  o["id"] = pool.id();
-  o["size"] = pool.options().size;
-  o["max_age"] = pool.options().max_age.count();
+  o["name"] = pool.name;
+  o["id"] = pool.id;
+  o["size"] = pool.options.size;
+  o["max_age"] = pool.options.max_age.count();
   o["image"] =
-      pool.options().spec.image.empty() ? std::string(kDefaultImage) : pool.options().spec.image;
-  o["platform"] = pool.options().spec.platform.empty() ? std::string(kDefaultPlatform)
-                                                       : pool.options().spec.platform;
+      pool.options.spec.image.empty() ? std::string(kDefaultImage) : pool.options.spec.image;
+  o["platform"] = pool.options.spec.platform.empty() ? std::string(kDefaultPlatform)
+                                                     : pool.options.spec.platform;
   o["stats"] = std::move(stats);
   return o;
 }
 }  // namespace
 
-std::string PoolJson(std::string_view name, const Pool& pool) {
-  return Serialize(PoolObject(name, pool));
-}
+std::string PoolJson(const PoolInfo& pool) { return Serialize(PoolObject(pool)); }
 
-std::string PoolListJson(const std::vector<std::pair<std::string, const Pool*>>& pools) {
+std::string PoolListJson(const std::vector<PoolInfo>& pools) {
   json::array a;
-  for (const auto& [name, p] : pools) a.push_back(PoolObject(name, *p));
+  for (const auto& p : pools) a.push_back(PoolObject(p));
   json::object o;
   o["pools"] = std::move(a);
   return Serialize(o);

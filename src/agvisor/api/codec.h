@@ -160,7 +160,7 @@ struct CreatePoolRequest {
 Result<CreatePoolRequest> ParseCreatePoolRequest(std::string_view body);
 // {"name", "id", "size", "max_age", "image", "stats": {"ready", "starting", "acquired", "cold",
 //  "started", "start_failures", "recycled", "discarded", "last_error"}}
-std::string PoolJson(std::string_view name, const Pool& pool);
+std::string PoolJson(const PoolInfo& pool);
 // Calls fn(name, value) for each field of a snapshot's result, named as in the "snapshot" JSON of
 // POST .../snapshot and .../fork: the one list of them, for the API's codec, the CLI's --json,
 // the MCP tool's answer and the Python package's dict.
@@ -188,15 +188,10 @@ void ForEachPoolStat(const PoolStats& s, Fn&& fn) {
   fn("discarded", s.discarded);
   fn("last_error", s.last_error);
 }
-std::string PoolListJson(const std::vector<std::pair<std::string, const Pool*>>& pools);
+std::string PoolListJson(const std::vector<PoolInfo>& pools);
 // A pool as the API describes it (PoolJson): what a client reads back. options has the size,
 // max_age, image and platform the daemon reports.
-struct PoolView {
-  std::string name;
-  std::string id;
-  PoolOptions options;
-  PoolStats stats;
-};
+using PoolView = PoolInfo;
 
 // ---- Metrics ----
 // A sandbox's traffic through its egress enforcer (the metrics route's "egress").

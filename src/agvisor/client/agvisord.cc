@@ -189,13 +189,6 @@ class RemoteHandle final : public SandboxHandle {
   std::atomic<bool> auto_resume_{true};
 };
 
-PoolInfo InfoOf(api::PoolView v) {
-  return PoolInfo{.name = std::move(v.name),
-                  .id = std::move(v.id),
-                  .options = std::move(v.options),
-                  .stats = std::move(v.stats)};
-}
-
 class RemotePlace final : public AgvisordPlace {
  public:
   explicit RemotePlace(std::shared_ptr<RemoteClient> client) : client_(std::move(client)) {}
@@ -254,7 +247,7 @@ class RemotePlace final : public AgvisordPlace {
 
   Result<PoolInfo> CreatePool(std::string_view name, const PoolOptions& options) override {
     AGVISOR_RETURN_IF_ERROR(api::ValidatePoolName(name));  // before any request
-    return InfoOf(AGVISOR_TRY(client_->CreatePool(name, options)));
+    return client_->CreatePool(name, options);
   }
   Result<Created> Acquire(std::string_view name, const AcquireOptions& options) override {
     auto v = AGVISOR_TRY(client_->AcquireFromPool(name, options));
@@ -263,11 +256,7 @@ class RemotePlace final : public AgvisordPlace {
     c.handle = std::make_unique<RemoteHandle>(client_, v.info.container_name, /*seen=*/true);
     return c;
   }
-  Result<std::vector<PoolInfo>> ListPools() override {
-    std::vector<PoolInfo> out;
-    for (auto& v : AGVISOR_TRY(client_->ListPools())) out.push_back(InfoOf(std::move(v)));
-    return out;
-  }
+  Result<std::vector<PoolInfo>> ListPools() override { return client_->ListPools(); }
   // The daemon has no wait route: its pool list, polled until the pool is full.
   Result<void> WaitPoolReady(std::string_view name, std::chrono::milliseconds timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -20,6 +20,7 @@
 #include "agvisor/sandbox/kube_runtime/kube_doctor.h"
 #include "agvisor/sandbox/kube_runtime/pod_manifest.h"
 #include "agvisor/sandbox/runtime.h"
+#include "agvisor/sandbox/runtimes.h"
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::client {
@@ -91,16 +92,16 @@ HostCheck FirewallCheck(Sandbox& sb) {
 
 // Starts a real sandbox with `network` and lists its interfaces from /proc/net/dev; for
 // bridge, also probes the sandbox firewall into `firewall`.
-HostCheck NetworkCheck(std::string_view host, const std::string& image, const std::string& network,
-                       HostCheck* firewall = nullptr) {
+HostCheck NetworkCheck(const std::shared_ptr<Runtime>& runtime, const std::string& image,
+                       const std::string& network, HostCheck* firewall = nullptr) {
   HostCheck c{.name = "network " + network};
   SandboxSpec spec;
-  spec.host = host;
+  spec.host = runtime->host();
   spec.image = image;
   spec.network = network;
   spec.limits.disk = "none";
   spec.lifetime = 120;
-  auto sb = Sandbox::Create(spec);
+  auto sb = Sandbox::Create(runtime, spec);
   if (!sb.ok()) {
     c.status = Status::kFail;
     c.detail = "a sandbox with network=" + network + " does not start: " + sb.error().message();
@@ -145,7 +146,7 @@ std::vector<HostCheck> CheckHost(std::string_view host) {
 
   // 1. Docker reachable, and its API version.
   auto t0 = std::chrono::steady_clock::now();
-  auto docker = HostClient(host);
+  auto docker = ConnectDockerHost(host);
   if (!docker.ok()) {
     checks.push_back({"docker", Status::kFail, docker.error().message(),
                       host.empty() || host.starts_with("unix://")
@@ -170,7 +171,12 @@ std::vector<HostCheck> CheckHost(std::string_view host) {
 
   // 2. Runtimes, and which are gVisor: each binary is asked what it is (runtime_check.h), the
   // check every sandbox create makes.
-  auto identities = IdentifyHostRuntimes(host, **docker);
+  // The sandboxes below are made on a runtime over this client (one connection: on an ssh://
+  // host, one ssh process).
+  const std::shared_ptr<Runtime> runtime =
+      std::make_shared<DockerRuntime>(std::string(host), *docker);
+  RuntimeCheckCache runtime_check;
+  auto identities = IdentifyHostRuntimes(runtime_check, **docker);
   if (!identities.ok()) {
     checks.push_back({"runtime", Status::kFail, identities.error().message(),
                       "start dockerd: sudo scripts/setup-host"});
@@ -265,7 +271,7 @@ std::vector<HostCheck> CheckHost(std::string_view host) {
     spec.limits.disk = "none";
     spec.lifetime = 120;
     auto start = std::chrono::steady_clock::now();
-    auto sb = Sandbox::Create(spec);
+    auto sb = Sandbox::Create(runtime, spec);
     if (!sb.ok()) {
       checks.push_back({"sandbox", Status::kFail,
                         "a sandbox does not start under runsc: " + sb.error().message(),
@@ -314,7 +320,7 @@ std::vector<HostCheck> CheckHost(std::string_view host) {
       spec.lifetime = 120;
       spec.platform = p;
       auto start = std::chrono::steady_clock::now();
-      auto sb = Sandbox::Create(spec);
+      auto sb = Sandbox::Create(runtime, spec);
       if (!sb.ok()) {
         broken.push_back(p + " (" + rt + "): a sandbox does not start: " + sb.error().message());
         continue;
@@ -360,7 +366,7 @@ std::vector<HostCheck> CheckHost(std::string_view host) {
     firewall.fix =
         "sudo scripts/sandbox-firewall block (scripts/setup-host installs it; docs/security.md)";
   } else {
-    checks.push_back(NetworkCheck(host, image, "bridge", &firewall));
+    checks.push_back(NetworkCheck(runtime, image, "bridge", &firewall));
     firewall.detail += recorded.state == FirewallState::kExternal
                            ? "; this host declared that it isolates sandboxes by other means "
                              "(scripts/sandbox-firewall external)"
@@ -370,10 +376,11 @@ std::vector<HostCheck> CheckHost(std::string_view host) {
                            : "";
   }
   checks.push_back(std::move(firewall));
-  checks.push_back(NetworkCheck(host, image, "none"));
+  checks.push_back(NetworkCheck(runtime, image, "none"));
 
   // 7. Root-disk cap.
-  auto disk = ProbeDiskCap(host, **docker, "runsc", image);
+  DiskCapCache disk_caps;
+  auto disk = ProbeDiskCap(disk_caps, **docker, "runsc", image);
   if (!disk.ok()) {
     checks.push_back({"disk cap", Status::kWarn, "could not probe: " + disk.error().message(), ""});
   } else if (disk->supported) {
@@ -398,7 +405,7 @@ std::vector<HostCheck> CheckHost(std::string_view host) {
 
 Result<std::string> BuildHostImage(std::string_view host, const ImageBuildOptions& options) {
   // Images go to a Docker host: with a Kubernetes host, this machine's (then pushed by hand).
-  auto docker = AGVISOR_TRY(HostClient(IsKubernetesHost(host) ? "" : host));
+  auto docker = AGVISOR_TRY(ConnectDockerHost(IsKubernetesHost(host) ? "" : host));
   if (options.if_missing) {
     const std::string name = !options.name.empty()          ? options.name
                              : options.kind == "kube-agent" ? AgentImageRefForKube()
@@ -428,19 +435,10 @@ Result<std::map<std::string, std::int64_t>> HostVolumeSizes(std::string_view hos
     return Error::Unsupported("ls --size on " + std::string(host) +
                               ": the sizes of a cluster's volume claims are not read yet");
   }
-  auto docker = AGVISOR_TRY(HostClient(host));
+  auto docker = AGVISOR_TRY(ConnectDockerHost(host));
   std::map<std::string, std::int64_t> out;
   for (const auto& v : AGVISOR_TRY(docker->VolumeSizes())) out[v.name] = v.size.value_or(-1);
   return out;
-}
-
-Result<std::string> CreateHostNetwork(std::string_view host, std::string_view name) {
-  if (IsKubernetesHost(host)) {
-    return Error::Unsupported("networks on " + std::string(host) +
-                              ": a Kubernetes sandbox has the pod network (bridge) or none");
-  }
-  auto docker = AGVISOR_TRY(HostClient(host));
-  return CreateUserNetwork(*docker, name);
 }
 
 }  // namespace agvisor::client

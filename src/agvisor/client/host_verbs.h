@@ -24,7 +24,5 @@ std::vector<HostCheck> CheckHost(std::string_view host);
 Result<std::string> BuildHostImage(std::string_view host, const ImageBuildOptions& options);
 // Place::VolumeSizes on `host` (kUnsupported on a Kubernetes host: its claims are not walked).
 Result<std::map<std::string, std::int64_t>> HostVolumeSizes(std::string_view host);
-// Place::CreateNetwork on `host`.
-Result<std::string> CreateHostNetwork(std::string_view host, std::string_view name);
 
 }  // namespace agvisor::client

@@ -1,4 +1,5 @@
-// The in-process Place: each call is the library's (Sandbox, Pool) on one Docker host.
+// The in-process Place: each call is the library's (Sandbox, Pool) on one host, through the one
+// Runtime the place makes for it (MakeRuntime, on first use) and hands to every Sandbox and Pool.
 #include <map>
 #include <mutex>
 
@@ -6,6 +7,7 @@
 #include "agvisor/client/host_verbs.h"
 #include "agvisor/client/place.h"
 #include "agvisor/sandbox/runtime.h"
+#include "agvisor/sandbox/runtimes.h"
 
 namespace agvisor::client {
 namespace {
@@ -152,10 +154,6 @@ class LocalHandle final : public SandboxHandle {
   std::shared_ptr<Sandbox> sb_;
 };
 
-PoolInfo InfoOf(const std::string& name, const Pool& pool) {
-  return PoolInfo{.name = name, .id = pool.id(), .options = pool.options(), .stats = pool.Stats()};
-}
-
 class LocalPlace final : public Place {
  public:
   explicit LocalPlace(std::string host) : host_(std::move(host)) {}
@@ -172,7 +170,8 @@ class LocalPlace final : public Place {
   Result<Created> Create(const SandboxSpec& spec) override {
     SandboxSpec s = spec;
     s.host = host_;
-    auto sb = AGVISOR_TRY(Sandbox::Create(s));
+    auto rt = AGVISOR_TRY(runtime());
+    auto sb = AGVISOR_TRY(Sandbox::Create(std::move(rt), s));
     Created c;
     c.name = sb->name();
     c.resumed = sb->resumed();
@@ -181,29 +180,29 @@ class LocalPlace final : public Place {
     return c;
   }
   Result<std::unique_ptr<SandboxHandle>> Open(std::string_view container_name) override {
-    auto sb = AGVISOR_TRY(Sandbox::Open(container_name, host_));
+    auto sb = AGVISOR_TRY(OpenSandbox(container_name));
     sb->set_auto_resume(auto_resume_);
     return std::unique_ptr<SandboxHandle>(std::make_unique<LocalHandle>(std::move(sb)));
   }
-  Result<std::vector<SandboxInfo>> List() override { return Sandbox::List(host_); }
+  Result<std::vector<SandboxInfo>> List() override { return Sandbox::List(AGVISOR_TRY(runtime())); }
   Result<void> Remove(std::string_view container_name, bool erase_data) override {
-    return Sandbox::Remove(container_name, host_, erase_data);
+    return Sandbox::Remove(AGVISOR_TRY(runtime()), container_name, erase_data);
   }
   Result<void> Pause(std::string_view container_name) override {
-    auto sb = AGVISOR_TRY(Sandbox::Open(container_name, host_));
+    auto sb = AGVISOR_TRY(OpenSandbox(container_name));
     return sb->Pause();
   }
   Result<void> Resume(std::string_view container_name) override {
-    auto sb = AGVISOR_TRY(Sandbox::Open(container_name, host_));
+    auto sb = AGVISOR_TRY(OpenSandbox(container_name));
     return sb->Resume();
   }
   Result<LiveLimits> Update(std::string_view container_name, const LimitsUpdate& update) override {
     AGVISOR_RETURN_IF_ERROR(ValidateLimitsUpdate(update));  // before any request
-    auto sb = AGVISOR_TRY(Sandbox::Open(container_name, host_));
+    auto sb = AGVISOR_TRY(OpenSandbox(container_name));
     return sb->Update(update);
   }
   Result<Forked> Fork(std::string_view container_name, const ForkOptions& options) override {
-    auto sb = AGVISOR_TRY(Sandbox::Open(container_name, host_));
+    auto sb = AGVISOR_TRY(OpenSandbox(container_name));
     sb->set_auto_resume(auto_resume_);
     ForkOptions o = options;
     o.spec.host = host_;
@@ -227,13 +226,14 @@ class LocalPlace final : public Place {
     PoolOptions o = options;
     o.spec.host = host_;
     if (AGVISOR_TRY(FindPool(name, /*must_exist=*/false))) return PoolExists(name);
-    std::shared_ptr<Pool> pool = AGVISOR_TRY(Pool::Create(std::move(o)));
+    auto rt = AGVISOR_TRY(runtime());
+    std::shared_ptr<Pool> pool = AGVISOR_TRY(Pool::Create(std::move(rt), std::move(o)));
     std::lock_guard lock(mu_);
     if (!pools_.emplace(std::string(name), pool).second) {
       pool->Close();
       return PoolExists(name);
     }
-    return InfoOf(std::string(name), *pool);
+    return pool->Info(std::string(name));
   }
   Result<Created> Acquire(std::string_view name, const AcquireOptions& options) override {
     std::shared_ptr<Pool> pool = AGVISOR_TRY(FindPool(name, /*must_exist=*/true));
@@ -247,7 +247,7 @@ class LocalPlace final : public Place {
   Result<std::vector<PoolInfo>> ListPools() override {
     std::lock_guard lock(mu_);
     std::vector<PoolInfo> out;
-    for (const auto& [name, pool] : pools_) out.push_back(InfoOf(name, *pool));
+    for (const auto& [name, pool] : pools_) out.push_back(pool->Info(name));
     return out;
   }
   Result<void> WaitPoolReady(std::string_view name, std::chrono::milliseconds timeout) override {
@@ -270,15 +270,14 @@ class LocalPlace final : public Place {
   Result<SandboxStats> Stats(const SandboxInfo& sandbox) override {
     // The host's runtime, shared by every sample (top calls this from many threads): on an
     // ssh:// host a new client would be a new ssh connection.
-    auto runtime = AGVISOR_TRY(RuntimeFor(host_));
-    return runtime->Stats(sandbox.container_id);
+    return AGVISOR_TRY(runtime())->Stats(sandbox.container_id);
   }
   Result<std::vector<HostCheck>> HostReport() override { return CheckHost(host_); }
   Result<std::string> BuildImage(const ImageBuildOptions& options) override {
     return BuildHostImage(host_, options);
   }
   Result<std::string> CreateNetwork(std::string_view name) override {
-    return CreateHostNetwork(host_, name);
+    return AGVISOR_TRY(runtime())->CreateSharedNetwork(name);
   }
   Result<std::map<std::string, std::int64_t>> VolumeSizes() override {
     return HostVolumeSizes(host_);
@@ -301,11 +300,17 @@ class LocalPlace final : public Place {
     if (must_exist) return NoPool(name);
     return std::shared_ptr<Pool>();
   }
+  // The host's runtime, shared by every sandbox and pool of this place.
+  Result<std::shared_ptr<Runtime>> runtime() { return runtime_.Get(); }
+  Result<std::unique_ptr<Sandbox>> OpenSandbox(std::string_view container_name) {
+    return Sandbox::Open(AGVISOR_TRY(runtime()), container_name);
+  }
 
   std::string host_;
   bool auto_resume_ = true;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Pool>, std::less<>> pools_;  // guarded by mu_
+  LazyRuntime runtime_{host_};                                       // after host_
 };
 
 }  // namespace

@@ -173,6 +173,7 @@ class SandboxHandle {
     (void)sandbox_path, (void)sink;
     return Unsupported("a tar download");
   }
+
  private:
   Error Unsupported(std::string_view what) const {
     return Error::Unsupported(std::string(what) + " of " + container_name() +
@@ -186,15 +187,6 @@ struct Created {
   std::optional<std::string> name;
   bool resumed = false;
   std::string disk_warning;
-};
-
-// A warm pool of a place (Place::CreatePool, ListPools): its name, the random id its members
-// carry in the agvisor.pool label, what it was made with and its counters now.
-struct PoolInfo {
-  std::string name;
-  std::string id;
-  PoolOptions options;
-  PoolStats stats;
 };
 
 // One check of the host where a place's sandboxes run (Place::HostReport, `agvisor doctor`).

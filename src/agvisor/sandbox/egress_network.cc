@@ -20,8 +20,7 @@
 #include "agvisor/base/subprocess.h"
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/http/client.h"
-#include "agvisor/sandbox/docker_runtime/runtime_check.h"  // HostSshArgs
-#include "agvisor/sandbox/runtime.h"
+#include "agvisor/sandbox/runtime.h"  // HostSshArgs
 
 namespace agvisor {
 std::string EgressNetworkName(std::string_view container_name) {
@@ -33,19 +32,6 @@ std::vector<std::string> EgressProxyEnv(std::string_view gateway) {
   const std::string no_proxy = "localhost,127.0.0.1,::1";
   return {"HTTP_PROXY=" + url,  "HTTPS_PROXY=" + url,   "http_proxy=" + url,
           "https_proxy=" + url, "NO_PROXY=" + no_proxy, "no_proxy=" + no_proxy};
-}
-
-Result<void> CheckEgressHost(std::string_view host) {
-  if (IsKubernetesHost(host)) {
-    return Error::Unsupported("egress policies on " + std::string(host) +
-                              ": not available on Kubernetes yet (docs/kubernetes.md); use "
-                              "network none, or a Docker host");
-  }
-  const http::Endpoint ep = AGVISOR_TRY(http::ParseEndpoint(host));
-  if (ep.kind != http::Endpoint::Kind::kTcp) return Ok();
-  return Error::Unsupported("egress policies on " + ep.ToString() +
-                            ": agvisor cannot check the enforcer of a tcp:// Docker host; reach "
-                            "that host over ssh://USER@HOST (with agvisord running there)");
 }
 
 Result<void> WaitForEnforcer(std::string_view gateway, std::chrono::milliseconds wait) {
@@ -247,7 +233,7 @@ Result<void> WriteFirewallState(const FirewallStatus& status) {
 }
 
 FirewallStatus HostFirewallStatus(std::string_view host) {
-  if (IsKubernetesHost(host)) return {};
+  // Not a Docker host address (a kube: one): no file to read.
   auto ep = http::ParseEndpoint(host);
   if (!ep.ok() || ep->kind == http::Endpoint::Kind::kTcp ||
       ep->kind == http::Endpoint::Kind::kHttps) {
@@ -256,20 +242,7 @@ FirewallStatus HostFirewallStatus(std::string_view host) {
   if (ep->kind != http::Endpoint::Kind::kSsh) {
     return ParseFirewallState(ReadSmall(FirewallStatePath()), CurrentBootId());
   }
-  // An ssh:// host: its own file and boot id, asked at most once a minute per host.
-  struct Kept {
-    FirewallStatus status;
-    std::chrono::steady_clock::time_point at;
-  };
-  static std::mutex mu;
-  static std::map<std::string, Kept, std::less<>> kept;
-  const auto now = std::chrono::steady_clock::now();
-  {
-    std::lock_guard lock(mu);
-    if (auto it = kept.find(host);
-        it != kept.end() && now - it->second.at < std::chrono::minutes(1))
-      return it->second.status;
-  }
+  // An ssh:// host: its own file and boot id.
   http::ClientOptions options;
   options.ssh_args = HostSshArgs();
   auto r = RunCommand(http::SshRemoteCommandLine(*ep, options,
@@ -282,8 +255,6 @@ FirewallStatus HostFirewallStatus(std::string_view host) {
     const std::string boot = Trimmed(r->out.substr(0, nl));
     status = ParseFirewallState(nl == std::string::npos ? "" : r->out.substr(nl + 1), boot);
   }
-  std::lock_guard lock(mu);
-  kept[std::string(host)] = Kept{status, now};
   return status;
 }
 

@@ -39,12 +39,6 @@ std::string EgressNetworkName(std::string_view container_name);
 // HTTP_PROXY and friends for a sandbox behind the enforcer at `gateway`.
 std::vector<std::string> EgressProxyEnv(std::string_view gateway);
 
-// Whether sandboxes with egress policies can be made on Docker host `host` ("" = $DOCKER_HOST
-// or the local socket): the local one and ssh:// hosts (agvisord runs on that host; its enforcer
-// is checked over ssh). kUnsupported for tcp:// (nothing here can check the enforcer there: reach
-// the host over ssh://) and for Kubernetes (kube:); kInvalidArgument for a malformed host.
-Result<void> CheckEgressHost(std::string_view host);
-
 // Waits until something accepts on gateway:kEgressProxyPort (an address of this machine).
 // kUnavailable, saying how to start agvisord, when nothing does within `wait`.
 Result<void> WaitForEnforcer(std::string_view gateway, std::chrono::milliseconds wait);
@@ -88,8 +82,8 @@ std::string FormatFirewallState(const FirewallStatus& status, std::string_view b
 // directory. Errors: kUnavailable with the path.
 Result<void> WriteFirewallState(const FirewallStatus& status);
 // What the file of Docker host `host` says now: read here for the local host; on an ssh:// host
-// over ssh (`cat`), kept for a minute per host, so a burst of creates costs one round trip;
-// kUnknown for tcp:// and Kubernetes hosts (no file to read) and when ssh fails.
+// over ssh (`cat`: DockerRuntime::Firewall keeps that answer a minute); kUnknown for tcp:// and
+// other addresses (no file to read) and when ssh fails.
 FirewallStatus HostFirewallStatus(std::string_view host);
 // kUnavailable when `status` says the host is unprotected, naming the fix
 // (`scripts/sandbox-firewall block` as root on that host) and the opt-out

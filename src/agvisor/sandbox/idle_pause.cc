@@ -10,6 +10,7 @@
 #include "agvisor/channel/channel.h"
 #include "agvisor/sandbox/agent_paths.h"
 #include "agvisor/sandbox/instance_spec.h"
+#include "agvisor/sandbox/runtime_local.h"
 
 namespace agvisor {
 
@@ -27,36 +28,27 @@ constexpr milliseconds kRetryUnsupported{600000};
 // Sandboxes asked at once in one pass (each a relay exec and a thread).
 constexpr std::size_t kMaxQueriesPerPass = 16;
 
-// When each sandbox (container id) is next due a check, process-wide.
-struct Schedule {
-  std::mutex mu;
-  std::map<std::string, Clock::time_point, std::less<>> next;
-};
-Schedule& Due() {
-  static Schedule* s = new Schedule();  // never destroyed: a sweep thread may outlive statics
-  return *s;
-}
-
+// When each sandbox (container id) is next due a check: RuntimeLocal::idle_due of its runtime.
 // Claims the check of `id` if it is due at `now` (a concurrent lister then skips it).
-bool ClaimIfDue(const std::string& id, Clock::time_point now) {
-  Schedule& s = Due();
+bool ClaimIfDue(Runtime& runtime, const std::string& id, Clock::time_point now) {
+  RuntimeLocal& s = runtime.local();
   std::lock_guard lock(s.mu);
-  auto it = s.next.find(id);
-  if (it != s.next.end() && it->second > now) return false;
-  s.next[id] = now + kQueryTimeout * 2;
+  auto it = s.idle_due.find(id);
+  if (it != s.idle_due.end() && it->second > now) return false;
+  s.idle_due[id] = now + kQueryTimeout * 2;
   return true;
 }
 
-void DueAgainAfter(const std::string& id, milliseconds after) {
-  Schedule& s = Due();
+void DueAgainAfter(Runtime& runtime, const std::string& id, milliseconds after) {
+  RuntimeLocal& s = runtime.local();
   std::lock_guard lock(s.mu);
-  s.next[id] = Clock::now() + after;
+  s.idle_due[id] = Clock::now() + after;
 }
 
-void ForgetAllBut(const std::set<std::string, std::less<>>& keep) {
-  Schedule& s = Due();
+void ForgetAllBut(Runtime& runtime, const std::set<std::string, std::less<>>& keep) {
+  RuntimeLocal& s = runtime.local();
   std::lock_guard lock(s.mu);
-  std::erase_if(s.next, [&](const auto& kv) { return keep.count(kv.first) == 0; });
+  std::erase_if(s.idle_due, [&](const auto& kv) { return keep.count(kv.first) == 0; });
 }
 
 }  // namespace
@@ -87,19 +79,20 @@ bool CheckOne(Runtime& runtime, const std::string& id, milliseconds ttl) {
   auto stream =
       runtime.OpenExecStream(id, {std::string(kAgentPath), "connect"}, [](std::string_view) {});
   if (!stream.ok()) {
-    DueAgainAfter(id, kRetryAfterFailure);
+    DueAgainAfter(runtime, id, kRetryAfterFailure);
     return false;
   }
   auto ch = channel::Channel::Open(std::move(*stream));
   if (!ch.ok()) {
-    DueAgainAfter(id, kRetryAfterFailure);
+    DueAgainAfter(runtime, id, kRetryAfterFailure);
     return false;
   }
   auto st = (*ch)->QueryIdle(kQueryTimeout);
   ch->reset();  // the session ends before the freeze: a frozen relay would linger
   if (!st.ok()) {
     DueAgainAfter(
-        id, st.error().code() == ErrorCode::kUnsupported ? kRetryUnsupported : kRetryAfterFailure);
+        runtime, id,
+        st.error().code() == ErrorCode::kUnsupported ? kRetryUnsupported : kRetryAfterFailure);
     return false;
   }
   const milliseconds idle_for(
@@ -107,10 +100,10 @@ bool CheckOne(Runtime& runtime, const std::string& id, milliseconds ttl) {
   if (st->holds == 0 && idle_for >= ttl) {
     // kConflict: paused or ended meanwhile; either way nothing more to do now. A resumed one is
     // due again at once (it is forgotten while not running).
-    DueAgainAfter(id, kIdleRecheckFloor);
+    DueAgainAfter(runtime, id, kIdleRecheckFloor);
     return runtime.Pause(id).ok();
   }
-  DueAgainAfter(id, IdleRecheckAfter(ttl, st->holds, idle_for));
+  DueAgainAfter(runtime, id, IdleRecheckAfter(ttl, st->holds, idle_for));
   return false;
 }
 
@@ -126,12 +119,12 @@ std::vector<std::string> PauseIdleSandboxes(Runtime& runtime,
     if (!ttl_s) continue;
     seen.insert(s.id);
     // At most kMaxQueriesPerPass per pass: the others stay due for the next.
-    if (due.size() < kMaxQueriesPerPass && ClaimIfDue(s.id, Clock::now())) {
+    if (due.size() < kMaxQueriesPerPass && ClaimIfDue(runtime, s.id, Clock::now())) {
       due.emplace_back(s.id, milliseconds(*ttl_s * 1000));
     }
   }
   // Paused and ended sandboxes are dropped from the schedule too.
-  ForgetAllBut(seen);
+  ForgetAllBut(runtime, seen);
   // In parallel: an agent that does not answer costs the pass its timeout once, not once each.
   std::vector<char> froze(due.size(), 0);
   std::vector<std::thread> threads;

@@ -8,6 +8,7 @@
 
 #include "agvisor/sandbox/instance_spec.h"
 #include "agvisor/sandbox/runtime.h"
+#include "agvisor/sandbox/runtime_local.h"
 
 namespace agvisor {
 namespace {
@@ -28,14 +29,6 @@ std::string GiB(std::int64_t bytes) {
   char b[32];
   std::snprintf(b, sizeof b, "%.1f GiB", static_cast<double>(bytes) / (1LL << 30));
   return b;
-}
-
-// Memory limits reserved by this process's pools, per host: together they stay within the
-// host's MemTotal.
-std::mutex g_reserved_mu;
-std::map<std::string, std::int64_t, std::less<>>& Reserved() {
-  static auto* m = new std::map<std::string, std::int64_t, std::less<>>();
-  return *m;
 }
 
 Result<void> ValidateOptions(const PoolOptions& o) {
@@ -70,11 +63,16 @@ Result<void> ValidateOptions(const PoolOptions& o) {
 
 }  // namespace
 
-Result<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
+Result<std::unique_ptr<Pool>> Pool::Create(std::shared_ptr<Runtime> runtime, PoolOptions options) {
   AGVISOR_RETURN_IF_ERROR(ValidateOptions(options));
+  if (!runtime) return Error::InvalidArgument("pool: no runtime given (MakeRuntime makes one)");
+  if (!options.spec.host.empty() && options.spec.host != runtime->host()) {
+    return Error::InvalidArgument("pool: spec.host '" + options.spec.host +
+                                  "' is not the host of the runtime it was given ('" +
+                                  runtime->host() + "')");
+  }
   const std::int64_t per_member =
       AGVISOR_TRY(ParseMemorySize("limits.memory", options.spec.limits.memory));
-  auto runtime = AGVISOR_TRY(RuntimeFor(options.spec.host));
   // Refused now, not by every member's create (runtime.h).
   AGVISOR_RETURN_IF_ERROR(runtime->RequireGvisor(
       options.spec.runtime,
@@ -83,26 +81,27 @@ Result<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
   const HostCapacity capacity = AGVISOR_TRY(runtime->Capacity());
   const std::int64_t want = per_member * options.size;
   {
-    std::lock_guard lock(g_reserved_mu);
-    std::int64_t& reserved = Reserved()[options.spec.host];
+    // The memory limits of the pools on this runtime together stay within the host's MemTotal.
+    RuntimeLocal& local = runtime->local();
+    std::lock_guard lock(local.mu);
+    std::int64_t& reserved = local.pool_reserved_bytes;
     // 0: the runtime does not know; nothing to check against.
     const std::int64_t total = capacity.memory_bytes;
     if (total > 0 && reserved + want > total) {
       const std::int64_t fits = std::max<std::int64_t>(0, total - reserved) / per_member;
-      const std::string host =
-          options.spec.host.empty() ? std::string("this host") : options.spec.host;
+      const std::string host = runtime->host().empty() ? std::string("this host") : runtime->host();
       return Error::ResourceExhausted(
           "pool: " + std::to_string(options.size) +
           " members with limits.memory=" + options.spec.limits.memory + " need " + GiB(want) +
           " of memory, but " + host + " has " + GiB(total) + " (" + capacity.source + ")" +
-          (reserved > 0 ? ", of which other pools of this process hold " + GiB(reserved) : "") +
+          (reserved > 0 ? ", of which other pools on it hold " + GiB(reserved) : "") +
           ": use size <= " + std::to_string(fits) + " or a smaller limits.memory");
     }
     reserved += want;
   }
   char id[17];
   std::snprintf(id, sizeof id, "%016" PRIx64, RandomBits());
-  auto pool = std::unique_ptr<Pool>(new Pool(std::move(options), id, want));
+  auto pool = std::unique_ptr<Pool>(new Pool(std::move(runtime), std::move(options), id, want));
   for (int i = 0; i < pool->options_.fill_parallelism; ++i) {
     pool->threads_.emplace_back([p = pool.get()] { p->FillLoop(); });
   }
@@ -110,13 +109,18 @@ Result<std::unique_ptr<Pool>> Pool::Create(PoolOptions options) {
   return pool;
 }
 
-Pool::Pool(PoolOptions options, std::string id, std::int64_t reserved_bytes)
-    : options_(std::move(options)), id_(std::move(id)), reserved_bytes_(reserved_bytes) {}
+Pool::Pool(std::shared_ptr<Runtime> runtime, PoolOptions options, std::string id,
+           std::int64_t reserved_bytes)
+    : runtime_(std::move(runtime)),
+      options_(std::move(options)),
+      id_(std::move(id)),
+      reserved_bytes_(reserved_bytes) {}
 
 Pool::~Pool() {
   Close();
-  std::lock_guard lock(g_reserved_mu);
-  Reserved()[options_.spec.host] -= reserved_bytes_;
+  RuntimeLocal& local = runtime_->local();
+  std::lock_guard lock(local.mu);
+  local.pool_reserved_bytes -= reserved_bytes_;
 }
 
 bool Pool::NeedsMember() const {
@@ -141,7 +145,7 @@ void Pool::FillLoop() {
     }
     ++starting_;
     lock.unlock();
-    auto sb = Sandbox::Create(spec, labels);
+    auto sb = Sandbox::Create(runtime_, spec, labels);
     const auto started = std::chrono::steady_clock::now();
     lock.lock();
     --starting_;
@@ -252,7 +256,7 @@ Result<std::unique_ptr<Sandbox>> Pool::Acquire(const AcquireOptions& o) {
   SandboxSpec spec = options_.spec;
   spec.lifetime = o.lifetime;
   spec.idle_ttl = o.idle_ttl;
-  return Sandbox::Create(spec);
+  return Sandbox::Create(runtime_, spec);
 }
 
 Result<void> Pool::WaitReady(std::chrono::milliseconds timeout) {
@@ -297,6 +301,10 @@ PoolStats Pool::Stats() const {
   s.ready = static_cast<int>(ready_.size());
   s.starting = starting_;
   return s;
+}
+
+PoolInfo Pool::Info(std::string name) const {
+  return PoolInfo{.name = std::move(name), .id = id_, .options = options_, .stats = Stats()};
 }
 
 }  // namespace agvisor

@@ -17,10 +17,10 @@
 //     once), when their channel closes (the container died or was killed), or when the caller's
 //     deadlines cannot be set on them; such a member is never handed out;
 //   - are removed by Close() / the destructor unless handed out.
-// Size: 1..64 members, and the memory limits of every pool of this process on one host
-// together may not exceed the host's memory (docker info's MemTotal): Create refuses a pool
-// that would, saying how many members fit. Starts go through the host's StartGate like every
-// create, so a refill never floods the host.
+// Size: 1..64 members, and the memory limits of every pool on one Runtime object together may
+// not exceed the host's memory (docker info's MemTotal): Create refuses a pool that would,
+// saying how many members fit. Starts go through the runtime's StartGate like every create, so
+// a refill never floods the host.
 //
 // Thread-safe: Acquire may be called from many threads at once.
 #pragma once
@@ -72,13 +72,25 @@ struct PoolStats {
   std::string last_error;       // the last start failure, "" if none
 };
 
+// A named warm pool as its owner describes it (client::Place::CreatePool and ListPools, agvisord's
+// /v1/pools): its name, the random id its members carry in the agvisor.pool label, what it was
+// made with and its counters at the time.
+struct PoolInfo {
+  std::string name;
+  std::string id;
+  PoolOptions options;
+  PoolStats stats;
+};
+
 class Pool {
  public:
-  // Validates the options, checks the host's memory and starts filling in the background
-  // (Create does not wait for members: see WaitReady). Errors: kInvalidArgument (options or
-  // spec), kResourceExhausted (the members' memory limits do not fit the host), and those of
-  // connecting to the host.
-  static Result<std::unique_ptr<Pool>> Create(PoolOptions options);
+  // Validates the options, checks the host's memory and starts filling in the background on
+  // `runtime` (Create does not wait for members: see WaitReady). Errors: kInvalidArgument
+  // (options or spec; no runtime, or one of another host than spec.host), kResourceExhausted (the
+  // members' memory limits, with those of the other pools on this runtime, do not fit the host),
+  // and those of asking the host.
+  static Result<std::unique_ptr<Pool>> Create(std::shared_ptr<Runtime> runtime,
+                                              PoolOptions options);
   // Close().
   ~Pool();
   Pool(const Pool&) = delete;
@@ -101,6 +113,8 @@ class Pool {
   // A random id, the value of the members' agvisor.pool label.
   const std::string& id() const { return id_; }
   const PoolOptions& options() const { return options_; }
+  // This pool under `name`, with its counters now.
+  PoolInfo Info(std::string name) const;
 
  private:
   struct Member {
@@ -108,13 +122,15 @@ class Pool {
     std::chrono::steady_clock::time_point started;
     std::chrono::steady_clock::duration max_age;  // options_.max_age, less a random share
   };
-  Pool(PoolOptions options, std::string id, std::int64_t reserved_bytes);
+  Pool(std::shared_ptr<Runtime> runtime, PoolOptions options, std::string id,
+       std::int64_t reserved_bytes);
   void FillLoop();
   void MaintainLoop();
   // Members that must go, removed outside the lock.
   void RemoveMembers(std::vector<std::unique_ptr<Sandbox>> members);
   bool NeedsMember() const;  // with mu_ held
 
+  const std::shared_ptr<Runtime> runtime_;
   const PoolOptions options_;
   const std::string id_;
   const std::int64_t reserved_bytes_;  // this pool's share of the host's memory

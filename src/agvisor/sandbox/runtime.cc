@@ -1,51 +1,61 @@
-// RuntimeFor: the one place that picks a host's runtime from its address.
+// Runtime's own part: the process-local bookkeeping every runtime carries (runtime_local.h).
 #include "agvisor/sandbox/runtime.h"
 
-#include <map>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
-#include "agvisor/http/client.h"
-#include "agvisor/sandbox/docker_runtime/docker_runtime.h"
-#include "agvisor/sandbox/kube_runtime/kube_runtime.h"
+#include "agvisor/sandbox/runtime_local.h"
 
 namespace agvisor {
 namespace {
 
-std::mutex g_override_mu;
-std::map<std::string, std::shared_ptr<Runtime>, std::less<>>& Overrides() {
-  static auto* m = new std::map<std::string, std::shared_ptr<Runtime>, std::less<>>();
-  return *m;
+StartGateLimits LimitsFromEnvOrDefault() {
+  auto limits = StartGateLimitsFromEnv();
+  if (limits.ok()) return *limits;
+  std::fprintf(stderr, "agvisor: %s; using the default start limits\n",
+               limits.error().message().c_str());
+  return StartGateLimits{};
 }
 
 }  // namespace
 
-bool IsKubernetesHost(std::string_view host) { return host.rfind("kube:", 0) == 0; }
+RuntimeLocal::RuntimeLocal(const std::string& host) : start_gate(host, LimitsFromEnvOrDefault()) {}
 
-Result<void> CheckHostAddress(std::string_view host) {
-  if (IsKubernetesHost(host)) return CheckKubeAddress(host);
-  AGVISOR_RETURN_IF_ERROR(http::ParseEndpoint(host));
-  return Ok();
+Runtime::Runtime() = default;
+Runtime::~Runtime() = default;
+
+RuntimeLocal& Runtime::local() {
+  // host() is virtual, so the part is made on first use rather than in the constructor.
+  std::call_once(local_once_, [this] { local_ = std::make_unique<RuntimeLocal>(host()); });
+  return *local_;
 }
 
-Result<std::shared_ptr<Runtime>> RuntimeFor(std::string_view host) {
-  {
-    std::lock_guard lock(g_override_mu);
-    if (auto it = Overrides().find(host); it != Overrides().end()) return it->second;
+StartGate& Runtime::start_gate() { return local().start_gate; }
+
+Result<void> Runtime::CheckEgressSupport() {
+  return Error::Unsupported("egress policies: the " + traits().kind +
+                            " runtime has no enforcer; use network none, or a Docker host");
+}
+
+Result<std::string> Runtime::CreateSharedNetwork(std::string_view name) {
+  return Error::Unsupported("network " + std::string(name) + ": the " + traits().kind +
+                            " runtime has no shared networks");
+}
+
+std::vector<std::string> HostSshArgs() {
+  std::vector<std::string> args;
+  const char* extra = std::getenv("AGVISOR_SSH_ARGS");
+  if (extra == nullptr) return args;
+  std::string_view a = extra;
+  std::size_t i = 0;
+  while (i < a.size()) {
+    std::size_t j = a.find(' ', i);
+    if (j == std::string_view::npos) j = a.size();
+    if (j > i) args.emplace_back(a.substr(i, j - i));
+    i = j + 1;
   }
-  if (IsKubernetesHost(host)) return KubernetesRuntimeFor(host);
-  auto client = AGVISOR_TRY(HostClient(host));
-  return std::shared_ptr<Runtime>(std::make_shared<DockerRuntime>(std::string(host), client));
-}
-
-ScopedRuntimeOverride::ScopedRuntimeOverride(std::string host, std::shared_ptr<Runtime> runtime)
-    : host_(std::move(host)) {
-  std::lock_guard lock(g_override_mu);
-  Overrides()[host_] = std::move(runtime);
-}
-
-ScopedRuntimeOverride::~ScopedRuntimeOverride() {
-  std::lock_guard lock(g_override_mu);
-  Overrides().erase(host_);
+  return args;
 }
 
 }  // namespace agvisor

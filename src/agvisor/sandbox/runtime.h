@@ -2,8 +2,11 @@
 // instances (a container, a pod), their state, exec streams, volumes and private networks, and
 // does not see Docker's or Kubernetes' types. DockerRuntime (docker_runtime/docker_runtime.h) is
 // the Engine API; KubernetesRuntime (kube_runtime/kube_runtime.h) a namespace of a cluster;
-// FakeRuntime (fake_runtime.h, tests only) runs the real agent binary as a local process. One
-// Runtime per host, shared and thread-safe.
+// FakeRuntime (testing/fake_runtime.h, tests only) runs the real agent binary as a local process.
+// A Runtime is an object its owner makes once (MakeRuntime, runtimes.h: the only code that knows
+// the address forms) and hands to each Sandbox and Pool; it is shared and thread-safe, and what
+// this process keeps about its host (start gate, sweep, paused and resized sandboxes, pools'
+// reservations: RuntimeLocal, runtime_local.h) lives in it, not in statics keyed by host.
 //
 // Errors (each message names the operation and the object): kInvalidArgument, kNotFound,
 // kConflict, kUnavailable, kPermissionDenied, kUnsupported (this runtime cannot: says which and
@@ -19,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,7 +44,7 @@ using StderrSink = std::function<void(std::string_view)>;
 using OutputSink = std::function<Result<void>(std::string_view)>;
 
 struct RuntimeTraits {
-  std::string kind;  // "docker", "fake": for messages
+  std::string kind;  // "docker", "kubernetes", "fake": for messages
 };
 
 // Whether a root-disk cap can be enforced (Runtime::ProbeDiskCap).
@@ -170,14 +174,31 @@ struct StartedInstance {
   std::function<Result<std::unique_ptr<channel::Transport>>()> reopen;
 };
 
+struct RuntimeLocal;
+class StartGate;
+
 class Runtime {
  public:
-  virtual ~Runtime() = default;
+  Runtime();
+  virtual ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
 
   virtual const std::string& host() const = 0;  // as the caller wrote it ("" = local)
   virtual const RuntimeTraits& traits() const = 0;
 
-  // ---- Host facts (cached per host where asking costs) ----
+  // What the sandbox layer of this process keeps about this runtime's instances
+  // (runtime_local.h), made on first use.
+  RuntimeLocal& local();
+  // The bound on concurrent starts on this runtime's host (start_gate.h), shared by every
+  // create through this object.
+  StartGate& start_gate();
+
+  // ---- Host facts (cached in the runtime object where asking costs) ----
+  // Whether sandboxes with egress policies can be made here (docs/egress.md), before anything is
+  // made. Errors: kUnsupported naming why and the way out (the default: this runtime has no
+  // enforcer), kInvalidArgument (a malformed host).
+  virtual Result<void> CheckEgressSupport();
   // The runtime to run `runtime` sandboxes on `platform` (SandboxSpec::platform, "systrap" or
   // "ptrace") on, refused unless it is gVisor: the platform's runtime of `runtime`, or for
   // `network_none` its "-none" twin where the host has one (Docker: runtime_check.h). Errors:
@@ -288,30 +309,21 @@ class Runtime {
                                                      const Labels& labels) = 0;
   // Removes the network of instance `name` if any; one still in use is left (not an error).
   virtual Result<void> RemoveEgressNetwork(std::string_view name) = 0;
-};
 
-// The runtime of `host` ("" / unix:// / tcp:// / ssh:// → DockerRuntime; kube:[//CONTEXT][/NS]
-// → KubernetesRuntime, kube_runtime/kube_runtime.h), shared process-wide while anyone holds it.
-// Errors: those of connecting (docker::Client::Connect's; for Kubernetes reading the kubeconfig
-// and kube::Client::Connect's).
-Result<std::shared_ptr<Runtime>> RuntimeFor(std::string_view host);
-
-// Whether `host` addresses a Kubernetes namespace ("kube:...").
-bool IsKubernetesHost(std::string_view host);
-// Whether `host` is an address RuntimeFor takes, without reaching it (agvisord --check). Errors:
-// kInvalidArgument (says which forms are accepted).
-Result<void> CheckHostAddress(std::string_view host);
-
-// Tests: RuntimeFor(host) answers `runtime` while the guard lives.
-class ScopedRuntimeOverride {
- public:
-  ScopedRuntimeOverride(std::string host, std::shared_ptr<Runtime> runtime);
-  ~ScopedRuntimeOverride();
-  ScopedRuntimeOverride(const ScopedRuntimeOverride&) = delete;
-  ScopedRuntimeOverride& operator=(const ScopedRuntimeOverride&) = delete;
+  // ---- Shared networks (`agvisor network create`, docs/security.md "Shared networks") ----
+  // Makes network `name` that sandboxes may join with SandboxSpec::network; returns its id.
+  // Errors: kUnsupported (the default: this runtime has none; says what it offers instead),
+  // kInvalidArgument (the name), kConflict (it exists), kUnavailable.
+  virtual Result<std::string> CreateSharedNetwork(std::string_view name);
 
  private:
-  std::string host_;
+  std::once_flag local_once_;
+  std::unique_ptr<RuntimeLocal> local_;
 };
+
+// The extra ssh arguments for ssh:// hosts: $AGVISOR_SSH_ARGS split on spaces (e.g.
+// "-i KEY -o Port=2222"). Shared by the Docker runtime's tunnel, its gVisor check and the
+// egress enforcer's probe.
+std::vector<std::string> HostSshArgs();
 
 }  // namespace agvisor

@@ -29,6 +29,7 @@
 #include "agvisor/sandbox/egress_network.h"
 #include "agvisor/sandbox/idle_pause.h"
 #include "agvisor/sandbox/instance_spec.h"
+#include "agvisor/sandbox/runtime_local.h"
 #include "agvisor/sandbox/start_gate.h"
 #include "agvisor/sandbox/step_trace.h"
 #include "agvisor/sandbox/sweep.h"
@@ -61,58 +62,43 @@ EndReason ReasonFromState(const InstanceState& s) {
   }
 }
 
-// The sandboxes this process paused (container ids): a call on any handle of one resumes it
-// first. Calls check `count` without a lock, so nothing is paid while none is paused.
-struct PausedHere {
-  std::mutex mu;
-  std::set<std::string, std::less<>> ids;
-  std::atomic<int> count{0};
-};
-PausedHere& Paused() {
-  static PausedHere* p = new PausedHere();  // never destroyed: handles may outlive statics
-  return *p;
-}
-void MarkPaused(const std::string& id, bool paused) {
-  PausedHere& p = Paused();
+// The sandboxes paused through `runtime` (RuntimeLocal): a call on any of its handles resumes
+// one first. The count is read without the lock, so nothing is paid while none is paused.
+void MarkPaused(Runtime& runtime, const std::string& id, bool paused) {
+  RuntimeLocal& p = runtime.local();
   std::lock_guard lock(p.mu);
   if (paused) {
-    p.ids.insert(id);
+    p.paused.insert(id);
   } else {
-    p.ids.erase(id);
+    p.paused.erase(id);
   }
-  p.count = static_cast<int>(p.ids.size());
+  p.paused_count = static_cast<int>(p.paused.size());
 }
-bool PausedByUs(std::string_view id) {
-  PausedHere& p = Paused();
-  if (p.count.load(std::memory_order_relaxed) == 0) return false;
+bool PausedByUs(Runtime& runtime, std::string_view id) {
+  RuntimeLocal& p = runtime.local();
+  if (p.paused_count.load(std::memory_order_relaxed) == 0) return false;
   std::lock_guard lock(p.mu);
-  return p.ids.count(id) != 0;
+  return p.paused.count(id) != 0;
 }
 
 std::int64_t UnixNow() { return static_cast<std::int64_t>(std::time(nullptr)); }
 
-// The memory each sandbox was last resized to by this process (container id -> "256m"), for the
-// out-of-memory message of any handle here: the container's label keeps the create-time value
-// (labels cannot change on a running container). Bounded by the sandboxes resized here.
-struct ResizedHere {
-  std::mutex mu;
-  std::map<std::string, std::string, std::less<>> memory;
-};
-ResizedHere& Resized() {
-  static ResizedHere* r = new ResizedHere();  // never destroyed: handles may outlive statics
-  return *r;
-}
-void RecordResizedMemory(const std::string& id, const std::string& memory) {
-  ResizedHere& r = Resized();
+// The memory each sandbox was last resized to through `runtime` (container id -> "256m"), for
+// the out-of-memory message of any of its handles: the container's label keeps the create-time
+// value (labels cannot change on a running container). Bounded.
+void RecordResizedMemory(Runtime& runtime, const std::string& id, const std::string& memory) {
+  RuntimeLocal& r = runtime.local();
   std::lock_guard lock(r.mu);
-  if (r.memory.size() >= 4096 && !r.memory.count(id)) r.memory.erase(r.memory.begin());
-  r.memory[id] = memory;
+  if (r.resized_memory.size() >= 4096 && !r.resized_memory.count(id)) {
+    r.resized_memory.erase(r.resized_memory.begin());
+  }
+  r.resized_memory[id] = memory;
 }
-std::optional<std::string> ResizedMemory(std::string_view id) {
-  ResizedHere& r = Resized();
+std::optional<std::string> ResizedMemory(Runtime& runtime, std::string_view id) {
+  RuntimeLocal& r = runtime.local();
   std::lock_guard lock(r.mu);
-  auto it = r.memory.find(id);
-  if (it == r.memory.end()) return std::nullopt;
+  auto it = r.resized_memory.find(id);
+  if (it == r.resized_memory.end()) return std::nullopt;
   return it->second;
 }
 
@@ -229,15 +215,28 @@ Error Sandbox::Diagnose(const Error& e) {
   return DiagnoseExecFailure(e);
 }
 
-Result<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxSpec& spec) {
-  return Create(spec, {});
+namespace {
+// A runtime was given, and `host` (a spec's; "" = any) is its host.
+Result<void> CheckRuntimeFor(const std::shared_ptr<Runtime>& runtime, std::string_view host) {
+  if (!runtime) return Error::InvalidArgument("sandbox: no runtime given (MakeRuntime makes one)");
+  if (host.empty() || host == runtime->host()) return Ok();
+  return Error::InvalidArgument("spec.host '" + std::string(host) +
+                                "' is not the host of the runtime it was given ('" +
+                                runtime->host() + "'): create it through that host's place");
+}
+}  // namespace
+
+Result<std::unique_ptr<Sandbox>> Sandbox::Create(std::shared_ptr<Runtime> runtime,
+                                                 const SandboxSpec& spec) {
+  return Create(std::move(runtime), spec, {});
 }
 
 Result<std::unique_ptr<Sandbox>> Sandbox::Create(
-    const SandboxSpec& spec, const std::map<std::string, std::string>& system_labels) {
+    std::shared_ptr<Runtime> runtime, const SandboxSpec& spec,
+    const std::map<std::string, std::string>& system_labels) {
   AGVISOR_RETURN_IF_ERROR(ValidateSpec(spec));
-  if (spec.egress) AGVISOR_RETURN_IF_ERROR(CheckEgressHost(spec.host));
-  auto runtime = AGVISOR_TRY(RuntimeFor(spec.host));
+  AGVISOR_RETURN_IF_ERROR(CheckRuntimeFor(runtime, spec.host));
+  if (spec.egress) AGVISOR_RETURN_IF_ERROR(runtime->CheckEgressSupport());
   // gVisor only, decided from the runtime's binary, before anything is made on the host.
   const std::string cname = ContainerNameFor(spec.name ? *spec.name : RandomSuffix());
   InstanceDecisions decisions;
@@ -271,7 +270,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
 
   auto handle = std::unique_ptr<Sandbox>(new Sandbox());
   handle->runtime_ = runtime;
-  handle->host_ = spec.host;
+  handle->host_ = runtime->host();
   handle->container_name_ = cname;
   handle->name_ = spec.name;
   handle->idle_ttl_ = spec.idle_ttl;
@@ -331,8 +330,8 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
                             "--desktop too)"
                           : "pull or build it on that host first";
     return Error::NotFound("image " + image + " not found on " +
-                           (spec.host.empty() ? std::string("this host") : spec.host) + ": " + fix +
-                           " (" + with_agent.error().message() + ")");
+                           (runtime->host().empty() ? std::string("this host") : runtime->host()) +
+                           ": " + fix + " (" + with_agent.error().message() + ")");
   }
   decisions.image = *with_agent;
   InstanceSpec instance = AGVISOR_TRY(BuildInstanceSpec(spec, decisions));
@@ -351,7 +350,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
         if (st.status == "paused" &&
             LifetimeOver(existing->labels, existing->created_unix, UnixNow())) {
           // Paused past its lifetime: ended as its agent would have, then made afresh below.
-          MarkPaused(existing->id, false);
+          MarkPaused(*runtime, existing->id, false);
           AGVISOR_RETURN_IF_ERROR(runtime->Remove(existing->id));
           continue;
         }
@@ -415,7 +414,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     }
     // At most a few starts at once per host, the rest queued (start_gate.h): past that the
     // runtime slows every start down. Held until the handshake is done.
-    auto ticket = AGVISOR_TRY(HostStartGate(spec.host).Enter());
+    auto ticket = AGVISOR_TRY(runtime->start_gate().Enter());
     StepTrace trace;
     if (ticket.waited().count() > 0) trace.Mark("wait for a start slot");
     auto log = handle->agent_log_;
@@ -456,7 +455,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
       return r.error().WithContext("start sandbox " + cname);
     }
     leftovers.runtime = nullptr;  // it runs: the network and the volume are its own now
-    // What killed clients left between create and start (once per host per process).
+    // What killed clients left between create and start (once per runtime object).
     SweepNeverStartedOnce(*runtime);
     return handle;
   }
@@ -471,9 +470,9 @@ Error NoSuchSandbox(std::string_view container_name) {
   return Error::NotFound("no sandbox named " + std::string(name) + " (`agvisor ls` lists them)");
 }
 
-Result<std::unique_ptr<Sandbox>> Sandbox::Open(std::string_view container_name,
-                                               std::string_view host) {
-  auto runtime = AGVISOR_TRY(RuntimeFor(host));
+Result<std::unique_ptr<Sandbox>> Sandbox::Open(std::shared_ptr<Runtime> runtime,
+                                               std::string_view container_name) {
+  AGVISOR_RETURN_IF_ERROR(CheckRuntimeFor(runtime, ""));
   auto inspected = runtime->Inspect(container_name);
   if (!inspected.ok() && inspected.error().code() == ErrorCode::kNotFound) {
     return NoSuchSandbox(container_name);
@@ -483,7 +482,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Open(std::string_view container_name,
   if (info.labels.count(std::string(kLabelManaged)) == 0) return NoSuchSandbox(container_name);
   auto handle = std::unique_ptr<Sandbox>(new Sandbox());
   handle->runtime_ = runtime;
-  handle->host_ = host;
+  handle->host_ = runtime->host();
   handle->container_name_ = info.name;
   handle->container_id_ = info.id;
   if (auto it = info.labels.find(std::string(kLabelName)); it != info.labels.end()) {
@@ -499,12 +498,12 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Open(std::string_view container_name,
   return handle;
 }
 
-Result<std::vector<SandboxInfo>> Sandbox::List(std::string_view host) {
-  auto runtime = AGVISOR_TRY(RuntimeFor(host));
+Result<std::vector<SandboxInfo>> Sandbox::List(const std::shared_ptr<Runtime>& runtime) {
+  AGVISOR_RETURN_IF_ERROR(CheckRuntimeFor(runtime, ""));
   auto list = AGVISOR_TRY(runtime->List({std::string(kLabelManaged)}));
   // idle_action pause: the listing client freezes the ones idle long enough (idle_pause.h).
   const std::vector<std::string> frozen = PauseIdleSandboxes(*runtime, list);
-  for (const auto& id : frozen) MarkPaused(id, true);
+  for (const auto& id : frozen) MarkPaused(*runtime, id, true);
   std::vector<SandboxInfo> out;
   for (auto s : list) {
     if (std::find(frozen.begin(), frozen.end(), s.id) != frozen.end()) s.status = "paused";
@@ -526,12 +525,12 @@ Result<std::vector<SandboxInfo>> Sandbox::List(std::string_view host) {
     i.image = image != s.labels.end() ? image->second : s.image;
     i.state = s.status;
     i.running = s.status == "running" || s.status == "paused";
-    i.host = std::string(host);
+    i.host = runtime->host();
     if (s.status == "paused" && LifetimeOver(s.labels, s.created_unix, UnixNow())) {
       // Its frozen agent cannot end it: the listing client does (docs/lifecycle.md).
       auto r = runtime->Remove(s.id);
       if (r.ok()) {
-        MarkPaused(s.id, false);
+        MarkPaused(*runtime, s.id, false);
         i.state = "removed";
         i.running = false;
         i.end_reason = EndReason::kLifetime;
@@ -555,7 +554,7 @@ Result<std::vector<SandboxInfo>> Sandbox::List(std::string_view host) {
     }
     i.state = "stopped";
     i.end_reason = EndReason::kStopped;
-    i.host = std::string(host);
+    i.host = runtime->host();
     out.push_back(std::move(i));
   }
   return out;
@@ -584,7 +583,7 @@ Result<LiveLimits> Sandbox::Update(const LimitsUpdate& update) {
     }
     return live.error();
   }
-  if (update.memory) RecordResizedMemory(container_id_, *update.memory);
+  if (update.memory) RecordResizedMemory(*runtime_, container_id_, *update.memory);
   return live;
 }
 
@@ -654,13 +653,13 @@ Error Sandbox::DiagnoseExecFailure(const Error& e) {
   info->container_name = container_name_;
   info->name = name_;
   return SandboxDiedError(*info, info->end_reason == EndReason::kOutOfMemory
-                                     ? ResizedMemory(container_id_).value_or(memory_)
+                                     ? ResizedMemory(*runtime_, container_id_).value_or(memory_)
                                      : memory_);
 }
 
-Result<void> Sandbox::Remove(std::string_view container_name, std::string_view host,
-                             bool erase_data) {
-  auto runtime = AGVISOR_TRY(RuntimeFor(host));
+Result<void> Sandbox::Remove(const std::shared_ptr<Runtime>& runtime,
+                             std::string_view container_name, bool erase_data) {
+  AGVISOR_RETURN_IF_ERROR(CheckRuntimeFor(runtime, ""));
   bool had_container = AGVISOR_TRY(runtime->Remove(container_name));
   AGVISOR_RETURN_IF_ERROR(runtime->RemoveEgressNetwork(container_name));
   bool had_volume = false;
@@ -712,7 +711,7 @@ Error Sandbox::PausedError() const {
 }
 
 Result<void> Sandbox::WakeIfPausedHere() {
-  if (PausedByUs(container_id_)) {
+  if (PausedByUs(*runtime_, container_id_)) {
     if (!auto_resume_) return PausedError();
     return Resume();
   }
@@ -760,7 +759,7 @@ Result<void> Sandbox::Pause() {
     auto info = AGVISOR_TRY(InfoLocked());
     if (info.state != "paused") return DiagnoseExecFailure(r.error());
   }
-  MarkPaused(container_id_, true);
+  MarkPaused(*runtime_, container_id_, true);
   return Ok();
 }
 
@@ -768,17 +767,17 @@ Result<void> Sandbox::Resume() {
   auto info = runtime_->Inspect(container_id_);
   if (!info.ok() && info.error().code() != ErrorCode::kNotFound) return info.error();
   if (!info.ok() || !info->state.running) {
-    MarkPaused(container_id_, false);
+    MarkPaused(*runtime_, container_id_, false);
     return DiagnoseExecFailure(Error::Conflict("resume " + container_name_ + ": not running"));
   }
   if (info->state.status != "paused") {
-    MarkPaused(container_id_, false);
+    MarkPaused(*runtime_, container_id_, false);
     return Ok();
   }
   if (LifetimeOver(info->labels, info->created_unix, UnixNow())) {
     // Past its lifetime: ended, not resumed (on runsc the runtime thaws it only to remove it).
     AGVISOR_RETURN_IF_ERROR(runtime_->Remove(container_id_));
-    MarkPaused(container_id_, false);
+    MarkPaused(*runtime_, container_id_, false);
     std::string again = persistent() ? "; create it again with the same name to get a fresh "
                                        "container on the same /workspace"
                                      : "";
@@ -789,7 +788,7 @@ Result<void> Sandbox::Resume() {
   auto r = runtime_->Unpause(container_id_);
   // kConflict: another client resumed it meanwhile.
   if (!r.ok() && r.error().code() != ErrorCode::kConflict) return r.error();
-  MarkPaused(container_id_, false);
+  MarkPaused(*runtime_, container_id_, false);
   return Ok();
 }
 

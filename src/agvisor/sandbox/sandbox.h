@@ -3,8 +3,9 @@
 //
 // Used by the CLI (apps/agvisor), later the daemon and the Python binding. A Sandbox handle is
 // thread-safe: many threads may exec in one sandbox at once, and many sandboxes may be driven from
-// one process. The host is reached through its Runtime (runtime.h; RuntimeFor(host) is shared per
-// host, so an ssh host costs one ssh process however many sandboxes use it).
+// one process. The host is reached through the Runtime object the caller hands in (runtime.h; made
+// once by MakeRuntime, runtimes.h, and shared, so an ssh host costs one ssh process however many
+// sandboxes use it). Every static entry point takes it; a handle keeps it.
 //
 // After the sandbox starts, every operation is a message on ONE agent channel per handle
 // (channel/, docs/protocol.md): Create attaches to PID 1's stdio before start and serves the
@@ -235,24 +236,26 @@ Error NoSuchSandbox(std::string_view container_name);
 
 class Sandbox {
  public:
-  // Creates and starts a sandbox, or re-attaches to a running one of the same name. Validates
-  // the spec first. Errors: kInvalidArgument (spec), kUnsupported (a limit this host cannot
+  // Creates and starts a sandbox on `runtime`, or re-attaches to a running one of the same name.
+  // Validates the spec first; spec.host is "" or the runtime's host. Errors: kInvalidArgument
+  // (spec; no runtime, or one of another host), kUnsupported (a limit this host cannot
   // enforce, e.g. an explicit disk cap), kNotFound (image missing: says how to build it),
   // kConflict (another client holds the name in a state we cannot attach to), kUnavailable.
-  static Result<std::unique_ptr<Sandbox>> Create(const SandboxSpec& spec);
+  static Result<std::unique_ptr<Sandbox>> Create(std::shared_ptr<Runtime> runtime,
+                                                 const SandboxSpec& spec);
   // A handle on an existing container by its container name ("agvisor-x"), as list returns it.
-  // Errors: kNotFound (NoSuchSandbox's words), kUnavailable.
-  static Result<std::unique_ptr<Sandbox>> Open(std::string_view container_name,
-                                               std::string_view host = "");
-  // Every agvisor sandbox on the host, running or not, anonymous leftovers included, and the
-  // named ones that were stopped (state "stopped": only their volume is left).
-  static Result<std::vector<SandboxInfo>> List(std::string_view host = "");
+  // Errors: kNotFound (NoSuchSandbox's words), kInvalidArgument (no runtime), kUnavailable.
+  static Result<std::unique_ptr<Sandbox>> Open(std::shared_ptr<Runtime> runtime,
+                                               std::string_view container_name);
+  // Every agvisor sandbox on the runtime's host, running or not, anonymous leftovers included,
+  // and the named ones that were stopped (state "stopped": only their volume is left).
+  static Result<std::vector<SandboxInfo>> List(const std::shared_ptr<Runtime>& runtime);
 
   // Removes the sandbox's container whether it runs or not, and with `erase_data` its volume.
   // Works on sandboxes whose container is already gone (expired named ones). Errors: kNotFound
   // when neither a container nor a volume of that name exists, kUnavailable.
-  static Result<void> Remove(std::string_view container_name, std::string_view host,
-                             bool erase_data);
+  static Result<void> Remove(const std::shared_ptr<Runtime>& runtime,
+                             std::string_view container_name, bool erase_data);
 
   ~Sandbox();
 
@@ -361,9 +364,9 @@ class Sandbox {
 
   // ---- Pause (docs/lifecycle.md, "Pause and resume") ----
   // Freezes every process of the sandbox: they keep their memory and get no CPU until Resume or
-  // the next call on any handle of this process (which resumes it first; handles in other
-  // processes resume it when they next open a session). Idempotent. Errors: kSandboxDied (it is
-  // not running: why), kUnsupported (the runtime cannot), kUnavailable.
+  // the next call on any handle of the same Runtime object (which resumes it first; handles of
+  // other runtimes and processes resume it when they next open a session). Idempotent. Errors:
+  // kSandboxDied (it is not running: why), kUnsupported (the runtime cannot), kUnavailable.
   Result<void> Pause();
   // Thaws a paused sandbox; a running one is left as it is. A paused sandbox whose lifetime
   // passed while frozen is not thawed but ended, as its agent would have ended it (removed; a
@@ -371,7 +374,8 @@ class Sandbox {
   // kSandboxDied, kUnavailable.
   Result<void> Resume();
   // Whether calls on this handle resume a paused sandbox first (the default). When not, a call
-  // on a sandbox this process paused fails with kConflict naming the state and how to resume.
+  // on a sandbox paused through this runtime fails with kConflict naming the state and how to
+  // resume.
   void set_auto_resume(bool yes) { auto_resume_ = yes; }
   bool auto_resume() const { return auto_resume_; }
   // kConflict (naming the state and how to resume) when the sandbox is paused now, as the
@@ -421,6 +425,8 @@ class Sandbox {
   // Set when the default disk cap could not be enforced on this host (the reason).
   const std::string& disk_warning() const { return disk_warning_; }
   const std::string& host() const { return host_; }
+  // The runtime it runs on (what Fork and desktops reach the host through).
+  const std::shared_ptr<Runtime>& runtime() const { return runtime_; }
   std::optional<std::int64_t> idle_ttl() const { return idle_ttl_; }
 
  private:
@@ -429,7 +435,8 @@ class Sandbox {
   Sandbox();
   // Create with labels of agvisor's own (e.g. agvisor.pool), which a spec may not carry.
   static Result<std::unique_ptr<Sandbox>> Create(
-      const SandboxSpec& spec, const std::map<std::string, std::string>& system_labels);
+      std::shared_ptr<Runtime> runtime, const SandboxSpec& spec,
+      const std::map<std::string, std::string>& system_labels);
   Result<SandboxInfo> InfoLocked();
   // Before a call: when this process paused the sandbox, resumes it (or refuses: auto_resume).
   // A lock-free check when nothing is paused here; with idle_action pause, also an Inspect when
@@ -466,8 +473,8 @@ class Sandbox {
   // call that comes that long after this handle's previous one checks first (WakeIfPausedHere).
   bool idle_pause_ = false;
   std::atomic<std::int64_t> last_call_ns_{0};  // steady clock; 0 = none yet
-  // For the out-of-memory message: the create-time limits.memory (a resize made in this process
-  // is found by container id instead, sandbox.cc).
+  // For the out-of-memory message: the create-time limits.memory (a resize made through this
+  // runtime is found by container id instead, RuntimeLocal).
   std::string memory_;
   bool resumed_ = false;
   std::string disk_warning_;

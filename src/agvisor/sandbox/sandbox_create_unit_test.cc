@@ -8,9 +8,10 @@
 #include <csignal>
 #include <thread>
 
-#include "agvisor/sandbox/fake_runtime.h"
 #include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/start_gate.h"
+#include "agvisor/sandbox/testing/fake_runtime.h"
 
 namespace agvisor {
 namespace {
@@ -24,7 +25,6 @@ constexpr const char* kHost = "";
 class SandboxCreateUnitTest : public ::testing::Test {
  protected:
   std::shared_ptr<FakeRuntime> rt_ = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
-  ScopedRuntimeOverride guard_{kHost, rt_};
 };
 
 // (Built out of line: g++ 12 at -O2 warns of a maybe-uninitialized optional<string> otherwise.)
@@ -38,7 +38,7 @@ TEST_F(SandboxCreateUnitTest, AnAnonymousSandboxRunsTheAgentWithTheSpecsArgvAndL
   SandboxSpec spec;
   spec.lifetime = 600;
   spec.labels = {{"tenant", "t1"}};
-  auto sb = Sandbox::Create(spec);
+  auto sb = Sandbox::Create(rt_, spec);
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   auto r = (*sb)->Exec({"sh", "-c", "echo hi"});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
@@ -60,8 +60,34 @@ TEST_F(SandboxCreateUnitTest, AnAnonymousSandboxRunsTheAgentWithTheSpecsArgvAndL
   EXPECT_FALSE(made->workspace.has_value());
   // The fake has no disk caps: the default one is said to be unenforced, not refused.
   EXPECT_THAT((*sb)->disk_warning(), HasSubstr("not enforced on this host"));
-  ASSERT_TRUE(Sandbox::Remove((*sb)->container_name(), kHost, /*erase_data=*/true).ok());
+  ASSERT_TRUE(Sandbox::Remove(rt_, (*sb)->container_name(), /*erase_data=*/true).ok());
   EXPECT_TRUE(rt_->Snapshot().empty());
+}
+
+TEST_F(SandboxCreateUnitTest, WithoutARuntimeEveryEntryPointRefuses) {
+  EXPECT_EQ(Sandbox::Create(nullptr, SandboxSpec{}).error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(Sandbox::Open(nullptr, "agvisor-x").error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(Sandbox::List(nullptr).error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(Sandbox::Remove(nullptr, "agvisor-x", true).error().code(),
+            ErrorCode::kInvalidArgument);
+  PoolOptions o;
+  o.size = 1;
+  EXPECT_EQ(Pool::Create(nullptr, o).error().code(), ErrorCode::kInvalidArgument);
+}
+
+// What a process keeps about a host belongs to the runtime object: two runtimes of one host
+// (two places) each sweep once and each have their own start gate.
+TEST_F(SandboxCreateUnitTest, EachRuntimeObjectKeepsItsOwnBookkeeping) {
+  auto other = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
+  for (auto rt : {rt_, other}) {
+    for (int i = 0; i < 2; ++i) {
+      auto sb = Sandbox::Create(rt, SandboxSpec{});
+      ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+    }
+    EXPECT_EQ(rt->CallCount("List"), 1);  // the sweep, once per runtime object
+  }
+  EXPECT_EQ(rt_->start_gate().stats().admitted, 2u);
+  EXPECT_EQ(other->start_gate().stats().admitted, 2u);
 }
 
 TEST_F(SandboxCreateUnitTest, InvalidSpecsAreRefusedBeforeTheRuntimeIsAskedAnything) {
@@ -88,8 +114,12 @@ TEST_F(SandboxCreateUnitTest, InvalidSpecsAreRefusedBeforeTheRuntimeIsAskedAnyth
   s = {};
   s.platform = "kvm";
   bad.emplace_back("platform", s);
+  // A spec for another host than the runtime it is handed to.
+  s = {};
+  s.host = "ssh://elsewhere";
+  bad.emplace_back("host", s);
   for (const auto& [what, spec] : bad) {
-    auto sb = Sandbox::Create(spec);
+    auto sb = Sandbox::Create(rt_, spec);
     ASSERT_FALSE(sb.ok()) << what;
     EXPECT_EQ(sb.error().code(), ErrorCode::kInvalidArgument)
         << what << ": " << sb.error().ToString();
@@ -98,7 +128,7 @@ TEST_F(SandboxCreateUnitTest, InvalidSpecsAreRefusedBeforeTheRuntimeIsAskedAnyth
   // A runtime that is not gVisor: refused by the first question, before anything is made.
   s = {};
   s.runtime = "runc";
-  auto sb = Sandbox::Create(s);
+  auto sb = Sandbox::Create(rt_, s);
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(sb.error().message(), HasSubstr("only on gVisor"));
@@ -119,26 +149,23 @@ TEST_F(SandboxCreateUnitTest, AFailureInAnyStepLeavesNothingBehind) {
   std::vector<std::string> steps;
   {
     auto good = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
-    ScopedRuntimeOverride inner{kHost, good};
-    auto sb = Sandbox::Create(spec);
+    auto sb = Sandbox::Create(good, spec);
     ASSERT_TRUE(sb.ok()) << sb.error().ToString();
     EXPECT_EQ(good->Snapshot(),
               (std::set<std::string>{"instance agvisor-proj", "volume agvisor-proj",
                                      "network agvisor-proj"}));
     for (const auto& c : good->calls()) steps.push_back(c.op);
   }
-  // The first start per host in a process is followed by a sweep of never-started leftovers
-  // (List), best-effort: its failure fails no create, so it is no step here (and whether it ran
-  // depends on which test of this process created first).
+  // The first start on a runtime is followed by a sweep of never-started leftovers (List),
+  // best-effort: its failure fails no create, so it is no step here.
   std::erase(steps, "List");
   EXPECT_EQ(steps, (std::vector<std::string>{"RequireGvisor", "ProbeDiskCap", "EnsureVolume",
                                              "PrepareImage", "Inspect", "EnsureEgressNetwork",
                                              "CreateAndStart"}));
   for (const auto& step : steps) {
     auto rt = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
-    ScopedRuntimeOverride inner{kHost, rt};
     rt->FailNext(step, Error::Unavailable("injected failure of " + step));
-    auto sb = Sandbox::Create(spec);
+    auto sb = Sandbox::Create(rt, spec);
     ASSERT_FALSE(sb.ok()) << step;
     EXPECT_EQ(sb.error().code(), ErrorCode::kUnavailable) << step;
     EXPECT_THAT(sb.error().message(), HasSubstr("injected failure of " + step));
@@ -147,9 +174,8 @@ TEST_F(SandboxCreateUnitTest, AFailureInAnyStepLeavesNothingBehind) {
   }
   // After the instance started: an agent that never answers the handshake.
   auto rt = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
-  ScopedRuntimeOverride inner{kHost, rt};
   rt->BreakNextAgent();
-  auto sb = Sandbox::Create(spec);
+  auto sb = Sandbox::Create(rt, spec);
   ASSERT_FALSE(sb.ok());
   EXPECT_THAT(sb.error().message(), HasSubstr("agent handshake"));
   EXPECT_THAT(sb.error().message(), HasSubstr("start sandbox agvisor-proj"));
@@ -161,7 +187,7 @@ TEST_F(SandboxCreateUnitTest, AFailureInAnyStepLeavesNothingBehind) {
 // (above).
 TEST_F(SandboxCreateUnitTest, AFirstRelayThatDidNotStartIsOpenedOnceMore) {
   rt_->FailNextFirstRelay();
-  auto sb = Sandbox::Create(SandboxSpec{});
+  auto sb = Sandbox::Create(rt_, SandboxSpec{});
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   auto r = (*sb)->ExecShell("echo relayed");
   ASSERT_TRUE(r.ok()) << r.error().ToString();
@@ -177,7 +203,7 @@ const char* const kExecDidNotStart =
 
 TEST_F(SandboxCreateUnitTest, ARelayEndingWithAFailureStatusIsOpenedOnceMore) {
   rt_->FailNextRelaysWith(Error::Unavailable(kExecDidNotStart), 0);
-  auto sb = Sandbox::Create(SandboxSpec{});
+  auto sb = Sandbox::Create(rt_, SandboxSpec{});
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   auto r = (*sb)->ExecShell("echo relayed");
   ASSERT_TRUE(r.ok()) << r.error().ToString();
@@ -187,7 +213,7 @@ TEST_F(SandboxCreateUnitTest, ARelayEndingWithAFailureStatusIsOpenedOnceMore) {
 
 TEST_F(SandboxCreateUnitTest, TwoRelaysThatDidNotStartFailTheCreateWithTheReason) {
   rt_->FailNextRelaysWith(Error::Unavailable(kExecDidNotStart), 1);
-  auto sb = Sandbox::Create(SandboxSpec{});
+  auto sb = Sandbox::Create(rt_, SandboxSpec{});
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code(), ErrorCode::kUnavailable) << sb.error().ToString();
   EXPECT_THAT(sb.error().message(), HasSubstr("agent handshake"));
@@ -198,7 +224,7 @@ TEST_F(SandboxCreateUnitTest, TwoRelaysThatDidNotStartFailTheCreateWithTheReason
 TEST_F(SandboxCreateUnitTest, AVolumeThatWasThereIsKeptWhenTheCreateFails) {
   rt_->AddVolume("agvisor-keep", {{"agvisor", "1"}});
   rt_->FailNext("CreateAndStart", Error::Unavailable("injected"));
-  auto sb = Sandbox::Create(Named("keep"));
+  auto sb = Sandbox::Create(rt_, Named("keep"));
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(rt_->Snapshot(), (std::set<std::string>{"volume agvisor-keep"}));
 }
@@ -207,13 +233,13 @@ TEST_F(SandboxCreateUnitTest, AMissingImageSaysHowToGetIt) {
   rt_->FailNext("PrepareImage", Error::NotFound("no such image: mine:1"));
   SandboxSpec spec;
   spec.image = "mine:1";
-  auto sb = Sandbox::Create(spec);
+  auto sb = Sandbox::Create(rt_, spec);
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code(), ErrorCode::kNotFound);
   EXPECT_THAT(sb.error().message(),
               HasSubstr("image mine:1 not found on this host: pull or build it on that host"));
   rt_->FailNext("PrepareImage", Error::NotFound("no such image"));
-  sb = Sandbox::Create(SandboxSpec{});
+  sb = Sandbox::Create(rt_, SandboxSpec{});
   ASSERT_FALSE(sb.ok());
   EXPECT_THAT(sb.error().message(), HasSubstr("agvisor image build base"));
 }
@@ -221,7 +247,7 @@ TEST_F(SandboxCreateUnitTest, AMissingImageSaysHowToGetIt) {
 TEST_F(SandboxCreateUnitTest, AnExplicitDiskCapThisHostCannotEnforceIsRefused) {
   SandboxSpec spec;
   spec.limits.disk = "5g";
-  auto sb = Sandbox::Create(spec);
+  auto sb = Sandbox::Create(rt_, spec);
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code(), ErrorCode::kUnsupported);
   EXPECT_THAT(sb.error().message(), HasSubstr("--disk none"));
@@ -231,7 +257,7 @@ TEST_F(SandboxCreateUnitTest, AnExplicitDiskCapThisHostCannotEnforceIsRefused) {
 TEST_F(SandboxCreateUnitTest, ANamedSandboxIsResumedWhileItRunsAndItsVolumeOutlivesIt) {
   SandboxSpec spec = Named("proj");
   spec.idle_ttl = 900;
-  auto first = Sandbox::Create(spec);
+  auto first = Sandbox::Create(rt_, spec);
   ASSERT_TRUE(first.ok()) << first.error().ToString();
   EXPECT_FALSE((*first)->resumed());
   ASSERT_TRUE((*first)->Exec({"true"}).ok());
@@ -240,7 +266,7 @@ TEST_F(SandboxCreateUnitTest, ANamedSandboxIsResumedWhileItRunsAndItsVolumeOutli
   EXPECT_EQ(made->workspace, std::optional<std::string>("agvisor-proj"));
   EXPECT_EQ(made->working_dir, "/workspace");
 
-  auto again = Sandbox::Create(Named("proj"));
+  auto again = Sandbox::Create(rt_, Named("proj"));
   ASSERT_TRUE(again.ok()) << again.error().ToString();
   EXPECT_TRUE((*again)->resumed());
   EXPECT_EQ(IdOf(**again), IdOf(**first));
@@ -250,7 +276,7 @@ TEST_F(SandboxCreateUnitTest, ANamedSandboxIsResumedWhileItRunsAndItsVolumeOutli
   // Stopped: the next create replaces the instance and keeps the volume.
   const std::string first_id = IdOf(**first);
   ASSERT_TRUE((*first)->Stop().ok());
-  auto third = Sandbox::Create(Named("proj"));
+  auto third = Sandbox::Create(rt_, Named("proj"));
   ASSERT_TRUE(third.ok()) << third.error().ToString();
   EXPECT_FALSE((*third)->resumed());
   EXPECT_NE(IdOf(**third), first_id);
@@ -265,7 +291,7 @@ TEST_F(SandboxCreateUnitTest, ANamedSandboxIsResumedWhileItRunsAndItsVolumeOutli
 TEST_F(SandboxCreateUnitTest, ANamedSandboxComesBackOnItsPlatform) {
   SandboxSpec spec = Named("pt");
   spec.platform = "ptrace";
-  auto first = Sandbox::Create(spec);
+  auto first = Sandbox::Create(rt_, spec);
   ASSERT_TRUE(first.ok()) << first.error().ToString();
   auto made = rt_->CreatedSpec("agvisor-pt");
   ASSERT_TRUE(made.has_value());
@@ -278,20 +304,20 @@ TEST_F(SandboxCreateUnitTest, ANamedSandboxComesBackOnItsPlatform) {
 
   SandboxSpec other = Named("pt");
   other.platform = "systrap";
-  auto refused = Sandbox::Create(other);
+  auto refused = Sandbox::Create(rt_, other);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code(), ErrorCode::kConflict);
   EXPECT_THAT(refused.error().message(),
               HasSubstr("made on gVisor platform 'ptrace', not 'systrap'"));
   EXPECT_EQ(rt_->CallCount("CreateAndStart"), 1);
 
-  auto again = Sandbox::Create(Named("pt"));  // no platform: its own
+  auto again = Sandbox::Create(rt_, Named("pt"));  // no platform: its own
   ASSERT_TRUE(again.ok()) << again.error().ToString();
   made = rt_->CreatedSpec("agvisor-pt");
   ASSERT_TRUE(made.has_value());
   EXPECT_EQ(made->runtime, "runsc-ptrace");
   EXPECT_EQ(made->labels.at("agvisor.platform"), "ptrace");
-  auto listed = Sandbox::List(kHost);
+  auto listed = Sandbox::List(rt_);
   ASSERT_TRUE(listed.ok());
   ASSERT_EQ(listed->size(), 1u);
   EXPECT_EQ(listed->front().platform, "ptrace");
@@ -300,10 +326,10 @@ TEST_F(SandboxCreateUnitTest, ANamedSandboxComesBackOnItsPlatform) {
 }
 
 TEST_F(SandboxCreateUnitTest, ANamedSandboxIsNotResumedWithAnotherEgressPolicy) {
-  ASSERT_TRUE(Sandbox::Create(Named("open")).ok());
+  ASSERT_TRUE(Sandbox::Create(rt_, Named("open")).ok());
   SandboxSpec closed = Named("open");
   closed.egress = egress::EgressRules{.allow_domains = {"example.com"}, .ports = {443}};
-  auto sb = Sandbox::Create(closed);
+  auto sb = Sandbox::Create(rt_, closed);
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code(), ErrorCode::kConflict);
   EXPECT_THAT(sb.error().message(), HasSubstr("is running with no egress policy"));
@@ -312,7 +338,7 @@ TEST_F(SandboxCreateUnitTest, ANamedSandboxIsNotResumedWithAnotherEgressPolicy) 
 
 TEST_F(SandboxCreateUnitTest, AContainerAgvisorDidNotMakeIsNeverTaken) {
   ASSERT_TRUE(rt_->AddInstance("agvisor-theirs", {}).ok());
-  auto sb = Sandbox::Create(Named("theirs"));
+  auto sb = Sandbox::Create(rt_, Named("theirs"));
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code(), ErrorCode::kConflict);
   EXPECT_THAT(sb.error().message(), HasSubstr("exists that agvisor did not create"));
@@ -322,13 +348,13 @@ TEST_F(SandboxCreateUnitTest, AContainerAgvisorDidNotMakeIsNeverTaken) {
 
 TEST_F(SandboxCreateUnitTest, ALostRaceLooksAgainAndThreeLossesGiveUpCleanly) {
   rt_->FailNext("CreateAndStart", Error::Conflict("the name is already in use"));
-  auto sb = Sandbox::Create(Named("race"));
+  auto sb = Sandbox::Create(rt_, Named("race"));
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   EXPECT_EQ(rt_->CallCount("CreateAndStart"), 2);
   ASSERT_TRUE((*sb)->Delete().ok());
 
   rt_->FailNext("CreateAndStart", Error::Conflict("the name is already in use"), 3);
-  sb = Sandbox::Create(Named("race"));
+  sb = Sandbox::Create(rt_, Named("race"));
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code(), ErrorCode::kConflict);
   EXPECT_THAT(sb.error().message(), HasSubstr("by other clients at the same time"));
@@ -338,7 +364,7 @@ TEST_F(SandboxCreateUnitTest, ALostRaceLooksAgainAndThreeLossesGiveUpCleanly) {
 TEST_F(SandboxCreateUnitTest, TheAgentEndsItsSandboxAtItsLifetimeAndTheRuntimeForgetsIt) {
   SandboxSpec spec;
   spec.lifetime = 1;
-  auto sb = Sandbox::Create(spec);
+  auto sb = Sandbox::Create(rt_, spec);
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   const std::string name = (*sb)->container_name();
   // The agent's deadline (1 s) ends it; 15 s is the bound on a loaded machine.
@@ -356,7 +382,7 @@ TEST_F(SandboxCreateUnitTest, TheAgentEndsItsSandboxAtItsLifetimeAndTheRuntimeFo
 TEST_F(SandboxCreateUnitTest, APoolFillsHandsOutAndReplacesAMemberThatDied) {
   PoolOptions o;
   o.size = 2;
-  auto pool = Pool::Create(o);
+  auto pool = Pool::Create(rt_, o);
   ASSERT_TRUE(pool.ok()) << pool.error().ToString();
   ASSERT_TRUE((*pool)->WaitReady(std::chrono::seconds(30)).ok());
   EXPECT_EQ(rt_->List({"agvisor.pool=" + (*pool)->id()})->size(), 2u);
@@ -371,7 +397,7 @@ TEST_F(SandboxCreateUnitTest, APoolFillsHandsOutAndReplacesAMemberThatDied) {
     auto r = (*sb)->Exec({"sh", "-c", "echo up"});
     ASSERT_TRUE(r.ok()) << r.error().ToString();
     EXPECT_EQ(r->out, "up\n");
-    (void)Sandbox::Remove((*sb)->container_name(), kHost, /*erase_data=*/true);
+    (void)Sandbox::Remove(rt_, (*sb)->container_name(), /*erase_data=*/true);
   }
   const PoolStats st = (*pool)->Stats();
   EXPECT_EQ(st.acquired + st.cold, 3u);
@@ -384,7 +410,7 @@ TEST_F(SandboxCreateUnitTest, APoolThatDoesNotFitTheHostsMemoryIsRefused) {
   PoolOptions o;
   o.size = 5;
   o.spec.limits.memory = "2g";  // the fake host has 8 GiB
-  auto pool = Pool::Create(o);
+  auto pool = Pool::Create(rt_, o);
   ASSERT_FALSE(pool.ok());
   EXPECT_EQ(pool.error().code(), ErrorCode::kResourceExhausted);
   EXPECT_THAT(pool.error().message(), HasSubstr("use size <= 4"));

@@ -5,8 +5,8 @@
 
 #include <csignal>
 
-#include "agvisor/sandbox/fake_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/testing/fake_runtime.h"
 
 namespace agvisor {
 namespace {
@@ -18,17 +18,16 @@ constexpr const char* kHost = "fake://lifecycle";
 class SandboxLifecycleUnitTest : public ::testing::Test {
  protected:
   std::shared_ptr<FakeRuntime> rt_ = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
-  ScopedRuntimeOverride guard_{kHost, rt_};
 };
 
 TEST_F(SandboxLifecycleUnitTest, OpenRefusesAContainerAgvisorDidNotMake) {
   ASSERT_TRUE(rt_->AddInstance("someone-else", {}).ok());
-  auto sb = Sandbox::Open("someone-else", kHost);
+  auto sb = Sandbox::Open(rt_, "someone-else");
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code(), ErrorCode::kNotFound);
   EXPECT_THAT(sb.error().message(),
               HasSubstr("no sandbox named someone-else (`agvisor ls` lists them)"));
-  auto missing = Sandbox::Open("agvisor-nope", kHost);
+  auto missing = Sandbox::Open(rt_, "agvisor-nope");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code(), ErrorCode::kNotFound);
 }
@@ -39,7 +38,7 @@ TEST_F(SandboxLifecycleUnitTest, OpenReadsTheLabelsAndTheFirstExecOpensOneRelay)
                                                         {"agvisor.idle_ttl", "600"},
                                                         {"agvisor.memory", "512m"}}})
                   .ok());
-  auto sb = Sandbox::Open("agvisor-p", kHost);
+  auto sb = Sandbox::Open(rt_, "agvisor-p");
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   EXPECT_EQ((*sb)->name(), "p");
   EXPECT_EQ((*sb)->idle_ttl(), 600);
@@ -74,7 +73,7 @@ TEST_F(SandboxLifecycleUnitTest, OpenReadsTheLabelsAndTheFirstExecOpensOneRelay)
 // that had gone out of scope; kept sizes came out as a few bytes.)
 TEST_F(SandboxLifecycleUnitTest, CollectedOutputPastTheCapIsCountedNotKept) {
   ASSERT_TRUE(rt_->AddInstance("agvisor-cap", {.labels = {{"agvisor", "1"}}}).ok());
-  auto sb = Sandbox::Open("agvisor-cap", kHost);
+  auto sb = Sandbox::Open(rt_, "agvisor-cap");
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   ExecOptions o;
   o.max_output_bytes = 100000;
@@ -101,7 +100,7 @@ TEST_F(SandboxLifecycleUnitTest, ADeathByTheMemoryLimitIsReportedAsSuch) {
   ASSERT_TRUE(
       rt_->AddInstance("agvisor-m", {.labels = {{"agvisor", "1"}, {"agvisor.memory", "512m"}}})
           .ok());
-  auto sb = Sandbox::Open("agvisor-m", kHost);
+  auto sb = Sandbox::Open(rt_, "agvisor-m");
   ASSERT_TRUE(sb.ok());
   ASSERT_TRUE((*sb)->Exec({"true"}).ok());
   rt_->SetEndedByMemoryLimit("agvisor-m", true);
@@ -143,7 +142,7 @@ TEST(SandboxDiedErrorTest, OneWordingForEveryDoor) {
 
 TEST_F(SandboxLifecycleUnitTest, EndReasonsFromTheAgentsExitCodes) {
   ASSERT_TRUE(rt_->AddInstance("agvisor-e", {.labels = {{"agvisor", "1"}}}).ok());
-  auto sb = Sandbox::Open("agvisor-e", kHost);
+  auto sb = Sandbox::Open(rt_, "agvisor-e");
   ASSERT_TRUE(sb.ok());
   const std::pair<int, EndReason> cases[] = {{137, EndReason::kKilled}, {1, EndReason::kKilled}};
   for (const auto& [code, reason] : cases) {
@@ -167,7 +166,7 @@ TEST_F(SandboxLifecycleUnitTest, StopTwiceIsFineAndKeepsANamedSandboxsVolume) {
   ASSERT_TRUE(
       rt_->AddInstance("agvisor-s", {.labels = {{"agvisor", "1"}, {"agvisor.name", "s"}}}).ok());
   rt_->AddVolume("agvisor-s");
-  auto sb = Sandbox::Open("agvisor-s", kHost);
+  auto sb = Sandbox::Open(rt_, "agvisor-s");
   ASSERT_TRUE(sb.ok());
   ASSERT_TRUE((*sb)->Stop().ok());
   ASSERT_TRUE((*sb)->Stop().ok());
@@ -179,7 +178,7 @@ TEST_F(SandboxLifecycleUnitTest, StopTwiceIsFineAndKeepsANamedSandboxsVolume) {
 
 TEST_F(SandboxLifecycleUnitTest, DeleteOfAnAnonymousSandboxNeverTouchesVolumes) {
   ASSERT_TRUE(rt_->AddInstance("agvisor-a", {.labels = {{"agvisor", "1"}}}).ok());
-  auto sb = Sandbox::Open("agvisor-a", kHost);
+  auto sb = Sandbox::Open(rt_, "agvisor-a");
   ASSERT_TRUE(sb.ok());
   ASSERT_TRUE((*sb)->Delete().ok());
   EXPECT_FALSE(rt_->HasInstance("agvisor-a"));
@@ -189,9 +188,9 @@ TEST_F(SandboxLifecycleUnitTest, DeleteOfAnAnonymousSandboxNeverTouchesVolumes) 
 TEST_F(SandboxLifecycleUnitTest, RemoveTakesWhatThereIsAndSaysWhenThereIsNothing) {
   rt_->AddVolume("agvisor-v");
   rt_->AddNetwork("agvisor-v");
-  ASSERT_TRUE(Sandbox::Remove("agvisor-v", kHost, /*erase_data=*/true).ok());
+  ASSERT_TRUE(Sandbox::Remove(rt_, "agvisor-v", /*erase_data=*/true).ok());
   EXPECT_EQ(rt_->Snapshot(), std::set<std::string>{});
-  auto none = Sandbox::Remove("agvisor-v", kHost, /*erase_data=*/true);
+  auto none = Sandbox::Remove(rt_, "agvisor-v", /*erase_data=*/true);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error().code(), ErrorCode::kNotFound);
   EXPECT_THAT(none.error().message(), HasSubstr("no sandbox named v (`agvisor ls` lists them)"));
@@ -206,7 +205,7 @@ TEST_F(SandboxLifecycleUnitTest, ListSkipsTheRuntimesHelpersAndReadsLabels) {
                   .ok());
   ASSERT_TRUE(rt_->AddInstance("filler", {.labels = {{"agvisor", "1"}}, .helper = true}).ok());
   ASSERT_TRUE(rt_->AddInstance("unrelated", {}).ok());
-  auto list = Sandbox::List(kHost);
+  auto list = Sandbox::List(rt_);
   ASSERT_TRUE(list.ok()) << list.error().ToString();
   ASSERT_EQ(list->size(), 1u);
   const SandboxInfo& i = list->front();
@@ -228,7 +227,7 @@ TEST_F(SandboxLifecycleUnitTest, ListShowsStoppedNamedSandboxesByTheirVolume) {
   rt_->AddVolume("someone-elses", {{"agvisor.name", "x"}});
   ASSERT_TRUE(
       rt_->AddInstance("agvisor-up", {.labels = {{"agvisor", "1"}, {"agvisor.name", "up"}}}).ok());
-  auto list = Sandbox::List(kHost);
+  auto list = Sandbox::List(rt_);
   ASSERT_TRUE(list.ok()) << list.error().ToString();
   ASSERT_EQ(list->size(), 2u);
   EXPECT_EQ(list->at(0).container_name, "agvisor-up");

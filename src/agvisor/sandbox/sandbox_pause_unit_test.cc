@@ -8,8 +8,8 @@
 #include <chrono>
 #include <thread>
 
-#include "agvisor/sandbox/fake_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/testing/fake_runtime.h"
 
 namespace agvisor {
 namespace {
@@ -25,12 +25,12 @@ class SandboxPauseUnitTest : public ::testing::Test {
     SandboxSpec spec;
     spec.lifetime = lifetime;
     spec.idle_ttl = idle_ttl;
-    auto sb = Sandbox::Create(spec);
+    auto sb = Sandbox::Create(rt_, spec);
     EXPECT_TRUE(sb.ok()) << sb.error().ToString();
     return sb.ok() ? std::move(*sb) : nullptr;
   }
   std::string State(const std::string& container) {
-    auto list = Sandbox::List(kHost);
+    auto list = Sandbox::List(rt_);
     if (!list.ok()) return list.error().ToString();
     for (const auto& i : *list) {
       if (i.container_name == container) return i.state;
@@ -39,7 +39,6 @@ class SandboxPauseUnitTest : public ::testing::Test {
   }
 
   std::shared_ptr<FakeRuntime> rt_ = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
-  ScopedRuntimeOverride guard_{kHost, rt_};
 };
 
 TEST_F(SandboxPauseUnitTest, PauseShowsInInfoAndListAndACallResumesItFirst) {
@@ -66,7 +65,7 @@ TEST_F(SandboxPauseUnitTest, EveryKindOfCallOnAnotherHandleOfThisProcessResumesI
   auto sb = Make(std::nullopt, std::nullopt);
   ASSERT_TRUE(sb);
   ASSERT_TRUE(sb->WriteFile("/tmp/agvisor-pause-unit", "x").ok());
-  auto other = Sandbox::Open(sb->container_name(), kHost);
+  auto other = Sandbox::Open(rt_, sb->container_name());
   ASSERT_TRUE(other.ok());
   ASSERT_TRUE((*other)->Exec({"true"}).ok());  // its channel is open before the pause
   ASSERT_TRUE(sb->Pause().ok());
@@ -90,7 +89,7 @@ TEST_F(SandboxPauseUnitTest, PausedByAnotherClientTheNextSessionResumesIt) {
   // Another process paused it (this one's registry does not know): the relay's exec is refused
   // by the runtime, as Docker refuses an exec in a paused container.
   ASSERT_TRUE(rt_->Pause(sb->container_name()).ok());
-  auto fresh = Sandbox::Open(sb->container_name(), kHost);
+  auto fresh = Sandbox::Open(rt_, sb->container_name());
   ASSERT_TRUE(fresh.ok());
   auto r = (*fresh)->Exec({"sh", "-c", "echo awake"});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
@@ -110,7 +109,7 @@ TEST_F(SandboxPauseUnitTest, AHandleAskedNotToResumeRefusesNamingTheStateAndTheW
   EXPECT_THAT(r.error().message(), HasSubstr("agvisor resume"));
   EXPECT_EQ(State(sb->container_name()), "paused");
   // Paused by another client: a fresh handle that may not resume refuses too.
-  auto fresh = Sandbox::Open(sb->container_name(), kHost);
+  auto fresh = Sandbox::Open(rt_, sb->container_name());
   ASSERT_TRUE(fresh.ok());
   (*fresh)->set_auto_resume(false);
   EXPECT_EQ((*fresh)->RefuseIfPaused().error().code(), ErrorCode::kConflict);
@@ -151,7 +150,7 @@ TEST_F(SandboxPauseUnitTest, LifetimeRunsOnWhilePausedAndTheHostEndsItOnListOrTh
   // Past lifetime (+1 s the host gives the agent's later start), both still frozen.
   std::this_thread::sleep_for(std::chrono::milliseconds(3500));
   EXPECT_TRUE(rt_->HasInstance(listed->container_name()));
-  auto list = Sandbox::List(kHost);
+  auto list = Sandbox::List(rt_);
   ASSERT_TRUE(list.ok());
   bool seen = false;
   for (const auto& i : *list) {
@@ -186,11 +185,11 @@ TEST_F(SandboxPauseUnitTest, CreatingANamedSandboxPausedPastItsLifetimeMakesAFre
   SandboxSpec spec;
   spec.name = "pause-unit-named";
   spec.lifetime = 2;
-  auto first = Sandbox::Create(spec);
+  auto first = Sandbox::Create(rt_, spec);
   ASSERT_TRUE(first.ok()) << first.error().ToString();
   ASSERT_TRUE((*first)->Pause().ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(3500));
-  auto again = Sandbox::Create(spec);
+  auto again = Sandbox::Create(rt_, spec);
   ASSERT_TRUE(again.ok()) << again.error().ToString();
   EXPECT_FALSE((*again)->resumed());  // not the frozen one, which its lifetime had ended
   EXPECT_EQ(rt_->CallCount("Unpause"), 0);

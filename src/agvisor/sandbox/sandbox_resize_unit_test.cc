@@ -5,8 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "agvisor/sandbox/fake_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/testing/fake_runtime.h"
 
 namespace agvisor {
 namespace {
@@ -22,12 +22,11 @@ class SandboxResizeUnitTest : public ::testing::Test {
     spec.limits.cpus = 1;
     spec.limits.memory = "512m";
     spec.limits.pids = 100;
-    auto sb = Sandbox::Create(spec);
+    auto sb = Sandbox::Create(rt_, spec);
     EXPECT_TRUE(sb.ok()) << sb.error().ToString();
     return sb.ok() ? std::move(*sb) : nullptr;
   }
   std::shared_ptr<FakeRuntime> rt_ = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
-  ScopedRuntimeOverride guard_{kHost, rt_};
 };
 
 TEST_F(SandboxResizeUnitTest, BadUpdatesAreRefusedBeforeTheRuntimeIsAsked) {
@@ -70,7 +69,7 @@ TEST_F(SandboxResizeUnitTest, OnlyTheGivenLimitsChangeAndInfoShowsThem) {
   EXPECT_EQ(after->limits->memory_bytes, 1LL << 30);
   EXPECT_EQ(after->limits->pids, 64);
   // Another handle (another client) sees the same: the runtime holds them, not the handle.
-  auto other = Sandbox::Open(sb->container_name(), kHost);
+  auto other = Sandbox::Open(rt_, sb->container_name());
   ASSERT_TRUE(other.ok());
   auto seen = (*other)->Info();
   ASSERT_TRUE(seen.ok());

@@ -433,7 +433,7 @@ Result<ForkResult> Fork(Sandbox& source, const ForkOptions& options) {
   }
   const std::string& src = *source.name();
   const std::vector<std::string> names = AGVISOR_TRY(ForkNames(src, options));
-  auto runtime = AGVISOR_TRY(RuntimeFor(source.host()));
+  const std::shared_ptr<Runtime>& runtime = source.runtime();
   // Every name must be free: an existing sandbox would be re-attached and a leftover volume
   // would keep its own /workspace instead of the copy.
   for (const std::string& n : names) {
@@ -468,7 +468,7 @@ Result<ForkResult> Fork(Sandbox& source, const ForkOptions& options) {
     spec.name = n;
     spec.image = out.snapshot.image;
     spec.host = source.host();
-    auto sb = Sandbox::Create(spec);
+    auto sb = Sandbox::Create(runtime, spec);
     if (!sb.ok() || (*sb)->resumed()) {
       Error e =
           sb.ok() ? Error::Conflict("a sandbox named " + n + " appeared meanwhile") : sb.error();
@@ -476,7 +476,7 @@ Result<ForkResult> Fork(Sandbox& source, const ForkOptions& options) {
       if (!sb.ok() && sb.error().code() != ErrorCode::kConflict) {
         // A create that failed leaves no container; the volume it made for the name goes too
         // (the name was free before: checked above). A conflict is another client's sandbox.
-        (void)Sandbox::Remove(ContainerNameFor(n), source.host(), /*erase_data=*/true);
+        (void)Sandbox::Remove(runtime, ContainerNameFor(n), /*erase_data=*/true);
       }
       return e.WithContext("fork of " + src + " (fork " + n + "; the forks made were removed, " +
                            "the snapshot " + out.snapshot.image + " stays)");

@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
-#include "agvisor/sandbox/fake_runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/snapshot.h"
+#include "agvisor/sandbox/testing/fake_runtime.h"
 
 namespace agvisor {
 namespace {
@@ -170,10 +170,9 @@ constexpr const char* kHost = "";
 // `create --image snapshot:TAG` starts from the snapshot: what the runtime is asked to prepare.
 TEST(SnapshotUnitTest, CreateFromSnapshotTagPreparesTheSnapshotImage) {
   auto rt = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
-  ScopedRuntimeOverride guard{kHost, rt};
   SandboxSpec spec;
   spec.image = "snapshot:v1";
-  auto sb = Sandbox::Create(spec);
+  auto sb = Sandbox::Create(rt, spec);
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   auto made = rt->CreatedSpec((*sb)->container_name());
   ASSERT_TRUE(made);
@@ -187,14 +186,13 @@ TEST(SnapshotUnitTest, CreateFromSnapshotTagPreparesTheSnapshotImage) {
 // may be (the fake then refuses the import itself).
 TEST(SnapshotUnitTest, AnExistingTagThatIsNoSnapshotIsNeverReplaced) {
   auto rt = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
-  ScopedRuntimeOverride guard{kHost, rt};
   ImageConfig tagged;
   tagged.labels = {{"org.example", "x"}, {"agvisor.snapshot.of", "forged"}};
   rt->AddImage("agvisor/snapshot:taken", tagged);
   ImageConfig snapshot;
   snapshot.labels = {{std::string(kLabelSnapshotId), "0123456789abcdef"}};
   rt->AddImage("agvisor/snapshot:mine", snapshot);
-  auto sb = Sandbox::Create(SandboxSpec{});
+  auto sb = Sandbox::Create(rt, SandboxSpec{});
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   for (const char* name : {"taken", "snapshot:taken", "agvisor/snapshot:taken"}) {
     SnapshotOptions o;
@@ -220,8 +218,7 @@ TEST(SnapshotUnitTest, AnExistingTagThatIsNoSnapshotIsNeverReplaced) {
 
 TEST(SnapshotUnitTest, TheFakeRuntimeRefusesSnapshotsAndAnonymousSandboxesCannotFork) {
   auto rt = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
-  ScopedRuntimeOverride guard{kHost, rt};
-  auto sb = Sandbox::Create(SandboxSpec{});
+  auto sb = Sandbox::Create(rt, SandboxSpec{});
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
   SnapshotOptions o;
   o.image = "x-1";

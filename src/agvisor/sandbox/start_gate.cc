@@ -142,25 +142,4 @@ StartGateStats StartGate::stats() const {
   return s;
 }
 
-StartGate& HostStartGate(std::string_view host) {
-  static std::mutex mu;
-  // Never destroyed: tickets may be released by threads that outlive static destruction.
-  static auto* gates = new std::map<std::string, std::unique_ptr<StartGate>, std::less<>>();
-  std::lock_guard lock(mu);
-  auto it = gates->find(host);
-  if (it == gates->end()) {
-    auto limits = StartGateLimitsFromEnv();
-    if (!limits.ok()) {
-      std::fprintf(stderr, "agvisor: %s; using the default start limits\n",
-                   limits.error().message().c_str());
-    }
-    it = gates
-             ->emplace(std::string(host),
-                       std::make_unique<StartGate>(std::string(host),
-                                                   limits.ok() ? *limits : StartGateLimits{}))
-             .first;
-  }
-  return *it->second;
-}
-
 }  // namespace agvisor

@@ -2,14 +2,14 @@
 // queue in front of it (backpressure instead of overload).
 //
 // Used by Sandbox::Create around container create + agent upload + start + handshake (one gate
-// per host, HostStartGate), so every creating thread of the process (CLI, daemon requests, warm
-// pool refills) shares it. Why: Docker serialises much of create/start internally and runsc's
-// boot is CPU-bound, so past a few parallel starts every start gets slower and the p95 explodes
-// without the total getting shorter (bench/README.md has the figures). Callers beyond
-// `max_concurrent` wait in arrival order; beyond `max_queued` waiting, or after `max_wait` in the
-// queue, they get kResourceExhausted saying the host is busy and what to do.
+// per Runtime object, Runtime::start_gate), so every creating thread that shares the runtime
+// (CLI, daemon requests, warm pool refills) shares it. Why: Docker serialises much of create/start
+// internally and runsc's boot is CPU-bound, so past a few parallel starts every start gets slower
+// and the p95 explodes without the total getting shorter (bench/README.md has the figures). Callers
+// beyond `max_concurrent` wait in arrival order; beyond `max_queued` waiting, or after `max_wait`
+// in the queue, they get kResourceExhausted saying the host is busy and what to do.
 //
-// Limits come from the environment when a host's gate is first used (docs/pools.md):
+// Limits come from the environment when a runtime's gate is first used (docs/pools.md):
 //   AGVISOR_MAX_STARTS   starts in progress at once per host (default kDefaultMaxStarts; 0 = no
 //                        bound)
 //   AGVISOR_START_QUEUE  callers allowed to wait beyond those (default kDefaultMaxQueued)
@@ -101,9 +101,5 @@ class StartGate {
   std::uint64_t next_number_ = 0;
   StartGateStats stats_;
 };
-
-// The process-wide gate of `host` ("" = the local Docker), made with StartGateLimitsFromEnv()
-// on first use (invalid variables: the defaults, and the problem printed once to stderr).
-StartGate& HostStartGate(std::string_view host);
 
 }  // namespace agvisor

@@ -2,9 +2,10 @@
 
 #include <ctime>
 #include <mutex>
-#include <set>
 #include <string>
 #include <vector>
+
+#include "agvisor/sandbox/runtime_local.h"
 
 namespace agvisor {
 
@@ -24,11 +25,11 @@ Result<int> SweepNeverStarted(Runtime& runtime, std::chrono::seconds min_age,
 }
 
 void SweepNeverStartedOnce(Runtime& runtime) {
-  static std::mutex mu;
-  static std::set<std::string, std::less<>> swept;
+  RuntimeLocal& local = runtime.local();
   {
-    std::lock_guard lock(mu);
-    if (!swept.insert(runtime.host()).second) return;
+    std::lock_guard lock(local.mu);
+    if (local.swept) return;
+    local.swept = true;
   }
   (void)SweepNeverStarted(runtime);
 }

@@ -1,6 +1,6 @@
 // Removes sandboxes that were created but never started: what a client killed between create and
 // start leaves behind (no agent runs in them, so no lifetime can end them). Used by
-// Sandbox::Create once per host per process; `agvisor ls` shows such leftovers too.
+// Sandbox::Create once per Runtime object; `agvisor ls` shows such leftovers too.
 #pragma once
 
 #include <chrono>
@@ -19,7 +19,8 @@ Result<int> SweepNeverStarted(Runtime& runtime,
                               std::chrono::seconds min_age = std::chrono::seconds(120),
                               std::string_view also_label = "");
 
-// As SweepNeverStarted, at most once per host in this process; errors are ignored (best effort).
+// As SweepNeverStarted, at most once per Runtime object (RuntimeLocal::swept); errors are
+// ignored (best effort).
 void SweepNeverStartedOnce(Runtime& runtime);
 
 }  // namespace agvisor

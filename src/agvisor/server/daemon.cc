@@ -25,6 +25,7 @@
 // The one include of the Docker runtime in server/: the egress enforcers' host side is made here.
 #include "agvisor/sandbox/docker_runtime/egress_host.h"
 #include "agvisor/sandbox/runtime.h"
+#include "agvisor/sandbox/runtimes.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/snapshot.h"
 #include "agvisor/sandbox/spec.h"

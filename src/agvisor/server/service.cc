@@ -114,12 +114,9 @@ void Service::SweepPaused() {
 }
 
 void Service::ClosePools() {
-  std::map<std::string, std::shared_ptr<Pool>> pools;
-  {
-    std::lock_guard lock(pools_mu_);
-    pools.swap(pools_);
-  }
-  for (auto& [name, p] : pools) p->Close();
+  auto pools = place().ListPools();
+  if (!pools.ok()) return;
+  for (const auto& p : *pools) (void)place().ClosePool(p.name);
 }
 
 Result<std::shared_ptr<client::SandboxHandle>> Service::Get(const std::string& id) {
@@ -216,22 +213,10 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
       auto cr = AGVISOR_TRY(api::ParseCreateRequest(req.body));
       client::Created created;
       if (cr.pool) {
-        std::shared_ptr<Pool> pool;
-        {
-          std::lock_guard lock(pools_mu_);
-          if (auto it = pools_.find(*cr.pool); it != pools_.end()) pool = it->second;
-        }
-        if (!pool) {
-          return Error::NotFound("no pool '" + *cr.pool +
-                                 "' (GET /v1/pools lists them; POST /v1/pools makes one)");
-        }
-        auto sb = AGVISOR_TRY(pool->Acquire({.lifetime = cr.spec.lifetime,
-                                             .idle_ttl = cr.spec.idle_ttl,
-                                             .wait = cr.pool_wait,
-                                             .cold_create = cr.pool_cold_create}));
-        created.name = sb->name();
-        created.disk_warning = sb->disk_warning();
-        created.handle = client::WrapSandbox(std::move(sb));
+        created = AGVISOR_TRY(place().Acquire(*cr.pool, {.lifetime = cr.spec.lifetime,
+                                                         .idle_ttl = cr.spec.idle_ttl,
+                                                         .wait = cr.pool_wait,
+                                                         .cold_create = cr.pool_cold_create}));
       } else {
         created = AGVISOR_TRY(place().Create(cr.spec));
       }
@@ -454,42 +439,18 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
       AGVISOR_RETURN_IF_ERROR(DesktopInput(*sb, req.body));
       return NoContent();
     }
-    case api::RouteId::kListPools: {
-      std::lock_guard lock(pools_mu_);
-      std::vector<std::pair<std::string, const Pool*>> list;
-      for (const auto& [name, p] : pools_) list.emplace_back(name, p.get());
-      return Json(200, api::PoolListJson(list));
-    }
+    case api::RouteId::kListPools:
+      return Json(200, api::PoolListJson(AGVISOR_TRY(place().ListPools())));
     case api::RouteId::kCreatePool: {
       auto pr = AGVISOR_TRY(api::ParseCreatePoolRequest(req.body));
-      pr.options.spec.host = options_.docker_host;
-      {
-        std::lock_guard lock(pools_mu_);
-        if (pools_.count(pr.name)) {
-          return Error::Conflict("pool '" + pr.name + "' exists (DELETE /v1/pools/" + pr.name +
-                                 " first)");
-        }
-      }
-      std::shared_ptr<Pool> pool = AGVISOR_TRY(Pool::Create(pr.options));
-      std::lock_guard lock(pools_mu_);
-      if (!pools_.emplace(pr.name, pool).second) {
-        return Error::Conflict("pool '" + pr.name + "' was created concurrently");
-      }
+      const PoolInfo pool = AGVISOR_TRY(place().CreatePool(pr.name, pr.options));
       LogEvent("info", "pool created",
                {{"pool", pr.name}, {"size", std::to_string(pr.options.size)}});
-      return Json(201, api::PoolJson(pr.name, *pool));
+      return Json(201, api::PoolJson(pool));
     }
     case api::RouteId::kDeletePool: {
       const std::string& name = Param(m, "name");
-      std::shared_ptr<Pool> pool;
-      {
-        std::lock_guard lock(pools_mu_);
-        auto it = pools_.find(name);
-        if (it == pools_.end()) return Error::NotFound("no pool '" + name + "'");
-        pool = std::move(it->second);
-        pools_.erase(it);
-      }
-      pool->Close();
+      AGVISOR_RETURN_IF_ERROR(place().ClosePool(name));
       LogEvent("info", "pool deleted", {{"pool", name}});
       return NoContent();
     }

@@ -24,7 +24,6 @@
 #include "agvisor/api/router.h"
 #include "agvisor/client/handle_cache.h"
 #include "agvisor/desktop/token.h"
-#include "agvisor/sandbox/pool.h"
 #include "agvisor/server/server.h"
 
 namespace agvisor::server {
@@ -103,10 +102,6 @@ class Service {
   // their end reason after the container is gone.
   std::map<std::string, SandboxInfo> ended_;
   std::deque<std::string> ended_order_;
-  // Warm pools by name. They live as long as the daemon (their members end on their own when
-  // it dies: see pool.h).
-  std::mutex pools_mu_;
-  std::map<std::string, std::shared_ptr<Pool>> pools_;
 };
 
 }  // namespace agvisor::server

@@ -27,10 +27,6 @@ std::string Hex(std::uint64_t v, int digits) {
 
 const std::string& AgentHash() { return EmbeddedAgentHash(); }
 
-// "host\nref" of derived images known to exist.
-std::mutex g_mu;
-std::set<std::string, std::less<>> g_known;
-
 std::string RandomHex8() {
   static std::mutex mu;
   static std::mt19937_64 rng{std::random_device{}()};
@@ -92,11 +88,9 @@ std::vector<std::string> AgentImagesToPrune(const std::vector<docker::ImageSumma
   return out;
 }
 
-void ForgetAgentImage(std::string_view host, std::string_view ref) {
-  std::lock_guard lock(g_mu);
-  if (auto it = g_known.find(std::string(host) + "\n" + std::string(ref)); it != g_known.end()) {
-    g_known.erase(it);
-  }
+void ForgetAgentImage(AgentImageCache& cache, std::string_view ref) {
+  std::lock_guard lock(cache.mu);
+  if (auto it = cache.known.find(ref); it != cache.known.end()) cache.known.erase(it);
 }
 
 std::string AgentImageRef(std::string_view image_id, std::string_view agent_binary) {
@@ -106,7 +100,7 @@ std::string AgentImageRef(std::string_view image_id, std::string_view agent_bina
          Hex(AgentHashOf(agent_binary), 16);
 }
 
-Result<std::string> EnsureAgentImage(std::string_view host, docker::Client& docker,
+Result<std::string> EnsureAgentImage(AgentImageCache& cache, docker::Client& docker,
                                      std::string_view image) {
   // Every time: a rebuilt or re-pulled image has a new id, hence a new derived image.
   const docker::ImageInfo base = AGVISOR_TRY(docker.InspectImage(image));
@@ -115,10 +109,9 @@ Result<std::string> EnsureAgentImage(std::string_view host, docker::Client& dock
     return std::string(image);  // a derived image already
   }
   const std::string ref = AgentImageRef(base.id, EmbeddedAgentBinary());
-  const std::string key = std::string(host) + "\n" + ref;
   {
-    std::lock_guard lock(g_mu);
-    if (g_known.count(key)) return ref;
+    std::lock_guard lock(cache.mu);
+    if (cache.known.count(ref)) return ref;
   }
   auto found = docker.InspectImage(ref);
   if (!found.ok()) {
@@ -126,8 +119,8 @@ Result<std::string> EnsureAgentImage(std::string_view host, docker::Client& dock
     AGVISOR_RETURN_IF_ERROR(Make(docker, image, base.id, ref));
     PruneOthers(docker, image, ref);
   }
-  std::lock_guard lock(g_mu);
-  g_known.insert(key);
+  std::lock_guard lock(cache.mu);
+  cache.known.insert(ref);
   return ref;
 }
 

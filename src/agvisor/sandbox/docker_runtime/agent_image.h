@@ -18,6 +18,8 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,9 +32,16 @@ class Client;
 struct ImageSummary;
 }  // namespace docker
 
-// The image to create sandboxes of `image` from on `docker`'s host, made when missing. Errors:
-// kNotFound (`image` is not on the host), kUnavailable, those of the upload and the commit.
-Result<std::string> EnsureAgentImage(std::string_view host, docker::Client& docker,
+// The derived images known to exist on one host (a member of its DockerRuntime).
+struct AgentImageCache {
+  std::mutex mu;
+  std::set<std::string, std::less<>> known;
+};
+
+// The image to create sandboxes of `image` from on `docker`'s host, made when missing (and
+// remembered in `cache`). Errors: kNotFound (`image` is not on the host), kUnavailable, those of
+// the upload and the commit.
+Result<std::string> EnsureAgentImage(AgentImageCache& cache, docker::Client& docker,
                                      std::string_view image);
 
 // Of the derived images of one source, those to remove when `keep` was just made: not `keep`,
@@ -40,9 +49,9 @@ Result<std::string> EnsureAgentImage(std::string_view host, docker::Client& dock
 std::vector<std::string> AgentImagesToPrune(const std::vector<docker::ImageSummary>& images,
                                             std::string_view keep, std::int64_t now);
 
-// Forgets that `ref` exists on `host` (this process's cache), so the next EnsureAgentImage looks
-// again and makes it when it is gone.
-void ForgetAgentImage(std::string_view host, std::string_view ref);
+// Forgets that `ref` exists (in `cache`), so the next EnsureAgentImage looks again and makes it
+// when it is gone.
+void ForgetAgentImage(AgentImageCache& cache, std::string_view ref);
 
 // "agvisor/with-agent:<12 hex of image_id>-<16 hex of the agent's hash>" (pure). `image_id` is
 // Docker's "sha256:..." id.

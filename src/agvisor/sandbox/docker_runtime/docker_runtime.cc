@@ -103,18 +103,10 @@ docker::ContainerConfig ToContainerConfig(const InstanceSpec& spec) {
   return c;
 }
 
-Result<std::shared_ptr<docker::Client>> HostClient(std::string_view host) {
-  static std::mutex mu;
-  static std::map<std::string, std::weak_ptr<docker::Client>, std::less<>> clients;
-  std::lock_guard lock(mu);
-  if (auto it = clients.find(host); it != clients.end()) {
-    if (auto c = it->second.lock()) return c;
-  }
+Result<std::shared_ptr<docker::Client>> ConnectDockerHost(std::string_view host) {
   http::ClientOptions options;
   options.ssh_args = HostSshArgs();  // $AGVISOR_SSH_ARGS
-  auto c = AGVISOR_TRY(docker::Client::Connect(host, options));
-  clients[std::string(host)] = c;
-  return c;
+  return docker::Client::Connect(host, options);
 }
 
 DockerRuntime::DockerRuntime(std::string host, std::shared_ptr<docker::Client> client)
@@ -131,7 +123,7 @@ Result<StartedInstance> DockerRuntime::CreateAndStart(const InstanceSpec& spec, 
     if (spec.network != "bridge") {
       AGVISOR_RETURN_IF_ERROR(CheckJoinableNetwork(*client_, spec.network, spec.egress_network_id));
     }
-    AGVISOR_RETURN_IF_ERROR(RequireFirewall(host_, HostFirewallStatus(host_)));
+    AGVISOR_RETURN_IF_ERROR(RequireFirewall(host_, Firewall()));
   }
   docker::ContainerConfig c = ToContainerConfig(spec);
   bool remade = false;
@@ -140,7 +132,7 @@ Result<StartedInstance> DockerRuntime::CreateAndStart(const InstanceSpec& spec, 
     trace.Mark("create container");
     if (!id.ok()) {
       if (c.network_disabled && MissingTwin(id.error(), spec.runtime)) {
-        ForgetHostRuntimes(host_);
+        ForgetHostRuntimes(runtimes_);
         // No twin on this host: network none on the platform's runtime.
         c.host_config.runtime = PlatformRuntimeOf(spec.requested_runtime, spec.platform);
         c.network_disabled = false;
@@ -150,8 +142,8 @@ Result<StartedInstance> DockerRuntime::CreateAndStart(const InstanceSpec& spec, 
         // The prepared image this process knew was removed meanwhile (pruned by a client with
         // another agent build, or by hand): make it again, once.
         remade = true;
-        ForgetAgentImage(host_, c.image);
-        c.image = AGVISOR_TRY(EnsureAgentImage(host_, *client_, spec.source_image));
+        ForgetAgentImage(agent_images_, c.image);
+        c.image = AGVISOR_TRY(EnsureAgentImage(agent_images_, *client_, spec.source_image));
         continue;
       }
       return id.error();
@@ -174,12 +166,12 @@ Result<StartedInstance> DockerRuntime::CreateAndStart(const InstanceSpec& spec, 
 
 Result<std::string> DockerRuntime::RequireGvisor(std::string_view runtime,
                                                  std::string_view platform, bool network_none) {
-  return RequireGvisorRuntime(host_, *client_, runtime, platform, network_none);
+  return RequireGvisorRuntime(runtimes_, host_, *client_, runtime, platform, network_none);
 }
 
 Result<DiskCapSupport> DockerRuntime::ProbeDiskCap(std::string_view runtime,
                                                    std::string_view image) {
-  return agvisor::ProbeDiskCap(host_, *client_, runtime, image);
+  return agvisor::ProbeDiskCap(disk_caps_, *client_, runtime, image);
 }
 
 Result<HostCapacity> DockerRuntime::Capacity() {
@@ -188,7 +180,7 @@ Result<HostCapacity> DockerRuntime::Capacity() {
 }
 
 Result<std::string> DockerRuntime::PrepareImage(std::string_view image) {
-  return EnsureAgentImage(host_, *client_, image);
+  return EnsureAgentImage(agent_images_, *client_, image);
 }
 
 Result<InstanceInfo> DockerRuntime::Inspect(std::string_view ref) {
@@ -499,11 +491,36 @@ Result<SandboxNetwork> DockerRuntime::EnsureEgressNetwork(std::string_view name,
                                                           const egress::EgressRules& rules,
                                                           const Labels& labels) {
   // Before anything is made: without the firewall an egress sandbox reaches its gateway's ports.
-  AGVISOR_RETURN_IF_ERROR(RequireFirewall(host_, HostFirewallStatus(host_)));
+  AGVISOR_RETURN_IF_ERROR(RequireFirewall(host_, Firewall()));
   auto net = AGVISOR_TRY(agvisor::EnsureEgressNetwork(*client_, name, rules, labels));
   // Up before the sandbox runs: with no enforcer the sandbox would start cut off.
   AGVISOR_RETURN_IF_ERROR(WaitForEnforcer(host_, net.gateway, std::chrono::seconds(10)));
   return SandboxNetwork{.name = net.name, .id = net.id, .gateway = net.gateway};
+}
+
+Result<void> DockerRuntime::CheckEgressSupport() {
+  const http::Endpoint& ep = client_->endpoint();
+  if (ep.kind != http::Endpoint::Kind::kTcp) return Ok();
+  return Error::Unsupported("egress policies on " + ep.ToString() +
+                            ": agvisor cannot check the enforcer of a tcp:// Docker host; reach "
+                            "that host over ssh://USER@HOST (with agvisord running there)");
+}
+
+FirewallStatus DockerRuntime::Firewall() {
+  if (client_->endpoint().kind != http::Endpoint::Kind::kSsh) return HostFirewallStatus(host_);
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(firewall_mu_);
+    if (firewall_ && now - firewall_->second < std::chrono::minutes(1)) return firewall_->first;
+  }
+  FirewallStatus status = HostFirewallStatus(host_);
+  std::lock_guard lock(firewall_mu_);
+  firewall_.emplace(status, now);
+  return status;
+}
+
+Result<std::string> DockerRuntime::CreateSharedNetwork(std::string_view name) {
+  return CreateUserNetwork(*client_, name);
 }
 
 Result<void> DockerRuntime::RemoveEgressNetwork(std::string_view name) {

@@ -1,16 +1,26 @@
 // DockerRuntime: the Runtime (runtime.h) of a Docker host, over the Engine API client (docker/).
 // Everything of the sandbox layer that speaks Docker lives in this folder
-// (sandbox/docker_runtime/): containers, exec streams, volumes, the per-host client registry
-// (HostClient) here; the image with the agent (agent_image.h), the gVisor check (runtime_check.h),
-// the disk-cap probe (host_caps.h) and the egress bridge (egress_bridge.h) beside it.
+// (sandbox/docker_runtime/): containers, exec streams, volumes here; the image with the agent
+// (agent_image.h), the gVisor check (runtime_check.h), the disk-cap probe (host_caps.h) and the
+// egress bridge (egress_bridge.h) beside it. A DockerRuntime owns its host's client and what this
+// process learnt of that host (runtimes, disk caps, derived images, the firewall's state): made
+// once by MakeRuntime (runtimes.h) and shared, so an ssh host costs one ssh process however many
+// sandboxes use it.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "agvisor/base/error.h"
 #include "agvisor/docker/types.h"
+#include "agvisor/sandbox/docker_runtime/agent_image.h"
+#include "agvisor/sandbox/docker_runtime/host_caps.h"
+#include "agvisor/sandbox/docker_runtime/runtime_check.h"
+#include "agvisor/sandbox/egress_network.h"
 #include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/step_trace.h"
 
@@ -19,10 +29,11 @@ namespace docker {
 class Client;
 }
 
-// The docker::Client for a host ("" = $DOCKER_HOST or the local socket; "ssh://user@host"),
-// shared by every caller in this process while anyone holds it (an ssh host costs one ssh
-// process however many sandboxes use it). Errors: those of docker::Client::Connect.
-Result<std::shared_ptr<docker::Client>> HostClient(std::string_view host);
+// A new docker::Client for a host ("" = $DOCKER_HOST or the local socket; "ssh://user@host", with
+// $AGVISOR_SSH_ARGS): each call connects anew (on an ssh host, a new ssh process), so a caller
+// that talks to the host more than once keeps it (a DockerRuntime keeps its own). Errors: those
+// of docker::Client::Connect.
+Result<std::shared_ptr<docker::Client>> ConnectDockerHost(std::string_view host);
 
 // The Engine API's create request for `spec`, with the invariants of runtime.h (no privileges,
 // no new privileges, CapDrop ALL + kSandboxCapabilities, log driver none, no swap). Where
@@ -45,6 +56,13 @@ class DockerRuntime final : public Runtime {
 
   const std::string& host() const override { return host_; }
   const RuntimeTraits& traits() const override { return traits_; }
+
+  // The local host and ssh:// hosts (agvisord runs there; its enforcer is checked over ssh);
+  // kUnsupported for tcp:// (nothing here can check the enforcer there).
+  Result<void> CheckEgressSupport() override;
+  // What the host's sandbox-firewall file says (HostFirewallStatus): on an ssh:// host asked at
+  // most once a minute per runtime, so a burst of creates costs one round trip.
+  FirewallStatus Firewall();
 
   Result<std::string> RequireGvisor(std::string_view runtime, std::string_view platform,
                                     bool network_none) override;
@@ -99,11 +117,18 @@ class DockerRuntime final : public Runtime {
                                              const egress::EgressRules& rules,
                                              const Labels& labels) override;
   Result<void> RemoveEgressNetwork(std::string_view name) override;
+  // CreateUserNetwork (egress_bridge.h).
+  Result<std::string> CreateSharedNetwork(std::string_view name) override;
 
  private:
   std::string host_;
   std::shared_ptr<docker::Client> client_;
   RuntimeTraits traits_{.kind = "docker"};
+  RuntimeCheckCache runtimes_;
+  DiskCapCache disk_caps_;
+  AgentImageCache agent_images_;
+  std::mutex firewall_mu_;
+  std::optional<std::pair<FirewallStatus, std::chrono::steady_clock::time_point>> firewall_;
 };
 
 }  // namespace agvisor

@@ -201,7 +201,7 @@ class DockerEgress final : public EgressHostRuntime {
 
 Result<std::unique_ptr<EgressHostRuntime>> DockerEgressHost(std::string_view docker_host,
                                                             std::string firewall_chain) {
-  auto docker = AGVISOR_TRY(HostClient(docker_host));
+  auto docker = AGVISOR_TRY(ConnectDockerHost(docker_host));
   if (firewall_chain.empty()) {
     const char* test_chain = std::getenv("AGVISOR_TEST_FIREWALL_CHAIN");
     firewall_chain = test_chain && *test_chain ? test_chain : "AGVISOR-EGRESS";

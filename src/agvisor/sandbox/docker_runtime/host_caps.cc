@@ -50,14 +50,11 @@ Result<DiskCapSupport> RunDiskProbe(docker::Client& client, std::string_view run
 
 }  // namespace
 
-Result<DiskCapSupport> ProbeDiskCap(std::string_view host, docker::Client& client,
+Result<DiskCapSupport> ProbeDiskCap(DiskCapCache& cache, docker::Client& client,
                                     std::string_view runtime, std::string_view image) {
-  static std::mutex mu;
-  static std::map<std::string, DiskCapSupport> cache;
-  const std::string key = std::string(host) + "\n" + std::string(runtime);
   {
-    std::lock_guard lock(mu);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    std::lock_guard lock(cache.mu);
+    if (auto it = cache.by_runtime.find(runtime); it != cache.by_runtime.end()) return it->second;
   }
   DiskCapSupport s;
   if (client.api_version() < docker::kAnnotationsApiVersion) {
@@ -70,8 +67,8 @@ Result<DiskCapSupport> ProbeDiskCap(std::string_view host, docker::Client& clien
   } else {
     s = AGVISOR_TRY(RunDiskProbe(client, runtime, image));
   }
-  std::lock_guard lock(mu);
-  cache[key] = s;
+  std::lock_guard lock(cache.mu);
+  cache.by_runtime[std::string(runtime)] = s;
   return s;
 }
 

@@ -127,43 +127,37 @@ RuntimeIdentity Identify(const http::Endpoint& endpoint, const std::string& name
   return id;
 }
 
-std::mutex g_mu;
-std::map<std::string, docker::SystemInfo, std::less<>> g_info;  // by host
-std::map<std::string, RuntimeIdentity, std::less<>> g_ids;      // by host, name, path, args
-
 // The host's runtime list: the copy held, unless it lacks `need` (a runtime registered since:
 // SIGHUP makes dockerd read daemon.json again).
-Result<docker::SystemInfo> HostInfo(std::string_view host, docker::Client& client,
+Result<docker::SystemInfo> HostInfo(RuntimeCheckCache& cache, docker::Client& client,
                                     std::string_view need) {
   {
-    std::lock_guard lock(g_mu);
-    if (auto it = g_info.find(host);
-        it != g_info.end() && (need.empty() || it->second.runtimes.contains(std::string(need)))) {
-      return it->second;
+    std::lock_guard lock(cache.mu);
+    if (cache.info && (need.empty() || cache.info->runtimes.contains(std::string(need)))) {
+      return *cache.info;
     }
   }
   auto info = AGVISOR_TRY(client.Info());
-  std::lock_guard lock(g_mu);
-  g_info[std::string(host)] = info;
+  std::lock_guard lock(cache.mu);
+  cache.info = std::make_shared<const docker::SystemInfo>(info);
   return info;
 }
 
-IdentifyRuntimeFn CachedIdentify(std::string_view host, const http::Endpoint& endpoint) {
-  return
-      [host = std::string(host), endpoint](const std::string& name, const docker::RuntimeInfo& rt) {
-        std::string key = host + '\0' + name + '\0' + rt.path;
-        for (const auto& a : rt.args) key += '\0' + a;
-        {
-          std::lock_guard lock(g_mu);
-          if (auto it = g_ids.find(key); it != g_ids.end()) return it->second;
-        }
-        RuntimeIdentity id = Identify(endpoint, name, rt);
-        if (id.conclusive) {
-          std::lock_guard lock(g_mu);
-          g_ids[key] = id;
-        }
-        return id;
-      };
+IdentifyRuntimeFn CachedIdentify(RuntimeCheckCache& cache, const http::Endpoint& endpoint) {
+  return [&cache, endpoint](const std::string& name, const docker::RuntimeInfo& rt) {
+    std::string key = name + '\0' + rt.path;
+    for (const auto& a : rt.args) key += '\0' + a;
+    {
+      std::lock_guard lock(cache.mu);
+      if (auto it = cache.ids.find(key); it != cache.ids.end()) return it->second;
+    }
+    RuntimeIdentity id = Identify(endpoint, name, rt);
+    if (id.conclusive) {
+      std::lock_guard lock(cache.mu);
+      cache.ids[key] = id;
+    }
+    return id;
+  };
 }
 
 std::string Where(std::string_view host) {
@@ -252,16 +246,16 @@ Result<void> DecideGvisorRuntime(std::string_view where, std::string_view runtim
                                 fix);
 }
 
-Result<std::string> RequireGvisorRuntime(std::string_view host, docker::Client& client,
-                                         std::string_view runtime, std::string_view platform,
-                                         bool network_none) {
+Result<std::string> RequireGvisorRuntime(RuntimeCheckCache& cache, std::string_view host,
+                                         docker::Client& client, std::string_view runtime,
+                                         std::string_view platform, bool network_none) {
   const std::string base = PlatformRuntimeOf(runtime, platform);
-  auto info = AGVISOR_TRY(HostInfo(host, client, base));
+  auto info = AGVISOR_TRY(HostInfo(cache, client, base));
   if (base != runtime) {
     AGVISOR_RETURN_IF_ERROR(DecidePlatformRuntime(Where(host), runtime, platform, info));
     runtime = base;
   }
-  auto identify = CachedIdentify(host, client.endpoint());
+  auto identify = CachedIdentify(cache, client.endpoint());
   AGVISOR_RETURN_IF_ERROR(DecideGvisorRuntime(Where(host), runtime, info, identify));
   const std::string twin = NoneTwinOf(runtime);
   if (!network_none || !info.runtimes.contains(twin)) return std::string(runtime);
@@ -273,33 +267,18 @@ Result<std::string> RequireGvisorRuntime(std::string_view host, docker::Client& 
   return twin;
 }
 
-void ForgetHostRuntimes(std::string_view host) {
-  std::lock_guard lock(g_mu);
-  if (auto it = g_info.find(host); it != g_info.end()) g_info.erase(it);
+void ForgetHostRuntimes(RuntimeCheckCache& cache) {
+  std::lock_guard lock(cache.mu);
+  cache.info.reset();
 }
 
-Result<std::vector<RuntimeIdentity>> IdentifyHostRuntimes(std::string_view host,
+Result<std::vector<RuntimeIdentity>> IdentifyHostRuntimes(RuntimeCheckCache& cache,
                                                           docker::Client& client) {
-  auto info = AGVISOR_TRY(HostInfo(host, client, ""));
-  auto identify = CachedIdentify(host, client.endpoint());
+  auto info = AGVISOR_TRY(HostInfo(cache, client, ""));
+  auto identify = CachedIdentify(cache, client.endpoint());
   std::vector<RuntimeIdentity> out;
   for (const auto& [name, rt] : info.runtimes) out.push_back(identify(name, rt));
   return out;
-}
-
-std::vector<std::string> HostSshArgs() {
-  std::vector<std::string> args;
-  const char* extra = std::getenv("AGVISOR_SSH_ARGS");
-  if (extra == nullptr) return args;
-  std::string_view a = extra;
-  std::size_t i = 0;
-  while (i < a.size()) {
-    std::size_t j = a.find(' ', i);
-    if (j == std::string_view::npos) j = a.size();
-    if (j > i) args.emplace_back(a.substr(i, j - i));
-    i = j + 1;
-  }
-  return args;
 }
 
 }  // namespace agvisor

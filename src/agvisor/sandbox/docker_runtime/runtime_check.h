@@ -15,21 +15,25 @@
 // "io.containerd.runc.v2" on newer daemons) is refused too, as is every runtime of a tcp://
 // host, where the binary cannot be asked (use ssh:// for such a host).
 //
-// Cost: /info is asked once per host and process (and again when a runtime is not in the copy
-// held: one registered since, e.g. by SIGHUP to dockerd); each (host, name, path, args) is
-// identified once per process. So only a process's first create on a host pays (one /info and
-// one `--version`: 60-300 ms here, by load); every later one pays nothing (bench/README, "Runtime
-// check"). A runtime re-registered under the same name with another path is seen by processes
-// started after that, e.g. after an agvisord restart.
+// Cost: /info is asked once per RuntimeCheckCache (one per DockerRuntime object: a place or
+// agvisord keeps one per host), and again when a runtime is not in the copy held (one registered
+// since, e.g. by SIGHUP to dockerd); each (name, path, args) is identified once per cache. So only
+// the first create through a runtime object pays (one /info and one `--version`: 60-300 ms here,
+// by load); every later one pays nothing (bench/README, "Runtime check"). A runtime re-registered
+// under the same name with another path is seen by runtime objects made after that, e.g. after
+// an agvisord restart.
 #pragma once
 
 #include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "agvisor/base/error.h"
+#include "agvisor/sandbox/runtime.h"  // HostSshArgs
 
 namespace agvisor {
 namespace docker {
@@ -85,25 +89,30 @@ using IdentifyRuntimeFn =
 Result<void> DecideGvisorRuntime(std::string_view where, std::string_view runtime,
                                  const docker::SystemInfo& info, const IdentifyRuntimeFn& identify);
 
+// What the check keeps of one Docker host: its runtime list (/info) and each runtime's identity
+// by (name, path, args). A member of the host's DockerRuntime; a one-off caller (`agvisor
+// doctor`) makes its own.
+struct RuntimeCheckCache {
+  std::mutex mu;
+  std::shared_ptr<const docker::SystemInfo> info;
+  std::map<std::string, RuntimeIdentity, std::less<>> ids;
+};
+
 // The runtime a sandbox of `runtime`, `platform` and `network_none` runs on: the platform's
 // runtime (PlatformRuntimeOf, checked with DecidePlatformRuntime unless it is `runtime`), or its
 // NoneTwinOf for network none where the host registers that twin. Both are checked with
 // DecideGvisorRuntime (a registered twin that is not gVisor is refused, never skipped).
 // Cached as described above. Errors: kInvalidArgument (not gVisor, not registered, no runtime
 // for the platform), those of docker::Client::Info.
-Result<std::string> RequireGvisorRuntime(std::string_view host, docker::Client& client,
-                                         std::string_view runtime, std::string_view platform,
-                                         bool network_none);
+Result<std::string> RequireGvisorRuntime(RuntimeCheckCache& cache, std::string_view host,
+                                         docker::Client& client, std::string_view runtime,
+                                         std::string_view platform, bool network_none);
 
-// Forgets the runtime list held for `host` (a create said a runtime is unknown after all).
-void ForgetHostRuntimes(std::string_view host);
+// Forgets the runtime list held in `cache` (a create said a runtime is unknown after all).
+void ForgetHostRuntimes(RuntimeCheckCache& cache);
 
 // Every registered runtime of the host, identified (cached like the above): for `agvisor doctor`.
-Result<std::vector<RuntimeIdentity>> IdentifyHostRuntimes(std::string_view host,
+Result<std::vector<RuntimeIdentity>> IdentifyHostRuntimes(RuntimeCheckCache& cache,
                                                           docker::Client& client);
-
-// The extra ssh arguments for ssh:// hosts: $AGVISOR_SSH_ARGS split on spaces (e.g.
-// "-i KEY -o Port=2222"). Shared by HostClient's tunnel and the identification above.
-std::vector<std::string> HostSshArgs();
 
 }  // namespace agvisor

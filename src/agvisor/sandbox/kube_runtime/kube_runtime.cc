@@ -127,20 +127,12 @@ Labels LabelsOfPod(const kube::Pod& pod) {
   return out;
 }
 
-Result<std::shared_ptr<Runtime>> KubernetesRuntimeFor(std::string_view host) {
-  static std::mutex mu;
-  static std::map<std::string, std::weak_ptr<Runtime>, std::less<>> runtimes;
-  std::lock_guard lock(mu);
-  if (auto it = runtimes.find(host); it != runtimes.end()) {
-    if (auto r = it->second.lock()) return r;
-  }
+Result<std::shared_ptr<Runtime>> MakeKubernetesRuntime(std::string_view host) {
   auto address = AGVISOR_TRY(kube::ParseKubeAddress(host));
   auto credentials = AGVISOR_TRY(kube::LoadCredentials(address));
   auto client = AGVISOR_TRY(kube::Client::Connect(std::move(credentials)));
-  auto runtime = std::shared_ptr<Runtime>(std::make_shared<KubernetesRuntime>(
+  return std::shared_ptr<Runtime>(std::make_shared<KubernetesRuntime>(
       std::string(host), std::move(client), KubernetesRuntime::DefaultOptions()));
-  runtimes[std::string(host)] = runtime;
-  return runtime;
 }
 
 Result<void> CheckKubeAddress(std::string_view host) {
@@ -492,6 +484,12 @@ Result<bool> KubernetesRuntime::RemoveVolume(std::string_view name) {
   return client_->DeleteObject(kube::Collection::kPersistentVolumeClaims, name);
 }
 
+Result<void> KubernetesRuntime::CheckEgressSupport() {
+  return Error::Unsupported("egress policies on " + host_ +
+                            ": not available on Kubernetes yet (docs/kubernetes.md); use "
+                            "network none, or a Docker host");
+}
+
 Result<SandboxNetwork> KubernetesRuntime::EnsureEgressNetwork(std::string_view name,
                                                               const egress::EgressRules&,
                                                               const Labels&) {
@@ -502,5 +500,10 @@ Result<SandboxNetwork> KubernetesRuntime::EnsureEgressNetwork(std::string_view n
 }
 
 Result<void> KubernetesRuntime::RemoveEgressNetwork(std::string_view) { return Ok(); }
+
+Result<std::string> KubernetesRuntime::CreateSharedNetwork(std::string_view) {
+  return Error::Unsupported("networks on " + host_ +
+                            ": a Kubernetes sandbox has the pod network (bridge) or none");
+}
 
 }  // namespace agvisor

@@ -35,9 +35,10 @@ InstanceState InstanceStateOfPod(const kube::Pod& pod);
 // refuses into annotations).
 Labels LabelsOfPod(const kube::Pod& pod);
 
-// The runtime of `host` (a kube: address), shared process-wide while anyone holds it. Errors:
-// those of kube::ParseKubeAddress, kube::LoadCredentials and kube::Client::Connect.
-Result<std::shared_ptr<Runtime>> KubernetesRuntimeFor(std::string_view host);
+// A new runtime of `host` (a kube: address), with DefaultOptions (MakeRuntime, runtimes.h, is the
+// door to it). Errors: those of kube::ParseKubeAddress, kube::LoadCredentials and
+// kube::Client::Connect.
+Result<std::shared_ptr<Runtime>> MakeKubernetesRuntime(std::string_view host);
 // Whether `host` is a kube: address (kube::ParseKubeAddress), without reading any kubeconfig.
 Result<void> CheckKubeAddress(std::string_view host);
 
@@ -112,10 +113,12 @@ class KubernetesRuntime final : public Runtime {
   Result<std::optional<Labels>> VolumeLabels(std::string_view name) override;
   Result<bool> RemoveVolume(std::string_view name) override;
 
+  Result<void> CheckEgressSupport() override;  // kUnsupported: no enforcer yet
   Result<SandboxNetwork> EnsureEgressNetwork(std::string_view name,
                                              const egress::EgressRules& rules,
                                              const Labels& labels) override;  // kUnsupported
   Result<void> RemoveEgressNetwork(std::string_view name) override;           // nothing to do
+  Result<std::string> CreateSharedNetwork(std::string_view name) override;    // kUnsupported
 
  private:
   Result<void> WaitRunning(const std::string& name);

@@ -1,4 +1,4 @@
-#include "agvisor/sandbox/fake_runtime.h"
+#include "agvisor/sandbox/testing/fake_runtime.h"
 
 #include <fcntl.h>
 #include <poll.h>

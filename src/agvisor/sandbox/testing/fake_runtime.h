@@ -84,6 +84,8 @@ class FakeRuntime final : public Runtime {
   // ---- Runtime ----
   const std::string& host() const override { return host_; }
   const RuntimeTraits& traits() const override { return traits_; }
+  // Egress policies are offered (its networks are names only, EnsureEgressNetwork).
+  Result<void> CheckEgressSupport() override { return Ok(); }
   // gVisor runtimes: "runsc" and its twin "runsc-none".
   Result<std::string> RequireGvisor(std::string_view runtime, std::string_view platform,
                                     bool network_none) override;

@@ -1,7 +1,7 @@
 // The fake runtime's own promises, which the sandbox layer's unit tests build on: an instance
 // runs the real agent (a channel through its connect relay works), an exec runs locally, state
 // and failures change on request, and everything is recorded.
-#include "agvisor/sandbox/fake_runtime.h"
+#include "agvisor/sandbox/testing/fake_runtime.h"
 
 #include <gtest/gtest.h>
 
@@ -106,18 +106,6 @@ TEST(FakeRuntimeTest, FailNextFailsThatManyCallsAndIsRecorded) {
   EXPECT_EQ(rt.CallCount("EnsureVolume"), 3);
   EXPECT_EQ(rt.RemoveVolume("agvisor-v").value(), true);
   EXPECT_EQ(rt.RemoveVolume("agvisor-v").value(), false);
-}
-
-TEST(FakeRuntimeTest, ScopedOverrideAnswersRuntimeForThatHostOnly) {
-  auto rt = std::make_shared<FakeRuntime>("fake://scoped", AGVISOR_AGENT_BINARY);
-  {
-    ScopedRuntimeOverride guard("fake://scoped", rt);
-    auto got = RuntimeFor("fake://scoped");
-    ASSERT_TRUE(got.ok());
-    EXPECT_EQ(got->get(), rt.get());
-  }
-  // Without the guard the host is a Docker host again, which this address is not.
-  EXPECT_FALSE(RuntimeFor("fake://scoped").ok());
 }
 
 }  // namespace
