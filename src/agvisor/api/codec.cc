@@ -161,57 +161,45 @@ constexpr SignalName kSignals[] = {
 
 // ---- Errors ----
 
-int HttpStatusFor(ErrorCode code) {
+namespace {
+
+// How an error code stands in an HTTP answer: its status and its error body's "code".
+struct HttpError {
+  int status;
+  std::string_view slug;
+};
+
+HttpError HttpErrorFor(ErrorCode code) {
   switch (code) {
     case ErrorCode::kInvalidArgument:
-      return 400;
-    case ErrorCode::kPermissionDenied:
-      return 403;
+      return {400, "invalid_argument"};
     case ErrorCode::kNotFound:
-      return 404;
+      return {404, "not_found"};
     case ErrorCode::kConflict:
-      return 409;
-    case ErrorCode::kSandboxDied:
-      return 410;
-    case ErrorCode::kUnsupported:
-      return 501;
+      return {409, "conflict"};
     case ErrorCode::kUnavailable:
-      return 503;
+      return {503, "unavailable"};
     case ErrorCode::kTimeout:
-      return 504;
+      return {504, "timeout"};
+    case ErrorCode::kPermissionDenied:
+      return {403, "permission_denied"};
     case ErrorCode::kResourceExhausted:
-      return 507;
+      return {507, "resource_exhausted"};
+    case ErrorCode::kUnsupported:
+      return {501, "unsupported"};
+    case ErrorCode::kSandboxDied:
+      return {410, "sandbox_died"};
     case ErrorCode::kInternal:
-      return 500;
+      return {500, "internal"};
   }
-  return 500;
+  return {500, "internal"};
 }
 
-std::string_view ErrorSlug(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::kInvalidArgument:
-      return "invalid_argument";
-    case ErrorCode::kNotFound:
-      return "not_found";
-    case ErrorCode::kConflict:
-      return "conflict";
-    case ErrorCode::kUnavailable:
-      return "unavailable";
-    case ErrorCode::kTimeout:
-      return "timeout";
-    case ErrorCode::kPermissionDenied:
-      return "permission_denied";
-    case ErrorCode::kResourceExhausted:
-      return "resource_exhausted";
-    case ErrorCode::kUnsupported:
-      return "unsupported";
-    case ErrorCode::kSandboxDied:
-      return "sandbox_died";
-    case ErrorCode::kInternal:
-      return "internal";
-  }
-  return "internal";
-}
+}  // namespace
+
+int HttpStatusFor(ErrorCode code) { return HttpErrorFor(code).status; }
+
+std::string_view ErrorSlug(ErrorCode code) { return HttpErrorFor(code).slug; }
 
 ErrorCode ErrorCodeFromSlug(std::string_view slug) {
   for (auto c : {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kConflict,

@@ -1,5 +1,8 @@
 #include "agvisor/base/strings.h"
 
+#include <sys/random.h>
+
+#include <cerrno>
 #include <cstdint>
 
 namespace agvisor {
@@ -7,10 +10,14 @@ namespace {
 
 constexpr char kHex[] = "0123456789abcdef";
 
-void AppendHexByte(std::string& out, unsigned char c) {
-  out += "\\x";
+void AppendHex(std::string& out, unsigned char c) {
   out += kHex[c >> 4];
   out += kHex[c & 15];
+}
+
+void AppendHexByte(std::string& out, unsigned char c) {
+  out += "\\x";
+  AppendHex(out, c);
 }
 
 // "\uXXXX", or "\UXXXXXXXX" past U+FFFF.
@@ -105,6 +112,26 @@ std::string EscapeForTerminal(std::string_view bytes) {
     }
   }
   return out;
+}
+
+std::string HexEncode(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (const char b : bytes) AppendHex(out, static_cast<unsigned char>(b));
+  return out;
+}
+
+Result<std::string> RandomHex(std::size_t n) {
+  std::string raw(n, '\0');
+  for (std::size_t got = 0; got < n;) {
+    const ssize_t r = ::getrandom(raw.data() + got, n - got, 0);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return Error::FromErrno("getrandom", errno);
+    }
+    got += static_cast<std::size_t>(r);
+  }
+  return HexEncode(raw);
 }
 
 }  // namespace agvisor

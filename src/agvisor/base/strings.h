@@ -2,12 +2,15 @@
 //
 // Used by base/tar_stream.cc (tar entry names and link targets, split on '/') and the agent's
 // spawn (the directories of $PATH, split on ':'); EscapeForTerminal by every line the `agvisor`
-// CLI prints for people (src/agvisor/cli).
+// CLI prints for people (src/agvisor/cli); RandomHex by agvisord's token and MCP session ids.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "agvisor/base/error.h"
 
 namespace agvisor {
 
@@ -42,5 +45,13 @@ inline std::vector<std::string_view> Split(std::string_view s, char sep) {
 // Every other character (printable ASCII, the rest of valid UTF-8) is kept as is. Machine output
 // (--json) never goes through this: JSON escapes controls itself and keeps the exact bytes.
 std::string EscapeForTerminal(std::string_view bytes);
+
+// `bytes` as lower-case hex, two digits a byte: "\x01\xab" -> "01ab".
+std::string HexEncode(std::string_view bytes);
+
+// `n` bytes from the kernel's random source (getrandom(2), as OpenSSL seeds from) as 2n
+// lower-case hex digits: secrets and ids no one may guess. Errors: those of getrandom
+// (Error::FromErrno).
+Result<std::string> RandomHex(std::size_t n);
 
 }  // namespace agvisor

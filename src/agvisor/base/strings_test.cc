@@ -92,5 +92,23 @@ TEST(EscapeForTerminalTest, PrintableTextAndUtf8AreKept) {
   EXPECT_EQ(EscapeForTerminal(""), "");
 }
 
+TEST(HexEncodeTest, TwoLowerCaseDigitsAByte) {
+  EXPECT_EQ(HexEncode(std::string_view("\x00\x01\x7f\x80\xab\xff", 6)), "00017f80abff");
+  EXPECT_EQ(HexEncode(""), "");
+}
+
+TEST(RandomHexTest, TwoDigitsAByteAndFreshEachCall) {
+  auto a = RandomHex(16);
+  auto b = RandomHex(16);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_THAT(*a, ::testing::MatchesRegex("[0-9a-f]{32}"));
+  EXPECT_NE(*a, *b);
+  // More than one getrandom call may be needed past 256 bytes.
+  auto big = RandomHex(4096);
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big->size(), 8192u);
+  EXPECT_EQ(RandomHex(0).value(), "");
+}
+
 }  // namespace
 }  // namespace agvisor

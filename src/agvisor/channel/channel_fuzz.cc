@@ -56,11 +56,7 @@ class ScriptTransport : public Transport {
     cv_.notify_all();
     return Ok();
   }
-  void Close() override {
-    std::lock_guard lock(mu_);
-    closed_ = true;
-    cv_.notify_all();
-  }
+  void Close() override { Raise(closed_); }
 
   // Waits until more than `n` writes happened (or the transport closed); returns the count.
   int WaitWrites(int n) {
@@ -72,13 +68,15 @@ class ScriptTransport : public Transport {
     std::lock_guard lock(mu_);
     return writes_;
   }
-  void Release() {
-    std::lock_guard lock(mu_);
-    released_ = true;
-    cv_.notify_all();
-  }
+  void Release() { Raise(released_); }
 
  private:
+  // Sets `flag` (closed_ or released_) and wakes the waiters.
+  void Raise(bool& flag) {
+    std::lock_guard lock(mu_);
+    flag = true;
+    cv_.notify_all();
+  }
   static std::size_t Take(std::string& from, std::span<char> buf, std::size_t limit) {
     std::size_t n = std::min({buf.size(), from.size(), limit});
     from.copy(buf.data(), n);

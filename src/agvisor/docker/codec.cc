@@ -4,6 +4,8 @@
 #include <boost/json.hpp>
 #include <cctype>
 
+#include "agvisor/base/strings.h"
+
 namespace agvisor::docker {
 namespace json = boost::json;
 namespace {
@@ -11,21 +13,8 @@ namespace {
 bool IsAlnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
 bool IsHex(char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }
 
-std::string Quote(std::string_view s) {
-  // For messages only: shows control characters instead of printing them.
-  std::string out = "\"";
-  for (char c : s) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[(static_cast<unsigned char>(c) >> 4) & 0xf];
-      out += kHex[static_cast<unsigned char>(c) & 0xf];
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+// For messages: a caller's value in quotes, escaped as for a terminal (base/strings.h).
+std::string Quote(std::string_view s) { return "\"" + EscapeForTerminal(s) + "\""; }
 
 Result<void> ValidateName(std::string_view name, std::string_view what, std::size_t max_len) {
   auto bad = [&](std::string_view why) {

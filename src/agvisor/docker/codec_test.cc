@@ -250,6 +250,17 @@ TEST(CodecTest, SignalValidation) {
   for (const char* bad : {"", "kill", "SIG KILL", "9&x=1"}) EXPECT_FALSE(ValidateSignal(bad).ok());
 }
 
+TEST(CodecTest, RefusedValuesAreQuotedAsForATerminal) {
+  // A caller's value in an error message cannot act on the terminal that prints it: C0 and C1
+  // controls and bytes outside UTF-8 come out escaped (base/strings.h EscapeForTerminal).
+  auto r = ValidateSignal(
+      "\x1b]0;x\a\xc2\x9b"
+      "2J\xff");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(),
+            R"(signal "\e]0;x\x07\u009b2J\xff": expected a name (KILL, SIGTERM) or a number)");
+}
+
 // ---- Response decoding (samples captured from this machine's dockerd 20.10, API 1.41) ----
 
 TEST(CodecTest, DecodesContainerStats) {

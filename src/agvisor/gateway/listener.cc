@@ -112,7 +112,13 @@ struct Listener::Conn : http::WebSocket {
     return std::optional<http::WsMessage>(std::move(m));
   }
 
-  void Close(int code, std::string_view reason) override {
+  void Close(int code, std::string_view reason) override { End(code, reason, true); }
+  void CloseAtOnce(int code, std::string_view reason) override { End(code, reason, false); }
+
+  // Sends a close frame, then ends the connection: after the peer's close frame when
+  // `await_peer`, else at once (async_close writes its frame as it starts; the shutdown then ends
+  // its wait for the peer's).
+  void End(int code, std::string_view reason, bool await_peer) {
     std::lock_guard lock(write_mu);
     if (closed.exchange(true)) return;
     if (!io_running) {
@@ -120,34 +126,19 @@ struct Listener::Conn : http::WebSocket {
       ::shutdown(ws.next_layer().native_handle(), SHUT_RDWR);
       return;
     }
-    std::promise<void> closed_frame;
-    net::post(ioc, [&] {
-      bws::close_reason cr(static_cast<bws::close_code>(code), std::string(reason));
-      ws.async_close(cr, [&](beast::error_code) {
-        beast::error_code ignored;
-        ws.next_layer().shutdown(tcp::socket::shutdown_both, ignored);
-        closed_frame.set_value();
-      });
-    });
-    closed_frame.get_future().wait();
-  }
-
-  void CloseAtOnce(int code, std::string_view reason) override {
-    std::lock_guard lock(write_mu);
-    if (closed.exchange(true)) return;
-    if (!io_running) {
-      ::shutdown(ws.next_layer().native_handle(), SHUT_RDWR);
-      return;
-    }
-    // async_close writes its frame as it starts; the shutdown then ends its wait for the peer's.
-    std::promise<void> started;
+    std::promise<void> done;
     net::post(ioc, [&] {
       ws.async_close(bws::close_reason(static_cast<bws::close_code>(code), std::string(reason)),
-                     [](beast::error_code) {});
-      started.set_value();
+                     [this, &done, await_peer](beast::error_code) {
+                       if (!await_peer) return;
+                       beast::error_code ignored;
+                       ws.next_layer().shutdown(tcp::socket::shutdown_both, ignored);
+                       done.set_value();
+                     });
+      if (!await_peer) done.set_value();
     });
-    started.get_future().wait();
-    ::shutdown(ws.next_layer().native_handle(), SHUT_RDWR);
+    done.get_future().wait();
+    if (!await_peer) ::shutdown(ws.next_layer().native_handle(), SHUT_RDWR);
   }
 };
 

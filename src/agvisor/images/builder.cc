@@ -12,6 +12,10 @@
 #include "agvisor/base/subprocess.h"
 #include "agvisor/docker/client.h"
 
+// The desktop recipe's configuration files (desktop/*.xml), embedded by desktop_files.S.
+extern "C" const char agvisor_xfce4_panel_xml_begin[], agvisor_xfce4_panel_xml_end[];
+extern "C" const char agvisor_xfce4_desktop_xml_begin[], agvisor_xfce4_desktop_xml_end[];
+
 namespace agvisor::images {
 namespace {
 
@@ -50,9 +54,15 @@ void Say(const BuildOptions& o, std::string_view line) {
 // The agent (agent/desktop.cc) starts Xvnc, xfwm4, xfce4-panel, xfdesktop and a terminal.
 //  - The terminal is xterm with ptyHandshake off (see below why, and why not xfce4-terminal).
 //  - xfce4-panel asks on first start (a dialog) unless its xfconf channel exists: ship one
-//    (menu, terminal and browser launchers, window list, clock), only plugins that are installed.
+//    (desktop/xfce4-panel.xml: menu, terminal and browser launchers, window list, clock), only
+//    plugins that are installed.
+//  - A plain backdrop (desktop/xfce4-desktop.xml): cheaper to draw, to send over VNC and to read
+//    in screenshots.
 //  - Firefox: no first-run pages, update checks or default-browser question in a throwaway box.
 //  - Documentation and non-English messages are dropped (the image is for machines to drive).
+// Where xfconf reads the system's channels (the setup script's $x).
+constexpr std::string_view kXfconfDir = "/etc/xdg/xfce4/xfconf/xfce-perchannel-xml";
+
 constexpr std::string_view kDesktopSetup = R"SH(set -e
 groupadd --gid 1000 user
 useradd --uid 1000 --gid 1000 --home-dir /workspace --shell /bin/bash user
@@ -60,48 +70,6 @@ mkdir -p /workspace
 chown 1000:1000 /workspace
 x=/etc/xdg/xfce4/xfconf/xfce-perchannel-xml
 mkdir -p $x
-cat > $x/xfce4-panel.xml <<'EOF'
-<?xml version="1.0" encoding="UTF-8"?>
-<channel name="xfce4-panel" version="1.0">
-  <property name="configver" type="int" value="2"/>
-  <property name="panels" type="array">
-    <value type="int" value="1"/>
-    <property name="panel-1" type="empty">
-      <property name="position" type="string" value="p=6;x=0;y=0"/>
-      <property name="length" type="uint" value="100"/>
-      <property name="position-locked" type="bool" value="true"/>
-      <property name="size" type="uint" value="30"/>
-      <property name="plugin-ids" type="array">
-        <value type="int" value="1"/>
-        <value type="int" value="2"/>
-        <value type="int" value="3"/>
-        <value type="int" value="4"/>
-        <value type="int" value="5"/>
-        <value type="int" value="6"/>
-      </property>
-    </property>
-  </property>
-  <property name="plugins" type="empty">
-    <property name="plugin-1" type="string" value="applicationsmenu"/>
-    <property name="plugin-2" type="string" value="launcher">
-      <property name="items" type="array">
-        <value type="string" value="debian-xterm.desktop"/>
-      </property>
-    </property>
-    <property name="plugin-3" type="string" value="launcher">
-      <property name="items" type="array">
-        <value type="string" value="firefox-esr.desktop"/>
-      </property>
-    </property>
-    <property name="plugin-4" type="string" value="tasklist"/>
-    <property name="plugin-5" type="string" value="separator">
-      <property name="expand" type="bool" value="true"/>
-      <property name="style" type="uint" value="0"/>
-    </property>
-    <property name="plugin-6" type="string" value="clock"/>
-  </property>
-</channel>
-EOF
 # xfwm4 writes every one of its defaults into xfconf on a user's first start, one D-Bus call
 # each: ~6 s of a desktop's start under gVisor. Its defaults as a system channel make that a
 # no-op. Compositing off: under VNC it only costs CPU.
@@ -123,28 +91,6 @@ EOF
   echo '  </property>'
   echo '</channel>'
 } > $x/xfwm4.xml
-# A plain backdrop: cheaper to draw, to send over VNC and to read in screenshots.
-cat > $x/xfce4-desktop.xml <<'EOF'
-<?xml version="1.0" encoding="UTF-8"?>
-<channel name="xfce4-desktop" version="1.0">
-  <property name="backdrop" type="empty">
-    <property name="screen0" type="empty">
-      <property name="monitorVNC-0" type="empty">
-        <property name="workspace0" type="empty">
-          <property name="color-style" type="int" value="0"/>
-          <property name="image-style" type="int" value="0"/>
-          <property name="rgba1" type="array">
-            <value type="double" value="0.16"/>
-            <value type="double" value="0.27"/>
-            <value type="double" value="0.40"/>
-            <value type="double" value="1"/>
-          </property>
-        </property>
-      </property>
-    </property>
-  </property>
-</channel>
-EOF
 # xterm, not xfce4-terminal: VTE puts its pty in packet mode (ioctl TIOCPKT), which gVisor
 # (runsc 20240729) does not implement (ENOTTY), so every VTE terminal shows "Failed to open PTY".
 # xterm's pty handshake makes its child open /dev/tty to check the new controlling terminal;
@@ -174,21 +120,26 @@ Result<ImageRecipe> RecipeFor(std::string_view kind) {
                        .packages = {"python3", "git", "coreutils", "procps", "ca-certificates"}};
   }
   if (kind == "desktop") {
-    return ImageRecipe{.kind = "desktop",
-                       .suite = "bookworm",
-                       .packages =
-                           {// what base has: exec works the same in a desktop
-                            "python3", "git", "coreutils", "procps", "ca-certificates",
-                            // X server with VNC (Xvnc), window manager, panel, desktop,
-                            // terminal, browser, input automation
-                            "tigervnc-standalone-server", "xfwm4", "xfce4-panel", "xfdesktop4",
-                            "xterm", "firefox-esr", "xdotool",
-                            // RDP for native clients: xrdp in front of Xvnc (its VNC module)
-                            "xrdp",
-                            // the session bus and settings daemon xfce talks to; fonts
-                            // and SVG icons (Recommends debootstrap leaves out)
-                            "dbus-x11", "xfconf", "fonts-dejavu-core", "librsvg2-common"},
-                       .setup = std::string(kDesktopSetup)};
+    return ImageRecipe{
+        .kind = "desktop",
+        .suite = "bookworm",
+        .packages =
+            {// what base has: exec works the same in a desktop
+             "python3", "git", "coreutils", "procps", "ca-certificates",
+             // X server with VNC (Xvnc), window manager, panel, desktop,
+             // terminal, browser, input automation
+             "tigervnc-standalone-server", "xfwm4", "xfce4-panel", "xfdesktop4", "xterm",
+             "firefox-esr", "xdotool",
+             // RDP for native clients: xrdp in front of Xvnc (its VNC module)
+             "xrdp",
+             // the session bus and settings daemon xfce talks to; fonts
+             // and SVG icons (Recommends debootstrap leaves out)
+             "dbus-x11", "xfconf", "fonts-dejavu-core", "librsvg2-common"},
+        .files = {{std::string(kXfconfDir) + "/xfce4-panel.xml",
+                   std::string(agvisor_xfce4_panel_xml_begin, agvisor_xfce4_panel_xml_end)},
+                  {std::string(kXfconfDir) + "/xfce4-desktop.xml",
+                   std::string(agvisor_xfce4_desktop_xml_begin, agvisor_xfce4_desktop_xml_end)}},
+        .setup = std::string(kDesktopSetup)};
   }
   return Error::InvalidArgument("unknown image kind '" + std::string(kind) +
                                 "': the kinds are: base, desktop");
@@ -268,8 +219,19 @@ Result<std::string> BuildImage(docker::Client& client, const ImageRecipe& recipe
                 secs);
   Say(o, msg);
 
-  // 2. the recipe's own setup in the new root, then trim: package caches are not needed in the
-  // image; /workspace is where work goes.
+  // 2. the recipe's files and its own setup in the new root, then trim: package caches are not
+  // needed in the image; /workspace is where work goes. The files are written from inside the
+  // new root (chroot), as the setup script would.
+  for (const auto& f : recipe.files) {
+    auto wrote =
+        AGVISOR_TRY(RunCommand({"chroot", rootfs, "sh", "-c",
+                                "umask 022 && mkdir -p \"${1%/*}\" && cat > \"$1\"", "sh", f.path},
+                               f.content));
+    if (!wrote.status.success()) {
+      return Error::Internal("write " + f.path + " in the " + recipe.kind + " image (" +
+                             wrote.status.ToString() + "): " + wrote.err);
+    }
+  }
   if (!recipe.setup.empty()) {
     Say(o, "[2/3] configuring (the " + recipe.kind + " recipe's setup script)");
     auto setup = AGVISOR_TRY(RunCommand({"chroot", rootfs, "sh", "-c", recipe.setup}));

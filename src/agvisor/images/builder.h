@@ -23,6 +23,13 @@ struct ImageRecipe {
   std::string kind;                   // "base" or "desktop"
   std::string suite = "bookworm";     // Debian release
   std::vector<std::string> packages;  // added to debootstrap's minbase (no Recommends)
+  // Files written into the new root (as root, mode 0644, their directories made) after
+  // debootstrap, before `setup` runs: configuration kept as files in the source tree.
+  struct File {
+    std::string path;  // absolute, inside the new root
+    std::string content;
+  };
+  std::vector<File> files;
   // A shell script run in the new root (chroot, as root) after debootstrap: users, default
   // configuration. "" = none.
   std::string setup;

@@ -19,6 +19,7 @@
 
 #include "agvisor/api/defaults.h"
 #include "agvisor/base/private_file.h"
+#include "agvisor/base/strings.h"
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/desktop/token.h"
 #include "agvisor/egress/host.h"
@@ -51,14 +52,7 @@ Result<std::string> LoadOrCreateToken(const std::string& path, bool* created) {
       if (ec)
         return Error::FromErrno("create directory " + dir.string() + " for the token", ec.value());
     }
-    unsigned char raw[32];
-    if (RAND_bytes(raw, sizeof raw) != 1) return Error::Internal("RAND_bytes failed");
-    std::string token;
-    static constexpr char kHex[] = "0123456789abcdef";
-    for (unsigned char c : raw) {
-      token.push_back(kHex[c >> 4]);
-      token.push_back(kHex[c & 15]);
-    }
+    const std::string token = AGVISOR_TRY(RandomHex(32));
     UniqueFd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (!out) return Error::FromErrno("create token file " + path, errno);
     std::string line = token + "\n";

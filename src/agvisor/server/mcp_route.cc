@@ -1,7 +1,6 @@
 #include "agvisor/server/mcp_route.h"
 
 #include <arpa/inet.h>
-#include <openssl/rand.h>
 
 #include <algorithm>
 #include <cctype>
@@ -12,6 +11,7 @@
 #include <optional>
 
 #include "agvisor/api/codec.h"
+#include "agvisor/base/strings.h"
 #include "agvisor/client/place.h"
 
 namespace agvisor::server {
@@ -62,18 +62,6 @@ std::optional<HttpResponse> RefuseHeaders(const HttpRequest& req) {
   return std::nullopt;
 }
 
-Result<std::string> NewSessionId() {
-  unsigned char raw[16];
-  if (RAND_bytes(raw, sizeof raw) != 1) return Error::Internal("mcp: RAND_bytes failed");
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id;
-  for (unsigned char c : raw) {
-    id.push_back(kHex[c >> 4]);
-    id.push_back(kHex[c & 15]);
-  }
-  return id;
-}
-
 HttpResponse Post(McpState& st, const HttpRequest& req, HttpStream& io) {
   if (auto refused = RefuseHeaders(req)) return *refused;
   std::string body;
@@ -95,7 +83,7 @@ HttpResponse Post(McpState& st, const HttpRequest& req, HttpStream& io) {
   std::shared_ptr<mcp::Session> session;
   std::vector<std::pair<std::string, std::string>> headers;
   if (peek.initialize) {
-    auto id = NewSessionId();
+    auto id = RandomHex(16);  // the session id: 128 random bits
     if (!id.ok()) return JsonRpcError(500, -32603, "cannot make a session id");
     session = std::make_shared<mcp::Session>(st.options.sandboxes->place(), st.options.session,
                                              st.options.sandboxes.get());

@@ -533,26 +533,28 @@ void Server::SetHandlers(HttpHandler http, WsHandler ws) {
 
 void Server::SetStreamHandler(StreamHandler stream) { stream_ = std::move(stream); }
 
-Result<void> Server::AddHttpRoute(const api::RouteDef& def, HttpHandler handler) {
+template <typename Handler>
+Result<void> Server::AddExtension(const api::RouteDef& def,
+                                  std::map<std::string, Handler>& handlers, Handler handler) {
   AGVISOR_RETURN_IF_ERROR(router_.AddExtension(def));
-  ext_http_[ExtensionKey(router_.routes().back())] = std::move(handler);
+  handlers[ExtensionKey(router_.routes().back())] = std::move(handler);
   return Ok();
+}
+
+Result<void> Server::AddHttpRoute(const api::RouteDef& def, HttpHandler handler) {
+  return AddExtension(def, ext_http_, std::move(handler));
 }
 
 Result<void> Server::AddStreamRoute(const api::RouteDef& def, StreamHandler handler) {
   api::RouteDef d = def;
   d.streaming = true;
-  AGVISOR_RETURN_IF_ERROR(router_.AddExtension(d));
-  ext_stream_[ExtensionKey(router_.routes().back())] = std::move(handler);
-  return Ok();
+  return AddExtension(d, ext_stream_, std::move(handler));
 }
 
 Result<void> Server::AddWebSocketRoute(const api::RouteDef& def, WsHandler handler) {
   api::RouteDef d = def;
   d.websocket = true;
-  AGVISOR_RETURN_IF_ERROR(router_.AddExtension(d));
-  ext_ws_[ExtensionKey(router_.routes().back())] = std::move(handler);
-  return Ok();
+  return AddExtension(d, ext_ws_, std::move(handler));
 }
 
 void Server::Shutdown() {

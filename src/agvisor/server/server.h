@@ -169,6 +169,10 @@ class Server {
   StreamHandler stream_;
   // Keyed by ExtensionKey (method + path).
   static std::string ExtensionKey(const api::RouteDef& def);
+  // Adds `def` to the router and its handler to `handlers` (one of the three maps below).
+  template <typename Handler>
+  Result<void> AddExtension(const api::RouteDef& def, std::map<std::string, Handler>& handlers,
+                            Handler handler);
   std::map<std::string, HttpHandler> ext_http_;
   std::map<std::string, WsHandler> ext_ws_;
   std::map<std::string, StreamHandler> ext_stream_;

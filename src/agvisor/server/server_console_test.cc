@@ -7,11 +7,13 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <thread>
@@ -19,6 +21,7 @@
 #include "agvisor/api/codec.h"
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/server/console_route.h"
+#include "agvisor/server/daemon.h"
 #include "agvisor/server/server.h"
 
 namespace agvisor::server {
@@ -246,6 +249,27 @@ TEST(ConsoleRouteTest, ThePageAndItsBundleComeWithAStrictPolicyAndNoToken) {
   // A Host that is not a plain host[:port] is not written into the policy.
   EXPECT_EQ(ConsoleContentSecurityPolicy("x; script-src *").find("script-src *"),
             std::string::npos);
+}
+
+// agvisord's API token: made once (64 hex digits, mode 0600), then read back unchanged.
+TEST(TokenFileTest, MadeOnceThenReadBack) {
+  char dir[] = "/tmp/agvisor-token-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/sub/token";
+  bool created = false;
+  auto made = LoadOrCreateToken(path, &created);
+  ASSERT_TRUE(made.ok()) << made.error().ToString();
+  EXPECT_TRUE(created);
+  EXPECT_EQ(made->size(), 64u);
+  EXPECT_EQ(made->find_first_not_of("0123456789abcdef"), std::string::npos) << *made;
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto again = LoadOrCreateToken(path, &created);
+  ASSERT_TRUE(again.ok()) << again.error().ToString();
+  EXPECT_FALSE(created);
+  EXPECT_EQ(*again, *made);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
