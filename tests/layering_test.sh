@@ -107,5 +107,14 @@ while IFS= read -r line; do
   esac
 done < <(grep -Hn '#include "agvisor/sandbox/\(docker\|kube\)_runtime/' sandbox/*.h sandbox/*.cc \
            sandbox/testing/* || true)
+# One door (issue 34): the front ends (cli/, server/, mcp/, gateway/ and the Python package's core,
+# python/src) reach sandboxes through client/'s Place and SandboxHandle. None includes the Sandbox
+# class (sandbox/sandbox.h: the values they pass and read are sandbox/types.h's) or docker/ (tests
+# may drive the library directly).
+while IFS= read -r line; do
+  echo "layering: ${line%%:*} includes ${line#*#include } (front ends reach sandboxes through client/place.h; values are in sandbox/types.h)" >&2
+  status=1
+done < <(grep -rnE '#include "agvisor/(sandbox/sandbox\.h|docker/)' --exclude='*_test.cc' \
+           cli server mcp gateway ../../python/src || true)
 [ $status = 0 ] && echo "layering: ok"
 exit $status

@@ -19,10 +19,8 @@
 #include "agvisor/base/error.h"
 #include "agvisor/egress/decision_log.h"
 #include "agvisor/egress/policy.h"
-#include "agvisor/sandbox/pool.h"
-#include "agvisor/sandbox/runtime.h"
-#include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
+#include "agvisor/sandbox/types.h"
 
 namespace agvisor::api {
 

@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "agvisor/cli/common.h"
-#include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
+#include "agvisor/sandbox/types.h"
 
 namespace agvisor::cli {
 namespace {

@@ -11,8 +11,8 @@
 #include "agvisor/base/error.h"
 #include "agvisor/base/strings.h"
 #include "agvisor/client/place.h"
-#include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
+#include "agvisor/sandbox/types.h"
 
 namespace agvisor::cli {
 

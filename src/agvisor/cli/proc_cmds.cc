@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "agvisor/cli/common.h"
-#include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/types.h"
 
 namespace agvisor::cli {
 namespace {

@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "agvisor/cli/common.h"
-#include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/types.h"
 
 namespace agvisor::cli {
 namespace {

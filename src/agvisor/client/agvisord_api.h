@@ -27,7 +27,7 @@
 #include "agvisor/channel/channel.h"
 #include "agvisor/client/place.h"
 #include "agvisor/http/client.h"
-#include "agvisor/sandbox/sandbox.h"
+#include "agvisor/sandbox/types.h"
 
 namespace agvisor::client {
 

@@ -6,8 +6,10 @@
 #include "agvisor/api/codec.h"
 #include "agvisor/client/host_verbs.h"
 #include "agvisor/client/place.h"
+#include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/runtimes.h"
+#include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor::client {
 namespace {

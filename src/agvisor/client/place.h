@@ -23,10 +23,12 @@
 #include "agvisor/base/error.h"
 #include "agvisor/channel/channel.h"
 #include "agvisor/channel/transport.h"
-#include "agvisor/sandbox/pool.h"
-#include "agvisor/sandbox/runtime.h"
-#include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
+#include "agvisor/sandbox/types.h"
+
+namespace agvisor {
+class Sandbox;
+}  // namespace agvisor
 
 namespace agvisor::client {
 

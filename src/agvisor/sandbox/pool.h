@@ -39,48 +39,9 @@
 #include "agvisor/base/error.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/spec.h"
+#include "agvisor/sandbox/types.h"
 
 namespace agvisor {
-
-struct PoolOptions {
-  // The members' specification. name, lifetime and idle_ttl must be unset (a pool's members are
-  // anonymous; lifetime and idle_ttl come with each Acquire).
-  SandboxSpec spec;
-  int size = 2;                       // members kept ready, 1..64
-  std::chrono::seconds max_age{300};  // replace members older than this, 10 s .. 24 h
-  int fill_parallelism = 2;           // members this pool starts at once, 1..size
-};
-
-struct AcquireOptions {
-  std::optional<std::int64_t> lifetime;  // seconds, counted from Acquire; unset: none
-  std::optional<std::int64_t> idle_ttl;  // seconds without activity; unset: none
-  // When no member is ready: how long to wait for one being started before a cold create.
-  std::chrono::milliseconds wait{0};
-  // false: no cold create; an empty pool is kResourceExhausted after `wait`.
-  bool cold_create = true;
-};
-
-struct PoolStats {
-  int ready = 0;               // members ready to be handed out
-  int starting = 0;            // members being started
-  std::uint64_t acquired = 0;  // handed out from the pool
-  std::uint64_t cold = 0;      // Acquire calls served by a cold create (pool empty)
-  std::uint64_t started = 0;   // members started
-  std::uint64_t start_failures = 0;
-  std::uint64_t recycled = 0;   // members replaced for age
-  std::uint64_t discarded = 0;  // members found dead (channel closed, deadlines refused)
-  std::string last_error;       // the last start failure, "" if none
-};
-
-// A named warm pool as its owner describes it (client::Place::CreatePool and ListPools, agvisord's
-// /v1/pools): its name, the random id its members carry in the agvisor.pool label, what it was
-// made with and its counters at the time.
-struct PoolInfo {
-  std::string name;
-  std::string id;
-  PoolOptions options;
-  PoolStats stats;
-};
 
 class Pool {
  public:

@@ -23,11 +23,11 @@
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/desktop/token.h"
 #include "agvisor/egress/host.h"
+#include "agvisor/sandbox/types.h"
 // The one include of the Docker runtime in server/: the egress enforcers' host side is made here.
 #include "agvisor/sandbox/docker_runtime/egress_host.h"
 #include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/runtimes.h"
-#include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/snapshot.h"
 #include "agvisor/sandbox/spec.h"
 #include "agvisor/server/console_route.h"
