@@ -13,7 +13,6 @@
 #include "agvisor/base/subprocess.h"
 #include "agvisor/client/agvisord_api.h"
 #include "agvisor/http/client.h"
-#include "agvisor/sandbox/docker_runtime/runtime_check.h"
 
 namespace agvisor::client {
 

@@ -31,7 +31,6 @@
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/http/websocket.h"
 #include "agvisor/http/ws_sync.h"
-#include "agvisor/sandbox/docker_runtime/runtime_check.h"
 
 namespace agvisor::client {
 
