@@ -12,7 +12,7 @@ declare -A allowed=(
   [kube]="http base"
   [agent]="proto base"
   [channel]="proto base"
-  [sandbox]="egress channel docker kube http proto base"
+  [sandbox]="egress channel docker kube images http proto base"
   [images]="docker http base"
   [gateway]="sandbox egress channel docker http proto base"
 )
@@ -22,8 +22,11 @@ allowed[gateway]+=" client api"
 # client/ (in process or agvisord) and never includes the daemon; api/ (routes, codecs, default
 # paths) is shared by the daemon and the client and does no I/O (checked below).
 allowed[api]="sandbox egress channel docker http proto base"
-allowed[client]="api sandbox egress images channel docker http proto base"
-allowed[cli]="client api sandbox egress images channel docker http proto base"
+# client/ and cli/ speak neither Docker nor image recipes: a host's own verbs (doctor, image build,
+# volume sizes) run in the runtimes, reached through the factory (sandbox/runtimes.h) and the
+# Runtime (issue 34); the runtimes' folders are refused below.
+allowed[client]="api sandbox egress channel http proto base"
+allowed[cli]="client api sandbox egress channel http proto base"
 allowed[server]="api gateway sandbox egress channel docker http proto base"
 # mcp/: the MCP server (docs/mcp.md) reaches sandboxes only through the client layer (and api/'s
 # pure codecs), never docker/ or sandbox/ directly; `agvisor mcp` (cli/) and agvisord's /mcp
@@ -94,6 +97,26 @@ while IFS= read -r file; do
        status=1 ;;
   esac
 done < <(grep -rlE '#include "agvisor/(docker|sandbox/docker_runtime)/' server gateway mcp || true)
+# Inside sandbox/, images/ (the recipes image builds follow) is the Docker runtime's and the
+# factory's, which names the default images (runtimes.h: BuildHostImage, DefaultImageName).
+while IFS= read -r file; do
+  case "$file" in
+    sandbox/docker_runtime/*|sandbox/runtimes.cc|*_test.cc) ;;
+    *) echo "layering: $file includes agvisor/images/ (in sandbox/ only docker_runtime/ and runtimes.cc may)" >&2
+       status=1 ;;
+  esac
+done < <(grep -rl '#include "agvisor/images/' sandbox || true)
+# client/ and cli/ reach a host only through the factory (runtimes.h) and the Runtime it makes:
+# neither includes a runtime's folder, so no address test or Docker call sits there (issue 34).
+while IFS= read -r line; do
+  echo "layering: ${line%%:*} includes ${line#*#include } (client/ and cli/ reach hosts through sandbox/runtimes.h and runtime.h)" >&2
+  status=1
+done < <(grep -rnE '#include "agvisor/sandbox/(docker|kube)_runtime/' client cli || true)
+# The address forms are the factory's alone: no other code asks whether a host is Kubernetes.
+while IFS= read -r line; do
+  echo "layering: ${line%%:*} tests a host address (IsKubernetesHost); only sandbox/runtimes.* may: give the decision to the factory or the Runtime" >&2
+  status=1
+done < <(grep -rn 'IsKubernetesHost' --exclude='*_test.cc' --exclude='runtimes.h' --exclude='runtimes.cc' . ../../apps ../../python/src || true)
 # The sandbox core (the files directly in sandbox/, target agvisor_sandbox) and the fake
 # (sandbox/testing/) link neither runtime: they reach a host only through the Runtime they are
 # given (runtime.h). Only the factory (runtimes.h/.cc, target agvisor_sandbox_runtimes) includes

@@ -268,6 +268,10 @@ TEST(KubeRuntimeTest, Refusals) {
   ASSERT_FALSE(stats.ok());
   EXPECT_EQ(stats.error().code(), ErrorCode::kUnsupported);
   EXPECT_THAT(stats.error().message(), ::testing::HasSubstr("metrics.k8s.io"));
+  auto sizes = KeptRuntime(kHost)->VolumeSizes();  // `agvisor ls --size`
+  ASSERT_FALSE(sizes.ok());
+  EXPECT_EQ(sizes.error().code(), ErrorCode::kUnsupported);
+  EXPECT_THAT(sizes.error().message(), ::testing::HasSubstr("volume claims are not read"));
   EXPECT_EQ((*sb)->ExecShell("echo alive")->out, "alive\n");
 
   // An exec the container runtime cannot start: kubelet (and the double) answer with a Failure

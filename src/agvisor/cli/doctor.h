@@ -1,7 +1,7 @@
 // `agvisor doctor`: the checks of the host where the run's sandboxes live (Place::HostReport: a
-// Docker host's, or a Kubernetes one's, client/host_verbs.h), each saying what works, what does
-// not and how to fix it. This file words them for a person or as JSON. Used by the CLI (the
-// command in doctor.cc) and its tests.
+// Docker host's or a Kubernetes one's, sandbox/runtimes.h DiagnoseHost), each saying what works,
+// what does not and how to fix it. This file words them for a person or as JSON. Used by the CLI
+// (the command in doctor.cc) and its tests.
 #pragma once
 
 #include <string>

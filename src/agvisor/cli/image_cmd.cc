@@ -3,8 +3,6 @@
 #include <iostream>
 
 #include "agvisor/cli/common.h"
-#include "agvisor/images/builder.h"
-#include "agvisor/sandbox/kube_runtime/pod_manifest.h"
 
 namespace agvisor::cli {
 
@@ -15,14 +13,14 @@ void AddImage(CLI::App& app, GlobalOptions& g, int* exit_code) {
       "build",
       "build an image and import it into Docker (streamed into the Engine API: no docker CLI, "
       "no registry). Kinds: base (" +
-          images::ImageNameFor("base") +
+          client::DefaultImageName("base") +
           ": Debian minbase + python3, git, coreutils, procps, ca-certificates; the default "
           "image), desktop (" +
-          images::ImageNameFor("desktop") +
+          client::DefaultImageName("desktop") +
           ": base + Xvnc, xfwm4, xfce4-panel, xfdesktop, xterm, Firefox, xdotool, xrdp; the "
           "image of --gui sandboxes): both offline from Debian packages (debootstrap), as root. "
           "kube-agent (" +
-          AgentImageRefForKube() +
+          client::DefaultImageName("kube-agent") +
           ": this build's agent and a static busybox, what a Kubernetes cluster's sandbox pods "
           "copy the agent from; push it where the nodes pull from: docs/kubernetes.md): "
           "seconds, no root");

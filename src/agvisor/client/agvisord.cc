@@ -13,7 +13,7 @@
 #include "agvisor/base/subprocess.h"
 #include "agvisor/client/agvisord_api.h"
 #include "agvisor/http/client.h"
-#include "agvisor/sandbox/docker_runtime/runtime_check.h"
+#include "agvisor/sandbox/runtime.h"
 
 namespace agvisor::client {
 

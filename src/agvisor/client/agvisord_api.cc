@@ -31,7 +31,7 @@
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/http/websocket.h"
 #include "agvisor/http/ws_sync.h"
-#include "agvisor/sandbox/docker_runtime/runtime_check.h"
+#include "agvisor/sandbox/runtime.h"
 
 namespace agvisor::client {
 

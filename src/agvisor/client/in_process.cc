@@ -4,7 +4,6 @@
 #include <mutex>
 
 #include "agvisor/api/codec.h"
-#include "agvisor/client/host_verbs.h"
 #include "agvisor/client/place.h"
 #include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/runtime.h"
@@ -274,7 +273,9 @@ class LocalPlace final : public Place {
     // ssh:// host a new client would be a new ssh connection.
     return AGVISOR_TRY(runtime())->Stats(sandbox.container_id);
   }
-  Result<std::vector<HostCheck>> HostReport() override { return CheckHost(host_); }
+  // The host's own verbs run where the factory says (runtimes.h); the doctor needs no made
+  // runtime, so it can say why one cannot be made.
+  Result<std::vector<HostCheck>> HostReport() override { return DiagnoseHost(host_); }
   Result<std::string> BuildImage(const ImageBuildOptions& options) override {
     return BuildHostImage(host_, options);
   }
@@ -282,7 +283,7 @@ class LocalPlace final : public Place {
     return AGVISOR_TRY(runtime())->CreateSharedNetwork(name);
   }
   Result<std::map<std::string, std::int64_t>> VolumeSizes() override {
-    return HostVolumeSizes(host_);
+    return AGVISOR_TRY(runtime())->VolumeSizes();
   }
 
  private:
@@ -328,5 +329,7 @@ std::unique_ptr<SandboxHandle> WrapSandbox(std::shared_ptr<Sandbox> sandbox) {
 std::unique_ptr<Place> InProcess(std::string host) {
   return std::make_unique<LocalPlace>(std::move(host));
 }
+
+std::string DefaultImageName(std::string_view kind) { return agvisor::DefaultImageName(kind); }
 
 }  // namespace agvisor::client

@@ -23,6 +23,7 @@
 #include "agvisor/base/error.h"
 #include "agvisor/channel/channel.h"
 #include "agvisor/channel/transport.h"
+#include "agvisor/sandbox/host_verbs.h"
 #include "agvisor/sandbox/spec.h"
 #include "agvisor/sandbox/types.h"
 
@@ -191,28 +192,12 @@ struct Created {
   std::string disk_warning;
 };
 
-// One check of the host where a place's sandboxes run (Place::HostReport, `agvisor doctor`).
-struct HostCheck {
-  enum class Status { kOk, kWarn, kFail, kInfo };
-  std::string name;  // "docker", "runtime", "sandbox", ...
-  Status status = Status::kOk;
-  std::string detail;  // what was found
-  std::string fix;     // for kWarn/kFail: what to do
-};
-
-// What Place::BuildImage builds (`agvisor image build`, docs/cli.md "Images").
-struct ImageBuildOptions {
-  std::string kind;                      // "base", "desktop" or "kube-agent"
-  std::string name;                      // "repo:tag"; "" = the kind's own
-  std::string mirror;                    // base, desktop: Debian mirror ("" = debootstrap's)
-  std::string workdir = "/var/tmp";      // base, desktop: where the root file system is made
-  std::string busybox = "/bin/busybox";  // kube-agent: the static busybox to put in
-  // true: an image of that name already on the host is kept (the result is then "") and
-  // `on_build` is called before a build starts, so a caller can say why it waits.
-  bool if_missing = false;
-  std::function<void()> on_build;
-  std::function<void(std::string_view line)> progress;
-};
+// The host verbs' values (Place::HostReport, BuildImage), runtime-neutral: sandbox/host_verbs.h.
+using HostCheck = agvisor::HostCheck;
+using ImageBuildOptions = agvisor::ImageBuildOptions;
+// The name BuildImage gives an image of `kind` when ImageBuildOptions::name is "" (for kube-agent
+// the one the Kubernetes runtime's pods use: $AGVISOR_KUBE_AGENT_IMAGE or agvisor/agent:HASH).
+std::string DefaultImageName(std::string_view kind);
 
 // What Fork reports: the snapshot and the running forks, PREFIX-1 first.
 struct Forked {

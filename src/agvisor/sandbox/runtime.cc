@@ -43,6 +43,11 @@ Result<std::string> Runtime::CreateSharedNetwork(std::string_view name) {
                             " runtime has no shared networks");
 }
 
+Result<std::map<std::string, std::int64_t>> Runtime::VolumeSizes() {
+  return Error::Unsupported("volume sizes: the " + traits().kind +
+                            " runtime does not count its volumes");
+}
+
 std::vector<std::string> HostSshArgs() {
   std::vector<std::string> args;
   const char* extra = std::getenv("AGVISOR_SSH_ARGS");

@@ -301,6 +301,12 @@ class Runtime {
   // kInvalidArgument (the name), kConflict (it exists), kUnavailable.
   virtual Result<std::string> CreateSharedNetwork(std::string_view name);
 
+  // ---- Volume sizes (`agvisor ls --size`) ----
+  // The bytes each volume of the host uses, by volume name; -1 = not counted. Slow where the
+  // runtime walks each volume (Docker). Errors: kUnsupported (the default: this runtime does not
+  // count them; says why), kUnavailable.
+  virtual Result<std::map<std::string, std::int64_t>> VolumeSizes();
+
  private:
   std::once_flag local_once_;
   std::unique_ptr<RuntimeLocal> local_;

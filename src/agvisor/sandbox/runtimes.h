@@ -1,16 +1,18 @@
 // The runtime factory: the one place that turns a host address into the Runtime (runtime.h) that
 // serves it, and the only code that knows the address forms. Its build target is the only one
 // that links both runtimes (sandbox/docker_runtime/, sandbox/kube_runtime/); the sandbox core
-// links neither. Used by the owners of runtimes: client/in_process.cc's LocalPlace, agvisord, the
-// CLI's host verbs, tests and benches.
+// links neither. Used by the owners of runtimes: client/in_process.cc's LocalPlace (also for the
+// host's own verbs: doctor, image build), agvisord, tests and benches.
 #pragma once
 
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "agvisor/base/error.h"
+#include "agvisor/sandbox/host_verbs.h"
 #include "agvisor/sandbox/runtime.h"
 
 namespace agvisor {
@@ -37,6 +39,21 @@ class LazyRuntime {
   std::mutex mu_;
   std::shared_ptr<Runtime> runtime_;
 };
+
+// ---- The verbs of a host itself (client/place.h: Place::HostReport, BuildImage) ----
+// Every check of `agvisor doctor` on `host`: a Docker host's (docker_runtime/docker_doctor.h:
+// real sandboxes, timed) or a Kubernetes host's (kube_runtime/kube_doctor.h: no pod started).
+// Needs no made runtime, so it reports what keeps one from being made (an unreachable daemon, a
+// kubeconfig that does not load). Never fails: a failure is a kFail check.
+std::vector<HostCheck> DiagnoseHost(std::string_view host);
+// The name an image build of `kind` gets when none is given: agvisor/KIND:latest, or for
+// kube-agent the one the Kubernetes runtime's pods use ($AGVISOR_KUBE_AGENT_IMAGE, else
+// agvisor/agent:HASH of this build's agent).
+std::string DefaultImageName(std::string_view kind);
+// Builds an image where `host`'s sandboxes get theirs: a Docker host's daemon; for a Kubernetes
+// host this machine's Docker (the nodes pull from a registry: push it there). The name defaults
+// to DefaultImageName. Errors: BuildDockerImage's (docker_runtime/image_build.h).
+Result<std::string> BuildHostImage(std::string_view host, ImageBuildOptions options);
 
 // Whether `host` addresses a Kubernetes namespace ("kube:..."), without reaching it.
 bool IsKubernetesHost(std::string_view host);

@@ -523,6 +523,12 @@ Result<std::string> DockerRuntime::CreateSharedNetwork(std::string_view name) {
   return CreateUserNetwork(*client_, name);
 }
 
+Result<std::map<std::string, std::int64_t>> DockerRuntime::VolumeSizes() {
+  std::map<std::string, std::int64_t> out;
+  for (const auto& v : AGVISOR_TRY(client_->VolumeSizes())) out[v.name] = v.size.value_or(-1);
+  return out;
+}
+
 Result<void> DockerRuntime::RemoveEgressNetwork(std::string_view name) {
   return agvisor::RemoveEgressNetwork(*client_, name);
 }

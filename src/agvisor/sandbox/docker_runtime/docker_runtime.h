@@ -119,6 +119,8 @@ class DockerRuntime final : public Runtime {
   Result<void> RemoveEgressNetwork(std::string_view name) override;
   // CreateUserNetwork (egress_bridge.h).
   Result<std::string> CreateSharedNetwork(std::string_view name) override;
+  // GET /system/df?type=volume (Docker walks each volume).
+  Result<std::map<std::string, std::int64_t>> VolumeSizes() override;
 
  private:
   std::string host_;

@@ -14,7 +14,7 @@
 namespace agvisor {
 namespace {
 
-using Status = KubeCheck::Status;
+using Status = HostCheck::Status;
 
 // Every call KubernetesRuntime makes through kube::Client, as the permission it needs. Exec over
 // WebSocket is a GET that the API server authorizes as "get" on pods/exec, and since 1.30 also as
@@ -62,7 +62,7 @@ std::string Joined(std::span<const std::string_view> fixed, const std::vector<st
   return out;
 }
 
-KubeCheck NetworkPolicyCheck(const PodOptions& options) {
+HostCheck NetworkPolicyCheck(const PodOptions& options) {
   InstanceSpec probe;
   probe.name = "agvisor-doctor";
   probe.network = "bridge";
@@ -99,8 +99,8 @@ std::vector<std::string> KubeRuntimePermissions() {
   return out;
 }
 
-std::vector<KubeCheck> DiagnoseKubeHost(std::string_view host) {
-  std::vector<KubeCheck> checks;
+std::vector<HostCheck> DiagnoseKubeHost(std::string_view host) {
+  std::vector<HostCheck> checks;
   const std::string fix_credentials =
       "set KUBECONFIG or ~/.kube/config to a context that reaches the cluster (kubectl "
       "--context CONTEXT version must work); inside a pod, the service account is used "

@@ -1,22 +1,16 @@
 // `agvisor doctor --host kube://...`: what a cluster offers the Kubernetes runtime
-// (kube_runtime.h), checked without starting a pod. Used by cli/doctor.cc, which formats the
-// checks as it does a Docker host's. Kubernetes types stay out of this header: the CLI may not
-// include kube/ (tests/layering_test.sh).
+// (kube_runtime.h), checked without starting a pod and without a made runtime (the kubeconfig
+// may not load). Reached through the factory's DiagnoseHost (runtimes.h); the checks are the
+// Docker host's type (sandbox/host_verbs.h), formatted alike by cli/doctor.cc.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace agvisor {
+#include "agvisor/sandbox/host_verbs.h"
 
-struct KubeCheck {
-  enum class Status { kOk, kWarn, kFail, kInfo };
-  std::string name;  // "kubernetes", "namespace", "runtime class", "rbac", "agent image", ...
-  Status status = Status::kOk;
-  std::string detail;
-  std::string fix;  // for kWarn/kFail
-};
+namespace agvisor {
 
 // The checks of `host` (a kube: address), in order: "kubernetes" (the credentials' source, the
 // context, the API server and its version), "namespace" (agvisor's pods listed there),
@@ -27,7 +21,7 @@ struct KubeCheck {
 // $AGVISOR_KUBE_DNS do not parse), "agent image" and "sandbox image" (kInfo: what the nodes must
 // pull). Stops after "kubernetes" when the server cannot be reached. Never fails: a failure is a
 // kFail check.
-std::vector<KubeCheck> DiagnoseKubeHost(std::string_view host);
+std::vector<HostCheck> DiagnoseKubeHost(std::string_view host);
 
 // The permissions the Kubernetes runtime's calls need, as RBAC rules would grant them:
 // "GROUP/RESOURCE VERB" with "core" for the core group ("core/pods create"). deploy/rbac.yaml

@@ -506,4 +506,10 @@ Result<std::string> KubernetesRuntime::CreateSharedNetwork(std::string_view) {
                             ": a Kubernetes sandbox has the pod network (bridge) or none");
 }
 
+Result<std::map<std::string, std::int64_t>> KubernetesRuntime::VolumeSizes() {
+  return Error::Unsupported("ls --size on " + host_ +
+                            ": the sizes of a cluster's volume claims are not read yet (a "
+                            "claim's usage is the node's to report); ls without --size works");
+}
+
 }  // namespace agvisor

@@ -119,6 +119,7 @@ class KubernetesRuntime final : public Runtime {
                                              const Labels& labels) override;  // kUnsupported
   Result<void> RemoveEgressNetwork(std::string_view name) override;           // nothing to do
   Result<std::string> CreateSharedNetwork(std::string_view name) override;    // kUnsupported
+  Result<std::map<std::string, std::int64_t>> VolumeSizes() override;         // kUnsupported
 
  private:
   Result<void> WaitRunning(const std::string& name);

@@ -1,6 +1,5 @@
-// The in-process place's host verbs (host_verbs.h): the checks of `agvisor doctor`, image builds
-// and shared networks, on the host the place drives.
-#include "agvisor/client/host_verbs.h"
+// `agvisor doctor` on a Docker host (docker_doctor.h).
+#include "agvisor/sandbox/docker_runtime/docker_doctor.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,21 +8,14 @@
 #include <sstream>
 
 #include "agvisor/docker/client.h"
-#include "agvisor/images/builder.h"
-#include "agvisor/images/kube_agent_image.h"
-#include "agvisor/sandbox/agent_blob.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
-#include "agvisor/sandbox/docker_runtime/egress_bridge.h"
 #include "agvisor/sandbox/docker_runtime/host_caps.h"
 #include "agvisor/sandbox/docker_runtime/runtime_check.h"
 #include "agvisor/sandbox/egress_network.h"
-#include "agvisor/sandbox/kube_runtime/kube_doctor.h"
-#include "agvisor/sandbox/kube_runtime/pod_manifest.h"
 #include "agvisor/sandbox/runtime.h"
-#include "agvisor/sandbox/runtimes.h"
 #include "agvisor/sandbox/sandbox.h"
 
-namespace agvisor::client {
+namespace agvisor {
 namespace {
 
 using Status = HostCheck::Status;
@@ -130,18 +122,8 @@ HostCheck NetworkCheck(const std::shared_ptr<Runtime>& runtime, const std::strin
 
 }  // namespace
 
-std::vector<HostCheck> CheckHost(std::string_view host) {
+std::vector<HostCheck> DiagnoseDockerHost(std::string_view host) {
   std::vector<HostCheck> checks;
-  if (IsKubernetesHost(host)) {
-    for (auto& k : DiagnoseKubeHost(host)) {
-      const Status status = k.status == KubeCheck::Status::kOk     ? Status::kOk
-                            : k.status == KubeCheck::Status::kWarn ? Status::kWarn
-                            : k.status == KubeCheck::Status::kFail ? Status::kFail
-                                                                   : Status::kInfo;
-      checks.push_back({std::move(k.name), status, std::move(k.detail), std::move(k.fix)});
-    }
-    return checks;
-  }
   const std::string where = host.empty() ? "this host" : std::string(host);
 
   // 1. Docker reachable, and its API version.
@@ -403,42 +385,4 @@ std::vector<HostCheck> CheckHost(std::string_view host) {
   return checks;
 }
 
-Result<std::string> BuildHostImage(std::string_view host, const ImageBuildOptions& options) {
-  // Images go to a Docker host: with a Kubernetes host, this machine's (then pushed by hand).
-  auto docker = AGVISOR_TRY(ConnectDockerHost(IsKubernetesHost(host) ? "" : host));
-  if (options.if_missing) {
-    const std::string name = !options.name.empty()          ? options.name
-                             : options.kind == "kube-agent" ? AgentImageRefForKube()
-                                                            : images::ImageNameFor(options.kind);
-    auto found = docker->InspectImage(name);
-    if (found.ok()) return std::string();
-    if (found.error().code() != ErrorCode::kNotFound) return found.error();
-    if (options.on_build) options.on_build();
-  }
-  if (options.kind == "kube-agent") {
-    return images::BuildKubeAgentImage(
-        *docker, EmbeddedAgentBinary(),
-        {.name = options.name.empty() ? AgentImageRefForKube() : options.name,
-         .busybox = options.busybox,
-         .progress = options.progress});
-  }
-  const images::ImageRecipe recipe = AGVISOR_TRY(images::RecipeFor(options.kind));
-  return images::BuildImage(*docker, recipe,
-                            {.name = options.name,
-                             .mirror = options.mirror,
-                             .workdir = options.workdir,
-                             .progress = options.progress});
-}
-
-Result<std::map<std::string, std::int64_t>> HostVolumeSizes(std::string_view host) {
-  if (IsKubernetesHost(host)) {
-    return Error::Unsupported("ls --size on " + std::string(host) +
-                              ": the sizes of a cluster's volume claims are not read yet");
-  }
-  auto docker = AGVISOR_TRY(ConnectDockerHost(host));
-  std::map<std::string, std::int64_t> out;
-  for (const auto& v : AGVISOR_TRY(docker->VolumeSizes())) out[v.name] = v.size.value_or(-1);
-  return out;
-}
-
-}  // namespace agvisor::client
+}  // namespace agvisor
