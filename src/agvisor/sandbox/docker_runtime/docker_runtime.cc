@@ -233,15 +233,7 @@ Result<LiveLimits> DockerRuntime::Resize(std::string_view id, const ResizeSpec& 
 }
 
 Result<SandboxStats> DockerRuntime::Stats(std::string_view id) {
-  const docker::ContainerStats s = AGVISOR_TRY(client_->GetContainerStats(id));
-  return SandboxStats{.read = s.read,
-                      .cpu_percent = s.cpu_percent,
-                      .cpu_total_ns = s.cpu_total_ns,
-                      .online_cpus = s.online_cpus,
-                      .memory_bytes = s.memory_bytes,
-                      .memory_limit_bytes = s.memory_limit_bytes,
-                      .pids = s.pids,
-                      .pids_limit = s.pids_limit};
+  return client_->GetContainerStats(id);
 }
 
 Result<LiveLimits> DockerRuntime::ReadLimits(std::string_view id) {
