@@ -371,6 +371,10 @@ TEST_F(IntegrityTest, AnAgvisordRestartWhilePausedKeepsItPausedAndBothTrees) {
   ASSERT_FALSE(refused.ok()) << "a call asked not to resume ran on the restarted daemon";
   EXPECT_EQ(refused.error().code(), ErrorCode::kConflict) << refused.error().ToString();
   EXPECT_THAT(refused.error().message(), HasSubstr("is paused"));
+  // A file read streams past the client's plain calls: it is refused all the same.
+  auto read = (*h)->ReadFile("/etc/hostname");
+  ASSERT_FALSE(read.ok()) << "a file read asked not to resume resumed the sandbox";
+  EXPECT_EQ(read.error().code(), ErrorCode::kConflict) << read.error().ToString();
   EXPECT_EQ(DockerState(cname), "paused\n");
   t0 = Clock::now();
   ASSERT_TRUE((*place)->Resume(cname).ok());

@@ -267,16 +267,7 @@ int RunPortForward(SandboxHandle& sb, const std::string& spec) {
 }  // namespace
 
 void AddCopy(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand(
-      "cp",
-      "copy a file or directory between this machine and a sandbox, by docker cp's rules: "
-      "into DST when it is a directory (`agvisor cp ./src NAME:/workspace` makes "
-      "/workspace/src); as DST when it does not exist (`agvisor cp f NAME:/tmp/new.txt` makes "
-      "the file /tmp/new.txt, a directory copied so holds the source's contents); over DST "
-      "when both are files. Sandbox paths are absolute, written NAME:/path. Downloads keep "
-      "regular files, directories and links that stay inside the destination, drop "
-      "setuid/setgid/sticky bits, and are all or nothing (docs/security.md; docs/cli.md, "
-      "\"cp\")");
+  auto* cmd = AddCommand(app, "cp");
   auto src = std::make_shared<std::string>();
   auto dst = std::make_shared<std::string>();
   auto max_bytes = std::make_shared<std::string>();
@@ -322,23 +313,15 @@ void AddCopy(CLI::App& app, GlobalOptions& g, int* exit_code) {
 
 void AddShell(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto command = std::make_shared<std::vector<std::string>>();
-  auto* cmd = AddSandboxCommand(
-      app, g, exit_code, "shell",
-      "an interactive terminal in a running sandbox (bash if it has one, else sh; or the given "
-      "command): raw mode, window size follows yours, Ctrl-C goes to the sandbox; exits with "
-      "the shell's exit code",
-      [command](SandboxHandle& sb) { return RunShell(sb, *command); });
+  auto* cmd = AddSandboxCommand(app, g, exit_code, "shell",
+                                [command](SandboxHandle& sb) { return RunShell(sb, *command); });
   cmd->add_option("command", *command, "command to run instead of the shell (after --)");
 }
 
 void AddPortForward(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto spec = std::make_shared<std::string>();
-  auto* cmd = AddSandboxCommand(
-      app, g, exit_code, "port-forward",
-      "forward 127.0.0.1:LOCAL on this machine to port REMOTE on the sandbox's loopback "
-      "(through the agent: works with --network none). Runs until interrupted; prints "
-      "`forwarding 127.0.0.1:PORT -> ...` once listening (LOCAL 0 picks a free port)",
-      [spec](SandboxHandle& sb) { return RunPortForward(sb, *spec); });
+  auto* cmd = AddSandboxCommand(app, g, exit_code, "port-forward",
+                                [spec](SandboxHandle& sb) { return RunPortForward(sb, *spec); });
   cmd->add_option("ports", *spec, "LOCAL:REMOTE, or PORT for the same number on both sides")
       ->required();
 }

@@ -56,10 +56,9 @@ int OnSandbox(GlobalOptions& g, const std::string& name,
   return run(**sb);
 }
 
-CLI::App* AddSandboxCommand(CLI::App& app, GlobalOptions& g, int* exit_code,
-                            const std::string& name, const std::string& help,
+CLI::App* AddSandboxCommand(CLI::App& app, GlobalOptions& g, int* exit_code, std::string_view name,
                             std::function<int(SandboxHandle&)> run) {
-  auto* cmd = app.add_subcommand(name, help);
+  auto* cmd = AddCommand(app, name);
   auto sandbox = AddSandboxArg(*cmd);
   cmd->callback(
       [&g, exit_code, sandbox, run = std::move(run)] { *exit_code = OnSandbox(g, *sandbox, run); });

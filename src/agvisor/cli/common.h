@@ -10,6 +10,7 @@
 
 #include "agvisor/base/error.h"
 #include "agvisor/base/strings.h"
+#include "agvisor/cli/help.h"
 #include "agvisor/client/place.h"
 #include "agvisor/sandbox/spec.h"
 #include "agvisor/sandbox/types.h"
@@ -110,11 +111,10 @@ std::shared_ptr<std::string> AddSandboxArg(CLI::App& cmd);
 // reported, and its exit code returned.
 int OnSandbox(GlobalOptions& g, const std::string& name,
               const std::function<int(SandboxHandle&)>& run);
-// Adds subcommand `name` of one sandbox: its first positional argument names the sandbox, which
-// is opened when the subcommand runs and handed to `run` (as OnSandbox, `run`'s result in
-// `*exit_code`). The caller adds the subcommand's other options and arguments.
-CLI::App* AddSandboxCommand(CLI::App& app, GlobalOptions& g, int* exit_code,
-                            const std::string& name, const std::string& help,
+// Adds subcommand `name` (its help from cli/help.cc) of one sandbox: its first positional argument
+// names the sandbox, which is opened when the subcommand runs and handed to `run` (as OnSandbox,
+// `run`'s result in `*exit_code`). The caller adds the subcommand's other options and arguments.
+CLI::App* AddSandboxCommand(CLI::App& app, GlobalOptions& g, int* exit_code, std::string_view name,
                             std::function<int(SandboxHandle&)> run);
 
 // A subcommand: registers itself on `app` and sets its callback's exit code in `*exit_code`.

@@ -91,14 +91,7 @@ int WithSandbox(GlobalOptions& g, const std::string& name,
 }  // namespace
 
 void AddDesktop(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand(
-      "desktop",
-      "a --gui sandbox's desktop: without an action, print a 127.0.0.1 port and the VNC "
-      "password for a native viewer and forward it through the agent channel (works with "
-      "--network none) until Ctrl-C (--json: one JSON line {host, port, password, url}); "
-      "--rdp: the same for a native RDP client (user 'user', the same password). "
-      "Actions: password, size, screenshot FILE, move X Y, click X Y, drag X1 Y1 X2 Y2, "
-      "scroll X Y DY [DX], type TEXT, key COMBO...; coordinates are pixels from the top left");
+  auto* cmd = AddCommand(app, "desktop");
   auto name = AddSandboxArg(*cmd);
   auto port = std::make_shared<int>(0);
   cmd->add_option("--port", *port, "local port to listen on (0 = any free port)")

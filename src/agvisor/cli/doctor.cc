@@ -69,13 +69,7 @@ std::string FormatJson(const std::vector<Check>& checks) {
 }
 
 void AddDoctor(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand(
-      "doctor",
-      "check a Docker host: docker and its API version, gVisor runtimes, a real sandbox start "
-      "(timed), network modes, the sandbox firewall, root-disk caps, cgroups; or a kube:// "
-      "host: the context and API server version, the namespace, the gVisor RuntimeClass, the "
-      "RBAC permissions used, the images the nodes pull. Exits 1 when the host cannot run "
-      "sandboxes");
+  auto* cmd = AddCommand(app, "doctor");
   cmd->callback([&g, exit_code] {
     auto place = g.GetPlace();
     auto checks = place.ok() ? (*place)->HostReport() : place.error();

@@ -61,11 +61,7 @@ void Print(const std::string& name, const api::EgressView& v) {
 }  // namespace
 
 void AddEgress(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand(
-      "egress",
-      "a sandbox's egress policy and the recent decisions of its enforcer (agvisord); with "
-      "--allow-domain, --deny-domain, --allow-cidr, --allow-port or --remove-domain, changes "
-      "the policy of the running sandbox (new connections follow it at once)");
+  auto* cmd = AddCommand(app, "egress");
   auto name = std::make_shared<std::string>();
   auto change = std::make_shared<EgressChange>();
   cmd->add_option("NAME", *name, "the sandbox (name or container name)")->required();

@@ -7,7 +7,7 @@
 namespace agvisor::cli {
 
 void AddImage(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* image = app.add_subcommand("image", "build the images sandboxes run");
+  auto* image = AddCommand(app, "image");
   image->require_subcommand(1);
   auto* build = image->add_subcommand(
       "build",

@@ -15,11 +15,7 @@
 namespace agvisor::cli {
 
 void AddMcp(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand(
-      "mcp",
-      "serve the Model Context Protocol on stdin/stdout for a coding agent (register the "
-      "command `agvisor mcp`; docs/mcp.md). Sandboxes it creates are removed when the client "
-      "goes away and end themselves at their lifetime");
+  auto* cmd = AddCommand(app, "mcp");
   auto options = std::make_shared<mcp::SessionOptions>();
   cmd->add_option("--lifetime", options->default_lifetime,
                   "seconds of life for sandboxes created without a lifetime (they end then even "

@@ -7,14 +7,9 @@
 namespace agvisor::cli {
 
 void AddNetwork(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* network = app.add_subcommand("network", "Docker networks that sandboxes may share");
+  auto* network = AddCommand(app, "network");
   network->require_subcommand(1);
-  auto* create = network->add_subcommand(
-      "create",
-      "make a bridge network that sandboxes join with `create --network NAME`: its members "
-      "reach each other, while the host, other networks and private addresses stay closed to "
-      "them (the sandbox firewall covers it). Other Docker networks are refused unless they are "
-      "bridges with Docker's own interface naming");
+  auto* create = AddCommand(*network, "network create");
   auto name = std::make_shared<std::string>();
   create->add_option("name", *name, "the network's name")->required();
   create->callback([&g, exit_code, name] {

@@ -34,60 +34,51 @@ Result<int> ParseSignal(std::string s) {
 }  // namespace
 
 void AddPs(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  AddSandboxCommand(
-      app, g, exit_code, "ps",
-      "list a sandbox's background processes (exec --detach), running and recently finished",
-      [&g](SandboxHandle& sb) {
-        auto list = sb.ListProcesses();
-        if (!list.ok()) return ReportError(list.error());
-        if (g.json) {
-          boost::json::array a;
-          for (const auto& p : *list) {
-            boost::json::object o{{"pid", p.pid},
-                                  {"state", p.running ? "running" : "exited"},
-                                  {"command", p.argv0},
-                                  {"keep_awake", p.keep_awake}};
-            if (p.running) {
-              o["exit_code"] = nullptr;
-            } else {
-              o["exit_code"] = p.exit_code;
-            }
-            a.push_back(std::move(o));
-          }
-          std::cout << boost::json::serialize(a) << "\n";
-          return kExitOk;
+  AddSandboxCommand(app, g, exit_code, "ps", [&g](SandboxHandle& sb) {
+    auto list = sb.ListProcesses();
+    if (!list.ok()) return ReportError(list.error());
+    if (g.json) {
+      boost::json::array a;
+      for (const auto& p : *list) {
+        boost::json::object o{{"pid", p.pid},
+                              {"state", p.running ? "running" : "exited"},
+                              {"command", p.argv0},
+                              {"keep_awake", p.keep_awake}};
+        if (p.running) {
+          o["exit_code"] = nullptr;
+        } else {
+          o["exit_code"] = p.exit_code;
         }
-        // AWAKE: started with exec --detach --keep-awake.
-        std::printf("%-8s %-8s %-5s %-5s %s\n", "PID", "STATE", "EXIT", "AWAKE", "COMMAND");
-        for (const auto& p : *list) {
-          std::string exit = p.running ? "-" : std::to_string(p.exit_code);
-          std::printf("%-8u %-8s %-5s %-5s %s\n", p.pid, p.running ? "running" : "exited",
-                      exit.c_str(), p.keep_awake ? "yes" : "-", EscapeForTerminal(p.argv0).c_str());
-        }
-        return kExitOk;
-      });
+        a.push_back(std::move(o));
+      }
+      std::cout << boost::json::serialize(a) << "\n";
+      return kExitOk;
+    }
+    // AWAKE: started with exec --detach --keep-awake.
+    std::printf("%-8s %-8s %-5s %-5s %s\n", "PID", "STATE", "EXIT", "AWAKE", "COMMAND");
+    for (const auto& p : *list) {
+      std::string exit = p.running ? "-" : std::to_string(p.exit_code);
+      std::printf("%-8u %-8s %-5s %-5s %s\n", p.pid, p.running ? "running" : "exited", exit.c_str(),
+                  p.keep_awake ? "yes" : "-", EscapeForTerminal(p.argv0).c_str());
+    }
+    return kExitOk;
+  });
 }
 
 void AddAttach(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto pid = std::make_shared<std::uint32_t>(0);
-  auto* cmd = AddSandboxCommand(
-      app, g, exit_code, "attach",
-      "show a background process's kept output (its last 1 MiB), then its live output; exits "
-      "with the process's exit code. Ctrl-C detaches (the process keeps running)",
-      [pid](SandboxHandle& sb) {
-        channel::ExecCallbacks cb;
-        cb.on_stdout = [](std::string_view b) { WriteAll(1, b); };
-        cb.on_stderr = [](std::string_view b) { WriteAll(2, b); };
-        auto exit = sb.AttachProcess(*pid, cb);
-        return exit.ok() ? exit->exit_code : ReportExecError(exit.error());
-      });
+  auto* cmd = AddSandboxCommand(app, g, exit_code, "attach", [pid](SandboxHandle& sb) {
+    channel::ExecCallbacks cb;
+    cb.on_stdout = [](std::string_view b) { WriteAll(1, b); };
+    cb.on_stderr = [](std::string_view b) { WriteAll(2, b); };
+    auto exit = sb.AttachProcess(*pid, cb);
+    return exit.ok() ? exit->exit_code : ReportExecError(exit.error());
+  });
   cmd->add_option("pid", *pid, "the pid `exec --detach` printed (see ps)")->required();
 }
 
 void AddKill(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand("kill",
-                                 "send a signal (default TERM) to a background process's process "
-                                 "group");
+  auto* cmd = AddCommand(app, "kill");
   auto pid = std::make_shared<std::uint32_t>(0);
   auto signal = std::make_shared<std::string>("TERM");
   cmd->add_option("-s,--signal", *signal, "signal name or number, e.g. TERM, KILL, INT, 9")

@@ -142,9 +142,7 @@ boost::json::object InfoJson(const SandboxInfo& i) {
 }  // namespace
 
 void AddCreate(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand("create",
-                                 "create and start a sandbox (or re-attach to a running "
-                                 "one of the same --name); prints its name");
+  auto* cmd = AddCommand(app, "create");
   auto opts = std::make_shared<SpecOptions>();
   opts->Add(*cmd);
   cmd->callback([&g, exit_code, opts] {
@@ -168,10 +166,7 @@ void AddCreate(CLI::App& app, GlobalOptions& g, int* exit_code) {
 }
 
 void AddRun(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd =
-      app.add_subcommand("run",
-                         "create a sandbox, run a command in it with live output, then remove it "
-                         "(a named sandbox keeps its /workspace)");
+  auto* cmd = AddCommand(app, "run");
   auto opts = std::make_shared<SpecOptions>();
   auto flags = std::make_shared<ExecFlags>();
   opts->Add(*cmd);
@@ -215,9 +210,7 @@ void AddRun(CLI::App& app, GlobalOptions& g, int* exit_code) {
 }
 
 void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand("exec",
-                                 "run a command in a running sandbox, with live output; "
-                                 "exits with the command's exit code");
+  auto* cmd = AddCommand(app, "exec");
   auto name = AddSandboxArg(*cmd);
   auto flags = std::make_shared<ExecFlags>();
   flags->Add(*cmd);
@@ -264,11 +257,7 @@ void AddExec(CLI::App& app, GlobalOptions& g, int* exit_code) {
 }
 
 void AddList(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand("ls",
-                                 "list every agvisor sandbox on the host, running or not "
-                                 "(anonymous leftovers of crashed clients included), and the "
-                                 "named ones that were stopped (state `stopped`: their "
-                                 "/workspace kept; `create --name` resumes, `rm` erases)");
+  auto* cmd = AddCommand(app, "ls");
   cmd->alias("list");
   auto size = std::make_shared<bool>(false);
   cmd->add_flag("--size", *size,
@@ -342,66 +331,47 @@ void AddList(CLI::App& app, GlobalOptions& g, int* exit_code) {
 
 namespace {
 
-void ForEachSandbox(const std::vector<std::string>& names, GlobalOptions& g, int* exit_code,
-                    bool erase) {
-  auto place = g.GetPlace();
-  if (!place.ok()) {
-    *exit_code = ReportError(place.error());
-    return;
-  }
-  for (const auto& n : names) {
-    const std::string cname = ResolveContainerName(n);
-    if (auto r = (*place)->Remove(cname, erase); !r.ok()) {
-      *exit_code = ReportError(r.error());
-    } else if (!g.json) {
-      std::cout << EscapeForTerminal(cname) << "\n";
+// Adds subcommand `name` on one or more sandboxes (positional "sandbox", repeatable): each is
+// handed to `act` on the place by its container name and printed when done; a failure is
+// reported and sets the exit code, and the others are still tried.
+CLI::App* AddEachSandboxCommand(CLI::App& app, GlobalOptions& g, int* exit_code,
+                                std::string_view name,
+                                std::function<Result<void>(Place&, std::string_view)> act) {
+  auto* cmd = AddCommand(app, name);
+  auto names = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("sandbox", *names, "sandbox names")->required();
+  cmd->callback([&g, exit_code, names, act = std::move(act)] {
+    auto place = g.GetPlace();
+    if (!place.ok()) {
+      *exit_code = ReportError(place.error());
+      return;
     }
-  }
-}
-
-void PauseEach(const std::vector<std::string>& names, GlobalOptions& g, int* exit_code,
-               bool pause) {
-  auto place = g.GetPlace();
-  if (!place.ok()) {
-    *exit_code = ReportError(place.error());
-    return;
-  }
-  for (const auto& n : names) {
-    const std::string cname = ResolveContainerName(n);
-    auto r = pause ? (*place)->Pause(cname) : (*place)->Resume(cname);
-    if (!r.ok()) {
-      *exit_code = ReportError(r.error());
-    } else if (!g.json) {
-      std::cout << EscapeForTerminal(cname) << "\n";
+    for (const auto& n : *names) {
+      const std::string cname = ResolveContainerName(n);
+      if (auto r = act(**place, cname); !r.ok()) {
+        *exit_code = ReportError(r.error());
+      } else if (!g.json) {
+        std::cout << EscapeForTerminal(cname) << "\n";
+      }
     }
-  }
+  });
+  return cmd;
 }
 
 }  // namespace
 
 void AddPause(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand("pause",
-                                 "freeze sandboxes: their processes keep their memory and get no "
-                                 "CPU until `agvisor resume` or the next call on them");
-  auto names = std::make_shared<std::vector<std::string>>();
-  cmd->add_option("sandbox", *names, "sandbox names")->required();
-  cmd->callback([&g, exit_code, names] { PauseEach(*names, g, exit_code, true); });
+  AddEachSandboxCommand(app, g, exit_code, "pause",
+                        [](Place& p, std::string_view c) { return p.Pause(c); });
 }
 
 void AddResume(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand("resume",
-                                 "thaw paused sandboxes (one past its lifetime is ended instead)");
-  auto names = std::make_shared<std::vector<std::string>>();
-  cmd->add_option("sandbox", *names, "sandbox names")->required();
-  cmd->callback([&g, exit_code, names] { PauseEach(*names, g, exit_code, false); });
+  AddEachSandboxCommand(app, g, exit_code, "resume",
+                        [](Place& p, std::string_view c) { return p.Resume(c); });
 }
 
 void AddUpdate(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand(
-      "update",
-      "resize a running sandbox in place: --cpus, --memory, --pids (enforced as at create; "
-      "past the new memory the sandbox ends as out of memory). Docker hosts on this machine "
-      "only: for an ssh:// host, go through its agvisord (--server). See docs/lifecycle.md");
+  auto* cmd = AddCommand(app, "update");
   struct Flags {
     std::string sandbox;
     double cpus = 0;
@@ -454,20 +424,14 @@ void AddUpdate(CLI::App& app, GlobalOptions& g, int* exit_code) {
 }
 
 void AddStop(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand("stop",
-                                 "remove sandboxes' containers; named ones keep their "
-                                 "/workspace volume");
-  auto names = std::make_shared<std::vector<std::string>>();
-  cmd->add_option("sandbox", *names, "sandbox names")->required();
-  cmd->callback([&g, exit_code, names] { ForEachSandbox(*names, g, exit_code, false); });
+  AddEachSandboxCommand(app, g, exit_code, "stop",
+                        [](Place& p, std::string_view c) { return p.Remove(c, false); });
 }
 
 void AddRemove(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand("rm", "stop sandboxes and erase their /workspace volumes");
-  cmd->alias("delete");
-  auto names = std::make_shared<std::vector<std::string>>();
-  cmd->add_option("sandbox", *names, "sandbox names")->required();
-  cmd->callback([&g, exit_code, names] { ForEachSandbox(*names, g, exit_code, true); });
+  AddEachSandboxCommand(app, g, exit_code, "rm", [](Place& p, std::string_view c) {
+    return p.Remove(c, true);
+  })->alias("delete");
 }
 
 }  // namespace agvisor::cli

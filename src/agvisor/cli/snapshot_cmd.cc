@@ -53,11 +53,7 @@ void AddSnapshot(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto workspace = std::make_shared<bool>(false);
   auto max_bytes = std::make_shared<std::string>("8g");
   auto* cmd = AddSandboxCommand(
-      app, g, exit_code, "snapshot",
-      "make a snapshot of a sandbox's root file system as the sandbox sees it (its processes "
-      "are not kept), the image agvisor/snapshot:TAG; `create --image snapshot:TAG` starts "
-      "from it",
-      [&g, image, workspace, max_bytes](SandboxHandle& sb) {
+      app, g, exit_code, "snapshot", [&g, image, workspace, max_bytes](SandboxHandle& sb) {
         auto cap = ParseMemorySize("--max-size", *max_bytes);
         if (!cap.ok()) return ReportError(cap.error());  // 0 and below refused there
         SnapshotOptions o;
@@ -94,10 +90,7 @@ void AddSnapshot(CLI::App& app, GlobalOptions& g, int* exit_code) {
 }
 
 void AddFork(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand(
-      "fork",
-      "snapshot a named sandbox with its /workspace and start N sandboxes from it, each with its "
-      "own copy of /workspace (processes are not kept); prints their names");
+  auto* cmd = AddCommand(app, "fork");
   auto source = std::make_shared<std::string>();
   auto count = std::make_shared<int>(1);
   auto prefix = std::make_shared<std::string>();

@@ -95,10 +95,7 @@ void Print(const GlobalOptions& g, const std::vector<Row>& rows) {
 }  // namespace
 
 void AddTop(CLI::App& app, GlobalOptions& g, int* exit_code) {
-  auto* cmd = app.add_subcommand(
-      "top",
-      "CPU, memory and pids of every running sandbox on the host (the runtime's stats, one "
-      "sample of about a second each, taken in parallel); --watch N repeats every N seconds");
+  auto* cmd = AddCommand(app, "top");
   auto watch = std::make_shared<double>(0);
   cmd->add_option("-w,--watch", *watch, "repeat every this many seconds until Ctrl-C (0 = once)")
       ->check(CLI::NonNegativeNumber);

@@ -71,16 +71,8 @@ int RunWatch(SandboxHandle& sb, const std::string& name, const std::string& path
 void AddWatch(CLI::App& app, GlobalOptions& g, int* exit_code) {
   auto path = std::make_shared<std::string>();
   auto no_recursive = std::make_shared<bool>(false);
-  auto* cmd = AddSandboxCommand(
-      app, g, exit_code, "watch",
-      "print the changes under directory PATH inside a running sandbox as they happen, one per "
-      "line: `create a.txt`, `modify a.txt`, `delete a.txt`, `move a.txt -> b.txt` (a trailing "
-      "/ marks a directory; paths are relative to PATH), `overflow` when events were lost "
-      "because this reader was slow. With --json each line is an object {\"type\":\"event\", "
-      "\"kind\", \"path\", \"is_dir\", \"old_path\" (moves)}. Recursive by default (new "
-      "directories included). Runs until Ctrl-C, until PATH is deleted, or until the sandbox "
-      "ends (exit code 3, saying why)",
-      [&g, path, no_recursive](SandboxHandle& sb) {
+  auto* cmd =
+      AddSandboxCommand(app, g, exit_code, "watch", [&g, path, no_recursive](SandboxHandle& sb) {
         return RunWatch(sb, sb.container_name(), *path, !*no_recursive, g.json);
       });
   cmd->add_option("path", *path, "absolute directory inside the sandbox, e.g. /workspace")

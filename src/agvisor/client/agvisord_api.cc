@@ -588,6 +588,19 @@ std::string RemoteClient::WithResume(std::string target) const {
   return target + (target.find('?') == std::string::npos ? "?" : "&") + "resume=false";
 }
 
+http::Request RemoteClient::TransferRequest(std::string method, std::string target) const {
+  http::Request req{.method = std::move(method), .target = WithResume(std::move(target))};
+  req.headers.push_back({"Authorization", "Bearer " + token_.token});
+  req.timeout = kArchiveTimeout;
+  return req;
+}
+
+Result<void> RemoteClient::TransferOutcome(std::string_view id, const Result<http::Response>& r) {
+  if (!r.ok()) return TransferCut(id, r.error());
+  if (r->status >= 400) return ErrorOf(*r);
+  return Ok();
+}
+
 Result<http::Response> RemoteClient::Call(http::Request request) {
   request.target = WithResume(std::move(request.target));
   request.headers.push_back({"Authorization", "Bearer " + token_.token});
@@ -695,9 +708,7 @@ Result<std::string> RemoteClient::ReadFile(std::string_view id, std::string_view
                                            std::optional<std::uint64_t> length) {
   std::string target = SandboxPath(id) + "/files" + PathQuery(path);
   if (length) target += "&length=" + std::to_string(*length);
-  http::Request req{.method = "GET", .target = std::move(target)};
-  req.headers.push_back({"Authorization", "Bearer " + token_.token});
-  req.timeout = kArchiveTimeout;
+  http::Request req = TransferRequest("GET", std::move(target));
   std::string data;
   auto r = http_->SendStreamingResponse(req, [&](std::string_view bytes) -> Result<void> {
     if (length && data.size() + bytes.size() > *length) {
@@ -706,8 +717,7 @@ Result<std::string> RemoteClient::ReadFile(std::string_view id, std::string_view
     data.append(bytes);
     return Ok();
   });
-  if (!r.ok()) return TransferCut(id, r.error());
-  if (r->status >= 400) return ErrorOf(*r);
+  AGVISOR_RETURN_IF_ERROR(TransferOutcome(id, r));
   return data;
 }
 
@@ -809,29 +819,17 @@ Result<api::EgressView> RemoteClient::SetEgress(std::string_view id,
 
 Result<void> RemoteClient::PutArchive(std::string_view id, std::string_view dir,
                                       const channel::ByteSource& source) {
-  http::Request req{
-      .method = "PUT",
-      .target = WithResume(SandboxPath(id) + "/archive?path=" + http::UrlEncode(dir))};
-  req.headers.push_back({"Authorization", "Bearer " + token_.token});
+  http::Request req =
+      TransferRequest("PUT", SandboxPath(id) + "/archive?path=" + http::UrlEncode(dir));
   req.content_type = "application/x-tar";
-  req.timeout = kArchiveTimeout;
-  auto r = http_->SendStreamingBody(req, source);
-  if (!r.ok()) return TransferCut(id, r.error());
-  if (r->status >= 400) return ErrorOf(*r);
-  return Ok();
+  return TransferOutcome(id, http_->SendStreamingBody(req, source));
 }
 
 Result<void> RemoteClient::GetArchive(std::string_view id, std::string_view path,
                                       const channel::ByteSink& sink) {
-  http::Request req{
-      .method = "GET",
-      .target = WithResume(SandboxPath(id) + "/archive?path=" + http::UrlEncode(path))};
-  req.headers.push_back({"Authorization", "Bearer " + token_.token});
-  req.timeout = kArchiveTimeout;
-  auto r = http_->SendStreamingResponse(req, sink);
-  if (!r.ok()) return TransferCut(id, r.error());
-  if (r->status >= 400) return ErrorOf(*r);
-  return Ok();
+  http::Request req =
+      TransferRequest("GET", SandboxPath(id) + "/archive?path=" + http::UrlEncode(path));
+  return TransferOutcome(id, http_->SendStreamingResponse(req, sink));
 }
 
 Result<std::unique_ptr<WsConnection>> RemoteClient::OpenWebSocket(

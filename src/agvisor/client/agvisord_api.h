@@ -150,6 +150,12 @@ class RemoteClient {
   // An archive transfer whose connection broke: kSandboxDied (with why) when sandbox `id` ended
   // meanwhile (the daemon can only drop a stream it has begun), else Unreachable(e).
   Error TransferCut(std::string_view id, const Error& e);
+  // A long transfer's request (archives, file reads), sent past Call to stream: the same target
+  // (WithResume) and token as Call's, and a day's timeout.
+  http::Request TransferRequest(std::string method, std::string target) const;
+  // How a streamed transfer on sandbox `id` ended: TransferCut when its connection broke,
+  // ErrorOf for an error answer.
+  Result<void> TransferOutcome(std::string_view id, const Result<http::Response>& r);
   Result<std::unique_ptr<WsConnection>> OpenWebSocket(const std::string& target,
                                                       std::optional<std::string> first_message,
                                                       bool wait_started,

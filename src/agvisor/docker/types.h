@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "agvisor/base/resource_sample.h"
+
 namespace agvisor::docker {
 
 // ---- Requests -------------------------------------------------------------------------------
@@ -254,22 +256,12 @@ struct SystemInfo {
   std::vector<std::string> security_options;  // "name=seccomp,profile=default", ...
 };
 
-// GET /containers/{id}/stats?stream=false: one sample, with what agvisor derives from it.
-struct ContainerStats {
-  std::string read;  // the sample's time (RFC 3339)
-  // CPU use over the interval between the previous sample (precpu_stats) and this one, in
-  // percent of one core (200 = two cores busy), as `docker stats` computes it. 0 when the
-  // daemon sent no previous sample.
-  double cpu_percent = 0;
-  std::uint64_t cpu_total_ns = 0;  // cpu_stats.cpu_usage.total_usage
-  int online_cpus = 0;
-  // Memory in use: usage minus the inactive page cache (cgroup v1 total_inactive_file, v2
-  // inactive_file), as `docker stats` shows it.
-  std::uint64_t memory_bytes = 0;
-  std::uint64_t memory_limit_bytes = 0;
-  std::uint64_t pids = 0;
-  std::uint64_t pids_limit = 0;  // 0 = none reported
-};
+// GET /containers/{id}/stats?stream=false: one sample, with what agvisor derives from it
+// (DecodeContainerStats): cpu_percent over the interval between the previous sample
+// (precpu_stats) and this one, as `docker stats` computes it (0 when the daemon sent no previous
+// sample); cpu_total_ns from cpu_stats.cpu_usage.total_usage; memory_bytes is usage minus the
+// inactive page cache (cgroup v1 total_inactive_file, v2 inactive_file).
+using ContainerStats = ResourceSample;
 
 // One decoded line of the JSON-lines progress stream of image import/pull.
 struct ProgressMessage {

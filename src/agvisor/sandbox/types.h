@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "agvisor/base/error.h"
+#include "agvisor/base/resource_sample.h"
 #include "agvisor/channel/channel.h"
 #include "agvisor/sandbox/agent_paths.h"
 #include "agvisor/sandbox/snapshot.h"
@@ -254,18 +255,6 @@ struct PoolInfo {
 
 // One sample of an instance's resource use (Runtime::Stats: `agvisor top`, agvisord's metrics
 // route), the same whatever runtime took it.
-struct SandboxStats {
-  std::string read;  // the sample's time (RFC 3339)
-  // CPU use over the sample's interval in percent of one core (200 = two cores busy); 0 when
-  // the runtime had no earlier reading to compare with.
-  double cpu_percent = 0;
-  std::uint64_t cpu_total_ns = 0;  // CPU time used since the start
-  int online_cpus = 0;
-  // Memory in use, without the inactive page cache (what `docker stats` shows).
-  std::uint64_t memory_bytes = 0;
-  std::uint64_t memory_limit_bytes = 0;
-  std::uint64_t pids = 0;
-  std::uint64_t pids_limit = 0;  // 0 = none reported
-};
+using SandboxStats = ResourceSample;
 
 }  // namespace agvisor

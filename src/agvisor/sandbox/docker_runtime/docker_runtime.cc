@@ -185,17 +185,15 @@ Result<std::string> DockerRuntime::PrepareImage(std::string_view image) {
 
 Result<InstanceInfo> DockerRuntime::Inspect(std::string_view ref) {
   auto c = AGVISOR_TRY(client_->InspectContainer(ref));
-  InstanceInfo i;
-  i.id = std::move(c.id);
-  i.name = std::move(c.name);
-  i.image_ref = std::move(c.image_ref);
-  i.labels = std::move(c.labels);
-  i.state = {.status = c.state.status,
-             .running = c.state.running,
-             .exit_code = c.state.exit_code,
-             .oom_killed = c.state.oom_killed};
-  i.created_unix = UnixSecondsOf(c.created);
-  return i;
+  return InstanceInfo{.id = std::move(c.id),
+                      .name = std::move(c.name),
+                      .image_ref = std::move(c.image_ref),
+                      .labels = std::move(c.labels),
+                      .state = {.status = c.state.status,
+                                .running = c.state.running,
+                                .exit_code = c.state.exit_code,
+                                .oom_killed = c.state.oom_killed},
+                      .created_unix = UnixSecondsOf(c.created)};
 }
 
 Result<void> DockerRuntime::Pause(std::string_view id) { return client_->PauseContainer(id); }
@@ -233,15 +231,7 @@ Result<LiveLimits> DockerRuntime::Resize(std::string_view id, const ResizeSpec& 
 }
 
 Result<SandboxStats> DockerRuntime::Stats(std::string_view id) {
-  const docker::ContainerStats s = AGVISOR_TRY(client_->GetContainerStats(id));
-  return SandboxStats{.read = s.read,
-                      .cpu_percent = s.cpu_percent,
-                      .cpu_total_ns = s.cpu_total_ns,
-                      .online_cpus = s.online_cpus,
-                      .memory_bytes = s.memory_bytes,
-                      .memory_limit_bytes = s.memory_limit_bytes,
-                      .pids = s.pids,
-                      .pids_limit = s.pids_limit};
+  return client_->GetContainerStats(id);
 }
 
 Result<LiveLimits> DockerRuntime::ReadLimits(std::string_view id) {
@@ -422,12 +412,10 @@ Result<std::vector<std::string>> ImportChanges(const ImageConfig& config) {
 
 Result<ImageConfig> DockerRuntime::ImageConfigOf(std::string_view image) {
   auto info = AGVISOR_TRY(client_->InspectImage(image));
-  ImageConfig c;
-  c.env = std::move(info.env);
-  c.working_dir = std::move(info.working_dir);
-  c.user = std::move(info.user);
-  c.labels = std::move(info.labels);
-  return c;
+  return ImageConfig{.env = std::move(info.env),
+                     .working_dir = std::move(info.working_dir),
+                     .user = std::move(info.user),
+                     .labels = std::move(info.labels)};
 }
 
 Result<std::string> DockerRuntime::ImportImage(
