@@ -9,11 +9,13 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -213,6 +215,66 @@ TEST_F(SshdFixture, SshDiesWhenItsClientIsKilled) {
   if (Alive(ssh)) ::kill(ssh, SIGKILL);
   // A SIGKILLed client cannot remove its socket directory; the test does.
   for (const auto& d : TmpEntries("agvisor-ssh-")) {
+    if (std::find(dirs_before.begin(), dirs_before.end(), d) == dirs_before.end()) {
+      (void)RunCommand({"rm", "-rf", "/tmp/" + d});
+    }
+  }
+}
+
+// As above with a forwarded connection the remote end never closes, as Docker holds an attach
+// to a running sandbox: ssh alone would wait for it to close; the tunnel's remote command ends
+// the session instead.
+TEST_F(SshdFixture, SshDiesWhenItsClientIsKilledWhileTheRemoteHoldsAStreamOpen) {
+  auto dirs_before = TmpEntries("agvisor-ssh-");
+  char dir_template[] = "/tmp/agvisor-holder-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const std::string path = dir + "/holder.sock";
+  int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 8), 0);
+  // The remote end: accepts and keeps every connection open, whatever the other side does.
+  std::thread([listener] {
+    for (;;) {
+      int fd = ::accept(listener, nullptr, nullptr);
+      if (fd < 0) return;
+    }
+  }).detach();
+  int pfd[2];
+  ASSERT_EQ(::pipe2(pfd, O_CLOEXEC), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(pfd[0]);
+    auto client = Client::Connect(*ParseEndpoint(SshUrl() + path), SshOptions());
+    pid_t ssh = 0;
+    if (client.ok()) {
+      auto kids = Children(::getpid(), "ssh");
+      if (kids.size() == 1) ssh = kids[0];
+      // A request the remote end never answers: its connection stays open through the tunnel.
+      std::thread([c = client->get()] { (void)c->Send(Get("/_ping")); }).detach();
+      std::this_thread::sleep_for(1s);
+    }
+    (void)!::write(pfd[1], &ssh, sizeof ssh);
+    for (;;) ::pause();
+  }
+  ::close(pfd[1]);
+  pid_t ssh = 0;
+  ASSERT_EQ(::read(pfd[0], &ssh, sizeof ssh), static_cast<ssize_t>(sizeof ssh));
+  ::close(pfd[0]);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_GT(ssh, 0) << "the client process could not bring the tunnel up";
+  EXPECT_TRUE(Eventually([&] { return !Alive(ssh); }, 15s))
+      << "ssh " << ssh << " outlived its client while the remote end held a stream open";
+  if (Alive(ssh)) ::kill(ssh, SIGKILL);
+  ::shutdown(listener, SHUT_RDWR);
+  (void)RunCommand({"rm", "-rf", dir});
+  for (const auto& d : TmpEntries("agvisor-ssh-")) {  // the SIGKILLed client's socket directory
     if (std::find(dirs_before.begin(), dirs_before.end(), d) == dirs_before.end()) {
       (void)RunCommand({"rm", "-rf", "/tmp/" + d});
     }

@@ -161,7 +161,7 @@ TEST(SshCommandLineTest, ForcedOptionsFirstDestinationLast) {
                                    "/tmp/d/docker.sock:/run/docker.sock",
                                    "--",
                                    "root@127.0.0.1",
-                                   "cat >/dev/null"};
+                                   "cat >/dev/null; kill $PPID"};
   EXPECT_EQ(argv, want);
 }
 

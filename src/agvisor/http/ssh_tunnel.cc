@@ -74,7 +74,10 @@ std::vector<std::string> SshCommandLine(const Endpoint& endpoint, const ClientOp
   argv.push_back(local_socket + ":" + endpoint.path);
   argv.push_back("--");  // ParseEndpoint already refuses a host or user starting with '-'
   argv.push_back(Destination(endpoint));
-  argv.push_back("cat >/dev/null");
+  // Runs until our end of its stdin closes, then ends the session (its parent, sshd's session
+  // process): without that, ssh would wait for every forwarded connection to close first, and
+  // Docker keeps an attached stream of a running sandbox open after our side is gone.
+  argv.push_back(std::string(kTunnelRemoteCommand));
   return argv;
 }
 

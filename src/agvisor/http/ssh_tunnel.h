@@ -3,12 +3,15 @@
 //
 // Private to http/ (used by client.cc). The command line is
 //   ssh -o BatchMode=yes -o ExitOnForwardFailure=yes -o StreamLocalBindUnlink=yes -T [-p PORT]
-//       [ssh_args...] -o ConnectTimeout=S -L LOCAL:REMOTE -- [USER@]HOST 'cat >/dev/null'
+//       [ssh_args...] -o ConnectTimeout=S -L LOCAL:REMOTE -- [USER@]HOST
+//       'cat >/dev/null; kill $PPID'
 // LOCAL lives in a fresh mkdtemp directory (mode 0700, so no other user can reach the remote
 // daemon through it). ssh's stdin is a pipe whose write end only we hold, and the remote command
 // runs until its stdin ends: when this process dies, even by SIGKILL, the pipe closes, the remote
-// `cat` exits, the session ends and ssh exits. The destructor does not wait for that: it kills ssh,
-// reaps it and removes the directory.
+// `cat` exits and the remote shell ends its sshd session process, so the connection drops and ssh
+// exits even while Docker holds forwarded streams open (an attach to a running sandbox: ssh
+// alone would wait for them). The destructor does not wait for that: it kills ssh, reaps it and
+// removes the directory.
 #pragma once
 
 #include <sys/types.h>
@@ -16,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "agvisor/base/error.h"
@@ -24,6 +28,9 @@
 #include "agvisor/http/client.h"
 
 namespace agvisor::http::internal {
+
+// The tunnel's remote command (above), run by the remote user's shell.
+inline constexpr std::string_view kTunnelRemoteCommand = "cat >/dev/null; kill $PPID";
 
 class SshTunnel {
  public:
