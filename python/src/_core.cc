@@ -772,6 +772,20 @@ class Attachment : public WaitedProcess {
   std::size_t buffered_ = 0;                        // guarded by mu_
 };
 
+// The in-process place of `host`, one for the whole Python process: the library keeps what it
+// knows about a host in the place's runtime (the sandboxes paused here, the start gate, the pools'
+// memory reservations, the Docker connection: one ssh process for an ssh:// host), so every
+// Sandbox, pool and module-level call on that host shares it. Never destroyed (threads of the
+// library may outlive module teardown).
+std::shared_ptr<client::Place> InProcessPlace(const std::string& host) {
+  static std::mutex mu;
+  static auto* places = new std::map<std::string, std::shared_ptr<client::Place>>();
+  std::lock_guard lock(mu);
+  auto& place = (*places)[host];
+  if (!place) place = std::shared_ptr<client::Place>(client::InProcess(host));
+  return place;
+}
+
 // A sandbox for Python: the place's handle and what its creation reported.
 struct Handle {
   std::shared_ptr<client::SandboxHandle> sandbox;
@@ -1071,12 +1085,7 @@ PYBIND11_MODULE(_core, m) {
 
   // Where sandboxes live: the library on a Docker host, or agvisord (client/place.h).
   py::class_<client::Place, std::shared_ptr<client::Place>>(m, "Place", "agvisor::client::Place.")
-      .def_static(
-          "in_process",
-          [](const std::string& host) {
-            return std::shared_ptr<client::Place>(client::InProcess(host));
-          },
-          py::arg("host") = "")
+      .def_static("in_process", &python::InProcessPlace, py::arg("host") = "")
       .def_static(
           "agvisord",
           [](const std::string& address, const std::string& token_file, const std::string& token) {
