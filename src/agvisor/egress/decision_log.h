@@ -26,6 +26,15 @@ struct Decision {
   bool allowed = false;
   std::string reason;   // the policy's reason, or why the connection failed
   std::string address;  // the address dialled (allowed) or refused after resolution, if any
+  // One request on a connection the enforcer reads (plain HTTP, or TLS it terminates for a
+  // brokered secret): empty `method` for a connection-level decision.
+  std::string method;
+  std::string path;  // the request target as sent, without the query string
+  int status = 0;    // the upstream's status, or the enforcer's own answer (403, 421, 502)
+  std::uint64_t bytes_up = 0;    // sandbox -> upstream
+  std::uint64_t bytes_down = 0;  // upstream -> sandbox
+  std::chrono::milliseconds duration{0};
+  std::string secret;  // the brokered secret substituted into this request (its name only)
 };
 
 // "2026-12-01T15:04:05.123Z sandbox=a tls pypi.org:443 allowed (allowed by pypi.org) ->
