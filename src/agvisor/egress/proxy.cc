@@ -101,20 +101,6 @@ std::string HttpRefusal(int status, std::string_view status_text, const std::str
          std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
-// Adds every certificate of a PEM text to `store`; the count added.
-int AddPemCertificates(const std::string& pem, X509_STORE* store) {
-  if (pem.empty()) return 0;
-  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
-  int added = 0;
-  while (X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) {
-    if (store == nullptr || X509_STORE_add_cert(store, cert) == 1) ++added;
-    X509_free(cert);
-  }
-  BIO_free(bio);
-  ERR_clear_error();  // the end of the text reads as an error
-  return added;
-}
-
 // Runs `on_expiry` (which closes or cancels the socket an operation waits on) when the time is up,
 // unless the Deadline was destroyed first. The handler may already be queued when the guarded
 // operation completes and the coroutine moves on or ends; `armed` (shared with the handler, and
