@@ -238,7 +238,14 @@ class TlsPipe {
     while (true) {
       ERR_clear_error();
       std::size_t n = 0;
-      const int r = SSL_read_ex(ssl_, buf, size, &n);
+      int r = SSL_read_ex(ssl_, buf, size, &n);
+      // More records already received go in the same call (one write downstream for several
+      // records, rather than one each).
+      std::size_t more = 0;
+      while (r == 1 && n < size && (SSL_pending(ssl_) > 0 || BIO_ctrl_pending(rbio_) > 0) &&
+             SSL_read_ex(ssl_, buf + n, size - n, &more) == 1) {
+        n += more;
+      }
       if (BIO_ctrl_pending(wbio_) > 0 && !co_await Flush()) co_return -1;
       if (r == 1) co_return static_cast<long>(n);
       const int e = SSL_get_error(ssl_, r);
@@ -304,7 +311,7 @@ class TlsPipe {
   bool flushing_ = false;
   bool ok_ = true;
   std::string out_;
-  char in_[16 * 1024 + 512];
+  char in_[64 * 1024];
 };
 
 // Both TLS sessions of an intercepted connection (the sandbox's, and the upstream's), over the
