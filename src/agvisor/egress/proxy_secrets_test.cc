@@ -106,9 +106,19 @@ class RecordingTlsServer {
 
 class BrokeredSecretsTest : public ::testing::Test {
  protected:
+  // The fake internet: one HTTPS server and its names; its certificate names api and other,
+  // not wrong.allowed.test.
+  TlsIdentity upstream_id_ = TlsIdentity::SelfSigned({"api.allowed.test", "other.allowed.test"});
+  std::unique_ptr<RecordingTlsServer> server_;
+  std::unique_ptr<FakeDns> dns_;
+  // The enforcer, with the sandbox's CA and secrets registered.
+  std::shared_ptr<SandboxCa> ca_;
+  std::shared_ptr<DecisionLog> log_ = std::make_shared<DecisionLog>();
+  std::unique_ptr<EgressProxy> proxy_;
+  // The sandbox's client: trusts its CA bundle.
+  std::unique_ptr<SslCtxPtr> client_ctx_;
+
   void SetUp() override {
-    // The upstream's certificate names api and other, not wrong.allowed.test.
-    upstream_id_ = TlsIdentity::SelfSigned({"api.allowed.test", "other.allowed.test"});
     server_ = std::make_unique<RecordingTlsServer>(upstream_id_);
     dns_ = std::make_unique<FakeDns>(std::map<std::string, std::vector<IpAddress>>{
         {"api.allowed.test", {*ParseIpAddress("127.0.0.1")}},
@@ -131,7 +141,6 @@ class BrokeredSecretsTest : public ::testing::Test {
                                 std::vector<std::string>{"api.allowed.test", "wrong.allowed.test"});
     ASSERT_TRUE(ca.ok());
     ca_ = *ca;
-    log_ = std::make_shared<DecisionLog>();
     ProxyOptions o;
     o.sandbox = "sb-secrets";
     o.resolver_address = *ParseIpAddress("127.0.0.1");
@@ -199,14 +208,6 @@ class BrokeredSecretsTest : public ::testing::Test {
   std::string Auth(std::string_view p) {
     return "Authorization: Bearer " + std::string(p) + "\r\n";
   }
-
-  TlsIdentity upstream_id_;
-  std::unique_ptr<RecordingTlsServer> server_;
-  std::unique_ptr<FakeDns> dns_;
-  std::shared_ptr<SandboxCa> ca_;
-  std::shared_ptr<DecisionLog> log_;
-  std::unique_ptr<EgressProxy> proxy_;
-  std::unique_ptr<SslCtxPtr> client_ctx_;
 };
 
 TEST_F(BrokeredSecretsTest, TheUpstreamGetsTheValueOnEveryRequestOfAKeptConnection) {
