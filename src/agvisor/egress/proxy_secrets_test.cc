@@ -238,6 +238,10 @@ TEST_F(BrokeredSecretsTest, TheUpstreamGetsTheValueOnEveryRequestOfAKeptConnecti
   EXPECT_EQ(decisions[0].path, "/v1/models");
   EXPECT_EQ(decisions[0].secret, "TOKEN,KEY");
   EXPECT_TRUE(decisions[0].allowed);
+  // Logged once answered: the upstream's status, the answer's bytes ("seen N" and its head).
+  EXPECT_EQ(decisions[0].status, 200);
+  EXPECT_EQ(decisions[0].bytes_down, 44u);
+  EXPECT_GT(decisions[0].bytes_up, 100u);
   for (const Decision& d : log_->Recent("sb-secrets")) {
     EXPECT_EQ(FormatDecision(d).find("real-"), std::string::npos) << FormatDecision(d);
   }
@@ -279,10 +283,15 @@ TEST_F(BrokeredSecretsTest, APipelinedRequestForAnotherHostGets421AndNoSubstitut
   const auto seen = server_->requests();
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_NE(seen[0].find("GET /1 "), std::string::npos);
-  const auto decisions = RequestDecisions();
+  // The refusal is logged at once, the first request once its answer has come: either order.
+  auto decisions = RequestDecisions();
   ASSERT_EQ(decisions.size(), 2u);
+  if (decisions[0].status == 421) std::swap(decisions[0], decisions[1]);
+  EXPECT_EQ(decisions[0].status, 200);
+  EXPECT_EQ(decisions[0].secret, "TOKEN");
   EXPECT_EQ(decisions[1].status, 421);
   EXPECT_EQ(decisions[1].secret, "");
+  EXPECT_FALSE(decisions[1].allowed);
 }
 
 // Hostile: Transfer-Encoding with Content-Length hides a second request in the first's body.
