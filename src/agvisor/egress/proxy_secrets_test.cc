@@ -310,6 +310,46 @@ TEST_F(BrokeredSecretsTest, TransferEncodingWithContentLengthEndsTheConnection) 
   EXPECT_TRUE(server_->requests().empty());
 }
 
+// Hostile: the other framings a server could read differently end the connection too, and no
+// request hidden after them reaches the server.
+TEST_F(BrokeredSecretsTest, AmbiguousFramingEndsTheConnection) {
+  const std::string hidden =
+      "GET /hidden HTTP/1.1\r\nHost: other.allowed.test\r\n" + Auth(kTokenP) + "\r\n";
+  const std::string start = "POST /a HTTP/1.1\r\nHost: api.allowed.test\r\n" + Auth(kTokenP);
+  for (const std::string& request : {
+           start + "X-Folded: a\r\n b\r\nContent-Length: 0\r\n\r\n" + hidden,  // obs-fold
+           start + "Content-Length: 0\nX: y\r\n\r\n" + hidden,                 // bare LF
+           start + "Transfer-Encoding: chunked\r\n\r\nzz\r\n" + hidden,        // chunk size
+           start + "Content-Length: 1\r\nContent-Length: 2\r\n\r\nab" + hidden,
+       }) {
+    Conn c = Open("api.allowed.test");
+    ASSERT_TRUE(c.ssl);
+    ASSERT_TRUE(TlsWrite(c.ssl.get(), request));
+    std::string answers;
+    for (std::string r; !(r = TlsReadResponse(c.ssl.get())).empty();) answers += r;
+    EXPECT_NE(answers.find("400 Bad Request"), std::string::npos) << request << answers;
+  }
+  for (const std::string& seen : server_->requests()) {
+    EXPECT_EQ(seen.find("/hidden"), std::string::npos) << seen;
+  }
+}
+
+// ALPN: the sandbox is offered http/1.1 only, whatever it asks for.
+TEST_F(BrokeredSecretsTest, AlpnAgreesOnHttp11Only) {
+  for (const std::string& offer : {std::string("\x02h2\x08http/1.1"), std::string("\x02h2")}) {
+    SSL_CTX_set_alpn_protos(client_ctx_->get(),
+                            reinterpret_cast<const unsigned char*>(offer.data()),
+                            static_cast<unsigned>(offer.size()));
+    Conn c = Open("api.allowed.test");
+    ASSERT_TRUE(c.ssl);
+    const unsigned char* chosen = nullptr;
+    unsigned len = 0;
+    SSL_get0_alpn_selected(c.ssl.get(), &chosen, &len);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(chosen), len),
+              offer.size() > 3 ? "http/1.1" : "");
+  }
+}
+
 // Hostile: headers are bounded; the connection ends before the upstream sees any of it.
 TEST_F(BrokeredSecretsTest, HugeHeadersAreRefused) {
   Conn c = Open("api.allowed.test");
