@@ -374,5 +374,19 @@ TEST_F(BrokeredSecretsTest, BodiesPassUnchanged) {
   EXPECT_NE(server_->requests()[0].find("Bearer real-token"), std::string::npos);
 }
 
+TEST(BrokeredSecretsOptionsTest, UpstreamCasMustBeCertificates) {
+  ProxyOptions o;
+  o.resolver_address = IpAddress::V4(127, 0, 0, 1);
+  o.upstream_ca_pem = "not a certificate";
+  auto proxy = EgressProxy::Start(
+      o,
+      *EgressPolicy::Create(std::vector<std::string>{"a.test"}, std::vector<std::string>{},
+                            std::vector<std::uint16_t>{443}),
+      nullptr);
+  ASSERT_FALSE(proxy.ok());
+  EXPECT_EQ(proxy.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(proxy.error().message().find("upstream_ca_pem"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace agvisor::egress
