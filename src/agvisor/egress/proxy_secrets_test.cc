@@ -107,6 +107,15 @@ class RecordingTlsServer {
 
 class BrokeredSecretsTest : public ::testing::Test {
  protected:
+  // The test's OpenSSL peers write with write(2) (no MSG_NOSIGNAL): a server writing its session
+  // tickets after the proxy already closed a finished connection must get EPIPE, not a signal
+  // that ends the binary (the proxy itself writes with MSG_NOSIGNAL). Declared first, so the
+  // old disposition comes back last, after the servers' threads have ended.
+  struct SigpipeIgnored {
+    SigpipeIgnored() : old(std::signal(SIGPIPE, SIG_IGN)) {}
+    ~SigpipeIgnored() { std::signal(SIGPIPE, old); }
+    void (*old)(int);
+  } sigpipe_ignored_;
   // The fake internet: one HTTPS server and its names; its certificate names api and other,
   // not wrong.allowed.test.
   TlsIdentity upstream_id_ = TlsIdentity::SelfSigned({"api.allowed.test", "other.allowed.test"});
@@ -120,10 +129,6 @@ class BrokeredSecretsTest : public ::testing::Test {
   std::unique_ptr<SslCtxPtr> client_ctx_;
 
   void SetUp() override {
-    // The test's OpenSSL peers write with write(2) (no MSG_NOSIGNAL): a server writing its
-    // session tickets after the proxy already closed a finished connection gets EPIPE, not a
-    // signal that ends the test binary. (The proxy itself writes with MSG_NOSIGNAL.)
-    std::signal(SIGPIPE, SIG_IGN);
     server_ = std::make_unique<RecordingTlsServer>(upstream_id_);
     dns_ = std::make_unique<FakeDns>(std::map<std::string, std::vector<IpAddress>>{
         {"api.allowed.test", {*ParseIpAddress("127.0.0.1")}},
