@@ -173,6 +173,7 @@ Result<std::shared_ptr<channel::Channel>> Sandbox::Channel() {
   if (channel_ && !channel_->broken()) return channel_;
   channel_.reset();
   channel_ = AGVISOR_TRY(OpenChannel());
+  if (idle_pause_ && !container_id_.empty()) ShareIdleChannel(*runtime_, container_id_, channel_);
   return channel_;
 }
 
@@ -444,6 +445,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
         std::lock_guard lock(handle->channel_mu_);
         handle->channel_ = *ch;
       }
+      if (handle->idle_pause_) ShareIdleChannel(*runtime, started->id, *ch);
       if (!spec.gui) return Ok();
       ticket.Release();  // the desktop's seconds are not a start's
       auto ready = desktop::WaitReady(*handle);
