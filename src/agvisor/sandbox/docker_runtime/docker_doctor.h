@@ -25,14 +25,16 @@ std::vector<HostCheck> DiagnoseDockerHost(std::string_view host);
 // bridge's ports, dockerd's open files, Docker's address pools (each egress sandbox takes a
 // network of its own: egress_bridge.h). Fields < 0 are unknown and not checked.
 struct DensityFacts {
-  std::int64_t pid_max = -1;         // /proc/sys/kernel/pid_max
-  std::int64_t tasks_now = -1;       // host tasks now (/proc/loadavg's 4th field)
-  std::int64_t sandboxes_now = 0;    // agvisor sandboxes running now
-  std::int64_t bridge_ports = -1;    // ports of docker0 now (/sys/class/net/docker0/brif)
-  std::int64_t dockerd_nofile = -1;  // dockerd's soft open-files limit
-  std::int64_t dockerd_fds = -1;     // dockerd's open files now
-  std::int64_t pool_networks = -1;   // networks Docker's address pools hold (AddressPoolNetworks)
-  std::int64_t networks_now = -1;    // bridge networks there are (docker0 included)
+  std::int64_t pid_max = -1;       // /proc/sys/kernel/pid_max
+  std::int64_t tasks_now = -1;     // host tasks now (/proc/loadavg's 4th field)
+  std::int64_t sandboxes_now = 0;  // agvisor sandboxes running now
+  std::int64_t bridge_ports = -1;  // ports of docker0 now (/sys/class/net/docker0/brif)
+  // dockerd's soft open-files limit (the first dockerd process found: this host's, unless another
+  // runs beside it)
+  std::int64_t dockerd_nofile = -1;
+  std::int64_t dockerd_fds = -1;    // dockerd's open files now
+  std::int64_t pool_networks = -1;  // networks Docker's address pools hold (AddressPoolNetworks)
+  std::int64_t networks_now = -1;   // bridge networks there are (docker0 included)
 };
 
 // What one idle sandbox takes, measured at 300 sandboxes on the ptrace platform (bench/README,
