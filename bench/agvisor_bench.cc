@@ -13,8 +13,10 @@
 // 4), all; and egress
 // (bench/egress_suite.h: starts agvisord, so only when named, under `flock
 // /tmp/agvisor-egress.lock`; not in all), kube (bench/kube_suite.h: the Kubernetes runtime against
-// the API test double vs Docker, and the double's own cost; only when named). --platform puts every
-// sandbox of the run (and the seed's basic-suite sandbox) on that gVisor platform.
+// the API test double vs Docker, and the double's own cost; only when named), tails
+// (bench/tails_suite.h: exec loops through agvisord on saturated cores; only when named).
+// --platform puts every sandbox of the run (and the seed's basic-suite sandbox) on that gVisor
+// platform.
 //
 // DIR is the seed's import root (the directory holding its `agvisor` package); default
 // $AGVISOR_SEED_PATH; without either, the seed column is skipped. See bench/README.md.
@@ -54,6 +56,7 @@
 #include "bench_agvisord.h"
 #include "egress_suite.h"
 #include "kube_suite.h"
+#include "tails_suite.h"
 
 namespace agvisor {
 namespace {
@@ -1207,11 +1210,15 @@ int main(int argc, char** argv) {
   std::string image = "agvisor/base:latest";
   int runs = 50, creates = 20, sandboxes = 10, execs = 200, acquires = 50, colds = 10, settle = 5;
   int idle_seconds = 20, snapshot_rounds = 3, fork_rounds = 2;
+  int tails_loops = 30, tails_seconds = 60;
+  bool tails_local = false;
   std::vector<int> gates = {2, 4, 8, 0};
   std::vector<std::string> suites;
   const char* usage =
       "usage: agvisor_bench [--seed DIR] [--image IMG] [--runs N] [--platform systrap|ptrace] "
-      "[--suite basic|create|pool|concurrency|memory|idle|desktop|lifecycle|all|egress|kube]... "
+      "[--suite "
+      "basic|create|pool|concurrency|memory|idle|desktop|lifecycle|all|egress|kube|tails]... "
+      "[--tails-loops N] [--tails-seconds N] [--tails-door agvisord|local] "
       "[--idle-seconds "
       "N] [--creates N] [--gates K,K,...] [--exec-sandboxes "
       "S] "
@@ -1235,16 +1242,25 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--idle-seconds") {
       idle_seconds = count();
+    } else if (a == "--tails-loops") {
+      tails_loops = count();
+    } else if (a == "--tails-seconds") {
+      tails_seconds = count();
+    } else if (a == "--tails-door") {
+      const std::string door = next();
+      if (door != "agvisord" && door != "local")
+        Die("--tails-door " + door + ": agvisord or local");
+      tails_local = door == "local";
     } else if (a == "--runs") {
       runs = count();
     } else if (a == "--suite") {
       std::string v = next();
       if (v != "basic" && v != "create" && v != "pool" && v != "concurrency" && v != "memory" &&
           v != "idle" && v != "desktop" && v != "lifecycle" && v != "all" && v != "egress" &&
-          v != "kube") {
+          v != "kube" && v != "tails") {
         Die("--suite " + v +
             ": expected basic, create, pool, concurrency, memory, idle, desktop, lifecycle, all, "
-            "egress or kube");
+            "egress, kube or tails");
       }
       suites.push_back(v);
     } else if (a == "--creates") {
@@ -1293,6 +1309,13 @@ int main(int argc, char** argv) {
   // Not part of "all": it starts the Kubernetes API test double (tests/kube/).
   if (std::find(suites.begin(), suites.end(), "kube") != suites.end()) {
     KubeSuite(image, colds, runs, std::min(acquires, 10));
+  }
+  // Not part of "all": it saturates the host's cores for a minute per platform.
+  if (std::find(suites.begin(), suites.end(), "tails") != suites.end()) {
+    TailsSuite(BenchSpec(image),
+               g_platform.empty() ? std::vector<std::string>{"systrap", "ptrace"}
+                                  : std::vector<std::string>{g_platform},
+               sandboxes, tails_loops, tails_seconds, tails_local);
   }
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <boost/json.hpp>
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "agvisor/base/subprocess.h"
@@ -305,6 +306,17 @@ TEST_F(CliTest, DoctorTellsTheTruthAboutThisHost) {
               HasSubstr("cgroup v" + info->cgroup_version));
   EXPECT_EQ(checks["network none"].at("detail").as_string(), "works; interfaces inside: lo ");
   EXPECT_EQ(checks["sandbox"].at("status").as_string(), "ok");
+  // The density lines (issue 36) read this machine.
+  std::ifstream pid_max_file("/proc/sys/kernel/pid_max");
+  std::string pid_max;
+  pid_max_file >> pid_max;
+  ASSERT_TRUE(checks.count("host limits"));
+  EXPECT_THAT(std::string(checks["host limits"].at("detail").as_string()),
+              HasSubstr("kernel.pid_max " + pid_max + " ("));
+  // (The count of networks is not compared: other work on the host makes networks meanwhile.)
+  ASSERT_TRUE(checks.count("egress networks"));
+  EXPECT_THAT(std::string(checks["egress networks"].at("detail").as_string()),
+              HasSubstr("Docker's address pools hold "));
 }
 
 TEST_F(CliTest, DoctorFailsWithAFixWhenDockerIsUnreachable) {

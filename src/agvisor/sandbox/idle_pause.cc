@@ -25,8 +25,10 @@ constexpr milliseconds kQueryTimeout{5000};
 constexpr milliseconds kRetryAfterFailure{30000};
 // An agent that cannot answer (older than protocol 5) will not learn to: ask it rarely.
 constexpr milliseconds kRetryUnsupported{600000};
-// Sandboxes asked at once in one pass (each a relay exec and a thread).
-constexpr std::size_t kMaxQueriesPerPass = 16;
+// Sandboxes asked at once in one pass, each a thread: over a relay of their own (an exec each),
+// and over a channel a handle of this process holds (a message each).
+constexpr std::size_t kMaxRelayQueriesPerPass = 16;
+constexpr std::size_t kMaxHeldQueriesPerPass = 64;
 
 // When each sandbox (container id) is next due a check: RuntimeLocal::idle_due of its runtime.
 // Claims the check of `id` if it is due at `now` (a concurrent lister then skips it).
@@ -49,6 +51,18 @@ void ForgetAllBut(Runtime& runtime, const std::set<std::string, std::less<>>& ke
   RuntimeLocal& s = runtime.local();
   std::lock_guard lock(s.mu);
   std::erase_if(s.idle_due, [&](const auto& kv) { return keep.count(kv.first) == 0; });
+  // A paused sandbox keeps its channel (the next call thaws it); a gone one's goes.
+  std::erase_if(s.idle_channels, [&](const auto& kv) { return kv.second.expired(); });
+}
+
+// The channel a handle of this process holds to `id`, if any and not broken.
+std::shared_ptr<channel::Channel> HeldChannel(Runtime& runtime, const std::string& id) {
+  RuntimeLocal& s = runtime.local();
+  std::lock_guard lock(s.mu);
+  auto it = s.idle_channels.find(id);
+  if (it == s.idle_channels.end()) return nullptr;
+  auto ch = it->second.lock();
+  return ch && !ch->broken() ? ch : nullptr;
 }
 
 }  // namespace
@@ -73,22 +87,29 @@ milliseconds IdleRecheckAfter(milliseconds idle_ttl, std::uint32_t holds, millis
 
 namespace {
 
-// Asks one sandbox and freezes it when due; returns whether it froze it.
-bool CheckOne(Runtime& runtime, const std::string& id, milliseconds ttl) {
-  // A session of its own (the listing process may hold none to this sandbox): one relay exec.
-  auto stream =
-      runtime.OpenExecStream(id, {std::string(kAgentPath), "connect"}, [](std::string_view) {});
-  if (!stream.ok()) {
-    DueAgainAfter(runtime, id, kRetryAfterFailure);
-    return false;
+// Asks one sandbox, over `held` when this process holds a channel to it, and freezes it when due;
+// returns whether it froze it.
+bool CheckOne(Runtime& runtime, const std::string& id, milliseconds ttl,
+              std::shared_ptr<channel::Channel> held) {
+  Result<proto::IdleState> st = Error::Unavailable("not asked");
+  if (held) {
+    st = held->QueryIdle(kQueryTimeout);
+  } else {
+    // A session of its own: one relay exec.
+    auto stream =
+        runtime.OpenExecStream(id, {std::string(kAgentPath), "connect"}, [](std::string_view) {});
+    if (!stream.ok()) {
+      DueAgainAfter(runtime, id, kRetryAfterFailure);
+      return false;
+    }
+    auto ch = channel::Channel::Open(std::move(*stream));
+    if (!ch.ok()) {
+      DueAgainAfter(runtime, id, kRetryAfterFailure);
+      return false;
+    }
+    st = (*ch)->QueryIdle(kQueryTimeout);
+    ch->reset();  // the session ends before the freeze: a frozen relay would linger
   }
-  auto ch = channel::Channel::Open(std::move(*stream));
-  if (!ch.ok()) {
-    DueAgainAfter(runtime, id, kRetryAfterFailure);
-    return false;
-  }
-  auto st = (*ch)->QueryIdle(kQueryTimeout);
-  ch->reset();  // the session ends before the freeze: a frozen relay would linger
   if (!st.ok()) {
     DueAgainAfter(
         runtime, id,
@@ -107,21 +128,39 @@ bool CheckOne(Runtime& runtime, const std::string& id, milliseconds ttl) {
   return false;
 }
 
+struct Due {
+  std::string id;
+  milliseconds ttl;
+  std::shared_ptr<channel::Channel> held;  // null: ask over a relay
+};
+
 }  // namespace
+
+void ShareIdleChannel(Runtime& runtime, const std::string& id,
+                      const std::shared_ptr<channel::Channel>& ch) {
+  RuntimeLocal& s = runtime.local();
+  std::lock_guard lock(s.mu);
+  s.idle_channels[id] = ch;
+}
 
 std::vector<std::string> PauseIdleSandboxes(Runtime& runtime,
                                             const std::vector<InstanceSummary>& instances) {
   std::set<std::string, std::less<>> seen;
-  std::vector<std::pair<std::string, milliseconds>> due;
+  std::vector<Due> due;
+  std::size_t relays = 0;
   for (const auto& s : instances) {
     if (s.helper || s.status != "running") continue;
     auto ttl_s = IdlePauseTtl(s.labels);
     if (!ttl_s) continue;
     seen.insert(s.id);
-    // At most kMaxQueriesPerPass per pass: the others stay due for the next.
-    if (due.size() < kMaxQueriesPerPass && ClaimIfDue(runtime, s.id, Clock::now())) {
-      due.emplace_back(s.id, milliseconds(*ttl_s * 1000));
+    // At most the bounds per pass: the others stay due for the next.
+    auto held = HeldChannel(runtime, s.id);
+    if (held ? due.size() - relays >= kMaxHeldQueriesPerPass : relays >= kMaxRelayQueriesPerPass) {
+      continue;
     }
+    if (!ClaimIfDue(runtime, s.id, Clock::now())) continue;
+    if (!held) ++relays;
+    due.push_back({s.id, milliseconds(*ttl_s * 1000), std::move(held)});
   }
   // Paused and ended sandboxes are dropped from the schedule too.
   ForgetAllBut(runtime, seen);
@@ -130,12 +169,13 @@ std::vector<std::string> PauseIdleSandboxes(Runtime& runtime,
   std::vector<std::thread> threads;
   threads.reserve(due.size());
   for (std::size_t i = 0; i < due.size(); ++i) {
-    threads.emplace_back([&, i] { froze[i] = CheckOne(runtime, due[i].first, due[i].second); });
+    threads.emplace_back(
+        [&, i] { froze[i] = CheckOne(runtime, due[i].id, due[i].ttl, due[i].held); });
   }
   for (auto& t : threads) t.join();
   std::vector<std::string> paused;
   for (std::size_t i = 0; i < due.size(); ++i) {
-    if (froze[i]) paused.push_back(due[i].first);
+    if (froze[i]) paused.push_back(due[i].id);
   }
   return paused;
 }

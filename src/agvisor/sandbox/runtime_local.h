@@ -18,6 +18,10 @@
 
 namespace agvisor {
 
+namespace channel {
+class Channel;
+}
+
 struct RuntimeLocal {
   explicit RuntimeLocal(const std::string& host);
 
@@ -39,6 +43,10 @@ struct RuntimeLocal {
   std::int64_t pool_reserved_bytes = 0;
   // idle_action pause (idle_pause.h): when each sandbox (container id) is next due a check.
   std::map<std::string, std::chrono::steady_clock::time_point, std::less<>> idle_due;
+  // ... and the channels this process's handles hold to such sandboxes (container id), which
+  // the check asks over instead of opening a relay of its own. Held weakly (a closed handle's
+  // is gone).
+  std::map<std::string, std::weak_ptr<channel::Channel>, std::less<>> idle_channels;
 };
 
 }  // namespace agvisor

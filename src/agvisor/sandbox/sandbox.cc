@@ -16,6 +16,7 @@
 #include <ctime>
 #include <deque>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <mutex>
 #include <random>
@@ -173,6 +174,7 @@ Result<std::shared_ptr<channel::Channel>> Sandbox::Channel() {
   if (channel_ && !channel_->broken()) return channel_;
   channel_.reset();
   channel_ = AGVISOR_TRY(OpenChannel());
+  if (idle_pause_ && !container_id_.empty()) ShareIdleChannel(*runtime_, container_id_, channel_);
   return channel_;
 }
 
@@ -444,6 +446,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
         std::lock_guard lock(handle->channel_mu_);
         handle->channel_ = *ch;
       }
+      if (handle->idle_pause_) ShareIdleChannel(*runtime, started->id, *ch);
       if (!spec.gui) return Ok();
       ticket.Release();  // the desktop's seconds are not a start's
       auto ready = desktop::WaitReady(*handle);
@@ -500,6 +503,10 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Open(std::shared_ptr<Runtime> runtime,
 
 Result<std::vector<SandboxInfo>> Sandbox::List(const std::shared_ptr<Runtime>& runtime) {
   AGVISOR_RETURN_IF_ERROR(CheckRuntimeFor(runtime, ""));
+  // The volumes are asked for beside the containers: one of Docker's answers' time, not two
+  // (each ~0.1-0.2 s on Docker 20.10 with 300 sandboxes, the volume list even with no volume).
+  auto volumes_asked = std::async(std::launch::async,
+                                  [&runtime] { return runtime->VolumesWithLabel(kLabelManaged); });
   auto list = AGVISOR_TRY(runtime->List({std::string(kLabelManaged)}));
   // idle_action pause: the listing client freezes the ones idle long enough (idle_pause.h).
   const std::vector<std::string> frozen = PauseIdleSandboxes(*runtime, list);
@@ -540,7 +547,7 @@ Result<std::vector<SandboxInfo>> Sandbox::List(const std::shared_ptr<Runtime>& r
   }
   // Named sandboxes that were stopped (or expired): no container, their /workspace volume kept.
   // Listed so that a user finds what to resume (`create --name`) or erase (`rm`).
-  auto volumes = AGVISOR_TRY(runtime->VolumesWithLabel(kLabelManaged));
+  auto volumes = AGVISOR_TRY(volumes_asked.get());
   for (auto& [volume, labels] : volumes) {
     const bool has_container = std::any_of(
         out.begin(), out.end(), [&](const SandboxInfo& s) { return s.container_name == volume; });

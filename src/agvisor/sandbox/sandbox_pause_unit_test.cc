@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/testing/fake_runtime.h"
@@ -139,6 +140,36 @@ TEST_F(SandboxPauseUnitTest, APauseLongerThanIdleTtlIsNotIdleTime) {
   auto info = sb->Info();
   ASSERT_TRUE(info.ok());
   EXPECT_FALSE(info->running);
+}
+
+// idle_action pause at scale (issue 36): the process that made the sandboxes (agvisord) asks each
+// over the channel its handle holds, so one list pass asks all of them with one list call and no
+// exec (a relay each was a runsc exec, at most 16 a pass), and freezes every idle one.
+TEST_F(SandboxPauseUnitTest, OneListPassAsksEveryIdleSandboxOverItsHeldChannelWithoutAnExec) {
+  constexpr int kSandboxes = 40;
+  std::vector<std::unique_ptr<Sandbox>> held;
+  for (int i = 0; i < kSandboxes; ++i) {
+    SandboxSpec spec;
+    spec.idle_ttl = 1;
+    spec.idle_action = "pause";
+    auto sb = Sandbox::Create(rt_, spec);
+    ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+    held.push_back(std::move(*sb));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past every idle_ttl
+  const int execs_before = rt_->CallCount("OpenExecStream");
+  const int lists_before = rt_->CallCount("List");
+  auto list = Sandbox::List(rt_);
+  ASSERT_TRUE(list.ok()) << list.error().ToString();
+  EXPECT_EQ(rt_->CallCount("List") - lists_before, 1);
+  EXPECT_EQ(rt_->CallCount("OpenExecStream") - execs_before, 0);
+  EXPECT_EQ(rt_->CallCount("Pause"), kSandboxes);
+  int paused = 0;
+  for (const auto& i : *list) paused += i.state == "paused";
+  EXPECT_EQ(paused, kSandboxes);
+  // A frozen one thaws on its next call, over the same handle.
+  auto r = held.front()->Exec({"true"}, {.timeout = 5});
+  EXPECT_TRUE(r.ok()) << r.error().ToString();
 }
 
 TEST_F(SandboxPauseUnitTest, LifetimeRunsOnWhilePausedAndTheHostEndsItOnListOrTheNextCall) {

@@ -140,7 +140,8 @@ int DaemonMain(int argc, char** argv) {
   app.set_help_flag("-h,--help", "print this help and exit");
   std::string socket_path, listen, token_file, docker_host, max_body = "256m";
   bool no_socket = false, allow_remote = false;
-  std::size_t max_connections = 64, max_unauthenticated = 16;
+  std::size_t max_connections = ServerOptions{}.max_connections;
+  std::size_t max_unauthenticated = ServerOptions{}.max_unauthenticated;
   int idle_timeout = 60, shutdown_grace = 10, header_timeout = 10;
   std::string max_exec_output = "1m";
   std::string desktop_key_file;
@@ -170,11 +171,13 @@ int DaemonMain(int argc, char** argv) {
                  "$DOCKER_HOST, else the local socket)")
       ->envname("DOCKER_HOST");
   app.add_option("--max-connections", max_connections,
-                 "connections served at once; more are answered 503 (default 64)")
+                 "connections served at once; more are answered 503 (default " +
+                     std::to_string(max_connections) + ")")
       ->check(CLI::Range(1, 4096));
   app.add_option("--max-unauthenticated", max_unauthenticated,
                  "connections that have not yet shown the token; at the bound a new one closes "
-                 "the oldest of them (default 16)")
+                 "the oldest of them (default " +
+                     std::to_string(max_unauthenticated) + ")")
       ->check(CLI::Range(1, 4096));
   app.add_option("--header-timeout", header_timeout,
                  "seconds an unauthenticated connection has to send its whole request header "

@@ -54,6 +54,31 @@ TEST(StaleOpeningsTest, NothingIsStaleWhileItsAgvisordRuns) {
   EXPECT_TRUE(StaleOpenings("-N AGVISOR-ALLOW\n", [](int) { return false; }).empty());
 }
 
+// The orphan sweep decides from one list of the host's sandboxes: a network whose sandbox is not
+// in it is removed only after the grace, and one whose sandbox comes back is forgotten.
+TEST(DueOrphanNetworksTest, OneListDecidesEveryNetworkAfterTheGrace) {
+  std::vector<std::pair<std::string, std::string>> nets;
+  std::set<std::string, std::less<>> present;
+  for (int i = 0; i < 300; ++i) {
+    nets.emplace_back("net" + std::to_string(i), "agvisor-s" + std::to_string(i));
+    if (i % 100 != 0) present.insert("agvisor-s" + std::to_string(i));  // 0, 100, 200 are gone
+  }
+  std::map<std::string, OrphanClock::time_point> since;
+  const auto t0 = OrphanClock::now();
+  const auto grace = std::chrono::seconds(60);
+  EXPECT_TRUE(DueOrphanNetworks(nets, present, since, t0, grace).empty());  // first seen gone
+  EXPECT_EQ(since.size(), 3u);
+  EXPECT_TRUE(DueOrphanNetworks(nets, present, since, t0 + grace / 2, grace).empty());
+  present.insert("agvisor-s100");  // its create finished: no longer an orphan
+  EXPECT_EQ(DueOrphanNetworks(nets, present, since, t0 + grace, grace),
+            (std::vector<std::size_t>{0, 200}));
+  EXPECT_EQ(since.count("net100"), 0u);
+  nets.erase(nets.begin());  // net0 removed: forgotten
+  (void)DueOrphanNetworks(nets, present, since, t0 + grace * 2, grace);
+  EXPECT_EQ(since.count("net0"), 0u);
+  EXPECT_EQ(since.size(), 1u);
+}
+
 TEST(FirstNameserverTest, TakesTheFirstAddressLine) {
   auto ns = FirstNameserver("# comment\nsearch x\nnameserver bogus\nnameserver 10.0.0.2\n");
   ASSERT_TRUE(ns.ok());

@@ -84,11 +84,16 @@ struct ServerOptions {
   std::string tcp_listen;     // "127.0.0.1:PORT" (PORT 0 = any), "" = no TCP
   bool allow_remote = false;  // allow a non-loopback tcp_listen address
   std::string token;          // the bearer token every route with auth=true needs
-  std::size_t max_connections = 64;
+  // Each a thread (two for a WebSocket). A client's exec is a WebSocket of its own, so 30
+  // concurrent exec loops hold 30 and, on saturated cores, some more that are still closing
+  // (issue 36: at 64, such a run was refused thousands of times a minute).
+  std::size_t max_connections = 256;
   // Connections that have not yet sent a request with the right token (new ones included). At
   // the bound, a new connection closes the oldest of them: a local client that opens connections
-  // and sends nothing cannot keep the others out.
-  std::size_t max_unauthenticated = 16;
+  // and sends nothing cannot keep the others out. Above the clients' concurrency: a burst of
+  // execs arrives together and waits for CPU before its headers are read (issue 36: at 16, 30
+  // exec loops lost the oldest of their connections as "unauthenticated").
+  std::size_t max_unauthenticated = 64;
   // An unauthenticated connection's request header must be complete this long after the
   // connection began waiting for it (authenticated keep-alive connections: idle_timeout).
   std::chrono::seconds header_timeout{10};

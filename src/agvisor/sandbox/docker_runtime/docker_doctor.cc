@@ -2,16 +2,20 @@
 #include "agvisor/sandbox/docker_runtime/docker_doctor.h"
 
 #include <algorithm>
+#include <boost/json.hpp>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
+#include "agvisor/base/fs.h"
 #include "agvisor/docker/client.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 #include "agvisor/sandbox/docker_runtime/host_caps.h"
 #include "agvisor/sandbox/docker_runtime/runtime_check.h"
 #include "agvisor/sandbox/egress_network.h"
+#include "agvisor/sandbox/instance_spec.h"
 #include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 
@@ -120,7 +124,167 @@ HostCheck NetworkCheck(const std::shared_ptr<Runtime>& runtime, const std::strin
   return c;
 }
 
+// A whole number read from the start of `text` (after `skip` words), or -1.
+std::int64_t NumberAt(const std::string& text, int skip = 0) {
+  std::istringstream in(text);
+  std::string word;
+  for (int i = 0; i <= skip; ++i) {
+    if (!(in >> word)) return -1;
+  }
+  try {
+    return std::stoll(word);
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+std::int64_t EntriesIn(const std::string& dir) {
+  std::error_code ec;
+  std::int64_t n = 0;
+  for (auto it = std::filesystem::directory_iterator(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return ec ? -1 : n;
+}
+
+// The limits of DensityFacts as this machine shows them (the Docker host must be this machine).
+DensityFacts ReadDensityFacts(Runtime& runtime, docker::Client& docker) {
+  DensityFacts f;
+  f.pid_max = NumberAt(ReadSmallFile("/proc/sys/kernel/pid_max", 64).value_or(""));
+  // "0.20 0.30 0.40 2/17568 1234": runnable/all tasks.
+  const std::string load = ReadSmallFile("/proc/loadavg", 256).value_or("");
+  if (auto slash = load.find('/'); slash != std::string::npos) {
+    f.tasks_now = NumberAt(load.substr(slash + 1));
+  }
+  if (auto list = runtime.List({std::string(kLabelManaged)}); list.ok()) {
+    f.sandboxes_now = std::count_if(list->begin(), list->end(),
+                                    [](const InstanceSummary& i) { return i.status == "running"; });
+  }
+  f.bridge_ports = EntriesIn("/sys/class/net/docker0/brif");
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string dir = it->path().string();
+    if (ReadSmallFile(dir + "/comm", 64).value_or("") != "dockerd\n") continue;
+    std::istringstream limits(ReadSmallFile(dir + "/limits", 8192).value_or(""));
+    for (std::string line; std::getline(limits, line);) {
+      if (line.starts_with("Max open files")) f.dockerd_nofile = NumberAt(line, 3);
+    }
+    f.dockerd_fds = EntriesIn(dir + "/fd");
+    break;
+  }
+  f.pool_networks =
+      AddressPoolNetworks(ReadSmallFile("/etc/docker/daemon.json", 1 << 20).value_or(""))
+          .value_or(-1);
+  if (auto nets = docker.ListNetworks({}); nets.ok()) {
+    f.networks_now = std::count_if(nets->begin(), nets->end(), [](const docker::NetworkInfo& n) {
+      return n.driver == "bridge";
+    });
+  }
+  return f;
+}
+
 }  // namespace
+
+std::optional<std::int64_t> AddressPoolNetworks(std::string_view daemon_json) {
+  // Docker's defaults (libnetwork's ipamutils): 172.17.0.0/16-172.31.0.0/16 as /16s, and
+  // 192.168.0.0/16 as /20s.
+  constexpr std::int64_t kDockerDefault = 15 + 16;
+  if (daemon_json.find_first_not_of(" \t\r\n") == std::string_view::npos) return kDockerDefault;
+  boost::system::error_code ec;
+  const boost::json::value v = boost::json::parse(daemon_json, ec);
+  if (ec || !v.is_object()) return std::nullopt;
+  const auto* pools = v.as_object().if_contains("default-address-pools");
+  if (pools == nullptr) return kDockerDefault;
+  if (!pools->is_array()) return std::nullopt;
+  std::int64_t n = 0;
+  for (const auto& p : pools->as_array()) {
+    const auto* o = p.if_object();
+    const auto* base = o ? o->if_contains("base") : nullptr;
+    const auto* size = o ? o->if_contains("size") : nullptr;
+    if (!base || !base->is_string() || !size || !size->is_int64()) return std::nullopt;
+    const std::string b(base->as_string());
+    const auto slash = b.find('/');
+    if (slash == std::string::npos) return std::nullopt;
+    if (b.find(':') != std::string::npos) continue;  // IPv6: networks are counted by IPv4
+    const std::int64_t prefix = NumberAt(b.substr(slash + 1));
+    const std::int64_t bits = size->as_int64();
+    if (prefix < 0 || prefix > 32 || bits < prefix || bits > 32) return std::nullopt;
+    n += std::int64_t{1} << std::min<std::int64_t>(bits - prefix, 30);
+  }
+  return n;
+}
+
+std::vector<HostCheck> DensityChecks(const DensityFacts& f, std::int64_t target) {
+  struct Room {
+    std::int64_t more;
+    std::string limit;
+    std::string fix;
+  };
+  auto n = [](std::int64_t x) { return std::to_string(x); };
+  std::vector<Room> rooms;
+  if (f.pid_max > 0 && f.tasks_now >= 0) {
+    rooms.push_back({std::max<std::int64_t>(0, f.pid_max - f.tasks_now) / kTasksPerIdleSandbox,
+                     "kernel.pid_max " + n(f.pid_max) + " (" + n(f.tasks_now) +
+                         " host tasks now, ~" + n(kTasksPerIdleSandbox) + " per idle sandbox)",
+                     "sysctl -w kernel.pid_max=4194304 (scripts/setup-host sets it and keeps it "
+                     "in /etc/sysctl.d/90-agvisor.conf)"});
+  }
+  if (f.bridge_ports >= 0) {
+    // Port 0 is reserved: 1023 ports in all.
+    rooms.push_back({std::max<std::int64_t>(0, kBridgePortLimit - 1 - f.bridge_ports),
+                     "the docker0 bridge's " + n(kBridgePortLimit - 1) + " ports (" +
+                         n(f.bridge_ports) + " used, one per bridge sandbox)",
+                     "spread sandboxes over networks of their own (`agvisor network create "
+                     "NAME`, then create --network NAME): each is a bridge with its own ports"});
+  }
+  if (f.dockerd_nofile > 0 && f.dockerd_fds >= 0) {
+    rooms.push_back(
+        {std::max<std::int64_t>(0, f.dockerd_nofile - f.dockerd_fds) / kDockerdFilesPerSandbox,
+         "dockerd's open-files limit " + n(f.dockerd_nofile) + " (" + n(f.dockerd_fds) +
+             " open, ~" + n(kDockerdFilesPerSandbox) + " per sandbox)",
+         "start dockerd with a higher limit (`ulimit -n 1048576` before it, or LimitNOFILE= in "
+         "its service)"});
+  }
+  std::vector<HostCheck> out;
+  if (rooms.empty()) {
+    out.push_back({"host limits", Status::kInfo, "could not read this host's limits", ""});
+  } else {
+    std::sort(rooms.begin(), rooms.end(),
+              [](const Room& a, const Room& b) { return a.more < b.more; });
+    const std::int64_t total = f.sandboxes_now + rooms.front().more;
+    std::string detail = "room for about " + n(rooms.front().more) + " more idle sandboxes (" +
+                         n(f.sandboxes_now) + " running) before " + rooms.front().limit;
+    for (std::size_t i = 1; i < rooms.size(); ++i) {
+      detail += "; then " + rooms[i].limit + ": " + n(rooms[i].more) + " more";
+    }
+    if (total < target) {
+      out.push_back({"host limits", Status::kWarn, detail + "; fewer than " + n(target) + " in all",
+                     rooms.front().fix});
+    } else {
+      out.push_back({"host limits", Status::kOk, detail, ""});
+    }
+  }
+  if (f.pool_networks >= 0 && f.networks_now >= 0) {
+    const std::int64_t more = std::max<std::int64_t>(0, f.pool_networks - f.networks_now);
+    std::string detail =
+        "each sandbox with an egress policy takes a network of its own: "
+        "Docker's address pools hold " +
+        n(f.pool_networks) + " networks, " + n(f.networks_now) +
+        " bridge networks exist, room for " + n(more) + " more";
+    if (more < target) {
+      out.push_back({"egress networks", Status::kWarn, detail,
+                     "give Docker a pool of small networks in /etc/docker/daemon.json, e.g. "
+                     "\"default-address-pools\": [{\"base\": \"10.210.0.0/16\", \"size\": 26}] "
+                     "(1024 networks of 62 addresses; a range this host's own networks do not "
+                     "use), then restart dockerd"});
+    } else {
+      out.push_back({"egress networks", Status::kOk, detail, ""});
+    }
+  }
+  return out;
+}
 
 std::vector<HostCheck> DiagnoseDockerHost(std::string_view host) {
   std::vector<HostCheck> checks;
@@ -382,6 +546,16 @@ std::vector<HostCheck> DiagnoseDockerHost(std::string_view host) {
                     "cgroup v" + info->cgroup_version + " (" + info->cgroup_driver +
                         " driver), storage driver " + info->driver + ", kernel " +
                         info->kernel_version + ", " + std::to_string(info->ncpu) + " CPUs"});
+
+  // 9. What stops the count of idle sandboxes (read on this machine: a local Docker host only).
+  if ((*docker)->endpoint().kind == http::Endpoint::Kind::kUnix && !host.starts_with("ssh://")) {
+    for (auto& c : DensityChecks(ReadDensityFacts(*runtime, **docker))) {
+      checks.push_back(std::move(c));
+    }
+  } else {
+    checks.push_back({"host limits", Status::kInfo,
+                      "not checked: the Docker host is not this machine (run doctor there)", ""});
+  }
   return checks;
 }
 

@@ -95,20 +95,24 @@ class DockerEgress final : public EgressHostRuntime {
   std::vector<std::pair<std::string, std::string>> RemoveOrphanNetworks() override {
     std::vector<std::pair<std::string, std::string>> removed;
     auto nets = docker_->ListNetworks({std::string(kLabelEgress)});
-    if (!nets.ok()) return removed;
-    const auto now = std::chrono::steady_clock::now();
+    if (!nets.ok() || nets->empty()) return removed;
+    // One list of the sandboxes for the whole pass (DueOrphanNetworks).
+    auto containers = docker_->ListContainers(/*all=*/true, {"agvisor=1"});
+    if (!containers.ok()) return removed;
+    std::set<std::string, std::less<>> present;
+    for (const auto& c : *containers) present.insert(c.names.begin(), c.names.end());
+    std::vector<std::pair<std::string, std::string>> ours;
     for (const auto& n : *nets) {
       auto it = n.labels.find(std::string(kLabelEgressSandbox));
-      if (it == n.labels.end()) continue;
-      auto c = docker_->InspectContainer(it->second);
-      if (c.ok() || c.error().code() != ErrorCode::kNotFound) {
-        orphan_since_.erase(n.id);
-        continue;
-      }
-      auto [since, fresh] = orphan_since_.emplace(n.id, now);
-      if (fresh || now - since->second < kOrphanGrace) continue;
-      if (docker_->RemoveNetwork(n.id).ok()) removed.emplace_back(n.name, it->second);
-      orphan_since_.erase(n.id);
+      if (it != n.labels.end()) ours.emplace_back(n.id, it->second);
+    }
+    for (std::size_t i : DueOrphanNetworks(ours, present, orphan_since_,
+                                           std::chrono::steady_clock::now(), kOrphanGrace)) {
+      const auto& [id, sandbox] = ours[i];
+      if (!docker_->RemoveNetwork(id).ok()) continue;
+      orphan_since_.erase(id);
+      auto n = std::find_if(nets->begin(), nets->end(), [&](const auto& x) { return x.id == id; });
+      removed.emplace_back(n->name, sandbox);
     }
     return removed;
   }
@@ -208,6 +212,24 @@ Result<std::unique_ptr<EgressHostRuntime>> DockerEgressHost(std::string_view doc
   }
   return std::unique_ptr<EgressHostRuntime>(
       std::make_unique<DockerEgress>(std::move(docker), std::move(firewall_chain)));
+}
+
+std::vector<std::size_t> DueOrphanNetworks(
+    const std::vector<std::pair<std::string, std::string>>& networks,
+    const std::set<std::string, std::less<>>& present,
+    std::map<std::string, OrphanClock::time_point>& orphan_since, OrphanClock::time_point now,
+    OrphanClock::duration grace) {
+  std::vector<std::size_t> due;
+  std::set<std::string, std::less<>> absent;
+  for (std::size_t i = 0; i < networks.size(); ++i) {
+    const auto& [id, sandbox] = networks[i];
+    if (present.contains(sandbox)) continue;
+    absent.insert(id);
+    auto [since, fresh] = orphan_since.emplace(id, now);
+    if (!fresh && now - since->second >= grace) due.push_back(i);
+  }
+  std::erase_if(orphan_since, [&](const auto& kv) { return !absent.contains(kv.first); });
+  return due;
 }
 
 std::vector<std::vector<std::string>> StaleOpenings(std::string_view listing,

@@ -7,10 +7,14 @@
 // Used by server/daemon.cc (the one place that makes it) and egress_host_test.
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "agvisor/base/error.h"
@@ -36,5 +40,19 @@ std::vector<std::vector<std::string>> FirewallHooks(const std::string& egress_ch
 // arguments that delete it ("-D", "AGVISOR-ALLOW", ...). Other rules are never returned.
 std::vector<std::vector<std::string>> StaleOpenings(std::string_view listing,
                                                     const std::function<bool(int pid)>& running);
+
+// Which egress networks to remove, from ONE list of the host's sandboxes (not an inspect per
+// network: a pass costs the same at 300 sandboxes as at 3). `networks`: (network id, its
+// sandbox's container name) of every egress network; `present`: the container names there are
+// now. A network whose sandbox is absent is due once it has been so for `grace` (a create may be
+// between its network and its container); `orphan_since` keeps when each was first seen absent
+// (updated: present again or not listed any more, it is forgotten). Returns the indices of
+// `networks` that are due.
+using OrphanClock = std::chrono::steady_clock;
+std::vector<std::size_t> DueOrphanNetworks(
+    const std::vector<std::pair<std::string, std::string>>& networks,
+    const std::set<std::string, std::less<>>& present,
+    std::map<std::string, OrphanClock::time_point>& orphan_since, OrphanClock::time_point now,
+    OrphanClock::duration grace);
 
 }  // namespace agvisor
