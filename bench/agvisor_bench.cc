@@ -1111,11 +1111,137 @@ std::string SnapshotForkRounds(const std::string& image, int rounds, int forks,
   return line;
 }
 
+// ---- lifecycle: where a resume's time goes (docs/lifecycle.md, "Where a resume's time goes") ----
+
+// runsc's state root of the sandbox of container `id` on this machine: the `--root=` of its
+// runsc-sandbox process (Docker 20.10 with runsc as a runc-v2 runtime: /run/docker/runtime-runc/
+// moby). Empty when no such process is found here.
+std::string RunscRootOf(const std::string& id) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string cmdline = ReadAll(entry.path().string() + "/cmdline");
+    if (cmdline.rfind("runsc-sandbox", 0) != 0 || cmdline.find(id) == std::string::npos) continue;
+    const auto at = cmdline.find("--root=");
+    if (at == std::string::npos) continue;
+    const auto start = at + 7;
+    return cmdline.substr(start, cmdline.find('\0', start) - start);
+  }
+  return "";
+}
+
+// Nanoseconds of CPU the container's cgroup has used (cgroup v1 cpuacct, else v2 cpu.stat).
+std::int64_t CgroupCpuNs(const std::string& id) {
+  for (const auto& f : {"/sys/fs/cgroup/cpuacct/docker/" + id + "/cpuacct.usage",
+                        "/sys/fs/cgroup/cpu,cpuacct/docker/" + id + "/cpuacct.usage"}) {
+    const std::string v = ReadAll(f);
+    if (!v.empty()) return std::atoll(v.c_str());
+  }
+  const std::string stat = ReadAll("/sys/fs/cgroup/system.slice/docker-" + id + ".scope/cpu.stat");
+  const auto at = stat.find("usage_usec ");
+  return at == std::string::npos ? -1 : std::atoll(stat.c_str() + at + 11) * 1000;
+}
+
+// Runs `runsc --root=ROOT VERB ID` and returns its wall time in ms (runsc's own pause/resume: the
+// Go binary's start, then one control call into the sandbox).
+double TimeRunsc(const std::string& root, const char* verb, const std::string& id) {
+  auto t0 = Clock::now();
+  auto p = Must(Subprocess::Spawn({.argv = {"runsc", "--root=" + root, verb, id}}), "runsc");
+  auto st = Must(p.Wait(), "runsc wait");
+  if (!st.success()) Die(std::string("runsc ") + verb + ": " + st.ToString());
+  return Since(t0) * 1000;
+}
+
+// Per round, on one running sandbox `sb` (container `id`): an exec on it running and one on it
+// paused by Sandbox::Pause (resume-on-call), Sandbox::Pause and Resume, Docker's own pause/unpause
+// through the Engine API (no agvisor around it), one inspect (the check Sandbox::Resume makes
+// first, when this process did not pause it), and runsc's own pause/resume run directly on the same
+// sandbox (Docker is not told; each pair leaves it running, as Docker believes): the floor under
+// any resume through Docker. Then the host CPU of the container's cgroup over `window_s` running
+// idle and `window_s` paused. Adds rows to `ms`; returns the CPU line.
+std::string ResumeFloorRounds(Sandbox& sb, int rounds, int window_s,
+                              std::map<std::string, std::vector<double>>& ms) {
+  auto docker = Must(ConnectDockerHost(""), "connect to Docker");
+  const std::string id = Must(docker->InspectContainer(sb.container_name()), "inspect").id;
+  const std::string root = RunscRootOf(id);
+  auto timed = [&](const char* key, const std::function<void()>& f) {
+    auto t0 = Clock::now();
+    f();
+    ms[key].push_back(Since(t0) * 1000);
+  };
+  for (int i = 0; i < rounds; ++i) {
+    // agvisor's path and each layer under it in the same round, so that the load of the minute
+    // weighs on all of them alike.
+    timed("exec_r", [&] { Must(sb.Exec({"true"}), "exec"); });
+    Must(sb.Pause(), "pause");
+    timed("exec_paused_r", [&] { Must(sb.Exec({"true"}), "exec on a paused sandbox"); });
+    ms["resume_on_call_r"].push_back(ms["exec_paused_r"].back() - ms["exec_r"].back());
+    timed("pause_r", [&] { Must(sb.Pause(), "pause"); });
+    timed("resume_r", [&] { Must(sb.Resume(), "resume"); });
+    timed("inspect", [&] { (void)Must(docker->InspectContainer(id), "inspect"); });
+    timed("engine_pause", [&] { Must(docker->PauseContainer(id), "engine pause"); });
+    timed("engine_unpause", [&] { Must(docker->UnpauseContainer(id), "engine unpause"); });
+    if (root.empty()) continue;
+    ms["runsc_pause"].push_back(TimeRunsc(root, "pause", id));
+    ms["runsc_resume"].push_back(TimeRunsc(root, "resume", id));
+  }
+  Must(sb.Exec({"true"}), "exec after the floor rounds");
+  auto cpu_over = [&] {
+    const std::int64_t a = CgroupCpuNs(id);
+    std::this_thread::sleep_for(std::chrono::seconds(window_s));
+    const std::int64_t b = CgroupCpuNs(id);
+    return a < 0 || b < 0 ? -1.0 : 100.0 * static_cast<double>(b - a) / (window_s * 1e9);
+  };
+  const double idle = cpu_over();
+  Must(sb.Pause(), "pause");
+  const double paused = cpu_over();
+  Must(sb.Resume(), "resume");
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "host CPU of the sandbox's cgroup over %d s: idle %.2f%% of a CPU, paused %.2f%% "
+                "(platform %s)%s",
+                window_s, idle, paused, g_platform.empty() ? "systrap" : g_platform.c_str(),
+                root.empty() ? "; runsc's root not found here: no runsc rows" : "");
+  return line;
+}
+
+// The rows of the resume table (key in the lifecycle suite's timings, label), all measured in
+// ResumeFloorRounds' rounds.
+constexpr std::pair<const char*, const char*> kResumeRows[] = {
+    {"exec_r", "exec `true` (running)"},
+    {"exec_paused_r", "exec `true` on a sandbox paused by this process (resumes first)"},
+    {"resume_on_call_r", "resume-on-call (the two above, per round)"},
+    {"resume_r", "Sandbox::Resume (paused by this process)"},
+    {"engine_unpause", "Docker unpause alone (Engine API)"},
+    {"runsc_resume", "runsc resume alone (the floor: `runsc --root R resume ID`)"},
+    {"inspect", "one Docker inspect"},
+    {"pause_r", "Sandbox::Pause"},
+    {"engine_pause", "Docker pause alone (Engine API)"},
+    {"runsc_pause", "runsc pause alone"},
+};
+
+// Prints the resume table: median, p95, min, max of each of kResumeRows in `ms`, then `cpu`.
+void PrintResumeTable(std::map<std::string, std::vector<double>>& ms, const std::string& cpu,
+                      const std::string& load_start) {
+  std::printf(
+      "\n### Resume: where the time goes (1-minute load %s at the start, %s at the end; "
+      "a shared machine)\n\n| operation | median | p95 | min | max |\n|---|---|---|---|---|\n",
+      load_start.c_str(), LoadAverage().c_str());
+  for (const auto& row : kResumeRows) {
+    std::vector<double> v = ms[row.first];
+    if (v.empty()) continue;
+    std::sort(v.begin(), v.end());
+    const double p95 = v[std::min(v.size() - 1, (v.size() * 95 + 99) / 100 - 1)];
+    std::printf("| %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms |\n", row.second, v[v.size() / 2],
+                p95, v.front(), v.back());
+  }
+  std::printf("\n%s\n", cpu.c_str());
+}
+
 // Lifecycle verbs on one sandbox (docs/lifecycle.md): pause and resume (Sandbox::Pause/Resume,
 // Docker's pause/unpause), resume-on-call (an exec on a paused sandbox, minus a plain exec of
 // the same round) and a live resize (Sandbox::Update: memory, then cpus; cgroup writes); then
 // snapshots and forks of 4 (SnapshotForkRounds), in one table.
 void LifecycleSuite(const std::string& image, int rounds, int snapshot_rounds, int fork_rounds) {
+  const std::string load_start = LoadAverage();
   SandboxSpec spec;
   spec.image = image;
   spec.limits.cpus = 1;
@@ -1143,7 +1269,9 @@ void LifecycleSuite(const std::string& image, int rounds, int snapshot_rounds, i
     timed("update_cpus",
           [&] { Must(sb->Update({.cpus = i % 2 == 0 ? 0.5 : 1.0}), "update cpus"); });
   }
+  const std::string cpu = ResumeFloorRounds(*sb, rounds, 5, ms);
   Must(sb->Stop(), "stop");
+  PrintResumeTable(ms, cpu, load_start);
   const std::string sizes = SnapshotForkRounds(image, snapshot_rounds, fork_rounds, ms);
   auto stats = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());

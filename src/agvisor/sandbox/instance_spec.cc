@@ -73,16 +73,23 @@ void ApplyEgressNetwork(InstanceSpec& i, const SandboxNetwork& net,
   i.labels[std::string(kLabelEgress)] = egress::EncodeEgressRules(rules);
 }
 
-bool LifetimeOver(const Labels& labels, std::int64_t created_unix, std::int64_t now_unix) {
+std::optional<std::int64_t> LifetimeEnd(const Labels& labels, std::int64_t created_unix) {
   auto it = labels.find(std::string(kLabelLifetime));
-  if (it == labels.end() || created_unix <= 0 || labels.count(std::string(kLabelPool)))
-    return false;
+  if (it == labels.end() || it->second.empty() || created_unix <= 0 ||
+      labels.count(std::string(kLabelPool))) {
+    return std::nullopt;
+  }
   std::int64_t lifetime = 0;
   for (char c : it->second) {
-    if (c < '0' || c > '9' || lifetime > (std::int64_t{1} << 40)) return false;  // not ours
+    if (c < '0' || c > '9' || lifetime > (std::int64_t{1} << 40)) return std::nullopt;  // not ours
     lifetime = lifetime * 10 + (c - '0');
   }
-  return !it->second.empty() && now_unix >= created_unix + lifetime + 1;
+  return created_unix + lifetime + 1;
+}
+
+bool LifetimeOver(const Labels& labels, std::int64_t created_unix, std::int64_t now_unix) {
+  const auto end = LifetimeEnd(labels, created_unix);
+  return end && now_unix >= *end;
 }
 
 }  // namespace agvisor

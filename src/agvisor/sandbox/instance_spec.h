@@ -63,6 +63,8 @@ Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDe
 // label records: false for those (their agent ends them when they thaw), as for sandboxes
 // without a lifetime or a creation time.
 bool LifetimeOver(const Labels& labels, std::int64_t created_unix, std::int64_t now_unix);
+// The first second (host clock) at which LifetimeOver holds; nullopt when it never does.
+std::optional<std::int64_t> LifetimeEnd(const Labels& labels, std::int64_t created_unix);
 
 // Puts the instance on its egress network `net` (Runtime::EnsureEgressNetwork's answer): the
 // network, the enforcer as resolver, the proxy variables, and the rules as a label.

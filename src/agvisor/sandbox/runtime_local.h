@@ -31,9 +31,12 @@ struct RuntimeLocal {
   std::mutex mu;
   // Whether SweepNeverStartedOnce ran (sweep.h).
   bool swept = false;
-  // The sandboxes paused through this runtime (container ids): any handle resumes one first.
-  // `paused_count` is read without the lock, so nothing is paid while none is paused.
-  std::set<std::string, std::less<>> paused;
+  // The sandboxes paused through this runtime (container id -> until when, in the host's unix
+  // seconds, a resume may go straight to the runtime's unpause: the end of its lifetime as known
+  // at the pause, INT64_MAX for none, 0 when not known, then the resume inspects first): any
+  // handle resumes one first. `paused_count` is read without the lock, so nothing is paid while
+  // none is paused.
+  std::map<std::string, std::int64_t, std::less<>> paused;
   std::atomic<int> paused_count{0};
   // The memory each sandbox was last resized to here (container id -> "256m"), for the
   // out-of-memory message: the container's label keeps the create-time value. Bounded.

@@ -17,6 +17,7 @@
 #include <deque>
 #include <filesystem>
 #include <future>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <random>
@@ -65,11 +66,17 @@ EndReason ReasonFromState(const InstanceState& s) {
 
 // The sandboxes paused through `runtime` (RuntimeLocal): a call on any of its handles resumes
 // one first. The count is read without the lock, so nothing is paid while none is paused.
-void MarkPaused(Runtime& runtime, const std::string& id, bool paused) {
+// `labels` and `created_unix` (when known) let a resume before its lifetime's end skip the
+// runtime's inspect (RuntimeLocal::paused).
+void MarkPaused(Runtime& runtime, const std::string& id, bool paused,
+                const Labels* labels = nullptr, std::int64_t created_unix = 0) {
   RuntimeLocal& p = runtime.local();
   std::lock_guard lock(p.mu);
   if (paused) {
-    p.paused.insert(id);
+    p.paused[id] =
+        labels == nullptr
+            ? 0
+            : LifetimeEnd(*labels, created_unix).value_or(std::numeric_limits<std::int64_t>::max());
   } else {
     p.paused.erase(id);
   }
@@ -80,6 +87,15 @@ bool PausedByUs(Runtime& runtime, std::string_view id) {
   if (p.paused_count.load(std::memory_order_relaxed) == 0) return false;
   std::lock_guard lock(p.mu);
   return p.paused.count(id) != 0;
+}
+// Whether a resume of `id` may go straight to the runtime's unpause at `now_unix`: paused here,
+// with its lifetime's end known and not reached.
+bool ResumableWithoutInspect(Runtime& runtime, std::string_view id, std::int64_t now_unix) {
+  RuntimeLocal& p = runtime.local();
+  if (p.paused_count.load(std::memory_order_relaxed) == 0) return false;
+  std::lock_guard lock(p.mu);
+  auto it = p.paused.find(id);
+  return it != p.paused.end() && now_unix < it->second;
 }
 
 std::int64_t UnixNow() { return static_cast<std::int64_t>(std::time(nullptr)); }
@@ -510,7 +526,11 @@ Result<std::vector<SandboxInfo>> Sandbox::List(const std::shared_ptr<Runtime>& r
   auto list = AGVISOR_TRY(runtime->List({std::string(kLabelManaged)}));
   // idle_action pause: the listing client freezes the ones idle long enough (idle_pause.h).
   const std::vector<std::string> frozen = PauseIdleSandboxes(*runtime, list);
-  for (const auto& id : frozen) MarkPaused(*runtime, id, true);
+  for (const auto& s : list) {
+    if (std::find(frozen.begin(), frozen.end(), s.id) != frozen.end()) {
+      MarkPaused(*runtime, s.id, true, &s.labels, s.created_unix);
+    }
+  }
   std::vector<SandboxInfo> out;
   for (auto s : list) {
     if (std::find(frozen.begin(), frozen.end(), s.id) != frozen.end()) s.status = "paused";
@@ -766,11 +786,26 @@ Result<void> Sandbox::Pause() {
     auto info = AGVISOR_TRY(InfoLocked());
     if (info.state != "paused") return DiagnoseExecFailure(r.error());
   }
-  MarkPaused(*runtime_, container_id_, true);
+  // The labels and creation time, read now so that the resume (on the path of the call that
+  // wakes it) need not ask the runtime first (docs/lifecycle.md, "Where a resume's time goes").
+  auto known = runtime_->Inspect(container_id_);
+  if (known.ok()) {
+    MarkPaused(*runtime_, container_id_, true, &known->labels, known->created_unix);
+  } else {
+    MarkPaused(*runtime_, container_id_, true);
+  }
   return Ok();
 }
 
 Result<void> Sandbox::Resume() {
+  if (ResumableWithoutInspect(*runtime_, container_id_, UnixNow())) {
+    // Paused here before its lifetime's end: the unpause alone. When it fails (not paused any
+    // more, or not running), the checks below say what is the case.
+    if (runtime_->Unpause(container_id_).ok()) {
+      MarkPaused(*runtime_, container_id_, false);
+      return Ok();
+    }
+  }
   auto info = runtime_->Inspect(container_id_);
   if (!info.ok() && info.error().code() != ErrorCode::kNotFound) return info.error();
   if (!info.ok() || !info->state.running) {

@@ -84,6 +84,33 @@ TEST_F(SandboxPauseUnitTest, EveryKindOfCallOnAnotherHandleOfThisProcessResumesI
   (void)std::remove("/tmp/agvisor-pause-unit");
 }
 
+// Where a resume's time goes (docs/lifecycle.md): a sandbox this process paused before its
+// lifetime's end is resumed with the runtime's unpause alone, no inspect first, both on a call
+// and by Resume(); one that another client resumed meanwhile is found running by the checks.
+TEST_F(SandboxPauseUnitTest, AResumeOfASandboxPausedHereAsksTheRuntimeOnlyToUnpause) {
+  auto sb = Make(/*lifetime=*/600, std::nullopt);
+  ASSERT_TRUE(sb);
+  ASSERT_TRUE(sb->Exec({"true"}).ok());
+  ASSERT_TRUE(sb->Pause().ok());
+  int inspects = rt_->CallCount("Inspect");
+  auto r = sb->Exec({"sh", "-c", "echo awake"});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->out, "awake\n");
+  EXPECT_EQ(rt_->CallCount("Inspect"), inspects);
+  EXPECT_EQ(rt_->CallCount("Unpause"), 1);
+  ASSERT_TRUE(sb->Pause().ok());
+  inspects = rt_->CallCount("Inspect");
+  ASSERT_TRUE(sb->Resume().ok());
+  EXPECT_EQ(rt_->CallCount("Inspect"), inspects);
+  EXPECT_EQ(State(sb->container_name()), "running");
+  ASSERT_TRUE(sb->Pause().ok());
+  ASSERT_TRUE(rt_->Unpause(sb->container_name()).ok());  // another client resumed it
+  ASSERT_TRUE(sb->Resume().ok());
+  auto again = sb->Exec({"sh", "-c", "echo still"});
+  ASSERT_TRUE(again.ok()) << again.error().ToString();
+  EXPECT_EQ(again->out, "still\n");
+}
+
 TEST_F(SandboxPauseUnitTest, PausedByAnotherClientTheNextSessionResumesIt) {
   auto sb = Make(std::nullopt, std::nullopt);
   ASSERT_TRUE(sb);
