@@ -1,11 +1,13 @@
 #include "agvisor/e2b/mount.h"
 
 #include <strings.h>
+#include <sys/socket.h>
 
 #include <ctime>
 
 #include "agvisor/api/codec.h"
 #include "agvisor/base/strings.h"
+#include "agvisor/client/relay.h"
 #include "agvisor/e2b/auth.h"
 #include "agvisor/e2b/envd.h"
 #include "agvisor/e2b/errors.h"
@@ -119,25 +121,76 @@ struct Door {
     return rest.Serve(req, m, stream);
   }
 
+  // A request for PORT-ID.DOMAIN: relayed as it is (HTTP or a WebSocket upgrade) into the
+  // sandbox's port; 502 in E2B's shape when the port is not open.
+  void ServeHost(const HttpRequest& req, server::RawConnection raw) {
+    auto host = ParseSandboxHost(req.header("host"), options.domain);
+    auto refuse = [&](const std::string& message) {
+      HttpResponse e = ErrorResponse(502, message);
+      const std::string out =
+          "HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json\r\n"
+          "Connection: close\r\nContent-Length: " +
+          std::to_string(e.body.size()) + "\r\n\r\n" + e.body;
+      (void)!::send(raw.fd.get(), out.data(), out.size(), MSG_NOSIGNAL);
+    };
+    if (!host) return refuse("not a sandbox host");
+    auto access = rest.AccessOf(host->id);
+    if (!access.ok()) return refuse("sandbox " + host->id + " is not running");
+    auto handle = sandboxes->Get(access->container);
+    if (!handle.ok()) return refuse("sandbox " + host->id + " is not running");
+    auto port = (*handle)->OpenPort(host->port);
+    if (!port.ok()) {
+      return refuse("the sandbox is running but port " + std::to_string(host->port) +
+                    " is not open (" + port.error().message() + ")");
+    }
+    std::shared_ptr<client::ByteStream> stream(std::move(*port));
+    if (!stream->Write(raw.head + raw.buffered).ok()) return;
+    client::RelayPortConnection(std::move(stream), raw.fd.release());
+  }
+
   HttpResponse ServeEnvdRoute(const HttpRequest& req, const api::RouteMatch& m,
                               HttpStream& stream) {
     if (m.route->path == "/health") {
       // envd's health probe carries no credential; it says nothing about any sandbox.
       return {204, "", "", {}};
     }
-    const std::string id = req.header("e2b-sandbox-id");
+    std::string id = req.header("e2b-sandbox-id");
+    auto user = UserOf(req);
+    if (!user.ok()) return ErrorResponse(400, user.error().message());
+    const std::string given = req.header("x-access-token");
+    const bool file_route = m.route->path == "/files";
+    const bool signed_url = given.empty() && file_route && m.query.count("signature") != 0;
+    auto q = [&](const char* k) {
+      auto it = m.query.find(k);
+      return it == m.query.end() ? std::string() : it->second;
+    };
+    // The SDK signs the user it was given, or the word "undefined" when it was given none.
+    const std::string signed_user = m.query.count("username") ? q("username") : "undefined";
+    auto check_signature = [&](const std::string& token) {
+      return CheckFileUrlSignature(q("signature"), q("signature_expiration"), q("path"),
+                                   req.method == "GET" ? "read" : "write", signed_user, token,
+                                   static_cast<std::int64_t>(std::time(nullptr)));
+    };
+    if (id.empty() && signed_url) {
+      // A signed URL carries no sandbox id (the SDK makes it from E2B_SANDBOX_URL alone, for
+      // clients that send no headers): the sandbox is the one whose token signed it.
+      for (const auto& known : rest.KnownIds()) {
+        auto access = rest.AccessOf(known);
+        if (access.ok() && check_signature(access->token).ok()) {
+          id = known;
+          break;
+        }
+      }
+      if (id.empty()) {
+        return ErrorResponse(401, "the file URL's signature matches no sandbox (or it expired)");
+      }
+    }
     if (id.empty()) {
       return ErrorResponse(400,
                            "missing E2b-Sandbox-Id: set E2B_SANDBOX_URL so the SDK sends it "
                            "(docs/e2b.md)");
     }
     if (!IsSandboxId(id)) return ErrorResponse(400, "E2b-Sandbox-Id is not a sandbox id");
-    auto user = UserOf(req);
-    if (!user.ok()) return ErrorResponse(400, user.error().message());
-    const std::string given = req.header("x-access-token");
-    const bool file_route = m.route->path == "/files";
-    auto signature = m.query.find("signature");
-    const bool signed_url = given.empty() && file_route && signature != m.query.end();
     if (given.empty() && !signed_url) {
       return ErrorResponse(401, "missing X-Access-Token: the sandbox's envdAccessToken");
     }
@@ -150,17 +203,9 @@ struct Door {
       return ErrorResponse(status, access.error().message());
     }
     if (signed_url) {
-      auto q = [&](const char* k) {
-        auto it = m.query.find(k);
-        return it == m.query.end() ? std::string() : it->second;
-      };
-      // The SDK signs the user it was given, or the word "undefined" when it was given none.
-      const std::string signed_user = m.query.count("username") ? q("username") : "undefined";
-      auto checked =
-          CheckFileUrlSignature(q("signature"), q("signature_expiration"), q("path"),
-                                req.method == "GET" ? "read" : "write", signed_user, access->token,
-                                static_cast<std::int64_t>(std::time(nullptr)));
-      if (!checked.ok()) return ErrorResponse(401, checked.error().message());
+      if (auto checked = check_signature(access->token); !checked.ok()) {
+        return ErrorResponse(401, checked.error().message());
+      }
       if (m.query.count("username")) *user = q("username");
     } else if (!AccessTokenMatches(given, access->token)) {
       return ErrorResponse(401, "the X-Access-Token is not this sandbox's");
@@ -201,6 +246,15 @@ Result<void> Mount(server::Server& server, std::shared_ptr<client::HandleCache> 
     auto access = door->rest.AccessOf(id);
     return access.ok() && AccessTokenMatches(token, access->token);
   });
+  // getHost(port): PORT-ID.DOMAIN goes into the sandbox's port, as E2B's public URLs do.
+  server.SetHostRoute(
+      [door](const HttpRequest& r) {
+        auto h = ParseSandboxHost(r.header("host"), door->options.domain);
+        return h && door->rest.HasRecord(h->id);
+      },
+      [door](const HttpRequest& r, server::RawConnection raw) {
+        door->ServeHost(r, std::move(raw));
+      });
   door->rest.StartSweep();
   return {};
 }

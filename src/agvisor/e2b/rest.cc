@@ -282,7 +282,35 @@ bool PlausibleDomain(std::string_view d) {
   });
 }
 
+// The domain sandboxes report when agvisord has no --e2b-domain: the host the client reached it
+// by. An address literal becomes "localhost" (with the port): "8000-ID.127.0.0.1" is no host
+// name a URL parser takes (it ends in a number), "8000-ID.localhost" is (docs/e2b.md, Ports).
+std::string DomainFromHost(std::string_view host) {
+  if (!PlausibleDomain(host)) return "";
+  std::string_view name = host, port;
+  const std::size_t colon = host.rfind(':');
+  if (colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos) {
+    name = host.substr(0, colon);
+    port = host.substr(colon);
+  }
+  const bool literal =
+      name.starts_with('[') || name.find_first_not_of("0123456789.") == std::string_view::npos;
+  return literal ? "localhost" + std::string(port) : std::string(host);
+}
+
 }  // namespace
+
+bool Rest::HasRecord(const std::string& id) {
+  std::lock_guard lock(state_->mu);
+  return state_->records.count(id) != 0;
+}
+
+std::vector<std::string> Rest::KnownIds() {
+  std::lock_guard lock(state_->mu);
+  std::vector<std::string> ids;
+  for (const auto& [id, instance] : state_->instances) ids.push_back(id);
+  return ids;
+}
 
 void Rest::StartSweep() {
   sweep_ = std::thread([this, state = state_] {
@@ -340,8 +368,7 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
   }
   auto domain = [&]() -> std::string {
     if (!options_.domain.empty()) return options_.domain;
-    const std::string host = req.header("host");
-    return PlausibleDomain(host) ? host : "";
+    return DomainFromHost(req.header("host"));
   };
 
   if (method == "POST" && (path == "/sandboxes" || path == "/v2/sandboxes")) {
