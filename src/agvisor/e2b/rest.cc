@@ -1,19 +1,30 @@
 #include "agvisor/e2b/rest.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <boost/json.hpp>
+#include <cerrno>
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <vector>
 
+#include "agvisor/base/private_file.h"
 #include "agvisor/base/strings.h"
+#include "agvisor/base/unique_fd.h"
 #include "agvisor/client/place.h"
 #include "agvisor/e2b/auth.h"
 #include "agvisor/e2b/errors.h"
 #include "agvisor/e2b/ids.h"
 #include "agvisor/e2b/network.h"
 #include "agvisor/sandbox/spec.h"
+#include "agvisor/server/log.h"
 
 namespace agvisor::e2b {
 
@@ -149,6 +160,63 @@ Result<E2bNetwork> ParseNetwork(const json::object& body, std::optional<bool> al
 
 }  // namespace
 
+// A record as kept in the state directory.
+std::string RecordJson(const Record& r) {
+  json::object o;
+  o["templateID"] = r.template_id;
+  json::object meta, envs;
+  for (const auto& [k, v] : r.metadata) meta[k] = v;
+  for (const auto& [k, v] : r.envs) envs[k] = v;
+  o["metadata"] = std::move(meta);
+  o["envVars"] = std::move(envs);
+  o["startedAt"] = r.started_at;
+  o["endAt"] = r.end_at;
+  o["autoPause"] = r.auto_pause;
+  o["autoResume"] = r.auto_resume;
+  if (r.allow_internet_access) o["allowInternetAccess"] = *r.allow_internet_access;
+  o["cpuCount"] = r.cpu_count;
+  o["memoryMB"] = r.memory_mb;
+  return json::serialize(o);
+}
+
+std::optional<Record> RecordFromJson(std::string_view text) {
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  if (ec || !v.is_object()) return std::nullopt;
+  const json::object& o = v.as_object();
+  Record r;
+  auto str = [&](const char* k) {
+    auto* x = o.if_contains(k);
+    return x && x->is_string() ? std::string(x->as_string()) : std::string();
+  };
+  auto num = [&](const char* k) -> std::int64_t {
+    auto* x = o.if_contains(k);
+    return x && x->is_int64() ? x->as_int64() : 0;
+  };
+  auto flag = [&](const char* k) {
+    auto* x = o.if_contains(k);
+    return x && x->is_bool() && x->as_bool();
+  };
+  r.template_id = str("templateID");
+  for (auto [k, m] : {std::pair{"metadata", &r.metadata}, {"envVars", &r.envs}}) {
+    if (auto* x = o.if_contains(k); x && x->is_object()) {
+      for (const auto& [name, val] : x->as_object()) {
+        if (val.is_string()) (*m)[std::string(name)] = std::string(val.as_string());
+      }
+    }
+  }
+  r.started_at = num("startedAt");
+  r.end_at = num("endAt");
+  r.auto_pause = flag("autoPause");
+  r.auto_resume = flag("autoResume");
+  if (auto* x = o.if_contains("allowInternetAccess"); x && x->is_bool()) {
+    r.allow_internet_access = x->as_bool();
+  }
+  r.cpu_count = static_cast<int>(num("cpuCount"));
+  r.memory_mb = static_cast<int>(num("memoryMB"));
+  return r;
+}
+
 struct Instance {
   std::weak_ptr<client::SandboxHandle> handle;
   std::string id;
@@ -162,12 +230,57 @@ struct Rest::State {
   std::map<std::string, Instance> instances;
   std::condition_variable stop_cv;
   bool stopping = false;
+  std::string dir;  // E2bOptions::state_dir
+
+  // Keeps `id`'s record in the state directory (under mu): a file per sandbox, written whole
+  // and renamed into place, mode 0600 (envs may hold secrets). Best effort: a record that
+  // cannot be written is logged and kept in memory.
+  void Save(const std::string& id) {
+    if (dir.empty()) return;
+    auto it = records.find(id);
+    if (it == records.end()) return;
+    const std::string path = dir + "/" + id + ".json", tmp = path + ".tmp";
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    const std::string text = RecordJson(it->second);
+    if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+        ::rename(tmp.c_str(), path.c_str()) != 0) {
+      server::LogEvent("warn", "e2b: cannot keep a sandbox's record",
+                       {{"path", path}, {"error", std::strerror(errno)}});
+    }
+  }
+  void Erase(const std::string& id) {
+    records.erase(id);
+    instances.erase(id);
+    if (!dir.empty()) ::unlink((dir + "/" + id + ".json").c_str());
+  }
+  // Reads the records kept by an earlier run.
+  void Load() {
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return;
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (!name.ends_with(".json")) continue;
+      const std::string id = name.substr(0, name.size() - 5);
+      auto text = ReadPrivateFile(dir + "/" + name, "E2B record");
+      if (!IsSandboxId(id) || !text.ok()) continue;
+      if (auto r = RecordFromJson(*text)) records[id] = std::move(*r);
+    }
+    ::closedir(d);
+  }
 };
 
 Rest::Rest(std::shared_ptr<client::HandleCache> sandboxes, E2bOptions options)
     : sandboxes_(std::move(sandboxes)),
       options_(std::move(options)),
-      state_(std::make_shared<State>()) {}
+      state_(std::make_shared<State>()) {
+  state_->dir = options_.state_dir;
+  if (!state_->dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(state_->dir, ec);
+    ::chmod(state_->dir.c_str(), 0700);
+    state_->Load();
+  }
+}
 
 Rest::~Rest() {
   {
@@ -327,7 +440,11 @@ void Rest::StartSweep() {
         }
       }
       for (const auto& [id, pause] : due) {
-        if (!pause) state->records.erase(id);
+        if (pause) {
+          state->Save(id);
+        } else {
+          state->Erase(id);
+        }
       }
       lock.unlock();
       for (const auto& [id, pause] : due) {
@@ -454,6 +571,7 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
     {
       std::lock_guard lock(state_->mu);
       state_->records[*sid] = r;
+      state_->Save(*sid);
       state_->instances[*sid] = Instance{handle, info->container_id};
     }
     return JsonResponse(SandboxJson(*sid, r.template_id, token, domain()), 201);
@@ -575,8 +693,7 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
     sandboxes_->Forget(*container);
     if (auto r = sandboxes_->place().Remove(*container, true); !r.ok()) return fail(r.error());
     std::lock_guard lock(state_->mu);
-    state_->records.erase(id);
-    state_->instances.erase(id);
+    state_->Erase(id);
     return {204, "", "", {}};
   }
 
@@ -590,6 +707,7 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
     auto& r = state_->records[id];
     if (r.started_at == 0) r.started_at = found->info.created_unix;
     r.end_at = Now() + seconds->value_or(kDefaultTimeoutSeconds);
+    state_->Save(id);
     return {204, "", "", {}};
   }
 
@@ -630,6 +748,7 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
       if (paused || r.end_at < want) r.end_at = want;
       template_id = r.template_id;
       state_->instances[id] = Instance{found->handle, found->info.container_id};
+      state_->Save(id);
     }
     const std::string token = EnvdAccessToken(options_.secret, id, found->info.container_id);
     return JsonResponse(SandboxJson(id, template_id, token, domain()), paused ? 201 : 200);

@@ -212,6 +212,21 @@ test("errors come in E2B's shapes, as the SDK's error classes", async () => {
   assert.match(bad.json.message, /timeout/);
 });
 
+test('records and envd tokens survive an agvisord restart', async () => {
+  const sbx = await Sandbox.create({
+    metadata: { ...d.metadata, kept: 'yes' }, envs: { A: '1' }, timeoutMs: 300_000,
+  });
+  const before = await sbx.getInfo();
+  await d.restart();
+  const after = await Sandbox.getInfo(sbx.sandboxId);
+  assert.equal(after.metadata.kept, 'yes');
+  assert.equal(after.templateId, 'base');
+  assert.equal(after.endAt.getTime(), before.endAt.getTime());
+  const again = await Sandbox.connect(sbx.sandboxId);
+  assert.equal(again.envdAccessToken, sbx.envdAccessToken, 'the derived token is the same');
+  await again.kill();
+});
+
 test('getHost(port): HTTP and a WebSocket through exactly the host it returns', async () => {
   const sbx = await Sandbox.create({ metadata: d.metadata, allowInternetAccess: false });
   const host = sbx.getHost(8000);
