@@ -23,52 +23,56 @@ using server::HttpRequest;
 using server::HttpResponse;
 using server::HttpStream;
 
-// Every route the pinned SDK (e2b 2.51.0) calls, REST under kApiPrefix. Paths live as long as
-// the program (the router keeps views of them).
-constexpr api::RouteDef kRestRoutes[] = {
-    {"POST", "/e2b/sandboxes", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/sandboxes", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/v2/sandboxes", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/v2/sandboxes", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/sandboxes/{id}", api::RouteId::kExtension, false, false, true},
-    {"DELETE", "/e2b/sandboxes/{id}", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/sandboxes/{id}/metrics", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/sandboxes/{id}/timeout", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/sandboxes/{id}/refreshes", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/sandboxes/{id}/pause", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/sandboxes/{id}/resume", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/sandboxes/{id}/connect", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/v2/sandboxes/{id}/connect", api::RouteId::kExtension, false, false, true},
-    {"PUT", "/e2b/sandboxes/{id}/network", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/sandboxes/{id}/snapshots", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/sandboxes/{id}/fork", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/snapshots", api::RouteId::kExtension, false, false, true},
-    {"DELETE", "/e2b/templates/{id}", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/templates", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/v3/templates", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/templates/aliases/{id}", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/templates/{id}/tags", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/templates/tags", api::RouteId::kExtension, false, false, true},
-    {"DELETE", "/e2b/templates/tags", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/templates/{id}/files/{hash}", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/v2/templates/{id}/builds/{build}", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/templates/{id}/builds/{build}/status", api::RouteId::kExtension, false, false,
-     true},
-    {"GET", "/e2b/volumes", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/volumes", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/volumes/{id}", api::RouteId::kExtension, false, false, true},
-    {"DELETE", "/e2b/volumes/{id}", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/secrets", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/secrets", api::RouteId::kExtension, false, false, true},
-};
-
-// envd's routes, at the root (mount.h says why).
-constexpr api::RouteDef kEnvdRoutes[] = {
-    {"POST", "/process.Process/{method}", api::RouteId::kExtension, false, false, true},
-    {"POST", "/filesystem.Filesystem/{method}", api::RouteId::kExtension, false, false, true},
-    {"GET", "/files", api::RouteId::kExtension, false, false, true},
-    {"POST", "/files", api::RouteId::kExtension, false, false, true},
-    {"GET", "/health", api::RouteId::kExtension, false, false, true},
+// Every route the pinned SDK (e2b 2.51.0) calls: the REST API under kApiPrefix, envd's at the
+// root (mount.h says why). All are streaming routes without agvisord's token (this file checks
+// E2B's credentials). The router keeps views of the paths: they live as long as the program.
+constexpr api::RouteDef E2bRoute(std::string_view method, std::string_view path) {
+  return {method,
+          path,
+          api::RouteId::kExtension,
+          /*websocket=*/false,
+          /*auth=*/false,
+          /*streaming=*/true};
+}
+constexpr api::RouteDef kRoutes[] = {
+    E2bRoute("POST", "/e2b/sandboxes"),
+    E2bRoute("GET", "/e2b/sandboxes"),
+    E2bRoute("POST", "/e2b/v2/sandboxes"),
+    E2bRoute("GET", "/e2b/v2/sandboxes"),
+    E2bRoute("GET", "/e2b/sandboxes/{id}"),
+    E2bRoute("DELETE", "/e2b/sandboxes/{id}"),
+    E2bRoute("GET", "/e2b/sandboxes/{id}/metrics"),
+    E2bRoute("POST", "/e2b/sandboxes/{id}/timeout"),
+    E2bRoute("POST", "/e2b/sandboxes/{id}/refreshes"),
+    E2bRoute("POST", "/e2b/sandboxes/{id}/pause"),
+    E2bRoute("POST", "/e2b/sandboxes/{id}/resume"),
+    E2bRoute("POST", "/e2b/sandboxes/{id}/connect"),
+    E2bRoute("POST", "/e2b/v2/sandboxes/{id}/connect"),
+    E2bRoute("PUT", "/e2b/sandboxes/{id}/network"),
+    E2bRoute("POST", "/e2b/sandboxes/{id}/snapshots"),
+    E2bRoute("POST", "/e2b/sandboxes/{id}/fork"),
+    E2bRoute("GET", "/e2b/snapshots"),
+    E2bRoute("DELETE", "/e2b/templates/{id}"),
+    E2bRoute("GET", "/e2b/templates"),
+    E2bRoute("POST", "/e2b/v3/templates"),
+    E2bRoute("GET", "/e2b/templates/aliases/{id}"),
+    E2bRoute("GET", "/e2b/templates/{id}/tags"),
+    E2bRoute("POST", "/e2b/templates/tags"),
+    E2bRoute("DELETE", "/e2b/templates/tags"),
+    E2bRoute("GET", "/e2b/templates/{id}/files/{hash}"),
+    E2bRoute("POST", "/e2b/v2/templates/{id}/builds/{build}"),
+    E2bRoute("GET", "/e2b/templates/{id}/builds/{build}/status"),
+    E2bRoute("GET", "/e2b/volumes"),
+    E2bRoute("POST", "/e2b/volumes"),
+    E2bRoute("GET", "/e2b/volumes/{id}"),
+    E2bRoute("DELETE", "/e2b/volumes/{id}"),
+    E2bRoute("GET", "/e2b/secrets"),
+    E2bRoute("POST", "/e2b/secrets"),
+    E2bRoute("POST", "/process.Process/{method}"),
+    E2bRoute("POST", "/filesystem.Filesystem/{method}"),
+    E2bRoute("GET", "/files"),
+    E2bRoute("POST", "/files"),
+    E2bRoute("GET", "/health"),
 };
 
 // The user of an envd request: `Authorization: Basic base64(user:)` (the SDK's form), default
@@ -225,15 +229,11 @@ Result<void> Mount(server::Server& server, std::shared_ptr<client::HandleCache> 
                    E2bOptions options) {
   if (options.secret.empty()) return Error::InvalidArgument("E2B needs agvisord's token");
   auto door = std::make_shared<Door>(std::move(sandboxes), std::move(options));
-  for (const auto& def : kRestRoutes) {
-    AGVISOR_RETURN_IF_ERROR(
-        server.AddStreamRoute(def, [door](const HttpRequest& r, const api::RouteMatch& m,
-                                          HttpStream& s) { return door->ServeRest(r, m, s); }));
-  }
-  for (const auto& def : kEnvdRoutes) {
+  for (const auto& def : kRoutes) {
+    const bool rest = def.path.starts_with(kApiPrefix);
     AGVISOR_RETURN_IF_ERROR(server.AddStreamRoute(
-        def, [door](const HttpRequest& r, const api::RouteMatch& m, HttpStream& s) {
-          return door->ServeEnvdRoute(r, m, s);
+        def, [door, rest](const HttpRequest& r, const api::RouteMatch& m, HttpStream& s) {
+          return rest ? door->ServeRest(r, m, s) : door->ServeEnvdRoute(r, m, s);
         }));
   }
   // The connection bookkeeping (server.h): a request with the API key or a sandbox's envd token
