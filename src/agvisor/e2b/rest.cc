@@ -605,8 +605,9 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
       }
       limit = n;
     }
-    std::string after;
+    std::string after, want_template;
     if (auto t = match.query.find("nextToken"); t != match.query.end()) after = t->second;
+    if (auto t = match.query.find("template"); t != match.query.end()) want_template = t->second;
     std::vector<std::pair<std::string, json::object>> rows;
     {
       std::lock_guard lock(state_->mu);
@@ -621,10 +622,12 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
         for (const auto& [k, v] : want_meta) {
           if (!r || r->metadata.count(k) == 0 || r->metadata.at(k) != v) ok = false;
         }
+        const std::string template_id = r ? r->template_id : s.image;
+        if (!want_template.empty() && template_id != want_template) ok = false;
         if (!ok || (!after.empty() && *sid <= after)) continue;
         json::object o;
         o["sandboxID"] = *sid;
-        o["templateID"] = r ? r->template_id : s.image;
+        o["templateID"] = template_id;
         o["clientID"] = "agvisor";
         o["state"] = st;
         o["cpuCount"] = r ? r->cpu_count : 0;

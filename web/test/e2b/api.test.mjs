@@ -122,6 +122,7 @@ test('create two at once, getInfo, list by metadata with paging, setTimeout, kil
   // The metadata filter, and paging one at a time.
   const only = await Sandbox.list({ query: { metadata: { ...d.metadata, which: 'b' } } }).nextItems();
   assert.deepEqual(only.map((s) => s.sandboxId), [b.sandboxId]);
+  assert.deepEqual(await Sandbox.list({ query: { metadata: d.metadata, template: 'other' } }).nextItems(), []);
   const pager = Sandbox.list({ query: { metadata: d.metadata }, limit: 1 });
   const seen = [];
   while (pager.hasNext) seen.push(...(await pager.nextItems()).map((s) => s.sandboxId));
