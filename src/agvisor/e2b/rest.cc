@@ -545,19 +545,9 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
     r.memory_mb = kMemoryMb;
     spec.labels["e2b.template"] = r.template_id.size() <= 256 ? r.template_id : "";
     auto created = sandboxes_->place().Create(spec);
-    if (!created.ok()) {
-      const Error& e = created.error();
-      if (e.code() == ErrorCode::kNotFound) {
-        return ErrorResponse(
-            404,
-            "template " + r.template_id + " not found: agvisor runs the image of that name; " +
-                (r.template_id == "base" ? "build it with `agvisor image build e2b-base`"
-                                         : "build it with `agvisor image build` or `docker pull " +
-                                               r.template_id + "`") +
-                " (" + e.message() + ")");
-      }
-      return fail(e);
-    }
+    // A missing image is the core's kNotFound, worded for every door (how to pull or build it):
+    // 404, the SDK's NotFoundError.
+    if (!created.ok()) return fail(created.error().WithContext("template " + r.template_id));
     auto handle = sandboxes_->Put(std::move(created->handle));
     auto sid = IdForContainer(handle->container_name());
     auto info = handle->Info();
