@@ -46,6 +46,17 @@ class H(BaseHTTPRequestHandler):
 HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()
 `;
 
+// A command run through agvisord's own API (its output), to look inside a sandbox.
+async function execV1(sandboxId, command) {
+  const r = await fetch(`${d.origin}/v1/sandboxes/${sandboxId}/exec`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${d.token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ command }),
+  });
+  assert.equal(r.status, 200);
+  return (await r.json()).stdout;
+}
+
 async function startServer(sandboxId, port) {
   const v1 = (method, path, body, type = 'application/json') => fetch(`${d.origin}/v1/sandboxes/${sandboxId}${path}`, {
     method, headers: { Authorization: `Bearer ${d.token}`, 'content-type': type }, body,
@@ -107,6 +118,9 @@ test('create two at once, getInfo, list by metadata with paging, setTimeout, kil
   ]);
   assert.match(a.sandboxId, /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/, 'ids are DNS labels');
   assert.notEqual(a.sandboxId, b.sandboxId);
+
+  // E2B's default network is open: a bridge network, an interface beside loopback.
+  assert.match(await execV1(a.sandboxId, 'cat /proc/net/dev'), /eth0/);
 
   const info = await a.getInfo();
   assert.equal(info.sandboxId, a.sandboxId);
@@ -233,6 +247,8 @@ test('getHost(port): HTTP and a WebSocket through exactly the host it returns', 
   const host = sbx.getHost(8000);
   assert.equal(host, `8000-${sbx.sandboxId}.localhost:${d.port}`);
   assert.equal((await get(host)).status, 502, 'nothing listens yet: 502');
+  // allowInternetAccess false: network none, loopback only.
+  assert.doesNotMatch(await execV1(sbx.sandboxId, 'cat /proc/net/dev'), /eth0/);
   await startServer(sbx.sandboxId, 8000);
   let r;
   for (let i = 0; i < 100; i++) {
