@@ -334,15 +334,11 @@ Result<Access> Rest::AccessOf(const std::string& id) {
     return handle.error();
   }
   Access a{container, "", {}};
-  bool resume = false;
   std::string instance;
   {
     std::lock_guard lock(state_->mu);
     auto it = state_->records.find(id);
-    if (it != state_->records.end()) {
-      a.envs = it->second.envs;
-      resume = it->second.auto_resume;
-    }
+    if (it != state_->records.end()) a.envs = it->second.envs;
     // The instance is asked of the sandbox once per handle: a later sandbox of the same name
     // gets a new handle (the cache forgets ended ones), hence its own token.
     auto inst = state_->instances.find(id);
@@ -360,8 +356,8 @@ Result<Access> Rest::AccessOf(const std::string& id) {
     std::lock_guard lock(state_->mu);
     state_->instances[id] = Instance{*handle, instance};
   }
-  // autoResume: a call to a paused sandbox wakes it (the handle resumes before it acts).
-  if (resume && !(*handle)->auto_resume()) (*handle)->SetAutoResume(true);
+  // A call to a paused sandbox wakes it: the daemon's handles resume before they act (agvisor's
+  // rule for every door), so E2B's autoResume is always on here.
   a.token = EnvdAccessToken(options_.secret, id, instance);
   return a;
 }

@@ -56,7 +56,7 @@ class Rest {
   // Serves one REST request (its route's path starts with kApiPrefix); the API key was checked.
   server::HttpResponse Serve(const server::HttpRequest& req, const api::RouteMatch& match,
                              server::HttpStream& stream);
-  // The envd access of the sandbox `id` (a paused one with autoResume is resumed). Errors:
+  // The envd access of the sandbox `id` (a paused one wakes at the handle's next call). Errors:
   // kInvalidArgument (not an id), kNotFound (no such sandbox), Place's.
   Result<Access> AccessOf(const std::string& id);
   // Whether E2B's create or connect made a record of `id` (only such sandboxes' ports are

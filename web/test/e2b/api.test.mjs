@@ -153,13 +153,18 @@ test('create two at once, getInfo, list by metadata with paging, setTimeout, kil
   assert.equal(await b.isRunning(), true, "envd's health says nothing of a sandbox");
 });
 
-test('the timeout ends a sandbox; onTimeout pause keeps it, connect wakes it', async () => {
+test('the timeout ends a sandbox; onTimeout pause keeps it, traffic and connect wake it', async () => {
   const [ends, pauses] = await Promise.all([
-    Sandbox.create({ metadata: d.metadata, timeoutMs: 1_000 }),
+    Sandbox.create({ metadata: d.metadata, timeoutMs: 1_000, allowInternetAccess: false }),
     Sandbox.create({
-      metadata: d.metadata, timeoutMs: 1_000, lifecycle: { onTimeout: 'pause', autoResume: true },
+      metadata: d.metadata, timeoutMs: 60_000, allowInternetAccess: false,
+      lifecycle: { onTimeout: 'pause', autoResume: true },
     }),
   ]);
+  await startServer(pauses.sandboxId, 8001);
+  const host = pauses.getHost(8001);
+  for (let i = 0; i < 100 && (await get(host)).status !== 200; i++) await sleep(100);
+  await pauses.setTimeout(1_000);
   let state, ended = false;
   for (let i = 0; i < 40 && !(state === 'paused' && ended); i++) {
     await sleep(250);
@@ -173,14 +178,16 @@ test('the timeout ends a sandbox; onTimeout pause keeps it, connect wakes it', a
   const info = await pauses.getInfo();
   assert.deepEqual(info.lifecycle, { onTimeout: 'pause', autoResume: true });
 
+  // autoResume: traffic to the paused sandbox wakes it.
+  assert.deepEqual(await get(host, '/woken'), { status: 200, body: 'hello 8001 /woken' });
+  assert.equal((await pauses.getInfo()).state, 'running');
+
+  // pause() and connect() by hand; a second pause says it was paused already.
+  assert.equal(await pauses.pause(), true);
+  assert.equal(await Sandbox.pause(pauses.sandboxId), false);
+  assert.equal((await Sandbox.getInfo(pauses.sandboxId)).state, 'paused');
   const woken = await Sandbox.connect(pauses.sandboxId, { timeoutMs: 60_000 });
   assert.equal((await woken.getInfo()).state, 'running');
-  // pause() and connect() by hand; a second pause says it was paused already.
-  assert.equal(await woken.pause(), true);
-  assert.equal(await Sandbox.pause(woken.sandboxId), false);
-  assert.equal((await Sandbox.getInfo(woken.sandboxId)).state, 'paused');
-  await Sandbox.connect(woken.sandboxId);
-  assert.equal((await Sandbox.getInfo(woken.sandboxId)).state, 'running');
 
   const metrics = await woken.getMetrics();
   assert.equal(metrics.length, 1);
