@@ -53,6 +53,19 @@ TEST(E2bIds, SandboxHostsAsGetHostMakesThem) {
   EXPECT_FALSE(ParseSandboxHost("8000-abc.x.e2b.example.com", "e2b.example.com"));
 }
 
+TEST(E2bIds, TheDomainFromTheHostTheClientUsed) {
+  EXPECT_EQ(DomainFromHost("127.0.0.1:8080"), "localhost:8080");
+  EXPECT_EQ(DomainFromHost("[::1]:8080"), "localhost:8080");
+  EXPECT_EQ(DomainFromHost("127.0.0.1"), "localhost");
+  EXPECT_EQ(DomainFromHost("e2b.example.com:8080"), "e2b.example.com:8080");
+  EXPECT_EQ(DomainFromHost("localhost"), "localhost");
+  // Whatever else a client sends is not echoed into the create response.
+  EXPECT_EQ(DomainFromHost("a b"), "");
+  EXPECT_EQ(DomainFromHost("x/../y"), "");
+  EXPECT_EQ(DomainFromHost("\"><script>"), "");
+  EXPECT_EQ(DomainFromHost(""), "");
+}
+
 TEST(E2bAuth, TheApiKeyIsE2bUnderscoreAndTheDaemonToken) {
   const std::string token(64, 'a');
   EXPECT_EQ(ApiKeyFor(token), "e2b_" + token);

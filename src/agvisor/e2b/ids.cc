@@ -1,5 +1,6 @@
 #include "agvisor/e2b/ids.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "agvisor/base/strings.h"
@@ -32,6 +33,15 @@ std::optional<std::string> IdForContainer(std::string_view container_name) {
 }
 
 namespace {
+
+// What a client may put in the create response's domain: a host name or address and a port.
+bool PlausibleDomain(std::string_view d) {
+  if (d.empty() || d.size() > 253) return false;
+  return std::all_of(d.begin(), d.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '-' || c == ':' || c == '[' || c == ']';
+  });
+}
 
 // `host` without a trailing ":PORT" (an IPv6 literal in brackets keeps its colons), lower case.
 std::string HostName(std::string_view host) {
@@ -66,6 +76,19 @@ std::optional<SandboxHost> ParseSandboxHost(std::string_view host, std::string_v
     return std::nullopt;
   }
   return SandboxHost{static_cast<std::uint16_t>(port), std::string(id)};
+}
+
+std::string DomainFromHost(std::string_view host) {
+  if (!PlausibleDomain(host)) return "";
+  std::string_view name = host, port;
+  const std::size_t colon = host.rfind(':');
+  if (colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos) {
+    name = host.substr(0, colon);
+    port = host.substr(colon);
+  }
+  const bool literal =
+      name.starts_with('[') || name.find_first_not_of("0123456789.") == std::string_view::npos;
+  return literal ? "localhost" + std::string(port) : std::string(host);
 }
 
 }  // namespace agvisor::e2b

@@ -41,4 +41,10 @@ struct SandboxHost {
 // ignored and without case. nullopt: not such a host (the request is agvisord's own).
 std::optional<SandboxHost> ParseSandboxHost(std::string_view host, std::string_view domain);
 
+// The domain sandboxes report when agvisord has no --e2b-domain: `host` (the Host header the
+// client reached agvisord by), an address literal replaced by "localhost" with the port kept
+// ("127.0.0.1:8080" -> "localhost:8080": "8000-ID.127.0.0.1" is no host name a URL parser
+// takes, it ends in a number). "" for a Host that is not a plain host[:port].
+std::string DomainFromHost(std::string_view host);
+
 }  // namespace agvisor::e2b

@@ -382,31 +382,6 @@ std::string SandboxJson(std::string_view id, std::string_view template_id, std::
   return json::serialize(o);
 }
 
-// What a client may put in the create response's domain: a host name or address and a port.
-bool PlausibleDomain(std::string_view d) {
-  if (d.empty() || d.size() > 253) return false;
-  return std::all_of(d.begin(), d.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '-' || c == ':' || c == '[' || c == ']';
-  });
-}
-
-// The domain sandboxes report when agvisord has no --e2b-domain: the host the client reached it
-// by. An address literal becomes "localhost" (with the port): "8000-ID.127.0.0.1" is no host
-// name a URL parser takes (it ends in a number), "8000-ID.localhost" is (docs/e2b.md, Ports).
-std::string DomainFromHost(std::string_view host) {
-  if (!PlausibleDomain(host)) return "";
-  std::string_view name = host, port;
-  const std::size_t colon = host.rfind(':');
-  if (colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos) {
-    name = host.substr(0, colon);
-    port = host.substr(colon);
-  }
-  const bool literal =
-      name.starts_with('[') || name.find_first_not_of("0123456789.") == std::string_view::npos;
-  return literal ? "localhost" + std::string(port) : std::string(host);
-}
-
 }  // namespace
 
 bool Rest::HasRecord(const std::string& id) {
