@@ -84,14 +84,12 @@ bool ClosedWithin(int fd, std::chrono::milliseconds wait) {
   return ::recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
 }
 
-// One request on a new connection; the status of its answer (0: none within 5 s).
-int Request(std::uint16_t port, const std::string& target, bool auth = true) {
+// Sends `request` on a new connection and returns all that comes back until the server closes it
+// (or 5 s pass without a byte).
+std::string Exchange(std::uint16_t port, const std::string& request) {
   UniqueFd fd = Connect(port);
-  std::string req = "GET " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n";
-  if (auth) req += "Authorization: Bearer t\r\n";
-  req += "\r\n";
-  EXPECT_EQ(::send(fd.get(), req.data(), req.size(), MSG_NOSIGNAL),
-            static_cast<ssize_t>(req.size()));
+  EXPECT_EQ(::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
   std::string got;
   char buf[4096];
   for (;;) {
@@ -101,6 +99,14 @@ int Request(std::uint16_t port, const std::string& target, bool auth = true) {
     if (n <= 0) break;
     got.append(buf, static_cast<std::size_t>(n));
   }
+  return got;
+}
+
+// One request on a new connection; the status of its answer (0: none within 5 s).
+int Request(std::uint16_t port, const std::string& target, bool auth = true) {
+  std::string req = "GET " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n";
+  if (auth) req += "Authorization: Bearer t\r\n";
+  const std::string got = Exchange(port, req + "\r\n");
   if (got.rfind("HTTP/1.1 ", 0) != 0) return 0;
   return std::atoi(got.c_str() + 9);
 }
@@ -151,20 +157,9 @@ TEST(ServerLimitsTest, AHostRouteGetsTheConnectionAsItCame) {
                      (void)!::send(raw.fd.get(), echo.data(), echo.size(), MSG_NOSIGNAL);
                    });
   });
-  UniqueFd fd = Connect(srv.port());
-  const std::string req =
-      "POST /p?q=1 HTTP/1.1\r\nHost: 8000-a.example\r\nX-One: 1\r\nContent-Length: 4\r\n\r\nbody";
-  ASSERT_EQ(::send(fd.get(), req.data(), req.size(), MSG_NOSIGNAL),
-            static_cast<ssize_t>(req.size()));
-  std::string got;
-  char buf[1024];
-  for (;;) {
-    pollfd p{fd.get(), POLLIN, 0};
-    if (::poll(&p, 1, 5000) <= 0) break;
-    ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
-    if (n <= 0) break;
-    got.append(buf, static_cast<std::size_t>(n));
-  }
+  const std::string got = Exchange(srv.port(),
+                                   "POST /p?q=1 HTTP/1.1\r\nHost: 8000-a.example\r\nX-One: 1\r\n"
+                                   "Content-Length: 4\r\n\r\nbody");
   EXPECT_EQ(got,
             "POST /p?q=1 HTTP/1.1\r\nHost: 8000-a.example\r\nX-One: 1\r\n"
             "Content-Length: 4\r\n\r\n|body");
