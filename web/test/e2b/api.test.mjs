@@ -177,6 +177,9 @@ test('the timeout ends a sandbox; onTimeout pause keeps it, traffic and connect 
   await assert.rejects(Sandbox.getInfo(ends.sandboxId), SandboxNotFoundError);
   const info = await pauses.getInfo();
   assert.deepEqual(info.lifecycle, { onTimeout: 'pause', autoResume: true });
+  const paused = await Sandbox.list({ query: { metadata: d.metadata, state: ['paused'] } }).nextItems();
+  assert.deepEqual(paused.map((s) => s.sandboxId), [pauses.sandboxId]);
+  assert.deepEqual(await Sandbox.list({ query: { metadata: d.metadata, state: ['running'] } }).nextItems(), []);
 
   // autoResume: traffic to the paused sandbox wakes it.
   assert.deepEqual(await get(host, '/woken'), { status: 200, body: 'hello 8001 /woken' });
@@ -192,7 +195,10 @@ test('the timeout ends a sandbox; onTimeout pause keeps it, traffic and connect 
   const metrics = await woken.getMetrics();
   assert.equal(metrics.length, 1);
   assert.ok(metrics[0].memTotal > 0 && metrics[0].cpuCount > 0, JSON.stringify(metrics));
-  await woken.kill();
+  // A paused sandbox is killed as it is.
+  assert.equal(await woken.pause(), true);
+  assert.equal(await Sandbox.kill(woken.sandboxId), true);
+  await assert.rejects(Sandbox.getInfo(woken.sandboxId), SandboxNotFoundError);
 });
 
 test("errors come in E2B's shapes, as the SDK's error classes", async () => {
