@@ -22,6 +22,7 @@
 #include "agvisor/base/strings.h"
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/desktop/token.h"
+#include "agvisor/e2b/ids.h"
 #include "agvisor/e2b/mount.h"
 #include "agvisor/egress/host.h"
 #include "agvisor/sandbox/types.h"
@@ -230,8 +231,10 @@ int DaemonMain(int argc, char** argv) {
                "--max-unauthenticated to 256 unless given (the SDK opens a connection per "
                "stream)");
   app.add_option("--e2b-domain", e2b_domain,
-                 "the domain E2B sandboxes report, for the SDK's getHost(port) = PORT-ID.DOMAIN "
-                 "(default: the Host the client reached agvisord with); see docs/e2b.md, Ports");
+                 "the domain E2B sandboxes report, for the SDK's getHost(port) = PORT-ID.DOMAIN, "
+                 "e.g. e2b.example.com:8080 with a DNS record *.e2b.example.com (default: the "
+                 "Host the client reached agvisord by, an address as localhost); docs/e2b.md, "
+                 "Ports");
   app.add_flag("--check", check_only,
                "check the options (listen address, sizes, the Docker or kube: host's address) "
                "and exit 0 without binding, reading the token or reaching the host; 2 when one "
@@ -346,6 +349,11 @@ int DaemonMain(int argc, char** argv) {
   }
 
   if (e2b) {
+    if (!e2b_domain.empty() && e2b::DomainFromHost(e2b_domain) != e2b_domain) {
+      return fail(Error::InvalidArgument("--e2b-domain '" + EscapeForTerminal(e2b_domain) +
+                                         "': give a host name and optional port, e.g. "
+                                         "e2b.example.com:8080"));
+    }
     // E2B's records of its sandboxes sit beside the token (a private directory: envs may hold
     // secrets).
     const std::string state_dir =
