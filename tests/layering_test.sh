@@ -34,6 +34,10 @@ allowed[server]="api gateway sandbox egress channel docker http proto base"
 allowed[mcp]="client api base"
 allowed[cli]+=" mcp"
 allowed[server]+=" mcp client"
+# e2b/: the E2B door (docs/e2b.md), a front end like mcp/: it reaches sandboxes through client/
+# only (checked below with the other front ends), mounted on server/'s Server by daemon.cc.
+allowed[e2b]="server client api sandbox egress base"
+allowed[server]+=" e2b"
 # desktop/: the pure desktop codecs (VNC, RFB, PNG, passwords, tokens) on base/ only, used by the
 # desktop verbs (client/desktop.h), the sandbox's WaitReady, the gateway, agvisord and (passwords
 # only) the agent.
@@ -55,7 +59,7 @@ for dir in */; do
   fi
   while IFS= read -r line; do
     file=${line%%:*}
-    dep=$(sed -E 's|.*#include "agvisor/([a-z_]+)/.*|\1|' <<<"$line")
+    dep=$(sed -E 's|.*#include "agvisor/([a-z0-9_]+)/.*|\1|' <<<"$line")
     [ "$dep" = "$layer" ] && continue
     if [[ " ${allowed[$layer]} " != *" $dep "* ]]; then
       echo "layering: $file includes agvisor/$dep/ (allowed for $layer: ${allowed[$layer]:-nothing})" >&2
@@ -96,7 +100,7 @@ while IFS= read -r file; do
     *) echo "layering: $file includes agvisor/docker/ or sandbox/docker_runtime/ (only server/daemon.cc may, to make the egress enforcers' Docker side)" >&2
        status=1 ;;
   esac
-done < <(grep -rlE '#include "agvisor/(docker|sandbox/docker_runtime)/' server gateway mcp || true)
+done < <(grep -rlE '#include "agvisor/(docker|sandbox/docker_runtime)/' server gateway mcp e2b || true)
 # Inside sandbox/, images/ (the recipes image builds follow) is the Docker runtime's and the
 # factory's, which names the default images (runtimes.h: BuildHostImage, DefaultImageName).
 while IFS= read -r file; do
@@ -138,6 +142,6 @@ while IFS= read -r line; do
   echo "layering: ${line%%:*} includes ${line#*#include } (front ends reach sandboxes through client/place.h; values are in sandbox/types.h)" >&2
   status=1
 done < <(grep -rnE '#include "agvisor/(sandbox/sandbox\.h|docker/)' --exclude='*_test.cc' \
-           cli server mcp gateway ../../python/src || true)
+           cli server mcp gateway e2b ../../python/src || true)
 [ $status = 0 ] && echo "layering: ok"
 exit $status

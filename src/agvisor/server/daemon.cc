@@ -23,6 +23,8 @@
 #include "agvisor/base/strings.h"
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/desktop/token.h"
+#include "agvisor/e2b/ids.h"
+#include "agvisor/e2b/mount.h"
 #include "agvisor/egress/host.h"
 #include "agvisor/sandbox/types.h"
 // The one include of the Docker runtime in server/: the egress enforcers' host side is made here.
@@ -152,6 +154,8 @@ int DaemonMain(int argc, char** argv) {
   bool console = false;
   bool check_only = false;
   std::string snapshot_repository(kDefaultSnapshotRepository);
+  bool e2b = false;
+  std::string e2b_domain;
   app.add_option("--socket", socket_path,
                  "unix socket to listen on (default: /run/agvisord.sock for root, else "
                  "$XDG_RUNTIME_DIR/agvisord.sock)");
@@ -226,6 +230,18 @@ int DaemonMain(int argc, char** argv) {
                  "the repository snapshots and forks are made in, as REPOSITORY:TAG; `create "
                  "--image snapshot:TAG` starts from one (default agvisor/snapshot; under "
                  "agvisor/, where agvisor's own images are, only agvisor/snapshot[/...])");
+  app.add_flag("--e2b", e2b,
+               "serve E2B's API so the official `e2b` SDK runs unchanged (docs/e2b.md): "
+               "E2B_API_URL=http://HOST:PORT/e2b, E2B_SANDBOX_URL=http://HOST:PORT (the --listen "
+               "address), E2B_API_KEY=e2b_ followed by the token of --token-file, e.g. "
+               "E2B_API_KEY=e2b_$(cat TOKEN_FILE). Raises --max-connections to 512 and "
+               "--max-unauthenticated to 256 unless given (the SDK opens a connection per "
+               "stream)");
+  app.add_option("--e2b-domain", e2b_domain,
+                 "the domain E2B sandboxes report, for the SDK's getHost(port) = PORT-ID.DOMAIN, "
+                 "e.g. e2b.example.com:8080 with a DNS record *.e2b.example.com (default: the "
+                 "Host the client reached agvisord by, an address as localhost); docs/e2b.md, "
+                 "Ports");
   app.add_flag("--check", check_only,
                "check the options (listen address, sizes, the Docker or kube: host's address) "
                "and exit 0 without binding, reading the token or reaching the host; 2 when one "
@@ -260,6 +276,10 @@ int DaemonMain(int argc, char** argv) {
   so.allow_remote = allow_remote;
   so.max_connections = max_connections;
   so.max_unauthenticated = max_unauthenticated;
+  // E2B's SDK opens one connection per stream, up to 200 at once (docs/e2b.md), all new together:
+  // each is unauthenticated until its first request is read.
+  if (e2b && app.count("--max-connections") == 0) so.max_connections = 512;
+  if (e2b && app.count("--max-unauthenticated") == 0) so.max_unauthenticated = 256;
   so.header_timeout = std::chrono::seconds(header_timeout);
   so.ws_auth_timeout = std::chrono::seconds(header_timeout);
   auto exec_cap = ParseMemorySize("--max-exec-output", max_exec_output);
@@ -333,6 +353,24 @@ int DaemonMain(int argc, char** argv) {
   // MCP for agents over HTTP (docs/mcp.md), bearer token as on every route.
   if (auto mcp = MountMcp(**server, {.sandboxes = sandboxes}); !mcp.ok()) {
     return fail(mcp.error());
+  }
+
+  if (e2b) {
+    if (!e2b_domain.empty() && e2b::DomainFromHost(e2b_domain) != e2b_domain) {
+      return fail(Error::InvalidArgument("--e2b-domain '" + EscapeForTerminal(e2b_domain) +
+                                         "': give a host name and optional port, e.g. "
+                                         "e2b.example.com:8080"));
+    }
+    // E2B's records of its sandboxes sit beside the token (a private directory: envs may hold
+    // secrets).
+    const std::string state_dir =
+        std::filesystem::path(token_file).parent_path().append("e2b").string();
+    auto mounted = e2b::Mount(**server, sandboxes,
+                              {.secret = *token, .domain = e2b_domain, .state_dir = state_dir});
+    if (!mounted.ok()) return fail(mounted.error().WithContext("--e2b"));
+    LogEvent("info", "E2B API mounted",
+             {{"api", std::string(e2b::kApiPrefix)},
+              {"max_connections", std::to_string(so.max_connections)}});
   }
 
   // Egress enforcers: where the sandboxes run, so only for a local Docker host.

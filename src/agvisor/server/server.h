@@ -74,6 +74,15 @@ class HttpStream {
   virtual Result<void> WriteBody(std::string_view bytes) = 0;
 };
 
+// A connection handed over whole to a front end (Server::SetHostRoute): the request's head as
+// it came (request line and header fields, in order, ending with the empty line), the bytes the
+// server had read past it, and the socket (blocking). The handler owns the socket.
+struct RawConnection {
+  std::string head;
+  std::string buffered;
+  UniqueFd fd;
+};
+
 using HttpHandler = std::function<HttpResponse(const HttpRequest&, const api::RouteMatch&)>;
 using StreamHandler =
     std::function<HttpResponse(const HttpRequest&, const api::RouteMatch&, HttpStream&)>;
@@ -126,6 +135,9 @@ Result<std::pair<std::string, std::uint16_t>> ParseListen(std::string_view spec,
 
 // Whether `authorization` ("Bearer <token>") carries `token`: compared in constant time.
 bool BearerMatches(std::string_view authorization, std::string_view token);
+// Whether `given` is `secret`, in a time that does not depend on where they differ (both are
+// hashed first). An empty secret matches only an empty `given`: callers refuse empty secrets.
+bool SecretsEqual(std::string_view given, std::string_view secret);
 
 class Server {
  public:
@@ -147,6 +159,22 @@ class Server {
   // An extension that reads its body and writes its answer as they flow (RouteDef::streaming is
   // set for it), e.g. /mcp answering with an event stream.
   Result<void> AddStreamRoute(const api::RouteDef& def, StreamHandler handler);
+
+  // A credential of a front end's own (E2B's API key and envd tokens, e2b/mount.h) on its routes
+  // with auth=false: a request for which `shows_credential` answers true makes its connection
+  // authenticated, as the bearer token does (never evicted by max_unauthenticated, the idle
+  // timeout instead of the header timeout). The route's handler still checks the credential
+  // itself; this only keeps the connection bookkeeping. Call before Run.
+  void AddCredential(std::function<bool(const HttpRequest&)> shows_credential);
+
+  // Requests for host names of a front end's own (the E2B door's PORT-ID.DOMAIN, e2b/mount.h):
+  // when `claims` says a request's Host is one (before any route or token check: the handler
+  // decides who may pass), the connection goes to `handler` as it is (RawConnection) on the
+  // connection's thread, e.g. to relay it into a sandbox's port, HTTP and WebSocket alike; it
+  // counts as authenticated (the handler refuses what it must, by answering on the socket), and
+  // the server serves nothing more on it. At shutdown its socket is shut down. Call before Run.
+  void SetHostRoute(std::function<bool(const HttpRequest&)> claims,
+                    std::function<void(const HttpRequest&, RawConnection)> handler);
 
   // The bound TCP port (0 when there is no TCP listener).
   std::uint16_t tcp_port() const { return tcp_port_; }
@@ -178,6 +206,9 @@ class Server {
   template <typename Handler>
   Result<void> AddExtension(const api::RouteDef& def, std::map<std::string, Handler>& handlers,
                             Handler handler);
+  std::vector<std::function<bool(const HttpRequest&)>> credentials_;
+  std::function<bool(const HttpRequest&)> host_claims_;
+  std::function<void(const HttpRequest&, RawConnection)> host_handler_;
   std::map<std::string, HttpHandler> ext_http_;
   std::map<std::string, WsHandler> ext_ws_;
   std::map<std::string, StreamHandler> ext_stream_;
