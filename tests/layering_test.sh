@@ -37,6 +37,8 @@ allowed[server]+=" mcp client"
 # desktop/: the pure desktop codecs (VNC, RFB, PNG, passwords, tokens) on base/ only, used by the
 # desktop verbs (client/desktop.h), the sandbox's WaitReady, the gateway, agvisord and (passwords
 # only) the agent.
+# e2b/: the E2B protocol on agvisord (docs/e2b.md), a door onto client/ like mcp/.
+allowed[e2b]="client api sandbox channel proto base"
 allowed[desktop]="base"
 for layer in sandbox gateway server client; do allowed[$layer]+=" desktop"; done
 # The agent writes a desktop's password files: it may use desktop_password (des.h, password.h),
