@@ -57,7 +57,7 @@ for dir in */; do
   fi
   while IFS= read -r line; do
     file=${line%%:*}
-    dep=$(sed -E 's|.*#include "agvisor/([a-z_]+)/.*|\1|' <<<"$line")
+    dep=$(sed -E 's|.*#include "agvisor/([a-z0-9_]+)/.*|\1|' <<<"$line")
     [ "$dep" = "$layer" ] && continue
     if [[ " ${allowed[$layer]} " != *" $dep "* ]]; then
       echo "layering: $file includes agvisor/$dep/ (allowed for $layer: ${allowed[$layer]:-nothing})" >&2
