@@ -487,4 +487,78 @@ std::string WatcherEventsResponseJson(const std::vector<FilesystemEvent>& events
   return Serialize(top);
 }
 
+namespace {
+
+// The value of parameter `name` in a header value ("a; name=v; b" or name="v").
+std::optional<std::string> HeaderParam(std::string_view value, std::string_view name) {
+  std::size_t pos = 0;
+  while ((pos = value.find(';', pos)) != std::string_view::npos) {
+    ++pos;
+    while (pos < value.size() && value[pos] == ' ') ++pos;
+    auto eq = value.find('=', pos);
+    if (eq == std::string_view::npos) return std::nullopt;
+    std::string key;
+    for (char ch : value.substr(pos, eq - pos)) key.push_back(static_cast<char>(std::tolower(ch)));
+    std::string_view rest = value.substr(eq + 1);
+    std::string v;
+    if (!rest.empty() && rest.front() == '"') {
+      auto close = rest.find('"', 1);
+      if (close == std::string_view::npos) return std::nullopt;
+      v = std::string(rest.substr(1, close - 1));
+    } else {
+      v = std::string(rest.substr(0, rest.find(';')));
+      while (!v.empty() && v.back() == ' ') v.pop_back();
+    }
+    if (key == name) return v;
+    pos = eq;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<std::vector<FormFile>> ParseMultipart(std::string_view content_type, std::string_view body,
+                                             std::size_t max_parts) {
+  auto boundary = HeaderParam(content_type, "boundary");
+  if (!boundary || boundary->empty() || boundary->size() > 200) {
+    return Bad("Content-Type", "multipart/form-data needs a boundary of 1 to 200 characters");
+  }
+  const std::string delim = "--" + *boundary;
+  const std::string next = "\r\n" + delim;
+  if (!body.starts_with(delim)) return Bad("body", "does not start with the multipart boundary");
+  std::size_t pos = delim.size();
+  std::vector<FormFile> out;
+  while (true) {
+    if (body.substr(pos, 2) == "--") return out;  // the closing boundary
+    if (body.substr(pos, 2) != "\r\n") return Bad("body", "a boundary is not followed by CRLF");
+    pos += 2;
+    auto headers_end = body.find("\r\n\r\n", pos);
+    if (headers_end == std::string_view::npos) return Bad("body", "a part's headers never end");
+    std::optional<std::string> filename;
+    std::string_view headers = body.substr(pos, headers_end - pos);
+    std::size_t line_start = 0;
+    while (line_start <= headers.size()) {
+      auto eol = headers.find("\r\n", line_start);
+      auto line = headers.substr(
+          line_start, eol == std::string_view::npos ? std::string_view::npos : eol - line_start);
+      std::string lower;
+      for (char ch : line.substr(0, 20)) lower.push_back(static_cast<char>(std::tolower(ch)));
+      if (lower.starts_with("content-disposition:")) filename = HeaderParam(line, "filename");
+      if (eol == std::string_view::npos) break;
+      line_start = eol + 2;
+    }
+    pos = headers_end + 4;
+    auto end = body.find(next, pos);
+    if (end == std::string_view::npos) return Bad("body", "a part is not closed by the boundary");
+    if (!filename || filename->empty()) {
+      return Bad("body", "every part needs a filename (the file's path)");
+    }
+    if (out.size() >= max_parts) {
+      return Bad("body", "more than " + std::to_string(max_parts) + " files in one upload");
+    }
+    out.push_back({std::move(*filename), body.substr(pos, end - pos)});
+    pos = end + next.size();
+  }
+}
+
 }  // namespace agvisor::e2b::envd

@@ -141,4 +141,17 @@ std::string WatchKeepaliveJson();
 std::string CreateWatcherResponseJson(std::string_view watcher_id);
 std::string WatcherEventsResponseJson(const std::vector<FilesystemEvent>& events);
 
+// ---- The /files upload body ----
+// One part of a multipart/form-data body: the file's name (the SDK's path) and its bytes (a view
+// into the body).
+struct FormFile {
+  std::string filename;
+  std::string_view data;
+};
+// The parts of a multipart/form-data `body` whose Content-Type is `content_type` (the boundary
+// taken from it), at most `max_parts`. Errors: kInvalidArgument (no boundary, a part without a
+// filename, a body that does not end with the closing boundary, more parts than max_parts).
+Result<std::vector<FormFile>> ParseMultipart(std::string_view content_type, std::string_view body,
+                                             std::size_t max_parts);
+
 }  // namespace agvisor::e2b::envd

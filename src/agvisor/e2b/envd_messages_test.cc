@@ -130,5 +130,26 @@ TEST(EnvdMessagesTest, EntriesAndEvents) {
       std::string::npos);
 }
 
+TEST(EnvdMessagesTest, MultipartAsUndiciSendsIt) {
+  std::string body =
+      "------b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/a/x.txt\"\r\n"
+      "Content-Type: application/octet-stream\r\n\r\nhello\r\n------b\r\n"
+      "Content-Disposition: form-data; name=\"file\"; filename=\"y\"\r\n\r\n\r\n--\r\n"
+      "------b--\r\n";
+  auto parts = ParseMultipart("multipart/form-data; boundary=----b", body, 10);
+  ASSERT_TRUE(parts.ok()) << parts.error().message();
+  ASSERT_EQ(parts->size(), 2u);
+  EXPECT_EQ((*parts)[0].filename, "/a/x.txt");
+  EXPECT_EQ((*parts)[0].data, "hello");
+  EXPECT_EQ((*parts)[1].data, "\r\n--");
+  EXPECT_FALSE(ParseMultipart("multipart/form-data; boundary=----b", body, 1).ok());
+  EXPECT_FALSE(ParseMultipart("multipart/form-data", body, 10).ok());
+  // Cut anywhere, the body is refused, never read past.
+  for (std::size_t n = 0; n + 8 < body.size(); ++n) {
+    EXPECT_FALSE(ParseMultipart("multipart/form-data; boundary=----b", body.substr(0, n), 10).ok())
+        << n;
+  }
+}
+
 }  // namespace
 }  // namespace agvisor::e2b::envd
