@@ -113,6 +113,16 @@ Result<void> Track(const Caller& c, std::uint32_t pid, TrackedProcess p) {
   return Ok();
 }
 
+// Whether the agent knows background process `pid` (running, or among its newest finished
+// ones when `finished_too`): an attach to an unknown pid fails only at its first wait.
+Result<void> CheckKnown(const Caller& c, std::uint32_t pid, bool finished_too) {
+  auto procs = AGVISOR_TRY(c.handle->ListProcesses());
+  for (const auto& p : procs) {
+    if (p.pid == pid && (p.running || finished_too)) return Ok();
+  }
+  return Error::NotFound("process " + std::to_string(pid) + " is not running in this sandbox");
+}
+
 void Start(const Caller& c, const StartRequest& r, const StreamOptions& options,
            const StreamWriter& write) {
   auto fail = [&](const Error& e) { (void)write(connect::EndStream(connect::FromError(e))); };
@@ -174,6 +184,8 @@ void ConnectTo(const Caller& c, const ProcessSelector& s, const StreamOptions& o
     // The newest client takes the stream over (the older one has usually gone already: a
     // dropped HTTP stream is only noticed at its next write).
     old->Close();
+  } else if (auto known = CheckKnown(c, *pid, true); !known.ok()) {
+    return fail(known.error());
   }
   auto attached = c.handle->Attach(*pid);
   if (!attached.ok()) {
@@ -199,6 +211,7 @@ Result<void> WithCommand(const Caller& c, std::uint32_t pid,
                          const std::function<Result<void>(client::Command&, bool pty)>& act) {
   bool pty = false;
   if (auto cmd = AttachedTo(c, pid, &pty)) return act(*cmd, pty);
+  AGVISOR_RETURN_IF_ERROR(CheckKnown(c, pid, false));
   auto attached = c.handle->Attach(pid);
   if (!attached.ok()) {
     if (attached.error().code() == ErrorCode::kNotFound) {
