@@ -14,9 +14,12 @@ namespace {
 
 std::string Key(const Caller& c) { return c.handle->container_name(); }
 
-std::vector<std::string> EnvList(const std::map<std::string, std::string>& envs) {
+// The sandbox's environment with the process's own on top, as "K=V".
+std::vector<std::string> EnvList(const Caller& c, const std::map<std::string, std::string>& own) {
+  auto all = own;
+  all.insert(c.envs.begin(), c.envs.end());  // keeps the process's value of a key
   std::vector<std::string> out;
-  for (const auto& [k, v] : envs) out.push_back(k + "=" + v);
+  for (const auto& [k, v] : all) out.push_back(k + "=" + v);
   return out;
 }
 
@@ -141,7 +144,7 @@ void Start(const Caller& c, const StartRequest& r, const StreamOptions& options,
     o.cols = static_cast<std::uint16_t>(r.pty->cols ? r.pty->cols : 80);
     o.rows = static_cast<std::uint16_t>(r.pty->rows ? r.pty->rows : 24);
     o.stdin = true;
-    o.env = EnvList(r.process.envs);
+    o.env = EnvList(c, r.process.envs);
     o.cwd = cwd;
     o.user = c.user;
     auto started = c.handle->Start(argv, o);
@@ -151,7 +154,7 @@ void Start(const Caller& c, const StartRequest& r, const StreamOptions& options,
     BackgroundOptions o;
     o.stdin = r.stdin.value_or(true);
     o.keep_awake = true;
-    o.env = EnvList(r.process.envs);
+    o.env = EnvList(c, r.process.envs);
     o.cwd = cwd;
     o.user = c.user;
     auto pid = c.handle->StartBackground(argv, o);

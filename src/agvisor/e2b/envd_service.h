@@ -34,6 +34,8 @@ struct Caller {
   std::shared_ptr<client::SandboxHandle> handle;
   std::string user = "user";  // Basic auth's user, or the default
   EnvdState* state = nullptr;
+  // The sandbox's environment (the create request's envVars): a process's own envs win.
+  std::map<std::string, std::string> envs;
 };
 
 // A unary method's answer: 200 and the JSON message, or the error.
