@@ -13,8 +13,9 @@
 // 4), all; and egress
 // (bench/egress_suite.h: starts agvisord, so only when named, under `flock
 // /tmp/agvisor-egress.lock`; not in all), kube (bench/kube_suite.h: the Kubernetes runtime against
-// the API test double vs Docker, and the double's own cost; only when named). --platform puts every
-// sandbox of the run (and the seed's basic-suite sandbox) on that gVisor platform.
+// the API test double vs Docker, and the double's own cost; only when named), e2b
+// (bench/e2b_suite.h: the official e2b SDK against agvisor's own exec; only when named). --platform
+// puts every sandbox of the run (and the seed's basic-suite sandbox) on that gVisor platform.
 //
 // DIR is the seed's import root (the directory holding its `agvisor` package); default
 // $AGVISOR_SEED_PATH; without either, the seed column is skipped. See bench/README.md.
@@ -52,6 +53,7 @@
 #include "agvisor/sandbox/start_gate.h"
 #include "agvisor/sandbox/testing/kept_runtime.h"
 #include "bench_agvisord.h"
+#include "e2b_suite.h"
 #include "egress_suite.h"
 #include "kube_suite.h"
 
@@ -1211,7 +1213,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> suites;
   const char* usage =
       "usage: agvisor_bench [--seed DIR] [--image IMG] [--runs N] [--platform systrap|ptrace] "
-      "[--suite basic|create|pool|concurrency|memory|idle|desktop|lifecycle|all|egress|kube]... "
+      "[--suite "
+      "basic|create|pool|concurrency|memory|idle|desktop|lifecycle|all|egress|kube|e2b]... "
       "[--idle-seconds "
       "N] [--creates N] [--gates K,K,...] [--exec-sandboxes "
       "S] "
@@ -1241,10 +1244,10 @@ int main(int argc, char** argv) {
       std::string v = next();
       if (v != "basic" && v != "create" && v != "pool" && v != "concurrency" && v != "memory" &&
           v != "idle" && v != "desktop" && v != "lifecycle" && v != "all" && v != "egress" &&
-          v != "kube") {
+          v != "kube" && v != "e2b") {
         Die("--suite " + v +
             ": expected basic, create, pool, concurrency, memory, idle, desktop, lifecycle, all, "
-            "egress or kube");
+            "egress, kube or e2b");
       }
       suites.push_back(v);
     } else if (a == "--creates") {
@@ -1290,6 +1293,8 @@ int main(int argc, char** argv) {
   if (std::find(suites.begin(), suites.end(), "egress") != suites.end()) {
     EgressSuite(image, kTransferRounds, std::max(runs, 200));
   }
+  // Not part of "all": it needs node and web/'s npm tree (the e2b SDK).
+  if (std::find(suites.begin(), suites.end(), "e2b") != suites.end()) E2bSuite(runs);
   // Not part of "all": it starts the Kubernetes API test double (tests/kube/).
   if (std::find(suites.begin(), suites.end(), "kube") != suites.end()) {
     KubeSuite(image, colds, runs, std::min(acquires, 10));
