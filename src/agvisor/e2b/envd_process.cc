@@ -65,9 +65,9 @@ void Release(const Caller& c, std::uint32_t pid, const std::shared_ptr<client::C
   if (it->second.empty()) st.processes.erase(it);
 }
 
-// Streams `command`'s output as process events until it ends, the client goes (a background
-// process runs on; a pty command ends) or the client's deadline passes (the command is killed,
-// as the SDK's timeoutMs promises).
+// Streams `command`'s output as process events until it ends, the client goes or the client's
+// deadline passes (the SDK's timeoutMs bounds the connection, not the command): a background
+// process runs on, a pty command ends.
 void StreamCommand(const Caller& c, std::uint32_t pid, std::shared_ptr<client::Command> command,
                    bool pty, const StreamOptions& options, const StreamWriter& write) {
   bool ended = false;
@@ -89,10 +89,7 @@ void StreamCommand(const Caller& c, std::uint32_t pid, std::shared_ptr<client::C
         q.Push(EndEventJson(EndEventFor(exit->exit_code, exit->signal)));
         q.Finish(std::nullopt);
       },
-      [&](bool deadline) {
-        if (deadline) (void)command->Signal(SIGKILL);
-        command->Close();
-      });
+      [&](bool) { command->Close(); });
   Release(c, pid, command, ended || pty);
 }
 
@@ -290,6 +287,8 @@ Result<std::string> SendSignal(const Caller& c, std::string_view json) {
   bool pty = false;
   auto attached = AttachedTo(c, pid, &pty);
   if (attached && pty) return Empty(attached->Signal(r.signal));
+  // A finished process is not found (the SDK's kill() then answers false).
+  AGVISOR_RETURN_IF_ERROR(CheckKnown(c, pid, false));
   auto sent = c.handle->Signal(pid, r.signal);
   if (!sent.ok() && sent.error().code() == ErrorCode::kNotFound) {
     return Error::NotFound("process " + std::to_string(pid) + " is not running in this sandbox");
