@@ -34,11 +34,13 @@ allowed[server]="api gateway sandbox egress channel docker http proto base"
 allowed[mcp]="client api base"
 allowed[cli]+=" mcp"
 allowed[server]+=" mcp client"
+# e2b/: the E2B door (docs/e2b.md), a front end like mcp/: it reaches sandboxes through client/
+# only (checked below with the other front ends), mounted on server/'s Server by daemon.cc.
+allowed[e2b]="server client api sandbox egress base"
+allowed[server]+=" e2b"
 # desktop/: the pure desktop codecs (VNC, RFB, PNG, passwords, tokens) on base/ only, used by the
 # desktop verbs (client/desktop.h), the sandbox's WaitReady, the gateway, agvisord and (passwords
 # only) the agent.
-# e2b/: the E2B protocol on agvisord (docs/e2b.md), a door onto client/ like mcp/.
-allowed[e2b]="client api sandbox channel proto base"
 allowed[desktop]="base"
 for layer in sandbox gateway server client; do allowed[$layer]+=" desktop"; done
 # The agent writes a desktop's password files: it may use desktop_password (des.h, password.h),
@@ -98,7 +100,7 @@ while IFS= read -r file; do
     *) echo "layering: $file includes agvisor/docker/ or sandbox/docker_runtime/ (only server/daemon.cc may, to make the egress enforcers' Docker side)" >&2
        status=1 ;;
   esac
-done < <(grep -rlE '#include "agvisor/(docker|sandbox/docker_runtime)/' server gateway mcp || true)
+done < <(grep -rlE '#include "agvisor/(docker|sandbox/docker_runtime)/' server gateway mcp e2b || true)
 # Inside sandbox/, images/ (the recipes image builds follow) is the Docker runtime's and the
 # factory's, which names the default images (runtimes.h: BuildHostImage, DefaultImageName).
 while IFS= read -r file; do
@@ -140,6 +142,6 @@ while IFS= read -r line; do
   echo "layering: ${line%%:*} includes ${line#*#include } (front ends reach sandboxes through client/place.h; values are in sandbox/types.h)" >&2
   status=1
 done < <(grep -rnE '#include "agvisor/(sandbox/sandbox\.h|docker/)' --exclude='*_test.cc' \
-           cli server mcp gateway ../../python/src || true)
+           cli server mcp gateway e2b ../../python/src || true)
 [ $status = 0 ] && echo "layering: ok"
 exit $status

@@ -25,9 +25,12 @@ void AddImage(CLI::App& app, GlobalOptions& g, int* exit_code) {
           "copy the agent from; push it where the nodes pull from: docs/kubernetes.md): "
           "seconds, no root");
   auto opts = std::make_shared<client::ImageBuildOptions>();
-  build->add_option("kind", opts->kind, "what to build: base, desktop or kube-agent")
+  build
+      ->add_option(
+          "kind", opts->kind,
+          "what to build: base, desktop, e2b-base (E2B's base template, docs/e2b.md) or kube-agent")
       ->required()
-      ->check(CLI::IsMember({"base", "desktop", "kube-agent"}));
+      ->check(CLI::IsMember({"base", "desktop", "e2b-base", "kube-agent"}));
   build->add_option("--tag", opts->name,
                     "image name (default agvisor/KIND:latest; kube-agent: agvisor/agent:HASH, "
                     "the name the Kubernetes runtime uses unless $AGVISOR_KUBE_AGENT_IMAGE "

@@ -208,6 +208,11 @@ json::object FsEventObject(const FilesystemEvent& e) {
 
 }  // namespace
 
+Result<void> DecodeEmptyRequest(std::string_view text) {
+  AGVISOR_TRY(ParseObject(text));
+  return Ok();
+}
+
 Result<StartRequest> DecodeStartRequest(std::string_view text) {
   auto top = AGVISOR_TRY(ParseObject(text));
   StartRequest r;

@@ -55,6 +55,8 @@ struct UpdateRequest {
   std::optional<PtySize> pty;
 };
 // Errors of every decoder: kInvalidArgument naming the field.
+// A request without fields (ListRequest): any JSON object.
+Result<void> DecodeEmptyRequest(std::string_view json);
 Result<StartRequest> DecodeStartRequest(std::string_view json);
 // ConnectRequest and CloseStdinRequest: {"process": selector}.
 Result<ProcessSelector> DecodeSelectorRequest(std::string_view json);

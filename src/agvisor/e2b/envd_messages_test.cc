@@ -42,6 +42,13 @@ TEST(EnvdMessagesTest, RefusesMalformedStartRequests) {
   EXPECT_FALSE(DecodeStartRequest(deep).ok());
 }
 
+TEST(EnvdMessagesTest, AnEmptyRequestIsAnObject) {
+  EXPECT_TRUE(DecodeEmptyRequest("{}").ok());
+  EXPECT_TRUE(DecodeEmptyRequest(R"({"unknown":1})").ok());
+  EXPECT_FALSE(DecodeEmptyRequest("{").ok());
+  EXPECT_FALSE(DecodeEmptyRequest("[]").ok());
+}
+
 TEST(EnvdMessagesTest, SelectorsNeedExactlyOneOfPidAndTag) {
   EXPECT_EQ(DecodeSelectorRequest(R"({"process":{"pid":42}})")->pid, 42u);
   EXPECT_EQ(DecodeSelectorRequest(R"({"process":{"tag":"web"}})")->tag, "web");

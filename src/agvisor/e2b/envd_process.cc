@@ -128,12 +128,9 @@ void Start(const Caller& c, const StartRequest& r, const StreamOptions& options,
   auto fail = [&](const Error& e) { (void)write(connect::EndStream(connect::FromError(e))); };
   std::vector<std::string> argv{r.process.cmd};
   argv.insert(argv.end(), r.process.args.begin(), r.process.args.end());
-  std::string cwd;
-  if (r.process.cwd && !r.process.cwd->empty()) {
-    auto resolved = ResolvePath(*r.process.cwd, c.user);
-    if (!resolved.ok()) return fail(resolved.error());
-    cwd = *resolved;
-  }
+  // envd's default working directory is the user's home.
+  auto cwd = ResolvePath(r.process.cwd && !r.process.cwd->empty() ? *r.process.cwd : "~", c.user);
+  if (!cwd.ok()) return fail(cwd.error());
   std::shared_ptr<client::Command> command;
   if (r.pty) {
     ProcessOptions o;
@@ -142,7 +139,7 @@ void Start(const Caller& c, const StartRequest& r, const StreamOptions& options,
     o.rows = static_cast<std::uint16_t>(r.pty->rows ? r.pty->rows : 24);
     o.stdin = true;
     o.env = EnvList(c, r.process.envs);
-    o.cwd = cwd;
+    o.cwd = *cwd;
     o.user = c.user;
     auto started = c.handle->Start(argv, o);
     if (!started.ok()) return fail(started.error());
@@ -152,7 +149,7 @@ void Start(const Caller& c, const StartRequest& r, const StreamOptions& options,
     o.stdin = r.stdin.value_or(true);
     o.keep_awake = true;
     o.env = EnvList(c, r.process.envs);
-    o.cwd = cwd;
+    o.cwd = *cwd;
     o.user = c.user;
     auto pid = c.handle->StartBackground(argv, o);
     if (!pid.ok()) return fail(pid.error());
@@ -318,7 +315,10 @@ UnaryAnswer Answer(Result<std::string> r) {
 }  // namespace
 
 UnaryAnswer CallProcessUnary(const Caller& c, std::string_view method, std::string_view json) {
-  if (method == "List") return Answer(List(c));
+  if (method == "List") {
+    if (auto empty = DecodeEmptyRequest(json); !empty.ok()) return Answer(empty.error());
+    return Answer(List(c));
+  }
   if (method == "SendInput") return Answer(SendInput(c, json));
   if (method == "CloseStdin") return Answer(CloseStdin(c, json));
   if (method == "SendSignal") return Answer(SendSignal(c, json));

@@ -63,6 +63,13 @@ void Say(const BuildOptions& o, std::string_view line) {
 // Where xfconf reads the system's channels (the setup script's $x).
 constexpr std::string_view kXfconfDir = "/etc/xdg/xfce4/xfconf/xfce-perchannel-xml";
 
+constexpr std::string_view kE2bBaseSetup = R"SH(set -e
+groupadd --gid 1000 user
+useradd --uid 1000 --gid 1000 --create-home --home-dir /home/user --shell /bin/bash user
+echo 'user ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/user
+chmod 0440 /etc/sudoers.d/user
+)SH";
+
 constexpr std::string_view kDesktopSetup = R"SH(set -e
 groupadd --gid 1000 user
 useradd --uid 1000 --gid 1000 --home-dir /workspace --shell /bin/bash user
@@ -141,8 +148,17 @@ Result<ImageRecipe> RecipeFor(std::string_view kind) {
                    std::string(agvisor_xfce4_desktop_xml_begin, agvisor_xfce4_desktop_xml_end)}},
         .setup = std::string(kDesktopSetup)};
   }
+  if (kind == "e2b-base") {
+    // E2B's `base` template as its SDK's users see it (docs/e2b.md): commands run as `user`,
+    // whose home and working directory is /home/user, with passwordless sudo.
+    return ImageRecipe{
+        .kind = "e2b-base",
+        .suite = "bookworm",
+        .packages = {"python3", "git", "coreutils", "procps", "ca-certificates", "sudo", "curl"},
+        .setup = std::string(kE2bBaseSetup)};
+  }
   return Error::InvalidArgument("unknown image kind '" + std::string(kind) +
-                                "': the kinds are: base, desktop");
+                                "': the kinds are: base, desktop, e2b-base");
 }
 
 std::string ImageNameFor(std::string_view kind) {

@@ -22,6 +22,7 @@
 #include "agvisor/base/strings.h"
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/desktop/token.h"
+#include "agvisor/e2b/mount.h"
 #include "agvisor/egress/host.h"
 #include "agvisor/sandbox/types.h"
 // The one include of the Docker runtime in server/: the egress enforcers' host side is made here.
@@ -150,6 +151,8 @@ int DaemonMain(int argc, char** argv) {
   bool console = false;
   bool check_only = false;
   std::string snapshot_repository(kDefaultSnapshotRepository);
+  bool e2b = false;
+  std::string e2b_domain;
   app.add_option("--socket", socket_path,
                  "unix socket to listen on (default: /run/agvisord.sock for root, else "
                  "$XDG_RUNTIME_DIR/agvisord.sock)");
@@ -219,6 +222,16 @@ int DaemonMain(int argc, char** argv) {
                  "the repository snapshots and forks are made in, as REPOSITORY:TAG; `create "
                  "--image snapshot:TAG` starts from one (default agvisor/snapshot; under "
                  "agvisor/, where agvisor's own images are, only agvisor/snapshot[/...])");
+  app.add_flag("--e2b", e2b,
+               "serve E2B's API so the official `e2b` SDK runs unchanged (docs/e2b.md): "
+               "E2B_API_URL=http://HOST:PORT/e2b, E2B_SANDBOX_URL=http://HOST:PORT (the --listen "
+               "address), E2B_API_KEY=e2b_ followed by the token of --token-file, e.g. "
+               "E2B_API_KEY=e2b_$(cat TOKEN_FILE). Raises --max-connections to 512 and "
+               "--max-unauthenticated to 256 unless given (the SDK opens a connection per "
+               "stream)");
+  app.add_option("--e2b-domain", e2b_domain,
+                 "the domain E2B sandboxes report, for the SDK's getHost(port) = PORT-ID.DOMAIN "
+                 "(default: the Host the client reached agvisord with); see docs/e2b.md, Ports");
   app.add_flag("--check", check_only,
                "check the options (listen address, sizes, the Docker or kube: host's address) "
                "and exit 0 without binding, reading the token or reaching the host; 2 when one "
@@ -253,6 +266,10 @@ int DaemonMain(int argc, char** argv) {
   so.allow_remote = allow_remote;
   so.max_connections = max_connections;
   so.max_unauthenticated = max_unauthenticated;
+  // E2B's SDK opens one connection per stream, up to 200 at once (docs/e2b.md), all new together:
+  // each is unauthenticated until its first request is read.
+  if (e2b && app.count("--max-connections") == 0) so.max_connections = 512;
+  if (e2b && app.count("--max-unauthenticated") == 0) so.max_unauthenticated = 256;
   so.header_timeout = std::chrono::seconds(header_timeout);
   so.ws_auth_timeout = std::chrono::seconds(header_timeout);
   auto exec_cap = ParseMemorySize("--max-exec-output", max_exec_output);
@@ -326,6 +343,14 @@ int DaemonMain(int argc, char** argv) {
   // MCP for agents over HTTP (docs/mcp.md), bearer token as on every route.
   if (auto mcp = MountMcp(**server, {.sandboxes = sandboxes}); !mcp.ok()) {
     return fail(mcp.error());
+  }
+
+  if (e2b) {
+    auto mounted = e2b::Mount(**server, sandboxes, {.secret = *token, .domain = e2b_domain});
+    if (!mounted.ok()) return fail(mounted.error().WithContext("--e2b"));
+    LogEvent("info", "E2B API mounted",
+             {{"api", std::string(e2b::kApiPrefix)},
+              {"max_connections", std::to_string(so.max_connections)}});
   }
 
   // Egress enforcers: where the sandboxes run, so only for a local Docker host.

@@ -18,6 +18,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
@@ -432,12 +433,19 @@ bool BearerMatches(std::string_view authorization, std::string_view token) {
   constexpr std::string_view kScheme = "Bearer ";
   if (authorization.size() < kScheme.size() || token.empty()) return false;
   if (LowerCase(authorization.substr(0, kScheme.size())) != "bearer ") return false;
-  std::string_view given = authorization.substr(kScheme.size());
-  // Digests of both: equal lengths, so CRYPTO_memcmp's time does not depend on the token.
+  return SecretsEqual(authorization.substr(kScheme.size()), token);
+}
+
+bool SecretsEqual(std::string_view given, std::string_view secret) {
+  // Digests of both: equal lengths, so CRYPTO_memcmp's time does not depend on the secret.
   unsigned char a[SHA256_DIGEST_LENGTH], b[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(given.data()), given.size(), a);
-  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), b);
+  SHA256(reinterpret_cast<const unsigned char*>(secret.data()), secret.size(), b);
   return CRYPTO_memcmp(a, b, sizeof a) == 0;
+}
+
+void Server::AddCredential(std::function<bool(const HttpRequest&)> shows_credential) {
+  credentials_.push_back(std::move(shows_credential));
 }
 
 Server::Server(ServerOptions options) : options_(std::move(options)) {}
@@ -827,7 +835,9 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
             auto len = parser.content_length();
             read_body = len && *len <= 65536;
           } else {
-            if (route->auth && !authenticated && !first_message_auth) {
+            if (!authenticated && !first_message_auth &&
+                (route->auth || std::any_of(credentials_.begin(), credentials_.end(),
+                                            [&](const auto& shows) { return shows(req); }))) {
               std::lock_guard lock(conn->mu);
               conn->authenticated = true;
               authenticated = true;

@@ -121,6 +121,9 @@ Result<std::pair<std::string, std::uint16_t>> ParseListen(std::string_view spec,
 
 // Whether `authorization` ("Bearer <token>") carries `token`: compared in constant time.
 bool BearerMatches(std::string_view authorization, std::string_view token);
+// Whether `given` is `secret`, in a time that does not depend on where they differ (both are
+// hashed first). An empty secret matches only an empty `given`: callers refuse empty secrets.
+bool SecretsEqual(std::string_view given, std::string_view secret);
 
 class Server {
  public:
@@ -142,6 +145,13 @@ class Server {
   // An extension that reads its body and writes its answer as they flow (RouteDef::streaming is
   // set for it), e.g. /mcp answering with an event stream.
   Result<void> AddStreamRoute(const api::RouteDef& def, StreamHandler handler);
+
+  // A credential of a front end's own (E2B's API key and envd tokens, e2b/mount.h) on its routes
+  // with auth=false: a request for which `shows_credential` answers true makes its connection
+  // authenticated, as the bearer token does (never evicted by max_unauthenticated, the idle
+  // timeout instead of the header timeout). The route's handler still checks the credential
+  // itself; this only keeps the connection bookkeeping. Call before Run.
+  void AddCredential(std::function<bool(const HttpRequest&)> shows_credential);
 
   // The bound TCP port (0 when there is no TCP listener).
   std::uint16_t tcp_port() const { return tcp_port_; }
@@ -173,6 +183,7 @@ class Server {
   template <typename Handler>
   Result<void> AddExtension(const api::RouteDef& def, std::map<std::string, Handler>& handlers,
                             Handler handler);
+  std::vector<std::function<bool(const HttpRequest&)>> credentials_;
   std::map<std::string, HttpHandler> ext_http_;
   std::map<std::string, WsHandler> ext_ws_;
   std::map<std::string, StreamHandler> ext_stream_;

@@ -1,0 +1,654 @@
+#include "agvisor/e2b/rest.h"
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <cmath>
+#include <condition_variable>
+#include <ctime>
+#include <vector>
+
+#include "agvisor/base/strings.h"
+#include "agvisor/client/place.h"
+#include "agvisor/e2b/auth.h"
+#include "agvisor/e2b/errors.h"
+#include "agvisor/e2b/ids.h"
+#include "agvisor/e2b/network.h"
+#include "agvisor/sandbox/spec.h"
+
+namespace agvisor::e2b {
+
+namespace json = boost::json;
+using server::HttpResponse;
+
+namespace {
+
+// A REST body is a few kilobytes of JSON; more is refused before it is read (a client cannot
+// make agvisord hold --max-body bytes per request here).
+constexpr std::size_t kMaxBodyBytes = 1 << 20;
+constexpr std::int64_t kDefaultTimeoutSeconds = 300;  // E2B's default sandbox timeout
+constexpr std::int64_t kMaxTimeoutSeconds = 86400;    // E2B's longest (24 h)
+constexpr std::size_t kMaxMetadataEntries = 64;
+constexpr std::size_t kMaxMetadataBytes = 4096;  // a key or value
+constexpr std::size_t kMaxEnvEntries = 256;
+constexpr std::size_t kMaxEnvBytes = 32768;  // a name or value
+constexpr std::size_t kDefaultPageSize = 100;
+constexpr std::size_t kMaxPageSize = 1000;
+// E2B's `base` template runs on 2 vCPUs and 512 MiB.
+constexpr double kCpus = 2;
+constexpr int kMemoryMb = 512;
+
+std::int64_t Now() { return static_cast<std::int64_t>(std::time(nullptr)); }
+
+std::string Rfc3339(std::int64_t unix_seconds) {
+  std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// The body of a REST request, at most kMaxBodyBytes, parsed as a JSON object ("" = {}).
+Result<json::object> ReadObject(server::HttpStream& stream) {
+  std::string body;
+  char buf[16384];
+  for (;;) {
+    auto n = stream.ReadBody(buf);
+    if (!n.ok()) return n.error();
+    if (*n == 0) break;
+    body.append(buf, *n);
+    if (body.size() > kMaxBodyBytes) {
+      return Error::ResourceExhausted("the request body is over " + std::to_string(kMaxBodyBytes) +
+                                      " bytes");
+    }
+  }
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos) return json::object{};
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec) return Error::InvalidArgument("the request body is not JSON: " + ec.message());
+  if (!v.is_object()) return Error::InvalidArgument("the request body must be a JSON object");
+  return std::move(v.as_object());
+}
+
+// A string -> string map field (metadata, envVars), bounded.
+Result<std::map<std::string, std::string>> StringMap(const json::object& body,
+                                                     std::string_view field,
+                                                     std::size_t max_entries,
+                                                     std::size_t max_bytes) {
+  std::map<std::string, std::string> out;
+  auto* v = body.if_contains(field);
+  if (!v || v->is_null()) return out;
+  if (!v->is_object()) {
+    return Error::InvalidArgument(std::string(field) + " must be an object of strings");
+  }
+  if (v->as_object().size() > max_entries) {
+    return Error::InvalidArgument(std::string(field) + " has more than " +
+                                  std::to_string(max_entries) + " entries");
+  }
+  for (const auto& [k, val] : v->as_object()) {
+    if (!val.is_string()) {
+      return Error::InvalidArgument(std::string(field) + "." + std::string(k) +
+                                    " must be a string");
+    }
+    if (k.empty() || k.size() > max_bytes || val.as_string().size() > max_bytes) {
+      return Error::InvalidArgument(std::string(field) + ": keys must be 1-" +
+                                    std::to_string(max_bytes) + " bytes, values at most that");
+    }
+    out[std::string(k)] = std::string(val.as_string());
+  }
+  return out;
+}
+
+// A timeout field in seconds (E2B sends whole seconds), within 1..kMaxTimeoutSeconds.
+Result<std::optional<std::int64_t>> TimeoutField(const json::object& body, std::string_view field) {
+  auto* v = body.if_contains(field);
+  if (!v || v->is_null()) return std::optional<std::int64_t>{};
+  if (!v->is_number()) return Error::InvalidArgument(std::string(field) + " must be seconds");
+  double d = v->to_number<double>();
+  if (!(d >= 1) || d > static_cast<double>(kMaxTimeoutSeconds) || std::floor(d) != d) {
+    return Error::InvalidArgument(std::string(field) + " must be whole seconds from 1 to " +
+                                  std::to_string(kMaxTimeoutSeconds) + " (24 hours)");
+  }
+  return std::optional<std::int64_t>(static_cast<std::int64_t>(d));
+}
+
+bool IsPaused(const SandboxInfo& info) { return info.state == "paused"; }
+
+// The create request's network options (network.h maps them).
+Result<E2bNetwork> ParseNetwork(const json::object& body, std::optional<bool> allow_internet) {
+  E2bNetwork n;
+  n.allow_internet_access = allow_internet;
+  if (auto* iam = body.if_contains("iam"); iam && !iam->is_null()) n.unsupported.push_back("iam");
+  auto* v = body.if_contains("network");
+  if (!v || v->is_null()) return n;
+  if (!v->is_object()) return Error::InvalidArgument("network must be an object");
+  const json::object& o = v->as_object();
+  for (auto [field, list] : {std::pair{"allowOut", &n.allow_out}, {"denyOut", &n.deny_out}}) {
+    auto* l = o.if_contains(field);
+    if (!l || l->is_null()) continue;
+    if (!l->is_array() || l->as_array().size() > egress::kMaxEgressRules) {
+      return Error::InvalidArgument(std::string("network.") + field +
+                                    " must be a list of at most " +
+                                    std::to_string(egress::kMaxEgressRules) + " strings");
+    }
+    for (const auto& e : l->as_array()) {
+      if (!e.is_string()) {
+        return Error::InvalidArgument(std::string("network.") + field + " must hold strings");
+      }
+      list->emplace_back(e.as_string());
+    }
+  }
+  for (const char* f : {"rules", "egressProxy", "maskRequestHost", "httpsPorts"}) {
+    if (auto* x = o.if_contains(f); x && !x->is_null()) n.unsupported.push_back(std::string(f));
+  }
+  if (auto* x = o.if_contains("allowPublicTraffic"); x && x->is_bool() && !x->as_bool()) {
+    n.unsupported.push_back("allowPublicTraffic false");
+  }
+  return n;
+}
+
+}  // namespace
+
+struct Instance {
+  std::weak_ptr<client::SandboxHandle> handle;
+  std::string id;
+};
+
+struct Rest::State {
+  std::mutex mu;
+  std::map<std::string, Record> records;  // by E2B id
+  // Instance ids (container ids) of the sandboxes whose token was made, by E2B id, with the
+  // handle they were read from: a token is derived from it (auth.h).
+  std::map<std::string, Instance> instances;
+  std::condition_variable stop_cv;
+  bool stopping = false;
+};
+
+Rest::Rest(std::shared_ptr<client::HandleCache> sandboxes, E2bOptions options)
+    : sandboxes_(std::move(sandboxes)),
+      options_(std::move(options)),
+      state_(std::make_shared<State>()) {}
+
+Rest::~Rest() {
+  {
+    std::lock_guard lock(state_->mu);
+    state_->stopping = true;
+  }
+  state_->stop_cv.notify_all();
+  if (sweep_.joinable()) sweep_.join();
+}
+
+namespace {
+
+// The sandbox behind `id`, and its current info. Errors: kInvalidArgument (a bad id), kNotFound
+// (no such sandbox, or one that ended).
+struct Found {
+  std::string container;
+  std::shared_ptr<client::SandboxHandle> handle;
+  SandboxInfo info;
+};
+
+Result<Found> Find(client::HandleCache& sandboxes, std::string_view id) {
+  std::string container = AGVISOR_TRY(ContainerForId(id));
+  auto handle = sandboxes.Get(container);
+  if (!handle.ok()) {
+    if (handle.error().code() == ErrorCode::kNotFound) {
+      return Error::NotFound("sandbox " + std::string(id) + " not found");
+    }
+    return handle.error();
+  }
+  auto info = (*handle)->Info();
+  if (!info.ok() || !info->running) {
+    sandboxes.Forget(container);
+    if (!info.ok() && info.error().code() != ErrorCode::kNotFound &&
+        info.error().code() != ErrorCode::kSandboxDied) {
+      return info.error();
+    }
+    return Error::NotFound("sandbox " + std::string(id) + " not found (it ended)");
+  }
+  return Found{container, *handle, *info};
+}
+
+}  // namespace
+
+Result<Access> Rest::AccessOf(const std::string& id) {
+  std::string container = AGVISOR_TRY(ContainerForId(id));
+  auto handle = sandboxes_->Get(container);
+  if (!handle.ok()) {
+    if (handle.error().code() == ErrorCode::kNotFound) {
+      return Error::NotFound("sandbox " + id + " not found");
+    }
+    return handle.error();
+  }
+  Access a{container, "", {}};
+  bool resume = false;
+  std::string instance;
+  {
+    std::lock_guard lock(state_->mu);
+    auto it = state_->records.find(id);
+    if (it != state_->records.end()) {
+      a.envs = it->second.envs;
+      resume = it->second.auto_resume;
+    }
+    // The instance is asked of the sandbox once per handle: a later sandbox of the same name
+    // gets a new handle (the cache forgets ended ones), hence its own token.
+    auto inst = state_->instances.find(id);
+    if (inst != state_->instances.end() && inst->second.handle.lock() == *handle) {
+      instance = inst->second.id;
+    }
+  }
+  if (instance.empty()) {
+    auto info = (*handle)->Info();
+    if (!info.ok() || !info->running) {
+      sandboxes_->Forget(container);
+      return Error::NotFound("sandbox " + id + " not found (it ended)");
+    }
+    instance = info->container_id;
+    std::lock_guard lock(state_->mu);
+    state_->instances[id] = Instance{*handle, instance};
+  }
+  // autoResume: a call to a paused sandbox wakes it (the handle resumes before it acts).
+  if (resume && !(*handle)->auto_resume()) (*handle)->SetAutoResume(true);
+  a.token = EnvdAccessToken(options_.secret, id, instance);
+  return a;
+}
+
+namespace {
+
+// The sandbox JSON of create/connect (E2B's Sandbox schema).
+std::string SandboxJson(std::string_view id, std::string_view template_id, std::string_view token,
+                        std::string_view domain) {
+  json::object o;
+  o["sandboxID"] = id;
+  o["templateID"] = template_id;
+  o["clientID"] = "agvisor";
+  o["envdVersion"] = kEnvdVersion;
+  o["envdAccessToken"] = token;
+  o["trafficAccessToken"] = nullptr;
+  if (domain.empty()) {
+    o["domain"] = nullptr;
+  } else {
+    o["domain"] = domain;
+  }
+  return json::serialize(o);
+}
+
+// What a client may put in the create response's domain: a host name or address and a port.
+bool PlausibleDomain(std::string_view d) {
+  if (d.empty() || d.size() > 253) return false;
+  return std::all_of(d.begin(), d.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '-' || c == ':' || c == '[' || c == ']';
+  });
+}
+
+}  // namespace
+
+void Rest::StartSweep() {
+  sweep_ = std::thread([this, state = state_] {
+    std::unique_lock lock(state->mu);
+    while (!state->stopping) {
+      state->stop_cv.wait_for(lock, std::chrono::seconds(1));
+      if (state->stopping) break;
+      const std::int64_t now = Now();
+      std::vector<std::pair<std::string, bool>> due;  // id, pause
+      for (auto& [id, r] : state->records) {
+        if (r.end_at != 0 && r.end_at <= now) {
+          due.emplace_back(id, r.auto_pause);
+          r.end_at = 0;
+        }
+      }
+      for (const auto& [id, pause] : due) {
+        if (!pause) state->records.erase(id);
+      }
+      lock.unlock();
+      for (const auto& [id, pause] : due) {
+        const std::string container = std::string(kNamePrefix) + id;
+        if (pause) {
+          (void)sandboxes_->place().Pause(container);
+        } else {
+          sandboxes_->Forget(container);
+          (void)sandboxes_->place().Remove(container, true);
+        }
+      }
+      lock.lock();
+    }
+  });
+}
+
+namespace {
+
+HttpResponse NotServed(std::string_view what, std::string_view why) {
+  return ErrorResponse(501, std::string(what) + " is not available on agvisor: " +
+                                std::string(why) + " (docs/e2b.md)");
+}
+
+}  // namespace
+
+HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& match,
+                         server::HttpStream& stream) {
+  const std::string path(match.route->path.substr(kApiPrefix.size()));
+  const std::string& method = req.method;
+  auto id_it = match.params.find("id");
+  const std::string id = id_it == match.params.end() ? "" : id_it->second;
+  auto fail = [](const Error& e) { return ErrorResponse(e); };
+  auto body = ReadObject(stream);
+  if (!body.ok()) {
+    return body.error().code() == ErrorCode::kResourceExhausted
+               ? ErrorResponse(413, body.error().message())
+               : fail(body.error());
+  }
+  auto domain = [&]() -> std::string {
+    if (!options_.domain.empty()) return options_.domain;
+    const std::string host = req.header("host");
+    return PlausibleDomain(host) ? host : "";
+  };
+
+  if (method == "POST" && (path == "/sandboxes" || path == "/v2/sandboxes")) {
+    Record r;
+    auto tmpl = body->if_contains("templateID");
+    if (!tmpl || !tmpl->is_string() || tmpl->as_string().empty()) {
+      return ErrorResponse(400, "templateID must be a template name, e.g. \"base\"");
+    }
+    r.template_id = std::string(tmpl->as_string());
+    SandboxSpec spec;
+    if (r.template_id == "base") {
+      spec.image = options_.base_image;
+    } else {
+      if (auto v = ValidateImage(r.template_id); !v.ok()) {
+        return ErrorResponse(400, "templateID " + v.error().message());
+      }
+      spec.image = r.template_id;
+    }
+    auto metadata = StringMap(*body, "metadata", kMaxMetadataEntries, kMaxMetadataBytes);
+    if (!metadata.ok()) return fail(metadata.error());
+    r.metadata = std::move(*metadata);
+    auto envs = StringMap(*body, "envVars", kMaxEnvEntries, kMaxEnvBytes);
+    if (!envs.ok()) return fail(envs.error());
+    r.envs = std::move(*envs);
+    auto timeout = TimeoutField(*body, "timeout");
+    if (!timeout.ok()) return fail(timeout.error());
+    if (auto* v = body->if_contains("volumeMounts"); v && !v->is_null()) {
+      if (!v->is_array() || !v->as_array().empty()) {
+        return NotServed("volumeMounts", "volumes are a later step");
+      }
+    }
+    if (auto* v = body->if_contains("mcp"); v && !v->is_null()) {
+      return NotServed("mcp", "agvisord serves MCP itself at /mcp (docs/mcp.md)");
+    }
+    if (auto* v = body->if_contains("autoPause"); v && v->is_bool()) r.auto_pause = v->as_bool();
+    if (auto* v = body->if_contains("autoResume"); v && v->is_object()) {
+      if (auto* e = v->as_object().if_contains("enabled"); e && e->is_bool()) {
+        r.auto_resume = e->as_bool();
+      }
+    }
+    if (r.auto_resume && !r.auto_pause) {
+      return ErrorResponse(400, "autoResume needs lifecycle.onTimeout 'pause'");
+    }
+    if (auto* v = body->if_contains("allow_internet_access"); v && !v->is_null()) {
+      if (!v->is_bool()) return ErrorResponse(400, "allow_internet_access must be true or false");
+      r.allow_internet_access = v->as_bool();
+    }
+    auto parsed = ParseNetwork(*body, r.allow_internet_access);
+    if (!parsed.ok()) return fail(parsed.error());
+    auto net = MapNetwork(*parsed);
+    if (!net.ok()) return fail(net.error());
+    spec.network = net->network;
+    spec.egress = net->egress;
+    spec.limits.cpus = kCpus;
+    spec.limits.memory = std::to_string(kMemoryMb) + "m";
+    r.cpu_count = static_cast<int>(kCpus);
+    r.memory_mb = kMemoryMb;
+    spec.labels["e2b.template"] = r.template_id.size() <= 256 ? r.template_id : "";
+    auto created = sandboxes_->place().Create(spec);
+    if (!created.ok()) {
+      const Error& e = created.error();
+      if (e.code() == ErrorCode::kNotFound) {
+        return ErrorResponse(
+            404,
+            "template " + r.template_id + " not found: agvisor runs the image of that name; " +
+                (r.template_id == "base" ? "build it with `agvisor image build e2b-base`"
+                                         : "build it with `agvisor image build` or `docker pull " +
+                                               r.template_id + "`") +
+                " (" + e.message() + ")");
+      }
+      return fail(e);
+    }
+    auto handle = sandboxes_->Put(std::move(created->handle));
+    auto sid = IdForContainer(handle->container_name());
+    auto info = handle->Info();
+    if (!sid || !info.ok()) {
+      (void)sandboxes_->place().Remove(handle->container_name(), true);
+      return ErrorResponse(500, "the new sandbox has no E2B id or info");
+    }
+    r.started_at = Now();
+    r.end_at = r.started_at + timeout->value_or(kDefaultTimeoutSeconds);
+    const std::string token = EnvdAccessToken(options_.secret, *sid, info->container_id);
+    {
+      std::lock_guard lock(state_->mu);
+      state_->records[*sid] = r;
+      state_->instances[*sid] = Instance{handle, info->container_id};
+    }
+    return JsonResponse(SandboxJson(*sid, r.template_id, token, domain()), 201);
+  }
+
+  if (method == "GET" && (path == "/sandboxes" || path == "/v2/sandboxes")) {
+    auto list = sandboxes_->place().List();
+    if (!list.ok()) return fail(list.error());
+    std::map<std::string, std::string> want_meta;
+    if (auto m = match.query.find("metadata"); m != match.query.end() && !m->second.empty()) {
+      // "k1=v1&k2=v2", each part percent-encoded once more by the SDK.
+      for (const auto& pair : Split(m->second, '&')) {
+        auto eq = pair.find('=');
+        auto k = api::PercentDecode(pair.substr(0, eq));
+        auto v = api::PercentDecode(eq == std::string::npos ? "" : pair.substr(eq + 1));
+        if (!k.ok() || !v.ok()) return ErrorResponse(400, "metadata filter: bad encoding");
+        want_meta[*k] = *v;
+      }
+    }
+    std::vector<std::string> states = {"running", "paused"};
+    if (auto s = match.query.find("state"); s != match.query.end() && !s->second.empty()) {
+      states.clear();
+      for (auto part : Split(s->second, ',')) states.emplace_back(part);
+    }
+    std::size_t limit = kDefaultPageSize;
+    if (auto l = match.query.find("limit"); l != match.query.end() && !l->second.empty()) {
+      char* end = nullptr;
+      unsigned long n = std::strtoul(l->second.c_str(), &end, 10);
+      if (*end != '\0' || n == 0 || n > kMaxPageSize) {
+        return ErrorResponse(400, "limit must be 1-" + std::to_string(kMaxPageSize));
+      }
+      limit = n;
+    }
+    std::string after;
+    if (auto t = match.query.find("nextToken"); t != match.query.end()) after = t->second;
+    std::vector<std::pair<std::string, json::object>> rows;
+    {
+      std::lock_guard lock(state_->mu);
+      for (const auto& s : *list) {
+        auto sid = IdForContainer(s.container_name);
+        if (!sid || !s.running) continue;
+        const std::string st = IsPaused(s) ? "paused" : "running";
+        if (std::find(states.begin(), states.end(), st) == states.end()) continue;
+        auto rec = state_->records.find(*sid);
+        const Record* r = rec == state_->records.end() ? nullptr : &rec->second;
+        bool ok = true;
+        for (const auto& [k, v] : want_meta) {
+          if (!r || r->metadata.count(k) == 0 || r->metadata.at(k) != v) ok = false;
+        }
+        if (!ok || (!after.empty() && *sid <= after)) continue;
+        json::object o;
+        o["sandboxID"] = *sid;
+        o["templateID"] = r ? r->template_id : s.image;
+        o["clientID"] = "agvisor";
+        o["state"] = st;
+        o["cpuCount"] = r ? r->cpu_count : 0;
+        o["memoryMB"] = r ? r->memory_mb : 0;
+        o["diskSizeMB"] = 0;
+        o["envdVersion"] = kEnvdVersion;
+        json::object meta;
+        if (r) {
+          for (const auto& [k, v] : r->metadata) meta[k] = v;
+        }
+        o["metadata"] = std::move(meta);
+        const std::int64_t started = r ? r->started_at : s.created_unix;
+        o["startedAt"] = Rfc3339(started);
+        o["endAt"] = Rfc3339(r && r->end_at ? r->end_at : started + kMaxTimeoutSeconds);
+        rows.emplace_back(*sid, std::move(o));
+      }
+    }
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    json::array out;
+    HttpResponse resp = JsonResponse("");
+    for (std::size_t i = 0; i < rows.size() && i < limit; ++i) out.push_back(rows[i].second);
+    if (rows.size() > limit) resp.headers.emplace_back("x-next-token", rows[limit - 1].first);
+    resp.body = json::serialize(out);
+    return resp;
+  }
+
+  if (path == "/sandboxes/{id}" && method == "GET") {
+    auto found = Find(*sandboxes_, id);
+    if (!found.ok()) return fail(found.error());
+    json::object o;
+    Record r;
+    bool known = false;
+    {
+      std::lock_guard lock(state_->mu);
+      auto it = state_->records.find(id);
+      if (it != state_->records.end()) r = it->second, known = true;
+    }
+    o["sandboxID"] = id;
+    o["templateID"] = known ? r.template_id : found->info.image;
+    o["clientID"] = "agvisor";
+    o["state"] = IsPaused(found->info) ? "paused" : "running";
+    o["cpuCount"] = r.cpu_count;
+    o["memoryMB"] = r.memory_mb;
+    o["diskSizeMB"] = 0;
+    o["envdVersion"] = kEnvdVersion;
+    json::object meta;
+    for (const auto& [k, v] : r.metadata) meta[k] = v;
+    o["metadata"] = std::move(meta);
+    const std::int64_t started = known ? r.started_at : found->info.created_unix;
+    o["startedAt"] = Rfc3339(started);
+    o["endAt"] = Rfc3339(known && r.end_at ? r.end_at : started + kMaxTimeoutSeconds);
+    if (r.allow_internet_access) o["allowInternetAccess"] = *r.allow_internet_access;
+    o["lifecycle"] =
+        json::object{{"onTimeout", r.auto_pause ? "pause" : "kill"}, {"autoResume", r.auto_resume}};
+    const std::string d = domain();
+    if (!d.empty()) o["domain"] = d;
+    return JsonResponse(json::serialize(o));
+  }
+
+  if (path == "/sandboxes/{id}" && method == "DELETE") {
+    auto container = ContainerForId(id);
+    if (!container.ok()) return fail(container.error());
+    auto found = Find(*sandboxes_, id);
+    if (!found.ok()) return fail(found.error());
+    sandboxes_->Forget(*container);
+    if (auto r = sandboxes_->place().Remove(*container, true); !r.ok()) return fail(r.error());
+    std::lock_guard lock(state_->mu);
+    state_->records.erase(id);
+    state_->instances.erase(id);
+    return {204, "", "", {}};
+  }
+
+  if ((path == "/sandboxes/{id}/timeout" || path == "/sandboxes/{id}/refreshes") &&
+      method == "POST") {
+    auto seconds = TimeoutField(*body, path.ends_with("timeout") ? "timeout" : "duration");
+    if (!seconds.ok()) return fail(seconds.error());
+    auto found = Find(*sandboxes_, id);
+    if (!found.ok()) return fail(found.error());
+    std::lock_guard lock(state_->mu);
+    auto& r = state_->records[id];
+    if (r.started_at == 0) r.started_at = found->info.created_unix;
+    r.end_at = Now() + seconds->value_or(kDefaultTimeoutSeconds);
+    return {204, "", "", {}};
+  }
+
+  if (path == "/sandboxes/{id}/pause" && method == "POST") {
+    auto found = Find(*sandboxes_, id);
+    if (!found.ok()) return fail(found.error());
+    if (IsPaused(found->info)) return ErrorResponse(409, "sandbox " + id + " is already paused");
+    if (auto r = sandboxes_->place().Pause(found->container); !r.ok()) return fail(r.error());
+    return {204, "", "", {}};
+  }
+
+  if ((path == "/sandboxes/{id}/resume" || path == "/sandboxes/{id}/connect" ||
+       path == "/v2/sandboxes/{id}/connect") &&
+      method == "POST") {
+    auto seconds = TimeoutField(*body, "timeout");
+    if (!seconds.ok()) return fail(seconds.error());
+    if (auto* m = body->if_contains("memory"); m && m->is_bool() && !m->as_bool()) {
+      return NotServed("onResume 'reboot'",
+                       "a paused agvisor sandbox keeps its memory; resume it as it was");
+    }
+    auto found = Find(*sandboxes_, id);
+    if (!found.ok()) return fail(found.error());
+    const bool paused = IsPaused(found->info);
+    if (path == "/sandboxes/{id}/resume" && !paused) {
+      return ErrorResponse(409, "sandbox " + id + " is not paused");
+    }
+    if (paused) {
+      if (auto r = sandboxes_->place().Resume(found->container); !r.ok()) return fail(r.error());
+    }
+    std::string template_id = found->info.image;
+    {
+      std::lock_guard lock(state_->mu);
+      auto& r = state_->records[id];
+      if (r.started_at == 0) r.started_at = found->info.created_unix;
+      if (r.template_id.empty()) r.template_id = found->info.image;
+      // Connecting never shortens the timeout (E2B's rule); resuming restarts it.
+      const std::int64_t want = Now() + seconds->value_or(kDefaultTimeoutSeconds);
+      if (paused || r.end_at < want) r.end_at = want;
+      template_id = r.template_id;
+      state_->instances[id] = Instance{found->handle, found->info.container_id};
+    }
+    const std::string token = EnvdAccessToken(options_.secret, id, found->info.container_id);
+    return JsonResponse(SandboxJson(id, template_id, token, domain()), paused ? 201 : 200);
+  }
+
+  if (path == "/sandboxes/{id}/metrics" && method == "GET") {
+    auto found = Find(*sandboxes_, id);
+    if (!found.ok()) return fail(found.error());
+    auto stats = sandboxes_->place().Stats(found->info);
+    if (!stats.ok()) return fail(stats.error());
+    json::object m;
+    m["timestamp"] = Rfc3339(Now());
+    m["timestampUnix"] = Now();
+    m["cpuUsedPct"] = stats->cpu_percent / std::max(1, stats->online_cpus);
+    m["cpuCount"] = stats->online_cpus;
+    m["memUsed"] = stats->memory_bytes;
+    m["memTotal"] = stats->memory_limit_bytes;
+    m["memCache"] = 0;
+    m["diskUsed"] = 0;
+    m["diskTotal"] = 0;
+    return JsonResponse(json::serialize(json::array{m}));
+  }
+
+  if (path == "/sandboxes/{id}/network" && method == "PUT") {
+    return NotServed("updateNetwork",
+                     "a sandbox's network is chosen at create; agvisor's egress policy of a "
+                     "running sandbox is changed with `agvisor egress set`");
+  }
+  if (path == "/sandboxes/{id}/snapshots" || path == "/snapshots" ||
+      path == "/sandboxes/{id}/fork") {
+    return NotServed("snapshots and forks through E2B",
+                     "use agvisor's own (`agvisor snapshot`, `agvisor fork`)");
+  }
+  if (path.starts_with("/templates") || path.starts_with("/v2/templates") ||
+      path.starts_with("/v3/templates")) {
+    return NotServed("template building",
+                     "agvisor runs images of the host; build one with `agvisor image build` or "
+                     "`docker build`, then pass its name as the template");
+  }
+  if (path.starts_with("/volumes")) {
+    return NotServed("volumes", "E2B volumes are not mapped onto agvisor yet");
+  }
+  if (path.starts_with("/secrets")) {
+    return NotServed("secrets", "brokered secrets are a later agvisor issue");
+  }
+  return ErrorResponse(404, "no such E2B route: " + method + " " + path);
+}
+
+}  // namespace agvisor::e2b

@@ -1,0 +1,75 @@
+// E2B's REST API (the `Sandbox` class's static calls) over client::Place, under /e2b
+// (mount.h): create (v1 and v2), connect and resume, list (metadata, state, paging), getInfo,
+// getMetrics, kill, setTimeout, pause; what agvisor cannot do answers 501 saying why
+// (docs/e2b.md's table). Also the keeper of E2B's record of each sandbox (template, metadata,
+// envs, timeout, lifecycle) and of the sandboxes' envd tokens, which mount.cc checks envd
+// requests against, and the sweep that ends (or pauses) sandboxes at their timeout.
+//
+// Used by e2b/mount.cc only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "agvisor/api/router.h"
+#include "agvisor/client/handle_cache.h"
+#include "agvisor/e2b/mount.h"
+#include "agvisor/server/server.h"
+
+namespace agvisor::e2b {
+
+// What E2B knows of a sandbox beyond agvisor's own view.
+struct Record {
+  std::string template_id;
+  std::map<std::string, std::string> metadata;
+  std::map<std::string, std::string> envs;
+  std::int64_t started_at = 0;  // unix seconds
+  std::int64_t end_at = 0;      // unix seconds: the timeout; 0 = none
+  bool auto_pause = false;      // lifecycle.onTimeout 'pause'
+  bool auto_resume = false;     // lifecycle.autoResume
+  std::optional<bool> allow_internet_access;
+  int cpu_count = 0;
+  int memory_mb = 0;
+};
+
+// How a sandbox may be reached through envd.
+struct Access {
+  std::string container;  // "agvisor-<id>"
+  std::string token;      // its envd access token
+  std::map<std::string, std::string> envs;
+};
+
+class Rest {
+ public:
+  Rest(std::shared_ptr<client::HandleCache> sandboxes, E2bOptions options);
+  ~Rest();
+  Rest(const Rest&) = delete;
+  Rest& operator=(const Rest&) = delete;
+
+  // Serves one REST request (its route's path starts with kApiPrefix); the API key was checked.
+  server::HttpResponse Serve(const server::HttpRequest& req, const api::RouteMatch& match,
+                             server::HttpStream& stream);
+  // The envd access of the sandbox `id` (a paused one with autoResume is resumed). Errors:
+  // kInvalidArgument (not an id), kNotFound (no such sandbox), Place's.
+  Result<Access> AccessOf(const std::string& id);
+  // Starts the sweep that ends (or pauses) sandboxes at their timeout, once a second.
+  void StartSweep();
+
+  client::HandleCache& sandboxes() { return *sandboxes_; }
+  const E2bOptions& options() const { return options_; }
+
+ private:
+  struct State;
+  std::shared_ptr<client::HandleCache> sandboxes_;
+  E2bOptions options_;
+  std::shared_ptr<State> state_;
+  std::thread sweep_;
+};
+
+}  // namespace agvisor::e2b
