@@ -7,110 +7,55 @@
 namespace agvisor::e2b::connect {
 namespace json = boost::json;
 
-std::string_view CodeName(Code code) {
-  switch (code) {
-    case Code::kCanceled:
-      return "canceled";
-    case Code::kUnknown:
-      return "unknown";
-    case Code::kInvalidArgument:
-      return "invalid_argument";
-    case Code::kDeadlineExceeded:
-      return "deadline_exceeded";
-    case Code::kNotFound:
-      return "not_found";
-    case Code::kAlreadyExists:
-      return "already_exists";
-    case Code::kPermissionDenied:
-      return "permission_denied";
-    case Code::kResourceExhausted:
-      return "resource_exhausted";
-    case Code::kFailedPrecondition:
-      return "failed_precondition";
-    case Code::kAborted:
-      return "aborted";
-    case Code::kOutOfRange:
-      return "out_of_range";
-    case Code::kUnimplemented:
-      return "unimplemented";
-    case Code::kInternal:
-      return "internal";
-    case Code::kUnavailable:
-      return "unavailable";
-    case Code::kDataLoss:
-      return "data_loss";
-    case Code::kUnauthenticated:
-      return "unauthenticated";
-  }
-  return "unknown";
+namespace {
+
+// Each code's wire name and HTTP status (connectrpc.com/docs/protocol, "Error Codes"), by the
+// code's number less one.
+struct CodeRow {
+  std::string_view name;
+  int status;
+};
+constexpr CodeRow kCodeRows[] = {
+    {"canceled", 499},
+    {"unknown", 500},
+    {"invalid_argument", 400},
+    {"deadline_exceeded", 504},
+    {"not_found", 404},
+    {"already_exists", 409},
+    {"permission_denied", 403},
+    {"resource_exhausted", 429},
+    {"failed_precondition", 400},
+    {"aborted", 409},
+    {"out_of_range", 400},
+    {"unimplemented", 501},
+    {"internal", 500},
+    {"unavailable", 503},
+    {"data_loss", 500},
+    {"unauthenticated", 401},
+};
+
+const CodeRow& RowOf(Code code) {
+  auto i = static_cast<std::size_t>(code);
+  return i >= 1 && i <= std::size(kCodeRows) ? kCodeRows[i - 1] : kCodeRows[1];  // unknown
 }
 
-int HttpStatusFor(Code code) {
-  switch (code) {
-    case Code::kCanceled:
-      return 499;
-    case Code::kInvalidArgument:
-    case Code::kFailedPrecondition:
-    case Code::kOutOfRange:
-      return 400;
-    case Code::kDeadlineExceeded:
-      return 504;
-    case Code::kNotFound:
-      return 404;
-    case Code::kAlreadyExists:
-    case Code::kAborted:
-      return 409;
-    case Code::kPermissionDenied:
-      return 403;
-    case Code::kResourceExhausted:
-      return 429;
-    case Code::kUnimplemented:
-      return 501;
-    case Code::kUnavailable:
-      return 503;
-    case Code::kUnauthenticated:
-      return 401;
-    case Code::kUnknown:
-    case Code::kInternal:
-    case Code::kDataLoss:
-      return 500;
-  }
-  return 500;
-}
+// agvisor's codes in Connect's words, by ErrorCode's order (error.h).
+constexpr Code kFromErrorCode[] = {
+    Code::kInvalidArgument,   Code::kNotFound,         Code::kAlreadyExists,
+    Code::kUnavailable,       Code::kDeadlineExceeded, Code::kPermissionDenied,
+    Code::kResourceExhausted, Code::kUnimplemented,    Code::kUnavailable,
+    Code::kInternal,
+};
+static_assert(std::size(kFromErrorCode) == static_cast<std::size_t>(ErrorCode::kInternal) + 1);
+
+}  // namespace
+
+std::string_view CodeName(Code code) { return RowOf(code).name; }
+
+int HttpStatusFor(Code code) { return RowOf(code).status; }
 
 RpcError FromError(const Error& error) {
-  Code code = Code::kInternal;
-  switch (error.code()) {
-    case ErrorCode::kInvalidArgument:
-      code = Code::kInvalidArgument;
-      break;
-    case ErrorCode::kNotFound:
-      code = Code::kNotFound;
-      break;
-    case ErrorCode::kConflict:
-      code = Code::kAlreadyExists;
-      break;
-    case ErrorCode::kPermissionDenied:
-      code = Code::kPermissionDenied;
-      break;
-    case ErrorCode::kTimeout:
-      code = Code::kDeadlineExceeded;
-      break;
-    case ErrorCode::kResourceExhausted:
-      code = Code::kResourceExhausted;
-      break;
-    case ErrorCode::kUnsupported:
-      code = Code::kUnimplemented;
-      break;
-    case ErrorCode::kUnavailable:
-    case ErrorCode::kSandboxDied:
-      code = Code::kUnavailable;
-      break;
-    case ErrorCode::kInternal:
-      code = Code::kInternal;
-      break;
-  }
-  return {code, error.message()};
+  return {kFromErrorCode[static_cast<std::size_t>(error.code())], error.message()};
 }
 
 namespace {

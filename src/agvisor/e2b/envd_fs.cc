@@ -268,15 +268,10 @@ Result<std::string> CreateWatcher(const Caller& c, std::string_view json) {
 std::shared_ptr<Watcher> FindWatcher(const Caller& c, const std::string& id, bool erase) {
   auto& st = c.state->impl();
   std::lock_guard lock(st.mu);
-  auto it = st.watchers.find(Key(c));
-  if (it == st.watchers.end()) return nullptr;
-  auto w = it->second.find(id);
-  if (w == it->second.end()) return nullptr;
-  auto found = w->second;
-  if (erase) {
-    it->second.erase(w);
-    if (it->second.empty()) st.watchers.erase(it);
-  }
+  auto* w = FindEntry(st.watchers, Key(c), id);
+  if (!w) return nullptr;
+  auto found = *w;
+  if (erase) EraseEntry(st.watchers, Key(c), id);
   return found;
 }
 

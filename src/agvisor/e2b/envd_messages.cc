@@ -72,6 +72,15 @@ Result<std::uint32_t> Uint32(const json::value& v, std::string_view field) {
   return static_cast<std::uint32_t>(n);
 }
 
+// A non-empty string field (a path).
+Result<std::string> RequiredPath(const json::object& o, std::string_view field) {
+  const json::value* v = Field(o, field);
+  if (!v) return Bad(field, "is required");
+  auto path = AGVISOR_TRY(String(*v, field));
+  if (path.empty()) return Bad(field, "must not be empty");
+  return path;
+}
+
 Result<const json::object*> Object(const json::value& v, std::string_view field) {
   if (!v.is_object()) return Bad(field, "must be an object");
   return &v.as_object();
@@ -130,34 +139,17 @@ json::object ConfigObject(const ProcessConfig& c) {
   return o;
 }
 
-std::string_view FileTypeName(FileType t) {
-  switch (t) {
-    case FileType::kFile:
-      return "FILE_TYPE_FILE";
-    case FileType::kDirectory:
-      return "FILE_TYPE_DIRECTORY";
-    case FileType::kSymlink:
-      return "FILE_TYPE_SYMLINK";
-    case FileType::kUnspecified:
-      break;
-  }
-  return "FILE_TYPE_UNSPECIFIED";
-}
+// The enums' proto names, by number.
+constexpr std::string_view kFileTypeNames[] = {"FILE_TYPE_UNSPECIFIED", "FILE_TYPE_FILE",
+                                               "FILE_TYPE_DIRECTORY", "FILE_TYPE_SYMLINK"};
+constexpr std::string_view kEventTypeNames[] = {"EVENT_TYPE_UNSPECIFIED", "EVENT_TYPE_CREATE",
+                                                "EVENT_TYPE_WRITE",       "EVENT_TYPE_REMOVE",
+                                                "EVENT_TYPE_RENAME",      "EVENT_TYPE_CHMOD"};
 
-std::string_view EventTypeName(EventType t) {
-  switch (t) {
-    case EventType::kCreate:
-      return "EVENT_TYPE_CREATE";
-    case EventType::kWrite:
-      return "EVENT_TYPE_WRITE";
-    case EventType::kRemove:
-      return "EVENT_TYPE_REMOVE";
-    case EventType::kRename:
-      return "EVENT_TYPE_RENAME";
-    case EventType::kChmod:
-      return "EVENT_TYPE_CHMOD";
-  }
-  return "EVENT_TYPE_UNSPECIFIED";
+template <std::size_t N, typename E>
+std::string_view EnumName(const std::string_view (&names)[N], E value) {
+  auto i = static_cast<std::size_t>(value);
+  return i < N ? names[i] : names[0];
 }
 
 // google.protobuf.Timestamp's JSON form: RFC 3339 in UTC with nanoseconds when there are any.
@@ -186,7 +178,7 @@ std::string Rfc3339(std::int64_t unix_ns) {
 json::object EntryObject(const EntryInfo& e) {
   json::object o;
   o["name"] = api::SanitizeUtf8(e.name);
-  o["type"] = FileTypeName(e.type);
+  o["type"] = EnumName(kFileTypeNames, e.type);
   o["path"] = api::SanitizeUtf8(e.path);
   o["size"] = std::to_string(e.size);  // int64: a string in proto3 JSON
   o["mode"] = e.mode;
@@ -201,7 +193,7 @@ json::object EntryObject(const EntryInfo& e) {
 json::object FsEventObject(const FilesystemEvent& e) {
   json::object o;
   o["name"] = api::SanitizeUtf8(e.name);
-  o["type"] = EventTypeName(e.type);
+  o["type"] = EnumName(kEventTypeNames, e.type);
   if (e.entry) o["entry"] = EntryObject(*e.entry);
   return o;
 }
@@ -369,30 +361,19 @@ std::string ListResponseJson(const std::vector<ListedProcess>& processes) {
 
 Result<std::string> DecodePathRequest(std::string_view text) {
   auto top = AGVISOR_TRY(ParseObject(text));
-  const json::value* v = Field(top, "path");
-  if (!v) return Bad("path", "is required");
-  auto path = AGVISOR_TRY(String(*v, "path"));
-  if (path.empty()) return Bad("path", "must not be empty");
-  return path;
+  return RequiredPath(top, "path");
 }
 
 Result<std::pair<std::string, std::string>> DecodeMoveRequest(std::string_view text) {
   auto top = AGVISOR_TRY(ParseObject(text));
-  const json::value* s = Field(top, "source");
-  const json::value* d = Field(top, "destination");
-  if (!s || !d) return Bad("source and destination", "are both required");
-  auto src = AGVISOR_TRY(String(*s, "source"));
-  auto dst = AGVISOR_TRY(String(*d, "destination"));
-  if (src.empty() || dst.empty()) return Bad("source and destination", "must not be empty");
+  auto src = AGVISOR_TRY(RequiredPath(top, "source"));
+  auto dst = AGVISOR_TRY(RequiredPath(top, "destination"));
   return std::pair(std::move(src), std::move(dst));
 }
 
 Result<std::pair<std::string, std::uint32_t>> DecodeListDirRequest(std::string_view text) {
   auto top = AGVISOR_TRY(ParseObject(text));
-  const json::value* v = Field(top, "path");
-  if (!v) return Bad("path", "is required");
-  auto path = AGVISOR_TRY(String(*v, "path"));
-  if (path.empty()) return Bad("path", "must not be empty");
+  auto path = AGVISOR_TRY(RequiredPath(top, "path"));
   std::uint32_t depth = 1;
   if (auto* d = Field(top, "depth")) depth = AGVISOR_TRY(Uint32(*d, "depth"));
   if (depth == 0) depth = 1;
@@ -402,10 +383,7 @@ Result<std::pair<std::string, std::uint32_t>> DecodeListDirRequest(std::string_v
 Result<WatchRequest> DecodeWatchRequest(std::string_view text) {
   auto top = AGVISOR_TRY(ParseObject(text));
   WatchRequest r;
-  const json::value* v = Field(top, "path");
-  if (!v) return Bad("path", "is required");
-  r.path = AGVISOR_TRY(String(*v, "path"));
-  if (r.path.empty()) return Bad("path", "must not be empty");
+  r.path = AGVISOR_TRY(RequiredPath(top, "path"));
   if (auto* b = Field(top, "recursive")) r.recursive = AGVISOR_TRY(Bool(*b, "recursive"));
   if (auto* b = Field(top, "includeEntry", "include_entry")) {
     r.include_entry = AGVISOR_TRY(Bool(*b, "includeEntry"));

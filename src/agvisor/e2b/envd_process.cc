@@ -40,12 +40,10 @@ Result<std::uint32_t> PidOf(const Caller& c, const ProcessSelector& s) {
 std::shared_ptr<client::Command> AttachedTo(const Caller& c, std::uint32_t pid, bool* pty) {
   auto& st = c.state->impl();
   std::lock_guard lock(st.mu);
-  auto it = st.processes.find(Key(c));
-  if (it == st.processes.end()) return nullptr;
-  auto p = it->second.find(pid);
-  if (p == it->second.end()) return nullptr;
-  if (pty) *pty = p->second.pty;
-  return p->second.attached;
+  auto* p = FindEntry(st.processes, Key(c), pid);
+  if (!p) return nullptr;
+  if (pty) *pty = p->pty;
+  return p->attached;
 }
 
 // Forgets `pid` once its stream saw it end, or detaches `command` from it.
@@ -53,16 +51,9 @@ void Release(const Caller& c, std::uint32_t pid, const std::shared_ptr<client::C
              bool ended) {
   auto& st = c.state->impl();
   std::lock_guard lock(st.mu);
-  auto it = st.processes.find(Key(c));
-  if (it == st.processes.end()) return;
-  auto p = it->second.find(pid);
-  if (p == it->second.end()) return;
-  if (ended) {
-    it->second.erase(p);
-  } else if (p->second.attached == command) {
-    p->second.attached.reset();
-  }
-  if (it->second.empty()) st.processes.erase(it);
+  if (ended) return EraseEntry(st.processes, Key(c), pid);
+  auto* p = FindEntry(st.processes, Key(c), pid);
+  if (p && p->attached == command) p->attached.reset();
 }
 
 // Streams `command`'s output as process events until it ends, the client goes or the client's
@@ -132,15 +123,18 @@ void Start(const Caller& c, const StartRequest& r, const StreamOptions& options,
   auto cwd = ResolvePath(r.process.cwd && !r.process.cwd->empty() ? *r.process.cwd : "~", c.user);
   if (!cwd.ok()) return fail(cwd.error());
   std::shared_ptr<client::Command> command;
+  auto as_caller = [&](auto& o) {
+    o.env = EnvList(c, r.process.envs);
+    o.cwd = *cwd;
+    o.user = c.user;
+  };
   if (r.pty) {
     ProcessOptions o;
     o.pty = true;
     o.cols = static_cast<std::uint16_t>(r.pty->cols ? r.pty->cols : 80);
     o.rows = static_cast<std::uint16_t>(r.pty->rows ? r.pty->rows : 24);
     o.stdin = true;
-    o.env = EnvList(c, r.process.envs);
-    o.cwd = *cwd;
-    o.user = c.user;
+    as_caller(o);
     auto started = c.handle->Start(argv, o);
     if (!started.ok()) return fail(started.error());
     command = std::move(*started);
@@ -148,9 +142,7 @@ void Start(const Caller& c, const StartRequest& r, const StreamOptions& options,
     BackgroundOptions o;
     o.stdin = r.stdin.value_or(true);
     o.keep_awake = true;
-    o.env = EnvList(c, r.process.envs);
-    o.cwd = *cwd;
-    o.user = c.user;
+    as_caller(o);
     auto pid = c.handle->StartBackground(argv, o);
     if (!pid.ok()) return fail(pid.error());
     auto attached = c.handle->Attach(*pid);

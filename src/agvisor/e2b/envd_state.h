@@ -38,4 +38,24 @@ struct EnvdState::Impl {
   std::map<std::string, std::map<std::string, std::shared_ptr<Watcher>>> watchers;
 };
 
+// The entry `key` of sandbox `sandbox` in `table` (processes or watchers), or nullptr. Call with
+// the state's mutex held.
+template <typename Key, typename Value>
+Value* FindEntry(std::map<std::string, std::map<Key, Value>>& table, const std::string& sandbox,
+                 const Key& key) {
+  auto it = table.find(sandbox);
+  if (it == table.end()) return nullptr;
+  auto entry = it->second.find(key);
+  return entry == it->second.end() ? nullptr : &entry->second;
+}
+// Erases that entry, and the sandbox's map once it is empty. Mutex held.
+template <typename Key, typename Value>
+void EraseEntry(std::map<std::string, std::map<Key, Value>>& table, const std::string& sandbox,
+                const Key& key) {
+  auto it = table.find(sandbox);
+  if (it == table.end()) return;
+  it->second.erase(key);
+  if (it->second.empty()) table.erase(it);
+}
+
 }  // namespace agvisor::e2b::envd

@@ -16,16 +16,20 @@ let d;  // the harness's agvisord (it sets the SDK's three variables)
 let sbx;  // the suite's sandbox (template base)
 
 before(async () => {
+  const t0 = Date.now();
   d = await startAgvisord();
   sbx = await Sandbox.create({ timeoutMs: 300_000, metadata: d.metadata });
+  console.log(`# agvisord and the first sandbox: ${Date.now() - t0} ms`);
 });
 
 after(async () => {
   // The daemon's warnings, for a failure's diagnosis.
   const warnings = d?.log().split('\n').filter((l) => /"level":"(warn|error)"/.test(l)) ?? [];
   if (warnings.length) console.error(`# agvisord warnings:\n${warnings.slice(-20).join('\n')}`);
+  const t0 = Date.now();
   await sbx?.kill().catch(() => {});
   await d?.stop();
+  console.log(`# teardown: ${Date.now() - t0} ms`);
 });
 
 // A Connect server-stream request body: one envelope of `json` with `flags`.
