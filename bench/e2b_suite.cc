@@ -46,11 +46,11 @@ void E2bSuite(int runs) {
   char tmpl[] = "/tmp/agvisor-bench-e2b-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) Fail("mkdtemp failed");
   const std::string dir = tmpl;
-  auto daemon = StartBenchAgvisord(dir, {"--e2b", "--listen", "127.0.0.1:0"});
+  auto daemon = StartBenchAgvisord(dir, {"--e2b", "--no-egress", "--listen", "127.0.0.1:0"});
   if (!daemon.ok()) Fail(daemon.error().ToString());
   std::smatch m;
   const std::string log = ReadFile(dir + "/agvisord.log");
-  static const std::regex kPort("\"tcp_port\":\"([0-9]+)\"");
+  static const std::regex kPort("\"tcp_port\":\"?([0-9]+)");
   if (!std::regex_search(log, m, kPort)) {
     StopBenchAgvisord(*daemon);
     Fail("no tcp_port in agvisord's log: " + log);

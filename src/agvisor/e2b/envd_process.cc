@@ -4,6 +4,7 @@
 // it outlives its stream (the SDK's disconnect() leaves it running; Connect attaches again by
 // pid or tag) as envd's processes do. A pty command is a started command of the agent (the
 // agent's background processes have no pty): it ends with its stream.
+#include <atomic>
 #include <csignal>
 
 #include "agvisor/e2b/envd_service.h"
@@ -62,6 +63,7 @@ void Release(const Caller& c, std::uint32_t pid, const std::shared_ptr<client::C
 void StreamCommand(const Caller& c, std::uint32_t pid, std::shared_ptr<client::Command> command,
                    bool pty, const StreamOptions& options, const StreamWriter& write) {
   bool ended = false;
+  std::atomic<bool> detached{false};
   PumpStream(
       write, options, ProcessKeepaliveJson(),
       [&](EventQueue& q) {
@@ -73,6 +75,8 @@ void StreamCommand(const Caller& c, std::uint32_t pid, std::shared_ptr<client::C
         };
         auto exit = command->Wait({out(Output::kStdout), out(Output::kStderr)});
         if (!exit.ok()) {
+          // Not detached by this stream: the process or its sandbox is gone, forget it.
+          ended = !detached;
           q.Finish(connect::FromError(exit.error()));
           return;
         }
@@ -80,7 +84,10 @@ void StreamCommand(const Caller& c, std::uint32_t pid, std::shared_ptr<client::C
         q.Push(EndEventJson(EndEventFor(exit->exit_code, exit->signal)));
         q.Finish(std::nullopt);
       },
-      [&](bool) { command->Close(); });
+      [&](bool) {
+        detached = true;
+        command->Close();
+      });
   Release(c, pid, command, ended || pty);
 }
 
