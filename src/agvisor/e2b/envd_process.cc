@@ -47,14 +47,25 @@ std::shared_ptr<client::Command> AttachedTo(const Caller& c, std::uint32_t pid, 
   return p->attached;
 }
 
-// Forgets `pid` once its stream saw it end, or detaches `command` from it.
+// How a stream of a process ended, for Release.
+enum class StreamEnd {
+  kDetached,  // this stream let go (its client left or its deadline passed): the process runs on
+  kExited,    // the process exited
+  kLost,      // the attachment broke under it: another stream took over, or the sandbox is gone
+};
+
+// After a stream of `pid` attached as `command` ended: forgets the process once it exited or was
+// lost while still this stream's, or only detaches `command` from it.
 void Release(const Caller& c, std::uint32_t pid, const std::shared_ptr<client::Command>& command,
-             bool ended) {
+             StreamEnd end) {
   auto& st = c.state->impl();
   std::lock_guard lock(st.mu);
-  if (ended) return EraseEntry(st.processes, Key(c), pid);
   auto* p = FindEntry(st.processes, Key(c), pid);
-  if (p && p->attached == command) p->attached.reset();
+  if (!p) return;
+  if (end == StreamEnd::kExited || (end == StreamEnd::kLost && p->attached == command)) {
+    return EraseEntry(st.processes, Key(c), pid);
+  }
+  if (p->attached == command) p->attached.reset();
 }
 
 // Streams `command`'s output as process events until it ends, the client goes or the client's
@@ -62,7 +73,7 @@ void Release(const Caller& c, std::uint32_t pid, const std::shared_ptr<client::C
 // process runs on, a pty command ends.
 void StreamCommand(const Caller& c, std::uint32_t pid, std::shared_ptr<client::Command> command,
                    bool pty, const StreamOptions& options, const StreamWriter& write) {
-  bool ended = false;
+  StreamEnd end = StreamEnd::kLost;
   std::atomic<bool> detached{false};
   PumpStream(
       write, options, ProcessKeepaliveJson(),
@@ -75,12 +86,11 @@ void StreamCommand(const Caller& c, std::uint32_t pid, std::shared_ptr<client::C
         };
         auto exit = command->Wait({out(Output::kStdout), out(Output::kStderr)});
         if (!exit.ok()) {
-          // Not detached by this stream: the process or its sandbox is gone, forget it.
-          ended = !detached;
+          if (detached) end = StreamEnd::kDetached;
           q.Finish(connect::FromError(exit.error()));
           return;
         }
-        ended = true;
+        end = StreamEnd::kExited;
         q.Push(EndEventJson(EndEventFor(exit->exit_code, exit->signal)));
         q.Finish(std::nullopt);
       },
@@ -88,7 +98,8 @@ void StreamCommand(const Caller& c, std::uint32_t pid, std::shared_ptr<client::C
         detached = true;
         command->Close();
       });
-  Release(c, pid, command, ended || pty);
+  // A pty command ends with its stream.
+  Release(c, pid, command, pty ? StreamEnd::kExited : end);
 }
 
 Result<void> Track(const Caller& c, std::uint32_t pid, TrackedProcess p) {
