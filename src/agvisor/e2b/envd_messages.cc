@@ -126,6 +126,21 @@ json::object EventObject(std::string_view kind, json::object value) {
 
 std::string Serialize(const json::value& v) { return json::serialize(v); }
 
+// {key: value}, serialized: most answers are one field.
+std::string One(std::string_view key, json::value value) {
+  json::object top;
+  top[key] = std::move(value);
+  return Serialize(top);
+}
+
+// The JSON array of `make(item)` for each item.
+template <typename Item, typename Make>
+json::array ArrayOf(const std::vector<Item>& items, Make make) {
+  json::array list;
+  for (const auto& item : items) list.emplace_back(make(item));
+  return list;
+}
+
 json::object ConfigObject(const ProcessConfig& c) {
   json::object o;
   o["cmd"] = c.cmd;
@@ -346,17 +361,13 @@ EndEvent EndEventFor(std::int32_t exit_code, int signal) {
 }
 
 std::string ListResponseJson(const std::vector<ListedProcess>& processes) {
-  json::array list;
-  for (const auto& p : processes) {
-    json::object o;
-    o["config"] = ConfigObject(p.config);
-    o["pid"] = p.pid;
-    if (p.tag) o["tag"] = api::SanitizeUtf8(*p.tag);
-    list.emplace_back(std::move(o));
-  }
-  json::object top;
-  top["processes"] = std::move(list);
-  return Serialize(top);
+  return One("processes", ArrayOf(processes, [](const ListedProcess& p) {
+               json::object o;
+               o["config"] = ConfigObject(p.config);
+               o["pid"] = p.pid;
+               if (p.tag) o["tag"] = api::SanitizeUtf8(*p.tag);
+               return o;
+             }));
 }
 
 Result<std::string> DecodePathRequest(std::string_view text) {
@@ -412,62 +423,36 @@ std::string PermissionString(FileType type, std::uint32_t mode) {
   return s;
 }
 
-std::string EntryResponseJson(const EntryInfo& entry) {
-  json::object top;
-  top["entry"] = EntryObject(entry);
-  return Serialize(top);
-}
+std::string EntryResponseJson(const EntryInfo& entry) { return One("entry", EntryObject(entry)); }
 
 std::string ListDirResponseJson(const std::vector<EntryInfo>& entries) {
-  json::array list;
-  for (const auto& e : entries) list.emplace_back(EntryObject(e));
-  json::object top;
-  top["entries"] = std::move(list);
-  return Serialize(top);
+  return One("entries", ArrayOf(entries, EntryObject));
 }
 
 std::string WriteInfoJson(const std::vector<EntryInfo>& entries) {
-  json::array list;
-  for (const auto& e : entries) {
+  return Serialize(ArrayOf(entries, [](const EntryInfo& e) {
     json::object o;
     o["name"] = api::SanitizeUtf8(e.name);
     o["type"] = e.type == FileType::kDirectory ? "dir" : "file";
     o["path"] = api::SanitizeUtf8(e.path);
-    list.emplace_back(std::move(o));
-  }
-  return Serialize(list);
+    return o;
+  }));
 }
 
-std::string WatchStartJson() {
-  json::object top;
-  top["start"] = json::object{};
-  return Serialize(top);
-}
+std::string WatchStartJson() { return One("start", json::object{}); }
 
 std::string WatchEventJson(const FilesystemEvent& event) {
-  json::object top;
-  top["filesystem"] = FsEventObject(event);
-  return Serialize(top);
+  return One("filesystem", FsEventObject(event));
 }
 
-std::string WatchKeepaliveJson() {
-  json::object top;
-  top["keepalive"] = json::object{};
-  return Serialize(top);
-}
+std::string WatchKeepaliveJson() { return One("keepalive", json::object{}); }
 
 std::string CreateWatcherResponseJson(std::string_view watcher_id) {
-  json::object top;
-  top["watcherId"] = watcher_id;
-  return Serialize(top);
+  return One("watcherId", json::string(watcher_id));
 }
 
 std::string WatcherEventsResponseJson(const std::vector<FilesystemEvent>& events) {
-  json::array list;
-  for (const auto& e : events) list.emplace_back(FsEventObject(e));
-  json::object top;
-  top["events"] = std::move(list);
-  return Serialize(top);
+  return One("events", ArrayOf(events, FsEventObject));
 }
 
 namespace {
