@@ -85,29 +85,6 @@ Result<Listening> ListenLoopback(std::string_view what, int port, int backlog) {
   return Listening{srv, ntohs(a.sin_port)};
 }
 
-void RelayPortConnection(std::shared_ptr<ByteStream> port, int fd) {
-  // Two directions: this thread sandbox -> fd, another fd -> sandbox.
-  std::thread up([port, fd] {
-    char buf[64 * 1024];
-    for (;;) {
-      ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n <= 0) break;
-      if (!port->Write(std::string_view(buf, static_cast<std::size_t>(n))).ok()) break;
-    }
-    (void)port->CloseWrite();
-  });
-  char buf[64 * 1024];
-  for (;;) {
-    auto n = port->Read(buf);
-    if (!n.ok() || *n == 0) break;
-    WriteAll(fd, std::string_view(buf, *n));
-  }
-  ::shutdown(fd, SHUT_WR);
-  up.join();
-  port->Close();
-  ::close(fd);
-}
-
 void WriteAll(int fd, std::string_view bytes) {
   while (!bytes.empty()) {
     ssize_t n = ::write(fd, bytes.data(), bytes.size());

@@ -12,6 +12,7 @@
 #include "agvisor/base/strings.h"
 #include "agvisor/cli/help.h"
 #include "agvisor/client/place.h"
+#include "agvisor/client/relay.h"
 #include "agvisor/sandbox/spec.h"
 #include "agvisor/sandbox/types.h"
 
@@ -97,9 +98,7 @@ struct Listening {
 };
 Result<Listening> ListenLoopback(std::string_view what, int port, int backlog);
 
-// Relays the local connection `fd` and a port stream into the sandbox both ways until either
-// side ends, then closes both (port-forward, desktop viewers). Blocks: run it on a thread.
-void RelayPortConnection(std::shared_ptr<ByteStream> port, int fd);
+using client::RelayPortConnection;  // client/relay.h
 
 // The exit code of a command run in a sandbox that could not run or finish (exec, attach), after
 // reporting `e`: 3 when the sandbox died, 2 for a refused argument, else 125.

@@ -34,6 +34,38 @@ TEST(E2bIds, AnIdIsADnsLabelAndMapsToTheContainerName) {
   EXPECT_EQ(IdForContainer(*ContainerForId("x-1")), "x-1");
 }
 
+TEST(E2bIds, SandboxHostsAsGetHostMakesThem) {
+  auto h = ParseSandboxHost("8000-3f9c01ab.localhost:8080", "");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->port, 8000);
+  EXPECT_EQ(h->id, "3f9c01ab");
+  h = ParseSandboxHost("443-my-box.E2B.Example.com", "e2b.example.com:8080");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->id, "my-box");
+  // agvisord's own names, other domains, bad ports and ids.
+  for (const char* host :
+       {"localhost:8080", "127.0.0.1:8080", "[::1]:8080", "8000-x", "x-y.z", "0-abc.localhost",
+        "65536-abc.localhost", "123456-abc.localhost", "8000-Bad_Id.localhost", "8000-.localhost",
+        "-abc.localhost", "8000-abc.", ""}) {
+    EXPECT_FALSE(ParseSandboxHost(host, "")) << host;
+  }
+  EXPECT_FALSE(ParseSandboxHost("8000-abc.other.com", "e2b.example.com"));
+  EXPECT_FALSE(ParseSandboxHost("8000-abc.x.e2b.example.com", "e2b.example.com"));
+}
+
+TEST(E2bIds, TheDomainFromTheHostTheClientUsed) {
+  EXPECT_EQ(DomainFromHost("127.0.0.1:8080"), "localhost:8080");
+  EXPECT_EQ(DomainFromHost("[::1]:8080"), "localhost:8080");
+  EXPECT_EQ(DomainFromHost("127.0.0.1"), "localhost");
+  EXPECT_EQ(DomainFromHost("e2b.example.com:8080"), "e2b.example.com:8080");
+  EXPECT_EQ(DomainFromHost("localhost"), "localhost");
+  // Whatever else a client sends is not echoed into the create response.
+  EXPECT_EQ(DomainFromHost("a b"), "");
+  EXPECT_EQ(DomainFromHost("x/../y"), "");
+  EXPECT_EQ(DomainFromHost("\"><script>"), "");
+  EXPECT_EQ(DomainFromHost(""), "");
+}
+
 TEST(E2bAuth, TheApiKeyIsE2bUnderscoreAndTheDaemonToken) {
   const std::string token(64, 'a');
   EXPECT_EQ(ApiKeyFor(token), "e2b_" + token);

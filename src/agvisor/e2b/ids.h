@@ -10,6 +10,7 @@
 // Used by e2b/mount.cc and the REST API (e2b/api.cc). Pure; unit-tested in ids_test.cc.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,5 +30,21 @@ Result<std::string> ContainerForId(std::string_view id);
 // The E2B id of the sandbox `container_name` ("agvisor-..."), or nullopt when E2B cannot see it
 // (no agvisor prefix, or a suffix that is not a DNS label).
 std::optional<std::string> IdForContainer(std::string_view container_name);
+
+// A host name the SDK's getHost(port) made, "PORT-ID.DOMAIN[:LISTEN_PORT]" (the Host header of a
+// request for a sandbox's port, docs/e2b.md "Ports").
+struct SandboxHost {
+  std::uint16_t port = 0;
+  std::string id;
+};
+// Parses `host` (a Host header); `domain` ("" = any) is what must follow the first label, ports
+// ignored and without case. nullopt: not such a host (the request is agvisord's own).
+std::optional<SandboxHost> ParseSandboxHost(std::string_view host, std::string_view domain);
+
+// The domain sandboxes report when agvisord has no --e2b-domain: `host` (the Host header the
+// client reached agvisord by), an address literal replaced by "localhost" with the port kept
+// ("127.0.0.1:8080" -> "localhost:8080": "8000-ID.127.0.0.1" is no host name a URL parser
+// takes, it ends in a number). "" for a Host that is not a plain host[:port].
+std::string DomainFromHost(std::string_view host);
 
 }  // namespace agvisor::e2b

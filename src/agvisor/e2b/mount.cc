@@ -1,11 +1,13 @@
 #include "agvisor/e2b/mount.h"
 
 #include <strings.h>
+#include <sys/socket.h>
 
 #include <ctime>
 
 #include "agvisor/api/codec.h"
 #include "agvisor/base/strings.h"
+#include "agvisor/client/relay.h"
 #include "agvisor/e2b/auth.h"
 #include "agvisor/e2b/envd.h"
 #include "agvisor/e2b/errors.h"
@@ -21,56 +23,60 @@ using server::HttpRequest;
 using server::HttpResponse;
 using server::HttpStream;
 
-// Every route the pinned SDK (e2b 2.51.0) calls, REST under kApiPrefix. Paths live as long as
-// the program (the router keeps views of them).
-constexpr api::RouteDef kRestRoutes[] = {
-    {"POST", "/e2b/sandboxes", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/sandboxes", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/v2/sandboxes", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/v2/sandboxes", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/sandboxes/{id}", api::RouteId::kExtension, false, false, true},
-    {"DELETE", "/e2b/sandboxes/{id}", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/sandboxes/{id}/metrics", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/sandboxes/{id}/timeout", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/sandboxes/{id}/refreshes", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/sandboxes/{id}/pause", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/sandboxes/{id}/resume", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/sandboxes/{id}/connect", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/v2/sandboxes/{id}/connect", api::RouteId::kExtension, false, false, true},
-    {"PUT", "/e2b/sandboxes/{id}/network", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/sandboxes/{id}/snapshots", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/sandboxes/{id}/fork", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/snapshots", api::RouteId::kExtension, false, false, true},
-    {"DELETE", "/e2b/templates/{id}", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/templates", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/v3/templates", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/templates/aliases/{id}", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/templates/{id}/tags", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/templates/tags", api::RouteId::kExtension, false, false, true},
-    {"DELETE", "/e2b/templates/tags", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/templates/{id}/files/{hash}", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/v2/templates/{id}/builds/{build}", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/templates/{id}/builds/{build}/status", api::RouteId::kExtension, false, false,
-     true},
-    {"GET", "/e2b/volumes", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/volumes", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/volumes/{id}", api::RouteId::kExtension, false, false, true},
-    {"DELETE", "/e2b/volumes/{id}", api::RouteId::kExtension, false, false, true},
-    {"GET", "/e2b/secrets", api::RouteId::kExtension, false, false, true},
-    {"POST", "/e2b/secrets", api::RouteId::kExtension, false, false, true},
-};
-
-// envd's routes, at the root (mount.h says why).
-constexpr api::RouteDef kEnvdRoutes[] = {
-    {"POST", "/process.Process/{method}", api::RouteId::kExtension, false, false, true},
-    {"POST", "/filesystem.Filesystem/{method}", api::RouteId::kExtension, false, false, true},
-    {"GET", "/files", api::RouteId::kExtension, false, false, true},
-    {"POST", "/files", api::RouteId::kExtension, false, false, true},
-    {"GET", "/health", api::RouteId::kExtension, false, false, true},
+// Every route the pinned SDK (e2b 2.51.0) calls: the REST API under kApiPrefix, envd's at the
+// root (mount.h says why). All are streaming routes without agvisord's token (this file checks
+// E2B's credentials). The router keeps views of the paths: they live as long as the program.
+constexpr api::RouteDef E2bRoute(std::string_view method, std::string_view path) {
+  return {method,
+          path,
+          api::RouteId::kExtension,
+          /*websocket=*/false,
+          /*auth=*/false,
+          /*streaming=*/true};
+}
+constexpr api::RouteDef kRoutes[] = {
+    E2bRoute("POST", "/e2b/sandboxes"),
+    E2bRoute("GET", "/e2b/sandboxes"),
+    E2bRoute("POST", "/e2b/v2/sandboxes"),
+    E2bRoute("GET", "/e2b/v2/sandboxes"),
+    E2bRoute("GET", "/e2b/sandboxes/{id}"),
+    E2bRoute("DELETE", "/e2b/sandboxes/{id}"),
+    E2bRoute("GET", "/e2b/sandboxes/{id}/metrics"),
+    E2bRoute("POST", "/e2b/sandboxes/{id}/timeout"),
+    E2bRoute("POST", "/e2b/sandboxes/{id}/refreshes"),
+    E2bRoute("POST", "/e2b/sandboxes/{id}/pause"),
+    E2bRoute("POST", "/e2b/sandboxes/{id}/resume"),
+    E2bRoute("POST", "/e2b/sandboxes/{id}/connect"),
+    E2bRoute("POST", "/e2b/v2/sandboxes/{id}/connect"),
+    E2bRoute("PUT", "/e2b/sandboxes/{id}/network"),
+    E2bRoute("POST", "/e2b/sandboxes/{id}/snapshots"),
+    E2bRoute("POST", "/e2b/sandboxes/{id}/fork"),
+    E2bRoute("GET", "/e2b/snapshots"),
+    E2bRoute("DELETE", "/e2b/templates/{id}"),
+    E2bRoute("GET", "/e2b/templates"),
+    E2bRoute("POST", "/e2b/v3/templates"),
+    E2bRoute("GET", "/e2b/templates/aliases/{id}"),
+    E2bRoute("GET", "/e2b/templates/{id}/tags"),
+    E2bRoute("POST", "/e2b/templates/tags"),
+    E2bRoute("DELETE", "/e2b/templates/tags"),
+    E2bRoute("GET", "/e2b/templates/{id}/files/{hash}"),
+    E2bRoute("POST", "/e2b/v2/templates/{id}/builds/{build}"),
+    E2bRoute("GET", "/e2b/templates/{id}/builds/{build}/status"),
+    E2bRoute("GET", "/e2b/volumes"),
+    E2bRoute("POST", "/e2b/volumes"),
+    E2bRoute("GET", "/e2b/volumes/{id}"),
+    E2bRoute("DELETE", "/e2b/volumes/{id}"),
+    E2bRoute("GET", "/e2b/secrets"),
+    E2bRoute("POST", "/e2b/secrets"),
+    E2bRoute("POST", "/process.Process/{method}"),
+    E2bRoute("POST", "/filesystem.Filesystem/{method}"),
+    E2bRoute("GET", "/files"),
+    E2bRoute("POST", "/files"),
+    E2bRoute("GET", "/health"),
 };
 
 // The user of an envd request: `Authorization: Basic base64(user:)` (the SDK's form), default
-// "user". Errors: kInvalidArgument (not that form, or not a plausible user name).
+// "user". Errors: kInvalidArgument (not that form).
 Result<std::string> UserOf(const HttpRequest& req) {
   const std::string auth = req.header("authorization");
   if (auth.empty()) return std::string("user");
@@ -83,18 +89,6 @@ Result<std::string> UserOf(const HttpRequest& req) {
   if (!decoded.ok()) return decoded.error();
   std::string user = decoded->substr(0, decoded->find(':'));
   return user;
-}
-
-// A user name agvisor passes on to the agent: POSIX's portable set, 1-32 characters.
-bool PlausibleUser(std::string_view u) {
-  if (u.empty() || u.size() > 32 || u.front() == '-') return false;
-  for (char c : u) {
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-          c == '-' || c == '.')) {
-      return false;
-    }
-  }
-  return true;
 }
 
 struct Door {
@@ -119,25 +113,76 @@ struct Door {
     return rest.Serve(req, m, stream);
   }
 
+  // A request for PORT-ID.DOMAIN: relayed as it is (HTTP or a WebSocket upgrade) into the
+  // sandbox's port; 502 in E2B's shape when the port is not open.
+  void ServeHost(const HttpRequest& req, server::RawConnection raw) {
+    auto host = ParseSandboxHost(req.header("host"), options.domain);
+    auto refuse = [&](const std::string& message) {
+      HttpResponse e = ErrorResponse(502, message);
+      const std::string out =
+          "HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json\r\n"
+          "Connection: close\r\nContent-Length: " +
+          std::to_string(e.body.size()) + "\r\n\r\n" + e.body;
+      (void)!::send(raw.fd.get(), out.data(), out.size(), MSG_NOSIGNAL);
+    };
+    if (!host) return refuse("not a sandbox host");
+    auto access = rest.AccessOf(host->id);
+    if (!access.ok()) return refuse("sandbox " + host->id + " is not running");
+    auto handle = sandboxes->Get(access->container);
+    if (!handle.ok()) return refuse("sandbox " + host->id + " is not running");
+    auto port = (*handle)->OpenPort(host->port);
+    if (!port.ok()) {
+      return refuse("the sandbox is running but port " + std::to_string(host->port) +
+                    " is not open (" + port.error().message() + ")");
+    }
+    std::shared_ptr<client::ByteStream> stream(std::move(*port));
+    if (!stream->Write(raw.head + raw.buffered).ok()) return;
+    client::RelayPortConnection(std::move(stream), raw.fd.release());
+  }
+
   HttpResponse ServeEnvdRoute(const HttpRequest& req, const api::RouteMatch& m,
                               HttpStream& stream) {
     if (m.route->path == "/health") {
       // envd's health probe carries no credential; it says nothing about any sandbox.
       return {204, "", "", {}};
     }
-    const std::string id = req.header("e2b-sandbox-id");
+    std::string id = req.header("e2b-sandbox-id");
+    auto user = UserOf(req);
+    if (!user.ok()) return ErrorResponse(400, user.error().message());
+    const std::string given = req.header("x-access-token");
+    const bool file_route = m.route->path == "/files";
+    const bool signed_url = given.empty() && file_route && m.query.count("signature") != 0;
+    auto q = [&](const char* k) {
+      auto it = m.query.find(k);
+      return it == m.query.end() ? std::string() : it->second;
+    };
+    // The SDK signs the user it was given, or "" when it was given none (getSignature).
+    const std::string signed_user = m.query.count("username") ? q("username") : "";
+    auto check_signature = [&](const std::string& token) {
+      return CheckFileUrlSignature(q("signature"), q("signature_expiration"), q("path"),
+                                   req.method == "GET" ? "read" : "write", signed_user, token,
+                                   static_cast<std::int64_t>(std::time(nullptr)));
+    };
+    if (id.empty() && signed_url) {
+      // A signed URL carries no sandbox id (the SDK makes it from E2B_SANDBOX_URL alone, for
+      // clients that send no headers): the sandbox is the one whose token signed it.
+      for (const auto& known : rest.KnownIds()) {
+        auto access = rest.AccessOf(known);
+        if (access.ok() && check_signature(access->token).ok()) {
+          id = known;
+          break;
+        }
+      }
+      if (id.empty()) {
+        return ErrorResponse(401, "the file URL's signature matches no sandbox (or it expired)");
+      }
+    }
     if (id.empty()) {
       return ErrorResponse(400,
                            "missing E2b-Sandbox-Id: set E2B_SANDBOX_URL so the SDK sends it "
                            "(docs/e2b.md)");
     }
     if (!IsSandboxId(id)) return ErrorResponse(400, "E2b-Sandbox-Id is not a sandbox id");
-    auto user = UserOf(req);
-    if (!user.ok()) return ErrorResponse(400, user.error().message());
-    const std::string given = req.header("x-access-token");
-    const bool file_route = m.route->path == "/files";
-    auto signature = m.query.find("signature");
-    const bool signed_url = given.empty() && file_route && signature != m.query.end();
     if (given.empty() && !signed_url) {
       return ErrorResponse(401, "missing X-Access-Token: the sandbox's envdAccessToken");
     }
@@ -150,24 +195,15 @@ struct Door {
       return ErrorResponse(status, access.error().message());
     }
     if (signed_url) {
-      auto q = [&](const char* k) {
-        auto it = m.query.find(k);
-        return it == m.query.end() ? std::string() : it->second;
-      };
-      // The SDK signs the user it was given, or "" when it was given none (getSignature).
-      const std::string signed_user = m.query.count("username") ? q("username") : "";
-      auto checked =
-          CheckFileUrlSignature(q("signature"), q("signature_expiration"), q("path"),
-                                req.method == "GET" ? "read" : "write", signed_user, access->token,
-                                static_cast<std::int64_t>(std::time(nullptr)));
-      if (!checked.ok()) return ErrorResponse(401, checked.error().message());
+      if (auto checked = check_signature(access->token); !checked.ok()) {
+        return ErrorResponse(401, checked.error().message());
+      }
       if (m.query.count("username")) *user = q("username");
     } else if (!AccessTokenMatches(given, access->token)) {
       return ErrorResponse(401, "the X-Access-Token is not this sandbox's");
     }
-    if (!PlausibleUser(*user)) {
-      return ErrorResponse(400, "the user must be 1-32 of [A-Za-z0-9_.-], not starting with '-'");
-    }
+    // The user is checked where every door's is: the agent resolves it in the sandbox's
+    // /etc/passwd and refuses one it does not know.
     EnvdCall call{*sandboxes, access->container, id, *user, access->token, signed_url};
     call.envs = access->envs;
     return ServeEnvd(call, req, m, stream);
@@ -180,15 +216,11 @@ Result<void> Mount(server::Server& server, std::shared_ptr<client::HandleCache> 
                    E2bOptions options) {
   if (options.secret.empty()) return Error::InvalidArgument("E2B needs agvisord's token");
   auto door = std::make_shared<Door>(std::move(sandboxes), std::move(options));
-  for (const auto& def : kRestRoutes) {
-    AGVISOR_RETURN_IF_ERROR(
-        server.AddStreamRoute(def, [door](const HttpRequest& r, const api::RouteMatch& m,
-                                          HttpStream& s) { return door->ServeRest(r, m, s); }));
-  }
-  for (const auto& def : kEnvdRoutes) {
+  for (const auto& def : kRoutes) {
+    const bool rest = def.path.starts_with(kApiPrefix);
     AGVISOR_RETURN_IF_ERROR(server.AddStreamRoute(
-        def, [door](const HttpRequest& r, const api::RouteMatch& m, HttpStream& s) {
-          return door->ServeEnvdRoute(r, m, s);
+        def, [door, rest](const HttpRequest& r, const api::RouteMatch& m, HttpStream& s) {
+          return rest ? door->ServeRest(r, m, s) : door->ServeEnvdRoute(r, m, s);
         }));
   }
   // The connection bookkeeping (server.h): a request with the API key or a sandbox's envd token
@@ -201,6 +233,15 @@ Result<void> Mount(server::Server& server, std::shared_ptr<client::HandleCache> 
     auto access = door->rest.AccessOf(id);
     return access.ok() && AccessTokenMatches(token, access->token);
   });
+  // getHost(port): PORT-ID.DOMAIN goes into the sandbox's port, as E2B's public URLs do.
+  server.SetHostRoute(
+      [door](const HttpRequest& r) {
+        auto h = ParseSandboxHost(r.header("host"), door->options.domain);
+        return h && door->rest.HasRecord(h->id);
+      },
+      [door](const HttpRequest& r, server::RawConnection raw) {
+        door->ServeHost(r, std::move(raw));
+      });
   door->rest.StartSweep();
   return {};
 }

@@ -35,8 +35,8 @@ struct E2bOptions {
   std::string domain;
   // The image of E2B's `base` template (agvisor image build e2b-base).
   std::string base_image = "agvisor/e2b-base";
-  // Where E2B's record of each sandbox (template, metadata, timeout, lifecycle) is kept across
-  // restarts; "" = in memory only.
+  // Where E2B's record of each sandbox (template, metadata, envs, timeout, lifecycle) is kept
+  // across restarts, a file per sandbox, mode 0600 in a 0700 directory; "" = in memory only.
   std::string state_dir;
 };
 

@@ -1,19 +1,30 @@
 #include "agvisor/e2b/rest.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <boost/json.hpp>
+#include <cerrno>
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <vector>
 
+#include "agvisor/base/private_file.h"
 #include "agvisor/base/strings.h"
+#include "agvisor/base/unique_fd.h"
 #include "agvisor/client/place.h"
 #include "agvisor/e2b/auth.h"
 #include "agvisor/e2b/errors.h"
 #include "agvisor/e2b/ids.h"
 #include "agvisor/e2b/network.h"
 #include "agvisor/sandbox/spec.h"
+#include "agvisor/server/log.h"
 
 namespace agvisor::e2b {
 
@@ -149,6 +160,63 @@ Result<E2bNetwork> ParseNetwork(const json::object& body, std::optional<bool> al
 
 }  // namespace
 
+// A record as kept in the state directory.
+std::string RecordJson(const Record& r) {
+  json::object o;
+  o["templateID"] = r.template_id;
+  json::object meta, envs;
+  for (const auto& [k, v] : r.metadata) meta[k] = v;
+  for (const auto& [k, v] : r.envs) envs[k] = v;
+  o["metadata"] = std::move(meta);
+  o["envVars"] = std::move(envs);
+  o["startedAt"] = r.started_at;
+  o["endAt"] = r.end_at;
+  o["autoPause"] = r.auto_pause;
+  o["autoResume"] = r.auto_resume;
+  if (r.allow_internet_access) o["allowInternetAccess"] = *r.allow_internet_access;
+  o["cpuCount"] = r.cpu_count;
+  o["memoryMB"] = r.memory_mb;
+  return json::serialize(o);
+}
+
+std::optional<Record> RecordFromJson(std::string_view text) {
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  if (ec || !v.is_object()) return std::nullopt;
+  const json::object& o = v.as_object();
+  Record r;
+  auto str = [&](const char* k) {
+    auto* x = o.if_contains(k);
+    return x && x->is_string() ? std::string(x->as_string()) : std::string();
+  };
+  auto num = [&](const char* k) -> std::int64_t {
+    auto* x = o.if_contains(k);
+    return x && x->is_int64() ? x->as_int64() : 0;
+  };
+  auto flag = [&](const char* k) {
+    auto* x = o.if_contains(k);
+    return x && x->is_bool() && x->as_bool();
+  };
+  r.template_id = str("templateID");
+  for (auto [k, m] : {std::pair{"metadata", &r.metadata}, {"envVars", &r.envs}}) {
+    if (auto* x = o.if_contains(k); x && x->is_object()) {
+      for (const auto& [name, val] : x->as_object()) {
+        if (val.is_string()) (*m)[std::string(name)] = std::string(val.as_string());
+      }
+    }
+  }
+  r.started_at = num("startedAt");
+  r.end_at = num("endAt");
+  r.auto_pause = flag("autoPause");
+  r.auto_resume = flag("autoResume");
+  if (auto* x = o.if_contains("allowInternetAccess"); x && x->is_bool()) {
+    r.allow_internet_access = x->as_bool();
+  }
+  r.cpu_count = static_cast<int>(num("cpuCount"));
+  r.memory_mb = static_cast<int>(num("memoryMB"));
+  return r;
+}
+
 struct Instance {
   std::weak_ptr<client::SandboxHandle> handle;
   std::string id;
@@ -162,12 +230,57 @@ struct Rest::State {
   std::map<std::string, Instance> instances;
   std::condition_variable stop_cv;
   bool stopping = false;
+  std::string dir;  // E2bOptions::state_dir
+
+  // Keeps `id`'s record in the state directory (under mu): a file per sandbox, written whole
+  // and renamed into place, mode 0600 (envs may hold secrets). Best effort: a record that
+  // cannot be written is logged and kept in memory.
+  void Save(const std::string& id) {
+    if (dir.empty()) return;
+    auto it = records.find(id);
+    if (it == records.end()) return;
+    const std::string path = dir + "/" + id + ".json", tmp = path + ".tmp";
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    const std::string text = RecordJson(it->second);
+    if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+        ::rename(tmp.c_str(), path.c_str()) != 0) {
+      server::LogEvent("warn", "e2b: cannot keep a sandbox's record",
+                       {{"path", path}, {"error", std::strerror(errno)}});
+    }
+  }
+  void Erase(const std::string& id) {
+    records.erase(id);
+    instances.erase(id);
+    if (!dir.empty()) ::unlink((dir + "/" + id + ".json").c_str());
+  }
+  // Reads the records kept by an earlier run.
+  void Load() {
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return;
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (!name.ends_with(".json")) continue;
+      const std::string id = name.substr(0, name.size() - 5);
+      auto text = ReadPrivateFile(dir + "/" + name, "E2B record");
+      if (!IsSandboxId(id) || !text.ok()) continue;
+      if (auto r = RecordFromJson(*text)) records[id] = std::move(*r);
+    }
+    ::closedir(d);
+  }
 };
 
 Rest::Rest(std::shared_ptr<client::HandleCache> sandboxes, E2bOptions options)
     : sandboxes_(std::move(sandboxes)),
       options_(std::move(options)),
-      state_(std::make_shared<State>()) {}
+      state_(std::make_shared<State>()) {
+  state_->dir = options_.state_dir;
+  if (!state_->dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(state_->dir, ec);
+    ::chmod(state_->dir.c_str(), 0700);
+    state_->Load();
+  }
+}
 
 Rest::~Rest() {
   {
@@ -221,15 +334,11 @@ Result<Access> Rest::AccessOf(const std::string& id) {
     return handle.error();
   }
   Access a{container, "", {}};
-  bool resume = false;
   std::string instance;
   {
     std::lock_guard lock(state_->mu);
     auto it = state_->records.find(id);
-    if (it != state_->records.end()) {
-      a.envs = it->second.envs;
-      resume = it->second.auto_resume;
-    }
+    if (it != state_->records.end()) a.envs = it->second.envs;
     // The instance is asked of the sandbox once per handle: a later sandbox of the same name
     // gets a new handle (the cache forgets ended ones), hence its own token.
     auto inst = state_->instances.find(id);
@@ -247,8 +356,8 @@ Result<Access> Rest::AccessOf(const std::string& id) {
     std::lock_guard lock(state_->mu);
     state_->instances[id] = Instance{*handle, instance};
   }
-  // autoResume: a call to a paused sandbox wakes it (the handle resumes before it acts).
-  if (resume && !(*handle)->auto_resume()) (*handle)->SetAutoResume(true);
+  // A call to a paused sandbox wakes it: the daemon's handles resume before they act (agvisor's
+  // rule for every door), so E2B's autoResume is always on here.
   a.token = EnvdAccessToken(options_.secret, id, instance);
   return a;
 }
@@ -273,16 +382,19 @@ std::string SandboxJson(std::string_view id, std::string_view template_id, std::
   return json::serialize(o);
 }
 
-// What a client may put in the create response's domain: a host name or address and a port.
-bool PlausibleDomain(std::string_view d) {
-  if (d.empty() || d.size() > 253) return false;
-  return std::all_of(d.begin(), d.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '-' || c == ':' || c == '[' || c == ']';
-  });
+}  // namespace
+
+bool Rest::HasRecord(const std::string& id) {
+  std::lock_guard lock(state_->mu);
+  return state_->records.count(id) != 0;
 }
 
-}  // namespace
+std::vector<std::string> Rest::KnownIds() {
+  std::lock_guard lock(state_->mu);
+  std::vector<std::string> ids;
+  for (const auto& [id, instance] : state_->instances) ids.push_back(id);
+  return ids;
+}
 
 void Rest::StartSweep() {
   sweep_ = std::thread([this, state = state_] {
@@ -299,7 +411,11 @@ void Rest::StartSweep() {
         }
       }
       for (const auto& [id, pause] : due) {
-        if (!pause) state->records.erase(id);
+        if (pause) {
+          state->Save(id);
+        } else {
+          state->Erase(id);
+        }
       }
       lock.unlock();
       for (const auto& [id, pause] : due) {
@@ -340,8 +456,7 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
   }
   auto domain = [&]() -> std::string {
     if (!options_.domain.empty()) return options_.domain;
-    const std::string host = req.header("host");
-    return PlausibleDomain(host) ? host : "";
+    return DomainFromHost(req.header("host"));
   };
 
   if (method == "POST" && (path == "/sandboxes" || path == "/v2/sandboxes")) {
@@ -401,19 +516,9 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
     r.memory_mb = kMemoryMb;
     spec.labels["e2b.template"] = r.template_id.size() <= 256 ? r.template_id : "";
     auto created = sandboxes_->place().Create(spec);
-    if (!created.ok()) {
-      const Error& e = created.error();
-      if (e.code() == ErrorCode::kNotFound) {
-        return ErrorResponse(
-            404,
-            "template " + r.template_id + " not found: agvisor runs the image of that name; " +
-                (r.template_id == "base" ? "build it with `agvisor image build e2b-base`"
-                                         : "build it with `agvisor image build` or `docker pull " +
-                                               r.template_id + "`") +
-                " (" + e.message() + ")");
-      }
-      return fail(e);
-    }
+    // A missing image is the core's kNotFound, worded for every door (how to pull or build it):
+    // 404, the SDK's NotFoundError.
+    if (!created.ok()) return fail(created.error().WithContext("template " + r.template_id));
     auto handle = sandboxes_->Put(std::move(created->handle));
     auto sid = IdForContainer(handle->container_name());
     auto info = handle->Info();
@@ -427,6 +532,7 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
     {
       std::lock_guard lock(state_->mu);
       state_->records[*sid] = r;
+      state_->Save(*sid);
       state_->instances[*sid] = Instance{handle, info->container_id};
     }
     return JsonResponse(SandboxJson(*sid, r.template_id, token, domain()), 201);
@@ -460,8 +566,9 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
       }
       limit = n;
     }
-    std::string after;
+    std::string after, want_template;
     if (auto t = match.query.find("nextToken"); t != match.query.end()) after = t->second;
+    if (auto t = match.query.find("template"); t != match.query.end()) want_template = t->second;
     std::vector<std::pair<std::string, json::object>> rows;
     {
       std::lock_guard lock(state_->mu);
@@ -476,10 +583,12 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
         for (const auto& [k, v] : want_meta) {
           if (!r || r->metadata.count(k) == 0 || r->metadata.at(k) != v) ok = false;
         }
+        const std::string template_id = r ? r->template_id : s.image;
+        if (!want_template.empty() && template_id != want_template) ok = false;
         if (!ok || (!after.empty() && *sid <= after)) continue;
         json::object o;
         o["sandboxID"] = *sid;
-        o["templateID"] = r ? r->template_id : s.image;
+        o["templateID"] = template_id;
         o["clientID"] = "agvisor";
         o["state"] = st;
         o["cpuCount"] = r ? r->cpu_count : 0;
@@ -548,8 +657,7 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
     sandboxes_->Forget(*container);
     if (auto r = sandboxes_->place().Remove(*container, true); !r.ok()) return fail(r.error());
     std::lock_guard lock(state_->mu);
-    state_->records.erase(id);
-    state_->instances.erase(id);
+    state_->Erase(id);
     return {204, "", "", {}};
   }
 
@@ -563,6 +671,7 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
     auto& r = state_->records[id];
     if (r.started_at == 0) r.started_at = found->info.created_unix;
     r.end_at = Now() + seconds->value_or(kDefaultTimeoutSeconds);
+    state_->Save(id);
     return {204, "", "", {}};
   }
 
@@ -603,6 +712,7 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
       if (paused || r.end_at < want) r.end_at = want;
       template_id = r.template_id;
       state_->instances[id] = Instance{found->handle, found->info.container_id};
+      state_->Save(id);
     }
     const std::string token = EnvdAccessToken(options_.secret, id, found->info.container_id);
     return JsonResponse(SandboxJson(id, template_id, token, domain()), paused ? 201 : 200);

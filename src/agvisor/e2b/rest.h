@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "agvisor/api/router.h"
 #include "agvisor/client/handle_cache.h"
@@ -55,9 +56,15 @@ class Rest {
   // Serves one REST request (its route's path starts with kApiPrefix); the API key was checked.
   server::HttpResponse Serve(const server::HttpRequest& req, const api::RouteMatch& match,
                              server::HttpStream& stream);
-  // The envd access of the sandbox `id` (a paused one with autoResume is resumed). Errors:
+  // The envd access of the sandbox `id` (a paused one wakes at the handle's next call). Errors:
   // kInvalidArgument (not an id), kNotFound (no such sandbox), Place's.
   Result<Access> AccessOf(const std::string& id);
+  // Whether E2B's create or connect made a record of `id` (only such sandboxes' ports are
+  // served on their E2B host names).
+  bool HasRecord(const std::string& id);
+  // The ids of the sandboxes whose envd token this daemon has handed out or checked since it
+  // started (a signed file URL names no sandbox: mount.cc tries these).
+  std::vector<std::string> KnownIds();
   // Starts the sweep that ends (or pauses) sandboxes at their timeout, once a second.
   void StartSweep();
 

@@ -328,7 +328,9 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
                           ? "build it with `sudo agvisor image build desktop` (about 4 minutes; "
                             "`agvisor create --gui` does it on first use, scripts/setup-host "
                             "--desktop too)"
-                          : "pull or build it on that host first";
+                          : "pull it (`docker pull " + image +
+                                "`) or build it (`agvisor image build KIND` makes "
+                                "agvisor/KIND:latest; or `docker build`) on that host first";
     return Error::NotFound("image " + image + " not found on " +
                            (runtime->host().empty() ? std::string("this host") : runtime->host()) +
                            ": " + fix + " (" + with_agent.error().message() + ")");

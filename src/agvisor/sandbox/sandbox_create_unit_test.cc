@@ -237,7 +237,8 @@ TEST_F(SandboxCreateUnitTest, AMissingImageSaysHowToGetIt) {
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code(), ErrorCode::kNotFound);
   EXPECT_THAT(sb.error().message(),
-              HasSubstr("image mine:1 not found on this host: pull or build it on that host"));
+              HasSubstr("image mine:1 not found on this host: pull it (`docker pull mine:1`) or "
+                        "build it (`agvisor image build KIND`"));
   rt_->FailNext("PrepareImage", Error::NotFound("no such image"));
   sb = Sandbox::Create(rt_, SandboxSpec{});
   ASSERT_FALSE(sb.ok());

@@ -346,7 +346,12 @@ int DaemonMain(int argc, char** argv) {
   }
 
   if (e2b) {
-    auto mounted = e2b::Mount(**server, sandboxes, {.secret = *token, .domain = e2b_domain});
+    // E2B's records of its sandboxes sit beside the token (a private directory: envs may hold
+    // secrets).
+    const std::string state_dir =
+        std::filesystem::path(token_file).parent_path().append("e2b").string();
+    auto mounted = e2b::Mount(**server, sandboxes,
+                              {.secret = *token, .domain = e2b_domain, .state_dir = state_dir});
     if (!mounted.ok()) return fail(mounted.error().WithContext("--e2b"));
     LogEvent("info", "E2B API mounted",
              {{"api", std::string(e2b::kApiPrefix)},

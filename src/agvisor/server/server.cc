@@ -444,6 +444,12 @@ bool SecretsEqual(std::string_view given, std::string_view secret) {
   return CRYPTO_memcmp(a, b, sizeof a) == 0;
 }
 
+void Server::SetHostRoute(std::function<bool(const HttpRequest&)> claims,
+                          std::function<void(const HttpRequest&, RawConnection)> handler) {
+  host_claims_ = std::move(claims);
+  host_handler_ = std::move(handler);
+}
+
 void Server::AddCredential(std::function<bool(const HttpRequest&)> shows_credential) {
   credentials_.push_back(std::move(shows_credential));
 }
@@ -789,6 +795,45 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
         for (const auto& f : hdr) req.headers[LowerCase(f.name_string())] = std::string(f.value());
         bool keep_alive = hdr.keep_alive();
 
+        if (host_claims_ && host_claims_(req)) {
+          // ---- A host name of a front end's own: the connection is the handler's ----
+          RawConnection raw;
+          raw.head = std::string(hdr.method_string()) + " " + std::string(hdr.target()) +
+                     (hdr.version() == 10 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n");
+          for (const auto& f : hdr) {
+            raw.head += std::string(f.name_string()) + ": " + std::string(f.value()) + "\r\n";
+          }
+          raw.head += "\r\n";
+          const auto pending = buf.data();
+          raw.buffered.assign(static_cast<const char*>(pending.data()), pending.size());
+          raw.fd = UniqueFd(::fcntl(stream.socket().native_handle(), F_DUPFD_CLOEXEC, 0));
+          // Asio made the socket non-blocking; the handler reads it blocking.
+          if (raw.fd) {
+            ::fcntl(raw.fd.get(), F_SETFL, ::fcntl(raw.fd.get(), F_GETFL) & ~O_NONBLOCK);
+            // The interrupt's own descriptor of the socket: the handler closes raw.fd when it
+            // likes, and a number closed there may soon name another connection's socket.
+            auto shut = std::make_shared<UniqueFd>(::fcntl(raw.fd.get(), F_DUPFD_CLOEXEC, 0));
+            {
+              std::lock_guard lock(conn->mu);
+              conn->authenticated = true;
+            }
+            set_interrupt([shut] {
+              if (*shut) ::shutdown(shut->get(), SHUT_RDWR);
+            });
+            (void)Guarded(req, [&] {
+              host_handler_(req, std::move(raw));
+              return HttpResponse{};
+            });
+            set_interrupt(nullptr);
+          }
+          LogEvent("info", "host route",
+                   {{"method", req.method},
+                    {"host", req.header("host").substr(0, 256)},
+                    {"ms", std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              Clock::now() - start)
+                                              .count())}});
+          break;
+        }
         HttpResponse resp;
         const api::RouteDef* route = nullptr;
         api::RouteMatch match;

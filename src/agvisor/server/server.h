@@ -74,6 +74,15 @@ class HttpStream {
   virtual Result<void> WriteBody(std::string_view bytes) = 0;
 };
 
+// A connection handed over whole to a front end (Server::SetHostRoute): the request's head as
+// it came (request line and header fields, in order, ending with the empty line), the bytes the
+// server had read past it, and the socket (blocking). The handler owns the socket.
+struct RawConnection {
+  std::string head;
+  std::string buffered;
+  UniqueFd fd;
+};
+
 using HttpHandler = std::function<HttpResponse(const HttpRequest&, const api::RouteMatch&)>;
 using StreamHandler =
     std::function<HttpResponse(const HttpRequest&, const api::RouteMatch&, HttpStream&)>;
@@ -153,6 +162,15 @@ class Server {
   // itself; this only keeps the connection bookkeeping. Call before Run.
   void AddCredential(std::function<bool(const HttpRequest&)> shows_credential);
 
+  // Requests for host names of a front end's own (the E2B door's PORT-ID.DOMAIN, e2b/mount.h):
+  // when `claims` says a request's Host is one (before any route or token check: the handler
+  // decides who may pass), the connection goes to `handler` as it is (RawConnection) on the
+  // connection's thread, e.g. to relay it into a sandbox's port, HTTP and WebSocket alike; it
+  // counts as authenticated (the handler refuses what it must, by answering on the socket), and
+  // the server serves nothing more on it. At shutdown its socket is shut down. Call before Run.
+  void SetHostRoute(std::function<bool(const HttpRequest&)> claims,
+                    std::function<void(const HttpRequest&, RawConnection)> handler);
+
   // The bound TCP port (0 when there is no TCP listener).
   std::uint16_t tcp_port() const { return tcp_port_; }
   const api::Router& router() const { return router_; }
@@ -184,6 +202,8 @@ class Server {
   Result<void> AddExtension(const api::RouteDef& def, std::map<std::string, Handler>& handlers,
                             Handler handler);
   std::vector<std::function<bool(const HttpRequest&)>> credentials_;
+  std::function<bool(const HttpRequest&)> host_claims_;
+  std::function<void(const HttpRequest&, RawConnection)> host_handler_;
   std::map<std::string, HttpHandler> ext_http_;
   std::map<std::string, WsHandler> ext_ws_;
   std::map<std::string, StreamHandler> ext_stream_;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -31,7 +32,9 @@ using Clock = std::chrono::steady_clock;
 class RunningServer {
  public:
   // `desktop`: the desktop gateway is mounted too (GET /v1/desktop/ws, auth by its own token).
-  explicit RunningServer(ServerOptions so, bool desktop = false) {
+  // `setup`: more routes, credentials or a host route, before the server runs.
+  explicit RunningServer(ServerOptions so, bool desktop = false,
+                         std::function<void(Server&)> setup = nullptr) {
     so.tcp_listen = "127.0.0.1:0";
     so.token = "t";
     so.shutdown_grace = std::chrono::seconds(2);
@@ -49,6 +52,7 @@ class RunningServer {
           MountDesktopGateway(*server_, {.key = *desktop::ParseTokenKey(std::string(64, '7'))});
       EXPECT_TRUE(mounted.ok()) << mounted.error().ToString();
     }
+    if (setup) setup(*server_);
     thread_ = std::thread([this] { server_->Run(); });
   }
   ~RunningServer() {
@@ -99,6 +103,72 @@ int Request(std::uint16_t port, const std::string& target, bool auth = true) {
   }
   if (got.rfind("HTTP/1.1 ", 0) != 0) return 0;
   return std::atoi(got.c_str() + 9);
+}
+
+// A front end's own credential (E2B's API key, e2b/mount.h) on its routes without the bearer
+// token keeps its connection among the authenticated ones: a burst of new connections does not
+// evict it, as it evicts a connection whose request showed no credential.
+TEST(ServerLimitsTest, AFrontEndsCredentialKeepsItsConnection) {
+  static constexpr api::RouteDef kOwn{"GET", "/own", api::RouteId::kExtension, false, false};
+  ServerOptions so;
+  so.max_connections = 16;
+  so.max_unauthenticated = 2;
+  RunningServer srv(so, false, [](Server& s) {
+    ASSERT_TRUE(s.AddHttpRoute(kOwn, [](const HttpRequest&, const api::RouteMatch&) {
+                   return HttpResponse{200, "text/plain", "ok", {}};
+                 }).ok());
+    s.AddCredential([](const HttpRequest& r) { return r.header("x-key") == "k"; });
+  });
+  auto ask = [&](const char* key) {
+    UniqueFd fd = Connect(srv.port());
+    const std::string req =
+        std::string("GET /own HTTP/1.1\r\nHost: x\r\nx-key: ") + key + "\r\n\r\n";
+    EXPECT_EQ(::send(fd.get(), req.data(), req.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(req.size()));
+    char buf[512];
+    pollfd p{fd.get(), POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 5000), 1);
+    EXPECT_GT(::recv(fd.get(), buf, sizeof buf, 0), 0);  // the answer; the connection stays
+    return fd;
+  };
+  UniqueFd with_key = ask("k"), without = ask("wrong");
+  std::vector<UniqueFd> burst;
+  for (int i = 0; i < 6; ++i) {
+    burst.push_back(Connect(srv.port()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(ClosedWithin(without.get(), std::chrono::milliseconds(2000)));
+  EXPECT_FALSE(ClosedWithin(with_key.get(), std::chrono::milliseconds(300)));
+}
+
+// A host route (E2B's PORT-ID.DOMAIN) gets the connection as it came: the request's head in
+// order and the bytes read past it; other hosts are served as before.
+TEST(ServerLimitsTest, AHostRouteGetsTheConnectionAsItCame) {
+  RunningServer srv(ServerOptions{}, false, [](Server& s) {
+    s.SetHostRoute([](const HttpRequest& r) { return r.header("host") == "8000-a.example"; },
+                   [](const HttpRequest&, RawConnection raw) {
+                     const std::string echo = raw.head + "|" + raw.buffered;
+                     (void)!::send(raw.fd.get(), echo.data(), echo.size(), MSG_NOSIGNAL);
+                   });
+  });
+  UniqueFd fd = Connect(srv.port());
+  const std::string req =
+      "POST /p?q=1 HTTP/1.1\r\nHost: 8000-a.example\r\nX-One: 1\r\nContent-Length: 4\r\n\r\nbody";
+  ASSERT_EQ(::send(fd.get(), req.data(), req.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(req.size()));
+  std::string got;
+  char buf[1024];
+  for (;;) {
+    pollfd p{fd.get(), POLLIN, 0};
+    if (::poll(&p, 1, 5000) <= 0) break;
+    ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+  EXPECT_EQ(got,
+            "POST /p?q=1 HTTP/1.1\r\nHost: 8000-a.example\r\nX-One: 1\r\n"
+            "Content-Length: 4\r\n\r\n|body");
+  EXPECT_EQ(Request(srv.port(), "/v1/sandboxes"), 200);
 }
 
 TEST(ServerLimitsTest, SilentConnectionsCannotKeepOthersOut) {

@@ -23,6 +23,94 @@ after(async () => { await d?.stop(); });
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// A server in the sandbox on `port` (python3's standard library only): GET answers "hello PORT",
+// a WebSocket upgrade is accepted and its first text message echoed back. Put in and started
+// through agvisord's own API (the E2B door's envd is another suite's).
+const kServer = String.raw`
+import base64, hashlib, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.headers.get('Upgrade', '').lower() != 'websocket':
+            body = ('hello %s %s' % (sys.argv[1], self.path)).encode()
+            self.send_response(200); self.send_header('Content-Length', str(len(body)))
+            self.end_headers(); self.wfile.write(body); return
+        key = self.headers['Sec-WebSocket-Key'] + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11'
+        self.send_response(101); self.send_header('Upgrade', 'websocket')
+        self.send_header('Connection', 'Upgrade')
+        self.send_header('Sec-WebSocket-Accept', base64.b64encode(hashlib.sha1(key.encode()).digest()).decode())
+        self.end_headers(); self.wfile.flush()
+        b0, b1 = self.rfile.read(2); n = b1 & 127; mask = self.rfile.read(4)
+        data = bytes(c ^ mask[i % 4] for i, c in enumerate(self.rfile.read(n)))
+        self.wfile.write(bytes([0x81, len(data)]) + data); self.wfile.flush()
+HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()
+`;
+
+// A command run through agvisord's own API (its output), to look inside a sandbox.
+async function execV1(sandboxId, command) {
+  const r = await fetch(`${d.origin}/v1/sandboxes/${sandboxId}/exec`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${d.token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ command }),
+  });
+  assert.equal(r.status, 200);
+  return (await r.json()).stdout;
+}
+
+async function startServer(sandboxId, port) {
+  const v1 = (method, path, body, type = 'application/json') => fetch(`${d.origin}/v1/sandboxes/${sandboxId}${path}`, {
+    method, headers: { Authorization: `Bearer ${d.token}`, 'content-type': type }, body,
+  });
+  const put = await v1('PUT', '/files?path=/tmp/srv.py', kServer, 'application/octet-stream');
+  assert.equal(put.status, 204, await put.text());
+  const started = await v1('POST', '/processes', JSON.stringify({ argv: ['python3', '/tmp/srv.py', String(port)] }));
+  assert.equal(started.status, 201, await started.text());
+}
+
+// What a wildcard DNS record *.DOMAIN (or an /etc/hosts line) gives: every name is agvisord.
+const wildcard = (hostname, options, cb) => (options?.all
+  ? cb(null, [{ address: '127.0.0.1', family: 4 }]) : cb(null, '127.0.0.1', 4));
+
+// GET http://HOST/PATH where HOST is exactly what getHost returned.
+function get(host, path = '/') {
+  return new Promise((resolve, reject) => {
+    http.get(`http://${host}${path}`, { lookup: wildcard, agent: false }, (res) => {
+      let body = '';
+      res.on('data', (c) => { body += c; });
+      res.on('end', () => resolve({ status: res.statusCode, body }));
+    }).on('error', reject);
+  });
+}
+
+// A WebSocket to ws://HOST/ (exactly what getHost returned): sends `text`, returns the echo.
+function wsEcho(host, text) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(`http://${host}/ws`, {
+      lookup: wildcard, agent: false,
+      headers: {
+        Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Version': '13',
+        'Sec-WebSocket-Key': Buffer.from('0123456789abcdef').toString('base64'),
+      },
+    });
+    req.on('upgrade', (res, socket, head) => {
+      const mask = Buffer.from([1, 2, 3, 4]);
+      const payload = Buffer.from(text).map((c, i) => c ^ mask[i % 4]);
+      socket.write(Buffer.concat([Buffer.from([0x81, 0x80 | payload.length]), mask, payload]));
+      let got = head;
+      socket.on('data', (c) => {
+        got = Buffer.concat([got, c]);
+        if (got.length >= 2 && got.length >= 2 + got[1]) {
+          resolve({ status: res.statusCode, text: got.subarray(2, 2 + got[1]).toString() });
+          socket.destroy();
+        }
+      });
+    });
+    req.on('response', (res) => reject(new Error(`no upgrade: ${res.statusCode}`)));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 test('create two at once, getInfo, list by metadata with paging, setTimeout, kill', async () => {
   const [a, b] = await Promise.all([
     Sandbox.create({ metadata: { ...d.metadata, which: 'a' }, timeoutMs: 120_000 }),
@@ -30,6 +118,9 @@ test('create two at once, getInfo, list by metadata with paging, setTimeout, kil
   ]);
   assert.match(a.sandboxId, /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/, 'ids are DNS labels');
   assert.notEqual(a.sandboxId, b.sandboxId);
+
+  // E2B's default network is open: a bridge network, an interface beside loopback.
+  assert.match(await execV1(a.sandboxId, 'cat /proc/net/dev'), /eth0/);
 
   const info = await a.getInfo();
   assert.equal(info.sandboxId, a.sandboxId);
@@ -45,6 +136,7 @@ test('create two at once, getInfo, list by metadata with paging, setTimeout, kil
   // The metadata filter, and paging one at a time.
   const only = await Sandbox.list({ query: { metadata: { ...d.metadata, which: 'b' } } }).nextItems();
   assert.deepEqual(only.map((s) => s.sandboxId), [b.sandboxId]);
+  assert.deepEqual(await Sandbox.list({ query: { metadata: d.metadata, template: 'other' } }).nextItems(), []);
   const pager = Sandbox.list({ query: { metadata: d.metadata }, limit: 1 });
   const seen = [];
   while (pager.hasNext) seen.push(...(await pager.nextItems()).map((s) => s.sandboxId));
@@ -61,13 +153,18 @@ test('create two at once, getInfo, list by metadata with paging, setTimeout, kil
   assert.equal(await b.isRunning(), true, "envd's health says nothing of a sandbox");
 });
 
-test('the timeout ends a sandbox; onTimeout pause keeps it, connect wakes it', async () => {
+test('the timeout ends a sandbox; onTimeout pause keeps it, traffic and connect wake it', async () => {
   const [ends, pauses] = await Promise.all([
-    Sandbox.create({ metadata: d.metadata, timeoutMs: 1_000 }),
+    Sandbox.create({ metadata: d.metadata, timeoutMs: 1_000, allowInternetAccess: false }),
     Sandbox.create({
-      metadata: d.metadata, timeoutMs: 1_000, lifecycle: { onTimeout: 'pause', autoResume: true },
+      metadata: d.metadata, timeoutMs: 60_000, allowInternetAccess: false,
+      lifecycle: { onTimeout: 'pause', autoResume: true },
     }),
   ]);
+  await startServer(pauses.sandboxId, 8001);
+  const host = pauses.getHost(8001);
+  for (let i = 0; i < 100 && (await get(host)).status !== 200; i++) await sleep(100);
+  await pauses.setTimeout(1_000);
   let state, ended = false;
   for (let i = 0; i < 40 && !(state === 'paused' && ended); i++) {
     await sleep(250);
@@ -81,14 +178,16 @@ test('the timeout ends a sandbox; onTimeout pause keeps it, connect wakes it', a
   const info = await pauses.getInfo();
   assert.deepEqual(info.lifecycle, { onTimeout: 'pause', autoResume: true });
 
+  // autoResume: traffic to the paused sandbox wakes it.
+  assert.deepEqual(await get(host, '/woken'), { status: 200, body: 'hello 8001 /woken' });
+  assert.equal((await pauses.getInfo()).state, 'running');
+
+  // pause() and connect() by hand; a second pause says it was paused already.
+  assert.equal(await pauses.pause(), true);
+  assert.equal(await Sandbox.pause(pauses.sandboxId), false);
+  assert.equal((await Sandbox.getInfo(pauses.sandboxId)).state, 'paused');
   const woken = await Sandbox.connect(pauses.sandboxId, { timeoutMs: 60_000 });
   assert.equal((await woken.getInfo()).state, 'running');
-  // pause() and connect() by hand; a second pause says it was paused already.
-  assert.equal(await woken.pause(), true);
-  assert.equal(await Sandbox.pause(woken.sandboxId), false);
-  assert.equal((await Sandbox.getInfo(woken.sandboxId)).state, 'paused');
-  await Sandbox.connect(woken.sandboxId);
-  assert.equal((await Sandbox.getInfo(woken.sandboxId)).state, 'running');
 
   const metrics = await woken.getMetrics();
   assert.equal(metrics.length, 1);
@@ -133,6 +232,59 @@ test("errors come in E2B's shapes, as the SDK's error classes", async () => {
   const bad = await d.api('POST', '/v2/sandboxes', { body: { templateID: 'base', timeout: -5 } });
   assert.equal(bad.status, 400);
   assert.match(bad.json.message, /timeout/);
+});
+
+test('records and envd tokens survive an agvisord restart', async () => {
+  const sbx = await Sandbox.create({
+    metadata: { ...d.metadata, kept: 'yes' }, envs: { A: '1' }, timeoutMs: 300_000,
+  });
+  const before = await sbx.getInfo();
+  await d.restart();
+  const after = await Sandbox.getInfo(sbx.sandboxId);
+  assert.equal(after.metadata.kept, 'yes');
+  assert.equal(after.templateId, 'base');
+  assert.equal(after.endAt.getTime(), before.endAt.getTime());
+  const again = await Sandbox.connect(sbx.sandboxId);
+  assert.equal(again.envdAccessToken, sbx.envdAccessToken, 'the derived token is the same');
+  await again.kill();
+});
+
+test('getHost(port): HTTP and a WebSocket through exactly the host it returns', async () => {
+  const sbx = await Sandbox.create({ metadata: d.metadata, allowInternetAccess: false });
+  const host = sbx.getHost(8000);
+  assert.equal(host, `8000-${sbx.sandboxId}.localhost:${d.port}`);
+  assert.equal((await get(host)).status, 502, 'nothing listens yet: 502');
+  // allowInternetAccess false: network none, loopback only.
+  assert.doesNotMatch(await execV1(sbx.sandboxId, 'cat /proc/net/dev'), /eth0/);
+  await startServer(sbx.sandboxId, 8000);
+  let r;
+  for (let i = 0; i < 100; i++) {
+    r = await get(host, '/x?y=1');
+    if (r.status === 200) break;
+    await sleep(100);
+  }
+  assert.deepEqual(r, { status: 200, body: 'hello 8000 /x?y=1' });
+  assert.deepEqual(await wsEcho(host, 'ping over e2b'), { status: 101, text: 'ping over e2b' });
+
+  // A sandbox agvisor made by its own API (no E2B record) is not served on such a host name,
+  // though its name is a DNS label: its ports stay behind agvisord's token.
+  const own = await fetch(`${d.origin}/v1/sandboxes`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${d.token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ network: 'none', labels: { 'agvisor-e2b-test': d.metadata.agvisorTest } }),
+  }).then((x) => x.json());
+  const ownId = own.container_name.replace(/^agvisor-/, '');
+  try {
+    await startServer(ownId, 8000);
+    const other = await get(`8000-${ownId}.localhost:${d.port}`);
+    assert.notEqual(other.status, 200);
+    assert.doesNotMatch(other.body, /hello/);
+  } finally {
+    await fetch(`${d.origin}/v1/sandboxes/${ownId}`, {
+      method: 'DELETE', headers: { Authorization: `Bearer ${d.token}` },
+    });
+  }
+  await sbx.kill();
 });
 
 test('hostile: another sandbox\'s token, forged ids, huge bodies, 250 connections', async () => {

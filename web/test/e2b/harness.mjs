@@ -5,6 +5,7 @@
 //   import { startAgvisord } from './harness.mjs';
 //   const d = await startAgvisord();   // sets E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY
 //   ... Sandbox.create({ metadata: d.metadata }) ...
+//   await d.restart();                 // agvisord again on the same token and state
 //   await d.stop();                    // kills every sandbox made with d.metadata, then agvisord
 //
 // Every sandbox a test makes carries `d.metadata` (a run id), and stop() kills them by it, so a
@@ -20,26 +21,37 @@ export async function startAgvisord({ args = [] } = {}) {
   if (!binary) throw new Error('set AGVISORD_BINARY (web/run-e2b-tests does)');
   const dir = mkdtempSync(join(tmpdir(), 'agvisor-e2b-'));
   const tokenFile = join(dir, 'token');
-  const daemon = spawn(binary, ['--socket', join(dir, 'd.sock'), '--listen', '127.0.0.1:0',
-    '--token-file', tokenFile, '--no-egress', '--e2b', ...args],
-  { stdio: ['ignore', 'ignore', 'pipe'] });
-  let log = '';
-  const port = await new Promise((resolve, reject) => {
-    daemon.stderr.on('data', (b) => {
-      log += b;
-      const m = log.match(/"tcp_port":"?(\d+)/);
-      if (m) resolve(Number(m[1]));
+  let daemon, log = '', port, token;
+  const env = {};
+  // Starts agvisord on the directory (again, after restart(): same token and state).
+  async function launch() {
+    daemon = spawn(binary, ['--socket', join(dir, 'd.sock'), '--listen', '127.0.0.1:0',
+      '--token-file', tokenFile, '--no-egress', '--e2b', ...args],
+    { stdio: ['ignore', 'ignore', 'pipe'] });
+    log = '';
+    port = await new Promise((resolve, reject) => {
+      daemon.stderr.on('data', (b) => {
+        log += b;
+        const m = log.match(/"tcp_port":"?(\d+)/);
+        if (m) resolve(Number(m[1]));
+      });
+      daemon.on('exit', (code) => reject(new Error(`agvisord exited (${code}): ${log}`)));
     });
-    daemon.on('exit', (code) => reject(new Error(`agvisord exited (${code}): ${log}`)));
-  });
-  const token = readFileSync(tokenFile, 'utf8').trim();
-  const origin = `http://127.0.0.1:${port}`;
-  const env = {
-    E2B_API_URL: `${origin}/e2b`,
-    E2B_SANDBOX_URL: origin,
-    E2B_API_KEY: `e2b_${token}`,
-  };
-  Object.assign(process.env, env);
+    token = readFileSync(tokenFile, 'utf8').trim();
+    const origin = `http://127.0.0.1:${port}`;
+    Object.assign(env, {
+      E2B_API_URL: `${origin}/e2b`,
+      E2B_SANDBOX_URL: origin,
+      E2B_API_KEY: `e2b_${token}`,
+    });
+    Object.assign(process.env, env);
+    Object.assign(handle, { port, origin, token });
+  }
+  async function halt() {
+    daemon.kill('SIGTERM');
+    await new Promise((resolve) => (daemon.exitCode !== null ? resolve() : daemon.on('exit', resolve)));
+  }
+  const handle = {};
   const metadata = { agvisorTest: `e2b-${randomBytes(6).toString('hex')}` };
 
   // E2B's REST API by hand (no SDK), for the hostile cases the SDK would not send.
@@ -61,11 +73,17 @@ export async function startAgvisord({ args = [] } = {}) {
       const listed = await api('GET', `/v2/sandboxes?metadata=${encodeURIComponent(q)}&state=running,paused`);
       for (const s of listed.json ?? []) await api('DELETE', `/sandboxes/${s.sandboxID}`);
     } finally {
-      daemon.kill('SIGTERM');
-      await new Promise((resolve) => (daemon.exitCode !== null ? resolve() : daemon.on('exit', resolve)));
+      await halt();
       rmSync(dir, { recursive: true, force: true });
     }
   }
 
-  return { port, origin, token, env, metadata, api, stop, log: () => log };
+  // Stops agvisord and starts it again on the same token and state directory (a new port).
+  async function restart() {
+    await halt();
+    await launch();
+  }
+
+  await launch();
+  return Object.assign(handle, { env, metadata, api, stop, restart, log: () => log });
 }
