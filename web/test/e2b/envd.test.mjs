@@ -109,6 +109,15 @@ describe('commands', () => {
     assert.match(out, /7 91/);
   });
 
+  test('timeoutMs ends the connection (TimeoutError), not the command', async () => {
+    await assert.rejects(sbx.commands.run('sleep 30 # timeout-probe', { timeoutMs: 1000 }),
+      { name: 'TimeoutError' });
+    const listed = await sbx.commands.list();
+    const probe = listed.find((p) => p.args.some((a) => a.includes('timeout-probe')));
+    assert.ok(probe, JSON.stringify(listed));
+    assert.equal(await sbx.commands.kill(probe.pid), true);
+  });
+
   test('output is streamed as produced', async () => {
     const seen = [];
     const t0 = Date.now();
