@@ -72,10 +72,17 @@ Result<std::uint32_t> Uint32(const json::value& v, std::string_view field) {
   return static_cast<std::uint32_t>(n);
 }
 
+// A field that must be there; `why` says what it holds.
+Result<const json::value*> RequiredField(const json::object& o, std::string_view field,
+                                         std::string_view why = "is required") {
+  const json::value* v = Field(o, field);
+  if (!v) return Bad(field, why);
+  return v;
+}
+
 // A non-empty string field (a path).
 Result<std::string> RequiredPath(const json::object& o, std::string_view field) {
-  const json::value* v = Field(o, field);
-  if (!v) return Bad(field, "is required");
+  auto* v = AGVISOR_TRY(RequiredField(o, field));
   auto path = AGVISOR_TRY(String(*v, field));
   if (path.empty()) return Bad(field, "must not be empty");
   return path;
@@ -256,8 +263,7 @@ Result<SendInputRequest> DecodeSendInputRequest(std::string_view text) {
   auto top = AGVISOR_TRY(ParseObject(text));
   SendInputRequest r;
   r.process = AGVISOR_TRY(Selector(top));
-  const json::value* iv = Field(top, "input");
-  if (!iv) return Bad("input", "is required (stdin or pty bytes)");
+  auto* iv = AGVISOR_TRY(RequiredField(top, "input", "is required (stdin or pty bytes)"));
   auto* io = AGVISOR_TRY(Object(*iv, "input"));
   const json::value* in = Field(*io, "stdin");
   const json::value* pty = Field(*io, "pty");
@@ -274,8 +280,8 @@ Result<SendSignalRequest> DecodeSendSignalRequest(std::string_view text) {
   auto top = AGVISOR_TRY(ParseObject(text));
   SendSignalRequest r;
   r.process = AGVISOR_TRY(Selector(top));
-  const json::value* sv = Field(top, "signal");
-  if (!sv) return Bad("signal", "is required (SIGNAL_SIGKILL or SIGNAL_SIGTERM)");
+  auto* sv =
+      AGVISOR_TRY(RequiredField(top, "signal", "is required (SIGNAL_SIGKILL or SIGNAL_SIGTERM)"));
   if (sv->is_string()) {
     auto s = sv->as_string();
     if (s == "SIGNAL_SIGKILL") {
