@@ -47,12 +47,16 @@ void E2bSuite(int runs) {
   if (::mkdtemp(tmpl) == nullptr) Fail("mkdtemp failed");
   const std::string dir = tmpl;
   auto daemon = StartBenchAgvisord(dir, {"--e2b", "--no-egress", "--listen", "127.0.0.1:0"});
-  if (!daemon.ok()) Fail(daemon.error().ToString());
+  if (!daemon.ok()) {
+    std::filesystem::remove_all(dir);
+    Fail(daemon.error().ToString());
+  }
   std::smatch m;
   const std::string log = ReadFile(dir + "/agvisord.log");
   static const std::regex kPort("\"tcp_port\":\"?([0-9]+)");
   if (!std::regex_search(log, m, kPort)) {
     StopBenchAgvisord(*daemon);
+    std::filesystem::remove_all(dir);
     Fail("no tcp_port in agvisord's log: " + log);
   }
   const std::string url = "http://127.0.0.1:" + m[1].str();
