@@ -14,7 +14,8 @@
 // (bench/egress_suite.h: starts agvisord, so only when named, under `flock
 // /tmp/agvisor-egress.lock`; not in all), kube (bench/kube_suite.h: the Kubernetes runtime against
 // the API test double vs Docker, and the double's own cost; only when named), tails
-// (bench/tails_suite.h: exec loops through agvisord on saturated cores; only when named).
+// (bench/tails_suite.h: exec loops through agvisord on saturated cores; only when named), e2b
+// (bench/e2b_suite.h: the official e2b SDK against agvisor's own exec; only when named).
 // --platform puts every sandbox of the run (and the seed's basic-suite sandbox) on that gVisor
 // platform.
 //
@@ -54,6 +55,7 @@
 #include "agvisor/sandbox/start_gate.h"
 #include "agvisor/sandbox/testing/kept_runtime.h"
 #include "bench_agvisord.h"
+#include "e2b_suite.h"
 #include "egress_suite.h"
 #include "kube_suite.h"
 #include "tails_suite.h"
@@ -1345,7 +1347,7 @@ int main(int argc, char** argv) {
   const char* usage =
       "usage: agvisor_bench [--seed DIR] [--image IMG] [--runs N] [--platform systrap|ptrace] "
       "[--suite "
-      "basic|create|pool|concurrency|memory|idle|desktop|lifecycle|all|egress|kube|tails]... "
+      "basic|create|pool|concurrency|memory|idle|desktop|lifecycle|all|egress|kube|tails|e2b]... "
       "[--tails-loops N] [--tails-seconds N] [--tails-door agvisord|local] "
       "[--idle-seconds "
       "N] [--creates N] [--gates K,K,...] [--exec-sandboxes "
@@ -1385,10 +1387,10 @@ int main(int argc, char** argv) {
       std::string v = next();
       if (v != "basic" && v != "create" && v != "pool" && v != "concurrency" && v != "memory" &&
           v != "idle" && v != "desktop" && v != "lifecycle" && v != "all" && v != "egress" &&
-          v != "kube" && v != "tails") {
+          v != "kube" && v != "tails" && v != "e2b") {
         Die("--suite " + v +
             ": expected basic, create, pool, concurrency, memory, idle, desktop, lifecycle, all, "
-            "egress, kube or tails");
+            "egress, kube, tails or e2b");
       }
       suites.push_back(v);
     } else if (a == "--creates") {
@@ -1434,6 +1436,8 @@ int main(int argc, char** argv) {
   if (std::find(suites.begin(), suites.end(), "egress") != suites.end()) {
     EgressSuite(image, kTransferRounds, std::max(runs, 200));
   }
+  // Not part of "all": it needs node and web/'s npm tree (the e2b SDK).
+  if (std::find(suites.begin(), suites.end(), "e2b") != suites.end()) E2bSuite(runs);
   // Not part of "all": it starts the Kubernetes API test double (tests/kube/).
   if (std::find(suites.begin(), suites.end(), "kube") != suites.end()) {
     KubeSuite(image, colds, runs, std::min(acquires, 10));

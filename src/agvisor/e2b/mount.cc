@@ -156,8 +156,8 @@ struct Door {
       auto it = m.query.find(k);
       return it == m.query.end() ? std::string() : it->second;
     };
-    // The SDK signs the user it was given, or the word "undefined" when it was given none.
-    const std::string signed_user = m.query.count("username") ? q("username") : "undefined";
+    // The SDK signs the user it was given, or "" when it was given none (getSignature).
+    const std::string signed_user = m.query.count("username") ? q("username") : "";
     auto check_signature = [&](const std::string& token) {
       return CheckFileUrlSignature(q("signature"), q("signature_expiration"), q("path"),
                                    req.method == "GET" ? "read" : "write", signed_user, token,

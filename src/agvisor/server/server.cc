@@ -712,6 +712,11 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
     Proto::socket sock(ioc);
     error_code ec;
     sock.assign(Proto(family, 0), raw_fd, ec);
+    // Streamed answers are many small writes (chunks, events): without this, Nagle's algorithm
+    // holds each behind the peer's delayed ACK of the one before (up to 40 ms on Linux).
+    if (error_code ignored; !ec && family != AF_UNIX) {
+      sock.set_option(net::ip::tcp::no_delay(true), ignored);
+    }
     if (ec) {
       ::close(raw_fd);
     } else {
