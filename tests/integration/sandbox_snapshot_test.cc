@@ -292,6 +292,8 @@ elif mode == 'truncated':
     out.write(hdr(b'./short', size=1000) + b'only-a-few-bytes')
     out.flush()
     sys.exit(0)
+elif mode == 'opaque':
+    out.write(hdr(b'./etc/', b'5') + hdr(b'./etc/.wh..wh..opq'))
 elif mode == 'symlink':
     out.write(hdr(b'./etc', b'2', link=b'/etc'))
     out.write(hdr(b'./etc/passwd', size=4) + b'evil'.ljust(512, b'\0'))
@@ -313,6 +315,8 @@ TEST_F(SnapshotTest, HostileStreamsAreRefusedAndLeaveNoImage) {
       {"oversize", ErrorCode::kResourceExhausted, "size cap"},
       {"truncated", ErrorCode::kInvalidArgument, "truncated"},
       {"symlink", ErrorCode::kInvalidArgument, "goes through the symlink './etc'"},
+      // A layer takes whiteouts (DIR/.wh.NAME), never the opaque-directory marker.
+      {"opaque", ErrorCode::kInvalidArgument, "whiteouts"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.mode);
