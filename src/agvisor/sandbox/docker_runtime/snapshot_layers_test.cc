@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agvisor/docker/codec.h"
@@ -62,11 +63,16 @@ TEST(SnapshotLayersTest, ListsTheImageTreeWithoutFollowingLinksOrDescendingExclu
 }
 
 TEST(SnapshotLayersTest, CreationTimesAndTheLayersASnapshotGoesOn) {
-  EXPECT_EQ(SecondsDotNanos("2026-12-06T09:15:04.416530473Z"), "1796548504.416530473");
-  EXPECT_EQ(SecondsDotNanos("2026-12-06T09:15:04.4Z"), "1796548504.400000000");
-  EXPECT_EQ(SecondsDotNanos("2026-12-06T09:15:04Z"), "1796548504.000000000");
-  EXPECT_FALSE(SecondsDotNanos("2026-12-06T09:15:04+01:00").has_value());
-  EXPECT_FALSE(SecondsDotNanos("yesterday").has_value());
+  // Docker's RFC 3339 (always UTC, 0-9 decimals) -> "SECONDS.NANOS"; anything else: none.
+  const std::pair<const char*, const char*> times[] = {
+      {"2026-12-06T09:15:04.416530473Z", "1796548504.416530473"},
+      {"2026-12-06T09:15:04.4Z", "1796548504.400000000"},
+      {"2026-12-06T09:15:04Z", "1796548504.000000000"},
+      {"2026-12-06T09:15:04+01:00", ""},
+      {"yesterday", ""}};
+  for (const auto& [rfc3339, want] : times) {
+    EXPECT_EQ(SecondsDotNanos(rfc3339).value_or(""), want) << rfc3339;
+  }
   // The agent's layer on top is left out; an image without one is not layered.
   EXPECT_EQ(*SnapshotLayersOf({"sha256:a", "sha256:b", "sha256:agent"}, true),
             (std::vector<std::string>{"sha256:a", "sha256:b"}));
