@@ -525,25 +525,48 @@ Result<ForkResult> Fork(Sandbox& source, const ForkOptions& options) {
   so.progress = options.progress;
   ForkResult out;
   out.snapshot = AGVISOR_TRY(source.Snapshot(so));
-  for (const std::string& n : names) {
+  // The first fork alone (its create derives the image with the agent from the snapshot, once
+  // per host), then the others at once: each is a container start of its own, which the
+  // runtime's start gate bounds. Each has its own new volume (isolation is per volume).
+  std::vector<std::optional<Result<std::unique_ptr<Sandbox>>>> made(names.size());
+  auto create = [&](std::size_t i) {
     SandboxSpec spec = options.spec;
-    spec.name = n;
+    spec.name = names[i];
     spec.image = out.snapshot.image;
     spec.host = source.host();
-    auto sb = Sandbox::Create(runtime, spec);
-    if (!sb.ok() || (*sb)->resumed()) {
-      Error e =
-          sb.ok() ? Error::Conflict("a sandbox named " + n + " appeared meanwhile") : sb.error();
-      for (auto& made : out.sandboxes) (void)made->Delete();
-      if (!sb.ok() && sb.error().code() != ErrorCode::kConflict) {
-        // A create that failed leaves no container; the volume it made for the name goes too
-        // (the name was free before: checked above). A conflict is another client's sandbox.
-        (void)Sandbox::Remove(runtime, ContainerNameFor(n), /*erase_data=*/true);
-      }
-      return e.WithContext("fork of " + src + " (fork " + n + "; the forks made were removed, " +
-                           "the snapshot " + out.snapshot.image + " stays)");
+    made[i] = Sandbox::Create(runtime, spec);
+  };
+  create(0);
+  if (made[0]->ok()) {
+    std::vector<std::thread> others;
+    for (std::size_t i = 1; i < names.size(); ++i) others.emplace_back(create, i);
+    for (std::thread& t : others) t.join();
+  }
+  std::optional<Error> failed;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (!made[i]) continue;  // not tried: the first one failed
+    Result<std::unique_ptr<Sandbox>>& sb = *made[i];
+    if (sb.ok() && !(*sb)->resumed()) {
+      out.sandboxes.push_back(std::move(sb).value());
+      continue;
     }
-    out.sandboxes.push_back(std::move(sb).value());
+    if (!failed) {
+      const Error e = sb.ok()
+                          ? Error::Conflict("a sandbox named " + names[i] + " appeared meanwhile")
+                          : sb.error();
+      failed = e.WithContext("fork of " + src + " (fork " + names[i] +
+                             "; the forks made were removed, the snapshot " + out.snapshot.image +
+                             " stays)");
+    }
+    if (!sb.ok() && sb.error().code() != ErrorCode::kConflict) {
+      // A create that failed leaves no container; the volume it made for the name goes too
+      // (the name was free before: checked above). A conflict is another client's sandbox.
+      (void)Sandbox::Remove(runtime, ContainerNameFor(names[i]), /*erase_data=*/true);
+    }
+  }
+  if (failed) {
+    for (auto& sb : out.sandboxes) (void)sb->Delete();
+    return *failed;
   }
   out.seconds = SecondsSince(start);
   return out;

@@ -144,8 +144,9 @@ Result<std::vector<std::string>> ForkNames(std::string_view source_name,
                                            const ForkOptions& options);
 
 // Snapshot of `source` (a named sandbox) with /workspace, then options.count sandboxes from it,
-// each with its own copy of /workspace. On a failure the forks made so far are removed with
-// their volumes; the image stays when it was made (the message names it). Errors:
+// each with its own copy of /workspace (the first created alone, the others concurrently: each
+// is a container start, bounded by the runtime's start gate). On a failure the forks made are
+// removed with their volumes; the image stays when it was made (the message names it). Errors:
 // kInvalidArgument (an anonymous source: it has no /workspace volume; options), kConflict (a
 // fork's name is taken: nothing was made), Snapshot's and Create's.
 Result<ForkResult> Fork(Sandbox& source, const ForkOptions& options);
