@@ -1064,6 +1064,42 @@ void RemoveSnapshotsOf(const std::string& name) {
   }
 }
 
+// Issue 37's table: each snapshot and fork the whole file system (as before layers) and as a
+// layer over the image, side by side, with the agent's own read rate inside gVisor and the
+// 1-minute load (the machine may be shared: say so with the figures).
+void PrintLayerTable(std::map<std::string, std::vector<double>>& rows,
+                     const SnapshotResult& unchanged_layered, const SnapshotResult& unchanged_whole,
+                     const SnapshotResult& layered, const SnapshotResult& whole) {
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  double load[3] = {0, 0, 0};
+  (void)::getloadavg(load, 3);
+  std::printf(
+      "\n### Snapshots and forks: whole file system vs layer (platform %s, 1-minute load "
+      "%.2f at the end)\n\n",
+      g_platform.empty() ? "default" : g_platform.c_str(), load[0]);
+  std::printf("| operation | whole (before) | layer (after) | stream whole / layer |\n");
+  std::printf("|---|---|---|---|\n");
+  std::printf("| snapshot of an unchanged sandbox | %.0f ms | %.0f ms | %.1f MB / %.3f MB |\n",
+              median(rows["unchanged_whole"]), median(rows["unchanged_layered"]),
+              unchanged_whole.bytes / 1e6, unchanged_layered.bytes / 1e6);
+  std::printf("| snapshot of base + 200 MB | %.0f ms | %.0f ms | %.1f MB / %.1f MB |\n",
+              median(rows["snapshot_whole"]), median(rows["snapshot_layered"]), whole.bytes / 1e6,
+              layered.bytes / 1e6);
+  std::printf("| fork of 4 (snapshot with /workspace + 4 creates) | %.0f ms | %.0f ms | |\n",
+              median(rows["fork_whole"]), median(rows["fork_layered"]));
+  const double read_ms = median(rows["agent_read"]);
+  std::printf(
+      "| the agent's tar of the 200 MB inside gVisor, to /dev/null | | %.0f ms (%.0f "
+      "MB/s; %.0f%% of the layered snapshot) | |\n",
+      read_ms, read_ms > 0 ? 200e3 / read_ms : 0.0,
+      median(rows["snapshot_layered"]) > 0 ? 100 * read_ms / median(rows["snapshot_layered"])
+                                           : 0.0);
+}
+
 // Snapshot and fork (docs/lifecycle.md, "Snapshots and forks"): a named sandbox of `image` with
 // 200 MB of changes (4 x 50 MB of random bytes in /opt); `rounds` snapshots of it (the root file
 // system without /workspace), then `forks` forks of 4 (a snapshot with /workspace, then 4
@@ -1073,37 +1109,78 @@ std::string SnapshotForkRounds(const std::string& image, int rounds, int forks,
   const std::string tag = std::to_string(::getpid());
   SandboxSpec spec = BenchSpec(image);
   spec.name = "bench-snap-" + tag;
+  // An unchanged sandbox first (issue 37: its snapshot is a layer of nothing).
+  SandboxSpec unchanged_spec = BenchSpec(image);
+  unchanged_spec.name = "bench-snap-u-" + tag;
+  auto unchanged = Must(CreateSandbox(unchanged_spec), "create the unchanged source");
+  std::map<std::string, std::vector<double>> layers;  // this function's own table
+  SnapshotResult unchanged_layered, unchanged_whole;
+  for (int i = 0; i < rounds; ++i) {
+    std::fprintf(stderr, "lifecycle: snapshot of an unchanged sandbox %d/%d ...\n", i + 1, rounds);
+    for (bool layered : {true, false}) {
+      SnapshotOptions o;
+      o.image = "bench-snapshot-u-" + tag;
+      o.layered = layered;
+      auto r = Must(unchanged->Snapshot(o), "snapshot of an unchanged sandbox");
+      layers[layered ? "unchanged_layered" : "unchanged_whole"].push_back(r.seconds * 1000);
+      (layered ? unchanged_layered : unchanged_whole) = r;
+    }
+  }
+  Must(unchanged->Delete(), "delete the unchanged source");
+  RemoveSnapshotsOf(*unchanged_spec.name);
+
   auto src = Must(CreateSandbox(spec), "create the snapshot source");
   auto made = Must(src->ExecShell("mkdir -p /opt/big && for i in 1 2 3 4; do head -c 50000000 "
                                   "/dev/urandom > /opt/big/f$i; done && echo w > /workspace/w",
                                   {.timeout = 300}),
                    "write 200 MB");
   if (made.exit_code != 0) Die("write 200 MB: " + made.err);
-  SnapshotResult last;
+  // The agent's read rate inside gVisor: its tar of the 200 MB, to /dev/null in the sandbox.
+  for (int i = 0; i < rounds; ++i) {
+    auto read = Must(src->ExecShell("s=$(date +%s%N); " + std::string(kAgentPath) +
+                                        " read-file --tar /opt/big >/dev/null; "
+                                        "echo $(( ($(date +%s%N) - s) / 1000000 ))",
+                                    {.timeout = 300}),
+                     "the agent's read of 200 MB");
+    layers["agent_read"].push_back(std::atof(read.out.c_str()));
+  }
+  SnapshotResult last, whole;
   for (int i = 0; i < rounds; ++i) {
     std::fprintf(stderr, "lifecycle: snapshot %d/%d ...\n", i + 1, rounds);
     SnapshotOptions o;
     o.image = "bench-snapshot-" + tag;
     last = Must(src->Snapshot(o), "snapshot");
     ms["snapshot"].push_back(last.seconds * 1000);
+    layers["snapshot_layered"].push_back(last.seconds * 1000);
+    o.layered = false;
+    whole = Must(src->Snapshot(o), "whole snapshot");
+    layers["snapshot_whole"].push_back(whole.seconds * 1000);
   }
   auto docker = Must(ConnectDockerHost(""), "docker");
   const auto image_size = Must(docker->InspectImage(last.image), "inspect").size;
   for (int i = 0; i < forks; ++i) {
-    std::fprintf(stderr, "lifecycle: fork of 4, %d/%d ...\n", i + 1, forks);
-    ForkOptions o;
-    o.count = 4;
-    o.prefix = "bench-fork-" + tag + "-" + std::to_string(i);
-    o.image = "bench-fork-" + tag + "-" + std::to_string(i);
-    o.spec = BenchSpec(image);
-    auto f = Must(Fork(*src, o), "fork of 4");
-    ms["fork"].push_back(f.seconds * 1000);
-    ms["fork_snapshot"].push_back(f.snapshot.seconds * 1000);
-    ms["fork_creates"].push_back((f.seconds - f.snapshot.seconds) * 1000);
-    for (auto& sb : f.sandboxes) Must(sb->Delete(), "delete a fork");
+    for (bool layered : {true, false}) {
+      std::fprintf(stderr, "lifecycle: fork of 4 (%s), %d/%d ...\n", layered ? "layered" : "whole",
+                   i + 1, forks);
+      ForkOptions o;
+      o.count = 4;
+      o.prefix = "bench-fork-" + tag + "-" + std::to_string(i) + (layered ? "l" : "w");
+      o.image = o.prefix;
+      o.spec = BenchSpec(image);
+      o.layered = layered;
+      auto f = Must(Fork(*src, o), "fork of 4");
+      if (layered) {
+        ms["fork"].push_back(f.seconds * 1000);
+        ms["fork_snapshot"].push_back(f.snapshot.seconds * 1000);
+        ms["fork_creates"].push_back((f.seconds - f.snapshot.seconds) * 1000);
+      }
+      layers[layered ? "fork_layered" : "fork_whole"].push_back(f.seconds * 1000);
+      for (auto& sb : f.sandboxes) Must(sb->Delete(), "delete a fork");
+    }
   }
   Must(src->Delete(), "delete the snapshot source");
   RemoveSnapshotsOf(*spec.name);
+  PrintLayerTable(layers, unchanged_layered, unchanged_whole, last, whole);
   char line[256];
   std::snprintf(line, sizeof line,
                 "snapshot of %s + 200 MB: stream %.1f MB (%llu entries, %.1f MB of file data), "

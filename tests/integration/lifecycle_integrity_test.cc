@@ -64,16 +64,7 @@ for n in 1 2 3; do head -c 400000 /dev/urandom > /opt/integ/r$n; done
 ln -s /opt/integ/r1 /opt/integ/link
 )SH";
 
-// For each directory argument, one line: "<sha256> <bytes of regular files> <entries>" of the
-// tree there, or "absent".
-constexpr const char* kHashTrees = R"SH(for d in "$@"; do
-  [ -d "$d" ] || { echo absent; continue; }
-  h=$(cd "$d" && { find . -printf '%y %m %U:%G %p -> %l\n' | LC_ALL=C sort
-        find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum; } | sha256sum) || exit 1
-  echo "${h%% *} $(find "$d" -type f -printf '%s\n' | awk '{s+=$1} END {print s+0}') \
-$(find "$d" | wc -l)"
-done
-)SH";
+using testing::kHashTrees;
 
 struct TreeHash {
   std::string line;  // "<sha256> <bytes> <entries>", or "absent"

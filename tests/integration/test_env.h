@@ -102,4 +102,16 @@ inline bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds
   return cond();
 }
 
+// A shell script that hashes each directory argument inside a sandbox: one line per argument,
+// "<sha256> <bytes of regular files> <entries>" of the tree there (names, types, modes, owners,
+// link targets and every file's sha256), or "absent". Run as `sh -c kHashTrees sh DIR...`.
+inline constexpr const char* kHashTrees = R"SH(for d in "$@"; do
+  [ -d "$d" ] || { echo absent; continue; }
+  h=$(cd "$d" && { find . -printf '%y %m %U:%G %p -> %l\n' | LC_ALL=C sort
+        find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum; } | sha256sum) || exit 1
+  echo "${h%% *} $(find "$d" -type f -printf '%s\n' | awk '{s+=$1} END {print s+0}') \
+$(find "$d" | wc -l)"
+done
+)SH";
+
 }  // namespace agvisor::testing

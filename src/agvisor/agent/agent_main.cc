@@ -31,7 +31,10 @@ struct Dispatch {
   int operator()(const ExecOptions& o) const { return RunExec(o); }
   int operator()(const ConnectOptions& o) const { return RunConnect(o); }
   int operator()(const ReadFileOptions& o) const {
-    return RunReadFile(o.path, o.tar, o.socket_path, o.watch_stdin, o.exclude);
+    std::optional<timespec> since;
+    if (o.layer_since) since = ParseLayerSince(*o.layer_since);
+    return RunReadFile(o.path, o.tar, o.socket_path, o.watch_stdin, o.exclude, since,
+                       o.layer_whole);
   }
   int operator()(const VersionCommand&) const {
     WriteStdout("agvisor-agent " + std::string(kAgentVersion) + " protocol " +

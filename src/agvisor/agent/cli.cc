@@ -1,5 +1,6 @@
 #include "agvisor/agent/cli.h"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace agvisor::agent {
@@ -86,7 +87,8 @@ Exit codes: 0 the relay ended, 1 the socket could not be reached, 2 bad command 
 )";
 
 constexpr std::string_view kReadFileHelp =
-    R"(Usage: agvisor-agent read-file [--tar [--exclude PATH]...] [--watch-stdin] [--socket PATH] PATH
+    R"(Usage: agvisor-agent read-file [--tar [--exclude PATH]... [--layer-since T [--layer-whole PATH]...]]
+       [--watch-stdin] [--socket PATH] PATH
 
 Writes the regular file at the absolute PATH to stdout, byte for byte. PATH resolves as the
 channel's FILE_READ resolves it (symlinks followed, inside the sandbox). The host runs it through
@@ -97,6 +99,13 @@ a `docker exec` to download large files over Docker's own exec stream.
   --exclude PATH  with --tar: leave out what is below the absolute PATH (a directory stays,
                   empty; a file is left out). Repeatable. The host's snapshots leave out /proc,
                   /sys, /dev and the agent's own files this way
+  --layer-since T with --tar of /: only what changed since T (unix seconds, optionally with
+                  up to 9 decimals) over the image the sandbox started from, as a layer: the
+                  image's tree is read from stdin first (every entry's absolute path ending in
+                  a NUL byte, then one more NUL); its names that are gone come out as
+                  whiteouts ("DIR/.wh.NAME"). The host's layered snapshots use it
+  --layer-whole PATH  with --layer-since: archive what is below the absolute PATH whole (a
+                  volume). Repeatable
   --watch-stdin   stop when stdin reaches its end: the host keeps it open while it reads
                   (Docker does not end an exec whose client went away, and goes on taking
                   its output: without this, a file of terabytes would be read to its end)
@@ -287,6 +296,29 @@ Result<Command> ParseConnect(const std::vector<std::string>& args) {
   return o;
 }
 
+}  // namespace
+
+std::optional<timespec> ParseLayerSince(std::string_view text) {
+  const std::size_t dot = text.find('.');
+  const std::string_view sec = text.substr(0, dot);
+  const std::string_view frac = dot == std::string_view::npos ? "" : text.substr(dot + 1);
+  auto digits = [](std::string_view v) {
+    return std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+  };
+  if (sec.empty() || sec.size() > 12 || !digits(sec) || frac.size() > 9 || !digits(frac) ||
+      (dot != std::string_view::npos && frac.empty())) {
+    return std::nullopt;
+  }
+  timespec t{};
+  t.tv_sec = static_cast<time_t>(std::stoll(std::string(sec)));
+  std::string nanos(frac);
+  nanos.resize(9, '0');
+  t.tv_nsec = std::stol(nanos);
+  return t;
+}
+
+namespace {
+
 Result<Command> ParseReadFile(const std::vector<std::string>& args) {
   ArgCursor c("read-file", args);
   ReadFileOptions o;
@@ -294,8 +326,17 @@ Result<Command> ParseReadFile(const std::vector<std::string>& args) {
   while (!c.done()) {
     if (c.help()) return HelpCommand{std::string(kReadFileHelp)};
     if (AGVISOR_TRY(c.TakePath("--socket", &o.socket_path))) continue;
-    std::string excluded;
-    if (AGVISOR_TRY(c.TakePath("--exclude", &excluded))) {
+    std::string excluded, since, whole;
+    if (AGVISOR_TRY(c.Take("--layer-since", &since))) {
+      if (since.empty() || !ParseLayerSince(since)) {
+        return c.Invalid("--layer-since: '" + since +
+                         "' is not unix seconds (digits, optionally '.' and up to 9 digits)");
+      }
+      o.layer_since = since;
+    } else if (AGVISOR_TRY(c.TakePath("--layer-whole", &whole))) {
+      if (whole.front() != '/') return c.Invalid("--layer-whole: '" + whole + "' is not absolute");
+      o.layer_whole.push_back(std::move(whole));
+    } else if (AGVISOR_TRY(c.TakePath("--exclude", &excluded))) {
       if (excluded.front() != '/')
         return c.Invalid("--exclude: '" + excluded + "' is not absolute");
       o.exclude.push_back(std::move(excluded));
@@ -313,6 +354,12 @@ Result<Command> ParseReadFile(const std::vector<std::string>& args) {
   }
   if (!have_path || o.path.empty()) return c.Invalid("missing PATH (the file to write)");
   if (!o.exclude.empty() && !o.tar) return c.Invalid("--exclude needs --tar");
+  if (o.layer_since && (!o.tar || o.path != "/")) {
+    return c.Invalid("--layer-since needs --tar of /");
+  }
+  if (!o.layer_whole.empty() && !o.layer_since) {
+    return c.Invalid("--layer-whole needs --layer-since");
+  }
   return o;
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <ctime>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -73,6 +74,12 @@ struct ReadFileOptions {
   // --exclude (with --tar): absolute paths whose contents the tar leaves out (a directory stays,
   // empty): how a snapshot leaves out /proc, /sys, /dev and the agent's own files.
   std::vector<std::string> exclude;
+  // --layer-since SECONDS[.NANOS] (with --tar of "/"): a layer over the sandbox's image instead
+  // (TarStreamWriter::Options::Layer): what changed at or after that time, whiteouts for the
+  // image's names that are gone. The image's tree comes on stdin first (ReadLayerBaseline).
+  std::optional<std::string> layer_since;
+  // --layer-whole PATH: archived whole in a layer whatever its ctime (a volume).
+  std::vector<std::string> layer_whole;
 };
 
 struct VersionCommand {};
@@ -89,6 +96,10 @@ using Command = std::variant<InitOptions, ExecOptions, ConnectOptions, ReadFileO
 // subcommand, the flag and the offending text ("exec: --timeout: expected a number of seconds
 // > 0, got '-1'"), ready to print after "agvisor-agent: ".
 Result<Command> ParseCommandLine(const std::vector<std::string>& args);
+
+// --layer-since's value: unix seconds, optionally '.' and 1 to 9 digits ("1796548504.417").
+// nullopt when malformed.
+std::optional<timespec> ParseLayerSince(std::string_view text);
 
 // Parses a number of seconds: digits with an optional fraction ("30", "0.5"), at most 100 years,
 // rounded down to milliseconds. Zero is refused unless `allow_zero`. Errors: kInvalidArgument

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 namespace agvisor::agent {
 namespace {
 
@@ -119,6 +122,34 @@ TEST(ParseCommandLineTest, ReadFileExclude) {
   EXPECT_EQ(ErrorOf({"read-file", "--exclude", "/proc", "/"}), "read-file: --exclude needs --tar");
   EXPECT_EQ(ErrorOf({"read-file", "--tar", "--exclude", "proc", "/"}),
             "read-file: --exclude: 'proc' is not absolute");
+}
+
+TEST(ParseCommandLineTest, ReadFileLayer) {
+  auto e = Parse({"read-file", "--tar", "--layer-since", "1796548504.4171", "--layer-whole",
+                  "/workspace", "--exclude", "/proc", "/"});
+  ASSERT_TRUE(e.ok()) << e.error().ToString();
+  const auto& o = std::get<ReadFileOptions>(*e);
+  EXPECT_EQ(o.layer_since, "1796548504.4171");
+  EXPECT_EQ(o.layer_whole, (std::vector<std::string>{"/workspace"}));
+  auto t = ParseLayerSince("1796548504.4171");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->tv_sec, 1796548504);
+  EXPECT_EQ(t->tv_nsec, 417100000);
+  EXPECT_EQ(ParseLayerSince("12")->tv_nsec, 0);
+  for (const char* bad : {"", "x", "1.", ".5", "1.1234567890", "-1", "1e9", "1.2.3"}) {
+    EXPECT_FALSE(ParseLayerSince(bad).has_value()) << bad;
+  }
+  const std::pair<std::vector<std::string>, std::string> refused[] = {
+      {{"--tar", "--layer-since", "1.x", "/"},
+       "--layer-since: '1.x' is not unix seconds (digits, optionally '.' and up to 9 digits)"},
+      {{"--tar", "--layer-since", "1", "/etc"}, "--layer-since needs --tar of /"},
+      {{"--layer-since", "1", "/"}, "--layer-since needs --tar of /"},
+      {{"--tar", "--layer-whole", "/w", "/"}, "--layer-whole needs --layer-since"}};
+  for (const auto& [args, message] : refused) {
+    std::vector<std::string> argv = {"read-file"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    EXPECT_EQ(ErrorOf(argv), "read-file: " + message);
+  }
 }
 
 TEST(ParseCommandLineTest, Connect) {

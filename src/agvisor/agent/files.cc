@@ -14,6 +14,7 @@
 #include "agvisor/agent/activity_socket.h"
 #include "agvisor/agent/log.h"
 #include "agvisor/base/fs.h"
+#include "agvisor/base/strings.h"
 #include "agvisor/base/tar_stream.h"
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/proto/exit_codes.h"
@@ -485,13 +486,15 @@ class TarReadOp final : public FileOp {
     return Ok();
   }
   // read-file --tar --exclude: the tar of `path` without what is below `prune`.
-  static Result<std::unique_ptr<FileOp>> Pruned(const std::string& path,
-                                                const std::vector<std::string>& prune) {
+  static Result<std::unique_ptr<FileOp>> Pruned(
+      const std::string& path, const std::vector<std::string>& prune,
+      const std::optional<TarStreamWriter::Options::Layer>& layer = std::nullopt) {
     AGVISOR_RETURN_IF_ERROR(CheckPath("read-file", path));
     auto op = std::make_unique<TarReadOp>();
     op->path_ = path;
     TarStreamWriter::Options o;
     o.prune = prune;
+    o.layer = layer;
     auto w = TarStreamWriter::Open(path, o);
     if (!w.ok()) return w.error().WithContext("read-file --tar " + path);
     op->writer_ = std::move(w).value();
@@ -624,8 +627,64 @@ bool StdinClosed() {
 
 }  // namespace
 
+Result<std::size_t> ParseLayerBaseline(
+    std::string_view bytes,
+    std::map<std::string, std::vector<std::string>, std::less<>>* baseline) {
+  const std::size_t end = bytes.find(std::string_view("\0\0", 2));
+  if (end == std::string_view::npos) return std::size_t{0};
+  baseline->clear();
+  std::string_view list = bytes.substr(0, end + 1);  // every path with its NUL
+  while (!list.empty()) {
+    const std::size_t nul = list.find('\0');
+    const std::string_view p = list.substr(0, nul);
+    list.remove_prefix(nul + 1);
+    const std::size_t slash = p.rfind('/');
+    const std::string_view name = slash == std::string_view::npos ? p : p.substr(slash + 1);
+    bool ok = p.starts_with("/") && p.size() > 1;
+    for (std::string_view c : Split(p.substr(ok ? 1 : 0), '/')) {
+      ok = ok && !c.empty() && c != "." && c != "..";
+    }
+    if (!ok) {
+      return Error::InvalidArgument("read-file --layer-since: the image's tree names '" +
+                                    std::string(p.substr(0, 200)) +
+                                    "', not an absolute path of an entry");
+    }
+    const std::string dir = slash == 0 ? "." : "." + std::string(p.substr(0, slash));
+    (*baseline)[dir].emplace_back(name);
+  }
+  for (auto& [dir, names] : *baseline) std::sort(names.begin(), names.end());
+  return end + 2;
+}
+
+namespace {
+
+// Reads the image's tree from stdin (ParseLayerBaseline) up to its end marker, at most 256 MiB.
+Result<std::map<std::string, std::vector<std::string>, std::less<>>> ReadLayerBaseline() {
+  constexpr std::size_t kMax = std::size_t{256} << 20;
+  std::string in;
+  std::map<std::string, std::vector<std::string>, std::less<>> baseline;
+  char buf[65536];
+  for (;;) {
+    if (AGVISOR_TRY(ParseLayerBaseline(in, &baseline)) != 0) return baseline;
+    if (in.size() > kMax) {
+      return Error::ResourceExhausted("read-file --layer-since: the image's tree passed 256 MiB");
+    }
+    const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return Error::InvalidArgument(
+          "read-file --layer-since: stdin ended before the image's tree did (a NUL after the "
+          "last path)");
+    }
+    in.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+}  // namespace
+
 int RunReadFile(const std::string& path, bool tar, const std::string& socket_path, bool watch_stdin,
-                const std::vector<std::string>& exclude) {
+                const std::vector<std::string>& exclude, const std::optional<timespec>& layer_since,
+                const std::vector<std::string>& layer_whole) {
   auto fail = [](const Error& e) {
     LogLine("read-file: " + e.message());
     return kReadFileExitErrorBase + static_cast<int>(proto::ToWireError(e.code()));
@@ -634,8 +693,17 @@ int RunReadFile(const std::string& path, bool tar, const std::string& socket_pat
   // anyway (an agent run outside a sandbox).
   auto activity = ConnectActivitySocket(socket_path);
   std::unique_ptr<FileOp> op;
-  if (!exclude.empty()) {
-    auto pruned = TarReadOp::Pruned(path, exclude);
+  std::optional<TarStreamWriter::Options::Layer> layer;
+  if (layer_since) {
+    auto baseline = ReadLayerBaseline();
+    if (!baseline.ok()) return fail(baseline.error());
+    layer.emplace();
+    layer->since = *layer_since;
+    layer->baseline = std::move(baseline).value();
+    layer->whole = layer_whole;
+  }
+  if (!exclude.empty() || layer) {
+    auto pruned = TarReadOp::Pruned(path, exclude, layer);
     if (!pruned.ok()) return fail(pruned.error());
     op = std::move(pruned).value();
   } else {

@@ -38,6 +38,8 @@
 #pragma once
 
 #include <cstddef>
+#include <ctime>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -105,7 +107,19 @@ std::unique_ptr<FileOp> StartFileOp(proto::Type type, std::string_view payload);
 // stderr.
 // With `watch_stdin`, it ends (exit 0) once stdin reaches its end: the reader went away. With
 // `tar`, what is below each absolute path of `exclude` is left out (TarStreamWriter's prune).
+// With `layer_since` (TarStreamWriter's layer mode, --layer-since), the image's tree is read
+// from stdin first (ParseLayerBaseline), and `layer_whole` is archived whole.
 int RunReadFile(const std::string& path, bool tar, const std::string& socket_path,
-                bool watch_stdin = false, const std::vector<std::string>& exclude = {});
+                bool watch_stdin = false, const std::vector<std::string>& exclude = {},
+                const std::optional<timespec>& layer_since = std::nullopt,
+                const std::vector<std::string>& layer_whole = {});
+
+// The image's tree for a layer, as the host sends it: every entry's absolute path ending in a
+// NUL byte, then one more NUL. `bytes` is what came so far; returns the number of bytes used
+// (the end marker's included) and fills `baseline` (archive names of directories -> sorted
+// names), or 0 while the end marker has not come. Errors: kInvalidArgument (a path that is not
+// absolute, or "/", or has an empty, "." or ".." component).
+Result<std::size_t> ParseLayerBaseline(
+    std::string_view bytes, std::map<std::string, std::vector<std::string>, std::less<>>* baseline);
 
 }  // namespace agvisor::agent

@@ -469,5 +469,26 @@ TEST_F(FilesTest, TarWriteRefusesEscapes) {
   EXPECT_EQ(Read(P("x")), "outside");
 }
 
+// The image's tree as the host sends it for a layer: NUL-ended absolute paths, then a NUL.
+TEST(LayerBaselineTest, ParsesPathsIntoDirectoriesAndRefusesBadOnes) {
+  auto list = [](std::initializer_list<std::string_view> paths) {
+    std::string s;
+    for (std::string_view p : paths) (s += p) += '\0';
+    return s + '\0';
+  };
+  std::map<std::string, std::vector<std::string>, std::less<>> b;
+  const std::string in = list({"/etc", "/etc/passwd", "/bin", "/etc/hosts"});
+  EXPECT_EQ(*ParseLayerBaseline(in.substr(0, 20), &b), 0u);  // not complete yet
+  ASSERT_EQ(*ParseLayerBaseline(in, &b), in.size());
+  EXPECT_EQ(b["."], (std::vector<std::string>{"bin", "etc"}));
+  EXPECT_EQ(b["./etc"], (std::vector<std::string>{"hosts", "passwd"}));
+  for (const std::string& bad :
+       {list({"etc"}), list({"/"}), list({"/a/../b"}), list({"/a//b"}), list({"/a/./b"})}) {
+    auto r = ParseLayerBaseline(bad, &b);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+  }
+}
+
 }  // namespace
 }  // namespace agvisor::agent

@@ -18,8 +18,8 @@ Result<void> TarWriter::AddFile(std::string_view path, std::string_view contents
   return AddEntry(path, '0', contents, mode);
 }
 
-Result<void> TarWriter::AddEntry(std::string_view path, char type, std::string_view contents,
-                                 std::uint32_t mode) {
+Result<std::string> TarWriter::Header(std::string_view path, char type, std::uint64_t size,
+                                      std::uint32_t mode) {
   if (path.empty() || path.front() == '/' || path.find("..") != std::string_view::npos) {
     return Error::InvalidArgument("tar: entry name must be relative without '..', got '" +
                                   std::string(path) + "'");
@@ -41,14 +41,28 @@ Result<void> TarWriter::AddEntry(std::string_view path, char type, std::string_v
   tar::PutOctal(h.data() + 100, 8, mode);
   tar::PutOctal(h.data() + 108, 8, 0);  // uid root
   tar::PutOctal(h.data() + 116, 8, 0);  // gid root
-  tar::PutOctal(h.data() + 124, 12, contents.size());
+  tar::PutOctal(h.data() + 124, 12, size);
   tar::PutOctal(h.data() + 136, 12, 0);  // mtime
   h[156] = type;
   std::memcpy(h.data() + 257, "ustar", 6);  // magic "ustar\0"
   std::memcpy(h.data() + 263, "00", 2);     // version
   std::memcpy(h.data() + 345, prefix.data(), prefix.size());
   tar::SetChecksum(h.data());
-  out_.append(h.data(), tar::kBlock);
+  return std::string(h.data(), tar::kBlock);
+}
+
+Result<std::string> TarWriter::FileHeader(std::string_view path, std::uint64_t size,
+                                          std::uint32_t mode) {
+  return Header(path, '0', size, mode);
+}
+
+std::size_t TarWriter::Padding(std::uint64_t size) {
+  return static_cast<std::size_t>(tar::PadOf(size));
+}
+
+Result<void> TarWriter::AddEntry(std::string_view path, char type, std::string_view contents,
+                                 std::uint32_t mode) {
+  out_ += AGVISOR_TRY(Header(path, type, contents.size(), mode));
   out_.append(contents);
   out_.append(tar::PadOf(contents.size()), '\0');
   return Ok();

@@ -4,6 +4,7 @@
 // out of scope here.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -19,10 +20,18 @@ class TarWriter {
   Result<void> AddDirectory(std::string_view path, std::uint32_t mode = 0755);
   // Adds a regular file with the given contents.
   Result<void> AddFile(std::string_view path, std::string_view contents, std::uint32_t mode = 0644);
+  // The header block of a regular file of `size` bytes whose data the caller sends after it,
+  // followed by Padding(size) zero bytes: for an archive too big to build in memory (a layered
+  // snapshot's image archive). Errors: as AddFile.
+  static Result<std::string> FileHeader(std::string_view path, std::uint64_t size,
+                                        std::uint32_t mode = 0644);
+  static std::size_t Padding(std::uint64_t size);
   // Appends the two zero blocks that end an archive and returns it. The writer is then empty.
   std::string Finish();
 
  private:
+  static Result<std::string> Header(std::string_view path, char type, std::uint64_t size,
+                                    std::uint32_t mode);
   Result<void> AddEntry(std::string_view path, char type, std::string_view contents,
                         std::uint32_t mode);
   std::string out_;

@@ -33,8 +33,8 @@ bool PaxTime(std::string_view v) {
 
 // The components of a canonical name ("./a/b", "./a/b/" for a directory when `dir`; "./" is
 // the root and has none). nullopt with `why` set when it is not canonical.
-std::optional<std::vector<std::string>> Canonical(std::string_view name, bool dir,
-                                                  std::string* why) {
+std::optional<std::vector<std::string>> Canonical(std::string_view name, bool dir, std::string* why,
+                                                  bool whiteout_ok = false) {
   if (name.find('\0') != std::string_view::npos) {
     *why = "contains a NUL byte";
     return std::nullopt;
@@ -60,7 +60,9 @@ std::optional<std::vector<std::string>> Canonical(std::string_view name, bool di
     return std::nullopt;
   }
   std::vector<std::string> comps;
-  for (std::string_view c : Split(name, '/')) {
+  const std::vector<std::string_view> parts = Split(name, '/');
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const std::string_view c = parts[i];
     if (c.empty()) {
       *why = "has an empty component";
       return std::nullopt;
@@ -76,6 +78,12 @@ std::optional<std::vector<std::string>> Canonical(std::string_view name, bool di
     if (c.size() > kMaxComponent) {
       *why = "has a component longer than " + std::to_string(kMaxComponent) + " bytes";
       return std::nullopt;
+    }
+    // A layer's whiteout (TarCheckOptions::whiteouts): ".wh.NAME", the last component only,
+    // never ".wh..wh..opq" (an opaque directory) nor a whiteout of a whiteout.
+    if (whiteout_ok && i + 1 == parts.size() && c.size() > 4 && !c.substr(4).starts_with(".wh.")) {
+      comps.emplace_back(c);
+      continue;
     }
     if (c.starts_with(".wh.")) {
       *why = "has a component starting with '.wh.' (Docker reads those as whiteouts)";
@@ -230,7 +238,7 @@ Result<void> TarStreamChecker::OnHeader() {
   const std::string entry = "tar entry '" + last_name_ + "': ";
   AGVISOR_RETURN_IF_ERROR(tar::CheckEntryType(type, last_name_, /*legacy_files=*/false));
   std::string why;
-  auto comps = Canonical(name, type == '5', &why);
+  auto comps = Canonical(name, type == '5', &why, options_.whiteouts && type == '0' && data == 0);
   if (!comps) return Error::InvalidArgument(entry + "name " + why + " (refused)");
   if (stats_.entries == 0 && !(type == '5' && comps->empty())) {
     return Error::InvalidArgument(entry + "the first entry must be the root directory './'");
@@ -259,6 +267,13 @@ Result<void> TarStreamChecker::OnHeader() {
   }
   const std::string key = JoinComps(*comps, comps->size());
   ++stats_.entries;
+  if (!comps->empty() && comps->back().starts_with(".wh.")) {
+    ++stats_.whiteouts;  // an empty file of a layer (no name to remember: nothing links to it)
+    data_left_ = 0;
+    pad_left_ = 0;
+    state_ = State::kHeader;
+    return Ok();
+  }
   if (type == '5') {
     ++stats_.directories;
   } else if (type == '0') {

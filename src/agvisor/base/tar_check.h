@@ -20,7 +20,9 @@
 //     header per entry; its body at most 1 MiB.
 //   - names: the first entry is "./" (a directory); every name is "./" followed by components
 //     joined by single slashes: no empty, "." or ".." component, no NUL, no component over 255
-//     bytes, no name over 4096 bytes, no component starting with ".wh." (Docker's whiteouts);
+//     bytes, no name over 4096 bytes, no component starting with ".wh." (Docker's whiteouts;
+//     with TarCheckOptions::whiteouts, a layer's: an empty regular file "DIR/.wh.NAME" is
+//     accepted, nowhere else and never the opaque-directory marker ".wh..wh..opq");
 //     directories end in "/", nothing else does.
 //   - sizes: a directory, symlink or hard link has size 0 (other readers skip no data for them:
 //     a size there would hide the next header from one of the two readers); the whole stream,
@@ -52,6 +54,11 @@ struct TarCheckOptions {
   std::uint64_t max_bytes = std::uint64_t{8} << 30;
   // The memory kept for the names of files and symlinks (per name its bytes plus ~64).
   std::size_t max_bookkeeping_bytes = std::size_t{64} << 20;
+  // The stream is a layer over an image (a layered snapshot, Sandbox::Snapshot): it may delete
+  // the image's entries with whiteouts, empty regular files "DIR/.wh.NAME" (NAME not itself
+  // starting with ".wh."). A whiteout only hides what is below it in the image being made; it
+  // can delete nothing the sandbox could not have deleted itself.
+  bool whiteouts = false;
 };
 
 // What a checked stream held.
@@ -62,6 +69,7 @@ struct TarCheckStats {
   std::uint64_t directories = 0;
   std::uint64_t symlinks = 0;
   std::uint64_t hard_links = 0;
+  std::uint64_t whiteouts = 0;   // (TarCheckOptions::whiteouts)
   std::uint64_t file_bytes = 0;  // of regular files' data
 };
 

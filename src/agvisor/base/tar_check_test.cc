@@ -268,5 +268,32 @@ TEST(TarCheckTest, AFailedCheckerStaysFailed) {
   EXPECT_FALSE(c.Finish().ok());
 }
 
+// A layer (TarCheckOptions::whiteouts) may delete the image's entries with empty ".wh.NAME"
+// files, and nothing else spelled with ".wh.": not in a middle component, not with data, not as
+// a directory or link, not the opaque-directory marker; without the option none passes.
+TEST(TarCheckTest, ALayerTakesEmptyWhiteoutFilesOnly) {
+  TarCheckOptions layer;
+  layer.whiteouts = true;
+  const std::string ok = Root() + Header("./etc/", '5', 0) + Header("./etc/.wh.issue", '0', 0) +
+                         Header("./.wh.opt", '0', 0) + End();
+  TarStreamChecker c(layer);
+  ASSERT_TRUE(c.Push(ok).ok());
+  ASSERT_TRUE(c.Finish().ok());
+  EXPECT_EQ(c.stats().whiteouts, 2u);
+  ExpectRefused(ok, "whiteouts");
+  ExpectRefused(Root() + Header("./.wh.etc/x", '0', 0) + End(), "whiteouts",
+                ErrorCode::kInvalidArgument, layer);
+  ExpectRefused(Root() + Header("./.wh.x", '0', 1) + Data("x") + End(), "whiteouts",
+                ErrorCode::kInvalidArgument, layer);
+  ExpectRefused(Root() + Header("./.wh.d/", '5', 0) + End(), "whiteouts",
+                ErrorCode::kInvalidArgument, layer);
+  ExpectRefused(Root() + Header("./.wh.s", '2', 0, "/etc") + End(), "whiteouts",
+                ErrorCode::kInvalidArgument, layer);
+  ExpectRefused(Root() + Header("./d/", '5', 0) + Header("./d/.wh..wh..opq", '0', 0) + End(),
+                "whiteouts", ErrorCode::kInvalidArgument, layer);
+  ExpectRefused(Root() + Header("./.wh.", '0', 0) + End(), "whiteouts", ErrorCode::kInvalidArgument,
+                layer);
+}
+
 }  // namespace
 }  // namespace agvisor

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <utility>
 
@@ -143,6 +144,13 @@ struct TarStreamWriter::DirLevel {
   std::string archive_name;  // of the directory, no trailing '/'
   std::vector<std::string> names;
   std::size_t next = 0;
+  // Layer mode: the directory's header while it waits for an entry below it to be archived,
+  // whether everything below is archived (Layer::whole), and the image's names in it (null:
+  // a directory the image does not have).
+  std::string header;
+  bool emitted = true;
+  bool whole = false;
+  const std::vector<std::string>* baseline = nullptr;
 };
 
 TarStreamWriter::~TarStreamWriter() = default;
@@ -157,21 +165,30 @@ Result<std::unique_ptr<TarStreamWriter>> TarStreamWriter::Open(std::string_view 
   std::string path(path_in);
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   std::unique_ptr<TarStreamWriter> w(new TarStreamWriter());
-  // Each prune path as the archive name its entry will have: "/" is archived as "." ("/a" is
-  // "./a"); "/x/b" as "b" ("/x/b/c" is "b/c").
+  // Each prune (and layer) path as the archive name its entry will have: "/" is archived as
+  // "." ("/a" is "./a"); "/x/b" as "b" ("/x/b/c" is "b/c"). nullopt: not below `path`.
   const bool as_root = path == "/" || options.name_as_root;
-  for (std::string q : options.prune) {
+  auto archive_name_of = [&](std::string q) -> Result<std::optional<std::string>> {
     if (q.empty() || q.front() != '/') {
       return Error::InvalidArgument("tar: prune path '" + q + "' must be absolute");
     }
     while (q.size() > 1 && q.back() == '/') q.pop_back();
-    if (path == "/") {
-      if (q != "/") w->prune_.insert("." + q);
-      continue;
-    }
-    if (q != path && !q.starts_with(path + "/")) continue;
+    if (path == "/") return std::optional<std::string>(q == "/" ? "." : "." + q);
+    if (q != path && !q.starts_with(path + "/")) return std::optional<std::string>();
     const std::size_t slash = path.rfind('/');
-    w->prune_.insert((as_root ? std::string(".") : path.substr(slash + 1)) + q.substr(path.size()));
+    return std::optional<std::string>((as_root ? std::string(".") : path.substr(slash + 1)) +
+                                      q.substr(path.size()));
+  };
+  for (const std::string& q : options.prune) {
+    auto a = AGVISOR_TRY(archive_name_of(q));
+    if (a && !(path == "/" && *a == ".")) w->prune_.insert(*a);
+  }
+  if (options.layer) {
+    if (!as_root) return Error::InvalidArgument("tar: a layer is made of \"/\" only");
+    w->layer_ = options.layer;
+    for (const std::string& q : options.layer->whole) {
+      if (auto a = AGVISOR_TRY(archive_name_of(q))) w->whole_.insert(*a);
+    }
   }
   if (path == "/") {
     int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -198,6 +215,32 @@ Result<std::unique_ptr<TarStreamWriter>> TarStreamWriter::Open(std::string_view 
   return w;
 }
 
+void TarStreamWriter::FlushDirectoryHeaders() {
+  for (DirLevel& level : stack_) {
+    if (level.emitted) continue;
+    pending_ += level.header;
+    level.header.clear();
+    level.emitted = true;
+  }
+}
+
+bool TarStreamWriter::LayerWants(const std::string& name, const std::string& archive_name,
+                                 const struct stat& st) {
+  const DirLevel* parent = stack_.empty() ? nullptr : &stack_.back();
+  bool wanted = parent == nullptr || parent->whole || whole_.contains(archive_name);
+  if (!wanted) {
+    const timespec& since = layer_->since;
+    wanted = st.st_ctim.tv_sec > since.tv_sec ||
+             (st.st_ctim.tv_sec == since.tv_sec && st.st_ctim.tv_nsec >= since.tv_nsec);
+  }
+  if (!wanted) {
+    wanted = parent->baseline == nullptr ||
+             !std::binary_search(parent->baseline->begin(), parent->baseline->end(), name);
+  }
+  if (wanted) FlushDirectoryHeaders();
+  return wanted;
+}
+
 // Queues the header of `name` (in directory `dirfd`) and makes it the current file or pushes it
 // as a directory level. An entry that vanished since it was listed is skipped, like tar does.
 Result<void> TarStreamWriter::AddEntry(int dirfd, const std::string& name,
@@ -208,6 +251,9 @@ Result<void> TarStreamWriter::AddEntry(int dirfd, const std::string& name,
     return SysError("tar: stat '" + archive_name + "'", errno);
   }
   if (!S_ISDIR(st.st_mode) && prune_.contains(archive_name)) return Ok();
+  // Layer mode: a file or symlink that did not change is left out before it is opened.
+  const bool layer = layer_.has_value();
+  if (layer && !S_ISDIR(st.st_mode) && !LayerWants(name, archive_name, st)) return Ok();
   EntryMeta m;
   m.name = archive_name;
   if (S_ISREG(st.st_mode)) {
@@ -244,7 +290,37 @@ Result<void> TarStreamWriter::AddEntry(int dirfd, const std::string& name,
     level.archive_name = archive_name;
     m.type = '5';
     m.name += '/';
+    m.mode = st.st_mode & 07777;
+    m.uid = st.st_uid;
+    m.gid = st.st_gid;
+    m.mtime = st.st_mtim.tv_sec;
+    if (!layer) {
+      AppendHeader(pending_, m);
+      stack_.push_back(std::move(level));
+      return Ok();
+    }
+    // The image's names that are gone, as whiteouts: a pruned directory lists none of its own,
+    // so the image's are all gone there (it is empty in the layered image, as in a whole one).
+    std::vector<std::string> gone;
+    if (auto it = layer_->baseline.find(archive_name); it != layer_->baseline.end()) {
+      level.baseline = &it->second;
+      std::set_difference(it->second.begin(), it->second.end(), level.names.begin(),
+                          level.names.end(), std::back_inserter(gone));
+    }
+    const bool wanted = LayerWants(name, archive_name, st) || !gone.empty();
+    level.whole = (!stack_.empty() && stack_.back().whole) || whole_.contains(archive_name);
+    AppendHeader(level.header, m);
+    level.emitted = false;
     stack_.push_back(std::move(level));
+    if (wanted) FlushDirectoryHeaders();
+    for (const std::string& g : gone) {
+      EntryMeta w;
+      w.name = archive_name + "/.wh." + g;
+      w.mode = 0644;
+      w.mtime = m.mtime;
+      AppendHeader(pending_, w);
+    }
+    return Ok();
   } else if (S_ISLNK(st.st_mode)) {
     m.type = '2';
     m.link = AGVISOR_TRY(ReadLinkAt(dirfd, name, "'" + archive_name + "'"));

@@ -17,7 +17,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +57,25 @@ class TarStreamWriter {
     // Name the entries as an archive of "/" names them ("./", "./a", ...) whatever `path` is:
     // for tests of what a snapshot's stream looks like.
     bool name_as_root = false;
+    // A layer over the image the tree started from (a layered snapshot of "/",
+    // Sandbox::Snapshot) instead of the whole tree: an entry is archived when its status
+    // changed at or after `since` (ctime: a write, chmod, chown, link or copy-up sets it, and
+    // nothing inside can set it back), when it is not among `baseline`'s names of its
+    // directory (a new name, whatever its ctime), or below a path of `whole`. The directories
+    // above an archived entry are archived too (their header only), so that the layer keeps
+    // their modes and owners. A name of `baseline` that is gone becomes a whiteout, an empty
+    // file "DIR/.wh.NAME" (Docker's), after its directory; in a pruned directory every name of
+    // `baseline` is gone (it is archived empty, as without a layer).
+    struct Layer {
+      timespec since{};
+      // The image's tree: archive name of a directory ("." for "/", "./etc") -> the names in
+      // it. A directory not listed is new: everything below it is archived.
+      std::map<std::string, std::vector<std::string>, std::less<>> baseline;
+      // Absolute paths archived whole, whatever their ctime: volumes (their files were not
+      // made by this sandbox's copy-ups, their ctimes say nothing of the image).
+      std::vector<std::string> whole;
+    };
+    std::optional<Layer> layer;
   };
   // Opens `path` (symlinks in its parent directories are followed). Errors: kInvalidArgument
   // (empty path, a prune path that is not absolute), those of open/fstatat naming the path
@@ -75,9 +96,15 @@ class TarStreamWriter {
   TarStreamWriter() = default;
   Result<void> AddEntry(int dirfd, const std::string& name, const std::string& archive_name);
   Result<void> Advance();
+  // Layer mode: whether the entry `name` of the directory on top of the stack (none: the root)
+  // with status `st` is archived; queues the headers of the directories above it first.
+  bool LayerWants(const std::string& name, const std::string& archive_name, const struct stat& st);
+  void FlushDirectoryHeaders();
 
   std::vector<DirLevel> stack_;
   std::unordered_set<std::string> prune_;  // archive names of Options::prune
+  std::optional<Options::Layer> layer_;
+  std::unordered_set<std::string> whole_;  // archive names of Layer::whole
   std::string pending_;                    // header / padding bytes ready to go out
   std::size_t pending_pos_ = 0;
   UniqueFd file_;          // the regular file whose data is being sent

@@ -12,8 +12,10 @@
 #include <map>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "agvisor/base/subprocess.h"
+#include "agvisor/base/tar_check.h"
 #include "gtest/gtest.h"
 
 namespace agvisor {
@@ -113,9 +115,9 @@ void MakeTree(const std::string& root) {
   ASSERT_EQ(utimensat(AT_FDCWD, (root + "/small.sh").c_str(), times, 0), 0);
 }
 
-Result<std::string> WriteArchive(const std::string& path, std::mt19937& rng,
-                                 std::size_t max_chunk) {
-  auto w = AGVISOR_TRY(TarStreamWriter::Open(path));
+Result<std::string> WriteArchive(const std::string& path, std::mt19937& rng, std::size_t max_chunk,
+                                 const TarStreamWriter::Options& options = {}) {
+  auto w = AGVISOR_TRY(TarStreamWriter::Open(path, options));
   std::string out;
   std::uniform_int_distribution<std::size_t> size(1, max_chunk);
   while (true) {
@@ -668,6 +670,79 @@ TEST_F(TarHostRulesTest, BookkeepingIsBounded) {
   // The default bound takes these easily.
   auto r = Run(archive);
   EXPECT_TRUE(r.ok()) << r.error().ToString();
+}
+
+}  // namespace
+}  // namespace agvisor
+
+namespace agvisor {
+namespace {
+
+// The entry names of a plain ustar archive (names under 100 bytes), in order.
+std::vector<std::string> EntryNames(const std::string& archive) {
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  while (pos + 512 <= archive.size() && archive[pos] != '\0') {
+    out.emplace_back(archive.data() + pos, strnlen(archive.data() + pos, 100));
+    const std::uint64_t size = std::strtoull(archive.substr(pos + 124, 12).c_str(), nullptr, 8);
+    pos += 512 + (size + 511) / 512 * 512;
+  }
+  return out;
+}
+
+// Layer mode: what changed after `since` (a write, a chmod, a new file, a new directory), a
+// name the image did not have even with an old ctime, the directories above each (header
+// only), whiteouts for the image's names that are gone, and a whole subtree; nothing else.
+TEST(TarStreamTest, ALayerHoldsWhatChangedTheDirectoriesAboveAndWhiteouts) {
+  TempDir t;
+  const std::string root = t / "root";
+  ASSERT_EQ(mkdir(root.c_str(), 0755), 0);
+  for (const char* d : {"/d", "/e", "/p", "/p/q", "/w"}) {
+    ASSERT_EQ(mkdir((root + d).c_str(), 0755), 0);
+  }
+  for (const char* f : {"/a", "/b", "/c", "/d/x", "/d/y", "/e/f", "/p/q/r", "/p/q/s", "/w/old"}) {
+    WriteFile(root + f, "old");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  TarStreamWriter::Options::Layer layer;
+  ASSERT_EQ(clock_gettime(CLOCK_REALTIME, &layer.since), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(chmod((root + "/a").c_str(), 0600), 0);
+  WriteFile(root + "/b", "new");
+  WriteFile(root + "/d/z", "new");
+  ASSERT_EQ(unlink((root + "/d/y").c_str()), 0);
+  WriteFile(root + "/p/q/r", "changed");
+  ASSERT_EQ(mkdir((root + "/n").c_str(), 0700), 0);
+  WriteFile(root + "/n/m", "new");
+  // The image's tree as the host lists it (sorted names per directory); "c" is not in it.
+  layer.baseline = {{".", {"a", "b", "d", "e", "gone", "p", "w"}},
+                    {"./d", {"x", "y"}},
+                    {"./e", {"f"}},
+                    {"./p", {"q"}},
+                    {"./p/q", {"r", "s"}},
+                    {"./w", {"old"}}};
+  layer.whole = {root + "/w"};
+  TarStreamWriter::Options o;
+  o.name_as_root = true;
+  o.layer = layer;
+  std::mt19937 rng(7);
+  auto written = WriteArchive(root, rng, 4096, o);
+  ASSERT_TRUE(written.ok()) << written.error().message();
+  const std::string& archive = *written;
+  EXPECT_EQ(EntryNames(archive),
+            (std::vector<std::string>{"./", "./.wh.gone", "./a", "./b", "./c", "./d/", "./d/.wh.y",
+                                      "./d/z", "./n/", "./n/m", "./p/", "./p/q/", "./p/q/r", "./w/",
+                                      "./w/old"}));
+  TarCheckOptions co;
+  co.whiteouts = true;
+  TarStreamChecker checker(co);
+  ASSERT_TRUE(checker.Push(archive).ok());
+  ASSERT_TRUE(checker.Finish().ok());
+  EXPECT_EQ(checker.stats().whiteouts, 2u);
+  // Not "/" (nor named as it): refused.
+  TarStreamWriter::Options bad;
+  bad.layer = layer;
+  EXPECT_EQ(TarStreamWriter::Open(root, bad).error().code(), ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

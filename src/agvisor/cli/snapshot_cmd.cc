@@ -68,8 +68,11 @@ void AddSnapshot(CLI::App& app, GlobalOptions& g, int* exit_code) {
           std::cout << boost::json::serialize(SnapshotJson(*r)) << "\n";
         } else {
           std::cerr << "agvisor: " << EscapeForTerminal(r->image) << ": " << Megabytes(r->bytes)
-                    << ", " << r->entries << " entries in " << r->seconds
-                    << " s; `agvisor create --image " << kSnapshotImagePrefix
+                    << ", " << r->entries << " entries in " << r->seconds << " s ("
+                    << (r->layered
+                            ? "a layer of what changed over its image"
+                            : "the whole file system: " + EscapeForTerminal(r->whole_because))
+                    << "); `agvisor create --image " << kSnapshotImagePrefix
                     << EscapeForTerminal(r->image.substr(r->image.rfind(':') + 1))
                     << "` starts from it\n";
           std::cout << EscapeForTerminal(r->image) << "\n";

@@ -503,7 +503,8 @@ Result<ExecOutput> Client::RunExec(std::string_view container, ExecConfig config
 }
 
 Result<int> Client::StreamExec(std::string_view container, ExecConfig config,
-                               std::optional<std::string> input, const PieceSink& on_output) {
+                               std::optional<std::string> input, const PieceSink& on_output,
+                               bool keep_stdin_open) {
   config.attach_stdout = true;
   config.attach_stderr = true;
   // A caller may attach stdin without input: it stays open (nothing written) until the stream
@@ -516,8 +517,8 @@ Result<int> Client::StreamExec(std::string_view container, ExecConfig config,
   // input would otherwise deadlock against us.
   std::thread writer;
   if (input) {
-    writer = std::thread([&stream, &input] {
-      if (stream->Write(*input).ok()) (void)stream->CloseStdin();
+    writer = std::thread([&stream, &input, keep_stdin_open] {
+      if (stream->Write(*input).ok() && !keep_stdin_open) (void)stream->CloseStdin();
       // A failed write means the process exited (or closed stdin) early: its exit code tells.
     });
   }
@@ -694,6 +695,14 @@ Result<std::string> Client::ImportImage(std::string_view repo, std::string_view 
   // Older daemons may report something else last: ask for the id.
   const ImageInfo info = AGVISOR_TRY(InspectImage(object));
   return info.id;
+}
+
+Result<void> Client::LoadImage(const http::BodySource& archive, std::string_view object) {
+  auto resp = AGVISOR_TRY(SendTar("POST", "/images/load?quiet=1", archive, "load image", object));
+  // The daemon answers 200 and reports a refused archive in the stream ("errorDetail").
+  ProgressDecoder decoder("load image", std::string(object));
+  AGVISOR_RETURN_IF_ERROR(decoder.Feed(resp.body, nullptr));
+  return decoder.Finish(nullptr);
 }
 
 Result<void> Client::PullImage(std::string_view ref, const ProgressCallback& progress) {

@@ -199,8 +199,11 @@ class Client {
   // returned. With `config.attach_stdin` and no `input`, stdin is held open (nothing written)
   // until the streams close: how the process can tell that its reader went away.
   using PieceSink = std::function<Result<void>(StreamPiece&)>;
+  // With `keep_stdin_open`, stdin stays open after `input` (until the streams close), so the
+  // process can read its input first and then tell when its reader went away.
   Result<int> StreamExec(std::string_view container, ExecConfig config,
-                         std::optional<std::string> input, const PieceSink& on_output);
+                         std::optional<std::string> input, const PieceSink& on_output,
+                         bool keep_stdin_open = false);
 
   // ---- Networks (bridge) ----
   // Returns the new network's id. Errors: kConflict (the name exists), kInvalidArgument.
@@ -233,6 +236,11 @@ class Client {
   Result<std::string> ImportImage(std::string_view repo, std::string_view tag,
                                   const http::BodySource& tar, const ProgressCallback& progress,
                                   const std::vector<std::string>& changes = {});
+  // Loads the image archive (`docker save`'s format) that `archive` streams: POST /images/load.
+  // `object` names it in errors. An error of `archive` drops the connection mid-body and is
+  // returned; an error the daemon reports in its answer's stream is returned as kInvalidArgument
+  // (the archive was refused) or kUnavailable.
+  Result<void> LoadImage(const http::BodySource& archive, std::string_view object);
   // Pulls `ref` ("name[:tag]" or "name@digest"; no tag = latest) from its registry, streaming
   // progress. Errors: kUnavailable (registry unreachable), kNotFound (no such image/tag), ...
   Result<void> PullImage(std::string_view ref, const ProgressCallback& progress);

@@ -481,6 +481,37 @@ std::string EncodeNetworkCreate(const NetworkConfig& c) {
   return json::serialize(o);
 }
 
+std::string EncodeLayeredImageConfig(const LayeredImage& image) {
+  json::object config;
+  if (!image.env.empty()) config["Env"] = StrArray(image.env);
+  if (!image.working_dir.empty()) config["WorkingDir"] = image.working_dir;
+  if (!image.user.empty()) config["User"] = image.user;
+  if (!image.labels.empty()) config["Labels"] = StrObject(image.labels);
+  std::vector<std::string> layers = image.base_layers;
+  layers.push_back(image.layer_diff_id);
+  json::object o;
+  o["architecture"] = image.architecture;
+  o["os"] = image.os;
+  o["created"] = image.created;
+  o["config"] = std::move(config);
+  o["rootfs"] = json::object{{"type", "layers"}, {"diff_ids", StrArray(layers)}};
+  return json::serialize(o);
+}
+
+std::string EncodeLayeredImageManifest(const LayeredImage& image, std::string_view config_name,
+                                       std::string_view layer_name) {
+  std::vector<std::string> files;
+  for (std::size_t i = 0; i < image.base_layers.size(); ++i) {
+    files.push_back("base-" + std::to_string(i) + "/layer.tar");
+  }
+  files.emplace_back(layer_name);
+  json::object m;
+  m["Config"] = std::string(config_name);
+  m["RepoTags"] = StrArray({image.repo_tag});
+  m["Layers"] = StrArray(files);
+  return json::serialize(json::array{m});
+}
+
 // ---- Response bodies ----
 
 Result<std::string> DecodeIdResponse(std::string_view body) {
@@ -520,6 +551,7 @@ Result<ContainerInfo> DecodeContainerInspect(std::string_view body) {
     c.state.pid = s.Int("Pid");
     c.state.started_at = s.Str("StartedAt");
     c.state.finished_at = s.Str("FinishedAt");
+    c.merged_dir = o.Child("GraphDriver").Child("Data").Str("MergedDir");
     const Obj h = o.Child("HostConfig");
     c.host_config.runtime = h.Str("Runtime");
     c.host_config.network_mode = h.Str("NetworkMode");
@@ -713,6 +745,7 @@ Result<ImageInfo> DecodeImageInspect(std::string_view body) {
     i.working_dir = c.Str("WorkingDir");
     i.user = c.Str("User");
     i.labels = c.StrMap("Labels");
+    i.layers = o.Child("RootFS").Strs("Layers");
     return i;
   });
 }

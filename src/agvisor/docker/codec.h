@@ -72,6 +72,29 @@ inline constexpr std::string_view kBridgeNameOption = "com.docker.network.bridge
 // POST /networks/create body (a bridge network).
 std::string EncodeNetworkCreate(const NetworkConfig& c);
 
+// An image made of layers the daemon has plus one new layer, for POST /images/load
+// (Client::LoadImage): the daemon reuses a layer it has by its chain of diff ids and reads only
+// the new layer's file (checked on Engine API 1.41, Docker 20.10: an absent file of a layer the
+// daemon has is not read; a wrong diff id is refused, "invalid diffID for layer N").
+struct LayeredImage {
+  std::string repo_tag;                  // "repo:tag"
+  std::vector<std::string> base_layers;  // the daemon's layers' diff ids, lowest first
+  std::string layer_diff_id;             // "sha256:<hex of the new layer's tar>"
+  std::string architecture;              // "amd64"
+  std::string os;                        // "linux"
+  std::string created;                   // RFC 3339
+  std::vector<std::string> env;
+  std::string working_dir;
+  std::string user;
+  std::map<std::string, std::string> labels;
+};
+// The image's configuration (its id is the sha256 of these bytes).
+std::string EncodeLayeredImageConfig(const LayeredImage& image);
+// manifest.json of the archive: `config_name` and the layers' file names in it, the new
+// layer's (`layer_name`) last; the base layers get names that the archive leaves out.
+std::string EncodeLayeredImageManifest(const LayeredImage& image, std::string_view config_name,
+                                       std::string_view layer_name);
+
 // ---- Response bodies ------------------------------------------------------------------------
 
 // {"Id": "..."} of create calls (container, exec).

@@ -122,6 +122,10 @@ struct ContainerInfo {
   std::string image;      // the image id ("sha256:...")
   std::string image_ref;  // Config.Image: the name it was created from
   std::string created;    // RFC 3339
+  // GraphDriver.Data.MergedDir: the root file system as the daemon's host mounts it while the
+  // container runs (overlay2), the image's files as the container started with them; "" with
+  // other storage drivers.
+  std::string merged_dir;
   std::map<std::string, std::string> labels;
   std::vector<std::string> cmd;
   std::vector<std::string> entrypoint;
@@ -213,6 +217,7 @@ struct ImageInfo {
   std::string working_dir;
   std::string user;
   std::map<std::string, std::string> labels;
+  std::vector<std::string> layers;  // RootFS.Layers: the layers' diff ids, lowest first
 };
 
 // One entry of GET /images/json.

@@ -43,6 +43,29 @@ Result<std::string> Runtime::CreateSharedNetwork(std::string_view name) {
                             " runtime has no shared networks");
 }
 
+Result<SnapshotBase> Runtime::SnapshotBaseOf(std::string_view id,
+                                             const std::vector<std::string>& excludes) {
+  (void)excludes;
+  return Error::Unsupported("layered snapshot of " + std::string(id) + ": the " + traits().kind +
+                            " runtime makes no layers");
+}
+
+Result<int> Runtime::RunExecWithInput(std::string_view id, const std::vector<std::string>& argv,
+                                      std::string input, const OutputSink& on_stdout,
+                                      const StderrSink& on_stderr) {
+  (void)argv, (void)input, (void)on_stdout, (void)on_stderr;
+  return Error::Unsupported("exec with input in " + std::string(id) + ": the " + traits().kind +
+                            " runtime has none");
+}
+
+Result<std::string> Runtime::LoadLayeredImage(std::string_view ref, const ImageConfig& config,
+                                              const std::vector<std::string>& base_layers,
+                                              const channel::ByteSource& layer) {
+  (void)config, (void)base_layers, (void)layer;
+  return Error::Unsupported("layered image " + std::string(ref) + ": the " + traits().kind +
+                            " runtime makes no layers");
+}
+
 Result<std::map<std::string, std::int64_t>> Runtime::VolumeSizes() {
   return Error::Unsupported("volume sizes: the " + traits().kind +
                             " runtime does not count its volumes");

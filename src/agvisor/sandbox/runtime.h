@@ -159,6 +159,21 @@ struct StartedInstance {
   std::function<Result<std::unique_ptr<channel::Transport>>()> reopen;
 };
 
+// What a layered snapshot of an instance goes on (Runtime::SnapshotBaseOf, Sandbox::Snapshot):
+// the image the instance started from, as the runtime's layers and as a list of its entries.
+struct SnapshotBase {
+  // The diff ids of the layers of the instance's image, lowest first, without the agent's own
+  // layer on top (agent_image.h): the snapshot's layer goes on these.
+  std::vector<std::string> layers;
+  // The image's entries below "/" but those below `excludes`, each an absolute path ending in
+  // a NUL byte, then one more NUL: what the agent's `read-file --layer-since` reads on stdin.
+  std::string tree;
+  std::uint64_t tree_entries = 0;
+  // When the instance was made, "SECONDS.NANOS" (the host's clock): every change the sandbox
+  // made is at or after it.
+  std::string since;
+};
+
 struct RuntimeLocal;
 class StartGate;
 
@@ -263,6 +278,25 @@ class Runtime {
   virtual Result<std::string> ImportImage(
       std::string_view ref, const ImageConfig& config, const channel::ByteSource& tar,
       const std::function<void(std::string_view)>& progress) = 0;
+  // Layered snapshots (docs/lifecycle.md, "Snapshots and forks"): what a layer of instance `id`
+  // goes on, its image's entries but those below the absolute paths `excludes`. Errors:
+  // kUnsupported (the default; this runtime or host cannot: the caller sends the whole file
+  // system instead), kNotFound, kUnavailable.
+  virtual Result<SnapshotBase> SnapshotBaseOf(std::string_view id,
+                                              const std::vector<std::string>& excludes);
+  // RunExec with `input` written to stdin first; stdin then stays open as RunExec holds it.
+  // Errors: RunExec's; kUnsupported (the default).
+  virtual Result<int> RunExecWithInput(std::string_view id, const std::vector<std::string>& argv,
+                                       std::string input, const OutputSink& on_stdout,
+                                       const StderrSink& on_stderr);
+  // Makes image `ref` ("repo:tag") of the layers `base_layers` (SnapshotBase::layers) plus the
+  // layer tar that `layer` supplies, with `config`. The layer is read whole before the runtime
+  // sees any of it: an error of `layer` is returned and nothing is made. Returns the image's id.
+  // Errors: kUnsupported (the default), kInvalidArgument (ref, the runtime refused the image),
+  // kResourceExhausted (no room for the layer), kUnavailable, `layer`'s.
+  virtual Result<std::string> LoadLayeredImage(std::string_view ref, const ImageConfig& config,
+                                               const std::vector<std::string>& base_layers,
+                                               const channel::ByteSource& layer);
   // The ids of the images carrying `label` ("key=value"). Errors: kUnavailable.
   virtual Result<std::vector<std::string>> ImagesWithLabel(std::string_view label) = 0;
   // Removes image `ref` (its tag; the image when it was the last). Returns whether one was

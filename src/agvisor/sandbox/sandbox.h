@@ -47,6 +47,8 @@
 
 namespace agvisor {
 class Runtime;
+struct ImageConfig;
+struct SnapshotBase;
 
 class Sandbox {
  public:
@@ -212,8 +214,9 @@ class Sandbox {
   // ---- Snapshots (snapshot.h; docs/lifecycle.md, "Snapshots and forks") ----
   // Makes snapshot options.image, the image "REPOSITORY:TAG" in the snapshot repository
   // (snapshot.h), of the sandbox's root file system as the sandbox sees it (the agent's tar of
-  // "/", checked on the host, streamed into the runtime's image import), keeping the image's env,
-  // working directory and user, labelled agvisor.snapshot.of=<name>. Processes are not kept.
+  // "/", checked on the host, streamed into the runtime's image import; where the runtime can,
+  // only what changed, as a layer over the sandbox's image: docs/lifecycle.md), keeping the image's
+  // env, working directory and user, labelled agvisor.snapshot.of=<name>. Processes are not kept.
   // Resumes a sandbox this process paused (as every call does). Errors: kInvalidArgument
   // (options, a name outside the snapshot repository; a stream the host's checker refused,
   // naming the entry), kResourceExhausted (past options.max_bytes), kConflict (an image of that
@@ -256,6 +259,13 @@ class Sandbox {
   // A lock-free check when nothing is paused here; with idle_action pause, also an Inspect when
   // the previous call was long enough ago that a lister may have frozen it (idle_pause.h).
   Result<void> WakeIfPausedHere();
+  // One snapshot stream (sandbox_snapshot.cc): the agent's archive checked into the runtime's
+  // import, or with `base` its layer into a load.
+  struct SnapshotStream;
+  Result<std::string> StreamSnapshot(const std::string& ref, const ImageConfig& config,
+                                     const SnapshotOptions& options,
+                                     const std::vector<std::string>& excludes,
+                                     const SnapshotBase* base, SnapshotStream* out);
   // After the runtime refused an exec (`e`): when the sandbox is paused, resumes it (or refuses)
   // and returns true (try again); false when it is not paused. Errors: Resume's, or kConflict.
   Result<bool> WakeIfPaused(const Error& e);

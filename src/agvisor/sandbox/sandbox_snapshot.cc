@@ -268,6 +268,12 @@ std::vector<std::string> SnapshotExcludes(bool include_workspace) {
   return out;
 }
 
+struct Sandbox::SnapshotStream {
+  TarCheckStats stats;
+  std::optional<Error> error;  // the checker's or the producer's, kept as it is
+  bool agent_predates_layers = false;
+};
+
 Result<SnapshotResult> Sandbox::Snapshot(const SnapshotOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   const std::string ref = AGVISOR_TRY(NormalizeSnapshotImage(options.image));
@@ -317,10 +323,76 @@ Result<SnapshotResult> Sandbox::Snapshot(const SnapshotOptions& options) {
                          std::chrono::system_clock::now().time_since_epoch())
                          .count());
 
+  const std::vector<std::string> excludes = SnapshotExcludes(options.include_workspace);
+  // A layer over the sandbox's image where the runtime can make one (snapshot_layers.h).
+  std::optional<SnapshotBase> base;
+  std::string whole_because = "asked for the whole file system";
+  if (options.layered) {
+    auto b = runtime_->SnapshotBaseOf(container_id_, excludes);
+    if (b.ok()) {
+      base = std::move(b).value();
+    } else if (b.error().code() == ErrorCode::kUnsupported) {
+      whole_because = b.error().message();
+    } else {
+      return b.error().WithContext(what);
+    }
+  }
+  SnapshotStream stream;
+  auto made = StreamSnapshot(ref, config, options, excludes, base ? &*base : nullptr, &stream);
+  if (!made.ok() && base && made.error().code() == ErrorCode::kUnsupported &&
+      stream.agent_predates_layers) {
+    // An agent older than layers (a sandbox made by an older agvisor): the whole file system.
+    whole_because = made.error().message();
+    base.reset();
+    stream = SnapshotStream{};
+    made = StreamSnapshot(ref, config, options, excludes, nullptr, &stream);
+  }
+  if (!made.ok()) {
+    // Nothing half-made may stay: the runtime saw a broken upload, but make sure no image of
+    // this import exists (by its id label).
+    if (auto ids = runtime_->ImagesWithLabel(std::string(kLabelSnapshotId) + "=" + import_id);
+        ids.ok()) {
+      for (const std::string& i : *ids) (void)runtime_->RemoveImage(i);
+    }
+    Error e = stream.error ? *stream.error : made.error();
+    if (stream.error && stream.error->code() == ErrorCode::kUnavailable) e = Diagnose(e);
+    return e.WithContext(what);
+  }
+  const TarCheckStats& stats = stream.stats;
+  SnapshotResult r;
+  r.image = ref;
+  r.image_id = *made;
+  r.bytes = stats.bytes;
+  r.entries = stats.entries;
+  r.file_bytes = stats.file_bytes;
+  r.seconds = SecondsSince(start);
+  r.layered = base.has_value();
+  r.whiteouts = stats.whiteouts;
+  r.image_layers = base ? base->layers.size() + 1 : 1;
+  if (!base) r.whole_because = whole_because;
+  return r;
+}
+
+// The agent's archive of "/" (the whole file system, or with `base` a layer over the image),
+// checked on its way into the runtime's import (or, for a layer, its load). Returns the image's
+// id; `out` gets the checker's figures and the stream's own error, kept as it is.
+Result<std::string> Sandbox::StreamSnapshot(const std::string& ref, const ImageConfig& config,
+                                            const SnapshotOptions& options,
+                                            const std::vector<std::string>& excludes,
+                                            const SnapshotBase* base, SnapshotStream* out) {
   std::vector<std::string> argv = {std::string(kAgentPath), "read-file", "--watch-stdin", "--tar"};
-  for (const std::string& p : SnapshotExcludes(options.include_workspace)) {
+  for (const std::string& p : excludes) {
     argv.push_back("--exclude");
     argv.push_back(p);
+  }
+  if (base) {
+    argv.push_back("--layer-since");
+    argv.push_back(base->since);
+    // /workspace is a volume: its files' ctimes say nothing of the image.
+    if (options.include_workspace) {
+      argv.push_back("--layer-whole");
+      argv.push_back("/workspace");
+    }
   }
   argv.emplace_back("/");
 
@@ -328,17 +400,21 @@ Result<SnapshotResult> Sandbox::Snapshot(const SnapshotOptions& options) {
   BytePipe pipe;
   std::string agent_err;
   std::thread producer([&] {
-    auto code = runtime_->RunExec(
-        container_id_, argv, [&](std::string_view b) { return pipe.Write(b); },
-        [&](std::string_view b) {
-          if (agent_err.size() < 16 * 1024) agent_err.append(b);
-        });
+    auto on_out = [&](std::string_view b) { return pipe.Write(b); };
+    auto on_err = [&](std::string_view b) {
+      if (agent_err.size() < 16 * 1024) agent_err.append(b);
+    };
+    auto code = base ? runtime_->RunExecWithInput(container_id_, argv, base->tree, on_out, on_err)
+                     : runtime_->RunExec(container_id_, argv, on_out, on_err);
     if (!code.ok()) {
       pipe.CloseWrite(code.error());
     } else if (*code == agent::kExitUsage) {
+      out->agent_predates_layers = base != nullptr;
       pipe.CloseWrite(Error::Unsupported(
-          "the agent of this sandbox predates snapshots (no read-file --exclude): recreate the "
-          "sandbox with this agvisor"));
+          base ? "the agent of this sandbox predates layered snapshots (no read-file "
+                 "--layer-since)"
+               : "the agent of this sandbox predates snapshots (no read-file --exclude): "
+                 "recreate the sandbox with this agvisor"));
     } else if (*code != 0) {
       std::string msg = agent_err;
       while (!msg.empty() && msg.back() == '\n') msg.pop_back();
@@ -352,26 +428,26 @@ Result<SnapshotResult> Sandbox::Snapshot(const SnapshotOptions& options) {
 
   TarCheckOptions co;
   co.max_bytes = options.max_bytes;
+  co.whiteouts = base != nullptr;
   TarStreamChecker checker(co);
-  std::optional<Error> stream_error;  // the checker's or the producer's, kept as it is
   std::uint64_t reported = 0;
   channel::ByteSource source = [&](std::span<char> buf) -> Result<std::size_t> {
     auto n = pipe.Read(buf);
     if (!n.ok()) {
-      stream_error = n.error();
+      out->error = n.error();
       return n.error();
     }
     if (*n == 0) {
       // The body ends cleanly only for a stream the checker accepted whole.
       if (auto f = checker.Finish(); !f.ok()) {
-        stream_error = f.error();
+        out->error = f.error();
         return f.error();
       }
       if (options.progress) options.progress(checker.stats().bytes);
       return std::size_t{0};
     }
     if (auto p = checker.Push(std::string_view(buf.data(), *n)); !p.ok()) {
-      stream_error = p.error();
+      out->error = p.error();
       return p.error();
     }
     if (options.progress && checker.stats().bytes - reported >= kProgressEvery) {
@@ -380,28 +456,13 @@ Result<SnapshotResult> Sandbox::Snapshot(const SnapshotOptions& options) {
     }
     return *n;
   };
-  auto id = runtime_->ImportImage(ref, config, source, nullptr);
+  auto id = base ? runtime_->LoadLayeredImage(ref, config, base->layers, source)
+                 : runtime_->ImportImage(ref, config, source, nullptr);
   pipe.CloseRead();  // a producer still writing stops (its exec is closed)
   producer.join();
-  if (!id.ok()) {
-    // Nothing half-made may stay: the runtime saw a broken upload, but make sure no image of
-    // this import exists (by its id label).
-    if (auto ids = runtime_->ImagesWithLabel(std::string(kLabelSnapshotId) + "=" + import_id);
-        ids.ok()) {
-      for (const std::string& i : *ids) (void)runtime_->RemoveImage(i);
-    }
-    Error e = stream_error ? *stream_error : id.error();
-    if (stream_error && stream_error->code() == ErrorCode::kUnavailable) e = Diagnose(e);
-    return e.WithContext(what);
-  }
-  SnapshotResult r;
-  r.image = ref;
-  r.image_id = *id;
-  r.bytes = checker.stats().bytes;
-  r.entries = checker.stats().entries;
-  r.file_bytes = checker.stats().file_bytes;
-  r.seconds = SecondsSince(start);
-  return r;
+  out->stats = checker.stats();
+  if (!id.ok() && out->error) return *out->error;
+  return id;
 }
 
 Result<std::vector<std::string>> ForkNames(std::string_view source_name,
@@ -460,28 +521,52 @@ Result<ForkResult> Fork(Sandbox& source, const ForkOptions& options) {
   }
   so.include_workspace = true;
   so.max_bytes = options.max_bytes;
+  so.layered = options.layered;
   so.progress = options.progress;
   ForkResult out;
   out.snapshot = AGVISOR_TRY(source.Snapshot(so));
-  for (const std::string& n : names) {
+  // The first fork alone (its create derives the image with the agent from the snapshot, once
+  // per host), then the others at once: each is a container start of its own, which the
+  // runtime's start gate bounds. Each has its own new volume (isolation is per volume).
+  std::vector<std::optional<Result<std::unique_ptr<Sandbox>>>> made(names.size());
+  auto create = [&](std::size_t i) {
     SandboxSpec spec = options.spec;
-    spec.name = n;
+    spec.name = names[i];
     spec.image = out.snapshot.image;
     spec.host = source.host();
-    auto sb = Sandbox::Create(runtime, spec);
-    if (!sb.ok() || (*sb)->resumed()) {
-      Error e =
-          sb.ok() ? Error::Conflict("a sandbox named " + n + " appeared meanwhile") : sb.error();
-      for (auto& made : out.sandboxes) (void)made->Delete();
-      if (!sb.ok() && sb.error().code() != ErrorCode::kConflict) {
-        // A create that failed leaves no container; the volume it made for the name goes too
-        // (the name was free before: checked above). A conflict is another client's sandbox.
-        (void)Sandbox::Remove(runtime, ContainerNameFor(n), /*erase_data=*/true);
-      }
-      return e.WithContext("fork of " + src + " (fork " + n + "; the forks made were removed, " +
-                           "the snapshot " + out.snapshot.image + " stays)");
+    made[i] = Sandbox::Create(runtime, spec);
+  };
+  create(0);
+  if (made[0]->ok()) {
+    std::vector<std::thread> others;
+    for (std::size_t i = 1; i < names.size(); ++i) others.emplace_back(create, i);
+    for (std::thread& t : others) t.join();
+  }
+  std::optional<Error> failed;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (!made[i]) continue;  // not tried: the first one failed
+    Result<std::unique_ptr<Sandbox>>& sb = *made[i];
+    if (sb.ok() && !(*sb)->resumed()) {
+      out.sandboxes.push_back(std::move(sb).value());
+      continue;
     }
-    out.sandboxes.push_back(std::move(sb).value());
+    if (!failed) {
+      const Error e = sb.ok()
+                          ? Error::Conflict("a sandbox named " + names[i] + " appeared meanwhile")
+                          : sb.error();
+      failed = e.WithContext("fork of " + src + " (fork " + names[i] +
+                             "; the forks made were removed, the snapshot " + out.snapshot.image +
+                             " stays)");
+    }
+    if (!sb.ok() && sb.error().code() != ErrorCode::kConflict) {
+      // A create that failed leaves no container; the volume it made for the name goes too
+      // (the name was free before: checked above). A conflict is another client's sandbox.
+      (void)Sandbox::Remove(runtime, ContainerNameFor(names[i]), /*erase_data=*/true);
+    }
+  }
+  if (failed) {
+    for (auto& sb : out.sandboxes) (void)sb->Delete();
+    return *failed;
   }
   out.seconds = SecondsSince(start);
   return out;

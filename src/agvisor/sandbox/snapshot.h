@@ -69,6 +69,9 @@ struct SnapshotOptions {
   // The most bytes the tar stream may have (headers and padding included); past it the
   // snapshot fails with kResourceExhausted and no image is left. > 0.
   std::uint64_t max_bytes = kDefaultSnapshotMaxBytes;
+  // Make a layer of what changed over the sandbox's image where the runtime can (a local
+  // Docker with overlay2; docs/lifecycle.md); false: always the whole file system.
+  bool layered = true;
   // Called from the calling thread as checked bytes go to the import (about every 4 MiB and at
   // the end) with the bytes so far.
   std::function<void(std::uint64_t bytes)> progress;
@@ -81,6 +84,12 @@ struct SnapshotResult {
   std::uint64_t entries = 0;
   std::uint64_t file_bytes = 0;  // of regular files' data
   double seconds = 0;
+  // A layer over the sandbox's image (only what changed) rather than the whole file system.
+  bool layered = false;
+  std::uint64_t whiteouts = 0;     // of the layer: the image's entries it deletes
+  std::uint64_t image_layers = 0;  // the snapshot image's layers, its own included
+  // Why the whole file system went instead of a layer ("" when layered).
+  std::string whole_because;
 };
 
 // The image of snapshot `name` in `repository`: "TAG", "snapshot:TAG" or "REPOSITORY:TAG" ->
@@ -119,6 +128,7 @@ struct ForkOptions {
   // The forks' spec: limits, network, lifetime, ... Its name, image and host are Fork's.
   SandboxSpec spec;
   std::uint64_t max_bytes = kDefaultSnapshotMaxBytes;
+  bool layered = true;                                // the snapshot's (SnapshotOptions)
   std::function<void(std::uint64_t bytes)> progress;  // the snapshot's (SnapshotOptions)
 };
 
@@ -134,8 +144,9 @@ Result<std::vector<std::string>> ForkNames(std::string_view source_name,
                                            const ForkOptions& options);
 
 // Snapshot of `source` (a named sandbox) with /workspace, then options.count sandboxes from it,
-// each with its own copy of /workspace. On a failure the forks made so far are removed with
-// their volumes; the image stays when it was made (the message names it). Errors:
+// each with its own copy of /workspace (the first created alone, the others concurrently: each
+// is a container start, bounded by the runtime's start gate). On a failure the forks made are
+// removed with their volumes; the image stays when it was made (the message names it). Errors:
 // kInvalidArgument (an anonymous source: it has no /workspace volume; options), kConflict (a
 // fork's name is taken: nothing was made), Snapshot's and Create's.
 Result<ForkResult> Fork(Sandbox& source, const ForkOptions& options);

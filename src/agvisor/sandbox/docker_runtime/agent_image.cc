@@ -16,7 +16,7 @@ namespace agvisor {
 namespace {
 
 constexpr std::string_view kRepo = "agvisor/with-agent";
-constexpr std::string_view kAgentLabel = "agvisor.agent";
+constexpr std::string_view kAgentLabel = kAgentImageLabel;
 constexpr std::string_view kSourceLabel = "agvisor.agent.source";
 
 std::string Hex(std::uint64_t v, int digits) {

@@ -32,6 +32,9 @@ class Client;
 struct ImageSummary;
 }  // namespace docker
 
+// The label every derived image carries (the agent's hash): its top layer is the agent's.
+inline constexpr std::string_view kAgentImageLabel = "agvisor.agent";
+
 // The derived images known to exist on one host (a member of its DockerRuntime).
 struct AgentImageCache {
   std::mutex mu;

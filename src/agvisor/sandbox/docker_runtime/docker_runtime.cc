@@ -14,6 +14,7 @@
 #include "agvisor/sandbox/docker_runtime/egress_bridge.h"
 #include "agvisor/sandbox/docker_runtime/host_caps.h"
 #include "agvisor/sandbox/docker_runtime/runtime_check.h"
+#include "agvisor/sandbox/docker_runtime/snapshot_layers.h"
 #include "agvisor/sandbox/instance_spec.h"
 
 namespace agvisor {
@@ -338,6 +339,65 @@ Result<int> DockerRuntime::RunExec(std::string_view id, const std::vector<std::s
     on_stderr(p.bytes);
     return Ok();
   });
+}
+
+Result<int> DockerRuntime::RunExecWithInput(std::string_view id,
+                                            const std::vector<std::string>& argv, std::string input,
+                                            const OutputSink& on_stdout,
+                                            const StderrSink& on_stderr) {
+  docker::ExecConfig ec;
+  ec.cmd = argv;
+  ec.attach_stdin = true;  // held open after the input, as RunExec holds it
+  return client_->StreamExec(
+      id, ec, std::move(input),
+      [&](docker::StreamPiece& p) -> Result<void> {
+        if (p.stream != docker::StreamKind::kStderr) return on_stdout(p.bytes);
+        on_stderr(p.bytes);
+        return Ok();
+      },
+      /*keep_stdin_open=*/true);
+}
+
+Result<SnapshotBase> DockerRuntime::SnapshotBaseOf(std::string_view id,
+                                                   const std::vector<std::string>& excludes) {
+  const std::string what = "layered snapshot of " + std::string(id);
+  // The image's files are read where Docker keeps them: this machine's Docker only.
+  if (client_->endpoint().kind != http::Endpoint::Kind::kUnix) {
+    return Error::Unsupported(what +
+                              ": the image's files are on the Docker host, which this "
+                              "client does not reach over ssh or tcp");
+  }
+  const docker::ContainerInfo c = AGVISOR_TRY(client_->InspectContainer(id));
+  if (c.merged_dir.empty()) {
+    return Error::Unsupported(what +
+                              ": Docker's storage driver shows no merged root (overlay2 "
+                              "does)");
+  }
+  const docker::ImageInfo image = AGVISOR_TRY(client_->InspectImage(c.image));
+  SnapshotBase base;
+  base.layers = AGVISOR_TRY(
+      SnapshotLayersOf(image.layers, image.labels.contains(std::string(kAgentImageLabel))));
+  const auto since = SecondsDotNanos(c.created);
+  if (!since) return Error::Unsupported(what + ": Docker's creation time '" + c.created + "'");
+  base.since = *since;
+  auto tree = ListImageTree(c.merged_dir, excludes, &base.tree_entries);
+  if (!tree.ok()) {
+    const ErrorCode code = tree.error().code();
+    // Another machine's or namespace's Docker behind a local socket, or a user who may not
+    // read Docker's directories: the whole file system goes instead.
+    if (code == ErrorCode::kNotFound || code == ErrorCode::kPermissionDenied) {
+      return Error::Unsupported(what + ": " + tree.error().message());
+    }
+    return tree.error().WithContext(what);
+  }
+  base.tree = std::move(tree).value();
+  return base;
+}
+
+Result<std::string> DockerRuntime::LoadLayeredImage(std::string_view ref, const ImageConfig& config,
+                                                    const std::vector<std::string>& base_layers,
+                                                    const channel::ByteSource& layer) {
+  return agvisor::LoadLayeredImage(*client_, ref, config, base_layers, layer);
 }
 
 Result<std::optional<Labels>> DockerRuntime::VolumeLabels(std::string_view name) {

@@ -105,6 +105,16 @@ class DockerRuntime final : public Runtime {
   Result<std::string> ImportImage(std::string_view ref, const ImageConfig& config,
                                   const channel::ByteSource& tar,
                                   const std::function<void(std::string_view)>& progress) override;
+  // Layered snapshots (snapshot_layers.h): a local Docker with overlay2 only; elsewhere
+  // kUnsupported, and the snapshot sends the whole file system.
+  Result<SnapshotBase> SnapshotBaseOf(std::string_view id,
+                                      const std::vector<std::string>& excludes) override;
+  Result<int> RunExecWithInput(std::string_view id, const std::vector<std::string>& argv,
+                               std::string input, const OutputSink& on_stdout,
+                               const StderrSink& on_stderr) override;
+  Result<std::string> LoadLayeredImage(std::string_view ref, const ImageConfig& config,
+                                       const std::vector<std::string>& base_layers,
+                                       const channel::ByteSource& layer) override;
   Result<std::vector<std::string>> ImagesWithLabel(std::string_view label) override;
   Result<bool> RemoveImage(std::string_view ref) override;
 
