@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
 
 #include "agvisor/sandbox/snapshot.h"
 
@@ -267,6 +268,16 @@ Result<void> ValidateSpec(const SandboxSpec& s) {
     auto policy = egress::EgressPolicy::Create(*s.egress);
     if (!policy.ok()) return policy.error().WithContext("egress policy");
   }
+  AGVISOR_RETURN_IF_ERROR(ValidateSecrets(s.secrets, s.egress));
+  if (s.brokered) {
+    bool matches = s.brokered->env.size() == s.secrets.size();
+    for (std::size_t i = 0; matches && i < s.secrets.size(); ++i) {
+      matches = s.brokered->env[i].first == s.secrets[i].name;
+    }
+    if (!matches) {
+      return Error::InvalidArgument("brokered secrets do not match the spec's secrets");
+    }
+  }
   if (s.name) AGVISOR_RETURN_IF_ERROR(ValidateName(*s.name));
   AGVISOR_RETURN_IF_ERROR(ValidateLabels(s.labels));
   if (s.warm_shells < 0 || s.warm_shells > kMaxWarmShells) {
@@ -290,6 +301,183 @@ Result<void> ValidateSpec(const SandboxSpec& s) {
         "sandbox a name (or use destroy, which ends an anonymous one for good)");
   }
   return Ok();
+}
+
+namespace {
+
+// Variables agvisor itself sets in a sandbox (the proxy's, the CA bundle's) or that would change
+// how every program runs: a secret may not take their name.
+bool ReservedEnvName(std::string_view n) {
+  static constexpr std::string_view kReserved[] = {"HTTP_PROXY",
+                                                   "HTTPS_PROXY",
+                                                   "NO_PROXY",
+                                                   "ALL_PROXY",
+                                                   "SSL_CERT_FILE",
+                                                   "SSL_CERT_DIR",
+                                                   "REQUESTS_CA_BUNDLE",
+                                                   "PIP_CERT",
+                                                   "GIT_SSL_CAINFO",
+                                                   "CURL_CA_BUNDLE",
+                                                   "NODE_EXTRA_CA_CERTS",
+                                                   "PATH",
+                                                   "HOME",
+                                                   "USER",
+                                                   "SHELL",
+                                                   "TERM"};
+  for (std::string_view r : kReserved) {
+    if (n == r) return true;
+  }
+  return n.starts_with("AGVISOR_") || n.starts_with("LD_");
+}
+
+bool IsHeaderToken(std::string_view h) {
+  if (h.empty() || h.size() > 64) return false;
+  for (char c : h) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
+  }
+  return true;
+}
+
+// Headers that frame or route a request: a value put there would change where it goes.
+bool FramingHeader(std::string_view h) {
+  std::string lower(h);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static constexpr std::string_view kFraming[] = {
+      "host",     "content-length", "transfer-encoding", "connection", "upgrade",
+      "te",       "trailer",        "keep-alive",        "expect",     "via",
+      "forwarded"};
+  for (std::string_view f : kFraming) {
+    if (lower == f) return true;
+  }
+  return lower.starts_with("proxy-");
+}
+
+}  // namespace
+
+Result<void> ValidateSecrets(const std::vector<SecretSpec>& secrets,
+                             const std::optional<egress::EgressRules>& egress) {
+  if (secrets.empty()) return Ok();
+  if (!egress) {
+    return Error::InvalidArgument(
+        "secrets need an egress policy: the enforcer that puts a secret's value into requests "
+        "is the egress policy's (allow each secret's hosts: --allow-domain HOST)");
+  }
+  if (secrets.size() > kMaxSecrets) {
+    return Error::InvalidArgument("at most " + std::to_string(kMaxSecrets) +
+                                  " secrets per sandbox, got " + std::to_string(secrets.size()));
+  }
+  const auto policy = AGVISOR_TRY(egress::EgressPolicy::Create(*egress));
+  std::map<std::string, bool> seen;
+  for (const SecretSpec& sec : secrets) {
+    const std::string& n = sec.name;
+    bool name_ok = !n.empty() && n.size() <= 64 && !std::isdigit(static_cast<unsigned char>(n[0]));
+    for (char c : n) {
+      name_ok = name_ok && (std::isupper(static_cast<unsigned char>(c)) ||
+                            std::isdigit(static_cast<unsigned char>(c)) || c == '_');
+    }
+    if (!name_ok) {
+      return Error::InvalidArgument("secret " + Quote(n.substr(0, 64)) +
+                                    ": a secret's name is the environment variable the sandbox "
+                                    "sees: 1-64 of A-Z, 0-9 and '_', not starting with a digit");
+    }
+    const std::string what = "secret " + n;
+    if (ReservedEnvName(n)) {
+      return Error::InvalidArgument(what +
+                                    ": that variable is agvisor's or the system's own "
+                                    "(proxy, CA bundle, PATH, AGVISOR_*, LD_*); pick another name");
+    }
+    if (seen[n]) return Error::InvalidArgument(what + " is given twice");
+    seen[n] = true;
+    if (sec.hosts.empty() || sec.hosts.size() > kMaxSecretHosts) {
+      return Error::InvalidArgument(what + ": bind it to 1-" + std::to_string(kMaxSecretHosts) +
+                                    " hosts (the names it may be sent to)");
+    }
+    for (const std::string& h : sec.hosts) {
+      auto host = egress::NormalizeHostName(h);
+      if (!host.ok() || *host != h) {
+        return Error::InvalidArgument(
+            what + ": host " + Quote(h.substr(0, 255)) +
+            " is not an exact host name in canonical form (lower case, no wildcard, no "
+            "trailing dot, no address): a secret goes only to the names it names");
+      }
+      const egress::Verdict v = policy.Decide(egress::Target{.host = h, .port = 443});
+      if (!v.allowed) {
+        return Error::InvalidArgument(what + ": host " + h +
+                                      " is not allowed by the egress policy (" + v.reason +
+                                      "): allow it too (--allow-domain " + h + ")");
+      }
+    }
+    if (!sec.header.empty() && (!IsHeaderToken(sec.header) || FramingHeader(sec.header))) {
+      return Error::InvalidArgument(
+          what + ": header " + Quote(sec.header.substr(0, 64)) +
+          " cannot carry a secret: give a header name of letters, digits, '-' and '_' (at most "
+          "64) that does not frame or route the request (not Host, Content-Length, "
+          "Transfer-Encoding, Connection, Proxy-*, ...); leave it out for Authorization");
+    }
+    if (sec.value) {
+      bool value_ok = !sec.value->empty() && sec.value->size() <= kMaxSecretValueBytes;
+      for (char c : *sec.value) {
+        value_ok = value_ok && static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+      }
+      if (!value_ok) {
+        // The value itself is never quoted: it is a secret.
+        return Error::InvalidArgument(
+            what + ": the value must be 1-" + std::to_string(kMaxSecretValueBytes) +
+            " bytes without control characters (it goes into an HTTP header; a file's trailing "
+            "newline is dropped when it is read)");
+      }
+    }
+  }
+  return Ok();
+}
+
+std::string EncodeSecretBindings(const std::vector<SecretBinding>& bindings) {
+  std::string out;
+  for (const SecretBinding& b : bindings) {
+    if (!out.empty()) out += ';';
+    out += b.name + "|" + b.placeholder + "|";
+    for (std::size_t i = 0; i < b.hosts.size(); ++i) out += (i ? "," : "") + b.hosts[i];
+    out += "|" + b.header + "|" + (b.from_operator ? "operator" : "caller");
+  }
+  return out;
+}
+
+Result<std::vector<SecretBinding>> DecodeSecretBindings(std::string_view label) {
+  std::vector<SecretBinding> out;
+  auto bad = [] { return Error::InvalidArgument("malformed secret bindings label"); };
+  std::size_t pos = 0;
+  while (pos < label.size()) {
+    std::size_t end = label.find(';', pos);
+    if (end == std::string_view::npos) end = label.size();
+    std::string_view one = label.substr(pos, end - pos);
+    std::vector<std::string_view> parts;
+    std::size_t p = 0;
+    while (true) {
+      std::size_t bar = one.find('|', p);
+      parts.push_back(one.substr(p, bar == std::string_view::npos ? one.size() - p : bar - p));
+      if (bar == std::string_view::npos) break;
+      p = bar + 1;
+    }
+    if (parts.size() != 5 || parts[0].empty() || parts[1].empty() || parts[2].empty() ||
+        (parts[4] != "caller" && parts[4] != "operator")) {
+      return bad();
+    }
+    SecretBinding b{.name = std::string(parts[0]),
+                    .placeholder = std::string(parts[1]),
+                    .header = std::string(parts[3]),
+                    .from_operator = parts[4] == "operator"};
+    std::size_t h = 0;
+    while (h <= parts[2].size()) {
+      std::size_t comma = parts[2].find(',', h);
+      if (comma == std::string_view::npos) comma = parts[2].size();
+      if (comma == h) return bad();
+      b.hosts.emplace_back(parts[2].substr(h, comma - h));
+      h = comma + 1;
+    }
+    out.push_back(std::move(b));
+    pos = end + 1;
+  }
+  return out;
 }
 
 Result<void> ValidateDeadlines(std::optional<std::int64_t> lifetime,
