@@ -151,6 +151,12 @@ constexpr std::size_t kMaxUpgradeAnswerHead = 64 * 1024;
 
 struct Splice;
 
+// A sandbox's brokered secrets and the CA its bundle trusts (SetSecrets).
+struct Brokered {
+  std::vector<BrokeredSecret> secrets;
+  std::shared_ptr<const SandboxCa> ca;
+};
+
 // What the proxy keeps of an open connection to judge it again when the policy changes.
 struct Tracked {
   std::weak_ptr<Splice> splice;
@@ -284,6 +290,19 @@ class EgressProxy::Impl {
   std::shared_ptr<const EgressPolicy> policy() const {
     std::lock_guard lock(mu_);
     return policy_;
+  }
+
+  void SetSecrets(std::vector<BrokeredSecret> secrets, std::shared_ptr<const SandboxCa> ca) {
+    std::shared_ptr<const Brokered> next;
+    if (!secrets.empty() && ca) {
+      next = std::make_shared<const Brokered>(Brokered{std::move(secrets), std::move(ca)});
+    }
+    std::lock_guard lock(mu_);
+    brokered_ = std::move(next);
+  }
+  std::shared_ptr<const Brokered> brokered() const {
+    std::lock_guard lock(mu_);
+    return brokered_;
   }
 
  private:
@@ -1049,6 +1068,7 @@ class EgressProxy::Impl {
   ProxyOptions options_;
   mutable std::mutex mu_;
   std::shared_ptr<const EgressPolicy> policy_;
+  std::shared_ptr<const Brokered> brokered_;  // null: nothing is intercepted
   std::shared_ptr<DecisionLog> log_;
   DnsCache dns_cache_;  // touched on the io thread only
   // Open relayed connections, for JudgeOpenConnections (io thread only). Declared before io_:
@@ -1101,6 +1121,10 @@ Result<std::unique_ptr<EgressProxy>> EgressProxy::Start(ProxyOptions options, Eg
 std::uint16_t EgressProxy::port() const { return impl_->port(); }
 std::uint16_t EgressProxy::dns_port() const { return impl_->dns_port(); }
 void EgressProxy::SetPolicy(EgressPolicy policy) { impl_->SetPolicy(std::move(policy)); }
+void EgressProxy::SetSecrets(std::vector<BrokeredSecret> secrets,
+                             std::shared_ptr<const SandboxCa> ca) {
+  impl_->SetSecrets(std::move(secrets), std::move(ca));
+}
 EgressPolicy EgressProxy::policy() const { return *impl_->policy(); }
 std::size_t EgressProxy::open_connections() const { return impl_->open_connections(); }
 ProxyTraffic EgressProxy::traffic() const { return impl_->traffic(); }

@@ -30,8 +30,10 @@
 
 #include "agvisor/base/error.h"
 #include "agvisor/egress/address.h"
+#include "agvisor/egress/ca.h"
 #include "agvisor/egress/decision_log.h"
 #include "agvisor/egress/policy.h"
+#include "agvisor/egress/secrets.h"
 
 namespace agvisor::egress {
 
@@ -105,6 +107,10 @@ struct ProxyOptions {
   std::uint16_t dns_port = 0;
   std::optional<IpAddress> dns_answer_v4;
   std::optional<IpAddress> dns_answer_v6;
+  // Brokered secrets (SetSecrets): the upstream of an intercepted connection is verified against
+  // the host's system trust store plus these CA certificates (PEM, "" = none), which an operator
+  // names for upstreams behind their own CA (agvisord --egress-upstream-ca; the tests' servers).
+  std::string upstream_ca_pem;
   // Called on the proxy's thread for every decision, after it is recorded (e.g. a log line).
   std::function<void(const Decision&)> on_decision;
 };
@@ -136,6 +142,15 @@ class EgressProxy {
   // each logged as a denied decision.
   void SetPolicy(EgressPolicy policy);
   EgressPolicy policy() const;
+  // Registers the sandbox's brokered secrets (secrets.h; validated by the caller with
+  // ValidateSecrets) and the CA its bundle trusts; an empty list (or no CA) turns interception
+  // off. From the next connection on, a CONNECT or a TLS connection to a bound host on
+  // options.tls_port is intercepted: TLS terminated with a leaf of `ca` (ALPN: http/1.1 only),
+  // the upstream dialled as usual and verified (system trust store + upstream_ca_pem, its name
+  // against the bound host) before a byte is sent, then each request checked and rewritten
+  // (intercept.h) and logged as a decision with its method, path and secret name. Every other
+  // connection is relayed as before, untouched.
+  void SetSecrets(std::vector<BrokeredSecret> secrets, std::shared_ptr<const SandboxCa> ca);
   // Connections accepted and not yet closed.
   std::size_t open_connections() const;
   ProxyTraffic traffic() const;

@@ -287,7 +287,11 @@ Result<void> EgressHost::Serve(const std::string& container, Served s) {
   o.on_decision = [limiter = std::make_shared<LogLimiter>()](const egress::Decision& d) {
     limiter->Log(d);
   };
+  o.upstream_ca_pem = options_.upstream_ca_pem;
   s.proxy = AGVISOR_TRY(egress::EgressProxy::Start(std::move(o), std::move(policy), log_));
+  if (auto it = secrets_.find(container); it != secrets_.end()) {
+    s.proxy->SetSecrets(it->second.secrets, it->second.ca);
+  }
   if (options_.manage_firewall) {
     if (auto fw = runtime_->Firewall(s.net, /*open=*/true); !fw.ok()) {
       LogEvent("error", "egress: cannot open the host firewall for an enforcer",
@@ -301,6 +305,37 @@ Result<void> EgressHost::Serve(const std::string& container, Served s) {
             {"policy", s.proxy->policy().Describe()}});
   served_[container] = std::move(s);
   return Ok();
+}
+
+Result<void> EgressHost::SetSecrets(const std::string& container,
+                                    std::vector<egress::BrokeredSecret> secrets,
+                                    std::shared_ptr<const egress::SandboxCa> ca) {
+  if (secrets.empty()) {
+    ForgetSecrets(container);
+    return Ok();
+  }
+  AGVISOR_RETURN_IF_ERROR(egress::ValidateSecrets(secrets));
+  if (!ca) return Error::InvalidArgument("secrets of " + container + ": no sandbox CA given");
+  for (const egress::BrokeredSecret& s : secrets) {
+    for (const std::string& h : s.hosts) {
+      if (std::find(ca->hosts().begin(), ca->hosts().end(), h) == ca->hosts().end()) {
+        return Error::InvalidArgument("secrets of " + container + ": secret " + s.name +
+                                      " is bound to " + h + ", which the sandbox CA is not for");
+      }
+    }
+  }
+  std::lock_guard lock(mu_);
+  if (auto it = served_.find(container); it != served_.end())
+    it->second.proxy->SetSecrets(secrets, ca);
+  secrets_[container] = Secrets{std::move(secrets), std::move(ca)};
+  return Ok();
+}
+
+void EgressHost::ForgetSecrets(const std::string& container) {
+  std::lock_guard lock(mu_);
+  if (auto it = served_.find(container); it != served_.end())
+    it->second.proxy->SetSecrets({}, nullptr);
+  secrets_.erase(container);
 }
 
 void EgressHost::Drop(Served& s) {

@@ -77,6 +77,9 @@ struct EgressHostOptions {
   EgressCaps caps;
   // A tunnel that moves no byte either way for this long is closed (0: never).
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(5)};
+  // Extra CA certificates (PEM) that upstreams of intercepted connections (brokered secrets)
+  // are verified against, besides the system trust store (egress::ProxyOptions::upstream_ca_pem).
+  std::string upstream_ca_pem;
 };
 
 // One sandbox's egress counters, for the metrics route: decisions since its enforcer started
@@ -100,6 +103,15 @@ class EgressHost {
   Result<api::EgressView> View(const std::string& container) const;
   // Replaces the sandbox's policy: new connections (and lookups) are decided by it at once.
   Result<api::EgressView> SetRules(const std::string& container, const egress::EgressRules& rules);
+  // Registers a sandbox's brokered secrets (docs/egress.md, "Secrets") and the CA its trust
+  // bundle holds, by container name, in memory only: given to its enforcer now if it is served,
+  // else as soon as it is (so agvisord calls this before the sandbox starts). Replaces what was
+  // registered; an empty list forgets. Kept while its network comes and goes, until
+  // ForgetSecrets (agvisord calls it when the sandbox is removed). Errors: kInvalidArgument
+  // (ValidateSecrets; no CA, or a CA not made for every bound host).
+  Result<void> SetSecrets(const std::string& container, std::vector<egress::BrokeredSecret> secrets,
+                          std::shared_ptr<const egress::SandboxCa> ca);
+  void ForgetSecrets(const std::string& container);
   // kNotFound when the container has no served egress network.
   Result<api::EgressTraffic> Traffic(const std::string& container) const;
   // Totals over every sandbox, for the metrics route.
@@ -132,6 +144,11 @@ class EgressHost {
   std::shared_ptr<egress::ConnectionBudget> budget_;  // options_.caps.max_tunnels, all sandboxes
   mutable std::mutex mu_;
   std::map<std::string, Served> served_;  // by container name
+  struct Secrets {
+    std::vector<egress::BrokeredSecret> secrets;
+    std::shared_ptr<const egress::SandboxCa> ca;
+  };
+  std::map<std::string, Secrets> secrets_;  // by container name, under mu_
   // Networks that could not be served, by id: tried again after a pause, not every period.
   std::map<std::string, std::chrono::steady_clock::time_point> retry_after_;
   bool firewall_in_place_ = true;  // under mu_
