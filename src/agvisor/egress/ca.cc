@@ -78,6 +78,19 @@ std::string ToPem(X509* cert) {
 
 }  // namespace
 
+int AddPemCertificates(const std::string& pem, X509_STORE* store) {
+  if (pem.empty()) return 0;
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  int added = 0;
+  while (X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) {
+    if (store == nullptr || X509_STORE_add_cert(store, cert) == 1) ++added;
+    X509_free(cert);
+  }
+  BIO_free(bio);
+  ERR_clear_error();  // the end of the text reads as an error
+  return added;
+}
+
 LeafCert::~LeafCert() {
   X509_free(cert_);
   EVP_PKEY_free(key_);

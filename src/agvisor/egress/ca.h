@@ -25,6 +25,7 @@
 
 struct x509_st;
 struct evp_pkey_st;
+struct x509_store_st;
 
 namespace agvisor::egress {
 
@@ -43,6 +44,10 @@ class LeafCert {
   x509_st* cert_;
   evp_pkey_st* key_;
 };
+
+// Adds every certificate of a PEM text to `store` (nullptr: only reads them); the number added.
+// Used for the upstream CAs an operator names (ProxyOptions::upstream_ca_pem).
+int AddPemCertificates(const std::string& pem, x509_store_st* store);
 
 class SandboxCa {
  public:

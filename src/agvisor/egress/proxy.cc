@@ -4,6 +4,10 @@
 #include "agvisor/egress/proxy.h"
 
 #include <fcntl.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -28,6 +32,7 @@
 #include "agvisor/base/unique_fd.h"
 #include "agvisor/egress/dns.h"
 #include "agvisor/egress/dns_cache.h"
+#include "agvisor/egress/intercept.h"
 #include "agvisor/egress/sniff.h"
 
 namespace agvisor::egress {
@@ -198,6 +203,130 @@ struct Splice {
   Upgrade upgrade = Upgrade::kNone;
   net::steady_timer upgrade_wait;  // cancelled when `upgrade` leaves kPending
   std::map<Splice*, Tracked>* registry = nullptr;
+};
+
+// OpenSSL over one socket of a Splice, driven by the io thread's coroutines through memory BIOs:
+// OpenSSL never touches the socket, so bytes read before the handshake (the ClientHello the
+// sniffer kept) are fed in first, and reads and writes wait on Asio like every other pump. One
+// reader at a time; writers from both directions are serialised by `flushing_` (the other waits
+// for the socket write in progress, so a slow peer holds at most one record's worth queued).
+class TlsPipe {
+ public:
+  TlsPipe(net::io_context& io, tcp::socket& socket, SSL* ssl)
+      : socket_(socket), ssl_(ssl), wake_(io) {
+    rbio_ = BIO_new(BIO_s_mem());
+    wbio_ = BIO_new(BIO_s_mem());
+    SSL_set_bio(ssl_, rbio_, wbio_);  // the SSL owns both
+    wake_.expires_at(net::steady_timer::time_point::max());
+  }
+  ~TlsPipe() { SSL_free(ssl_); }
+  TlsPipe(const TlsPipe&) = delete;
+  TlsPipe& operator=(const TlsPipe&) = delete;
+  SSL* ssl() const { return ssl_; }
+
+  // Bytes already read from the socket, handed to OpenSSL before anything else.
+  void Feed(std::span<const std::uint8_t> bytes) {
+    if (!bytes.empty()) BIO_write(rbio_, bytes.data(), static_cast<int>(bytes.size()));
+  }
+
+  // True once the handshake is done.
+  net::awaitable<bool> Handshake() {
+    while (true) {
+      ERR_clear_error();
+      const int r = SSL_do_handshake(ssl_);
+      const int e = r == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl_, r);
+      // Flushed also after a failure: the alert tells the peer why.
+      if (!co_await Flush()) co_return false;
+      if (r == 1) co_return true;
+      if (e != SSL_ERROR_WANT_READ || co_await Fill() <= 0) co_return false;
+    }
+  }
+
+  // Up to `size` plaintext bytes: their count, 0 at the end of the stream (close_notify or the
+  // socket's end), -1 on an error.
+  net::awaitable<long> Read(char* buf, std::size_t size) {
+    while (true) {
+      ERR_clear_error();
+      std::size_t n = 0;
+      const int r = SSL_read_ex(ssl_, buf, size, &n);
+      if (BIO_ctrl_pending(wbio_) > 0 && !co_await Flush()) co_return -1;
+      if (r == 1) co_return static_cast<long>(n);
+      const int e = SSL_get_error(ssl_, r);
+      if (e == SSL_ERROR_ZERO_RETURN) co_return 0;
+      if (e != SSL_ERROR_WANT_READ) co_return -1;
+      const long filled = co_await Fill();
+      if (filled <= 0) co_return filled;
+    }
+  }
+
+  net::awaitable<bool> Write(std::string_view data) {
+    ERR_clear_error();
+    std::size_t n = 0;
+    if (!data.empty() && SSL_write_ex(ssl_, data.data(), data.size(), &n) != 1) co_return false;
+    co_return co_await Flush();
+  }
+
+  // close_notify: the peer reads the end of the stream.
+  net::awaitable<void> Close() {
+    ERR_clear_error();
+    (void)SSL_shutdown(ssl_);
+    (void)co_await Flush();
+  }
+
+ private:
+  // Reads the socket into OpenSSL: bytes read, 0 at its end, -1 on an error.
+  net::awaitable<long> Fill() {
+    error_code ec;
+    const std::size_t n = co_await socket_.async_read_some(
+        net::buffer(in_), net::redirect_error(net::use_awaitable, ec));
+    if (ec) co_return ec == net::error::eof ? 0 : -1;
+    BIO_write(rbio_, in_, static_cast<int>(n));
+    co_return static_cast<long>(n);
+  }
+
+  // Writes what OpenSSL has queued to the socket.
+  net::awaitable<bool> Flush() {
+    error_code ec;
+    while (ok_) {
+      if (flushing_) {
+        co_await wake_.async_wait(net::redirect_error(net::use_awaitable, ec));
+        continue;
+      }
+      const std::size_t pending = BIO_ctrl_pending(wbio_);
+      if (pending == 0) break;
+      out_.resize(pending);
+      BIO_read(wbio_, out_.data(), static_cast<int>(pending));
+      flushing_ = true;
+      co_await net::async_write(socket_, net::buffer(out_),
+                                net::redirect_error(net::use_awaitable, ec));
+      flushing_ = false;
+      wake_.cancel();
+      if (ec) ok_ = false;
+    }
+    co_return ok_;
+  }
+
+  tcp::socket& socket_;
+  SSL* ssl_;
+  BIO* rbio_;
+  BIO* wbio_;
+  net::steady_timer wake_;  // waited on while another coroutine flushes; cancelled after
+  bool flushing_ = false;
+  bool ok_ = true;
+  std::string out_;
+  char in_[16 * 1024 + 512];
+};
+
+// Both TLS sessions of an intercepted connection (the sandbox's, and the upstream's), over the
+// Splice's sockets.
+struct Intercepted {
+  Intercepted(net::io_context& io, std::shared_ptr<Splice> s, SSL* to_client, SSL* to_upstream)
+      : splice(std::move(s)),
+        client(io, splice->client, to_client),
+        upstream(io, splice->upstream, to_upstream) {}
+  std::shared_ptr<Splice> splice;
+  TlsPipe client;
+  TlsPipe upstream;
 };
 
 }  // namespace
@@ -521,8 +650,18 @@ class EgressProxy::Impl {
       co_return;
     }
     upstream.set_option(tcp::no_delay(true), ec);
-    d.allowed = true;
     d.reason = verdict.reason;
+    if (std::shared_ptr<const Brokered> brokered = this->brokered();
+        (is_tls || http.form == HttpRequestSniff::Form::kConnect) &&
+        Intercepts(brokered.get(), target, options_.tls_port)) {
+      const std::size_t early_from = is_tls ? 0 : http.head_bytes;
+      std::vector<std::uint8_t> early(head.begin() + static_cast<std::ptrdiff_t>(early_from),
+                                      head.end());
+      co_await Intercept(std::move(client), std::move(upstream), std::move(early), target, dialled,
+                         std::move(d), !is_tls, std::move(brokered), guard, policy.get());
+      co_return;
+    }
+    d.allowed = true;
     Record(d);
     // 5. Replay what was read, then relay. TLS and CONNECT: every byte after the head, both
     // ways, spliced. Plain HTTP: the first head now; the client's side then goes through
@@ -560,6 +699,286 @@ class EgressProxy::Impl {
     } else {
       co_await Relay(splice, guard, false);
     }
+  }
+
+  // ---- Brokered secrets: the connections the enforcer terminates (SetSecrets) ----
+
+  // Whether a connection to `target` (allowed, dialled) is intercepted: a CONNECT or a TLS
+  // connection to a name a secret is bound to, on the HTTPS port. Everything else stays as it is.
+  static bool Intercepts(const Brokered* b, const Target& target, std::uint16_t tls_port) {
+    return b != nullptr && !target.literal && target.port == tls_port &&
+           IsBoundHost(b->secrets, target.host);
+  }
+
+  // The context the sandbox's side is served with (its leaf is set per connection): TLS 1.2+,
+  // and ALPN agrees on http/1.1 only (a client offering only h2 gets no ALPN, and falls back).
+  SSL_CTX* SandboxSideContext() {
+    if (!sandbox_ctx_) {
+      SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+      if (ctx == nullptr) return nullptr;
+      SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+      SSL_CTX_set_alpn_select_cb(
+          ctx,
+          [](SSL*, const unsigned char** out, unsigned char* out_len, const unsigned char* in,
+             unsigned int in_len, void*) {
+            static const unsigned char kHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+            unsigned char* chosen = nullptr;
+            if (SSL_select_next_proto(&chosen, out_len, kHttp11, sizeof kHttp11, in, in_len) !=
+                OPENSSL_NPN_NEGOTIATED) {
+              return SSL_TLSEXT_ERR_NOACK;
+            }
+            *out = chosen;
+            return SSL_TLSEXT_ERR_OK;
+          },
+          nullptr);
+      sandbox_ctx_.reset(ctx);
+    }
+    return sandbox_ctx_.get();
+  }
+
+  // The context upstreams are verified with: the system's trust store plus upstream_ca_pem
+  // (loaded on the first intercepted connection: a proxy without secrets never reads it).
+  SSL_CTX* UpstreamContext() {
+    if (!upstream_ctx_) {
+      SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+      if (ctx == nullptr) return nullptr;
+      upstream_ctx_.reset(ctx);
+      SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+      (void)SSL_CTX_set_default_verify_paths(ctx);
+      (void)AddPemCertificates(options_.upstream_ca_pem, SSL_CTX_get_cert_store(ctx));
+      SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+      static const unsigned char kHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+      SSL_CTX_set_alpn_protos(ctx, kHttp11, sizeof kHttp11);
+    }
+    return upstream_ctx_.get();
+  }
+
+  // An allowed, dialled connection to a bound host: the upstream's TLS first, verified (its
+  // certificate against the trust store, its name against the bound host) before anything of
+  // the sandbox's is sent; then the sandbox's TLS with the sandbox CA's leaf for that host; then
+  // every request through InterceptRequests. `early`: the sandbox's bytes read so far (the
+  // ClientHello, or what followed a CONNECT head).
+  net::awaitable<void> Intercept(tcp::socket client, tcp::socket upstream,
+                                 std::vector<std::uint8_t> early, Target target, IpAddress dialled,
+                                 Decision d, bool via_connect,
+                                 std::shared_ptr<const Brokered> brokered,
+                                 std::shared_ptr<OpenGuard> guard, const EgressPolicy* decided_by) {
+    auto splice = std::make_shared<Splice>(io_, std::move(client), std::move(upstream));
+    auto leaf = brokered->ca->LeafFor(target.host);
+    SSL_CTX* up_ctx = UpstreamContext();
+    SSL_CTX* sandbox_ctx = SandboxSideContext();
+    // Why the connection is refused before the sandbox's handshake ("" while it is not).
+    std::string refusal;
+    if (!leaf.ok() || up_ctx == nullptr || sandbox_ctx == nullptr) {
+      refusal = leaf.ok() ? "TLS interception unavailable (OpenSSL could not make a context)"
+                          : leaf.error().message();
+    }
+    SSL* up = refusal.empty() ? SSL_new(up_ctx) : nullptr;
+    SSL* down = refusal.empty() ? SSL_new(sandbox_ctx) : nullptr;
+    if (refusal.empty() && (up == nullptr || down == nullptr)) {
+      refusal = "TLS interception unavailable (OpenSSL could not make a session)";
+    }
+    if (!refusal.empty()) {
+      SSL_free(up);
+      SSL_free(down);
+      co_await RefuseBeforeInterception(*splice, d, via_connect, std::move(refusal));
+      co_return;
+    }
+    auto ic = std::make_shared<Intercepted>(io_, splice, down, up);
+    SSL_set_connect_state(up);
+    SSL_ctrl(up, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+             const_cast<char*>(target.host.c_str()));
+    SSL_set1_host(up, target.host.c_str());
+    SSL_set_accept_state(down);
+    SSL_use_certificate(down, (*leaf)->cert());
+    SSL_use_PrivateKey(down, (*leaf)->key());
+    bool ok;
+    {
+      Deadline deadline(io_, options_.connect_timeout, [&splice] {
+        error_code ignored;
+        splice->upstream.close(ignored);
+      });
+      ok = co_await ic->upstream.Handshake();
+    }
+    if (!ok) {
+      const long verify = SSL_get_verify_result(up);
+      refusal = "upstream " + target.host + ": " +
+                (verify != X509_V_OK ? std::string("its certificate did not verify (") +
+                                           X509_verify_cert_error_string(verify) + ")"
+                                     : std::string("the TLS handshake failed")) +
+                "; nothing was sent to it";
+      co_await RefuseBeforeInterception(*splice, d, via_connect, std::move(refusal));
+      co_return;
+    }
+    if (via_connect) {
+      co_await Reply(splice->client, "HTTP/1.1 200 Connection established\r\n\r\n");
+    }
+    ic->client.Feed(early);
+    {
+      Deadline deadline(io_, options_.connect_timeout, [&splice] {
+        error_code ignored;
+        splice->client.close(ignored);
+      });
+      ok = co_await ic->client.Handshake();
+    }
+    if (!ok) {
+      d.allowed = false;
+      d.reason = "the sandbox's TLS handshake for " + target.host +
+                 " failed (does it trust its CA bundle? SSL_CERT_FILE)";
+      Record(d);
+      splice->Close();
+      co_return;
+    }
+    d.allowed = true;
+    d.reason += "; TLS terminated for a brokered secret";
+    Record(d);
+    Track(splice, {.via = d.via, .target = target, .address = dialled}, decided_by);
+    if (options_.idle_timeout.count() > 0) net::co_spawn(io_, IdleWatch(splice), net::detached);
+    net::co_spawn(io_, InterceptRequests(ic, guard, target, brokered, d.address), net::detached);
+    co_await InterceptAnswers(ic, guard);
+  }
+
+  // Logs `d` as refused for `reason`; a CONNECT client is told (502), then both sides close.
+  net::awaitable<void> RefuseBeforeInterception(Splice& s, Decision& d, bool via_connect,
+                                                std::string reason) {
+    d.allowed = false;
+    d.reason = std::move(reason);
+    Record(d);
+    if (via_connect) co_await Reply(s.client, HttpRefusal(502, "Bad Gateway", d.reason));
+    s.Close();
+  }
+
+  // The sandbox-to-upstream direction of an intercepted connection: the decrypted stream is
+  // followed by HttpRequestStream (the same parser, and the same refusals of ambiguous framing,
+  // as plain HTTP); each head is checked and rewritten (RewriteRequestHead) and logged; bodies go
+  // on as they are.
+  net::awaitable<void> InterceptRequests(std::shared_ptr<Intercepted> ic,
+                                         [[maybe_unused]] std::shared_ptr<OpenGuard> guard,
+                                         Target target, std::shared_ptr<const Brokered> brokered,
+                                         std::string address) {
+    Splice& s = *ic->splice;
+    HttpRequestStream requests;
+    std::string pending;
+    std::unique_ptr<char[]> buffer = std::make_unique_for_overwrite<char[]>(kReadChunk);
+    auto request_decision = [&] {
+      Decision r;
+      r.via = "https";
+      r.name = target.host;
+      r.port = target.port;
+      r.address = address;
+      return r;
+    };
+    while (true) {
+      while (!pending.empty()) {
+        HttpRequestStream::Step step = requests.Next(pending);
+        if (step.kind == HttpRequestStream::Step::Kind::kNeedMore) break;
+        if (step.kind == HttpRequestStream::Step::Kind::kRefused) {
+          Decision r = request_decision();
+          r.reason = step.reason;
+          r.status = 400;
+          Record(r);
+          co_await RefuseIntercepted(ic, HttpRefusal(400, "Bad Request", step.reason));
+          co_return;
+        }
+        std::string_view out(pending.data(), step.bytes);
+        std::string head;
+        if (step.kind == HttpRequestStream::Step::Kind::kHead) {
+          RequestRewrite rw = RewriteRequestHead(out, target.host, target.port, brokered->secrets);
+          Decision r = request_decision();
+          r.method = std::move(rw.method);
+          r.path = std::move(rw.path);
+          r.secret = rw.secret;
+          if (rw.kind != RequestRewrite::Kind::kForward) {
+            const bool misdirected = rw.kind == RequestRewrite::Kind::kMisdirected;
+            r.status = misdirected ? 421 : 400;
+            r.reason = rw.reason;
+            Record(r);
+            co_await RefuseIntercepted(
+                ic, HttpRefusal(r.status, misdirected ? "Misdirected Request" : "Bad Request",
+                                rw.reason));
+            co_return;
+          }
+          r.allowed = true;
+          r.reason = "bound host " + target.host;
+          r.bytes_up = rw.head.size();
+          Record(r);
+          head = std::move(rw.head);
+          out = head;
+        }
+        if (!co_await ic->upstream.Write(out)) {
+          s.Close();
+          co_return;
+        }
+        bytes_up_.fetch_add(out.size(), std::memory_order_relaxed);
+        s.Touch();
+        pending.erase(0, step.bytes);
+      }
+      const long n = co_await ic->client.Read(buffer.get(), kReadChunk);
+      if (n == 0) {
+        co_await ic->upstream.Close();
+        error_code ec;
+        s.upstream.shutdown(tcp::socket::shutdown_send, ec);
+        co_return;
+      }
+      if (n < 0) {
+        s.Close();
+        co_return;
+      }
+      pending.append(buffer.get(), static_cast<std::size_t>(n));
+      s.Touch();
+    }
+  }
+
+  // A request on an intercepted connection is refused: nothing more goes upstream, the upstream
+  // is told the requests have ended, and `refusal` follows the answers to the requests before it
+  // (InterceptAnswers sends it at the upstream's end; kAnswersBeforeRefusal at most).
+  net::awaitable<void> RefuseIntercepted(std::shared_ptr<Intercepted> ic, std::string refusal) {
+    Splice& s = *ic->splice;
+    if (s.down_ended) {
+      (void)co_await ic->client.Write(refusal);
+      co_await ic->client.Close();
+      co_await Linger(s);
+      co_return;
+    }
+    s.final_to_client = std::move(refusal);
+    co_await ic->upstream.Close();
+    error_code ec;
+    s.upstream.shutdown(tcp::socket::shutdown_send, ec);
+    auto timer = std::make_shared<net::steady_timer>(io_, kAnswersBeforeRefusal);
+    timer->async_wait([timer, weak = std::weak_ptr<Splice>(ic->splice)](error_code e) {
+      if (e) return;
+      if (auto alive = weak.lock()) alive->Close();
+    });
+  }
+
+  // The upstream-to-sandbox direction of an intercepted connection: answers go back as they are.
+  net::awaitable<void> InterceptAnswers(std::shared_ptr<Intercepted> ic,
+                                        [[maybe_unused]] std::shared_ptr<OpenGuard> guard) {
+    Splice& s = *ic->splice;
+    std::unique_ptr<char[]> buffer = std::make_unique_for_overwrite<char[]>(kReadChunk);
+    while (true) {
+      const long n = co_await ic->upstream.Read(buffer.get(), kReadChunk);
+      if (n < 0) {
+        s.Close();
+        co_return;
+      }
+      if (n == 0) break;
+      if (!co_await ic->client.Write(std::string_view(buffer.get(), static_cast<std::size_t>(n)))) {
+        s.Close();
+        co_return;
+      }
+      bytes_down_.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+      s.Touch();
+    }
+    s.down_ended = true;
+    if (!s.final_to_client.empty()) (void)co_await ic->client.Write(s.final_to_client);
+    co_await ic->client.Close();
+    if (!s.final_to_client.empty()) {
+      co_await Linger(s);
+      co_return;
+    }
+    error_code ec;
+    s.client.shutdown(tcp::socket::shutdown_send, ec);
   }
 
   // Why a later request on a plain-HTTP connection is refused ("" when it is not), and the
@@ -724,25 +1143,32 @@ class EgressProxy::Impl {
     if (!s.final_to_client.empty()) {
       co_await net::async_write(s.client, net::buffer(s.final_to_client),
                                 net::redirect_error(net::use_awaitable, ec));
-      s.client.shutdown(tcp::socket::shutdown_send, ec);
-      s.upstream.close(ec);
-      // A lingering close: closing with unread bytes makes the kernel send a reset, which can
-      // destroy the refusal before the client has read it. Its bytes are drained for a moment.
-      Deadline deadline(io_, kLingerAfterRefusal, [&s] {
-        error_code ignored;
-        s.client.close(ignored);
-      });
-      char sink[4096];
-      for (std::size_t drained = 0; drained < kMaxLingerBytes;) {
-        drained += co_await s.client.async_read_some(net::buffer(sink),
-                                                     net::redirect_error(net::use_awaitable, ec));
-        if (ec) break;
-      }
-      s.Close();
+      co_await Linger(s);
       co_return;
     }
     s.client.shutdown(tcp::socket::shutdown_send, ec);
     s.down_ended = true;
+  }
+
+  // Closes a connection after a refusal was sent: the client's side is shut, the upstream
+  // closed, and (a lingering close) the client's unread bytes drained for a moment, since closing
+  // with unread bytes makes the kernel send a reset, which can destroy the refusal before the
+  // client has read it.
+  net::awaitable<void> Linger(Splice& s) {
+    error_code ec;
+    s.client.shutdown(tcp::socket::shutdown_send, ec);
+    s.upstream.close(ec);
+    Deadline deadline(io_, kLingerAfterRefusal, [&s] {
+      error_code ignored;
+      s.client.close(ignored);
+    });
+    char sink[4096];
+    for (std::size_t drained = 0; drained < kMaxLingerBytes;) {
+      drained += co_await s.client.async_read_some(net::buffer(sink),
+                                                   net::redirect_error(net::use_awaitable, ec));
+      if (ec) break;
+    }
+    s.Close();
   }
 
   // EgressPolicy::CheckResolved with this proxy's options, then the kernel's word on whether the
@@ -1069,6 +1495,9 @@ class EgressProxy::Impl {
   mutable std::mutex mu_;
   std::shared_ptr<const EgressPolicy> policy_;
   std::shared_ptr<const Brokered> brokered_;  // null: nothing is intercepted
+  // TLS contexts of intercepted connections, made on first use (io thread only).
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> sandbox_ctx_{nullptr, SSL_CTX_free};
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> upstream_ctx_{nullptr, SSL_CTX_free};
   std::shared_ptr<DecisionLog> log_;
   DnsCache dns_cache_;  // touched on the io thread only
   // Open relayed connections, for JudgeOpenConnections (io thread only). Declared before io_:
@@ -1111,6 +1540,11 @@ Result<std::unique_ptr<EgressProxy>> EgressProxy::Start(ProxyOptions options, Eg
   if (options.tls_port == 0) return Error::InvalidArgument("egress proxy: tls_port must be set");
   if (options.buffer_bytes < 1024 || options.buffer_bytes > (16u << 20)) {
     return Error::InvalidArgument("egress proxy: buffer_bytes must be 1 KiB..16 MiB");
+  }
+  if (!options.upstream_ca_pem.empty() &&
+      AddPemCertificates(options.upstream_ca_pem, nullptr) == 0) {
+    return Error::InvalidArgument(
+        "egress proxy: upstream_ca_pem holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
   }
   if (!log) log = std::make_shared<DecisionLog>();
   auto impl = std::make_unique<Impl>(std::move(options), std::move(policy), std::move(log));

@@ -6,7 +6,8 @@
 // resolves the name itself through the DNS server it was given (never the system resolver, never
 // an address the client named), refuses restricted addresses after resolution (DNS rebinding),
 // dials the address it resolved, and relays bytes both ways (splice(2) through a pipe per
-// direction: they never pass through user space). No TLS is terminated. On a plain-HTTP
+// direction: they never pass through user space). No TLS is terminated, except for the hosts a
+// brokered secret is bound to (SetSecrets, docs/egress.md "Secrets"). On a plain-HTTP
 // connection the client's side is read in user space instead, so that every later request is
 // checked against the connection's verdict (same name and port, else 403; ambiguous framing 400);
 // after a 101 answer to the first request's Upgrade the bytes are opaque, as in a tunnel.

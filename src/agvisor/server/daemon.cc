@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "agvisor/api/defaults.h"
+#include "agvisor/base/fs.h"
 #include "agvisor/base/private_file.h"
 #include "agvisor/base/strings.h"
 #include "agvisor/base/unique_fd.h"
@@ -144,7 +145,7 @@ int DaemonMain(int argc, char** argv) {
   std::string max_exec_output = "1m";
   std::string desktop_key_file;
   std::vector<std::string> desktop_origins;
-  std::string egress_resolver, egress_state_dir;
+  std::string egress_resolver, egress_state_dir, egress_upstream_ca;
   int egress_idle_timeout = 300;
   bool no_egress = false;
   bool console = false;
@@ -211,6 +212,9 @@ int DaemonMain(int argc, char** argv) {
   app.add_option("--egress-state-dir", egress_state_dir,
                  "where live egress policy changes are kept across restarts (default: "
                  "/var/lib/agvisor/egress for root, else not kept)");
+  app.add_option("--egress-upstream-ca", egress_upstream_ca,
+                 "PEM file of CA certificates that upstreams of brokered secrets' hosts are "
+                 "also verified against, besides the system trust store");
   app.add_option("--egress-idle-timeout", egress_idle_timeout,
                  "seconds an egress tunnel may move no byte either way before it is closed "
                  "(default 300; 0 = never)")
@@ -347,6 +351,15 @@ int DaemonMain(int argc, char** argv) {
       }
       eo.resolver = *a->literal;
       eo.resolver_port = a->port;
+    }
+    if (!egress_upstream_ca.empty()) {
+      auto pem = ReadSmallFile(egress_upstream_ca, 1 << 20);
+      if (!pem || egress::AddPemCertificates(*pem, nullptr) == 0) {
+        return fail(Error::InvalidArgument("--egress-upstream-ca '" + egress_upstream_ca +
+                                           "': not a readable PEM file of CA certificates "
+                                           "(at most 1 MiB)"));
+      }
+      eo.upstream_ca_pem = std::move(*pem);
     }
     eo.caps = ComputeEgressCaps(open_files);
     eo.idle_timeout = std::chrono::seconds(egress_idle_timeout);
