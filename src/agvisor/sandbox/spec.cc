@@ -1,5 +1,6 @@
 #include "agvisor/sandbox/spec.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -7,6 +8,7 @@
 #include <limits>
 #include <map>
 
+#include "agvisor/egress/secrets.h"
 #include "agvisor/sandbox/snapshot.h"
 
 namespace agvisor {
@@ -330,28 +332,6 @@ bool ReservedEnvName(std::string_view n) {
   return n.starts_with("AGVISOR_") || n.starts_with("LD_");
 }
 
-bool IsHeaderToken(std::string_view h) {
-  if (h.empty() || h.size() > 64) return false;
-  for (char c : h) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
-  }
-  return true;
-}
-
-// Headers that frame or route a request: a value put there would change where it goes.
-bool FramingHeader(std::string_view h) {
-  std::string lower(h);
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  static constexpr std::string_view kFraming[] = {
-      "host",     "content-length", "transfer-encoding", "connection", "upgrade",
-      "te",       "trailer",        "keep-alive",        "expect",     "via",
-      "forwarded"};
-  for (std::string_view f : kFraming) {
-    if (lower == f) return true;
-  }
-  return lower.starts_with("proxy-");
-}
-
 }  // namespace
 
 Result<void> ValidateSecrets(const std::vector<SecretSpec>& secrets,
@@ -366,65 +346,40 @@ Result<void> ValidateSecrets(const std::vector<SecretSpec>& secrets,
     return Error::InvalidArgument("at most " + std::to_string(kMaxSecrets) +
                                   " secrets per sandbox, got " + std::to_string(secrets.size()));
   }
+  // The secret's own rules are the enforcer's (egress::ValidateSecret): checked on a copy with
+  // a placeholder of each its own (the broker makes the real ones) and, for a secret given by
+  // name, a stand-in value (the operator's file has the real one).
+  std::vector<egress::BrokeredSecret> probes;
+  for (std::size_t i = 0; i < secrets.size(); ++i) {
+    const std::string index = std::to_string(i);
+    probes.push_back({.name = secrets[i].name,
+                      .value = secrets[i].value.value_or("x"),
+                      .placeholder = std::string(egress::kPlaceholderPrefix) +
+                                     std::string(32 - index.size(), '0') + index,
+                      .hosts = secrets[i].hosts,
+                      .header = secrets[i].header});
+  }
+  AGVISOR_RETURN_IF_ERROR(egress::ValidateSecrets(probes));
   const auto policy = AGVISOR_TRY(egress::EgressPolicy::Create(*egress));
-  std::map<std::string, bool> seen;
-  for (const SecretSpec& sec : secrets) {
-    const std::string& n = sec.name;
-    bool name_ok = !n.empty() && n.size() <= 64 && !std::isdigit(static_cast<unsigned char>(n[0]));
-    for (char c : n) {
-      name_ok = name_ok && (std::isupper(static_cast<unsigned char>(c)) ||
-                            std::isdigit(static_cast<unsigned char>(c)) || c == '_');
-    }
-    if (!name_ok) {
-      return Error::InvalidArgument("secret " + Quote(n.substr(0, 64)) +
-                                    ": a secret's name is the environment variable the sandbox "
-                                    "sees: 1-64 of A-Z, 0-9 and '_', not starting with a digit");
-    }
-    const std::string what = "secret " + n;
-    if (ReservedEnvName(n)) {
+  for (std::size_t i = 0; i < secrets.size(); ++i) {
+    const SecretSpec& sec = secrets[i];
+    const std::string what = "secret " + sec.name;
+    if (ReservedEnvName(sec.name)) {
       return Error::InvalidArgument(what +
                                     ": that variable is agvisor's or the system's own "
                                     "(proxy, CA bundle, PATH, AGVISOR_*, LD_*); pick another name");
     }
-    if (seen[n]) return Error::InvalidArgument(what + " is given twice");
-    seen[n] = true;
-    if (sec.hosts.empty() || sec.hosts.size() > kMaxSecretHosts) {
-      return Error::InvalidArgument(what + ": bind it to 1-" + std::to_string(kMaxSecretHosts) +
-                                    " hosts (the names it may be sent to)");
-    }
     for (const std::string& h : sec.hosts) {
-      auto host = egress::NormalizeHostName(h);
-      if (!host.ok() || *host != h) {
-        return Error::InvalidArgument(
-            what + ": host " + Quote(h.substr(0, 255)) +
-            " is not an exact host name in canonical form (lower case, no wildcard, no "
-            "trailing dot, no address): a secret goes only to the names it names");
+      // The bindings travel in a label and the CA names them: one spelling of each.
+      if (std::find(probes[i].hosts.begin(), probes[i].hosts.end(), h) == probes[i].hosts.end()) {
+        return Error::InvalidArgument(what + ": host " + Quote(h.substr(0, 255)) +
+                                      " is not in canonical form (lower case, no trailing dot)");
       }
       const egress::Verdict v = policy.Decide(egress::Target{.host = h, .port = 443});
       if (!v.allowed) {
         return Error::InvalidArgument(what + ": host " + h +
                                       " is not allowed by the egress policy (" + v.reason +
                                       "): allow it too (--allow-domain " + h + ")");
-      }
-    }
-    if (!sec.header.empty() && (!IsHeaderToken(sec.header) || FramingHeader(sec.header))) {
-      return Error::InvalidArgument(
-          what + ": header " + Quote(sec.header.substr(0, 64)) +
-          " cannot carry a secret: give a header name of letters, digits, '-' and '_' (at most "
-          "64) that does not frame or route the request (not Host, Content-Length, "
-          "Transfer-Encoding, Connection, Proxy-*, ...); leave it out for Authorization");
-    }
-    if (sec.value) {
-      bool value_ok = !sec.value->empty() && sec.value->size() <= kMaxSecretValueBytes;
-      for (char c : *sec.value) {
-        value_ok = value_ok && static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
-      }
-      if (!value_ok) {
-        // The value itself is never quoted: it is a secret.
-        return Error::InvalidArgument(
-            what + ": the value must be 1-" + std::to_string(kMaxSecretValueBytes) +
-            " bytes without control characters (it goes into an HTTP header; a file's trailing "
-            "newline is dropped when it is read)");
       }
     }
   }

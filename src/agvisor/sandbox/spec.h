@@ -45,8 +45,8 @@ inline constexpr std::string_view kNamePrefix = "agvisor-";
 // `header`, or Authorization's Bearer/token/Basic user or password when ""). The value never
 // enters the sandbox, a label, a container env var, a log line or a state file.
 struct SecretSpec {
-  std::string name;                // the env var inside: [A-Z_][A-Z0-9_]*, at most 64
-  std::vector<std::string> hosts;  // exact names (no wildcard), each allowed by the policy
+  std::string name;                // the env var inside (egress::ValidateSecret's rule)
+  std::vector<std::string> hosts;  // exact names in canonical form, each allowed by the policy
   std::string header;              // "" = Authorization; else a header name ("x-api-key")
   // The caller's value (read by the caller from its own file; it travels only over agvisord's
   // authenticated API). Unset: the operator's secrets file on agvisord's host, by `name` (what
@@ -54,9 +54,7 @@ struct SecretSpec {
   std::optional<std::string> value;
   bool operator==(const SecretSpec&) const = default;
 };
-inline constexpr std::size_t kMaxSecrets = 16;
-inline constexpr std::size_t kMaxSecretHosts = 16;
-inline constexpr std::size_t kMaxSecretValueBytes = 8192;
+inline constexpr std::size_t kMaxSecrets = 16;  // per sandbox
 
 // What a sandbox gets for its secrets once a broker (agvisord's, client::InProcess with a
 // SecretBroker) holds their values: set by the broker only, never by a caller or a codec.
@@ -167,10 +165,10 @@ Result<void> ValidateNetwork(std::string_view network);
 Result<void> ValidateLabels(const std::map<std::string, std::string>& labels);
 Result<void> ValidatePlatform(std::string_view platform);  // "", "systrap" or "ptrace"
 Result<void> ValidateSpec(const SandboxSpec& spec);
-// The secrets of a spec against its policy (ValidateSpec runs it): names (env syntax, not one
-// agvisor sets, no repeats), hosts (exact names the policy allows on 443), header names,
-// values (1..kMaxSecretValueBytes, no control characters). kInvalidArgument naming the secret
-// and the fix.
+// The secrets of a spec against its policy (ValidateSpec runs it): each as the enforcer takes
+// it (egress::ValidateSecret: name, value when given, hosts, header; no repeats), none named
+// like a variable agvisor or the system sets, hosts in canonical form and allowed by the policy
+// on 443, at most kMaxSecrets. kInvalidArgument naming the secret (never its value) and the fix.
 Result<void> ValidateSecrets(const std::vector<SecretSpec>& secrets,
                              const std::optional<egress::EgressRules>& egress);
 

@@ -5,6 +5,8 @@
 
 #include <limits>
 
+#include "agvisor/egress/secrets.h"
+
 namespace agvisor {
 namespace {
 
@@ -194,33 +196,35 @@ TEST(SpecTest, SecretsNeedAPolicyThatAllowsTheirHosts) {
   refused(WithSecret({.name = "K", .hosts = {"other.example"}, .value = "v"}),
           "host other.example is not allowed by the egress policy (no rule allows "
           "other.example): allow it too (--allow-domain other.example)");
-  refused(WithSecret({.name = "K", .hosts = {"*.git.example"}, .value = "v"}), "exact host name");
+  refused(WithSecret({.name = "K", .hosts = {"*.git.example"}, .value = "v"}), "exact names");
   refused(WithSecret({.name = "K", .hosts = {"API.example.com"}, .value = "v"}), "canonical");
-  refused(WithSecret({.name = "K", .hosts = {}, .value = "v"}), "bind it to 1-16 hosts");
-  refused(WithSecret({.name = "lower", .hosts = {"api.example.com"}}), "A-Z, 0-9 and '_'");
+  refused(WithSecret({.name = "K", .hosts = {}, .value = "v"}), "bind it to 1..");
+  refused(WithSecret({.name = "A-B", .hosts = {"api.example.com"}}), "letters, digits and '_'");
   refused(WithSecret({.name = "1K", .hosts = {"api.example.com"}}), "not starting with a digit");
   refused(WithSecret({.name = "SSL_CERT_FILE", .hosts = {"api.example.com"}}), "agvisor's");
   refused(WithSecret({.name = "AGVISOR_X", .hosts = {"api.example.com"}}), "agvisor's");
   refused(WithSecret({.name = "LD_PRELOAD", .hosts = {"api.example.com"}}), "agvisor's");
   refused(WithSecret({.name = "K", .hosts = {"api.example.com"}, .header = "Host"}),
-          "does not frame or route");
-  refused(WithSecret({.name = "K", .hosts = {"api.example.com"}, .header = "Proxy-Authorization"}),
-          "does not frame or route");
+          "frames or routes");
   refused(WithSecret({.name = "K", .hosts = {"api.example.com"}, .header = "x key"}),
-          "header name");
+          "not an HTTP header name");
   // A value that would break out of its header; the message never quotes it.
   auto r = ValidateSpec(
       WithSecret({.name = "K", .hosts = {"api.example.com"}, .value = "sk-1\r\nX-Evil: 1"}));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().message().find("sk-1"), std::string::npos) << r.error().message();
-  refused(WithSecret({.name = "K", .hosts = {"api.example.com"}, .value = ""}), "1-8192 bytes");
+  refused(WithSecret({.name = "K", .hosts = {"api.example.com"}, .value = ""}), "1..8192 bytes");
   refused(WithSecret({.name = "K",
                       .hosts = {"api.example.com"},
-                      .value = std::string(kMaxSecretValueBytes + 1, 'a')}),
-          "1-8192 bytes");
+                      .value = std::string(egress::kMaxSecretValueBytes + 1, 'a')}),
+          "1..8192 bytes");
   SandboxSpec twice = WithSecret(ok);
   twice.secrets.push_back(ok);
   refused(twice, "secret API_KEY is given twice");
+  // An address is never a secret's host, even one a CIDR rule allows.
+  SandboxSpec literal = WithSecret({.name = "K", .hosts = {"203.0.113.7"}});
+  literal.egress->allow_cidrs = {"203.0.113.0/24"};
+  refused(literal, "IP address");
   // A broker's answer must match the spec's secrets.
   SandboxSpec brokered = WithSecret(ok);
   brokered.brokered = BrokeredSecrets{.env = {{"OTHER", "agvsec_0"}}};
