@@ -1082,6 +1082,45 @@ TEST_F(EgressTest, SecretsStayOutOfTheSandboxAndComeBackOnlyFromTheOperatorsFile
   EXPECT_THAT(env, HasSubstr("NODE_EXTRA_CA_CERTS=/.agvisor/sandbox-ca.pem\n"));
   EXPECT_THAT(env, Not(HasSubstr("AGVISOR_SANDBOX_CA")));  // the agent's own, dropped
   EXPECT_THAT(exec("grep -c 'BEGIN CERTIFICATE' /.agvisor/sandbox-ca.pem"), "1\n");
+
+  // The values reach the upstream, put in by the enforcer (HTTPS through CONNECT, the sandbox
+  // verifying the enforcer's leaf with its bundle): the caller's as Bearer, the operator's in
+  // its header. Sent to another allowed host (plain HTTP, not bound), the placeholder arrives
+  // unchanged. The upstream logs what it got; it never answers it back.
+  const std::string send_both =
+      "python3 -c 'import os, urllib.request\n"
+      "r = urllib.request.Request(os.environ[\"URL\"], headers={\"Authorization\": \"Bearer \" + "
+      "os.environ[\"API_KEY\"], \"x-token\": os.environ[\"OPERATOR_TOKEN\"]})\n"
+      "print(urllib.request.urlopen(r, timeout=10).read().decode(), end=\"\")'";
+  EXPECT_EQ(exec("URL=https://allowed.test/auth " + send_both), "checked\n");
+  EXPECT_EQ(exec("URL=http://other.test/auth " + send_both), "checked\n");
+  const std::string upstream = ReadAll(QuestionsLog() + ".http");
+  EXPECT_THAT(upstream, HasSubstr("Authorization: Bearer " + caller_value + "\r\n"));
+  EXPECT_THAT(upstream, HasSubstr("X-Token: " + operator_value_ + "\r\n"));
+  EXPECT_THAT(upstream, ::testing::ContainsRegex("Host: other.test\r\n(.*\r\n)*Authorization: "
+                                                 "Bearer agvsec_[0-9a-f]{32}\r\n"));
+  // git and pip with the placeholder as the password in their URL: they send it as Basic
+  // (after the server's 401), and the enforcer puts the value in; the server checks it.
+  { std::ofstream(QuestionsLog() + ".token") << caller_value; }
+  EXPECT_EQ(exec("git clone -q https://x-access-token:$API_KEY@allowed.test/private/repo.git "
+                 "/tmp/g && cat /tmp/g/README"),
+            "hello from the repository\n");
+  std::string wheel;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/usr/share/python-wheels", ec)) {
+    const std::string f = e.path().filename();
+    if (f.starts_with("pip-") && f.ends_with(".whl")) wheel = e.path();
+  }
+  ASSERT_FALSE(wheel.empty()) << "no pip wheel on this host: apt-get install python3-pip-whl";
+  ASSERT_TRUE(Cli({"cp", wheel, name + ":/tmp/"}).status.success());
+  EXPECT_EQ(exec("python3 /tmp/" + fs::path(wheel).filename().string() +
+                 "/pip install -q --disable-pip-version-check --no-cache-dir "
+                 "--root-user-action=ignore --retries 0 --timeout 10 --index-url "
+                 "https://user:$API_KEY@allowed.test/private/simple/ --target /tmp/p demo && "
+                 "python3 -c 'import sys; sys.path.insert(0, \"/tmp/p\"); import demo; "
+                 "print(demo.GREETING)'"),
+            "hello from demo\n");
+  // After all that traffic, neither value is anywhere the sandbox or the host's records hold.
   for (const std::string& value : {caller_value, operator_value_}) {
     // Every process's environment, every file of the root file system (but /proc and /sys).
     EXPECT_EQ(
@@ -1100,22 +1139,6 @@ TEST_F(EgressTest, SecretsStayOutOfTheSandboxAndComeBackOnlyFromTheOperatorsFile
     EXPECT_THAT(network->out, Not(HasSubstr(value)));
     EXPECT_THAT(ReadAll(DaemonLog()), Not(HasSubstr(value)));
   }
-  // The values reach the upstream, put in by the enforcer (HTTPS through CONNECT, the sandbox
-  // verifying the enforcer's leaf with its bundle): the caller's as Bearer, the operator's in
-  // its header. Sent to another allowed host (plain HTTP, not bound), the placeholder arrives
-  // unchanged. The upstream logs what it got; it never answers it back.
-  const std::string send_both =
-      "python3 -c 'import os, urllib.request\n"
-      "r = urllib.request.Request(os.environ[\"URL\"], headers={\"Authorization\": \"Bearer \" + "
-      "os.environ[\"API_KEY\"], \"x-token\": os.environ[\"OPERATOR_TOKEN\"]})\n"
-      "print(urllib.request.urlopen(r, timeout=10).read().decode(), end=\"\")'";
-  EXPECT_EQ(exec("URL=https://allowed.test/auth " + send_both), "checked\n");
-  EXPECT_EQ(exec("URL=http://other.test/auth " + send_both), "checked\n");
-  const std::string upstream = ReadAll(QuestionsLog() + ".http");
-  EXPECT_THAT(upstream, HasSubstr("Authorization: Bearer " + caller_value + "\r\n"));
-  EXPECT_THAT(upstream, HasSubstr("X-Token: " + operator_value_ + "\r\n"));
-  EXPECT_THAT(upstream, ::testing::ContainsRegex("Host: other.test\r\n(.*\r\n)*Authorization: "
-                                                 "Bearer agvsec_[0-9a-f]{32}\r\n"));
   // A refused name: 403 with the one line an agent can act on, in a header and the body.
   const std::string refused = exec(
       "python3 -c 'import urllib.request, urllib.error\ntry:\n"
