@@ -1181,6 +1181,61 @@ TEST_F(EgressTest, SecretsStayOutOfTheSandboxAndComeBackOnlyFromTheOperatorsFile
   EXPECT_TRUE(Cli({"rm", name}).status.success());
 }
 
+// MCP names a secret of the operator's file, never a value: `agvisor mcp --server` (stdio) makes
+// a sandbox whose env holds the placeholder, and the value reaches the upstream.
+TEST_F(EgressTest, McpNamesTheOperatorsSecret) {
+  auto mcp =
+      Subprocess::Spawn({.argv = {AGVISOR_CLI_BINARY, "--server", "unix:" + dir_ + "/agvisord.sock",
+                                  "--token-file", dir_ + "/token", "mcp"},
+                         .pipe_stdin = true,
+                         .pipe_stdout = true});
+  ASSERT_TRUE(mcp.ok()) << mcp.error().ToString();
+  std::string pending;
+  // Sends one request and returns the answer's line (the one with its id).
+  auto call = [&](int id, const std::string& method, const std::string& params) {
+    const std::string line = R"({"jsonrpc":"2.0","id":)" + std::to_string(id) + R"(,"method":")" +
+                             method + R"(","params":)" + params + "}\n";
+    EXPECT_EQ(::write(mcp->stdin_fd().get(), line.data(), line.size()),
+              static_cast<ssize_t>(line.size()));
+    const std::string tag = R"("id":)" + std::to_string(id) + ",";
+    for (;;) {
+      for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+        std::string got = pending.substr(0, nl);
+        pending.erase(0, nl + 1);
+        if (got.find(tag) != std::string::npos) return got;
+      }
+      char buf[65536];
+      ssize_t n = ::read(mcp->stdout_fd().get(), buf, sizeof buf);
+      if (n <= 0) return std::string("EOF");
+      pending.append(buf, static_cast<std::size_t>(n));
+    }
+  };
+  EXPECT_THAT(
+      call(
+          1, "initialize",
+          R"({"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}})"),
+      HasSubstr("protocolVersion"));
+  const std::string created = call(
+      2, "tools/call",
+      R"({"name":"create_sandbox","arguments":{"memory":"256m","egress":{"allow_domains":["allowed.test"]},"secrets":[{"name":"OPERATOR_TOKEN","hosts":["allowed.test"],"header":"x-token"}]}})");
+  // The answer's text is the result as JSON inside a JSON string: the id is "agvisor-" and hex.
+  const std::size_t at = created.find("agvisor-");
+  ASSERT_NE(at, std::string::npos) << created;
+  const std::string id = created.substr(
+      at, created.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-", at) - at);
+  std::filesystem::remove(QuestionsLog() + ".http");
+  const std::string ran = call(
+      3, "tools/call",
+      R"({"name":"exec","arguments":{"sandbox":")" + id +
+          R"(","command":"echo $OPERATOR_TOKEN; python3 -c 'import os, urllib.request; print(urllib.request.urlopen(urllib.request.Request(\"https://allowed.test/auth\", headers={\"x-token\": os.environ[\"OPERATOR_TOKEN\"]}), timeout=10).read().decode())'"}})");
+  EXPECT_THAT(ran, ::testing::ContainsRegex("agvsec_[0-9a-f]{32}")) << ran;
+  EXPECT_THAT(ran, HasSubstr("checked")) << ran;
+  EXPECT_THAT(ran, Not(HasSubstr(operator_value_)));
+  EXPECT_THAT(ReadAll(QuestionsLog() + ".http"), HasSubstr("X-Token: " + operator_value_));
+  mcp->stdin_fd().reset();  // the session ends: its sandbox is removed
+  EXPECT_TRUE(mcp->WaitFor(std::chrono::seconds(60)).ok());
+}
+
 // The in-process library has no enforcer to hold a value: a create with a secret and no
 // agvisord is refused before anything is made, saying how to start agvisord.
 TEST_F(EgressTest, SecretsInProcessAreRefusedNamingAgvisord) {
