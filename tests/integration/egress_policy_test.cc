@@ -1223,6 +1223,15 @@ TEST_F(EgressTest, McpNamesTheOperatorsSecret) {
   ASSERT_NE(at, std::string::npos) << created;
   const std::string id = created.substr(
       at, created.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-", at) - at);
+  // MCP takes no labels: should a check below stop the test (the session then killed, not
+  // ended), its sandbox and network are removed here.
+  struct Remove {
+    std::string id;
+    ~Remove() {
+      (void)RunCommand({"docker", "rm", "-f", id});
+      (void)RunCommand({"docker", "network", "rm", id + "-egress"});
+    }
+  } remove{id};
   std::filesystem::remove(QuestionsLog() + ".http");
   const std::string ran = call(
       3, "tools/call",
