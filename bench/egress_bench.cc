@@ -12,6 +12,7 @@
 
 #include "agvisor/egress/proxy.h"
 #include "agvisor/egress/testing/loopback.h"
+#include "egress_interception.h"
 
 namespace {
 
@@ -147,5 +148,6 @@ int main(int argc, char** argv) {
   std::printf("open connections in the proxy: %zu\n", (*proxy)->open_connections());
   for (UniqueFd& f : open) shutdown(f.get(), SHUT_WR);
   open.clear();
+  agvisor::InterceptionRows(runs);
   return 0;
 }

@@ -30,6 +30,7 @@
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/testing/kept_runtime.h"
 #include "bench_agvisord.h"
+#include "egress_interception.h"
 
 namespace agvisor {
 namespace {
@@ -281,6 +282,9 @@ void EgressSuite(const std::string& image, int rounds, int connects) {
   std::printf("| serving 2 sandboxes, idle | %.1f MiB |\n", rss_idle / 1024.0);
   std::printf("| with %d connections open through the enforcer | %.1f MiB (+%.1f MiB) |\n", kHeld,
               rss_held / 1024.0, (rss_held - rss_idle) / 1024.0);
+  // Brokered secrets: the enforcer's own cost of interception, on loopback in this process
+  // (sandboxes with secrets need the doors' part: docs/egress.md, "Secrets").
+  InterceptionRows(connects);
 }
 
 }  // namespace agvisor

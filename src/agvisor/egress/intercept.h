@@ -10,9 +10,12 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "agvisor/egress/secrets.h"
 
@@ -38,5 +41,40 @@ struct RequestRewrite {
 // (BrokeredSecret::header); anywhere else (the request line, other headers) it stays as it is.
 RequestRewrite RewriteRequestHead(std::string_view head, std::string_view host, std::uint16_t port,
                                   std::span<const BrokeredSecret> secrets);
+
+// Follows the answers on an intercepted connection (upstream to sandbox) to see where each one
+// ends, for the log's per-request fields (status, bytes down). Passive: the bytes are relayed
+// whatever it finds; after something it cannot parse it stops (broken()) and reports nothing
+// more. Beast's HTTP/1 parser (answers.cc); a head over 64 KiB counts as unparseable.
+class AnswerTracker {
+ public:
+  struct Answer {
+    int status = 0;
+    std::uint64_t bytes = 0;  // head and body as received
+  };
+  AnswerTracker();
+  ~AnswerTracker();
+  AnswerTracker(const AnswerTracker&) = delete;
+  AnswerTracker& operator=(const AnswerTracker&) = delete;
+
+  // One more request was sent upstream (answers come in the order of their requests); `head`:
+  // it was a HEAD request, whose answer has no body whatever its headers say.
+  void Expect(bool head) { heads_.push_back(head); }
+  // The next bytes from the upstream; the final answers they complete, in order (interim 1xx
+  // answers complete none).
+  std::vector<Answer> Feed(std::string_view bytes);
+  // The upstream's stream ended: an answer whose body runs to the end completes here.
+  std::vector<Answer> End();
+  bool broken() const { return broken_; }
+
+ private:
+  class Parser;
+  std::vector<Answer> Run(std::string_view bytes, bool eof);
+  std::unique_ptr<Parser> parser_;
+  std::deque<bool> heads_;
+  std::string held_;  // bytes the parser has not taken yet (a head not complete)
+  std::uint64_t bytes_ = 0;
+  bool broken_ = false;
+};
 
 }  // namespace agvisor::egress

@@ -118,5 +118,43 @@ TEST(InterceptTest, ConnectAndUpgradeRefused) {
       RequestRewrite::Kind::kRefused);
 }
 
+// Answers as a server sends them, fed split at every point: the same answers come out.
+TEST(AnswerTrackerTest, FindsEachAnswersEndAtEverySplit) {
+  const std::string stream =
+      "HTTP/1.1 100 Continue\r\n\r\n"
+      "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+      "HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n"  // the answer to a HEAD: no body
+      "HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+      "HTTP/1.1 204 No Content\r\n\r\n"
+      "HTTP/1.0 200 OK\r\n\r\nuntil the end";
+  for (std::size_t split = 0; split <= stream.size(); ++split) {
+    AnswerTracker t;
+    for (bool head : {false, true, false, false, false}) t.Expect(head);
+    std::vector<AnswerTracker::Answer> all = t.Feed(std::string_view(stream).substr(0, split));
+    for (const auto& a : t.Feed(std::string_view(stream).substr(split))) all.push_back(a);
+    for (const auto& a : t.End()) all.push_back(a);
+    ASSERT_EQ(all.size(), 5u) << split;
+    EXPECT_EQ(all[0].status, 200);
+    EXPECT_EQ(all[0].bytes, 25u + 43u) << split;  // the interim 100 counts with its final
+    EXPECT_EQ(all[1].status, 200);
+    EXPECT_EQ(all[2].status, 404);
+    EXPECT_EQ(all[3].status, 204);
+    EXPECT_EQ(all[4].status, 200);
+    EXPECT_EQ(all[4].bytes, 32u);
+    EXPECT_FALSE(t.broken());
+  }
+}
+
+TEST(AnswerTrackerTest, StopsOnGarbageAndHugeHeads) {
+  AnswerTracker t;
+  t.Expect(false);
+  EXPECT_TRUE(t.Feed("SSH-2.0-OpenSSH\r\n\r\n").empty());
+  EXPECT_TRUE(t.broken());
+  AnswerTracker big;
+  big.Expect(false);
+  EXPECT_TRUE(big.Feed("HTTP/1.1 200 OK\r\nX: " + std::string(70 * 1024, 'x')).empty());
+  EXPECT_TRUE(big.broken());
+}
+
 }  // namespace
 }  // namespace agvisor::egress

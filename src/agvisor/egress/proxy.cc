@@ -23,6 +23,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <csignal>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <random>
@@ -153,6 +154,9 @@ constexpr std::chrono::seconds kLingerAfterRefusal{2};
 constexpr std::size_t kMaxLingerBytes = 256 * 1024;
 // The head of the answer to an Upgrade request that is read to see whether it is a 101.
 constexpr std::size_t kMaxUpgradeAnswerHead = 64 * 1024;
+// Requests of one intercepted connection logged only once answered: past this many waiting, the
+// oldest is logged without its answer.
+constexpr std::size_t kMaxAwaiting = 64;
 
 struct Splice;
 
@@ -248,7 +252,14 @@ class TlsPipe {
     while (true) {
       ERR_clear_error();
       std::size_t n = 0;
-      const int r = SSL_read_ex(ssl_, buf, size, &n);
+      int r = SSL_read_ex(ssl_, buf, size, &n);
+      // More records already received go in the same call (one write downstream for several
+      // records, rather than one each).
+      std::size_t more = 0;
+      while (r == 1 && n < size && (SSL_pending(ssl_) > 0 || BIO_ctrl_pending(rbio_) > 0) &&
+             SSL_read_ex(ssl_, buf + n, size - n, &more) == 1) {
+        n += more;
+      }
       if (BIO_ctrl_pending(wbio_) > 0 && !co_await Flush()) co_return -1;
       if (r == 1) co_return static_cast<long>(n);
       const int e = SSL_get_error(ssl_, r);
@@ -314,7 +325,7 @@ class TlsPipe {
   bool flushing_ = false;
   bool ok_ = true;
   std::string out_;
-  char in_[16 * 1024 + 512];
+  char in_[64 * 1024];
 };
 
 // Both TLS sessions of an intercepted connection (the sandbox's, and the upstream's), over the
@@ -327,6 +338,10 @@ struct Intercepted {
   std::shared_ptr<Splice> splice;
   TlsPipe client;
   TlsPipe upstream;
+  // Requests sent and not answered yet, oldest first, with when each was sent: each is logged
+  // once `answers` sees its answer end (status, bytes down, duration).
+  std::deque<std::pair<Decision, std::chrono::steady_clock::time_point>> awaiting;
+  AnswerTracker answers;
 };
 
 }  // namespace
@@ -901,13 +916,24 @@ class EgressProxy::Impl {
           r.allowed = true;
           r.reason = "bound host " + target.host;
           r.bytes_up = rw.head.size();
-          Record(r);
+          ic->answers.Expect(r.method == "HEAD");
+          ic->awaiting.emplace_back(std::move(r), std::chrono::steady_clock::now());
+          // Bounded: past this many unanswered (or once answers cannot be followed), the oldest
+          // is logged without its answer.
+          while (ic->awaiting.size() > kMaxAwaiting || ic->answers.broken()) {
+            if (ic->awaiting.empty()) break;
+            Record(std::move(ic->awaiting.front().first));
+            ic->awaiting.pop_front();
+          }
           head = std::move(rw.head);
           out = head;
         }
         if (!co_await ic->upstream.Write(out)) {
           s.Close();
           co_return;
+        }
+        if (step.kind == HttpRequestStream::Step::Kind::kBody && !ic->awaiting.empty()) {
+          ic->awaiting.back().first.bytes_up += out.size();
         }
         bytes_up_.fetch_add(out.size(), std::memory_order_relaxed);
         s.Touch();
@@ -951,6 +977,25 @@ class EgressProxy::Impl {
     });
   }
 
+  // Logs the requests whose answers ended (`answers`, oldest first), and at the end of the
+  // connection (`all`) those left unanswered (status 0).
+  void LogAnswered(Intercepted& ic, const std::vector<AnswerTracker::Answer>& answers, bool all) {
+    const auto now = std::chrono::steady_clock::now();
+    for (const AnswerTracker::Answer& a : answers) {
+      if (ic.awaiting.empty()) break;
+      auto& [d, sent] = ic.awaiting.front();
+      d.status = a.status;
+      d.bytes_down = a.bytes;
+      d.duration = std::chrono::duration_cast<std::chrono::milliseconds>(now - sent);
+      Record(std::move(d));
+      ic.awaiting.pop_front();
+    }
+    while (all && !ic.awaiting.empty()) {
+      Record(std::move(ic.awaiting.front().first));
+      ic.awaiting.pop_front();
+    }
+  }
+
   // The upstream-to-sandbox direction of an intercepted connection: answers go back as they are.
   net::awaitable<void> InterceptAnswers(std::shared_ptr<Intercepted> ic,
                                         [[maybe_unused]] std::shared_ptr<OpenGuard> guard) {
@@ -960,9 +1005,13 @@ class EgressProxy::Impl {
       const long n = co_await ic->upstream.Read(buffer.get(), kReadChunk);
       if (n < 0) {
         s.Close();
+        LogAnswered(*ic, ic->answers.End(), true);
         co_return;
       }
       if (n == 0) break;
+      LogAnswered(*ic,
+                  ic->answers.Feed(std::string_view(buffer.get(), static_cast<std::size_t>(n))),
+                  false);
       if (!co_await ic->client.Write(std::string_view(buffer.get(), static_cast<std::size_t>(n)))) {
         s.Close();
         co_return;
@@ -971,6 +1020,7 @@ class EgressProxy::Impl {
       s.Touch();
     }
     s.down_ended = true;
+    LogAnswered(*ic, ic->answers.End(), true);
     if (!s.final_to_client.empty()) (void)co_await ic->client.Write(s.final_to_client);
     co_await ic->client.Close();
     if (!s.final_to_client.empty()) {

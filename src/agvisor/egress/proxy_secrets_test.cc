@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 
 #include "agvisor/egress/ca.h"
 #include "agvisor/egress/proxy.h"
@@ -106,9 +107,28 @@ class RecordingTlsServer {
 
 class BrokeredSecretsTest : public ::testing::Test {
  protected:
+  // The test's OpenSSL peers write with write(2) (no MSG_NOSIGNAL): a server writing its session
+  // tickets after the proxy already closed a finished connection must get EPIPE, not a signal
+  // that ends the binary (the proxy itself writes with MSG_NOSIGNAL). Declared first, so the
+  // old disposition comes back last, after the servers' threads have ended.
+  struct SigpipeIgnored {
+    SigpipeIgnored() : old(std::signal(SIGPIPE, SIG_IGN)) {}
+    ~SigpipeIgnored() { std::signal(SIGPIPE, old); }
+    void (*old)(int);
+  } sigpipe_ignored_;
+  // The fake internet: one HTTPS server and its names; its certificate names api and other,
+  // not wrong.allowed.test.
+  TlsIdentity upstream_id_ = TlsIdentity::SelfSigned({"api.allowed.test", "other.allowed.test"});
+  std::unique_ptr<RecordingTlsServer> server_;
+  std::unique_ptr<FakeDns> dns_;
+  // The enforcer, with the sandbox's CA and secrets registered.
+  std::shared_ptr<SandboxCa> ca_;
+  std::shared_ptr<DecisionLog> log_ = std::make_shared<DecisionLog>();
+  std::unique_ptr<EgressProxy> proxy_;
+  // The sandbox's client: trusts its CA bundle.
+  std::unique_ptr<SslCtxPtr> client_ctx_;
+
   void SetUp() override {
-    // The upstream's certificate names api and other, not wrong.allowed.test.
-    upstream_id_ = TlsIdentity::SelfSigned({"api.allowed.test", "other.allowed.test"});
     server_ = std::make_unique<RecordingTlsServer>(upstream_id_);
     dns_ = std::make_unique<FakeDns>(std::map<std::string, std::vector<IpAddress>>{
         {"api.allowed.test", {*ParseIpAddress("127.0.0.1")}},
@@ -131,7 +151,6 @@ class BrokeredSecretsTest : public ::testing::Test {
                                 std::vector<std::string>{"api.allowed.test", "wrong.allowed.test"});
     ASSERT_TRUE(ca.ok());
     ca_ = *ca;
-    log_ = std::make_shared<DecisionLog>();
     ProxyOptions o;
     o.sandbox = "sb-secrets";
     o.resolver_address = *ParseIpAddress("127.0.0.1");
@@ -199,14 +218,6 @@ class BrokeredSecretsTest : public ::testing::Test {
   std::string Auth(std::string_view p) {
     return "Authorization: Bearer " + std::string(p) + "\r\n";
   }
-
-  TlsIdentity upstream_id_;
-  std::unique_ptr<RecordingTlsServer> server_;
-  std::unique_ptr<FakeDns> dns_;
-  std::shared_ptr<SandboxCa> ca_;
-  std::shared_ptr<DecisionLog> log_;
-  std::unique_ptr<EgressProxy> proxy_;
-  std::unique_ptr<SslCtxPtr> client_ctx_;
 };
 
 TEST_F(BrokeredSecretsTest, TheUpstreamGetsTheValueOnEveryRequestOfAKeptConnection) {
@@ -237,6 +248,10 @@ TEST_F(BrokeredSecretsTest, TheUpstreamGetsTheValueOnEveryRequestOfAKeptConnecti
   EXPECT_EQ(decisions[0].path, "/v1/models");
   EXPECT_EQ(decisions[0].secret, "TOKEN,KEY");
   EXPECT_TRUE(decisions[0].allowed);
+  // Logged once answered: the upstream's status, the answer's bytes ("seen N" and its head).
+  EXPECT_EQ(decisions[0].status, 200);
+  EXPECT_EQ(decisions[0].bytes_down, 44u);
+  EXPECT_GT(decisions[0].bytes_up, 100u);
   for (const Decision& d : log_->Recent("sb-secrets")) {
     EXPECT_EQ(FormatDecision(d).find("real-"), std::string::npos) << FormatDecision(d);
   }
@@ -278,10 +293,15 @@ TEST_F(BrokeredSecretsTest, APipelinedRequestForAnotherHostGets421AndNoSubstitut
   const auto seen = server_->requests();
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_NE(seen[0].find("GET /1 "), std::string::npos);
-  const auto decisions = RequestDecisions();
+  // The refusal is logged at once, the first request once its answer has come: either order.
+  auto decisions = RequestDecisions();
   ASSERT_EQ(decisions.size(), 2u);
+  if (decisions[0].status == 421) std::swap(decisions[0], decisions[1]);
+  EXPECT_EQ(decisions[0].status, 200);
+  EXPECT_EQ(decisions[0].secret, "TOKEN");
   EXPECT_EQ(decisions[1].status, 421);
   EXPECT_EQ(decisions[1].secret, "");
+  EXPECT_FALSE(decisions[1].allowed);
 }
 
 // Hostile: Transfer-Encoding with Content-Length hides a second request in the first's body.
@@ -298,6 +318,46 @@ TEST_F(BrokeredSecretsTest, TransferEncodingWithContentLengthEndsTheConnection) 
   EXPECT_NE(answer.find("400 Bad Request"), std::string::npos) << answer;
   EXPECT_EQ(TlsReadResponse(c.ssl.get()), "");  // and the connection ends
   EXPECT_TRUE(server_->requests().empty());
+}
+
+// Hostile: the other framings a server could read differently end the connection too, and no
+// request hidden after them reaches the server.
+TEST_F(BrokeredSecretsTest, AmbiguousFramingEndsTheConnection) {
+  const std::string hidden =
+      "GET /hidden HTTP/1.1\r\nHost: other.allowed.test\r\n" + Auth(kTokenP) + "\r\n";
+  const std::string start = "POST /a HTTP/1.1\r\nHost: api.allowed.test\r\n" + Auth(kTokenP);
+  for (const std::string& request : {
+           start + "X-Folded: a\r\n b\r\nContent-Length: 0\r\n\r\n" + hidden,  // obs-fold
+           start + "Content-Length: 0\nX: y\r\n\r\n" + hidden,                 // bare LF
+           start + "Transfer-Encoding: chunked\r\n\r\nzz\r\n" + hidden,        // chunk size
+           start + "Content-Length: 1\r\nContent-Length: 2\r\n\r\nab" + hidden,
+       }) {
+    Conn c = Open("api.allowed.test");
+    ASSERT_TRUE(c.ssl);
+    ASSERT_TRUE(TlsWrite(c.ssl.get(), request));
+    std::string answers;
+    for (std::string r; !(r = TlsReadResponse(c.ssl.get())).empty();) answers += r;
+    EXPECT_NE(answers.find("400 Bad Request"), std::string::npos) << request << answers;
+  }
+  for (const std::string& seen : server_->requests()) {
+    EXPECT_EQ(seen.find("/hidden"), std::string::npos) << seen;
+  }
+}
+
+// ALPN: the sandbox is offered http/1.1 only, whatever it asks for.
+TEST_F(BrokeredSecretsTest, AlpnAgreesOnHttp11Only) {
+  for (const std::string& offer : {std::string("\x02h2\x08http/1.1"), std::string("\x02h2")}) {
+    SSL_CTX_set_alpn_protos(client_ctx_->get(),
+                            reinterpret_cast<const unsigned char*>(offer.data()),
+                            static_cast<unsigned>(offer.size()));
+    Conn c = Open("api.allowed.test");
+    ASSERT_TRUE(c.ssl);
+    const unsigned char* chosen = nullptr;
+    unsigned len = 0;
+    SSL_get0_alpn_selected(c.ssl.get(), &chosen, &len);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(chosen), len),
+              offer.size() > 3 ? "http/1.1" : "");
+  }
 }
 
 // Hostile: headers are bounded; the connection ends before the upstream sees any of it.
@@ -322,6 +382,20 @@ TEST_F(BrokeredSecretsTest, BodiesPassUnchanged) {
   ASSERT_EQ(server_->requests().size(), 1u);
   EXPECT_TRUE(server_->requests()[0].ends_with("\r\n\r\n" + body));
   EXPECT_NE(server_->requests()[0].find("Bearer real-token"), std::string::npos);
+}
+
+TEST(BrokeredSecretsOptionsTest, UpstreamCasMustBeCertificates) {
+  ProxyOptions o;
+  o.resolver_address = IpAddress::V4(127, 0, 0, 1);
+  o.upstream_ca_pem = "not a certificate";
+  auto proxy = EgressProxy::Start(
+      o,
+      *EgressPolicy::Create(std::vector<std::string>{"a.test"}, std::vector<std::string>{},
+                            std::vector<std::uint16_t>{443}),
+      nullptr);
+  ASSERT_FALSE(proxy.ok());
+  EXPECT_EQ(proxy.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(proxy.error().message().find("upstream_ca_pem"), std::string::npos);
 }
 
 }  // namespace

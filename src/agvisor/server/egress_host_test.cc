@@ -223,3 +223,51 @@ TEST(SecretVaultTest, BrokeredSecretsAreClaimedOnceAndOnlyTheOperatorsOutliveARe
 
 }  // namespace
 }  // namespace agvisor::server
+
+namespace agvisor::server {
+namespace {
+
+// A host with no egress network yet (the sandbox is about to be made).
+class NoNetworks : public EgressHostRuntime {
+ public:
+  Result<std::vector<EgressNetworkInfo>> Networks() override {
+    return std::vector<EgressNetworkInfo>{};
+  }
+  bool NetworkMayExist(const std::string&) override { return false; }
+  std::vector<std::pair<std::string, std::string>> RemoveOrphanNetworks() override { return {}; }
+  Result<void> Firewall(const EgressNetworkInfo&, bool) override { return Ok(); }
+  int ClearStaleOpenings() override { return 0; }
+  SandboxFirewallCheck CheckSandboxFirewall() override { return {.in_place = true}; }
+};
+
+// Secrets are registered before the sandbox's network exists, checked on the way in.
+TEST(EgressSecretsTest, RegisteredBeforeTheSandboxAndChecked) {
+  auto host = EgressHost::Start(
+      std::make_unique<NoNetworks>(),
+      {.resolver = egress::IpAddress::V4(127, 0, 0, 1), .manage_firewall = false});
+  ASSERT_TRUE(host.ok()) << host.error().ToString();
+  auto ca = egress::SandboxCa::Create("sb", std::vector<std::string>{"api.test"});
+  ASSERT_TRUE(ca.ok());
+  egress::BrokeredSecret s{.name = "TOKEN",
+                           .value = "v",
+                           .placeholder = "agvsec_0123456789abcdef0123456789abcdef",
+                           .hosts = {"API.test"}};
+  EXPECT_TRUE((*host)->SetSecrets("sb", {s}, *ca).ok());
+  // Not covered by the CA, no CA, a bad secret: refused, naming the secret, never its value.
+  egress::BrokeredSecret other = s;
+  other.hosts = {"other.test"};
+  auto r = (*host)->SetSecrets("sb", {other}, *ca);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("which the sandbox CA is not for"), std::string::npos);
+  EXPECT_FALSE((*host)->SetSecrets("sb", {s}, nullptr).ok());
+  egress::BrokeredSecret bad = s;
+  bad.value = "secret-value\n";
+  r = (*host)->SetSecrets("sb", {bad}, *ca);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message().find("secret-value"), std::string::npos);
+  (*host)->ForgetSecrets("sb");
+  EXPECT_TRUE((*host)->SetSecrets("sb", {}, nullptr).ok());  // an empty list forgets
+}
+
+}  // namespace
+}  // namespace agvisor::server
