@@ -9,7 +9,7 @@ agvisor's C++ core: Docker's Engine API spoken directly, an agent as PID 1 in ev
 """
 from .connection import Connection, connect
 from .desktop import Desktop
-from .egress import Egress
+from .egress import Egress, Secret
 from .limits import Limits
 from .pool import Pool, PoolStats
 from .processes import Attachment, BackgroundProcess

@@ -28,7 +28,7 @@ class Connection:
 
     def Sandbox(self, image=None, *, gui=False, limits=Limits(), network="bridge", lifetime=None,
                 idle_ttl=None, name=None, host=None, runtime="runsc", egress=None,
-                warm_shells=None, platform=None, idle_action="destroy") -> Sandbox:
+                warm_shells=None, platform=None, idle_action="destroy", secrets=None) -> Sandbox:
         """agvisor.Sandbox(...) living in the daemon: start() creates it there. `host` must be
         None (the daemon's Docker host is used)."""
         if host is not None:
@@ -37,18 +37,21 @@ class Connection:
                              "in process for another host)")
         sb = Sandbox(image, gui=gui, limits=limits, network=network, lifetime=lifetime,
                      idle_ttl=idle_ttl, name=name, runtime=runtime, egress=egress,
-                     warm_shells=warm_shells, platform=platform, idle_action=idle_action)
+                     warm_shells=warm_shells, platform=platform, idle_action=idle_action,
+                     secrets=secrets)
         sb._conn = self
         return sb
 
     def create_sandbox(self, image=None, *, gui=False, limits=Limits(), network="bridge",
                        lifetime=None, idle_ttl=None, name=None, host=None, runtime="runsc",
-                       egress=None, warm_shells=None, platform=None, idle_action="destroy") -> Sandbox:
+                       egress=None, warm_shells=None, platform=None, idle_action="destroy",
+                       secrets=None) -> Sandbox:
         """agvisor.create_sandbox(...) through the daemon: a started Sandbox."""
         return self.Sandbox(image, gui=gui, limits=limits, network=network, lifetime=lifetime,
                             idle_ttl=idle_ttl, name=name, host=host, runtime=runtime,
                             egress=egress, warm_shells=warm_shells,
-                            platform=platform, idle_action=idle_action).start()
+                            platform=platform, idle_action=idle_action,
+                            secrets=secrets).start()
 
     def list_sandboxes(self, host=None) -> list[Sandbox]:
         """Every agvisor sandbox on the daemon's Docker host (agvisor.list_sandboxes())."""

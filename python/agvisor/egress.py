@@ -96,3 +96,65 @@ def as_egress(egress):
     except TypeError as e:
         raise TypeError(f"egress takes a list of domain patterns or an agvisor.Egress: {e}") \
             from None
+
+
+class Secret:
+    """A brokered secret (docs/egress.md, "Secrets"), for create_sandbox(secrets=[...]).
+
+    The sandbox sees only a placeholder in the environment variable `name`
+    (NAME=agvsec_<random>); agvisord's egress enforcer puts the value into requests to `hosts`
+    (exact names, each allowed by the sandbox's egress policy): in `Authorization` (Bearer,
+    token, or the user or password of Basic) or, with `header`, that header. Give the value as
+    `file` (read here, by this process) or `value`; give neither for a secret in agvisord's
+    --secrets-file, by name. Needs agvisord (agvisor.connect()): in process, creating a sandbox
+    with secrets is a RuntimeError (code "unsupported") saying how to start it. repr() never
+    shows the value.
+    """
+
+    def __init__(self, name, hosts, *, value=None, file=None, header=""):
+        if value is not None and file is not None:
+            raise ValueError(f"secret {name}: give value= or file=, not both")
+        if isinstance(hosts, (str, bytes)):
+            raise TypeError(f"secret {name}: hosts is a list of names (write hosts=[{hosts!r}])")
+        if file is not None:
+            with open(file, encoding="utf-8") as f:  # this process's permissions
+                value = f.read(16 * 1024)
+            value = value[:-1] if value.endswith("\n") else value
+            value = value[:-1] if value.endswith("\r") else value
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"secret {name}: value must be a str")
+        self.name = name
+        self.hosts = list(hosts)
+        self.header = header
+        self._value = value
+
+    @property
+    def by_name(self):
+        """True when the value is the operator's (agvisord's --secrets-file)."""
+        return self._value is None
+
+    def __repr__(self):
+        shown = "<operator's>" if self._value is None else "<hidden>"
+        extra = f", header={self.header!r}" if self.header else ""
+        return f"Secret({self.name!r}, hosts={self.hosts!r}{extra}, value={shown})"
+
+    def _to_core(self):
+        s = _core.SecretSpec()
+        s.name = self.name
+        s.hosts = list(self.hosts)
+        s.header = self.header
+        s.value = self._value
+        return s
+
+
+def as_secrets(secrets):
+    """`secrets=` as a list of Secret (None: none)."""
+    if secrets is None:
+        return []
+    if isinstance(secrets, Secret):
+        raise TypeError("secrets takes a list: write secrets=[agvisor.Secret(...)]")
+    out = list(secrets)
+    for s in out:
+        if not isinstance(s, Secret):
+            raise TypeError(f"secrets takes agvisor.Secret objects, got {type(s).__name__}")
+    return out

@@ -21,7 +21,7 @@ import warnings
 from . import _core
 from .limits import Limits, is_default_disk
 from .desktop import RDP_PORT, Desktop
-from .egress import Egress, as_egress
+from .egress import Egress, Secret, as_egress, as_secrets
 from .processes import BackgroundProcess, _not_found
 from .streams import FileInfo, PortConnection, PortForward, Shell
 from .watch import DirectoryWatch
@@ -136,7 +136,7 @@ class Sandbox:
 
     def __init__(self, image=None, *, gui=False, limits=Limits(), network="bridge", lifetime=None,
                  idle_ttl=None, name=None, host=None, runtime="runsc", egress=None,
-                 warm_shells=None, platform=None, idle_action="destroy"):
+                 warm_shells=None, platform=None, idle_action="destroy", secrets=None):
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be an agvisor.Limits, got {type(limits).__name__}")
         if gui and (lifetime is not None or idle_ttl is not None):
@@ -150,6 +150,7 @@ class Sandbox:
         self.host = host
         self.runtime = runtime
         self._egress = as_egress(egress)
+        self._secrets = as_secrets(secrets)
         self.warm_shells = warm_shells
         self.platform = platform
         self.image = image or self._default_image()
@@ -192,6 +193,7 @@ class Sandbox:
         s.host = self.host or ""
         s.runtime = self.runtime
         s.egress = None if self._egress is None else self._egress._to_core()
+        s.secrets = [secret._to_core() for secret in self._secrets]
         if self.warm_shells is not None:
             if isinstance(self.warm_shells, bool) or not isinstance(self.warm_shells, int):
                 raise ValueError(f"warm_shells must be a whole number from 0 to 16, got "
@@ -755,6 +757,7 @@ def create_sandbox(
     warm_shells: int | None = None,
     platform: str | None = None,
     idle_action: str = "destroy",
+    secrets: list[Secret] | None = None,
 ) -> Sandbox:
     """Sandbox(...).start(): a running sandbox. Use it in `with` or call stop() yourself.
 
@@ -803,6 +806,11 @@ def create_sandbox(
               (bench/README.md, "gVisor platform"); needs the runtime runsc-ptrace, which
               scripts/setup-host registers (else ValueError naming it). Another value:
               ValueError. list_sandboxes() handles say theirs in sb.platform.
+    secrets   An extension of the seed's API: brokered secrets, a list of agvisor.Secret
+              (docs/egress.md, "Secrets"). The sandbox sees NAME=agvsec_<random>; agvisord's
+              enforcer puts each value into requests to its hosts. Needs egress allowing those
+              hosts and agvisord (agvisor.connect()); in process a RuntimeError (code
+              "unsupported") says how to start it.
     idle_action  An extension of the seed's API: what idle_ttl does. "destroy" (default, the
               seed's): the sandbox removes itself. "stop": it ends and its container stays
               (listed as exited); needs a name, whose next create starts afresh on the same
@@ -813,4 +821,4 @@ def create_sandbox(
     return Sandbox(image, gui=gui, limits=limits, network=network, lifetime=lifetime,
                    idle_ttl=idle_ttl, name=name, host=host, runtime=runtime,
                    egress=egress, warm_shells=warm_shells, platform=platform,
-                   idle_action=idle_action).start()
+                   idle_action=idle_action, secrets=secrets).start()

@@ -968,6 +968,13 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("ports", &egress::EgressRules::ports)
       .def_readwrite("deny_domains", &egress::EgressRules::deny_domains);
 
+  py::class_<SecretSpec>(m, "SecretSpec", "agvisor::SecretSpec; value None = the operator's.")
+      .def(py::init<>())
+      .def_readwrite("name", &SecretSpec::name)
+      .def_readwrite("hosts", &SecretSpec::hosts)
+      .def_readwrite("header", &SecretSpec::header)
+      .def_readwrite("value", &SecretSpec::value);
+
   py::class_<SandboxSpec>(m, "SandboxSpec", "agvisor::SandboxSpec.")
       .def(py::init<>())
       .def_readwrite("image", &SandboxSpec::image)
@@ -981,6 +988,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("runtime", &SandboxSpec::runtime)
       .def_readwrite("labels", &SandboxSpec::labels)
       .def_readwrite("egress", &SandboxSpec::egress)
+      .def_readwrite("secrets", &SandboxSpec::secrets)
       .def_readwrite("warm_shells", &SandboxSpec::warm_shells)
       .def_readwrite("platform", &SandboxSpec::platform)
       .def_readwrite("idle_action", &SandboxSpec::idle_action);

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from agvisor import Egress, Limits, Sandbox, create_sandbox
+from agvisor import Egress, Limits, Sandbox, Secret, create_sandbox
 from agvisor import sandbox as sandbox_module
 
 from conftest import build_binary, engine, unique
@@ -240,6 +240,26 @@ def test_bad_rules_are_refused_naming_the_rule(recorder):
         Sandbox(egress="pypi.org")  # a string, not a list: would be read letter by letter
     with pytest.raises(TypeError, match="allow_domains"):
         Egress(allow_domains=[b"pypi.org"])
+    assert recorder.names() == before
+
+
+def test_secrets_need_agvisord_and_never_show_their_value(recorder, tmp_path):
+    key = tmp_path / "key"
+    key.write_text("sk-python-value\n")
+    secret = Secret("API_KEY", ["allowed.test"], file=str(key))
+    assert "sk-python" not in repr(secret) and "<hidden>" in repr(secret)
+    assert not secret.by_name and Secret("T", ["allowed.test"]).by_name
+    before = recorder.names()
+    # In process: no enforcer to hold the value, refused before anything is made.
+    with pytest.raises(RuntimeError, match="Start agvisord") as e:
+        create_sandbox(limits=SMALL, egress=["allowed.test"], secrets=[secret])
+    assert e.value.code == "unsupported"
+    assert "sk-python" not in str(e.value)
+    # Checked by the core when the Sandbox is made: a host the policy does not allow.
+    with pytest.raises(ValueError, match="--allow-domain other.test"):
+        Sandbox(egress=["allowed.test"], secrets=[Secret("K", ["other.test"], value="v")])
+    with pytest.raises(TypeError, match="a list"):
+        Sandbox(egress=["allowed.test"], secrets=secret)
     assert recorder.names() == before
 
 

@@ -73,6 +73,9 @@ class EgressTest : public ::testing::Test {
   static std::string QuestionsLog() { return dir_ + "/questions.log"; }
   static std::string DaemonLog() { return dir_ + "/agvisord.log"; }
   static std::string CertFile() { return dir_ + "/cert.pem"; }
+  // The operator's secrets file agvisord reads at start (--secrets-file, 0600).
+  static std::string SecretsFile() { return dir_ + "/secrets"; }
+  static inline std::string operator_value_;
   // What the fake internet serves besides "hello": a bare git repository (dumb HTTP) and a pip
   // simple index with one wheel.
   static std::string WebRoot() { return dir_ + "/www"; }
@@ -146,6 +149,9 @@ class EgressTest : public ::testing::Test {
     ASSERT_TRUE(WaitFor([] { return ReadAll(dir_ + "/internet.out").starts_with("ready"); },
                         std::chrono::seconds(20)))
         << ReadAll(dir_ + "/internet.out");
+    operator_value_ = "op-value-" + testing::RunId() + tag;
+    { std::ofstream(SecretsFile()) << "OPERATOR_TOKEN=" << operator_value_ << "\n"; }
+    fs::permissions(SecretsFile(), fs::perms::owner_read | fs::perms::owner_write);
     StartDaemon();
   }
 
@@ -168,7 +174,7 @@ class EgressTest : public ::testing::Test {
         {.argv = {"sh", "-c",
                   "exec prlimit --nofile=1024: \"$0\" --socket \"$1/agvisord.sock\" --token-file "
                   "\"$1/token\" --egress-resolver \"$2\" --egress-state-dir \"$1/state\" "
-                  "2>>\"$3\"",
+                  "--secrets-file \"$1/secrets\" --egress-upstream-ca \"$1/cert.pem\" 2>>\"$3\"",
                   AGVISORD_BINARY, dir_, kInternet, DaemonLog()},
          .env = std::move(env)});
     ASSERT_TRUE(p.ok()) << p.error().ToString();
@@ -1045,6 +1051,211 @@ TEST_F(EgressTest, WithoutTheFirewallNothingIsServedAndCreatesAreRefused) {
   ASSERT_TRUE(served.ok()) << served.error().ToString();
   EXPECT_EQ(Run(**served, kGetAllowed), "hello from allowed.test\n");
   ExpectServedAgain(**existing);
+}
+
+// Brokered secrets (issue 35): through agvisord's API (the CLI with --server), a caller's value
+// read from the caller's file and the operator's by name. The sandbox sees placeholders only:
+// neither value is in its environment, any process's /proc/PID/environ, any file of its root
+// file system, the container's env or labels, its network's labels or agvisord's log. Its CA
+// bundle and the trust variables are in place; a refused request's 403 says what allows it; after
+// agvisord's restart the operator's secret is brokered again and the caller's is gone (logged).
+TEST_F(EgressTest, SecretsStayOutOfTheSandboxAndComeBackOnlyFromTheOperatorsFile) {
+  const std::string caller_value = "sk-caller-" + testing::RunId();
+  const std::string key_file = dir_ + "/api_key";
+  { std::ofstream(key_file) << caller_value << "\n"; }
+  const std::string name = testing::RunId() + "-secrets";
+  auto made = Cli({"create", "--name", name, "--label",
+                   std::string(testing::kRunLabel) + "=" + testing::RunId(), "--memory", "256m",
+                   "--disk", "none", "--allow-domain", "allowed.test", "--allow-domain",
+                   "other.test", "--secret", "API_KEY=@" + key_file + ":allowed.test", "--secret",
+                   "OPERATOR_TOKEN:allowed.test:header=x-token"});
+  ASSERT_TRUE(made.status.success()) << made.err;
+  auto exec = [&](const std::string& cmd) {
+    auto r = Cli({"exec", name, "--", "sh", "-c", cmd});
+    EXPECT_TRUE(r.status.success()) << cmd << ": " << r.err;
+    return r.out;
+  };
+  const std::string env = exec("env");
+  EXPECT_THAT(env, ::testing::ContainsRegex("API_KEY=agvsec_[0-9a-f]{32}\n"));
+  EXPECT_THAT(env, ::testing::ContainsRegex("OPERATOR_TOKEN=agvsec_[0-9a-f]{32}\n"));
+  EXPECT_THAT(env, HasSubstr("SSL_CERT_FILE=/.agvisor/ca-bundle.pem\n"));
+  EXPECT_THAT(env, HasSubstr("NODE_EXTRA_CA_CERTS=/.agvisor/sandbox-ca.pem\n"));
+  EXPECT_THAT(env, Not(HasSubstr("AGVISOR_SANDBOX_CA")));  // the agent's own, dropped
+  EXPECT_THAT(exec("grep -c 'BEGIN CERTIFICATE' /.agvisor/sandbox-ca.pem"), "1\n");
+
+  // The values reach the upstream, put in by the enforcer (HTTPS through CONNECT, the sandbox
+  // verifying the enforcer's leaf with its bundle): the caller's as Bearer, the operator's in
+  // its header. Sent to another allowed host (plain HTTP, not bound), the placeholder arrives
+  // unchanged. The upstream logs what it got; it never answers it back.
+  const std::string send_both =
+      "python3 -c 'import os, urllib.request\n"
+      "r = urllib.request.Request(os.environ[\"URL\"], headers={\"Authorization\": \"Bearer \" + "
+      "os.environ[\"API_KEY\"], \"x-token\": os.environ[\"OPERATOR_TOKEN\"]})\n"
+      "print(urllib.request.urlopen(r, timeout=10).read().decode(), end=\"\")'";
+  EXPECT_EQ(exec("URL=https://allowed.test/auth " + send_both), "checked\n");
+  EXPECT_EQ(exec("URL=http://other.test/auth " + send_both), "checked\n");
+  const std::string upstream = ReadAll(QuestionsLog() + ".http");
+  EXPECT_THAT(upstream, HasSubstr("Authorization: Bearer " + caller_value + "\r\n"));
+  EXPECT_THAT(upstream, HasSubstr("X-Token: " + operator_value_ + "\r\n"));
+  EXPECT_THAT(upstream, ::testing::ContainsRegex("Host: other.test\r\n(.*\r\n)*Authorization: "
+                                                 "Bearer agvsec_[0-9a-f]{32}\r\n"));
+  // git and pip with the placeholder as the password in their URL: they send it as Basic
+  // (after the server's 401), and the enforcer puts the value in; the server checks it.
+  { std::ofstream(QuestionsLog() + ".token") << caller_value; }
+  EXPECT_EQ(exec("git clone -q https://x-access-token:$API_KEY@allowed.test/private/repo.git "
+                 "/tmp/g && cat /tmp/g/README"),
+            "hello from the repository\n");
+  std::string wheel;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/usr/share/python-wheels", ec)) {
+    const std::string f = e.path().filename();
+    if (f.starts_with("pip-") && f.ends_with(".whl")) wheel = e.path();
+  }
+  ASSERT_FALSE(wheel.empty()) << "no pip wheel on this host: apt-get install python3-pip-whl";
+  ASSERT_TRUE(Cli({"cp", wheel, name + ":/tmp/"}).status.success());
+  EXPECT_EQ(exec("python3 /tmp/" + fs::path(wheel).filename().string() +
+                 "/pip install -q --disable-pip-version-check --no-cache-dir "
+                 "--root-user-action=ignore --retries 0 --timeout 10 --index-url "
+                 "https://user:$API_KEY@allowed.test/private/simple/ --target /tmp/p demo && "
+                 "python3 -c 'import sys; sys.path.insert(0, \"/tmp/p\"); import demo; "
+                 "print(demo.GREETING)'"),
+            "hello from demo\n");
+  // After all that traffic, neither value is anywhere the sandbox or the host's records hold.
+  for (const std::string& value : {caller_value, operator_value_}) {
+    // Every process's environment, every file of the root file system (but /proc and /sys).
+    EXPECT_EQ(
+        exec("cat /proc/[0-9]*/environ | tr '\\0' '\\n' | grep -c -F '" + value + "' || true"),
+        "0\n");
+    EXPECT_EQ(exec("grep -rlsF '" + value + "' / --exclude-dir=proc --exclude-dir=sys || true"),
+              "");
+    EXPECT_THAT(env, Not(HasSubstr(value)));
+    auto container = RunCommand({"docker", "inspect", "agvisor-" + name});
+    ASSERT_TRUE(container.ok() && container->status.success());
+    EXPECT_THAT(container->out, HasSubstr("agvsec_"));
+    EXPECT_THAT(container->out, Not(HasSubstr(value)));
+    auto network = RunCommand({"docker", "network", "inspect", "agvisor-" + name + "-egress"});
+    ASSERT_TRUE(network.ok() && network->status.success());
+    EXPECT_THAT(network->out, HasSubstr("agvisor.egress.secrets"));
+    EXPECT_THAT(network->out, Not(HasSubstr(value)));
+    EXPECT_THAT(ReadAll(DaemonLog()), Not(HasSubstr(value)));
+  }
+  // A refused name: 403 with the one line an agent can act on, in a header and the body.
+  const std::string refused = exec(
+      "python3 -c 'import urllib.request, urllib.error\ntry:\n"
+      "    urllib.request.urlopen(\"http://denied.test/\", timeout=10)\n"
+      "except urllib.error.HTTPError as e:\n"
+      "    print(e.code, e.headers[\"X-Agvisor-Egress\"])\n    print(e.read().decode())'");
+  EXPECT_THAT(refused, HasSubstr("403 agvisor egress policy of sandbox " + name +
+                                 " refused denied.test:80 (no rule allows denied.test); an "
+                                 "operator allows it with `agvisor egress " +
+                                 name + " --allow-domain denied.test`"));
+  // agvisord restarts: the caller's value was in its memory only and is gone (logged); the
+  // operator's comes back from the file, bound to the same placeholder, with a new CA that
+  // agvisord adds to the sandbox's bundle.
+  const std::string count_certs = "grep -c 'BEGIN CERTIFICATE' /.agvisor/ca-bundle.pem";
+  const int certs_before = std::stoi("0" + exec(count_certs));
+  const std::string ca_before = exec("cat /.agvisor/sandbox-ca.pem");
+  StopDaemon();
+  StartDaemon();
+  EXPECT_TRUE(WaitFor(
+      [] {
+        return ReadAll(DaemonLog()).find("the sandbox's new CA is installed") != std::string::npos;
+      },
+      std::chrono::seconds(30)))
+      << ReadAll(DaemonLog());
+  EXPECT_EQ(std::stoi("0" + exec(count_certs)), certs_before + 1);
+  EXPECT_NE(exec("cat /.agvisor/sandbox-ca.pem"), ca_before);
+  // The operator's value is put in again (the sandbox trusts the new CA); the caller's
+  // placeholder now goes as it is.
+  std::filesystem::remove(QuestionsLog() + ".http");
+  EXPECT_EQ(exec("URL=https://allowed.test/auth " + send_both), "checked\n");
+  const std::string after = ReadAll(QuestionsLog() + ".http");
+  EXPECT_THAT(after, HasSubstr("X-Token: " + operator_value_ + "\r\n"));
+  EXPECT_THAT(after, ::testing::ContainsRegex("Authorization: Bearer agvsec_[0-9a-f]{32}\r\n"));
+  EXPECT_THAT(after, Not(HasSubstr(caller_value)));
+  const std::string log = ReadAll(DaemonLog());
+  EXPECT_THAT(log, HasSubstr("is gone with agvisord's restart"));
+  EXPECT_THAT(log, HasSubstr("\"secret\":\"API_KEY\""));
+  EXPECT_THAT(log, Not(HasSubstr(caller_value)));
+  EXPECT_THAT(log, Not(HasSubstr(operator_value_)));
+  EXPECT_TRUE(Cli({"rm", name}).status.success());
+}
+
+// MCP names a secret of the operator's file, never a value: `agvisor mcp --server` (stdio) makes
+// a sandbox whose env holds the placeholder, and the value reaches the upstream.
+TEST_F(EgressTest, McpNamesTheOperatorsSecret) {
+  auto mcp =
+      Subprocess::Spawn({.argv = {AGVISOR_CLI_BINARY, "--server", "unix:" + dir_ + "/agvisord.sock",
+                                  "--token-file", dir_ + "/token", "mcp"},
+                         .pipe_stdin = true,
+                         .pipe_stdout = true});
+  ASSERT_TRUE(mcp.ok()) << mcp.error().ToString();
+  std::string pending;
+  // Sends one request and returns the answer's line (the one with its id).
+  auto call = [&](int id, const std::string& method, const std::string& params) {
+    const std::string line = R"({"jsonrpc":"2.0","id":)" + std::to_string(id) + R"(,"method":")" +
+                             method + R"(","params":)" + params + "}\n";
+    EXPECT_EQ(::write(mcp->stdin_fd().get(), line.data(), line.size()),
+              static_cast<ssize_t>(line.size()));
+    const std::string tag = R"("id":)" + std::to_string(id) + ",";
+    for (;;) {
+      for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+        std::string got = pending.substr(0, nl);
+        pending.erase(0, nl + 1);
+        if (got.find(tag) != std::string::npos) return got;
+      }
+      char buf[65536];
+      ssize_t n = ::read(mcp->stdout_fd().get(), buf, sizeof buf);
+      if (n <= 0) return std::string("EOF");
+      pending.append(buf, static_cast<std::size_t>(n));
+    }
+  };
+  EXPECT_THAT(
+      call(
+          1, "initialize",
+          R"({"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}})"),
+      HasSubstr("protocolVersion"));
+  const std::string created = call(
+      2, "tools/call",
+      R"({"name":"create_sandbox","arguments":{"memory":"256m","egress":{"allow_domains":["allowed.test"]},"secrets":[{"name":"OPERATOR_TOKEN","hosts":["allowed.test"],"header":"x-token"}]}})");
+  // The answer's text is the result as JSON inside a JSON string: the id is "agvisor-" and hex.
+  const std::size_t at = created.find("agvisor-");
+  ASSERT_NE(at, std::string::npos) << created;
+  const std::string id = created.substr(
+      at, created.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-", at) - at);
+  // MCP takes no labels: should a check below stop the test (the session then killed, not
+  // ended), its sandbox and network are removed here.
+  struct Remove {
+    std::string id;
+    ~Remove() {
+      (void)RunCommand({"docker", "rm", "-f", id});
+      (void)RunCommand({"docker", "network", "rm", id + "-egress"});
+    }
+  } remove{id};
+  std::filesystem::remove(QuestionsLog() + ".http");
+  const std::string ran = call(
+      3, "tools/call",
+      R"({"name":"exec","arguments":{"sandbox":")" + id +
+          R"(","command":"echo $OPERATOR_TOKEN; python3 -c 'import os, urllib.request; print(urllib.request.urlopen(urllib.request.Request(\"https://allowed.test/auth\", headers={\"x-token\": os.environ[\"OPERATOR_TOKEN\"]}), timeout=10).read().decode())'"}})");
+  EXPECT_THAT(ran, ::testing::ContainsRegex("agvsec_[0-9a-f]{32}")) << ran;
+  EXPECT_THAT(ran, HasSubstr("checked")) << ran;
+  EXPECT_THAT(ran, Not(HasSubstr(operator_value_)));
+  EXPECT_THAT(ReadAll(QuestionsLog() + ".http"), HasSubstr("X-Token: " + operator_value_));
+  mcp->stdin_fd().reset();  // the session ends: its sandbox is removed
+  EXPECT_TRUE(mcp->WaitFor(std::chrono::seconds(60)).ok());
+}
+
+// The in-process library has no enforcer to hold a value: a create with a secret and no
+// agvisord is refused before anything is made, saying how to start agvisord.
+TEST_F(EgressTest, SecretsInProcessAreRefusedNamingAgvisord) {
+  const std::string key_file = dir_ + "/in_process_key";
+  { std::ofstream(key_file) << "sk-in-process\n"; }
+  auto r = RunCommand({AGVISOR_CLI_BINARY, "create", "--allow-domain", "allowed.test", "--secret",
+                       "API_KEY=@" + key_file + ":allowed.test"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->status.success());
+  EXPECT_THAT(r->err, HasSubstr("Start agvisord on the Docker host"));
+  EXPECT_THAT(r->err, Not(HasSubstr("sk-in-process")));
 }
 
 TEST_F(EgressTest, PoliciesThatCannotWorkAreRefusedUpFront) {

@@ -23,6 +23,7 @@
 #include "agvisor/agent/process_tree.h"
 #include "agvisor/agent/session.h"
 #include "agvisor/agent/signals.h"
+#include "agvisor/agent/trust.h"
 #include "agvisor/agent/version.h"
 #include "agvisor/proto/exit_codes.h"
 
@@ -280,6 +281,12 @@ int RunInit(const InitOptions& options) {
   if (pid1) {
     // Before anything runs that may resolve `localhost` (the desktop, the first exec).
     if (auto r = FillEmptyHostsFile("/etc/hosts"); !r.ok()) LogLine("init: " + r.error().message());
+  }
+  // A sandbox with brokered secrets: its CA before anything runs that may verify a certificate.
+  if (auto r = InstallSandboxCaFromEnv(); !r.ok()) {
+    LogLine("init: " + r.error().message());
+  } else if (*r) {
+    LogLine("init: sandbox CA installed");
   }
   const std::string reason_path = SocketDirectory(options.socket_path) + "/exit-reason";
   ::unlink(reason_path.c_str());  // a stale reason from an earlier run of a resumed sandbox

@@ -372,6 +372,30 @@ Result<egress::EgressRules> ParseEgressRules(const json::value& v) {
   return r;
 }
 
+// [{"name", "hosts": [...], "header", "value"}]: a create's brokered secrets ("value" absent:
+// the operator's file, by name). Checked by ValidateSpec; never echoed in any answer.
+Result<std::vector<SecretSpec>> ParseSecrets(const json::value& v) {
+  if (!v.is_array()) return Bad("secrets", "must be an array of {name, hosts, header, value}");
+  std::vector<SecretSpec> out;
+  for (const auto& e : v.as_array()) {
+    if (!e.is_object())
+      return Bad("secrets", "each must be an object {name, hosts, header, value}");
+    const auto& o = e.as_object();
+    AGVISOR_RETURN_IF_ERROR(OnlyKnown(o, "secrets[]", {"name", "hosts", "header", "value"}));
+    SecretSpec sec;
+    if (auto* x = o.if_contains("name")) sec.name = AGVISOR_TRY(GetString(*x, "secrets[].name"));
+    sec.hosts = AGVISOR_TRY(GetStrings(o, "hosts", "secrets[].hosts"));
+    if (auto* x = o.if_contains("header"); x && !x->is_null()) {
+      sec.header = AGVISOR_TRY(GetString(*x, "secrets[].header"));
+    }
+    if (auto* x = o.if_contains("value"); x && !x->is_null()) {
+      sec.value = AGVISOR_TRY(GetString(*x, "secrets[].value"));
+    }
+    out.push_back(std::move(sec));
+  }
+  return out;
+}
+
 // The SandboxSpec fields shared by sandbox and pool requests.
 Result<void> ParseSpecFields(const json::object& o, SandboxSpec& s) {
   if (auto* v = o.if_contains("egress"); v && !v->is_null())
@@ -416,13 +440,16 @@ Result<void> ParseSpecFields(const json::object& o, SandboxSpec& s) {
 
 Result<CreateRequest> ParseCreateRequest(std::string_view body) {
   auto o = AGVISOR_TRY(ParseObject(body, "create sandbox"));
-  AGVISOR_RETURN_IF_ERROR(OnlyKnown(
-      o, "create sandbox",
-      {"image", "gui", "limits", "network", "lifetime", "idle_ttl", "idle_action", "name",
-       "runtime", "labels", "pool", "egress", "warm_shells", "platform", "wait", "cold_create"}));
+  AGVISOR_RETURN_IF_ERROR(OnlyKnown(o, "create sandbox",
+                                    {"image", "gui", "limits", "network", "lifetime", "idle_ttl",
+                                     "idle_action", "name", "runtime", "labels", "pool", "egress",
+                                     "warm_shells", "platform", "wait", "cold_create", "secrets"}));
   CreateRequest req;
   SandboxSpec& s = req.spec;
   AGVISOR_RETURN_IF_ERROR(ParseSpecFields(o, s));
+  if (auto* v = o.if_contains("secrets"); v && !v->is_null()) {
+    s.secrets = AGVISOR_TRY(ParseSecrets(*v));
+  }
   if (auto* v = o.if_contains("name"); v && !v->is_null()) {
     s.name = AGVISOR_TRY(GetString(*v, "name"));
   }
@@ -1187,7 +1214,24 @@ Result<PoolView> PoolFromObject(const json::object& o, std::string_view body) {
 }
 }  // namespace
 
-std::string CreateRequestJson(const SandboxSpec& spec) { return Serialize(SpecObject(spec)); }
+std::string CreateRequestJson(const SandboxSpec& spec) {
+  json::object o = SpecObject(spec);
+  if (!spec.secrets.empty()) {
+    json::array secrets;
+    for (const SecretSpec& sec : spec.secrets) {
+      json::object e;
+      e["name"] = sec.name;
+      json::array hosts;
+      for (const std::string& h : sec.hosts) hosts.emplace_back(h);
+      e["hosts"] = std::move(hosts);
+      if (!sec.header.empty()) e["header"] = sec.header;
+      if (sec.value) e["value"] = *sec.value;
+      secrets.emplace_back(std::move(e));
+    }
+    o["secrets"] = std::move(secrets);
+  }
+  return Serialize(o);
+}
 
 std::string AcquireRequestJson(std::string_view name, const AcquireOptions& options) {
   json::object o;

@@ -69,6 +69,20 @@ TEST(CodecTest, SandboxIds) {
   EXPECT_EQ(ContainerNameForId("-x").error().code(), ErrorCode::kInvalidArgument);
 }
 
+TEST(CodecTest, CreateRequestsCarrySecretsAndPoolsRefuseThem) {
+  SandboxSpec spec;
+  spec.egress = egress::EgressRules{.allow_domains = {"api.example.com"}};
+  spec.secrets = {{.name = "API_KEY", .hosts = {"api.example.com"}, .value = "sk-1"},
+                  {.name = "GIT_TOKEN", .hosts = {"a.example", "b.example"}, .header = "x-t"}};
+  auto r = ParseCreateRequest(CreateRequestJson(spec));
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->spec.secrets, spec.secrets);  // the second by name: no value
+  EXPECT_FALSE(r->spec.brokered.has_value());
+  EXPECT_FALSE(ParseCreateRequest(R"({"secrets":{"name":"A"}})").ok());
+  EXPECT_FALSE(ParseCreateRequest(R"({"secrets":[{"name":"A","placeholder":"x"}]})").ok());
+  EXPECT_FALSE(ParseCreatePoolRequest(R"({"name":"p","secrets":[]})").ok());
+}
+
 TEST(CodecTest, ParseCreateRequest) {
   auto r = ParseCreateRequest(R"({"image":"img:1","limits":{"cpus":0.5,"memory":"512m","pids":64,
     "disk":"none"},"network":"none","lifetime":600,"idle_ttl":60,"name":"w","labels":{"k":"v"}})");

@@ -11,11 +11,15 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <thread>
 
+#include "agvisor/base/fs.h"
+#include "agvisor/base/strings.h"
 #include "agvisor/cli/common.h"
 #include "agvisor/client/agvisord.h"
+#include "agvisor/egress/secrets.h"
 
 namespace agvisor::cli {
 
@@ -233,6 +237,47 @@ void SpecOptions::Add(CLI::App& cmd) {
                  "egress policy: never this name, even when an --allow-domain matches it "
                  "(repeatable)")
       ->allow_extra_args(false);
+  cmd.add_option("--secret", secrets,
+                 "a brokered secret (docs/egress.md, \"Secrets\"): NAME=@FILE:HOST[,HOST...]"
+                 "[:header=NAME], or NAME:HOST[,...] for one in agvisord's --secrets-file. The "
+                 "sandbox sees NAME=agvsec_<random>; agvisord's enforcer puts FILE's value into "
+                 "Authorization (or the header) of requests to HOST. Needs agvisord (--server) and "
+                 "a policy allowing HOST (repeatable)")
+      ->allow_extra_args(false);
+}
+
+Result<std::pair<SecretSpec, std::string>> ParseSecretOption(std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return Error::InvalidArgument(
+        "--secret " + EscapeForTerminal(text.substr(0, text.find('='))) +
+        "...: " + std::string(why) +
+        " (write NAME=@FILE:HOST[,HOST...][:header=NAME], or NAME:HOST[,...] for a secret in "
+        "agvisord's --secrets-file)");
+  };
+  SecretSpec sec;
+  std::string_view rest = text;
+  if (std::size_t c = rest.rfind(':');
+      c != std::string_view::npos && rest.substr(c + 1).starts_with("header=")) {
+    sec.header = std::string(rest.substr(c + 8));
+    rest = rest.substr(0, c);
+  }
+  const std::size_t c = rest.rfind(':');
+  if (c == std::string_view::npos || c + 1 == rest.size()) return bad("no HOST");
+  for (std::string_view h : Split(rest.substr(c + 1), ',')) sec.hosts.emplace_back(h);
+  rest = rest.substr(0, c);
+  std::string file;
+  if (std::size_t eq = rest.find('='); eq != std::string_view::npos) {
+    if (rest.substr(eq + 1, 1) != "@" || eq + 2 >= rest.size()) {
+      return bad(
+          "give the value as @FILE (a value in the command line shows in `ps` and in "
+          "shell history)");
+    }
+    file = std::string(rest.substr(eq + 2));
+    rest = rest.substr(0, eq);
+  }
+  if (rest.empty()) return bad("no NAME");
+  sec.name = std::string(rest);
+  return std::make_pair(std::move(sec), std::move(file));
 }
 
 Result<SandboxSpec> SpecOptions::Build(const GlobalOptions& g) const {
@@ -249,6 +294,21 @@ Result<SandboxSpec> SpecOptions::Build(const GlobalOptions& g) const {
   if (!egress.allow_domains.empty() || !egress.allow_cidrs.empty() || !egress.ports.empty() ||
       !egress.deny_domains.empty()) {
     s.egress = egress;
+  }
+  for (const std::string& text : secrets) {
+    auto [secret, file] = AGVISOR_TRY(ParseSecretOption(text));
+    if (!file.empty()) {
+      // Read by this process, with its permissions: agvisord never opens a caller's path.
+      auto value = ReadSmallFile(file, egress::kMaxSecretValueBytes + 2);
+      if (!value) {
+        return Error::NotFound("--secret " + secret.name + ": cannot read " +
+                               EscapeForTerminal(file) + ": " + std::strerror(errno));
+      }
+      if (value->ends_with('\n')) value->pop_back();
+      if (value->ends_with('\r')) value->pop_back();
+      secret.value = std::move(*value);
+    }
+    s.secrets.push_back(std::move(secret));
   }
   return s;
 }

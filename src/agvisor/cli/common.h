@@ -68,10 +68,21 @@ struct SpecOptions {
   std::vector<std::string> labels;  // "key=value"
   // --allow-domain, --allow-cidr, --allow-port, --deny-domain: any of them makes an egress policy.
   egress::EgressRules egress;
+  // --secret NAME=@FILE:HOST[,HOST...][:header=NAME] or NAME:HOST[,...][:header=NAME].
+  std::vector<std::string> secrets;
   void Add(CLI::App& cmd);
-  // The spec, with --disk and --label applied. Errors: kInvalidArgument (a label without '=').
+  // The spec, with --disk, --label and --secret applied (a secret's FILE read here, by this
+  // process). Errors: kInvalidArgument (a label without '=', a malformed --secret), kNotFound /
+  // kPermissionDenied (a secret's FILE).
   Result<SandboxSpec> Build(const GlobalOptions& g) const;
 };
+
+// One --secret as written (docs/cli.md, "Secrets"): NAME=@FILE:HOSTS[:header=H] (the value is
+// FILE's bytes, which the caller reads, less one trailing line break) or NAME:HOSTS[:header=H]
+// (the value is agvisord's operator's, by name). HOSTS is comma-separated; FILE may hold ':'.
+// Returns the secret without its value and FILE ("" for by name). kInvalidArgument naming what
+// is missing; a value written in the option itself is refused (it would show in `ps`).
+Result<std::pair<SecretSpec, std::string>> ParseSecretOption(std::string_view text);
 
 // "x" -> "agvisor-x"; a name that already has the prefix (anonymous sandboxes) is kept as is.
 std::string ResolveContainerName(std::string_view name_or_container);

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <string>
 
+#include "agvisor/cli/common.h"
+
 namespace agvisor::cli {
 namespace {
 
@@ -33,6 +35,28 @@ bool DocHasRow(const std::string& doc, std::string_view path) {
     }
   }
   return false;
+}
+
+TEST(SecretOptionTest, FileHostsAndHeaderOrByName) {
+  auto a =
+      ParseSecretOption("API_KEY=@/run/keys/a:b.txt:api.example.com,x.example:header=x-api-key");
+  ASSERT_TRUE(a.ok()) << a.error().ToString();
+  EXPECT_EQ(a->first.name, "API_KEY");
+  EXPECT_EQ(a->first.hosts, (std::vector<std::string>{"api.example.com", "x.example"}));
+  EXPECT_EQ(a->first.header, "x-api-key");
+  EXPECT_FALSE(a->first.value.has_value());
+  EXPECT_EQ(a->second, "/run/keys/a:b.txt");
+  auto by_name = ParseSecretOption("GIT_TOKEN:git.example.com");
+  ASSERT_TRUE(by_name.ok());
+  EXPECT_EQ(by_name->first.name, "GIT_TOKEN");
+  EXPECT_EQ(by_name->second, "");
+  // A value in the command line is refused, and not repeated in the message.
+  auto inline_value = ParseSecretOption("K=sk-live-123:api.example.com");
+  ASSERT_FALSE(inline_value.ok());
+  EXPECT_NE(inline_value.error().message().find("@FILE"), std::string::npos);
+  EXPECT_EQ(inline_value.error().message().find("sk-live"), std::string::npos);
+  EXPECT_FALSE(ParseSecretOption("K=@f").ok());        // no host
+  EXPECT_FALSE(ParseSecretOption(":a.example").ok());  // no name
 }
 
 TEST(CommandHelpTest, EveryCommandHasOneEntryAndARowInTheDocs) {

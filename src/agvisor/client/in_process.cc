@@ -157,7 +157,8 @@ class LocalHandle final : public SandboxHandle {
 
 class LocalPlace final : public Place {
  public:
-  explicit LocalPlace(std::string host) : host_(std::move(host)) {}
+  LocalPlace(std::string host, std::shared_ptr<SecretBroker> broker)
+      : host_(std::move(host)), broker_(std::move(broker)) {}
   // The place's pools go with it (their members not handed out are removed).
   ~LocalPlace() override {
     std::map<std::string, std::shared_ptr<Pool>, std::less<>> pools;
@@ -171,8 +172,21 @@ class LocalPlace final : public Place {
   Result<Created> Create(const SandboxSpec& spec) override {
     SandboxSpec s = spec;
     s.host = host_;
+    s.brokered.reset();  // only this place's broker sets it
     auto rt = AGVISOR_TRY(runtime());
-    auto sb = AGVISOR_TRY(Sandbox::Create(std::move(rt), s));
+    if (!s.secrets.empty() && broker_) {
+      // The spec is checked before the broker resolves anything; the values then stay with the
+      // broker: the spec the core and the runtime see carries names and placeholders only.
+      AGVISOR_RETURN_IF_ERROR(ValidateSpec(s));
+      s.brokered = AGVISOR_TRY(broker_->Broker(s.secrets));
+      for (SecretSpec& secret : s.secrets) secret.value.reset();
+    }
+    auto made = Sandbox::Create(std::move(rt), s);
+    if (s.brokered && (!made.ok() || (*made)->resumed())) {
+      // No sandbox of this create serves them (a running one keeps its own).
+      broker_->Release(*s.brokered);
+    }
+    auto sb = AGVISOR_TRY(std::move(made));
     Created c;
     c.name = sb->name();
     c.resumed = sb->resumed();
@@ -310,6 +324,7 @@ class LocalPlace final : public Place {
   }
 
   std::string host_;
+  std::shared_ptr<SecretBroker> broker_;  // agvisord's, or null: secrets are refused
   bool auto_resume_ = true;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Pool>, std::less<>> pools_;  // guarded by mu_
@@ -327,7 +342,11 @@ std::unique_ptr<SandboxHandle> WrapSandbox(std::shared_ptr<Sandbox> sandbox) {
 }
 
 std::unique_ptr<Place> InProcess(std::string host) {
-  return std::make_unique<LocalPlace>(std::move(host));
+  return std::make_unique<LocalPlace>(std::move(host), nullptr);
+}
+
+std::unique_ptr<Place> InProcess(std::string host, std::shared_ptr<SecretBroker> broker) {
+  return std::make_unique<LocalPlace>(std::move(host), std::move(broker));
 }
 
 std::string DefaultImageName(std::string_view kind) { return agvisor::DefaultImageName(kind); }

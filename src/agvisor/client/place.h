@@ -296,6 +296,9 @@ class Place {
 
 // The library on Docker host `host` ("" = $DOCKER_HOST or the local socket).
 std::unique_ptr<Place> InProcess(std::string host);
+// The same with a broker of secrets (agvisord's, whose enforcer holds their values): a create
+// with SandboxSpec::secrets has them brokered first. Without one such a create is refused.
+std::unique_ptr<Place> InProcess(std::string host, std::shared_ptr<SecretBroker> broker);
 // A handle on a sandbox the library made (a warm pool's member, Pool::Acquire; agvisord's own
 // sandboxes): the handle shares it.
 std::unique_ptr<SandboxHandle> WrapSandbox(std::shared_ptr<Sandbox> sandbox);

@@ -217,4 +217,37 @@ std::string EgressPolicy::Describe() const {
   return out;
 }
 
+std::string RefusalAdvice(std::string_view sandbox, const Target& target, std::string_view reason,
+                          bool resolved) {
+  std::string name(sandbox);
+  if (name.starts_with("agvisor-")) name.erase(0, 8);
+  const std::string where = target.literal && target.literal->family == IpAddress::Family::kV6
+                                ? "[" + target.host + "]:" + std::to_string(target.port)
+                                : target.host + ":" + std::to_string(target.port);
+  const std::string cmd = "`agvisor egress " + name;
+  std::string fix;
+  if (resolved) {
+    fix =
+        "no egress rule opens that address (loopback, link-local, metadata and the host's own "
+        "addresses stay closed); use a name that resolves to a public address";
+  } else if (reason.starts_with("port ")) {
+    fix =
+        "an operator allows it with " + cmd + " --allow-port " + std::to_string(target.port) + "`";
+  } else if (target.literal) {
+    fix = "an operator allows it with " + cmd + " --allow-cidr " + target.host +
+          (target.literal->family == IpAddress::Family::kV6 ? "/128`" : "/32`");
+  } else if (reason.starts_with("denied by ")) {
+    fix = "an operator allows it with " + cmd + " --remove-domain " +
+          std::string(reason.substr(10)) + " --allow-domain " + target.host + "`";
+  } else {
+    fix = "an operator allows it with " + cmd + " --allow-domain " + target.host + "`";
+  }
+  std::string line = "agvisor egress policy of sandbox " + name + " refused " + where + " (" +
+                     std::string(reason) + "); " + fix;
+  for (char& c : line) {
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+  }
+  return line;
+}
+
 }  // namespace agvisor::egress

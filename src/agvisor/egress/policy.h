@@ -115,4 +115,14 @@ class EgressPolicy {
   std::set<std::uint16_t> ports_;
 };
 
+// The one line a refused request is answered with (issue 35, "denials an agent can act on"):
+// the destination, that agvisor's egress policy for `sandbox` refused it and why, and how an
+// operator allows it (`agvisor egress NAME --allow-domain X`, `--allow-port P`, `--allow-cidr
+// IP/32`, `--remove-domain X` for a deny rule), or that no rule can when the refusal is of the
+// address a name resolved to (loopback, metadata, the host: `resolved` true). `sandbox` is the
+// container name ("agvisor-" is dropped for the command); `reason` is the Verdict's. Printable
+// ASCII only (anything else becomes '?'), so it can also be an HTTP header's value. Pure.
+std::string RefusalAdvice(std::string_view sandbox, const Target& target, std::string_view reason,
+                          bool resolved = false);
+
 }  // namespace agvisor::egress

@@ -211,6 +211,34 @@ TEST(PolicyTest, RulesRoundTripThroughTheLabelEncoding) {
   EXPECT_EQ(*DecodeEgressRules("allow=;cidr=;ports=;deny="), EgressRules{});
 }
 
+TEST(PolicyTest, RefusalAdviceNamesTheRuleThatWouldAllowIt) {
+  const EgressPolicy p = Make({"pypi.org"}, {}, {}, {"evil.pypi.org"});
+  auto advice = [&](const Target& t) {
+    return RefusalAdvice("agvisor-box", t, p.Decide(t).reason);
+  };
+  EXPECT_EQ(advice(Name("example.com")),
+            "agvisor egress policy of sandbox box refused example.com:443 (no rule allows "
+            "example.com); an operator allows it with `agvisor egress box --allow-domain "
+            "example.com`");
+  EXPECT_NE(advice(Name("pypi.org", 8080)).find("`agvisor egress box --allow-port 8080`"),
+            std::string::npos);
+  EXPECT_NE(advice(Literal("203.0.113.7")).find("`agvisor egress box --allow-cidr 203.0.113.7/32`"),
+            std::string::npos);
+  EXPECT_NE(advice(Name("evil.pypi.org"))
+                .find("`agvisor egress box --remove-domain evil.pypi.org --allow-domain "
+                      "evil.pypi.org`"),
+            std::string::npos);
+  // A name that resolved to a refused address: no rule opens it, and the line says so.
+  const std::string resolved = RefusalAdvice("agvisor-box", Name("pypi.org"),
+                                             "resolves to a refused address: 127.0.0.1 is loopback",
+                                             /*resolved=*/true);
+  EXPECT_NE(resolved.find("no egress rule opens that address"), std::string::npos) << resolved;
+  EXPECT_EQ(resolved.find("--allow"), std::string::npos) << resolved;
+  // One printable line, fit for a header, whatever the reason carried.
+  const std::string odd = RefusalAdvice("x", Name("a.test"), "bad\r\nX-Injected: 1\x80");
+  EXPECT_EQ(odd.find_first_of("\r\n\x80"), std::string::npos) << odd;
+}
+
 TEST(PolicyTest, MalformedRuleLabelsAreRefused) {
   for (const char* bad : {"", "allow=a", "allow=a;cidr=;ports=0;deny=", "cidr=;allow=;ports=;deny=",
                           "allow=;cidr=;ports=70000;deny=", "allow=;cidr=;ports=x;deny=",

@@ -102,6 +102,16 @@ std::string HttpRefusal(int status, std::string_view status_text, const std::str
          std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
+// A request agvisor's egress policy refused: 403 whose body and X-Agvisor-Egress header carry
+// the same one line (RefusalAdvice: what was refused, why, and how an operator allows it), so an
+// agent reading either learns it was the policy, not the network, and what to ask for.
+std::string PolicyRefusal(const std::string& advice) {
+  const std::string body = advice + "\n";
+  return "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nX-Agvisor-Egress: " + advice +
+         "\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+         body;
+}
+
 // Runs `on_expiry` (which closes or cancels the socket an operation waits on) when the time is up,
 // unless the Deadline was destroyed first. The handler may already be queued when the guarded
 // operation completes and the coroutine moves on or ends; `armed` (shared with the handler, and
@@ -588,7 +598,9 @@ class EgressProxy::Impl {
     if (!verdict.allowed) {
       d.reason = verdict.reason;
       Record(d);
-      if (!is_tls) co_await Reply(client, HttpRefusal(403, "Forbidden", d.reason));
+      if (!is_tls) {
+        co_await Reply(client, PolicyRefusal(RefusalAdvice(options_.sandbox, target, d.reason)));
+      }
       co_return;
     }
     // 3. Resolve (a literal resolves to itself), then check every address.
@@ -618,7 +630,10 @@ class EgressProxy::Impl {
       d.reason = lookup.addresses.empty() ? "resolves to no address"
                                           : "resolves to a refused address: " + refused.reason;
       Record(d);
-      if (!is_tls) co_await Reply(client, HttpRefusal(403, "Forbidden", d.reason));
+      if (!is_tls) {
+        co_await Reply(client, PolicyRefusal(RefusalAdvice(options_.sandbox, target, d.reason,
+                                                           /*resolved=*/true)));
+      }
       co_return;
     }
     // 4. Dial the first address that answers.

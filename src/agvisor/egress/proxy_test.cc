@@ -324,6 +324,15 @@ TEST_F(EgressProxyTest, DisallowedNamesAreRefusedAtOnceAndNeverResolved) {
   auto took = steady_clock::now() - start;
   EXPECT_NE(response.find("403 Forbidden"), std::string::npos) << response;
   EXPECT_NE(response.find("no rule allows evil.test"), std::string::npos) << response;
+  // An agent reads, in the header and the body, that the policy refused it and what allows it.
+  const std::string advice =
+      "agvisor egress policy of sandbox sb-test refused evil.test:" +
+      std::to_string(http_->port()) +
+      " (no rule allows evil.test); an operator allows it with `agvisor egress sb-test "
+      "--allow-domain evil.test`";
+  EXPECT_NE(response.find("\r\nX-Agvisor-Egress: " + advice + "\r\n"), std::string::npos)
+      << response;
+  EXPECT_TRUE(response.ends_with("\r\n\r\n" + advice + "\n")) << response;
   // The apex of a wildcard is not under it.
   EXPECT_NE(Get(HostPort("test", http_->port())).find("403"), std::string::npos);
   // TLS: the connection is closed without a handshake.
@@ -331,7 +340,12 @@ TEST_F(EgressProxyTest, DisallowedNamesAreRefusedAtOnceAndNeverResolved) {
   EXPECT_FALSE(TlsConnect(client_ctx_->get(), c.get(), "evil.test"));
   UniqueFd t = ConnectLoopback(proxy_->port());
   SendAll(t.get(), "CONNECT " + HostPort("x.evil.test", tls_->port()) + " HTTP/1.1\r\n\r\n");
-  EXPECT_NE(ReadAll(t.get()).find("403"), std::string::npos);
+  const std::string connect_refused = ReadAll(t.get());
+  EXPECT_NE(connect_refused.find("403"), std::string::npos);
+  EXPECT_NE(connect_refused.find("X-Agvisor-Egress: agvisor egress policy of sandbox sb-test "
+                                 "refused x.evil.test:"),
+            std::string::npos)
+      << connect_refused;
   // Bound (the 1 s): a refusal is a policy lookup (~1 ms here), made before any lookup;
   // waiting for the resolver would take 3 s or more (3x the bound). The bound is loose because
   // this machine may be busy with other builds.

@@ -346,6 +346,22 @@ TEST_F(McpTest, LibraryErrorsReadAsTheCliPrintsThem) {
   EXPECT_EQ(Text(r), "agvisor: image 'bad' is refused");
 }
 
+TEST_F(McpTest, CreateTakesSecretsByNameOnly) {
+  // Secrets by name only: the model names one of the operator's, never passes a value.
+  auto r = Tool("create_sandbox",
+                {{"egress", {{"allow_domains", {"api.example.com"}}}},
+                 {"secrets", {{{"name", "API_KEY"}, {"hosts", {"api.example.com"}}}}}});
+  ASSERT_FALSE(r.contains("isError")) << Text(r);
+  ASSERT_EQ(world_.created[0].secrets.size(), 1u);
+  EXPECT_EQ(world_.created[0].secrets[0].name, "API_KEY");
+  EXPECT_FALSE(world_.created[0].secrets[0].value.has_value());
+  r = Tool("create_sandbox",
+           {{"egress", {{"allow_domains", {"api.example.com"}}}},
+            {"secrets", {{{"name", "K"}, {"hosts", {"api.example.com"}}, {"value", "sk-x"}}}}});
+  EXPECT_TRUE(r.contains("isError")) << Text(r);
+  EXPECT_EQ(world_.created.size(), 1u);
+}
+
 TEST_F(McpTest, CreateTracksAndGivesADefaultLifetime) {
   auto r = Tool("create_sandbox", {{"memory", "512m"}, {"cpus", 0.5}});
   ASSERT_FALSE(r.contains("isError")) << Text(r);

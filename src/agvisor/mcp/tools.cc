@@ -120,6 +120,20 @@ Result<ToolResult> CreateSandbox(const json::object& a, CallContext& ctx) {
   if (const auto* e = a.if_contains("egress")) {
     spec.egress = AGVISOR_TRY(api::ParseEgressRulesJson(json::serialize(*e)));
   }
+  // By name only: the value is the operator's (agvisord's --secrets-file); a model never holds
+  // one, so none is taken from the arguments (the schema refuses a "value").
+  if (const auto* list = a.if_contains("secrets"); list && list->is_array()) {
+    for (const auto& e : list->as_array()) {
+      const auto& o = e.as_object();
+      SecretSpec sec;
+      if (auto v = Str(o, "name")) sec.name = *v;
+      if (const auto* hosts = o.if_contains("hosts"); hosts && hosts->is_array()) {
+        for (const auto& h : hosts->as_array()) sec.hosts.emplace_back(h.as_string());
+      }
+      if (auto v = Str(o, "header")) sec.header = *v;
+      spec.secrets.push_back(std::move(sec));
+    }
+  }
   auto created = AGVISOR_TRY(ctx.session.place().Create(spec));
   const std::string cname = created.handle->container_name();
   ctx.session.Track(cname, std::shared_ptr<client::SandboxHandle>(std::move(created.handle)));
@@ -378,7 +392,11 @@ const Tool kTools[] = {
     "allow_domains": {"type": "array", "items": {"type": "string"}, "description": "names it may reach, e.g. pypi.org, *.pythonhosted.org"},
     "allow_cidrs": {"type": "array", "items": {"type": "string"}, "description": "address blocks it may reach, e.g. 203.0.113.0/24"},
     "ports": {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 65535}, "description": "destination ports (default 80 and 443)"},
-    "deny_domains": {"type": "array", "items": {"type": "string"}, "description": "names never reached, even when allowed above"}}}}})js",
+    "deny_domains": {"type": "array", "items": {"type": "string"}, "description": "names never reached, even when allowed above"}}},
+  "secrets": {"type": "array", "description": "brokered secrets by name, from the operator's secrets file on agvisord's host (you never see or pass a value): the sandbox gets NAME=agvsec_<random>, and the egress enforcer puts the value into requests to the hosts (needs egress allowing them)", "items": {"type": "object", "additionalProperties": false, "required": ["name", "hosts"], "properties": {
+    "name": {"type": "string", "description": "the secret's name in the operator's file; also the sandbox's environment variable"},
+    "hosts": {"type": "array", "items": {"type": "string"}, "description": "exact host names it is sent to, e.g. api.openai.com"},
+    "header": {"type": "string", "description": "the header the value goes in (default Authorization: Bearer/token/Basic)"}}}}}})js",
      CreateSandbox},
     {"list_sandboxes",
      "List every agvisor sandbox on the host, running or not; 'this_session' marks the ones this "

@@ -10,6 +10,13 @@ namespace agvisor {
 
 inline constexpr std::string_view kAgentDir = "/.agvisor";
 inline constexpr std::string_view kAgentPath = "/.agvisor/agvisor-agent";
+// A sandbox with brokered secrets (docs/egress.md, "Secrets"): the sandbox CA's certificate
+// arrives in this env var; the agent writes it at start to the file NODE_EXTRA_CA_CERTS names
+// and, after the image's own trust store, to the bundle SSL_CERT_FILE names (both under
+// kAgentDir: the paths below), then drops the variable from its own environment.
+inline constexpr std::string_view kSandboxCaEnv = "AGVISOR_SANDBOX_CA";
+inline constexpr std::string_view kSandboxCaPath = "/.agvisor/sandbox-ca.pem";
+inline constexpr std::string_view kSandboxCaBundlePath = "/.agvisor/ca-bundle.pem";
 // The only capabilities a sandbox's processes may hold: every container starts from CapDrop ALL
 // and gets back these (docs/security.md, "Capabilities", says why each is kept and why Docker's
 // other defaults, FSETID, NET_RAW, MKNOD, SYS_CHROOT, AUDIT_WRITE, SETFCAP and SETPCAP, are not).

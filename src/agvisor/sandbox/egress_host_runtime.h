@@ -26,6 +26,7 @@ struct EgressNetworkInfo {
   std::string subnet;
   std::string container;  // the sandbox it is for
   std::string rules;      // egress::EncodeEgressRules text of its label
+  std::string secrets;    // EncodeSecretBindings text of its secrets label ("" = none)
 };
 
 // The sandbox firewall's hooks as one check found them.

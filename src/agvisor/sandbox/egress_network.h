@@ -23,6 +23,9 @@ namespace agvisor {
 inline constexpr std::string_view kLabelEgress = "agvisor.egress";
 // On the network: the container it was made for.
 inline constexpr std::string_view kLabelEgressSandbox = "agvisor.egress.sandbox";
+// The bindings of a sandbox's brokered secrets, without their values (EncodeSecretBindings,
+// spec.h): the enforcer finds the values its broker keeps by them.
+inline constexpr std::string_view kLabelEgressSecrets = "agvisor.egress.secrets";
 // The enforcer's ports on the gateway: an explicit proxy (HTTP_PROXY/HTTPS_PROXY point here;
 // CONNECT and absolute-form), and 80/443 for clients that ignore proxy variables and connect to
 // the address the in-sandbox resolver (udp 53) answered.

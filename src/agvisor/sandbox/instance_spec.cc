@@ -73,6 +73,17 @@ void ApplyEgressNetwork(InstanceSpec& i, const SandboxNetwork& net,
   i.labels[std::string(kLabelEgress)] = egress::EncodeEgressRules(rules);
 }
 
+void ApplyBrokeredSecrets(InstanceSpec& i, const BrokeredSecrets& b) {
+  for (const auto& [name, placeholder] : b.env) i.env.push_back(name + "=" + placeholder);
+  if (b.ca_pem.empty()) return;
+  i.env.push_back(std::string(kSandboxCaEnv) + "=" + b.ca_pem);
+  for (const char* var :
+       {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "GIT_SSL_CAINFO", "CURL_CA_BUNDLE"}) {
+    i.env.push_back(std::string(var) + "=" + std::string(kSandboxCaBundlePath));
+  }
+  i.env.push_back("NODE_EXTRA_CA_CERTS=" + std::string(kSandboxCaPath));
+}
+
 std::optional<std::int64_t> LifetimeEnd(const Labels& labels, std::int64_t created_unix) {
   auto it = labels.find(std::string(kLabelLifetime));
   if (it == labels.end() || it->second.empty() || created_unix <= 0 ||

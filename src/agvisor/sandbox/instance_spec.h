@@ -62,6 +62,13 @@ Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDe
 // pool member's lifetime is set again when it is handed out (Sandbox::SetDeadlines), which no
 // label records: false for those (their agent ends them when they thaw), as for sandboxes
 // without a lifetime or a creation time.
+// Gives the instance its brokered secrets (after ApplyEgressNetwork): each secret's
+// placeholder in its env var, the sandbox CA for the agent to install (kSandboxCaEnv) and the
+// trust variables pointing at what it installs: SSL_CERT_FILE, REQUESTS_CA_BUNDLE, PIP_CERT,
+// GIT_SSL_CAINFO, CURL_CA_BUNDLE at the combined bundle, NODE_EXTRA_CA_CERTS at the CA alone.
+// Never a value: the broker keeps those.
+void ApplyBrokeredSecrets(InstanceSpec& instance, const BrokeredSecrets& brokered);
+
 bool LifetimeOver(const Labels& labels, std::int64_t created_unix, std::int64_t now_unix);
 // The first second (host clock) at which LifetimeOver holds; nullopt when it never does.
 std::optional<std::int64_t> LifetimeEnd(const Labels& labels, std::int64_t created_unix);

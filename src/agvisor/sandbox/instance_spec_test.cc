@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "agvisor/docker/codec.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
 
@@ -162,6 +164,28 @@ TEST(InstanceSpecTest, Egress) {
   spec.egress = egress::EgressRules{.allow_domains = {"example.com"}, .ports = {443}};
   SandboxNetwork net{.name = "agvisor-0123abcd-egress", .gateway = "172.19.0.1"};
   EXPECT_EQ(Body(spec, Decide(spec), net), kEgress);
+}
+
+TEST(InstanceSpecTest, BrokeredSecretsAreTheirPlaceholdersAndTheCaNeverTheValue) {
+  SandboxSpec spec;
+  spec.egress = egress::EgressRules{.allow_domains = {"api.example.com"}};
+  spec.secrets = {{.name = "API_KEY", .hosts = {"api.example.com"}}};
+  auto i = BuildInstanceSpec(spec, Decide(spec));
+  ASSERT_TRUE(i.ok());
+  ApplyEgressNetwork(*i, SandboxNetwork{.name = "n", .gateway = "172.19.0.1"}, *spec.egress);
+  ApplyBrokeredSecrets(*i, BrokeredSecrets{.env = {{"API_KEY", "agvsec_0123"}},
+                                           .ca_pem = "-----BEGIN CERTIFICATE-----\nX\n"});
+  auto has = [&](const std::string& kv) {
+    return std::find(i->env.begin(), i->env.end(), kv) != i->env.end();
+  };
+  EXPECT_TRUE(has("API_KEY=agvsec_0123"));
+  EXPECT_TRUE(has("AGVISOR_SANDBOX_CA=-----BEGIN CERTIFICATE-----\nX\n"));
+  for (const char* var :
+       {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "GIT_SSL_CAINFO", "CURL_CA_BUNDLE"}) {
+    EXPECT_TRUE(has(std::string(var) + "=/.agvisor/ca-bundle.pem")) << var;
+  }
+  EXPECT_TRUE(has("NODE_EXTRA_CA_CERTS=/.agvisor/sandbox-ca.pem"));
+  EXPECT_TRUE(has("HTTPS_PROXY=http://172.19.0.1:3128"));  // the proxy's are kept
 }
 
 TEST(InstanceSpecTest, DesktopAndDiskCap) {

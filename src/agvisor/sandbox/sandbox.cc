@@ -255,6 +255,13 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
   AGVISOR_RETURN_IF_ERROR(ValidateSpec(spec));
   AGVISOR_RETURN_IF_ERROR(CheckRuntimeFor(runtime, spec.host));
   if (spec.egress) AGVISOR_RETURN_IF_ERROR(runtime->CheckEgressSupport());
+  if (!spec.secrets.empty() && !spec.brokered) {
+    return Error::Unsupported(
+        "secrets are brokered by agvisord's egress enforcer, which keeps their values out of the "
+        "sandbox; this create runs in process without it. Start agvisord on the Docker host "
+        "(`agvisord &`, as root) and create through it: `agvisor --server unix:///run/"
+        "agvisord.sock create ...`, or agvisor.connect() in Python");
+  }
   // gVisor only, decided from the runtime's binary, before anything is made on the host.
   const std::string cname = ContainerNameFor(spec.name ? *spec.name : RandomSuffix());
   InstanceDecisions decisions;
@@ -428,9 +435,12 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
           AGVISOR_TRY(egress::EgressPolicy::Create(*spec.egress)).Rules();
       // Named before it is asked for: it may be made and then found without an enforcer.
       leftovers.network = cname;
+      Labels net_labels = spec.labels;
+      if (spec.brokered) net_labels[std::string(kLabelEgressSecrets)] = spec.brokered->label;
       const SandboxNetwork net =
-          AGVISOR_TRY(runtime->EnsureEgressNetwork(cname, rules, spec.labels));
+          AGVISOR_TRY(runtime->EnsureEgressNetwork(cname, rules, net_labels));
       ApplyEgressNetwork(instance, net, rules);
+      if (spec.brokered) ApplyBrokeredSecrets(instance, *spec.brokered);
     }
     // At most a few starts at once per host, the rest queued (start_gate.h): past that the
     // runtime slows every start down. Held until the handshake is done.

@@ -90,6 +90,20 @@ TEST_F(SandboxCreateUnitTest, EachRuntimeObjectKeepsItsOwnBookkeeping) {
   EXPECT_EQ(other->start_gate().stats().admitted, 2u);
 }
 
+// The in-process library has no enforcer to hold a secret's value: a create with secrets that
+// no broker (agvisord's) took is refused before anything is made, saying how to start agvisord.
+TEST_F(SandboxCreateUnitTest, SecretsWithoutABrokerAreRefusedNamingAgvisord) {
+  SandboxSpec spec;
+  spec.egress = egress::EgressRules{.allow_domains = {"api.example.com"}};
+  spec.secrets = {{.name = "API_KEY", .hosts = {"api.example.com"}, .value = "sk-live"}};
+  auto sb = Sandbox::Create(rt_, spec);
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(sb.error().message().find("Start agvisord"), std::string::npos) << sb.error().message();
+  EXPECT_EQ(sb.error().message().find("sk-live"), std::string::npos);
+  EXPECT_EQ(rt_->CallCount("CreateAndStart"), 0);
+}
+
 TEST_F(SandboxCreateUnitTest, InvalidSpecsAreRefusedBeforeTheRuntimeIsAskedAnything) {
   std::vector<std::pair<std::string, SandboxSpec>> bad;
   bad.emplace_back("name", Named("Bad Name!"));

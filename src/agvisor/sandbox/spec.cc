@@ -1,11 +1,14 @@
 #include "agvisor/sandbox/spec.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
 
+#include "agvisor/egress/secrets.h"
 #include "agvisor/sandbox/snapshot.h"
 
 namespace agvisor {
@@ -267,6 +270,16 @@ Result<void> ValidateSpec(const SandboxSpec& s) {
     auto policy = egress::EgressPolicy::Create(*s.egress);
     if (!policy.ok()) return policy.error().WithContext("egress policy");
   }
+  AGVISOR_RETURN_IF_ERROR(ValidateSecrets(s.secrets, s.egress));
+  if (s.brokered) {
+    bool matches = s.brokered->env.size() == s.secrets.size();
+    for (std::size_t i = 0; matches && i < s.secrets.size(); ++i) {
+      matches = s.brokered->env[i].first == s.secrets[i].name;
+    }
+    if (!matches) {
+      return Error::InvalidArgument("brokered secrets do not match the spec's secrets");
+    }
+  }
   if (s.name) AGVISOR_RETURN_IF_ERROR(ValidateName(*s.name));
   AGVISOR_RETURN_IF_ERROR(ValidateLabels(s.labels));
   if (s.warm_shells < 0 || s.warm_shells > kMaxWarmShells) {
@@ -290,6 +303,136 @@ Result<void> ValidateSpec(const SandboxSpec& s) {
         "sandbox a name (or use destroy, which ends an anonymous one for good)");
   }
   return Ok();
+}
+
+namespace {
+
+// Variables agvisor itself sets in a sandbox (the proxy's, the CA bundle's) or that would change
+// how every program runs: a secret may not take their name.
+bool ReservedEnvName(std::string_view n) {
+  static constexpr std::string_view kReserved[] = {"HTTP_PROXY",
+                                                   "HTTPS_PROXY",
+                                                   "NO_PROXY",
+                                                   "ALL_PROXY",
+                                                   "SSL_CERT_FILE",
+                                                   "SSL_CERT_DIR",
+                                                   "REQUESTS_CA_BUNDLE",
+                                                   "PIP_CERT",
+                                                   "GIT_SSL_CAINFO",
+                                                   "CURL_CA_BUNDLE",
+                                                   "NODE_EXTRA_CA_CERTS",
+                                                   "PATH",
+                                                   "HOME",
+                                                   "USER",
+                                                   "SHELL",
+                                                   "TERM"};
+  for (std::string_view r : kReserved) {
+    if (n == r) return true;
+  }
+  return n.starts_with("AGVISOR_") || n.starts_with("LD_");
+}
+
+}  // namespace
+
+Result<void> ValidateSecrets(const std::vector<SecretSpec>& secrets,
+                             const std::optional<egress::EgressRules>& egress) {
+  if (secrets.empty()) return Ok();
+  if (!egress) {
+    return Error::InvalidArgument(
+        "secrets need an egress policy: the enforcer that puts a secret's value into requests "
+        "is the egress policy's (allow each secret's hosts: --allow-domain HOST)");
+  }
+  if (secrets.size() > kMaxSecrets) {
+    return Error::InvalidArgument("at most " + std::to_string(kMaxSecrets) +
+                                  " secrets per sandbox, got " + std::to_string(secrets.size()));
+  }
+  // The secret's own rules are the enforcer's (egress::ValidateSecret): checked on a copy with
+  // a placeholder of each its own (the broker makes the real ones) and, for a secret given by
+  // name, a stand-in value (the operator's file has the real one).
+  std::vector<egress::BrokeredSecret> probes;
+  for (std::size_t i = 0; i < secrets.size(); ++i) {
+    const std::string index = std::to_string(i);
+    probes.push_back({.name = secrets[i].name,
+                      .value = secrets[i].value.value_or("x"),
+                      .placeholder = std::string(egress::kPlaceholderPrefix) +
+                                     std::string(32 - index.size(), '0') + index,
+                      .hosts = secrets[i].hosts,
+                      .header = secrets[i].header});
+  }
+  AGVISOR_RETURN_IF_ERROR(egress::ValidateSecrets(probes));
+  const auto policy = AGVISOR_TRY(egress::EgressPolicy::Create(*egress));
+  for (std::size_t i = 0; i < secrets.size(); ++i) {
+    const SecretSpec& sec = secrets[i];
+    const std::string what = "secret " + sec.name;
+    if (ReservedEnvName(sec.name)) {
+      return Error::InvalidArgument(what +
+                                    ": that variable is agvisor's or the system's own "
+                                    "(proxy, CA bundle, PATH, AGVISOR_*, LD_*); pick another name");
+    }
+    for (const std::string& h : sec.hosts) {
+      // The bindings travel in a label and the CA names them: one spelling of each.
+      if (std::find(probes[i].hosts.begin(), probes[i].hosts.end(), h) == probes[i].hosts.end()) {
+        return Error::InvalidArgument(what + ": host " + Quote(h.substr(0, 255)) +
+                                      " is not in canonical form (lower case, no trailing dot)");
+      }
+      const egress::Verdict v = policy.Decide(egress::Target{.host = h, .port = 443});
+      if (!v.allowed) {
+        return Error::InvalidArgument(what + ": host " + h +
+                                      " is not allowed by the egress policy (" + v.reason +
+                                      "): allow it too (--allow-domain " + h + ")");
+      }
+    }
+  }
+  return Ok();
+}
+
+std::string EncodeSecretBindings(const std::vector<SecretBinding>& bindings) {
+  std::string out;
+  for (const SecretBinding& b : bindings) {
+    if (!out.empty()) out += ';';
+    out += b.name + "|" + b.placeholder + "|";
+    for (std::size_t i = 0; i < b.hosts.size(); ++i) out += (i ? "," : "") + b.hosts[i];
+    out += "|" + b.header + "|" + (b.from_operator ? "operator" : "caller");
+  }
+  return out;
+}
+
+Result<std::vector<SecretBinding>> DecodeSecretBindings(std::string_view label) {
+  std::vector<SecretBinding> out;
+  auto bad = [] { return Error::InvalidArgument("malformed secret bindings label"); };
+  std::size_t pos = 0;
+  while (pos < label.size()) {
+    std::size_t end = label.find(';', pos);
+    if (end == std::string_view::npos) end = label.size();
+    std::string_view one = label.substr(pos, end - pos);
+    std::vector<std::string_view> parts;
+    std::size_t p = 0;
+    while (true) {
+      std::size_t bar = one.find('|', p);
+      parts.push_back(one.substr(p, bar == std::string_view::npos ? one.size() - p : bar - p));
+      if (bar == std::string_view::npos) break;
+      p = bar + 1;
+    }
+    if (parts.size() != 5 || parts[0].empty() || parts[1].empty() || parts[2].empty() ||
+        (parts[4] != "caller" && parts[4] != "operator")) {
+      return bad();
+    }
+    SecretBinding b{.name = std::string(parts[0]),
+                    .placeholder = std::string(parts[1]),
+                    .header = std::string(parts[3]),
+                    .from_operator = parts[4] == "operator"};
+    std::size_t h = 0;
+    while (h <= parts[2].size()) {
+      std::size_t comma = parts[2].find(',', h);
+      if (comma == std::string_view::npos) comma = parts[2].size();
+      if (comma == h) return bad();
+      b.hosts.emplace_back(parts[2].substr(h, comma - h));
+      h = comma + 1;
+    }
+    out.push_back(std::move(b));
+    pos = end + 1;
+  }
+  return out;
 }
 
 Result<void> ValidateDeadlines(std::optional<std::int64_t> lifetime,

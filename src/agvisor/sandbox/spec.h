@@ -12,6 +12,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "agvisor/base/error.h"
 #include "agvisor/egress/policy.h"
@@ -37,6 +39,33 @@ inline constexpr std::string_view kDefaultPlatform = "systrap";
 inline constexpr std::string_view kPlatformPtrace = "ptrace";
 // The prefix of every sandbox's container and volume name.
 inline constexpr std::string_view kNamePrefix = "agvisor-";
+
+// A brokered secret (docs/egress.md, "Secrets"): the sandbox sees only a placeholder in env
+// `name`; agvisord's egress enforcer puts the value in for requests to `hosts` (in the header
+// `header`, or Authorization's Bearer/token/Basic user or password when ""). The value never
+// enters the sandbox, a label, a container env var, a log line or a state file.
+struct SecretSpec {
+  std::string name;                // the env var inside (egress::ValidateSecret's rule)
+  std::vector<std::string> hosts;  // exact names in canonical form, each allowed by the policy
+  std::string header;              // "" = Authorization; else a header name ("x-api-key")
+  // The caller's value (read by the caller from its own file; it travels only over agvisord's
+  // authenticated API). Unset: the operator's secrets file on agvisord's host, by `name` (what
+  // MCP and any caller that must not hold the value use).
+  std::optional<std::string> value;
+  bool operator==(const SecretSpec&) const = default;
+};
+inline constexpr std::size_t kMaxSecrets = 16;  // per sandbox
+
+// What a sandbox gets for its secrets once a broker (agvisord's, client::InProcess with a
+// SecretBroker) holds their values: set by the broker only, never by a caller or a codec.
+struct BrokeredSecrets {
+  std::vector<std::pair<std::string, std::string>> env;  // NAME -> agvsec_<random>
+  std::string ca_pem;  // the sandbox CA's certificate, installed by the agent at start
+  // The network label that names the bindings (EncodeSecretBindings): how the enforcer finds
+  // them when it serves the sandbox's network, and rebinds the operator's after a restart.
+  std::string label;
+  bool operator==(const BrokeredSecrets&) const = default;
+};
 
 // Resource limits, enforced by gVisor and the host's cgroups.
 struct Limits {
@@ -104,6 +133,12 @@ struct SandboxSpec {
   // of its own (Docker: runsc-ptrace, which scripts/setup-host registers); recorded on the
   // sandbox (label agvisor.platform) and reported by ls and inspect.
   std::string platform;
+  // Brokered secrets (docs/egress.md, "Secrets"): need an egress policy that allows each
+  // secret's hosts, and agvisord (the in-process library refuses them: kUnsupported saying how
+  // to start it).
+  std::vector<SecretSpec> secrets;
+  // Set by the secret broker from `secrets` (never by a caller): the placeholders and the CA.
+  std::optional<BrokeredSecrets> brokered;
 };
 
 // Sizes in Docker's syntax: a number (decimals allowed) with an optional b/k/m/g/t suffix (case
@@ -130,6 +165,38 @@ Result<void> ValidateNetwork(std::string_view network);
 Result<void> ValidateLabels(const std::map<std::string, std::string>& labels);
 Result<void> ValidatePlatform(std::string_view platform);  // "", "systrap" or "ptrace"
 Result<void> ValidateSpec(const SandboxSpec& spec);
+// The secrets of a spec against its policy (ValidateSpec runs it): each as the enforcer takes
+// it (egress::ValidateSecret: name, value when given, hosts, header; no repeats), none named
+// like a variable agvisor or the system sets, hosts in canonical form and allowed by the policy
+// on 443, at most kMaxSecrets. kInvalidArgument naming the secret (never its value) and the fix.
+Result<void> ValidateSecrets(const std::vector<SecretSpec>& secrets,
+                             const std::optional<egress::EgressRules>& egress);
+
+// The bindings of brokered secrets as a network label, without their values:
+// "NAME|PLACEHOLDER|HOST,HOST|HEADER|SOURCE;..." (SOURCE "caller" or "operator"). Round-trips
+// through DecodeSecretBindings (kInvalidArgument for anything else).
+struct SecretBinding {
+  std::string name;
+  std::string placeholder;
+  std::vector<std::string> hosts;
+  std::string header;
+  bool from_operator = false;  // the value is the operator's file's, by name
+  bool operator==(const SecretBinding&) const = default;
+};
+std::string EncodeSecretBindings(const std::vector<SecretBinding>& bindings);
+Result<std::vector<SecretBinding>> DecodeSecretBindings(std::string_view label);
+
+// The broker of brokered secrets: agvisord's (server/secret_vault.h), handed to its in-process
+// place (client::InProcess). Broker resolves the values (a caller's, or the operator's file by
+// name), makes the placeholders and the sandbox CA, and keeps them for the enforcer that will
+// serve the sandbox's network; Release forgets them when the create did not make a sandbox.
+// Errors: kNotFound (no such secret in the operator's file), kInvalidArgument.
+class SecretBroker {
+ public:
+  virtual ~SecretBroker() = default;
+  virtual Result<BrokeredSecrets> Broker(const std::vector<SecretSpec>& secrets) = 0;
+  virtual void Release(const BrokeredSecrets& brokered) = 0;
+};
 // A sandbox's deadlines, at create (ValidateSpec), when a pool hands a member out
 // (Pool::Acquire) and when they are set again (Sandbox::SetDeadlines): each > 0 seconds, or
 // unset for none. kInvalidArgument naming the value.

@@ -5,6 +5,8 @@
 
 #include <limits>
 
+#include "agvisor/egress/secrets.h"
+
 namespace agvisor {
 namespace {
 
@@ -168,6 +170,84 @@ TEST(SpecTest, EgressCidrOverEveryAddressIsRefused) {
   }
   s.egress = egress::EgressRules{.allow_domains = {"pypi.org"}, .allow_cidrs = {"10.0.0.0/8"}};
   EXPECT_TRUE(ValidateSpec(s).ok());
+}
+
+SandboxSpec WithSecret(SecretSpec secret) {
+  SandboxSpec s;
+  s.egress = egress::EgressRules{.allow_domains = {"api.example.com", "*.git.example"}};
+  s.secrets = {std::move(secret)};
+  return s;
+}
+
+TEST(SpecTest, SecretsNeedAPolicyThatAllowsTheirHosts) {
+  SecretSpec ok{.name = "API_KEY", .hosts = {"api.example.com"}, .value = "v"};
+  EXPECT_TRUE(ValidateSpec(WithSecret(ok)).ok());
+  // By name (the operator's file): no value.
+  EXPECT_TRUE(ValidateSpec(WithSecret({.name = "TOKEN", .hosts = {"x.git.example"}})).ok());
+  auto refused = [](SandboxSpec s, std::string_view words) {
+    auto r = ValidateSpec(s);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(r.error().message().find(words), std::string::npos) << r.error().message();
+  };
+  SandboxSpec no_policy = WithSecret(ok);
+  no_policy.egress.reset();
+  refused(no_policy, "secrets need an egress policy");
+  refused(WithSecret({.name = "K", .hosts = {"other.example"}, .value = "v"}),
+          "host other.example is not allowed by the egress policy (no rule allows "
+          "other.example): allow it too (--allow-domain other.example)");
+  refused(WithSecret({.name = "K", .hosts = {"*.git.example"}, .value = "v"}), "exact names");
+  refused(WithSecret({.name = "K", .hosts = {"API.example.com"}, .value = "v"}), "canonical");
+  refused(WithSecret({.name = "K", .hosts = {}, .value = "v"}), "bind it to 1..");
+  refused(WithSecret({.name = "A-B", .hosts = {"api.example.com"}}), "letters, digits and '_'");
+  refused(WithSecret({.name = "1K", .hosts = {"api.example.com"}}), "not starting with a digit");
+  refused(WithSecret({.name = "SSL_CERT_FILE", .hosts = {"api.example.com"}}), "agvisor's");
+  refused(WithSecret({.name = "AGVISOR_X", .hosts = {"api.example.com"}}), "agvisor's");
+  refused(WithSecret({.name = "LD_PRELOAD", .hosts = {"api.example.com"}}), "agvisor's");
+  refused(WithSecret({.name = "K", .hosts = {"api.example.com"}, .header = "Host"}),
+          "frames or routes");
+  refused(WithSecret({.name = "K", .hosts = {"api.example.com"}, .header = "x key"}),
+          "not an HTTP header name");
+  // A value that would break out of its header; the message never quotes it.
+  auto r = ValidateSpec(
+      WithSecret({.name = "K", .hosts = {"api.example.com"}, .value = "sk-1\r\nX-Evil: 1"}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message().find("sk-1"), std::string::npos) << r.error().message();
+  refused(WithSecret({.name = "K", .hosts = {"api.example.com"}, .value = ""}), "1..8192 bytes");
+  refused(WithSecret({.name = "K",
+                      .hosts = {"api.example.com"},
+                      .value = std::string(egress::kMaxSecretValueBytes + 1, 'a')}),
+          "1..8192 bytes");
+  SandboxSpec twice = WithSecret(ok);
+  twice.secrets.push_back(ok);
+  refused(twice, "secret API_KEY is given twice");
+  // An address is never a secret's host, even one a CIDR rule allows.
+  SandboxSpec literal = WithSecret({.name = "K", .hosts = {"203.0.113.7"}});
+  literal.egress->allow_cidrs = {"203.0.113.0/24"};
+  refused(literal, "IP address");
+  // A broker's answer must match the spec's secrets.
+  SandboxSpec brokered = WithSecret(ok);
+  brokered.brokered = BrokeredSecrets{.env = {{"OTHER", "agvsec_0"}}};
+  refused(brokered, "do not match");
+}
+
+TEST(SpecTest, SecretBindingsRoundTripThroughTheirLabelWithoutValues) {
+  const std::vector<SecretBinding> b = {
+      {.name = "A", .placeholder = "agvsec_01", .hosts = {"a.example", "b.example"}},
+      {.name = "B",
+       .placeholder = "agvsec_02",
+       .hosts = {"c.example"},
+       .header = "x-api-key",
+       .from_operator = true}};
+  const std::string label = EncodeSecretBindings(b);
+  EXPECT_EQ(label,
+            "A|agvsec_01|a.example,b.example||caller;B|agvsec_02|c.example|x-api-key|operator");
+  EXPECT_EQ(*DecodeSecretBindings(label), b);
+  EXPECT_TRUE(DecodeSecretBindings("").ok());
+  for (const char* bad :
+       {"A|p|h||x", "A|p|h|", "A||h||caller", "A|p|a,,b||caller", "A|p|||caller"}) {
+    EXPECT_FALSE(DecodeSecretBindings(bad).ok()) << bad;
+  }
 }
 
 }  // namespace

@@ -38,6 +38,7 @@
 #include "agvisor/server/egress_host.h"
 #include "agvisor/server/log.h"
 #include "agvisor/server/mcp_route.h"
+#include "agvisor/server/secret_vault.h"
 #include "agvisor/server/server.h"
 #include "agvisor/server/service.h"
 
@@ -151,6 +152,7 @@ int DaemonMain(int argc, char** argv) {
   std::string egress_resolver, egress_state_dir, egress_upstream_ca;
   int egress_idle_timeout = 300;
   bool no_egress = false;
+  std::string secrets_file;
   bool console = false;
   bool check_only = false;
   std::string snapshot_repository(kDefaultSnapshotRepository);
@@ -226,6 +228,10 @@ int DaemonMain(int argc, char** argv) {
                  "seconds an egress tunnel may move no byte either way before it is closed "
                  "(default 300; 0 = never)")
       ->check(CLI::Range(0, 86400));
+  app.add_option("--secrets-file", secrets_file,
+                 "brokered secrets callers and MCP may name without their values, one NAME=VALUE "
+                 "a line (mode 0600, owned by agvisord's user; read once at start; docs/egress.md, "
+                 "\"Secrets\")");
   app.add_option("--snapshot-repository", snapshot_repository,
                  "the repository snapshots and forks are made in, as REPOSITORY:TAG; `create "
                  "--image snapshot:TAG` starts from one (default agvisor/snapshot; under "
@@ -332,7 +338,17 @@ int DaemonMain(int argc, char** argv) {
   }
   // Every door of the daemon (the API's routes, the desktop gateway, /mcp) reaches sandboxes
   // through this one place and its one set of handles.
-  auto sandboxes = std::make_shared<client::HandleCache>(client::InProcess(docker_host));
+  // Brokered secrets: the operator's file (by name), and the broker every create passes.
+  std::map<std::string, std::string> operator_secrets;
+  if (!secrets_file.empty()) {
+    auto read = ReadOperatorSecrets(secrets_file);
+    if (!read.ok()) return fail(read.error().WithContext("--secrets-file"));
+    operator_secrets = std::move(*read);
+    LogEvent("info", "secrets file read",
+             {{"path", secrets_file}, {"secrets", std::to_string(operator_secrets.size())}});
+  }
+  auto vault = std::make_shared<SecretVault>(std::move(operator_secrets));
+  auto sandboxes = std::make_shared<client::HandleCache>(client::InProcess(docker_host, vault));
   if (desktop_key) {
     auto mounted = MountDesktopGateway(**server, gateway::GatewayOptions{
                                                      .key = *desktop_key,
@@ -404,6 +420,11 @@ int DaemonMain(int argc, char** argv) {
     }
     eo.caps = ComputeEgressCaps(open_files);
     eo.idle_timeout = std::chrono::seconds(egress_idle_timeout);
+    eo.vault = vault;
+    eo.on_new_ca = [installer = std::make_shared<CaInstaller>(sandboxes)](
+                       const std::string& container, const std::string& pem) {
+      installer->Install(container, pem);
+    };
     eo.state_dir = !egress_state_dir.empty() ? egress_state_dir
                    : ::geteuid() == 0        ? "/var/lib/agvisor/egress"
                                              : "";

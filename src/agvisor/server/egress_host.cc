@@ -243,6 +243,7 @@ Result<void> EgressHost::Reconcile() {
       retry_after_[n.id] = std::chrono::steady_clock::now() + kRetryPause;
       continue;
     }
+    ClaimSecrets(n);
     const std::string container = n.container;
     const std::string id = n.id;
     if (auto served = Serve(container, Served{std::move(n), *rules, nullptr}); !served.ok()) {
@@ -260,9 +261,42 @@ Result<void> EgressHost::Reconcile() {
     }
     Drop(it->second);
     log_->Forget(it->first);
+    secrets_.erase(it->first);  // a caller's values go with the sandbox's network
     it = served_.erase(it);
   }
   return Ok();
+}
+
+void EgressHost::ClaimSecrets(const EgressNetworkInfo& n) {
+  if (n.secrets.empty() || !options_.vault) {
+    if (options_.vault) secrets_.erase(n.container);  // a new network of that name, without
+    return;
+  }
+  auto claimed = options_.vault->Claim(n.secrets, n.container);
+  if (!claimed) {
+    secrets_.erase(n.container);
+    LogEvent("error", "egress: the sandbox's secret bindings cannot be read; none is brokered",
+             {{"sandbox", n.container}});
+    return;
+  }
+  for (const std::string& name : claimed->missing) {
+    LogEvent("warn",
+             "egress: a secret its caller passed is gone with agvisord's restart; the sandbox's "
+             "placeholder now reaches its hosts unchanged (create the sandbox again)",
+             {{"sandbox", n.container}, {"secret", name}});
+  }
+  if (claimed->secrets.empty()) {
+    secrets_.erase(n.container);
+    return;
+  }
+  if (claimed->new_ca) {
+    LogEvent("info",
+             "egress: the operator's secrets of a sandbox made before agvisord's restart are "
+             "brokered again, with a new sandbox CA",
+             {{"sandbox", n.container}, {"secrets", std::to_string(claimed->secrets.size())}});
+    if (options_.on_new_ca) options_.on_new_ca(n.container, claimed->ca->cert_pem());
+  }
+  secrets_[n.container] = Secrets{std::move(claimed->secrets), std::move(claimed->ca)};
 }
 
 Result<void> EgressHost::Serve(const std::string& container, Served s) {

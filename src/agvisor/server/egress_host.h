@@ -42,6 +42,7 @@
 #include "agvisor/egress/policy.h"
 #include "agvisor/egress/proxy.h"
 #include "agvisor/sandbox/egress_host_runtime.h"
+#include "agvisor/server/secret_vault.h"
 
 namespace agvisor {
 namespace server {
@@ -80,6 +81,13 @@ struct EgressHostOptions {
   // Extra CA certificates (PEM) that upstreams of intercepted connections (brokered secrets)
   // are verified against, besides the system trust store (egress::ProxyOptions::upstream_ca_pem).
   std::string upstream_ca_pem;
+  // agvisord's broker of brokered secrets: a network whose bindings label names secrets gets
+  // those the vault holds for it (ClaimSecrets). Null: none are brokered.
+  std::shared_ptr<SecretVault> vault;
+  // Called (on the reconcile thread, without locks held by the caller's work) with the new CA
+  // of a sandbox whose operator's secrets were brokered again after a restart, for agvisord to
+  // install it in the sandbox.
+  std::function<void(const std::string& container, const std::string& ca_pem)> on_new_ca;
 };
 
 // One sandbox's egress counters, for the metrics route: decisions since its enforcer started
@@ -129,6 +137,8 @@ class EgressHost {
   };
   EgressHost(std::unique_ptr<EgressHostRuntime> runtime, EgressHostOptions options);
   Result<void> Serve(const std::string& container, Served s);
+  // Under mu_: the secrets of network `n` from the vault into secrets_ (or none).
+  void ClaimSecrets(const EgressNetworkInfo& n);
   void Drop(Served& s);
   // Deletes live-change files of networks that no longer exist.
   void ClearStaleState();

@@ -12,6 +12,7 @@
 
 #include "agvisor/sandbox/docker_runtime/egress_host.h"
 #include "agvisor/sandbox/egress_network.h"
+#include "agvisor/server/secret_vault.h"
 
 namespace agvisor::server {
 namespace {
@@ -171,6 +172,78 @@ TEST(FirewallStateTest, WrittenAndReadBackThroughTheTestPath) {
   ::unsetenv("AGVISOR_FIREWALL_STATE");
   std::filesystem::remove(path);
   EXPECT_EQ(FirewallStatePath(), std::string(kFirewallStateFile));
+}
+
+TEST(SecretVaultTest, TheOperatorsFileIsNameEqualsValueLinesAndErrorsNeverQuoteAValue) {
+  auto parsed = ParseOperatorSecrets("# comment\n\nGITHUB_TOKEN=ghp_x=y\r\nAPI_KEY=sk 1\n");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().ToString();
+  EXPECT_EQ(*parsed,
+            (std::map<std::string, std::string>{{"GITHUB_TOKEN", "ghp_x=y"}, {"API_KEY", "sk 1"}}));
+  auto no_eq = ParseOperatorSecrets("A=1\nsk-secret-value\n");
+  ASSERT_FALSE(no_eq.ok());
+  EXPECT_NE(no_eq.error().message().find("line 2"), std::string::npos);
+  EXPECT_EQ(no_eq.error().message().find("sk-secret"), std::string::npos);
+  EXPECT_FALSE(ParseOperatorSecrets("A=1\nA=2\n").ok());
+  EXPECT_FALSE(ParseOperatorSecrets("A=\n").ok());  // empty value
+}
+
+TEST(SecretVaultTest, OperatorSecretsFileMustBePrivate) {
+  const std::string path = ::testing::TempDir() + "/agvisor-secrets-" + std::to_string(::getpid());
+  std::ofstream(path) << "A=1\n";
+  std::filesystem::permissions(path, std::filesystem::perms(0644));
+  auto open = ReadOperatorSecrets(path);
+  ASSERT_FALSE(open.ok());
+  EXPECT_EQ(open.error().code(), ErrorCode::kPermissionDenied);
+  std::filesystem::permissions(path, std::filesystem::perms(0600));
+  EXPECT_TRUE(ReadOperatorSecrets(path).ok());
+  std::filesystem::remove(path);
+}
+
+TEST(SecretVaultTest, BrokeredSecretsAreClaimedOnceAndOnlyTheOperatorsOutliveARestart) {
+  const std::map<std::string, std::string> file = {{"GIT_TOKEN", "ghp_operator"}};
+  SecretVault vault(file);
+  const std::vector<SecretSpec> specs = {
+      {.name = "API_KEY", .hosts = {"api.example.com"}, .value = "sk-caller"},
+      {.name = "GIT_TOKEN", .hosts = {"git.example.com"}}};
+  auto b = vault.Broker(specs);
+  ASSERT_TRUE(b.ok()) << b.error().ToString();
+  ASSERT_EQ(b->env.size(), 2u);
+  EXPECT_TRUE(b->env[0].second.starts_with("agvsec_"));
+  EXPECT_NE(b->ca_pem.find("BEGIN CERTIFICATE"), std::string::npos);
+  // What leaves the vault for labels and the sandbox holds no value.
+  for (const std::string& text : {b->label, b->ca_pem, b->env[0].second, b->env[1].second}) {
+    EXPECT_EQ(text.find("sk-caller"), std::string::npos);
+    EXPECT_EQ(text.find("ghp_operator"), std::string::npos);
+  }
+  EXPECT_EQ(vault.pending(), 1u);
+  auto claimed = vault.Claim(b->label, "agvisor-x");
+  ASSERT_TRUE(claimed.has_value());
+  ASSERT_EQ(claimed->secrets.size(), 2u);
+  EXPECT_EQ(claimed->secrets[0].value, "sk-caller");
+  EXPECT_EQ(claimed->secrets[1].value, "ghp_operator");
+  EXPECT_EQ(claimed->ca->cert_pem(), b->ca_pem);
+  EXPECT_FALSE(claimed->new_ca);
+  EXPECT_EQ(vault.pending(), 0u);
+  // A restart: a new vault with the same file knows nothing pending. The operator's secret is
+  // rebuilt from the label (same placeholder, a new CA); the caller's is gone.
+  SecretVault restarted(file);
+  auto again = restarted.Claim(b->label, "agvisor-x");
+  ASSERT_TRUE(again.has_value());
+  ASSERT_EQ(again->secrets.size(), 1u);
+  EXPECT_EQ(again->secrets[0].name, "GIT_TOKEN");
+  EXPECT_EQ(again->secrets[0].placeholder, b->env[1].second);
+  EXPECT_TRUE(again->new_ca);
+  EXPECT_EQ(again->missing, std::vector<std::string>{"API_KEY"});
+  // By name, but not in the file: refused, saying how to add it.
+  auto missing = vault.Broker({{.name = "OTHER", .hosts = {"api.example.com"}}});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code(), ErrorCode::kNotFound);
+  EXPECT_NE(missing.error().message().find("--secrets-file"), std::string::npos);
+  // A create that made nothing releases what it brokered.
+  auto released = vault.Broker(specs);
+  ASSERT_TRUE(released.ok());
+  vault.Release(*released);
+  EXPECT_EQ(vault.pending(), 0u);
 }
 
 }  // namespace

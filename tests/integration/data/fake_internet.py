@@ -6,13 +6,16 @@ every question it receives, one name a line, to QUESTIONS_LOG. HTTP on tcp ADDR:
 request with "hello from HOST" (the Host header); with CERT and KEY, HTTPS on tcp ADDR:443 does
 the same behind TLS. Both also answer GET /bytes/N with N bytes (downloads for bench/); with ROOT,
 any other path but "/" is a file under ROOT (a directory: its index.html), else 404, enough for
-git's dumb HTTP protocol and a pip simple index. A "hello" request that says "Connection:
+git's dumb HTTP protocol and a pip simple index. GET /auth appends the request's head to
+QUESTIONS_LOG.http (what the brokered-secrets tests check) and answers "checked"; /private/P is
+P after Basic authentication with the password in QUESTIONS_LOG.token (else 401). A "hello" request that says "Connection:
 keep-alive" is answered keep-alive, and the next request on the connection is read (the
 egress tests check that the enforcer lets none through for another name). Prints "ready" once
 all listen.
 
 usage: fake_internet.py ADDR QUESTIONS_LOG [CERT KEY [ROOT]]
 """
+import base64
 import mimetypes
 import os
 import socket
@@ -106,6 +109,33 @@ def answer(c, data):
     for line in lines[1:]:
         if line.lower().startswith(b"host:"):
             host = line[5:].strip().decode("ascii", "replace").split(":")[0]
+    if path == "/auth":
+        # What a service that checks credentials sees: the head goes to QUESTIONS_LOG.http (never
+        # back to the client, so a secret the enforcer put in cannot reach the sandbox here).
+        with open(LOG + ".http", "ab") as f:
+            f.write(data + b"\r\n")
+        reply(c, "200 OK", b"checked\n", head=method == "HEAD")
+        return
+    if path.startswith("/private/"):
+        # A password-protected index or repository: Basic with the password in
+        # QUESTIONS_LOG.token (what git and pip send for credentials in a URL), else 401.
+        try:
+            with open(LOG + ".token") as f:
+                want = f.read().strip()
+        except OSError:
+            want = None
+        got = None
+        for line in lines[1:]:
+            if line.lower().startswith(b"authorization: basic "):
+                try:
+                    got = base64.b64decode(line[21:].strip()).decode().split(":", 1)[1]
+                except (ValueError, IndexError, UnicodeDecodeError):
+                    got = None
+        if want is None or got != want:
+            c.sendall(b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"private\"\r\n"
+                      b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+            return
+        path = path[len("/private"):]
     if path.startswith("/bytes/") and path[7:].isdigit():
         left = int(path[7:])
         reply(c, "200 OK", b"", "application/octet-stream", left, head=True)

@@ -82,7 +82,10 @@ class DockerEgress final : public EgressHostRuntime {
                      .gateway = n.gateway,
                      .subnet = n.subnet,
                      .container = c->second,
-                     .rules = r->second});
+                     .rules = r->second,
+                     .secrets = n.labels.contains(std::string(kLabelEgressSecrets))
+                                    ? n.labels.at(std::string(kLabelEgressSecrets))
+                                    : std::string()});
     }
     return out;
   }
