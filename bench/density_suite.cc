@@ -81,8 +81,8 @@ std::string KindOf(const std::string& argv0) {
   if (argv0.find("runsc-sandbox") != std::string::npos) return "runsc-sandbox (sentry)";
   if (argv0.find("runsc-gofer") != std::string::npos) return "runsc-gofer";
   if (argv0.find("runsc") != std::string::npos) return "runsc (other)";
-  // systrap's stub processes have no command line.
-  if (argv0.empty()) return "stubs (systrap)";
+  // The platform's stub processes (systrap's, ptrace's tracees) have no command line.
+  if (argv0.empty()) return "stub processes (the platform's)";
   return "other (" + argv0 + ")";
 }
 
