@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -203,6 +205,22 @@ int DensitySuite(const DensityOptions& o) {
     }
   }
 
+  // What the container's memory cgroup is charged for, anonymous and shmem (cgroup v1, Docker's
+  // cgroupfs layout). The sandbox's own memory lives in the sentry's memfd, whose pages count in a
+  // process's PSS only while mapped there, so PSS alone misses part of it.
+  std::int64_t cgroup_kb = 0;
+  int cgroups = 0;
+  for (const auto& id : ids) {
+    const std::string stat = ReadAll("/sys/fs/cgroup/memory/docker/" + id + "/memory.stat");
+    if (stat.empty()) continue;
+    ++cgroups;
+    for (const char* key : {"\ntotal_rss ", "\ntotal_shmem "}) {
+      const auto at = stat.find(key);
+      if (at != std::string::npos)
+        cgroup_kb += std::atoll(stat.c_str() + at + std::strlen(key)) / 1024;
+    }
+  }
+
   // Everything answers: one `true` in each, then `exec_samples` on sandboxes drawn at random.
   std::fprintf(stderr, "density: an exec in each, then %d on random ones ...\n", o.exec_samples);
   std::vector<std::size_t> live;
@@ -325,6 +343,10 @@ int DensitySuite(const DensityOptions& o) {
                   (static_cast<double>(::sysconf(_SC_CLK_TCK)) * std::max(busy_s, 1e-9)));
   std::printf("| PSS per sandbox, all its host processes | %.1f MiB |\n",
               static_cast<double>(pss_total_kb) / 1024.0 / n);
+  if (cgroups > 0) {
+    std::printf("| memory cgroup per sandbox: anonymous + shmem (%d cgroups) | %.1f MiB |\n",
+                cgroups, static_cast<double>(cgroup_kb) / 1024.0 / cgroups);
+  }
   for (const auto& [kind, kb] : pss_kb) {
     std::printf("| PSS per sandbox: %s | %.1f MiB |\n", kind.c_str(),
                 static_cast<double>(kb) / 1024.0 / n);
