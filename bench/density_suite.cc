@@ -51,13 +51,13 @@ Quantiles QuantilesOf(std::vector<double> v) {
   return q;
 }
 
-// Runs f(0) .. f(n-1) on `parallel` threads, each taking the next index.
-void ForEachBounded(int n, int parallel, const std::function<void(int)>& f) {
+// Runs f(worker, 0) .. f(worker, n-1) on `parallel` threads, each taking the next index.
+void ForEachBounded(int n, int parallel, const std::function<void(int, int)>& f) {
   std::atomic<int> next{0};
   std::vector<std::thread> workers;
   for (int w = 0; w < std::max(1, std::min(parallel, n)); ++w) {
-    workers.emplace_back([&] {
-      for (int i = next++; i < n; i = next++) f(i);
+    workers.emplace_back([&, w] {
+      for (int i = next++; i < n; i = next++) f(w, i);
     });
   }
   for (auto& t : workers) t.join();
@@ -125,21 +125,27 @@ int DensitySuite(const DensityOptions& o) {
   spec.limits.disk = "none";
   spec.labels["bench.density"] = run;
 
-  // Creates: one client per worker (a place is one caller's connection).
+  // Creates: one client per worker, used by that worker's thread only (a place holds its
+  // connection to agvisord, which serves at most --max-connections, 64 by default, at once).
   std::fprintf(stderr, "density: creating %d sandboxes, %d at a time ...\n", o.count, o.parallel);
+  const int workers = std::max(1, std::min(o.parallel, o.count));
+  std::vector<std::unique_ptr<client::Place>> places;
+  for (int w = 0; w < workers; ++w) {
+    places.push_back(Must(client::Agvisord(address, token), "connect to agvisord"));
+  }
   struct Box {
-    std::unique_ptr<client::Place> place;
+    client::Place* place = nullptr;  // the creating worker's
+    int worker = 0;
     std::unique_ptr<client::SandboxHandle> sb;
     std::string name, id, platform;
   };
   std::vector<Box> boxes(static_cast<std::size_t>(o.count));
   std::vector<double> create_s(boxes.size(), -1);
   const auto t_create = Clock::now();
-  ForEachBounded(o.count, o.parallel, [&](int i) {
+  ForEachBounded(o.count, workers, [&](int w, int i) {
     Box& b = boxes[static_cast<std::size_t>(i)];
-    auto place = client::Agvisord(address, token);
-    if (!place.ok()) return failures.Add("connect: " + place.error().ToString());
-    b.place = std::move(*place);
+    b.worker = w;
+    b.place = places[static_cast<std::size_t>(w)].get();
     const auto t0 = Clock::now();
     auto made = b.place->Create(spec);
     if (!made.ok()) return failures.Add("create: " + made.error().ToString());
@@ -228,8 +234,15 @@ int DensitySuite(const DensityOptions& o) {
     if (boxes[i].sb) live.push_back(i);
   }
   std::atomic<int> answered{0};
-  ForEachBounded(static_cast<int>(live.size()), o.parallel, [&](int k) {
-    Box& b = boxes[live[static_cast<std::size_t>(k)]];
+  // Each worker's boxes on that worker's thread (its place is used by one thread at a time).
+  auto for_each_by_worker = [&](const std::function<void(Box&)>& f) {
+    ForEachBounded(workers, workers, [&](int, int w) {
+      for (std::size_t i : live) {
+        if (boxes[i].worker == w) f(boxes[i]);
+      }
+    });
+  };
+  for_each_by_worker([&](Box& b) {
     auto r = b.sb->Exec({"true"}, {});
     if (!r.ok() || r->exit_code != 0) {
       return failures.Add(b.name + " did not answer: " +
@@ -287,8 +300,8 @@ int DensitySuite(const DensityOptions& o) {
   // Removal, then nothing of the run may be left.
   std::fprintf(stderr, "density: removing ...\n");
   const auto t_remove = Clock::now();
-  ForEachBounded(static_cast<int>(live.size()), o.parallel, [&](int k) {
-    Box& b = boxes[live[static_cast<std::size_t>(k)]];
+  for_each_by_worker([&](Box& b) {
+    b.sb.reset();
     if (auto r = b.place->Remove(b.name, /*erase_data=*/true); !r.ok()) {
       failures.Add("remove " + b.name + ": " + r.error().ToString());
     }

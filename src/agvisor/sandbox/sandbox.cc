@@ -261,6 +261,11 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     decisions.platform = spec.platform;
   } else if (recorded && ValidatePlatform(*recorded).ok() && !recorded->empty()) {
     decisions.platform = *recorded;
+  } else if (spec.gui) {
+    // A desktop stays on systrap: it is many threads (Xvnc, the xfce components, a browser),
+    // each a traced host thread on ptrace, and it is never idle for long (bench/README.md,
+    // "Density": a desktop on ptrace was killed mid-click in desktop_test).
+    decisions.platform = std::string(kPlatformSystrap);
   } else {
     decisions.platform = AGVISOR_TRY(runtime->DefaultPlatform(spec.runtime, &platform_warning));
   }

@@ -106,7 +106,8 @@ struct SandboxSpec {
   int warm_shells = kDefaultWarmShells;
   // The gVisor platform: "systrap" or "ptrace". "" = a named sandbox's own (the
   // one it was first made on, kept on its volume; systrap for one made before agvisor recorded
-  // it), else kDefaultPlatform where the host has it (Runtime::DefaultPlatform). The runtime maps
+  // it), systrap for a desktop (gui), else kDefaultPlatform where the host has it
+  // (Runtime::DefaultPlatform). The runtime maps
   // it to a runtime
   // of its own (Docker: runsc-ptrace, which scripts/setup-host registers); recorded on the
   // sandbox (label agvisor.platform) and reported by ls and inspect.
