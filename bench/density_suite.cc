@@ -297,6 +297,14 @@ int DensitySuite(const DensityOptions& o) {
   const double busy_s = Since(t_execs);
   const std::int64_t daemon_busy = CpuTicks(daemon.pid()) - daemon_busy0;
 
+  std::map<std::string, int> platforms;
+  for (const auto& b : boxes) {
+    if (b.sb) ++platforms[b.platform.empty() ? "?" : b.platform];
+  }
+  std::string platform_text;
+  for (const auto& [p, n] : platforms) {
+    platform_text += (platform_text.empty() ? "" : ", ") + p + " x" + std::to_string(n);
+  }
   // Removal, then nothing of the run may be left.
   std::fprintf(stderr, "density: removing ...\n");
   const auto t_remove = Clock::now();
@@ -322,14 +330,6 @@ int DensitySuite(const DensityOptions& o) {
   StopBenchAgvisord(daemon);
   std::filesystem::remove_all(dir);
 
-  std::map<std::string, int> platforms;
-  for (const auto& b : boxes) {
-    if (b.sb) ++platforms[b.platform.empty() ? "?" : b.platform];
-  }
-  std::string platform_text;
-  for (const auto& [p, n] : platforms) {
-    platform_text += (platform_text.empty() ? "" : ", ") + p + " x" + std::to_string(n);
-  }
   const double n = std::max(1, measured);
   const Quantiles create_q = QuantilesOf(created_times), exec_q = QuantilesOf(exec_s),
                   ld = QuantilesOf(list_daemon), lc = QuantilesOf(list_cli),
