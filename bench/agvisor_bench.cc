@@ -61,7 +61,7 @@ namespace agvisor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// --platform: the gVisor platform of every sandbox of the run ("" = the default, systrap).
+// --platform: the gVisor platform of every sandbox of the run ("" = the host's default).
 std::string g_platform;
 constexpr std::size_t kOutputBytes = 50'000'000;
 constexpr std::size_t kTransferBytes = 100'000'000;
@@ -678,7 +678,7 @@ std::int64_t TicksBetween(const std::map<int, std::int64_t>& before,
 // One sandbox per platform (--platform: that one; else systrap and ptrace), all measured over
 // the same `seconds`: first idle (created, `settle` seconds left alone, no exec), then paused.
 void IdleSuite(const std::string& image, int seconds, int settle) {
-  std::vector<std::string> platforms = {std::string(kDefaultPlatform),
+  std::vector<std::string> platforms = {std::string(kPlatformSystrap),
                                         std::string(kPlatformPtrace)};
   if (!g_platform.empty()) platforms = {g_platform};
   struct Box {
@@ -914,7 +914,7 @@ void BasicSuite(const std::string& seed, const std::string& image, int runs) {
       "\nimage %s, 1 cpu, 512m, platform %s; exec runs %d; transport ceiling (raw Engine API exec "
       "of "
       "`cat` 50 MB, median of %d rounds): %.0f ms = %.0f MB/s\n\n",
-      image.c_str(), g_platform.empty() ? "systrap (default)" : g_platform.c_str(), runs,
+      image.c_str(), g_platform.empty() ? "the default (ptrace where the host has it)" : g_platform.c_str(), runs,
       kTransferRounds, ceiling * 1000, 50 / ceiling);
   std::printf("| operation | seed | agvisor | vs seed | vs ceiling |\n|---|---|---|---|---|\n");
   for (const Row& r : rows) {
