@@ -914,7 +914,8 @@ void BasicSuite(const std::string& seed, const std::string& image, int runs) {
       "\nimage %s, 1 cpu, 512m, platform %s; exec runs %d; transport ceiling (raw Engine API exec "
       "of "
       "`cat` 50 MB, median of %d rounds): %.0f ms = %.0f MB/s\n\n",
-      image.c_str(), g_platform.empty() ? "the default (ptrace where the host has it)" : g_platform.c_str(), runs,
+      image.c_str(),
+      g_platform.empty() ? "the default (ptrace where the host has it)" : g_platform.c_str(), runs,
       kTransferRounds, ceiling * 1000, 50 / ceiling);
   std::printf("| operation | seed | agvisor | vs seed | vs ceiling |\n|---|---|---|---|---|\n");
   for (const Row& r : rows) {
