@@ -55,6 +55,8 @@
 #include "agvisor/sandbox/start_gate.h"
 #include "agvisor/sandbox/testing/kept_runtime.h"
 #include "bench_agvisord.h"
+#include "bench_common.h"
+#include "density_suite.h"
 #include "e2b_suite.h"
 #include "egress_suite.h"
 #include "kube_suite.h"
@@ -64,34 +66,13 @@ namespace agvisor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// --platform: the gVisor platform of every sandbox of the run ("" = the default, systrap).
+// --platform: the gVisor platform of every sandbox of the run ("" = the host's default).
 std::string g_platform;
 constexpr std::size_t kOutputBytes = 50'000'000;
 constexpr std::size_t kTransferBytes = 100'000'000;
 
 double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "agvisor_bench: %s\n", what.c_str());
-  std::exit(1);
-}
-
-template <typename T>
-T Must(Result<T> r, const std::string& what) {
-  if (!r.ok()) Die(what + ": " + r.error().ToString());
-  return std::move(*r);
-}
-void Must(Result<void> r, const std::string& what) {
-  if (!r.ok()) Die(what + ": " + r.error().ToString());
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 using Timings = std::map<std::string, double>;
@@ -626,50 +607,10 @@ struct Footprint {
   int processes = 0;
 };
 
-std::int64_t FieldKb(const std::string& text, const std::string& name) {
-  auto at = text.find("\n" + name + ":");
-  if (at == std::string::npos) at = text.rfind(name + ":", 0) == 0 ? 0 : std::string::npos;
-  if (at == std::string::npos) return 0;
-  return std::atoll(text.c_str() + text.find(':', at) + 1);
-}
-
-// The container's containerd shim and everything under it (runsc-gofer, runsc-sandbox, ...),
-// found through /proc: each process's pid and argv[0], the shim first.
-std::vector<std::pair<int, std::string>> ContainerTree(const std::string& container_id) {
-  std::map<int, int> parent;
-  std::map<int, std::string> argv0;
-  int shim = 0;
-  DIR* d = ::opendir("/proc");
-  if (!d) Die("opendir /proc");
-  while (dirent* e = ::readdir(d)) {
-    int pid = std::atoi(e->d_name);
-    if (pid <= 0) continue;
-    std::string stat = ReadAll("/proc/" + std::to_string(pid) + "/stat");
-    auto close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    int ppid = 0;
-    char state;
-    std::sscanf(stat.c_str() + close + 2, "%c %d", &state, &ppid);
-    parent[pid] = ppid;
-    std::string cmd = ReadAll("/proc/" + std::to_string(pid) + "/cmdline");
-    argv0[pid] = cmd.substr(0, cmd.find('\0'));
-    if (argv0[pid].find("containerd-shim") != std::string::npos &&
-        cmd.find(std::string("-id") + '\0' + container_id) != std::string::npos) {
-      shim = pid;
-    }
-  }
-  ::closedir(d);
-  if (shim == 0) Die("no containerd shim for container " + container_id);
-  std::vector<std::pair<int, std::string>> tree;
-  std::vector<int> todo = {shim};
-  while (!todo.empty()) {
-    int pid = todo.back();
-    todo.pop_back();
-    tree.emplace_back(pid, argv0[pid]);
-    for (const auto& [child, pp] : parent) {
-      if (pp == pid) todo.push_back(child);
-    }
-  }
+// The container's containerd shim and everything under it (runsc-gofer, runsc-sandbox, ...).
+HostProcesses ContainerTree(const std::string& container_id) {
+  HostProcesses tree = ContainerTrees({container_id})[container_id];
+  if (tree.empty()) Die("no containerd shim for container " + container_id);
   return tree;
 }
 
@@ -724,18 +665,7 @@ void MemorySuite(const std::string& seed, const std::string& image, int settle_s
 std::map<int, std::int64_t> RunscTicks(const std::string& container_id) {
   std::map<int, std::int64_t> ticks;
   for (const auto& [pid, argv0] : ContainerTree(container_id)) {
-    if (argv0.find("runsc") == std::string::npos) continue;
-    const std::string stat = ReadAll("/proc/" + std::to_string(pid) + "/stat");
-    const auto close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    // After "(comm) ": state is field 3, utime 14, stime 15 (proc(5)).
-    std::istringstream in(stat.substr(close + 2));
-    std::string field;
-    std::int64_t used = 0;
-    for (int i = 3; i <= 15 && in >> field; ++i) {
-      if (i >= 14) used += std::atoll(field.c_str());
-    }
-    ticks[pid] = used;
+    if (argv0.find("runsc") != std::string::npos) ticks[pid] = CpuTicks(pid);
   }
   return ticks;
 }
@@ -753,7 +683,7 @@ std::int64_t TicksBetween(const std::map<int, std::int64_t>& before,
 // One sandbox per platform (--platform: that one; else systrap and ptrace), all measured over
 // the same `seconds`: first idle (created, `settle` seconds left alone, no exec), then paused.
 void IdleSuite(const std::string& image, int seconds, int settle) {
-  std::vector<std::string> platforms = {std::string(kDefaultPlatform),
+  std::vector<std::string> platforms = {std::string(kPlatformSystrap),
                                         std::string(kPlatformPtrace)};
   if (!g_platform.empty()) platforms = {g_platform};
   struct Box {
@@ -819,12 +749,6 @@ void IdleSuite(const std::string& image, int seconds, int settle) {
                 per_core, static_cast<long long>(b.paused),
                 100.0 * static_cast<double>(b.paused) / window_ticks);
   }
-}
-
-// The 1-minute load average now (the basic suite prints it at its start and end).
-std::string LoadAverage() {
-  const std::string load = ReadAll("/proc/loadavg");
-  return load.substr(0, load.find(' '));
 }
 
 // The doors side by side: the C++ client (client/place.h) in process and through this build's
@@ -995,7 +919,8 @@ void BasicSuite(const std::string& seed, const std::string& image, int runs) {
       "\nimage %s, 1 cpu, 512m, platform %s; exec runs %d; transport ceiling (raw Engine API exec "
       "of "
       "`cat` 50 MB, median of %d rounds): %.0f ms = %.0f MB/s\n\n",
-      image.c_str(), g_platform.empty() ? "systrap (default)" : g_platform.c_str(), runs,
+      image.c_str(),
+      g_platform.empty() ? "the default (ptrace where the host has it)" : g_platform.c_str(), runs,
       kTransferRounds, ceiling * 1000, 50 / ceiling);
   std::printf("| operation | seed | agvisor | vs seed | vs ceiling |\n|---|---|---|---|---|\n");
   for (const Row& r : rows) {
@@ -1419,18 +1344,21 @@ int main(int argc, char** argv) {
   int idle_seconds = 20, snapshot_rounds = 3, fork_rounds = 2;
   int tails_loops = 30, tails_seconds = 60;
   bool tails_local = false;
+  DensityOptions density;
   std::vector<int> gates = {2, 4, 8, 0};
   std::vector<std::string> suites;
   const char* usage =
       "usage: agvisor_bench [--seed DIR] [--image IMG] [--runs N] [--platform systrap|ptrace] "
       "[--suite "
-      "basic|create|pool|concurrency|memory|idle|desktop|lifecycle|all|egress|kube|tails|e2b]... "
+      "basic|create|pool|concurrency|memory|idle|desktop|lifecycle|all|egress|kube|tails|e2b|density]... "
       "[--tails-loops N] [--tails-seconds N] [--tails-door agvisord|local] "
       "[--idle-seconds "
       "N] [--creates N] [--gates K,K,...] [--exec-sandboxes "
       "S] "
       "[--execs N] "
-      "[--acquires N] [--colds N] [--snapshot-rounds N] [--fork-rounds N]  (see bench/README.md)";
+      "[--acquires N] [--colds N] [--snapshot-rounds N] [--fork-rounds N] [--count N] [--parallel "
+      "P] "
+      " (see bench/README.md)";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -1464,10 +1392,10 @@ int main(int argc, char** argv) {
       std::string v = next();
       if (v != "basic" && v != "create" && v != "pool" && v != "concurrency" && v != "memory" &&
           v != "idle" && v != "desktop" && v != "lifecycle" && v != "all" && v != "egress" &&
-          v != "kube" && v != "tails" && v != "e2b") {
+          v != "kube" && v != "tails" && v != "e2b" && v != "density") {
         Die("--suite " + v +
             ": expected basic, create, pool, concurrency, memory, idle, desktop, lifecycle, all, "
-            "egress, kube, tails or e2b");
+            "egress, kube, tails, e2b or density");
       }
       suites.push_back(v);
     } else if (a == "--creates") {
@@ -1489,6 +1417,10 @@ int main(int argc, char** argv) {
       snapshot_rounds = count();
     } else if (a == "--fork-rounds") {
       fork_rounds = count();
+    } else if (a == "--count") {
+      density.count = count();
+    } else if (a == "--parallel") {
+      density.parallel = count();
     } else {
       Die(usage);
     }
@@ -1525,6 +1457,15 @@ int main(int argc, char** argv) {
                g_platform.empty() ? std::vector<std::string>{"systrap", "ptrace"}
                                   : std::vector<std::string>{g_platform},
                sandboxes, tails_loops, tails_seconds, tails_local);
+  }
+  // Not part of "all": it makes --count sandboxes at once (heavy runs take the host's lock).
+  if (std::find(suites.begin(), suites.end(), "density") != suites.end()) {
+    density.image = image;
+    density.platform = g_platform;
+    density.idle_seconds = idle_seconds;
+    density.settle = std::max(settle, 2);
+    density.exec_samples = runs;
+    return DensitySuite(density);
   }
   return 0;
 }

@@ -799,10 +799,12 @@ def create_sandbox(
               ~3x faster for short commands. None = the default (2); 0 = off; at most 16. A ready
               shell costs ~4 MB of the memory limit and shows in `ps` inside as
               `sh -s agvisor-agent ready shell ...` (docs/agent.md "Ready shells").
-    platform  An extension of the seed's API: the gVisor platform. None = the default: systrap
-              (runsc's own), or for a named sandbox the platform it was first made on (asking a
+    platform  An extension of the seed's API: the gVisor platform. None = the default: ptrace
+              where the host has it (else systrap, with a RuntimeWarning on the first create
+              there), or for a named sandbox the platform it was first made on (asking a
               named sandbox for another one is a RuntimeError, code "conflict"). "ptrace": an
-              idle sandbox costs almost no CPU and processes start faster, bulk I/O is slower
+              idle sandbox costs almost no CPU and processes start faster, bulk I/O is slower;
+              "systrap": faster bulk output, ~4% of a CPU per idle sandbox
               (bench/README.md, "gVisor platform"); needs the runtime runsc-ptrace, which
               scripts/setup-host registers (else ValueError naming it). Another value:
               ValueError. list_sandboxes() handles say theirs in sb.platform.

@@ -175,16 +175,17 @@ TEST_F(LifecycleTest, LimitsAreVisibleInside) {
   EXPECT_EQ(info->host_config.memory, 384LL << 20);
   EXPECT_EQ(info->host_config.memory_swap, 384LL << 20);  // no swap
   EXPECT_EQ(info->host_config.nano_cpus, 1000000000);
-  EXPECT_EQ(info->host_config.runtime, "runsc");
+  EXPECT_EQ(info->host_config.runtime, "runsc-ptrace");  // the default platform's
   EXPECT_FALSE(info->host_config.privileged);
 }
 
 // network none still has a working loopback: `localhost` resolves and a TCP connection to it
 // is made. (Docker's NetworkDisabled would start ~150 ms faster, but its namespace's `lo` stays
 // down: "Network is unreachable" on 127.0.0.1 under runsc. Not used.)
-// Network none, on the host's runsc-none twin (scripts/setup-host registers it: gVisor's own
-// loopback-only stack, no Docker network hook) and, for a runtime without a twin, on Docker's
-// network none. Both: `localhost` resolves and 127.0.0.1 connects; no interface but lo.
+// Network none, on the platform runtime's none twin (scripts/setup-host registers
+// runsc-ptrace-none: gVisor's own loopback-only stack, no Docker network hook) and, for a runtime
+// without a twin, on Docker's network none. Both: `localhost` resolves and 127.0.0.1 connects; no
+// interface but lo.
 TEST_F(LifecycleTest, NetworkNoneHasAWorkingLoopback) {
   struct Case {
     std::string runtime;    // asked for
@@ -192,7 +193,7 @@ TEST_F(LifecycleTest, NetworkNoneHasAWorkingLoopback) {
     bool network_disabled;  // made without libnetwork
   };
   for (const Case& k :
-       {Case{"runsc", "runsc-none", true}, Case{"runsc-none", "runsc-none", false}}) {
+       {Case{"runsc", "runsc-ptrace-none", true}, Case{"runsc-none", "runsc-none", false}}) {
     SCOPED_TRACE("runtime " + k.runtime);
     auto spec = TestSpec();
     spec.network = "none";

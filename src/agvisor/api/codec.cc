@@ -540,8 +540,7 @@ json::object PoolObject(const PoolInfo& pool) {
   o["max_age"] = pool.options.max_age.count();
   o["image"] =
       pool.options.spec.image.empty() ? std::string(kDefaultImage) : pool.options.spec.image;
-  o["platform"] = pool.options.spec.platform.empty() ? std::string(kDefaultPlatform)
-                                                     : pool.options.spec.platform;
+  o["platform"] = pool.options.spec.platform;  // Pool::Create resolved an unset one
   o["stats"] = std::move(stats);
   return o;
 }

@@ -209,9 +209,10 @@ void SpecOptions::Add(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--runtime", spec.runtime, "Docker runtime (a gVisor one)")->capture_default_str();
   cmd.add_option("--platform", spec.platform,
-                 "gVisor platform: systrap (default; faster bulk I/O) or ptrace (near-zero idle "
-                 "CPU, faster process starts; needs the runtime runsc-ptrace, which "
-                 "scripts/setup-host registers). Default for a named sandbox: its own");
+                 "gVisor platform: ptrace (the default: near-zero idle CPU, faster process "
+                 "starts; runs on the runtime runsc-ptrace, which scripts/setup-host registers; "
+                 "without it: systrap, with a warning) or systrap (faster bulk I/O, ~4% of a CPU "
+                 "per idle sandbox). Default for a named sandbox: its own");
   cmd.add_option("--warm-shells", spec.warm_shells,
                  "shells the agent keeps started so `sh -c` execs skip the shell's start; 0 = off")
       ->capture_default_str();

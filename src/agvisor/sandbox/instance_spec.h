@@ -43,7 +43,7 @@ struct InstanceDecisions {
   // Runtime::RequireGvisor's answer: the platform's runtime, or its "-none" twin for network none.
   std::string runtime;
   // The gVisor platform: spec.platform, else a named sandbox's recorded one, else the default.
-  std::string platform = std::string(kDefaultPlatform);
+  std::string platform = std::string(kPlatformSystrap);
   std::string image;         // Runtime::PrepareImage's answer
   std::string source_image;  // the image as the caller named it (label agvisor.image)
   // The root-disk cap to enforce ("5g"), set only when the host can (ProbeDiskCap).

@@ -73,11 +73,16 @@ Result<std::unique_ptr<Pool>> Pool::Create(std::shared_ptr<Runtime> runtime, Poo
   }
   const std::int64_t per_member =
       AGVISOR_TRY(ParseMemorySize("limits.memory", options.spec.limits.memory));
-  // Refused now, not by every member's create (runtime.h).
-  AGVISOR_RETURN_IF_ERROR(runtime->RequireGvisor(
-      options.spec.runtime,
-      options.spec.platform.empty() ? kDefaultPlatform : std::string_view(options.spec.platform),
-      options.spec.network == "none"));
+  // The platform, decided once for every member (unset: the host's default, reported by the
+  // pool's info, e.g. "systrap" where the host has no ptrace runtime); refused now, not by every
+  // member's create (runtime.h).
+  if (options.spec.platform.empty()) {
+    std::string shown_as_the_pools_platform;
+    options.spec.platform =
+        AGVISOR_TRY(runtime->DefaultPlatform(options.spec.runtime, &shown_as_the_pools_platform));
+  }
+  AGVISOR_RETURN_IF_ERROR(runtime->RequireGvisor(options.spec.runtime, options.spec.platform,
+                                                 options.spec.network == "none"));
   const HostCapacity capacity = AGVISOR_TRY(runtime->Capacity());
   const std::int64_t want = per_member * options.size;
   {

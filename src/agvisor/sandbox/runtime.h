@@ -206,6 +206,12 @@ class Runtime {
   // runtime for, naming how to register one), kUnavailable.
   virtual Result<std::string> RequireGvisor(std::string_view runtime, std::string_view platform,
                                             bool network_none) = 0;
+  // The platform of a `runtime` sandbox that asks for none (SandboxSpec::platform ""):
+  // kDefaultPlatform where this host runs it, else systrap. On the first fallback of this runtime
+  // object (one per host in a process: a place, agvisord), `warning` gets why and how to get the
+  // default (a create's warning: Sandbox::disk_warning()). Errors: kUnavailable (the host's runtime
+  // list could not be read).
+  virtual Result<std::string> DefaultPlatform(std::string_view runtime, std::string* warning) = 0;
   // Whether a root-disk cap can be enforced for `image` on `runtime` here.
   virtual Result<DiskCapSupport> ProbeDiskCap(std::string_view runtime, std::string_view image) = 0;
   virtual Result<HostCapacity> Capacity() = 0;

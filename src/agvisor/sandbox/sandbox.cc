@@ -270,11 +270,12 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
   std::optional<std::string> recorded;
   if (spec.name) {
     if (auto labels = AGVISOR_TRY(runtime->VolumeLabels(cname))) {
-      if (auto it = labels->find(std::string(kLabelPlatform)); it != labels->end()) {
-        recorded = it->second;
-      }
+      auto it = labels->find(std::string(kLabelPlatform));
+      // A volume from before agvisor recorded the platform: its sandbox ran on systrap.
+      recorded = it != labels->end() ? it->second : std::string(kPlatformSystrap);
     }
   }
+  std::string platform_warning;
   if (!spec.platform.empty()) {
     if (recorded && *recorded != spec.platform) {
       return Error::Conflict("sandbox " + *spec.name + " was made on gVisor platform '" +
@@ -285,6 +286,13 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
     decisions.platform = spec.platform;
   } else if (recorded && ValidatePlatform(*recorded).ok() && !recorded->empty()) {
     decisions.platform = *recorded;
+  } else if (spec.gui) {
+    // A desktop stays on systrap: it is many threads (Xvnc, the xfce components, a browser),
+    // each a traced host thread on ptrace, and it is never idle for long (bench/README.md,
+    // "Density": a desktop on ptrace was killed mid-click in desktop_test).
+    decisions.platform = std::string(kPlatformSystrap);
+  } else {
+    decisions.platform = AGVISOR_TRY(runtime->DefaultPlatform(spec.runtime, &platform_warning));
   }
   decisions.runtime =
       AGVISOR_TRY(runtime->RequireGvisor(spec.runtime, decisions.platform, spec.network == "none"));
@@ -320,6 +328,9 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(
                               " root-disk cap is not enforced on this host (" + support.detail +
                               "); the sandbox's root file system is uncapped";
     }
+  }
+  if (!platform_warning.empty()) {
+    handle->disk_warning_ += (handle->disk_warning_.empty() ? "" : "; ") + platform_warning;
   }
 
   // What this call makes besides the instance (a named sandbox's new volume, an egress network)

@@ -239,7 +239,9 @@ class Sandbox {
   std::string data_dir() const { return persistent() ? "/workspace" : ""; }
   // True when Create() attached to a sandbox that was already running.
   bool resumed() const { return resumed_; }
-  // Set when the default disk cap could not be enforced on this host (the reason).
+  // The create's warnings, "; "-joined: the default disk cap could not be enforced on this host
+  // (the reason); the default platform is not available on this host (Runtime::DefaultPlatform:
+  // the first create through a runtime object only). Callers show it as "warning: ...".
   const std::string& disk_warning() const { return disk_warning_; }
   const std::string& host() const { return host_; }
   // The runtime it runs on (what Fork and desktops reach the host through).

@@ -54,8 +54,8 @@ TEST_F(SandboxCreateUnitTest, AnAnonymousSandboxRunsTheAgentWithTheSpecsArgvAndL
   EXPECT_EQ(made->labels.at("agvisor"), "1");
   EXPECT_EQ(made->labels.at("tenant"), "t1");
   EXPECT_EQ(made->labels.at("agvisor.image"), "agvisor/base:latest");
-  EXPECT_EQ(made->labels.at("agvisor.platform"), "systrap");  // the default, recorded
-  EXPECT_EQ(made->runtime, "runsc");
+  EXPECT_EQ(made->labels.at("agvisor.platform"), "ptrace");  // the default, recorded
+  EXPECT_EQ(made->runtime, "runsc-ptrace");
   EXPECT_TRUE(made->remove_on_exit);
   EXPECT_FALSE(made->workspace.has_value());
   // The fake has no disk caps: the default one is said to be unenforced, not refused.

@@ -236,11 +236,11 @@ Result<void> ValidateLabels(const std::map<std::string, std::string>& labels) {
 }
 
 Result<void> ValidatePlatform(std::string_view platform) {
-  if (platform.empty() || platform == kDefaultPlatform || platform == kPlatformPtrace) return Ok();
+  if (platform.empty() || platform == kPlatformSystrap || platform == kPlatformPtrace) return Ok();
   return Error::InvalidArgument("platform " + Quote(platform) +
                                 " is not a gVisor platform agvisor offers: use \"" +
-                                std::string(kDefaultPlatform) + "\" (the default) or \"" +
-                                std::string(kPlatformPtrace) + "\"");
+                                std::string(kPlatformPtrace) + "\" (the default) or \"" +
+                                std::string(kPlatformSystrap) + "\", or leave it unset");
 }
 
 Result<void> ValidateSpec(const SandboxSpec& s) {

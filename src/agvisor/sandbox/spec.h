@@ -33,10 +33,15 @@ inline constexpr std::string_view kMinDesktopMemory = "1g";
 inline constexpr int kDefaultWarmShells = 2;
 inline constexpr int kMaxWarmShells = 16;
 // gVisor platforms (SandboxSpec::platform): how the sentry intercepts the sandbox's system calls.
-// systrap is runsc's default; ptrace trades bulk I/O speed for near-zero idle CPU (bench/README.md,
-// "gVisor platform"). KVM is not offered (it hung at start on the hosts this was built on).
-inline constexpr std::string_view kDefaultPlatform = "systrap";
+// systrap is runsc's own default; ptrace costs an idle sandbox near-zero host CPU where systrap's
+// stub threads keep waking (~4% of a CPU per idle or paused sandbox: gVisor issue 13361). KVM is
+// not offered (it hung at start on the hosts this was built on).
+inline constexpr std::string_view kPlatformSystrap = "systrap";
 inline constexpr std::string_view kPlatformPtrace = "ptrace";
+// The platform of a sandbox that asks for none: ptrace, decided by density (bench/README.md,
+// "Density" and "gVisor platform"), where the host has it; else systrap, with one warning per
+// host (Runtime::DefaultPlatform).
+inline constexpr std::string_view kDefaultPlatform = kPlatformPtrace;
 // The prefix of every sandbox's container and volume name.
 inline constexpr std::string_view kNamePrefix = "agvisor-";
 
@@ -128,8 +133,11 @@ struct SandboxSpec {
   // and env skips the shell's own start (docs/agent.md "Ready shells"); 0 = off, at most
   // kMaxWarmShells. They show in `ps` inside as `sh -s agvisor-agent ready shell ...`.
   int warm_shells = kDefaultWarmShells;
-  // The gVisor platform: "systrap" (runsc's default) or "ptrace". "" = a named sandbox's own (the
-  // one it was first made on, kept on its volume), else systrap. The runtime maps it to a runtime
+  // The gVisor platform: "systrap" or "ptrace". "" = a named sandbox's own (the
+  // one it was first made on, kept on its volume; systrap for one made before agvisor recorded
+  // it), systrap for a desktop (gui), else kDefaultPlatform where the host has it
+  // (Runtime::DefaultPlatform). The runtime maps
+  // it to a runtime
   // of its own (Docker: runsc-ptrace, which scripts/setup-host registers); recorded on the
   // sandbox (label agvisor.platform) and reported by ls and inspect.
   std::string platform;

@@ -121,8 +121,8 @@ TEST(SpecTest, LifetimeIdleAndExecTimeout) {
   }
   s.platform = "kvm";  // hangs on these hosts: not offered
   EXPECT_THAT(Msg(ValidateSpec(s)),
-              AllOf(HasSubstr("platform 'kvm'"), HasSubstr("\"systrap\" (the default)"),
-                    HasSubstr("\"ptrace\"")));
+              AllOf(HasSubstr("platform 'kvm'"), HasSubstr("\"ptrace\" (the default)"),
+                    HasSubstr("\"systrap\"")));
   s.platform = "Ptrace";
   EXPECT_FALSE(ValidateSpec(s).ok());
   s.platform.clear();

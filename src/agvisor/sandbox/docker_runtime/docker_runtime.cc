@@ -170,6 +170,14 @@ Result<std::string> DockerRuntime::RequireGvisor(std::string_view runtime,
   return RequireGvisorRuntime(runtimes_, host_, *client_, runtime, platform, network_none);
 }
 
+Result<std::string> DockerRuntime::DefaultPlatform(std::string_view runtime, std::string* warning) {
+  auto platform = AGVISOR_TRY(DefaultPlatformOf(runtimes_, host_, *client_, runtime));
+  if (!platform.fallback_reason.empty() && !platform_fallback_warned_.exchange(true)) {
+    *warning = platform.fallback_reason;
+  }
+  return platform.platform;
+}
+
 Result<DiskCapSupport> DockerRuntime::ProbeDiskCap(std::string_view runtime,
                                                    std::string_view image) {
   return agvisor::ProbeDiskCap(disk_caps_, *client_, runtime, image);

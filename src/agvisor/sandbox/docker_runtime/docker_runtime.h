@@ -8,6 +8,7 @@
 // sandboxes use it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -66,6 +67,9 @@ class DockerRuntime final : public Runtime {
 
   Result<std::string> RequireGvisor(std::string_view runtime, std::string_view platform,
                                     bool network_none) override;
+  // ptrace where the host registers its runtime (runsc-ptrace) as gVisor on that platform
+  // (DefaultPlatformOf, runtime_check.h), else systrap.
+  Result<std::string> DefaultPlatform(std::string_view runtime, std::string* warning) override;
   Result<DiskCapSupport> ProbeDiskCap(std::string_view runtime, std::string_view image) override;
   // Docker's MemTotal (`docker info`); 0 when the daemon does not say.
   Result<HostCapacity> Capacity() override;
@@ -137,6 +141,7 @@ class DockerRuntime final : public Runtime {
   std::shared_ptr<docker::Client> client_;
   RuntimeTraits traits_{.kind = "docker"};
   RuntimeCheckCache runtimes_;
+  std::atomic<bool> platform_fallback_warned_{false};
   DiskCapCache disk_caps_;
   AgentImageCache agent_images_;
   std::mutex firewall_mu_;

@@ -108,6 +108,18 @@ Result<std::string> RequireGvisorRuntime(RuntimeCheckCache& cache, std::string_v
                                          docker::Client& client, std::string_view runtime,
                                          std::string_view platform, bool network_none);
 
+// The platform of a `runtime` sandbox that asks for none, and why it is not the default.
+struct PlatformChoice {
+  std::string platform;         // kDefaultPlatform, or "systrap"
+  std::string fallback_reason;  // "" when it is the default; else why not and how to get it
+};
+
+// kDefaultPlatform when RequireGvisorRuntime accepts it for `runtime` (its runtime is registered
+// with that --platform and is gVisor), else systrap with the refusal as the reason. Cached like
+// the above. Errors: those of docker::Client::Info (a refusal is a fallback, not an error).
+Result<PlatformChoice> DefaultPlatformOf(RuntimeCheckCache& cache, std::string_view host,
+                                         docker::Client& client, std::string_view runtime);
+
 // Forgets the runtime list held in `cache` (a create said a runtime is unknown after all).
 void ForgetHostRuntimes(RuntimeCheckCache& cache);
 

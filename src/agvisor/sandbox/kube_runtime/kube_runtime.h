@@ -11,6 +11,7 @@
 // checks it).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -71,6 +72,8 @@ class KubernetesRuntime final : public Runtime {
   // (a RuntimeClass's handler decides the platform on its nodes: make one per platform).
   Result<std::string> RequireGvisor(std::string_view runtime, std::string_view platform,
                                     bool network_none) override;
+  // systrap: agvisor cannot choose ptrace per pod. The first call warns once (RuntimeClass).
+  Result<std::string> DefaultPlatform(std::string_view runtime, std::string* warning) override;
   Result<DiskCapSupport> ProbeDiskCap(std::string_view runtime, std::string_view image) override;
   Result<HostCapacity> Capacity() override;
   // The image itself: the agent comes from the installer init container, not a derived image.
@@ -132,6 +135,7 @@ class KubernetesRuntime final : public Runtime {
   Options options_;
   RuntimeTraits traits_{.kind = "kubernetes"};
   std::mutex mu_;
+  std::atomic<bool> platform_fallback_warned_{false};
   std::map<std::string, std::string, std::less<>> verified_classes_;  // guarded by mu_
 };
 

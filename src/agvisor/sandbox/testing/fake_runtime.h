@@ -89,6 +89,10 @@ class FakeRuntime final : public Runtime {
   // gVisor runtimes: "runsc" and its twin "runsc-none".
   Result<std::string> RequireGvisor(std::string_view runtime, std::string_view platform,
                                     bool network_none) override;
+  // kDefaultPlatform: the fake host has every platform's runtime, as setup-host registers them.
+  Result<std::string> DefaultPlatform(std::string_view, std::string*) override {
+    return std::string(kDefaultPlatform);
+  }
   Result<DiskCapSupport> ProbeDiskCap(std::string_view runtime, std::string_view image) override;
   Result<HostCapacity> Capacity() override;                           // 8 GiB
   Result<std::string> PrepareImage(std::string_view image) override;  // "fake/with-agent:IMAGE"
