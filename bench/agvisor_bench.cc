@@ -1350,7 +1350,8 @@ int main(int argc, char** argv) {
   const char* usage =
       "usage: agvisor_bench [--seed DIR] [--image IMG] [--runs N] [--platform systrap|ptrace] "
       "[--suite "
-      "basic|create|pool|concurrency|memory|idle|desktop|lifecycle|all|egress|kube|tails|e2b|density]... "
+      "basic|create|pool|concurrency|memory|idle|desktop|lifecycle|all|egress|kube|tails|e2b|"
+      "density]... "
       "[--tails-loops N] [--tails-seconds N] [--tails-door agvisord|local] "
       "[--idle-seconds "
       "N] [--creates N] [--gates K,K,...] [--exec-sandboxes "
