@@ -438,7 +438,9 @@ def test_snapshot_then_create_from_it_and_fork(av):
             with pytest.raises(ValueError, match="snapshot"):
                 src.snapshot(bad)
         made = src.snapshot(tag)
-        assert made["image"] == f"agvisor/snapshot:{tag}" and made["bytes"] > 1_000_000
+        # bytes: what was sent, a layer of what changed over the image (docs/lifecycle.md): small
+        # here; the copy below proves what it holds.
+        assert made["image"] == f"agvisor/snapshot:{tag}" and made["bytes"] > 0
         copy = av.create_sandbox(image=f"snapshot:{tag}", limits=SMALL)
         assert copy.exec("cat /opt/py-mark; ls /workspace").stdout == "rootfs\n"
         forks = src.fork(2, prefix=f"{name}-f", tag=fork_tag)
