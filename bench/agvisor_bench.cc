@@ -1005,7 +1005,7 @@ void PrintLayerTable(std::map<std::string, std::vector<double>>& rows,
   std::printf(
       "\n### Snapshots and forks: whole file system vs layer (platform %s, 1-minute load "
       "%.2f at the end)\n\n",
-      g_platform.empty() ? "default" : g_platform.c_str(), load[0]);
+      g_platform.empty() ? std::string(kDefaultPlatform).c_str() : g_platform.c_str(), load[0]);
   std::printf("| operation | whole (before) | layer (after) | stream whole / layer |\n");
   std::printf("|---|---|---|---|\n");
   std::printf("| snapshot of an unchanged sandbox | %.0f ms | %.0f ms | %.1f MB / %.3f MB |\n",
@@ -1202,7 +1202,8 @@ std::string ResumeFloorRounds(Sandbox& sb, int rounds, int window_s,
   std::snprintf(line, sizeof line,
                 "host CPU of the sandbox's cgroup over %d s: idle %.2f%% of a CPU, paused %.2f%% "
                 "(platform %s)%s",
-                window_s, idle, paused, g_platform.empty() ? "systrap" : g_platform.c_str(),
+                window_s, idle, paused,
+                g_platform.empty() ? std::string(kDefaultPlatform).c_str() : g_platform.c_str(),
                 root.empty() ? "; runsc's root not found here: no runsc rows" : "");
   return line;
 }
