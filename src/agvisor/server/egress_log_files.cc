@@ -134,7 +134,9 @@ Result<void> EgressLogFiles::Append(const std::string& key, std::string_view lin
 std::vector<std::string> EgressLogFiles::Last(const std::string& key, std::size_t n) const {
   if (!IsLogKey(key) || n == 0) return {};
   std::deque<std::string> lines;  // oldest first
-  std::lock_guard lock(mu_);      // no rotation while the files are read
+  // Read without mu_: the enforcers' threads append under it and must not wait for megabytes
+  // to be read. A rotation in between (renames are atomic) can repeat or skip the lines of one
+  // file at the seam; a reader of the log accepts that.
   for (std::size_t g = 0; g < limits_.files && lines.size() < n; ++g) {
     const std::string text = ReadAtMost(PathOf(key, g), limits_.file_bytes + (64 << 10));
     // Complete lines only, newest last; taken from the end while more are wanted.

@@ -12,7 +12,8 @@
 // Bounded in memory: an open descriptor per sandbox written recently (at most kMaxOpenLogFiles)
 // and a file's worth of bytes while reading. The directory is 0700, the files 0600 (a record
 // names what a sandbox reached, and brokered secrets by name), opened with O_NOFOLLOW.
-// Thread-safe (one mutex: the enforcers' threads append, API threads read).
+// Thread-safe (one mutex for the appends of the enforcers' threads; API threads read the files
+// without it).
 #pragma once
 
 #include <cstddef>
@@ -50,7 +51,8 @@ class EgressLogFiles {
   Result<void> Append(const std::string& key, std::string_view line);
   // The last `n` lines of `key`'s files, oldest first (newest file first, then older ones while
   // fewer than `n` were found). A last line without its newline (torn by a crash) is left out.
-  // Empty for a key without files.
+  // Empty for a key without files. Appends go on meanwhile: a rotation during the read can
+  // repeat or skip one file's lines at the seam.
   std::vector<std::string> Last(const std::string& key, std::size_t n) const;
   // Closes `key`'s descriptor (its files stay).
   void Close(const std::string& key);
