@@ -1594,9 +1594,44 @@ Result<SnapshotResult> SnapshotFromObject(const json::object& o, std::string_vie
     auto n = GetNumber(*v, "seconds");
     if (n.ok()) r.seconds = *n;
   }
+  if (auto* v = o.if_contains("layered"); v && v->is_bool()) r.layered = v->as_bool();
+  r.whiteouts = static_cast<std::uint64_t>(IntOr(o, "whiteouts"));
+  r.image_layers = static_cast<std::uint64_t>(IntOr(o, "image_layers"));
+  r.whole_because = StringOr(o, "whole_because");
   return r;
 }
 }  // namespace
+
+std::string SnapshotListJson(const std::vector<SnapshotInfo>& snapshots) {
+  json::array a;
+  for (const SnapshotInfo& s : snapshots) {
+    json::object o;
+    ForEachSnapshotInfoField(s, [&](const char* name, const auto& value) { o[name] = value; });
+    a.push_back(std::move(o));
+  }
+  return Serialize(json::object{{"snapshots", std::move(a)}});
+}
+
+Result<std::vector<SnapshotInfo>> ParseSnapshotListJson(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseReply(body, "snapshot list"));
+  const json::value* list = o.if_contains("snapshots");
+  if (!list || !list->is_array()) return Malformed("snapshot list", body);
+  std::vector<SnapshotInfo> out;
+  for (const auto& e : list->as_array()) {
+    if (!e.is_object() || !e.as_object().contains("image")) return Malformed("snapshot list", body);
+    const json::object& so = e.as_object();
+    SnapshotInfo s;
+    s.tag = StringOr(so, "tag");
+    s.image = StringOr(so, "image");
+    s.image_id = StringOr(so, "image_id");
+    s.of = StringOr(so, "of");
+    if (auto* v = so.if_contains("workspace"); v && v->is_bool()) s.workspace = v->as_bool();
+    s.created_unix = IntOr(so, "created");
+    s.size_bytes = IntOr(so, "size_bytes");
+    out.push_back(std::move(s));
+  }
+  return out;
+}
 
 std::string SnapshotResultJson(const SnapshotResult& result) {
   return Serialize(SnapshotObject(result));

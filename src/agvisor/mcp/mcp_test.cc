@@ -33,6 +33,7 @@ struct World {
   bool exec_started = false;  // a "hang" exec is waiting for a signal
   std::optional<int> signalled;
   std::vector<std::pair<std::string, LimitsUpdate>> updated;
+  std::vector<std::string> removed_snapshots;
 };
 
 // An exec's command: says "hello ", "oops" (stderr), "world\xff" and exits 3; "hang" instead
@@ -204,6 +205,21 @@ class FakePlace final : public client::Place {
   }
   void SetAutoResume(bool) override {}
   Result<SandboxStats> Stats(const SandboxInfo&) override { return Error::Unsupported("fake"); }
+  Result<std::vector<SnapshotInfo>> ListSnapshots() override {
+    return std::vector<SnapshotInfo>{{.tag = "v1",
+                                      .image = "agvisor/snapshot:v1",
+                                      .image_id = "sha256:ab",
+                                      .of = "box",
+                                      .workspace = true,
+                                      .created_unix = 7,
+                                      .size_bytes = 9}};
+  }
+  Result<void> RemoveSnapshot(std::string_view name) override {
+    if (name == "agvisor/base:latest") return Error::InvalidArgument("outside the repository");
+    std::lock_guard lock(w_.mu);
+    w_.removed_snapshots.emplace_back(name);
+    return Ok();
+  }
 
  private:
   World& w_;
@@ -287,12 +303,29 @@ TEST_F(McpTest, EveryToolHasADescriptionAndAnObjectSchema) {
     }
   }
   for (const char* want :
-       {"create_sandbox", "list_sandboxes", "stop_sandbox", "delete_sandbox", "update_sandbox",
-        "exec", "read_file", "write_file", "list_files", "start_process", "list_processes",
-        "kill_process", "desktop_screenshot", "desktop_click", "desktop_move", "desktop_type",
-        "desktop_key", "desktop_scroll", "snapshot_sandbox"}) {
+       {"create_sandbox",     "list_sandboxes", "stop_sandbox",     "delete_sandbox",
+        "update_sandbox",     "exec",           "read_file",        "write_file",
+        "list_files",         "start_process",  "list_processes",   "kill_process",
+        "desktop_screenshot", "desktop_click",  "desktop_move",     "desktop_type",
+        "desktop_key",        "desktop_scroll", "snapshot_sandbox", "list_snapshots",
+        "remove_snapshot"}) {
     EXPECT_TRUE(names.count(want)) << want;
   }
+}
+
+TEST_F(McpTest, SnapshotsAreListedAndRemovedThroughThePlace) {
+  auto l = Tool("list_snapshots", json::object{});
+  ASSERT_FALSE(l.contains("isError")) << Text(l);
+  const auto& s = l.at("structuredContent").at("snapshots").at(0);
+  EXPECT_EQ(s.at("tag"), "v1");
+  EXPECT_EQ(s.at("of"), "box");
+  EXPECT_EQ(s.at("workspace"), true);
+  EXPECT_EQ(s.at("size_bytes"), 9);
+  auto r = Tool("remove_snapshot", {{"image", "v1"}});
+  ASSERT_FALSE(r.contains("isError")) << Text(r);
+  EXPECT_EQ(world_.removed_snapshots, std::vector<std::string>{"v1"});
+  auto refused = Tool("remove_snapshot", {{"image", "agvisor/base:latest"}});
+  EXPECT_EQ(refused.at("isError"), true);
 }
 
 TEST_F(McpTest, BadArgumentsAreToolErrorsNamingTheArgument) {
