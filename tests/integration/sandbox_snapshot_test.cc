@@ -59,6 +59,26 @@ void RemoveSnapshotsOf(const std::string& name) {
   }
 }
 
+// The default image tagged by hand as `ref` (in the snapshot repository: an image there that is
+// no snapshot) for as long as this lives; then the tag only goes (the image keeps its own).
+class HandMadeTag {
+ public:
+  explicit HandMadeTag(std::string ref) : ref_(std::move(ref)) {
+    auto r = RunCommand({"docker", "tag", std::string(kDefaultImage), ref_});
+    if (!r.ok()) error_ = r.error().ToString();
+    if (r.ok() && !r->status.success()) error_ = r->err.empty() ? "docker tag failed" : r->err;
+  }
+  ~HandMadeTag() { (void)RunCommand({"docker", "rmi", ref_}); }
+  HandMadeTag(const HandMadeTag&) = delete;
+  HandMadeTag& operator=(const HandMadeTag&) = delete;
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string ref_;
+  std::string error_;
+};
+
 // The tags of the images the runtime derived from image `id` (the images with the agent).
 std::vector<std::string> DerivedImagesOf(Runtime& runtime, const std::string& id) {
   auto d = runtime.DerivedImagesOf(id);
@@ -395,12 +415,8 @@ TEST_F(SnapshotTest, NeverReplacesAnImageItDidNotMakeAsASnapshot) {
   Sh(*sb, "echo hostile > /opt/hostile");
   const std::string base(kDefaultImage);
   const std::string taken = Ref("taken");
-  auto tagged = RunCommand({"docker", "tag", base, taken});
-  ASSERT_TRUE(tagged.ok() && tagged->status.success()) << (tagged.ok() ? tagged->err : "");
-  struct Untag {
-    std::string ref;
-    ~Untag() { (void)RunCommand({"docker", "rmi", ref}); }  // the tag only: base keeps its own
-  } untag{taken};
+  HandMadeTag tagged(taken);
+  ASSERT_TRUE(tagged.ok()) << tagged.error();
   struct Case {
     std::string name;  // as the caller passes it
     std::string ref;   // the image that name would replace
@@ -458,10 +474,14 @@ TEST_F(SnapshotTest, ForkOfTwoCopiesWorkspaceIntoIndependentSandboxes) {
     EXPECT_EQ(Sh(*fork, "cat /opt/rootfs-change; stat -c %u:%g /workspace/sub/owned"),
               "rootfs\n1234:2345\n");
   }
-  // Independent: a write in one fork is seen neither in the other nor in the source.
-  Sh(a, "echo only-a > /workspace/only-a && echo changed > /workspace/data.bin");
-  EXPECT_EQ(Sh(b, "ls /workspace/only-a 2>/dev/null; sha256sum /workspace/data.bin"), hash);
-  EXPECT_EQ(Sh(*src, "ls /workspace/only-a 2>/dev/null; sha256sum /workspace/data.bin"), hash);
+  // Independent: a write in one fork (in /workspace and in the root file system) is seen neither
+  // in the other nor in the source.
+  Sh(a,
+     "echo only-a > /workspace/only-a && echo changed > /workspace/data.bin && echo a > "
+     "/opt/rootfs-change");
+  const std::string unchanged = "ls /workspace/only-a 2>/dev/null; sha256sum /workspace/data.bin";
+  EXPECT_EQ(Sh(b, unchanged + "; cat /opt/rootfs-change"), hash + "rootfs\n");
+  EXPECT_EQ(Sh(*src, unchanged + "; cat /opt/rootfs-change"), hash + "rootfs\n");
   // The names are taken now: a second fork with the same prefix is refused before anything.
   auto again = Fork(*src, o);
   ASSERT_FALSE(again.ok());
@@ -606,12 +626,8 @@ TEST_F(SnapshotFrontEndTest, RemoveRefusesEveryImageButItsOwnSnapshots) {
   const std::string base_id = ImageId(base);
   ASSERT_FALSE(base_id.empty());
   const std::string taken = Ref("rm-taken");
-  auto tagged = RunCommand({"docker", "tag", base, taken});
-  ASSERT_TRUE(tagged.ok() && tagged->status.success()) << (tagged.ok() ? tagged->err : "");
-  struct Untag {
-    std::string ref;
-    ~Untag() { (void)RunCommand({"docker", "rmi", ref}); }  // the tag only: base keeps its own
-  } untag{taken};
+  HandMadeTag tagged(taken);
+  ASSERT_TRUE(tagged.ok()) << tagged.error();
   const std::vector<std::string> daemon = {"--server", "unix:" + *dir_ + "/agvisord.sock",
                                            "--token-file", *dir_ + "/token"};
   for (bool through_daemon : {false, true}) {

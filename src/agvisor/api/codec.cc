@@ -1612,25 +1612,23 @@ std::string SnapshotListJson(const std::vector<SnapshotInfo>& snapshots) {
   return Serialize(json::object{{"snapshots", std::move(a)}});
 }
 
+namespace {
+Result<SnapshotInfo> SnapshotInfoFromObject(const json::object& o, std::string_view body) {
+  if (!o.contains("image")) return Malformed("snapshot list", body);
+  SnapshotInfo s;
+  s.tag = StringOr(o, "tag");
+  s.image = StringOr(o, "image");
+  s.image_id = StringOr(o, "image_id");
+  s.of = StringOr(o, "of");
+  if (auto* v = o.if_contains("workspace"); v && v->is_bool()) s.workspace = v->as_bool();
+  s.created_unix = IntOr(o, "created");
+  s.size_bytes = IntOr(o, "size_bytes");
+  return s;
+}
+}  // namespace
+
 Result<std::vector<SnapshotInfo>> ParseSnapshotListJson(std::string_view body) {
-  auto o = AGVISOR_TRY(ParseReply(body, "snapshot list"));
-  const json::value* list = o.if_contains("snapshots");
-  if (!list || !list->is_array()) return Malformed("snapshot list", body);
-  std::vector<SnapshotInfo> out;
-  for (const auto& e : list->as_array()) {
-    if (!e.is_object() || !e.as_object().contains("image")) return Malformed("snapshot list", body);
-    const json::object& so = e.as_object();
-    SnapshotInfo s;
-    s.tag = StringOr(so, "tag");
-    s.image = StringOr(so, "image");
-    s.image_id = StringOr(so, "image_id");
-    s.of = StringOr(so, "of");
-    if (auto* v = so.if_contains("workspace"); v && v->is_bool()) s.workspace = v->as_bool();
-    s.created_unix = IntOr(so, "created");
-    s.size_bytes = IntOr(so, "size_bytes");
-    out.push_back(std::move(s));
-  }
-  return out;
+  return ParseListReply(body, "snapshot list", "snapshots", SnapshotInfoFromObject);
 }
 
 std::string SnapshotResultJson(const SnapshotResult& result) {

@@ -48,18 +48,12 @@ boost::json::object SnapshotJson(const SnapshotResult& r) {
   return o;
 }
 
-// `snapshot ls`: the snapshots of the place, by tag.
-void ListSnapshotsCommand(GlobalOptions& g, int* exit_code) {
+// `snapshot ls`: the snapshots of the place, by tag. Returns the exit code.
+int ListSnapshotsCommand(GlobalOptions& g) {
   auto place = g.GetPlace();
-  if (!place.ok()) {
-    *exit_code = ReportError(place.error());
-    return;
-  }
-  auto list = (*place)->ListSnapshots();
-  if (!list.ok()) {
-    *exit_code = ReportError(list.error());
-    return;
-  }
+  using List = Result<std::vector<SnapshotInfo>>;
+  List list = place.ok() ? (*place)->ListSnapshots() : List(place.error());
+  if (!list.ok()) return ReportError(list.error());
   if (g.json) {
     boost::json::array a;
     for (const SnapshotInfo& s : *list) {
@@ -68,7 +62,7 @@ void ListSnapshotsCommand(GlobalOptions& g, int* exit_code) {
       a.push_back(std::move(o));
     }
     std::cout << boost::json::serialize(a) << "\n";
-    return;
+    return 0;
   }
   std::printf("%-32s %-10s %-20s %-9s %s\n", "TAG", "SIZE", "CREATED", "WORKSPACE", "OF");
   for (const SnapshotInfo& s : *list) {
@@ -81,23 +75,22 @@ void ListSnapshotsCommand(GlobalOptions& g, int* exit_code) {
         Megabytes(static_cast<std::uint64_t>(std::max<std::int64_t>(s.size_bytes, 0))).c_str(),
         when, s.workspace ? "yes" : "no", EscapeForTerminal(s.of).c_str());
   }
+  return 0;
 }
 
-// `snapshot rm TAG...`: each removed in turn; the exit code is the last failure's.
-void RemoveSnapshotsCommand(GlobalOptions& g, int* exit_code,
-                            const std::vector<std::string>& tags) {
+// `snapshot rm TAG...`: each removed in turn. Returns the last failure's exit code, else 0.
+int RemoveSnapshotsCommand(GlobalOptions& g, const std::vector<std::string>& tags) {
   auto place = g.GetPlace();
-  if (!place.ok()) {
-    *exit_code = ReportError(place.error());
-    return;
-  }
+  if (!place.ok()) return ReportError(place.error());
+  int code = 0;
   for (const std::string& t : tags) {
     if (auto r = (*place)->RemoveSnapshot(t); !r.ok()) {
-      *exit_code = ReportError(r.error());
-      continue;
+      code = ReportError(r.error());
+    } else {
+      std::cout << EscapeForTerminal(t) << "\n";
     }
-    std::cout << EscapeForTerminal(t) << "\n";
   }
+  return code;
 }
 
 }  // namespace
@@ -146,13 +139,13 @@ void AddSnapshot(CLI::App& app, GlobalOptions& g, int* exit_code) {
                   "fails and no image is left")
       ->capture_default_str();
   AddCommand(*cmd, "snapshot ls")->callback([&g, exit_code] {
-    ListSnapshotsCommand(g, exit_code);
+    *exit_code = ListSnapshotsCommand(g);
   });
   auto tags = std::make_shared<std::vector<std::string>>();
   auto* rm = AddCommand(*cmd, "snapshot rm");
   rm->add_option("tag", *tags, "the snapshots' tags (TAG, snapshot:TAG or agvisor/snapshot:TAG)")
       ->required();
-  rm->callback([&g, exit_code, tags] { RemoveSnapshotsCommand(g, exit_code, *tags); });
+  rm->callback([&g, exit_code, tags] { *exit_code = RemoveSnapshotsCommand(g, *tags); });
   cmd->callback([cmd, &g, exit_code, sandbox, image, make] {
     if (!cmd->get_subcommands().empty()) return;  // ls or rm ran
     if (sandbox->empty() || image->empty()) {

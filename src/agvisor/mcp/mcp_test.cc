@@ -206,13 +206,8 @@ class FakePlace final : public client::Place {
   void SetAutoResume(bool) override {}
   Result<SandboxStats> Stats(const SandboxInfo&) override { return Error::Unsupported("fake"); }
   Result<std::vector<SnapshotInfo>> ListSnapshots() override {
-    return std::vector<SnapshotInfo>{{.tag = "v1",
-                                      .image = "agvisor/snapshot:v1",
-                                      .image_id = "sha256:ab",
-                                      .of = "box",
-                                      .workspace = true,
-                                      .created_unix = 7,
-                                      .size_bytes = 9}};
+    return std::vector<SnapshotInfo>{
+        {.tag = "v1", .of = "box", .workspace = true, .size_bytes = 9}};
   }
   Result<void> RemoveSnapshot(std::string_view name) override {
     if (name == "agvisor/base:latest") return Error::InvalidArgument("outside the repository");
