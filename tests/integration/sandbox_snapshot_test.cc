@@ -293,6 +293,13 @@ TEST_F(SnapshotTest, LayeredSnapshotsHoldWhatChangedDeletionsAndStackOnEachOther
   auto two_info = (*docker)->InspectImage(two->image);
   ASSERT_TRUE(two_info.ok());
   const std::vector<std::string> made = {one_info->layers.back(), two_info->layers.back()};
+  // Where Docker keeps the upper snapshot's own layer on this host (overlay2): gone at the end.
+  auto upper = RunCommand(
+      {"docker", "image", "inspect", "-f", "{{.GraphDriver.Data.UpperDir}}", two->image});
+  ASSERT_TRUE(upper.ok() && upper->status.success());
+  const std::filesystem::path layer_dir =
+      std::filesystem::path(upper->out.substr(0, upper->out.find('\n'))).parent_path();
+  ASSERT_TRUE(std::filesystem::exists(layer_dir)) << layer_dir;
   auto busy = RemoveSnapshot(runtime, Tag("layer2"));
   ASSERT_FALSE(busy.ok());
   EXPECT_EQ(busy.error().code(), ErrorCode::kConflict) << busy.error().ToString();
@@ -315,6 +322,7 @@ TEST_F(SnapshotTest, LayeredSnapshotsHoldWhatChangedDeletionsAndStackOnEachOther
   ASSERT_TRUE(removed.ok()) << removed.error().ToString();
   EXPECT_FALSE(ImageExists(two->image));
   EXPECT_THAT(DerivedImagesOf(runtime, two_info->id), ::testing::IsEmpty());
+  EXPECT_FALSE(std::filesystem::exists(layer_dir)) << "Docker kept the layer's files";
   const std::string all = layers_of_all_images();
   for (const std::string& layer : made) {
     EXPECT_THAT(all, ::testing::Not(HasSubstr(layer))) << "a layer of a removed snapshot";
