@@ -298,12 +298,10 @@ TEST_F(McpTest, EveryToolHasADescriptionAndAnObjectSchema) {
     }
   }
   for (const char* want :
-       {"create_sandbox",     "list_sandboxes", "stop_sandbox",     "delete_sandbox",
-        "update_sandbox",     "exec",           "read_file",        "write_file",
-        "list_files",         "start_process",  "list_processes",   "kill_process",
-        "desktop_screenshot", "desktop_click",  "desktop_move",     "desktop_type",
-        "desktop_key",        "desktop_scroll", "snapshot_sandbox", "list_snapshots",
-        "remove_snapshot"}) {
+       {"create_sandbox", "list_sandboxes", "stop_sandbox", "delete_sandbox", "update_sandbox",
+        "exec", "read_file", "write_file", "list_files", "start_process", "list_processes",
+        "kill_process", "desktop_screenshot", "desktop_click", "desktop_move", "desktop_type",
+        "desktop_key", "desktop_scroll", "snapshot_sandbox"}) {
     EXPECT_TRUE(names.count(want)) << want;
   }
 }
