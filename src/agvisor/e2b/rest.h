@@ -77,15 +77,16 @@ class Rest {
   const E2bOptions& options() const { return options_; }
 
  private:
-  // Snapshots and forks (rest.cc): createSnapshot, listSnapshots, deleteSnapshot, fork.
-  server::HttpResponse ServeSnapshots(const std::string& method, const std::string& path,
-                                      const std::string& id, const api::RouteMatch& match,
-                                      const boost::json::object& body, const std::string& domain);
   struct State;
   std::shared_ptr<client::HandleCache> sandboxes_;
   E2bOptions options_;
   std::shared_ptr<State> state_;
   std::thread sweep_;
+
+  // Snapshots and forks (rest.cc): createSnapshot, listSnapshots, deleteSnapshot, fork.
+  server::HttpResponse ServeSnapshots(const std::string& method, const std::string& path,
+                                      const std::string& id, const api::RouteMatch& match,
+                                      const boost::json::object& body, const std::string& domain);
 };
 
 }  // namespace agvisor::e2b

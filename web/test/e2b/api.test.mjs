@@ -1,7 +1,6 @@
 // E2B's REST API on agvisord (docs/e2b.md) through the official `e2b` SDK, unchanged, on real
 // gVisor sandboxes: create, getInfo, list (metadata, paging), setTimeout, the timeout itself,
-// pause and connect, getMetrics, kill, snapshots (create, a sandbox from one, list, delete) and
-// fork; the errors in E2B's shapes the SDK turns into its error
+// pause and connect, getMetrics, kill; the errors in E2B's shapes the SDK turns into its error
 // classes; and hostile requests (another sandbox's token, forged ids, huge bodies, 250
 // connections at once).
 //
