@@ -78,15 +78,14 @@ class Rest {
 
  private:
   struct State;
-  std::shared_ptr<client::HandleCache> sandboxes_;
-  E2bOptions options_;
-  std::shared_ptr<State> state_;
-  std::thread sweep_;
-
   // Snapshots and forks (rest.cc): createSnapshot, listSnapshots, deleteSnapshot, fork.
   server::HttpResponse ServeSnapshots(const std::string& method, const std::string& path,
                                       const std::string& id, const api::RouteMatch& match,
                                       const boost::json::object& body, const std::string& domain);
+  std::shared_ptr<client::HandleCache> sandboxes_;
+  E2bOptions options_;
+  std::shared_ptr<State> state_;
+  std::thread sweep_;
 };
 
 }  // namespace agvisor::e2b
