@@ -13,7 +13,8 @@ from .egress import Egress, Secret
 from .limits import Limits
 from .pool import Pool, PoolStats
 from .processes import Attachment, BackgroundProcess
-from .sandbox import Sandbox, create_sandbox, list_sandboxes
+from .sandbox import (Sandbox, create_sandbox, list_sandboxes, list_snapshots,
+                      remove_snapshot)
 from .streams import FileInfo, PortConnection, PortForward, Shell
 from .watch import DirectoryWatch, WatchEvent
 
@@ -21,6 +22,7 @@ from .watch import DirectoryWatch, WatchEvent
 # (sandboxes through agvisord), Egress (egress policies),
 # Pool and PoolStats (warm pools), and what the methods return: BackgroundProcess and Attachment
 # (spawn, processes), Desktop (sb.desktop), FileInfo, PortConnection, PortForward and Shell
-# (files, ports, shells), DirectoryWatch and WatchEvent (watch).
+# (files, ports, shells), DirectoryWatch and WatchEvent (watch), list_snapshots and
+# remove_snapshot (snapshots).
 __all__ = ["Limits", "Sandbox", "create_sandbox", "list_sandboxes"]
 __version__ = "0.1.0"

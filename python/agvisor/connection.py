@@ -1,7 +1,8 @@
 """agvisor.connect(): the package's API through agvisord instead of in process.
 
-A Connection has the module's entry points (create_sandbox, list_sandboxes, Sandbox, Pool) and
-hands out the same Sandbox and Pool classes, so agent code written against the module runs
+A Connection has the module's entry points (create_sandbox, list_sandboxes, Sandbox, Pool,
+list_snapshots, remove_snapshot) and hands out the same Sandbox and Pool classes, so agent code
+written against the module runs
 unchanged against a daemon: `av = agvisor.connect(...)` (or `av = agvisor` in process), then
 `av.create_sandbox(...)`, `av.Pool(...)`. The C++ core reaches the daemon through the client
 layer the CLI uses (the same address forms, token files and error messages); desktops and pools
@@ -59,6 +60,14 @@ class Connection:
             raise ValueError(f"host={host!r} with agvisor.connect(): the daemon lists its own "
                              "Docker host; leave host None")
         return [Sandbox._listed_handle(info, None, self) for info in self._place.list()]
+
+    def list_snapshots(self) -> list[dict]:
+        """The snapshots on the daemon's Docker host (agvisor.list_snapshots())."""
+        return self._place.list_snapshots()
+
+    def remove_snapshot(self, tag: str) -> None:
+        """Removes a snapshot on the daemon's Docker host (agvisor.remove_snapshot())."""
+        self._place.remove_snapshot(tag)
 
     def Pool(self, image=None, *, limits=Limits(), network="bridge", size=2, max_age=300,
              host=None, runtime="runsc", fill_parallelism=None, platform=None) -> Pool:

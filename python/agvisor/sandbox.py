@@ -366,15 +366,12 @@ class Sandbox:
 
     def fork(self, count: int = 1, *, prefix: str | None = None, tag: str | None = None,
              max_bytes: int | None = None) -> list["Sandbox"]:
-        """A snapshot of this named sandbox with its /workspace, then `count` (1-16) running
+        """A snapshot of this sandbox with its /workspace, then `count` (1-16) running
         sandboxes from it named PREFIX-1..PREFIX-N (default "<name>-fork"), each with its own
         copy of /workspace and this sandbox's limits, network and runtime. Processes are not
         kept. The snapshot is `tag` (as for snapshot(); default fork-<name>-<unix seconds>) and
         stays. Names already taken raise RuntimeError (code "conflict") before anything is
         made. Returns the forks, started."""
-        if not self.persistent:
-            raise ValueError("fork: only a named sandbox can be forked (its /workspace is a "
-                             "volume; create it with name=...)")
         cap = _core.DEFAULT_SNAPSHOT_MAX_BYTES if max_bytes is None else int(max_bytes)
         spec = self._spec(None)
         spec.image = ""
@@ -740,6 +737,21 @@ def list_sandboxes(host: str | None = None) -> list[Sandbox]:
     a stopped one makes a fresh sandbox with the default image, so don't."""
     return [Sandbox._listed_handle(info, host)
             for info in _core.Place.in_process(host or "").list()]
+
+
+def list_snapshots(host: str | None = None) -> list[dict]:
+    """The snapshots on the Docker host (Sandbox.snapshot() and fork() make them), by tag: dicts
+    {tag, image, image_id, of (the sandbox it was made of), workspace, created (unix seconds),
+    size_bytes}. Images of the snapshot repository not made as snapshots are not listed."""
+    return _core.Place.in_process(host or "").list_snapshots()
+
+
+def remove_snapshot(tag: str, host: str | None = None) -> None:
+    """Removes snapshot `tag` ("TAG", "snapshot:TAG" or "agvisor/snapshot:TAG") with the images
+    agvisor derived from it; the layers no other image holds go too. Any other image is refused
+    (ValueError); one a sandbox runs from is refused naming it (RuntimeError, code "conflict");
+    an unknown tag raises RuntimeError with code "not_found"."""
+    _core.Place.in_process(host or "").remove_snapshot(tag)
 
 
 def create_sandbox(

@@ -1181,7 +1181,25 @@ PYBIND11_MODULE(_core, m) {
             return d;
           },
           py::arg("container_name"), py::arg("count"), py::arg("prefix"), py::arg("image"),
-          py::arg("spec"), py::arg("max_bytes"));
+          py::arg("spec"), py::arg("max_bytes"))
+      .def("list_snapshots",
+           [](client::Place& p) {
+             std::vector<SnapshotInfo> list = Blocking([&] { return p.ListSnapshots(); });
+             py::list out;
+             for (const SnapshotInfo& s : list) {
+               py::dict d;
+               api::ForEachSnapshotInfoField(s,
+                                             [&](const char* name, const auto& v) { d[name] = v; });
+               out.append(d);
+             }
+             return out;
+           })
+      .def(
+          "remove_snapshot",
+          [](client::Place& p, const std::string& tag) {
+            Blocking([&] { return p.RemoveSnapshot(tag); });
+          },
+          py::arg("tag"));
 
   py::class_<Handle, std::shared_ptr<Handle>>(m, "Sandbox", "A handle on one sandbox.")
       .def(

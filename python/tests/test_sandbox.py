@@ -415,9 +415,10 @@ def test_update_resizes_live_and_is_enforced(av):
 @pytest.mark.kube
 def test_snapshot_then_create_from_it_and_fork(av):
     """sb.snapshot(tag) keeps what was written outside /workspace; Sandbox(image="snapshot:TAG")
-    starts from it; sb.fork(2) gives two sandboxes with their own copy of /workspace
-    (docs/lifecycle.md, "Snapshots and forks"); another repository's name is refused. In process
-    and through agvisord."""
+    starts from it; list_snapshots() lists it and remove_snapshot() removes it once no sandbox
+    runs from it; sb.fork(2) gives two sandboxes with their own copy of /workspace
+    (docs/lifecycle.md, "Snapshots and forks"); another repository's name is refused (by
+    snapshot and by remove_snapshot). In process and through agvisord."""
     name = unique("snap")
     src = av.create_sandbox(name=name, limits=SMALL)
     if on_kube(av):  # the Kubernetes runtime makes no images (docs/kubernetes.md)
@@ -443,8 +444,26 @@ def test_snapshot_then_create_from_it_and_fork(av):
         # bytes: what was sent, a layer of what changed over the image (docs/lifecycle.md): small
         # here; the copy below proves what it holds.
         assert made["image"] == f"agvisor/snapshot:{tag}" and made["bytes"] > 0
+        assert made["layered"] is True and made["whole_because"] == ""
         copy = av.create_sandbox(image=f"snapshot:{tag}", limits=SMALL)
         assert copy.exec("cat /opt/py-mark; ls /workspace").stdout == "rootfs\n"
+        listed = [s for s in av.list_snapshots() if s["tag"] == tag]
+        assert [(s["image"], s["of"], s["workspace"]) for s in listed] == [
+            (made["image"], name, False)]
+        # Only snapshots are removed, and not one a sandbox runs from.
+        for other in ("agvisor/base:latest", "debian:bookworm", "sha256:" + "0" * 64):
+            with pytest.raises(ValueError, match="outside agvisor's snapshot repository"):
+                av.remove_snapshot(other)
+        with pytest.raises(RuntimeError, match="runs from it") as busy:
+            av.remove_snapshot(tag)
+        assert busy.value.code == "conflict"
+        copy.stop()
+        copy = None
+        av.remove_snapshot(tag)
+        assert [s for s in av.list_snapshots() if s["tag"] == tag] == []
+        with pytest.raises(RuntimeError) as gone:
+            av.remove_snapshot(tag)
+        assert gone.value.code == "not_found"
         forks = src.fork(2, prefix=f"{name}-f", tag=fork_tag)
         assert [f.name for f in forks] == [f"agvisor-{name}-f-1", f"agvisor-{name}-f-2"]
         forks[0].exec("echo changed > /workspace/ws")

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "agvisor/base/subprocess.h"
 #include "agvisor/client/agvisord.h"
@@ -56,6 +57,37 @@ void RemoveSnapshotsOf(const std::string& name) {
     if (!images.ok() || images->empty()) return;
     for (const auto& i : *images) (void)(*docker)->RemoveImage(i.id, /*force=*/true);
   }
+}
+
+// The default image tagged by hand as `ref` (in the snapshot repository: an image there that is
+// no snapshot) for as long as this lives; then the tag only goes (the image keeps its own).
+class HandMadeTag {
+ public:
+  explicit HandMadeTag(std::string ref) : ref_(std::move(ref)) {
+    auto r = RunCommand({"docker", "tag", std::string(kDefaultImage), ref_});
+    if (!r.ok()) error_ = r.error().ToString();
+    if (r.ok() && !r->status.success()) error_ = r->err.empty() ? "docker tag failed" : r->err;
+  }
+  ~HandMadeTag() { (void)RunCommand({"docker", "rmi", ref_}); }
+  HandMadeTag(const HandMadeTag&) = delete;
+  HandMadeTag& operator=(const HandMadeTag&) = delete;
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string ref_;
+  std::string error_;
+};
+
+// The tags of the images the runtime derived from image `id` (the images with the agent).
+std::vector<std::string> DerivedImagesOf(Runtime& runtime, const std::string& id) {
+  auto d = runtime.DerivedImagesOf(id);
+  EXPECT_TRUE(d.ok()) << d.error().ToString();
+  std::vector<std::string> tags;
+  for (const ImageEntry& e : d.ok() ? *d : std::vector<ImageEntry>{}) {
+    tags.insert(tags.end(), e.tags.begin(), e.tags.end());
+  }
+  return tags;
 }
 
 class SnapshotTest : public ::testing::Test {
@@ -245,22 +277,59 @@ TEST_F(SnapshotTest, LayeredSnapshotsHoldWhatChangedDeletionsAndStackOnEachOther
   EXPECT_EQ(Sh(*c, "ls /opt/lt/a/b; cat /opt/lt/second; ls /var/log/apt 2>&1 | wc -l"),
             "second\n1\n");
 
-  // Removal: the containers, then the snapshots and the images derived from them; no image on
-  // the host holds a layer the snapshots made any more, and Docker dropped the layers.
+  // Both are listed, with the sandbox each was made of.
+  Runtime& runtime = *c->runtime();
+  auto listed = ListSnapshots(runtime);
+  ASSERT_TRUE(listed.ok()) << listed.error().ToString();
+  std::map<std::string, std::string> of;
+  for (const SnapshotInfo& s : *listed) of[s.tag] = s.of;
+  EXPECT_EQ(of[Tag("layer1")], RunId() + "-layer-a");
+  EXPECT_EQ(of[Tag("layer2")], RunId() + "-layer-b");
+
+  // Removal (agvisor::RemoveSnapshot, every door's): refused while a sandbox runs from it,
+  // naming it; then the snapshot and the images with the agent derived from it go. The layer
+  // of the first stays while the second stacks on it; once both are gone no image on the host
+  // holds a layer the snapshots made.
   auto two_info = (*docker)->InspectImage(two->image);
   ASSERT_TRUE(two_info.ok());
   const std::vector<std::string> made = {one_info->layers.back(), two_info->layers.back()};
+  // Where Docker keeps the upper snapshot's own layer on this host (overlay2): gone at the end.
+  auto upper = RunCommand(
+      {"docker", "image", "inspect", "-f", "{{.GraphDriver.Data.UpperDir}}", two->image});
+  ASSERT_TRUE(upper.ok() && upper->status.success());
+  const std::filesystem::path layer_dir =
+      std::filesystem::path(upper->out.substr(0, upper->out.find('\n'))).parent_path();
+  ASSERT_TRUE(std::filesystem::exists(layer_dir)) << layer_dir;
+  auto busy = RemoveSnapshot(runtime, Tag("layer2"));
+  ASSERT_FALSE(busy.ok());
+  EXPECT_EQ(busy.error().code(), ErrorCode::kConflict) << busy.error().ToString();
+  EXPECT_THAT(busy.error().message(), HasSubstr("sandbox " + RunId() + "-layer-c (running)"));
+  EXPECT_TRUE(ImageExists(two->image));
+  auto layers_of_all_images = [] {
+    auto all = RunCommand({"sh", "-c",
+                           "docker image ls -aq --no-trunc | xargs -r docker image "
+                           "inspect -f '{{range .RootFS.Layers}}{{.}} {{end}}'"});
+    EXPECT_TRUE(all.ok());
+    return all.ok() ? all->out : "";
+  };
   for (auto* s : {a.get(), b.get(), c.get()}) ASSERT_TRUE(s->Stop().ok());
-  for (auto* s : {"layer-a", "layer-b", "layer-c"}) RemoveSnapshotsOf(RunId() + "-" + s);
+  auto removed = RemoveSnapshot(runtime, "snapshot:" + Tag("layer1"));
+  ASSERT_TRUE(removed.ok()) << removed.error().ToString();
   EXPECT_FALSE(ImageExists(one->image));
+  EXPECT_THAT(DerivedImagesOf(runtime, one_info->id), ::testing::IsEmpty());
+  EXPECT_THAT(layers_of_all_images(), HasSubstr(made[0])) << "the second stacks on it";
+  removed = RemoveSnapshot(runtime, Ref("layer2"));
+  ASSERT_TRUE(removed.ok()) << removed.error().ToString();
   EXPECT_FALSE(ImageExists(two->image));
-  auto all = RunCommand({"sh", "-c",
-                         "docker image ls -aq --no-trunc | xargs -r docker image "
-                         "inspect -f '{{range .RootFS.Layers}}{{.}} {{end}}'"});
-  ASSERT_TRUE(all.ok());
+  EXPECT_THAT(DerivedImagesOf(runtime, two_info->id), ::testing::IsEmpty());
+  EXPECT_FALSE(std::filesystem::exists(layer_dir)) << "Docker kept the layer's files";
+  const std::string all = layers_of_all_images();
   for (const std::string& layer : made) {
-    EXPECT_THAT(all->out, ::testing::Not(HasSubstr(layer))) << "a layer of a removed snapshot";
+    EXPECT_THAT(all, ::testing::Not(HasSubstr(layer))) << "a layer of a removed snapshot";
   }
+  auto again = RemoveSnapshot(runtime, Tag("layer2"));
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code(), ErrorCode::kNotFound) << again.error().ToString();
 }
 
 // Stands in for the agent's read-file: a crafted tar on stdout, as /tmp/mode says.
@@ -354,12 +423,8 @@ TEST_F(SnapshotTest, NeverReplacesAnImageItDidNotMakeAsASnapshot) {
   Sh(*sb, "echo hostile > /opt/hostile");
   const std::string base(kDefaultImage);
   const std::string taken = Ref("taken");
-  auto tagged = RunCommand({"docker", "tag", base, taken});
-  ASSERT_TRUE(tagged.ok() && tagged->status.success()) << (tagged.ok() ? tagged->err : "");
-  struct Untag {
-    std::string ref;
-    ~Untag() { (void)RunCommand({"docker", "rmi", ref}); }  // the tag only: base keeps its own
-  } untag{taken};
+  HandMadeTag tagged(taken);
+  ASSERT_TRUE(tagged.ok()) << tagged.error();
   struct Case {
     std::string name;  // as the caller passes it
     std::string ref;   // the image that name would replace
@@ -417,10 +482,14 @@ TEST_F(SnapshotTest, ForkOfTwoCopiesWorkspaceIntoIndependentSandboxes) {
     EXPECT_EQ(Sh(*fork, "cat /opt/rootfs-change; stat -c %u:%g /workspace/sub/owned"),
               "rootfs\n1234:2345\n");
   }
-  // Independent: a write in one fork is seen neither in the other nor in the source.
-  Sh(a, "echo only-a > /workspace/only-a && echo changed > /workspace/data.bin");
-  EXPECT_EQ(Sh(b, "ls /workspace/only-a 2>/dev/null; sha256sum /workspace/data.bin"), hash);
-  EXPECT_EQ(Sh(*src, "ls /workspace/only-a 2>/dev/null; sha256sum /workspace/data.bin"), hash);
+  // Independent: a write in one fork (in /workspace and in the root file system) is seen neither
+  // in the other nor in the source.
+  Sh(a,
+     "echo only-a > /workspace/only-a && echo changed > /workspace/data.bin && echo a > "
+     "/opt/rootfs-change");
+  const std::string unchanged = "ls /workspace/only-a 2>/dev/null; sha256sum /workspace/data.bin";
+  EXPECT_EQ(Sh(b, unchanged + "; cat /opt/rootfs-change"), hash + "rootfs\n");
+  EXPECT_EQ(Sh(*src, unchanged + "; cat /opt/rootfs-change"), hash + "rootfs\n");
   // The names are taken now: a second fork with the same prefix is refused before anything.
   auto again = Fork(*src, o);
   ASSERT_FALSE(again.ok());
@@ -529,6 +598,73 @@ TEST_F(SnapshotFrontEndTest, TheCliSnapshotsWithProgressAndAgvisordForks) {
       {"sh", "-c", "sha256sum /opt/cli.bin; cat /workspace/ws"}, eo);
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->out, hash + "ws\n");
+
+  // Listing and removal: through agvisord, then the CLI in process.
+  auto listed = (*place)->ListSnapshots();
+  ASSERT_TRUE(listed.ok()) << listed.error().ToString();
+  std::map<std::string, SnapshotInfo> by_tag;
+  for (const SnapshotInfo& s : *listed) by_tag[s.tag] = s;
+  ASSERT_TRUE(by_tag.count(Tag("daemon-fork")));
+  EXPECT_TRUE(by_tag[Tag("daemon-fork")].workspace);
+  EXPECT_EQ(by_tag[Tag("daemon")].of, *src->name());
+  EXPECT_GT(by_tag[Tag("daemon")].size_bytes, 30'000'000);
+  auto busy = (*place)->RemoveSnapshot(Tag("daemon-fork"));
+  ASSERT_FALSE(busy.ok());
+  EXPECT_EQ(busy.error().code(), ErrorCode::kConflict) << busy.error().ToString();
+  EXPECT_THAT(busy.error().message(), HasSubstr("sandbox " + RunId() + "-dfk-1 (running)"));
+  auto removed = (*place)->RemoveSnapshot(Tag("daemon"));
+  ASSERT_TRUE(removed.ok()) << removed.error().ToString();
+  EXPECT_FALSE(ImageExists(Ref("daemon")));
+  auto ls = RunCommand({AGVISOR_CLI_BINARY, "--json", "snapshot", "ls"});
+  ASSERT_TRUE(ls.ok());
+  EXPECT_TRUE(ls->status.success()) << ls->err;
+  EXPECT_THAT(ls->out, HasSubstr("\"image\":\"" + image + "\""));
+  EXPECT_THAT(ls->out, ::testing::Not(HasSubstr(Ref("daemon") + "\"")));
+  auto rm = RunCommand({AGVISOR_CLI_BINARY, "snapshot", "rm", Tag("cli")});
+  ASSERT_TRUE(rm.ok());
+  EXPECT_TRUE(rm->status.success()) << rm->err;
+  EXPECT_FALSE(ImageExists(image));
+}
+
+// Snapshot removal takes agvisor's own snapshots only, by every door (the CLI in process and
+// through agvisord): another repository's image, an image id, a path, and an image someone put
+// in the snapshot repository by hand are refused and stay.
+TEST_F(SnapshotFrontEndTest, RemoveRefusesEveryImageButItsOwnSnapshots) {
+  const std::string base(kDefaultImage);
+  const std::string base_id = ImageId(base);
+  ASSERT_FALSE(base_id.empty());
+  const std::string taken = Ref("rm-taken");
+  HandMadeTag tagged(taken);
+  ASSERT_TRUE(tagged.ok()) << tagged.error();
+  const std::vector<std::string> daemon = {"--server", "unix:" + *dir_ + "/agvisord.sock",
+                                           "--token-file", *dir_ + "/token"};
+  for (bool through_daemon : {false, true}) {
+    SCOPED_TRACE(through_daemon ? "through agvisord" : "in process");
+    auto cli = [&](std::vector<std::string> args) {
+      std::vector<std::string> argv = {AGVISOR_CLI_BINARY};
+      if (through_daemon) argv.insert(argv.end(), daemon.begin(), daemon.end());
+      argv.insert(argv.end(), args.begin(), args.end());
+      auto r = RunCommand(argv);
+      EXPECT_TRUE(r.ok());
+      return r.ok() ? *r : CommandOutput{};
+    };
+    for (const std::string& other : {base, std::string("debian:bookworm"), base_id,
+                                     std::string("../../agvisor/base"), "snapshot:" + base}) {
+      SCOPED_TRACE(other);
+      auto r = cli({"snapshot", "rm", other});
+      EXPECT_EQ(r.status.exit_code, 2) << r.err;
+      EXPECT_THAT(r.err, ::testing::AnyOf(HasSubstr("outside agvisor's snapshot repository"),
+                                          HasSubstr("is not a tag")));
+    }
+    auto r = cli({"snapshot", "rm", Tag("rm-taken")});
+    EXPECT_EQ(r.status.exit_code, 1) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("was not made as a snapshot"));
+    auto ls = cli({"--json", "snapshot", "ls"});
+    EXPECT_TRUE(ls.status.success()) << ls.err;
+    EXPECT_THAT(ls.out, ::testing::Not(HasSubstr(taken)));
+    EXPECT_EQ(ImageId(base), base_id);
+    EXPECT_EQ(ImageId(taken), base_id);
+  }
 }
 
 }  // namespace

@@ -1701,9 +1701,42 @@ Result<SnapshotResult> SnapshotFromObject(const json::object& o, std::string_vie
     auto n = GetNumber(*v, "seconds");
     if (n.ok()) r.seconds = *n;
   }
+  if (auto* v = o.if_contains("layered"); v && v->is_bool()) r.layered = v->as_bool();
+  r.whiteouts = static_cast<std::uint64_t>(IntOr(o, "whiteouts"));
+  r.image_layers = static_cast<std::uint64_t>(IntOr(o, "image_layers"));
+  r.whole_because = StringOr(o, "whole_because");
   return r;
 }
 }  // namespace
+
+std::string SnapshotListJson(const std::vector<SnapshotInfo>& snapshots) {
+  json::array a;
+  for (const SnapshotInfo& s : snapshots) {
+    json::object o;
+    ForEachSnapshotInfoField(s, [&](const char* name, const auto& value) { o[name] = value; });
+    a.push_back(std::move(o));
+  }
+  return Serialize(json::object{{"snapshots", std::move(a)}});
+}
+
+namespace {
+Result<SnapshotInfo> SnapshotInfoFromObject(const json::object& o, std::string_view body) {
+  if (!o.contains("image")) return Malformed("snapshot list", body);
+  SnapshotInfo s;
+  s.tag = StringOr(o, "tag");
+  s.image = StringOr(o, "image");
+  s.image_id = StringOr(o, "image_id");
+  s.of = StringOr(o, "of");
+  if (auto* v = o.if_contains("workspace"); v && v->is_bool()) s.workspace = v->as_bool();
+  s.created_unix = IntOr(o, "created");
+  s.size_bytes = IntOr(o, "size_bytes");
+  return s;
+}
+}  // namespace
+
+Result<std::vector<SnapshotInfo>> ParseSnapshotListJson(std::string_view body) {
+  return ParseListReply(body, "snapshot list", "snapshots", SnapshotInfoFromObject);
+}
 
 std::string SnapshotResultJson(const SnapshotResult& result) {
   return Serialize(SnapshotObject(result));

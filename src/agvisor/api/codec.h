@@ -170,6 +170,23 @@ void ForEachSnapshotField(const SnapshotResult& r, Fn&& fn) {
   fn("entries", r.entries);
   fn("file_bytes", r.file_bytes);
   fn("seconds", r.seconds);
+  fn("layered", r.layered);  // a layer of what changed (bytes: its stream), or the whole fs
+  fn("whiteouts", r.whiteouts);
+  fn("image_layers", r.image_layers);
+  fn("whole_because", r.whole_because);
+}
+
+// Calls fn(name, value) for each field of a snapshot as GET /v1/snapshots lists it: the one
+// list of them, for the API's codec, the CLI's --json, the MCP tool and the Python package.
+template <typename Fn>
+void ForEachSnapshotInfoField(const SnapshotInfo& s, Fn&& fn) {
+  fn("tag", s.tag);
+  fn("image", s.image);
+  fn("image_id", s.image_id);
+  fn("of", s.of);
+  fn("workspace", s.workspace);
+  fn("created", s.created_unix);
+  fn("size_bytes", s.size_bytes);
 }
 
 // Calls fn(name, value) for each member of `s`, named as in a pool's "stats" object, in that
@@ -266,6 +283,10 @@ Result<SnapshotResult> ParseSnapshotResultJson(std::string_view body);
 // "name" and "pool"}}. Errors: kInvalidArgument naming the field.
 Result<ForkOptions> ParseForkRequest(std::string_view body);
 std::string ForkRequestJson(const ForkOptions& options);
+// GET /v1/snapshots: {"snapshots": [{ForEachSnapshotInfoField}...]}.
+std::string SnapshotListJson(const std::vector<SnapshotInfo>& snapshots);
+// Errors: kInternal (a malformed answer).
+Result<std::vector<SnapshotInfo>> ParseSnapshotListJson(std::string_view body);
 // {"snapshot": SnapshotResult, "sandboxes": [Sandbox...], "seconds"}
 struct ForkView {
   SnapshotResult snapshot;

@@ -839,6 +839,22 @@ TEST(CodecTest, SnapshotAndForkRequestsAndAnswersRoundTrip) {
   EXPECT_EQ(rr->bytes, 1000u);
   EXPECT_EQ(rr->entries, 7u);
   EXPECT_DOUBLE_EQ(rr->seconds, 1.5);
+  EXPECT_FALSE(rr->layered);
+  // Whether it is a layer, and why not, reach every door's JSON.
+  EXPECT_NE(SnapshotResultJson(r).find(R"("layered":false)"), std::string::npos);
+  r.layered = true;
+  r.whiteouts = 3;
+  r.image_layers = 4;
+  rr = ParseSnapshotResultJson(SnapshotResultJson(r));
+  ASSERT_TRUE(rr.ok());
+  EXPECT_TRUE(rr->layered);
+  EXPECT_EQ(rr->whiteouts, 3u);
+  EXPECT_EQ(rr->image_layers, 4u);
+  SnapshotResult whole = r;
+  whole.layered = false;
+  whole.whole_because = "asked for the whole file system";
+  EXPECT_EQ(ParseSnapshotResultJson(SnapshotResultJson(whole))->whole_because,
+            "asked for the whole file system");
 
   ForkOptions f;
   f.count = 3;
@@ -872,6 +888,29 @@ TEST(CodecTest, SnapshotAndForkRequestsAndAnswersRoundTrip) {
   EXPECT_EQ(vb->sandboxes[0].info.container_name, "agvisor-p-1");
   EXPECT_EQ(vb->snapshot.image, "snap/a:1");
   EXPECT_EQ(ParseForkResultJson("{}").error().code(), ErrorCode::kInternal);
+  EXPECT_TRUE(vb->snapshot.layered);
+}
+
+TEST(CodecTest, SnapshotListRoundTrips) {
+  std::vector<SnapshotInfo> list = {{.tag = "v1",
+                                     .image = "agvisor/snapshot:v1",
+                                     .image_id = "sha256:ab",
+                                     .of = "box",
+                                     .workspace = true,
+                                     .created_unix = 1700000000,
+                                     .size_bytes = 123}};
+  auto back = ParseSnapshotListJson(SnapshotListJson(list));
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  ASSERT_EQ(back->size(), 1u);
+  EXPECT_EQ((*back)[0].tag, "v1");
+  EXPECT_EQ((*back)[0].image, "agvisor/snapshot:v1");
+  EXPECT_EQ((*back)[0].image_id, "sha256:ab");
+  EXPECT_EQ((*back)[0].of, "box");
+  EXPECT_TRUE((*back)[0].workspace);
+  EXPECT_EQ((*back)[0].created_unix, 1700000000);
+  EXPECT_EQ((*back)[0].size_bytes, 123);
+  EXPECT_EQ(ParseSnapshotListJson(R"({"snapshots":[1]})").error().code(), ErrorCode::kInternal);
+  EXPECT_EQ(ParseSnapshotListJson("{}").error().code(), ErrorCode::kInternal);
 }
 
 }  // namespace agvisor::api

@@ -45,6 +45,8 @@ constexpr std::array kBuiltin = {
     RouteDef{"GET", "/v1/pools", RouteId::kListPools},
     RouteDef{"POST", "/v1/pools", RouteId::kCreatePool},
     RouteDef{"DELETE", "/v1/pools/{name}", RouteId::kDeletePool},
+    RouteDef{"GET", "/v1/snapshots", RouteId::kListSnapshots},
+    RouteDef{"DELETE", "/v1/snapshots", RouteId::kRemoveSnapshot},
 };
 
 int HexValue(char c) {

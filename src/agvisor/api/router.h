@@ -28,6 +28,8 @@ enum class RouteId {
   kUpdateSandbox,
   kSnapshotSandbox,
   kForkSandbox,
+  kListSnapshots,
+  kRemoveSnapshot,
   kExec,
   kExecWs,
   kReadFile,

@@ -68,9 +68,17 @@ constexpr CommandHelp kCommands[] = {
      "ssh:// host, go through its agvisord (--server). See docs/lifecycle.md"},
     {"snapshot",
      "make a snapshot of a sandbox's root file system as the sandbox sees it (its processes are "
-     "not kept), the image agvisor/snapshot:TAG; `create --image snapshot:TAG` starts from it"},
+     "not kept), the image agvisor/snapshot:TAG; `create --image snapshot:TAG` starts from it. "
+     "`snapshot ls` lists them, `snapshot rm TAG` removes one (a sandbox named ls or rm: give "
+     "its agvisor-... container name)"},
+    {"snapshot ls",
+     "list the snapshots on the host (images of the snapshot repository made as snapshots): tag, "
+     "size, when, whether it holds /workspace, the sandbox it was made of"},
+    {"snapshot rm",
+     "remove snapshots with the images agvisor derived from them (the layers no other image "
+     "holds go too); one a sandbox runs from is refused, naming it; any other image is refused"},
     {"fork",
-     "snapshot a named sandbox with its /workspace and start N sandboxes from it, each with its "
+     "snapshot a sandbox with its /workspace and start N named sandboxes from it, each with its "
      "own copy of /workspace (processes are not kept); prints their names"},
     {"watch",
      "print the changes under directory PATH inside a running sandbox as they happen, one per "

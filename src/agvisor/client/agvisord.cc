@@ -244,6 +244,10 @@ class RemotePlace final : public AgvisordPlace {
     return out;
   }
   void SetAutoResume(bool yes) override { client_->set_auto_resume(yes); }
+  Result<std::vector<SnapshotInfo>> ListSnapshots() override { return client_->ListSnapshots(); }
+  Result<void> RemoveSnapshot(std::string_view name) override {
+    return client_->RemoveSnapshot(name);
+  }
 
   Result<PoolInfo> CreatePool(std::string_view name, const PoolOptions& options) override {
     AGVISOR_RETURN_IF_ERROR(api::ValidatePoolName(name));  // before any request

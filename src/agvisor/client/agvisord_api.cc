@@ -677,6 +677,17 @@ Result<SnapshotResult> RemoteClient::SnapshotSandbox(std::string_view id,
   return api::ParseSnapshotResultJson(r.body);
 }
 
+Result<std::vector<SnapshotInfo>> RemoteClient::ListSnapshots() {
+  auto r = AGVISOR_TRY(Call({.method = "GET", .target = "/v1/snapshots"}));
+  return api::ParseSnapshotListJson(r.body);
+}
+
+Result<void> RemoteClient::RemoveSnapshot(std::string_view name) {
+  AGVISOR_RETURN_IF_ERROR(
+      Call({.method = "DELETE", .target = "/v1/snapshots?image=" + http::UrlEncode(name)}));
+  return Ok();
+}
+
 Result<api::ForkView> RemoteClient::ForkSandbox(std::string_view id, const ForkOptions& options) {
   http::Request req{.method = "POST", .target = SandboxPath(id) + "/fork"};
   req.body = api::ForkRequestJson(options);

@@ -105,6 +105,9 @@ class RemoteClient {
   // POST /v1/sandboxes/{id}/snapshot and .../fork (the daemon does the work; long timeouts).
   Result<SnapshotResult> SnapshotSandbox(std::string_view id, const SnapshotOptions& options);
   Result<api::ForkView> ForkSandbox(std::string_view id, const ForkOptions& options);
+  // GET /v1/snapshots, DELETE /v1/snapshots?image=NAME.
+  Result<std::vector<SnapshotInfo>> ListSnapshots();
+  Result<void> RemoveSnapshot(std::string_view name);
   // false: every request from now on carries `resume=false` (calls on a paused sandbox fail
   // with kConflict instead of resuming it).
   void set_auto_resume(bool yes) { auto_resume_ = yes; }

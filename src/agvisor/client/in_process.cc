@@ -235,6 +235,12 @@ class LocalPlace final : public Place {
     return out;
   }
   void SetAutoResume(bool yes) override { auto_resume_ = yes; }
+  Result<std::vector<SnapshotInfo>> ListSnapshots() override {
+    return agvisor::ListSnapshots(*AGVISOR_TRY(runtime()));
+  }
+  Result<void> RemoveSnapshot(std::string_view name) override {
+    return agvisor::RemoveSnapshot(*AGVISOR_TRY(runtime()), name);
+  }
 
   Result<PoolInfo> CreatePool(std::string_view name, const PoolOptions& options) override {
     AGVISOR_RETURN_IF_ERROR(api::ValidatePoolName(name));

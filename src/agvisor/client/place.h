@@ -236,6 +236,16 @@ class Place {
     return Error::Unsupported("fork of " + std::string(container_name) +
                               ": this place does not make forks");
   }
+  // Snapshots (docs/lifecycle.md, "Snapshots and forks"): as agvisor::ListSnapshots and
+  // RemoveSnapshot (snapshot.h) on the place's host; through agvisord GET /v1/snapshots and
+  // DELETE /v1/snapshots?image=NAME. Every door lists and removes snapshots through these. The
+  // defaults (a place that cannot): kUnsupported.
+  virtual Result<std::vector<SnapshotInfo>> ListSnapshots() {
+    return Error::Unsupported("snapshots: this place makes none");
+  }
+  virtual Result<void> RemoveSnapshot(std::string_view name) {
+    return Error::Unsupported("remove snapshot " + std::string(name) + ": this place makes none");
+  }
   // Warm pools (docs/pools.md), named within the place: in process they live as long as the
   // Place object (closed with it); through agvisord as long as the daemon (POST/GET/DELETE
   // /v1/pools). Every door (CLI, Python, agvisord's routes, MCP) manages pools through these.

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "agvisor/api/codec.h"
 #include "agvisor/base/private_file.h"
 #include "agvisor/base/strings.h"
 #include "agvisor/base/unique_fd.h"
@@ -23,6 +24,7 @@
 #include "agvisor/e2b/errors.h"
 #include "agvisor/e2b/ids.h"
 #include "agvisor/e2b/network.h"
+#include "agvisor/sandbox/snapshot.h"
 #include "agvisor/sandbox/spec.h"
 #include "agvisor/server/log.h"
 
@@ -748,9 +750,8 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
                      "running sandbox is changed with `agvisor egress set`");
   }
   if (path == "/sandboxes/{id}/snapshots" || path == "/snapshots" ||
-      path == "/sandboxes/{id}/fork") {
-    return NotServed("snapshots and forks through E2B",
-                     "use agvisor's own (`agvisor snapshot`, `agvisor fork`)");
+      path == "/sandboxes/{id}/fork" || (path == "/templates/{id}" && method == "DELETE")) {
+    return ServeSnapshots(method, path, id, match, *body, domain());
   }
   if (path.starts_with("/templates") || path.starts_with("/v2/templates") ||
       path.starts_with("/v3/templates")) {
@@ -763,6 +764,151 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
   }
   if (path.starts_with("/secrets")) {
     return NotServed("secrets", "brokered secrets are a later agvisor issue");
+  }
+  return ErrorResponse(404, "no such E2B route: " + method + " " + path);
+}
+
+// ---- Snapshots and forks (docs/e2b.md): E2B's calls onto client::Place's verbs ----
+
+namespace {
+
+// A snapshot's E2B id: "snapshot:TAG", what Sandbox.create takes as a template (the sandbox
+// core resolves it, as any door's image).
+std::string SnapshotId(std::string_view image) {
+  return std::string(kSnapshotImagePrefix) + std::string(image.substr(image.rfind(':') + 1));
+}
+
+json::object SnapshotEntry(const std::string& snapshot_id, std::string_view tag) {
+  return {{"snapshotID", snapshot_id}, {"names", json::array{json::string(tag)}}};
+}
+
+}  // namespace
+
+HttpResponse Rest::ServeSnapshots(const std::string& method, const std::string& path,
+                                  const std::string& id, const api::RouteMatch& match,
+                                  const json::object& body, const std::string& domain) {
+  auto fail = [](const Error& e) { return ErrorResponse(e); };
+  client::Place& place = sandboxes_->place();
+  if (path == "/sandboxes/{id}/snapshots" && method == "POST") {
+    auto found = Find(*sandboxes_, id);
+    if (!found.ok()) return fail(found.error());
+    SnapshotOptions o;
+    if (auto* n = body.if_contains("name"); n && !n->is_null()) {
+      if (!n->is_string()) return ErrorResponse(400, "name must be a string");
+      o.image = std::string(n->as_string());  // checked by the core: a tag
+    } else {
+      o.image = "e2b-" + id + "-" + std::to_string(Now());
+    }
+    o.include_workspace = true;  // E2B's snapshot is the sandbox's whole file system
+    auto r = found->handle->Snapshot(o);
+    if (!r.ok()) return fail(r.error());
+    const std::string sid = SnapshotId(r->image);
+    return JsonResponse(
+        json::serialize(SnapshotEntry(sid, sid.substr(kSnapshotImagePrefix.size()))), 201);
+  }
+  if (path == "/snapshots" && method == "GET") {
+    auto query = [&](const char* k) {
+      auto it = match.query.find(k);
+      return it == match.query.end() ? std::string() : it->second;
+    };
+    std::string of;  // the source's name as its snapshots' label says it
+    if (const std::string sid = query("sandboxID"); !sid.empty()) {
+      auto container = ContainerForId(sid);
+      if (!container.ok()) return fail(container.error());
+      of = *container;
+    }
+    const std::string name = query("name"), after = query("nextToken");
+    // E2B's page: 1-1000 (its list's bounds), all of them when the caller gives no limit.
+    auto asked = api::QueryBytes(match.query, "limit");
+    if (!asked.ok()) return fail(asked.error());
+    if (*asked && (**asked == 0 || **asked > 1000))
+      return ErrorResponse(400, "limit must be 1-1000");
+    const std::uint64_t limit = asked->value_or(~std::uint64_t{0});
+    auto list = place.ListSnapshots();
+    if (!list.ok()) return fail(list.error());
+    json::array out;  // ListSnapshots sorts by tag: the page token is the last tag sent
+    HttpResponse resp = JsonResponse("");
+    std::string last;
+    for (const SnapshotInfo& s : *list) {
+      // A named source's label is its name, an anonymous one's its container name.
+      if (!of.empty() && s.of != of && std::string(kNamePrefix) + s.of != of) continue;
+      if (!name.empty() && s.tag != name && SnapshotId(s.image) != name) continue;
+      if (!after.empty() && s.tag <= after) continue;
+      if (out.size() == limit) {
+        resp.headers.emplace_back("x-next-token", last);
+        break;
+      }
+      out.push_back(SnapshotEntry(SnapshotId(s.image), s.tag));
+      last = s.tag;
+    }
+    resp.body = json::serialize(out);
+    return resp;
+  }
+  if (path == "/templates/{id}" && method == "DELETE") {
+    // Sandbox.deleteSnapshot(id): only a snapshot goes (the core refuses any other image);
+    // 404 makes the SDK answer false.
+    if (auto r = place.RemoveSnapshot(id); !r.ok()) return fail(r.error());
+    return {204, "", "", {}};
+  }
+  if (path == "/sandboxes/{id}/fork" && method == "POST") {
+    auto found = Find(*sandboxes_, id);
+    if (!found.ok()) return fail(found.error());
+    auto timeout = TimeoutField(body, "timeout");
+    if (!timeout.ok()) return fail(timeout.error());
+    ForkOptions o;
+    if (auto* c = body.if_contains("count"); c && !c->is_null()) {
+      if (!c->is_int64() || c->as_int64() < 1 || c->as_int64() > kMaxForkCount) {
+        return ErrorResponse(400, "count must be 1-" + std::to_string(kMaxForkCount));
+      }
+      o.count = static_cast<int>(c->as_int64());
+    }
+    // Each fork is a named sandbox whose name is an E2B id: "<id>-<6 hex>-N" (lower-case hex: a
+    // fork's names differ from one fork call to the next).
+    auto suffix = RandomHex(3);
+    if (!suffix.ok()) return fail(suffix.error());
+    o.prefix = id + "-" + *suffix;
+    o.image = "e2b-fork-" + id + "-" + std::to_string(Now());
+    Record source;
+    {
+      std::lock_guard lock(state_->mu);
+      if (auto it = state_->records.find(id); it != state_->records.end()) source = it->second;
+    }
+    // The forks run as E2B's create makes sandboxes; one whose source was made without
+    // internet access gets none either (docs/e2b.md says what else is not carried over).
+    o.spec.limits.cpus = kCpus;
+    o.spec.limits.memory = std::to_string(kMemoryMb) + "m";
+    o.spec.limits.pids = kPids;
+    if (source.allow_internet_access == false) o.spec.network = "none";
+    auto forked = place.Fork(found->container, o);
+    if (!forked.ok()) return fail(forked.error());
+    const std::string template_id = SnapshotId(forked->snapshot.image);
+    json::array out;
+    for (client::Created& c : forked->sandboxes) {
+      auto handle = sandboxes_->Put(std::move(c.handle));
+      auto sid = IdForContainer(handle->container_name());
+      auto info = handle->Info();
+      if (!sid || !info.ok()) {
+        out.push_back(json::object{
+            {"error", json::object{{"code", 500}, {"message", "the fork has no E2B id or info"}}}});
+        continue;
+      }
+      Record r = source;
+      r.template_id = template_id;
+      r.started_at = Now();
+      r.end_at = r.started_at + timeout->value_or(kDefaultTimeoutSeconds);
+      r.cpu_count = static_cast<int>(kCpus);
+      r.memory_mb = kMemoryMb;
+      {
+        std::lock_guard lock(state_->mu);
+        state_->records[*sid] = r;
+        state_->Save(*sid);
+        state_->instances[*sid] = Instance{handle, info->container_id};
+      }
+      const std::string token = EnvdAccessToken(options_.secret, *sid, info->container_id);
+      out.push_back(
+          json::object{{"sandbox", json::parse(SandboxJson(*sid, template_id, token, domain))}});
+    }
+    return JsonResponse(json::serialize(out));
   }
   return ErrorResponse(404, "no such E2B route: " + method + " " + path);
 }

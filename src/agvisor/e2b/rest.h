@@ -1,9 +1,10 @@
 // E2B's REST API (the `Sandbox` class's static calls) over client::Place, under /e2b
 // (mount.h): create (v1 and v2), connect and resume, list (metadata, state, paging), getInfo,
-// getMetrics, kill, setTimeout, pause; what agvisor cannot do answers 501 saying why
-// (docs/e2b.md's table). Also the keeper of E2B's record of each sandbox (template, metadata,
-// envs, timeout, lifecycle) and of the sandboxes' envd tokens, which mount.cc checks envd
-// requests against, and the sweep that ends (or pauses) sandboxes at their timeout.
+// getMetrics, kill, setTimeout, pause, snapshots (create, list, delete) and fork; what agvisor
+// cannot do answers 501 saying why (docs/e2b.md's table). Also the keeper of E2B's record of each
+// sandbox (template, metadata, envs, timeout, lifecycle) and of the sandboxes' envd tokens, which
+// mount.cc checks envd requests against, and the sweep that ends (or pauses) sandboxes at their
+// timeout.
 //
 // Used by e2b/mount.cc only.
 #pragma once
@@ -22,6 +23,10 @@
 #include "agvisor/client/handle_cache.h"
 #include "agvisor/e2b/mount.h"
 #include "agvisor/server/server.h"
+
+namespace boost::json {
+class object;
+}  // namespace boost::json
 
 namespace agvisor::e2b {
 
@@ -73,6 +78,10 @@ class Rest {
 
  private:
   struct State;
+  // Snapshots and forks (rest.cc): createSnapshot, listSnapshots, deleteSnapshot, fork.
+  server::HttpResponse ServeSnapshots(const std::string& method, const std::string& path,
+                                      const std::string& id, const api::RouteMatch& match,
+                                      const boost::json::object& body, const std::string& domain);
   std::shared_ptr<client::HandleCache> sandboxes_;
   E2bOptions options_;
   std::shared_ptr<State> state_;

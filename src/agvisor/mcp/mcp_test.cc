@@ -34,6 +34,7 @@ struct World {
   bool exec_started = false;  // a "hang" exec is waiting for a signal
   std::optional<int> signalled;
   std::vector<std::pair<std::string, LimitsUpdate>> updated;
+  std::vector<std::string> removed_snapshots;
 };
 
 // An exec's command: says "hello ", "oops" (stderr), "world\xff" and exits 3; "hang" instead
@@ -205,6 +206,16 @@ class FakePlace final : public client::Place {
   }
   void SetAutoResume(bool) override {}
   Result<SandboxStats> Stats(const SandboxInfo&) override { return Error::Unsupported("fake"); }
+  Result<std::vector<SnapshotInfo>> ListSnapshots() override {
+    return std::vector<SnapshotInfo>{
+        {.tag = "v1", .of = "box", .workspace = true, .size_bytes = 9}};
+  }
+  Result<void> RemoveSnapshot(std::string_view name) override {
+    if (name == "agvisor/base:latest") return Error::InvalidArgument("outside the repository");
+    std::lock_guard lock(w_.mu);
+    w_.removed_snapshots.emplace_back(name);
+    return Ok();
+  }
 
  private:
   World& w_;
@@ -295,6 +306,21 @@ TEST_F(McpTest, EveryToolHasADescriptionAndAnObjectSchema) {
         "desktop_key",        "desktop_scroll", "snapshot_sandbox", "egress_log"}) {
     EXPECT_TRUE(names.count(want)) << want;
   }
+}
+
+TEST_F(McpTest, SnapshotsAreListedAndRemovedThroughThePlace) {
+  auto l = Tool("list_snapshots", json::object{});
+  ASSERT_FALSE(l.contains("isError")) << Text(l);
+  const auto& s = l.at("structuredContent").at("snapshots").at(0);
+  EXPECT_EQ(s.at("tag"), "v1");
+  EXPECT_EQ(s.at("of"), "box");
+  EXPECT_EQ(s.at("workspace"), true);
+  EXPECT_EQ(s.at("size_bytes"), 9);
+  auto r = Tool("remove_snapshot", {{"image", "v1"}});
+  ASSERT_FALSE(r.contains("isError")) << Text(r);
+  EXPECT_EQ(world_.removed_snapshots, std::vector<std::string>{"v1"});
+  auto refused = Tool("remove_snapshot", {{"image", "agvisor/base:latest"}});
+  EXPECT_EQ(refused.at("isError"), true);
 }
 
 TEST_F(McpTest, BadArgumentsAreToolErrorsNamingTheArgument) {

@@ -201,6 +201,22 @@ Result<ToolResult> SnapshotSandbox(const json::object& a, CallContext& ctx) {
   return Structured(std::move(out));
 }
 
+Result<ToolResult> ListSnapshots(const json::object&, CallContext& ctx) {
+  json::array a;
+  for (const SnapshotInfo& s : AGVISOR_TRY(ctx.session.place().ListSnapshots())) {
+    json::object o;
+    api::ForEachSnapshotInfoField(s, [&](const char* name, const auto& value) { o[name] = value; });
+    a.push_back(std::move(o));
+  }
+  return Structured({{"snapshots", std::move(a)}});
+}
+
+Result<ToolResult> RemoveSnapshot(const json::object& a, CallContext& ctx) {
+  const std::string tag = *Str(a, "image");
+  AGVISOR_RETURN_IF_ERROR(ctx.session.place().RemoveSnapshot(tag));
+  return Structured({{"image", tag}, {"removed", true}});
+}
+
 // ---- Commands ----
 
 Result<ToolResult> Exec(const json::object& a, CallContext& ctx) {
@@ -444,6 +460,17 @@ const Tool kTools[] = {
   "image": {"type": "string", "description": "the snapshot's tag (letters, digits, _ . -), made as agvisor/snapshot:TAG; an image of that name that is no snapshot is never replaced"},
   "workspace": {"type": "boolean", "description": "include /workspace (default false)"}}})js",
      SnapshotSandbox},
+    {"list_snapshots",
+     "List the snapshots on the host (snapshot_sandbox makes them) by tag: image, image_id, the "
+     "sandbox it was made of, whether it holds /workspace, created (unix seconds), size_bytes.",
+     R"js({"type": "object", "additionalProperties": false, "properties": {}})js", ListSnapshots},
+    {"remove_snapshot",
+     "Remove a snapshot and the images agvisor derived from it (its layers no other image holds "
+     "go too). Only agvisor's own snapshots: any other image is refused, and so is a snapshot a "
+     "sandbox runs from (the error names the sandbox).",
+     R"js({"type": "object", "additionalProperties": false, "required": ["image"], "properties": {
+  "image": {"type": "string", "description": "the snapshot's tag (or snapshot:TAG, agvisor/snapshot:TAG)"}}})js",
+     RemoveSnapshot},
     {"exec",
      "Run a command in a sandbox to its end and return exit_code, stdout and stderr. At the "
      "timeout the whole process tree is killed and exit_code is 124. Each of stdout and stderr "

@@ -110,6 +110,15 @@ struct ImageConfig {
   Labels labels;
 };
 
+// One image of the runtime's (Runtime::ImagesWithLabel, DerivedImagesOf).
+struct ImageEntry {
+  std::string id;                 // "sha256:..."
+  std::vector<std::string> tags;  // "repo:tag"; none for an untagged image
+  Labels labels;
+  std::int64_t created_unix = 0;
+  std::int64_t size_bytes = 0;  // its layers', shared ones included
+};
+
 // One instance to make, runtime-neutral: built from a SandboxSpec by BuildInstanceSpec
 // (instance_spec.h, pure and pinned by its test), turned into the runtime's own request by it.
 struct InstanceSpec {
@@ -303,10 +312,18 @@ class Runtime {
   virtual Result<std::string> LoadLayeredImage(std::string_view ref, const ImageConfig& config,
                                                const std::vector<std::string>& base_layers,
                                                const channel::ByteSource& layer);
-  // The ids of the images carrying `label` ("key=value"). Errors: kUnavailable.
-  virtual Result<std::vector<std::string>> ImagesWithLabel(std::string_view label) = 0;
-  // Removes image `ref` (its tag; the image when it was the last). Returns whether one was
-  // there. Errors: kConflict (a container uses it), kUnavailable.
+  // The images carrying `label` ("key" or "key=value"), tagged or not. Errors: kUnavailable.
+  virtual Result<std::vector<ImageEntry>> ImagesWithLabel(std::string_view label) = 0;
+  // The images this runtime made of image `image_id` for its own use, which its instances run
+  // from and which hold its layers (Docker: the image with the agent, agent_image.h). Removing
+  // a snapshot removes these first. Errors: kUnavailable. The default: none.
+  virtual Result<std::vector<ImageEntry>> DerivedImagesOf(std::string_view image_id) {
+    (void)image_id;
+    return std::vector<ImageEntry>{};
+  }
+  // Removes image `ref` (its tag; the image when it was the last, with the layers no other
+  // image holds). Returns whether one was there. Errors: kConflict (a container uses it),
+  // kUnavailable.
   virtual Result<bool> RemoveImage(std::string_view ref) = 0;
 
   // ---- Volumes ----

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include "agvisor/base/strings.h"
 #include "agvisor/base/tar_check.h"
 #include "agvisor/proto/exit_codes.h"
+#include "agvisor/sandbox/instance_spec.h"
 #include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/snapshot.h"
@@ -352,7 +354,7 @@ Result<SnapshotResult> Sandbox::Snapshot(const SnapshotOptions& options) {
     // this import exists (by its id label).
     if (auto ids = runtime_->ImagesWithLabel(std::string(kLabelSnapshotId) + "=" + import_id);
         ids.ok()) {
-      for (const std::string& i : *ids) (void)runtime_->RemoveImage(i);
+      for (const ImageEntry& i : *ids) (void)runtime_->RemoveImage(i.id);
     }
     Error e = stream.error ? *stream.error : made.error();
     if (stream.error && stream.error->code() == ErrorCode::kUnavailable) e = Diagnose(e);
@@ -465,6 +467,107 @@ Result<std::string> Sandbox::StreamSnapshot(const std::string& ref, const ImageC
   return id;
 }
 
+namespace {
+
+// The tag of `image` ("REPOSITORY:TAG") in `repository`, or "" when it is not there.
+std::string TagIn(std::string_view image, std::string_view repository) {
+  if (image.size() <= repository.size() + 1 || !image.starts_with(repository) ||
+      image[repository.size()] != ':') {
+    return "";
+  }
+  return std::string(image.substr(repository.size() + 1));
+}
+
+// The sandbox that runs from `image` (one of its tags or its id): "sandbox NAME (STATUS)", or ""
+// when none of agvisor's does.
+std::string SandboxUsing(Runtime& runtime, const ImageEntry& image) {
+  auto list = runtime.List({std::string(kLabelManaged)});
+  if (!list.ok()) return "";
+  for (const InstanceSummary& s : *list) {
+    const bool uses = s.image == image.id ||
+                      std::find(image.tags.begin(), image.tags.end(), s.image) != image.tags.end();
+    if (!uses || s.helper) continue;
+    auto name = s.labels.find(std::string(kLabelName));
+    const std::string shown = name != s.labels.end() ? name->second
+                              : s.name.empty()       ? s.id.substr(0, 12)
+                                                     : s.name;
+    return "sandbox " + Shown(shown) + " (" + s.status + ")";
+  }
+  return "";
+}
+
+}  // namespace
+
+Result<std::vector<SnapshotInfo>> ListSnapshots(Runtime& runtime) {
+  const std::string repository = SnapshotRepository();
+  std::vector<SnapshotInfo> out;
+  for (const ImageEntry& e : AGVISOR_TRY(runtime.ImagesWithLabel(kLabelSnapshotId))) {
+    auto label = [&](std::string_view key) {
+      auto it = e.labels.find(std::string(key));
+      return it == e.labels.end() ? std::string() : it->second;
+    };
+    for (const std::string& t : e.tags) {
+      std::string tag = TagIn(t, repository);
+      if (tag.empty()) continue;
+      SnapshotInfo i;
+      i.tag = std::move(tag);
+      i.image = t;
+      i.image_id = e.id;
+      i.of = label(kLabelSnapshotOf);
+      i.workspace = label(kLabelSnapshotWorkspace) == "true";
+      const std::string created = label(kLabelSnapshotCreated);
+      i.created_unix = created.empty() ? e.created_unix : std::atoll(created.c_str());
+      i.size_bytes = e.size_bytes;
+      out.push_back(std::move(i));
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const SnapshotInfo& a, const SnapshotInfo& b) { return a.tag < b.tag; });
+  return out;
+}
+
+Result<void> RemoveSnapshot(Runtime& runtime, std::string_view name) {
+  // Only a name in the snapshot repository gets this far: any other image is refused here.
+  const std::string ref = AGVISOR_TRY(NormalizeSnapshotImage(name));
+  const std::string what = "remove snapshot " + ref;
+  std::optional<ImageEntry> snapshot;
+  for (ImageEntry& e : AGVISOR_TRY(runtime.ImagesWithLabel(kLabelSnapshotId))) {
+    if (std::find(e.tags.begin(), e.tags.end(), ref) != e.tags.end()) snapshot = std::move(e);
+  }
+  if (!snapshot) {
+    auto other = runtime.ImageConfigOf(ref);
+    if (other.ok()) {
+      return Error::PermissionDenied(
+          what + ": that image was not made as a snapshot (it has no " +
+          std::string(kLabelSnapshotId) +
+          " label); agvisor removes only its own snapshots: remove it with docker if it is yours");
+    }
+    if (other.error().code() != ErrorCode::kNotFound) return other.error().WithContext(what);
+    return Error::NotFound(what + ": no such snapshot (`agvisor snapshot ls` lists them)");
+  }
+  // The images with the agent first: sandboxes run from those, and they hold the snapshot's
+  // layers. The runtime refuses one a container uses (Docker: 409), which names no sandbox.
+  auto in_use = [&](const ImageEntry& image, const Error& e) {
+    std::string user = SandboxUsing(runtime, image);
+    if (user.empty()) return e.WithContext(what);
+    return Error::Conflict(
+        what + ": " + user +
+        " runs from it; remove that sandbox first (`agvisor rm NAME`), then the snapshot");
+  };
+  for (const ImageEntry& d : AGVISOR_TRY(runtime.DerivedImagesOf(snapshot->id))) {
+    for (const std::string& t : d.tags) {
+      auto r = runtime.RemoveImage(t);
+      if (!r.ok() && r.error().code() == ErrorCode::kConflict) return in_use(d, r.error());
+      if (!r.ok()) return r.error().WithContext(what);
+    }
+  }
+  auto r = runtime.RemoveImage(ref);
+  if (!r.ok() && r.error().code() == ErrorCode::kConflict) return in_use(*snapshot, r.error());
+  if (!r.ok()) return r.error().WithContext(what);
+  if (!*r) return Error::NotFound(what + ": no such snapshot (removed meanwhile)");
+  return Ok();
+}
+
 Result<std::vector<std::string>> ForkNames(std::string_view source_name,
                                            const ForkOptions& options) {
   if (options.count < 1 || options.count > kMaxForkCount) {
@@ -487,12 +590,11 @@ Result<std::vector<std::string>> ForkNames(std::string_view source_name,
 
 Result<ForkResult> Fork(Sandbox& source, const ForkOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  if (!source.name()) {
-    return Error::InvalidArgument("fork of " + source.container_name() +
-                                  ": only a named sandbox can be forked (its /workspace is a "
-                                  "volume; an anonymous one has none to copy)");
-  }
-  const std::string& src = *source.name();
+  // An anonymous source (E2B's sandboxes are) has no /workspace volume: its /workspace is a
+  // directory of its root file system, which the snapshot holds as any other. Its forks are
+  // named after its container name without the prefix.
+  std::string src = source.name().value_or(source.container_name());
+  if (!source.name() && src.starts_with(kNamePrefix)) src.erase(0, kNamePrefix.size());
   const std::vector<std::string> names = AGVISOR_TRY(ForkNames(src, options));
   const std::shared_ptr<Runtime>& runtime = source.runtime();
   // Every name must be free: an existing sandbox would be re-attached and a leftover volume

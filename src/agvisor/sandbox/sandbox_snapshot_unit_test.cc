@@ -1,6 +1,7 @@
 // Snapshots and forks without Docker: the pure pieces (image names, the paths left out, fork
 // names, the import's quoted `changes`) and the refusals on the fake runtime, which makes no
-// images (kUnsupported) and whose anonymous sandboxes cannot be forked.
+// images (kUnsupported), for forks of anonymous sandboxes too, and refuses to remove any other
+// image.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -216,7 +217,7 @@ TEST(SnapshotUnitTest, AnExistingTagThatIsNoSnapshotIsNeverReplaced) {
   (void)(*sb)->Stop();
 }
 
-TEST(SnapshotUnitTest, TheFakeRuntimeRefusesSnapshotsAndAnonymousSandboxesCannotFork) {
+TEST(SnapshotUnitTest, TheFakeRuntimeRefusesSnapshotsAndForksOfAnonymousSandboxesToo) {
   auto rt = std::make_shared<FakeRuntime>(kHost, AGVISOR_AGENT_BINARY);
   auto sb = Sandbox::Create(rt, SandboxSpec{});
   ASSERT_TRUE(sb.ok()) << sb.error().ToString();
@@ -228,10 +229,21 @@ TEST(SnapshotUnitTest, TheFakeRuntimeRefusesSnapshotsAndAnonymousSandboxesCannot
   EXPECT_THAT(r.error().message(), HasSubstr("makes no images"));
   o.image = "-x";
   EXPECT_EQ((*sb)->Snapshot(o).error().code(), ErrorCode::kInvalidArgument);
+  // An anonymous sandbox forks as a named one does (E2B's are anonymous): as far as the
+  // snapshot, which this runtime refuses.
   auto f = Fork(**sb, ForkOptions{});
   ASSERT_FALSE(f.ok());
-  EXPECT_EQ(f.error().code(), ErrorCode::kInvalidArgument);
-  EXPECT_THAT(f.error().message(), HasSubstr("only a named sandbox"));
+  EXPECT_EQ(f.error().code(), ErrorCode::kUnsupported) << f.error().ToString();
+  EXPECT_THAT(f.error().message(), HasSubstr("makes no images"));
+  // Removal and listing: any other image is refused before the runtime is asked; this runtime
+  // lists no snapshots.
+  for (const char* other : {"agvisor/base:latest", "debian:bookworm", "../x", "snapshot:a/b"}) {
+    auto rm = RemoveSnapshot(*rt, other);
+    ASSERT_FALSE(rm.ok()) << other;
+    EXPECT_EQ(rm.error().code(), ErrorCode::kInvalidArgument) << other;
+  }
+  EXPECT_EQ(RemoveSnapshot(*rt, "x-1").error().code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(ListSnapshots(*rt).error().code(), ErrorCode::kUnsupported);
   (void)(*sb)->Stop();
 }
 

@@ -43,6 +43,7 @@
 
 namespace agvisor {
 
+class Runtime;
 class Sandbox;
 
 // The repository snapshots are made in by default ("agvisor/snapshot:TAG").
@@ -115,6 +116,35 @@ std::string SnapshotRepository();
 // Errors: ValidateSnapshotRepository's (then nothing changed).
 Result<void> SetSnapshotRepository(std::string_view repository);
 
+// One snapshot on a host (ListSnapshots): an image in the snapshot repository that carries
+// kLabelSnapshotId. What a snapshot's labels say of it is the host's own word (only its import
+// sets them).
+struct SnapshotInfo {
+  std::string tag;         // "app-v1"
+  std::string image;       // "REPOSITORY:TAG", what `create --image snapshot:TAG` starts from
+  std::string image_id;    // "sha256:..."
+  std::string of;          // the sandbox it was made of
+  bool workspace = false;  // it holds /workspace (a fork's)
+  std::int64_t created_unix = 0;  // when it was made (the host's clock)
+  std::int64_t size_bytes = 0;    // the image's, the layers it shares with others included
+};
+
+// The snapshots of `runtime`'s host in this process's snapshot repository, by tag. Images there
+// without kLabelSnapshotId (tagged by hand) are not snapshots and are left out. Errors:
+// kUnavailable; kUnsupported (a runtime that makes no images lists none: an empty list).
+Result<std::vector<SnapshotInfo>> ListSnapshots(Runtime& runtime);
+
+// Removes snapshot `name` ("TAG", "snapshot:TAG" or "REPOSITORY:TAG", as NormalizeSnapshotImage)
+// and the images the runtime derived from it (the image with the agent), so that the layers no
+// other image holds go with them; layers another snapshot stacks on stay. Only a snapshot is
+// removed: any other image is refused before anything is asked of the runtime, and so is an
+// image of the snapshot repository that was not made as a snapshot. Errors: kInvalidArgument
+// (a name outside the repository, a bad tag), kNotFound (no such snapshot), kPermissionDenied
+// (an image of that name that is no snapshot), kConflict (a sandbox, running or stopped, runs
+// from it: names it and how to remove it; nothing of the snapshot is removed then),
+// kUnsupported (the runtime makes no images), kUnavailable.
+Result<void> RemoveSnapshot(Runtime& runtime, std::string_view name);
+
 // The absolute paths a snapshot leaves out (pure): see the file comment.
 std::vector<std::string> SnapshotExcludes(bool include_workspace);
 
@@ -143,12 +173,13 @@ struct ForkResult {
 Result<std::vector<std::string>> ForkNames(std::string_view source_name,
                                            const ForkOptions& options);
 
-// Snapshot of `source` (a named sandbox) with /workspace, then options.count sandboxes from it,
+// Snapshot of `source` with /workspace, then options.count named sandboxes from it (an anonymous
+// source's forks are named after its container name, the prefix left out),
 // each with its own copy of /workspace (the first created alone, the others concurrently: each
 // is a container start, bounded by the runtime's start gate). On a failure the forks made are
 // removed with their volumes; the image stays when it was made (the message names it). Errors:
-// kInvalidArgument (an anonymous source: it has no /workspace volume; options), kConflict (a
-// fork's name is taken: nothing was made), Snapshot's and Create's.
+// kInvalidArgument (options), kConflict (a fork's name is taken: nothing was made), Snapshot's
+// and Create's.
 Result<ForkResult> Fork(Sandbox& source, const ForkOptions& options);
 
 }  // namespace agvisor

@@ -457,6 +457,21 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
       LogEvent("info", "pool deleted", {{"pool", name}});
       return NoContent();
     }
+    case api::RouteId::kListSnapshots:
+      return Json(200, api::SnapshotListJson(AGVISOR_TRY(place().ListSnapshots())));
+    case api::RouteId::kRemoveSnapshot: {
+      // A query, not a path segment: the core, not the router, judges every name (a path
+      // parameter cannot hold the '/' of REPOSITORY:TAG, nor of the names it refuses).
+      auto image = m.query.find("image");
+      if (image == m.query.end() || image->second.empty()) {
+        return Error::InvalidArgument(
+            "remove snapshot: give ?image=TAG (TAG, snapshot:TAG or "
+            "REPOSITORY:TAG)");
+      }
+      AGVISOR_RETURN_IF_ERROR(place().RemoveSnapshot(image->second));
+      LogEvent("info", "snapshot removed", {{"snapshot", image->second}});
+      return NoContent();
+    }
     default:
       return Error::Internal("route " + std::string(m.route->path) + " has no HTTP handler");
   }

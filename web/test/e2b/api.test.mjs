@@ -240,6 +240,72 @@ test("errors come in E2B's shapes, as the SDK's error classes", async () => {
   assert.match(bad.json.message, /timeout/);
 });
 
+test('snapshots and fork: createSnapshot, a sandbox from it, listSnapshots, deleteSnapshot, fork', async () => {
+  const src = await Sandbox.create({ metadata: d.metadata });
+  const tag = `e2b-snap-${d.metadata.agvisorTest}`;
+  const snapshots = [];
+  let copy, forks = [];
+  try {
+    // A file written and an image file deleted (the mark is written only once it was there).
+    await execV1(src.sandboxId, 'test -e /etc/issue.net && rm /etc/issue.net && echo src > /opt/mark');
+    const snap = await src.createSnapshot({ name: tag });
+    snapshots.push(snap.snapshotId);
+    assert.equal(snap.snapshotId, `snapshot:${tag}`);
+    assert.deepEqual(snap.names, [tag]);
+
+    // The snapshot's id is a template: the new sandbox has the change and the deletion.
+    copy = await Sandbox.create(snap.snapshotId, { metadata: d.metadata });
+    assert.equal((await copy.getInfo()).templateId, snap.snapshotId);
+    assert.equal((await copy.commands.run('cat /opt/mark; test -e /etc/issue.net || echo gone')).stdout,
+      'src\ngone\n');
+
+    // Listed: all, this sandbox's, by name; another sandbox has none.
+    const ids = (list) => list.map((s) => s.snapshotId);
+    assert.ok(ids(await Sandbox.listSnapshots().nextItems()).includes(snap.snapshotId));
+    assert.deepEqual(ids(await src.listSnapshots().nextItems()), [snap.snapshotId]);
+    assert.deepEqual(ids(await Sandbox.listSnapshots({ name: tag }).nextItems()), [snap.snapshotId]);
+    assert.deepEqual(ids(await copy.listSnapshots().nextItems()), []);
+
+    // deleteSnapshot: refused while a sandbox runs from it (naming it), then removed; again: false.
+    await assert.rejects(Sandbox.deleteSnapshot(snap.snapshotId),
+      (e) => /409/.test(e.message) && new RegExp(copy.sandboxId).test(e.message));
+    await copy.kill();
+    copy = undefined;
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true);
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false);
+    assert.deepEqual(ids(await src.listSnapshots().nextItems()), []);
+    // Only snapshots: another image is refused (and stays: later creates use it). A name with a
+    // '/' matches no route (a 404: the SDK answers false, or throws when the 404 is not in E2B's
+    // shape); any other reaches the core, which refuses it.
+    for (const other of ['debian:bookworm', `sha256:${'0'.repeat(64)}`, 'snapshot:a:b']) {
+      const r = await d.api('DELETE', `/templates/${encodeURIComponent(other)}`);
+      assert.equal(r.status, 400, `${other}: ${r.text}`);
+      assert.match(r.json.message, /outside agvisor's snapshot repository/);
+    }
+    const slash = await Sandbox.deleteSnapshot('agvisor/e2b-base:latest').catch((e) => e);
+    assert.ok(slash === false || /404/.test(slash.message), `${slash}`);
+    assert.equal((await d.api('DELETE', `/templates/${encodeURIComponent('../x')}`)).status, 404);
+    await (await Sandbox.create({ metadata: d.metadata })).kill();  // the base template stays
+
+    // fork of 2: each has the source's files, a running sandbox of its own (envd works), and a
+    // write in one is seen neither in the other nor in the source.
+    forks = await src.fork({ count: 2 });
+    assert.equal(forks.length, 2);
+    for (const f of forks) assert.ok(f instanceof Sandbox, `${f}`);
+    snapshots.push((await forks[0].getInfo()).templateId);
+    assert.match(snapshots[1], /^snapshot:e2b-fork-/);
+    await execV1(forks[0].sandboxId, 'echo changed > /opt/mark');
+    assert.equal((await forks[1].commands.run('cat /opt/mark')).stdout, 'src\n');
+    assert.equal(await execV1(src.sandboxId, 'cat /opt/mark'), 'src\n');
+    assert.equal((await forks[0].commands.run('cat /opt/mark')).stdout, 'changed\n');
+  } finally {
+    for (const f of forks) if (f instanceof Sandbox) await f.kill();
+    if (copy) await copy.kill();
+    await src.kill();
+    for (const id of snapshots) await Sandbox.deleteSnapshot(id).catch(() => {});
+  }
+});
+
 test('records and envd tokens survive an agvisord restart', async () => {
   const sbx = await Sandbox.create({
     metadata: { ...d.metadata, kept: 'yes' }, envs: { A: '1' }, timeoutMs: 300_000,

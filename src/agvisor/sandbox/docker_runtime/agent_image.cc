@@ -93,11 +93,14 @@ void ForgetAgentImage(AgentImageCache& cache, std::string_view ref) {
   if (auto it = cache.known.find(ref); it != cache.known.end()) cache.known.erase(it);
 }
 
-std::string AgentImageRef(std::string_view image_id, std::string_view agent_binary) {
+std::string AgentImageRefPrefix(std::string_view image_id) {
   std::string_view hex = image_id;
   if (hex.starts_with("sha256:")) hex.remove_prefix(7);
-  return std::string(kRepo) + ":" + std::string(hex.substr(0, 12)) + "-" +
-         Hex(AgentHashOf(agent_binary), 16);
+  return std::string(kRepo) + ":" + std::string(hex.substr(0, 12)) + "-";
+}
+
+std::string AgentImageRef(std::string_view image_id, std::string_view agent_binary) {
+  return AgentImageRefPrefix(image_id) + Hex(AgentHashOf(agent_binary), 16);
 }
 
 Result<std::string> EnsureAgentImage(AgentImageCache& cache, docker::Client& docker,

@@ -59,5 +59,8 @@ void ForgetAgentImage(AgentImageCache& cache, std::string_view ref);
 // "agvisor/with-agent:<12 hex of image_id>-<16 hex of the agent's hash>" (pure). `image_id` is
 // Docker's "sha256:..." id.
 std::string AgentImageRef(std::string_view image_id, std::string_view agent_binary);
+// What every derived image of `image_id` is named with, whatever agent build made it:
+// "agvisor/with-agent:<12 hex of image_id>-" (pure).
+std::string AgentImageRefPrefix(std::string_view image_id);
 
 }  // namespace agvisor

@@ -21,6 +21,10 @@ TEST(AgentImageTest, PrunesOnlyOtherImagesOlderThanADay) {
   EXPECT_TRUE(AgentImagesToPrune({}, "x", now).empty());
   EXPECT_EQ(AgentImageRef("sha256:0123456789abcdef", "agent").substr(0, 32),
             "agvisor/with-agent:0123456789ab-");
+  // Every agent build's derived image of one image shares the prefix snapshot removal looks for.
+  EXPECT_EQ(AgentImageRefPrefix("sha256:0123456789abcdef"), "agvisor/with-agent:0123456789ab-");
+  EXPECT_TRUE(AgentImageRef("sha256:0123456789abcdef", "another agent")
+                  .starts_with(AgentImageRefPrefix("0123456789abcdef")));
 }
 
 }  // namespace

@@ -500,15 +500,40 @@ Result<std::string> DockerRuntime::ImportImage(
   return client_->ImportImage(ref.substr(0, colon), ref.substr(colon + 1), tar, progress, changes);
 }
 
-Result<std::vector<std::string>> DockerRuntime::ImagesWithLabel(std::string_view label) {
+Result<std::vector<ImageEntry>> DockerRuntime::ImagesWithLabel(std::string_view label) {
   auto images = AGVISOR_TRY(client_->ListImages({std::string(label)}));
-  std::vector<std::string> ids;
-  for (auto& i : images) ids.push_back(std::move(i.id));
-  return ids;
+  std::vector<ImageEntry> out;
+  for (auto& i : images) {
+    // Docker 20.10 lists an untagged image with the tag "<none>:<none>".
+    std::erase(i.repo_tags, "<none>:<none>");
+    out.push_back(ImageEntry{.id = std::move(i.id),
+                             .tags = std::move(i.repo_tags),
+                             .labels = std::move(i.labels),
+                             .created_unix = i.created,
+                             .size_bytes = i.size});
+  }
+  return out;
+}
+
+Result<std::vector<ImageEntry>> DockerRuntime::DerivedImagesOf(std::string_view image_id) {
+  // Every agent build's image with the agent of `image_id` (its name says whose), in use or not.
+  const std::string prefix = AgentImageRefPrefix(image_id);
+  std::vector<ImageEntry> out;
+  for (ImageEntry& e : AGVISOR_TRY(ImagesWithLabel(kAgentImageLabel))) {
+    if (std::any_of(e.tags.begin(), e.tags.end(),
+                    [&](const std::string& t) { return t.starts_with(prefix); })) {
+      out.push_back(std::move(e));
+    }
+  }
+  return out;
 }
 
 Result<bool> DockerRuntime::RemoveImage(std::string_view ref) {
   auto r = client_->RemoveImage(ref, /*force=*/false);
+  if (r.ok() || r.error().code() == ErrorCode::kNotFound) {
+    // A derived image removed by its name is made again when next needed.
+    ForgetAgentImage(agent_images_, ref);
+  }
   if (r.ok()) return true;
   if (r.error().code() == ErrorCode::kNotFound) return false;
   return r.error();

@@ -119,7 +119,8 @@ class DockerRuntime final : public Runtime {
   Result<std::string> LoadLayeredImage(std::string_view ref, const ImageConfig& config,
                                        const std::vector<std::string>& base_layers,
                                        const channel::ByteSource& layer) override;
-  Result<std::vector<std::string>> ImagesWithLabel(std::string_view label) override;
+  Result<std::vector<ImageEntry>> ImagesWithLabel(std::string_view label) override;
+  Result<std::vector<ImageEntry>> DerivedImagesOf(std::string_view image_id) override;
   Result<bool> RemoveImage(std::string_view ref) override;
 
   Result<bool> EnsureVolume(std::string_view name, const Labels& labels) override;

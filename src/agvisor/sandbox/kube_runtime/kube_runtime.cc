@@ -419,8 +419,8 @@ Result<std::string> KubernetesRuntime::ImportImage(std::string_view ref, const I
   return NoImages("make image " + std::string(ref));
 }
 
-Result<std::vector<std::string>> KubernetesRuntime::ImagesWithLabel(std::string_view) {
-  return std::vector<std::string>{};  // it makes none
+Result<std::vector<ImageEntry>> KubernetesRuntime::ImagesWithLabel(std::string_view) {
+  return std::vector<ImageEntry>{};  // it makes none
 }
 
 Result<bool> KubernetesRuntime::RemoveImage(std::string_view ref) {

@@ -100,9 +100,9 @@ class KubernetesRuntime final : public Runtime {
   Result<ImageConfig> ImageConfigOf(std::string_view image) override;  // kUnsupported
   Result<std::string> ImportImage(
       std::string_view ref, const ImageConfig& config, const channel::ByteSource& tar,
-      const std::function<void(std::string_view)>& progress) override;  // kUnsupported
-  Result<std::vector<std::string>> ImagesWithLabel(std::string_view label) override;  // none
-  Result<bool> RemoveImage(std::string_view ref) override;  // kUnsupported
+      const std::function<void(std::string_view)>& progress) override;               // kUnsupported
+  Result<std::vector<ImageEntry>> ImagesWithLabel(std::string_view label) override;  // none
+  Result<bool> RemoveImage(std::string_view ref) override;                           // kUnsupported
   void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) override;
   bool EndedByMemoryLimit(std::string_view id) override;
 

@@ -372,7 +372,7 @@ Result<std::string> FakeRuntime::ImportImage(std::string_view ref, const ImageCo
   if (auto e = Record("ImportImage", ref)) return *e;
   return NoImages("import image " + std::string(ref));
 }
-Result<std::vector<std::string>> FakeRuntime::ImagesWithLabel(std::string_view label) {
+Result<std::vector<ImageEntry>> FakeRuntime::ImagesWithLabel(std::string_view label) {
   return NoImages("list images labelled " + std::string(label));
 }
 Result<bool> FakeRuntime::RemoveImage(std::string_view ref) {

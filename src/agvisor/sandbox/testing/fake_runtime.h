@@ -109,7 +109,7 @@ class FakeRuntime final : public Runtime {
   Result<std::string> ImportImage(std::string_view ref, const ImageConfig& config,
                                   const channel::ByteSource& tar,
                                   const std::function<void(std::string_view)>& progress) override;
-  Result<std::vector<std::string>> ImagesWithLabel(std::string_view label) override;
+  Result<std::vector<ImageEntry>> ImagesWithLabel(std::string_view label) override;
   Result<bool> RemoveImage(std::string_view ref) override;
   Result<void> Pause(std::string_view id) override;
   Result<void> Unpause(std::string_view id) override;
