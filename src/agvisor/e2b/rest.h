@@ -34,6 +34,9 @@ struct Record {
   std::int64_t end_at = 0;      // unix seconds: the timeout; 0 = none
   bool auto_pause = false;      // lifecycle.onTimeout 'pause'
   bool auto_resume = false;     // lifecycle.autoResume
+  // lifecycle.autoResume sent as false: while paused, envd calls and getHost traffic do not wake
+  // it (HeldPaused); Sandbox.connect does. Unset lets the server choose: agvisor wakes.
+  bool hold_paused = false;
   std::optional<bool> allow_internet_access;
   int cpu_count = 0;
   int memory_mb = 0;
@@ -62,21 +65,31 @@ class Rest {
   // Whether E2B's create or connect made a record of `id` (only such sandboxes' ports are
   // served on their E2B host names).
   bool HasRecord(const std::string& id);
+  // Whether `id` is paused now and was made with autoResume false, so a call must not wake it
+  // (one inspect, for such sandboxes only; false when it cannot tell: the call reports).
+  bool HeldPaused(const std::string& id);
   // The ids of the sandboxes whose envd token this daemon has handed out or checked since it
   // started (a signed file URL names no sandbox: mount.cc tries these).
   std::vector<std::string> KnownIds();
   // Starts the sweep that ends (or pauses) sandboxes at their timeout, once a second.
   void StartSweep();
+  // Starts the thread that samples the metrics of sandboxes getMetrics asked about (metrics.h).
+  void StartMetricsSampler();
 
   client::HandleCache& sandboxes() { return *sandboxes_; }
   const E2bOptions& options() const { return options_; }
 
  private:
+  // GET /v2/sandboxes (and v1): list.h's query, page and token.
+  server::HttpResponse ListSandboxes(const api::RouteMatch& match);
+  // GET /sandboxes/{id}/metrics: a sample now, and those of metrics.h's ring in the range.
+  server::HttpResponse Metrics(const std::string& id, const api::RouteMatch& match);
   struct State;
   std::shared_ptr<client::HandleCache> sandboxes_;
   E2bOptions options_;
   std::shared_ptr<State> state_;
   std::thread sweep_;
+  std::thread sampler_;
 };
 
 }  // namespace agvisor::e2b
