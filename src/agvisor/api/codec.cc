@@ -504,7 +504,7 @@ Result<CreatePoolRequest> ParseCreatePoolRequest(std::string_view body) {
   AGVISOR_RETURN_IF_ERROR(
       OnlyKnown(o, "create pool",
                 {"name", "size", "max_age", "fill_parallelism", "image", "gui", "limits", "network",
-                 "runtime", "labels", "warm_shells", "platform"}));
+                 "runtime", "labels", "warm_shells", "platform", "allow_setuid"}));
   CreatePoolRequest r;
   const json::value* name = o.if_contains("name");
   if (!name) return Bad("name", "missing: a pool needs a name (creates then say {\"pool\": name})");

@@ -120,6 +120,11 @@ TEST(CodecTest, ParseCreateRequest) {
   EXPECT_TRUE(ParseCreateRequest(CreateRequestJson(u->spec))->spec.allow_setuid);
   EXPECT_EQ(CreateRequestJson(SandboxSpec{}).find("allow_setuid"), std::string::npos);
   EXPECT_FALSE(ParseCreateRequest(R"({"allow_setuid":"yes"})").ok());
+  PoolOptions setuid_pool;
+  setuid_pool.spec.allow_setuid = true;
+  auto pool = ParseCreatePoolRequest(CreatePoolRequestJson("p", setuid_pool));
+  ASSERT_TRUE(pool.ok()) << pool.error().message();
+  EXPECT_TRUE(pool->options.spec.allow_setuid);
   // platform: a string (its value is ValidateSpec's to judge), sent back only when set; null or
   // absent = the default.
   auto p = ParseCreateRequest(R"({"platform":"ptrace"})");
