@@ -3,7 +3,8 @@
 // call takes a sample at once and marks the sandbox asked; for kMetricsWatchSeconds after the
 // last call agvisord samples it every kMetricsPeriodSeconds (E2B's own sampling period), so a
 // client that polls gets a history at E2B's resolution, and a sandbox nobody asks about costs
-// nothing. Samples older than the ring (kMaxMetricSamples: an hour) are gone.
+// nothing. Samples older than the ring (kMaxMetricSamples: an hour) are gone. A paused sandbox is
+// not sampled (Docker's stats of a frozen container wait for a reading that does not come).
 //
 // Used by e2b/rest.cc (which takes the samples, through client::Place::Stats). Pure and not
 // thread-safe (the caller's lock); unit-tested in e2b_test.cc.

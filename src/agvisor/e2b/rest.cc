@@ -501,6 +501,9 @@ void Rest::StartMetricsSampler() {
     lock.unlock();
     for (const auto& id : due) {
       auto found = Find(*sandboxes_, id);
+      // A paused sandbox has nothing to report (E2B keeps no metrics of one either), and Docker's
+      // stats of a frozen container wait for a second reading that does not come.
+      if (found.ok() && IsPaused(found->info)) continue;
       auto sample = found.ok() ? TakeSample(sandboxes_->place(), found->info)
                                : Result<MetricSample>(found.error());
       std::lock_guard relock(state->mu);
@@ -519,13 +522,18 @@ HttpResponse Rest::Metrics(const std::string& id, const api::RouteMatch& match) 
   if (!range.ok()) return ErrorResponse(range.error());
   auto found = Find(*sandboxes_, id);
   if (!found.ok()) return ErrorResponse(found.error());
-  auto sample = TakeSample(sandboxes_->place(), found->info);
-  if (!sample.ok()) return ErrorResponse(sample.error());
+  // A paused sandbox: the samples taken while it ran (see the sampler).
+  std::optional<MetricSample> sample;
+  if (!IsPaused(found->info)) {
+    auto taken = TakeSample(sandboxes_->place(), found->info);
+    if (!taken.ok()) return ErrorResponse(taken.error());
+    sample = *taken;
+  }
   json::array out;
   {
     std::lock_guard lock(state_->mu);
-    state_->metrics.Add(id, *sample);
-    state_->metrics.Asked(id, sample->at);
+    if (sample) state_->metrics.Add(id, *sample);
+    state_->metrics.Asked(id, Now());
     for (const auto& s : state_->metrics.Range(id, range->start, range->end)) {
       out.push_back(MetricJson(s));
     }
