@@ -1,9 +1,10 @@
 // E2B's REST API (the `Sandbox` class's static calls) over client::Place, under /e2b
-// (mount.h): create (v1 and v2), connect and resume, list (metadata, state, paging), getInfo,
-// getMetrics, kill, setTimeout, pause; what agvisor cannot do answers 501 saying why
+// (mount.h): create (v1 and v2), connect and resume, list (list.h), getInfo, getMetrics
+// (metrics.h), kill, setTimeout, pause; what agvisor cannot do answers 501 saying why
 // (docs/e2b.md's table). Also the keeper of E2B's record of each sandbox (template, metadata,
 // envs, timeout, lifecycle) and of the sandboxes' envd tokens, which mount.cc checks envd
-// requests against, and the sweep that ends (or pauses) sandboxes at their timeout.
+// requests against, the sweep that ends (or pauses) sandboxes at their timeout, and the metrics
+// sampler.
 //
 // Used by e2b/mount.cc only.
 #pragma once
