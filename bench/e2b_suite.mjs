@@ -6,12 +6,14 @@
 //
 // Environment: E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY (the SDK's), AGVISORD_URL and
 // AGVISORD_TOKEN (agvisord's own API), E2B_SDK (the directory of web/'s package.json),
-// E2B_BENCH_RUNS (samples per row, default 50).
+// E2B_BENCH_RUNS (samples per row, default 50), E2B_BENCH_TEMPLATE (the template, default base:
+// another image's name compares a changed e2b-base built under another tag).
 import { createRequire } from 'node:module';
 
 const require = createRequire(`${process.env.E2B_SDK}/package.json`);
 const { Sandbox } = require('e2b');
 const runs = Number(process.env.E2B_BENCH_RUNS ?? 50);
+const template = process.env.E2B_BENCH_TEMPLATE || 'base';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const stats = (xs) => {
@@ -33,13 +35,13 @@ async function sample(fn, spacedMs) {
 const creates = [];
 for (let i = 0; i < 5; i++) {
   const t0 = performance.now();
-  const s = await Sandbox.create({ timeoutMs: 120_000 });
+  const s = await Sandbox.create(template, { timeoutMs: 120_000 });
   await s.commands.run('true');
   creates.push(performance.now() - t0);
   await s.kill();
 }
 
-const sbx = await Sandbox.create({ timeoutMs: 600_000 });
+const sbx = await Sandbox.create(template, { timeoutMs: 600_000 });
 const own = (argv) => async () => {
   const r = await fetch(`${process.env.AGVISORD_URL}/v1/sandboxes/${sbx.sandboxId}/exec`, {
     method: 'POST',

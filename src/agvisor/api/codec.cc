@@ -403,6 +403,9 @@ Result<void> ParseSpecFields(const json::object& o, SandboxSpec& s) {
     s.egress = AGVISOR_TRY(ParseEgressRules(*v));
   if (auto* v = o.if_contains("image")) s.image = AGVISOR_TRY(GetString(*v, "image"));
   if (auto* v = o.if_contains("gui")) s.gui = AGVISOR_TRY(GetBool(*v, "gui"));
+  if (auto* v = o.if_contains("allow_setuid")) {
+    s.allow_setuid = AGVISOR_TRY(GetBool(*v, "allow_setuid"));
+  }
   if (auto* v = o.if_contains("network")) s.network = AGVISOR_TRY(GetString(*v, "network"));
   if (auto* v = o.if_contains("runtime")) s.runtime = AGVISOR_TRY(GetString(*v, "runtime"));
   // Checked by ValidateSpec ("systrap" or "ptrace"); null or absent = the default.
@@ -441,10 +444,11 @@ Result<void> ParseSpecFields(const json::object& o, SandboxSpec& s) {
 
 Result<CreateRequest> ParseCreateRequest(std::string_view body) {
   auto o = AGVISOR_TRY(ParseObject(body, "create sandbox"));
-  AGVISOR_RETURN_IF_ERROR(OnlyKnown(o, "create sandbox",
-                                    {"image", "gui", "limits", "network", "lifetime", "idle_ttl",
-                                     "idle_action", "name", "runtime", "labels", "pool", "egress",
-                                     "warm_shells", "platform", "wait", "cold_create", "secrets"}));
+  AGVISOR_RETURN_IF_ERROR(
+      OnlyKnown(o, "create sandbox",
+                {"image", "gui", "limits", "network", "lifetime", "idle_ttl", "idle_action", "name",
+                 "runtime", "labels", "pool", "egress", "warm_shells", "platform", "wait",
+                 "cold_create", "secrets", "allow_setuid"}));
   CreateRequest req;
   SandboxSpec& s = req.spec;
   AGVISOR_RETURN_IF_ERROR(ParseSpecFields(o, s));
@@ -501,7 +505,7 @@ Result<CreatePoolRequest> ParseCreatePoolRequest(std::string_view body) {
   AGVISOR_RETURN_IF_ERROR(
       OnlyKnown(o, "create pool",
                 {"name", "size", "max_age", "fill_parallelism", "image", "gui", "limits", "network",
-                 "runtime", "labels", "warm_shells", "platform"}));
+                 "runtime", "labels", "warm_shells", "platform", "allow_setuid"}));
   CreatePoolRequest r;
   const json::value* name = o.if_contains("name");
   if (!name) return Bad("name", "missing: a pool needs a name (creates then say {\"pool\": name})");
@@ -1166,6 +1170,7 @@ json::object SpecObject(const SandboxSpec& spec) {
   if (spec.egress) o["egress"] = EgressRulesObject(*spec.egress);
   if (spec.warm_shells != kDefaultWarmShells) o["warm_shells"] = spec.warm_shells;
   if (!spec.platform.empty()) o["platform"] = spec.platform;
+  if (spec.allow_setuid) o["allow_setuid"] = true;
   return o;
 }
 

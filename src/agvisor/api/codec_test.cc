@@ -112,6 +112,19 @@ TEST(CodecTest, ParseCreateRequest) {
   EXPECT_EQ(ParseCreateRequest(CreateRequestJson(w->spec))->spec.warm_shells, 0);
   EXPECT_EQ(CreateRequestJson(SandboxSpec{}).find("warm_shells"), std::string::npos);
   EXPECT_FALSE(ParseCreateRequest(R"({"warm_shells":"2"})").ok());
+  // allow_setuid: off unless asked, sent only when on.
+  EXPECT_FALSE(d->spec.allow_setuid);
+  auto u = ParseCreateRequest(R"({"allow_setuid":true})");
+  ASSERT_TRUE(u.ok());
+  EXPECT_TRUE(u->spec.allow_setuid);
+  EXPECT_TRUE(ParseCreateRequest(CreateRequestJson(u->spec))->spec.allow_setuid);
+  EXPECT_EQ(CreateRequestJson(SandboxSpec{}).find("allow_setuid"), std::string::npos);
+  EXPECT_FALSE(ParseCreateRequest(R"({"allow_setuid":"yes"})").ok());
+  PoolOptions setuid_pool;
+  setuid_pool.spec.allow_setuid = true;
+  auto pool = ParseCreatePoolRequest(CreatePoolRequestJson("p", setuid_pool));
+  ASSERT_TRUE(pool.ok()) << pool.error().message();
+  EXPECT_TRUE(pool->options.spec.allow_setuid);
   // platform: a string (its value is ValidateSpec's to judge), sent back only when set; null or
   // absent = the default.
   auto p = ParseCreateRequest(R"({"platform":"ptrace"})");

@@ -1,5 +1,5 @@
-// The E2B door's pure parts: ids, the API key, envd tokens, signed file URLs, error shapes and
-// the network mapping.
+// The E2B door's pure parts: ids, the API key, envd tokens, signed file URLs, error shapes, the
+// network mapping, the list's query and pages, the metrics ring.
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
@@ -7,6 +7,8 @@
 #include "agvisor/e2b/auth.h"
 #include "agvisor/e2b/errors.h"
 #include "agvisor/e2b/ids.h"
+#include "agvisor/e2b/list.h"
+#include "agvisor/e2b/metrics.h"
 #include "agvisor/e2b/network.h"
 
 namespace agvisor::e2b {
@@ -187,6 +189,151 @@ TEST(E2bNetwork, MappedExactlyOrRefusedWithAReason) {
   auto r = MapNetwork(Net({}, {"example.com"}));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(E2bList, TheQueryTheSdkSends) {
+  // What Sandbox.list({query: {metadata: {run: "e2b-1", "a b": "c&d=e", pct: "x%y"}, state,
+  // startedAfter, template}, order, limit, nextToken}) sends (the pinned SDK, seen on the wire),
+  // as the router decodes it.
+  auto q = ParseListQuery({{"metadata", "run=e2b-1&a%2520b=c%2526d%253De&pct=x%2525y"},
+                           {"state", "paused"},
+                           {"startedAfter", "2026-12-06T10:00:00.000Z"},
+                           {"template", "base"},
+                           {"order", "asc"},
+                           {"limit", "2"},
+                           {"nextToken", "1796551200.abc"}});
+  ASSERT_TRUE(q.ok()) << q.error().message();
+  EXPECT_EQ(q->metadata, (std::map<std::string, std::string>{
+                             {"run", "e2b-1"}, {"a b", "c&d=e"}, {"pct", "x%y"}}));
+  EXPECT_EQ(q->states, (std::vector<std::string>{"paused"}));
+  EXPECT_EQ(q->started_after, 1796551200);
+  EXPECT_EQ(q->template_id, "base");
+  EXPECT_TRUE(q->ascending);
+  EXPECT_EQ(q->limit, 2u);
+  EXPECT_EQ(q->after, (ListCursor{1796551200, "abc"}));
+  // Defaults: running and paused, newest first, E2B's page of 100.
+  auto d = ParseListQuery({});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->states, (std::vector<std::string>{"running", "paused"}));
+  EXPECT_FALSE(d->ascending);
+  EXPECT_EQ(d->limit, kDefaultListLimit);
+  // Each bad parameter is named.
+  for (auto [k, v] :
+       std::vector<std::pair<std::string, std::string>>{{"state", "running,killed"},
+                                                        {"order", "newest"},
+                                                        {"limit", "0"},
+                                                        {"limit", "1001"},
+                                                        {"limit", "x"},
+                                                        {"startedAfter", "yesterday"},
+                                                        {"startedAfter", "2026-13-01T00:00:00Z"},
+                                                        {"nextToken", "abc"},
+                                                        {"nextToken", "12.Bad_Id"},
+                                                        {"metadata", "%zz=1"}}) {
+    auto bad = ParseListQuery({{k, v}});
+    ASSERT_FALSE(bad.ok()) << k << "=" << v;
+    EXPECT_EQ(bad.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(bad.error().message().find(k), std::string::npos) << bad.error().message();
+  }
+}
+
+TEST(E2bList, Rfc3339AsTheSdkWritesItAndWithOffsets) {
+  EXPECT_EQ(*ParseRfc3339("1970-01-01T00:00:00Z"), 0);
+  EXPECT_EQ(*ParseRfc3339("2026-12-06T10:00:00.123Z"), 1796551200);
+  EXPECT_EQ(*ParseRfc3339("2026-12-06T12:00:00+02:00"), 1796551200);
+  EXPECT_EQ(*ParseRfc3339("2026-12-06T09:30:00-00:30"), 1796551200);
+  for (std::string_view bad : {"", "2026-12-06", "2026-12-06T10:00:00", "2026-12-06T10:00:00.Z",
+                               "2026-12-06T25:00:00Z", "2026-12-06T10:00:00+2:00"}) {
+    EXPECT_FALSE(ParseRfc3339(bad).ok()) << bad;
+  }
+}
+
+TEST(E2bList, FiltersAndPagesInStartOrder) {
+  ListQuery q;
+  const std::map<std::string, std::string> meta{{"run", "1"}, {"x", "y"}};
+  EXPECT_TRUE(ListWants(q, "running", "base", &meta, 10));
+  q.metadata = {{"run", "1"}};
+  EXPECT_TRUE(ListWants(q, "paused", "base", &meta, 10));
+  EXPECT_FALSE(ListWants(q, "running", "base", nullptr, 10));
+  q.states = {"running"};
+  EXPECT_FALSE(ListWants(q, "paused", "base", &meta, 10));
+  q.template_id = "other";
+  EXPECT_FALSE(ListWants(q, "running", "base", &meta, 10));
+  q.template_id = "";
+  q.started_after = 11;
+  EXPECT_FALSE(ListWants(q, "running", "base", &meta, 10));
+  EXPECT_TRUE(ListWants(q, "running", "base", &meta, 11));
+
+  // Five sandboxes, two started in the same second; pages of two, newest first, then oldest.
+  const std::vector<ListRow> rows{{"c", 30}, {"a", 10}, {"e", 50}, {"b", 30}, {"d", 40}};
+  for (bool ascending : {false, true}) {
+    ListQuery p;
+    p.ascending = ascending;
+    p.limit = 2;
+    std::vector<std::string> seen;
+    for (int pages = 0; pages < 10; ++pages) {
+      ListPage page = PageOf(rows, p);
+      for (std::size_t i : page.rows) seen.push_back(rows[i].id);
+      if (page.next_token.empty()) break;
+      auto after = ParseListToken(page.next_token);
+      ASSERT_TRUE(after.ok()) << page.next_token;
+      p.after = *after;
+    }
+    EXPECT_EQ(seen, ascending ? (std::vector<std::string>{"a", "b", "c", "d", "e"})
+                              : (std::vector<std::string>{"e", "d", "c", "b", "a"}));
+  }
+  // A full last page has no next token.
+  ListQuery all;
+  all.limit = 5;
+  EXPECT_EQ(PageOf(rows, all).next_token, "");
+  all.limit = 4;
+  EXPECT_EQ(PageOf(rows, all).next_token, ListToken({30, "b"}));
+}
+
+MetricSample At(std::int64_t t) { return MetricSample{.at = t, .cpu_count = 2, .mem_used = t}; }
+
+TEST(E2bMetrics, ARingSampledOnlyWhileAsked) {
+  MetricsBook book;
+  EXPECT_TRUE(book.Due(100).empty()) << "nobody asked: nothing is sampled";
+  book.Add("a", At(100));
+  book.Asked("a", 100);
+  EXPECT_TRUE(book.Due(104).empty()) << "within the period";
+  EXPECT_EQ(book.Due(105), (std::vector<std::string>{"a"}));
+  for (std::int64_t t = 105; t <= 700; t += 5) book.Add("a", At(t));
+  EXPECT_TRUE(book.Due(100 + kMetricsWatchSeconds + 1).empty()) << "asked too long ago";
+  // The range, both ends included; a sample in the same second replaces the one before.
+  auto r = book.Range("a", 200, 210);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r.front().at, 200);
+  book.Add("a", At(700));
+  EXPECT_EQ(book.Range("a", std::nullopt, std::nullopt).size(), 121u);
+  // Bounded: the oldest go.
+  for (std::int64_t t = 1000; t < 1000 + static_cast<std::int64_t>(kMaxMetricSamples); ++t) {
+    book.Add("a", At(t));
+  }
+  EXPECT_EQ(book.Range("a", std::nullopt, std::nullopt).size(), kMaxMetricSamples);
+  EXPECT_TRUE(book.Range("a", 0, 999).empty());
+  // So is the number of rings; the least recently asked goes.
+  for (std::size_t i = 0; i < kMaxMetricSandboxes + 3; ++i) {
+    book.Asked("s" + std::to_string(i), 2000 + static_cast<std::int64_t>(i));
+  }
+  EXPECT_EQ(book.size(), kMaxMetricSandboxes);
+  EXPECT_TRUE(book.Range("a", std::nullopt, std::nullopt).empty());
+  book.Forget("s5");
+  EXPECT_EQ(book.size(), kMaxMetricSandboxes - 1);
+  // At most kMaxWatchedSandboxes are sampled at once, the most recently asked.
+  auto due = book.Due(2000 + static_cast<std::int64_t>(kMaxMetricSandboxes) + 5);
+  ASSERT_EQ(due.size(), kMaxWatchedSandboxes);
+  EXPECT_EQ(due.front(), "s" + std::to_string(kMaxMetricSandboxes + 2));
+}
+
+TEST(E2bMetrics, TheRangeTheSdkSends) {
+  auto r = ParseMetricsRange({{"start", "100"}, {"end", "200"}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->start, 100);
+  EXPECT_EQ(r->end, 200);
+  EXPECT_FALSE(ParseMetricsRange({})->start);
+  EXPECT_FALSE(ParseMetricsRange({{"start", "soon"}}).ok());
+  EXPECT_FALSE(ParseMetricsRange({{"start", "200"}, {"end", "100"}}).ok());
 }
 
 }  // namespace

@@ -91,6 +91,15 @@ Result<std::string> UserOf(const HttpRequest& req) {
   return user;
 }
 
+// A call to a paused sandbox made with autoResume false, as E2B answers it: envd's 502 (the SDK:
+// the sandbox is not running; isRunning() false), getHost traffic's 409 "The sandbox is paused".
+HttpResponse HeldPausedResponse(int status, const std::string& id) {
+  return ErrorResponse(status, "sandbox " + id +
+                                   " is paused and was created with lifecycle.autoResume false, "
+                                   "so calls do not wake it: Sandbox.connect('" +
+                                   id + "') resumes it");
+}
+
 struct Door {
   std::shared_ptr<client::HandleCache> sandboxes;
   E2bOptions options;
@@ -117,17 +126,23 @@ struct Door {
   // sandbox's port; 502 in E2B's shape when the port is not open.
   void ServeHost(const HttpRequest& req, server::RawConnection raw) {
     auto host = ParseSandboxHost(req.header("host"), options.domain);
-    auto refuse = [&](const std::string& message) {
-      HttpResponse e = ErrorResponse(502, message);
-      const std::string out =
-          "HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json\r\n"
-          "Connection: close\r\nContent-Length: " +
-          std::to_string(e.body.size()) + "\r\n\r\n" + e.body;
+    auto answer = [&](const HttpResponse& e, std::string_view reason) {
+      const std::string out = "HTTP/1.1 " + std::to_string(e.status) + " " + std::string(reason) +
+                              "\r\nContent-Type: application/json\r\n"
+                              "Connection: close\r\nContent-Length: " +
+                              std::to_string(e.body.size()) + "\r\n\r\n" + e.body;
       (void)!::send(raw.fd.get(), out.data(), out.size(), MSG_NOSIGNAL);
+    };
+    auto refuse = [&](const std::string& message) {
+      answer(ErrorResponse(502, message), "Bad Gateway");
     };
     if (!host) return refuse("not a sandbox host");
     auto access = rest.AccessOf(host->id);
     if (!access.ok()) return refuse("sandbox " + host->id + " is not running");
+    if (rest.HeldPaused(host->id)) {
+      // What E2B's proxy answers for a paused sandbox that traffic may not wake.
+      return answer(HeldPausedResponse(409, host->id), "Conflict");
+    }
     auto handle = sandboxes->Get(access->container);
     if (!handle.ok()) return refuse("sandbox " + host->id + " is not running");
     auto port = (*handle)->OpenPort(host->port);
@@ -140,13 +155,28 @@ struct Door {
     client::RelayPortConnection(std::move(stream), raw.fd.release());
   }
 
-  HttpResponse ServeEnvdRoute(const HttpRequest& req, const api::RouteMatch& m,
-                              HttpStream& stream) {
-    if (m.route->path == "/health") {
-      // envd's health probe carries no credential; it says nothing about any sandbox.
+  // envd's health (the SDK's isRunning): 204 without a sandbox id; with one, 502 when that
+  // sandbox is gone (as E2B's proxy), or, for its own token, paused and not to be woken (an id
+  // and token of no sandbox learn nothing more than an envd call's 502 tells).
+  HttpResponse Health(const HttpRequest& req, const std::string& id) {
+    if (id.empty() || !IsSandboxId(id)) return {204, "", "", {}};
+    auto access = rest.AccessOf(id);
+    if (!access.ok()) {
+      if (access.error().code() == ErrorCode::kNotFound) {
+        return ErrorResponse(502, access.error().message());
+      }
       return {204, "", "", {}};
     }
+    if (AccessTokenMatches(req.header("x-access-token"), access->token) && rest.HeldPaused(id)) {
+      return HeldPausedResponse(502, id);
+    }
+    return {204, "", "", {}};
+  }
+
+  HttpResponse ServeEnvdRoute(const HttpRequest& req, const api::RouteMatch& m,
+                              HttpStream& stream) {
     std::string id = req.header("e2b-sandbox-id");
+    if (m.route->path == "/health") return Health(req, id);
     auto user = UserOf(req);
     if (!user.ok()) return ErrorResponse(400, user.error().message());
     const std::string given = req.header("x-access-token");
@@ -202,6 +232,7 @@ struct Door {
     } else if (!AccessTokenMatches(given, access->token)) {
       return ErrorResponse(401, "the X-Access-Token is not this sandbox's");
     }
+    if (rest.HeldPaused(id)) return HeldPausedResponse(502, id);
     // The user is checked where every door's is: the agent resolves it in the sandbox's
     // /etc/passwd and refuses one it does not know.
     EnvdCall call{*sandboxes, access->container, id, *user, access->token, signed_url};
@@ -233,6 +264,15 @@ Result<void> Mount(server::Server& server, std::shared_ptr<client::HandleCache> 
     auto access = door->rest.AccessOf(id);
     return access.ok() && AccessTokenMatches(token, access->token);
   });
+  // A path under /e2b that E2B's API does not have, or a method it does not take there: E2B's
+  // error shape, as its API answers.
+  server.SetMissAnswer(std::string(kApiPrefix), [](const HttpRequest& req, int status,
+                                                   std::string_view message) {
+    if (status != 404) return ErrorResponse(status, message);
+    const std::string path = req.target.substr(0, std::min<std::size_t>(req.target.find('?'), 256));
+    return ErrorResponse(404, "E2B's API has no route " + req.method.substr(0, 16) + " " + path +
+                                  " on agvisor (docs/e2b.md lists the SDK's calls it serves)");
+  });
   // getHost(port): PORT-ID.DOMAIN goes into the sandbox's port, as E2B's public URLs do.
   server.SetHostRoute(
       [door](const HttpRequest& r) {
@@ -243,6 +283,7 @@ Result<void> Mount(server::Server& server, std::shared_ptr<client::HandleCache> 
         door->ServeHost(r, std::move(raw));
       });
   door->rest.StartSweep();
+  door->rest.StartMetricsSampler();
   return {};
 }
 

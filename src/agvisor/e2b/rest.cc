@@ -13,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <vector>
 
 #include "agvisor/api/codec.h"
@@ -23,6 +24,8 @@
 #include "agvisor/e2b/auth.h"
 #include "agvisor/e2b/errors.h"
 #include "agvisor/e2b/ids.h"
+#include "agvisor/e2b/list.h"
+#include "agvisor/e2b/metrics.h"
 #include "agvisor/e2b/network.h"
 #include "agvisor/sandbox/snapshot.h"
 #include "agvisor/sandbox/spec.h"
@@ -44,8 +47,6 @@ constexpr std::size_t kMaxMetadataEntries = 64;
 constexpr std::size_t kMaxMetadataBytes = 4096;  // a key or value
 constexpr std::size_t kMaxEnvEntries = 256;
 constexpr std::size_t kMaxEnvBytes = 32768;  // a name or value
-constexpr std::size_t kDefaultPageSize = 100;
-constexpr std::size_t kMaxPageSize = 1000;
 // E2B's `base` template runs on 2 vCPUs and 512 MiB.
 constexpr double kCpus = 2;
 constexpr int kMemoryMb = 512;
@@ -180,6 +181,7 @@ std::string RecordJson(const Record& r) {
   o["endAt"] = r.end_at;
   o["autoPause"] = r.auto_pause;
   o["autoResume"] = r.auto_resume;
+  if (r.hold_paused) o["holdPaused"] = true;
   if (r.allow_internet_access) o["allowInternetAccess"] = *r.allow_internet_access;
   o["cpuCount"] = r.cpu_count;
   o["memoryMB"] = r.memory_mb;
@@ -216,6 +218,7 @@ std::optional<Record> RecordFromJson(std::string_view text) {
   r.end_at = num("endAt");
   r.auto_pause = flag("autoPause");
   r.auto_resume = flag("autoResume");
+  r.hold_paused = flag("holdPaused");
   if (auto* x = o.if_contains("allowInternetAccess"); x && x->is_bool()) {
     r.allow_internet_access = x->as_bool();
   }
@@ -238,6 +241,7 @@ struct Rest::State {
   std::condition_variable stop_cv;
   bool stopping = false;
   std::string dir;  // E2bOptions::state_dir
+  MetricsBook metrics;
 
   // Keeps `id`'s record in the state directory (under mu): a file per sandbox, written whole
   // and renamed into place, mode 0600 (envs may hold secrets). Best effort: a record that
@@ -258,7 +262,21 @@ struct Rest::State {
   void Erase(const std::string& id) {
     records.erase(id);
     instances.erase(id);
+    metrics.Forget(id);
     if (!dir.empty()) ::unlink((dir + "/" + id + ".json").c_str());
+  }
+  // A thread of the Rest: `tick(lock)` once a second with mu held (it may let go of it while it
+  // calls out), until the Rest stops.
+  static std::thread EverySecond(std::shared_ptr<State> self,
+                                 std::function<void(std::unique_lock<std::mutex>&)> tick) {
+    return std::thread([self = std::move(self), tick = std::move(tick)] {
+      std::unique_lock lock(self->mu);
+      while (!self->stopping) {
+        self->stop_cv.wait_for(lock, std::chrono::seconds(1));
+        if (self->stopping) break;
+        tick(lock);
+      }
+    });
   }
   // Reads the records kept by an earlier run.
   void Load() {
@@ -296,6 +314,7 @@ Rest::~Rest() {
   }
   state_->stop_cv.notify_all();
   if (sweep_.joinable()) sweep_.join();
+  if (sampler_.joinable()) sampler_.join();
 }
 
 namespace {
@@ -364,7 +383,7 @@ Result<Access> Rest::AccessOf(const std::string& id) {
     state_->instances[id] = Instance{*handle, instance};
   }
   // A call to a paused sandbox wakes it: the daemon's handles resume before they act (agvisor's
-  // rule for every door), so E2B's autoResume is always on here.
+  // rule for every door), unless it was made with autoResume false (mount.cc asks HeldPaused).
   a.token = EnvdAccessToken(options_.secret, id, instance);
   return a;
 }
@@ -396,6 +415,20 @@ bool Rest::HasRecord(const std::string& id) {
   return state_->records.count(id) != 0;
 }
 
+bool Rest::HeldPaused(const std::string& id) {
+  {
+    std::lock_guard lock(state_->mu);
+    auto it = state_->records.find(id);
+    if (it == state_->records.end() || !it->second.hold_paused) return false;
+  }
+  auto container = ContainerForId(id);
+  if (!container.ok()) return false;
+  auto handle = sandboxes_->Get(*container);
+  if (!handle.ok()) return false;
+  auto running = (*handle)->RefuseIfPaused();
+  return !running.ok() && running.error().code() == ErrorCode::kConflict;
+}
+
 std::vector<std::string> Rest::KnownIds() {
   std::lock_guard lock(state_->mu);
   std::vector<std::string> ids;
@@ -404,39 +437,110 @@ std::vector<std::string> Rest::KnownIds() {
 }
 
 void Rest::StartSweep() {
-  sweep_ = std::thread([this, state = state_] {
-    std::unique_lock lock(state->mu);
-    while (!state->stopping) {
-      state->stop_cv.wait_for(lock, std::chrono::seconds(1));
-      if (state->stopping) break;
-      const std::int64_t now = Now();
-      std::vector<std::pair<std::string, bool>> due;  // id, pause
-      for (auto& [id, r] : state->records) {
-        if (r.end_at != 0 && r.end_at <= now) {
-          due.emplace_back(id, r.auto_pause);
-          r.end_at = 0;
-        }
+  sweep_ = State::EverySecond(state_, [this, state = state_.get()](auto& lock) {
+    const std::int64_t now = Now();
+    std::vector<std::pair<std::string, bool>> due;  // id, pause
+    for (auto& [id, r] : state->records) {
+      if (r.end_at != 0 && r.end_at <= now) {
+        due.emplace_back(id, r.auto_pause);
+        r.end_at = 0;
       }
-      for (const auto& [id, pause] : due) {
-        if (pause) {
-          state->Save(id);
-        } else {
-          state->Erase(id);
-        }
-      }
-      lock.unlock();
-      for (const auto& [id, pause] : due) {
-        const std::string container = std::string(kNamePrefix) + id;
-        if (pause) {
-          (void)sandboxes_->place().Pause(container);
-        } else {
-          sandboxes_->Forget(container);
-          (void)sandboxes_->place().Remove(container, true);
-        }
-      }
-      lock.lock();
     }
+    for (const auto& [id, pause] : due) {
+      if (pause) {
+        state->Save(id);
+      } else {
+        state->Erase(id);
+      }
+    }
+    lock.unlock();
+    for (const auto& [id, pause] : due) {
+      const std::string container = std::string(kNamePrefix) + id;
+      if (pause) {
+        (void)sandboxes_->place().Pause(container);
+      } else {
+        sandboxes_->Forget(container);
+        (void)sandboxes_->place().Remove(container, true);
+      }
+    }
+    lock.lock();
   });
+}
+
+namespace {
+
+// One metrics sample of a running (or paused) sandbox, now. Errors: Place::Stats's.
+Result<MetricSample> TakeSample(client::Place& place, const SandboxInfo& info) {
+  auto stats = AGVISOR_TRY(place.Stats(info));
+  MetricSample m;
+  m.at = Now();
+  m.cpu_count = stats.online_cpus;
+  m.cpu_used_pct = stats.cpu_percent / std::max(1, stats.online_cpus);
+  m.mem_used = stats.memory_bytes;
+  m.mem_total = stats.memory_limit_bytes;
+  return m;
+}
+
+json::object MetricJson(const MetricSample& s) {
+  json::object m;
+  m["timestamp"] = Rfc3339(s.at);
+  m["timestampUnix"] = s.at;
+  m["cpuUsedPct"] = s.cpu_used_pct;
+  m["cpuCount"] = s.cpu_count;
+  m["memUsed"] = s.mem_used;
+  m["memTotal"] = s.mem_total;
+  m["memCache"] = 0;
+  m["diskUsed"] = 0;
+  m["diskTotal"] = 0;
+  return m;
+}
+
+}  // namespace
+
+void Rest::StartMetricsSampler() {
+  sampler_ = State::EverySecond(state_, [this, state = state_.get()](auto& lock) {
+    const std::vector<std::string> due = state->metrics.Due(Now());
+    lock.unlock();
+    for (const auto& id : due) {
+      auto found = Find(*sandboxes_, id);
+      // A paused sandbox has nothing to report (E2B keeps no metrics of one either), and Docker's
+      // stats of a frozen container wait for a second reading that does not come.
+      if (found.ok() && IsPaused(found->info)) continue;
+      auto sample = found.ok() ? TakeSample(sandboxes_->place(), found->info)
+                               : Result<MetricSample>(found.error());
+      std::lock_guard relock(state->mu);
+      if (sample.ok()) {
+        state->metrics.Add(id, *sample);
+      } else if (sample.error().code() == ErrorCode::kNotFound) {
+        state->metrics.Forget(id);
+      }
+    }
+    lock.lock();
+  });
+}
+
+HttpResponse Rest::Metrics(const std::string& id, const api::RouteMatch& match) {
+  auto range = ParseMetricsRange(match.query);
+  if (!range.ok()) return ErrorResponse(range.error());
+  auto found = Find(*sandboxes_, id);
+  if (!found.ok()) return ErrorResponse(found.error());
+  // A paused sandbox: the samples taken while it ran (see the sampler).
+  std::optional<MetricSample> sample;
+  if (!IsPaused(found->info)) {
+    auto taken = TakeSample(sandboxes_->place(), found->info);
+    if (!taken.ok()) return ErrorResponse(taken.error());
+    sample = *taken;
+  }
+  json::array out;
+  {
+    std::lock_guard lock(state_->mu);
+    if (sample) state_->metrics.Add(id, *sample);
+    state_->metrics.Asked(id, Now());
+    for (const auto& s : state_->metrics.Range(id, range->start, range->end)) {
+      out.push_back(MetricJson(s));
+    }
+  }
+  return JsonResponse(json::serialize(out));
 }
 
 namespace {
@@ -447,6 +551,52 @@ HttpResponse NotServed(std::string_view what, std::string_view why) {
 }
 
 }  // namespace
+
+HttpResponse Rest::ListSandboxes(const api::RouteMatch& match) {
+  auto q = ParseListQuery(match.query);
+  if (!q.ok()) return ErrorResponse(q.error());
+  auto list = sandboxes_->place().List();
+  if (!list.ok()) return ErrorResponse(list.error());
+  std::vector<ListRow> rows;
+  std::vector<json::object> bodies;
+  {
+    std::lock_guard lock(state_->mu);
+    for (const auto& s : *list) {
+      auto sid = IdForContainer(s.container_name);
+      if (!sid || !s.running) continue;
+      const std::string st = IsPaused(s) ? "paused" : "running";
+      auto rec = state_->records.find(*sid);
+      const Record* r = rec == state_->records.end() ? nullptr : &rec->second;
+      const std::string template_id = r ? r->template_id : s.image;
+      const std::int64_t started = r && r->started_at ? r->started_at : s.created_unix;
+      if (!ListWants(*q, st, template_id, r ? &r->metadata : nullptr, started)) continue;
+      json::object o;
+      o["sandboxID"] = *sid;
+      o["templateID"] = template_id;
+      o["clientID"] = "agvisor";
+      o["state"] = st;
+      o["cpuCount"] = r ? r->cpu_count : 0;
+      o["memoryMB"] = r ? r->memory_mb : 0;
+      o["diskSizeMB"] = 0;
+      o["envdVersion"] = kEnvdVersion;
+      json::object meta;
+      if (r) {
+        for (const auto& [k, v] : r->metadata) meta[k] = v;
+      }
+      o["metadata"] = std::move(meta);
+      o["startedAt"] = Rfc3339(started);
+      o["endAt"] = Rfc3339(r && r->end_at ? r->end_at : started + kMaxTimeoutSeconds);
+      rows.push_back({*sid, started});
+      bodies.push_back(std::move(o));
+    }
+  }
+  const ListPage page = PageOf(rows, *q);
+  json::array out;
+  for (std::size_t i : page.rows) out.push_back(std::move(bodies[i]));
+  HttpResponse resp = JsonResponse(json::serialize(out));
+  if (!page.next_token.empty()) resp.headers.emplace_back("x-next-token", page.next_token);
+  return resp;
+}
 
 HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& match,
                          server::HttpStream& stream) {
@@ -502,6 +652,7 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
     if (auto* v = body->if_contains("autoResume"); v && v->is_object()) {
       if (auto* e = v->as_object().if_contains("enabled"); e && e->is_bool()) {
         r.auto_resume = e->as_bool();
+        r.hold_paused = !e->as_bool();
       }
     }
     if (r.auto_resume && !r.auto_pause) {
@@ -520,6 +671,9 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
     spec.limits.cpus = kCpus;
     spec.limits.memory = std::to_string(kMemoryMb) + "m";
     spec.limits.pids = kPids;
+    // E2B's templates run commands as `user` with passwordless sudo (docs/security.md,
+    // "Capabilities": root inside is exec's user 'root' anyway).
+    spec.allow_setuid = true;
     r.cpu_count = static_cast<int>(kCpus);
     r.memory_mb = kMemoryMb;
     spec.labels["e2b.template"] = r.template_id.size() <= 256 ? r.template_id : "";
@@ -547,81 +701,7 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
   }
 
   if (method == "GET" && (path == "/sandboxes" || path == "/v2/sandboxes")) {
-    auto list = sandboxes_->place().List();
-    if (!list.ok()) return fail(list.error());
-    std::map<std::string, std::string> want_meta;
-    if (auto m = match.query.find("metadata"); m != match.query.end() && !m->second.empty()) {
-      // "k1=v1&k2=v2", each part percent-encoded once more by the SDK.
-      for (const auto& pair : Split(m->second, '&')) {
-        auto eq = pair.find('=');
-        auto k = api::PercentDecode(pair.substr(0, eq));
-        auto v = api::PercentDecode(eq == std::string::npos ? "" : pair.substr(eq + 1));
-        if (!k.ok() || !v.ok()) return ErrorResponse(400, "metadata filter: bad encoding");
-        want_meta[*k] = *v;
-      }
-    }
-    std::vector<std::string> states = {"running", "paused"};
-    if (auto s = match.query.find("state"); s != match.query.end() && !s->second.empty()) {
-      states.clear();
-      for (auto part : Split(s->second, ',')) states.emplace_back(part);
-    }
-    std::size_t limit = kDefaultPageSize;
-    if (auto l = match.query.find("limit"); l != match.query.end() && !l->second.empty()) {
-      char* end = nullptr;
-      unsigned long n = std::strtoul(l->second.c_str(), &end, 10);
-      if (*end != '\0' || n == 0 || n > kMaxPageSize) {
-        return ErrorResponse(400, "limit must be 1-" + std::to_string(kMaxPageSize));
-      }
-      limit = n;
-    }
-    std::string after, want_template;
-    if (auto t = match.query.find("nextToken"); t != match.query.end()) after = t->second;
-    if (auto t = match.query.find("template"); t != match.query.end()) want_template = t->second;
-    std::vector<std::pair<std::string, json::object>> rows;
-    {
-      std::lock_guard lock(state_->mu);
-      for (const auto& s : *list) {
-        auto sid = IdForContainer(s.container_name);
-        if (!sid || !s.running) continue;
-        const std::string st = IsPaused(s) ? "paused" : "running";
-        if (std::find(states.begin(), states.end(), st) == states.end()) continue;
-        auto rec = state_->records.find(*sid);
-        const Record* r = rec == state_->records.end() ? nullptr : &rec->second;
-        bool ok = true;
-        for (const auto& [k, v] : want_meta) {
-          if (!r || r->metadata.count(k) == 0 || r->metadata.at(k) != v) ok = false;
-        }
-        const std::string template_id = r ? r->template_id : s.image;
-        if (!want_template.empty() && template_id != want_template) ok = false;
-        if (!ok || (!after.empty() && *sid <= after)) continue;
-        json::object o;
-        o["sandboxID"] = *sid;
-        o["templateID"] = template_id;
-        o["clientID"] = "agvisor";
-        o["state"] = st;
-        o["cpuCount"] = r ? r->cpu_count : 0;
-        o["memoryMB"] = r ? r->memory_mb : 0;
-        o["diskSizeMB"] = 0;
-        o["envdVersion"] = kEnvdVersion;
-        json::object meta;
-        if (r) {
-          for (const auto& [k, v] : r->metadata) meta[k] = v;
-        }
-        o["metadata"] = std::move(meta);
-        const std::int64_t started = r ? r->started_at : s.created_unix;
-        o["startedAt"] = Rfc3339(started);
-        o["endAt"] = Rfc3339(r && r->end_at ? r->end_at : started + kMaxTimeoutSeconds);
-        rows.emplace_back(*sid, std::move(o));
-      }
-    }
-    std::sort(rows.begin(), rows.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    json::array out;
-    HttpResponse resp = JsonResponse("");
-    for (std::size_t i = 0; i < rows.size() && i < limit; ++i) out.push_back(rows[i].second);
-    if (rows.size() > limit) resp.headers.emplace_back("x-next-token", rows[limit - 1].first);
-    resp.body = json::serialize(out);
-    return resp;
+    return ListSandboxes(match);
   }
 
   if (path == "/sandboxes/{id}" && method == "GET") {
@@ -726,23 +806,7 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
     return JsonResponse(SandboxJson(id, template_id, token, domain()), paused ? 201 : 200);
   }
 
-  if (path == "/sandboxes/{id}/metrics" && method == "GET") {
-    auto found = Find(*sandboxes_, id);
-    if (!found.ok()) return fail(found.error());
-    auto stats = sandboxes_->place().Stats(found->info);
-    if (!stats.ok()) return fail(stats.error());
-    json::object m;
-    m["timestamp"] = Rfc3339(Now());
-    m["timestampUnix"] = Now();
-    m["cpuUsedPct"] = stats->cpu_percent / std::max(1, stats->online_cpus);
-    m["cpuCount"] = stats->online_cpus;
-    m["memUsed"] = stats->memory_bytes;
-    m["memTotal"] = stats->memory_limit_bytes;
-    m["memCache"] = 0;
-    m["diskUsed"] = 0;
-    m["diskTotal"] = 0;
-    return JsonResponse(json::serialize(json::array{m}));
-  }
+  if (path == "/sandboxes/{id}/metrics" && method == "GET") return Metrics(id, match);
 
   if (path == "/sandboxes/{id}/network" && method == "PUT") {
     return NotServed("updateNetwork",

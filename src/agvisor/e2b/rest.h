@@ -1,10 +1,10 @@
 // E2B's REST API (the `Sandbox` class's static calls) over client::Place, under /e2b
-// (mount.h): create (v1 and v2), connect and resume, list (metadata, state, paging), getInfo,
-// getMetrics, kill, setTimeout, pause, snapshots (create, list, delete) and fork; what agvisor
+// (mount.h): create (v1 and v2), connect and resume, list (list.h), getInfo, getMetrics
+// (metrics.h), kill, setTimeout, pause, snapshots (create, list, delete) and fork; what agvisor
 // cannot do answers 501 saying why (docs/e2b.md's table). Also the keeper of E2B's record of each
 // sandbox (template, metadata, envs, timeout, lifecycle) and of the sandboxes' envd tokens, which
-// mount.cc checks envd requests against, and the sweep that ends (or pauses) sandboxes at their
-// timeout.
+// mount.cc checks envd requests against, the sweep that ends (or pauses) sandboxes at their
+// timeout, and the metrics sampler.
 //
 // Used by e2b/mount.cc only.
 #pragma once
@@ -39,6 +39,9 @@ struct Record {
   std::int64_t end_at = 0;      // unix seconds: the timeout; 0 = none
   bool auto_pause = false;      // lifecycle.onTimeout 'pause'
   bool auto_resume = false;     // lifecycle.autoResume
+  // lifecycle.autoResume sent as false: while paused, envd calls and getHost traffic do not wake
+  // it (HeldPaused); Sandbox.connect does. Unset lets the server choose: agvisor wakes.
+  bool hold_paused = false;
   std::optional<bool> allow_internet_access;
   int cpu_count = 0;
   int memory_mb = 0;
@@ -67,16 +70,25 @@ class Rest {
   // Whether E2B's create or connect made a record of `id` (only such sandboxes' ports are
   // served on their E2B host names).
   bool HasRecord(const std::string& id);
+  // Whether `id` is paused now and was made with autoResume false, so a call must not wake it
+  // (one inspect, for such sandboxes only; false when it cannot tell: the call reports).
+  bool HeldPaused(const std::string& id);
   // The ids of the sandboxes whose envd token this daemon has handed out or checked since it
   // started (a signed file URL names no sandbox: mount.cc tries these).
   std::vector<std::string> KnownIds();
   // Starts the sweep that ends (or pauses) sandboxes at their timeout, once a second.
   void StartSweep();
+  // Starts the thread that samples the metrics of sandboxes getMetrics asked about (metrics.h).
+  void StartMetricsSampler();
 
   client::HandleCache& sandboxes() { return *sandboxes_; }
   const E2bOptions& options() const { return options_; }
 
  private:
+  // GET /v2/sandboxes (and v1): list.h's query, page and token.
+  server::HttpResponse ListSandboxes(const api::RouteMatch& match);
+  // GET /sandboxes/{id}/metrics: a sample now, and those of metrics.h's ring in the range.
+  server::HttpResponse Metrics(const std::string& id, const api::RouteMatch& match);
   struct State;
   // Snapshots and forks (rest.cc): createSnapshot, listSnapshots, deleteSnapshot, fork.
   server::HttpResponse ServeSnapshots(const std::string& method, const std::string& path,
@@ -86,6 +98,7 @@ class Rest {
   E2bOptions options_;
   std::shared_ptr<State> state_;
   std::thread sweep_;
+  std::thread sampler_;
 };
 
 }  // namespace agvisor::e2b

@@ -68,6 +68,10 @@ groupadd --gid 1000 user
 useradd --uid 1000 --gid 1000 --create-home --home-dir /home/user --shell /bin/bash user
 echo 'user ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/user
 chmod 0440 /etc/sudoers.d/user
+# The SDK runs every command as `bash -l -c CMD`, which reads /etc/profile: its "$(id -u)" forks
+# and execs id for each command (milliseconds under gVisor). bash knows its EUID; sh still asks id.
+sed -i 's/"$(id -u)"/"${EUID:-$(id -u)}"/' /etc/profile
+grep -q 'EUID:-' /etc/profile
 )SH";
 
 constexpr std::string_view kDesktopSetup = R"SH(set -e

@@ -52,6 +52,7 @@ Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDe
     i.shm_bytes = 1LL << 30;
   }
   i.disk_cap = d.disk_cap;
+  i.allow_setuid = spec.allow_setuid;
   // The agent ends the sandbox at lifetime/idle expiry even with no client: the runtime then
   // removes it (a named sandbox's data stays in its volume), except with idle_action stop,
   // whose container stays (exited) until its name is created again or it is removed.

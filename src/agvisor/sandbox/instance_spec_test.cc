@@ -159,6 +159,15 @@ TEST(InstanceSpecTest, NetworkNoneOnTheTwinAndWithout) {
   EXPECT_EQ(Body(spec, Decide(spec)), kNoneWithoutTwin);
 }
 
+TEST(InstanceSpecTest, AllowSetuidDropsNoNewPrivilegesOnly) {
+  SandboxSpec spec;
+  spec.allow_setuid = true;
+  std::string want = kAnonymous;
+  const std::string nnp = R"("SecurityOpt":["no-new-privileges"],)";
+  want.erase(want.find(nnp), nnp.size());
+  EXPECT_EQ(Body(spec, Decide(spec)), want);
+}
+
 TEST(InstanceSpecTest, Egress) {
   SandboxSpec spec;
   spec.egress = egress::EgressRules{.allow_domains = {"example.com"}, .ports = {443}};

@@ -148,6 +148,7 @@ struct InstanceSpec {
   std::optional<std::string> disk_cap;   // "5g": set only where ProbeDiskCap said supported
   bool remove_on_exit = false;           // gone when PID 1 ends (lifetime / idle_ttl)
   std::optional<std::string> workspace;  // a volume's name, mounted at /workspace
+  bool allow_setuid = false;             // SandboxSpec::allow_setuid: no no-new-privileges
 };
 
 // A live resize (Runtime::Resize): the limits to change, in the runtime's units; unset = kept.

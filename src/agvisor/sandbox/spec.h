@@ -147,6 +147,12 @@ struct SandboxSpec {
   std::vector<SecretSpec> secrets;
   // Set by the secret broker from `secrets` (never by a caller): the placeholders and the CA.
   std::optional<BrokeredSecrets> brokered;
+  // For images that expect sudo (E2B's `base`, docs/e2b.md): no no-new-privileges (Docker), or
+  // allowPrivilegeEscalation (Kubernetes), so setuid programs gain their owner's rights where the
+  // host's gVisor honours setuid bits (runsc 20240729 does not: gVisor issue 212). Off by default.
+  // It gives a caller nothing it lacks (exec's user root is root inside already), gVisor holds
+  // root in, the capability set stays the same (docs/security.md, "Capabilities").
+  bool allow_setuid = false;
 };
 
 // Sizes in Docker's syntax: a number (decimals allowed) with an optional b/k/m/g/t suffix (case

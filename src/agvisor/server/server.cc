@@ -389,6 +389,19 @@ WsAuthOutcome AuthenticateFirstMessage(net::io_context& ioc, bws::stream<Stream>
   return {true, ""};
 }
 
+// The SetMissAnswer of the prefix `target`'s path is under ("/e2b" takes "/e2b", "/e2b/x" and
+// "/e2b?q", not "/e2bx"), or null.
+const Server::MissAnswer* MissAnswerFor(
+    const std::vector<std::pair<std::string, Server::MissAnswer>>& answers,
+    std::string_view target) {
+  for (const auto& [prefix, answer] : answers) {
+    if (!target.starts_with(prefix)) continue;
+    const std::string_view rest = target.substr(prefix.size());
+    if (rest.empty() || rest.front() == '/' || rest.front() == '?') return &answer;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 bool OriginMatchesHost(std::string_view origin, std::string_view host) {
@@ -448,6 +461,10 @@ void Server::SetHostRoute(std::function<bool(const HttpRequest&)> claims,
                           std::function<void(const HttpRequest&, RawConnection)> handler) {
   host_claims_ = std::move(claims);
   host_handler_ = std::move(handler);
+}
+
+void Server::SetMissAnswer(std::string prefix, MissAnswer answer) {
+  miss_answers_.emplace_back(std::move(prefix), std::move(answer));
 }
 
 void Server::AddCredential(std::function<bool(const HttpRequest&)> shows_credential) {
@@ -843,11 +860,16 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
         auto m = router_.Match(req.method, req.target);
         if (!m.ok()) {
           const auto& e = m.error();
-          if (e.code() == ErrorCode::kUnsupported) {
+          const int status =
+              e.code() == ErrorCode::kUnsupported ? 405 : api::HttpStatusFor(e.code());
+          const auto* own = MissAnswerFor(miss_answers_, req.target);
+          if (own && (status == 404 || status == 405)) {
+            resp = (*own)(req, status, e.message());
+          } else if (status == 405) {
             resp = {
                 405, "application/json", api::ErrorJsonSlug("method_not_allowed", e.message()), {}};
           } else {
-            resp = {api::HttpStatusFor(e.code()), "application/json", api::ErrorJson(e), {}};
+            resp = {status, "application/json", api::ErrorJson(e), {}};
           }
         } else {
           match = std::move(*m);

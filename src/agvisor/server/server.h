@@ -176,6 +176,14 @@ class Server {
   void SetHostRoute(std::function<bool(const HttpRequest&)> claims,
                     std::function<void(const HttpRequest&, RawConnection)> handler);
 
+  // A front end's own error shape for requests under its path prefix (the E2B door's "/e2b")
+  // that no route takes: `answer(request, status, message)` makes the 404 (no such path) or 405
+  // (not with this method; the message lists the methods) instead of agvisord's shape. Call before
+  // Run.
+  using MissAnswer =
+      std::function<HttpResponse(const HttpRequest&, int status, std::string_view message)>;
+  void SetMissAnswer(std::string prefix, MissAnswer answer);
+
   // The bound TCP port (0 when there is no TCP listener).
   std::uint16_t tcp_port() const { return tcp_port_; }
   const api::Router& router() const { return router_; }
@@ -209,6 +217,7 @@ class Server {
   std::vector<std::function<bool(const HttpRequest&)>> credentials_;
   std::function<bool(const HttpRequest&)> host_claims_;
   std::function<void(const HttpRequest&, RawConnection)> host_handler_;
+  std::vector<std::pair<std::string, MissAnswer>> miss_answers_;  // by path prefix
   std::map<std::string, HttpHandler> ext_http_;
   std::map<std::string, WsHandler> ext_ws_;
   std::map<std::string, StreamHandler> ext_stream_;

@@ -190,6 +190,34 @@ TEST(ServerLimitsTest, AHostRouteGetsTheConnectionAsItCame) {
   EXPECT_EQ(Request(srv.port(), "/v1/sandboxes"), 200);
 }
 
+// A front end's prefix (E2B's /e2b) answers paths and methods no route takes in its own shape;
+// the rest of the listener keeps agvisord's.
+TEST(ServerLimitsTest, AFrontEndsMissAnswerServesItsPrefixOnly) {
+  static constexpr api::RouteDef kOwn{"GET", "/own/x", api::RouteId::kExtension, false, false};
+  RunningServer srv(ServerOptions{}, false, [](Server& s) {
+    ASSERT_TRUE(s.AddHttpRoute(kOwn, [](const HttpRequest&, const api::RouteMatch&) {
+                   return HttpResponse{200, "text/plain", "ok", {}};
+                 }).ok());
+    s.SetMissAnswer("/own", [](const HttpRequest& r, int status, std::string_view message) {
+      return HttpResponse{status, "text/plain", "own " + r.method + " " + std::string(message), {}};
+    });
+  });
+  auto body_of = [&](const std::string& method, const std::string& target) {
+    const std::string got = Exchange(
+        srv.port(), method + " " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    return got.substr(0, got.find("\r\n")) + "|" + got.substr(got.find("\r\n\r\n") + 4);
+  };
+  EXPECT_EQ(body_of("GET", "/own/x"), "HTTP/1.1 200 OK|ok");
+  EXPECT_EQ(body_of("GET", "/own/y?q=1").substr(0, 30), "HTTP/1.1 404 Not Found|own GET");
+  EXPECT_EQ(body_of("GET", "/own").substr(0, 30), "HTTP/1.1 404 Not Found|own GET");
+  const std::string not_allowed = body_of("POST", "/own/x");
+  EXPECT_EQ(not_allowed.substr(0, 41), "HTTP/1.1 405 Method Not Allowed|own POST ");
+  EXPECT_NE(not_allowed.find("allowed: GET"), std::string::npos) << not_allowed;
+  // Outside the prefix ("/ownx" too): agvisord's own JSON.
+  EXPECT_NE(body_of("GET", "/ownx").find("\"error\""), std::string::npos);
+  EXPECT_NE(body_of("GET", "/v1/nosuch").find("\"error\""), std::string::npos);
+}
+
 TEST(ServerLimitsTest, SilentConnectionsCannotKeepOthersOut) {
   ServerOptions so;
   so.max_connections = 8;

@@ -92,7 +92,8 @@ docker::ContainerConfig ToContainerConfig(const InstanceSpec& spec) {
   h.dns = spec.dns;
   h.shm_size = spec.shm_bytes;
   h.auto_remove = spec.remove_on_exit;
-  h.security_opt = {"no-new-privileges"};
+  // Setuid programs start with the caller's rights unless the spec lets them work (sudo).
+  if (!spec.allow_setuid) h.security_opt = {"no-new-privileges"};
   h.cap_drop = {"ALL"};
   h.cap_add.assign(kSandboxCapabilities.begin(), kSandboxCapabilities.end());
   h.log_driver = "none";

@@ -53,11 +53,13 @@ json::object Metadata(std::string_view name, const Labels& labels) {
   return m;
 }
 
-json::object SecurityContext() {
+// allow_setuid: setuid programs of the sandbox's container may gain their owner's rights
+// (InstanceSpec::allow_setuid); the installer's never may.
+json::object SecurityContext(bool allow_setuid = false) {
   json::array add;
   for (auto cap : kSandboxCapabilities) add.emplace_back(cap);
   return json::object{
-      {"allowPrivilegeEscalation", false},
+      {"allowPrivilegeEscalation", allow_setuid},
       {"privileged", false},
       {"capabilities", json::object{{"drop", json::array{"ALL"}}, {"add", std::move(add)}}},
   };
@@ -241,7 +243,7 @@ Result<std::string> PodManifest(const InstanceSpec& spec, const PodOptions& opti
       {"imagePullPolicy", "IfNotPresent"},
       {"command", std::move(command)},
       {"resources", resources},
-      {"securityContext", SecurityContext()},
+      {"securityContext", SecurityContext(spec.allow_setuid)},
       {"volumeMounts", std::move(mounts)},
   };
   if (!env.empty()) sandbox["env"] = std::move(env);

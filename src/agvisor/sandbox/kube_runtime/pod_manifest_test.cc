@@ -110,6 +110,22 @@ TEST(PodManifestTest, AnonymousSandboxHasNoDeadlineNorWorkspace) {
   EXPECT_EQ(spec.at("volumes").as_array().size(), 1u);  // the agent's only
 }
 
+TEST(PodManifestTest, AllowSetuidLetsTheSandboxsContainerEscalateOnly) {
+  InstanceSpec i = Named();
+  i.allow_setuid = true;
+  json::object pod = Pod(i);
+  const json::object& spec = pod["spec"].as_object();
+  const json::object& c = spec.at("containers").as_array().at(0).as_object();
+  const json::object& sc = c.at("securityContext").as_object();
+  EXPECT_EQ(sc.at("allowPrivilegeEscalation"), true);
+  EXPECT_EQ(sc.at("privileged"), false);
+  EXPECT_EQ(sc.at("capabilities").as_object().at("add").as_array().size(),
+            kSandboxCapabilities.size());
+  // The agent's installer never escalates.
+  const json::object& init = spec.at("initContainers").as_array().at(0).as_object();
+  EXPECT_EQ(init.at("securityContext").as_object().at("allowPrivilegeEscalation"), false);
+}
+
 TEST(PodManifestTest, Refusals) {
   InstanceSpec i = Named();
   i.name = "agvisor-Box_1";
