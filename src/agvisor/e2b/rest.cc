@@ -47,11 +47,6 @@ constexpr std::size_t kMaxPageSize = 1000;
 // E2B's `base` template runs on 2 vCPUs and 512 MiB.
 constexpr double kCpus = 2;
 constexpr int kMemoryMb = 512;
-// E2B's sandboxes are VMs with no small cap on processes, and SDK users start many at once. The
-// pids cap counts gVisor's host tasks: about 2 per process inside on systrap, about 8 on ptrace
-// (the default platform; bench/README.md, "Density"), so agvisor's default of 512 would hold only
-// ~60 processes there.
-constexpr std::int64_t kPids = 4096;
 
 std::int64_t Now() { return static_cast<std::int64_t>(std::time(nullptr)); }
 
@@ -517,7 +512,6 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
     spec.egress = net->egress;
     spec.limits.cpus = kCpus;
     spec.limits.memory = std::to_string(kMemoryMb) + "m";
-    spec.limits.pids = kPids;
     r.cpu_count = static_cast<int>(kCpus);
     r.memory_mb = kMemoryMb;
     spec.labels["e2b.template"] = r.template_id.size() <= 256 ? r.template_id : "";
