@@ -5,7 +5,6 @@
 
 #include "agvisor/api/codec.h"
 #include "agvisor/client/place.h"
-#include "agvisor/sandbox/instance_spec.h"
 #include "agvisor/sandbox/pool.h"
 #include "agvisor/sandbox/runtime.h"
 #include "agvisor/sandbox/runtimes.h"
@@ -286,10 +285,7 @@ class LocalPlace final : public Place {
   Result<SandboxStats> Stats(const SandboxInfo& sandbox) override {
     // The host's runtime, shared by every sample (top calls this from many threads): on an
     // ssh:// host a new client would be a new ssh connection.
-    auto rt = AGVISOR_TRY(runtime());
-    auto sample = AGVISOR_TRY(rt->Stats(sandbox.container_id));
-    SandboxPidsInStats(sandbox.platform, sample);  // the host's tasks, in the caller's terms
-    return sample;
+    return AGVISOR_TRY(runtime())->Stats(sandbox.container_id);
   }
   // The host's own verbs run where the factory says (runtimes.h); the doctor needs no made
   // runtime, so it can say why one cannot be made.

@@ -254,8 +254,9 @@ class Runtime {
   // kNotFound, kConflict (not running), kUnavailable.
   virtual Result<LiveLimits> ReadLimits(std::string_view id) = 0;
   // One sample of a running instance's resource use (about a second: CPU use is the difference
-  // of two readings). Errors: kNotFound, kConflict (not running), kUnsupported (this runtime
-  // cannot: says why and the way out), kUnavailable.
+  // of two readings), its pids in the sandbox's terms (its processes and the caller's cap, not
+  // the host's tasks: SandboxPidsInStats, instance_spec.h). Errors: kNotFound, kConflict (not
+  // running), kUnsupported (this runtime cannot: says why and the way out), kUnavailable.
   virtual Result<SandboxStats> Stats(std::string_view id) = 0;
   // Waits at most `timeout` for the instance to stop running (a death being recorded).
   virtual void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) = 0;
