@@ -41,7 +41,8 @@ class Limits:
     cpus    CPU cores, fractions allowed (0.5).
     memory  RAM cap in Docker's syntax ("512m", "4g"); there is no swap. Going over it ends the
             whole sandbox under gVisor (exec then raises RuntimeError saying so).
-    pids    Processes and threads. gVisor counts its own host threads here (~35 when idle).
+    pids    Processes inside (1 to 65536). The host's cap on gVisor's own tasks is scaled from it
+            by the platform; past it the whole sandbox ends (docs/lifecycle.md, "pids").
     shm     Size of /dev/shm; None = Docker's 64m (1g for desktops).
     disk    Cap on the root file system (not /workspace): a whole number plus k/m/g/t ("5g").
             Left at its default, the cap applies where the host can enforce it, and elsewhere

@@ -266,9 +266,7 @@ mv /tmp/moved $f && chmod 644 $f && h
 TEST_F(IntegrityTest, BothTreesSurviveALiveResize) {
   ASSERT_TRUE(source_ && workspace_);
   auto t0 = Clock::now();
-  // pids 1024: the cap counts gVisor's host tasks, 270 and more for this sandbox on ptrace (the
-  // default platform), and a cap below what runs now is refused.
-  auto down = source_->Update({.cpus = 0.5, .memory = "384m", .pids = 1024});
+  auto down = source_->Update({.cpus = 0.5, .memory = "384m", .pids = 256});
   ASSERT_TRUE(down.ok()) << down.error().ToString();
   EXPECT_EQ(down->memory_bytes, 384ll << 20);
   auto up = source_->Update({.cpus = 2, .memory = "768m", .pids = 2048});

@@ -17,6 +17,7 @@
 #include "agvisor/sandbox/agent_blob.h"
 #include "agvisor/sandbox/docker_runtime/agent_image.h"
 #include "agvisor/sandbox/docker_runtime/docker_runtime.h"
+#include "agvisor/sandbox/instance_spec.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "tests/integration/kube_double.h"
 #include "tests/integration/sshd.h"
@@ -171,7 +172,11 @@ TEST_F(LifecycleTest, LimitsAreVisibleInside) {
   auto docker = ConnectDockerHost(Host());
   auto info = (*docker)->InspectContainer(sb->container_name());
   ASSERT_TRUE(info.ok());
-  EXPECT_EQ(info->host_config.pids_limit, 200);
+  // pids are the processes inside: the host's cap is scaled by the platform (instance_spec.h).
+  EXPECT_EQ(info->host_config.pids_limit, HostPidsCap("ptrace", 200));
+  auto limits = sb->Info();
+  ASSERT_TRUE(limits.ok() && limits->limits);
+  EXPECT_EQ(limits->limits->pids, 200);
   EXPECT_EQ(info->host_config.memory, 384LL << 20);
   EXPECT_EQ(info->host_config.memory_swap, 384LL << 20);  // no swap
   EXPECT_EQ(info->host_config.nano_cpus, 1000000000);

@@ -1,8 +1,8 @@
 // Live resize against the real dockerd + runsc (label `integration`; docs/lifecycle.md, "Live
 // resize"): a lowered memory cap ends the sandbox past it exactly as a create-time cap does
 // (out of memory), a raised one lets a bigger allocation through, a CPU quota is measured on the
-// host, a pids cap holds, /workspace and a root-fs change are byte-identical across a resize, and
-// an ssh:// host is refused with the reason.
+// host, pids count the processes inside (on ptrace and systrap), /workspace and a root-fs change
+// are byte-identical across a resize, and an ssh:// host is refused with the reason.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +13,7 @@
 
 #include "agvisor/base/fs.h"
 #include "agvisor/sandbox/docker_runtime/cgroup_limits.h"
+#include "agvisor/sandbox/instance_spec.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "tests/integration/sshd.h"
 #include "tests/integration/test_env.h"
@@ -216,39 +217,78 @@ TEST_F(ResizeTest, CpuQuotaIsEnforcedAsMeasuredOnTheHost) {
   ASSERT_TRUE(sb->Stop().ok());
 }
 
-// pids: the cap is the host's pids cgroup, as at create, which counts gVisor's own host threads
-// (not the sandbox's processes one to one). A cap at or below what runs now is refused (it would
-// end the sandbox at its next process); a cap written live holds as a create-time one does:
-// a burst of processes past it ends the whole sandbox, reported as killed by the pids limit.
-TEST_F(ResizeTest, PidsCapIsEnforcedAsAtCreate) {
-  auto sb = MustCreate(Spec());
+// Forks `n` sleeping children in Python, prints "all N" once they all run, then ends them.
+std::string ForkSleepers(int n) {
+  return "python3 -c '\nimport os, time\nkids = []\nfor _ in range(" + std::to_string(n) +
+         "):\n  pid = os.fork()\n  if pid == 0:\n    time.sleep(60)\n    os._exit(0)\n"
+         "  kids.append(pid)\ntime.sleep(0.5)\nprint(\"all\", len(kids))\nfor k in kids:\n"
+         "  os.kill(k, 9)\n  os.waitpid(k, 0)\n'";
+}
+
+// pids are the processes inside the sandbox, on ptrace (about 9 host tasks per waiting process)
+// as on systrap (about 2): the host's cap, which Docker and a live resize write, is scaled by
+// the sandbox's platform, and every door reads the caller's number back. Past it, gVisor
+// cannot make a host task and the whole sandbox ends, reported as the pids limit. On ptrace
+// gVisor keeps the host tasks of ended processes for reuse, so a cap below that high-water
+// mark is refused (kConflict).
+TEST_F(ResizeTest, PidsCountTheProcessesInsideAtCreateAndAfterAResize) {
+  SandboxSpec spec = Spec();
+  spec.platform = "ptrace";
+  spec.limits.pids = 64;
+  auto sb = MustCreate(spec);
   ASSERT_TRUE(sb);
   const CgroupPaths cg = Cgroup(*sb);
+  auto host_cap = [&](const CgroupPaths& p) { return ReadSmallFile(p.pids + "/pids.max", 64); };
+  EXPECT_EQ(host_cap(cg), std::to_string(HostPidsCap("ptrace", 64)) + "\n");
+  auto lowered = sb->Update({.pids = 32});
+  ASSERT_TRUE(lowered.ok()) << lowered.error().ToString();
+  EXPECT_EQ(lowered->pids, 32);
+  EXPECT_EQ(host_cap(cg), std::to_string(HostPidsCap("ptrace", 32)) + "\n");
+  auto info = sb->Info();
+  ASSERT_TRUE(info.ok() && info->limits);
+  EXPECT_EQ(info->limits->pids, 32);
+  // 25 waiting processes fit under 32 (with the agent, its ready shells and this exec's python).
+  auto fit32 = sb->ExecShell(ForkSleepers(25), {.timeout = 60});
+  ASSERT_TRUE(fit32.ok()) << fit32.error().ToString();
+  EXPECT_EQ(fit32->out, "all 25\n") << fit32->err;
+  auto up = sb->Update({.pids = 64});
+  ASSERT_TRUE(up.ok()) << up.error().ToString();
+  auto fit64 = sb->ExecShell(ForkSleepers(56), {.timeout = 60});
+  ASSERT_TRUE(fit64.ok()) << fit64.error().ToString();
+  EXPECT_EQ(fit64->out, "all 56\n") << fit64->err;
   auto now = ReadSmallFile(cg.pids + "/pids.current", 64);
   ASSERT_TRUE(now.has_value());
-  const std::int64_t current = std::stoll(*now);
-  auto refused = sb->Update({.pids = current});
+  // The host's tasks of those processes stay (ptrace reuses them): a cap below them is refused.
+  auto refused = sb->Update({.pids = 1});
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code(), ErrorCode::kConflict);
-  EXPECT_THAT(refused.error().message(), HasSubstr("host threads gVisor runs"));
-  EXPECT_EQ(ReadSmallFile(cg.pids + "/pids.max", 64), "512\n");  // unchanged
-  auto live = sb->Update({.pids = current + 100});
-  ASSERT_TRUE(live.ok()) << live.error().ToString();
-  EXPECT_EQ(live->pids, current + 100);
-  EXPECT_EQ(ReadSmallFile(cg.pids + "/pids.max", 64), std::to_string(current + 100) + "\n");
-  // 5 processes fit (measured: ~2 host threads each on systrap, ~8 on ptrace, the default).
-  auto few = sb->ExecShell("for i in 1 2 3 4 5; do sleep 1 & done; wait; echo ok");
-  ASSERT_TRUE(few.ok()) << few.error().ToString();
-  EXPECT_EQ(few->out, "ok\n");
-  auto burst =
-      sb->ExecShell("for i in $(seq 200); do sleep 30 & done; wait; echo all", {.timeout = 60});
-  std::printf("pids: %lld host threads at start, cap %lld; a burst of 200 processes: %s\n",
-              static_cast<long long>(current), static_cast<long long>(current + 100),
-              burst.ok() ? ("exit " + std::to_string(burst->exit_code)).c_str()
-                         : burst.error().ToString().c_str());
-  ASSERT_FALSE(burst.ok()) << "200 processes ran under a cap of " << current + 100;
+  EXPECT_THAT(refused.error().message(), HasSubstr("host tasks gVisor runs"));
+  EXPECT_EQ(host_cap(cg), std::to_string(HostPidsCap("ptrace", 64)) + "\n");  // unchanged
+  // Well past 64: the sandbox ends, and that is what is reported.
+  auto burst = sb->ExecShell(ForkSleepers(200), {.timeout = 60});
+  std::printf(
+      "pids on ptrace: 56 waiting processes ran under pids=64 (%lld host tasks after, "
+      "cap %lld); 200: %s\n",
+      std::stoll(*now), static_cast<long long>(HostPidsCap("ptrace", 64)),
+      burst.ok() ? burst->out.c_str() : burst.error().ToString().c_str());
+  ASSERT_FALSE(burst.ok()) << "200 processes ran under pids=64";
   EXPECT_EQ(burst.error().code(), ErrorCode::kSandboxDied);
   EXPECT_THAT(burst.error().message(), HasSubstr("the pids limit"));
+
+  // A sandbox made on systrap keeps systrap's scale across a resize.
+  spec.platform = "systrap";
+  spec.limits.pids = 100;
+  auto sys = MustCreate(spec);
+  ASSERT_TRUE(sys);
+  const CgroupPaths scg = Cgroup(*sys);
+  EXPECT_EQ(host_cap(scg), std::to_string(HostPidsCap("systrap", 100)) + "\n");
+  auto half = sys->Update({.pids = 50});
+  ASSERT_TRUE(half.ok()) << half.error().ToString();
+  EXPECT_EQ(half->pids, 50);
+  EXPECT_EQ(host_cap(scg), std::to_string(HostPidsCap("systrap", 50)) + "\n");
+  auto fit50 = sys->ExecShell(ForkSleepers(42), {.timeout = 60});
+  ASSERT_TRUE(fit50.ok()) << fit50.error().ToString();
+  EXPECT_EQ(fit50->out, "all 42\n") << fit50->err;
 }
 
 // An ssh:// host: the cgroup files are on the other machine; refused with the reason and the

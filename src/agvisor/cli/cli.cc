@@ -192,7 +192,8 @@ void SpecOptions::Add(CLI::App& cmd) {
   cmd.add_option("--cpus", spec.limits.cpus, "CPU cores, fractions allowed")->capture_default_str();
   cmd.add_option("--memory", spec.limits.memory, "RAM cap, e.g. 512m, 2g (no swap)")
       ->capture_default_str();
-  cmd.add_option("--pids", spec.limits.pids, "max processes/threads")->capture_default_str();
+  cmd.add_option("--pids", spec.limits.pids, "max processes inside (1-65536)")
+      ->capture_default_str();
   cmd.add_option("--shm", spec.limits.shm, "/dev/shm size (default Docker's 64m)");
   cmd.add_option("--disk", disk,
                  "root file system cap, e.g. 5g; 'none' for no cap. Default: 5g where the host "

@@ -382,7 +382,7 @@ void AddUpdate(CLI::App& app, GlobalOptions& g, int* exit_code) {
   cmd->add_option("sandbox", f->sandbox, "sandbox name")->required();
   auto* cpus = cmd->add_option("--cpus", f->cpus, "CPU cores (fractions allowed)");
   auto* memory = cmd->add_option("--memory", f->memory, "RAM cap, e.g. 512m, 1.5g (no swap)");
-  auto* pids = cmd->add_option("--pids", f->pids, "max processes/threads (gVisor's own count)");
+  auto* pids = cmd->add_option("--pids", f->pids, "max processes inside (1-65536)");
   cmd->callback([&g, exit_code, f, cpus, memory, pids] {
     LimitsUpdate u;
     if (cpus->count() > 0) u.cpus = f->cpus;

@@ -50,11 +50,6 @@ constexpr std::size_t kMaxEnvBytes = 32768;  // a name or value
 // E2B's `base` template runs on 2 vCPUs and 512 MiB.
 constexpr double kCpus = 2;
 constexpr int kMemoryMb = 512;
-// E2B's sandboxes are VMs with no small cap on processes, and SDK users start many at once. The
-// pids cap counts gVisor's host tasks: about 2 per process inside on systrap, about 8 on ptrace
-// (the default platform; bench/README.md, "Density"), so agvisor's default of 512 would hold only
-// ~60 processes there.
-constexpr std::int64_t kPids = 4096;
 
 std::int64_t Now() { return static_cast<std::int64_t>(std::time(nullptr)); }
 
@@ -670,7 +665,6 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
     spec.egress = net->egress;
     spec.limits.cpus = kCpus;
     spec.limits.memory = std::to_string(kMemoryMb) + "m";
-    spec.limits.pids = kPids;
     // E2B's templates run commands as `user` with passwordless sudo (docs/security.md,
     // "Capabilities": root inside is exec's user 'root' anyway).
     spec.allow_setuid = true;
@@ -941,7 +935,7 @@ HttpResponse Rest::ServeSnapshots(const std::string& method, const std::string& 
     // internet access gets none either (docs/e2b.md says what else is not carried over).
     o.spec.limits.cpus = kCpus;
     o.spec.limits.memory = std::to_string(kMemoryMb) + "m";
-    o.spec.limits.pids = kPids;
+    o.spec.allow_setuid = true;  // as create's
     if (source.allow_internet_access == false) o.spec.network = "none";
     auto forked = place.Fork(found->container, o);
     if (!forked.ok()) return fail(forked.error());

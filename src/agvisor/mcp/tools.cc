@@ -414,7 +414,7 @@ const Tool kTools[] = {
   "gui": {"type": "boolean", "description": "a desktop sandbox (Xvnc + xfce), ready when drawn"},
   "cpus": {"type": "number", "exclusiveMinimum": 0, "description": "CPU cores, fractions allowed (default 2)"},
   "memory": {"type": "string", "description": "RAM cap in Docker syntax, e.g. 512m, 2g (default 2g; no swap)"},
-  "pids": {"type": "integer", "minimum": 1, "description": "most processes and threads (default 512)"},
+  "pids": {"type": "integer", "minimum": 1, "maximum": 65536, "description": "most processes inside (default 512)"},
   "disk": {"type": "string", "description": "root file system cap, e.g. 5g, or none"},
   "network": {"type": "string", "description": "bridge (default: the internet, not the host), none, or a network made with `agvisor network create NAME`"},
   "lifetime": {"type": "integer", "minimum": 1, "description": "seconds until the sandbox ends itself, even if this server dies (default 3600)"},
@@ -449,7 +449,7 @@ const Tool kTools[] = {
      R"js({"type": "object", "additionalProperties": false, "required": ["sandbox"], "properties": { $SANDBOX,
   "cpus": {"type": "number", "exclusiveMinimum": 0, "description": "CPU cores, fractions allowed"},
   "memory": {"type": "string", "description": "RAM cap in Docker syntax, e.g. 512m, 2g (no swap)"},
-  "pids": {"type": "integer", "minimum": 1, "description": "most processes and threads"}}})js",
+  "pids": {"type": "integer", "minimum": 1, "maximum": 65536, "description": "most processes inside"}}})js",
      UpdateSandbox},
     {"snapshot_sandbox",
      "Make a snapshot (a Docker image in agvisor's snapshot repository) of a sandbox's root "

@@ -1,11 +1,62 @@
 #include "agvisor/sandbox/instance_spec.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "agvisor/sandbox/agent_paths.h"
 #include "agvisor/sandbox/egress_network.h"
 
 namespace agvisor {
+namespace {
+
+// What gVisor runs on the host for a sandbox, in host tasks (pids.current of its container's
+// cgroup): `base` for the sandbox itself (the sentry's threads, the gofer) and `per_task` for
+// each process inside (the agent and its ready shells among them). Measured with runsc 20240729
+// (docs/lifecycle.md, "pids"): an idle sandbox 27 (systrap) / 38 (ptrace); each sleeping process
+// ~2.2 (systrap: its stub threads) / ~9 (ptrace: a stub process with a traced thread for each
+// sentry thread that has run it, pkg/sentry/platform/ptrace/subprocess.go); a sleeping thread
+// ~0 on either. ptrace keeps the stubs of ended processes for reuse, so its count is a
+// high-water mark, and a process that ran on many sentry threads (short processes started in
+// parallel, a build's) costs up to ~45: the scale fits processes that mostly wait, not those.
+struct PidsShape {
+  std::int64_t base;
+  std::int64_t per_task;
+};
+constexpr PidsShape kSystrapPids{.base = 48, .per_task = 3};
+constexpr PidsShape kPtracePids{.base = 48, .per_task = 10};
+// The most pids.max takes (the kernel's PID_MAX_LIMIT).
+constexpr std::int64_t kPidMaxLimit = std::int64_t{4} << 20;
+
+PidsShape PidsShapeOf(std::string_view platform) {
+  return platform == kPlatformPtrace ? kPtracePids : kSystrapPids;
+}
+
+}  // namespace
+
+std::int64_t HostPidsCap(std::string_view platform, std::int64_t pids) {
+  const PidsShape s = PidsShapeOf(platform);
+  if (pids <= 0) return 0;
+  if (pids >= (kPidMaxLimit - s.base) / s.per_task) return kPidMaxLimit;
+  return s.base + s.per_task * pids;
+}
+
+std::int64_t SandboxPidsOf(std::string_view platform, std::int64_t host_cap) {
+  const PidsShape s = PidsShapeOf(platform);
+  if (host_cap <= 0) return 0;
+  return std::max<std::int64_t>(1, (host_cap - s.base) / s.per_task);
+}
+
+void SandboxPidsInStats(std::string_view platform, SandboxStats& sample) {
+  const PidsShape s = PidsShapeOf(platform);
+  sample.pids_limit = static_cast<std::uint64_t>(
+      SandboxPidsOf(platform, static_cast<std::int64_t>(sample.pids_limit)));
+  const auto base = static_cast<std::uint64_t>(s.base);
+  // A running sandbox has its agent at least.
+  if (sample.pids > 0) {
+    sample.pids = std::max<std::uint64_t>(
+        1, sample.pids > base ? (sample.pids - base) / static_cast<std::uint64_t>(s.per_task) : 0);
+  }
+}
 
 Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDecisions& d) {
   InstanceSpec i;
@@ -45,7 +96,7 @@ Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDe
   i.network = spec.network;
   i.cpus = spec.limits.cpus;
   i.memory_bytes = AGVISOR_TRY(ParseMemorySize("limits.memory", spec.limits.memory));
-  i.pids = spec.limits.pids;
+  i.pids = HostPidsCap(d.platform, spec.limits.pids);
   if (spec.limits.shm) {
     i.shm_bytes = AGVISOR_TRY(ParseMemorySize("limits.shm", *spec.limits.shm));
   } else if (spec.gui) {

@@ -5,9 +5,11 @@
 // instance_spec_test.cc pins the result, down to Docker's request body, for each kind of sandbox.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "agvisor/base/error.h"
 #include "agvisor/egress/policy.h"
@@ -51,6 +53,31 @@ struct InstanceDecisions {
   // Labels of agvisor's own that a spec may not carry (agvisor.pool).
   std::map<std::string, std::string> system_labels;
 };
+
+// A sandbox's pids (Limits::pids) are the processes inside it, as the caller means them. The
+// host's pids cgroup of its container (Docker's PidsLimit, a live resize's pids.max), which is
+// what gVisor runs under, counts gVisor's host tasks instead: the sentry's threads, the gofer,
+// and the platform's stub processes and threads, a base plus a share per process inside that
+// depends on the platform (docs/lifecycle.md, "pids"). So the host's cap is scaled from the
+// caller's number at create and resize, and scaled back wherever it is read (Sandbox::Info,
+// Update, Stats): every door reports the caller's number. The share is what a process that
+// mostly waits costs (an agent's shells, servers, a test runner's workers); ptrace charges more
+// for processes that ran on many of the sentry's threads, and threads that wait cost nearly
+// nothing. A platform other than ptrace ("" for a sandbox from before agvisor recorded it) is
+// systrap's. gVisor's own pids cgroup inside, which counts exactly, cannot be set from the host
+// with runsc 20240729 (`runsc write-control` answers "control file not writable" for pids.max).
+//
+// The host cap for `pids` tasks inside a sandbox on `platform`, at most the kernel's
+// PID_MAX_LIMIT (what pids.max takes; ValidateLimits keeps pids below where that binds).
+std::int64_t HostPidsCap(std::string_view platform, std::int64_t pids);
+// The inverse: the tasks inside a sandbox on `platform` whose host cap is `host_cap`, exact for
+// a cap HostPidsCap made; 0 (no cap) for 0; at least 1 for a cap at or below the base (one made
+// another way, e.g. by agvisor before it scaled).
+std::int64_t SandboxPidsOf(std::string_view platform, std::int64_t host_cap);
+// `sample`'s pids figures in the sandbox's terms: its cap as SandboxPidsOf, and the processes
+// running now estimated from the host's tasks above the platform's base over its share per
+// process (at least 1 while any runs: the agent; on ptrace a high-water mark, see above).
+void SandboxPidsInStats(std::string_view platform, SandboxStats& sample);
 
 // The instance for `spec` (already validated by ValidateSpec). Errors: kInvalidArgument
 // (limits.memory / limits.shm that do not parse; ValidateSpec has refused them before).

@@ -52,7 +52,7 @@ constexpr const char* kAnonymous =
     R"("agvisor.platform":"systrap"},"Tty":false,)"
     R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
     R"("StdinOnce":false,"HostConfig":{"Runtime":"runsc","NanoCpus":2000000000,)"
-    R"("Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":512,"NetworkMode":"bridge",)"
+    R"("Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":1584,"NetworkMode":"bridge",)"
     R"("AutoRemove":false,"CapDrop":["ALL"],"CapAdd":["CHOWN","DAC_OVERRIDE","FOWNER","KILL",)"
     R"("SETGID","SETUID","NET_BIND_SERVICE"],"SecurityOpt":["no-new-privileges"],)"
     R"("ReadonlyRootfs":false,"Privileged":false,"LogConfig":{"Type":"none","Config":{}}}})";
@@ -67,7 +67,7 @@ constexpr const char* kNamed =
     R"("agvisor.pool":"p1","tenant":"t1"},"Tty":false,"OpenStdin":true,"AttachStdin":true,)"
     R"("AttachStdout":true,"AttachStderr":true,"StdinOnce":false,)"
     R"("HostConfig":{"Runtime":"runsc","NanoCpus":500000000,"Memory":536870912,)"
-    R"("MemorySwap":536870912,"PidsLimit":64,"NetworkMode":"bridge","ShmSize":134217728,)"
+    R"("MemorySwap":536870912,"PidsLimit":240,"NetworkMode":"bridge","ShmSize":134217728,)"
     R"("AutoRemove":true,"Mounts":[{"Type":"volume","Source":"agvisor-proj",)"
     R"("Target":"/workspace","ReadOnly":false}],"CapDrop":["ALL"],"CapAdd":["CHOWN",)"
     R"("DAC_OVERRIDE","FOWNER","KILL","SETGID","SETUID","NET_BIND_SERVICE"],)"
@@ -81,7 +81,7 @@ constexpr const char* kNoneOnTwin =
     R"("agvisor.platform":"systrap"},"Tty":false,)"
     R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
     R"("StdinOnce":false,"NetworkDisabled":true,"HostConfig":{"Runtime":"runsc-none",)"
-    R"("NanoCpus":2000000000,"Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":512,)"
+    R"("NanoCpus":2000000000,"Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":1584,)"
     R"("NetworkMode":"none","AutoRemove":false,"CapDrop":["ALL"],"CapAdd":["CHOWN",)"
     R"("DAC_OVERRIDE","FOWNER","KILL","SETGID","SETUID","NET_BIND_SERVICE"],)"
     R"("SecurityOpt":["no-new-privileges"],"ReadonlyRootfs":false,"Privileged":false,)"
@@ -94,7 +94,7 @@ constexpr const char* kNoneWithoutTwin =
     R"("agvisor.platform":"systrap"},"Tty":false,)"
     R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
     R"("StdinOnce":false,"HostConfig":{"Runtime":"runsc","NanoCpus":2000000000,)"
-    R"("Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":512,"NetworkMode":"none",)"
+    R"("Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":1584,"NetworkMode":"none",)"
     R"("AutoRemove":false,"CapDrop":["ALL"],"CapAdd":["CHOWN","DAC_OVERRIDE","FOWNER","KILL",)"
     R"("SETGID","SETUID","NET_BIND_SERVICE"],"SecurityOpt":["no-new-privileges"],)"
     R"("ReadonlyRootfs":false,"Privileged":false,"LogConfig":{"Type":"none","Config":{}}}})";
@@ -111,7 +111,7 @@ constexpr const char* kEgress =
     R"("agvisor.platform":"systrap"},"Tty":false,)"
     R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
     R"("StdinOnce":false,"HostConfig":{"Runtime":"runsc","NanoCpus":2000000000,)"
-    R"("Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":512,)"
+    R"("Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":1584,)"
     R"("NetworkMode":"agvisor-0123abcd-egress","Dns":["172.19.0.1"],"AutoRemove":false,)"
     R"("CapDrop":["ALL"],"CapAdd":["CHOWN","DAC_OVERRIDE","FOWNER","KILL","SETGID","SETUID",)"
     R"("NET_BIND_SERVICE"],"SecurityOpt":["no-new-privileges"],"ReadonlyRootfs":false,)"
@@ -124,7 +124,7 @@ constexpr const char* kDesktopWithDiskCap =
     R"("agvisor.platform":"systrap"},"Tty":false,)"
     R"("OpenStdin":true,"AttachStdin":true,"AttachStdout":true,"AttachStderr":true,)"
     R"("StdinOnce":false,"HostConfig":{"Runtime":"runsc","NanoCpus":2000000000,)"
-    R"("Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":512,"NetworkMode":"bridge",)"
+    R"("Memory":2147483648,"MemorySwap":2147483648,"PidsLimit":1584,"NetworkMode":"bridge",)"
     R"("ShmSize":1073741824,"AutoRemove":false,"CapDrop":["ALL"],"CapAdd":["CHOWN",)"
     R"("DAC_OVERRIDE","FOWNER","KILL","SETGID","SETUID","NET_BIND_SERVICE"],)"
     R"("SecurityOpt":["no-new-privileges"],"ReadonlyRootfs":false,)"
@@ -261,6 +261,46 @@ TEST(InstanceSpecTest, PlatformIsALabelAndDockerPicksItsRuntime) {
   i = BuildInstanceSpec(spec, d);
   ASSERT_TRUE(i.ok()) << i.error().ToString();
   EXPECT_FALSE(ToContainerConfig(*i).network_disabled);
+}
+
+// pids mean the tasks inside: the host's cap (what Docker's PidsLimit and a resize write) is
+// scaled by the platform at create and scaled back exactly where it is read, on either platform.
+TEST(InstanceSpecTest, PidsAreScaledToTheHostCapByThePlatformAndBack) {
+  for (std::string_view platform : {"systrap", "ptrace", ""}) {
+    for (std::int64_t pids : {std::int64_t{1}, std::int64_t{64}, std::int64_t{512}, kMaxPids}) {
+      const std::int64_t host = HostPidsCap(platform, pids);
+      EXPECT_GT(host, pids) << platform << " " << pids;  // gVisor's own tasks on top
+      EXPECT_LE(host, std::int64_t{4} << 20) << "pids.max takes at most PID_MAX_LIMIT";
+      EXPECT_EQ(SandboxPidsOf(platform, host), pids) << platform << " " << pids;
+    }
+  }
+  // ptrace runs several host tasks per process inside (a stub process, traced threads), systrap
+  // about one per task; a sandbox of neither recorded platform is systrap's (made before).
+  EXPECT_GT(HostPidsCap("ptrace", 512) - HostPidsCap("ptrace", 511),
+            HostPidsCap("systrap", 512) - HostPidsCap("systrap", 511));
+  EXPECT_EQ(HostPidsCap("", 64), HostPidsCap("systrap", 64));
+  EXPECT_EQ(SandboxPidsOf("ptrace", 0), 0);  // no cap
+  EXPECT_EQ(SandboxPidsOf("ptrace", 5), 1);  // a cap made another way, below gVisor's base
+
+  SandboxSpec spec;
+  spec.limits.pids = 64;
+  auto d = Decide(spec);
+  d.platform = "ptrace";
+  auto i = BuildInstanceSpec(spec, d);
+  ASSERT_TRUE(i.ok());
+  EXPECT_EQ(i->pids, HostPidsCap("ptrace", 64));
+  EXPECT_EQ(ToContainerConfig(*i).host_config.pids_limit, HostPidsCap("ptrace", 64));
+
+  // Stats: the cap exactly, the tasks now from the host's count above the base.
+  SandboxStats idle{.pids = static_cast<std::uint64_t>(HostPidsCap("ptrace", 3)),
+                    .pids_limit = static_cast<std::uint64_t>(HostPidsCap("ptrace", 64))};
+  SandboxPidsInStats("ptrace", idle);
+  EXPECT_EQ(idle.pids, 3u);
+  EXPECT_EQ(idle.pids_limit, 64u);
+  SandboxStats none{.pids = 1, .pids_limit = 0};
+  SandboxPidsInStats("systrap", none);
+  EXPECT_EQ(none.pids, 1u);  // the agent, at least
+  EXPECT_EQ(none.pids_limit, 0u);
 }
 
 TEST(InstanceSpecTest, IdleActionReachesTheLabelsAndRemoval) {

@@ -143,8 +143,8 @@ struct InstanceSpec {
   std::vector<std::string> dns;  // resolver addresses; empty = the runtime's
   double cpus = 0;
   std::int64_t memory_bytes = 0;  // also the memory+swap cap: no swap
-  std::int64_t pids = 0;
-  std::int64_t shm_bytes = 0;            // 0 = the runtime's default
+  std::int64_t pids = 0;          // the host's cap: HostPidsCap of limits.pids (instance_spec.h)
+  std::int64_t shm_bytes = 0;     // 0 = the runtime's default
   std::optional<std::string> disk_cap;   // "5g": set only where ProbeDiskCap said supported
   bool remove_on_exit = false;           // gone when PID 1 ends (lifetime / idle_ttl)
   std::optional<std::string> workspace;  // a volume's name, mounted at /workspace
@@ -155,7 +155,8 @@ struct InstanceSpec {
 struct ResizeSpec {
   std::optional<double> cpus;
   std::optional<std::int64_t> memory_bytes;  // the memory and the memory+swap cap (no swap)
-  std::optional<std::int64_t> pids;
+  std::optional<std::int64_t> pids;          // the host's cap (HostPidsCap, instance_spec.h)
+  std::optional<std::int64_t> sandbox_pids;  // the caller's pids it was scaled from (messages)
 };
 
 // A made and started instance, with PID 1's stdio (attached before start: no byte is missed).
@@ -263,8 +264,9 @@ class Runtime {
   // kNotFound, kConflict (not running), kUnavailable.
   virtual Result<LiveLimits> ReadLimits(std::string_view id) = 0;
   // One sample of a running instance's resource use (about a second: CPU use is the difference
-  // of two readings). Errors: kNotFound, kConflict (not running), kUnsupported (this runtime
-  // cannot: says why and the way out), kUnavailable.
+  // of two readings), its pids in the sandbox's terms (its processes and the caller's cap, not
+  // the host's tasks: SandboxPidsInStats, instance_spec.h). Errors: kNotFound, kConflict (not
+  // running), kUnsupported (this runtime cannot: says why and the way out), kUnavailable.
   virtual Result<SandboxStats> Stats(std::string_view id) = 0;
   // Waits at most `timeout` for the instance to stop running (a death being recorded).
   virtual void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) = 0;

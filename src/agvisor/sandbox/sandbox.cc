@@ -615,16 +615,28 @@ Result<SandboxInfo> Sandbox::Info() {
   i.idle_ttl = idle_ttl_;
   if (i.running) {
     // Best effort: a sandbox that ended between the two calls just shows no limits.
-    if (auto l = runtime_->ReadLimits(i.container_id); l.ok()) i.limits = std::move(*l);
+    if (auto l = runtime_->ReadLimits(i.container_id); l.ok()) {
+      l->pids = SandboxPidsOf(i.platform, l->pids);  // the host's cap, in the caller's terms
+      i.limits = std::move(*l);
+    }
   }
   return i;
 }
 
 Result<LiveLimits> Sandbox::Update(const LimitsUpdate& update) {
   AGVISOR_RETURN_IF_ERROR(ValidateLimitsUpdate(update));
-  ResizeSpec r{.cpus = update.cpus, .pids = update.pids};
+  const std::string ref = container_id_.empty() ? container_name_ : container_id_;
+  ResizeSpec r{.cpus = update.cpus, .sandbox_pids = update.pids};
   if (update.memory) r.memory_bytes = AGVISOR_TRY(ParseMemorySize("limits.memory", *update.memory));
-  auto live = runtime_->Resize(container_id_.empty() ? container_name_ : container_id_, r);
+  // The host's pids cap is scaled by the platform the sandbox was made on (its label), both ways.
+  auto info = runtime_->Inspect(ref);
+  if (!info.ok()) return DiagnoseExecFailure(info.error());
+  std::string platform;
+  if (auto it = info->labels.find(std::string(kLabelPlatform)); it != info->labels.end()) {
+    platform = it->second;
+  }
+  if (update.pids) r.pids = HostPidsCap(platform, *update.pids);
+  auto live = runtime_->Resize(ref, r);
   if (!live.ok()) {
     const ErrorCode code = live.error().code();
     // Not running (or gone): why, as kSandboxDied, as for any other call.
@@ -634,6 +646,7 @@ Result<LiveLimits> Sandbox::Update(const LimitsUpdate& update) {
     return live.error();
   }
   if (update.memory) RecordResizedMemory(*runtime_, container_id_, *update.memory);
+  live->pids = SandboxPidsOf(platform, live->pids);
   return live;
 }
 

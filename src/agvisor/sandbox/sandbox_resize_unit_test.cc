@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "agvisor/sandbox/instance_spec.h"
 #include "agvisor/sandbox/sandbox.h"
 #include "agvisor/sandbox/testing/fake_runtime.h"
 
@@ -74,6 +75,16 @@ TEST_F(SandboxResizeUnitTest, OnlyTheGivenLimitsChangeAndInfoShowsThem) {
   auto seen = (*other)->Info();
   ASSERT_TRUE(seen.ok());
   EXPECT_EQ(seen->limits->pids, 64);
+  // The runtime holds the host's cap, scaled by the platform the sandbox was made on (the
+  // fake's default, ptrace); every door above reads the caller's 64 back.
+  auto created = rt_->CreatedSpec(sb->container_name());
+  ASSERT_TRUE(created.has_value());
+  EXPECT_EQ(created->platform, "ptrace");
+  EXPECT_EQ(created->pids, HostPidsCap("ptrace", 100));
+  auto held = rt_->ReadLimits(sb->container_name());
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(held->pids, HostPidsCap("ptrace", 64));
+  EXPECT_GT(held->pids, 64);
 }
 
 // A stopped sandbox: kSandboxDied with why, as any call into it.

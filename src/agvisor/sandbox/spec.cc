@@ -121,6 +121,11 @@ Result<void> ValidateLimits(const Limits& l) {
         "unlimited), got " +
         std::to_string(l.pids));
   }
+  if (l.pids > kMaxPids) {
+    return Error::InvalidArgument("limits.pids: " + std::to_string(l.pids) +
+                                  " is more than a sandbox may run (at most " +
+                                  std::to_string(kMaxPids) + " processes)");
+  }
   if (l.shm) AGVISOR_RETURN_IF_ERROR(ParseMemorySize("limits.shm", *l.shm));
   if (!l.disk.empty() && l.disk != "none") {
     AGVISOR_RETURN_IF_ERROR(ParseDiskSize("limits.disk", l.disk));

@@ -72,11 +72,17 @@ struct BrokeredSecrets {
   bool operator==(const BrokeredSecrets&) const = default;
 };
 
+// The most Limits::pids: scaled to the host's tasks (HostPidsCap), it stays under the kernel's
+// PID_MAX_LIMIT (4194304, the most a pids cgroup takes) on every platform.
+inline constexpr std::int64_t kMaxPids = 65536;
+
 // Resource limits, enforced by gVisor and the host's cgroups.
 struct Limits {
-  double cpus = 2.0;               // CPU cores; fractions allowed (0.5)
-  std::string memory = "2g";       // RAM cap in Docker syntax ("512m", "1.5g"); swap disabled
-  std::int64_t pids = 512;         // max processes/threads (gVisor counts its own host threads)
+  double cpus = 2.0;          // CPU cores; fractions allowed (0.5)
+  std::string memory = "2g";  // RAM cap in Docker syntax ("512m", "1.5g"); swap disabled
+  // Processes and threads inside the sandbox, at most kMaxPids. The host's cap is scaled from it
+  // by the platform (HostPidsCap, instance_spec.h): gVisor's own host tasks are not counted.
+  std::int64_t pids = 512;
   std::optional<std::string> shm;  // /dev/shm size; unset = Docker's 64m (1g for desktops)
   // Root file system cap, a whole number plus k/m/g/t ("5g"):
   //   ""      the default (kDefaultDisk) where the host can enforce it, else uncapped + a warning

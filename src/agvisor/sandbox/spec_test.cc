@@ -54,6 +54,10 @@ TEST(SpecTest, LimitsRefuseZeroNegativeMalformed) {
   l = {};
   l.pids = 0;
   EXPECT_THAT(Msg(ValidateLimits(l)), HasSubstr("limits.pids"));
+  l.pids = kMaxPids + 1;  // scaled to the host's tasks it would pass the kernel's PID_MAX_LIMIT
+  EXPECT_THAT(Msg(ValidateLimits(l)), HasSubstr("at most 65536"));
+  l.pids = kMaxPids;
+  EXPECT_TRUE(ValidateLimits(l).ok());
   l = {};
   l.memory = "0";
   EXPECT_THAT(Msg(ValidateLimits(l)), HasSubstr("limits.memory"));

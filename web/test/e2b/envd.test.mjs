@@ -256,8 +256,8 @@ describe('many streams and hostile requests', () => {
     assert.equal((await sbx.commands.run('echo alive')).stdout, 'alive\n');
   });
 
-  // Directory watches: a stream each and no process each (250 processes would meet the
-  // sandbox's pids limit, 512 with gVisor's own threads: the sandbox's business, not the door's).
+  // Directory watches: a stream each and no process each (250 processes at once would test the
+  // sandbox's pids limit, the sandbox's business, not the door's).
   test('250 streams at once are all served, and end when their clients go', async () => {
     await sbx.files.makeDir('/tmp/w250');
     const body = envelope(JSON.stringify({ path: '/tmp/w250' }));

@@ -234,17 +234,19 @@ Result<LiveLimits> ApplyCgroupResize(const CgroupPaths& p, const ResizeSpec& spe
     if (parts.size() == 2) now.cpu_period_us = Number(parts[1]).value_or(0);
   }
   if (spec.pids) {
-    // The pids cgroup counts gVisor's own host threads (~30 idle, ~2 more per process inside on
-    // systrap), and the sandbox ends when gVisor cannot make one (measured: runsc exited 2 at the
-    // next burst of processes after pids.max was set below pids.current). A cap at or below what
-    // runs now would end it at its next process: refused, nothing written.
+    // The pids cgroup counts gVisor's host tasks (HostPidsCap, instance_spec.h), and the sandbox
+    // ends when gVisor cannot make one (measured: runsc exited 2 at the next burst of processes
+    // after pids.max was set below pids.current). A cap at or below what runs now would end it
+    // at its next process: refused, nothing written.
     auto current = Number(ReadCgroupFile(p.pids, "pids.current").value_or(""));
     if (current && *spec.pids <= *current) {
-      return Error::Conflict("resize: pids " + std::to_string(*spec.pids) + " is not above the " +
-                             std::to_string(*current) +
-                             " host threads gVisor runs for the sandbox now (the pids cap counts "
-                             "them, not the sandbox's processes); the sandbox would end at its "
-                             "next process: give more (nothing was changed)");
+      const std::string asked = spec.sandbox_pids
+                                    ? "pids " + std::to_string(*spec.sandbox_pids) + " (a cap of " +
+                                          std::to_string(*spec.pids) + " host tasks for gVisor)"
+                                    : "a pids cap of " + std::to_string(*spec.pids) + " host tasks";
+      return Error::Conflict("resize: " + asked + " is not above the " + std::to_string(*current) +
+                             " host tasks gVisor runs for the sandbox now; the sandbox would end "
+                             "at its next process: give more (nothing was changed)");
     }
   }
   const auto plan = PlanCgroupResize(p, now, spec);

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "agvisor/sandbox/docker_runtime/sentry_pids.h"
+
 namespace agvisor {
 namespace {
 
@@ -108,6 +110,34 @@ TEST(FindContainerCgroup, RefusesAnythingButAFullId) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kNotFound);
   EXPECT_THAT(r.error().message(), HasSubstr("ffffffffffff"));
+}
+
+// The processes inside as gVisor counts them: runsc and its state root are read from the sandbox
+// process itself, whichever way the flag was written; only a full id reaches runsc's argv.
+TEST(SentryPids, RunscAndItsRootFromTheSandboxProcess) {
+  using namespace std::string_literals;
+  const auto a = RunscCallOf("/usr/bin/runsc",
+                             "runsc-sandbox\0--root=/var/run/docker/runtime-runc/moby\0"
+                             "--platform=ptrace\0boot\0--bundle\0/b\0"s);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->runsc, "/usr/bin/runsc");
+  EXPECT_EQ(a->root, "/var/run/docker/runtime-runc/moby");
+  const auto b = RunscCallOf("/r", "runsc\0-root\0/state\0boot\0"s);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->root, "/state");
+  EXPECT_FALSE(RunscCallOf("/r", "runsc\0boot\0--rootless\0"s).has_value());
+  EXPECT_FALSE(RunscCallOf("/r", "runsc\0--root=\0boot\0"s).has_value());
+  EXPECT_FALSE(RunscCallOf("", "runsc\0--root=/s\0"s).has_value());
+  const std::string id(64, 'a');
+  EXPECT_EQ(SentryPidsArgv(*b, id),
+            (std::vector<std::string>{"/r", "--root=/state", "read-control", id, "pids", "/" + id,
+                                      "pids.current"}));
+  auto bad = ReadSentryPids("--root=/tmp", 1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code(), ErrorCode::kInvalidArgument);
+  auto gone = ReadSentryPids(id, 0);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.error().code(), ErrorCode::kNotFound);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "agvisor/sandbox/docker_runtime/egress_bridge.h"
 #include "agvisor/sandbox/docker_runtime/host_caps.h"
 #include "agvisor/sandbox/docker_runtime/runtime_check.h"
+#include "agvisor/sandbox/docker_runtime/sentry_pids.h"
 #include "agvisor/sandbox/docker_runtime/snapshot_layers.h"
 #include "agvisor/sandbox/instance_spec.h"
 
@@ -241,7 +242,18 @@ Result<LiveLimits> DockerRuntime::Resize(std::string_view id, const ResizeSpec& 
 }
 
 Result<SandboxStats> DockerRuntime::Stats(std::string_view id) {
-  return client_->GetContainerStats(id);
+  auto sample = AGVISOR_TRY(client_->GetContainerStats(id));
+  // Docker's pids are the host cgroup's (gVisor's host tasks): in the sandbox's terms by its
+  // platform, and the processes now exactly from gVisor where this machine runs it.
+  auto c = AGVISOR_TRY(client_->InspectContainer(id));
+  auto platform = c.labels.find(std::string(kLabelPlatform));
+  SandboxPidsInStats(platform == c.labels.end() ? "" : platform->second, sample);
+  if (client_->endpoint().kind == http::Endpoint::Kind::kUnix && c.state.running) {
+    if (auto inside = ReadSentryPids(c.id, c.state.pid); inside.ok()) {
+      sample.pids = static_cast<std::uint64_t>(*inside);
+    }
+  }
+  return sample;
 }
 
 Result<LiveLimits> DockerRuntime::ReadLimits(std::string_view id) {

@@ -93,7 +93,9 @@ class DockerRuntime final : public Runtime {
   // The cgroup's values on a local host ("cgroup"), else Docker's record of create time
   // ("created": HostConfig's NanoCpus, Memory, PidsLimit).
   Result<LiveLimits> ReadLimits(std::string_view id) override;
-  Result<SandboxStats> Stats(std::string_view id) override;  // Docker's stats, one sample
+  // Docker's stats, one sample; pids in the sandbox's terms (SandboxPidsInStats), the processes
+  // now as gVisor counts them where this machine runs the sandbox (sentry_pids.h).
+  Result<SandboxStats> Stats(std::string_view id) override;
   void WaitNotRunning(std::string_view id, std::chrono::milliseconds timeout) override;
   bool EndedByMemoryLimit(std::string_view id) override;
 
