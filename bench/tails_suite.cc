@@ -9,6 +9,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "agvisor/client/agvisord.h"
@@ -37,6 +38,41 @@ struct Sample {
   double ms;
   int loop;
 };
+
+// Shared stalls: moments when slow execs of loops on several sandboxes end together, i.e. what
+// held them is something they share (the daemon, dockerd, the host's cores), not one sandbox. A
+// stall here: execs of at least `min_loops` loops on at least 3 sandboxes, each slower than
+// `slow_ms`, ending within 300 ms of the first of them.
+struct Stall {
+  double end_s;
+  int loops;
+  double max_ms;
+};
+std::vector<Stall> SharedStalls(std::vector<Sample> samples, int sandboxes, int min_loops,
+                                double slow_ms) {
+  std::erase_if(samples, [&](const Sample& s) { return s.ms < slow_ms; });
+  auto end = [](const Sample& s) { return s.start_s + s.ms / 1000; };
+  std::sort(samples.begin(), samples.end(),
+            [&](const Sample& a, const Sample& b) { return end(a) < end(b); });
+  std::vector<Stall> out;
+  for (std::size_t i = 0; i < samples.size();) {
+    std::set<int> loops, boxes;
+    double max_ms = 0;
+    std::size_t j = i;
+    for (; j < samples.size() && end(samples[j]) < end(samples[i]) + 0.3; ++j) {
+      loops.insert(samples[j].loop);
+      boxes.insert(samples[j].loop % sandboxes);
+      max_ms = std::max(max_ms, samples[j].ms);
+    }
+    if (static_cast<int>(loops.size()) >= min_loops && boxes.size() >= 3) {
+      out.push_back({end(samples[i]), static_cast<int>(loops.size()), max_ms});
+      i = j;
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
 
 double At(const std::vector<double>& sorted, double q) {
   if (sorted.empty()) return 0;
@@ -98,6 +134,17 @@ void RunPlatform(client::Place& place, SandboxSpec spec, const std::string& plat
       static_cast<double>(ms.size()) / wall, errors.load(), p50, At(ms, 0.95), p99,
       ms.empty() ? 0 : ms.back(), p50 > 0 ? p99 / p50 : 0, load_start.c_str(), Load().c_str());
   if (!first_error.empty()) std::printf("          first error: %s\n", first_error.c_str());
+  // Slower than 4x p50 (the suite's target is p99 within 10x), half the loops or more at once.
+  const auto stalls = SharedStalls(samples, sandboxes, (loops + 1) / 2, 4 * p50);
+  std::printf(
+      "          shared stalls (>= %d loops on >= 3 sandboxes, each > %.0f ms, ending "
+      "within 0.3 s): %zu",
+      (loops + 1) / 2, 4 * p50, stalls.size());
+  for (std::size_t i = 0; i < std::min<std::size_t>(5, stalls.size()); ++i) {
+    std::printf("%s +%.2f s (%d loops, max %.0f ms)", i == 0 ? ": at" : ",", stalls[i].end_s,
+                stalls[i].loops, stalls[i].max_ms);
+  }
+  std::printf("\n");
   std::sort(samples.begin(), samples.end(),
             [](const Sample& a, const Sample& b) { return a.ms > b.ms; });
   std::printf("          slowest:");

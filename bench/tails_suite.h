@@ -2,8 +2,10 @@
 // agvisord when the host's cores are saturated, the way an orchestrator with many agents drives
 // it: `loops` client threads, each exec'ing `true` back to back into one of `sandboxes` sandboxes
 // (loop i on sandbox i % sandboxes), for `seconds`, on each gVisor platform. Prints the 1-minute
-// load at start and end, execs/s, errors, p50/p95/p99/max, and the slowest execs with when they
-// started, for reading beside agvisord's log (which the suite keeps: its path is printed).
+// load at start and end, execs/s, errors, p50/p95/p99/max, the shared stalls (moments when the
+// slow execs of half the loops or more, on 3 sandboxes or more, end together: what held them is
+// shared, not one sandbox's), and the slowest execs with when they started, for reading beside
+// agvisord's log (which the suite keeps: its path is printed).
 // Starts the build's agvisord (--no-egress) unless `local`; only when named (not in "all").
 #pragma once
 

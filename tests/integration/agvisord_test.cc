@@ -561,6 +561,8 @@ TEST_F(AgvisordTest, ExecResultIsTheSameInProcessAndThroughAgvisord) {
   auto remote = client::Agvisord("unix:" + daemon_->socket(), daemon_->token_file());
   ASSERT_TRUE(remote.ok()) << remote.error().ToString();
   auto local = client::InProcess(TestHost());
+  std::string expected_seq;
+  for (int i = 1; i <= 1500000; ++i) expected_seq += std::to_string(i) + "\n";
   for (client::Place* place : {local.get(), static_cast<client::Place*>(remote->get())}) {
     SCOPED_TRACE(place == local.get() ? "in process" : "through agvisord");
     auto h = place->Open(cname);
@@ -577,6 +579,12 @@ TEST_F(AgvisordTest, ExecResultIsTheSameInProcessAndThroughAgvisord) {
     EXPECT_TRUE(r->truncated);
     // `sh -c` with the default environment took a ready shell; a plain argv never does.
     EXPECT_TRUE(r->prestarted);
+    // 11 MB of numbered lines, whole: through agvisord each output chunk of the channel (up to
+    // 512 KiB) is one WebSocket frame (http/ws_sync.h).
+    auto seq = (*h)->Exec({"seq", "1", "1500000"}, {});
+    ASSERT_TRUE(seq.ok()) << seq.error().ToString();
+    EXPECT_EQ(seq->out.size(), expected_seq.size());
+    EXPECT_TRUE(seq->out == expected_seq) << "the output came back different";
     auto cold = (*h)->Exec({"true"}, {});
     ASSERT_TRUE(cold.ok()) << cold.error().ToString();
     EXPECT_FALSE(cold->prestarted);

@@ -18,6 +18,7 @@
 
 #include "agvisor/agent/process_tree.h"
 #include "agvisor/agent/ready_shells.h"
+#include "agvisor/agent/spawn.h"
 #include "agvisor/agent/testing/channel_peer.h"
 #include "agvisor/base/subprocess.h"
 
@@ -216,6 +217,23 @@ TEST_F(ChannelTest, TwentyMegabytesOfStdinEchoedByteExactWithSmallWindows) {
   EXPECT_EQ(r.out.size(), input.size());
   EXPECT_TRUE(r.out == input) << "stdin came back different";
   EXPECT_GT(r.windows_received, 100);  // the agent granted credit as cat consumed
+}
+
+// A command's stdout pipe holds kOutputPipeBytes (spawn.h), so bulk output moves in fewer, larger
+// reads; the bytes are the same. The command asks its own stdout (F_GETPIPE_SZ is 1032).
+TEST_F(ChannelTest, StdoutPipeHoldsAMegabyteAndLargeReadsKeepTheBytes) {
+  StartInit();
+  Welcome(*peer_);
+  auto size = peer_->RunExec(1, Cmd({"perl", "-e", "print fcntl(STDOUT, 1032, 0)"}));
+  ASSERT_TRUE(size.exit) << (size.error ? size.error->message : "no EXIT");
+  EXPECT_EQ(size.out, std::to_string(kOutputPipeBytes)) << size.err;
+  auto seq = peer_->RunExec(3, Cmd({"seq", "1", "1500000"}));
+  ASSERT_TRUE(seq.exit);
+  EXPECT_EQ(seq.exit->exit_code, 0);
+  std::string expected;
+  for (int i = 1; i <= 1500000; ++i) expected += std::to_string(i) + "\n";
+  EXPECT_EQ(seq.out.size(), expected.size());
+  EXPECT_TRUE(seq.out == expected) << "the output came back different";
 }
 
 TEST_F(ChannelTest, TwoHundredMegabytesOfOutputWithASlowConsumerKeepRssBounded) {

@@ -20,7 +20,11 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-constexpr std::size_t kReadChunk = 64 * 1024;
+// Output is read in pieces of up to this much (the session's queue, Session::kQueueHighWater,
+// takes no more at once). Under gVisor's ptrace platform each read, each wake-up and each write
+// of the agent is a round trip through the tracer, so bulk output moves in as few of them as the
+// pipe and the queue allow (bench/README, "Output on ptrace").
+constexpr std::size_t kReadChunk = 512 * 1024;
 // At exit, read at most this much per fd (a background child may keep writing; it must not
 // keep us reading forever).
 constexpr std::size_t kDrainCap = 4 * 1024 * 1024;
@@ -28,7 +32,8 @@ constexpr std::chrono::milliseconds kGraceTick(50);
 constexpr std::chrono::milliseconds kKillTick(10);
 
 // One read buffer for every process: the loop is single-threaded and the bytes are copied into
-// an exactly-sized frame, so a queue of small frames never pins 64 KiB each.
+// an exactly-sized frame, so a queue of small frames never pins kReadChunk each. Its pages are
+// touched only as far as some exec's output has filled it.
 char g_read_buf[kReadChunk];
 
 proto::Exit ExitOf(int wait_status) {

@@ -37,10 +37,14 @@ struct SpawnRequest {
   std::uint16_t rows = 0, cols = 0;  // pty size; 0 = leave the default
 };
 
+// What the command's stdout pipe holds (F_SETPIPE_SZ; the default is 64 KiB): bulk output moves
+// in fewer, larger reads (bench/README, "Output on ptrace").
+inline constexpr int kOutputPipeBytes = 1024 * 1024;
+
 struct SpawnedProcess {
   pid_t pid = -1;
   UniqueFd stdin_pipe;   // write end (pipe_stdin without pty)
-  UniqueFd stdout_pipe;  // read end (no pty)
+  UniqueFd stdout_pipe;  // read end (no pty), holding kOutputPipeBytes where the kernel allows
   UniqueFd stderr_pipe;  // read end (no pty)
   UniqueFd pty_master;   // read: output, write: input, ioctl: resize
 };

@@ -913,6 +913,7 @@ Result<std::unique_ptr<WsConnection>> RemoteClient::OpenWebSocket(
   conn->ws().set_option(bws::stream_base::decorator(
       [bearer](bws::request_type& r) { r.set(beast::http::field::authorization, bearer); }));
   conn->ws().read_message_max(64u << 20);
+  http::SendWholeFrames(conn->ws());
   bws::response_type res;
   conn->ws().handshake(res, "agvisord", WithResume(target), ec);
   if (ec) {

@@ -1,8 +1,9 @@
 // Blocking WebSocket calls for threads other than the one running the stream's io_context: each
-// posts the operation to that io_context and waits for it to complete. Shared by the daemon's
-// stream routes (server/server.cc) and agvisord's client (client/agvisord_api.cc), which map the
-// errors each in their own terms; Beast stays in those .cc files. One write and one read may be in
-// flight at a time (callers lock).
+// posts the operation to that io_context and waits for it to complete; and the framing both ends
+// set on their streams (SendWholeFrames). Shared by the daemon's stream routes
+// (server/server.cc) and agvisord's client (client/agvisord_api.cc), which map the errors each in
+// their own terms; Beast stays in those .cc files. One write and one read may be in flight at a
+// time (callers lock).
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -13,6 +14,17 @@
 #include <string_view>
 
 namespace agvisor::http {
+
+// Each message goes out as one frame, written from the caller's buffer in one gathered write
+// (a client masks it through a 64 KiB buffer). Beast's defaults cut every message into frames of
+// 4 KiB, one write each: an exec's 50 MB of output was ~12,000 writes out of agvisord and as many
+// frames for the client to parse (bench/README, "Output on ptrace"). The senders already bound
+// their messages (an output chunk of the channel, a port read).
+template <class WebSocket>
+void SendWholeFrames(WebSocket& ws) {
+  ws.auto_fragment(false);
+  ws.write_buffer_bytes(64 * 1024);
+}
 
 // Sends one message (binary or text); the error of the write, if any.
 template <class WebSocket>

@@ -88,12 +88,26 @@ TEST_F(SandboxLifecycleUnitTest, CollectedOutputPastTheCapIsCountedNotKept) {
     EXPECT_EQ(r->stderr_dropped, 168894u - 100000u);  // seq 1 30000 | wc -c = 168894
     EXPECT_TRUE(r->truncated);
   }
+  // Past 1 MiB the collector reserves room for bulk output at once (up to the cap): the same
+  // bytes, the same cap.
+  std::string lines;
+  for (int i = 1; i <= 600000; ++i) lines += std::to_string(i) + "\n";
+  o.max_output_bytes = 3000000;
+  auto capped = (*sb)->Exec({"seq", "1", "600000"}, o);
+  ASSERT_TRUE(capped.ok()) << capped.error().ToString();
+  EXPECT_TRUE(capped->out == lines.substr(0, 3000000)) << "the kept bytes differ";
+  EXPECT_EQ(capped->stdout_dropped, lines.size() - 3000000);
+  EXPECT_TRUE(capped->truncated);
   o.max_output_bytes = 0;  // keep everything
   auto all = (*sb)->Exec({"sh", "-c", "seq 1 200000"}, o);
   ASSERT_TRUE(all.ok()) << all.error().ToString();
   EXPECT_EQ(all->out.size(), 1288895u);
   EXPECT_EQ(all->stdout_dropped, 0u);
   EXPECT_FALSE(all->truncated);
+  auto whole = (*sb)->Exec({"seq", "1", "600000"}, o);
+  ASSERT_TRUE(whole.ok()) << whole.error().ToString();
+  EXPECT_TRUE(whole->out == lines) << "the output came back different";
+  EXPECT_FALSE(whole->truncated);
 }
 
 TEST_F(SandboxLifecycleUnitTest, ADeathByTheMemoryLimitIsReportedAsSuch) {

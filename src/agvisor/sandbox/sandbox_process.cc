@@ -1,5 +1,6 @@
 // Sandbox's processes (sandbox.h): Exec and ExecShell with their output limits, PTY and
 // background processes, attaching to and signalling them, all over the agent channel.
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -10,6 +11,14 @@
 #include "agvisor/sandbox/sandbox.h"
 
 namespace agvisor {
+
+namespace {
+
+// A collected stream past this much is bulk output: ExecOutputCollector::Take reserves for it.
+constexpr std::size_t kBulkOutputBytes = 1024 * 1024;
+constexpr std::size_t kBulkReserveBytes = 64 * 1024 * 1024;
+
+}  // namespace
 
 ExecOutputCollector::ExecOutputCollector(const ExecOptions& options)
     : options_(options), streaming_(options.on_output || options.on_stdout || options.on_stderr) {}
@@ -32,6 +41,15 @@ void ExecOutputCollector::Take(std::string& kept, std::uint64_t& dropped,
   const std::size_t cap = options_.max_output_bytes;
   const std::size_t room = cap == 0 ? piece.size() : cap - std::min(cap, kept.size());
   const std::size_t n = std::min(room, piece.size());
+  if (kept.size() + n > kept.capacity() && kept.size() >= kBulkOutputBytes) {
+    // Bulk output: room up to kBulkReserveBytes (or the cap) at once, then doubling. Only the
+    // pages written are backed, and the bytes are written once instead of again at every
+    // doubling into fresh pages: 50 MB collected in 512 KiB pieces took 55 ms of CPU and 28,000
+    // page faults doubling, 23 ms and 12,600 reserved (bench/collect_growth; bench/README,
+    // "Output on ptrace").
+    const std::size_t most = cap == 0 ? kBulkReserveBytes : std::min(cap, kBulkReserveBytes);
+    kept.reserve(std::max({kept.size() + n, 2 * kept.capacity(), most}));
+  }
   kept.append(piece.substr(0, n));
   if (n < piece.size()) {
     dropped += piece.size() - n;

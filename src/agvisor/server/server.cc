@@ -946,6 +946,7 @@ void Server::ServeConnection(int raw_fd, int family, Conn& conn_ref) {
           t.keep_alive_pings = true;
           ws.set_option(t);
           ws.read_message_max(kWsMessageLimit);
+          http::SendWholeFrames(ws);
           error_code aec;
           ws.async_accept(hdr, [&](error_code e) { aec = e; });
           RunAll(ioc);
