@@ -839,6 +839,11 @@ TEST_F(EgressProxyTest, IdleTunnelsAreClosedBusyOnesKept) {
   EXPECT_TRUE(ClosedWithin(idle.get(), milliseconds(3000)));
   EXPECT_GE(steady_clock::now() - start, milliseconds(400));
   EXPECT_TRUE(Echoes(busy.get()));
+  // The idle one's close record says why the enforcer closed it.
+  WaitForDecisions(3);
+  const Decision closed = LastDecision();
+  EXPECT_NE(closed.closes, 0u);
+  EXPECT_EQ(closed.reason, "idle for 400 ms");
 }
 
 // agvisord's cap over every sandbox: proxies sharing a budget refuse past it, and a closed
