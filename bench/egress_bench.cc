@@ -6,12 +6,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "agvisor/api/codec.h"
 #include "agvisor/egress/proxy.h"
 #include "agvisor/egress/testing/loopback.h"
+#include "agvisor/server/egress_log_files.h"
 #include "egress_interception.h"
 
 namespace {
@@ -84,6 +88,65 @@ double TimeDownload(std::uint16_t port, const std::string& preamble, bool tunnel
   return static_cast<double>(got) / (1 << 20) / secs;
 }
 
+// The egress log's cost per record (docs/egress.md, "Log"): DecisionLog::Record alone (the
+// ring), and what agvisord does for each record on the proxy's thread: the ring, the record's
+// line of JSON and its append to the sandbox's file (rotating at the default 1 MiB x 5).
+// A connection's allowed decision and its close record, alternately, as a busy sandbox makes.
+void DecisionLogRows(int runs) {
+  const int records = std::max(1000, runs * 100);
+  Decision opened{.via = "tls",
+                  .name = "files.pythonhosted.org",
+                  .port = 443,
+                  .allowed = true,
+                  .reason = "allowed by *.pythonhosted.org",
+                  .address = "151.101.0.223"};
+  Decision closed = opened;
+  closed.reason.clear();
+  closed.bytes_up = 1843;
+  closed.bytes_down = 5123411;
+  closed.duration = std::chrono::milliseconds(812);
+  auto one = [&](DecisionLog& log, int i) {
+    Decision d = (i % 2 == 0) ? opened : closed;
+    d.time = std::chrono::system_clock::now();
+    d.sandbox = "agvisor-bench";
+    if (i % 2 == 1) d.closes = static_cast<std::uint64_t>(i);
+    return log.Record(std::move(d));
+  };
+  DecisionLog ring;
+  auto start = Clock::now();
+  for (int i = 0; i < records; ++i) (void)one(ring, i);
+  const double ring_us = Ms(Clock::now() - start) * 1000 / records;
+  char dir_template[] = "/tmp/agvisor-egress-log-bench-XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) return;
+  auto files = agvisor::server::EgressLogFiles::Open(std::string(dir_template) + "/log");
+  if (!files.ok()) {
+    std::fprintf(stderr, "%s\n", files.error().ToString().c_str());
+    return;
+  }
+  DecisionLog log;
+  const std::string key(64, 'b');
+  start = Clock::now();
+  for (int i = 0; i < records; ++i) {
+    if (auto w = (*files)->Append(key, agvisor::api::DecisionJson(one(log, i))); !w.ok()) {
+      std::fprintf(stderr, "%s\n", w.error().ToString().c_str());
+      break;
+    }
+  }
+  const double file_us = Ms(Clock::now() - start) * 1000 / records;
+  std::filesystem::remove_all(dir_template);
+  double load = 0;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
+    std::fclose(f);
+  }
+  std::printf(
+      "egress log, %d records (a decision and a close record, alternately), 1-min load "
+      "%.2f\n",
+      records, load);
+  std::printf("record: ring only                    %7.2f us\n", ring_us);
+  std::printf("record: ring + JSON line + file      %7.2f us\n", file_us);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -149,5 +212,6 @@ int main(int argc, char** argv) {
   for (UniqueFd& f : open) shutdown(f.get(), SHUT_WR);
   open.clear();
   agvisor::InterceptionRows(runs);
+  DecisionLogRows(runs);
   return 0;
 }

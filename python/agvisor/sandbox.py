@@ -11,8 +11,10 @@ says why). Each carries a `code` attribute ("invalid_argument", "sandbox_died", 
 """
 import codecs
 import dataclasses
+import json
 import math
 import operator
+import queue
 import subprocess
 import threading
 import uuid
@@ -453,6 +455,66 @@ class Sandbox:
         ({"cpus", "memory_bytes", "pids", "source"}: after update(), the new ones); an extension
         of the seed's API."""
         return self._handle().info()
+
+    # ---- the egress log (docs/egress.md, "Log"): an extension of the seed's API --------------
+
+    def _egress_place(self):
+        """The agvisord whose routes serve this sandbox's egress log."""
+        if self._conn is not None:
+            return self._conn._place
+        return _core.Place.egress_agvisord(self.host or "")
+
+    def egress_log(self, last: int = 50) -> list[dict]:
+        """The last `last` (1-1000) records of the sandbox's egress log, oldest first, as dicts
+        with the fields of docs/egress.md "Log" (time, seq, via, name, port, allowed, reason,
+        address, method, path, status, bytes_up, bytes_down, duration_ms, secret, closes).
+        agvisord's GET .../egress/log: through the connection's agvisord, or, in process, the
+        one enforcing the Docker host (as `agvisor egress NAME --last N`). The strings are what
+        the sandbox sent: data, never instructions. ValueError for `last` out of range;
+        RuntimeError (code "not_found") for a sandbox without a policy, "unavailable" without
+        agvisord."""
+        place = self._egress_place()
+        return [json.loads(line) for line in place.egress_log(self._handle().container_name,
+                                                                operator.index(last))]
+
+    def follow_egress_log(self, last: int = 50):
+        """An iterator over the egress log: the last `last` records (1-1000), then each new one
+        as the enforcer makes it (agvisord's WebSocket route), until the sandbox is removed or
+        the iterator is closed (`break` out of the loop). Records are egress_log()'s dicts. A
+        background thread reads the stream; after a close it ends at the next record or when
+        the sandbox goes."""
+        place, name, n = self._egress_place(), self._handle().container_name, operator.index(last)
+        records = queue.Queue(maxsize=1024)
+        stop = threading.Event()
+        done = object()
+
+        def offer(item):  # bounded: once the iterator is closed, the reader stops
+            while not stop.is_set():
+                try:
+                    records.put(item, timeout=0.5)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def reader():
+            try:
+                place.follow_egress_log(name, n, offer)
+                offer(done)
+            except BaseException as e:  # raised in the caller's thread
+                offer(e)
+
+        threading.Thread(target=reader, name=f"egress-log-{name}", daemon=True).start()
+        try:
+            while True:
+                item = records.get()
+                if item is done:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield json.loads(item)
+        finally:
+            stop.set()
 
     # ---- files, ports and terminals: extensions of the seed's API ---------------------------
     # Paths are absolute inside the sandbox. Errors: FileNotFoundError, PermissionError,

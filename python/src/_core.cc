@@ -923,6 +923,17 @@ py::dict InfoDict(const SandboxInfo& i) {
   return d;
 }
 
+// The place's agvisord, whose routes serve the egress log; kUnsupported in process.
+client::AgvisordPlace& EgressPlace(client::Place& p) {
+  auto* a = dynamic_cast<client::AgvisordPlace*>(&p);
+  if (a == nullptr) {
+    Raise(
+        Error::Unsupported("the egress log is agvisord's (it runs the enforcers): reach it through "
+                           "agvisor.connect(...), or start agvisord on the sandbox's Docker host"));
+  }
+  return *a;
+}
+
 }  // namespace
 }  // namespace agvisor::python
 
@@ -1101,6 +1112,54 @@ PYBIND11_MODULE(_core, m) {
                 Blocking([&] { return client::Agvisord(address, token_file, token); }));
           },
           py::arg("address"), py::arg("token_file") = "", py::arg("token") = "")
+      // The egress log (docs/egress.md, "Log"): agvisord's, through its routes. For a sandbox
+      // made in process, the agvisord enforcing Docker host `host` (as `agvisor egress`).
+      .def_static(
+          "egress_agvisord",
+          [](const std::string& host) {
+            return std::shared_ptr<client::Place>(
+                Blocking([&]() -> Result<std::unique_ptr<client::AgvisordPlace>> {
+                  return client::Agvisord(AGVISOR_TRY(client::EgressAgvisordAddress(host)), "");
+                }));
+          },
+          py::arg("host") = "")
+      // The last `last` records, each as its line of JSON (api::DecisionJson).
+      .def(
+          "egress_log",
+          [](client::Place& p, const std::string& container_name, std::size_t last) {
+            client::AgvisordPlace& a = python::EgressPlace(p);
+            std::vector<std::string> lines;
+            for (const egress::Decision& d :
+                 Blocking([&] { return a.EgressLog(container_name, last); })) {
+              lines.push_back(api::DecisionJson(d));
+            }
+            return lines;
+          },
+          py::arg("container_name"), py::arg("last"))
+      // Calls on_record(line) for the last `last` records, then each new one, until it returns
+      // False or the sandbox's network is gone. on_record's exception ends it and is raised.
+      .def(
+          "follow_egress_log",
+          [](client::Place& p, const std::string& container_name, std::size_t last,
+             py::object on_record) {
+            client::AgvisordPlace& a = python::EgressPlace(p);
+            bool raised = false;
+            Blocking([&] {
+              return a.FollowEgressLog(container_name, last,
+                                       [&](const egress::Decision&, const std::string& json) {
+                                         py::gil_scoped_acquire gil;
+                                         try {
+                                           return py::cast<bool>(on_record(json));
+                                         } catch (py::error_already_set& e) {
+                                           e.restore();
+                                           raised = true;
+                                           return false;
+                                         }
+                                       });
+            });
+            if (raised) throw py::error_already_set();
+          },
+          py::arg("container_name"), py::arg("last"), py::arg("on_record"))
       .def(
           "create",
           [](client::Place& p, const SandboxSpec& spec) {

@@ -12,11 +12,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pytest
 
-from agvisor import Egress, Limits, Sandbox, Secret, create_sandbox
+from agvisor import Egress, Limits, Sandbox, Secret, connect, create_sandbox
 from agvisor import sandbox as sandbox_module
 
 from conftest import build_binary, engine, unique
@@ -283,3 +284,38 @@ def test_without_agvisord_create_is_refused_naming_it(world):
         except RuntimeError as err:
             if getattr(err, "code", None) != "not_found":
                 raise
+
+
+def test_the_egress_log_is_read_and_followed_through_agvisord(world):
+    """sb.egress_log() and sb.follow_egress_log(): agvisord's routes (docs/egress.md, "Log").
+    A refusal reaches the follower; a spliced connection's close record has its bytes."""
+    av = connect("unix:" + world.path("agvisord.sock"), token_file=world.path("token"))
+    with av.create_sandbox(limits=SMALL, egress=["allowed.test"]) as sb:
+        got = []
+
+        def follow():
+            for r in sb.follow_egress_log(last=10):
+                got.append(r)
+                if r["name"] == "denied.test":
+                    break
+
+        # The enforcer serves a new sandbox's network within moments of its start: the first
+        # answer says it does.
+        assert fetch(sb, "http://allowed.test/") == "hello from allowed.test\n"
+        follower = threading.Thread(target=follow, daemon=True)
+        follower.start()
+        assert fetch(sb, "http://denied.test/") == "http 403\n"
+        follower.join(30)
+        assert not follower.is_alive(), got
+        assert got[-1]["allowed"] is False and got[-1]["status"] == 403, got
+        assert got[-1]["reason"] == "no rule allows denied.test", got
+        records = sb.egress_log(last=100)
+        assert [r["seq"] for r in records] == sorted(r["seq"] for r in records)
+        opened = next(r for r in records if r["name"] == "allowed.test" and r["allowed"]
+                      and r["closes"] == 0)
+        assert (opened["via"], opened["method"], opened["path"]) == ("http", "GET", "/"), opened
+        closed = [r for r in records if r["closes"] == opened["seq"]]
+        assert len(closed) == 1, records
+        assert closed[0]["bytes_up"] > 0 and closed[0]["bytes_down"] > 0, closed
+        with pytest.raises(ValueError, match="last"):
+            sb.egress_log(last=0)

@@ -1315,15 +1315,56 @@ TEST_F(EgressTest, EgressLogRecordsRequestsAndIsFollowedLive) {
                     "other.test\\r\\nConnection: close\\r\\n\\r\\n\")\n"
                     "    print(s.recv(4096).split(b\" \")[1].decode())")),
             "404\n");  // the fake internet serves files there: none of that name
+  // Connections whose bytes the enforcer does not read: a plain-HTTP connection kept for a
+  // second request, TLS by SNI (pass-through) and a CONNECT tunnel. Each gets a close record
+  // with its bytes each way and duration; the kept connection's second request, one of its own.
+  EXPECT_EQ(
+      exec(Py("    s = socket.create_connection((\"other.test\", 80), 10)\n"
+              "    s.sendall(b\"GET / HTTP/1.1\\r\\nHost: other.test\\r\\n"
+              "Connection: keep-alive\\r\\n\\r\\n\")\n"
+              "    a = s.recv(4096)\n"
+              "    s.sendall(b\"GET /second HTTP/1.1\\r\\nHost: other.test\\r\\n"
+              "Connection: close\\r\\n\\r\\n\")\n"
+              "    while True:\n"
+              "        m = s.recv(4096)\n"
+              "        if not m:\n"
+              "            break\n"
+              "        a += m\n"
+              "    s.close()\n"
+              "    import ssl\n"
+              "    c = ssl._create_unverified_context()\n"
+              "    t = c.wrap_socket(socket.create_connection((\"other.test\", 443), 10), "
+              "server_hostname=\"other.test\")\n"
+              "    t.sendall(b\"GET / HTTP/1.1\\r\\nHost: other.test\\r\\n"
+              "Connection: close\\r\\n\\r\\n\")\n"
+              "    b = t.recv(4096)\n"
+              "    t.close()\n"
+              "    u = urllib.request.urlopen(\"https://other.test/\", timeout=10, "
+              "context=c).read().decode()\n"
+              "    print(a.count(b\"HTTP/1.1 \"), b.split(b\" \")[1].decode(), u, end=\"\")")),
+      "2 200 hello from other.test\n");
   EXPECT_TRUE(WaitFor(
       [&] {
         const std::string got = ReadAll(out);
         return got.find("denied.test:80 denied") != std::string::npos &&
-               got.find("other.test:80 allowed") != std::string::npos;
+               got.find("other.test:80 allowed") != std::string::npos &&
+               got.find("tls other.test:443 closed") != std::string::npos &&
+               got.find("connect other.test:443 closed") != std::string::npos &&
+               got.find("connect allowed.test:443 closed") != std::string::npos;
       },
       std::chrono::seconds(10)))
       << ReadAll(out);
   const std::string followed = ReadAll(out);
+  // Bytes each way and the time open, on every kind of connection (they were 0 before).
+  for (const std::string kind : {"http other.test:80", "tls other.test:443",
+                                 "connect other.test:443", "connect allowed.test:443"}) {
+    EXPECT_THAT(followed,
+                ::testing::ContainsRegex(kind + " closed #[0-9]+ -> 198.51.100.2 up=[1-9][0-9]* "
+                                                "down=[1-9][0-9]* [0-9]+ms"))
+        << kind;
+  }
+  EXPECT_THAT(followed, ::testing::ContainsRegex("http other.test:80 allowed \\(allowed by "
+                                                 "other.test\\) -> 198.51.100.2 GET /second -"));
   EXPECT_THAT(followed, ::testing::ContainsRegex(
                             "https allowed.test:443 allowed \\(bound host allowed.test\\) -> "
                             "198.51.100.2 GET /auth 200 up=[1-9][0-9]* down=[1-9][0-9]* "
@@ -1342,6 +1383,17 @@ TEST_F(EgressTest, EgressLogRecordsRequestsAndIsFollowedLive) {
                                        "\"bytes_up\":[1-9][0-9]*,\"bytes_down\":[1-9][0-9]*,"
                                        "\"duration_ms\":[0-9]+,\"secret\":\"API_KEY\""));
   EXPECT_THAT(json.out, HasSubstr(R"("path":"/x\u009b31mred)"));
+  // A close record names the decision it closes, and is no decision of its own.
+  std::smatch opened;
+  ASSERT_TRUE(
+      std::regex_search(json.out, opened,
+                        std::regex(R"re("seq":([0-9]+),[^\n]*"via":"tls","name":"other.test",)re"
+                                   R"re("port":443,"allowed":true[^\n]*"closes":0})re")))
+      << json.out;
+  EXPECT_TRUE(std::regex_search(
+      json.out,
+      std::regex(R"re("via":"tls","name":"other.test",[^\n]*"closes":)re" + opened[1].str() + "}")))
+      << json.out;
   EXPECT_EQ(json.out.find("\xc2\x9b"), std::string::npos);
   EXPECT_THAT(json.out, Not(HasSubstr(value)));
   // agvisord's file of it: private, no value; gone with the sandbox, and the follower ends.

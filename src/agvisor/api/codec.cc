@@ -1444,6 +1444,7 @@ json::object DecisionObject(const egress::Decision& d) {
   e["bytes_down"] = d.bytes_down;
   e["duration_ms"] = d.duration.count();
   e["secret"] = SanitizeUtf8(d.secret);
+  e["closes"] = d.closes;
   return e;
 }
 
@@ -1466,6 +1467,7 @@ egress::Decision DecisionFromObject(const json::object& o) {
   d.bytes_down = static_cast<std::uint64_t>(IntOr(o, "bytes_down"));
   d.duration = std::chrono::milliseconds(IntOr(o, "duration_ms"));
   d.secret = StringOr(o, "secret");
+  d.closes = static_cast<std::uint64_t>(IntOr(o, "closes"));
   egress::BoundDecision(d);  // a file or an answer is read as it is: bounded again
   return d;
 }

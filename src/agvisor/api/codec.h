@@ -328,7 +328,8 @@ Result<EgressView> ParseEgressViewJson(std::string_view body);
 
 // ---- The egress log (docs/egress.md, "Log"; GET .../egress/log, .../egress/log/ws) ----
 // One record as one line of JSON: {"time","seq","sandbox","via","name","port","allowed",
-// "reason","address","method","path","status","bytes_up","bytes_down","duration_ms","secret"}.
+// "reason","address","method","path","status","bytes_up","bytes_down","duration_ms","secret",
+// "closes"} ("closes": a connection's close record, the seq it closes; 0 otherwise).
 // Every string is valid UTF-8 (invalid bytes become U+FFFD) and every control character, DEL
 // and the C1 controls included, is a \u escape: a line can go to a terminal as it is. The lines
 // of agvisord's log files, the WebSocket's records and `agvisor egress --follow --json`.

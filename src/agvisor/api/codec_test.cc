@@ -768,6 +768,7 @@ TEST(CodecTest, EgressRecordIsOneSafeLineAndRoundTrips) {
   d.bytes_down = 5120;
   d.duration = std::chrono::milliseconds(12);
   d.secret = "API_KEY";
+  d.closes = 5;
   const std::string line = DecisionJson(d);
   EXPECT_EQ(line.find('\n'), std::string::npos);
   for (std::size_t i = 0; i < line.size(); ++i) {
@@ -802,6 +803,7 @@ TEST(CodecTest, EgressRecordIsOneSafeLineAndRoundTrips) {
   EXPECT_EQ(back->bytes_down, 5120u);
   EXPECT_EQ(back->duration, std::chrono::milliseconds(12));
   EXPECT_EQ(back->secret, "API_KEY");
+  EXPECT_EQ(back->closes, 5u);
   // A line torn by a crash, or anything else, is not a record.
   EXPECT_EQ(ParseDecisionJson(line.substr(0, line.size() / 2)).error().code(),
             ErrorCode::kInvalidArgument);
@@ -817,6 +819,7 @@ TEST(CodecTest, EgressRecordIsOneSafeLineAndRoundTrips) {
   EXPECT_EQ(msg->record.secret, "API_KEY");
   EXPECT_EQ(msg->record_json, line);
   // The view's recent lines are FormatDecision's, without the sandbox.
+  d.closes = 0;  // a request's record
   EgressView v;
   v.recent = {d};
   auto view = ParseEgressViewJson(EgressViewJson("box", v));

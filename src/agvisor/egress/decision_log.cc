@@ -71,17 +71,23 @@ void BoundDecision(Decision& d) {
 std::string FormatDecision(const Decision& d) {
   std::string out = FormatDecisionTime(d.time) + " ";
   if (!d.sandbox.empty()) out += "sandbox=" + d.sandbox + " ";
-  out += d.via + " " + d.name + ":" + std::to_string(d.port) +
-         (d.allowed ? " allowed (" : " denied (") + d.reason + ")";
+  out += d.via + " " + d.name + ":" + std::to_string(d.port);
+  if (d.closes != 0) {
+    out += " closed #" + std::to_string(d.closes);
+    if (!d.reason.empty()) out += " (" + d.reason + ")";
+  } else {
+    out += (d.allowed ? " allowed (" : " denied (") + d.reason + ")";
+  }
   if (!d.address.empty()) out += (d.allowed ? " -> " : " address ") + d.address;
   const bool request = !d.method.empty();
   if (request) {
     out += " " + d.method + " " + d.path + " " + (d.status != 0 ? std::to_string(d.status) : "-");
   }
-  if (request || d.bytes_up != 0 || d.bytes_down != 0) {
+  const bool measured = request || d.closes != 0;
+  if (measured || d.bytes_up != 0 || d.bytes_down != 0) {
     out += " up=" + std::to_string(d.bytes_up) + " down=" + std::to_string(d.bytes_down);
   }
-  if (request || d.duration.count() != 0) out += " " + std::to_string(d.duration.count()) + "ms";
+  if (measured || d.duration.count() != 0) out += " " + std::to_string(d.duration.count()) + "ms";
   if (!d.secret.empty()) out += " secret=" + d.secret;
   return out;
 }
@@ -105,8 +111,10 @@ Decision DecisionLog::Record(Decision decision) {
     it = rings_.emplace(decision.sandbox, Ring{}).first;
   }
   Ring& ring = it->second;
-  (decision.allowed ? ring.counters.allowed : ring.counters.denied)++;
-  (decision.allowed ? totals_.allowed : totals_.denied)++;
+  if (decision.closes == 0) {
+    (decision.allowed ? ring.counters.allowed : ring.counters.denied)++;
+    (decision.allowed ? totals_.allowed : totals_.denied)++;
+  }
   ring.last_write = ++writes_;
   decision.seq = ++ring.last_seq;
   if (ring.entries.size() == capacity_) ring.entries.pop_front();

@@ -39,6 +39,10 @@ struct Decision {
   std::uint64_t bytes_down = 0;  // upstream -> sandbox
   std::chrono::milliseconds duration{0};
   std::string secret;  // the brokered secret substituted into this request (its name only)
+  // A connection's close record: the `seq` of the decision that let the connection through (0
+  // for every other record). Its bytes and duration are the whole connection's, from that
+  // decision to the close; the counters do not count it (it is not a decision).
+  std::uint64_t closes = 0;
   // This sandbox's record number since its enforcer began serving it in this process (1, 2,
   // ...), set by DecisionLog::Record: a follower asks for the records after the last it saw.
   std::uint64_t seq = 0;
@@ -57,7 +61,8 @@ void BoundDecision(Decision& d);
 // "2026-12-01T15:04:05.123Z sandbox=a tls pypi.org:443 allowed (allowed by pypi.org) ->
 // 151.101.0.223": one line per decision, for logs and the CLI ("sandbox=" only when `sandbox` is
 // set). A request (`method` set) adds "GET /simple/ 200 up=310 down=5120 12ms", and
-// "secret=NAME" when one was put in; a connection that moved bytes adds "up=N down=N". The
+// "secret=NAME" when one was put in; a connection that moved bytes adds "up=N down=N". A close
+// record reads "tls pypi.org:443 closed #12 -> 151.101.0.223 up=517 down=48213 1480ms". The
 // strings are as recorded: a terminal gets the line through EscapeForTerminal.
 std::string FormatDecision(const Decision& d);
 // "2026-12-01T15:04:05.123Z" (UTC, milliseconds).
@@ -76,6 +81,7 @@ class DecisionLog {
   explicit DecisionLog(std::size_t capacity = 256, std::size_t max_sandboxes = 1024);
 
   // Keeps `decision`, bounded (BoundDecision) and numbered (`seq`), and returns what was kept.
+  // A close record (`closes` set) is kept and numbered like any record, but not counted.
   Decision Record(Decision decision);
   // The sandbox's recent decisions, oldest first (empty for an unknown sandbox).
   std::vector<Decision> Recent(const std::string& sandbox) const;

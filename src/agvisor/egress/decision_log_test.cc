@@ -121,6 +121,34 @@ TEST(DecisionLogTest, FormatsARequestsFields) {
   EXPECT_THAT(FormatDecision(d), ::testing::EndsWith("GET /v1/models - up=310 down=5120 12ms"));
 }
 
+// A connection's close record: numbered like any record, not counted (it is not a decision),
+// printed with the seq it closes, its bytes (even 0) and its duration.
+TEST(DecisionLogTest, CloseRecordsAreNumberedButNotCounted) {
+  DecisionLog log;
+  const Decision opened = log.Record(Make("a", "pypi.org", true));
+  Decision close = Make("a", "pypi.org", true);
+  close.reason.clear();
+  close.address = "151.101.0.223";
+  close.closes = opened.seq;
+  close.bytes_up = 517;
+  close.bytes_down = 48213;
+  close.duration = std::chrono::milliseconds(1480);
+  const Decision kept = log.Record(close);
+  EXPECT_EQ(kept.seq, opened.seq + 1);
+  EXPECT_EQ(kept.closes, opened.seq);
+  EXPECT_EQ(log.Counters("a"), (DecisionCounters{1, 0}));
+  EXPECT_EQ(log.Totals(), (DecisionCounters{1, 0}));
+  EXPECT_EQ(FormatDecision(kept),
+            "2025-12-01T15:04:05.123Z sandbox=a tls pypi.org:443 closed #1 -> 151.101.0.223 "
+            "up=517 down=48213 1480ms");
+  close.bytes_up = close.bytes_down = 0;
+  close.duration = std::chrono::milliseconds(0);
+  close.reason = "idle for 300000 ms";
+  EXPECT_THAT(
+      FormatDecision(close),
+      ::testing::EndsWith("closed #1 (idle for 300000 ms) -> 151.101.0.223 up=0 down=0 0ms"));
+}
+
 TEST(DecisionLogTest, TimeParsesBackExactly) {
   const auto t = std::chrono::system_clock::time_point(std::chrono::milliseconds(1764601445123));
   EXPECT_TRUE(ParseDecisionTime(FormatDecisionTime(t)) == t);

@@ -183,6 +183,7 @@ struct Splice {
     upgrade_wait.expires_at(net::steady_timer::time_point::max());
   }
   ~Splice() {
+    if (on_close) on_close(*this);
     if (registry != nullptr) registry->erase(this);
   }
   Splice(const Splice&) = delete;
@@ -207,6 +208,13 @@ struct Splice {
   Upgrade upgrade = Upgrade::kNone;
   net::steady_timer upgrade_wait;  // cancelled when `upgrade` leaves kPending
   std::map<Splice*, Tracked>* registry = nullptr;
+  // What the connection moved after its verdict, each way (an intercepted one: the plaintext),
+  // and why the enforcer closed it ("" = an end of either side): its close record's
+  // (Impl::WatchClose), logged by `on_close` when both directions have ended and this goes.
+  std::uint64_t up = 0;
+  std::uint64_t down = 0;
+  std::string closed_because;
+  std::function<void(const Splice&)> on_close;
 };
 
 // OpenSSL over one socket of a Splice, driven by the io thread's coroutines through memory BIOs:
@@ -359,6 +367,7 @@ class EgressProxy::Impl {
     // Handlers (and so coroutine frames, with their sockets) are destroyed by ~io_context after
     // the thread has stopped running them.
     net::post(io_, [this] {
+      stopping_ = true;  // the connections destroyed from now on log no close record
       error_code ignored;
       for (auto& a : acceptors_) a->close(ignored);
       dns_socket_.close(ignored);
@@ -489,12 +498,43 @@ class EgressProxy::Impl {
     }
   }
 
-  void Record(Decision d) {
+  // Logs `d` (time and sandbox set here); returns its number in the log (a close record's
+  // `closes`).
+  std::uint64_t Record(Decision d) {
     d.time = std::chrono::system_clock::now();
     d.sandbox = options_.sandbox;
     // What the log kept (bounded, numbered) is what the callback sees: agvisord's log files.
     const Decision kept = log_->Record(std::move(d));
     if (options_.on_decision) options_.on_decision(kept);
+    return kept.seq;
+  }
+
+  // Counts `n` bytes relayed on `s` (up: sandbox to upstream): the proxy's totals and the
+  // connection's own (its close record).
+  void Count(Splice& s, bool up, std::uint64_t n) {
+    (up ? bytes_up_ : bytes_down_).fetch_add(n, std::memory_order_relaxed);
+    (up ? s.up : s.down) += n;
+  }
+
+  // Makes `s` log its close record when it goes (both directions ended): the connection of
+  // decision `d` (number `seq`), its bytes each way and how long it was open. Costs the
+  // connection one callback; the record goes to the same bounded ring and files as the rest.
+  void WatchClose(Splice& s, const Decision& d, std::uint64_t seq) {
+    s.on_close = [this, seq, via = d.via, name = d.name, port = d.port, address = d.address,
+                  opened = std::chrono::steady_clock::now()](const Splice& closed) {
+      if (stopping_) return;
+      Record({.via = via,
+              .name = name,
+              .port = port,
+              .allowed = true,
+              .reason = closed.closed_because,
+              .address = address,
+              .bytes_up = closed.up,
+              .bytes_down = closed.down,
+              .duration = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::steady_clock::now() - opened),
+              .closes = seq});
+    };
   }
 
   bool FromClient(const net::ip::address& peer) const {
@@ -688,7 +728,8 @@ class EgressProxy::Impl {
       co_return;
     }
     d.allowed = true;
-    Record(d);
+    auto splice = std::make_shared<Splice>(io_, std::move(client), std::move(upstream));
+    WatchClose(*splice, d, Record(d));
     // 5. Replay what was read, then relay. TLS and CONNECT: every byte after the head, both
     // ways, spliced. Plain HTTP: the first head now; the client's side then goes through
     // RequestPump, which checks every later request.
@@ -697,19 +738,18 @@ class EgressProxy::Impl {
     std::size_t replay_to = head.size();
     if (!is_tls && http.form == HttpRequestSniff::Form::kConnect) {
       replay_from = http.head_bytes;
-      co_await Reply(client, "HTTP/1.1 200 Connection established\r\n\r\n");
+      co_await Reply(splice->client, "HTTP/1.1 200 Connection established\r\n\r\n");
     }
     if (plain_http) replay_to = http.head_bytes;
     if (replay_from < replay_to) {
-      co_await net::async_write(upstream,
+      co_await net::async_write(splice->upstream,
                                 net::buffer(head.data() + replay_from, replay_to - replay_from),
                                 net::redirect_error(net::use_awaitable, ec));
       if (ec) co_return;
-      bytes_up_.fetch_add(replay_to - replay_from, std::memory_order_relaxed);
+      Count(*splice, true, replay_to - replay_from);
     }
     std::string rest(head.begin() + static_cast<std::ptrdiff_t>(replay_to), head.end());
     head = {};
-    auto splice = std::make_shared<Splice>(io_, std::move(client), std::move(upstream));
     Track(splice, {.via = d.via, .target = target, .address = dialled}, policy.get());
     if (options_.idle_timeout.count() > 0) net::co_spawn(io_, IdleWatch(splice), net::detached);
     if (!plain_http) {
@@ -718,7 +758,9 @@ class EgressProxy::Impl {
       co_return;
     }
     if (http.upgrade) splice->upgrade = Splice::Upgrade::kPending;
-    net::co_spawn(io_, RequestPump(splice, guard, std::move(requests), std::move(rest), target),
+    net::co_spawn(io_,
+                  RequestPump(splice, guard, std::move(requests), std::move(rest), target, d.reason,
+                              d.address),
                   net::detached);
     if (http.upgrade) {
       co_await UpgradeAnswerPump(splice, guard);
@@ -857,7 +899,7 @@ class EgressProxy::Impl {
     }
     d.allowed = true;
     d.reason += "; TLS terminated for a brokered secret";
-    Record(d);
+    WatchClose(*splice, d, Record(d));
     Track(splice, {.via = d.via, .target = target, .address = dialled}, decided_by);
     if (options_.idle_timeout.count() > 0) net::co_spawn(io_, IdleWatch(splice), net::detached);
     net::co_spawn(io_, InterceptRequests(ic, guard, target, brokered, d.address), net::detached);
@@ -947,7 +989,7 @@ class EgressProxy::Impl {
         if (step.kind == HttpRequestStream::Step::Kind::kBody && !ic->awaiting.empty()) {
           ic->awaiting.back().first.bytes_up += out.size();
         }
-        bytes_up_.fetch_add(out.size(), std::memory_order_relaxed);
+        Count(s, true, out.size());
         s.Touch();
         pending.erase(0, step.bytes);
       }
@@ -1028,7 +1070,7 @@ class EgressProxy::Impl {
         s.Close();
         co_return;
       }
-      bytes_down_.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+      Count(s, false, static_cast<std::uint64_t>(n));
       s.Touch();
     }
     s.down_ended = true;
@@ -1066,10 +1108,11 @@ class EgressProxy::Impl {
 
   // The client-to-upstream direction of a plain-HTTP connection, in user space: the request
   // stream is followed (HttpRequestStream) so that every head is checked before it is sent on.
-  // `pending` holds the client's bytes read after the first head.
+  // `pending` holds the client's bytes read after the first head. Each later request is a record
+  // of its own: refused, or allowed by the connection's verdict (`reason`, dialled `address`).
   net::awaitable<void> RequestPump(std::shared_ptr<Splice> s, std::shared_ptr<OpenGuard> guard,
-                                   HttpRequestStream requests, std::string pending,
-                                   Target allowed) {
+                                   HttpRequestStream requests, std::string pending, Target allowed,
+                                   std::string reason, std::string address) {
     error_code ec;
     std::unique_ptr<char[]> buffer = std::make_unique_for_overwrite<char[]>(kReadChunk);
     while (true) {
@@ -1096,6 +1139,14 @@ class EgressProxy::Impl {
                             HttpRefusal(status, status == 403 ? "Forbidden" : "Bad Request", why));
             co_return;
           }
+          Record({.via = "http",
+                  .name = allowed.host,
+                  .port = allowed.port,
+                  .allowed = true,
+                  .reason = reason,
+                  .address = address,
+                  .method = step.request.method,
+                  .path = step.request.path});
         }
         co_await net::async_write(s->upstream, net::buffer(pending.data(), step.bytes),
                                   net::redirect_error(net::use_awaitable, ec));
@@ -1103,7 +1154,7 @@ class EgressProxy::Impl {
           s->Close();
           co_return;
         }
-        bytes_up_.fetch_add(step.bytes, std::memory_order_relaxed);
+        Count(*s, true, step.bytes);
         s->Touch();
         pending.erase(0, step.bytes);
       }
@@ -1122,7 +1173,7 @@ class EgressProxy::Impl {
               s->Close();
               co_return;
             }
-            bytes_up_.fetch_add(pending.size(), std::memory_order_relaxed);
+            Count(*s, true, pending.size());
           }
           co_await Relay(std::move(s), std::move(guard), true);
           co_return;
@@ -1171,7 +1222,7 @@ class EgressProxy::Impl {
         }
         co_return;
       }
-      bytes_down_.fetch_add(n, std::memory_order_relaxed);
+      Count(*s, false, n);
       s->Touch();
       head.append(buf, n);
     }
@@ -1274,6 +1325,7 @@ class EgressProxy::Impl {
             .port = t.target.port,
             .reason = "open connection closed, the policy changed: " + v.reason,
             .address = FormatIpAddress(t.address)});
+    s->closed_because = "the policy changed";
     s->Close();
     return true;
   }
@@ -1292,6 +1344,7 @@ class EgressProxy::Impl {
         auto s = weak.lock();
         if (!s || (!s->client.is_open() && !s->upstream.is_open())) co_return;
         if (std::chrono::steady_clock::now() - s->last_active >= options_.idle_timeout) {
+          s->closed_because = "idle for " + std::to_string(options_.idle_timeout.count()) + " ms";
           s->Close();
           co_return;
         }
@@ -1342,7 +1395,6 @@ class EgressProxy::Impl {
                                   bool client_to_upstream, UniqueFd pipe_in, UniqueFd pipe_out) {
     tcp::socket& from = client_to_upstream ? splice->client : splice->upstream;
     tcp::socket& to = client_to_upstream ? splice->upstream : splice->client;
-    std::atomic<std::uint64_t>& counter = client_to_upstream ? bytes_up_ : bytes_down_;
     // A larger pipe is a request: the kernel may refuse it (pipe-user-pages limits for users
     // without CAP_SYS_RESOURCE), and the pipe then keeps its default size.
     (void)::fcntl(pipe_in.get(), F_SETPIPE_SZ, static_cast<int>(options_.buffer_bytes));
@@ -1394,7 +1446,7 @@ class EgressProxy::Impl {
           splice->Touch();
           in_pipe -= static_cast<std::size_t>(m);
           since_turn += static_cast<std::size_t>(m);
-          counter.fetch_add(static_cast<std::uint64_t>(m), std::memory_order_relaxed);
+          Count(*splice, client_to_upstream, static_cast<std::uint64_t>(m));
         } else if (m < 0 && errno == EAGAIN) {
           co_await to.async_wait(tcp::socket::wait_write,
                                  net::redirect_error(net::use_awaitable, ec));
@@ -1453,8 +1505,7 @@ class EgressProxy::Impl {
         co_await net::async_write(to, net::buffer(buffer.get(), n),
                                   net::redirect_error(net::use_awaitable, ec));
         // One relaxed add per buffer's worth: no cost the bench can see.
-        if (!ec)
-          (client_to_upstream ? bytes_up_ : bytes_down_).fetch_add(n, std::memory_order_relaxed);
+        if (!ec) Count(*splice, client_to_upstream, n);
       }
       if (ec) {
         from.close(ec);
@@ -1572,6 +1623,9 @@ class EgressProxy::Impl {
   std::atomic<std::uint64_t> bytes_up_{0};
   std::atomic<std::uint64_t> bytes_down_{0};
   std::uint16_t port_ = 0;
+  // Set on the io thread as the proxy stops (read by WatchClose's callbacks, which run on it or,
+  // after the thread is joined, as io_'s handlers are destroyed).
+  bool stopping_ = false;
   // io_ is declared before everything that holds its handlers, and destroyed after them.
   net::io_context io_{1};
   std::vector<std::unique_ptr<tcp::acceptor>> acceptors_;  // listen_port first

@@ -281,6 +281,17 @@ TEST_F(EgressProxyTest, SpliceMovesBulkBytesBothWaysAndPassesHalfClose) {
   }
   EXPECT_EQ(proxy_->traffic().bytes_up, payload.size());
   EXPECT_EQ(proxy_->traffic().bytes_down, payload.size());
+  // Once both sides have ended, the tunnel's close record has its own bytes and time, and
+  // names the decision that let it through; the counters count that decision only.
+  c.reset();
+  WaitForDecisions(2);
+  const Decision closed = LastDecision();
+  EXPECT_EQ(closed.via, "connect");
+  EXPECT_EQ(closed.closes, log_->Recent("sb-test").front().seq);
+  EXPECT_EQ(closed.bytes_up, payload.size());
+  EXPECT_EQ(closed.bytes_down, payload.size());
+  EXPECT_GT(closed.duration.count(), 0);
+  EXPECT_EQ(log_->Counters("sb-test"), (DecisionCounters{1, 0}));
 }
 
 TEST_F(EgressProxyTest, AClientResetMidStreamEndsOnlyItsConnection) {
@@ -828,6 +839,11 @@ TEST_F(EgressProxyTest, IdleTunnelsAreClosedBusyOnesKept) {
   EXPECT_TRUE(ClosedWithin(idle.get(), milliseconds(3000)));
   EXPECT_GE(steady_clock::now() - start, milliseconds(400));
   EXPECT_TRUE(Echoes(busy.get()));
+  // The idle one's close record says why the enforcer closed it.
+  WaitForDecisions(3);
+  const Decision closed = LastDecision();
+  EXPECT_NE(closed.closes, 0u);
+  EXPECT_EQ(closed.reason, "idle for 400 ms");
 }
 
 // agvisord's cap over every sandbox: proxies sharing a budget refuse past it, and a closed

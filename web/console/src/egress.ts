@@ -16,19 +16,29 @@ interface EgressRecord {
   method: string;
   path: string;
   status: number;
+  bytes_up: number;
+  bytes_down: number;
+  duration_ms: number;
   secret: string;
+  closes: number; // a connection's close record: the seq of its decision (0: a decision)
 }
 
 // The newest records shown: the console stays a glance, the CLI and the files have the rest.
 const kShown = 30;
 
 function row(e: EgressRecord): HTMLTableRowElement {
-  const request = e.method ? `${e.method} ${e.path} ${e.status || "-"}` : "";
+  const moved = `up=${e.bytes_up} down=${e.bytes_down} ${e.duration_ms}ms`;
+  const request = e.closes
+    ? `closes #${e.closes}, ${moved}`
+    : e.method
+      ? `${e.method} ${e.path} ${e.status || "-"}`
+      : "";
+  const verdict = e.closes ? "closed" : e.allowed ? "allowed" : "denied";
   return h(
     "tr",
     { class: e.allowed ? "allowed" : "denied" },
     h("td", {}, e.time.replace("T", " ").replace("Z", "")),
-    h("td", {}, e.allowed ? "allowed" : "denied"),
+    h("td", {}, verdict),
     h("td", { class: "mono" }, `${e.via} ${e.name}:${e.port}`),
     h("td", { class: "mono" }, request + (e.secret ? ` (secret ${e.secret})` : "")),
     h("td", {}, e.reason),
