@@ -299,11 +299,17 @@ struct EgressView {
   std::vector<std::string> recent_lines;  // a client's side: one line per decision, oldest first
   std::string json;                       // a client's side: the answer as it came
   egress::DecisionCounters counters;
+  // Learn mode (docs/egress.md): the smallest policy allowing what was reached
+  // (egress::SuggestRules over the learned destinations), and how many destinations it drew on.
+  egress::EgressRules suggested;
+  std::uint64_t learned_destinations = 0;
+  std::uint64_t learned_dropped = 0;  // learned connections past the destinations kept
 };
 std::string EgressViewJson(std::string_view id, const EgressView& view);
 Result<EgressView> ParseEgressViewJson(std::string_view body);
-// PUT body: {"allow_domains": [...], "allow_cidrs": [...], "ports": [...], "deny_domains": [...]}
-// (each optional; what is left out is empty). Errors: kInvalidArgument naming the field.
+// PUT body: {"allow_domains": [...], "allow_cidrs": [...], "ports": [...], "deny_domains": [...],
+// "mode": "enforce"|"learn"} (each optional; what is left out is empty, the mode enforce; the
+// mode's value is checked by the policy). Errors: kInvalidArgument naming the field.
 Result<egress::EgressRules> ParseEgressRulesJson(std::string_view body);
 std::string EgressRulesJson(const egress::EgressRules& rules);
 // A Sandbox object / the {"sandboxes": [...]} list. Errors: kInternal (not the documented shape).

@@ -20,7 +20,10 @@ std::string FormatDecisionTime(std::chrono::system_clock::time_point t) {
 std::string FormatDecision(const Decision& d) {
   std::string out = FormatDecisionTime(d.time) + " sandbox=" + d.sandbox + " " + d.via + " " +
                     d.name + ":" + std::to_string(d.port) +
-                    (d.allowed ? " allowed (" : " denied (") + d.reason + ")";
+                    (d.learned   ? " learned ("
+                     : d.allowed ? " allowed ("
+                                 : " denied (") +
+                    d.reason + ")";
   if (!d.address.empty()) out += (d.allowed ? " -> " : " address ") + d.address;
   return out;
 }
@@ -43,8 +46,21 @@ void DecisionLog::Record(Decision decision) {
     it = rings_.emplace(decision.sandbox, Ring{}).first;
   }
   Ring& ring = it->second;
-  (decision.allowed ? ring.counters.allowed : ring.counters.denied)++;
-  (decision.allowed ? totals_.allowed : totals_.denied)++;
+  if (decision.learned) {
+    ring.counters.learned++;
+    totals_.learned++;
+    LearnedDestination where{.name = decision.name, .port = decision.port};
+    if (decision.via != "dns" && decision.method.empty() && !ring.learned.contains(where)) {
+      if (ring.learned.size() < kMaxLearnedDestinations) {
+        ring.learned.insert(std::move(where));
+      } else {
+        ring.learned_dropped++;
+      }
+    }
+  } else {
+    (decision.allowed ? ring.counters.allowed : ring.counters.denied)++;
+    (decision.allowed ? totals_.allowed : totals_.denied)++;
+  }
   ring.last_write = ++writes_;
   if (ring.entries.size() == capacity_) ring.entries.pop_front();
   ring.entries.push_back(std::move(decision));
@@ -61,6 +77,14 @@ DecisionCounters DecisionLog::Counters(const std::string& sandbox) const {
   std::lock_guard lock(mu_);
   auto it = rings_.find(sandbox);
   return it == rings_.end() ? DecisionCounters{} : it->second.counters;
+}
+
+LearnedDestinations DecisionLog::Learned(const std::string& sandbox) const {
+  std::lock_guard lock(mu_);
+  auto it = rings_.find(sandbox);
+  if (it == rings_.end()) return {};
+  return {.kept = {it->second.learned.begin(), it->second.learned.end()},
+          .dropped = it->second.learned_dropped};
 }
 
 DecisionCounters DecisionLog::Totals() const {

@@ -7,11 +7,13 @@
 #pragma once
 
 #include <chrono>
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,9 @@ struct Decision {
   std::uint64_t bytes_down = 0;  // upstream -> sandbox
   std::chrono::milliseconds duration{0};
   std::string secret;  // the brokered secret substituted into this request (its name only)
+  // Learn mode let it through (`allowed` is true too); `reason` is why enforcing would have
+  // refused it. A verdict of its own in the log line and the counters ("learned").
+  bool learned = false;
 };
 
 // "2026-12-01T15:04:05.123Z sandbox=a tls pypi.org:443 allowed (allowed by pypi.org) ->
@@ -44,9 +49,23 @@ std::string FormatDecision(const Decision& d);
 std::string FormatDecisionTime(std::chrono::system_clock::time_point t);
 
 struct DecisionCounters {
-  std::uint64_t allowed = 0;
+  std::uint64_t allowed = 0;  // learned decisions are not counted here, but in `learned`
   std::uint64_t denied = 0;
+  std::uint64_t learned = 0;
   bool operator==(const DecisionCounters&) const = default;
+};
+
+// Where a connection learn mode let through went (Decision::learned), as SuggestRules reads it.
+struct LearnedDestination {
+  std::string name;  // normalised name or IP literal
+  std::uint16_t port = 0;
+  auto operator<=>(const LearnedDestination&) const = default;
+};
+// Distinct learned destinations kept per sandbox (more are counted, not kept).
+inline constexpr std::size_t kMaxLearnedDestinations = 256;
+struct LearnedDestinations {
+  std::vector<LearnedDestination> kept;  // sorted
+  std::uint64_t dropped = 0;  // learned connections to others, past kMaxLearnedDestinations
 };
 
 class DecisionLog {
@@ -58,6 +77,9 @@ class DecisionLog {
   std::vector<Decision> Recent(const std::string& sandbox) const;
   DecisionCounters Counters(const std::string& sandbox) const;
   DecisionCounters Totals() const;
+  // The destinations of the sandbox's learned connections (not DNS answers, not the requests on
+  // a connection), for as long as its ring is kept, whatever the ring has dropped since.
+  LearnedDestinations Learned(const std::string& sandbox) const;
   // Drops a sandbox's ring and counters (when the sandbox is removed).
   void Forget(const std::string& sandbox);
 
@@ -66,6 +88,8 @@ class DecisionLog {
     std::deque<Decision> entries;
     DecisionCounters counters;
     std::uint64_t last_write = 0;
+    std::set<LearnedDestination> learned;
+    std::uint64_t learned_dropped = 0;
   };
   const std::size_t capacity_;
   const std::size_t max_sandboxes_;

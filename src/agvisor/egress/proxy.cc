@@ -490,6 +490,7 @@ class EgressProxy::Impl {
   }
 
   void Record(Decision d) {
+    d.learned = d.learned && d.allowed;  // a learned connection that then failed is denied
     d.time = std::chrono::system_clock::now();
     d.sandbox = options_.sandbox;
     log_->Record(d);
@@ -666,6 +667,7 @@ class EgressProxy::Impl {
     }
     upstream.set_option(tcp::no_delay(true), ec);
     d.reason = verdict.reason;
+    d.learned = verdict.learned;
     if (std::shared_ptr<const Brokered> brokered = this->brokered();
         (is_tls || http.form == HttpRequestSniff::Form::kConnect) &&
         Intercepts(brokered.get(), target, options_.tls_port)) {
@@ -1468,7 +1470,8 @@ class EgressProxy::Impl {
               .name = answer.name,
               .port = dns_port_,
               .allowed = answer.allowed,
-              .reason = answer.reason});
+              .reason = answer.reason,
+              .learned = answer.learned});
       if (answer.response.empty()) continue;
       co_await dns_socket_.async_send_to(net::buffer(answer.response), from,
                                          net::redirect_error(net::use_awaitable, ec));
