@@ -211,6 +211,41 @@ class EgressTest : public ::testing::Test {
     return r.ok() ? *r : CommandOutput{};
   }
 
+  // Sandbox `name` made through agvisord's CLI (labelled for cleanup, 256m, no disk), allowed
+  // allowed.test and other.test, with brokered `secrets` (each a --secret value).
+  static CommandOutput CreateWithSecrets(const std::string& name,
+                                         const std::vector<std::string>& secrets) {
+    std::vector<std::string> args = {"create",
+                                     "--name",
+                                     name,
+                                     "--label",
+                                     std::string(testing::kRunLabel) + "=" + testing::RunId(),
+                                     "--memory",
+                                     "256m",
+                                     "--disk",
+                                     "none",
+                                     "--allow-domain",
+                                     "allowed.test",
+                                     "--allow-domain",
+                                     "other.test"};
+    for (const std::string& secret : secrets) {
+      args.push_back("--secret");
+      args.push_back(secret);
+    }
+    return Cli(args);
+  }
+  // A caller's secret `value` in a file of the suite's (`file` under its directory): its path.
+  static std::string KeyFile(const std::string& file, const std::string& value) {
+    { std::ofstream(dir_ + "/" + file) << value << "\n"; }
+    return dir_ + "/" + file;
+  }
+  // A shell command in sandbox `name` through the CLI: its stdout.
+  static std::string ExecIn(const std::string& name, const std::string& cmd) {
+    auto r = Cli({"exec", name, "--", "sh", "-c", cmd});
+    EXPECT_TRUE(r.status.success()) << cmd << ": " << r.err;
+    return r.out;
+  }
+
   static std::string Run(Sandbox& sb, const std::string& cmd) {
     auto r = sb.ExecShell(cmd);
     EXPECT_TRUE(r.ok()) << r.error().ToString();
@@ -1117,20 +1152,12 @@ TEST_F(EgressTest, WithoutTheFirewallNothingIsServedAndCreatesAreRefused) {
 // agvisord's restart the operator's secret is brokered again and the caller's is gone (logged).
 TEST_F(EgressTest, SecretsStayOutOfTheSandboxAndComeBackOnlyFromTheOperatorsFile) {
   const std::string caller_value = "sk-caller-" + testing::RunId();
-  const std::string key_file = dir_ + "/api_key";
-  { std::ofstream(key_file) << caller_value << "\n"; }
   const std::string name = testing::RunId() + "-secrets";
-  auto made = Cli({"create", "--name", name, "--label",
-                   std::string(testing::kRunLabel) + "=" + testing::RunId(), "--memory", "256m",
-                   "--disk", "none", "--allow-domain", "allowed.test", "--allow-domain",
-                   "other.test", "--secret", "API_KEY=@" + key_file + ":allowed.test", "--secret",
-                   "OPERATOR_TOKEN:allowed.test:header=x-token"});
+  auto made =
+      CreateWithSecrets(name, {"API_KEY=@" + KeyFile("api_key", caller_value) + ":allowed.test",
+                               "OPERATOR_TOKEN:allowed.test:header=x-token"});
   ASSERT_TRUE(made.status.success()) << made.err;
-  auto exec = [&](const std::string& cmd) {
-    auto r = Cli({"exec", name, "--", "sh", "-c", cmd});
-    EXPECT_TRUE(r.status.success()) << cmd << ": " << r.err;
-    return r.out;
-  };
+  auto exec = [&](const std::string& cmd) { return ExecIn(name, cmd); };
   const std::string env = exec("env");
   EXPECT_THAT(env, ::testing::ContainsRegex("API_KEY=agvsec_[0-9a-f]{32}\n"));
   EXPECT_THAT(env, ::testing::ContainsRegex("OPERATOR_TOKEN=agvsec_[0-9a-f]{32}\n"));
@@ -1297,8 +1324,98 @@ TEST_F(EgressTest, McpNamesTheOperatorsSecret) {
   EXPECT_THAT(ran, HasSubstr("checked")) << ran;
   EXPECT_THAT(ran, Not(HasSubstr(operator_value_)));
   EXPECT_THAT(ReadAll(QuestionsLog() + ".http"), HasSubstr("X-Token: " + operator_value_));
+  // The egress log through MCP (agvisord's, read by `agvisor --server mcp`): the request, the
+  // secret by name, never its value.
+  const std::string log =
+      call(4, "tools/call",
+           R"({"name":"egress_log","arguments":{"sandbox":")" + id + R"(","last":20}})");
+  EXPECT_THAT(log, HasSubstr(R"(\"path\":\"/auth\",\"status\":200)")) << log;
+  EXPECT_THAT(log, HasSubstr(R"(\"secret\":\"OPERATOR_TOKEN\")")) << log;
+  EXPECT_THAT(log, Not(HasSubstr(operator_value_)));
   mcp->stdin_fd().reset();  // the session ends: its sandbox is removed
   EXPECT_TRUE(mcp->WaitFor(std::chrono::seconds(60)).ok());
+}
+
+// The egress log (docs/egress.md, "Log") end to end: a follower (`agvisor egress NAME --follow`,
+// the WebSocket route underneath) sees an intercepted request with its status, bytes, time and
+// secret by name, a refusal as it happens, and a plain-HTTP request whose path holds a C1 CSI
+// and an invalid byte, escaped so that nothing reaches the terminal; `--json --last` reads the
+// same records back; agvisord's file is 0600 in a 0700 directory and holds no secret value;
+// removing the sandbox ends the follower and deletes the file.
+TEST_F(EgressTest, EgressLogRecordsRequestsAndIsFollowedLive) {
+  const std::string value = "sk-log-" + testing::RunId();
+  const std::string name = testing::RunId() + "-log";
+  auto made = CreateWithSecrets(name, {"API_KEY=@" + KeyFile("log_key", value) + ":allowed.test"});
+  ASSERT_TRUE(made.status.success()) << made.err;
+  auto exec = [&](const std::string& cmd) { return ExecIn(name, cmd); };
+  const std::string out = dir_ + "/follow.out";
+  auto follower = Subprocess::Spawn(
+      {.argv = {"sh", "-c",
+                "exec \"$0\" --server \"unix:$1/agvisord.sock\" --token-file \"$1/token\" egress "
+                "\"$2\" --follow --last 100 >\"$3\" 2>&1",
+                AGVISOR_CLI_BINARY, dir_, name, out}});
+  ASSERT_TRUE(follower.ok()) << follower.error().ToString();
+  // An intercepted request (the secret put in: a record with its status, bytes and time).
+  EXPECT_EQ(exec("python3 -c 'import os, urllib.request\n"
+                 "r = urllib.request.Request(\"https://allowed.test/auth\", headers={"
+                 "\"Authorization\": \"Bearer \" + os.environ[\"API_KEY\"]})\n"
+                 "print(urllib.request.urlopen(r, timeout=10).read().decode(), end=\"\")'"),
+            "checked\n");
+  EXPECT_TRUE(WaitFor([&] { return ReadAll(out).find("GET /auth 200") != std::string::npos; },
+                      std::chrono::seconds(10)))
+      << ReadAll(out);
+  // The follower is reading now: what comes next arrives live.
+  EXPECT_THAT(exec(kGetDenied), HasSubstr("http 403"));
+  EXPECT_EQ(exec(Py("    s = socket.create_connection((\"other.test\", 80), 10)\n"
+                    "    s.sendall(b\"GET /x\\xc2\\x9b31mred\\xff HTTP/1.1\\r\\nHost: "
+                    "other.test\\r\\nConnection: close\\r\\n\\r\\n\")\n"
+                    "    print(s.recv(4096).split(b\" \")[1].decode())")),
+            "404\n");  // the fake internet serves files there: none of that name
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const std::string got = ReadAll(out);
+        return got.find("denied.test:80 denied") != std::string::npos &&
+               got.find("other.test:80 allowed") != std::string::npos;
+      },
+      std::chrono::seconds(10)))
+      << ReadAll(out);
+  const std::string followed = ReadAll(out);
+  EXPECT_THAT(followed, ::testing::ContainsRegex(
+                            "https allowed.test:443 allowed \\(bound host allowed.test\\) -> "
+                            "198.51.100.2 GET /auth 200 up=[1-9][0-9]* down=[1-9][0-9]* "
+                            "[0-9]+ms secret=API_KEY"));
+  EXPECT_THAT(followed, HasSubstr("http denied.test:80 denied (no rule allows denied.test)"));
+  // The hostile path: shown escaped; no C1 control (or ESC) reaches the terminal.
+  EXPECT_THAT(followed, HasSubstr("GET /x\\u009b31mred"));
+  EXPECT_EQ(followed.find("\xc2\x9b"), std::string::npos);
+  EXPECT_EQ(followed.find('\x1b'), std::string::npos);
+  EXPECT_THAT(followed, Not(HasSubstr(value)));
+  // --json --last: the same records as JSON lines, every control escaped.
+  auto json = Cli({"--json", "egress", name, "--last", "100"});
+  ASSERT_TRUE(json.status.success()) << json.err;
+  EXPECT_THAT(json.out,
+              ::testing::ContainsRegex("\"method\":\"GET\",\"path\":\"/auth\",\"status\":200,"
+                                       "\"bytes_up\":[1-9][0-9]*,\"bytes_down\":[1-9][0-9]*,"
+                                       "\"duration_ms\":[0-9]+,\"secret\":\"API_KEY\""));
+  EXPECT_THAT(json.out, HasSubstr(R"("path":"/x\u009b31mred)"));
+  EXPECT_EQ(json.out.find("\xc2\x9b"), std::string::npos);
+  EXPECT_THAT(json.out, Not(HasSubstr(value)));
+  // agvisord's file of it: private, no value; gone with the sandbox, and the follower ends.
+  std::string file;
+  for (const auto& e : fs::directory_iterator(dir_ + "/state/log")) {
+    if (ReadAll(e.path()).find("agvisor-" + name) != std::string::npos) file = e.path();
+  }
+  ASSERT_FALSE(file.empty());
+  EXPECT_EQ(fs::status(file).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(fs::status(dir_ + "/state/log").permissions() & fs::perms::all, fs::perms::owner_all);
+  EXPECT_THAT(ReadAll(file), HasSubstr("\"secret\":\"API_KEY\""));
+  EXPECT_THAT(ReadAll(file), Not(HasSubstr(value)));
+  EXPECT_TRUE(Cli({"rm", name}).status.success());
+  auto ended = follower->WaitFor(std::chrono::seconds(20));
+  EXPECT_TRUE(ended.ok() && ended->success()) << ReadAll(out);
+  if (!ended.ok()) (void)follower->Kill(SIGKILL);
+  EXPECT_TRUE(WaitFor([&] { return !fs::exists(file); }, std::chrono::seconds(10))) << file;
 }
 
 // The in-process library has no enforcer to hold a value: a create with a secret and no

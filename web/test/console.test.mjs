@@ -215,6 +215,15 @@ test("background processes show their output as text", async () => {
   mark("processes");
 });
 
+// This agvisord runs --no-egress: the tab says the sandbox has no egress log to show.
+test("the egress tab of a sandbox without a policy says so", async () => {
+  await page.locator('button.tab[data-tab="egress"]').click();
+  await poll("the egress tab's message", async () =>
+    (await page.locator(".egress-view .message").innerText()) === "This sandbox has no egress policy.");
+  assert.equal(await page.locator("table.egress tbody tr").count(), 0);
+  mark("egress");
+});
+
 // The share of sampled canvas pixels that are magenta.
 const magenta = () =>
   page.evaluate(() => {

@@ -6,6 +6,7 @@
 #include <boost/json.hpp>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <limits>
 #include <type_traits>
 
@@ -1422,6 +1423,83 @@ std::string WsControlJson(const WsControl& c) {
   return Serialize(o);
 }
 
+// The egress log's records (docs/egress.md, "Log"): the one JSON shape of a Decision.
+namespace {
+
+json::object DecisionObject(const egress::Decision& d) {
+  json::object e;
+  e["time"] = egress::FormatDecisionTime(d.time);
+  e["seq"] = d.seq;
+  e["sandbox"] = SanitizeUtf8(d.sandbox);
+  e["via"] = SanitizeUtf8(d.via);
+  e["name"] = SanitizeUtf8(d.name);
+  e["port"] = d.port;
+  e["allowed"] = d.allowed;
+  e["learned"] = d.learned;
+  e["reason"] = SanitizeUtf8(d.reason);
+  e["address"] = SanitizeUtf8(d.address);
+  e["method"] = SanitizeUtf8(d.method);
+  e["path"] = SanitizeUtf8(d.path);
+  e["status"] = d.status;
+  e["bytes_up"] = d.bytes_up;
+  e["bytes_down"] = d.bytes_down;
+  e["duration_ms"] = d.duration.count();
+  e["secret"] = SanitizeUtf8(d.secret);
+  return e;
+}
+
+egress::Decision DecisionFromObject(const json::object& o) {
+  egress::Decision d;
+  if (auto t = egress::ParseDecisionTime(StringOr(o, "time"))) d.time = *t;
+  d.seq = static_cast<std::uint64_t>(IntOr(o, "seq"));
+  d.sandbox = StringOr(o, "sandbox");
+  d.via = StringOr(o, "via");
+  d.name = StringOr(o, "name");
+  d.port = static_cast<std::uint16_t>(IntOr(o, "port"));
+  const json::value* a = o.if_contains("allowed");
+  d.allowed = a && a->is_bool() && a->as_bool();
+  const json::value* l = o.if_contains("learned");
+  d.learned = d.allowed && l && l->is_bool() && l->as_bool();
+  d.reason = StringOr(o, "reason");
+  d.address = StringOr(o, "address");
+  d.method = StringOr(o, "method");
+  d.path = StringOr(o, "path");
+  d.status = static_cast<int>(IntOr(o, "status"));
+  d.bytes_up = static_cast<std::uint64_t>(IntOr(o, "bytes_up"));
+  d.bytes_down = static_cast<std::uint64_t>(IntOr(o, "bytes_down"));
+  d.duration = std::chrono::milliseconds(IntOr(o, "duration_ms"));
+  d.secret = StringOr(o, "secret");
+  egress::BoundDecision(d);  // a file or an answer is read as it is: bounded again
+  return d;
+}
+
+// JSON text with DEL and the C1 controls (U+0080-U+009F) escaped too: JSON leaves them raw, and
+// a terminal takes U+009B for CSI, so a record printed as it is (`--json`, a file) could carry
+// an escape sequence a sandbox chose. The input is valid UTF-8 (SanitizeUtf8), where 0xC2 only
+// leads a character, and those bytes occur only inside strings.
+std::string SerializeForTerminal(const json::value& v) {
+  const std::string in = json::serialize(v);
+  std::string out;
+  out.reserve(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const auto c = static_cast<unsigned char>(in[i]);
+    const auto next = i + 1 < in.size() ? static_cast<unsigned char>(in[i + 1]) : 0;
+    char esc[8];
+    if (c == 0x7f) {
+      out += "\\u007f";
+    } else if (c == 0xc2 && next >= 0x80 && next <= 0x9f) {
+      std::snprintf(esc, sizeof esc, "\\u00%02x", next);
+      out += esc;
+      ++i;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<WsServerMessage> ParseWsServerMessage(std::string_view text) {
   auto o = AGVISOR_TRY(ParseReply(text, "stream message"));
   const std::string type = StringOr(o, "type");
@@ -1444,6 +1522,12 @@ Result<WsServerMessage> ParseWsServerMessage(std::string_view text) {
     m.error = std::move(*e);
   } else if (type == "end") {
     m.type = WsServerMessage::Type::kEnd;
+  } else if (type == "record") {
+    const json::value* r = o.if_contains("record");
+    if (!r || !r->is_object()) return Malformed("egress log record", text);
+    m.type = WsServerMessage::Type::kRecord;
+    m.record = DecisionFromObject(r->as_object());
+    m.record_json = SerializeForTerminal(*r);
   } else if (type == "event") {
     m.type = WsServerMessage::Type::kEvent;
     const std::string kind = StringOr(o, "kind");
@@ -1499,6 +1583,48 @@ Result<egress::EgressRules> ParseEgressRulesJson(std::string_view body) {
   return ParseEgressRules(json::value(o));
 }
 
+// ---- The egress log (docs/egress.md, "Log") ----
+
+std::string DecisionJson(const egress::Decision& d) {
+  return SerializeForTerminal(DecisionObject(d));
+}
+
+Result<egress::Decision> ParseDecisionJson(std::string_view line) {
+  boost::system::error_code ec;
+  json::value v = json::parse(line, ec);
+  if (ec || !v.is_object() || !egress::ParseDecisionTime(StringOr(v.as_object(), "time"))) {
+    return Error::InvalidArgument("not an egress log record: " + SanitizeUtf8(line.substr(0, 80)));
+  }
+  return DecisionFromObject(v.as_object());
+}
+
+std::string EgressLogJson(std::string_view id, const std::vector<egress::Decision>& records) {
+  json::object o;
+  o["id"] = std::string(id);
+  json::array a;
+  for (const egress::Decision& d : records) a.push_back(DecisionObject(d));
+  o["records"] = std::move(a);
+  return SerializeForTerminal(o);
+}
+
+Result<std::vector<egress::Decision>> ParseEgressLogJson(std::string_view body) {
+  auto o = AGVISOR_TRY(ParseReply(body, "egress log"));
+  const json::value* r = o.if_contains("records");
+  if (!r || !r->is_array()) return Malformed("egress log", body);
+  std::vector<egress::Decision> out;
+  for (const auto& e : r->as_array()) {
+    if (e.is_object()) out.push_back(DecisionFromObject(e.as_object()));
+  }
+  return out;
+}
+
+std::string WsEgressRecordJson(const egress::Decision& d) {
+  json::object o;
+  o["type"] = "record";
+  o["record"] = DecisionObject(d);
+  return SerializeForTerminal(o);
+}
+
 std::string EgressViewJson(std::string_view id, const EgressView& v) {
   json::object o;
   o["id"] = std::string(id);
@@ -1513,20 +1639,9 @@ std::string EgressViewJson(std::string_view id, const EgressView& v) {
   o["learned_destinations"] = v.learned_destinations;
   o["learned_dropped"] = v.learned_dropped;
   json::array recent;
-  for (const egress::Decision& d : v.recent) {
-    json::object e;
-    e["time"] = egress::FormatDecisionTime(d.time);
-    e["via"] = d.via;
-    e["name"] = SanitizeUtf8(d.name);
-    e["port"] = d.port;
-    e["allowed"] = d.allowed;
-    e["learned"] = d.learned;
-    e["reason"] = SanitizeUtf8(d.reason);
-    e["address"] = d.address;
-    recent.push_back(std::move(e));
-  }
+  for (const egress::Decision& d : v.recent) recent.push_back(DecisionObject(d));
   o["recent"] = std::move(recent);
-  return Serialize(o);
+  return SerializeForTerminal(o);
 }
 
 Result<EgressView> ParseEgressViewJson(std::string_view body) {
@@ -1548,21 +1663,10 @@ Result<EgressView> ParseEgressViewJson(std::string_view body) {
   if (const json::value* r = o.if_contains("recent"); r && r->is_array()) {
     for (const auto& e : r->as_array()) {
       if (!e.is_object()) continue;
-      const auto& eo = e.as_object();
-      const json::value* a = eo.if_contains("allowed");
-      const bool allowed = a && a->is_bool() && a->as_bool();
-      const json::value* l = eo.if_contains("learned");
-      const bool learned = allowed && l && l->is_bool() && l->as_bool();
-      std::string line = StringOr(eo, "time") + " " + StringOr(eo, "via") + " " +
-                         StringOr(eo, "name") + ":" + std::to_string(IntOr(eo, "port")) +
-                         (learned   ? " learned ("
-                          : allowed ? " allowed ("
-                                    : " denied (") +
-                         StringOr(eo, "reason") + ")";
-      if (std::string addr = StringOr(eo, "address"); !addr.empty()) {
-        line += (allowed ? " -> " : " address ") + addr;
-      }
-      v.recent_lines.push_back(std::move(line));
+      egress::Decision d = DecisionFromObject(e.as_object());
+      d.sandbox.clear();  // the view names its sandbox once
+      v.recent_lines.push_back(egress::FormatDecision(d));
+      v.recent.push_back(std::move(d));
     }
   }
   return v;

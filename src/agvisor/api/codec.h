@@ -305,8 +305,31 @@ struct EgressView {
   std::uint64_t learned_destinations = 0;
   std::uint64_t learned_dropped = 0;  // learned connections past the destinations kept
 };
+// Its JSON (`recent`: records as DecisionJson's) and a client's reading of it (recent_lines:
+// FormatDecision of each record, without the sandbox).
 std::string EgressViewJson(std::string_view id, const EgressView& view);
 Result<EgressView> ParseEgressViewJson(std::string_view body);
+
+// ---- The egress log (docs/egress.md, "Log"; GET .../egress/log, .../egress/log/ws) ----
+// One record as one line of JSON: {"time","seq","sandbox","via","name","port","allowed",
+// "learned","reason","address","method","path","status","bytes_up","bytes_down","duration_ms",
+// "secret"}.
+// Every string is valid UTF-8 (invalid bytes become U+FFFD) and every control character, DEL
+// and the C1 controls included, is a \u escape: a line can go to a terminal as it is. The lines
+// of agvisord's log files, the WebSocket's records and `agvisor egress --follow --json`.
+std::string DecisionJson(const egress::Decision& d);
+// One such line back (fields missing or of another type are left empty; strings bounded again
+// by BoundDecision). Errors: kInvalidArgument (not a record: e.g. a line torn by a crash).
+Result<egress::Decision> ParseDecisionJson(std::string_view line);
+// GET .../egress/log: {"id", "records": [record...]}, oldest first.
+std::string EgressLogJson(std::string_view id, const std::vector<egress::Decision>& records);
+Result<std::vector<egress::Decision>> ParseEgressLogJson(std::string_view body);
+// How many records one read of the log gives (`last`): by default, and at most.
+inline constexpr std::size_t kDefaultEgressLogRecords = 50;
+inline constexpr std::size_t kMaxEgressLogRecords = 1000;
+// The log WebSocket's message for one record: {"type":"record","record":{...}}
+// (WsServerMessage::Type::kRecord).
+std::string WsEgressRecordJson(const egress::Decision& d);
 // PUT body: {"allow_domains": [...], "allow_cidrs": [...], "ports": [...], "deny_domains": [...],
 // "mode": "enforce"|"learn"} (each optional; what is left out is empty, the mode enforce; the
 // mode's value is checked by the policy). Errors: kInvalidArgument naming the field.
@@ -333,13 +356,16 @@ Result<SandboxStats> ParseMetricsJson(std::string_view body);
 std::string WsExecRequestJson(const std::vector<std::string>& argv, const ProcessOptions& options);
 // A control message to the server: {"type":"eof"} | resize | signal.
 std::string WsControlJson(const WsControl& control);
-// A text message from the server: started, exit or error; event or end on a watch.
+// A text message from the server: started, exit or error; event or end on a watch; record or
+// end on an egress log.
 struct WsServerMessage {
-  enum class Type { kStarted, kExit, kError, kEvent, kEnd } type = Type::kStarted;
+  enum class Type { kStarted, kExit, kError, kEvent, kEnd, kRecord } type = Type::kStarted;
   std::uint32_t pid = 0;                  // kStarted
   ProcessExit exit;                       // kExit
   Error error{ErrorCode::kInternal, ""};  // kError
   WatchEvent event;                       // kEvent
+  egress::Decision record;                // kRecord (an egress log WebSocket's)
+  std::string record_json;                // kRecord: the record as DecisionJson gives it
 };
 // Errors: kInternal (not one of the documented messages; an event whose kind is unknown or
 // whose paths break proto::CheckWatchPath's rules).

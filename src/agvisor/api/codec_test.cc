@@ -774,6 +774,89 @@ TEST(CodecTest, WatchMessagesRoundTripAndBadEventsAreRefused) {
   }
 }
 
+// The egress log's record: every field round-trips, and whatever bytes a sandbox put in a path
+// (a terminal escape, a C1 CSI, DEL, invalid UTF-8, a quote, a line end) come out as one line of
+// valid JSON that holds no control byte a terminal would act on.
+TEST(CodecTest, EgressRecordIsOneSafeLineAndRoundTrips) {
+  egress::Decision d;
+  d.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(1764601445123));
+  d.seq = 7;
+  d.sandbox = "agvisor-box";
+  d.via = "https";
+  d.name = "api.test";
+  d.port = 443;
+  d.allowed = true;
+  d.reason = "bound host api.test";
+  d.address = "198.51.100.2";
+  d.method = "POST";
+  d.path =
+      "/a\x1b[31m\xc2\x9b"
+      "2J\x7f\xff\"\n";
+  d.status = 201;
+  d.bytes_up = 310;
+  d.bytes_down = 5120;
+  d.duration = std::chrono::milliseconds(12);
+  d.secret = "API_KEY";
+  const std::string line = DecisionJson(d);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const auto c = static_cast<unsigned char>(line[i]);
+    EXPECT_TRUE(c >= 0x20 && c != 0x7f) << "byte " << int(c) << " at " << i << ": " << line;
+    if (c == 0xc2 && i + 1 < line.size()) {
+      EXPECT_GT(static_cast<unsigned char>(line[i + 1]), 0x9f) << "a C1 control at " << i;
+    }
+  }
+  EXPECT_NE(line.find(R"("path":"/a\u001b[31m\u009b2J\u007f)"
+                      "\xef\xbf\xbd"
+                      R"(\"\n")"),
+            std::string::npos)
+      << line;
+  auto back = ParseDecisionJson(line);
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  EXPECT_EQ(back->time, d.time);
+  EXPECT_EQ(back->seq, 7u);
+  EXPECT_EQ(back->sandbox, d.sandbox);
+  EXPECT_EQ(back->via, "https");
+  EXPECT_EQ(back->name, "api.test");
+  EXPECT_EQ(back->port, 443);
+  EXPECT_TRUE(back->allowed);
+  EXPECT_EQ(back->reason, d.reason);
+  EXPECT_EQ(back->address, d.address);
+  EXPECT_EQ(back->method, "POST");
+  EXPECT_EQ(back->path,
+            "/a\x1b[31m\xc2\x9b"
+            "2J\x7f\xef\xbf\xbd\"\n");  // 0xff: U+FFFD
+  EXPECT_EQ(back->status, 201);
+  EXPECT_EQ(back->bytes_up, 310u);
+  EXPECT_EQ(back->bytes_down, 5120u);
+  EXPECT_EQ(back->duration, std::chrono::milliseconds(12));
+  EXPECT_EQ(back->secret, "API_KEY");
+  // A line torn by a crash, or anything else, is not a record.
+  EXPECT_EQ(ParseDecisionJson(line.substr(0, line.size() / 2)).error().code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(ParseDecisionJson(R"({"seq":1})").ok());
+  // The route's list and the WebSocket's message carry the same record.
+  auto list = ParseEgressLogJson(EgressLogJson("box", {d, d}));
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[1].path, back->path);
+  auto msg = ParseWsServerMessage(WsEgressRecordJson(d));
+  ASSERT_TRUE(msg.ok());
+  EXPECT_EQ(msg->type, WsServerMessage::Type::kRecord);
+  EXPECT_EQ(msg->record.secret, "API_KEY");
+  EXPECT_EQ(msg->record_json, line);
+  // The view's recent lines are FormatDecision's, without the sandbox.
+  EgressView v;
+  v.recent = {d};
+  auto view = ParseEgressViewJson(EgressViewJson("box", v));
+  ASSERT_TRUE(view.ok());
+  ASSERT_EQ(view->recent_lines.size(), 1u);
+  EXPECT_TRUE(view->recent_lines[0].starts_with(
+      "2025-12-01T15:04:05.123Z https api.test:443 allowed (bound host api.test) -> "
+      "198.51.100.2 POST /a"))
+      << view->recent_lines[0];
+}
+
 }  // namespace
 TEST(CodecTest, SnapshotAndForkRequestsAndAnswersRoundTrip) {
   auto s = ParseSnapshotRequest(R"({"image":"snap/a:1","workspace":true,"max_bytes":1024})");

@@ -40,6 +40,8 @@ constexpr std::array kBuiltin = {
     RouteDef{"POST", "/v1/sandboxes/{id}/desktop/input", RouteId::kDesktopInput},
     RouteDef{"GET", "/v1/sandboxes/{id}/egress", RouteId::kGetEgress},
     RouteDef{"PUT", "/v1/sandboxes/{id}/egress", RouteId::kSetEgress},
+    RouteDef{"GET", "/v1/sandboxes/{id}/egress/log", RouteId::kEgressLog},
+    RouteDef{"GET", "/v1/sandboxes/{id}/egress/log/ws", RouteId::kEgressLogWs, true},
     RouteDef{"GET", "/v1/pools", RouteId::kListPools},
     RouteDef{"POST", "/v1/pools", RouteId::kCreatePool},
     RouteDef{"DELETE", "/v1/pools/{name}", RouteId::kDeletePool},

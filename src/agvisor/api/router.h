@@ -50,6 +50,8 @@ enum class RouteId {
   kDesktopInput,
   kGetEgress,
   kSetEgress,
+  kEgressLog,
+  kEgressLogWs,
   kListPools,
   kCreatePool,
   kDeletePool,

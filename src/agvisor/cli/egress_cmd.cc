@@ -1,7 +1,8 @@
-// `agvisor egress NAME`: a sandbox's egress policy and its enforcer's recent decisions, and live
-// changes to the policy. Always through agvisord (it runs the enforcers): --server, else the
-// agvisord of the Docker host (--host): this machine's default socket, or for an ssh:// host
-// the one on that host, reached over ssh.
+// `agvisor egress NAME`: a sandbox's egress policy and its enforcer's recent decisions, live
+// changes to the policy, and its egress log (--last N, --follow; docs/egress.md, "Log"). Always
+// through agvisord (it runs the enforcers): --server, else the agvisord of the Docker host
+// (--host): this machine's default socket, or for an ssh:// host the one on that host, reached over
+// ssh.
 #include <algorithm>
 #include <cstdio>
 
@@ -90,6 +91,19 @@ void Print(const std::string& name, const api::EgressView& v) {
   for (const auto& line : v.recent_lines) std::printf("  %s\n", EscapeForTerminal(line).c_str());
 }
 
+// One record of the egress log: its line of JSON (escaped by api::DecisionJson: no control
+// byte) or FormatDecision's line without the sandbox, through the terminal's escaping (a path
+// or a name the sandbox chose can hold anything). Flushed: a follower's reader sees it at once.
+void PrintRecord(egress::Decision d, const std::string& json, bool as_json) {
+  if (as_json) {
+    std::printf("%s\n", json.c_str());
+  } else {
+    d.sandbox.clear();
+    std::printf("%s\n", EscapeForTerminal(egress::FormatDecision(d)).c_str());
+  }
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 void AddEgress(CLI::App& app, GlobalOptions& g, int* exit_code) {
@@ -116,7 +130,16 @@ void AddEgress(CLI::App& app, GlobalOptions& g, int* exit_code) {
   cmd->add_flag("--suggest", change->suggest,
                 "print the smallest policy that allows what the sandbox reached in learn mode, "
                 "as options to paste (after any change given with it)");
-  cmd->callback([&g, exit_code, name, change] {
+  auto last = std::make_shared<std::size_t>(0);
+  auto follow = std::make_shared<bool>(false);
+  cmd->add_option("--last", *last,
+                  "print the last N records of the sandbox's egress log (default " +
+                      std::to_string(api::kDefaultEgressLogRecords) + " with --follow)")
+      ->check(CLI::Range(std::size_t{1}, api::kMaxEgressLogRecords));
+  cmd->add_flag("--follow,-f", *follow,
+                "print the egress log's records as the enforcer makes them, until interrupted or "
+                "the sandbox is removed (with --json: one JSON object a line)");
+  cmd->callback([&g, exit_code, name, change, last, follow] {
     auto run = [&]() -> Result<void> {
       std::string address = g.server;
       if (address.empty()) address = AGVISOR_TRY(client::EgressAgvisordAddress(g.host));
@@ -127,6 +150,25 @@ void AddEgress(CLI::App& app, GlobalOptions& g, int* exit_code) {
             "it with --server, or start it on that host");
       }
       const std::string container = ResolveContainerName(*name);
+      if (*follow || *last > 0) {
+        if (change->any()) {
+          return Error::InvalidArgument(
+              "--last and --follow read the egress log; change the policy in a command of its "
+              "own");
+        }
+        const std::size_t n = *last > 0 ? *last : api::kDefaultEgressLogRecords;
+        if (*follow) {
+          return (*place)->FollowEgressLog(container, n,
+                                           [&](const egress::Decision& d, const std::string& json) {
+                                             PrintRecord(d, json, g.json);
+                                             return true;
+                                           });
+        }
+        for (const egress::Decision& d : AGVISOR_TRY((*place)->EgressLog(container, n))) {
+          PrintRecord(d, api::DecisionJson(d), g.json);
+        }
+        return Ok();
+      }
       api::EgressView v = AGVISOR_TRY((*place)->GetEgress(container));
       if (change->any()) v = AGVISOR_TRY((*place)->SetEgress(container, Apply(v.rules, *change)));
       if (g.json) {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "agvisor/cli/common.h"
+#include "agvisor/client/agvisord.h"
 #include "agvisor/mcp/stdio.h"
 
 namespace agvisor::cli {
@@ -44,6 +45,14 @@ void AddMcp(CLI::App& app, GlobalOptions& g, int* exit_code) {
       sigwait(&stop_signals, &sig);
       (void)!::write(fd, "x", 1);
     }).detach();
+    // Through agvisord (--server), the egress_log tool reads agvisord's egress log.
+    if (auto* agvisord = dynamic_cast<client::AgvisordPlace*>(*place)) {
+      options->egress_log = [agvisord](const std::string& container,
+                                       std::size_t last) -> Result<std::string> {
+        return api::EgressLogJson(api::SandboxIdFor(container),
+                                  AGVISOR_TRY(agvisord->EgressLog(container, last)));
+      };
+    }
     auto r = mcp::ServeStdio(**place, *options, STDIN_FILENO, STDOUT_FILENO, stop[0]);
     *exit_code = r.ok() ? kExitOk : ReportError(r.error());
   });

@@ -291,6 +291,15 @@ class RemotePlace final : public AgvisordPlace {
                                     const egress::EgressRules& rules) override {
     return client_->SetEgress(api::SandboxIdFor(container_name), rules);
   }
+  Result<std::vector<egress::Decision>> EgressLog(std::string_view container_name,
+                                                  std::size_t last) override {
+    return client_->EgressLog(api::SandboxIdFor(container_name), last);
+  }
+  Result<void> FollowEgressLog(
+      std::string_view container_name, std::size_t last,
+      const std::function<bool(const egress::Decision&, const std::string&)>& on_record) override {
+    return client_->FollowEgressLog(api::SandboxIdFor(container_name), last, on_record);
+  }
   // The host's own verbs have no route in agvisord: they run on the daemon's host.
   Result<std::vector<HostCheck>> HostReport() override { return OnTheHost("doctor"); }
   Result<std::string> BuildImage(const ImageBuildOptions& options) override {

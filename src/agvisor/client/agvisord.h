@@ -2,9 +2,11 @@
 // the calls only agvisord answers (egress policies: it runs the enforcers).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "agvisor/api/codec.h"
 #include "agvisor/base/error.h"
@@ -21,6 +23,17 @@ class AgvisordPlace : public Place {
   virtual Result<api::EgressView> GetEgress(std::string_view container_name) = 0;
   virtual Result<api::EgressView> SetEgress(std::string_view container_name,
                                             const egress::EgressRules& rules) = 0;
+  // The sandbox's egress log (docs/egress.md, "Log"): its last `last` records, oldest first
+  // (1..api::kMaxEgressLogRecords). Errors: as GetEgress.
+  virtual Result<std::vector<egress::Decision>> EgressLog(std::string_view container_name,
+                                                          std::size_t last) = 0;
+  // Follows it: `on_record` gets the last `last` records, then each new one as the enforcer
+  // records it (with its line of JSON, api::DecisionJson's), until it returns false or the
+  // sandbox's network is gone (Ok). Errors: as GetEgress; kUnavailable (the stream broke).
+  virtual Result<void> FollowEgressLog(
+      std::string_view container_name, std::size_t last,
+      const std::function<bool(const egress::Decision& record, const std::string& json)>&
+          on_record) = 0;
 };
 
 // agvisord at `address` ("unix:/path", "http://127.0.0.1:PORT" or "ssh://[USER@]HOST[:PORT]

@@ -817,6 +817,41 @@ Result<api::EgressView> RemoteClient::SetEgress(std::string_view id,
   return api::ParseEgressViewJson(r.body);
 }
 
+Result<std::vector<egress::Decision>> RemoteClient::EgressLog(std::string_view id,
+                                                              std::size_t last) {
+  auto r = AGVISOR_TRY(Call(
+      {.method = "GET", .target = SandboxPath(id) + "/egress/log?last=" + std::to_string(last)}));
+  return api::ParseEgressLogJson(r.body);
+}
+
+Result<void> RemoteClient::FollowEgressLog(
+    std::string_view id, std::size_t last,
+    const std::function<bool(const egress::Decision&, const std::string&)>& on_record) {
+  auto ws =
+      AGVISOR_TRY(OpenWebSocket(SandboxPath(id) + "/egress/log/ws?last=" + std::to_string(last),
+                                std::nullopt, true, nullptr));
+  for (;;) {
+    auto m = AGVISOR_TRY(ws->Receive());
+    if (!m) {
+      return Error::Unavailable("agvisord closed the egress log stream" +
+                                (ws->close_reason().empty() ? "" : ": " + ws->close_reason()));
+    }
+    if (m->binary) return Error::Internal("agvisord sent a binary message on an egress log");
+    auto msg = AGVISOR_TRY(api::ParseWsServerMessage(m->data));
+    switch (msg.type) {
+      case api::WsServerMessage::Type::kRecord:
+        if (!on_record(msg.record, msg.record_json)) return Ok();
+        break;
+      case api::WsServerMessage::Type::kEnd:
+        return Ok();
+      case api::WsServerMessage::Type::kError:
+        return msg.error;
+      default:
+        return Error::Internal("agvisord sent an unexpected message on an egress log");
+    }
+  }
+}
+
 Result<void> RemoteClient::PutArchive(std::string_view id, std::string_view dir,
                                       const channel::ByteSource& source) {
   http::Request req =

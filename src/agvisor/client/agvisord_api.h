@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -119,6 +120,11 @@ class RemoteClient {
   // GET .../egress: the policy and recent decisions; PUT replaces the policy.
   Result<api::EgressView> GetEgress(std::string_view id);
   Result<api::EgressView> SetEgress(std::string_view id, const egress::EgressRules& rules);
+  // GET .../egress/log?last=N; GET .../egress/log/ws?last=N (AgvisordPlace::FollowEgressLog).
+  Result<std::vector<egress::Decision>> EgressLog(std::string_view id, std::size_t last);
+  Result<void> FollowEgressLog(
+      std::string_view id, std::size_t last,
+      const std::function<bool(const egress::Decision&, const std::string&)>& on_record);
   // PUT .../archive?path=DIR with the tar that `source` supplies (chunked, streamed).
   Result<void> PutArchive(std::string_view id, std::string_view dir,
                           const channel::ByteSource& source);

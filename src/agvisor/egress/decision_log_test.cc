@@ -1,5 +1,6 @@
 #include "agvisor/egress/decision_log.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 namespace agvisor::egress {
@@ -62,7 +63,8 @@ TEST(DecisionLogTest, LearnedDecisionsAreAVerdictOfTheirOwnAndKeepTheirDestinati
   dns.via = "dns";
   dns.name = "asked.example";
   log.Record(dns);
-  Decision request = learned;  // nor is a request on a connection counted already
+  Decision request = learned;  // nor is a request on an intercepted connection
+  request.via = "https";
   request.method = "GET";
   request.name = "req.example";
   log.Record(request);
@@ -102,6 +104,78 @@ TEST(DecisionLogTest, FormatsOneLine) {
   Decision r = Make("sb1", "x", false);
   EXPECT_EQ(FormatDecision(r),
             "2025-12-01T15:04:05.123Z sandbox=sb1 tls x:443 denied (no rule allows x)");
+}
+
+// A sandbox picks its paths (most of a 16 KiB head) and what a reason quotes: the log keeps a
+// bounded part of each, so 256 records of the biggest requests stay small. Before, the ring kept
+// every byte (a 16 KiB path per record).
+TEST(DecisionLogTest, HostileStringsAreCutToBoundsAtACharacterBoundary) {
+  DecisionLog log(4);
+  Decision d = Make("a", std::string(300, 'n'), true);
+  d.method = std::string(100, 'M');
+  d.path = "/" + std::string(16 * 1024, 'p');
+  d.reason = std::string(5000, 'r');
+  d.secret = std::string(700, 's');
+  log.Record(d);
+  auto recent = log.Recent("a");
+  ASSERT_EQ(recent.size(), 1u);
+  const Decision& kept = recent.front();
+  EXPECT_EQ(kept.path.size(), 1024u);
+  EXPECT_TRUE(kept.path.ends_with("..."));
+  EXPECT_LE(kept.method.size(), 32u);
+  EXPECT_LE(kept.reason.size(), 512u);
+  EXPECT_LE(kept.secret.size(), 512u);
+  EXPECT_EQ(kept.name, d.name);  // under the bound: as it was
+  // A cut never splits a UTF-8 sequence: "é" is 2 bytes, placed across the cut.
+  Decision u = Make("a", "x", true);
+  u.path = std::string(1020, '/') + "\xc3\xa9\xc3\xa9\xc3\xa9";
+  log.Record(u);
+  EXPECT_EQ(log.Recent("a").back().path, std::string(1020, '/') + "...");
+}
+
+TEST(DecisionLogTest, RecordsAreNumberedPerSandboxAndFollowedBySeq) {
+  DecisionLog log(3);
+  EXPECT_EQ(log.LastSeq("a"), 0u);
+  EXPECT_EQ(log.Record(Make("a", "x", true)).seq, 1u);
+  EXPECT_EQ(log.Record(Make("b", "x", true)).seq, 1u);
+  EXPECT_EQ(log.Record(Make("a", "y", false)).seq, 2u);
+  EXPECT_EQ(log.LastSeq("a"), 2u);
+  auto since = log.Since("a", 1);
+  ASSERT_EQ(since.size(), 1u);
+  EXPECT_EQ(since[0].name, "y");
+  // More than the ring holds came since: the oldest are gone, the numbers show the gap.
+  for (int i = 0; i < 5; ++i) log.Record(Make("a", "z" + std::to_string(i), true));
+  since = log.Since("a", 2);
+  ASSERT_EQ(since.size(), 3u);
+  EXPECT_EQ(since.front().seq, 5u);
+  EXPECT_TRUE(log.Since("nobody", 0).empty());
+}
+
+TEST(DecisionLogTest, FormatsARequestsFields) {
+  Decision d = Make("", "api.test", true);
+  d.via = "https";
+  d.reason = "bound host api.test";
+  d.method = "GET";
+  d.path = "/v1/models";
+  d.status = 200;
+  d.bytes_up = 310;
+  d.bytes_down = 5120;
+  d.duration = std::chrono::milliseconds(12);
+  d.secret = "API_KEY";
+  EXPECT_EQ(FormatDecision(d),
+            "2025-12-01T15:04:05.123Z https api.test:443 allowed (bound host api.test) GET "
+            "/v1/models 200 up=310 down=5120 12ms secret=API_KEY");
+  d.status = 0;  // never answered
+  d.secret.clear();
+  EXPECT_THAT(FormatDecision(d), ::testing::EndsWith("GET /v1/models - up=310 down=5120 12ms"));
+}
+
+TEST(DecisionLogTest, TimeParsesBackExactly) {
+  const auto t = std::chrono::system_clock::time_point(std::chrono::milliseconds(1764601445123));
+  EXPECT_TRUE(ParseDecisionTime(FormatDecisionTime(t)) == t);
+  EXPECT_FALSE(ParseDecisionTime("2025-12-01T15:04:05Z").has_value());
+  EXPECT_FALSE(ParseDecisionTime("2025-12-01T15:04:05.12xZ").has_value());
+  EXPECT_FALSE(ParseDecisionTime("2025-13-01T15:04:05.123Z").has_value());
 }
 
 }  // namespace

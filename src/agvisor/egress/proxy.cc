@@ -566,8 +566,9 @@ class EgressProxy::Impl {
     d.learned = d.learned && d.allowed;  // a learned connection that then failed is denied
     d.time = std::chrono::system_clock::now();
     d.sandbox = options_.sandbox;
-    log_->Record(d);
-    if (options_.on_decision) options_.on_decision(d);
+    // What the log kept (bounded, numbered) is what the callback sees: agvisord's log files.
+    const Decision kept = log_->Record(std::move(d));
+    if (options_.on_decision) options_.on_decision(kept);
   }
 
   bool FromClient(const net::ip::address& peer) const {
@@ -639,7 +640,7 @@ class EgressProxy::Impl {
         }
         if (status == SniffStatus::kDone) break;
         if (status == SniffStatus::kRefused) {
-          Record({.via = is_tls ? "tls" : "http", .reason = reason});
+          Record({.via = is_tls ? "tls" : "http", .reason = reason, .status = is_tls ? 0 : 400});
           if (!is_tls) co_await Reply(client, HttpRefusal(400, "Bad Request", reason));
           co_return;
         }
@@ -667,10 +668,17 @@ class EgressProxy::Impl {
     }
     d.name = target.host;
     d.port = target.port;
+    if (!is_tls && http.form != HttpRequestSniff::Form::kConnect) {
+      d.method = http.method;  // the connection's first request (the log's request fields)
+      d.path = http.path;
+    }
     std::shared_ptr<const EgressPolicy> policy = this->policy();
     Verdict verdict = policy->Decide(target);
+    // The enforcer's own answer, when it gives one (transparent TLS gets none: a reset).
+    auto answered = [&](int status) { return is_tls ? 0 : status; };
     if (!verdict.allowed) {
       d.reason = verdict.reason;
+      d.status = answered(403);
       Record(d);
       if (!is_tls) {
         co_await Reply(client, PolicyRefusal(RefusalAdvice(options_.sandbox, target, d.reason)));
@@ -686,6 +694,7 @@ class EgressProxy::Impl {
     }
     if (lookup.error) {
       d.reason = lookup.error->message();
+      d.status = answered(502);
       Record(d);
       if (!is_tls) co_await Reply(client, HttpRefusal(502, "Bad Gateway", d.reason));
       co_return;
@@ -703,6 +712,7 @@ class EgressProxy::Impl {
     if (dialable.empty()) {
       d.reason = lookup.addresses.empty() ? "resolves to no address"
                                           : "resolves to a refused address: " + refused.reason;
+      d.status = answered(403);
       Record(d);
       if (!is_tls) {
         co_await Reply(client, PolicyRefusal(RefusalAdvice(options_.sandbox, target, d.reason,
@@ -734,6 +744,7 @@ class EgressProxy::Impl {
     }
     if (!upstream.is_open()) {
       d.reason = "could not connect: " + dial_error;
+      d.status = answered(502);
       Record(d);
       if (!is_tls) co_await Reply(client, HttpRefusal(502, "Bad Gateway", d.reason));
       co_return;
@@ -938,6 +949,7 @@ class EgressProxy::Impl {
                                                 std::string reason) {
     d.allowed = false;
     d.reason = std::move(reason);
+    d.status = via_connect ? 502 : 0;
     Record(d);
     if (via_connect) co_await Reply(s.client, HttpRefusal(502, "Bad Gateway", d.reason));
     s.Close();
@@ -1156,7 +1168,10 @@ class EgressProxy::Impl {
             Record({.via = "http",
                     .name = step.request.target.host,
                     .port = step.request.target.port,
-                    .reason = why});
+                    .reason = why,
+                    .method = step.request.method,
+                    .path = step.request.path,
+                    .status = status});
             EndAfterAnswers(s,
                             HttpRefusal(status, status == 403 ? "Forbidden" : "Bad Request", why));
             co_return;

@@ -236,6 +236,7 @@ HttpRequestSniff ParseRequestHead(std::string_view head) {
     auto t = ParseAuthority(*host_header, 80);
     if (!t.ok()) return RefuseHttp("Host header: " + t.error().message());
     out.target = *t;
+    out.path = std::string(target.substr(0, target.find('?')));
   } else {
     out.form = HttpRequestSniff::Form::kAbsolute;
     constexpr std::string_view kScheme = "http://";
@@ -251,6 +252,9 @@ HttpRequestSniff ParseRequestHead(std::string_view head) {
     auto t = ParseAuthority(authority, 80);
     if (!t.ok()) return RefuseHttp("URI: " + t.error().message());
     out.target = *t;
+    const std::string_view after = rest.substr(authority.size());
+    out.path =
+        after.empty() || after[0] != '/' ? "/" : std::string(after.substr(0, after.find('?')));
     if (host_header) {
       auto h = ParseAuthority(*host_header, 80);
       if (!h.ok() || !(*h == *t)) {

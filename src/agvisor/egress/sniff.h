@@ -77,6 +77,7 @@ struct HttpRequestSniff {
   Form form = Form::kOrigin;
   std::string method;
   Target target;               // where it asks to go; port defaults to 80 unless given
+  std::string path;            // the target's path without its query ("" for CONNECT), for the log
   std::size_t head_bytes = 0;  // bytes of the head, blank line included
   std::string reason;          // why kRefused
   // Framing of the body that follows the head (none for CONNECT).

@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "agvisor/api/codec.h"
 #include "agvisor/mcp/session.h"
 #include "agvisor/mcp/stdio.h"
 
@@ -287,10 +288,11 @@ TEST_F(McpTest, EveryToolHasADescriptionAndAnObjectSchema) {
     }
   }
   for (const char* want :
-       {"create_sandbox", "list_sandboxes", "stop_sandbox", "delete_sandbox", "update_sandbox",
-        "exec", "read_file", "write_file", "list_files", "start_process", "list_processes",
-        "kill_process", "desktop_screenshot", "desktop_click", "desktop_move", "desktop_type",
-        "desktop_key", "desktop_scroll", "snapshot_sandbox"}) {
+       {"create_sandbox",     "list_sandboxes", "stop_sandbox",     "delete_sandbox",
+        "update_sandbox",     "exec",           "read_file",        "write_file",
+        "list_files",         "start_process",  "list_processes",   "kill_process",
+        "desktop_screenshot", "desktop_click",  "desktop_move",     "desktop_type",
+        "desktop_key",        "desktop_scroll", "snapshot_sandbox", "egress_log"}) {
     EXPECT_TRUE(names.count(want)) << want;
   }
 }
@@ -540,6 +542,36 @@ TEST_F(McpTest, OlderProtocolsGetNoStructuredContent) {
   auto r = Tool("list_sandboxes", {});
   EXPECT_FALSE(r.contains("structuredContent"));
   EXPECT_THAT(Text(r), HasSubstr("agvisor-anon1"));
+}
+
+// egress_log reads agvisord's log through the session's option (agvisord's /mcp, `agvisor mcp
+// --server`), with the route's JSON; without it, the error says where the log is.
+TEST_F(McpTest, EgressLogReadsTheEnforcersRecordsWhereAgvisordKeepsThem) {
+  auto r = Tool("egress_log", {{"sandbox", "box"}});
+  EXPECT_EQ(r.at("isError"), true);
+  EXPECT_THAT(Text(r), HasSubstr("kept by agvisord"));
+  SessionOptions o;
+  std::vector<std::pair<std::string, std::size_t>> asked;
+  o.egress_log = [&](const std::string& container, std::size_t last) {
+    asked.emplace_back(container, last);
+    egress::Decision d{.name = "api.test", .path = "/v1/models", .secret = "API_KEY"};
+    return Result<std::string>(api::EgressLogJson("box", {d}));
+  };
+  Session with_log(place_, o);
+  json::object req{
+      {"jsonrpc", "2.0"},
+      {"id", 1},
+      {"method", "tools/call"},
+      {"params", {{"name", "egress_log"}, {"arguments", {{"sandbox", "box"}, {"last", 5}}}}}};
+  auto a = json::parse(with_log.Handle(json::serialize(req))).as_object();
+  const auto& res = a.at("result").as_object();
+  ASSERT_FALSE(res.contains("isError") && res.at("isError") == true) << json::serialize(a);
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0], (std::pair<std::string, std::size_t>{"agvisor-box", 5}));
+  const std::string text = Text(res);
+  EXPECT_THAT(text, HasSubstr("\"path\":\"/v1/models\""));
+  EXPECT_THAT(text, HasSubstr("\"secret\":\"API_KEY\""));
+  EXPECT_EQ(Tool("egress_log", {{"sandbox", "box"}, {"last", 1001}}).at("isError"), true);
 }
 
 TEST(McpStdioTest, ServesLinesAndEndsTheSessionsSandboxesAtEof) {

@@ -49,6 +49,11 @@ struct SessionOptions {
   std::int64_t default_lifetime = kDefaultLifetime;
   static constexpr std::int64_t kDefaultLifetime = 3600;
   std::string server_version = "0.1.0";
+  // The egress log of a sandbox (the egress_log tool; docs/egress.md, "Log"): the answer of
+  // GET .../egress/log for its last `last` records (api::EgressLogJson), by container name. Set
+  // where an agvisord runs the enforcers (its /mcp route; `agvisor mcp --server`); unset, the
+  // tool says the log is agvisord's.
+  std::function<Result<std::string>(const std::string& container, std::size_t last)> egress_log;
 };
 
 // The most bytes of each of stdout and stderr an exec's result carries: the last ones

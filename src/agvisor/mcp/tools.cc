@@ -260,6 +260,21 @@ Result<ToolResult> ListProcesses(const json::object& a, CallContext& ctx) {
   return Structured(json::parse(api::ProcessListJson(procs)).as_object());
 }
 
+// The enforcer's records of what the sandbox reached (docs/egress.md, "Log"): as the API's
+// GET .../egress/log answers them.
+Result<ToolResult> EgressLog(const json::object& a, CallContext& ctx) {
+  const std::string cname = AGVISOR_TRY(ContainerOf(a));
+  if (!ctx.session.options().egress_log) {
+    return Error::Unsupported(
+        "egress_log: the egress log is kept by agvisord, which runs the egress enforcers; use "
+        "agvisord's /mcp, or `agvisor mcp --server`");
+  }
+  const auto last =
+      static_cast<std::size_t>(Int(a, "last").value_or(api::kDefaultEgressLogRecords));
+  const std::string body = AGVISOR_TRY(ctx.session.options().egress_log(cname, last));
+  return Structured(json::parse(body).as_object());
+}
+
 Result<ToolResult> KillProcess(const json::object& a, CallContext& ctx) {
   const int signal = AGVISOR_TRY(api::ParseSignal(Str(a, "signal").value_or("TERM")));
   const auto pid = static_cast<std::uint32_t>(*Int(a, "pid"));
@@ -478,6 +493,15 @@ const Tool kTools[] = {
   "pid": {"type": "integer", "minimum": 1, "description": "what start_process returned"},
   "signal": {"type": "string", "description": "a name (TERM, KILL, INT, HUP, ...) or a number (default TERM)"}}})js",
      KillProcess},
+    {"egress_log",
+     "Read a sandbox's egress log: the last records of what it tried to reach through its "
+     "egress policy (needs agvisord), oldest first. Each has time, via (http, https, tls, "
+     "connect, dns, tcp), name, port, allowed and reason (the rule or why refused), address, "
+     "and for a request method, path, status, bytes_up, bytes_down, duration_ms, and secret "
+     "(the name of a brokered secret put in, never its value).",
+     R"js({"type": "object", "additionalProperties": false, "required": ["sandbox"], "properties": { $SANDBOX,
+  "last": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "how many of the newest records (default 50)"}}})js",
+     EgressLog},
     {"desktop_screenshot",
      "Take a screenshot of a desktop sandbox (created with gui) as a PNG image.",
      R"js({"type": "object", "additionalProperties": false, "required": ["sandbox"], "properties": { $SANDBOX}})js",

@@ -366,8 +366,18 @@ int DaemonMain(int argc, char** argv) {
   if (console) {
     if (auto mounted = MountConsole(**server); !mounted.ok()) return fail(mounted.error());
   }
-  // MCP for agents over HTTP (docs/mcp.md), bearer token as on every route.
-  if (auto mcp = MountMcp(**server, {.sandboxes = sandboxes}); !mcp.ok()) {
+  // MCP for agents over HTTP (docs/mcp.md), bearer token as on every route. Its egress_log
+  // tool reads the enforcers' log (started below; null with --no-egress).
+  std::unique_ptr<EgressHost> egress_host;
+  mcp::SessionOptions mcp_session;
+  mcp_session.egress_log = [&egress_host](const std::string& container,
+                                          std::size_t last) -> Result<std::string> {
+    if (!egress_host) return NoEgressEnforcers();
+    return api::EgressLogJson(api::SandboxIdFor(container),
+                              AGVISOR_TRY(egress_host->Log(container, last)));
+  };
+  if (auto mcp = MountMcp(**server, {.sandboxes = sandboxes, .session = std::move(mcp_session)});
+      !mcp.ok()) {
     return fail(mcp.error());
   }
 
@@ -390,7 +400,6 @@ int DaemonMain(int argc, char** argv) {
   }
 
   // Egress enforcers: where the sandboxes run, so only for a local Docker host.
-  std::unique_ptr<EgressHost> egress_host;
   const bool local_docker = docker_host.empty() || docker_host.rfind("unix://", 0) == 0;
   if (!no_egress && !local_docker) {
     LogEvent("warn",

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "agvisor/api/codec.h"
 #include "agvisor/egress/learn.h"
 #include "agvisor/sandbox/egress_network.h"
 #include "agvisor/server/log.h"
@@ -28,6 +29,8 @@ constexpr std::chrono::seconds kOrphanCheck{5};
 constexpr std::chrono::seconds kRetryPause{5};
 // How often the sandbox firewall's hooks are checked (a few `iptables -C` calls).
 constexpr std::chrono::seconds kFirewallCheck{5};
+// The egress log's directory inside the state directory (egress_log_files.h).
+constexpr std::string_view kLogDirName = "log";
 // Decision log lines per sandbox per second; the rest are counted and summarised (the ring and
 // the counters keep every decision): a sandbox cannot flood agvisord's log.
 constexpr int kLogLinesPerSecond = 20;
@@ -154,7 +157,13 @@ Result<std::unique_ptr<EgressHost>> EgressHost::Start(std::unique_ptr<EgressHost
                                 ec.message());
     }
   }
+  std::shared_ptr<EgressLogFiles> files;
+  if (!options.state_dir.empty()) {
+    files = AGVISOR_TRY(EgressLogFiles::Open(options.state_dir + "/" + std::string(kLogDirName),
+                                             options.log_limits));
+  }
   auto host = std::unique_ptr<EgressHost>(new EgressHost(std::move(runtime), std::move(options)));
+  host->files_ = std::move(files);
   host->ClearStaleState();
   if (host->options_.manage_firewall) {
     if (const int removed = host->runtime_->ClearStaleOpenings(); removed > 0) {
@@ -319,8 +328,18 @@ Result<void> EgressHost::Serve(const std::string& container, Served s) {
   o.max_connections = options_.caps.max_tunnels_per_sandbox;
   o.shared_budget = budget_;
   o.idle_timeout = options_.idle_timeout;
-  o.on_decision = [limiter = std::make_shared<LogLimiter>()](const egress::Decision& d) {
+  o.on_decision = [limiter = std::make_shared<LogLimiter>(), files = files_, id = s.net.id,
+                   failed = std::make_shared<bool>(false)](const egress::Decision& d) {
     limiter->Log(d);
+    if (!files) return;
+    // A failing disk (full, read-only) is said once per sandbox, not once per record.
+    if (auto w = files->Append(id, api::DecisionJson(d)); !w.ok() && !*failed) {
+      *failed = true;
+      LogEvent("error", "egress: cannot write the sandbox's egress log (the ring keeps it)",
+               {{"sandbox", d.sandbox}, {"error", w.error().ToString()}});
+    } else if (w.ok()) {
+      *failed = false;
+    }
   };
   o.upstream_ca_pem = options_.upstream_ca_pem;
   s.proxy = AGVISOR_TRY(egress::EgressProxy::Start(std::move(o), std::move(policy), log_));
@@ -381,6 +400,15 @@ void EgressHost::Drop(Served& s) {
     // Kept while the network exists (a restart serves it again); gone with it.
     if (!runtime_->NetworkMayExist(s.net.id)) fs::remove(path, ec);
   }
+  if (files_) {
+    // The sandbox's egress log goes with its network (the sandbox was removed); kept while the
+    // network exists (agvisord stopping, a restart serves it again).
+    if (runtime_->NetworkMayExist(s.net.id)) {
+      files_->Close(s.net.id);
+    } else {
+      files_->Remove(s.net.id);
+    }
+  }
   LogEvent("info", "egress: stopped serving", {{"sandbox", s.net.container}});
 }
 
@@ -389,11 +417,18 @@ void EgressHost::ClearStaleState() {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(options_.state_dir, ec)) {
     const std::string id = entry.path().filename().string();
+    if (id == kLogDirName) continue;  // the egress log's, below
     // Network ids are 64 hex digits; anything else (a ".tmp" of an interrupted write) goes too.
     if (id.size() == 64 && runtime_->NetworkMayExist(id)) continue;
     fs::remove(entry.path(), ec);
     LogEvent("info", "egress: removed the live-change state of a network that is gone",
              {{"network", id}});
+  }
+  if (!files_) return;
+  for (const std::string& id : files_->Keys()) {
+    if (runtime_->NetworkMayExist(id)) continue;
+    files_->Remove(id);
+    LogEvent("info", "egress: removed the egress log of a network that is gone", {{"network", id}});
   }
 }
 
@@ -449,6 +484,47 @@ Result<api::EgressView> EgressHost::View(const std::string& container) const {
   // decisions still name what was reached.
   v.suggested = egress::SuggestRules(v.rules, learned).value_or(v.rules);
   return v;
+}
+
+Error NoEgressEnforcers() {
+  return Error::Unsupported(
+      "this agvisord enforces no egress policies (started with --no-egress, or its Docker host "
+      "is another machine: run agvisord there)");
+}
+
+Result<std::vector<egress::Decision>> EgressHost::Log(const std::string& container,
+                                                      std::size_t last) const {
+  std::string id;
+  {
+    std::lock_guard lock(mu_);
+    auto it = served_.find(container);
+    if (it == served_.end()) return NotServed(container);
+    id = it->second.net.id;
+  }
+  std::vector<egress::Decision> out;
+  if (files_) {
+    // Read outside mu_ (a few MiB at most): the reconcile thread goes on meanwhile.
+    for (const std::string& line : files_->Last(id, last)) {
+      if (auto d = api::ParseDecisionJson(line); d.ok()) out.push_back(std::move(*d));
+    }
+    return out;
+  }
+  out = log_->Recent(container);
+  if (out.size() > last) out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(last));
+  return out;
+}
+
+Result<std::vector<egress::Decision>> EgressHost::Since(const std::string& container,
+                                                        std::uint64_t after_seq) const {
+  std::lock_guard lock(mu_);
+  if (!served_.contains(container)) return NotServed(container);
+  return log_->Since(container, after_seq);
+}
+
+Result<std::uint64_t> EgressHost::LastSeq(const std::string& container) const {
+  std::lock_guard lock(mu_);
+  if (!served_.contains(container)) return NotServed(container);
+  return log_->LastSeq(container);
 }
 
 Result<api::EgressTraffic> EgressHost::Traffic(const std::string& container) const {

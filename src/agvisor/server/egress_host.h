@@ -42,6 +42,7 @@
 #include "agvisor/egress/policy.h"
 #include "agvisor/egress/proxy.h"
 #include "agvisor/sandbox/egress_host_runtime.h"
+#include "agvisor/server/egress_log_files.h"
 #include "agvisor/server/secret_vault.h"
 
 namespace agvisor {
@@ -72,8 +73,10 @@ struct EgressHostOptions {
   std::chrono::milliseconds period{250};
   // Add and remove the AGVISOR-ALLOW rules (off only in tests that run no firewall).
   bool manage_firewall = true;
-  // Where live policy changes are kept ("" = not kept across restarts).
+  // Where live policy changes are kept ("" = not kept across restarts), and the egress log's
+  // files, in its `log` directory (egress_log_files.h; "" = the log is in memory only).
   std::string state_dir;
+  EgressLogLimits log_limits;
   // Tunnel caps; all zero: computed from the process's soft RLIMIT_NOFILE at Start.
   EgressCaps caps;
   // A tunnel that moves no byte either way for this long is closed (0: never).
@@ -122,6 +125,16 @@ class EgressHost {
   void ForgetSecrets(const std::string& container);
   // kNotFound when the container has no served egress network.
   Result<api::EgressTraffic> Traffic(const std::string& container) const;
+  // The egress log (docs/egress.md, "Log"). The sandbox's last `last` records, oldest first:
+  // from its files when agvisord keeps them (records from before a restart of agvisord too),
+  // else from the ring of the last 256. kNotFound when the container has no served egress
+  // network.
+  Result<std::vector<egress::Decision>> Log(const std::string& container, std::size_t last) const;
+  // Its records numbered after `after_seq` (Decision::seq; from the ring: a follower's next
+  // batch), and the number of its last record (a follower's starting point). kNotFound as Log.
+  Result<std::vector<egress::Decision>> Since(const std::string& container,
+                                              std::uint64_t after_seq) const;
+  Result<std::uint64_t> LastSeq(const std::string& container) const;
   // Totals over every sandbox, for the metrics route.
   egress::DecisionCounters Totals() const { return log_->Totals(); }
   std::size_t served() const;
@@ -151,6 +164,7 @@ class EgressHost {
   EgressHostOptions options_;
   std::vector<egress::IpAddress> host_addresses_;
   std::shared_ptr<egress::DecisionLog> log_;
+  std::shared_ptr<EgressLogFiles> files_;             // null: no state directory
   std::shared_ptr<egress::ConnectionBudget> budget_;  // options_.caps.max_tunnels, all sandboxes
   mutable std::mutex mu_;
   std::map<std::string, Served> served_;  // by container name
@@ -168,6 +182,10 @@ class EgressHost {
   bool stopping_ = false;
   std::thread thread_;
 };
+
+// What every egress door of an agvisord without enforcers answers (--no-egress, a Docker host
+// elsewhere): kUnsupported saying why.
+Error NoEgressEnforcers();
 
 // The host's own interface addresses (v4 and v6): refused as destinations by every enforcer.
 std::vector<egress::IpAddress> HostInterfaceAddresses();

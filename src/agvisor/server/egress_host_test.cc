@@ -1,17 +1,22 @@
 // EgressHost's pure helpers (the resolver from resolv.conf, the tunnel caps) and the Docker
 // runtime's side of it (sandbox/docker_runtime/egress_host.h: which firewall openings are stale,
-// the firewall hooks it checks), and the host's firewall state file (sandbox/egress_network.h).
+// the firewall hooks it checks), the host's firewall state file (sandbox/egress_network.h), and
+// the egress log's files (egress_log_files.h).
 #include "agvisor/server/egress_host.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "agvisor/api/codec.h"
 #include "agvisor/sandbox/docker_runtime/egress_host.h"
 #include "agvisor/sandbox/egress_network.h"
+#include "agvisor/server/egress_log_files.h"
 #include "agvisor/server/secret_vault.h"
 
 namespace agvisor::server {
@@ -292,6 +297,120 @@ TEST(EgressSecretsTest, RegisteredBeforeTheSandboxAndChecked) {
   EXPECT_EQ(r.error().message().find("secret-value"), std::string::npos);
   (*host)->ForgetSecrets("sb");
   EXPECT_TRUE((*host)->SetSecrets("sb", {}, nullptr).ok());  // an empty list forgets
+}
+
+// A directory of one test's own under gtest's temporary directory, gone with the test.
+struct ScratchDir {
+  explicit ScratchDir(const std::string& tag)
+      : path(::testing::TempDir() + "agvisor-" + tag + "-" + std::to_string(::getpid())) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  const std::string path;
+};
+
+unsigned ModeOf(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// A sandbox that sprays requests fills its own files and rotates them: never more than `files`
+// of at most `file_bytes` each, the newest records kept, read back in order.
+TEST(EgressLogFilesTest, RotationBoundsASandboxsFilesAndKeepsTheNewest) {
+  ScratchDir scratch("egress-log-rotation");
+  const std::string& dir = scratch.path;
+  auto files = EgressLogFiles::Open(dir + "/log", {.file_bytes = 4096, .files = 3});
+  ASSERT_TRUE(files.ok()) << files.error().ToString();
+  const std::string key = "0123abcd";
+  for (int i = 0; i < 2000; ++i) {
+    char line[128];
+    std::snprintf(line, sizeof line, "{\"n\":%06d,\"pad\":\"%s\"}", i,
+                  std::string(80, 'x').c_str());
+    ASSERT_TRUE((*files)->Append(key, line).ok());
+  }
+  std::uint64_t total = 0;
+  for (const char* suffix : {".jsonl", ".jsonl.1", ".jsonl.2"}) {
+    const std::string p = dir + "/log/" + key + suffix;
+    ASSERT_TRUE(std::filesystem::exists(p)) << p;
+    EXPECT_LE(std::filesystem::file_size(p), 4096u) << p;
+    EXPECT_EQ(ModeOf(p), 0600u) << p;
+    total += std::filesystem::file_size(p);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/log/" + key + ".jsonl.3"));
+  EXPECT_LE(total, 3u * 4096u);
+  EXPECT_EQ(ModeOf(dir + "/log"), 0700u);
+  auto last = (*files)->Last(key, 3);
+  ASSERT_EQ(last.size(), 3u);
+  EXPECT_TRUE(last[0].starts_with("{\"n\":001997,"));
+  EXPECT_TRUE(last[2].starts_with("{\"n\":001999,"));
+  // Asking for more than is kept gives what is kept, across the files, in order.
+  auto all = (*files)->Last(key, 1000);
+  ASSERT_GT(all.size(), 40u);
+  ASSERT_LT(all.size(), 1000u);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(std::stoi(all[i].substr(5, 6)), 2000 - static_cast<int>(all.size() - i)) << i;
+  }
+  EXPECT_EQ((*files)->Keys(), std::vector<std::string>{key});
+  (*files)->Remove(key);
+  EXPECT_TRUE(std::filesystem::is_empty(dir + "/log"));
+  EXPECT_TRUE((*files)->Last(key, 10).empty());
+}
+
+// Only network ids become file names; a link planted where a file goes is not followed; a file
+// left readable is made private; a line torn by a crash is left out.
+TEST(EgressLogFilesTest, KeysAreNetworkIdsAndFilesArePrivate) {
+  ScratchDir scratch("egress-log-keys");
+  const std::string& dir = scratch.path;
+  auto files = EgressLogFiles::Open(dir + "/log");
+  ASSERT_TRUE(files.ok());
+  for (const std::string& key :
+       std::vector<std::string>{"", "../x", "AB", "a/b", std::string(65, 'a')}) {
+    auto r = (*files)->Append(key, "{}");
+    ASSERT_FALSE(r.ok()) << key;
+    EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument) << key;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir + "/log"));
+  ASSERT_EQ(::symlink((dir + "/elsewhere").c_str(), (dir + "/log/ee.jsonl").c_str()), 0);
+  EXPECT_FALSE((*files)->Append("ee", "{}").ok());
+  EXPECT_FALSE(std::filesystem::exists(dir + "/elsewhere"));
+  { std::ofstream(dir + "/log/ff.jsonl") << "{\"a\":1}\n{\"torn"; }
+  ::chmod((dir + "/log/ff.jsonl").c_str(), 0644);
+  EXPECT_EQ((*files)->Last("ff", 10), std::vector<std::string>{"{\"a\":1}"});
+  ASSERT_TRUE((*files)->Append("ff", "{\"b\":2}").ok());
+  EXPECT_EQ(ModeOf(dir + "/log/ff.jsonl"), 0600u);
+}
+
+// At start, the log files of networks that are gone (their sandboxes removed while agvisord
+// was down) are deleted; those of networks that may still exist are kept.
+class OneNetworkMayExist : public NoNetworks {
+ public:
+  bool NetworkMayExist(const std::string& id) override { return id == "aa"; }
+};
+
+TEST(EgressLogFilesTest, EgressHostDeletesTheLogsOfNetworksThatAreGone) {
+  ScratchDir scratch("egress-log-start");
+  const std::string& dir = scratch.path;
+  auto files = EgressLogFiles::Open(dir + "/state/log");
+  ASSERT_TRUE(files.ok());
+  egress::Decision d;
+  d.name = "allowed.test";
+  ASSERT_TRUE((*files)->Append("aa", api::DecisionJson(d)).ok());
+  ASSERT_TRUE((*files)->Append("bb", api::DecisionJson(d)).ok());
+  files->reset();
+  auto host = EgressHost::Start(std::make_unique<OneNetworkMayExist>(),
+                                {.resolver = egress::IpAddress::V4(127, 0, 0, 1),
+                                 .manage_firewall = false,
+                                 .state_dir = dir + "/state"});
+  ASSERT_TRUE(host.ok()) << host.error().ToString();
+  EXPECT_TRUE(std::filesystem::exists(dir + "/state/log/aa.jsonl"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/state/log/bb.jsonl"));
+  // A sandbox it does not serve has no log to read.
+  EXPECT_EQ((*host)->Log("agvisor-x", 10).error().code(), ErrorCode::kNotFound);
 }
 
 }  // namespace

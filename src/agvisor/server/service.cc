@@ -1,5 +1,6 @@
 #include "agvisor/server/service.h"
 
+#include <atomic>
 #include <boost/json.hpp>
 #include <chrono>
 #include <csignal>
@@ -15,6 +16,8 @@ namespace {
 
 constexpr std::size_t kEndedKept = 256;
 constexpr std::size_t kPortChunk = 64 * 1024;
+// How often an egress log WebSocket looks for new records (EgressLogWs).
+constexpr std::chrono::milliseconds kEgressFollowPoll{200};
 
 HttpResponse Json(int status, std::string body) {
   return HttpResponse{status, "application/json", std::move(body), {}};
@@ -393,14 +396,14 @@ Result<HttpResponse> Service::Dispatch(const HttpRequest& req, const api::RouteM
       }
       return Json(200, api::MetricsJson(id, *stats, traffic ? &*traffic : nullptr));
     }
+    case api::RouteId::kEgressLog: {
+      const std::string container = AGVISOR_TRY(EgressContainer(id));
+      const std::size_t last = AGVISOR_TRY(EgressLogLast(m));
+      return Json(200, api::EgressLogJson(id, AGVISOR_TRY(options_.egress->Log(container, last))));
+    }
     case api::RouteId::kGetEgress:
     case api::RouteId::kSetEgress: {
-      if (options_.egress == nullptr) {
-        return Error::Unsupported(
-            "this agvisord enforces no egress policies (started with --no-egress, or its Docker "
-            "host is another machine: run agvisord there)");
-      }
-      const std::string container = AGVISOR_TRY(api::ContainerNameForId(id));
+      const std::string container = AGVISOR_TRY(EgressContainer(id));
       if (m.route->id == api::RouteId::kGetEgress) {
         return Json(200, api::EgressViewJson(id, AGVISOR_TRY(options_.egress->View(container))));
       }
@@ -543,6 +546,13 @@ void Service::HandleWebSocket(const HttpRequest&, const api::RouteMatch& m, WebS
       auto port = ParseUint(Param(m, "port"), "port", 65535);
       if (!port.ok()) return FailWs(ws, port.error(), 1008);
       return PortWs(**sb, static_cast<std::uint16_t>(*port), ws);
+    }
+    case api::RouteId::kEgressLogWs: {
+      auto container = EgressContainer(Param(m, "id"));
+      if (!container.ok()) return FailWs(ws, container.error(), 1008);
+      auto last = EgressLogLast(m);
+      if (!last.ok()) return FailWs(ws, last.error(), 1008);
+      return EgressLogWs(*container, *last, ws);
     }
     case api::RouteId::kWatchWs: {
       auto path = api::QueryPath(m.query);
@@ -704,6 +714,62 @@ void Service::PortWs(client::SandboxHandle& sb, std::uint16_t port, WebSocket& w
     if (!ws.Send(std::string_view(buf.data(), *n), true).ok()) break;
   }
   ws.Close(1000, "port closed");
+  in.join();
+}
+
+Result<std::string> Service::EgressContainer(const std::string& id) const {
+  if (options_.egress == nullptr) return NoEgressEnforcers();
+  return api::ContainerNameForId(id);
+}
+
+Result<std::size_t> Service::EgressLogLast(const api::RouteMatch& m) {
+  auto it = m.query.find("last");
+  if (it == m.query.end()) return api::kDefaultEgressLogRecords;
+  return static_cast<std::size_t>(
+      AGVISOR_TRY(ParseUint(it->second, "last", api::kMaxEgressLogRecords)));
+}
+
+void Service::EgressLogWs(const std::string& container, std::size_t last, WebSocket& ws) {
+  EgressHost& egress = *options_.egress;
+  // Where following starts is read before the files: a record written in between comes twice
+  // rather than never.
+  auto cursor = egress.LastSeq(container);
+  if (!cursor.ok()) return FailWs(ws, cursor.error(), 1008);
+  auto first = egress.Log(container, last);
+  if (!first.ok()) return FailWs(ws, first.error(), 1008);
+  if (!ws.Send(api::WsStartedJson(0), false).ok()) return;
+  for (const egress::Decision& d : *first) {
+    if (!ws.Send(api::WsEgressRecordJson(d), false).ok()) return;
+  }
+  // The client's side carries nothing but its close, which ends the follow.
+  std::atomic<bool> closed{false};
+  std::thread in([&] {
+    for (;;) {
+      auto msg = ws.Receive();
+      if (!msg.ok() || !msg->has_value()) break;
+    }
+    closed = true;
+  });
+  std::uint64_t seen = *cursor;
+  while (!closed) {
+    auto batch = egress.Since(container, seen);
+    if (!batch.ok()) {
+      // No longer served: the sandbox (and its network) was removed.
+      (void)ws.Send(api::WsEndJson(), false);
+      ws.Close(1000, "the sandbox's egress network is gone");
+      break;
+    }
+    bool sent = true;
+    for (const egress::Decision& d : *batch) {
+      seen = d.seq;
+      if (!(sent = ws.Send(api::WsEgressRecordJson(d), false).ok())) break;
+    }
+    if (!sent) break;
+    // A poll of the ring (a lock and a copy of what is new): records reach a follower within
+    // this, and a sandbox's burst is sent as one batch.
+    std::this_thread::sleep_for(kEgressFollowPoll);
+  }
+  ws.Close(1000, "done");
   in.join();
 }
 

@@ -93,6 +93,14 @@ class Service {
   void AttachWs(client::SandboxHandle& sb, std::uint32_t pid, WebSocket& ws);
   void PortWs(client::SandboxHandle& sb, std::uint16_t port, WebSocket& ws);
   void WatchWs(client::SandboxHandle& sb, const std::string& path, bool recursive, WebSocket& ws);
+  // The egress routes' sandbox: its container name; kUnsupported when this agvisord enforces
+  // no egress policies.
+  Result<std::string> EgressContainer(const std::string& id) const;
+  // The log routes' `last` (api::kDefaultEgressLogRecords; 1..kMaxEgressLogRecords).
+  static Result<std::size_t> EgressLogLast(const api::RouteMatch& m);
+  // GET .../egress/log/ws: "started", the last `last` records, then each new one as it is
+  // recorded, until the client closes or the sandbox's network is gone ("end").
+  void EgressLogWs(const std::string& container, std::size_t last, WebSocket& ws);
 
   client::Place& place() { return options_.sandboxes->place(); }
 

@@ -1,6 +1,6 @@
 // agvisord's web console (docs/console.md): sign in with the daemon's token (kept in this tab's
 // sessionStorage), see the sandboxes in a live table, and open one: its terminal, its desktop,
-// its background processes; stop or delete it after a confirmation.
+// its background processes, its egress log; stop or delete it after a confirmation.
 //
 // Everything a sandbox says (names, images, process names, output) is shown as text; the page's
 // Content-Security-Policy allows scripts of this origin only, and it talks to this origin only.
@@ -8,6 +8,7 @@
 import { Api, ApiError, Metrics, Sandbox, sandboxPath } from "./api";
 import { DesktopView } from "./desktop";
 import { button, confirmDialog, formatAge, formatBytes, h, replaceChildren } from "./dom";
+import { EgressView } from "./egress";
 import { ProcessesView } from "./processes";
 import { TerminalView } from "./terminal";
 
@@ -15,6 +16,8 @@ const kTokenKey = "agvisor.console.token";
 const kListEveryMs = 2000;
 const kMetricsEveryMs = 5000; // per sandbox; agvisord takes about a second per sample
 const kMetricsInFlight = 2;
+// The tabs of a sandbox's view.
+type TabName = "terminal" | "desktop" | "processes" | "egress";
 
 const root = h("main", { class: "console" });
 document.body.append(root);
@@ -262,14 +265,21 @@ class ConsoleView {
       header = h("div", { class: "detail-header" });
       this.#detail.prepend(header);
     }
-    const tab = (label: string, name: "terminal" | "desktop" | "processes") =>
+    const tab = (label: string, name: TabName) =>
       h("button", { class: "tab", attrs: { type: "button", "data-tab": name }, on: { click: () => this.#showTab(name) } }, label);
     const current = header.querySelector<HTMLElement>(".tab.active")?.dataset.tab;
     replaceChildren(
       header,
       h("h2", {}, s.name ?? s.id),
       h("span", { class: "state" }, s.state),
-      h("nav", {}, tab("Terminal", "terminal"), tab("Desktop", "desktop"), tab("Processes", "processes")),
+      h(
+        "nav",
+        {},
+        tab("Terminal", "terminal"),
+        tab("Desktop", "desktop"),
+        tab("Processes", "processes"),
+        tab("Egress", "egress"),
+      ),
       h(
         "div",
         { class: "actions" },
@@ -280,7 +290,7 @@ class ConsoleView {
     if (current) header.querySelector(`.tab[data-tab="${current}"]`)?.classList.add("active");
   }
 
-  #showTab(name: "terminal" | "desktop" | "processes"): void {
+  #showTab(name: TabName): void {
     const open = this.#open;
     if (!open) return;
     open.view?.dispose();
@@ -290,7 +300,9 @@ class ConsoleView {
         ? new TerminalView(this.#api, open.id)
         : name === "desktop"
           ? new DesktopView(this.#api, open.id)
-          : new ProcessesView(this.#api, open.id);
+          : name === "processes"
+            ? new ProcessesView(this.#api, open.id)
+            : new EgressView(this.#api, open.id);
     open.view = view;
     this.#detail.append(view.element);
     for (const t of this.#detail.querySelectorAll<HTMLElement>(".tab")) {

@@ -3,7 +3,8 @@
 // Output is text in a <pre> (textContent): whatever a process prints stays text.
 
 import { Api, ProcessInfo, closeText, parseStreamMessage, sandboxPath } from "./api";
-import { button, h, replaceChildren } from "./dom";
+import { button, h } from "./dom";
+import { PolledTable } from "./polled_table";
 
 // The most output kept on the page per process; older text is dropped.
 const kMaxOutputChars = 256 * 1024;
@@ -12,18 +13,20 @@ export class ProcessesView {
   readonly element: HTMLElement;
   readonly #api: Api;
   readonly #id: string;
-  readonly #list: HTMLTableSectionElement;
-  readonly #message: HTMLElement;
+  readonly #table: PolledTable;
   readonly #output: HTMLPreElement;
   readonly #outputTitle: HTMLElement;
   #ws: WebSocket | undefined;
-  #timer: number | undefined;
 
   constructor(api: Api, sandboxId: string) {
     this.#api = api;
     this.#id = sandboxId;
-    this.#list = h("tbody");
-    this.#message = h("p", { class: "message" });
+    this.#table = new PolledTable(
+      "processes",
+      ["PID", "Command", "State", ""],
+      () => this.#rows(),
+      "No background processes.",
+    );
     this.#output = h("pre", { class: "output", attrs: { "data-role": "process-output" } });
     this.#outputTitle = h("h3", {}, "Output");
     const command = h("input", {
@@ -45,44 +48,36 @@ export class ProcessesView {
       "section",
       { class: "processes-view" },
       form,
-      this.#message,
-      h(
-        "table",
-        { class: "processes" },
-        h("thead", {}, h("tr", {}, h("th", {}, "PID"), h("th", {}, "Command"), h("th", {}, "State"), h("th"))),
-        this.#list,
-      ),
+      this.#table.message,
+      this.#table.element,
       this.#outputTitle,
       this.#output,
     );
   }
 
   start(): void {
-    void this.refresh();
-    this.#timer = window.setInterval(() => void this.refresh(), 3000);
+    this.#table.start();
   }
 
-  async refresh(): Promise<void> {
-    try {
-      const r = await this.#api.call<{ processes: ProcessInfo[] }>(
-        "GET",
-        sandboxPath(this.#id, "/processes"),
-      );
-      const rows = (r.processes ?? []).map((p) =>
-        h(
-          "tr",
-          { attrs: { "data-pid": String(p.pid) } },
-          h("td", {}, String(p.pid)),
-          h("td", { class: "mono" }, String(p.argv0)),
-          h("td", {}, p.running ? "running" : `exited (${p.exit_code ?? "?"})`),
-          h("td", {}, button("Output", () => this.#attach(p))),
-        ),
-      );
-      replaceChildren(this.#list, ...rows);
-      this.#message.textContent = rows.length ? "" : "No background processes.";
-    } catch (e) {
-      this.#message.textContent = (e as Error).message;
-    }
+  refresh(): Promise<void> {
+    return this.#table.refresh();
+  }
+
+  async #rows(): Promise<HTMLTableRowElement[]> {
+    const r = await this.#api.call<{ processes: ProcessInfo[] }>(
+      "GET",
+      sandboxPath(this.#id, "/processes"),
+    );
+    return (r.processes ?? []).map((p) =>
+      h(
+        "tr",
+        { attrs: { "data-pid": String(p.pid) } },
+        h("td", {}, String(p.pid)),
+        h("td", { class: "mono" }, String(p.argv0)),
+        h("td", {}, p.running ? "running" : `exited (${p.exit_code ?? "?"})`),
+        h("td", {}, button("Output", () => this.#attach(p))),
+      ),
+    );
   }
 
   async #start(command: string): Promise<void> {
@@ -93,7 +88,7 @@ export class ProcessesView {
       await this.refresh();
       this.#attach({ pid: r.pid, argv0: command, running: true, exit_code: null });
     } catch (e) {
-      this.#message.textContent = (e as Error).message;
+      this.#table.message.textContent = (e as Error).message;
     }
   }
 
@@ -129,8 +124,7 @@ export class ProcessesView {
   }
 
   dispose(): void {
-    if (this.#timer !== undefined) window.clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#table.stop();
     this.#closeStream();
   }
 }
