@@ -150,7 +150,12 @@ void DecisionLogRows(int runs) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // egress_bench [RUNS [BUFFER_KIB]]
+  // egress_bench [RUNS [BUFFER_KIB]], or egress_bench --interception [RUNS]: the brokered
+  // secrets' rows only (bench/README.md, "Brokered secrets").
+  if (argc > 1 && std::string_view(argv[1]) == "--interception") {
+    agvisor::InterceptionRows(argc > 2 ? std::max(1, std::atoi(argv[2])) : 200);
+    return 0;
+  }
   int runs = argc > 1 ? std::max(1, std::atoi(argv[1])) : 200;
   std::size_t buffer_kib = argc > 2 ? static_cast<std::size_t>(std::atoi(argv[2])) : 0;
   TcpServer small(SmallHttp);

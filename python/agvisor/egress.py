@@ -54,6 +54,10 @@ class Egress:
                    IP address literal, or a private range an allowed name resolves to.
     ports          Destination ports allowed; empty = 80 and 443.
     deny_domains   Names refused even when an allow rule matches them (same pattern syntax).
+    mode           "enforce" (the default) or "learn": what no rule allows is let through and
+                   logged (never loopback, metadata, private ranges or the host), for drawing a
+                   policy from a trusted run (`agvisor egress NAME --suggest`; docs/egress.md,
+                   "Learn mode").
 
     Lists are kept as tuples, so a policy is immutable and reusable. A malformed rule raises
     ValueError naming it, a value of the wrong kind TypeError, both here, before any sandbox
@@ -64,8 +68,11 @@ class Egress:
     allow_cidrs: tuple[str, ...] = ()
     ports: tuple[int, ...] = ()
     deny_domains: tuple[str, ...] = ()
+    mode: str = "enforce"
 
     def __post_init__(self):
+        if not isinstance(self.mode, str):
+            raise TypeError(f"egress mode: expected a string, got {self.mode!r}")
         for field in ("allow_domains", "allow_cidrs", "deny_domains"):
             object.__setattr__(self, field, _strings(field, getattr(self, field)))
         object.__setattr__(self, "ports", _ports(self.ports))
@@ -77,6 +84,7 @@ class Egress:
         r.allow_cidrs = list(self.allow_cidrs)
         r.ports = list(self.ports)
         r.deny_domains = list(self.deny_domains)
+        r.mode = self.mode
         return r
 
 

@@ -977,7 +977,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("allow_domains", &egress::EgressRules::allow_domains)
       .def_readwrite("allow_cidrs", &egress::EgressRules::allow_cidrs)
       .def_readwrite("ports", &egress::EgressRules::ports)
-      .def_readwrite("deny_domains", &egress::EgressRules::deny_domains);
+      .def_readwrite("deny_domains", &egress::EgressRules::deny_domains)
+      .def_readwrite("mode", &egress::EgressRules::mode);
 
   py::class_<SecretSpec>(m, "SecretSpec", "agvisor::SecretSpec; value None = the operator's.")
       .def(py::init<>())

@@ -241,6 +241,12 @@ def test_bad_rules_are_refused_naming_the_rule(recorder):
         Sandbox(egress="pypi.org")  # a string, not a list: would be read letter by letter
     with pytest.raises(TypeError, match="allow_domains"):
         Egress(allow_domains=[b"pypi.org"])
+    # Learn mode is one more value of the policy, checked by the core like the rules.
+    assert Egress(mode="learn").mode == "learn" and Egress().mode == "enforce"
+    with pytest.raises(ValueError, match=r"egress mode 'learning': expected enforce"):
+        Egress(mode="learning")
+    with pytest.raises(TypeError, match="egress mode"):
+        Egress(mode=True)
     assert recorder.names() == before
 
 

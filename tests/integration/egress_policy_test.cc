@@ -641,6 +641,62 @@ except socket.timeout:
   EXPECT_THAT(none.err, HasSubstr("no egress policy"));
 }
 
+// Learn mode (docs/egress.md, "Learn mode"): a name no rule allows is reached and logged as
+// learned, but what resolves to loopback or metadata, a private address, the host's own
+// addresses and the enforcer's gateway stay refused; `agvisor egress NAME --suggest` prints the
+// policy that allows what was reached, which then enforces it.
+TEST_F(EgressTest, LearnModeNeverOpensTheHostAndSuggestsWhatWasReached) {
+  SandboxSpec spec = Spec({"allowed.test"});
+  spec.egress->mode = "learn";
+  auto sb = CreateSandbox(spec);
+  ASSERT_TRUE(sb.ok()) << sb.error().ToString();
+  const std::string name = (*sb)->container_name();
+  auto get = [&](const std::string& url) {
+    return Run(**sb, Py("    print(urllib.request.urlopen(\"" + url +
+                        "\", timeout=10).read().decode(), end=\"\")"));
+  };
+  EXPECT_EQ(Run(**sb, kGetAllowed), "hello from allowed.test\n");
+  EXPECT_EQ(get("http://other.test/"), "hello from other.test\n");  // learned
+  // Without the proxy variables too: the in-sandbox resolver answers a learned name.
+  EXPECT_THAT(Run(**sb, "getent hosts other.test || echo none"), Not(HasSubstr("none")));
+  // Never: a name resolving to loopback or metadata, a private address, the host's own address
+  // on the fake internet's link, the enforcer's own gateway (the host, on another port).
+  const std::string gateway = Run(**sb,
+                                  "python3 -c 'import os; print(os.environ[\"HTTP_PROXY\"]"
+                                  ".split(\"//\")[1].split(\":\")[0], end=\"\")'");
+  ASSERT_FALSE(gateway.empty());
+  const std::vector<std::string> refused = {"http://rebind.test/",
+                                            "http://meta.test/",
+                                            "http://169.254.169.254/",
+                                            "http://10.11.12.13/",
+                                            std::string("http://") + kHostSide + "/",
+                                            "http://" + gateway + ":8080/"};
+  for (const std::string& url : refused) {
+    EXPECT_EQ(get(url), "http 403\n") << url;
+  }
+  auto shown = Cli({"egress", name});
+  ASSERT_EQ(shown.status.exit_code, 0) << shown.err;
+  EXPECT_THAT(shown.out, HasSubstr("learn mode"));
+  EXPECT_THAT(shown.out, HasSubstr("other.test:80 learned (no rule allows other.test)"));
+  EXPECT_THAT(shown.out, HasSubstr("rebind.test:80 denied (resolves to a refused address: "
+                                   "127.0.0.1 is loopback (no rule opens it))"));
+  auto suggested = Cli({"egress", name, "--suggest"});
+  ASSERT_EQ(suggested.status.exit_code, 0) << suggested.err;
+  EXPECT_EQ(suggested.out, "--allow-domain allowed.test --allow-domain other.test\n");
+  EXPECT_THAT(suggested.err, HasSubstr("--egress enforce"));
+  // Pasted: enforced, what was reached still is, anything else is refused.
+  auto enforced = Cli({"egress", name, "--egress", "enforce", "--allow-domain", "allowed.test",
+                       "--allow-domain", "other.test"});
+  ASSERT_EQ(enforced.status.exit_code, 0) << enforced.err;
+  EXPECT_EQ(get("http://other.test/"), "hello from other.test\n");
+  EXPECT_EQ(Run(**sb, kGetDenied), "http 403\n");
+  EXPECT_EQ(Run(**sb, "getent hosts denied.test || echo none"), "none\n");
+  // A mode that does not exist changes nothing and says what is accepted.
+  auto bad = Cli({"egress", name, "--egress", "learning"});
+  EXPECT_NE(bad.status.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("expected enforce"));
+}
+
 // Creating a running named sandbox again re-attaches only with the policy it was made with:
 // never hands out one that is more open (or more closed) than asked.
 TEST_F(EgressTest, ReattachingNeedsTheSamePolicy) {

@@ -354,11 +354,14 @@ Result<std::vector<std::string>> GetStrings(const json::object& o, std::string_v
 // {"allow_domains": [...], "allow_cidrs": [...], "ports": [...], "deny_domains": [...]}
 Result<egress::EgressRules> ParseEgressRules(const json::value& v) {
   if (!v.is_object())
-    return Bad("egress", "must be an object (allow_domains, allow_cidrs, ports, deny_domains)");
+    return Bad("egress",
+               "must be an object (allow_domains, allow_cidrs, ports, deny_domains, mode)");
   const auto& o = v.as_object();
   AGVISOR_RETURN_IF_ERROR(
-      OnlyKnown(o, "egress", {"allow_domains", "allow_cidrs", "ports", "deny_domains"}));
+      OnlyKnown(o, "egress", {"allow_domains", "allow_cidrs", "ports", "deny_domains", "mode"}));
   egress::EgressRules r;
+  if (const json::value* m = o.if_contains("mode"); m && !m->is_null())
+    r.mode = AGVISOR_TRY(GetString(*m, "egress.mode"));
   r.allow_domains = AGVISOR_TRY(GetStrings(o, "allow_domains", "egress.allow_domains"));
   r.allow_cidrs = AGVISOR_TRY(GetStrings(o, "allow_cidrs", "egress.allow_cidrs"));
   r.deny_domains = AGVISOR_TRY(GetStrings(o, "deny_domains", "egress.deny_domains"));
@@ -898,6 +901,7 @@ std::string MetricsJson(std::string_view id, const SandboxStats& s, const Egress
     json::object e;
     e["allowed"] = egress->decisions.allowed;
     e["denied"] = egress->decisions.denied;
+    e["learned"] = egress->decisions.learned;
     e["bytes_up"] = egress->bytes_up;
     e["bytes_down"] = egress->bytes_down;
     e["open_connections"] = egress->open_connections;
@@ -1140,6 +1144,7 @@ json::object EgressRulesObject(const egress::EgressRules& r) {
   for (std::uint16_t p : r.ports) ports.emplace_back(p);
   e["ports"] = std::move(ports);
   e["deny_domains"] = strings(r.deny_domains);
+  e["mode"] = r.mode.empty() ? std::string(egress::kEgressModeEnforce) : r.mode;
   return e;
 }
 }  // namespace
@@ -1435,6 +1440,7 @@ json::object DecisionObject(const egress::Decision& d) {
   e["name"] = SanitizeUtf8(d.name);
   e["port"] = d.port;
   e["allowed"] = d.allowed;
+  e["learned"] = d.learned;
   e["reason"] = SanitizeUtf8(d.reason);
   e["address"] = SanitizeUtf8(d.address);
   e["method"] = SanitizeUtf8(d.method);
@@ -1458,6 +1464,8 @@ egress::Decision DecisionFromObject(const json::object& o) {
   d.port = static_cast<std::uint16_t>(IntOr(o, "port"));
   const json::value* a = o.if_contains("allowed");
   d.allowed = a && a->is_bool() && a->as_bool();
+  const json::value* l = o.if_contains("learned");
+  d.learned = d.allowed && l && l->is_bool() && l->as_bool();
   d.reason = StringOr(o, "reason");
   d.address = StringOr(o, "address");
   d.method = StringOr(o, "method");
@@ -1633,6 +1641,10 @@ std::string EgressViewJson(std::string_view id, const EgressView& v) {
   o["describe"] = v.describe;
   o["allowed"] = v.counters.allowed;
   o["denied"] = v.counters.denied;
+  o["learned"] = v.counters.learned;
+  o["suggested"] = EgressRulesObject(v.suggested);
+  o["learned_destinations"] = v.learned_destinations;
+  o["learned_dropped"] = v.learned_dropped;
   json::array recent;
   for (const egress::Decision& d : v.recent) recent.push_back(DecisionObject(d));
   o["recent"] = std::move(recent);
@@ -1650,6 +1662,11 @@ Result<EgressView> ParseEgressViewJson(std::string_view body) {
   v.describe = StringOr(o, "describe");
   v.counters.allowed = static_cast<std::uint64_t>(IntOr(o, "allowed"));
   v.counters.denied = static_cast<std::uint64_t>(IntOr(o, "denied"));
+  v.counters.learned = static_cast<std::uint64_t>(IntOr(o, "learned"));
+  if (const json::value* p = o.if_contains("suggested"))
+    v.suggested = AGVISOR_TRY(ParseEgressRules(*p));
+  v.learned_destinations = static_cast<std::uint64_t>(IntOr(o, "learned_destinations"));
+  v.learned_dropped = static_cast<std::uint64_t>(IntOr(o, "learned_dropped"));
   if (const json::value* r = o.if_contains("recent"); r && r->is_array()) {
     for (const auto& e : r->as_array()) {
       if (!e.is_object()) continue;

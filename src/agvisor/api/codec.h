@@ -320,6 +320,11 @@ struct EgressView {
   std::vector<std::string> recent_lines;  // a client's side: one line per decision, oldest first
   std::string json;                       // a client's side: the answer as it came
   egress::DecisionCounters counters;
+  // Learn mode (docs/egress.md): the smallest policy allowing what was reached
+  // (egress::SuggestRules over the learned destinations), and how many destinations it drew on.
+  egress::EgressRules suggested;
+  std::uint64_t learned_destinations = 0;
+  std::uint64_t learned_dropped = 0;  // learned connections past the destinations kept
 };
 // Its JSON (`recent`: records as DecisionJson's) and a client's reading of it (recent_lines:
 // FormatDecision of each record, without the sandbox).
@@ -328,8 +333,8 @@ Result<EgressView> ParseEgressViewJson(std::string_view body);
 
 // ---- The egress log (docs/egress.md, "Log"; GET .../egress/log, .../egress/log/ws) ----
 // One record as one line of JSON: {"time","seq","sandbox","via","name","port","allowed",
-// "reason","address","method","path","status","bytes_up","bytes_down","duration_ms","secret",
-// "closes"} ("closes": a connection's close record, the seq it closes; 0 otherwise).
+// "learned","reason","address","method","path","status","bytes_up","bytes_down","duration_ms",
+// "secret","closes"} ("closes": a connection's close record, the seq it closes; 0 otherwise).
 // Every string is valid UTF-8 (invalid bytes become U+FFFD) and every control character, DEL
 // and the C1 controls included, is a \u escape: a line can go to a terminal as it is. The lines
 // of agvisord's log files, the WebSocket's records and `agvisor egress --follow --json`.
@@ -346,8 +351,9 @@ inline constexpr std::size_t kMaxEgressLogRecords = 1000;
 // The log WebSocket's message for one record: {"type":"record","record":{...}}
 // (WsServerMessage::Type::kRecord).
 std::string WsEgressRecordJson(const egress::Decision& d);
-// PUT body: {"allow_domains": [...], "allow_cidrs": [...], "ports": [...], "deny_domains": [...]}
-// (each optional; what is left out is empty). Errors: kInvalidArgument naming the field.
+// PUT body: {"allow_domains": [...], "allow_cidrs": [...], "ports": [...], "deny_domains": [...],
+// "mode": "enforce"|"learn"} (each optional; what is left out is empty, the mode enforce; the
+// mode's value is checked by the policy). Errors: kInvalidArgument naming the field.
 Result<egress::EgressRules> ParseEgressRulesJson(std::string_view body);
 std::string EgressRulesJson(const egress::EgressRules& rules);
 // A Sandbox object / the {"sandboxes": [...]} list. Errors: kInternal (not the documented shape).

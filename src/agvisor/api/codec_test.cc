@@ -501,6 +501,48 @@ TEST(CodecTest, MetricsJson) {
   EXPECT_EQ(e["open_connections"].to_number<std::uint64_t>(), 1u);
 }
 
+// Learn mode through the API: the mode in the create body and the PUT body (its value is the
+// policy's to check), and the view's learned decisions and suggestion.
+TEST(CodecTest, EgressModeAndTheLearnedSuggestion) {
+  SandboxSpec spec;
+  spec.egress = egress::EgressRules{.allow_domains = {"pypi.org"}, .mode = "learn"};
+  auto r = ParseCreateRequest(CreateRequestJson(spec));
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->spec.egress->mode, "learn");
+  EXPECT_EQ(ParseEgressRulesJson(R"({"mode":"enforce"})")->mode, "enforce");
+  EXPECT_EQ(ParseEgressRulesJson(R"({"mode":"nonsense"})")->mode, "nonsense");  // ValidateSpec's
+  EXPECT_EQ(ParseEgressRulesJson(R"({"mode":1})").error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(ParseEgressRulesJson(R"({"learn":true})").error().code(), ErrorCode::kInvalidArgument);
+  EgressView v;
+  v.rules = {.allow_domains = {"pypi.org"}, .ports = {80, 443}, .mode = "learn"};
+  v.counters = {.allowed = 1, .denied = 2, .learned = 3};
+  v.suggested = {.allow_domains = {"github.com", "pypi.org"}, .ports = {443, 8443}};
+  v.learned_destinations = 2;
+  v.learned_dropped = 7;
+  egress::Decision d;
+  d.via = "connect";
+  d.name = "github.com";
+  d.port = 443;
+  d.allowed = true;
+  d.learned = true;
+  d.reason = "no rule allows github.com";
+  v.recent = {d};
+  auto back = ParseEgressViewJson(EgressViewJson("w", v));
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  EXPECT_EQ(back->rules.mode, "learn");
+  EXPECT_EQ(back->counters, v.counters);
+  EXPECT_EQ(back->suggested.allow_domains, v.suggested.allow_domains);
+  EXPECT_EQ(back->suggested.ports, v.suggested.ports);
+  EXPECT_EQ(back->suggested.mode, "enforce");
+  EXPECT_EQ(back->learned_destinations, 2u);
+  EXPECT_EQ(back->learned_dropped, 7u);
+  ASSERT_EQ(back->recent_lines.size(), 1u);
+  EXPECT_NE(
+      back->recent_lines[0].find("connect github.com:443 learned (no rule allows github.com)"),
+      std::string::npos)
+      << back->recent_lines[0];
+}
+
 TEST(CodecTest, WsControl) {
   EXPECT_EQ(ParseWsControl(R"({"type":"eof"})")->type, WsControl::Type::kEof);
   auto r = ParseWsControl(R"({"type":"resize","rows":30,"cols":100})");

@@ -243,6 +243,11 @@ void SpecOptions::Add(CLI::App& cmd) {
                  "egress policy: never this name, even when an --allow-domain matches it "
                  "(repeatable)")
       ->allow_extra_args(false);
+  cmd.add_option("--egress", egress.mode,
+                 "egress policy mode: enforce (the default) or learn: what no rule allows is let "
+                 "through and logged, never loopback, metadata, private ranges or the host; "
+                 "`agvisor egress NAME --suggest` then prints the policy it needs. For a trusted "
+                 "run only (docs/egress.md, \"Learn mode\")");
   cmd.add_option("--secret", secrets,
                  "a brokered secret (docs/egress.md, \"Secrets\"): NAME=@FILE:HOST[,HOST...]"
                  "[:header=NAME], or NAME:HOST[,...] for one in agvisord's --secrets-file. The "
@@ -298,7 +303,7 @@ Result<SandboxSpec> SpecOptions::Build(const GlobalOptions& g) const {
     s.labels[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   if (!egress.allow_domains.empty() || !egress.allow_cidrs.empty() || !egress.ports.empty() ||
-      !egress.deny_domains.empty()) {
+      !egress.deny_domains.empty() || !egress.mode.empty()) {
     s.egress = egress;
   }
   for (const std::string& text : secrets) {

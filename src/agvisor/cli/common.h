@@ -66,7 +66,8 @@ struct SpecOptions {
   SandboxSpec spec;
   std::optional<std::string> disk;
   std::vector<std::string> labels;  // "key=value"
-  // --allow-domain, --allow-cidr, --allow-port, --deny-domain: any of them makes an egress policy.
+  // --allow-domain, --allow-cidr, --allow-port, --deny-domain, --egress: any of them makes an
+  // egress policy.
   egress::EgressRules egress;
   // --secret NAME=@FILE:HOST[,HOST...][:header=NAME] or NAME:HOST[,...][:header=NAME].
   std::vector<std::string> secrets;

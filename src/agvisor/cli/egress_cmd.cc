@@ -9,16 +9,18 @@
 #include "agvisor/cli/cli.h"
 #include "agvisor/cli/common.h"
 #include "agvisor/client/agvisord.h"
+#include "agvisor/egress/learn.h"
 
 namespace agvisor::cli {
 namespace {
 
 struct EgressChange {
-  egress::EgressRules add;
+  egress::EgressRules add;  // add.mode: the new mode, "" to keep it
   std::vector<std::string> remove_domains;
+  bool suggest = false;
   bool any() const {
     return !add.allow_domains.empty() || !add.allow_cidrs.empty() || !add.ports.empty() ||
-           !add.deny_domains.empty() || !remove_domains.empty();
+           !add.deny_domains.empty() || !remove_domains.empty() || !add.mode.empty();
   }
 };
 
@@ -43,7 +45,32 @@ egress::EgressRules Apply(egress::EgressRules r, const EgressChange& c) {
   for (std::uint16_t p : c.add.ports) {
     if (std::find(r.ports.begin(), r.ports.end(), p) == r.ports.end()) r.ports.push_back(p);
   }
+  if (!c.add.mode.empty()) r.mode = c.add.mode;
   return r;
+}
+
+// --suggest: the policy on stdout as options, alone on its line (for a script or a paste); how
+// to use it, and what it could not hold, on stderr. The names are the enforcer's normalised
+// ones (letters, digits, '-', '.'): nothing a shell or a terminal reads specially.
+void PrintSuggestion(const std::string& name, const api::EgressView& v) {
+  std::printf("%s\n", egress::FormatEgressFlags(v.suggested).c_str());
+  const std::string n = EscapeForTerminal(name);
+  if (v.rules.mode == egress::kEgressModeLearn && v.learned_destinations == 0) {
+    std::fprintf(stderr, "# %s has learned nothing yet: the line above is its rules as they are\n",
+                 n.c_str());
+  }
+  std::fprintf(stderr,
+               "# the smallest policy allowing what %s reached (%llu learned destinations): "
+               "enforce it with `agvisor egress %s --egress enforce LINE`, or create with "
+               "`agvisor create LINE`\n",
+               n.c_str(), static_cast<unsigned long long>(v.learned_destinations), n.c_str());
+  if (v.learned_dropped > 0) {
+    std::fprintf(stderr,
+                 "# %llu learned connections went to destinations past the %zu kept: they are "
+                 "not in the line (see the decisions, or learn again with fewer)\n",
+                 static_cast<unsigned long long>(v.learned_dropped),
+                 egress::kMaxLearnedDestinations);
+  }
 }
 
 // The decisions name what the sandbox asked for (SNI, Host, names it resolved): every field is
@@ -52,9 +79,14 @@ void Print(const std::string& name, const api::EgressView& v) {
   std::printf("sandbox %s: network %s, enforcer %s\n", EscapeForTerminal(name).c_str(),
               EscapeForTerminal(v.network).c_str(), EscapeForTerminal(v.gateway).c_str());
   std::printf("policy: %s\n", EscapeForTerminal(v.describe).c_str());
-  std::printf("decisions: %llu allowed, %llu denied\n",
+  std::printf("decisions: %llu allowed, %llu denied",
               static_cast<unsigned long long>(v.counters.allowed),
               static_cast<unsigned long long>(v.counters.denied));
+  if (v.counters.learned > 0 || v.rules.mode == egress::kEgressModeLearn) {
+    std::printf(", %llu learned (`--suggest` prints the policy they need)",
+                static_cast<unsigned long long>(v.counters.learned));
+  }
+  std::printf("\n");
   if (!v.recent_lines.empty()) std::printf("recent (oldest first):\n");
   for (const auto& line : v.recent_lines) std::printf("  %s\n", EscapeForTerminal(line).c_str());
 }
@@ -93,6 +125,11 @@ void AddEgress(CLI::App& app, GlobalOptions& g, int* exit_code) {
   cmd->add_option("--remove-domain", change->remove_domains,
                   "take this name out of the allow and deny rules (repeatable)")
       ->allow_extra_args(false);
+  cmd->add_option("--egress", change->add.mode,
+                  "switch the mode: enforce, or learn (docs/egress.md, \"Learn mode\")");
+  cmd->add_flag("--suggest", change->suggest,
+                "print the smallest policy that allows what the sandbox reached in learn mode, "
+                "as options to paste (after any change given with it)");
   auto last = std::make_shared<std::size_t>(0);
   auto follow = std::make_shared<bool>(false);
   cmd->add_option("--last", *last,
@@ -136,6 +173,8 @@ void AddEgress(CLI::App& app, GlobalOptions& g, int* exit_code) {
       if (change->any()) v = AGVISOR_TRY((*place)->SetEgress(container, Apply(v.rules, *change)));
       if (g.json) {
         std::printf("%s\n", v.json.c_str());
+      } else if (change->suggest) {
+        PrintSuggestion(*name, v);
       } else {
         Print(*name, v);
       }

@@ -54,7 +54,8 @@ constexpr CommandHelp kCommands[] = {
     {"egress",
      "a sandbox's egress policy and the recent decisions of its enforcer (agvisord); with "
      "--allow-domain, --deny-domain, --allow-cidr, --allow-port or --remove-domain, changes the "
-     "policy of the running sandbox (new connections follow it at once); --last N prints its "
+     "policy of the running sandbox (new connections follow it at once); --egress learn|enforce "
+     "switches the mode, --suggest prints the policy learn mode drew; --last N prints its "
      "egress log's last records, --follow follows the log (--json: JSON lines)"},
     {"stop", "remove sandboxes' containers; named ones keep their /workspace volume"},
     {"rm", "stop sandboxes and erase their /workspace volumes"},

@@ -76,7 +76,10 @@ std::string FormatDecision(const Decision& d) {
     out += " closed #" + std::to_string(d.closes);
     if (!d.reason.empty()) out += " (" + d.reason + ")";
   } else {
-    out += (d.allowed ? " allowed (" : " denied (") + d.reason + ")";
+    out += (d.learned   ? " learned ("
+            : d.allowed ? " allowed ("
+                        : " denied (") +
+           d.reason + ")";
   }
   if (!d.address.empty()) out += (d.allowed ? " -> " : " address ") + d.address;
   const bool request = !d.method.empty();
@@ -111,7 +114,22 @@ Decision DecisionLog::Record(Decision decision) {
     it = rings_.emplace(decision.sandbox, Ring{}).first;
   }
   Ring& ring = it->second;
-  if (decision.closes == 0) {
+  if (decision.closes != 0) {
+    // a close record: no counter counts it
+  } else if (decision.learned) {
+    ring.counters.learned++;
+    totals_.learned++;
+    LearnedDestination where{.name = decision.name, .port = decision.port};
+    // A connection's decision (a plain-HTTP one carries its first request's fields too); not
+    // a DNS answer, nor a request on an intercepted connection.
+    if (decision.via != "dns" && decision.via != "https" && !ring.learned.contains(where)) {
+      if (ring.learned.size() < kMaxLearnedDestinations) {
+        ring.learned.insert(std::move(where));
+      } else {
+        ring.learned_dropped++;
+      }
+    }
+  } else {
     (decision.allowed ? ring.counters.allowed : ring.counters.denied)++;
     (decision.allowed ? totals_.allowed : totals_.denied)++;
   }
@@ -151,6 +169,14 @@ DecisionCounters DecisionLog::Counters(const std::string& sandbox) const {
   std::lock_guard lock(mu_);
   auto it = rings_.find(sandbox);
   return it == rings_.end() ? DecisionCounters{} : it->second.counters;
+}
+
+LearnedDestinations DecisionLog::Learned(const std::string& sandbox) const {
+  std::lock_guard lock(mu_);
+  auto it = rings_.find(sandbox);
+  if (it == rings_.end()) return {};
+  return {.kept = {it->second.learned.begin(), it->second.learned.end()},
+          .dropped = it->second.learned_dropped};
 }
 
 DecisionCounters DecisionLog::Totals() const {

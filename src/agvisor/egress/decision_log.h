@@ -9,12 +9,14 @@
 #pragma once
 
 #include <chrono>
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +48,9 @@ struct Decision {
   // This sandbox's record number since its enforcer began serving it in this process (1, 2,
   // ...), set by DecisionLog::Record: a follower asks for the records after the last it saw.
   std::uint64_t seq = 0;
+  // Learn mode let it through (`allowed` is true too); `reason` is why enforcing would have
+  // refused it. A verdict of its own in the log line and the counters ("learned").
+  bool learned = false;
 };
 
 // What a record keeps of each string, in bytes (BoundDecision). A request's path can be most of
@@ -71,9 +76,23 @@ std::string FormatDecisionTime(std::chrono::system_clock::time_point t);
 std::optional<std::chrono::system_clock::time_point> ParseDecisionTime(std::string_view text);
 
 struct DecisionCounters {
-  std::uint64_t allowed = 0;
+  std::uint64_t allowed = 0;  // learned decisions are not counted here, but in `learned`
   std::uint64_t denied = 0;
+  std::uint64_t learned = 0;
   bool operator==(const DecisionCounters&) const = default;
+};
+
+// Where a connection learn mode let through went (Decision::learned), as SuggestRules reads it.
+struct LearnedDestination {
+  std::string name;  // normalised name or IP literal
+  std::uint16_t port = 0;
+  auto operator<=>(const LearnedDestination&) const = default;
+};
+// Distinct learned destinations kept per sandbox (more are counted, not kept).
+inline constexpr std::size_t kMaxLearnedDestinations = 256;
+struct LearnedDestinations {
+  std::vector<LearnedDestination> kept;  // sorted
+  std::uint64_t dropped = 0;  // learned connections to others, past kMaxLearnedDestinations
 };
 
 class DecisionLog {
@@ -93,6 +112,10 @@ class DecisionLog {
   std::uint64_t LastSeq(const std::string& sandbox) const;
   DecisionCounters Counters(const std::string& sandbox) const;
   DecisionCounters Totals() const;
+  // The destinations of the sandbox's learned connections (not DNS answers, not the requests on
+  // an intercepted connection: via "dns", "https"), for as long as its ring is kept, whatever
+  // the ring has dropped since.
+  LearnedDestinations Learned(const std::string& sandbox) const;
   // Drops a sandbox's ring and counters (when the sandbox is removed).
   void Forget(const std::string& sandbox);
 
@@ -102,6 +125,8 @@ class DecisionLog {
     DecisionCounters counters;
     std::uint64_t last_write = 0;
     std::uint64_t last_seq = 0;
+    std::set<LearnedDestination> learned;
+    std::uint64_t learned_dropped = 0;
   };
   const std::size_t capacity_;
   const std::size_t max_sandboxes_;

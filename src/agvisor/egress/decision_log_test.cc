@@ -46,6 +46,55 @@ TEST(DecisionLogTest, OldestWrittenSandboxIsDroppedPastTheLimit) {
   EXPECT_EQ(log.Recent("c").size(), 1u);
 }
 
+TEST(DecisionLogTest, LearnedDecisionsAreAVerdictOfTheirOwnAndKeepTheirDestinations) {
+  DecisionLog log(2);
+  Decision learned = Make("a", "example.com", true);
+  learned.learned = true;
+  learned.reason = "no rule allows example.com";
+  EXPECT_EQ(FormatDecision(learned),
+            "2025-12-01T15:04:05.123Z sandbox=a tls example.com:443 learned (no rule allows "
+            "example.com)");
+  log.Record(learned);
+  log.Record(learned);  // the same destination again: kept once
+  Decision port = learned;
+  port.port = 8443;
+  log.Record(port);
+  Decision dns = learned;  // an answer is not a destination reached
+  dns.via = "dns";
+  dns.name = "asked.example";
+  log.Record(dns);
+  Decision request = learned;  // nor is a request on an intercepted connection
+  request.via = "https";
+  request.method = "GET";
+  request.name = "req.example";
+  log.Record(request);
+  log.Record(Make("a", "pypi.org", true));
+  log.Record(Make("a", "x", false));
+  EXPECT_EQ(log.Counters("a"), (DecisionCounters{.allowed = 1, .denied = 1, .learned = 5}));
+  EXPECT_EQ(log.Totals().learned, 5u);
+  const LearnedDestinations kept = log.Learned("a");
+  EXPECT_EQ(kept.kept,
+            (std::vector<LearnedDestination>{{"example.com", 443}, {"example.com", 8443}}));
+  EXPECT_EQ(kept.dropped, 0u);
+  // The ring (2 here) has long dropped them; the destinations stay while the sandbox does.
+  EXPECT_EQ(log.Recent("a").size(), 2u);
+  EXPECT_TRUE(log.Learned("nobody").kept.empty());
+}
+
+TEST(DecisionLogTest, LearnedDestinationsAreBounded) {
+  DecisionLog log;
+  for (std::size_t i = 0; i < kMaxLearnedDestinations + 10; ++i) {
+    Decision d = Make("a", "n" + std::to_string(i) + ".example", true);
+    d.learned = true;
+    log.Record(d);
+  }
+  const LearnedDestinations kept = log.Learned("a");
+  EXPECT_EQ(kept.kept.size(), kMaxLearnedDestinations);
+  EXPECT_EQ(kept.dropped, 10u);
+  log.Forget("a");
+  EXPECT_TRUE(log.Learned("a").kept.empty());
+}
+
 TEST(DecisionLogTest, FormatsOneLine) {
   Decision d = Make("sb1", "pypi.org", true);
   d.address = "151.101.0.223";

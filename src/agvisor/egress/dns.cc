@@ -289,6 +289,7 @@ DnsAnswer AnswerDnsQuery(std::span<const std::uint8_t> query, const EgressPolicy
   Verdict verdict = policy.DecideName(*name);
   answer.allowed = verdict.allowed;
   answer.reason = verdict.reason;
+  answer.learned = verdict.learned;
   if (!verdict.allowed) {
     answer.response = BuildDnsResponse(query, *q, DnsRcode::kNxDomain, {}, ttl);
     return answer;

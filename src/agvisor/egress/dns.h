@@ -83,6 +83,7 @@ struct DnsAnswer {
   std::uint16_t qtype = 0;
   bool allowed = false;
   std::string reason;
+  bool learned = false;  // learn mode answered it (Verdict::learned)
 };
 
 // The answerer: an allowed name (policy.DecideName) asked for A gets `enforcer_v4`, for AAAA

@@ -30,6 +30,19 @@ Result<DomainPattern> ParseDomainPattern(std::string_view text) {
   return pattern;
 }
 
+Result<EgressPolicy> EgressPolicy::Create(const EgressRules& rules) {
+  if (!rules.mode.empty() && rules.mode != kEgressModeEnforce && rules.mode != kEgressModeLearn) {
+    return InvalidValue("egress mode", rules.mode,
+                        "expected enforce (refuse what no rule allows; the default) or learn "
+                        "(let it through and log it, to draw a policy from a trusted run: "
+                        "docs/egress.md, \"Learn mode\")");
+  }
+  EgressPolicy policy =
+      AGVISOR_TRY(Create(rules.allow_domains, rules.allow_cidrs, rules.ports, rules.deny_domains));
+  policy.learn_ = rules.mode == kEgressModeLearn;
+  return policy;
+}
+
 Result<EgressPolicy> EgressPolicy::Create(std::span<const std::string> allow_domains,
                                           std::span<const std::string> allow_cidrs,
                                           std::span<const std::uint16_t> ports,
@@ -82,6 +95,7 @@ EgressRules EgressPolicy::Rules() const {
   for (const Cidr& c : cidrs_) r.allow_cidrs.push_back(FormatCidr(c));
   r.ports.assign(ports_.begin(), ports_.end());
   for (const DomainPattern& d : deny_) r.deny_domains.push_back(d.ToString());
+  if (learn_) r.mode = std::string(kEgressModeLearn);
   return r;
 }
 
@@ -109,8 +123,11 @@ std::vector<std::string> SplitRules(std::string_view s) {
 std::string EncodeEgressRules(const EgressRules& rules) {
   std::vector<std::string> ports;
   for (std::uint16_t p : rules.ports) ports.push_back(std::to_string(p));
-  return "allow=" + JoinRules(rules.allow_domains) + ";cidr=" + JoinRules(rules.allow_cidrs) +
-         ";ports=" + JoinRules(ports) + ";deny=" + JoinRules(rules.deny_domains);
+  std::string out = "allow=" + JoinRules(rules.allow_domains) +
+                    ";cidr=" + JoinRules(rules.allow_cidrs) + ";ports=" + JoinRules(ports) +
+                    ";deny=" + JoinRules(rules.deny_domains);
+  if (rules.mode == kEgressModeLearn) out += ";mode=" + rules.mode;
+  return out;
 }
 
 Result<EgressRules> DecodeEgressRules(std::string_view text) {
@@ -139,7 +156,14 @@ Result<EgressRules> DecodeEgressRules(std::string_view text) {
       }
     }
   }
-  if (!rest.empty()) return bad("unexpected text after deny=");
+  // The deny list ends at the first ';': what follows can only be the mode.
+  if (!rest.empty()) {
+    if (!rest.starts_with("mode=")) return bad("unexpected text after deny=");
+    r.mode = std::string(rest.substr(5));
+    if (r.mode != kEgressModeLearn && r.mode != kEgressModeEnforce) {
+      return bad("mode '" + r.mode + "' is not enforce or learn");
+    }
+  }
   if (r.allow_domains.size() + r.allow_cidrs.size() + r.ports.size() + r.deny_domains.size() >
       kMaxEgressRules) {
     return bad("more than " + std::to_string(kMaxEgressRules) + " rules");
@@ -148,6 +172,24 @@ Result<EgressRules> DecodeEgressRules(std::string_view text) {
 }
 
 Verdict EgressPolicy::DecideName(std::string_view name) const {
+  return Learned(EnforcedName(name), name);
+}
+
+Verdict EgressPolicy::Decide(const Target& target) const {
+  return Learned(Enforced(target), target.literal ? std::string_view() : target.host);
+}
+
+Verdict EgressPolicy::Learned(Verdict enforced, std::string_view name) const {
+  if (enforced.allowed || !learn_) return enforced;
+  // A deny rule is the operator's word, in learn mode too (a port refusal is decided before the
+  // name is looked at, so the deny rules are asked here).
+  for (const DomainPattern& d : deny_) {
+    if (!name.empty() && d.Matches(name)) return {false, "denied by " + d.ToString()};
+  }
+  return {true, std::move(enforced.reason), true};
+}
+
+Verdict EgressPolicy::EnforcedName(std::string_view name) const {
   for (const DomainPattern& d : deny_) {
     if (d.Matches(name)) return {false, "denied by " + d.ToString()};
   }
@@ -157,7 +199,7 @@ Verdict EgressPolicy::DecideName(std::string_view name) const {
   return {false, "no rule allows " + std::string(name)};
 }
 
-Verdict EgressPolicy::Decide(const Target& target) const {
+Verdict EgressPolicy::Enforced(const Target& target) const {
   if (!ports_.contains(target.port)) {
     return {false, "port " + std::to_string(target.port) + " is not allowed"};
   }
@@ -167,7 +209,7 @@ Verdict EgressPolicy::Decide(const Target& target) const {
     }
     return {false, "IP address " + target.host + " is in no CIDR rule"};
   }
-  return DecideName(target.host);
+  return EnforcedName(target.host);
 }
 
 Verdict EgressPolicy::CheckResolved(const IpAddress& address,
@@ -214,6 +256,7 @@ std::string EgressPolicy::Describe() const {
   }
   out += "; ports";
   for (std::uint16_t p : ports_) out += " " + std::to_string(p);
+  if (learn_) out += "; learn mode (what no rule allows is let through and logged)";
   return out;
 }
 

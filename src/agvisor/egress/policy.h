@@ -39,7 +39,18 @@ Result<DomainPattern> ParseDomainPattern(std::string_view text);
 struct Verdict {
   bool allowed = false;
   std::string reason;  // "allowed by *.pythonhosted.org", "no rule allows evil.example", ...
+  // Learn mode let it through: enforcing, the policy would have refused it for `reason`.
+  bool learned = false;
 };
+
+// How a policy is applied. "enforce" (the default, also written ""): what no rule allows is
+// refused. "learn" (docs/egress.md, "Learn mode"): what the rules would refuse for want of an
+// allow rule (a name, a port, an IP literal) is let through and logged as learned, so a policy
+// can be drawn from what a trusted run reached (SuggestRules, learn.h); deny rules, and every
+// check of the resolved address (EgressPolicy::CheckResolved: loopback, link-local and metadata,
+// private ranges, the host itself), still refuse.
+inline constexpr std::string_view kEgressModeEnforce = "enforce";
+inline constexpr std::string_view kEgressModeLearn = "learn";
 
 // A policy as the user wrote it: what create requests, labels and `agvisor egress` carry.
 struct EgressRules {
@@ -47,6 +58,7 @@ struct EgressRules {
   std::vector<std::string> allow_cidrs;
   std::vector<std::uint16_t> ports;  // empty: EgressPolicy::kDefaultPorts
   std::vector<std::string> deny_domains;
+  std::string mode;  // "" or kEgressModeEnforce, or kEgressModeLearn; checked by Create
   bool operator==(const EgressRules&) const = default;
 };
 
@@ -58,7 +70,8 @@ inline constexpr int kMinCidrPrefixV4 = 8;
 inline constexpr int kMinCidrPrefixV6 = 16;
 
 // One line that round-trips through DecodeEgressRules, for a label:
-// "allow=pypi.org,*.pythonhosted.org;cidr=203.0.113.0/24;ports=443;deny=".
+// "allow=pypi.org,*.pythonhosted.org;cidr=203.0.113.0/24;ports=443;deny=", and ";mode=learn"
+// after it in learn mode only (labels written before learn mode read as they did).
 // (No rule can contain ',', ';' or '=': EgressPolicy::Create refuses such rules.)
 std::string EncodeEgressRules(const EgressRules& rules);
 // kInvalidArgument for anything EncodeEgressRules does not write.
@@ -74,9 +87,9 @@ class EgressPolicy {
   // 128.0.0.0/1 would allow everything between them). `ports` empty means kDefaultPorts. A
   // name in `deny_domains` is refused even when an allow rule matches it (deny rules take the
   // same pattern syntax).
-  static Result<EgressPolicy> Create(const EgressRules& rules) {
-    return Create(rules.allow_domains, rules.allow_cidrs, rules.ports, rules.deny_domains);
-  }
+  // `rules.mode` other than "", "enforce" or "learn" is refused (kInvalidArgument, naming the
+  // accepted values).
+  static Result<EgressPolicy> Create(const EgressRules& rules);
   static Result<EgressPolicy> Create(std::span<const std::string> allow_domains,
                                      std::span<const std::string> allow_cidrs,
                                      std::span<const std::uint16_t> ports,
@@ -84,9 +97,11 @@ class EgressPolicy {
 
   // May a connection to `target` start? Checks the port, then an IP literal against the CIDR
   // rules, or a name against the deny and allow rules. This does not look at what a name
-  // resolves to: that is CheckResolved.
+  // resolves to: that is CheckResolved. In learn mode a refusal for want of an allow rule comes
+  // back allowed with `learned` set (its reason the refusal's); a deny rule still refuses.
   Verdict Decide(const Target& target) const;
-  // May the name (normalised) be answered by the in-sandbox DNS? The domain rules only.
+  // May the name (normalised) be answered by the in-sandbox DNS? The domain rules only (learn
+  // mode as in Decide).
   Verdict DecideName(std::string_view normalised_name) const;
   // After resolution: may the enforcer dial `address`? Never the host itself or a metadata
   // service, whatever the CIDR rules say: NeverDialledReason and the host's own addresses
@@ -102,17 +117,26 @@ class EgressPolicy {
   const std::set<DomainPattern>& deny_domains() const { return deny_; }
   const std::vector<Cidr>& cidrs() const { return cidrs_; }
   const std::set<std::uint16_t>& ports() const { return ports_; }
+  bool learn() const { return learn_; }
   // One line for logs and `agvisor egress`: "allow pypi.org *.pythonhosted.org; cidr
   // 203.0.113.0/24; ports 80 443".
   std::string Describe() const;
-  // The rules in canonical form (sorted, normalised, no duplicates, ports written out).
+  // The rules in canonical form (sorted, normalised, no duplicates, ports written out; mode ""
+  // when enforcing, "learn" when learning).
   EgressRules Rules() const;
 
  private:
+  // What enforcing decides (learn mode left out).
+  Verdict Enforced(const Target& target) const;
+  Verdict EnforcedName(std::string_view name) const;
+  // Learn mode's reading of an enforced verdict on `name` ("" for an IP literal).
+  Verdict Learned(Verdict enforced, std::string_view name) const;
+
   std::set<DomainPattern> allow_;
   std::set<DomainPattern> deny_;
   std::vector<Cidr> cidrs_;
   std::set<std::uint16_t> ports_;
+  bool learn_ = false;
 };
 
 // The one line a refused request is answered with (issue 35, "denials an agent can act on"):

@@ -239,6 +239,84 @@ TEST(PolicyTest, RefusalAdviceNamesTheRuleThatWouldAllowIt) {
   EXPECT_EQ(odd.find_first_of("\r\n\x80"), std::string::npos) << odd;
 }
 
+// Learn mode (docs/egress.md, "Learn mode"): what no rule allows goes through, marked learned,
+// with the reason enforcing would have given; deny rules and every check of the resolved address
+// stay as they are.
+TEST(PolicyTest, LearnModeLetsThroughWhatNoRuleAllowsButNotWhatADenyRuleRefuses) {
+  auto p = EgressPolicy::Create(EgressRules{
+      .allow_domains = {"pypi.org"}, .deny_domains = {"*.evil.example"}, .mode = "learn"});
+  ASSERT_TRUE(p.ok()) << p.error().ToString();
+  EXPECT_TRUE(p->learn());
+  const Verdict allowed = p->Decide(Name("pypi.org"));
+  EXPECT_TRUE(allowed.allowed);
+  EXPECT_FALSE(allowed.learned);
+  const struct {
+    Target target;
+    std::string reason;
+  } learned[] = {{Name("example.com"), "no rule allows example.com"},
+                 {Name("pypi.org", 8443), "port 8443 is not allowed"},
+                 {Name("example.com", 22), "port 22 is not allowed"},
+                 {Literal("203.0.113.7"), "IP address 203.0.113.7 is in no CIDR rule"},
+                 {Literal("127.0.0.1"), "IP address 127.0.0.1 is in no CIDR rule"}};
+  for (const auto& [target, reason] : learned) {
+    const Verdict v = p->Decide(target);
+    EXPECT_TRUE(v.allowed) << target.host;
+    EXPECT_TRUE(v.learned) << target.host;
+    EXPECT_EQ(v.reason, reason);
+  }
+  // A deny rule refuses in learn mode too, on an allowed port or not.
+  for (const Target& t : {Name("a.evil.example"), Name("a.evil.example", 22)}) {
+    const Verdict v = p->Decide(t);
+    EXPECT_FALSE(v.allowed) << t.port;
+    EXPECT_FALSE(v.learned);
+    EXPECT_EQ(v.reason, "denied by *.evil.example");
+  }
+  EXPECT_TRUE(p->DecideName("anything.example").learned);
+  EXPECT_FALSE(p->DecideName("b.evil.example").allowed);
+  // After resolution nothing changes: loopback, metadata, private ranges and the host itself are
+  // refused as they are when enforcing (the same CheckResolved).
+  const std::vector<IpAddress> host = {*ParseIpAddress("198.51.100.7")};
+  for (std::string_view a :
+       {"127.0.0.1", "169.254.169.254", "10.0.0.5", "192.168.1.1", "172.16.0.1", "100.64.0.1",
+        "fd12::1", "::ffff:127.0.0.1", "198.51.100.7", "fe80::1"}) {
+    const Verdict v = p->CheckResolved(*ParseIpAddress(a), host);
+    EXPECT_FALSE(v.allowed) << a;
+    EXPECT_FALSE(v.learned) << a;
+  }
+  EXPECT_TRUE(p->CheckResolved(*ParseIpAddress("151.101.0.223"), host).allowed);
+  // Enforcing, the same rules refuse what learning let through.
+  EXPECT_FALSE(Make({"pypi.org"}).Decide(Name("example.com")).allowed);
+  EXPECT_NE(p->Describe().find("learn mode"), std::string::npos) << p->Describe();
+}
+
+TEST(PolicyTest, TheModeIsCheckedAndTravelsInTheLabel) {
+  for (const char* ok : {"", "enforce", "learn"}) {
+    EXPECT_TRUE(EgressPolicy::Create(EgressRules{.mode = ok}).ok()) << ok;
+  }
+  for (const char* bad : {"Learn", "learning", "off", "learn;x", " learn"}) {
+    auto p = EgressPolicy::Create(EgressRules{.mode = bad});
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_EQ(p.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(p.error().message().find("expected enforce"), std::string::npos)
+        << p.error().message();
+  }
+  auto learn = EgressPolicy::Create(EgressRules{.allow_domains = {"a.example"}, .mode = "learn"});
+  ASSERT_TRUE(learn.ok());
+  EXPECT_EQ(learn->Rules().mode, "learn");
+  const std::string label = EncodeEgressRules(learn->Rules());
+  EXPECT_EQ(label, "allow=a.example;cidr=;ports=80,443;deny=;mode=learn");
+  auto back = DecodeEgressRules(label);
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  EXPECT_EQ(*back, learn->Rules());
+  // Enforcing is the default and writes no mode: labels of before read the same.
+  EXPECT_EQ(EgressPolicy::Create(EgressRules{.mode = "enforce"})->Rules().mode, "");
+  EXPECT_EQ(DecodeEgressRules("allow=a.example;cidr=;ports=;deny=")->mode, "");
+  for (const char* bad : {"allow=;cidr=;ports=;deny=;mode=", "allow=;cidr=;ports=;deny=;mode=x",
+                          "allow=;cidr=;ports=;deny=;mode=learn;more"}) {
+    EXPECT_FALSE(DecodeEgressRules(bad).ok()) << bad;
+  }
+}
+
 TEST(PolicyTest, MalformedRuleLabelsAreRefused) {
   for (const char* bad : {"", "allow=a", "allow=a;cidr=;ports=0;deny=", "cidr=;allow=;ports=;deny=",
                           "allow=;cidr=;ports=70000;deny=", "allow=;cidr=;ports=x;deny=",

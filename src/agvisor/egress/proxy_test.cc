@@ -134,6 +134,7 @@ class EgressProxyTest : public ::testing::Test {
         {"mapped.allowed.test", {Ip("::ffff:127.0.0.2")}},
         {"own.allowed.test", {Ip("198.51.100.7")}},
         {"evil.test", {Ip("127.0.0.1")}},
+        {"private.test", {Ip("10.1.2.3")}},
     });
     log_ = std::make_shared<DecisionLog>();
     ProxyOptions o;
@@ -556,6 +557,70 @@ TEST_F(EgressProxyTest, InSandboxResolverAnswersAllowedNamesOnlyAndForwardsNothi
   EXPECT_EQ(d.name, "late.test");
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(log_->Counters("sb-test").denied, 4u);
+}
+
+// Learn mode: a name, a port or an address literal no rule allows is reached and logged as
+// learned; loopback, metadata, private ranges and the host's own address stay refused after
+// resolution (the enforcing checks, unchanged), and so does a deny rule. Switching to enforce
+// closes the learned connections and refuses them again.
+TEST_F(EgressProxyTest, LearnModeReachesWhatNoRuleAllowsButNeverTheHostMetadataOrPrivate) {
+  TcpServer other_port(HttpHandler);
+  EgressRules rules = MakePolicy({"allowed.test"}).Rules();
+  rules.deny_domains = {"denied.allowed.test"};
+  rules.mode = "learn";
+  proxy_->SetPolicy(EgressPolicy::Create(rules).value());
+  // Learned: a name, a port, through CONNECT too.
+  std::string response = Get(HostPort("evil.test", http_->port()));
+  EXPECT_NE(response.find("200 OK"), std::string::npos) << response;
+  EXPECT_NE(Get(HostPort("allowed.test", other_port.port())).find("200 OK"), std::string::npos);
+  WaitForDecisions(2);
+  Decision d = LastDecision();
+  EXPECT_TRUE(d.allowed);
+  EXPECT_TRUE(d.learned);
+  EXPECT_EQ(d.reason, "port " + std::to_string(other_port.port()) + " is not allowed");
+  EXPECT_EQ(d.address, "127.0.0.1");
+  // Never: what resolves to loopback, metadata, a private range, the host; an address literal
+  // of loopback; a deny rule. Nothing of these is dialled.
+  const std::pair<std::string, std::string> refused[] = {
+      {"rebind.allowed.test", "127.0.0.3 is loopback (no rule opens it)"},
+      {"metadata.allowed.test",
+       "169.254.169.254 is link-local (cloud metadata) (no rule opens it)"},
+      {"mapped.allowed.test", "::ffff:127.0.0.2 is IPv4-mapped: loopback (no rule opens it)"},
+      {"own.allowed.test", "198.51.100.7 is the host's own address (no rule opens it)"},
+      {"private.test", "10.1.2.3 is private"},
+      {"127.0.0.2", "127.0.0.2 is loopback (no rule opens it)"},
+      {"denied.allowed.test", "denied by denied.allowed.test"},
+  };
+  const int accepted = http_->accepted();
+  for (const auto& [name, reason] : refused) {
+    response = Get(HostPort(name, http_->port()));
+    EXPECT_NE(response.find("403 Forbidden"), std::string::npos) << name << ": " << response;
+    EXPECT_NE(response.find(reason), std::string::npos) << name << ": " << response;
+    EXPECT_FALSE(LastDecision().allowed) << name;
+    EXPECT_FALSE(LastDecision().learned) << name;
+  }
+  EXPECT_EQ(http_->accepted(), accepted);
+  // The in-sandbox resolver answers a name no rule allows (learned), not a denied one.
+  EXPECT_TRUE(ParseDnsResponse(AskDns(proxy_->dns_port(), 1, "learned.test", DnsType::kA), 1,
+                               "learned.test", DnsType::kA)
+                  .ok());
+  EXPECT_TRUE(LastDecision().learned);
+  EXPECT_FALSE(ParseDnsResponse(AskDns(proxy_->dns_port(), 2, "denied.allowed.test", DnsType::kA),
+                                2, "denied.allowed.test", DnsType::kA)
+                   .ok());
+  // What was reached, and only that, is kept for the suggestion.
+  EXPECT_EQ(log_->Learned("sb-test").kept,
+            (std::vector<LearnedDestination>{{"allowed.test", other_port.port()},
+                                             {"evil.test", http_->port()}}));
+  EXPECT_EQ(log_->Counters("sb-test").learned, 3u);
+  // Enforcing again: an open learned tunnel is closed, a new connection refused.
+  UniqueFd tunnel = ConnectLoopback(proxy_->port());
+  SendAll(tunnel.get(), "CONNECT " + HostPort("evil.test", echo_->port()) + " HTTP/1.1\r\n\r\n");
+  ASSERT_EQ(ReadHead(tunnel.get()), "HTTP/1.1 200 Connection established\r\n\r\n");
+  rules.mode = "enforce";
+  proxy_->SetPolicy(EgressPolicy::Create(rules).value());
+  EXPECT_EQ(ReadAll(tunnel.get()), "");  // closed by the change
+  EXPECT_NE(Get(HostPort("evil.test", http_->port())).find("403"), std::string::npos);
 }
 
 // A CIDR rule over loopback, link-local or the host's own address opens none of them: the

@@ -423,7 +423,8 @@ const Tool kTools[] = {
     "allow_domains": {"type": "array", "items": {"type": "string"}, "description": "names it may reach, e.g. pypi.org, *.pythonhosted.org"},
     "allow_cidrs": {"type": "array", "items": {"type": "string"}, "description": "address blocks it may reach, e.g. 203.0.113.0/24"},
     "ports": {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 65535}, "description": "destination ports (default 80 and 443)"},
-    "deny_domains": {"type": "array", "items": {"type": "string"}, "description": "names never reached, even when allowed above"}}},
+    "deny_domains": {"type": "array", "items": {"type": "string"}, "description": "names never reached, even when allowed above"},
+    "mode": {"type": "string", "description": "enforce (the default) or learn: what no rule allows is let through and logged (never loopback, metadata, private ranges or the host), for an operator to draw a policy from"}}},
   "secrets": {"type": "array", "description": "brokered secrets by name, from the operator's secrets file on agvisord's host (you never see or pass a value): the sandbox gets NAME=agvsec_<random>, and the egress enforcer puts the value into requests to the hosts (needs egress allowing them)", "items": {"type": "object", "additionalProperties": false, "required": ["name", "hosts"], "properties": {
     "name": {"type": "string", "description": "the secret's name in the operator's file; also the sandbox's environment variable"},
     "hosts": {"type": "array", "items": {"type": "string"}, "description": "exact host names it is sent to, e.g. api.openai.com"},

@@ -380,8 +380,9 @@ Result<void> ValidateSecrets(const std::vector<SecretSpec>& secrets,
         return Error::InvalidArgument(what + ": host " + Quote(h.substr(0, 255)) +
                                       " is not in canonical form (lower case, no trailing dot)");
       }
+      // A rule must name it: in learn mode a secret's host is not one learned on the way.
       const egress::Verdict v = policy.Decide(egress::Target{.host = h, .port = 443});
-      if (!v.allowed) {
+      if (!v.allowed || v.learned) {
         return Error::InvalidArgument(what + ": host " + h +
                                       " is not allowed by the egress policy (" + v.reason +
                                       "): allow it too (--allow-domain " + h + ")");

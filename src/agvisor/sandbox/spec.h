@@ -133,7 +133,9 @@ struct SandboxSpec {
   std::map<std::string, std::string> labels;
   // An egress policy (docs/egress.md): the sandbox reaches only what it allows, through the
   // enforcer agvisord runs on the Docker host; nothing else (deny by default, fail closed).
-  // Needs network "bridge" (the sandbox gets an internal network of its own).
+  // Needs network "bridge" (the sandbox gets an internal network of its own). `egress->mode`
+  // "learn" lets through what no rule allows and logs it (docs/egress.md, "Learn mode"); checked
+  // here with the rules (ValidateSpec), whichever door it came through.
   std::optional<egress::EgressRules> egress;
   // Shells the agent starts beforehand so an exec of `sh -c CMD` with the default user, cwd
   // and env skips the shell's own start (docs/agent.md "Ready shells"); 0 = off, at most

@@ -235,6 +235,28 @@ TEST(SpecTest, SecretsNeedAPolicyThatAllowsTheirHosts) {
   refused(brokered, "do not match");
 }
 
+// Learn mode is one spec value, checked here for every door (CLI --egress, Python
+// Egress(mode=), the API's and MCP's egress.mode).
+TEST(SpecTest, EgressModeIsCheckedWithThePolicy) {
+  SandboxSpec s;
+  s.egress = egress::EgressRules{.mode = "learn"};  // no rule at all: everything is learned
+  EXPECT_TRUE(ValidateSpec(s).ok());
+  s.egress->mode = "enforce";
+  EXPECT_TRUE(ValidateSpec(s).ok());
+  s.egress->mode = "learning";
+  EXPECT_THAT(Msg(ValidateSpec(s)),
+              HasSubstr("egress policy: egress mode 'learning': expected enforce"));
+  s.egress->mode = "learn";
+  s.network = "none";
+  EXPECT_THAT(Msg(ValidateSpec(s)), HasSubstr("an egress policy needs a network"));
+  // A secret's host must be named by a rule: learn mode does not stand in for one.
+  SandboxSpec secret = WithSecret({.name = "K", .hosts = {"other.example"}, .value = "v"});
+  secret.egress->mode = "learn";
+  EXPECT_THAT(Msg(ValidateSpec(secret)), HasSubstr("host other.example is not allowed"));
+  secret.secrets[0].hosts = {"api.example.com"};
+  EXPECT_TRUE(ValidateSpec(secret).ok());
+}
+
 TEST(SpecTest, SecretBindingsRoundTripThroughTheirLabelWithoutValues) {
   const std::vector<SecretBinding> b = {
       {.name = "A", .placeholder = "agvsec_01", .hosts = {"a.example", "b.example"}},

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "agvisor/api/codec.h"
+#include "agvisor/egress/learn.h"
 #include "agvisor/sandbox/egress_network.h"
 #include "agvisor/server/log.h"
 
@@ -476,6 +477,12 @@ Result<api::EgressView> EgressHost::View(const std::string& container) const {
   v.describe = policy.Describe();
   v.recent = log_->Recent(container);
   v.counters = log_->Counters(container);
+  const egress::LearnedDestinations learned = log_->Learned(container);
+  v.learned_destinations = learned.kept.size();
+  v.learned_dropped = learned.dropped;
+  // Past the rule limit (hundreds of names learned) the rules are shown as they are; the
+  // decisions still name what was reached.
+  v.suggested = egress::SuggestRules(v.rules, learned).value_or(v.rules);
   return v;
 }
 
