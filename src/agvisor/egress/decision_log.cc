@@ -76,10 +76,7 @@ std::string FormatDecision(const Decision& d) {
     out += " closed #" + std::to_string(d.closes);
     if (!d.reason.empty()) out += " (" + d.reason + ")";
   } else {
-    out += (d.learned   ? " learned ("
-            : d.allowed ? " allowed ("
-                        : " denied (") +
-           d.reason + ")";
+    out += (d.learned ? " learned (" : d.allowed ? " allowed (" : " denied (") + d.reason + ")";
   }
   if (!d.address.empty()) out += (d.allowed ? " -> " : " address ") + d.address;
   const bool request = !d.method.empty();
