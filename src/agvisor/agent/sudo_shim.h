@@ -1,0 +1,18 @@
+// `sudo` inside a sandbox with the sudo broker: the agent binary run as `sudo` (the symlink
+// kSudoShimPath) or as `agvisor-agent sudo`. Parses sudo's options (sudo.h), sends the request
+// with its stdio to the broker, passes SIGINT / SIGTERM / SIGHUP on, and exits as the command did.
+//
+// Used by agent_main.cc.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace agvisor::agent {
+
+// `args` are the arguments after the program name; `socket_path` the broker's. Returns the exit
+// code: the command's, 128+N for its signal N, 1 when it could not be run (the reason on stderr,
+// e.g. no broker in this sandbox), 0 for -h.
+int RunSudo(const std::vector<std::string>& args, const std::string& socket_path);
+
+}  // namespace agvisor::agent
