@@ -27,28 +27,7 @@ namespace {
 
 std::atomic<std::size_t> g_active_requests{0};
 
-// After clone in a threaded process the child may only make system calls: no allocation.
-void ChildWrite(const char* s) {
-  std::size_t len = std::strlen(s);
-  while (len > 0) {
-    ssize_t n = ::write(STDERR_FILENO, s, len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    s += n;
-    len -= static_cast<std::size_t>(n);
-  }
-}
-
-[[noreturn]] void ChildFail(const char* what, const char* object, int err, int code) {
-  ChildWrite("sudo: ");
-  ChildWrite(what);
-  ChildWrite(" '");
-  ChildWrite(object);
-  ChildWrite("': ");
-  ChildWrite(std::strerror(err));
-  ChildWrite("\n");
-  ::_exit(code);
-}
+constexpr const char* kPrefix = "sudo: ";
 
 void WriteAll(int fd, std::string_view text) {
   while (!text.empty()) {
@@ -136,20 +115,12 @@ struct Prepared {
   // 0..2 are taken), so no dup2 overwrites another.
   if (::dup2(p.in_fd, 0) != 0 || ::dup2(p.out_fd, 1) != 1 || ::dup2(p.err_fd, 2) != 2) ::_exit(1);
   const gid_t root_group = 0;
-  if (::syscall(SYS_setgroups, 1, &root_group) != 0) ChildFail("setgroups", "0", errno, 1);
-  if (::syscall(SYS_setgid, 0) != 0) ChildFail("setgid", "0", errno, 1);
-  if (::syscall(SYS_setuid, 0) != 0) ChildFail("setuid", "0", errno, 1);
-  if (::chdir(p.cwd.c_str()) != 0) ChildFail("cannot change directory to", p.cwd.c_str(), errno, 1);
-  int err = ENOENT;
-  bool denied = false;
-  for (const auto& c : p.candidates) {
-    ::execve(c.c_str(), p.argv.data(), p.envp.data());
-    err = errno;
-    if (err == EACCES) denied = true;
-    if (err != ENOENT && err != ENOTDIR && err != EACCES) break;
-  }
-  if (denied && (err == ENOENT || err == ENOTDIR)) err = EACCES;
-  ChildFail("cannot run", p.argv[0], err, err == ENOENT || err == ENOTDIR ? 127 : 126);
+  if (::syscall(SYS_setgroups, 1, &root_group) != 0) ChildFail(kPrefix, "setgroups", "0", errno, 1);
+  if (::syscall(SYS_setgid, 0) != 0) ChildFail(kPrefix, "setgid", "0", errno, 1);
+  if (::syscall(SYS_setuid, 0) != 0) ChildFail(kPrefix, "setuid", "0", errno, 1);
+  if (::chdir(p.cwd.c_str()) != 0)
+    ChildFail(kPrefix, "cannot change directory to", p.cwd.c_str(), errno, 1);
+  ExecFirstCandidate(kPrefix, p.candidates, p.argv.data(), p.envp.data());
 }
 
 void WriteInt(int fd, int value) {

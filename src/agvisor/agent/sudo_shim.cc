@@ -34,7 +34,11 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-bool SendAll(int fd, const std::string& data, bool with_stdio) {
+}  // namespace
+
+Result<void> SendSudoRequest(int fd, const std::string& payload) {
+  const auto length = EncodeSudoLength(static_cast<std::uint32_t>(payload.size()));
+  const std::string data = std::string(length.data(), length.size()) + payload;
   std::size_t sent = 0;
   while (sent < data.size()) {
     iovec iov{const_cast<char*>(data.data() + sent), data.size() - sent};
@@ -42,7 +46,7 @@ bool SendAll(int fd, const std::string& data, bool with_stdio) {
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))] = {};
-    if (with_stdio && sent == 0) {
+    if (sent == 0) {
       msg.msg_control = control;
       msg.msg_controllen = sizeof control;
       cmsghdr* c = CMSG_FIRSTHDR(&msg);
@@ -54,13 +58,11 @@ bool SendAll(int fd, const std::string& data, bool with_stdio) {
     }
     ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
+    if (n < 0) return Error::FromErrno("sendmsg to the sudo broker", errno);
     sent += static_cast<std::size_t>(n);
   }
-  return true;
+  return Ok();
 }
-
-}  // namespace
 
 int RunSudo(const std::vector<std::string>& args, const std::string& socket_path) {
   auto options = ParseSudoCommandLine(args);
@@ -104,10 +106,8 @@ int RunSudo(const std::vector<std::string>& args, const std::string& socket_path
                 "): passwordless sudo works only in sandboxes created with allow_setuid "
                 "(E2B's, or `agvisor create --allow-setuid`)");
   }
-  const auto length = EncodeSudoLength(static_cast<std::uint32_t>(payload.size()));
-  if (!SendAll(conn->get(), std::string(length.data(), length.size()), true) ||
-      !SendAll(conn->get(), payload, false)) {
-    return Fail(std::string("sending the request to the broker: ") + std::strerror(errno));
+  if (auto sent = SendSudoRequest(conn->get(), payload); !sent.ok()) {
+    return Fail(sent.error().message());
   }
   g_broker_fd = conn->get();
   struct sigaction forward {};

@@ -8,11 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "agvisor/base/error.h"
+
 namespace agvisor::agent {
 
 // `args` are the arguments after the program name; `socket_path` the broker's. Returns the exit
 // code: the command's, 128+N for its signal N, 1 when it could not be run (the reason on stderr,
 // e.g. no broker in this sandbox), 0 for -h.
 int RunSudo(const std::vector<std::string>& args, const std::string& socket_path);
+
+// Sends the request `payload` (EncodeSudoRequest) on the connection `fd`, framed as sudo.h says,
+// with this process's fds 0, 1 and 2 attached to its first bytes. Errors: sendmsg's.
+Result<void> SendSudoRequest(int fd, const std::string& payload);
 
 }  // namespace agvisor::agent

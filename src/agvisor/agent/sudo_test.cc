@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "agvisor/agent/sudo_broker.h"
+#include "agvisor/agent/sudo_shim.h"
 
 namespace agvisor::agent {
 namespace {
@@ -16,6 +17,16 @@ namespace {
 using Strings = std::vector<std::string>;
 
 std::string Payload(const char* bytes, std::size_t size) { return std::string(bytes, size); }
+
+// The broker's 2-byte outcome on `fd` as the shim's exit code; nullopt when it closed first.
+std::optional<int> ReadOutcome(int fd) {
+  char reply[2];
+  std::size_t got = 0;
+  for (ssize_t n; got < 2 && (n = ::read(fd, reply + got, 2 - got)) > 0;) got += n;
+  if (got != 2) return std::nullopt;
+  auto outcome = DecodeSudoOutcome({reply[0], reply[1]});
+  return outcome ? std::optional<int>(SudoExitCode(*outcome)) : std::nullopt;
+}
 
 TEST(SudoWireTest, RequestRoundTrips) {
   SudoRequest r{.argv = {"id", "-u", ""}, .env = {"PATH=/bin", "EMPTY="}, .cwd = "/home/user"};
@@ -146,26 +157,16 @@ TEST(SudoBrokerTest, HostileClientsEndTheirOwnRequestOnly) {
     std::thread broker([fd = sv[0]] { ServeSudoConnection(UniqueFd(fd)); });
     client(sv[1]);
     ::shutdown(sv[1], SHUT_WR);
-    char reply[2];
-    std::size_t got = 0;
-    for (ssize_t n; got < 2 && (n = ::read(sv[1], reply + got, 2 - got)) > 0;) got += n;
+    const std::optional<int> code = ReadOutcome(sv[1]);
     broker.join();
     ::close(sv[1]);
-    if (got == 2) {
-      EXPECT_EQ(SudoExitCode(*DecodeSudoOutcome({reply[0], reply[1]})), 1);
-    }
+    EXPECT_TRUE(!code || *code == 1) << *code;
   };
   serve([](int) {});                                                // closes at once
   serve([](int fd) { (void)::write(fd, "\x7f\xff\xff\xff", 4); });  // huge length, no fds
   serve([](int fd) { (void)::write(fd, "garbage garbage", 15); });  // garbage, no fds
   serve([](int fd) { (void)::write(fd, "\0\0", 2); });              // half a header
 }
-
-}  // namespace
-}  // namespace agvisor::agent
-
-namespace agvisor::agent {
-namespace {
 
 // A real request through ServeSudoConnection: the command's exit code comes back (root only:
 // the command is made root with setgroups/setuid).
@@ -176,30 +177,11 @@ TEST(SudoBrokerTest, RunsTheCommandAndSendsItsExitCode) {
   std::thread broker([fd = sv[0]] { ServeSudoConnection(UniqueFd(fd)); });
   const std::string payload = EncodeSudoRequest(
       {.argv = {"sh", "-c", "exit 7"}, .env = {"PATH=/bin:/usr/bin"}, .cwd = "/"});
-  const auto length = EncodeSudoLength(static_cast<std::uint32_t>(payload.size()));
-  std::string data(length.data(), 4);
-  data += payload;
-  iovec iov{data.data(), data.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(3 * sizeof(int));
-  const int stdio[3] = {0, 1, 2};
-  std::memcpy(CMSG_DATA(c), stdio, sizeof stdio);
-  ASSERT_EQ(::sendmsg(sv[1], &msg, 0), static_cast<ssize_t>(data.size()));
-  char reply[2];
-  std::size_t got = 0;
-  for (ssize_t n; got < 2 && (n = ::read(sv[1], reply + got, 2 - got)) > 0;) got += n;
+  ASSERT_TRUE(SendSudoRequest(sv[1], payload).ok());
+  const std::optional<int> code = ReadOutcome(sv[1]);
   broker.join();
   ::close(sv[1]);
-  ASSERT_EQ(got, 2u);
-  EXPECT_EQ(SudoExitCode(*DecodeSudoOutcome({reply[0], reply[1]})), 7);
+  EXPECT_EQ(code, 7);
 }
 
 }  // namespace
