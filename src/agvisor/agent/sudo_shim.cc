@@ -36,25 +36,24 @@ int Fail(const std::string& message) {
 
 }  // namespace
 
-Result<void> SendSudoRequest(int fd, const std::string& payload) {
-  const auto length = EncodeSudoLength(static_cast<std::uint32_t>(payload.size()));
-  const std::string data = std::string(length.data(), length.size()) + payload;
+Result<void> SendWithFds(int fd, std::string_view bytes, const std::vector<int>& fds) {
+  constexpr std::size_t kMaxFds = 8;
+  if (fds.size() > kMaxFds) return Error::InvalidArgument("SendWithFds: more than 8 fds");
   std::size_t sent = 0;
-  while (sent < data.size()) {
-    iovec iov{const_cast<char*>(data.data() + sent), data.size() - sent};
+  while (sent < bytes.size()) {
+    iovec iov{const_cast<char*>(bytes.data() + sent), bytes.size() - sent};
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))] = {};
-    if (sent == 0) {
+    alignas(cmsghdr) char control[CMSG_SPACE(kMaxFds * sizeof(int))] = {};
+    if (sent == 0 && !fds.empty()) {
       msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
+      msg.msg_controllen = CMSG_SPACE(fds.size() * sizeof(int));
       cmsghdr* c = CMSG_FIRSTHDR(&msg);
       c->cmsg_level = SOL_SOCKET;
       c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(3 * sizeof(int));
-      const int stdio[3] = {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO};
-      std::memcpy(CMSG_DATA(c), stdio, sizeof stdio);
+      c->cmsg_len = CMSG_LEN(fds.size() * sizeof(int));
+      std::memcpy(CMSG_DATA(c), fds.data(), fds.size() * sizeof(int));
     }
     ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
@@ -62,6 +61,12 @@ Result<void> SendSudoRequest(int fd, const std::string& payload) {
     sent += static_cast<std::size_t>(n);
   }
   return Ok();
+}
+
+Result<void> SendSudoRequest(int fd, const std::string& payload) {
+  const auto length = EncodeSudoLength(static_cast<std::uint32_t>(payload.size()));
+  return SendWithFds(fd, std::string(length.data(), length.size()) + payload,
+                     {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO});
 }
 
 int RunSudo(const std::vector<std::string>& args, const std::string& socket_path) {

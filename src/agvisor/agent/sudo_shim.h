@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agvisor/base/error.h"
@@ -20,5 +21,9 @@ int RunSudo(const std::vector<std::string>& args, const std::string& socket_path
 // Sends the request `payload` (EncodeSudoRequest) on the connection `fd`, framed as sudo.h says,
 // with this process's fds 0, 1 and 2 attached to its first bytes. Errors: sendmsg's.
 Result<void> SendSudoRequest(int fd, const std::string& payload);
+
+// Sends `bytes` on `fd` with `fds` (at most 8) attached to the first of them: SendSudoRequest's
+// means, and the unit tests' for requests no shim sends. Errors: sendmsg's.
+Result<void> SendWithFds(int fd, std::string_view bytes, const std::vector<int>& fds);
 
 }  // namespace agvisor::agent

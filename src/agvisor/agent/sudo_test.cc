@@ -1,5 +1,6 @@
 #include "agvisor/agent/sudo.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -166,6 +167,21 @@ TEST(SudoBrokerTest, HostileClientsEndTheirOwnRequestOnly) {
   serve([](int fd) { (void)::write(fd, "\x7f\xff\xff\xff", 4); });  // huge length, no fds
   serve([](int fd) { (void)::write(fd, "garbage garbage", 15); });  // garbage, no fds
   serve([](int fd) { (void)::write(fd, "\0\0", 2); });              // half a header
+  // Wrong fd counts, and a bad request with the fds: the reason goes to the stderr sent.
+  int err_pipe[2];
+  ASSERT_EQ(::pipe2(err_pipe, O_CLOEXEC | O_NONBLOCK), 0);
+  const auto header = EncodeSudoLength(4);
+  const std::string bad = std::string(header.data(), 4) + Payload("/\0x\0", 4);
+  serve([&](int fd) { (void)SendWithFds(fd, bad, {0, 1}); });
+  serve([&](int fd) { (void)SendWithFds(fd, bad, {0, 1, err_pipe[1], 0}); });
+  serve([&](int fd) { (void)SendWithFds(fd, bad, {0, 1, err_pipe[1]}); });
+  char said[256] = {};
+  ASSERT_GT(::read(err_pipe[0], said, sizeof said - 1), 0);
+  EXPECT_EQ(std::string(said),
+            "sudo: sudo request: expected stdin, stdout and stderr attached, got 4 fds\n"
+            "sudo: sudo request: an entry is neither an argument nor an environment entry\n");
+  ::close(err_pipe[0]);
+  ::close(err_pipe[1]);
 }
 
 // A real request through ServeSudoConnection: the command's exit code comes back (root only:

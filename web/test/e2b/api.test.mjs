@@ -313,7 +313,7 @@ test("E2B's sandboxes have passwordless sudo, agvisor's own keep no-new-privileg
     assert.deepEqual(securityOpt(sbx.sandboxId) ?? [], []);
     assert.deepEqual(securityOpt(ownId), ['no-new-privileges']);
     // sudo as the SDK runs it (as `user`, through a login bash): root, root's HOME, the
-    // command's exit status and stdin passed through.
+    // command's exit status, stdin and signals passed through.
     const run = (cmd) => sbx.commands.run(cmd).catch((e) => e.result ?? e);
     assert.equal((await run('id -u')).stdout, '1000\n');
     const root = await run('sudo -n id -u');
@@ -321,6 +321,9 @@ test("E2B's sandboxes have passwordless sudo, agvisor's own keep no-new-privileg
     assert.equal((await run("sudo -n -u root sh -c 'echo $HOME'")).stdout, '/root\n');
     assert.equal((await run("sudo sh -c 'exit 7'")).exitCode, 7);
     assert.equal((await run('echo piped | sudo -n cat')).stdout, 'piped\n');
+    // A signal to sudo reaches the command, and sudo exits as the command did (128+15).
+    const term = await run('sudo sleep 30 & p=$!; sleep 0.3; kill -TERM $p; wait $p; echo $?');
+    assert.equal(term.stdout, '143\n', JSON.stringify(term));
     // agvisor's own: no broker, and the image's sudo still meets no-new-privileges.
     const own = await fetch(`${d.origin}/v1/sandboxes/${ownId}/exec`, {
       method: 'POST', headers: v1,
