@@ -22,7 +22,7 @@ Result<sockaddr_un> Address(const std::string& path) {
   return addr;
 }
 
-// mkdir -p with `mode` for the directories it creates.
+// mkdir -p with `mode` for the directories it creates (an existing one keeps its own).
 Result<void> MakeDirectories(const std::string& dir, mode_t mode) {
   if (dir.empty() || dir == "/" || dir == ".") return Ok();
   struct stat st {};
@@ -34,7 +34,7 @@ Result<void> MakeDirectories(const std::string& dir, mode_t mode) {
   if (::mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) {
     return Error::FromErrno("mkdir " + dir, errno);
   }
-  // mkdir's mode is filtered by the umask; make sure the directory is 0700 as documented.
+  // mkdir's mode is filtered by the umask; make sure the directory has `mode` as documented.
   if (::chmod(dir.c_str(), mode) != 0) return Error::FromErrno("chmod " + dir, errno);
   return Ok();
 }
@@ -49,8 +49,12 @@ std::string SocketDirectory(const std::string& path) {
 }
 
 Result<UniqueFd> ListenActivitySocket(const std::string& path) {
+  return ListenUnixSocket(path, 0700, 0600);
+}
+
+Result<UniqueFd> ListenUnixSocket(const std::string& path, mode_t dir_mode, mode_t socket_mode) {
   sockaddr_un addr = AGVISOR_TRY(Address(path));
-  AGVISOR_RETURN_IF_ERROR(MakeDirectories(SocketDirectory(path), 0700));
+  AGVISOR_RETURN_IF_ERROR(MakeDirectories(SocketDirectory(path), dir_mode));
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
@@ -63,7 +67,7 @@ Result<UniqueFd> ListenActivitySocket(const std::string& path) {
   if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
     return Error::FromErrno("bind " + path, errno);
   }
-  if (::chmod(path.c_str(), 0600) != 0) return Error::FromErrno("chmod 0600 " + path, errno);
+  if (::chmod(path.c_str(), socket_mode) != 0) return Error::FromErrno("chmod " + path, errno);
   if (::listen(fd.get(), 128) != 0) return Error::FromErrno("listen " + path, errno);
   return fd;
 }

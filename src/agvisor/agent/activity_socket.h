@@ -5,6 +5,8 @@
 // will run over these same connections.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 
 #include "agvisor/base/error.h"
@@ -16,6 +18,10 @@ namespace agvisor::agent {
 // left at `path` by an earlier run, binds and listens. Returns a non-blocking, CLOEXEC listener.
 // Errors: kInvalidArgument (path too long for sockaddr_un), those of mkdir/socket/bind/listen.
 Result<UniqueFd> ListenActivitySocket(const std::string& path);
+
+// ListenActivitySocket with other modes: the directories it creates get `dir_mode`, the socket
+// `socket_mode` (the sudo broker's: 0755 and 0666).
+Result<UniqueFd> ListenUnixSocket(const std::string& path, mode_t dir_mode, mode_t socket_mode);
 
 // Connects to init's socket (blocking connect, then the fd is CLOEXEC). Errors: kNotFound (no
 // socket), kUnavailable (nobody listening), kInvalidArgument (path too long), connect's others.

@@ -11,6 +11,8 @@
 #include "agvisor/agent/files.h"
 #include "agvisor/agent/init.h"
 #include "agvisor/agent/log.h"
+#include "agvisor/agent/sudo.h"
+#include "agvisor/agent/sudo_shim.h"
 #include "agvisor/agent/version.h"
 #include "agvisor/proto/exit_codes.h"
 
@@ -51,6 +53,15 @@ struct Dispatch {
 
 int AgentMain(int argc, char** argv) {
   std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+  // Run as `sudo` (init's symlink, sudo_broker.h) or as `agvisor-agent sudo`: sudo's own
+  // command line, not the agent's.
+  const std::string_view program = argc > 0 ? std::string_view(argv[0]) : "";
+  if (program.substr(program.find_last_of('/') + 1) == "sudo") {
+    return RunSudo(args, std::string(kSudoSocketPath));
+  }
+  if (!args.empty() && args[0] == "sudo") {
+    return RunSudo({args.begin() + 1, args.end()}, std::string(kSudoSocketPath));
+  }
   auto command = ParseCommandLine(args);
   if (!command.ok()) {
     LogLine(command.error().message());

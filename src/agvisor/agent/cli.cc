@@ -19,6 +19,7 @@ Subcommands:
   connect   relay stdin/stdout to init's channel socket (the host's second way in)
   read-file write one file, or a tar of it, to stdout (the host's path for large downloads)
   version   print the agent and protocol versions
+  sudo      run a command as root through init's sudo broker (also as a program named sudo)
 
 Run `agvisor-agent SUBCOMMAND --help` for the options of each.
 )";
@@ -26,7 +27,7 @@ Run `agvisor-agent SUBCOMMAND --help` for the options of each.
 constexpr std::string_view kInitHelp =
     R"(Usage: agvisor-agent init [--lifetime SECONDS] [--idle-ttl SECONDS] [--socket PATH]
                           [--channel-stdio] [--desktop] [--desktop-size WxH]
-                          [--warm-shells N] [--track-idle]
+                          [--warm-shells N] [--track-idle] [--sudo-broker]
 
 PID 1 of a sandbox. Reaps every zombie (also when not PID 1: it makes itself a child subreaper),
 serves the channel protocol (docs/protocol.md) on a unix socket and stops the sandbox on its own:
@@ -48,6 +49,9 @@ serves the channel protocol (docs/protocol.md) on a unix socket and stops the sa
   --warm-shells N      keep N shells (0-16, default 0) started and waiting, so an exec of
                        `sh -c SCRIPT` with the default user, cwd and env skips the shell's start;
                        `ps` shows them as `sh -s agvisor-agent ready shell ...`
+  --sudo-broker        passwordless sudo without setuid bits: serve /run/agvisor-sudo/sudo.sock
+                       (mode 0666) and link /usr/local/bin/sudo to this binary, whose `sudo`
+                       runs commands as root through it (any process of the sandbox may)
 SECONDS: a number > 0, fractions allowed (0.5). Both limits are off unless given.
 
 Stopping: SIGTERM to every process, 1 s of grace, then SIGKILL; the reason (lifetime, idle or
@@ -219,6 +223,8 @@ Result<Command> ParseInit(const std::vector<std::string>& args) {
       o.track_idle = true;
     } else if (c.Flag("--desktop")) {
       o.desktop = true;
+    } else if (c.Flag("--sudo-broker")) {
+      o.sudo_broker = true;
     } else if (AGVISOR_TRY(c.Take("--desktop-size", &v))) {
       auto x = v.find('x');
       auto digits = [](std::string_view t) {

@@ -9,6 +9,7 @@
 //   read-file writes one file of the sandbox, or a tar of it, to stdout (the host's bulk
 //             download path).
 //   version prints the agent and protocol versions.
+//   sudo    runs a command as root through init's sudo broker (sudo_shim.h; parsed there).
 #pragma once
 
 #include <chrono>
@@ -41,6 +42,9 @@ struct InitOptions {
   std::string desktop_geometry = "1280x800";  // --desktop-size WxH
   // --warm-shells N: shells kept started and waiting for an exec's script (ready_shells.h).
   std::size_t warm_shells = 0;
+  // --sudo-broker: serve sudo's requests (sudo_broker.h) and install the `sudo` shim: a sandbox
+  // created with allow_setuid.
+  bool sudo_broker = false;
   static constexpr std::size_t kMaxWarmShells = 16;
 };
 

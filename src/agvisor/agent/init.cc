@@ -23,6 +23,8 @@
 #include "agvisor/agent/process_tree.h"
 #include "agvisor/agent/session.h"
 #include "agvisor/agent/signals.h"
+#include "agvisor/agent/sudo.h"
+#include "agvisor/agent/sudo_broker.h"
 #include "agvisor/agent/trust.h"
 #include "agvisor/agent/version.h"
 #include "agvisor/proto/exit_codes.h"
@@ -48,6 +50,14 @@ void WriteExitReason(const std::string& path, StopReason reason) {
     LogLine("write " + path + ": " + std::strerror(errno));
   }
   ::close(fd);
+}
+
+// The agent binary's own path, for the sudo shim's symlink.
+std::string SelfPath() {
+  char path[4096];
+  ssize_t n = ::readlink("/proc/self/exe", path, sizeof path);
+  return n > 0 ? std::string(path, static_cast<std::size_t>(n))
+               : std::string("/.agvisor/agvisor-agent");
 }
 
 int ExitCodeFor(StopReason reason) {
@@ -287,6 +297,14 @@ int RunInit(const InitOptions& options) {
     LogLine("init: " + r.error().message());
   } else if (*r) {
     LogLine("init: sandbox CA installed");
+  }
+  if (options.sudo_broker) {
+    // Not fatal: the sandbox serves everything else; sudo then says there is no broker.
+    if (auto r = StartSudoBroker(std::string(kSudoSocketPath)); !r.ok()) {
+      LogLine("init: sudo broker: " + r.error().message());
+    }
+    if (auto r = InstallSudoShim(SelfPath()); !r.ok())
+      LogLine("init: sudo: " + r.error().message());
   }
   const std::string reason_path = SocketDirectory(options.socket_path) + "/exit-reason";
   ::unlink(reason_path.c_str());  // a stale reason from an earlier run of a resumed sandbox

@@ -21,8 +21,6 @@
 extern char** environ;
 
 namespace agvisor::agent {
-namespace {
-
 // The child of vfork shares the parent's memory until it execs: it may only make system calls
 // and read data prepared before vfork. No allocation, no writes to shared state.
 void ChildWrite(const char* s) {
@@ -36,8 +34,8 @@ void ChildWrite(const char* s) {
   }
 }
 
-[[noreturn]] void ChildFail(const char* what, const char* object, int err, int code) {
-  ChildWrite("agvisor-agent: ");
+void ChildFail(const char* prefix, const char* what, const char* object, int err, int code) {
+  ChildWrite(prefix);
   ChildWrite(what);
   ChildWrite(" '");
   ChildWrite(object);
@@ -47,7 +45,22 @@ void ChildWrite(const char* s) {
   ::_exit(code);
 }
 
-}  // namespace
+void ExecFirstCandidate(const char* prefix, const std::vector<std::string>& candidates,
+                        char* const* argv, char* const* envp) {
+  // execvp's search, over the candidates computed before the fork: EACCES anywhere means "found
+  // but not runnable" (126) unless a later candidate runs; otherwise not found (127).
+  int err = ENOENT;
+  bool denied = false;
+  for (const auto& c : candidates) {
+    ::execve(c.c_str(), argv, envp);
+    err = errno;
+    if (err == EACCES) denied = true;
+    if (err != ENOENT && err != ENOTDIR && err != EACCES) break;
+  }
+  if (denied && (err == ENOENT || err == ENOTDIR)) err = EACCES;
+  ChildFail(prefix, "cannot run", argv[0], err,
+            err == ENOENT || err == ENOTDIR ? kExecExitNotFound : kExecExitCannotRun);
+}
 
 // SpawnCommand computes them before vfork (the child may not allocate).
 std::vector<std::string> ExecCandidates(const std::string& program,
@@ -176,6 +189,7 @@ Result<SpawnedProcess> SpawnCommand(const SpawnRequest& r) {
   }
 
   // Everything the child needs, prepared before vfork: the child only makes system calls.
+  static constexpr const char* kPrefix = "agvisor-agent: ";
   std::vector<std::string> args = r.argv;
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -212,31 +226,19 @@ Result<SpawnedProcess> SpawnCommand(const SpawnRequest& r) {
       const UserIds& u = *r.user;
       // Raw system calls: glibc's wrappers synchronise all threads of the (shared) process.
       if (::syscall(SYS_setgroups, u.groups.size(), u.groups.data()) != 0) {
-        ChildFail("setgroups for user", user_name.c_str(), errno, kExecExitAgent);
+        ChildFail(kPrefix, "setgroups for user", user_name.c_str(), errno, kExecExitAgent);
       }
       if (::syscall(SYS_setgid, u.gid) != 0) {
-        ChildFail("setgid", gid_text.c_str(), errno, kExecExitAgent);
+        ChildFail(kPrefix, "setgid", gid_text.c_str(), errno, kExecExitAgent);
       }
       if (::syscall(SYS_setuid, u.uid) != 0) {
-        ChildFail("setuid", uid_text.c_str(), errno, kExecExitAgent);
+        ChildFail(kPrefix, "setuid", uid_text.c_str(), errno, kExecExitAgent);
       }
     }
     if (!r.cwd.empty() && ::chdir(r.cwd.c_str()) != 0) {
-      ChildFail("cannot change directory to", r.cwd.c_str(), errno, kExecExitAgent);
+      ChildFail(kPrefix, "cannot change directory to", r.cwd.c_str(), errno, kExecExitAgent);
     }
-    // execvp's search, over the candidates computed above: EACCES anywhere means "found but
-    // not runnable" (126) unless a later candidate runs; otherwise not found (127).
-    int err = ENOENT;
-    bool denied = false;
-    for (const auto& c : candidates) {
-      ::execve(c.c_str(), argv.data(), envp.data());
-      err = errno;
-      if (err == EACCES) denied = true;
-      if (err != ENOENT && err != ENOTDIR && err != EACCES) break;
-    }
-    if (denied && (err == ENOENT || err == ENOTDIR)) err = EACCES;
-    ChildFail("cannot run", argv[0], err,
-              err == ENOENT || err == ENOTDIR ? kExecExitNotFound : kExecExitCannotRun);
+    ExecFirstCandidate(kPrefix, candidates, argv.data(), envp.data());
   }
   // The group exists before anyone signals it (no race with the child's own setpgid). A pty child
   // makes its own session instead (setpgid from here would fail once it has).

@@ -63,6 +63,16 @@ Result<SpawnedProcess> SpawnCommand(const SpawnRequest& request);
 std::vector<std::string> ExecCandidates(const std::string& program,
                                         const std::vector<std::string>& env);
 
+// Between fork and exec (system calls only, no allocation): writes "<prefix><what> '<object>':
+// <strerror(err)>" to stderr and _exits with `code`.
+[[noreturn]] void ChildFail(const char* prefix, const char* what, const char* object, int err,
+                            int code);
+
+// Between fork and exec: execve of each of `candidates` (ExecCandidates) in turn, as execvp
+// would; when none runs, ChildFail with 127 (not found) or 126 (found, not runnable).
+[[noreturn]] void ExecFirstCandidate(const char* prefix, const std::vector<std::string>& candidates,
+                                     char* const* argv, char* const* envp);
+
 // Sets a pty's window size (TIOCSWINSZ). Errors: ioctl's.
 Result<void> ResizePty(int master, std::uint16_t rows, std::uint16_t cols);
 

@@ -186,8 +186,8 @@ void SpecOptions::Add(CLI::App& cmd) {
   cmd.add_flag("--gui", spec.gui,
                "a desktop: Xvnc + xfce inside, ready when drawn; see `agvisor desktop --help`");
   cmd.add_flag("--allow-setuid", spec.allow_setuid,
-               "let setuid programs (sudo) work where the host's gVisor honours setuid bits: no "
-               "no-new-privileges; root inside is reachable with --user root anyway "
+               "passwordless sudo inside: no no-new-privileges, and the agent's sudo broker "
+               "(gVisor ignores setuid bits); root inside is reachable with --user root anyway "
                "(docs/security.md)");
   cmd.add_option("--cpus", spec.limits.cpus, "CPU cores, fractions allowed")->capture_default_str();
   cmd.add_option("--memory", spec.limits.memory, "RAM cap, e.g. 512m, 2g (no swap)")

@@ -72,6 +72,8 @@ Result<InstanceSpec> BuildInstanceSpec(const SandboxSpec& spec, const InstanceDe
     i.argv.insert(i.argv.end(), {"--idle-ttl", std::to_string(*spec.idle_ttl)});
   }
   if (spec.gui) i.argv.push_back("--desktop");
+  // gVisor ignores setuid bits: sudo works through the agent's broker (agent/sudo_broker.h).
+  if (spec.allow_setuid) i.argv.push_back("--sudo-broker");
   if (spec.warm_shells > 0) {
     i.argv.insert(i.argv.end(), {"--warm-shells", std::to_string(spec.warm_shells)});
   }

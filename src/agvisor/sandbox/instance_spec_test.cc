@@ -159,13 +159,18 @@ TEST(InstanceSpecTest, NetworkNoneOnTheTwinAndWithout) {
   EXPECT_EQ(Body(spec, Decide(spec)), kNoneWithoutTwin);
 }
 
-TEST(InstanceSpecTest, AllowSetuidDropsNoNewPrivilegesOnly) {
+// allow_setuid: no no-new-privileges, and the agent's sudo broker (agent/sudo_broker.h), since
+// gVisor ignores setuid bits; nothing else changes.
+TEST(InstanceSpecTest, AllowSetuidDropsNoNewPrivilegesAndStartsTheSudoBrokerOnly) {
   SandboxSpec spec;
   spec.allow_setuid = true;
   std::string want = kAnonymous;
   const std::string nnp = R"("SecurityOpt":["no-new-privileges"],)";
   want.erase(want.find(nnp), nnp.size());
+  const std::string stdio = R"("--channel-stdio")";
+  want.insert(want.find(stdio) + stdio.size(), R"(,"--sudo-broker")");
   EXPECT_EQ(Body(spec, Decide(spec)), want);
+  EXPECT_EQ(std::string(kAnonymous).find("--sudo-broker"), std::string::npos);
 }
 
 TEST(InstanceSpecTest, Egress) {

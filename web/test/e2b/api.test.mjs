@@ -1,7 +1,7 @@
 // E2B's REST API on agvisord (docs/e2b.md) through the official `e2b` SDK, unchanged, on real
 // gVisor sandboxes: create, getInfo, list (metadata, state, order, startedAfter, paging),
 // setTimeout, the timeout itself, pause and connect, autoResume false, getMetrics and its range,
-// kill, E2B's sandboxes without no-new-privileges; the errors in E2B's shapes the SDK turns into its error classes
+// kill, E2B's sandboxes' passwordless sudo (agvisor's own: none); the errors in E2B's shapes the SDK turns into its error classes
 // (unknown routes and methods too); and hostile requests (another sandbox's token, forged ids,
 // huge bodies, 250 connections at once).
 //
@@ -292,10 +292,9 @@ test("errors come in E2B's shapes, as the SDK's error classes", async () => {
 });
 
 // E2B's templates promise passwordless sudo: E2B's sandboxes are made with the spec's
-// allow_setuid (no no-new-privileges), agvisor's own keep it. Whether sudo then works is the
-// host's gVisor's to say: runsc 20240729 ignores setuid bits in every sandbox (gVisor issue 212),
-// so on it sudo still answers "no new privileges" (docs/e2b.md).
-test("E2B's sandboxes run without no-new-privileges, agvisor's own keep it", async () => {
+// allow_setuid (no no-new-privileges, and the agent's sudo broker, since runsc ignores setuid
+// bits: gVisor issue 212), agvisor's own keep no-new-privileges and have no broker.
+test("E2B's sandboxes have passwordless sudo, agvisor's own keep no-new-privileges", async () => {
   const v1 = { Authorization: `Bearer ${d.token}`, 'content-type': 'application/json' };
   const [sbx, own] = await Promise.all([
     Sandbox.create({ metadata: d.metadata, allowInternetAccess: false }),
@@ -313,9 +312,26 @@ test("E2B's sandboxes run without no-new-privileges, agvisor's own keep it", asy
   try {
     assert.deepEqual(securityOpt(sbx.sandboxId) ?? [], []);
     assert.deepEqual(securityOpt(ownId), ['no-new-privileges']);
-    // What sudo says in each, as the SDK runs it (as `user`, through a login bash).
-    const sudo = await sbx.commands.run('sudo -n id -u').catch((e) => e.result ?? e);
-    assert.ok(sudo.stdout === '0\n' || /no new privileges/.test(sudo.stderr), JSON.stringify(sudo));
+    // sudo as the SDK runs it (as `user`, through a login bash): root, root's HOME, the
+    // command's exit status, stdin and signals passed through.
+    const run = (cmd) => sbx.commands.run(cmd).catch((e) => e.result ?? e);
+    assert.equal((await run('id -u')).stdout, '1000\n');
+    const root = await run('sudo -n id -u');
+    assert.equal(root.stdout, '0\n', JSON.stringify(root));
+    assert.equal((await run("sudo -n -u root sh -c 'echo $HOME'")).stdout, '/root\n');
+    assert.equal((await run("sudo sh -c 'exit 7'")).exitCode, 7);
+    assert.equal((await run('echo piped | sudo -n cat')).stdout, 'piped\n');
+    // A signal to sudo reaches the command, and sudo exits as the command did (128+15).
+    const term = await run('sudo sleep 30 & p=$!; sleep 0.3; kill -TERM $p; wait $p; echo $?');
+    assert.equal(term.stdout, '143\n', JSON.stringify(term));
+    // agvisor's own: no broker, and the image's sudo still meets no-new-privileges.
+    const own = await fetch(`${d.origin}/v1/sandboxes/${ownId}/exec`, {
+      method: 'POST', headers: v1,
+      body: JSON.stringify({ user: 'user', command: 'test -e /run/agvisor-sudo/sudo.sock; echo socket $?; sudo -n id -u' }),
+    }).then((x) => x.json());
+    assert.match(own.stdout, /^socket 1\n$/, JSON.stringify(own));
+    assert.notEqual(own.exit_code, 0, JSON.stringify(own));
+    assert.match(own.stderr, /no new privileges/, JSON.stringify(own));
   } finally {
     await fetch(`${d.origin}/v1/sandboxes/${ownId}`, { method: 'DELETE', headers: v1 });
     await sbx.kill();
