@@ -179,10 +179,15 @@ class EgressProxyTest : public ::testing::Test {
     return host + ":" + std::to_string(port);
   }
 
-  Decision LastDecision() {
+  // The last decision, or the last close record: a connection's close record is logged when
+  // both its sides end, which can come after a later connection's decision.
+  Decision LastDecision(bool close_record = false) {
     auto recent = log_->Recent("sb-test");
-    EXPECT_FALSE(recent.empty());
-    return recent.empty() ? Decision{} : recent.back();
+    for (auto it = recent.rbegin(); it != recent.rend(); ++it) {
+      if ((it->closes != 0) == close_record) return *it;
+    }
+    ADD_FAILURE() << "no " << (close_record ? "close record" : "decision") << " logged";
+    return Decision{};
   }
 
   // Waits until the proxy has logged `n` decisions (the log is written on the proxy's thread).
@@ -286,7 +291,7 @@ TEST_F(EgressProxyTest, SpliceMovesBulkBytesBothWaysAndPassesHalfClose) {
   // names the decision that let it through; the counters count that decision only.
   c.reset();
   WaitForDecisions(2);
-  const Decision closed = LastDecision();
+  const Decision closed = LastDecision(/*close_record=*/true);
   EXPECT_EQ(closed.via, "connect");
   EXPECT_EQ(closed.closes, log_->Recent("sb-test").front().seq);
   EXPECT_EQ(closed.bytes_up, payload.size());
@@ -906,7 +911,7 @@ TEST_F(EgressProxyTest, IdleTunnelsAreClosedBusyOnesKept) {
   EXPECT_TRUE(Echoes(busy.get()));
   // The idle one's close record says why the enforcer closed it.
   WaitForDecisions(3);
-  const Decision closed = LastDecision();
+  const Decision closed = LastDecision(/*close_record=*/true);
   EXPECT_NE(closed.closes, 0u);
   EXPECT_EQ(closed.reason, "idle for 400 ms");
 }
