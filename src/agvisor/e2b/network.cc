@@ -25,8 +25,9 @@ Result<NetworkChoice> MapNetwork(const E2bNetwork& n) {
     for (const auto& f : n.unsupported) fields += (fields.empty() ? "" : ", ") + f;
     return Error::Unsupported(
         "network " + fields +
-        ": not available on agvisor (request transforms and brokered secrets are a later "
-        "issue; agvisor's ports are reached through agvisord, see docs/e2b.md)");
+        ": not available on agvisor (request transforms are not mapped onto agvisor's brokered "
+        "secrets: `agvisor create --secret`, docs/egress.md; agvisor's ports are reached "
+        "through agvisord, see docs/e2b.md)");
   }
   for (const auto& d : n.deny_out) {
     if (!IsAddressOrCidr(d)) {

@@ -821,7 +821,9 @@ HttpResponse Rest::Serve(const server::HttpRequest& req, const api::RouteMatch& 
     return NotServed("volumes", "E2B volumes are not mapped onto agvisor yet");
   }
   if (path.starts_with("/secrets")) {
-    return NotServed("secrets", "brokered secrets are a later agvisor issue");
+    return NotServed("secrets",
+                     "E2B's secrets are not mapped onto agvisor's brokered secrets "
+                     "(`agvisor create --secret`, docs/egress.md)");
   }
   return ErrorResponse(404, "no such E2B route: " + method + " " + path);
 }
